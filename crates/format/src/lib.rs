@@ -1,0 +1,1 @@
+//! Kafka log format (to be written).

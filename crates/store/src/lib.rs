@@ -1,0 +1,295 @@
+//! The log store: partition logs in Apache Kafka's on-disk format.
+//!
+//! CONTRACT FILE: the public API below is what the broker codes against. Bodies marked
+//! `unimplemented!` are to be filled in; signatures may gain fields/variants but should not
+//! change shape without telling the broker side.
+//!
+//! Owns: `<log.dir>/<topic>-<partition>/` directories, segment files (`.log`, `.index`,
+//! `.timeindex`), `partition.metadata`, `leader-epoch-checkpoint`, per-log-dir
+//! `meta.properties`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and the
+//! `.kafka_cleanshutdown` marker; recovery after a crash; retention; producer (idempotence)
+//! state per partition.
+//!
+//! Does not own: sockets, Kafka error codes (the broker maps [`AppendError`] etc. to codes),
+//! topic metadata (the coordination layer), configuration parsing.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// A topic name and partition index.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+/// `message.timestamp.type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+/// The per-partition settings the store needs (resolved from topic overrides + broker defaults).
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would exceed this.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll when the active segment's first batch is older than this.
+    pub segment_ms: i64,
+    /// `retention.ms`; -1 = unlimited.
+    pub retention_ms: i64,
+    /// `retention.bytes` per partition; -1 = unlimited.
+    pub retention_bytes: i64,
+    /// `index.interval.bytes`: bytes between sparse offset/time index entries.
+    pub index_interval_bytes: u32,
+    /// `segment.index.bytes`: max size of an index file; roll when full.
+    pub segment_index_bytes: u32,
+    /// `max.message.bytes`: largest record batch accepted.
+    pub max_message_bytes: u32,
+    /// `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// `flush.messages`: fsync after this many appended records; i64::MAX = leave it to the OS.
+    pub flush_messages: i64,
+    /// `flush.ms`: fsync when the oldest unflushed append is this old; i64::MAX = never.
+    pub flush_ms: i64,
+}
+
+/// Who is appending: clients get producer-state checks and offset assignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer: validate, check idempotence sequences, assign offsets.
+    Client,
+}
+
+/// The result of a successful append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Offset of the first record appended (or, for a duplicate, of the original batch).
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The LogAppendTime stamped into the batches, or -1 under CreateTime.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    /// True when the batch was a retry of one already in the log (nothing appended).
+    pub duplicate: bool,
+    /// True when `flush.messages` / `flush.ms` says this append must be fsynced before an
+    /// acks=all answer (the broker then calls [`Log::flush`], group-committed).
+    pub flush_due: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// Bad CRC, bad length, truncated batch.
+    #[error("corrupt record batch for {tp:?}: {reason}")]
+    Corrupt { tp: TopicPartition, reason: String },
+    /// Magic other than 2, invalid field values (e.g. negative record count).
+    #[error("invalid record batch for {tp:?}: {reason}")]
+    Invalid { tp: TopicPartition, reason: String },
+    #[error("record batch of {size} bytes for {tp:?} exceeds max.message.bytes {max}")]
+    TooLarge { tp: TopicPartition, size: usize, max: u32 },
+    #[error("out of order sequence for producer {producer_id} on {tp:?}: expected {expected}, got {got}")]
+    OutOfOrderSequence { tp: TopicPartition, producer_id: i64, expected: i32, got: i32 },
+    #[error("producer {producer_id} epoch {epoch} is fenced on {tp:?} (current {current})")]
+    ProducerFenced { tp: TopicPartition, producer_id: i64, epoch: i16, current: i16 },
+    #[error("i/o error appending to {tp:?}: {source}")]
+    Io { tp: TopicPartition, source: io::Error },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("offset {requested} out of range for {tp:?} (log start {log_start}, log end {log_end})")]
+    OffsetOutOfRange { tp: TopicPartition, requested: i64, log_start: i64, log_end: i64 },
+    #[error("i/o error reading {tp:?}: {source}")]
+    Io { tp: TopicPartition, source: io::Error },
+}
+
+/// A region of a segment file: what a fetch hands back. Holding it keeps the file open (a
+/// segment is never unlinked while a slice of it is alive). Later the server can `sendfile` it.
+#[derive(Clone, Debug)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: u32,
+}
+
+impl FileSlice {
+    /// Read the region into memory (pread; no mmap).
+    pub fn read_bytes(&self) -> io::Result<Bytes> {
+        unimplemented!()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    /// Whole record batches starting with the one containing the fetch offset; may be empty.
+    pub slice: Option<FileSlice>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// One partition's log. `Send + Sync`; appends are serialised inside, reads run concurrently.
+#[derive(Debug)]
+pub struct Log {}
+
+impl Log {
+    pub fn topic_partition(&self) -> &TopicPartition {
+        unimplemented!()
+    }
+    pub fn dir(&self) -> &Path {
+        unimplemented!()
+    }
+    pub fn topic_id(&self) -> uuid::Uuid {
+        unimplemented!()
+    }
+    /// Validate (magic 2, CRC-32C, sizes), check producer sequences, assign offsets (patching
+    /// base offset, partition leader epoch and, under LogAppendTime, max timestamp in each batch
+    /// header), write, index, roll if due. All batches in `records` are accepted or none.
+    pub fn append(
+        &self,
+        records: Bytes,
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, AppendError> {
+        let _ = (records, origin, now_ms);
+        unimplemented!()
+    }
+    /// Whole batches from the one containing `offset`, at most `max_bytes` unless
+    /// `min_one_batch` (then the first batch is returned whole even if larger).
+    pub fn read(&self, offset: i64, max_bytes: u32, min_one_batch: bool) -> Result<ReadResult, ReadError> {
+        let _ = (offset, max_bytes, min_one_batch);
+        unimplemented!()
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        unimplemented!()
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        unimplemented!()
+    }
+    /// Equal to the log end offset on a single broker (readers see acknowledged-or-not data
+    /// exactly as Kafka with one in-sync replica).
+    pub fn high_watermark(&self) -> i64 {
+        unimplemented!()
+    }
+    /// First offset whose batch max timestamp >= `timestamp_ms`, and that timestamp; uses the
+    /// time index then scans batch headers. None when no such record.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> io::Result<Option<(i64, i64)>> {
+        let _ = timestamp_ms;
+        unimplemented!()
+    }
+    /// (max timestamp, offset of the record that carries it), for ListOffsets MAX_TIMESTAMP.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        unimplemented!()
+    }
+    /// fsync data and indexes up to the current end; returns the new recovery point.
+    pub fn flush(&self) -> io::Result<i64> {
+        unimplemented!()
+    }
+    /// DeleteRecords: raise the log start offset to `offset` (<= high watermark), deleting
+    /// whole segments below it. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReadError> {
+        let _ = offset;
+        unimplemented!()
+    }
+    /// Time- and size-based retention and time-based roll; called periodically.
+    pub fn maintain(&self, now_ms: i64) -> io::Result<()> {
+        let _ = now_ms;
+        unimplemented!()
+    }
+    pub fn set_config(&self, config: LogConfig) {
+        let _ = config;
+        unimplemented!()
+    }
+    pub fn size_bytes(&self) -> u64 {
+        unimplemented!()
+    }
+}
+
+/// Kafka's `meta.properties` identity for a log directory.
+#[derive(Clone, Debug)]
+pub struct MetaProperties {
+    pub node_id: i32,
+    pub cluster_id: String,
+}
+
+/// A partition directory found on disk at start-up, not opened yet.
+#[derive(Clone, Debug)]
+pub struct DiscoveredLog {
+    pub tp: TopicPartition,
+    pub topic_id: Option<uuid::Uuid>,
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("log directory {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("log directory {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+/// All partition logs of this broker across its `log.dirs`.
+#[derive(Debug)]
+pub struct LogManager {}
+
+impl LogManager {
+    /// Create missing dirs, read or write `meta.properties`, read checkpoints, note (and remove)
+    /// the clean-shutdown marker, scan for partition directories (ignoring `.nfs*`,
+    /// `.fuse_hidden*`, `*-delete` and other non-partition entries).
+    pub fn open(dirs: Vec<PathBuf>, meta: MetaProperties) -> Result<LogManager, StoreError> {
+        let _ = (dirs, meta);
+        unimplemented!()
+    }
+    pub fn discovered(&self) -> Vec<DiscoveredLog> {
+        unimplemented!()
+    }
+    /// Open (recovering only what lies after the recovery point, unless shut down cleanly) or
+    /// create (in the log dir holding the fewest partitions) the log of `tp`, owned under
+    /// `leader_epoch`.
+    pub fn open_log(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        leader_epoch: i32,
+    ) -> Result<Arc<Log>, StoreError> {
+        let _ = (tp, topic_id, config, leader_epoch);
+        unimplemented!()
+    }
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
+        let _ = tp;
+        unimplemented!()
+    }
+    pub fn logs(&self) -> Vec<Arc<Log>> {
+        unimplemented!()
+    }
+    pub fn dirs(&self) -> &[PathBuf] {
+        unimplemented!()
+    }
+    /// Release: flush and close, keep the data (ownership moves elsewhere).
+    pub fn close_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
+        let _ = tp;
+        unimplemented!()
+    }
+    /// Remove the partition from service at once and its files as soon as nothing holds them.
+    pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
+        let _ = tp;
+        unimplemented!()
+    }
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        unimplemented!()
+    }
+    /// Periodic maintenance of every log (retention, roll) plus pending file deletions.
+    pub fn maintain(&self, now_ms: i64) {
+        let _ = now_ms;
+        unimplemented!()
+    }
+    /// Flush everything, checkpoint, write the clean-shutdown marker.
+    pub fn shutdown(&self) -> Result<(), StoreError> {
+        unimplemented!()
+    }
+}
