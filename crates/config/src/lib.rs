@@ -11,10 +11,21 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod broker;
+mod catalog;
+mod properties;
+mod topic;
+
+pub use broker::parse_listeners;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("invalid value {value:?} for configuration {name}: {reason}")]
-    InvalidValue { name: String, value: String, reason: String },
+    InvalidValue {
+        name: String,
+        value: String,
+        reason: String,
+    },
     #[error("unknown topic configuration {name}")]
     UnknownTopicConfig { name: String },
     #[error("cannot read {path}: {reason}")]
@@ -29,6 +40,23 @@ pub struct Listener {
     pub port: u16,
 }
 
+impl Listener {
+    /// `host:port`, with an IPv6 host in brackets: ready for `ToSocketAddrs`/`SocketAddr` parsing.
+    pub fn address(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl std::fmt::Display for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}", self.name, self.address())
+    }
+}
+
 /// Where a config value came from (DescribeConfigs `config_source`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
@@ -38,6 +66,17 @@ pub enum ConfigSource {
     StaticBroker,
     /// Built-in default (code 5, DEFAULT_CONFIG).
     Default,
+}
+
+impl ConfigSource {
+    /// Kafka's DescribeConfigs `config_source` code.
+    pub fn code(self) -> i8 {
+        match self {
+            ConfigSource::Topic => 1,
+            ConfigSource::StaticBroker => 4,
+            ConfigSource::Default => 5,
+        }
+    }
 }
 
 /// One resolved config for DescribeConfigs.
@@ -55,10 +94,30 @@ pub struct ConfigEntry {
 }
 
 /// `message.timestamp.type`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TimestampType {
+    #[default]
     CreateTime,
     LogAppendTime,
+}
+
+impl TimestampType {
+    /// Kafka's name: `CreateTime` or `LogAppendTime`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+
+    /// Parse Kafka's name (case-sensitive, as Kafka is).
+    pub fn from_name(name: &str) -> Option<TimestampType> {
+        match name {
+            "CreateTime" => Some(TimestampType::CreateTime),
+            "LogAppendTime" => Some(TimestampType::LogAppendTime),
+            _ => None,
+        }
+    }
 }
 
 /// Typed topic-level settings (a topic's overrides applied on the broker's defaults).
@@ -74,10 +133,57 @@ pub struct TopicConfig {
     pub timestamp_type: TimestampType,
     /// `compression.type`: producer, uncompressed, gzip, snappy, lz4, zstd.
     pub compression_type: String,
-    /// `cleanup.policy`: delete (compact is accepted and stored, enforced later).
+    /// `cleanup.policy`, normalised to `delete`, `compact` or `compact,delete` (compact is
+    /// accepted and stored, enforced later). See [`TopicConfig::compacts`]/[`TopicConfig::deletes`].
     pub cleanup_policy: String,
     pub flush_messages: i64,
     pub flush_ms: i64,
+    /// `segment.jitter.ms` (default 0).
+    pub segment_jitter_ms: i64,
+    /// `delete.retention.ms` (default 86400000): tombstone lifetime on compacted topics.
+    pub delete_retention_ms: i64,
+    /// `file.delete.delay.ms` (default 60000).
+    pub file_delete_delay_ms: i64,
+    /// `min.compaction.lag.ms` (default 0).
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms` (default i64::MAX).
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio` (default 0.5).
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.insync.replicas` (default 1).
+    pub min_insync_replicas: i32,
+    /// `unclean.leader.election.enable` (default false).
+    pub unclean_leader_election_enable: bool,
+    /// `preallocate` (default false).
+    pub preallocate: bool,
+    /// `message.timestamp.before.max.ms` (default i64::MAX): with CreateTime, the broker rejects
+    /// batches whose max timestamp is more than this far behind its clock.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (default 3600000 since Kafka 4.0): with CreateTime, the
+    /// broker rejects batches whose max timestamp is more than this far ahead of its clock.
+    pub message_timestamp_after_max_ms: i64,
+    /// `message.downconversion.enable` (default true; no effect since Kafka 4.0).
+    pub message_downconversion_enable: bool,
+    /// `compression.gzip.level` (default -1 = codec default).
+    pub compression_gzip_level: i32,
+    /// `compression.lz4.level` (default 9).
+    pub compression_lz4_level: i32,
+    /// `compression.zstd.level` (default 3).
+    pub compression_zstd_level: i32,
+    /// `remote.storage.enable` (default false; Sluice has no tiered storage).
+    pub remote_storage_enable: bool,
+    /// `remote.log.copy.disable` (default false).
+    pub remote_log_copy_disable: bool,
+    /// `remote.log.delete.on.disable` (default false).
+    pub remote_log_delete_on_disable: bool,
+    /// `local.retention.ms` (default -2 = same as retention.ms).
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes` (default -2 = same as retention.bytes).
+    pub local_retention_bytes: i64,
+    /// `leader.replication.throttled.replicas` (default empty).
+    pub leader_replication_throttled_replicas: String,
+    /// `follower.replication.throttled.replicas` (default empty).
+    pub follower_replication_throttled_replicas: String,
 }
 
 /// The whole broker configuration.
@@ -85,9 +191,11 @@ pub struct TopicConfig {
 pub struct BrokerConfig {
     /// `node.id`, or `broker.id` if only that is set. Default 1.
     pub node_id: i32,
-    /// `listeners`. Default `PLAINTEXT://127.0.0.1:9092`.
+    /// `listeners`. Default `PLAINTEXT://127.0.0.1:9092`. Names are upper-cased; an empty host
+    /// (`PLAINTEXT://:9092`) becomes `0.0.0.0` (all interfaces). Listeners named in
+    /// `controller.listener.names` are dropped (Sluice has no controller endpoint).
     pub listeners: Vec<Listener>,
-    /// `advertised.listeners`; defaults to `listeners`.
+    /// `advertised.listeners`; defaults to `listeners`, an empty host advertised as `127.0.0.1`.
     pub advertised_listeners: Vec<Listener>,
     /// `log.dirs` (or `log.dir`). Default `./sluice-data`.
     pub log_dirs: Vec<PathBuf>,
@@ -102,7 +210,7 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     /// `log.flush.offset.checkpoint.interval.ms`. Default 60000.
     pub log_flush_offset_checkpoint_interval_ms: u64,
-    /// `max.connections`. Default 2147483647 (Kafka's), we cap at something sane? No: Kafka's.
+    /// `max.connections`. Default 2147483647 (Kafka's).
     pub max_connections: u32,
     /// `connections.max.idle.ms`. Default 600000.
     pub connections_max_idle_ms: u64,
@@ -117,8 +225,11 @@ pub struct BrokerConfig {
 }
 
 impl Default for BrokerConfig {
+    /// Kafka's defaults with Sluice's listener, data directory and node id.
     fn default() -> Self {
-        unimplemented!()
+        // The built-in defaults are valid by construction (tests cover this), so parsing an
+        // empty property set cannot fail.
+        BrokerConfig::from_properties(BTreeMap::new()).expect("built-in broker defaults are valid")
     }
 }
 
@@ -126,44 +237,178 @@ impl BrokerConfig {
     /// Parse a server.properties file. Unknown properties: one `tracing::warn!` each, ignored.
     /// Invalid values: `Err` naming the property.
     pub fn from_file(path: &std::path::Path) -> Result<BrokerConfig, ConfigError> {
-        let _ = path;
-        unimplemented!()
+        let bytes = std::fs::read(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        BrokerConfig::from_properties(parse_properties(&decode_text(bytes)))
     }
+
     /// Same, from already-parsed key/value pairs (also used for `--override k=v`).
     pub fn from_properties(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
-        let _ = props;
-        unimplemented!()
+        broker::build(props)
     }
+
     /// DescribeConfigs for the broker resource: every known broker config with its value and
     /// source.
     pub fn describe(&self) -> Vec<ConfigEntry> {
-        unimplemented!()
+        broker::describe(self)
+    }
+
+    /// The effective config of a topic with these overrides (same as [`topic_config`]).
+    pub fn topic_config(&self, overrides: &BTreeMap<String, String>) -> TopicConfig {
+        topic_config(self, overrides)
+    }
+}
+
+/// Decode a properties file: UTF-8 when valid, else ISO-8859-1 (what Java's
+/// `Properties.load(InputStream)` assumes).
+fn decode_text(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => e.into_bytes().iter().map(|&b| char::from(b)).collect(),
     }
 }
 
 /// Parse Java `.properties` text (comments `#`/`!`, `key=value`, `key: value`, `key value`,
 /// line continuations, escapes).
+///
+/// Follows `java.util.Properties::load`: values keep trailing whitespace (the config parsers
+/// trim it, as Kafka does); a malformed `\uXXXX` escape is kept as written.
 pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
-    let _ = text;
-    unimplemented!()
+    properties::parse(text)
+}
+
+/// Split a `--override name=value` argument at its first `=`.
+pub fn parse_override(arg: &str) -> Result<(String, String), ConfigError> {
+    match arg.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.to_string()))
+        }
+        _ => Err(ConfigError::InvalidValue {
+            name: "--override".to_string(),
+            value: arg.to_string(),
+            reason: "an override must have the form name=value".to_string(),
+        }),
+    }
 }
 
 /// Validate one topic-level config (name known, value parses and is in range).
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), ConfigError> {
-    let _ = (name, value);
-    unimplemented!()
+    let def = catalog::topic_def(name).ok_or_else(|| ConfigError::UnknownTopicConfig {
+        name: name.to_string(),
+    })?;
+    catalog::parse_value(name, def.ty, def.check, value).map(|_| ())
+}
+
+/// Validate a whole set of topic overrides: each one as [`validate_topic_config`] does, then
+/// the rules Kafka applies across configs (min.compaction.lag.ms not above
+/// max.compaction.lag.ms, no tiered storage since Sluice has none). Use this for CreateTopics
+/// and AlterConfigs; `broker` supplies the defaults the overrides combine with.
+pub fn validate_topic_configs(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
+    for (name, value) in overrides {
+        validate_topic_config(name, value)?;
+    }
+    let effective = topic_config(broker, overrides);
+    if effective.min_compaction_lag_ms > effective.max_compaction_lag_ms {
+        let (name, value) = match overrides.get("min.compaction.lag.ms") {
+            Some(v) => ("min.compaction.lag.ms", v.clone()),
+            None => (
+                "max.compaction.lag.ms",
+                overrides
+                    .get("max.compaction.lag.ms")
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        };
+        return Err(ConfigError::InvalidValue {
+            name: name.to_string(),
+            value,
+            reason: format!(
+                "min.compaction.lag.ms ({}) must not be greater than max.compaction.lag.ms ({})",
+                effective.min_compaction_lag_ms, effective.max_compaction_lag_ms
+            ),
+        });
+    }
+    if effective.remote_storage_enable {
+        return Err(ConfigError::InvalidValue {
+            name: "remote.storage.enable".to_string(),
+            value: overrides
+                .get("remote.storage.enable")
+                .cloned()
+                .unwrap_or_default(),
+            reason: "tiered storage is not supported by this broker".to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Names of every topic-level config, sorted.
+pub fn topic_config_names() -> impl Iterator<Item = &'static str> {
+    catalog::TOPIC_DEFS.iter().map(|d| d.name)
+}
+
+/// Broker properties that supply a topic config's default, highest priority first
+/// (e.g. `retention.ms` -> `log.retention.ms`, `log.retention.minutes`, `log.retention.hours`).
+/// Empty for unknown names and for topic configs without a broker synonym.
+pub fn broker_synonyms(topic_config: &str) -> Vec<&'static str> {
+    catalog::topic_def(topic_config)
+        .map(|d| d.synonyms.iter().map(|s| s.name).collect())
+        .unwrap_or_default()
 }
 
 /// The effective typed config of a topic: `overrides` (topic-level, already validated) applied
 /// on `broker.topic_defaults`.
+///
+/// An override that is unknown or does not validate is skipped with a warning.
 pub fn topic_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> TopicConfig {
-    let _ = (broker, overrides);
-    unimplemented!()
+    let mut config = broker.topic_defaults.clone();
+    for (name, raw) in overrides {
+        let Some(def) = catalog::topic_def(name) else {
+            tracing::warn!(config = %name, "ignoring unknown topic config override");
+            continue;
+        };
+        match catalog::parse_value(name, def.ty, def.check, raw) {
+            Ok(value) => config.apply(name, value),
+            Err(e) => tracing::warn!(error = %e, "ignoring invalid topic config override"),
+        }
+    }
+    config
 }
 
 /// DescribeConfigs for a topic resource: every topic-level config Kafka lists, with value and
 /// source (Topic if overridden, StaticBroker if its broker synonym was set, else Default).
-pub fn describe_topic(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
-    let _ = (broker, overrides);
-    unimplemented!()
+pub fn describe_topic(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<ConfigEntry> {
+    let effective = topic_config(broker, overrides);
+    catalog::TOPIC_DEFS
+        .iter()
+        .map(|def| {
+            let source = if overrides.contains_key(def.name) {
+                ConfigSource::Topic
+            } else if def
+                .synonyms
+                .iter()
+                .any(|s| broker.given.contains_key(s.name))
+            {
+                ConfigSource::StaticBroker
+            } else {
+                ConfigSource::Default
+            };
+            ConfigEntry {
+                name: def.name.to_string(),
+                value: effective.get(def.name),
+                source,
+                read_only: false,
+                sensitive: false,
+                config_type: def.ty.code(),
+                documentation: Some(def.doc.to_string()),
+            }
+        })
+        .collect()
 }

@@ -1,0 +1,460 @@
+//! Building [`BrokerConfig`] from properties, listener parsing, and broker DescribeConfigs.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use crate::catalog::{self, Value};
+use crate::{BrokerConfig, ConfigEntry, ConfigError, ConfigSource, Listener, TopicConfig};
+
+const DEFAULT_LISTENERS: &str = "PLAINTEXT://127.0.0.1:9092";
+const DEFAULT_LOG_DIR: &str = "./sluice-data";
+const DEFAULT_NODE_ID: i32 = 1;
+/// Host advertised for a listener bound with an empty host.
+const LOOPBACK: &str = "127.0.0.1";
+const WILDCARD: &str = "0.0.0.0";
+
+fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn valid_host_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '%' | '.' | '_' | ':')
+}
+
+fn valid_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+/// Parse one `NAME://host:port` entry. The host may be empty (all interfaces) or an IPv6
+/// address, bracketed or not; the name is upper-cased as Kafka does.
+fn parse_listener(property: &str, value: &str, entry: &str) -> Result<Listener, ConfigError> {
+    let syntax = || {
+        invalid(
+            property,
+            value,
+            format!("the entry {entry:?} is not of the form NAME://host:port (for example PLAINTEXT://127.0.0.1:9092)"),
+        )
+    };
+    let (name, rest) = entry.split_once("://").ok_or_else(syntax)?;
+    if name.is_empty() || !name.chars().all(valid_name_char) {
+        return Err(syntax());
+    }
+    let (host, port) = if let Some(bracketed) = rest.strip_prefix('[') {
+        let (host, after) = bracketed.split_once(']').ok_or_else(syntax)?;
+        (host, after.strip_prefix(':').ok_or_else(syntax)?)
+    } else {
+        rest.rsplit_once(':').ok_or_else(syntax)?
+    };
+    if !host.chars().all(valid_host_char) {
+        return Err(syntax());
+    }
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(syntax());
+    }
+    let port: u16 = port.parse().map_err(|_| {
+        invalid(
+            property,
+            value,
+            format!("the port of {entry:?} must be between 0 and 65535"),
+        )
+    })?;
+    Ok(Listener {
+        name: name.to_ascii_uppercase(),
+        host: host.to_string(),
+        port,
+    })
+}
+
+/// Parse a comma-separated listener list such as `PLAINTEXT://127.0.0.1:9092,EXTERNAL://:9093`
+/// (the syntax of `listeners` and `advertised.listeners`). Hosts are returned as written (an
+/// empty host stays empty); names are upper-cased and must be distinct. Errors name
+/// `property`.
+pub fn parse_listeners(property: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    let mut out: Vec<Listener> = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let listener = parse_listener(property, value, entry)?;
+        if out.iter().any(|l| l.name == listener.name) {
+            return Err(invalid(
+                property,
+                value,
+                format!(
+                    "the listener name {} appears more than once; each listener needs its own name",
+                    listener.name
+                ),
+            ));
+        }
+        out.push(listener);
+    }
+    if out.is_empty() {
+        return Err(invalid(
+            property,
+            value,
+            "at least one listener such as PLAINTEXT://127.0.0.1:9092 is required",
+        ));
+    }
+    Ok(out)
+}
+
+/// Kafka allows two listeners on one port only if one binds an IPv4 and the other an IPv6
+/// address. Port 0 (pick any) is exempt.
+fn check_distinct_ports(value: &str, listeners: &[Listener]) -> Result<(), ConfigError> {
+    for (i, a) in listeners.iter().enumerate() {
+        for b in listeners.iter().skip(i + 1) {
+            if a.port == 0 || a.port != b.port {
+                continue;
+            }
+            let ok = match (a.host.parse::<IpAddr>(), b.host.parse::<IpAddr>()) {
+                (Ok(x), Ok(y)) => x.is_ipv4() != y.is_ipv4(),
+                _ => false,
+            };
+            if !ok {
+                return Err(invalid(
+                    "listeners",
+                    value,
+                    format!(
+                        "listeners {} and {} share port {}; each listener needs its own port unless one is IPv4 and the other IPv6",
+                        a.name, b.name, a.port
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn csv(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Properties parsed so far: only those given, plus lookups falling back to the catalogue
+/// default.
+struct Parsed<'a> {
+    props: &'a BTreeMap<String, String>,
+    given: BTreeMap<&'static str, Value>,
+}
+
+impl Parsed<'_> {
+    /// The given value, else the catalogue default, else `None`.
+    fn get(&self, name: &'static str) -> Result<Option<Value>, ConfigError> {
+        if let Some(v) = self.given.get(name) {
+            return Ok(Some(v.clone()));
+        }
+        match catalog::broker_def(name) {
+            Some(def) => match def.default {
+                Some(d) => catalog::parse_value(name, def.ty, def.check, d).map(Some),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    fn int(&self, name: &'static str) -> Result<Option<i64>, ConfigError> {
+        Ok(match self.get(name)? {
+            Some(Value::Int(v)) => Some(v),
+            _ => None,
+        })
+    }
+
+    fn bool(&self, name: &'static str, fallback: bool) -> Result<bool, ConfigError> {
+        Ok(match self.get(name)? {
+            Some(Value::Bool(v)) => v,
+            _ => fallback,
+        })
+    }
+
+    /// An integer that must fit `T` (the catalogue's range checks guarantee it does; the
+    /// error covers a catalogue mistake).
+    fn typed<T: TryFrom<i64>>(&self, name: &'static str, fallback: T) -> Result<T, ConfigError> {
+        match self.int(name)? {
+            Some(v) => T::try_from(v).map_err(|_| {
+                let raw = self
+                    .props
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| v.to_string());
+                invalid(name, &raw, "the value is out of range")
+            }),
+            None => Ok(fallback),
+        }
+    }
+
+    fn raw(&self, name: &str) -> Option<&str> {
+        self.props.get(name).map(String::as_str)
+    }
+}
+
+pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+    let mut given = BTreeMap::new();
+    let mut unknown = Vec::new();
+    for (name, raw) in &props {
+        if let Some(def) = catalog::broker_def(name) {
+            given.insert(
+                def.name,
+                catalog::parse_value(name, def.ty, def.check, raw)?,
+            );
+        } else if !catalog::is_ignored(name) {
+            tracing::warn!(property = %name, "unknown configuration property is ignored");
+            unknown.push(name.clone());
+        }
+    }
+    let p = Parsed {
+        props: &props,
+        given,
+    };
+
+    // node.id / broker.id
+    let node = p.typed::<i32>("node.id", -1)?;
+    let broker = p.typed::<i32>("broker.id", -1)?;
+    let node_id = match (p.raw("node.id"), p.raw("broker.id")) {
+        (Some(_), Some(b)) if node != broker => {
+            return Err(invalid(
+                "broker.id",
+                b,
+                format!("broker.id must equal node.id ({node}) when both are set"),
+            ))
+        }
+        (Some(_), _) => node,
+        (None, Some(_)) => broker,
+        (None, None) => DEFAULT_NODE_ID,
+    };
+
+    // listeners
+    let listeners_value = p.raw("listeners").unwrap_or(DEFAULT_LISTENERS);
+    let controller_names: Vec<String> = p
+        .raw("controller.listener.names")
+        .map(|v| csv(v).into_iter().map(|n| n.to_ascii_uppercase()).collect())
+        .unwrap_or_default();
+    let mut bound = parse_listeners("listeners", listeners_value)?;
+    bound.retain(|l| {
+        let keep = !controller_names.contains(&l.name);
+        if !keep {
+            tracing::info!(listener = %l, "not opening controller listener (Sluice has no controller endpoint)");
+        }
+        keep
+    });
+    if bound.is_empty() {
+        return Err(invalid(
+            "listeners",
+            listeners_value,
+            "every listener is named in controller.listener.names; at least one client listener is required",
+        ));
+    }
+    check_distinct_ports(listeners_value, &bound)?;
+
+    let advertised_listeners = match p.raw("advertised.listeners") {
+        Some(value) => {
+            let mut advertised = parse_listeners("advertised.listeners", value)?;
+            advertised.retain(|l| !controller_names.contains(&l.name));
+            for l in &mut advertised {
+                if l.host == WILDCARD {
+                    return Err(invalid(
+                        "advertised.listeners",
+                        value,
+                        format!("listener {} advertises the non-routable address 0.0.0.0; use an address clients can reach", l.name),
+                    ));
+                }
+                if !bound.iter().any(|b| b.name == l.name) {
+                    return Err(invalid(
+                        "advertised.listeners",
+                        value,
+                        format!("listener {} is not defined in listeners", l.name),
+                    ));
+                }
+                if l.host.is_empty() {
+                    l.host = LOOPBACK.to_string();
+                }
+            }
+            if advertised.is_empty() {
+                return Err(invalid(
+                    "advertised.listeners",
+                    value,
+                    "at least one client listener must be advertised",
+                ));
+            }
+            advertised
+        }
+        None => bound
+            .iter()
+            .map(|l| Listener {
+                host: if l.host.is_empty() {
+                    LOOPBACK.to_string()
+                } else {
+                    l.host.clone()
+                },
+                ..l.clone()
+            })
+            .collect(),
+    };
+    let listeners = bound
+        .into_iter()
+        .map(|l| Listener {
+            host: if l.host.is_empty() {
+                WILDCARD.to_string()
+            } else {
+                l.host
+            },
+            ..l
+        })
+        .collect();
+
+    // log.dirs / log.dir
+    let (dirs_name, dirs_value) = match p.raw("log.dirs") {
+        Some(v) => ("log.dirs", v),
+        None => ("log.dir", p.raw("log.dir").unwrap_or(DEFAULT_LOG_DIR)),
+    };
+    let log_dirs: Vec<PathBuf> = csv(dirs_value).into_iter().map(PathBuf::from).collect();
+    if log_dirs.is_empty() {
+        return Err(invalid(
+            dirs_name,
+            dirs_value,
+            "at least one directory is required",
+        ));
+    }
+
+    let cluster_id = match p.get("cluster.id")? {
+        Some(Value::Str(s)) => Some(s),
+        _ => None,
+    };
+
+    // Topic defaults from the broker synonyms, highest-priority synonym first.
+    let mut topic_defaults = TopicConfig::default();
+    for def in catalog::TOPIC_DEFS {
+        if let Some((syn, value)) = def
+            .synonyms
+            .iter()
+            .find_map(|s| p.given.get(s.name).map(|v| (s, v.clone())))
+        {
+            topic_defaults.apply(
+                def.name,
+                catalog::convert_synonym(def.name, syn.unit, value),
+            );
+        }
+    }
+
+    Ok(BrokerConfig {
+        node_id,
+        listeners,
+        advertised_listeners,
+        log_dirs,
+        num_partitions: p.typed("num.partitions", 1)?,
+        default_replication_factor: p.typed("default.replication.factor", 1)?,
+        auto_create_topics_enable: p.bool("auto.create.topics.enable", true)?,
+        message_max_bytes: p.typed("message.max.bytes", 1_048_588)?,
+        socket_request_max_bytes: p.typed("socket.request.max.bytes", 104_857_600)?,
+        log_retention_check_interval_ms: p.typed("log.retention.check.interval.ms", 300_000)?,
+        log_flush_offset_checkpoint_interval_ms: p
+            .typed("log.flush.offset.checkpoint.interval.ms", 60_000)?,
+        max_connections: p.typed("max.connections", i32::MAX as u32)?,
+        connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
+        cluster_id,
+        topic_defaults,
+        given: props.clone(),
+        unknown,
+    })
+}
+
+fn join_listeners(listeners: &[Listener]) -> String {
+    listeners
+        .iter()
+        .map(Listener::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The value DescribeConfigs shows for a broker config: typed fields where the broker holds
+/// them, else the given value as parsed, else the default.
+fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<String> {
+    let typed = match def.name {
+        "node.id" | "broker.id" => Some(config.node_id.to_string()),
+        "listeners" => Some(join_listeners(&config.listeners)),
+        "advertised.listeners" => {
+            return config
+                .given
+                .contains_key(def.name)
+                .then(|| join_listeners(&config.advertised_listeners))
+        }
+        "num.partitions" => Some(config.num_partitions.to_string()),
+        "default.replication.factor" => Some(config.default_replication_factor.to_string()),
+        "auto.create.topics.enable" => Some(config.auto_create_topics_enable.to_string()),
+        "message.max.bytes" => Some(config.message_max_bytes.to_string()),
+        "socket.request.max.bytes" => Some(config.socket_request_max_bytes.to_string()),
+        "log.retention.check.interval.ms" => {
+            Some(config.log_retention_check_interval_ms.to_string())
+        }
+        "log.flush.offset.checkpoint.interval.ms" => {
+            Some(config.log_flush_offset_checkpoint_interval_ms.to_string())
+        }
+        "max.connections" => Some(config.max_connections.to_string()),
+        "connections.max.idle.ms" => Some(config.connections_max_idle_ms.to_string()),
+        "cluster.id" => return config.cluster_id.clone(),
+        _ => None,
+    };
+    if typed.is_some() {
+        return typed;
+    }
+    match config.given.get(def.name) {
+        Some(raw) => Some(
+            catalog::parse_value(def.name, def.ty, def.check, raw)
+                .map(|v| v.render())
+                .unwrap_or_else(|_| raw.trim().to_string()),
+        ),
+        None => def.default.map(str::to_string),
+    }
+}
+
+pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
+    let mut entries: Vec<ConfigEntry> = catalog::BROKER_DEFS
+        .iter()
+        .map(|def| ConfigEntry {
+            name: def.name.to_string(),
+            value: broker_value(config, def),
+            source: if config.given.contains_key(def.name) {
+                ConfigSource::StaticBroker
+            } else {
+                ConfigSource::Default
+            },
+            read_only: !def.dynamic,
+            sensitive: false,
+            config_type: def.ty.code(),
+            documentation: Some(def.doc.to_string()),
+        })
+        .collect();
+    // Recognised Kafka properties that Sluice does not use are still reported as set.
+    for (name, raw) in &config.given {
+        if catalog::broker_def(name).is_some() || !catalog::is_ignored(name) {
+            continue;
+        }
+        let sensitive = name.contains("password");
+        entries.push(ConfigEntry {
+            name: name.clone(),
+            value: if sensitive {
+                None
+            } else {
+                Some(raw.trim().to_string())
+            },
+            source: ConfigSource::StaticBroker,
+            read_only: true,
+            sensitive,
+            config_type: if sensitive {
+                catalog::Type::Password.code()
+            } else {
+                catalog::Type::String.code()
+            },
+            documentation: Some(
+                "Accepted for compatibility with Kafka; not used by Sluice.".to_string(),
+            ),
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries
+}

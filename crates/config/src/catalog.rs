@@ -1,0 +1,910 @@
+//! The catalogue of known configs: types, defaults, valid ranges and broker synonyms, following
+//! Apache Kafka 4.x (`LogConfig`, `ServerTopicConfigSynonyms`, `KafkaConfig`).
+
+use crate::ConfigError;
+
+/// Kafka's `ConfigDef.Type`, with the DescribeConfigs `config_type` code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Type {
+    Boolean,
+    String,
+    Int,
+    Long,
+    Double,
+    List,
+    Password,
+}
+
+impl Type {
+    pub(crate) fn code(self) -> i8 {
+        match self {
+            Type::Boolean => 1,
+            Type::String => 2,
+            Type::Int => 3,
+            Type::Long => 5,
+            Type::Double => 6,
+            Type::List => 7,
+            Type::Password => 9,
+        }
+    }
+}
+
+/// Validity rule applied after the value parses as its type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Check {
+    None,
+    AtLeast(i64),
+    Between(i64, i64),
+    Ratio,
+    OneOf(&'static [&'static str]),
+    /// A non-empty list whose entries are each one of these.
+    ListOf(&'static [&'static str]),
+    GzipLevel,
+    ThrottledReplicas,
+    NonEmpty,
+    Listeners,
+}
+
+/// How a broker synonym's value converts to the topic config's unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Same,
+    Minutes,
+    Hours,
+}
+
+#[derive(Debug)]
+pub(crate) struct Synonym {
+    pub(crate) name: &'static str,
+    pub(crate) unit: Unit,
+}
+
+const fn same(name: &'static str) -> Synonym {
+    Synonym {
+        name,
+        unit: Unit::Same,
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct TopicDef {
+    pub(crate) name: &'static str,
+    pub(crate) ty: Type,
+    /// Kafka's built-in default; `TopicConfig::default()` mirrors it (checked by a test).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) default: &'static str,
+    pub(crate) check: Check,
+    /// Broker properties supplying the default, highest priority first.
+    pub(crate) synonyms: &'static [Synonym],
+    pub(crate) doc: &'static str,
+}
+
+#[derive(Debug)]
+pub(crate) struct BrokerDef {
+    pub(crate) name: &'static str,
+    pub(crate) ty: Type,
+    pub(crate) default: Option<&'static str>,
+    pub(crate) check: Check,
+    /// Kafka can change it at runtime (DescribeConfigs reports `read_only` false).
+    pub(crate) dynamic: bool,
+    pub(crate) doc: &'static str,
+}
+
+pub(crate) const COMPRESSION_TYPES: &[&str] =
+    &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+pub(crate) const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+pub(crate) const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
+
+const LONG_MAX: &str = "9223372036854775807";
+const INT_MAX: &str = "2147483647";
+/// Kafka 4.0 (KIP-1030) raised the minimum segment size to 1 MiB.
+pub(crate) const MIN_SEGMENT_BYTES: i64 = 1024 * 1024;
+
+/// Every topic-level config Kafka 4.x defines, sorted by name.
+pub(crate) const TOPIC_DEFS: &[TopicDef] = &[
+    TopicDef {
+        name: "cleanup.policy",
+        ty: Type::List,
+        default: "delete",
+        check: Check::ListOf(CLEANUP_POLICIES),
+        synonyms: &[same("log.cleanup.policy")],
+        doc: "What happens to old segments: delete removes them once past retention, compact keeps the latest record per key; both may be listed.",
+    },
+    TopicDef {
+        name: "compression.gzip.level",
+        ty: Type::Int,
+        default: "-1",
+        check: Check::GzipLevel,
+        synonyms: &[same("compression.gzip.level")],
+        doc: "Compression level used when compression.type is gzip.",
+    },
+    TopicDef {
+        name: "compression.lz4.level",
+        ty: Type::Int,
+        default: "9",
+        check: Check::Between(1, 17),
+        synonyms: &[same("compression.lz4.level")],
+        doc: "Compression level used when compression.type is lz4.",
+    },
+    TopicDef {
+        name: "compression.type",
+        ty: Type::String,
+        default: "producer",
+        check: Check::OneOf(COMPRESSION_TYPES),
+        synonyms: &[same("compression.type")],
+        doc: "Final compression of the topic's data; producer keeps whatever codec the producer used.",
+    },
+    TopicDef {
+        name: "compression.zstd.level",
+        ty: Type::Int,
+        default: "3",
+        check: Check::Between(-131072, 22),
+        synonyms: &[same("compression.zstd.level")],
+        doc: "Compression level used when compression.type is zstd.",
+    },
+    TopicDef {
+        name: "delete.retention.ms",
+        ty: Type::Long,
+        default: "86400000",
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.cleaner.delete.retention.ms")],
+        doc: "How long tombstones are kept on compacted topics.",
+    },
+    TopicDef {
+        name: "file.delete.delay.ms",
+        ty: Type::Long,
+        default: "60000",
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.segment.delete.delay.ms")],
+        doc: "Delay before a deleted segment's files are removed from disk.",
+    },
+    TopicDef {
+        name: "flush.messages",
+        ty: Type::Long,
+        default: LONG_MAX,
+        check: Check::AtLeast(1),
+        synonyms: &[same("log.flush.interval.messages")],
+        doc: "Force an fsync after this many messages have been appended.",
+    },
+    TopicDef {
+        name: "flush.ms",
+        ty: Type::Long,
+        default: LONG_MAX,
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.flush.interval.ms"), same("log.flush.scheduler.interval.ms")],
+        doc: "Force an fsync when this long has passed since the last one.",
+    },
+    TopicDef {
+        name: "follower.replication.throttled.replicas",
+        ty: Type::List,
+        default: "",
+        check: Check::ThrottledReplicas,
+        synonyms: &[],
+        doc: "Replicas whose follower-side replication is throttled, as partition:broker pairs or *.",
+    },
+    TopicDef {
+        name: "index.interval.bytes",
+        ty: Type::Int,
+        default: "4096",
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.index.interval.bytes")],
+        doc: "Bytes appended between two entries of the offset index.",
+    },
+    TopicDef {
+        name: "leader.replication.throttled.replicas",
+        ty: Type::List,
+        default: "",
+        check: Check::ThrottledReplicas,
+        synonyms: &[],
+        doc: "Replicas whose leader-side replication is throttled, as partition:broker pairs or *.",
+    },
+    TopicDef {
+        name: "local.retention.bytes",
+        ty: Type::Long,
+        default: "-2",
+        check: Check::AtLeast(-2),
+        synonyms: &[same("log.local.retention.bytes")],
+        doc: "Local size limit when tiered storage is enabled; -2 means use retention.bytes.",
+    },
+    TopicDef {
+        name: "local.retention.ms",
+        ty: Type::Long,
+        default: "-2",
+        check: Check::AtLeast(-2),
+        synonyms: &[same("log.local.retention.ms")],
+        doc: "Local time limit when tiered storage is enabled; -2 means use retention.ms.",
+    },
+    TopicDef {
+        name: "max.compaction.lag.ms",
+        ty: Type::Long,
+        default: LONG_MAX,
+        check: Check::AtLeast(1),
+        synonyms: &[same("log.cleaner.max.compaction.lag.ms")],
+        doc: "Longest time a record may stay uncompacted.",
+    },
+    TopicDef {
+        name: "max.message.bytes",
+        ty: Type::Int,
+        default: "1048588",
+        check: Check::AtLeast(0),
+        synonyms: &[same("message.max.bytes")],
+        doc: "Largest record batch the topic accepts, in bytes.",
+    },
+    TopicDef {
+        name: "message.downconversion.enable",
+        ty: Type::Boolean,
+        default: "true",
+        check: Check::None,
+        synonyms: &[same("log.message.downconversion.enable")],
+        doc: "Deprecated and without effect since Kafka 4.0.",
+    },
+    TopicDef {
+        name: "message.timestamp.after.max.ms",
+        ty: Type::Long,
+        default: "3600000",
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.message.timestamp.after.max.ms")],
+        doc: "With CreateTime, reject batches whose timestamp is further than this in the future.",
+    },
+    TopicDef {
+        name: "message.timestamp.before.max.ms",
+        ty: Type::Long,
+        default: LONG_MAX,
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.message.timestamp.before.max.ms")],
+        doc: "With CreateTime, reject batches whose timestamp is further than this in the past.",
+    },
+    TopicDef {
+        name: "message.timestamp.type",
+        ty: Type::String,
+        default: "CreateTime",
+        check: Check::OneOf(TIMESTAMP_TYPES),
+        synonyms: &[same("log.message.timestamp.type")],
+        doc: "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime).",
+    },
+    TopicDef {
+        name: "min.cleanable.dirty.ratio",
+        ty: Type::Double,
+        default: "0.5",
+        check: Check::Ratio,
+        synonyms: &[same("log.cleaner.min.cleanable.ratio")],
+        doc: "Share of uncompacted log above which compaction runs.",
+    },
+    TopicDef {
+        name: "min.compaction.lag.ms",
+        ty: Type::Long,
+        default: "0",
+        check: Check::AtLeast(0),
+        synonyms: &[same("log.cleaner.min.compaction.lag.ms")],
+        doc: "Shortest time a record stays uncompacted.",
+    },
+    TopicDef {
+        name: "min.insync.replicas",
+        ty: Type::Int,
+        default: "1",
+        check: Check::AtLeast(1),
+        synonyms: &[same("min.insync.replicas")],
+        doc: "Replicas that must acknowledge a write made with acks=all.",
+    },
+    TopicDef {
+        name: "preallocate",
+        ty: Type::Boolean,
+        default: "false",
+        check: Check::None,
+        synonyms: &[same("log.preallocate")],
+        doc: "Preallocate the file of a new segment.",
+    },
+    TopicDef {
+        name: "remote.log.copy.disable",
+        ty: Type::Boolean,
+        default: "false",
+        check: Check::None,
+        synonyms: &[],
+        doc: "Stop copying segments to tiered storage.",
+    },
+    TopicDef {
+        name: "remote.log.delete.on.disable",
+        ty: Type::Boolean,
+        default: "false",
+        check: Check::None,
+        synonyms: &[],
+        doc: "Delete tiered data when tiered storage is turned off for the topic.",
+    },
+    TopicDef {
+        name: "remote.storage.enable",
+        ty: Type::Boolean,
+        default: "false",
+        check: Check::None,
+        synonyms: &[],
+        doc: "Use tiered storage for the topic (not supported by Sluice).",
+    },
+    TopicDef {
+        name: "retention.bytes",
+        ty: Type::Long,
+        default: "-1",
+        check: Check::None,
+        synonyms: &[same("log.retention.bytes")],
+        doc: "Largest size of a partition before old segments are deleted; -1 means no limit.",
+    },
+    TopicDef {
+        name: "retention.ms",
+        ty: Type::Long,
+        default: "604800000",
+        check: Check::AtLeast(-1),
+        synonyms: &[
+            same("log.retention.ms"),
+            Synonym { name: "log.retention.minutes", unit: Unit::Minutes },
+            Synonym { name: "log.retention.hours", unit: Unit::Hours },
+        ],
+        doc: "How long a segment is kept before deletion; -1 means no limit.",
+    },
+    TopicDef {
+        name: "segment.bytes",
+        ty: Type::Int,
+        default: "1073741824",
+        check: Check::AtLeast(MIN_SEGMENT_BYTES),
+        synonyms: &[same("log.segment.bytes")],
+        doc: "Size at which a new segment is rolled.",
+    },
+    TopicDef {
+        name: "segment.index.bytes",
+        ty: Type::Int,
+        default: "10485760",
+        check: Check::AtLeast(4),
+        synonyms: &[same("log.index.size.max.bytes")],
+        doc: "Size of a segment's offset and time indexes.",
+    },
+    TopicDef {
+        name: "segment.jitter.ms",
+        ty: Type::Long,
+        default: "0",
+        check: Check::AtLeast(0),
+        synonyms: &[
+            same("log.roll.jitter.ms"),
+            Synonym { name: "log.roll.jitter.hours", unit: Unit::Hours },
+        ],
+        doc: "Largest random reduction of segment.ms, to spread segment rolls.",
+    },
+    TopicDef {
+        name: "segment.ms",
+        ty: Type::Long,
+        default: "604800000",
+        check: Check::AtLeast(1),
+        synonyms: &[same("log.roll.ms"), Synonym { name: "log.roll.hours", unit: Unit::Hours }],
+        doc: "Age at which a new segment is rolled even if the current one is not full.",
+    },
+    TopicDef {
+        name: "unclean.leader.election.enable",
+        ty: Type::Boolean,
+        default: "false",
+        check: Check::None,
+        synonyms: &[same("unclean.leader.election.enable")],
+        doc: "Allow an out-of-sync replica to become leader.",
+    },
+];
+
+const fn b(
+    name: &'static str,
+    ty: Type,
+    default: Option<&'static str>,
+    check: Check,
+    dynamic: bool,
+    doc: &'static str,
+) -> BrokerDef {
+    BrokerDef {
+        name,
+        ty,
+        default,
+        check,
+        dynamic,
+        doc,
+    }
+}
+
+/// Every broker property Sluice understands, sorted by name.
+pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
+    b("advertised.listeners", Type::String, None, Check::Listeners, true,
+        "Listeners given to clients in metadata; defaults to listeners."),
+    b("auto.create.topics.enable", Type::Boolean, Some("true"), Check::None, false,
+        "Create a topic when a client asks for metadata of one that does not exist."),
+    b("broker.id", Type::Int, None, Check::AtLeast(0), false,
+        "Older name of node.id."),
+    b("cluster.id", Type::String, None, Check::NonEmpty, false,
+        "Cluster id reported to clients (Sluice extension); generated when unset."),
+    b("compression.gzip.level", Type::Int, Some("-1"), Check::GzipLevel, true,
+        "Default for the topic config compression.gzip.level."),
+    b("compression.lz4.level", Type::Int, Some("9"), Check::Between(1, 17), true,
+        "Default for the topic config compression.lz4.level."),
+    b("compression.type", Type::String, Some("producer"), Check::OneOf(COMPRESSION_TYPES), true,
+        "Default for the topic config compression.type."),
+    b("compression.zstd.level", Type::Int, Some("3"), Check::Between(-131072, 22), true,
+        "Default for the topic config compression.zstd.level."),
+    b("connections.max.idle.ms", Type::Long, Some("600000"), Check::AtLeast(0), false,
+        "Close connections idle for longer than this."),
+    b("default.replication.factor", Type::Int, Some("1"), Check::Between(1, i16::MAX as i64), false,
+        "Replication factor of automatically created topics."),
+    b("listeners", Type::String, Some("PLAINTEXT://127.0.0.1:9092"), Check::Listeners, true,
+        "Addresses the broker listens on, as NAME://host:port, comma separated."),
+    b("log.cleaner.delete.retention.ms", Type::Long, Some("86400000"), Check::AtLeast(0), true,
+        "Default for the topic config delete.retention.ms."),
+    b("log.cleaner.max.compaction.lag.ms", Type::Long, Some(LONG_MAX), Check::AtLeast(1), true,
+        "Default for the topic config max.compaction.lag.ms."),
+    b("log.cleaner.min.cleanable.ratio", Type::Double, Some("0.5"), Check::Ratio, true,
+        "Default for the topic config min.cleanable.dirty.ratio."),
+    b("log.cleaner.min.compaction.lag.ms", Type::Long, Some("0"), Check::AtLeast(0), true,
+        "Default for the topic config min.compaction.lag.ms."),
+    b("log.cleanup.policy", Type::List, Some("delete"), Check::ListOf(CLEANUP_POLICIES), true,
+        "Default for the topic config cleanup.policy."),
+    b("log.dir", Type::String, Some("./sluice-data"), Check::NonEmpty, false,
+        "Data directory, used when log.dirs is unset."),
+    b("log.dirs", Type::String, None, Check::NonEmpty, false,
+        "Data directories, comma separated; overrides log.dir."),
+    b("log.flush.interval.messages", Type::Long, Some(LONG_MAX), Check::AtLeast(1), true,
+        "Default for the topic config flush.messages."),
+    b("log.flush.interval.ms", Type::Long, None, Check::AtLeast(0), true,
+        "Default for the topic config flush.ms; when unset, log.flush.scheduler.interval.ms is used."),
+    b("log.flush.offset.checkpoint.interval.ms", Type::Int, Some("60000"), Check::AtLeast(0), false,
+        "How often the recovery-point checkpoint is written."),
+    b("log.flush.scheduler.interval.ms", Type::Long, Some(LONG_MAX), Check::AtLeast(0), false,
+        "Fallback default for the topic config flush.ms."),
+    b("log.index.interval.bytes", Type::Int, Some("4096"), Check::AtLeast(0), true,
+        "Default for the topic config index.interval.bytes."),
+    b("log.index.size.max.bytes", Type::Int, Some("10485760"), Check::AtLeast(4), true,
+        "Default for the topic config segment.index.bytes."),
+    b("log.local.retention.bytes", Type::Long, Some("-2"), Check::AtLeast(-2), true,
+        "Default for the topic config local.retention.bytes."),
+    b("log.local.retention.ms", Type::Long, Some("-2"), Check::AtLeast(-2), true,
+        "Default for the topic config local.retention.ms."),
+    b("log.message.downconversion.enable", Type::Boolean, Some("true"), Check::None, true,
+        "Default for the topic config message.downconversion.enable (no effect)."),
+    b("log.message.timestamp.after.max.ms", Type::Long, Some("3600000"), Check::AtLeast(0), true,
+        "Default for the topic config message.timestamp.after.max.ms."),
+    b("log.message.timestamp.before.max.ms", Type::Long, Some(LONG_MAX), Check::AtLeast(0), true,
+        "Default for the topic config message.timestamp.before.max.ms."),
+    b("log.message.timestamp.type", Type::String, Some("CreateTime"), Check::OneOf(TIMESTAMP_TYPES), true,
+        "Default for the topic config message.timestamp.type."),
+    b("log.preallocate", Type::Boolean, Some("false"), Check::None, true,
+        "Default for the topic config preallocate."),
+    b("log.retention.bytes", Type::Long, Some("-1"), Check::None, true,
+        "Default for the topic config retention.bytes."),
+    b("log.retention.check.interval.ms", Type::Long, Some("300000"), Check::AtLeast(1), false,
+        "How often segments are checked for deletion."),
+    b("log.retention.hours", Type::Int, Some("168"), Check::None, false,
+        "Default retention in hours; log.retention.minutes and log.retention.ms take precedence."),
+    b("log.retention.minutes", Type::Int, None, Check::None, false,
+        "Default retention in minutes; log.retention.ms takes precedence."),
+    b("log.retention.ms", Type::Long, None, Check::None, true,
+        "Default for the topic config retention.ms; any negative value means no limit."),
+    b("log.roll.hours", Type::Int, Some("168"), Check::AtLeast(1), false,
+        "Default segment age in hours; log.roll.ms takes precedence."),
+    b("log.roll.jitter.hours", Type::Int, Some("0"), Check::AtLeast(0), false,
+        "Default segment jitter in hours; log.roll.jitter.ms takes precedence."),
+    b("log.roll.jitter.ms", Type::Long, None, Check::AtLeast(0), true,
+        "Default for the topic config segment.jitter.ms."),
+    b("log.roll.ms", Type::Long, None, Check::AtLeast(1), true,
+        "Default for the topic config segment.ms."),
+    b("log.segment.bytes", Type::Int, Some("1073741824"), Check::AtLeast(MIN_SEGMENT_BYTES), true,
+        "Default for the topic config segment.bytes."),
+    b("log.segment.delete.delay.ms", Type::Long, Some("60000"), Check::AtLeast(0), true,
+        "Default for the topic config file.delete.delay.ms."),
+    b("max.connections", Type::Int, Some(INT_MAX), Check::AtLeast(0), true,
+        "Most client connections accepted at once."),
+    b("message.max.bytes", Type::Int, Some("1048588"), Check::AtLeast(0), true,
+        "Default for the topic config max.message.bytes."),
+    b("min.insync.replicas", Type::Int, Some("1"), Check::AtLeast(1), true,
+        "Default for the topic config min.insync.replicas."),
+    b("node.id", Type::Int, None, Check::AtLeast(0), false,
+        "Id of this node; 1 when neither node.id nor broker.id is set."),
+    b("num.partitions", Type::Int, Some("1"), Check::AtLeast(1), false,
+        "Partition count of automatically created topics."),
+    b("socket.request.max.bytes", Type::Int, Some("104857600"), Check::AtLeast(1), false,
+        "Largest request the broker reads, in bytes."),
+    b("unclean.leader.election.enable", Type::Boolean, Some("false"), Check::None, true,
+        "Default for the topic config unclean.leader.election.enable."),
+];
+
+/// Kafka server properties accepted without a warning but not used by Sluice.
+pub(crate) const IGNORED: &[&str] = &[
+    "alter.config.policy.class.name",
+    "authorizer.class.name",
+    "auto.include.jmx.reporter",
+    "auto.leader.rebalance.enable",
+    "background.threads",
+    "broker.heartbeat.interval.ms",
+    "broker.rack",
+    "broker.session.timeout.ms",
+    "connection.failed.authentication.delay.ms",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms",
+    "controller.listener.names",
+    "controller.quorum.bootstrap.servers",
+    "controller.quorum.voters",
+    "create.topic.policy.class.name",
+    "delete.topic.enable",
+    "early.start.listeners",
+    "fetch.max.bytes",
+    "fetch.purgatory.purge.interval.requests",
+    "initial.broker.registration.timeout.ms",
+    "inter.broker.listener.name",
+    "inter.broker.protocol.version",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+    "listener.security.protocol.map",
+    "log.cleaner.enable",
+    "log.dir.failure.timeout.ms",
+    "log.flush.start.offset.checkpoint.interval.ms",
+    "log.initial.task.delay.ms",
+    "max.connection.creation.rate",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.incremental.fetch.session.cache.slots",
+    "max.request.partition.size.limit",
+    "metric.reporters",
+    "metrics.num.samples",
+    "metrics.recording.level",
+    "metrics.sample.window.ms",
+    "num.io.threads",
+    "num.network.threads",
+    "num.recovery.threads.per.data.dir",
+    "num.replica.alter.log.dirs.threads",
+    "num.replica.fetchers",
+    "principal.builder.class",
+    "process.roles",
+    "producer.id.expiration.check.interval.ms",
+    "producer.id.expiration.ms",
+    "producer.purgatory.purge.interval.requests",
+    "queued.max.request.bytes",
+    "queued.max.requests",
+    "request.timeout.ms",
+    "reserved.broker.max.id",
+    "security.inter.broker.protocol",
+    "socket.connection.setup.timeout.max.ms",
+    "socket.connection.setup.timeout.ms",
+    "socket.listen.backlog.size",
+    "socket.receive.buffer.bytes",
+    "socket.send.buffer.bytes",
+    "super.users",
+    "transactional.id.expiration.ms",
+    "unstable.api.versions.enable",
+    "unstable.feature.versions.enable",
+];
+
+/// Prefixes of Kafka server property families accepted without a warning but not used.
+pub(crate) const IGNORED_PREFIXES: &[&str] = &[
+    "controller.",
+    "delegation.token.",
+    "group.",
+    "log.cleaner.",
+    "metadata.",
+    "offsets.",
+    "quota.",
+    "remote.log.",
+    "replica.",
+    "share.",
+    "transaction.",
+    "zookeeper.",
+];
+
+pub(crate) fn topic_def(name: &str) -> Option<&'static TopicDef> {
+    TOPIC_DEFS.iter().find(|d| d.name == name)
+}
+
+pub(crate) fn broker_def(name: &str) -> Option<&'static BrokerDef> {
+    BROKER_DEFS.iter().find(|d| d.name == name)
+}
+
+pub(crate) fn is_ignored(name: &str) -> bool {
+    IGNORED.contains(&name) || IGNORED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// A parsed config value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Value {
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Str(String),
+    List(Vec<String>),
+}
+
+impl Value {
+    /// The value as Kafka renders it in DescribeConfigs.
+    pub(crate) fn render(&self) -> String {
+        match self {
+            Value::Bool(v) => v.to_string(),
+            Value::Int(v) => v.to_string(),
+            Value::Double(v) => render_double(*v),
+            Value::Str(v) => v.clone(),
+            Value::List(v) => v.join(","),
+        }
+    }
+}
+
+/// Java's `Double.toString` for plain values: always a fractional part.
+pub(crate) fn render_double(v: f64) -> String {
+    let s = v.to_string();
+    if s.contains(['.', 'e', 'E', 'N', 'i']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn join(options: &[&str]) -> String {
+    options.join(", ")
+}
+
+/// Parse `raw` as a value of type `ty` (trimmed, as Kafka's `ConfigDef` does) and apply `check`.
+pub(crate) fn parse_value(
+    name: &str,
+    ty: Type,
+    check: Check,
+    raw: &str,
+) -> Result<Value, ConfigError> {
+    let s = raw.trim();
+    let value = match ty {
+        Type::Boolean => {
+            if s.eq_ignore_ascii_case("true") {
+                Value::Bool(true)
+            } else if s.eq_ignore_ascii_case("false") {
+                Value::Bool(false)
+            } else {
+                return Err(invalid(name, raw, "the value must be true or false"));
+            }
+        }
+        Type::Int => match s.parse::<i32>() {
+            Ok(v) => Value::Int(i64::from(v)),
+            Err(_) => {
+                return Err(invalid(
+                    name,
+                    raw,
+                    format!(
+                        "the value must be a whole number between {} and {}",
+                        i32::MIN,
+                        i32::MAX
+                    ),
+                ))
+            }
+        },
+        Type::Long => match s.parse::<i64>() {
+            Ok(v) => Value::Int(v),
+            Err(_) => {
+                return Err(invalid(
+                    name,
+                    raw,
+                    format!(
+                        "the value must be a whole number between {} and {}",
+                        i64::MIN,
+                        i64::MAX
+                    ),
+                ))
+            }
+        },
+        Type::Double => match s.parse::<f64>() {
+            Ok(v) if v.is_finite() => Value::Double(v),
+            _ => {
+                return Err(invalid(
+                    name,
+                    raw,
+                    "the value must be a finite decimal number",
+                ))
+            }
+        },
+        Type::String | Type::Password => Value::Str(s.to_string()),
+        Type::List => {
+            if s.is_empty() {
+                Value::List(Vec::new())
+            } else {
+                Value::List(s.split(',').map(|e| e.trim().to_string()).collect())
+            }
+        }
+    };
+    check_value(name, raw, check, &value)?;
+    Ok(value)
+}
+
+fn check_value(name: &str, raw: &str, check: Check, value: &Value) -> Result<(), ConfigError> {
+    match (check, value) {
+        (Check::None | Check::Listeners, _) => Ok(()),
+        (Check::AtLeast(min), Value::Int(v)) => {
+            if *v < min {
+                Err(invalid(
+                    name,
+                    raw,
+                    format!("the value must be at least {min}"),
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (Check::Between(lo, hi), Value::Int(v)) => {
+            if *v < lo || *v > hi {
+                Err(invalid(
+                    name,
+                    raw,
+                    format!("the value must be between {lo} and {hi}"),
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (Check::Ratio, Value::Double(v)) => {
+            if !(0.0..=1.0).contains(v) {
+                Err(invalid(name, raw, "the value must be between 0 and 1"))
+            } else {
+                Ok(())
+            }
+        }
+        (Check::GzipLevel, Value::Int(v)) => {
+            if *v == -1 || (1..=9).contains(v) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    raw,
+                    "the value must be between 1 and 9, or -1 for the codec's default",
+                ))
+            }
+        }
+        (Check::OneOf(options), Value::Str(v)) => {
+            if options.contains(&v.as_str()) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    raw,
+                    format!("the value must be one of {}", join(options)),
+                ))
+            }
+        }
+        (Check::ListOf(options), Value::List(items)) => {
+            if items.is_empty() {
+                return Err(invalid(
+                    name,
+                    raw,
+                    format!("the value must list at least one of {}", join(options)),
+                ));
+            }
+            match items.iter().find(|i| !options.contains(&i.as_str())) {
+                Some(bad) => Err(invalid(
+                    name,
+                    raw,
+                    format!(
+                        "{bad:?} is not valid; each entry must be one of {}",
+                        join(options)
+                    ),
+                )),
+                None => Ok(()),
+            }
+        }
+        (Check::ThrottledReplicas, Value::List(items)) => {
+            let wildcard = items.len() == 1 && items[0] == "*";
+            let pairs = items.iter().all(|i| i.is_empty() || is_replica_pair(i));
+            if wildcard || pairs {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    raw,
+                    "the value must be * or a comma-separated list of partition:broker pairs such as 0:101,1:102",
+                ))
+            }
+        }
+        (Check::NonEmpty, Value::Str(v)) => {
+            if v.is_empty() {
+                Err(invalid(name, raw, "the value must not be empty"))
+            } else {
+                Ok(())
+            }
+        }
+        // A check paired with a type it does not apply to: nothing to enforce.
+        _ => Ok(()),
+    }
+}
+
+fn is_replica_pair(s: &str) -> bool {
+    match s.split_once(':') {
+        Some((p, b)) => {
+            !p.is_empty()
+                && !b.is_empty()
+                && p.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// Convert a broker synonym's value to the topic config's unit. Retention given at broker
+/// level follows Kafka: any negative result means unlimited (-1).
+pub(crate) fn convert_synonym(topic: &str, unit: Unit, value: Value) -> Value {
+    match value {
+        Value::Int(v) => {
+            let ms = match unit {
+                Unit::Same => v,
+                Unit::Minutes => v.saturating_mul(60_000),
+                Unit::Hours => v.saturating_mul(3_600_000),
+            };
+            if topic == "retention.ms" && ms < 0 {
+                Value::Int(-1)
+            } else {
+                Value::Int(ms)
+            }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::TopicConfig;
+
+    #[test]
+    fn tables_are_sorted_and_unique() {
+        for w in TOPIC_DEFS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} / {}", w[0].name, w[1].name);
+        }
+        for w in BROKER_DEFS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} / {}", w[0].name, w[1].name);
+        }
+        for name in IGNORED {
+            assert!(
+                broker_def(name).is_none(),
+                "{name} is both used and ignored"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_mirrored_by_topic_config_default() {
+        let defaults = TopicConfig::default();
+        for def in TOPIC_DEFS {
+            let v = parse_value(def.name, def.ty, def.check, def.default)
+                .unwrap_or_else(|e| panic!("default of {}: {e}", def.name));
+            assert_eq!(defaults.get(def.name), Some(v.render()), "{}", def.name);
+            // Applying the default changes nothing.
+            let mut c = TopicConfig::default();
+            c.apply(def.name, v);
+            assert_eq!(c, defaults, "{}", def.name);
+        }
+        for def in BROKER_DEFS {
+            if let Some(d) = def.default {
+                parse_value(def.name, def.ty, def.check, d)
+                    .unwrap_or_else(|e| panic!("default of {}: {e}", def.name));
+            }
+        }
+    }
+
+    #[test]
+    fn every_synonym_is_a_broker_config_with_the_topic_default() {
+        for def in TOPIC_DEFS {
+            for syn in def.synonyms {
+                let b = broker_def(syn.name).unwrap_or_else(|| panic!("{} missing", syn.name));
+                if let Some(d) = b.default {
+                    let v = parse_value(b.name, b.ty, b.check, d).unwrap();
+                    let converted = convert_synonym(def.name, syn.unit, v);
+                    let topic_default =
+                        parse_value(def.name, def.ty, def.check, def.default).unwrap();
+                    assert_eq!(converted, topic_default, "{} vs {}", b.name, def.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn double_rendering_matches_java() {
+        assert_eq!(render_double(0.5), "0.5");
+        assert_eq!(render_double(1.0), "1.0");
+        assert_eq!(render_double(0.0), "0.0");
+    }
+}
