@@ -1,1 +1,205 @@
-//! placeholder
+//! The wire layer: Kafka request framing, request headers, response encoding and the table of
+//! API versions Sluice speaks. Built on the `kafka-protocol` crate's message types.
+//!
+//! Owns: turning the bytes of one size-delimited frame into a [`Request`] (header + typed body)
+//! and a typed response back into a frame. Does not own: sockets (the server) or what a request
+//! means (the broker).
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    api_versions_response::ApiVersion, ApiKey, ApiVersionsResponse, RequestHeader, RequestKind,
+    ResponseHeader, ResponseKind,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+pub use kafka_protocol;
+
+/// Length of the size prefix of every Kafka frame.
+pub const FRAME_PREFIX_BYTES: usize = 4;
+
+/// The API versions Sluice implements: (api key, min version, max version).
+///
+/// Architecture invariant: an API is listed here only if the broker handles every version in
+/// its range; ApiVersions answers from this table.
+pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+];
+
+/// The version range Sluice supports for `key`, if any.
+pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED_APIS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// The ApiVersions entries for every supported API.
+pub fn api_version_entries() -> Vec<ApiVersion> {
+    SUPPORTED_APIS
+        .iter()
+        .map(|(k, min, max)| {
+            ApiVersion::default()
+                .with_api_key(*k as i16)
+                .with_min_version(*min)
+                .with_max_version(*max)
+        })
+        .collect()
+}
+
+/// Why a frame could not become a request. The server logs it and closes the connection,
+/// except for [`WireError::UnsupportedApiVersions`], which gets Kafka's fallback answer.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("frame of {len} bytes is too short for a request header")]
+    Truncated { len: usize },
+    #[error("unknown API key {api_key} (correlation id {correlation_id})")]
+    UnknownApiKey { api_key: i16, correlation_id: i32 },
+    #[error("unsupported version {version} of {api:?} (correlation id {correlation_id})")]
+    UnsupportedVersion {
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    },
+    /// ApiVersions at a version above ours: answer with v0 and UNSUPPORTED_VERSION (KIP-511).
+    #[error(
+        "ApiVersions version {version} is newer than supported (correlation id {correlation_id})"
+    )]
+    UnsupportedApiVersions { version: i16, correlation_id: i32 },
+    #[error("malformed {api:?} v{version} request (correlation id {correlation_id}): {reason}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        reason: String,
+    },
+}
+
+/// A decoded request.
+#[derive(Debug)]
+pub struct Request {
+    pub api_key: ApiKey,
+    pub header: RequestHeader,
+    pub body: RequestKind,
+}
+
+impl Request {
+    pub fn version(&self) -> i16 {
+        self.header.request_api_version
+    }
+    pub fn correlation_id(&self) -> i32 {
+        self.header.correlation_id
+    }
+}
+
+/// Decode one frame (without its 4-byte size prefix).
+pub fn decode_request(mut frame: Bytes) -> Result<Request, WireError> {
+    if frame.len() < 8 {
+        return Err(WireError::Truncated { len: frame.len() });
+    }
+    let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api_key = ApiKey::try_from(api_key_raw).map_err(|_| WireError::UnknownApiKey {
+        api_key: api_key_raw,
+        correlation_id,
+    })?;
+    let Some((min, max)) = supported_versions(api_key) else {
+        return Err(WireError::UnknownApiKey {
+            api_key: api_key_raw,
+            correlation_id,
+        });
+    };
+    if version < min || version > max {
+        if api_key == ApiKey::ApiVersions && version > max {
+            return Err(WireError::UnsupportedApiVersions {
+                version,
+                correlation_id,
+            });
+        }
+        return Err(WireError::UnsupportedVersion {
+            api: api_key,
+            version,
+            correlation_id,
+        });
+    }
+    let malformed = |reason: String| WireError::Malformed {
+        api: api_key,
+        version,
+        correlation_id,
+        reason,
+    };
+    let header_version = api_key.request_header_version(version);
+    let header =
+        RequestHeader::decode(&mut frame, header_version).map_err(|e| malformed(e.to_string()))?;
+    let body =
+        RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
+    if frame.has_remaining() {
+        // Kafka tolerates nothing after the body either; a trailing byte means a framing bug.
+        return Err(malformed(format!(
+            "{} unexpected trailing bytes",
+            frame.remaining()
+        )));
+    }
+    Ok(Request {
+        api_key,
+        header,
+        body,
+    })
+}
+
+/// Encode a response for `api_key` at `version` as a complete frame (size prefix included).
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<BytesMut, WireError> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = api_key.response_header_version(version);
+    let malformed = |reason: String| WireError::Malformed {
+        api: api_key,
+        version,
+        correlation_id,
+        reason,
+    };
+    header
+        .encode(&mut buf, header_version)
+        .map_err(|e| malformed(e.to_string()))?;
+    body.encode(&mut buf, version)
+        .map_err(|e| malformed(e.to_string()))?;
+    let len = (buf.len() - FRAME_PREFIX_BYTES) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf)
+}
+
+/// Kafka's answer to an ApiVersions request newer than we speak: v0 body, UNSUPPORTED_VERSION,
+/// and our version table so the client can pick a version and retry.
+pub fn unsupported_api_versions_response(correlation_id: i32) -> BytesMut {
+    let body = ApiVersionsResponse::default()
+        .with_error_code(kafka_protocol::ResponseError::UnsupportedVersion.code())
+        .with_api_keys(api_version_entries());
+    // v0 of ApiVersionsResponse always encodes; the header is v0 for ApiVersions.
+    encode_response(
+        ApiKey::ApiVersions,
+        0,
+        correlation_id,
+        &ResponseKind::ApiVersions(body),
+    )
+    .unwrap_or_default()
+}

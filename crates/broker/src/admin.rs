@@ -1,0 +1,220 @@
+//! Topic administration shared by several APIs (CreateTopics, Metadata auto-creation,
+//! DeleteTopics, CreatePartitions, config changes): metadata first, then the logs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use sluice_store::TopicPartition;
+
+use crate::errors::meta_error_code;
+use crate::registry::{log_config, TopicState};
+use crate::Broker;
+
+/// A refusal with its Kafka error code and a message for the client.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) code: i16,
+    pub(crate) message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(e: ResponseError, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code: e.code(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Broker {
+    /// Validate the topic-level configs of a create or alter request.
+    pub(crate) fn validate_topic_configs(
+        &self,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), Refusal> {
+        for (k, v) in configs {
+            sluice_config::validate_topic_config(k, v)
+                .map_err(|e| Refusal::new(ResponseError::InvalidConfig, e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_new_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), Refusal> {
+        sluice_meta::validate_topic_name(name)
+            .map_err(|m| Refusal::new(ResponseError::InvalidTopicException, m))?;
+        if self.registry.get(name).is_some() {
+            return Err(Refusal::new(
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        if partitions < 1 {
+            return Err(Refusal::new(
+                ResponseError::InvalidPartitions,
+                format!("Number of partitions must be larger than 0, got {partitions}."),
+            ));
+        }
+        if replication_factor < 1 {
+            return Err(Refusal::new(
+                ResponseError::InvalidReplicationFactor,
+                format!("Replication factor must be larger than 0, got {replication_factor}."),
+            ));
+        }
+        if replication_factor > 1 {
+            return Err(Refusal::new(
+                ResponseError::InvalidReplicationFactor,
+                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+            ));
+        }
+        self.validate_topic_configs(configs)
+    }
+
+    /// Create a topic and open its partitions.
+    pub(crate) fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicState>, Refusal> {
+        let meta = self
+            .meta
+            .create_topic(name, partitions, configs, None)
+            .map_err(|e| Refusal {
+                code: meta_error_code(&e),
+                message: e.to_string(),
+            })?;
+        let mut meta = meta;
+        for p in 0..meta.partitions() {
+            meta.epochs[p as usize] =
+                self.meta.acquire_partition(name, p).map_err(|e| Refusal {
+                    code: meta_error_code(&e),
+                    message: e.to_string(),
+                })?;
+        }
+        let state = self
+            .registry
+            .open_topic(&self.config, &self.logs, meta)
+            .map_err(|e| {
+                tracing::error!(topic = name, "opening the logs of a new topic failed: {e}");
+                Refusal::new(ResponseError::KafkaStorageError, e.to_string())
+            })?;
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(state)
+    }
+
+    /// Delete a topic: gone from clients' view at once; files removed by the store as soon as
+    /// nothing holds them.
+    pub(crate) fn delete_topic(&self, name: &str) -> Result<(), Refusal> {
+        self.meta.delete_topic(name).map_err(|e| Refusal {
+            code: meta_error_code(&e),
+            message: e.to_string(),
+        })?;
+        if let Some(state) = self.registry.remove(name) {
+            for p in 0..state.meta.partitions() {
+                let tp = TopicPartition {
+                    topic: name.to_string(),
+                    partition: p,
+                };
+                if let Err(e) = self.logs.delete_log(&tp) {
+                    // The store retries removal in the background; the topic is already gone.
+                    tracing::warn!(topic = name, partition = p, "deleting partition files: {e}");
+                }
+            }
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(())
+    }
+
+    pub(crate) fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), Refusal> {
+        let state = self.registry.get(name).ok_or_else(|| {
+            Refusal::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            )
+        })?;
+        let current = state.meta.partitions();
+        if count <= current {
+            return Err(Refusal::new(
+                ResponseError::InvalidPartitions,
+                format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let mut meta = self.meta.add_partitions(name, count).map_err(|e| Refusal {
+            code: meta_error_code(&e),
+            message: e.to_string(),
+        })?;
+        let mut logs = state.logs.clone();
+        for p in current..count {
+            let epoch = self.meta.acquire_partition(name, p).map_err(|e| Refusal {
+                code: meta_error_code(&e),
+                message: e.to_string(),
+            })?;
+            meta.epochs[p as usize] = epoch;
+            let tp = TopicPartition {
+                topic: name.to_string(),
+                partition: p,
+            };
+            let log = self
+                .logs
+                .open_log(&tp, meta.id, log_config(&state.config), epoch)
+                .map_err(|e| Refusal::new(ResponseError::KafkaStorageError, e.to_string()))?;
+            logs.push(log);
+        }
+        self.registry.insert(Arc::new(TopicState {
+            meta,
+            config: state.config.clone(),
+            logs,
+        }));
+        tracing::info!(topic = name, from = current, to = count, "added partitions");
+        Ok(())
+    }
+
+    /// Replace a topic's config overrides and apply them to its open logs.
+    pub(crate) fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), Refusal> {
+        self.validate_topic_configs(&configs)?;
+        let meta = self
+            .meta
+            .set_topic_configs(name, configs)
+            .map_err(|e| Refusal {
+                code: meta_error_code(&e),
+                message: e.to_string(),
+            })?;
+        let state = self.registry.get(name).ok_or_else(|| {
+            Refusal::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            )
+        })?;
+        let config = sluice_config::topic_config(&self.config, &meta.configs);
+        for log in &state.logs {
+            log.set_config(log_config(&config));
+        }
+        let mut meta = meta;
+        meta.epochs = state.meta.epochs.clone();
+        self.registry.insert(Arc::new(TopicState {
+            meta,
+            config,
+            logs: state.logs.clone(),
+        }));
+        Ok(())
+    }
+}

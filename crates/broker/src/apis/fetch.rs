@@ -1,0 +1,258 @@
+//! Fetch: whole batches from each partition's log, long-polled until min.bytes are available
+//! or max.wait.ms passes, within max.bytes and per-partition limits, with incremental fetch
+//! sessions (KIP-227).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::topic_name;
+use crate::errors::read_error_code;
+use crate::sessions::{SessionError, Target};
+use crate::{ready, Broker, Reply};
+
+/// Upper bound on max.wait.ms we honour, whatever the client asks.
+const MAX_WAIT_CAP_MS: i32 = 60_000;
+
+/// Session epoch meaning "full fetch, no session / close the session".
+const FINAL_EPOCH: i32 = -1;
+
+enum Mode {
+    /// No session: answer every requested partition.
+    Sessionless,
+    /// Full fetch that opened a session: answer every partition, remember them.
+    New(i32),
+    /// Incremental fetch on a session: answer only partitions with news.
+    Incremental(i32, crate::sessions::Session),
+}
+
+fn error_response(code: i16) -> Reply {
+    ready(Some(ResponseKind::Fetch(
+        FetchResponse::default().with_error_code(code),
+    )))
+}
+
+pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Reply {
+    let by_id = version >= 13;
+    let mut requested = Vec::new();
+    for t in &req.topics {
+        let (name, id) = if by_id {
+            match broker.registry.get_by_id(t.topic_id) {
+                Some(s) => (s.meta.name.clone(), t.topic_id),
+                None => (String::new(), t.topic_id),
+            }
+        } else {
+            let name = t.topic.0.as_str().to_string();
+            let id = broker
+                .registry
+                .get(&name)
+                .map(|s| s.meta.id)
+                .unwrap_or(Uuid::nil());
+            (name, id)
+        };
+        for p in &t.partitions {
+            requested.push(Target {
+                topic: name.clone(),
+                topic_id: id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+                reported: None,
+            });
+        }
+    }
+
+    let mode = if version < 7 || (req.session_id == 0 && req.session_epoch == FINAL_EPOCH) {
+        Mode::Sessionless
+    } else if req.session_epoch == FINAL_EPOCH {
+        broker.sessions.remove(req.session_id);
+        Mode::Sessionless
+    } else if req.session_id == 0 {
+        if req.session_epoch != 0 {
+            return error_response(ResponseError::FetchSessionIdNotFound.code());
+        }
+        Mode::New(broker.sessions.create(requested.clone()))
+    } else {
+        match broker.sessions.take(req.session_id, req.session_epoch) {
+            Err(SessionError::NotFound) => {
+                return error_response(ResponseError::FetchSessionIdNotFound.code())
+            }
+            Err(SessionError::InvalidEpoch) => {
+                return error_response(ResponseError::InvalidFetchSessionEpoch.code())
+            }
+            Ok(mut session) => {
+                for f in &req.forgotten_topics_data {
+                    session.targets.retain(|t| {
+                        let same_topic = if by_id {
+                            t.topic_id == f.topic_id
+                        } else {
+                            t.topic == f.topic.0.as_str()
+                        };
+                        !(same_topic && f.partitions.contains(&t.partition))
+                    });
+                }
+                for r in requested.drain(..) {
+                    match session.targets.iter_mut().find(|t| {
+                        t.topic_id == r.topic_id && t.topic == r.topic && t.partition == r.partition
+                    }) {
+                        Some(t) => {
+                            t.fetch_offset = r.fetch_offset;
+                            t.max_bytes = r.max_bytes;
+                        }
+                        None => session.targets.push(r),
+                    }
+                }
+                Mode::Incremental(req.session_id, session)
+            }
+        }
+    };
+
+    let broker = broker.clone();
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_bytes = if req.max_bytes <= 0 {
+        i32::MAX
+    } else {
+        req.max_bytes
+    } as usize;
+    let read_committed = req.isolation_level == 1;
+    Box::pin(async move {
+        let deadline = Instant::now() + max_wait;
+        let (session_id, mut targets, incremental) = match mode {
+            Mode::Sessionless => (0, requested, None),
+            Mode::New(id) => (id, requested, None),
+            Mode::Incremental(id, session) => (id, session.targets.clone(), Some(session)),
+        };
+        loop {
+            let notified = broker.appended.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (results, bytes, errors) = read_all(&broker, &targets, max_bytes, read_committed);
+            if bytes >= min_bytes || errors || Instant::now() >= deadline {
+                let incremental_mode = incremental.is_some();
+                let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+                for (target, data) in targets.iter_mut().zip(results) {
+                    let news = (data.error_code != 0)
+                        || data.records.as_ref().is_some_and(|r| !r.is_empty())
+                        || target.reported != Some((data.high_watermark, data.log_start_offset));
+                    target.reported = Some((data.high_watermark, data.log_start_offset));
+                    if incremental_mode && !news {
+                        continue;
+                    }
+                    let same = topics.last().is_some_and(|t| {
+                        if by_id {
+                            t.topic_id == target.topic_id
+                        } else {
+                            t.topic.0.as_str() == target.topic
+                        }
+                    });
+                    if !same {
+                        topics.push(
+                            FetchableTopicResponse::default()
+                                .with_topic(topic_name(&target.topic))
+                                .with_topic_id(target.topic_id),
+                        );
+                    }
+                    if let Some(t) = topics.last_mut() {
+                        t.partitions.push(data);
+                    }
+                }
+                match incremental {
+                    Some(mut session) => {
+                        session.targets = targets;
+                        broker.sessions.put(session_id, session);
+                    }
+                    None if session_id != 0 => broker.sessions.update_reported(session_id, targets),
+                    None => {}
+                }
+                let body = FetchResponse::default()
+                    .with_session_id(session_id)
+                    .with_responses(topics);
+                return Some(ResponseKind::Fetch(body));
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    })
+}
+
+/// Read every target once. Returns per-target data, total record bytes, and whether any
+/// partition had an error (which answers at once, like Kafka).
+fn read_all(
+    broker: &Broker,
+    targets: &[Target],
+    max_bytes: usize,
+    read_committed: bool,
+) -> (Vec<PartitionData>, usize, bool) {
+    let mut out = Vec::with_capacity(targets.len());
+    let mut total = 0usize;
+    let mut errors = false;
+    for t in targets {
+        let base = PartitionData::default()
+            .with_partition_index(t.partition)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
+            .with_aborted_transactions(read_committed.then(Vec::new));
+        let log = if t.topic.is_empty() {
+            None
+        } else {
+            broker.registry.get(&t.topic)
+        }
+        .and_then(|s| s.log(t.partition).cloned());
+        let Some(log) = log else {
+            errors = true;
+            let code = if t.topic.is_empty() {
+                ResponseError::UnknownTopicId.code()
+            } else {
+                ResponseError::UnknownTopicOrPartition.code()
+            };
+            out.push(base.with_error_code(code));
+            continue;
+        };
+        let budget = max_bytes
+            .saturating_sub(total)
+            .min(t.max_bytes.max(0) as usize) as u32;
+        let result = if budget == 0 && total > 0 {
+            // Response full: report offsets only.
+            Ok(None)
+        } else {
+            log.read(t.fetch_offset, budget, total == 0).map(Some)
+        };
+        let hw = log.high_watermark();
+        let base = base
+            .with_high_watermark(hw)
+            .with_last_stable_offset(hw)
+            .with_log_start_offset(log.log_start_offset());
+        match result {
+            Ok(Some(r)) => {
+                let records = match r.slice.map(|s| s.read_bytes()).transpose() {
+                    Ok(b) => b.unwrap_or_default(),
+                    Err(e) => {
+                        tracing::error!(tp = ?log.topic_partition(), "fetch read failed: {e}");
+                        errors = true;
+                        out.push(base.with_error_code(ResponseError::KafkaStorageError.code()));
+                        continue;
+                    }
+                };
+                total += records.len();
+                out.push(base.with_records(Some(records)));
+            }
+            Ok(None) => out.push(base.with_records(Some(Bytes::new()))),
+            Err(e) => {
+                errors = true;
+                out.push(base.with_error_code(read_error_code(&e)));
+            }
+        }
+    }
+    (out, total, errors)
+}

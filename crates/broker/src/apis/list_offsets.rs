@@ -1,0 +1,71 @@
+//! ListOffsets: earliest, latest, max timestamp, and by timestamp through the time index.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+
+use crate::Broker;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
+
+pub(crate) fn handle(
+    broker: &Arc<Broker>,
+    req: ListOffsetsRequest,
+    _version: i16,
+) -> Option<ResponseKind> {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let state = broker.registry.get(t.name.0.as_str());
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let base = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
+                    let Some(log) = state.as_ref().and_then(|s| s.log(p.partition_index)) else {
+                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let epoch = state.as_ref().map(|s| s.meta.epochs[p.partition_index as usize]).unwrap_or(-1);
+                    let found = match p.timestamp {
+                        LATEST => Ok(Some((-1, log.high_watermark()))),
+                        EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, log.log_start_offset()))),
+                        MAX_TIMESTAMP => Ok(log.max_timestamp()),
+                        // No tiered storage: nothing is tiered or pending upload.
+                        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok(Some((-1, -1))),
+                        ts if ts >= 0 => log.offset_for_timestamp(ts).map(|r| r.map(|(offset, ts)| (ts, offset))),
+                        _ => return base.with_error_code(ResponseError::InvalidRequest.code()),
+                    };
+                    match found {
+                        Ok(Some((timestamp, offset))) => base
+                            .with_timestamp(timestamp)
+                            .with_offset(offset)
+                            .with_leader_epoch(if offset >= 0 { epoch } else { -1 }),
+                        Ok(None) => base,
+                        Err(e) => {
+                            tracing::error!(tp = ?log.topic_partition(), "ListOffsets read failed: {e}");
+                            base.with_error_code(ResponseError::KafkaStorageError.code())
+                        }
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions)
+        })
+        .collect();
+    Some(ResponseKind::ListOffsets(
+        ListOffsetsResponse::default().with_topics(topics),
+    ))
+}

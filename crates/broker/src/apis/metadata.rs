@@ -1,0 +1,129 @@
+//! Metadata: brokers, and topics with their partitions; auto-creates missing topics when the
+//! client allows it and `auto.create.topics.enable` is on.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::registry::TopicState;
+use crate::Broker;
+
+/// Kafka's "authorized operations not requested" marker.
+const OPS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataResponseTopic {
+    let node = BrokerId(broker.node_id);
+    let partitions = t
+        .meta
+        .epochs
+        .iter()
+        .enumerate()
+        .map(|(p, epoch)| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p as i32)
+                .with_leader_id(node)
+                .with_leader_epoch(*epoch)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&t.meta.name)))
+        .with_topic_id(t.meta.id)
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(code)
+        .with_name(name.map(topic_name))
+        .with_topic_id(id)
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+pub(crate) fn handle(
+    broker: &Arc<Broker>,
+    req: MetadataRequest,
+    version: i16,
+) -> Option<ResponseKind> {
+    let topics = match req.topics {
+        None => broker
+            .registry
+            .all()
+            .iter()
+            .map(|t| topic_response(broker, t))
+            .collect(),
+        // Before v1 an empty list meant "all topics".
+        Some(list) if list.is_empty() && version == 0 => broker
+            .registry
+            .all()
+            .iter()
+            .map(|t| topic_response(broker, t))
+            .collect(),
+        Some(list) => list
+            .into_iter()
+            .map(|requested| match requested.name {
+                Some(name) => {
+                    let name = name.0.as_str().to_string();
+                    if let Some(t) = broker.registry.get(&name) {
+                        return topic_response(broker, &t);
+                    }
+                    let auto = broker.config.auto_create_topics_enable
+                        && (version < 4 || req.allow_auto_topic_creation);
+                    if sluice_meta::validate_topic_name(&name).is_err() {
+                        return error_topic(
+                            Some(&name),
+                            Uuid::nil(),
+                            ResponseError::InvalidTopicException.code(),
+                        );
+                    }
+                    if !auto {
+                        return error_topic(
+                            Some(&name),
+                            Uuid::nil(),
+                            ResponseError::UnknownTopicOrPartition.code(),
+                        );
+                    }
+                    match broker.create_topic(&name, broker.config.num_partitions, BTreeMap::new())
+                    {
+                        Ok(t) => topic_response(broker, &t),
+                        // Lost a race with another creator: answer with what exists now.
+                        Err(_) if broker.registry.get(&name).is_some() => broker
+                            .registry
+                            .get(&name)
+                            .map(|t| topic_response(broker, &t))
+                            .unwrap_or_default(),
+                        Err(refusal) => error_topic(Some(&name), Uuid::nil(), refusal.code),
+                    }
+                }
+                None => match broker.registry.get_by_id(requested.topic_id) {
+                    Some(t) => topic_response(broker, &t),
+                    None => error_topic(
+                        None,
+                        requested.topic_id,
+                        ResponseError::UnknownTopicId.code(),
+                    ),
+                },
+            })
+            .collect(),
+    };
+    let listener = broker.advertised();
+    let body = MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(broker.node_id))
+            .with_host(str_bytes(listener.host.clone()))
+            .with_port(i32::from(listener.port))])
+        .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
+        .with_controller_id(BrokerId(broker.node_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
+    Some(ResponseKind::Metadata(body))
+}

@@ -1,0 +1,145 @@
+//! Produce: validate and append each partition's batches now (in request order), then for
+//! acks=all wait for the group-commit fsync where flush.messages / flush.ms ask for one.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+use sluice_store::AppendOrigin;
+
+use super::str_bytes;
+use crate::errors::append_error_code;
+use crate::{now_ms, Broker, Reply};
+
+fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(str_bytes))
+}
+
+pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Reply {
+    let acks = req.acks;
+    if !matches!(acks, -1..=1) {
+        let responses = req
+            .topic_data
+            .iter()
+            .map(|t| {
+                TopicProduceResponse::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_partition_responses(
+                        t.partition_data
+                            .iter()
+                            .map(|p| {
+                                error_partition(
+                                    p.index,
+                                    ResponseError::InvalidRequiredAcks.code(),
+                                    None,
+                                )
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return crate::ready(Some(ResponseKind::Produce(
+            ProduceResponse::default().with_responses(responses),
+        )));
+    }
+    if req.transactional_id.is_some() {
+        tracing::warn!("transactional produce refused: transactions are not supported yet");
+    }
+    let now = now_ms();
+    let mut pending = Vec::new();
+    let mut any_appended = false;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for (ti, topic) in req.topic_data.into_iter().enumerate() {
+        let state = if version >= 13 {
+            broker.registry.get_by_id(topic.topic_id)
+        } else {
+            broker.registry.get(topic.name.0.as_str())
+        };
+        let unknown_code = if version >= 13 {
+            ResponseError::UnknownTopicId.code()
+        } else {
+            ResponseError::UnknownTopicOrPartition.code()
+        };
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for (pi, p) in topic.partition_data.into_iter().enumerate() {
+            let Some(log) = state.as_ref().and_then(|s| s.log(p.index)) else {
+                partitions.push(error_partition(p.index, unknown_code, None));
+                continue;
+            };
+            if req.transactional_id.is_some() {
+                partitions.push(error_partition(
+                    p.index,
+                    ResponseError::TransactionalIdAuthorizationFailed.code(),
+                    Some("Sluice does not support transactions yet".into()),
+                ));
+                continue;
+            }
+            let records = p.records.unwrap_or_default();
+            match log.append(records, AppendOrigin::Client, now) {
+                Ok(outcome) => {
+                    any_appended |= !outcome.duplicate;
+                    if outcome.flush_due {
+                        if acks == -1 {
+                            pending.push((ti, pi, broker.flusher.request(log.clone())));
+                        } else {
+                            // Honour flush.messages without making acks=0/1 wait for it.
+                            let flushed = broker.flusher.request(log.clone());
+                            tokio::spawn(async move {
+                                if let Err(e) = flushed.await {
+                                    tracing::error!("background flush failed: {e}");
+                                }
+                            });
+                        }
+                    }
+                    partitions.push(
+                        PartitionProduceResponse::default()
+                            .with_index(p.index)
+                            .with_base_offset(outcome.base_offset)
+                            .with_log_append_time_ms(outcome.log_append_time_ms)
+                            .with_log_start_offset(outcome.log_start_offset),
+                    );
+                }
+                Err(e) => {
+                    tracing::debug!("produce refused: {e}");
+                    partitions.push(error_partition(
+                        p.index,
+                        append_error_code(&e),
+                        Some(e.to_string()),
+                    ));
+                }
+            }
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    if any_appended {
+        broker.appended.notify_waiters();
+    }
+    if acks == 0 {
+        return crate::ready(None);
+    }
+    Box::pin(async move {
+        for (topic, partition, flushed) in pending {
+            if let Err(e) = flushed.await {
+                let p = &mut responses[topic].partition_responses[partition];
+                let index = p.index;
+                *p = error_partition(index, ResponseError::KafkaStorageError.code(), Some(e));
+            }
+        }
+        Some(ResponseKind::Produce(
+            ProduceResponse::default().with_responses(responses),
+        ))
+    })
+}

@@ -1,0 +1,32 @@
+//! The only place internal errors become Kafka error codes.
+
+use kafka_protocol::ResponseError;
+use sluice_store::{AppendError, ReadError};
+
+pub(crate) fn append_error_code(e: &AppendError) -> i16 {
+    match e {
+        AppendError::Corrupt { .. } => ResponseError::CorruptMessage.code(),
+        AppendError::Invalid { .. } => ResponseError::InvalidRecord.code(),
+        AppendError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
+        AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        AppendError::ProducerFenced { .. } => ResponseError::InvalidProducerEpoch.code(),
+        AppendError::Io { .. } => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+pub(crate) fn read_error_code(e: &ReadError) -> i16 {
+    match e {
+        ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        ReadError::Io { .. } => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+pub(crate) fn meta_error_code(e: &sluice_meta::MetaError) -> i16 {
+    use sluice_meta::MetaError;
+    match e {
+        MetaError::TopicExists(_) => ResponseError::TopicAlreadyExists.code(),
+        MetaError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
+        MetaError::InvalidPartitions { .. } => ResponseError::InvalidPartitions.code(),
+        MetaError::Io { .. } | MetaError::Parse { .. } => ResponseError::KafkaStorageError.code(),
+    }
+}

@@ -1,0 +1,85 @@
+//! Group commit: producers waiting for acks=all under flush.messages / flush.ms queue here; one
+//! round fsyncs every log with a waiter, then answers them all. Requests that arrive during a
+//! round wait for the next one, so N concurrent producers cost about one fsync per log per
+//! round rather than one each.
+
+use std::io;
+use std::sync::Arc;
+
+use sluice_store::Log;
+use tokio::sync::{mpsc, oneshot};
+
+struct FlushRequest {
+    log: Arc<Log>,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Flusher {
+    tx: mpsc::UnboundedSender<FlushRequest>,
+}
+
+impl std::fmt::Debug for FlushRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushRequest")
+            .field("log", &self.log.topic_partition())
+            .finish()
+    }
+}
+
+impl Flusher {
+    pub(crate) fn start() -> Flusher {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(rx));
+        Flusher { tx }
+    }
+
+    /// Ask for everything appended to `log` so far to reach stable storage; the request joins
+    /// the next flush round at once, and the returned future resolves when that round is done.
+    pub(crate) fn request(
+        &self,
+        log: Arc<Log>,
+    ) -> impl std::future::Future<Output = Result<(), String>> {
+        let (done, wait) = oneshot::channel();
+        let sent = self.tx.send(FlushRequest { log, done });
+        async move {
+            sent.map_err(|_| "flusher stopped".to_string())?;
+            wait.await.map_err(|_| "flusher stopped".to_string())?
+        }
+    }
+}
+
+async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
+    while let Some(first) = rx.recv().await {
+        let mut round = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            round.push(more);
+        }
+        let mut logs: Vec<Arc<Log>> = Vec::new();
+        for r in &round {
+            if !logs.iter().any(|l| Arc::ptr_eq(l, &r.log)) {
+                logs.push(r.log.clone());
+            }
+        }
+        let results = tokio::task::spawn_blocking(move || {
+            logs.iter()
+                .map(|l| (l.clone(), l.flush()))
+                .collect::<Vec<(Arc<Log>, io::Result<i64>)>>()
+        })
+        .await;
+        for r in round {
+            let outcome = match &results {
+                Ok(results) => match results.iter().find(|(l, _)| Arc::ptr_eq(l, &r.log)) {
+                    Some((_, Ok(_))) => Ok(()),
+                    Some((l, Err(e))) => {
+                        tracing::error!(tp = ?l.topic_partition(), "fsync failed: {e}");
+                        Err(e.to_string())
+                    }
+                    None => Err("log missing from flush round".to_string()),
+                },
+                Err(e) => Err(format!("flush task failed: {e}")),
+            };
+            let _ = r.done.send(outcome);
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Topics as this broker serves them: metadata, effective config and open partition logs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use sluice_config::{BrokerConfig, TopicConfig};
+use sluice_meta::{EmbeddedStore, TopicMeta};
+use sluice_store::{Log, LogConfig, LogManager, TimestampType, TopicPartition};
+use uuid::Uuid;
+
+use crate::BrokerError;
+
+/// One served topic. Replaced whole (copy on write) when it changes.
+#[derive(Debug)]
+pub(crate) struct TopicState {
+    pub(crate) meta: TopicMeta,
+    pub(crate) config: TopicConfig,
+    pub(crate) logs: Vec<Arc<Log>>,
+}
+
+impl TopicState {
+    pub(crate) fn log(&self, partition: i32) -> Option<&Arc<Log>> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.logs.get(p))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Topics {
+    by_name: BTreeMap<String, Arc<TopicState>>,
+    by_id: HashMap<Uuid, String>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    topics: RwLock<Topics>,
+}
+
+/// The store's view of a topic's effective config.
+pub fn log_config(c: &TopicConfig) -> LogConfig {
+    LogConfig {
+        segment_bytes: c.segment_bytes,
+        segment_ms: c.segment_ms,
+        retention_ms: c.retention_ms,
+        retention_bytes: c.retention_bytes,
+        index_interval_bytes: c.index_interval_bytes,
+        segment_index_bytes: c.segment_index_bytes,
+        max_message_bytes: c.max_message_bytes,
+        timestamp_type: match c.timestamp_type {
+            sluice_config::TimestampType::CreateTime => TimestampType::CreateTime,
+            sluice_config::TimestampType::LogAppendTime => TimestampType::LogAppendTime,
+        },
+        flush_messages: c.flush_messages,
+        flush_ms: c.flush_ms,
+    }
+}
+
+/// Register in the metadata store every topic whose partition directories were found on disk
+/// but that the store does not know: this is how a log directory written by Apache Kafka (or
+/// a Sluice whose metadata was lost) is adopted in place.
+pub(crate) fn adopt_discovered(meta: &EmbeddedStore, logs: &LogManager) -> Result<(), BrokerError> {
+    let mut found: BTreeMap<String, (i32, Option<Uuid>)> = BTreeMap::new();
+    for d in logs.discovered() {
+        let entry = found.entry(d.tp.topic.clone()).or_insert((0, None));
+        entry.0 = entry.0.max(d.tp.partition + 1);
+        entry.1 = entry.1.or(d.topic_id);
+    }
+    for (name, (partitions, id)) in found {
+        match meta.topic(&name) {
+            Some(known) if known.partitions() >= partitions => {}
+            Some(known) => {
+                tracing::warn!(topic = %name, known = known.partitions(), on_disk = partitions, "adopting extra partition directories");
+                meta.add_partitions(&name, partitions)?;
+            }
+            None => {
+                tracing::info!(topic = %name, partitions, "adopting topic found in the log directories");
+                meta.create_topic(&name, partitions, BTreeMap::new(), id)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Registry {
+    pub(crate) fn len(&self) -> usize {
+        self.topics.read().by_name.len()
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<TopicState>> {
+        self.topics.read().by_name.get(name).cloned()
+    }
+
+    pub(crate) fn get_by_id(&self, id: Uuid) -> Option<Arc<TopicState>> {
+        let topics = self.topics.read();
+        topics
+            .by_id
+            .get(&id)
+            .and_then(|n| topics.by_name.get(n))
+            .cloned()
+    }
+
+    pub(crate) fn all(&self) -> Vec<Arc<TopicState>> {
+        self.topics.read().by_name.values().cloned().collect()
+    }
+
+    /// Open the logs of every partition of `topic` (whose epochs are already acquired).
+    pub(crate) fn open_topic(
+        &self,
+        broker_config: &BrokerConfig,
+        logs: &LogManager,
+        topic: TopicMeta,
+    ) -> Result<Arc<TopicState>, BrokerError> {
+        let config = sluice_config::topic_config(broker_config, &topic.configs);
+        let mut opened = Vec::with_capacity(topic.epochs.len());
+        for (partition, epoch) in topic.epochs.iter().enumerate() {
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition: partition as i32,
+            };
+            opened.push(logs.open_log(&tp, topic.id, log_config(&config), *epoch)?);
+        }
+        let state = Arc::new(TopicState {
+            meta: topic,
+            config,
+            logs: opened,
+        });
+        self.insert(state.clone());
+        Ok(state)
+    }
+
+    pub(crate) fn insert(&self, state: Arc<TopicState>) {
+        let mut topics = self.topics.write();
+        topics.by_id.insert(state.meta.id, state.meta.name.clone());
+        topics.by_name.insert(state.meta.name.clone(), state);
+    }
+
+    pub(crate) fn remove(&self, name: &str) -> Option<Arc<TopicState>> {
+        let mut topics = self.topics.write();
+        let removed = topics.by_name.remove(name)?;
+        topics.by_id.remove(&removed.meta.id);
+        Some(removed)
+    }
+}
