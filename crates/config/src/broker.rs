@@ -203,7 +203,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 catalog::parse_value(name, def.ty, def.check, raw)?,
             );
         } else if !catalog::is_ignored(name) {
-            tracing::warn!(property = %name, "unknown configuration property is ignored");
+            tracing::warn!(property = %name, "ignoring unknown configuration property {name}");
             unknown.push(name.clone());
         }
     }

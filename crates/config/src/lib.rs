@@ -368,12 +368,12 @@ pub fn topic_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>)
     let mut config = broker.topic_defaults.clone();
     for (name, raw) in overrides {
         let Some(def) = catalog::topic_def(name) else {
-            tracing::warn!(config = %name, "ignoring unknown topic config override");
+            tracing::warn!(config = %name, "ignoring unknown topic config override {name}");
             continue;
         };
         match catalog::parse_value(name, def.ty, def.check, raw) {
             Ok(value) => config.apply(name, value),
-            Err(e) => tracing::warn!(error = %e, "ignoring invalid topic config override"),
+            Err(e) => tracing::warn!("ignoring topic config override: {e}"),
         }
     }
     config

@@ -1,0 +1,517 @@
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use sluice_config::{
+    parse_listeners, parse_override, BrokerConfig, ConfigError, ConfigSource, Listener,
+    TimestampType,
+};
+
+fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn build(pairs: &[(&str, &str)]) -> BrokerConfig {
+    BrokerConfig::from_properties(props(pairs)).unwrap()
+}
+
+fn build_err(pairs: &[(&str, &str)]) -> (String, String, String) {
+    match BrokerConfig::from_properties(props(pairs)) {
+        Err(ConfigError::InvalidValue {
+            name,
+            value,
+            reason,
+        }) => (name, value, reason),
+        other => panic!("expected InvalidValue, got {other:?}"),
+    }
+}
+
+fn listener(name: &str, host: &str, port: u16) -> Listener {
+    Listener {
+        name: name.into(),
+        host: host.into(),
+        port,
+    }
+}
+
+#[test]
+fn defaults() {
+    let c = BrokerConfig::default();
+    assert_eq!(c.node_id, 1);
+    assert_eq!(c.listeners, vec![listener("PLAINTEXT", "127.0.0.1", 9092)]);
+    assert_eq!(c.advertised_listeners, c.listeners);
+    assert_eq!(c.log_dirs, vec![PathBuf::from("./sluice-data")]);
+    assert_eq!(c.num_partitions, 1);
+    assert_eq!(c.default_replication_factor, 1);
+    assert!(c.auto_create_topics_enable);
+    assert_eq!(c.message_max_bytes, 1_048_588);
+    assert_eq!(c.socket_request_max_bytes, 104_857_600);
+    assert_eq!(c.log_retention_check_interval_ms, 300_000);
+    assert_eq!(c.log_flush_offset_checkpoint_interval_ms, 60_000);
+    assert_eq!(c.max_connections, 2_147_483_647);
+    assert_eq!(c.connections_max_idle_ms, 600_000);
+    assert_eq!(c.cluster_id, None);
+    assert!(c.given.is_empty());
+    assert!(c.unknown.is_empty());
+
+    let t = &c.topic_defaults;
+    assert_eq!(t.segment_bytes, 1_073_741_824);
+    assert_eq!(t.segment_ms, 168 * 3_600_000);
+    assert_eq!(t.retention_ms, 168 * 3_600_000);
+    assert_eq!(t.retention_bytes, -1);
+    assert_eq!(t.index_interval_bytes, 4096);
+    assert_eq!(t.segment_index_bytes, 10_485_760);
+    assert_eq!(t.max_message_bytes, 1_048_588);
+    assert_eq!(t.timestamp_type, TimestampType::CreateTime);
+    assert_eq!(t.compression_type, "producer");
+    assert_eq!(t.cleanup_policy, "delete");
+    assert_eq!(t.flush_messages, i64::MAX);
+    assert_eq!(t.flush_ms, i64::MAX);
+    assert_eq!(t.message_timestamp_after_max_ms, 3_600_000);
+    assert_eq!(t.message_timestamp_before_max_ms, i64::MAX);
+    assert!(t.deletes() && !t.compacts());
+}
+
+#[test]
+fn values_are_read() {
+    let c = build(&[
+        ("num.partitions", " 3 "),
+        ("default.replication.factor", "2"),
+        ("auto.create.topics.enable", "FALSE"),
+        ("message.max.bytes", "2000000"),
+        ("socket.request.max.bytes", "1000"),
+        ("log.retention.check.interval.ms", "1000"),
+        ("log.flush.offset.checkpoint.interval.ms", "0"),
+        ("max.connections", "100"),
+        ("connections.max.idle.ms", "5000"),
+        ("cluster.id", "MkU3OEVBNTcwNTJENDM2Qk"),
+        ("log.segment.bytes", "1048576"),
+        ("log.retention.bytes", "123456789"),
+        ("log.index.interval.bytes", "100"),
+        ("log.index.size.max.bytes", "1024"),
+        ("log.flush.interval.messages", "10"),
+        ("log.flush.interval.ms", "1000"),
+        ("log.message.timestamp.type", "LogAppendTime"),
+        ("compression.type", "zstd"),
+        ("log.cleanup.policy", "delete, compact"),
+    ]);
+    assert_eq!(c.num_partitions, 3);
+    assert_eq!(c.default_replication_factor, 2);
+    assert!(!c.auto_create_topics_enable);
+    assert_eq!(c.message_max_bytes, 2_000_000);
+    assert_eq!(c.socket_request_max_bytes, 1000);
+    assert_eq!(c.log_retention_check_interval_ms, 1000);
+    assert_eq!(c.log_flush_offset_checkpoint_interval_ms, 0);
+    assert_eq!(c.max_connections, 100);
+    assert_eq!(c.connections_max_idle_ms, 5000);
+    assert_eq!(c.cluster_id.as_deref(), Some("MkU3OEVBNTcwNTJENDM2Qk"));
+    let t = &c.topic_defaults;
+    assert_eq!(t.segment_bytes, 1_048_576);
+    assert_eq!(t.retention_bytes, 123_456_789);
+    assert_eq!(t.index_interval_bytes, 100);
+    assert_eq!(t.segment_index_bytes, 1024);
+    assert_eq!(t.max_message_bytes, 2_000_000);
+    assert_eq!(t.flush_messages, 10);
+    assert_eq!(t.flush_ms, 1000);
+    assert_eq!(t.timestamp_type, TimestampType::LogAppendTime);
+    assert_eq!(t.compression_type, "zstd");
+    assert_eq!(t.cleanup_policy, "compact,delete");
+    assert!(t.compacts() && t.deletes());
+}
+
+#[test]
+fn retention_precedence_ms_over_minutes_over_hours() {
+    let c = build(&[("log.retention.hours", "1")]);
+    assert_eq!(c.topic_defaults.retention_ms, 3_600_000);
+    let c = build(&[("log.retention.hours", "1"), ("log.retention.minutes", "2")]);
+    assert_eq!(c.topic_defaults.retention_ms, 120_000);
+    let c = build(&[
+        ("log.retention.hours", "1"),
+        ("log.retention.minutes", "2"),
+        ("log.retention.ms", "5"),
+    ]);
+    assert_eq!(c.topic_defaults.retention_ms, 5);
+    // Any negative value means unlimited, whatever the unit.
+    assert_eq!(
+        build(&[("log.retention.ms", "-1")])
+            .topic_defaults
+            .retention_ms,
+        -1
+    );
+    assert_eq!(
+        build(&[("log.retention.hours", "-5")])
+            .topic_defaults
+            .retention_ms,
+        -1
+    );
+    assert_eq!(
+        build(&[
+            ("log.retention.minutes", "-1"),
+            ("log.retention.hours", "3")
+        ])
+        .topic_defaults
+        .retention_ms,
+        -1
+    );
+}
+
+#[test]
+fn roll_precedence_ms_over_hours() {
+    assert_eq!(
+        build(&[("log.roll.hours", "2")]).topic_defaults.segment_ms,
+        7_200_000
+    );
+    assert_eq!(
+        build(&[("log.roll.hours", "2"), ("log.roll.ms", "1000")])
+            .topic_defaults
+            .segment_ms,
+        1000
+    );
+    assert_eq!(
+        build(&[("log.roll.jitter.hours", "1")])
+            .topic_defaults
+            .segment_jitter_ms,
+        3_600_000
+    );
+}
+
+#[test]
+fn flush_ms_falls_back_to_scheduler_interval() {
+    assert_eq!(
+        build(&[("log.flush.scheduler.interval.ms", "500")])
+            .topic_defaults
+            .flush_ms,
+        500
+    );
+    assert_eq!(
+        build(&[
+            ("log.flush.scheduler.interval.ms", "500"),
+            ("log.flush.interval.ms", "7")
+        ])
+        .topic_defaults
+        .flush_ms,
+        7
+    );
+}
+
+#[test]
+fn node_id_and_broker_id() {
+    assert_eq!(build(&[("node.id", "7")]).node_id, 7);
+    assert_eq!(build(&[("broker.id", "8")]).node_id, 8);
+    assert_eq!(build(&[("broker.id", "9"), ("node.id", "9")]).node_id, 9);
+    let (name, value, reason) = build_err(&[("broker.id", "2"), ("node.id", "3")]);
+    assert_eq!(name, "broker.id");
+    assert_eq!(value, "2");
+    assert!(reason.contains("node.id"), "{reason}");
+    assert_eq!(build_err(&[("node.id", "-1")]).0, "node.id");
+}
+
+#[test]
+fn invalid_values_name_the_property() {
+    let cases: &[(&str, &str)] = &[
+        ("num.partitions", "zero"),
+        ("num.partitions", "0"),
+        ("num.partitions", "3000000000"),
+        ("default.replication.factor", "40000"),
+        ("auto.create.topics.enable", "yes"),
+        ("message.max.bytes", "-1"),
+        ("socket.request.max.bytes", "0"),
+        ("log.segment.bytes", "1048575"),
+        ("log.roll.hours", "0"),
+        ("log.roll.ms", "0"),
+        ("log.retention.hours", "1.5"),
+        ("log.retention.ms", "forever"),
+        ("log.index.size.max.bytes", "3"),
+        ("log.flush.interval.messages", "0"),
+        ("log.message.timestamp.type", "createtime"),
+        ("compression.type", "brotli"),
+        ("log.cleanup.policy", "archive"),
+        ("log.cleanup.policy", ""),
+        ("compression.gzip.level", "0"),
+        ("compression.zstd.level", "23"),
+        ("log.cleaner.min.cleanable.ratio", "1.5"),
+        ("max.connections", "-1"),
+        ("cluster.id", "  "),
+        ("listeners", "localhost:9092"),
+        ("listeners", "PLAINTEXT://localhost:port"),
+        ("listeners", "PLAINTEXT://localhost:70000"),
+        ("listeners", ""),
+        ("advertised.listeners", "PLAINTEXT://0.0.0.0:9092"),
+        ("log.dirs", " , "),
+    ];
+    for (prop, value) in cases {
+        let (name, got_value, reason) = build_err(&[(prop, value)]);
+        assert_eq!(&name, prop, "{prop}={value}: {reason}");
+        assert_eq!(&got_value, value);
+        let message = BrokerConfig::from_properties(props(&[(prop, value)]))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains(prop), "{message}");
+    }
+}
+
+#[test]
+fn unknown_properties_are_recorded_and_ignored() {
+    let c = build(&[
+        ("num.partitions", "2"),
+        ("no.such.thing", "1"),
+        ("another.unknown", "x"),
+    ]);
+    assert_eq!(c.num_partitions, 2);
+    assert_eq!(
+        c.unknown,
+        vec!["another.unknown".to_string(), "no.such.thing".to_string()]
+    );
+    assert_eq!(c.given.len(), 3);
+}
+
+#[test]
+fn kafka_server_properties_are_known() {
+    // The shape of config/server.properties shipped with Kafka 4.x.
+    let text = r#"
+############################# Server Basics #############################
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+
+############################# Socket Server Settings #############################
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+
+############################# Log Basics #############################
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+#log.flush.interval.messages=10000
+#log.flush.interval.ms=1000
+log.retention.hours=168
+#log.retention.bytes=1073741824
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+group.initial.rebalance.delay.ms=0
+controller.quorum.voters=1@localhost:9093
+zookeeper.connect=localhost:2181
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.properties");
+    std::fs::write(&path, text).unwrap();
+    let c = BrokerConfig::from_file(&path).unwrap();
+    assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+    assert_eq!(c.node_id, 1);
+    // The controller listener is not opened; the empty host binds all interfaces.
+    assert_eq!(c.listeners, vec![listener("PLAINTEXT", "0.0.0.0", 9092)]);
+    assert_eq!(
+        c.advertised_listeners,
+        vec![listener("PLAINTEXT", "localhost", 9092)]
+    );
+    assert_eq!(c.log_dirs, vec![PathBuf::from("/tmp/kraft-combined-logs")]);
+    assert_eq!(c.topic_defaults.retention_ms, 604_800_000);
+}
+
+#[test]
+fn from_file_missing_is_a_read_error() {
+    let err = BrokerConfig::from_file(std::path::Path::new("/nonexistent/server.properties"))
+        .unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+    assert!(err.to_string().contains("/nonexistent/server.properties"));
+}
+
+#[test]
+fn from_file_accepts_latin1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.properties");
+    std::fs::write(&path, b"cluster.id=caf\xe9\nnum.partitions=2\n").unwrap();
+    let c = BrokerConfig::from_file(&path).unwrap();
+    assert_eq!(c.cluster_id.as_deref(), Some("café"));
+    assert_eq!(c.num_partitions, 2);
+}
+
+#[test]
+fn listener_parsing() {
+    let ls = parse_listeners(
+        "listeners",
+        "plaintext://127.0.0.1:9092, EXTERNAL://:9093,V6://[::1]:9094,BARE6://::1:9095,ANY://0.0.0.0:0",
+    )
+    .unwrap();
+    assert_eq!(
+        ls,
+        vec![
+            listener("PLAINTEXT", "127.0.0.1", 9092),
+            listener("EXTERNAL", "", 9093),
+            listener("V6", "::1", 9094),
+            listener("BARE6", "::1", 9095),
+            listener("ANY", "0.0.0.0", 0),
+        ]
+    );
+    assert_eq!(ls[2].address(), "[::1]:9094");
+    assert_eq!(ls[0].address(), "127.0.0.1:9092");
+    assert_eq!(ls[2].to_string(), "V6://[::1]:9094");
+    for bad in [
+        "PLAINTEXT://host",
+        "://host:1",
+        "PLAIN TEXT://h:1",
+        "PLAINTEXT://h:-1",
+        "PLAINTEXT://h o:1",
+        "A://h:1,a://h:2",
+    ] {
+        let err = parse_listeners("listeners", bad).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::InvalidValue { name, .. } if name == "listeners"),
+            "{bad}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn listeners_and_advertised_listeners() {
+    // Advertised defaults to listeners; an empty host is advertised as loopback.
+    let c = build(&[(
+        "listeners",
+        "PLAINTEXT://:9092,EXTERNAL://10.0.0.1:9093,ALL://0.0.0.0:9094",
+    )]);
+    assert_eq!(
+        c.listeners,
+        vec![
+            listener("PLAINTEXT", "0.0.0.0", 9092),
+            listener("EXTERNAL", "10.0.0.1", 9093),
+            listener("ALL", "0.0.0.0", 9094)
+        ]
+    );
+    assert_eq!(
+        c.advertised_listeners,
+        vec![
+            listener("PLAINTEXT", "127.0.0.1", 9092),
+            listener("EXTERNAL", "10.0.0.1", 9093),
+            listener("ALL", "0.0.0.0", 9094)
+        ]
+    );
+    // Explicit advertised listeners must name defined listeners.
+    let c = build(&[
+        ("listeners", "PLAINTEXT://:9092"),
+        ("advertised.listeners", "PLAINTEXT://broker1.example:19092"),
+    ]);
+    assert_eq!(
+        c.advertised_listeners,
+        vec![listener("PLAINTEXT", "broker1.example", 19092)]
+    );
+    let (name, _, reason) = build_err(&[
+        ("listeners", "PLAINTEXT://:9092"),
+        ("advertised.listeners", "OTHER://h:1"),
+    ]);
+    assert_eq!(name, "advertised.listeners");
+    assert!(reason.contains("OTHER"), "{reason}");
+    // Ports must differ, except IPv4 vs IPv6, and port 0.
+    assert_eq!(
+        build_err(&[("listeners", "A://h:9092,B://g:9092")]).0,
+        "listeners"
+    );
+    build(&[("listeners", "A://127.0.0.1:9092,B://[::1]:9092")]);
+    build(&[("listeners", "A://127.0.0.1:0,B://127.0.0.1:0")]);
+    // Only controller listeners left.
+    assert_eq!(
+        build_err(&[
+            ("listeners", "CONTROLLER://:9093"),
+            ("controller.listener.names", "CONTROLLER")
+        ])
+        .0,
+        "listeners"
+    );
+}
+
+#[test]
+fn log_dirs() {
+    assert_eq!(
+        build(&[("log.dir", "/a")]).log_dirs,
+        vec![PathBuf::from("/a")]
+    );
+    assert_eq!(
+        build(&[("log.dir", "/a"), ("log.dirs", "/b, /c,")]).log_dirs,
+        vec![PathBuf::from("/b"), PathBuf::from("/c")]
+    );
+}
+
+#[test]
+fn describe_broker() {
+    let c = build(&[
+        ("num.partitions", "4"),
+        ("log.retention.hours", "24"),
+        ("listeners", "PLAINTEXT://:9092"),
+        ("num.io.threads", "8"),
+        ("unknown.x", "1"),
+    ]);
+    let entries = c.describe();
+    let get = |n: &str| {
+        entries
+            .iter()
+            .find(|e| e.name == n)
+            .unwrap_or_else(|| panic!("{n} missing"))
+            .clone()
+    };
+    let e = get("num.partitions");
+    assert_eq!(e.value.as_deref(), Some("4"));
+    assert_eq!(e.source, ConfigSource::StaticBroker);
+    assert!(e.read_only);
+    assert_eq!(e.config_type, 3);
+    let e = get("log.retention.hours");
+    assert_eq!(e.value.as_deref(), Some("24"));
+    assert_eq!(e.source, ConfigSource::StaticBroker);
+    let e = get("log.retention.ms");
+    assert_eq!(e.value, None);
+    assert_eq!(e.source, ConfigSource::Default);
+    assert!(!e.read_only, "log.retention.ms is dynamic in Kafka");
+    assert_eq!(e.config_type, 5);
+    let e = get("log.segment.bytes");
+    assert_eq!(e.value.as_deref(), Some("1073741824"));
+    assert_eq!(e.source, ConfigSource::Default);
+    let e = get("log.cleanup.policy");
+    assert_eq!(e.config_type, 7);
+    assert_eq!(
+        get("listeners").value.as_deref(),
+        Some("PLAINTEXT://0.0.0.0:9092")
+    );
+    assert_eq!(get("advertised.listeners").value, None);
+    assert_eq!(get("node.id").value.as_deref(), Some("1"));
+    assert_eq!(get("num.io.threads").value.as_deref(), Some("8"));
+    assert!(entries.iter().all(|e| e.name != "unknown.x"));
+    let mut names: Vec<_> = entries.iter().map(|e| e.name.clone()).collect();
+    let sorted = {
+        let mut s = names.clone();
+        s.sort();
+        s
+    };
+    assert_eq!(names, sorted);
+    names.dedup();
+    assert_eq!(names.len(), entries.len());
+    assert_eq!(ConfigSource::StaticBroker.code(), 4);
+}
+
+#[test]
+fn overrides() {
+    assert_eq!(
+        parse_override("a.b=c=d").unwrap(),
+        ("a.b".to_string(), "c=d".to_string())
+    );
+    assert_eq!(
+        parse_override("a=").unwrap(),
+        ("a".to_string(), String::new())
+    );
+    assert!(parse_override("novalue").is_err());
+    assert!(parse_override("=x").is_err());
+}
