@@ -33,11 +33,8 @@ impl Broker {
         &self,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), Refusal> {
-        for (k, v) in configs {
-            sluice_config::validate_topic_config(k, v)
-                .map_err(|e| Refusal::new(ResponseError::InvalidConfig, e.to_string()))?;
-        }
-        Ok(())
+        sluice_config::validate_topic_configs(&self.config, configs)
+            .map_err(|e| Refusal::new(ResponseError::InvalidConfig, e.to_string()))
     }
 
     pub(crate) fn check_new_topic(

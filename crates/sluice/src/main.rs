@@ -94,7 +94,7 @@ fn serve(args: &[String]) -> Result<()> {
             .first()
             .cloned()
             .context("listeners is empty")?;
-        let addr = format!("{}:{}", listener_conf.host, listener_conf.port);
+        let addr = listener_conf.address();
         let limits = sluice_server::Limits {
             max_request_bytes: config.socket_request_max_bytes,
             max_connections: config.max_connections,

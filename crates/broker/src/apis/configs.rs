@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ResponseKind,
 };
 use kafka_protocol::ResponseError;
-use sluice_config::{ConfigEntry, ConfigSource};
+use sluice_config::ConfigEntry;
 
 use super::str_bytes;
 use crate::admin::Refusal;
@@ -27,20 +27,12 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub(crate) fn source_code(s: ConfigSource) -> i8 {
-    match s {
-        ConfigSource::Topic => 1,
-        ConfigSource::StaticBroker => 4,
-        ConfigSource::Default => 5,
-    }
-}
-
 fn entry(e: ConfigEntry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
     let synonym_list = if synonyms {
         vec![DescribeConfigsSynonym::default()
             .with_name(str_bytes(e.name.clone()))
             .with_value(e.value.clone().map(str_bytes))
-            .with_source(source_code(e.source))]
+            .with_source(e.source.code())]
     } else {
         Vec::new()
     };
@@ -48,7 +40,7 @@ fn entry(e: ConfigEntry, synonyms: bool, docs: bool) -> DescribeConfigsResourceR
         .with_name(str_bytes(e.name))
         .with_value(e.value.map(str_bytes))
         .with_read_only(e.read_only)
-        .with_config_source(source_code(e.source))
+        .with_config_source(e.source.code())
         .with_is_sensitive(e.sensitive)
         .with_synonyms(synonym_list)
         .with_config_type(e.config_type)

@@ -90,7 +90,7 @@ pub(crate) fn handle(
                             .with_name(str_bytes(e.name))
                             .with_value(e.value.map(str_bytes))
                             .with_read_only(e.read_only)
-                            .with_config_source(super::configs::source_code(e.source))
+                            .with_config_source(e.source.code())
                             .with_is_sensitive(e.sensitive)
                     })
                     .collect();

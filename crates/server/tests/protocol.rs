@@ -1,0 +1,414 @@
+//! Protocol-level tests over real sockets against an in-process broker on 127.0.0.1:0 with a
+//! real log directory: malformed input, version negotiation, batch validation, idempotence.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafka_protocol::ResponseError;
+
+struct TestBroker {
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+    runtime: tokio::runtime::Runtime,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl TestBroker {
+    fn start(extra: &[(&str, &str)]) -> TestBroker {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut props = BTreeMap::new();
+        props.insert(
+            "log.dirs".to_string(),
+            dir.path().join("data").display().to_string(),
+        );
+        props.insert(
+            "listeners".to_string(),
+            "PLAINTEXT://127.0.0.1:0".to_string(),
+        );
+        props.insert(
+            "socket.request.max.bytes".to_string(),
+            "1048576".to_string(),
+        );
+        for (k, v) in extra {
+            props.insert(k.to_string(), v.to_string());
+        }
+        let config = sluice_config::BrokerConfig::from_properties(props).expect("config");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let addr = runtime.block_on(async {
+            let limits = sluice_server::Limits {
+                max_request_bytes: config.socket_request_max_bytes,
+                max_connections: 64,
+                idle_timeout: Duration::from_secs(5),
+                max_in_flight: 16,
+            };
+            let broker = sluice_broker::Broker::open(config).expect("broker");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            tokio::spawn(sluice_server::serve(broker, listener, limits, stop_rx));
+            addr
+        });
+        TestBroker {
+            addr,
+            _dir: dir,
+            runtime,
+            stop,
+        }
+    }
+
+    fn connect(&self) -> Client {
+        let stream = TcpStream::connect(self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Client {
+            stream,
+            correlation: 0,
+        }
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        let _ = &self.runtime;
+    }
+}
+
+struct Client {
+    stream: TcpStream,
+    correlation: i32,
+}
+
+impl Client {
+    fn send_raw(&mut self, frame: &[u8]) {
+        self.stream.write_all(frame).expect("write");
+    }
+
+    /// Read one response frame; None if the broker closed the connection.
+    fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).ok()?;
+        let mut buf = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut buf).ok()?;
+        Some(Bytes::from(buf))
+    }
+
+    fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+    }
+
+    fn request<R: Request + Encodable + HeaderVersion>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> R::Response
+    where
+        R::Response: Decodable + HeaderVersion,
+    {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("protocol-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, R::header_version(version))
+            .expect("header");
+        req.encode(&mut body, version).expect("body");
+        let mut frame = BytesMut::new();
+        frame.put_i32(body.len() as i32);
+        frame.extend_from_slice(&body);
+        self.send_raw(&frame);
+        let mut resp = self.read_frame().expect("response");
+        let rh = ResponseHeader::decode(&mut resp, R::Response::header_version(version))
+            .expect("response header");
+        assert_eq!(rh.correlation_id, self.correlation);
+        let out = R::Response::decode(&mut resp, version).expect("response body");
+        assert!(!resp.has_remaining(), "trailing bytes in response");
+        out
+    }
+}
+
+fn batch(values: &[&str], producer_id: i64, epoch: i16, first_sequence: i32) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if producer_id >= 0 {
+                first_sequence + i as i32
+            } else {
+                -1
+            },
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(v.to_string())),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    buf.freeze()
+}
+
+fn produce(
+    client: &mut Client,
+    topic: &str,
+    records: Bytes,
+    acks: i16,
+) -> produce_response::PartitionProduceResponse {
+    let req = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let resp = client.request(&req, 9);
+    resp.responses[0].partition_responses[0].clone()
+}
+
+fn create_topic(client: &mut Client, name: &str, configs: &[(&str, &str)]) {
+    let topic = create_topics_request::CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| {
+                    create_topics_request::CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string(k.to_string()))
+                        .with_value(Some(StrBytes::from_string(v.to_string())))
+                })
+                .collect(),
+        );
+    let resp = client.request(
+        &CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(5000),
+        7,
+    );
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+}
+
+fn frame_for(api_key: i16, version: i16, correlation: i32, body: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let len = 2 + 2 + 4 + 2 + body.len();
+    f.extend_from_slice(&(len as i32).to_be_bytes());
+    f.extend_from_slice(&api_key.to_be_bytes());
+    f.extend_from_slice(&version.to_be_bytes());
+    f.extend_from_slice(&correlation.to_be_bytes());
+    f.extend_from_slice(&(-1i16).to_be_bytes());
+    f.extend_from_slice(body);
+    f
+}
+
+#[test]
+fn api_versions_and_fallback_for_newer_versions() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    let resp = c.request(&ApiVersionsRequest::default(), 3);
+    assert_eq!(resp.error_code, 0);
+    assert!(resp
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version >= 9));
+
+    // ApiVersions v99: answered with a v0 body, UNSUPPORTED_VERSION, and our table.
+    let mut c = broker.connect();
+    c.send_raw(&frame_for(ApiKey::ApiVersions as i16, 99, 7, &[0]));
+    let mut resp = c.read_frame().expect("fallback response");
+    assert_eq!(resp.get_i32(), 7);
+    let body = ApiVersionsResponse::decode(&mut resp, 0).expect("v0 body");
+    assert_eq!(body.error_code, ResponseError::UnsupportedVersion.code());
+    assert!(!body.api_keys.is_empty());
+}
+
+#[test]
+fn malformed_frames_close_only_their_connection() {
+    let broker = TestBroker::start(&[]);
+    // Unknown API key.
+    let mut c = broker.connect();
+    c.send_raw(&frame_for(9999, 0, 1, &[]));
+    assert!(c.closed());
+    // Unsupported version of a known API.
+    let mut c = broker.connect();
+    c.send_raw(&frame_for(ApiKey::Metadata as i16, 99, 1, &[]));
+    assert!(c.closed());
+    // A body that does not decode.
+    let mut c = broker.connect();
+    c.send_raw(&frame_for(
+        ApiKey::Metadata as i16,
+        4,
+        1,
+        &[0xff, 0xff, 0xff],
+    ));
+    assert!(c.closed());
+    // A frame over socket.request.max.bytes (1 MiB here), and a negative size.
+    let mut c = broker.connect();
+    c.send_raw(&(2 * 1024 * 1024i32).to_be_bytes());
+    assert!(c.closed());
+    let mut c = broker.connect();
+    c.send_raw(&(-5i32).to_be_bytes());
+    assert!(c.closed());
+    // A frame shorter than a header.
+    let mut c = broker.connect();
+    c.send_raw(&[0, 0, 0, 3, 0, 3, 0]);
+    assert!(c.closed());
+    // A truncated frame: the peer goes away mid-frame.
+    {
+        let mut c = broker.connect();
+        c.send_raw(&[0, 0, 0, 100, 0, 3]);
+    }
+    // Everyone else is still served.
+    let mut c = broker.connect();
+    assert_eq!(c.request(&ApiVersionsRequest::default(), 3).error_code, 0);
+}
+
+#[test]
+fn garbage_and_invalid_batches_get_their_error_codes() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic(&mut c, "t", &[("max.message.bytes", "2000")]);
+
+    let good = batch(&["a", "b"], -1, -1, -1);
+    let ok = produce(&mut c, "t", good.clone(), -1);
+    assert_eq!(ok.error_code, 0);
+    assert_eq!(ok.base_offset, 0);
+
+    // Flip a byte covered by the CRC.
+    let mut corrupt = BytesMut::from(&good[..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(
+        produce(&mut c, "t", corrupt.freeze(), -1).error_code,
+        ResponseError::CorruptMessage.code()
+    );
+
+    // Magic 1 inside a v9 produce request.
+    let mut old_magic = BytesMut::from(&good[..]);
+    old_magic[16] = 1;
+    let code = produce(&mut c, "t", old_magic.freeze(), -1).error_code;
+    assert!(
+        code == ResponseError::InvalidRecord.code() || code == ResponseError::CorruptMessage.code(),
+        "got {code}"
+    );
+
+    // Random garbage and a truncated batch.
+    let garbage = Bytes::from(vec![0x5a; 100]);
+    assert_ne!(produce(&mut c, "t", garbage, -1).error_code, 0);
+    assert_ne!(
+        produce(&mut c, "t", good.slice(..good.len() - 3), -1).error_code,
+        0
+    );
+
+    // Larger than the topic's max.message.bytes.
+    let big = "x".repeat(3000);
+    assert_eq!(
+        produce(&mut c, "t", batch(&[&big], -1, -1, -1), -1).error_code,
+        ResponseError::MessageTooLarge.code()
+    );
+
+    // Nothing bad was appended: the next good batch lands at offset 2.
+    assert_eq!(produce(&mut c, "t", good, 1).base_offset, 2);
+}
+
+#[test]
+fn idempotent_retries_are_not_appended_twice() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic(&mut c, "idem", &[]);
+    let pid = c.request(
+        &InitProducerIdRequest::default()
+            .with_transaction_timeout_ms(60000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+        4,
+    );
+    assert_eq!(pid.error_code, 0);
+    let id = pid.producer_id.0;
+
+    let first = produce(&mut c, "idem", batch(&["a", "b", "c"], id, 0, 0), -1);
+    assert_eq!((first.error_code, first.base_offset), (0, 0));
+    let second = produce(&mut c, "idem", batch(&["d"], id, 0, 3), -1);
+    assert_eq!((second.error_code, second.base_offset), (0, 3));
+    // The retry of the first batch: acknowledged with its original offset, not appended.
+    let retry = produce(&mut c, "idem", batch(&["a", "b", "c"], id, 0, 0), -1);
+    assert_eq!((retry.error_code, retry.base_offset), (0, 0));
+    // A gap in the sequence.
+    let gap = produce(&mut c, "idem", batch(&["x"], id, 0, 10), -1);
+    assert_eq!(
+        gap.error_code,
+        ResponseError::OutOfOrderSequenceNumber.code()
+    );
+    // The log holds exactly 4 records.
+    let next = produce(&mut c, "idem", batch(&["e"], id, 0, 4), -1);
+    assert_eq!((next.error_code, next.base_offset), (0, 4));
+}
+
+#[test]
+fn invalid_acks_and_unknown_topics() {
+    let broker = TestBroker::start(&[("auto.create.topics.enable", "false")]);
+    let mut c = broker.connect();
+    create_topic(&mut c, "a", &[]);
+    assert_eq!(
+        produce(&mut c, "a", batch(&["v"], -1, -1, -1), 2).error_code,
+        ResponseError::InvalidRequiredAcks.code()
+    );
+    assert_eq!(
+        produce(&mut c, "nope", batch(&["v"], -1, -1, -1), 1).error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    let md = c.request(
+        &MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(StrBytes::from_static_str("nope"))))]))
+            .with_allow_auto_topic_creation(true),
+        12,
+    );
+    assert_eq!(
+        md.topics[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}
