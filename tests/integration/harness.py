@@ -1,0 +1,655 @@
+"""Process harness for the Sluice integration tests.
+
+Starts the broker under test (Sluice, or real Apache Kafka in KRaft mode from
+the Maven jars), runs Kafka's Java CLI tools, and offers small bounded-wait
+helpers. Everything here talks to real processes over real sockets on
+127.0.0.1; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KAFKA_DIR = REPO_ROOT / "tests" / "kafka"
+KAFKA_LIBS = Path(os.environ.get("SLUICE_KAFKA_LIBS", REPO_ROOT / "tests" / ".deps" / "kafka-libs"))
+TOOLS_LOG4J = KAFKA_DIR / "log4j2-quiet.xml"
+BROKER_LOG4J = KAFKA_DIR / "log4j2-broker.xml"
+SLUICE_BIN = Path(os.environ.get("SLUICE_BIN", REPO_ROOT / "target" / "release" / "sluice"))
+
+TARGETS = ("sluice", "kafka")
+TARGET = os.environ.get("SLUICE_TEST_TARGET", "sluice").strip().lower()
+if TARGET not in TARGETS:
+    raise RuntimeError(f"SLUICE_TEST_TARGET must be one of {TARGETS}, got {TARGET!r}")
+
+START_TIMEOUT = float(os.environ.get("SLUICE_TEST_START_TIMEOUT", "60"))
+STOP_TIMEOUT = float(os.environ.get("SLUICE_TEST_STOP_TIMEOUT", "45"))
+TOOL_TIMEOUT = float(os.environ.get("SLUICE_TEST_TOOL_TIMEOUT", "120"))
+KEEP_DATA = os.environ.get("SLUICE_TEST_KEEP", "") not in ("", "0")
+
+
+class HarnessError(AssertionError):
+    pass
+
+
+# --------------------------------------------------------------------------
+# small utilities
+# --------------------------------------------------------------------------
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(pred: Callable[[], object], timeout: float, what: str, interval: float = 0.2):
+    """Poll ``pred`` until it returns a truthy value; raise after ``timeout`` s.
+
+    Returns the truthy value. Exceptions raised by ``pred`` count as "not yet";
+    the last one is reported on timeout.
+    """
+    deadline = time.monotonic() + timeout
+    last_exc: Optional[BaseException] = None
+    last_val: object = None
+    while True:
+        try:
+            last_val = pred()
+            if last_val:
+                return last_val
+        except Exception as e:  # noqa: BLE001 - reported below
+            last_exc = e
+        if time.monotonic() >= deadline:
+            detail = f"; last error: {last_exc!r}" if last_exc else f"; last value: {last_val!r}"
+            raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def tail(path: Path, lines: int = 200) -> str:
+    try:
+        data = Path(path).read_text(errors="replace").splitlines()
+    except OSError as e:
+        return f"<cannot read {path}: {e}>"
+    return "\n".join(data[-lines:])
+
+
+def write_properties(path: Path, props: Mapping[str, object]) -> None:
+    with open(path, "w") as f:
+        for k, v in props.items():
+            f.write(f"{k}={v}\n")
+
+
+def kafka_uuid() -> str:
+    """A random Kafka Uuid string (url-safe base64 of 16 bytes, no padding)."""
+    while True:
+        s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not s.startswith("-"):
+            return s
+
+
+# --------------------------------------------------------------------------
+# Kafka CLI tools
+# --------------------------------------------------------------------------
+
+def kafka_libs_present() -> bool:
+    return KAFKA_LIBS.is_dir() and any(KAFKA_LIBS.glob("kafka-tools-*.jar")) and any(
+        KAFKA_LIBS.glob("kafka_2.13-*.jar")
+    )
+
+
+def java_cmd(main_class: str, *args: str, jvm_opts: Iterable[str] = (), log4j: Path = TOOLS_LOG4J) -> list:
+    if not kafka_libs_present():
+        raise HarnessError(
+            f"Kafka jars not found in {KAFKA_LIBS}; run scripts/test (or "
+            "mvn -q -f tests/kafka/pom.xml dependency:copy-dependencies "
+            "-DoutputDirectory=$PWD/tests/.deps/kafka-libs)"
+        )
+    java = os.environ.get("JAVA", "java")
+    return [
+        java,
+        *jvm_opts,
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        str(KAFKA_LIBS / "*"),
+        main_class,
+        *[str(a) for a in args],
+    ]
+
+
+# Short-lived admin tools: C1 JIT only roughly halves JVM start-up time.
+FAST_START_JVM = ("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# Tools that push or pull a lot of data (perf tests).
+THROUGHPUT_JVM = ("-Xmx1g",)
+
+
+class ToolResult(NamedTuple):
+    rc: int
+    out: str
+    err: str
+
+    def describe(self, cmd: str = "") -> str:
+        return f"{cmd} exited {self.rc}\n--- stdout ---\n{self.out}\n--- stderr ---\n{self.err}"
+
+    def check(self, cmd: str = "") -> "ToolResult":
+        if self.rc != 0:
+            raise HarnessError(self.describe(cmd))
+        return self
+
+
+def kafka_tool(
+    main_class: str,
+    *args: str,
+    input: Optional[str] = None,
+    timeout: float = TOOL_TIMEOUT,
+    jvm_opts: Iterable[str] = FAST_START_JVM,
+    cwd: Optional[Path] = None,
+) -> ToolResult:
+    """Run a Kafka CLI tool class from the Maven jars; return (rc, stdout, stderr).
+
+    The process is killed if it outlives ``timeout`` seconds (HarnessError).
+    The default JVM options favour start-up time (C1 only); pass
+    ``jvm_opts=THROUGHPUT_JVM`` for tools that move a lot of data.
+    """
+    cmd = java_cmd(main_class, *args, jvm_opts=jvm_opts)
+    try:
+        p = subprocess.run(
+            cmd,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise HarnessError(
+            f"{main_class} {' '.join(map(str, args))} did not finish in {timeout:.0f}s (killed)\n"
+            f"--- stdout ---\n{out[-5000:]}\n--- stderr ---\n{err[-5000:]}"
+        ) from None
+    return ToolResult(p.returncode, p.stdout, p.stderr)
+
+
+# Tool class names (Kafka 4.x).
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+KAFKA_MAIN = "kafka.Kafka"
+
+
+# --------------------------------------------------------------------------
+# brokers
+# --------------------------------------------------------------------------
+
+class Broker:
+    """A broker process on 127.0.0.1 with its own log dir.
+
+    Attributes: ``bootstrap`` ("127.0.0.1:PORT"), ``port``, ``log_dir`` (data),
+    ``work_dir`` (config + captured output), ``log_file`` (stdout+stderr).
+    """
+
+    kind = "?"
+
+    def __init__(self, work_dir: Path, log_dir: Optional[Path] = None,
+                 overrides: Optional[Mapping[str, object]] = None, name: str = "broker"):
+        self.name = name
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.owns_log_dir = log_dir is None
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"sluice-it-{self.kind}-"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.overrides = dict(overrides or {})
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.config_file = self.work_dir / "server.properties"
+        self.log_file = self.work_dir / f"{self.name}.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self._log_fh = None
+        self.starts = 0
+        self.last_exit: Optional[int] = None
+
+    # -- to override ------------------------------------------------------
+    def properties(self) -> dict:
+        raise NotImplementedError
+
+    def command(self) -> list:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """One-time work before the first start (e.g. formatting storage)."""
+
+    def env(self) -> dict:
+        return dict(os.environ)
+
+    def clean_exit_codes(self) -> tuple:
+        return (0,)
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self, timeout: float = START_TIMEOUT) -> "Broker":
+        if self.running:
+            raise HarnessError(f"{self.name} already running")
+        props = self.properties()
+        props.update(self.overrides)
+        write_properties(self.config_file, props)
+        if self.starts == 0:
+            self.prepare()
+        self._log_fh = open(self.log_file, "ab")
+        self._log_fh.seek(0, os.SEEK_END)
+        self._start_offset = self._log_fh.tell()
+        self._log_fh.write(f"===== harness: start #{self.starts + 1}: {' '.join(self.command())}\n".encode())
+        self._log_fh.flush()
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            cwd=self.work_dir,
+            env=self.env(),
+            start_new_session=True,
+        )
+        self.starts += 1
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise HarnessError(
+                    f"{self.name} ({self.kind}) exited with code {rc} before accepting connections "
+                    f"on {self.bootstrap}; log {self.log_file}:\n{tail(self.log_file, 60)}"
+                )
+            if port_open(self.port):
+                return
+            if time.monotonic() >= deadline:
+                raise HarnessError(
+                    f"{self.name} ({self.kind}) did not accept connections on {self.bootstrap} "
+                    f"within {timeout:.0f}s; log {self.log_file}:\n{tail(self.log_file, 60)}"
+                )
+            time.sleep(0.1)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc else None
+
+    def _reap(self, rc: Optional[int]) -> None:
+        self.last_exit = rc
+        self.proc = None
+        if self._log_fh:
+            self._log_fh.write(f"===== harness: process exited with {rc}\n".encode())
+            self._log_fh.close()
+            self._log_fh = None
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
+        """Graceful stop (SIGTERM). Waits up to ``timeout`` s and returns the exit code.
+
+        If the broker does not exit in time it is SIGKILLed and HarnessError is raised.
+        A non-clean exit code raises HarnessError too (after the process is gone).
+        """
+        if self.proc is None:
+            return self.last_exit if self.last_exit is not None else 0
+        proc = self.proc
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill_group(proc)
+            rc = proc.wait(timeout=30)
+            self._reap(rc)
+            raise HarnessError(f"{self.name} ({self.kind}) ignored SIGTERM for {timeout:.0f}s; SIGKILLed")
+        self._reap(rc)
+        if rc not in self.clean_exit_codes():
+            raise HarnessError(
+                f"{self.name} ({self.kind}) exited with code {rc} on SIGTERM; log {self.log_file}:\n"
+                f"{tail(self.log_file, 60)}"
+            )
+        return rc
+
+    def kill(self) -> None:
+        """SIGKILL the broker (no clean shutdown)."""
+        if self.proc is None:
+            return
+        proc = self.proc
+        self._kill_group(proc)
+        try:
+            rc = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - kernel trouble
+            rc = None
+        self._reap(rc)
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+
+    def restart(self, timeout: float = START_TIMEOUT) -> "Broker":
+        """Graceful stop (if running) then start again on the same port and log dir."""
+        if self.running:
+            self.stop()
+        return self.start(timeout)
+
+    def cleanup(self) -> None:
+        """Kill the process (if any) and remove the data dir we created."""
+        self.kill()
+        if self.owns_log_dir and not KEEP_DATA:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_text_since_start(self) -> str:
+        """Captured output of the current (or last) run only."""
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(getattr(self, "_start_offset", 0))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.bootstrap} log_dir={self.log_dir}>"
+
+
+class SluiceBroker(Broker):
+    kind = "sluice"
+
+    def properties(self) -> dict:
+        return {
+            "node.id": 1,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.log_dir),
+        }
+
+    def command(self) -> list:
+        return [str(SLUICE_BIN), "serve", "--config", str(self.config_file)]
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "info")
+        env.setdefault("RUST_BACKTRACE", "1")
+        return env
+
+    def prepare(self) -> None:
+        if not SLUICE_BIN.is_file():
+            raise HarnessError(f"Sluice binary {SLUICE_BIN} not found; run cargo build --release -p sluice")
+
+
+class KafkaBroker(Broker):
+    """Real Apache Kafka, single node, KRaft combined broker+controller."""
+
+    kind = "kafka"
+    heap = os.environ.get("SLUICE_TEST_KAFKA_HEAP", "512m")
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self.cluster_id = kafka_uuid()
+
+    def properties(self) -> dict:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+        }
+
+    def command(self) -> list:
+        return java_cmd(
+            KAFKA_MAIN,
+            str(self.config_file),
+            jvm_opts=(f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC"),
+            log4j=BROKER_LOG4J,
+        )
+
+    def clean_exit_codes(self) -> tuple:
+        # The JVM exits with 128+SIGTERM after running Kafka's shutdown hook.
+        return (0, 143)
+
+    def prepare(self) -> None:
+        if (self.log_dir / "meta.properties").exists():
+            return  # already formatted (e.g. adopting an existing dir)
+        res = kafka_tool(
+            STORAGE_TOOL, "format", "--standalone", "-t", self.cluster_id, "-c", str(self.config_file),
+            timeout=TOOL_TIMEOUT,
+        )
+        with open(self.log_file, "ab") as f:
+            f.write(f"===== harness: storage format rc={res.rc}\n{res.out}{res.err}\n".encode())
+        res.check("kafka-storage format")
+
+    def wait_ready(self, timeout: float) -> None:
+        super().wait_ready(timeout)
+        # The PLAINTEXT acceptor opens near the end of startup; also wait for
+        # this start's "Kafka Server started" line before tests hit it.
+        def started():
+            if self.proc.poll() is not None:
+                raise HarnessError(f"{self.name} exited with {self.proc.poll()}")
+            return "Kafka Server started" in self.log_text_since_start()
+
+        wait_until(started, timeout, f"{self.name} to log 'Kafka Server started'")
+
+
+BROKER_CLASSES = {"sluice": SluiceBroker, "kafka": KafkaBroker}
+
+
+# --------------------------------------------------------------------------
+# client helpers (confluent-kafka / librdkafka)
+# --------------------------------------------------------------------------
+
+def admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: Optional[Mapping[str, str]] = None,
+                 timeout: float = 30) -> None:
+    """Create a topic with the CreateTopics API and wait until its metadata shows all partitions."""
+    from confluent_kafka.admin import NewTopic
+
+    a = admin(bootstrap)
+    fut = a.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+        request_timeout=timeout, operation_timeout=timeout,
+    )
+    fut[name].result(timeout=timeout)
+    wait_for_partitions(bootstrap, name, partitions, timeout)
+
+
+def topic_partitions(bootstrap: str, name: str, timeout: float = 10) -> Optional[dict]:
+    md = admin(bootstrap).list_topics(topic=name, timeout=timeout)
+    t = md.topics.get(name)
+    if t is None or t.error is not None:
+        return None
+    return t.partitions
+
+
+def wait_for_partitions(bootstrap: str, name: str, partitions: int, timeout: float = 30) -> None:
+    def ok():
+        p = topic_partitions(bootstrap, name)
+        return p is not None and len(p) == partitions and all(x.leader >= 0 for x in p.values())
+
+    wait_until(ok, timeout, f"metadata of topic {name} with {partitions} partitions and leaders")
+
+
+def producer(bootstrap: str, **conf):
+    from confluent_kafka import Producer
+
+    base = {"bootstrap.servers": bootstrap, "broker.address.family": "v4"}
+    base.update(conf)
+    return Producer(base)
+
+
+def produce_all(p, topic: str, records: list, flush_timeout: float = 60) -> list:
+    """Produce ``records`` (dicts of Producer.produce kwargs) and wait for every delivery report.
+
+    Returns the delivered confluent_kafka.Message objects in send order.
+    Raises on any delivery error.
+    """
+    delivered: list = [None] * len(records)
+    errors: list = []
+
+    def cb_for(i):
+        def cb(err, msg):
+            if err is not None:
+                errors.append((i, err))
+            else:
+                delivered[i] = msg
+        return cb
+
+    for i, r in enumerate(records):
+        while True:
+            try:
+                p.produce(topic, on_delivery=cb_for(i), **r)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    remaining = p.flush(flush_timeout)
+    if remaining:
+        raise HarnessError(f"{remaining} messages still undelivered after {flush_timeout}s")
+    if errors:
+        raise HarnessError(f"{len(errors)} delivery errors, first: {errors[:3]}")
+    return delivered
+
+
+def consumer(bootstrap: str, **conf):
+    from confluent_kafka import Consumer
+
+    base = {
+        "bootstrap.servers": bootstrap,
+        "broker.address.family": "v4",
+        # librdkafka requires a group.id for the Consumer object, but with
+        # assign() and no commits it never talks to a group coordinator.
+        "group.id": "sluice-it-unused",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": True,
+    }
+    base.update(conf)
+    return Consumer(base)
+
+
+def consume_partitions(bootstrap: str, topic: str, partitions: Iterable[int], expected: Optional[int] = None,
+                       timeout: float = 60, start_offset: Optional[int] = None, keep: bool = True,
+                       **conf) -> list:
+    """Read every partition from ``start_offset`` (default: beginning) to its end with assign().
+
+    Stops when every partition reported EOF (and at least ``expected`` messages arrived, if given),
+    or raises after ``timeout`` s. Returns messages (or just the count if keep=False).
+    """
+    from confluent_kafka import KafkaError, OFFSET_BEGINNING, TopicPartition
+
+    c = consumer(bootstrap, **conf)
+    parts = list(partitions)
+    try:
+        off = OFFSET_BEGINNING if start_offset is None else start_offset
+        c.assign([TopicPartition(topic, p, off) for p in parts])
+        msgs: list = []
+        count = 0
+        eof: set = set()
+        deadline = time.monotonic() + timeout
+        while True:
+            if len(eof) == len(parts) and (expected is None or count >= expected):
+                break
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"consuming {topic} {parts}: got {count} messages"
+                    f"{'' if expected is None else f' of {expected}'} and EOF on {sorted(eof)} within {timeout}s"
+                )
+            batch = c.consume(num_messages=10000, timeout=0.5)
+            for m in batch:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                        continue
+                    raise HarnessError(f"consume error on {topic}: {err}")
+                eof.discard(m.partition())
+                count += 1
+                if keep:
+                    msgs.append(m)
+        return msgs if keep else count
+    finally:
+        c.close()
+
+
+def all_partitions(bootstrap: str, topic: str) -> list:
+    p = topic_partitions(bootstrap, topic)
+    if p is None:
+        raise HarnessError(f"topic {topic} not in metadata")
+    return sorted(p)
+
+
+def parse_offsets(text: str) -> dict:
+    """Parse GetOffsetShell output lines ``topic:partition:offset`` -> {(topic, partition): offset}."""
+    res = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        topic, part, off = line.rsplit(":", 2)
+        res[(topic, int(part))] = int(off) if off != "" else None
+    return res
