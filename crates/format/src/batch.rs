@@ -104,7 +104,10 @@ impl BatchHeader {
     /// validation beyond the length of `buf`.
     pub fn decode(buf: &[u8]) -> Result<BatchHeader, FormatError> {
         if buf.len() < HEADER_LEN {
-            return Err(FormatError::Truncated { needed: HEADER_LEN, available: buf.len() });
+            return Err(FormatError::Truncated {
+                needed: HEADER_LEN,
+                available: buf.len(),
+            });
         }
         Ok(BatchHeader {
             base_offset: be_i64(buf, BASE_OFFSET_OFFSET),
@@ -129,7 +132,7 @@ impl BatchHeader {
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, FormatError> {
         // The length and magic come first so that a short read of garbage reports the
         // most useful error.
-        if buf.len() >= MAGIC_OFFSET + 1 {
+        if buf.len() > MAGIC_OFFSET {
             let len = be_i32(buf, BATCH_LENGTH_OFFSET);
             if len < MIN_BATCH_LENGTH {
                 return Err(FormatError::LengthTooSmall(len));
@@ -177,7 +180,8 @@ impl BatchHeader {
         usize::try_from(self.batch_length).unwrap_or(0) + LOG_OVERHEAD
     }
     pub fn last_offset(&self) -> i64 {
-        self.base_offset.wrapping_add(i64::from(self.last_offset_delta))
+        self.base_offset
+            .wrapping_add(i64::from(self.last_offset_delta))
     }
     /// Offset following this batch.
     pub fn next_offset(&self) -> i64 {
@@ -234,11 +238,17 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
 pub fn validate_batch(batch: &[u8]) -> Result<BatchHeader, FormatError> {
     let h = BatchHeader::parse(batch)?;
     if h.total_len() != batch.len() {
-        return Err(FormatError::Truncated { needed: h.total_len(), available: batch.len() });
+        return Err(FormatError::Truncated {
+            needed: h.total_len(),
+            available: batch.len(),
+        });
     }
     let computed = compute_crc(batch);
     if computed != h.crc {
-        return Err(FormatError::CrcMismatch { stored: h.crc, computed });
+        return Err(FormatError::CrcMismatch {
+            stored: h.crc,
+            computed,
+        });
     }
     Ok(h)
 }
@@ -260,13 +270,19 @@ impl BatchRef {
 /// Parse and fully validate (CRC included) a buffer of concatenated batches. The buffer must
 /// hold whole batches only. `max_batch_len`, if given, bounds the size of each batch
 /// (batchLength + 12) and yields [`FormatError::LengthTooLarge`] when exceeded.
-pub fn parse_batches(buf: &[u8], max_batch_len: Option<usize>) -> Result<Vec<BatchRef>, FormatError> {
+pub fn parse_batches(
+    buf: &[u8],
+    max_batch_len: Option<usize>,
+) -> Result<Vec<BatchRef>, FormatError> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < buf.len() {
         let rest = &buf[pos..];
         if rest.len() < LOG_OVERHEAD {
-            return Err(FormatError::Truncated { needed: LOG_OVERHEAD, available: rest.len() });
+            return Err(FormatError::Truncated {
+                needed: LOG_OVERHEAD,
+                available: rest.len(),
+            });
         }
         let len = be_i32(rest, BATCH_LENGTH_OFFSET);
         if len < MIN_BATCH_LENGTH {
@@ -280,10 +296,16 @@ pub fn parse_batches(buf: &[u8], max_batch_len: Option<usize>) -> Result<Vec<Bat
             }
         }
         if total > rest.len() {
-            return Err(FormatError::Truncated { needed: total, available: rest.len() });
+            return Err(FormatError::Truncated {
+                needed: total,
+                available: rest.len(),
+            });
         }
         let header = validate_batch(&rest[..total])?;
-        out.push(BatchRef { position: pos, header });
+        out.push(BatchRef {
+            position: pos,
+            header,
+        });
         pos += total;
     }
     Ok(out)
@@ -314,7 +336,8 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) -> Result<(), FormatE
 /// Patch partitionLeaderEpoch (not covered by the CRC).
 pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) -> Result<(), FormatError> {
     check_len(batch)?;
-    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4].copy_from_slice(&epoch.to_be_bytes());
+    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
     Ok(())
 }
 
@@ -334,7 +357,8 @@ pub fn set_max_timestamp(
         return Ok(());
     }
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(())
@@ -342,7 +366,10 @@ pub fn set_max_timestamp(
 
 fn check_len(batch: &[u8]) -> Result<(), FormatError> {
     if batch.len() < HEADER_LEN {
-        Err(FormatError::Truncated { needed: HEADER_LEN, available: batch.len() })
+        Err(FormatError::Truncated {
+            needed: HEADER_LEN,
+            available: batch.len(),
+        })
     } else {
         Ok(())
     }

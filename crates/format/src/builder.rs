@@ -81,8 +81,16 @@ impl BatchBuilder {
 
     /// Encode the batch. An empty record list yields a header-only batch (record count 0).
     pub fn build(&self) -> Vec<u8> {
-        let base_ts = self.records.first().map_or(crate::batch::NO_TIMESTAMP, |r| r.timestamp);
-        let max_ts = self.records.iter().map(|r| r.timestamp).max().unwrap_or(crate::batch::NO_TIMESTAMP);
+        let base_ts = self
+            .records
+            .first()
+            .map_or(crate::batch::NO_TIMESTAMP, |r| r.timestamp);
+        let max_ts = self
+            .records
+            .iter()
+            .map(|r| r.timestamp)
+            .max()
+            .unwrap_or(crate::batch::NO_TIMESTAMP);
         let mut body = Vec::new();
         for (i, r) in self.records.iter().enumerate() {
             let mut rec = Vec::new();

@@ -63,12 +63,16 @@ impl TimeIndexEntry {
 /// Decode every whole entry of an offset index file's content (a trailing partial entry is
 /// ignored; callers decide what a partial entry means).
 pub fn decode_offset_index(buf: &[u8]) -> Vec<OffsetIndexEntry> {
-    buf.chunks_exact(OFFSET_INDEX_ENTRY_LEN).filter_map(OffsetIndexEntry::decode).collect()
+    buf.chunks_exact(OFFSET_INDEX_ENTRY_LEN)
+        .filter_map(OffsetIndexEntry::decode)
+        .collect()
 }
 
 /// Decode every whole entry of a time index file's content.
 pub fn decode_time_index(buf: &[u8]) -> Vec<TimeIndexEntry> {
-    buf.chunks_exact(TIME_INDEX_ENTRY_LEN).filter_map(TimeIndexEntry::decode).collect()
+    buf.chunks_exact(TIME_INDEX_ENTRY_LEN)
+        .filter_map(TimeIndexEntry::decode)
+        .collect()
 }
 
 /// Length of the longest prefix of `entries` that is a valid offset index for a log file of

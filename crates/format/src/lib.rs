@@ -33,7 +33,10 @@ pub enum FormatError {
     #[error("invalid record count {0}")]
     InvalidRecordCount(i32),
     #[error("lastOffsetDelta {last_offset_delta} inconsistent with record count {record_count}")]
-    InvalidLastOffsetDelta { last_offset_delta: i32, record_count: i32 },
+    InvalidLastOffsetDelta {
+        last_offset_delta: i32,
+        record_count: i32,
+    },
     #[error("malformed record: {0}")]
     Record(String),
     #[error("{0}")]

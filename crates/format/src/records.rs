@@ -9,7 +9,9 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, FormatError> {
     let mut value: u64 = 0;
     let mut shift = 0u32;
     loop {
-        let b = *buf.get(*pos).ok_or(FormatError::Record("truncated varint".into()))?;
+        let b = *buf
+            .get(*pos)
+            .ok_or(FormatError::Record("truncated varint".into()))?;
         *pos += 1;
         if shift > 63 {
             return Err(FormatError::Record("varint too long".into()));
@@ -42,8 +44,12 @@ pub fn record_timestamps(batch: &[u8]) -> Result<Vec<(i32, i64)>, FormatError> {
     let mut out = Vec::new();
     for _ in 0..h.record_count {
         let len = read_varint(batch, &mut pos)?;
-        let len = usize::try_from(len).map_err(|_| FormatError::Record("negative record length".into()))?;
-        let rec_end = pos.checked_add(len).filter(|e| *e <= end).ok_or(FormatError::Record("record past batch end".into()))?;
+        let len = usize::try_from(len)
+            .map_err(|_| FormatError::Record("negative record length".into()))?;
+        let rec_end = pos
+            .checked_add(len)
+            .filter(|e| *e <= end)
+            .ok_or(FormatError::Record("record past batch end".into()))?;
         let mut p = pos + 1; // attributes
         let ts_delta = read_varlong(&batch[..rec_end], &mut p)?;
         let off_delta = read_varint(&batch[..rec_end], &mut p)?;

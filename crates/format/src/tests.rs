@@ -12,7 +12,11 @@ use crate::{BatchBuilder, FormatError};
 fn sample(n: usize, ts: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new().producer(7, 1, 3);
     for i in 0..n {
-        b = b.record(ts + i as i64, Some(b"k"), Some(format!("value-{i}").as_bytes()));
+        b = b.record(
+            ts + i as i64,
+            Some(b"k"),
+            Some(format!("value-{i}").as_bytes()),
+        );
     }
     b.build()
 }
@@ -45,7 +49,10 @@ fn detects_crc_mismatch_and_bad_magic() {
     let mut bytes = sample(2, 5);
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
-    assert!(matches!(validate_batch(&bytes), Err(FormatError::CrcMismatch { .. })));
+    assert!(matches!(
+        validate_batch(&bytes),
+        Err(FormatError::CrcMismatch { .. })
+    ));
     let mut bytes = sample(2, 5);
     bytes[MAGIC_OFFSET] = 1;
     assert_eq!(validate_batch(&bytes), Err(FormatError::BadMagic(1)));
@@ -58,18 +65,36 @@ fn parse_errors() {
     let mut two = one.clone();
     two.extend_from_slice(&sample(2, 2));
     assert_eq!(parse_batches(&two, None).unwrap().len(), 2);
-    assert!(matches!(parse_batches(&two[..two.len() - 1], None), Err(FormatError::Truncated { .. })));
-    assert!(matches!(parse_batches(&two[..5], None), Err(FormatError::Truncated { .. })));
-    assert!(matches!(parse_batches(&two, Some(one.len())), Err(FormatError::LengthTooLarge { .. })));
+    assert!(matches!(
+        parse_batches(&two[..two.len() - 1], None),
+        Err(FormatError::Truncated { .. })
+    ));
+    assert!(matches!(
+        parse_batches(&two[..5], None),
+        Err(FormatError::Truncated { .. })
+    ));
+    assert!(matches!(
+        parse_batches(&two, Some(one.len())),
+        Err(FormatError::LengthTooLarge { .. })
+    ));
     let mut small = one.clone();
     small[8..12].copy_from_slice(&10i32.to_be_bytes());
-    assert_eq!(parse_batches(&small, None), Err(FormatError::LengthTooSmall(10)));
+    assert_eq!(
+        parse_batches(&small, None),
+        Err(FormatError::LengthTooSmall(10))
+    );
     let mut neg = one.clone();
     neg[RECORD_COUNT_OFFSET..RECORD_COUNT_OFFSET + 4].copy_from_slice(&(-1i32).to_be_bytes());
-    assert_eq!(BatchHeader::parse(&neg).unwrap_err(), FormatError::InvalidRecordCount(-1));
+    assert_eq!(
+        BatchHeader::parse(&neg).unwrap_err(),
+        FormatError::InvalidRecordCount(-1)
+    );
     let h = BatchHeader::decode(&sample(3, 0)).unwrap();
     assert!(check_client_counts(&h).is_ok());
-    let bad = BatchHeader { record_count: 2, ..h };
+    let bad = BatchHeader {
+        record_count: 2,
+        ..h
+    };
     assert!(check_client_counts(&bad).is_err());
     assert!(parse_batches(&[], None).unwrap().is_empty());
 }
@@ -90,7 +115,10 @@ fn patching_keeps_crc_valid() {
     let ts = record_timestamps(&bytes).unwrap();
     assert_eq!(ts, vec![(0, 99_999), (1, 99_999), (2, 99_999), (3, 99_999)]);
     set_max_timestamp(&mut bytes, BatchTimestampType::CreateTime, 103).unwrap();
-    assert_eq!(record_timestamps(&bytes).unwrap(), vec![(0, 100), (1, 101), (2, 102), (3, 103)]);
+    assert_eq!(
+        record_timestamps(&bytes).unwrap(),
+        vec![(0, 100), (1, 101), (2, 102), (3, 103)]
+    );
     assert!(set_base_offset(&mut [0u8; 10], 1).is_err());
 }
 
@@ -103,17 +131,35 @@ fn sequence_wraps() {
 
 #[test]
 fn index_entries() {
-    let e = OffsetIndexEntry { relative_offset: 5, position: 4096 };
+    let e = OffsetIndexEntry {
+        relative_offset: 5,
+        position: 4096,
+    };
     assert_eq!(e.encode(), [0, 0, 0, 5, 0, 0, 16, 0]);
     assert_eq!(OffsetIndexEntry::decode(&e.encode()), Some(e));
-    let t = TimeIndexEntry { timestamp: 1_700_000_000_000, relative_offset: 7 };
+    let t = TimeIndexEntry {
+        timestamp: 1_700_000_000_000,
+        relative_offset: 7,
+    };
     assert_eq!(TimeIndexEntry::decode(&t.encode()), Some(t));
     assert_eq!(OffsetIndexEntry::decode(&[0; 7]), None);
     let entries = vec![
-        OffsetIndexEntry { relative_offset: 3, position: 100 },
-        OffsetIndexEntry { relative_offset: 9, position: 900 },
-        OffsetIndexEntry { relative_offset: 0, position: 0 },
-        OffsetIndexEntry { relative_offset: 0, position: 0 },
+        OffsetIndexEntry {
+            relative_offset: 3,
+            position: 100,
+        },
+        OffsetIndexEntry {
+            relative_offset: 9,
+            position: 900,
+        },
+        OffsetIndexEntry {
+            relative_offset: 0,
+            position: 0,
+        },
+        OffsetIndexEntry {
+            relative_offset: 0,
+            position: 0,
+        },
     ];
     assert_eq!(valid_offset_index_prefix(&entries, 1000), 2);
     assert_eq!(valid_offset_index_prefix(&entries, 500), 1);
@@ -121,9 +167,18 @@ fn index_entries() {
     assert_eq!(lookup_offset(&entries[..2], 3), Some(0));
     assert_eq!(lookup_offset(&entries[..2], 100), Some(1));
     let times = vec![
-        TimeIndexEntry { timestamp: 10, relative_offset: 1 },
-        TimeIndexEntry { timestamp: 20, relative_offset: 4 },
-        TimeIndexEntry { timestamp: 0, relative_offset: 0 },
+        TimeIndexEntry {
+            timestamp: 10,
+            relative_offset: 1,
+        },
+        TimeIndexEntry {
+            timestamp: 20,
+            relative_offset: 4,
+        },
+        TimeIndexEntry {
+            timestamp: 0,
+            relative_offset: 0,
+        },
     ];
     assert_eq!(valid_time_index_prefix(&times), 2);
     assert_eq!(lookup_time(&times[..2], 15), Some(0));
@@ -132,11 +187,26 @@ fn index_entries() {
 
 #[test]
 fn names() {
-    assert_eq!(segment_file_name(0, SegmentFileKind::Log), "00000000000000000000.log");
-    assert_eq!(segment_file_name(42, SegmentFileKind::TimeIndex), "00000000000000000042.timeindex");
-    assert_eq!(parse_segment_file_name("00000000000000000042.index"), Some((42, SegmentFileKind::Index)));
-    assert_eq!(parse_segment_file_name("00000000000000000042.snapshot"), Some((42, SegmentFileKind::Snapshot)));
-    assert_eq!(parse_segment_file_name("00000000000000000042.log.deleted"), None);
+    assert_eq!(
+        segment_file_name(0, SegmentFileKind::Log),
+        "00000000000000000000.log"
+    );
+    assert_eq!(
+        segment_file_name(42, SegmentFileKind::TimeIndex),
+        "00000000000000000042.timeindex"
+    );
+    assert_eq!(
+        parse_segment_file_name("00000000000000000042.index"),
+        Some((42, SegmentFileKind::Index))
+    );
+    assert_eq!(
+        parse_segment_file_name("00000000000000000042.snapshot"),
+        Some((42, SegmentFileKind::Snapshot))
+    );
+    assert_eq!(
+        parse_segment_file_name("00000000000000000042.log.deleted"),
+        None
+    );
     assert_eq!(parse_segment_file_name("abc.log"), None);
     assert_eq!(parse_segment_file_name(".log"), None);
     assert_eq!(parse_segment_file_name("99999999999999999999.log"), None);
@@ -149,7 +219,7 @@ fn text_files() {
     assert_eq!(uuid_to_kafka_string(&id), "AAAAAAAAAAAAAAAAAAAAAA");
     let id: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);
     let s = uuid_to_kafka_string(&id);
-    assert_eq!(s.len(), 22);
+    assert_eq!(s, "ABEiM0RVZneImaq7zN3u_w");
     assert_eq!(uuid_from_kafka_string(&s).unwrap(), id);
     assert!(uuid_from_kafka_string("short").is_err());
     let md = format_partition_metadata(&id);
@@ -162,13 +232,18 @@ fn text_files() {
     assert!(parse_offset_checkpoint("1\n0\n").is_err());
     let le = format_leader_epoch_checkpoint(&[(0, 0), (3, 50)]);
     assert_eq!(le, "0\n2\n0 0\n3 50\n");
-    assert_eq!(parse_leader_epoch_checkpoint(&le).unwrap(), vec![(0, 0), (3, 50)]);
+    assert_eq!(
+        parse_leader_epoch_checkpoint(&le).unwrap(),
+        vec![(0, 0), (3, 50)]
+    );
     let props = parse_properties("#\n#Thu Jan 01\ncluster.id=abc\\:d\nnode.id = 1\nversion=1\n");
     assert_eq!(props[0], ("cluster.id".to_string(), "abc:d".to_string()));
     assert_eq!(props[1], ("node.id".to_string(), "1".to_string()));
 }
 
-fn arb_records() -> impl Strategy<Value = Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)>> {
+type Rec = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+fn arb_records() -> impl Strategy<Value = Vec<Rec>> {
     prop::collection::vec(
         (
             0i64..1_000_000,

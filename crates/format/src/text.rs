@@ -72,15 +72,21 @@ pub fn format_partition_metadata(topic_id: &[u8; 16]) -> String {
 /// Parse `partition.metadata`; returns the topic id.
 pub fn parse_partition_metadata(text: &str) -> Result<[u8; 16], FormatError> {
     let mut lines = text.lines();
-    let version_line = lines.next().ok_or_else(|| FormatError::Text("empty partition.metadata".into()))?;
+    let version_line = lines
+        .next()
+        .ok_or_else(|| FormatError::Text("empty partition.metadata".into()))?;
     let version = version_line
         .strip_prefix("version:")
         .map(str::trim)
         .ok_or_else(|| FormatError::Text(format!("bad version line {version_line:?}")))?;
     if version != "0" {
-        return Err(FormatError::Text(format!("unsupported partition.metadata version {version}")));
+        return Err(FormatError::Text(format!(
+            "unsupported partition.metadata version {version}"
+        )));
     }
-    let id_line = lines.next().ok_or_else(|| FormatError::Text("missing topic_id line".into()))?;
+    let id_line = lines
+        .next()
+        .ok_or_else(|| FormatError::Text("missing topic_id line".into()))?;
     let id = id_line
         .strip_prefix("topic_id:")
         .map(str::trim)
@@ -92,7 +98,9 @@ fn checkpoint_body<'a>(text: &'a str, what: &str) -> Result<Vec<&'a str>, Format
     let mut lines = text.lines();
     let version = lines.next().map(str::trim).unwrap_or("");
     if version != "0" {
-        return Err(FormatError::Text(format!("{what}: unsupported version {version:?}")));
+        return Err(FormatError::Text(format!(
+            "{what}: unsupported version {version:?}"
+        )));
     }
     let count: usize = lines
         .next()
@@ -185,7 +193,11 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
                 key.push(c);
             }
         }
-        let rest: String = if found_sep { chars.collect() } else { String::new() };
+        let rest: String = if found_sep {
+            chars.collect()
+        } else {
+            String::new()
+        };
         let value = unescape(rest.trim());
         out.push((key.trim().to_string(), value));
     }

@@ -1,8 +1,7 @@
 //! The log store: partition logs in Apache Kafka's on-disk format.
 //!
-//! CONTRACT FILE: the public API below is what the broker codes against. Bodies marked
-//! `unimplemented!` are to be filled in; signatures may gain fields/variants but should not
-//! change shape without telling the broker side.
+//! CONTRACT FILE: the public API below is what the broker codes against. Signatures may gain
+//! fields/variants but should not change shape without telling the broker side.
 //!
 //! Owns: `<log.dir>/<topic>-<partition>/` directories, segment files (`.log`, `.index`,
 //! `.timeindex`), `partition.metadata`, `leader-epoch-checkpoint`, per-log-dir
@@ -19,6 +18,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+mod epoch;
+mod fsutil;
+mod log;
+mod manager;
+mod producer;
+mod segment;
+
+#[cfg(test)]
+mod tests;
 
 /// A topic name and partition index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -91,21 +101,48 @@ pub enum AppendError {
     #[error("invalid record batch for {tp:?}: {reason}")]
     Invalid { tp: TopicPartition, reason: String },
     #[error("record batch of {size} bytes for {tp:?} exceeds max.message.bytes {max}")]
-    TooLarge { tp: TopicPartition, size: usize, max: u32 },
+    TooLarge {
+        tp: TopicPartition,
+        size: usize,
+        max: u32,
+    },
     #[error("out of order sequence for producer {producer_id} on {tp:?}: expected {expected}, got {got}")]
-    OutOfOrderSequence { tp: TopicPartition, producer_id: i64, expected: i32, got: i32 },
+    OutOfOrderSequence {
+        tp: TopicPartition,
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
     #[error("producer {producer_id} epoch {epoch} is fenced on {tp:?} (current {current})")]
-    ProducerFenced { tp: TopicPartition, producer_id: i64, epoch: i16, current: i16 },
+    ProducerFenced {
+        tp: TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+    },
     #[error("i/o error appending to {tp:?}: {source}")]
-    Io { tp: TopicPartition, source: io::Error },
+    Io {
+        tp: TopicPartition,
+        source: io::Error,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("offset {requested} out of range for {tp:?} (log start {log_start}, log end {log_end})")]
-    OffsetOutOfRange { tp: TopicPartition, requested: i64, log_start: i64, log_end: i64 },
+    #[error(
+        "offset {requested} out of range for {tp:?} (log start {log_start}, log end {log_end})"
+    )]
+    OffsetOutOfRange {
+        tp: TopicPartition,
+        requested: i64,
+        log_start: i64,
+        log_end: i64,
+    },
     #[error("i/o error reading {tp:?}: {source}")]
-    Io { tp: TopicPartition, source: io::Error },
+    Io {
+        tp: TopicPartition,
+        source: io::Error,
+    },
 }
 
 /// A region of a segment file: what a fetch hands back. Holding it keeps the file open (a
@@ -120,7 +157,10 @@ pub struct FileSlice {
 impl FileSlice {
     /// Read the region into memory (pread; no mmap).
     pub fn read_bytes(&self) -> io::Result<Bytes> {
-        unimplemented!()
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; self.len as usize];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(Bytes::from(buf))
     }
 }
 
@@ -134,17 +174,32 @@ pub struct ReadResult {
 
 /// One partition's log. `Send + Sync`; appends are serialised inside, reads run concurrently.
 #[derive(Debug)]
-pub struct Log {}
+pub struct Log {
+    tp: TopicPartition,
+    dir: PathBuf,
+    topic_id: uuid::Uuid,
+    config: RwLock<LogConfig>,
+    /// Segment list, offsets and flush state: short critical sections only.
+    shared: RwLock<log::Shared>,
+    /// Serialises appends, rolls and segment deletion.
+    writer: Mutex<log::Writer>,
+    /// Serialises flushes (never held together with `writer`).
+    flush_lock: Mutex<()>,
+    epochs: Mutex<epoch::EpochCache>,
+    pending: Mutex<Vec<log::PendingSegment>>,
+    leader_epoch: std::sync::atomic::AtomicI32,
+    deleted: std::sync::atomic::AtomicBool,
+}
 
 impl Log {
     pub fn topic_partition(&self) -> &TopicPartition {
-        unimplemented!()
+        &self.tp
     }
     pub fn dir(&self) -> &Path {
-        unimplemented!()
+        &self.dir
     }
     pub fn topic_id(&self) -> uuid::Uuid {
-        unimplemented!()
+        self.topic_id
     }
     /// Validate (magic 2, CRC-32C, sizes), check producer sequences, assign offsets (patching
     /// base offset, partition leader epoch and, under LogAppendTime, max timestamp in each batch
@@ -155,57 +210,95 @@ impl Log {
         origin: AppendOrigin,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        let _ = (records, origin, now_ms);
-        unimplemented!()
+        self.append_impl(records, origin, now_ms)
     }
     /// Whole batches from the one containing `offset`, at most `max_bytes` unless
     /// `min_one_batch` (then the first batch is returned whole even if larger).
-    pub fn read(&self, offset: i64, max_bytes: u32, min_one_batch: bool) -> Result<ReadResult, ReadError> {
-        let _ = (offset, max_bytes, min_one_batch);
-        unimplemented!()
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, ReadError> {
+        self.read_impl(offset, max_bytes, min_one_batch)
     }
     pub fn log_start_offset(&self) -> i64 {
-        unimplemented!()
+        self.shared.read().log_start
     }
     pub fn log_end_offset(&self) -> i64 {
-        unimplemented!()
+        self.shared.read().leo
     }
     /// Equal to the log end offset on a single broker (readers see acknowledged-or-not data
     /// exactly as Kafka with one in-sync replica).
     pub fn high_watermark(&self) -> i64 {
-        unimplemented!()
+        self.shared.read().leo
     }
     /// First offset whose batch max timestamp >= `timestamp_ms`, and that timestamp; uses the
     /// time index then scans batch headers. None when no such record.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> io::Result<Option<(i64, i64)>> {
-        let _ = timestamp_ms;
-        unimplemented!()
+        self.offset_for_timestamp_impl(timestamp_ms)
     }
     /// (max timestamp, offset of the record that carries it), for ListOffsets MAX_TIMESTAMP.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        unimplemented!()
+        self.max_timestamp_impl()
     }
     /// fsync data and indexes up to the current end; returns the new recovery point.
     pub fn flush(&self) -> io::Result<i64> {
-        unimplemented!()
+        self.flush_impl()
     }
     /// DeleteRecords: raise the log start offset to `offset` (<= high watermark), deleting
     /// whole segments below it. Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReadError> {
-        let _ = offset;
-        unimplemented!()
+        self.delete_records_impl(offset)
     }
     /// Time- and size-based retention and time-based roll; called periodically.
     pub fn maintain(&self, now_ms: i64) -> io::Result<()> {
-        let _ = now_ms;
-        unimplemented!()
+        self.maintain_impl(now_ms)
     }
     pub fn set_config(&self, config: LogConfig) {
-        let _ = config;
-        unimplemented!()
+        *self.config.write() = config;
     }
     pub fn size_bytes(&self) -> u64 {
-        unimplemented!()
+        self.size_bytes_impl()
+    }
+
+    // ---- additions to the contract ----
+
+    /// The leader epoch stamped into appended batches (set by `open_log`).
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+    /// Change the leader epoch for subsequent appends; the first append under a newer epoch
+    /// records it in `leader-epoch-checkpoint`.
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.leader_epoch
+            .store(epoch, std::sync::atomic::Ordering::Release);
+    }
+    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), like Kafka's
+    /// LeaderEpochFileCache.endOffsetFor. None when no epoch <= `epoch` is known.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.end_offset_for_epoch_impl(epoch)
+    }
+    /// The (epoch, start offset) entries of the leader epoch cache.
+    pub fn leader_epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epoch_entries()
+    }
+    /// Offset below which everything is known to be fsynced.
+    pub fn recovery_point_offset(&self) -> i64 {
+        self.recovery_point()
+    }
+    /// Seal the active segment and start a new one (no-op when the active segment is empty).
+    pub fn roll(&self, now_ms: i64) -> io::Result<()> {
+        let mut w = self.writer.lock();
+        self.roll_locked(&mut w, now_ms)
+    }
+    /// Number of segments (for tests and metrics).
+    pub fn segment_count(&self) -> usize {
+        self.shared.read().segments.len()
+    }
+    /// True once the log was closed or deleted through the manager (appends then fail).
+    pub fn is_closed(&self) -> bool {
+        self.deleted.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -234,18 +327,21 @@ pub enum StoreError {
 
 /// All partition logs of this broker across its `log.dirs`.
 #[derive(Debug)]
-pub struct LogManager {}
+pub struct LogManager {
+    inner: manager::Inner,
+}
 
 impl LogManager {
     /// Create missing dirs, read or write `meta.properties`, read checkpoints, note (and remove)
     /// the clean-shutdown marker, scan for partition directories (ignoring `.nfs*`,
     /// `.fuse_hidden*`, `*-delete` and other non-partition entries).
     pub fn open(dirs: Vec<PathBuf>, meta: MetaProperties) -> Result<LogManager, StoreError> {
-        let _ = (dirs, meta);
-        unimplemented!()
+        Ok(LogManager {
+            inner: manager::Inner::open(dirs, meta)?,
+        })
     }
     pub fn discovered(&self) -> Vec<DiscoveredLog> {
-        unimplemented!()
+        self.inner.discovered.clone()
     }
     /// Open (recovering only what lies after the recovery point, unless shut down cleanly) or
     /// create (in the log dir holding the fewest partitions) the log of `tp`, owned under
@@ -257,39 +353,34 @@ impl LogManager {
         config: LogConfig,
         leader_epoch: i32,
     ) -> Result<Arc<Log>, StoreError> {
-        let _ = (tp, topic_id, config, leader_epoch);
-        unimplemented!()
+        self.inner.open_log(tp, topic_id, config, leader_epoch)
     }
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
-        let _ = tp;
-        unimplemented!()
+        self.inner.get(tp)
     }
     pub fn logs(&self) -> Vec<Arc<Log>> {
-        unimplemented!()
+        self.inner.logs()
     }
     pub fn dirs(&self) -> &[PathBuf] {
-        unimplemented!()
+        &self.inner.dirs
     }
     /// Release: flush and close, keep the data (ownership moves elsewhere).
     pub fn close_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
-        let _ = tp;
-        unimplemented!()
+        self.inner.close_log(tp)
     }
     /// Remove the partition from service at once and its files as soon as nothing holds them.
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
-        let _ = tp;
-        unimplemented!()
+        self.inner.delete_log(tp)
     }
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        unimplemented!()
+        self.inner.checkpoint()
     }
     /// Periodic maintenance of every log (retention, roll) plus pending file deletions.
     pub fn maintain(&self, now_ms: i64) {
-        let _ = now_ms;
-        unimplemented!()
+        self.inner.maintain(now_ms)
     }
     /// Flush everything, checkpoint, write the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), StoreError> {
-        unimplemented!()
+        self.inner.shutdown()
     }
 }

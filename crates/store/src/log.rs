@@ -1,0 +1,1250 @@
+//! The partition log: open/recover, append, read, flush, retention.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use sluice_format::batch::{check_client_counts, BatchTimestampType};
+use sluice_format::names::{parse_segment_file_name, DELETED_SUFFIX};
+use sluice_format::records::record_timestamps;
+use sluice_format::text::{format_partition_metadata, parse_partition_metadata};
+use sluice_format::{
+    parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch, BatchHeader,
+    FormatError, SegmentFileKind, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
+};
+
+use crate::epoch::EpochCache;
+use crate::fsutil::{sync_dir, write_atomic};
+use crate::producer::{ProducerEntry, ProducerStates, SeqCheck, SeqError};
+use crate::segment::{seg_path, BatchScanner, IndexCursor, ScanError, Segment};
+use crate::{
+    AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, ReadError, ReadResult,
+    StoreError, TimestampType, TopicPartition,
+};
+
+pub(crate) const PARTITION_METADATA: &str = "partition.metadata";
+
+/// How many of the newest segments are scanned at open to rebuild producer state.
+pub(crate) const PRODUCER_STATE_SEGMENTS: usize = 2;
+
+/// State readers snapshot (short lock, never held during I/O).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub segments: Arc<Vec<Arc<Segment>>>,
+    pub log_start: i64,
+    pub leo: i64,
+    /// Bytes of the active (last) segment visible to readers.
+    pub active_size: u64,
+    pub recovery_point: i64,
+    /// Time of the oldest append not yet covered by a flush.
+    pub unflushed_since: Option<i64>,
+    /// Files were created or removed since the last directory fsync.
+    pub dir_dirty: bool,
+}
+
+/// A segment removed from the log whose files wait for their last reader.
+#[derive(Debug)]
+pub(crate) struct PendingSegment {
+    pub seg: Arc<Segment>,
+    pub renamed: bool,
+}
+
+/// State only the appender touches (behind the writer lock).
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pub cursor: IndexCursor,
+    pub producers: ProducerStates,
+}
+
+/// What `Log::open` needs.
+#[derive(Debug)]
+pub(crate) struct OpenParams {
+    pub dir: PathBuf,
+    pub tp: TopicPartition,
+    pub topic_id: uuid::Uuid,
+    pub config: LogConfig,
+    pub leader_epoch: i32,
+    pub recovery_point: Option<i64>,
+    pub log_start: Option<i64>,
+    pub clean: bool,
+    pub now_ms: i64,
+}
+
+fn io_err(msg: String) -> io::Error {
+    io::Error::other(msg)
+}
+
+impl Log {
+    fn interval(&self) -> u64 {
+        u64::from(self.config.read().index_interval_bytes)
+    }
+
+    fn snapshot(&self) -> (Arc<Vec<Arc<Segment>>>, i64, i64, u64) {
+        let s = self.shared.read();
+        (s.segments.clone(), s.log_start, s.leo, s.active_size)
+    }
+
+    fn seg_limit(segs: &[Arc<Segment>], i: usize, active_size: u64) -> u64 {
+        if i + 1 == segs.len() {
+            active_size
+        } else {
+            segs[i].size()
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Open and recovery
+    // ------------------------------------------------------------------------------------
+
+    pub(crate) fn open(p: OpenParams) -> Result<Log, StoreError> {
+        let serr = |source: io::Error| StoreError::Io {
+            path: p.dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&p.dir).map_err(serr)?;
+        let interval = u64::from(p.config.index_interval_bytes);
+
+        // partition.metadata
+        let md_path = p.dir.join(PARTITION_METADATA);
+        match std::fs::read_to_string(&md_path) {
+            Ok(text) => match parse_partition_metadata(&text) {
+                Ok(id) if id == *p.topic_id.as_bytes() => {}
+                Ok(id) => {
+                    return Err(StoreError::Invalid {
+                        path: p.dir.clone(),
+                        reason: format!(
+                            "partition.metadata has topic id {} but {} was expected",
+                            uuid::Uuid::from_bytes(id),
+                            p.topic_id
+                        ),
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!(path = %md_path.display(), error = %e, "rewriting unreadable partition.metadata");
+                    write_atomic(
+                        &md_path,
+                        format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
+                    )
+                    .map_err(serr)?;
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                write_atomic(
+                    &md_path,
+                    format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
+                )
+                .map_err(serr)?;
+            }
+            Err(e) => return Err(serr(e)),
+        }
+
+        // Segment files.
+        let mut bases = Vec::new();
+        for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
+            let entry = entry.map_err(serr)?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(DELETED_SUFFIX) {
+                // Left over from a deletion that did not finish; nothing can hold it now.
+                if let Err(e) = std::fs::remove_file(entry.path()) {
+                    tracing::warn!(file = %entry.path().display(), error = %e, "could not remove deleted file");
+                }
+                continue;
+            }
+            if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
+                bases.push(base);
+            }
+        }
+        bases.sort_unstable();
+
+        let mut epochs = EpochCache::load(&p.dir);
+        let mut epochs_dirty = false;
+        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
+        let mut cursor = IndexCursor::new(0);
+        let rp_cp = p.recovery_point.unwrap_or(i64::MIN);
+        // First segment to recover when the shutdown was not clean: the one containing the
+        // recovery point (segments overlapping [recovery point, end)).
+        let first_recover = if p.clean {
+            bases.len()
+        } else {
+            bases.iter().rposition(|b| *b <= rp_cp).unwrap_or(0)
+        };
+        let mut recovered_any = false;
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let is_last = i + 1 == bases.len();
+            let (seg, existed) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
+            let file_size = seg.size();
+            if !p.clean && i >= first_recover {
+                // Full validation of every batch.
+                recovered_any = true;
+                let r = seg
+                    .scan_rebuild(file_size, interval, true, |h| {
+                        epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                    })
+                    .map_err(serr)?;
+                if let Some((pos, err)) = &r.stopped {
+                    tracing::warn!(
+                        tp = ?p.tp, segment = base, position = pos, error = %err,
+                        "corrupt or torn data found during recovery; truncating the log here"
+                    );
+                }
+                seg.log.set_len(r.size).map_err(serr)?;
+                seg.write_index_files(&r.offset_index, &r.time_index)
+                    .map_err(serr)?;
+                {
+                    let mut m = seg.meta.write();
+                    m.size = r.size;
+                    m.next_offset = r.next_offset;
+                    m.max_ts = r.cursor.max_ts;
+                    m.off_max_ts = r.cursor.off_max_ts;
+                    m.rolling_ts = r.first_batch_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
+                    m.offset_index = Some(Arc::new(r.offset_index));
+                    m.time_index = Some(Arc::new(r.time_index));
+                }
+                cursor = r.cursor;
+                segments.push(Arc::new(seg));
+                if r.stopped.is_some() {
+                    // Everything after the damage goes.
+                    for &later in &bases[i + 1..] {
+                        for kind in [
+                            SegmentFileKind::Log,
+                            SegmentFileKind::Index,
+                            SegmentFileKind::TimeIndex,
+                            SegmentFileKind::TxnIndex,
+                        ] {
+                            let path = seg_path(&p.dir, later, kind);
+                            if let Err(e) = std::fs::remove_file(&path) {
+                                if e.kind() != io::ErrorKind::NotFound {
+                                    tracing::warn!(file = %path.display(), error = %e, "could not remove segment file after truncation");
+                                }
+                            }
+                        }
+                    }
+                    break;
+                }
+            } else if is_last {
+                // The active segment of a clean shutdown: indexes loaded fully, the tail after
+                // the last index entry scanned to find the end offset.
+                let loaded = if existed {
+                    seg.read_index_files(file_size).map_err(serr)?
+                } else {
+                    None
+                };
+                let (oi, ti, c, next, size, first_ts) = match loaded {
+                    Some((oi, ti)) => {
+                        let mut c = IndexCursor::new(base);
+                        let start = oi.last().map_or(0, |e| e.position as u64);
+                        c.last_off_rel = oi.last().map(|e| e.relative_offset);
+                        c.last_time = ti.last().copied();
+                        if let Some(t) = ti.last() {
+                            c.max_ts = t.timestamp;
+                            c.off_max_ts = base + i64::from(t.relative_offset);
+                        }
+                        let mut scanner = BatchScanner::new(&seg.log, start, file_size, false);
+                        let mut next = base;
+                        let mut size = start;
+                        loop {
+                            match scanner.next_batch() {
+                                Ok(Some((pos, h))) => {
+                                    // Entries for this tail already exist up to `start`.
+                                    if h.max_timestamp > c.max_ts {
+                                        c.max_ts = h.max_timestamp;
+                                        c.off_max_ts = h.last_offset();
+                                    }
+                                    c.bytes_since += h.total_len() as u64;
+                                    next = h.next_offset();
+                                    size = pos + h.total_len() as u64;
+                                }
+                                Ok(None) => break,
+                                Err(ScanError::Io(e)) => return Err(serr(e)),
+                                Err(ScanError::Corrupt { pos, err }) => {
+                                    tracing::warn!(tp = ?p.tp, position = pos, error = %err,
+                                        "invalid batch at the end of a cleanly shut down log; truncating");
+                                    break;
+                                }
+                            }
+                        }
+                        let first_ts = read_first_ts(&seg);
+                        (oi, ti, c, next, size, first_ts)
+                    }
+                    None => {
+                        let r = seg
+                            .scan_rebuild(file_size, interval, false, |_| {})
+                            .map_err(serr)?;
+                        seg.write_index_files(&r.offset_index, &r.time_index)
+                            .map_err(serr)?;
+                        (
+                            r.offset_index,
+                            r.time_index,
+                            r.cursor,
+                            r.next_offset,
+                            r.size,
+                            r.first_batch_ts,
+                        )
+                    }
+                };
+                if size != file_size {
+                    seg.log.set_len(size).map_err(serr)?;
+                }
+                {
+                    let mut m = seg.meta.write();
+                    m.size = size;
+                    m.next_offset = next;
+                    m.max_ts = c.max_ts;
+                    m.off_max_ts = c.off_max_ts;
+                    m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
+                    m.offset_index = Some(Arc::new(oi));
+                    m.time_index = Some(Arc::new(ti));
+                }
+                cursor = c;
+                segments.push(Arc::new(seg));
+            } else {
+                // A sealed segment below the recovery point: trusted, indexes loaded lazily.
+                let sane = existed && seg.index_files_sane(file_size).map_err(serr)?;
+                if !sane {
+                    tracing::info!(tp = ?p.tp, segment = base, "index files missing or invalid; rebuilding");
+                    let r = seg
+                        .scan_rebuild(file_size, interval, false, |_| {})
+                        .map_err(serr)?;
+                    seg.write_index_files(&r.offset_index, &r.time_index)
+                        .map_err(serr)?;
+                    let mut m = seg.meta.write();
+                    m.max_ts = r.cursor.max_ts;
+                    m.off_max_ts = r.cursor.off_max_ts;
+                    m.offset_index = Some(Arc::new(r.offset_index));
+                    m.time_index = Some(Arc::new(r.time_index));
+                } else if let Some(t) = seg.last_time_entry_on_disk().map_err(serr)? {
+                    let mut m = seg.meta.write();
+                    m.max_ts = t.timestamp;
+                    m.off_max_ts = base + i64::from(t.relative_offset);
+                }
+                {
+                    let mut m = seg.meta.write();
+                    m.next_offset = bases[i + 1];
+                }
+                segments.push(Arc::new(seg));
+            }
+            i += 1;
+        }
+
+        // Log start: checkpoint or first segment; a checkpoint beyond the end empties the log.
+        let mut leo = segments.last().map_or(0, |s| s.next_offset());
+        if let Some(ls) = p.log_start {
+            if ls > leo && !segments.is_empty() {
+                tracing::warn!(tp = ?p.tp, log_start = ls, leo, "log start beyond log end; starting an empty log at the log start");
+                for s in segments.drain(..) {
+                    if let Err(e) = s.rename_deleted().and_then(|()| s.unlink_deleted()) {
+                        tracing::warn!(error = %e, "could not delete segment");
+                    }
+                }
+            }
+        }
+        if segments.is_empty() {
+            let base = p.log_start.unwrap_or(0).max(0);
+            let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
+            cursor = IndexCursor::new(base);
+            segments.push(Arc::new(seg));
+            leo = base;
+        }
+        let first_base = segments[0].base_offset;
+        let log_start = p.log_start.unwrap_or(first_base).max(first_base).min(leo);
+        let recovery_point = if p.clean {
+            leo
+        } else {
+            p.recovery_point.unwrap_or(0).clamp(0, leo)
+        };
+        if recovered_any || !p.clean {
+            // Recovered data might only be in the page cache; make it durable before trusting.
+            for s in &segments {
+                if s.next_offset() > recovery_point || Arc::ptr_eq(s, &segments[segments.len() - 1])
+                {
+                    s.log.sync_data().map_err(serr)?;
+                    s.index_file.sync_data().map_err(serr)?;
+                    s.time_file.sync_data().map_err(serr)?;
+                }
+            }
+            sync_dir(&p.dir).map_err(serr)?;
+        }
+        let recovery_point = if recovered_any { leo } else { recovery_point };
+
+        epochs_dirty |= epochs.truncate_from_end(leo);
+        epochs_dirty |= epochs.truncate_from_start(log_start);
+
+        // Producer state from the newest segments' batch headers.
+        let mut producers = ProducerStates::default();
+        let from = segments.len().saturating_sub(PRODUCER_STATE_SEGMENTS);
+        for s in &segments[from..] {
+            let end = s.size();
+            let mut scanner = BatchScanner::new(&s.log, 0, end, false);
+            loop {
+                match scanner.next_batch() {
+                    Ok(Some((_, h))) => {
+                        if h.last_offset() >= log_start {
+                            producers.replay(&h, p.now_ms);
+                        }
+                        if p.clean {
+                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(tp = ?p.tp, error = %e.into_io(), "producer state scan stopped early");
+                        break;
+                    }
+                }
+            }
+        }
+        if epochs_dirty {
+            if let Err(e) = epochs.persist() {
+                tracing::warn!(tp = ?p.tp, error = %e, "could not write leader-epoch-checkpoint");
+            }
+        }
+
+        let active_size = segments.last().map_or(0, |s| s.size());
+        cursor.base = segments.last().map_or(0, |s| s.base_offset);
+        tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
+            clean = p.clean, "log loaded");
+        Ok(Log {
+            tp: p.tp,
+            dir: p.dir,
+            topic_id: p.topic_id,
+            config: RwLock::new(p.config),
+            shared: RwLock::new(Shared {
+                segments: Arc::new(segments),
+                log_start,
+                leo,
+                active_size,
+                recovery_point,
+                unflushed_since: None,
+                dir_dirty: false,
+            }),
+            writer: Mutex::new(Writer { cursor, producers }),
+            flush_lock: Mutex::new(()),
+            epochs: Mutex::new(epochs),
+            pending: Mutex::new(Vec::new()),
+            leader_epoch: AtomicI32::new(p.leader_epoch),
+            deleted: AtomicBool::new(false),
+        })
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Append
+    // ------------------------------------------------------------------------------------
+
+    fn format_error(&self, e: FormatError) -> AppendError {
+        if e.is_corrupt() {
+            AppendError::Corrupt {
+                tp: self.tp.clone(),
+                reason: e.to_string(),
+            }
+        } else {
+            AppendError::Invalid {
+                tp: self.tp.clone(),
+                reason: e.to_string(),
+            }
+        }
+    }
+
+    fn aio(&self, source: io::Error) -> AppendError {
+        AppendError::Io {
+            tp: self.tp.clone(),
+            source,
+        }
+    }
+
+    pub(crate) fn append_impl(
+        &self,
+        records: Bytes,
+        _origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, AppendError> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(self.aio(io::Error::new(
+                io::ErrorKind::NotFound,
+                "log has been deleted or closed",
+            )));
+        }
+        let cfg = self.config.read().clone();
+        let batches = parse_batches(&records, None).map_err(|e| self.format_error(e))?;
+        if batches.is_empty() {
+            return Err(AppendError::Invalid {
+                tp: self.tp.clone(),
+                reason: "no record batches".into(),
+            });
+        }
+        for b in &batches {
+            let h = &b.header;
+            if h.total_len() > cfg.max_message_bytes as usize {
+                return Err(AppendError::TooLarge {
+                    tp: self.tp.clone(),
+                    size: h.total_len(),
+                    max: cfg.max_message_bytes,
+                });
+            }
+            check_client_counts(h).map_err(|e| self.format_error(e))?;
+            if h.is_control() {
+                return Err(AppendError::Invalid {
+                    tp: self.tp.clone(),
+                    reason: "clients may not write control batches".into(),
+                });
+            }
+            if h.has_producer_id() && h.base_sequence < 0 {
+                return Err(AppendError::Invalid {
+                    tp: self.tp.clone(),
+                    reason: format!(
+                        "invalid sequence number {} for producer {}",
+                        h.base_sequence, h.producer_id
+                    ),
+                });
+            }
+        }
+        let total = records.len();
+        if total as u64 > cfg.segment_bytes || total > i32::MAX as usize {
+            return Err(AppendError::TooLarge {
+                tp: self.tp.clone(),
+                size: total,
+                max: u32::try_from(cfg.segment_bytes).unwrap_or(u32::MAX),
+            });
+        }
+
+        let mut w = self.writer.lock();
+        let (leo, log_start, active_size) = {
+            let s = self.shared.read();
+            (s.leo, s.log_start, s.active_size)
+        };
+
+        // Producer sequence checks, batch by batch, against the state including earlier
+        // batches of this append.
+        let mut overlay: Vec<(i64, ProducerEntry)> = Vec::new();
+        let mut next = leo;
+        for b in &batches {
+            let h = &b.header;
+            if h.has_producer_id() {
+                let current = overlay
+                    .iter()
+                    .find(|(p, _)| *p == h.producer_id)
+                    .map(|(_, e)| e)
+                    .or_else(|| w.producers.get(h.producer_id));
+                match ProducerStates::check(current, h) {
+                    Ok(SeqCheck::Accept) => {}
+                    Ok(SeqCheck::Duplicate(meta)) => {
+                        return Ok(AppendOutcome {
+                            base_offset: meta.first_offset,
+                            last_offset: meta.last_offset,
+                            log_append_time_ms: -1,
+                            log_start_offset: log_start,
+                            duplicate: true,
+                            flush_due: false,
+                        });
+                    }
+                    Err(SeqError::OutOfOrder { expected, got }) => {
+                        return Err(AppendError::OutOfOrderSequence {
+                            tp: self.tp.clone(),
+                            producer_id: h.producer_id,
+                            expected,
+                            got,
+                        });
+                    }
+                    Err(SeqError::Fenced { epoch, current }) => {
+                        return Err(AppendError::ProducerFenced {
+                            tp: self.tp.clone(),
+                            producer_id: h.producer_id,
+                            epoch,
+                            current,
+                        });
+                    }
+                }
+                let mut entry = current.cloned().unwrap_or_default();
+                if current.is_none() {
+                    entry.epoch = h.producer_epoch;
+                }
+                ProducerStates::apply(&mut entry, h, next, now_ms);
+                if let Some(slot) = overlay.iter_mut().find(|(p, _)| *p == h.producer_id) {
+                    slot.1 = entry;
+                } else {
+                    overlay.push((h.producer_id, entry));
+                }
+            }
+            next += i64::from(h.last_offset_delta) + 1;
+        }
+        let last_offset = next - 1;
+
+        // Roll first if this append does not fit the active segment.
+        let active_size = self.maybe_roll(
+            &mut w,
+            &cfg,
+            now_ms,
+            total as u64,
+            batches.len(),
+            last_offset,
+            active_size,
+            leo,
+        )?;
+        let segs = self.shared.read().segments.clone();
+        let active = segs
+            .last()
+            .cloned()
+            .ok_or_else(|| self.aio(io_err("no active segment".into())))?;
+
+        // Assign offsets and patch headers.
+        let mut buf = records.to_vec();
+        let epoch = self.leader_epoch.load(Ordering::Acquire);
+        let lat = cfg.timestamp_type == TimestampType::LogAppendTime;
+        let mut off = leo;
+        let mut cursor = w.cursor;
+        let interval = u64::from(cfg.index_interval_bytes);
+        let mut new_oi = Vec::new();
+        let mut new_ti = Vec::new();
+        let mut first_ts = None;
+        for b in &batches {
+            let r = b.range();
+            let slice = &mut buf[r.clone()];
+            let fe = |e: FormatError| self.format_error(e);
+            set_base_offset(slice, off).map_err(fe)?;
+            set_partition_leader_epoch(slice, epoch).map_err(fe)?;
+            if lat {
+                set_max_timestamp(slice, BatchTimestampType::LogAppendTime, now_ms).map_err(fe)?;
+            }
+            let h = BatchHeader::decode(slice).map_err(fe)?;
+            first_ts.get_or_insert(h.max_timestamp);
+            let (o, t) = cursor.observe(active_size + b.position as u64, &h, interval);
+            new_oi.extend(o);
+            new_ti.extend(t);
+            off = h.next_offset();
+        }
+
+        // One write for the data, then the index entries.
+        active
+            .log
+            .write_all_at(&buf, active_size)
+            .map_err(|e| self.aio(e))?;
+        let (n_oi, n_ti) = {
+            let m = active.meta.read();
+            (
+                m.offset_index.as_ref().map_or(0, |v| v.len()),
+                m.time_index.as_ref().map_or(0, |v| v.len()),
+            )
+        };
+        if !new_oi.is_empty() {
+            let bytes: Vec<u8> = new_oi.iter().flat_map(|e| e.encode()).collect();
+            active
+                .index_file
+                .write_all_at(&bytes, (n_oi * OFFSET_INDEX_ENTRY_LEN) as u64)
+                .map_err(|e| self.aio(e))?;
+        }
+        if !new_ti.is_empty() {
+            let bytes: Vec<u8> = new_ti.iter().flat_map(|e| e.encode()).collect();
+            active
+                .time_file
+                .write_all_at(&bytes, (n_ti * TIME_INDEX_ENTRY_LEN) as u64)
+                .map_err(|e| self.aio(e))?;
+        }
+
+        // Publish.
+        let new_size = active_size + buf.len() as u64;
+        {
+            let mut m = active.meta.write();
+            if !new_oi.is_empty() {
+                Arc::make_mut(m.offset_index.get_or_insert_with(Default::default)).extend(new_oi);
+            }
+            if !new_ti.is_empty() {
+                Arc::make_mut(m.time_index.get_or_insert_with(Default::default)).extend(new_ti);
+            }
+            if m.size == 0 {
+                m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(now_ms);
+            }
+            m.size = new_size;
+            m.next_offset = off;
+            m.max_ts = cursor.max_ts;
+            m.off_max_ts = cursor.off_max_ts;
+            m.mtime_ms = now_ms;
+        }
+        w.cursor = cursor;
+        for (pid, entry) in overlay {
+            w.producers.insert(pid, entry);
+        }
+        let (flush_due, log_start) = {
+            let mut s = self.shared.write();
+            s.leo = off;
+            s.active_size = new_size;
+            let since = *s.unflushed_since.get_or_insert(now_ms);
+            let unflushed = s.leo - s.recovery_point;
+            let due =
+                unflushed >= cfg.flush_messages || now_ms.saturating_sub(since) >= cfg.flush_ms;
+            (due, s.log_start)
+        };
+
+        // A new leader epoch starts at this append.
+        if epoch >= 0 {
+            let mut ep = self.epochs.lock();
+            if ep.latest_epoch().is_none_or(|l| epoch > l) && ep.assign(epoch, leo) {
+                if let Err(e) = ep.persist() {
+                    tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
+                }
+            }
+        }
+        drop(w);
+
+        Ok(AppendOutcome {
+            base_offset: leo,
+            last_offset,
+            log_append_time_ms: if lat { now_ms } else { -1 },
+            log_start_offset: log_start,
+            duplicate: false,
+            flush_due,
+        })
+    }
+
+    /// Roll if due; returns the (possibly new) active segment's size.
+    #[allow(clippy::too_many_arguments)]
+    fn maybe_roll(
+        &self,
+        w: &mut Writer,
+        cfg: &LogConfig,
+        now_ms: i64,
+        append_bytes: u64,
+        n_batches: usize,
+        last_offset: i64,
+        active_size: u64,
+        leo: i64,
+    ) -> Result<u64, AppendError> {
+        if active_size == 0 {
+            return Ok(active_size);
+        }
+        let segs = self.shared.read().segments.clone();
+        let Some(active) = segs.last() else {
+            return Ok(active_size);
+        };
+        let (n_oi, n_ti, rolling_ts) = {
+            let m = active.meta.read();
+            (
+                m.offset_index.as_ref().map_or(0, |v| v.len()),
+                m.time_index.as_ref().map_or(0, |v| v.len()),
+                m.rolling_ts,
+            )
+        };
+        let max_oi = (cfg.segment_index_bytes as usize / OFFSET_INDEX_ENTRY_LEN).max(1);
+        let max_ti = (cfg.segment_index_bytes as usize / TIME_INDEX_ENTRY_LEN).max(1);
+        let reason = if active_size + append_bytes > cfg.segment_bytes {
+            Some("size")
+        } else if now_ms.saturating_sub(rolling_ts) > cfg.segment_ms {
+            Some("time")
+        } else if n_oi + n_batches > max_oi || n_ti + n_batches + 1 > max_ti {
+            Some("index full")
+        } else if last_offset - active.base_offset > i64::from(i32::MAX) {
+            Some("offset overflow")
+        } else if active_size + append_bytes > i32::MAX as u64 {
+            Some("position overflow")
+        } else {
+            None
+        };
+        match reason {
+            None => Ok(active_size),
+            Some(why) => {
+                tracing::debug!(tp = ?self.tp, reason = why, new_base = leo, "rolling segment");
+                self.roll_locked(w, now_ms).map_err(|e| self.aio(e))?;
+                Ok(0)
+            }
+        }
+    }
+
+    /// Seal the active segment and start a new one at the log end. Caller holds the writer.
+    pub(crate) fn roll_locked(&self, w: &mut Writer, now_ms: i64) -> io::Result<()> {
+        let (segs, leo) = {
+            let s = self.shared.read();
+            (s.segments.clone(), s.leo)
+        };
+        let Some(active) = segs.last() else {
+            return Err(io_err("no active segment".into()));
+        };
+        if active.size() == 0 && active.base_offset == leo {
+            return Ok(());
+        }
+        self.seal(w, active)?;
+        let seg = Segment::create(&self.dir, leo, now_ms)?;
+        let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();
+        new_list.push(Arc::new(seg));
+        w.cursor = IndexCursor::new(leo);
+        let mut s = self.shared.write();
+        s.segments = Arc::new(new_list);
+        s.active_size = 0;
+        s.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Kafka's onBecomeInactiveSegment / close: a final time index entry for the segment's max
+    /// timestamp, and index files cut to exactly their entries.
+    fn seal(&self, w: &mut Writer, active: &Arc<Segment>) -> io::Result<()> {
+        let mut cursor = w.cursor;
+        if let Some(t) = cursor.maybe_time_entry() {
+            let n_ti = active
+                .meta
+                .read()
+                .time_index
+                .as_ref()
+                .map_or(0, |v| v.len());
+            active
+                .time_file
+                .write_all_at(&t.encode(), (n_ti * TIME_INDEX_ENTRY_LEN) as u64)?;
+            let mut m = active.meta.write();
+            Arc::make_mut(m.time_index.get_or_insert_with(Default::default)).push(t);
+        }
+        w.cursor = cursor;
+        let m = active.meta.read();
+        let n_oi = m.offset_index.as_ref().map_or(0, |v| v.len());
+        let n_ti = m.time_index.as_ref().map_or(0, |v| v.len());
+        drop(m);
+        active
+            .index_file
+            .set_len((n_oi * OFFSET_INDEX_ENTRY_LEN) as u64)?;
+        active
+            .time_file
+            .set_len((n_ti * TIME_INDEX_ENTRY_LEN) as u64)?;
+        Ok(())
+    }
+
+    /// Close semantics for shutdown/close_log: final time index entry on the active segment.
+    pub(crate) fn close_active(&self) -> io::Result<()> {
+        let mut w = self.writer.lock();
+        let segs = self.shared.read().segments.clone();
+        if let Some(active) = segs.last() {
+            self.seal(&mut w, active)?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Read
+    // ------------------------------------------------------------------------------------
+
+    pub(crate) fn read_impl(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, ReadError> {
+        let (segs, log_start, leo, active_size) = self.snapshot();
+        let rio = |source: io::Error| ReadError::Io {
+            tp: self.tp.clone(),
+            source,
+        };
+        if offset < log_start || offset > leo {
+            return Err(ReadError::OffsetOutOfRange {
+                tp: self.tp.clone(),
+                requested: offset,
+                log_start,
+                log_end: leo,
+            });
+        }
+        let empty = ReadResult {
+            slice: None,
+            high_watermark: leo,
+            log_start_offset: log_start,
+        };
+        if offset == leo {
+            return Ok(empty);
+        }
+        let interval = self.interval();
+        let first = segs
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1);
+        for i in first..segs.len() {
+            let seg = &segs[i];
+            let limit = Self::seg_limit(&segs, i, active_size);
+            let start = seg.lookup_position(offset, limit, interval).map_err(rio)?;
+            let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
+            let found = loop {
+                match scanner.next_batch() {
+                    Ok(Some((pos, h))) => {
+                        if h.last_offset() >= offset {
+                            break Some((pos, h));
+                        }
+                    }
+                    Ok(None) => break None,
+                    Err(e) => return Err(rio(e.into_io())),
+                }
+            };
+            let Some((pos, h)) = found else { continue };
+            let first_len = h.total_len() as u64;
+            let max = u64::from(max_bytes);
+            let len = if first_len > max {
+                if !min_one_batch {
+                    return Ok(empty);
+                }
+                first_len
+            } else if pos + max >= limit {
+                limit - pos
+            } else {
+                // Whole batches only: walk from the nearest batch boundary below the cap.
+                let target = pos + max;
+                let from = seg
+                    .boundary_at_or_below(target, pos, interval)
+                    .map_err(rio)?;
+                let mut scanner = BatchScanner::new(&seg.log, from, limit, false);
+                let mut end = pos + first_len;
+                loop {
+                    match scanner.next_batch() {
+                        Ok(Some((p, h))) => {
+                            let e = p + h.total_len() as u64;
+                            if e > target {
+                                break;
+                            }
+                            end = end.max(e);
+                        }
+                        Ok(None) => break,
+                        Err(e) => return Err(rio(e.into_io())),
+                    }
+                }
+                end - pos
+            };
+            return Ok(ReadResult {
+                slice: Some(FileSlice {
+                    file: seg.log.clone(),
+                    position: pos,
+                    len: u32::try_from(len).unwrap_or(u32::MAX),
+                }),
+                high_watermark: leo,
+                log_start_offset: log_start,
+            });
+        }
+        Ok(empty)
+    }
+
+    pub(crate) fn offset_for_timestamp_impl(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
+        let (segs, log_start, _leo, active_size) = self.snapshot();
+        let interval = self.interval();
+        for (i, seg) in segs.iter().enumerate() {
+            let (max_ts, next) = {
+                let m = seg.meta.read();
+                (m.max_ts, m.next_offset)
+            };
+            if next <= log_start || max_ts < ts {
+                continue;
+            }
+            let limit = Self::seg_limit(&segs, i, active_size);
+            let from_off = seg.lookup_time_offset(ts, interval)?.max(log_start);
+            let start = seg.lookup_position(from_off, limit, interval)?;
+            let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
+            loop {
+                let (pos, h) = match scanner.next_batch() {
+                    Ok(Some(x)) => x,
+                    Ok(None) => break,
+                    Err(e) => return Err(e.into_io()),
+                };
+                if h.last_offset() < log_start || h.max_timestamp < ts {
+                    continue;
+                }
+                if h.compression_codec() == 0 {
+                    let mut b = vec![0u8; h.total_len()];
+                    seg.log.read_exact_at(&mut b, pos)?;
+                    if let Ok(recs) = record_timestamps(&b) {
+                        for (delta, rts) in recs {
+                            let o = h.base_offset + i64::from(delta);
+                            if o >= log_start && rts >= ts {
+                                return Ok(Some((o, rts)));
+                            }
+                        }
+                    }
+                }
+                return Ok(Some((h.base_offset.max(log_start), h.max_timestamp)));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn max_timestamp_impl(&self) -> Option<(i64, i64)> {
+        let (segs, log_start, _, _) = self.snapshot();
+        let mut best: Option<(i64, i64)> = None;
+        for s in segs.iter() {
+            let m = s.meta.read();
+            if m.next_offset <= log_start || m.max_ts < 0 {
+                continue;
+            }
+            if best.is_none_or(|b| m.max_ts > b.0) {
+                best = Some((m.max_ts, m.off_max_ts));
+            }
+        }
+        best
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Flush
+    // ------------------------------------------------------------------------------------
+
+    pub(crate) fn flush_impl(&self) -> io::Result<i64> {
+        let _g = self.flush_lock.lock();
+        let (segs, leo, rp, dir_dirty) = {
+            let mut s = self.shared.write();
+            let d = s.dir_dirty;
+            s.dir_dirty = false;
+            (s.segments.clone(), s.leo, s.recovery_point, d)
+        };
+        if leo <= rp && !dir_dirty {
+            return Ok(rp);
+        }
+        let res = (|| {
+            let n = segs.len();
+            for (i, seg) in segs.iter().enumerate() {
+                if i + 1 == n || seg.next_offset() > rp {
+                    seg.log.sync_data()?;
+                    seg.index_file.sync_data()?;
+                    seg.time_file.sync_data()?;
+                }
+            }
+            if dir_dirty {
+                sync_dir(&self.dir)?;
+            }
+            Ok(())
+        })();
+        let mut s = self.shared.write();
+        if let Err(e) = res {
+            s.dir_dirty |= dir_dirty;
+            return Err(e);
+        }
+        if leo > s.recovery_point {
+            s.recovery_point = leo;
+        }
+        if s.leo == leo {
+            s.unflushed_since = None;
+        }
+        Ok(s.recovery_point)
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Retention and deletion
+    // ------------------------------------------------------------------------------------
+
+    pub(crate) fn delete_records_impl(&self, offset: i64) -> Result<i64, ReadError> {
+        let w = self.writer.lock();
+        let (log_start, leo) = {
+            let s = self.shared.read();
+            (s.log_start, s.leo)
+        };
+        if offset > leo || offset < 0 {
+            return Err(ReadError::OffsetOutOfRange {
+                tp: self.tp.clone(),
+                requested: offset,
+                log_start,
+                log_end: leo,
+            });
+        }
+        if offset <= log_start {
+            return Ok(log_start);
+        }
+        self.shared.write().log_start = offset;
+        self.after_log_start_moved(offset);
+        drop(w);
+        self.delete_below_log_start();
+        Ok(self.shared.read().log_start)
+    }
+
+    fn after_log_start_moved(&self, new_start: i64) {
+        let mut ep = self.epochs.lock();
+        if ep.truncate_from_start(new_start) {
+            if let Err(e) = ep.persist() {
+                tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
+            }
+        }
+    }
+
+    /// Delete sealed segments whose successor starts at or below the log start.
+    fn delete_below_log_start(&self) {
+        let (segs, log_start) = {
+            let s = self.shared.read();
+            (s.segments.clone(), s.log_start)
+        };
+        let n = segs
+            .windows(2)
+            .take_while(|w| w[1].base_offset <= log_start)
+            .count();
+        if n > 0 {
+            self.delete_oldest(n, "log start offset");
+        }
+    }
+
+    /// Remove the `n` oldest segments from the log (never the active one) and schedule their
+    /// files for deletion.
+    fn delete_oldest(&self, n: usize, why: &str) {
+        let mut w = self.writer.lock();
+        let removed: Vec<Arc<Segment>> = {
+            let mut s = self.shared.write();
+            let n = n.min(s.segments.len().saturating_sub(1));
+            if n == 0 {
+                return;
+            }
+            let removed = s.segments[..n].to_vec();
+            s.segments = Arc::new(s.segments[n..].to_vec());
+            let first = s.segments[0].base_offset;
+            if first > s.log_start {
+                s.log_start = first;
+            }
+            s.dir_dirty = true;
+            removed
+        };
+        let new_start = self.shared.read().log_start;
+        self.after_log_start_moved(new_start);
+        w.producers.truncate_head(new_start);
+        drop(w);
+        for seg in removed {
+            tracing::info!(tp = ?self.tp, segment = seg.base_offset, reason = why, "deleting segment");
+            let renamed = match seg.rename_deleted() {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(tp = ?self.tp, segment = seg.base_offset, error = %e, "could not rename segment for deletion; will retry");
+                    false
+                }
+            };
+            self.pending.lock().push(PendingSegment { seg, renamed });
+        }
+        self.reap_pending();
+    }
+
+    /// Unlink deleted segments nobody holds any more. Returns true if none remain.
+    pub(crate) fn reap_pending(&self) -> bool {
+        let mut pending = self.pending.lock();
+        pending.retain_mut(|p| {
+            if !p.renamed {
+                match p.seg.rename_deleted() {
+                    Ok(()) => p.renamed = true,
+                    Err(e) => {
+                        tracing::warn!(segment = p.seg.base_offset, error = %e, "rename for deletion failed; will retry");
+                        return true;
+                    }
+                }
+            }
+            if Arc::strong_count(&p.seg) > 1 || Arc::strong_count(&p.seg.log) > 1 {
+                return true;
+            }
+            match p.seg.unlink_deleted() {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(segment = p.seg.base_offset, error = %e, "unlinking deleted segment failed; will retry");
+                    true
+                }
+            }
+        });
+        pending.is_empty()
+    }
+
+    pub(crate) fn maintain_impl(&self, now_ms: i64) -> io::Result<()> {
+        let cfg = self.config.read().clone();
+        // Producer expiry.
+        self.writer.lock().producers.expire(now_ms);
+        // Time-based roll of the active segment, also when its data is all past retention.
+        {
+            let mut w = self.writer.lock();
+            let (segs, active_size) = {
+                let s = self.shared.read();
+                (s.segments.clone(), s.active_size)
+            };
+            if let Some(active) = segs.last() {
+                if active_size > 0 {
+                    let (rolling_ts, largest) = {
+                        let m = active.meta.read();
+                        (
+                            m.rolling_ts,
+                            if m.max_ts >= 0 { m.max_ts } else { m.mtime_ms },
+                        )
+                    };
+                    let time_due = now_ms.saturating_sub(rolling_ts) > cfg.segment_ms;
+                    let expired =
+                        cfg.retention_ms >= 0 && now_ms.saturating_sub(largest) > cfg.retention_ms;
+                    if time_due || expired {
+                        self.roll_locked(&mut w, now_ms)?;
+                    }
+                }
+            }
+        }
+        // Time retention: oldest sealed segments whose largest timestamp is too old.
+        if cfg.retention_ms >= 0 {
+            let segs = self.shared.read().segments.clone();
+            let sealed = segs.len().saturating_sub(1);
+            let n = segs[..sealed]
+                .iter()
+                .take_while(|s| now_ms.saturating_sub(s.largest_timestamp()) > cfg.retention_ms)
+                .count();
+            if n > 0 {
+                self.delete_oldest(n, "retention.ms");
+            }
+        }
+        // Size retention.
+        if cfg.retention_bytes >= 0 {
+            let segs = self.shared.read().segments.clone();
+            let total = self.size_bytes_impl();
+            let mut diff = i128::from(total) - i128::from(cfg.retention_bytes);
+            let sealed = segs.len().saturating_sub(1);
+            let mut n = 0;
+            for s in &segs[..sealed] {
+                let sz = i128::from(s.size());
+                if diff - sz >= 0 {
+                    diff -= sz;
+                    n += 1;
+                } else {
+                    break;
+                }
+            }
+            if n > 0 {
+                self.delete_oldest(n, "retention.bytes");
+            }
+        }
+        self.delete_below_log_start();
+        self.reap_pending();
+        Ok(())
+    }
+
+    pub(crate) fn size_bytes_impl(&self) -> u64 {
+        let (segs, _, _, active_size) = self.snapshot();
+        let n = segs.len();
+        segs.iter()
+            .enumerate()
+            .map(|(i, s)| if i + 1 == n { active_size } else { s.size() })
+            .sum()
+    }
+
+    /// True when no reader holds any file of this log (for deleting its directory).
+    pub(crate) fn unreferenced(&self) -> bool {
+        if !self.reap_pending() {
+            return false;
+        }
+        let s = self.shared.read();
+        // The list itself may be held by an in-flight read.
+        if Arc::strong_count(&s.segments) > 1 {
+            return false;
+        }
+        s.segments
+            .iter()
+            .all(|seg| Arc::strong_count(seg) == 1 && Arc::strong_count(&seg.log) == 1)
+    }
+
+    pub(crate) fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn end_offset_for_epoch_impl(&self, epoch: i32) -> Option<(i32, i64)> {
+        let leo = self.shared.read().leo;
+        self.epochs.lock().end_offset_for(epoch, leo)
+    }
+
+    pub(crate) fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epochs.lock().entries().to_vec()
+    }
+
+    pub(crate) fn recovery_point(&self) -> i64 {
+        self.shared.read().recovery_point
+    }
+}
+
+/// Max timestamp of the first batch (one header read), for segment.ms.
+fn read_first_ts(seg: &Segment) -> Option<i64> {
+    let mut scanner = BatchScanner::new(&seg.log, 0, seg.size(), false);
+    match scanner.next_batch() {
+        Ok(Some((_, h))) => Some(h.max_timestamp),
+        _ => None,
+    }
+}

@@ -1,0 +1,587 @@
+//! The log manager: log directories, their identity and checkpoint files, partition
+//! placement, and deferred deletion of partition directories.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use sluice_format::text::{
+    format_offset_checkpoint, format_properties, parse_offset_checkpoint, parse_partition_metadata,
+    parse_properties, uuid_to_kafka_string,
+};
+
+use crate::fsutil::{now_ms, sync_dir, write_atomic};
+use crate::log::{OpenParams, PARTITION_METADATA};
+use crate::{DiscoveredLog, Log, LogConfig, MetaProperties, StoreError, TopicPartition};
+
+pub(crate) const META_PROPERTIES: &str = "meta.properties";
+pub(crate) const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+pub(crate) const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub(crate) const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+/// Kafka's KRaft metadata log topic; its directory is never ours.
+pub(crate) const METADATA_TOPIC: &str = "__cluster_metadata";
+
+#[derive(Debug)]
+pub(crate) struct DirState {
+    /// The marker was present at open.
+    pub clean: bool,
+    pub recovery_points: HashMap<TopicPartition, i64>,
+    pub log_starts: HashMap<TopicPartition, i64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct PendingDir {
+    /// Where the directory is now.
+    pub path: PathBuf,
+    /// Where it is to be renamed to (`*-delete`), if the rename has not happened yet.
+    pub rename_to: Option<PathBuf>,
+    pub log: Option<Arc<Log>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub logs: HashMap<TopicPartition, Arc<Log>>,
+    /// Which log dir (index) each known partition lives in.
+    pub placement: HashMap<TopicPartition, usize>,
+    /// Partitions being opened right now.
+    pub opening: HashSet<TopicPartition>,
+    /// Partitions opened at least once since start (their dir's marker no longer applies).
+    pub opened_once: HashSet<TopicPartition>,
+    /// Partitions closed cleanly by close_log (reopen without recovery).
+    pub closed_clean: HashSet<TopicPartition>,
+}
+
+/// Parse `<topic>-<partition>` as Kafka does; None for anything else (including the
+/// `-delete`, `-future` and `-stray` forms, hidden entries and the metadata log).
+pub(crate) fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
+    if name.starts_with('.')
+        || name.ends_with("-delete")
+        || name.ends_with("-future")
+        || name.ends_with("-stray")
+    {
+        return None;
+    }
+    let idx = name.rfind('-')?;
+    let (topic, part) = (&name[..idx], &name[idx + 1..]);
+    if topic.is_empty() || topic.len() > 249 || topic == METADATA_TOPIC {
+        return None;
+    }
+    if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return None;
+    }
+    if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let partition: i32 = part.parse().ok()?;
+    Some(TopicPartition {
+        topic: topic.to_string(),
+        partition,
+    })
+}
+
+/// `<topic>-<partition>.<uuid-hex>-delete` directories left by an unfinished deletion.
+pub(crate) fn is_delete_dir(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix("-delete") else {
+        return false;
+    };
+    let Some(dot) = stem.rfind('.') else {
+        return false;
+    };
+    let (tp, id) = (&stem[..dot], &stem[dot + 1..]);
+    !id.is_empty()
+        && !id.contains(char::is_whitespace)
+        && tp.contains('-')
+        && !tp.contains(char::is_whitespace)
+}
+
+/// Name for a directory scheduled for deletion (topic cut so the name fits in 255 bytes).
+pub(crate) fn delete_dir_name(tp: &TopicPartition) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let suffix = format!("-{}.{id}-delete", tp.partition);
+    let keep = tp.topic.len().min(255usize.saturating_sub(suffix.len()));
+    format!("{}{suffix}", &tp.topic[..keep])
+}
+
+fn read_checkpoint(path: &Path) -> HashMap<TopicPartition, i64> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match parse_offset_checkpoint(&text) {
+            Ok(entries) => entries
+                .into_iter()
+                .map(|(topic, partition, o)| (TopicPartition { topic, partition }, o))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable checkpoint file");
+                HashMap::new()
+            }
+        },
+        Err(e) => {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!(path = %path.display(), error = %e, "could not read checkpoint file");
+            }
+            HashMap::new()
+        }
+    }
+}
+
+/// Read or create `meta.properties`. An existing file is kept as it is (it may have been
+/// written by Apache Kafka) but must name the same cluster and node.
+pub(crate) fn ensure_meta_properties(dir: &Path, meta: &MetaProperties) -> Result<(), StoreError> {
+    let path = dir.join(META_PROPERTIES);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let props: HashMap<String, String> = parse_properties(&text).into_iter().collect();
+            if let Some(cid) = props.get("cluster.id") {
+                if cid != &meta.cluster_id {
+                    return Err(StoreError::Invalid {
+                        path: path.clone(),
+                        reason: format!(
+                            "cluster.id {cid} does not match the configured {}",
+                            meta.cluster_id
+                        ),
+                    });
+                }
+            }
+            if let Some(nid) = props.get("node.id").or_else(|| props.get("broker.id")) {
+                if nid.trim() != meta.node_id.to_string() {
+                    return Err(StoreError::Invalid {
+                        path: path.clone(),
+                        reason: format!(
+                            "node.id {nid} does not match the configured {}",
+                            meta.node_id
+                        ),
+                    });
+                }
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let dir_id = uuid_to_kafka_string(uuid::Uuid::new_v4().as_bytes());
+            let content = format_properties(
+                "Written by sluice",
+                &[
+                    ("version", "1".to_string()),
+                    ("node.id", meta.node_id.to_string()),
+                    ("cluster.id", meta.cluster_id.clone()),
+                    ("directory.id", dir_id),
+                ],
+            );
+            write_atomic(&path, content.as_bytes())
+                .map_err(|source| StoreError::Io { path, source })
+        }
+        Err(source) => Err(StoreError::Io { path, source }),
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub dirs: Vec<PathBuf>,
+    pub states: Vec<Mutex<DirState>>,
+    pub discovered: Vec<DiscoveredLog>,
+    pub reg: Mutex<Registry>,
+    pub opened: Condvar,
+    pub pending_dirs: Mutex<Vec<PendingDir>>,
+    pub checkpoint_lock: Mutex<()>,
+}
+
+impl Inner {
+    pub(crate) fn open(dirs: Vec<PathBuf>, meta: MetaProperties) -> Result<Inner, StoreError> {
+        if dirs.is_empty() {
+            return Err(StoreError::Invalid {
+                path: PathBuf::new(),
+                reason: "no log directories configured".into(),
+            });
+        }
+        let mut states = Vec::new();
+        let mut discovered = Vec::new();
+        let mut placement: HashMap<TopicPartition, usize> = HashMap::new();
+        let mut pending_dirs = Vec::new();
+        for (idx, dir) in dirs.iter().enumerate() {
+            let ioe = |source: io::Error| StoreError::Io {
+                path: dir.clone(),
+                source,
+            };
+            std::fs::create_dir_all(dir).map_err(ioe)?;
+            ensure_meta_properties(dir, &meta)?;
+            let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
+            let clean = marker.exists();
+            if clean {
+                std::fs::remove_file(&marker).map_err(ioe)?;
+                sync_dir(dir).map_err(ioe)?;
+            }
+            let recovery_points = read_checkpoint(&dir.join(RECOVERY_POINT_CHECKPOINT));
+            let log_starts = read_checkpoint(&dir.join(LOG_START_CHECKPOINT));
+            for entry in std::fs::read_dir(dir).map_err(ioe)? {
+                let entry = entry.map_err(ioe)?;
+                let Ok(ft) = entry.file_type() else { continue };
+                if !ft.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if is_delete_dir(name) {
+                    pending_dirs.push(PendingDir {
+                        path: entry.path(),
+                        rename_to: None,
+                        log: None,
+                    });
+                    continue;
+                }
+                let Some(tp) = parse_partition_dir(name) else {
+                    tracing::debug!(entry = %entry.path().display(), "ignoring entry in log dir");
+                    continue;
+                };
+                if let Some(&other) = placement.get(&tp) {
+                    tracing::warn!(?tp, first = %dirs[other].display(), duplicate = %entry.path().display(),
+                        "partition found in more than one log dir; using the first");
+                    continue;
+                }
+                let topic_id = std::fs::read_to_string(entry.path().join(PARTITION_METADATA))
+                    .ok()
+                    .and_then(|t| parse_partition_metadata(&t).ok())
+                    .map(uuid::Uuid::from_bytes);
+                placement.insert(tp.clone(), idx);
+                discovered.push(DiscoveredLog {
+                    tp,
+                    topic_id,
+                    dir: entry.path(),
+                });
+            }
+            tracing::info!(dir = %dir.display(), clean, "log dir opened");
+            states.push(Mutex::new(DirState {
+                clean,
+                recovery_points,
+                log_starts,
+            }));
+        }
+        discovered.sort_by(|a, b| a.tp.cmp(&b.tp));
+        let inner = Inner {
+            dirs,
+            states,
+            discovered,
+            reg: Mutex::new(Registry {
+                placement,
+                ..Registry::default()
+            }),
+            opened: Condvar::new(),
+            pending_dirs: Mutex::new(pending_dirs),
+            checkpoint_lock: Mutex::new(()),
+        };
+        inner.reap_dirs();
+        Ok(inner)
+    }
+
+    pub(crate) fn open_log(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        leader_epoch: i32,
+    ) -> Result<Arc<Log>, StoreError> {
+        let (idx, clean) = {
+            let mut reg = self.reg.lock();
+            loop {
+                if let Some(log) = reg.logs.get(tp) {
+                    let log = log.clone();
+                    drop(reg);
+                    if log.topic_id() != topic_id {
+                        return Err(StoreError::Invalid {
+                            path: log.dir().to_path_buf(),
+                            reason: format!(
+                                "log has topic id {} but {topic_id} was requested",
+                                log.topic_id()
+                            ),
+                        });
+                    }
+                    log.set_config(config);
+                    log.set_leader_epoch(leader_epoch);
+                    return Ok(log);
+                }
+                if !reg.opening.contains(tp) {
+                    break;
+                }
+                self.opened.wait(&mut reg);
+            }
+            reg.opening.insert(tp.clone());
+            let idx = match reg.placement.get(tp) {
+                Some(&i) => i,
+                None => {
+                    let mut counts = vec![0usize; self.dirs.len()];
+                    for &i in reg.placement.values() {
+                        counts[i] += 1;
+                    }
+                    let i = (0..self.dirs.len())
+                        .min_by_key(|&i| (counts[i], i))
+                        .unwrap_or(0);
+                    reg.placement.insert(tp.clone(), i);
+                    i
+                }
+            };
+            let first_open = reg.opened_once.insert(tp.clone());
+            let closed_clean = reg.closed_clean.remove(tp);
+            let clean = closed_clean || (first_open && self.states[idx].lock().clean);
+            (idx, clean)
+        };
+        let result = (|| {
+            let (rp, ls) = {
+                let st = self.states[idx].lock();
+                (
+                    st.recovery_points.get(tp).copied(),
+                    st.log_starts.get(tp).copied(),
+                )
+            };
+            let dir = self.dirs[idx].join(format!("{}-{}", tp.topic, tp.partition));
+            let log = Log::open(OpenParams {
+                dir,
+                tp: tp.clone(),
+                topic_id,
+                config,
+                leader_epoch,
+                recovery_point: rp,
+                log_start: ls,
+                clean,
+                now_ms: now_ms(),
+            })?;
+            Ok(Arc::new(log))
+        })();
+        let mut reg = self.reg.lock();
+        reg.opening.remove(tp);
+        if let Ok(log) = &result {
+            reg.logs.insert(tp.clone(), log.clone());
+        }
+        self.opened.notify_all();
+        result
+    }
+
+    fn dir_index_of(&self, tp: &TopicPartition) -> Option<usize> {
+        self.reg.lock().placement.get(tp).copied()
+    }
+
+    pub(crate) fn close_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
+        let Some(log) = self.reg.lock().logs.remove(tp) else {
+            return Ok(());
+        };
+        let ioe = |source: io::Error| StoreError::Io {
+            path: log.dir().to_path_buf(),
+            source,
+        };
+        log.mark_deleted();
+        let flushed = log
+            .flush()
+            .and_then(|_| log.close_active())
+            .and_then(|()| log.flush());
+        if let Some(idx) = self.dir_index_of(tp) {
+            let mut st = self.states[idx].lock();
+            st.recovery_points.insert(tp.clone(), log.recovery_point());
+            st.log_starts.insert(tp.clone(), log.log_start_offset());
+        }
+        flushed.map_err(ioe)?;
+        self.reg.lock().closed_clean.insert(tp.clone());
+        self.checkpoint()
+    }
+
+    pub(crate) fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
+        let (log, idx) = {
+            let mut reg = self.reg.lock();
+            let log = reg.logs.remove(tp);
+            let idx = reg.placement.remove(tp);
+            reg.closed_clean.remove(tp);
+            (log, idx)
+        };
+        let Some(idx) = idx else { return Ok(()) };
+        {
+            let mut st = self.states[idx].lock();
+            st.recovery_points.remove(tp);
+            st.log_starts.remove(tp);
+        }
+        let path = match &log {
+            Some(l) => l.dir().to_path_buf(),
+            None => self.dirs[idx].join(format!("{}-{}", tp.topic, tp.partition)),
+        };
+        if let Some(l) = &log {
+            l.mark_deleted();
+        }
+        if !path.exists() {
+            return Ok(());
+        }
+        let target = self.dirs[idx].join(delete_dir_name(tp));
+        let pending = match std::fs::rename(&path, &target) {
+            Ok(()) => {
+                if let Err(e) = sync_dir(&self.dirs[idx]) {
+                    tracing::warn!(dir = %self.dirs[idx].display(), error = %e, "fsync of log dir failed");
+                }
+                PendingDir {
+                    path: target,
+                    rename_to: None,
+                    log,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(dir = %path.display(), error = %e, "could not rename partition dir for deletion; will retry");
+                PendingDir {
+                    path,
+                    rename_to: Some(target),
+                    log,
+                }
+            }
+        };
+        self.pending_dirs.lock().push(pending);
+        // Best effort checkpoint so a restart does not see stale entries.
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!(error = %e, "checkpoint after delete failed");
+        }
+        self.reap_dirs();
+        Ok(())
+    }
+
+    /// Remove deleted partition directories nobody holds any more; errors are retried later.
+    pub(crate) fn reap_dirs(&self) {
+        let mut pending = self.pending_dirs.lock();
+        pending.retain_mut(|p| {
+            if let Some(target) = p.rename_to.clone() {
+                match std::fs::rename(&p.path, &target) {
+                    Ok(()) => {
+                        p.path = target;
+                        p.rename_to = None;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                    Err(e) => {
+                        tracing::warn!(dir = %p.path.display(), error = %e, "rename for deletion failed; will retry");
+                        return true;
+                    }
+                }
+            }
+            if let Some(log) = &p.log {
+                if !log.unreferenced() {
+                    return true;
+                }
+            }
+            match std::fs::remove_dir_all(&p.path) {
+                Ok(()) => {
+                    tracing::info!(dir = %p.path.display(), "deleted partition directory");
+                    false
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    tracing::warn!(dir = %p.path.display(), error = %e, "could not remove deleted partition dir; will retry");
+                    true
+                }
+            }
+        });
+    }
+
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        let _g = self.checkpoint_lock.lock();
+        let (logs, placement) = {
+            let reg = self.reg.lock();
+            (reg.logs.clone(), reg.placement.clone())
+        };
+        let mut first_err = None;
+        for (idx, dir) in self.dirs.iter().enumerate() {
+            let (mut rps, mut starts) = {
+                let st = self.states[idx].lock();
+                (st.recovery_points.clone(), st.log_starts.clone())
+            };
+            // Keep entries only for partitions still placed here.
+            rps.retain(|tp, _| placement.get(tp) == Some(&idx));
+            starts.retain(|tp, _| placement.get(tp) == Some(&idx));
+            for (tp, log) in &logs {
+                if placement.get(tp) == Some(&idx) {
+                    rps.insert(tp.clone(), log.recovery_point());
+                    starts.insert(tp.clone(), log.log_start_offset());
+                }
+            }
+            {
+                let mut st = self.states[idx].lock();
+                st.recovery_points = rps.clone();
+                st.log_starts = starts.clone();
+            }
+            let to_vec = |m: &HashMap<TopicPartition, i64>| {
+                let mut v: Vec<(String, i32, i64)> = m
+                    .iter()
+                    .map(|(tp, o)| (tp.topic.clone(), tp.partition, *o))
+                    .collect();
+                v.sort();
+                v
+            };
+            for (name, map) in [
+                (RECOVERY_POINT_CHECKPOINT, &rps),
+                (LOG_START_CHECKPOINT, &starts),
+            ] {
+                let path = dir.join(name);
+                if let Err(source) =
+                    write_atomic(&path, format_offset_checkpoint(&to_vec(map)).as_bytes())
+                {
+                    tracing::warn!(path = %path.display(), error = %source, "checkpoint write failed");
+                    first_err.get_or_insert(StoreError::Io { path, source });
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    pub(crate) fn logs(&self) -> Vec<Arc<Log>> {
+        let reg = self.reg.lock();
+        let mut v: Vec<(TopicPartition, Arc<Log>)> = reg
+            .logs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|x| x.1).collect()
+    }
+
+    pub(crate) fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
+        self.reg.lock().logs.get(tp).cloned()
+    }
+
+    pub(crate) fn maintain(&self, now_ms: i64) {
+        for log in self.logs() {
+            if let Err(e) = log.maintain(now_ms) {
+                tracing::warn!(tp = ?log.topic_partition(), error = %e, "log maintenance failed");
+            }
+        }
+        self.reap_dirs();
+    }
+
+    pub(crate) fn shutdown(&self) -> Result<(), StoreError> {
+        let mut failed_dirs = HashSet::new();
+        let mut first_err = None;
+        let placement = self.reg.lock().placement.clone();
+        for log in self.logs() {
+            let res = log
+                .flush()
+                .and_then(|_| log.close_active())
+                .and_then(|()| log.flush());
+            if let Err(source) = res {
+                tracing::error!(tp = ?log.topic_partition(), error = %source, "flush at shutdown failed");
+                if let Some(&i) = placement.get(log.topic_partition()) {
+                    failed_dirs.insert(i);
+                }
+                first_err.get_or_insert(StoreError::Io {
+                    path: log.dir().to_path_buf(),
+                    source,
+                });
+            }
+        }
+        if let Err(e) = self.checkpoint() {
+            first_err.get_or_insert(e);
+            failed_dirs.extend(0..self.dirs.len());
+        }
+        self.reap_dirs();
+        for (idx, dir) in self.dirs.iter().enumerate() {
+            if failed_dirs.contains(&idx) {
+                continue;
+            }
+            let path = dir.join(CLEAN_SHUTDOWN_MARKER);
+            if let Err(source) = write_atomic(&path, br#"{"version":0,"brokerEpoch":-1}"#) {
+                first_err.get_or_insert(StoreError::Io { path, source });
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}

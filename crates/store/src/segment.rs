@@ -1,0 +1,649 @@
+//! One log segment: `<base>.log` plus its `.index` and `.timeindex`, with the indexes held in
+//! memory (loaded lazily for sealed segments) and appended to their files with plain writes.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use sluice_format::index::{
+    decode_offset_index, decode_time_index, lookup_offset, lookup_time, valid_offset_index_prefix,
+    valid_time_index_prefix,
+};
+use sluice_format::names::DELETED_SUFFIX;
+use sluice_format::{
+    segment_file_name, validate_batch, BatchHeader, FormatError, OffsetIndexEntry, SegmentFileKind,
+    TimeIndexEntry, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
+};
+
+/// Read size of a header scan (fetch path, index rebuild).
+pub(crate) const SCAN_CHUNK: usize = 16 * 1024;
+/// Read size of a verifying (CRC) scan.
+pub(crate) const VERIFY_CHUNK: usize = 1024 * 1024;
+
+/// Bookkeeping that decides where sparse index entries go. The same rules run on append and
+/// on rebuild, so a rebuilt index equals the one written while appending.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IndexCursor {
+    pub base: i64,
+    pub bytes_since: u64,
+    pub max_ts: i64,
+    pub off_max_ts: i64,
+    pub last_off_rel: Option<i32>,
+    pub last_time: Option<TimeIndexEntry>,
+}
+
+impl IndexCursor {
+    pub(crate) fn new(base: i64) -> IndexCursor {
+        IndexCursor {
+            base,
+            bytes_since: 0,
+            max_ts: -1,
+            off_max_ts: base,
+            last_off_rel: None,
+            last_time: None,
+        }
+    }
+
+    fn rel(&self, offset: i64) -> i32 {
+        // Callers guarantee offsets within [base, base + i32::MAX] (roll / recovery checks).
+        i32::try_from(offset - self.base).unwrap_or(i32::MAX)
+    }
+
+    /// Account one batch at byte `pos`; returns the index entries to append.
+    pub(crate) fn observe(
+        &mut self,
+        pos: u64,
+        h: &BatchHeader,
+        interval: u64,
+    ) -> (Option<OffsetIndexEntry>, Option<TimeIndexEntry>) {
+        if h.max_timestamp > self.max_ts {
+            self.max_ts = h.max_timestamp;
+            self.off_max_ts = h.last_offset();
+        }
+        let mut out = (None, None);
+        if self.bytes_since > interval {
+            let rel = self.rel(h.last_offset());
+            if self.last_off_rel.is_none_or(|l| rel > l) {
+                out.0 = Some(OffsetIndexEntry {
+                    relative_offset: rel,
+                    position: i32::try_from(pos).unwrap_or(i32::MAX),
+                });
+                self.last_off_rel = Some(rel);
+            }
+            out.1 = self.maybe_time_entry();
+            self.bytes_since = 0;
+        }
+        self.bytes_since += h.total_len() as u64;
+        out
+    }
+
+    /// A time index entry for the max timestamp so far, if larger than the last one.
+    pub(crate) fn maybe_time_entry(&mut self) -> Option<TimeIndexEntry> {
+        if self.max_ts < 0 {
+            return None;
+        }
+        let last_ts = self.last_time.map_or(-1, |e| e.timestamp);
+        if self.max_ts > last_ts {
+            let e = TimeIndexEntry {
+                timestamp: self.max_ts,
+                relative_offset: self.rel(self.off_max_ts),
+            };
+            self.last_time = Some(e);
+            Some(e)
+        } else {
+            None
+        }
+    }
+}
+
+/// Mutable state of a segment, behind a short lock.
+#[derive(Debug)]
+pub(crate) struct SegMeta {
+    /// Bytes of whole batches (for the active segment the log's `active_size` is what readers
+    /// may see; this can run ahead of it while an append is being published).
+    pub size: u64,
+    /// Offset after the last batch (the base offset when empty).
+    pub next_offset: i64,
+    /// None until loaded (sealed segments load lazily).
+    pub offset_index: Option<Arc<Vec<OffsetIndexEntry>>>,
+    pub time_index: Option<Arc<Vec<TimeIndexEntry>>>,
+    pub max_ts: i64,
+    pub off_max_ts: i64,
+    /// Timestamp that segment.ms counts from (first batch's max timestamp, else creation).
+    pub rolling_ts: i64,
+    /// File modification time (used by retention when no batch has a timestamp).
+    pub mtime_ms: i64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub base_offset: i64,
+    pub dir: PathBuf,
+    pub log: Arc<File>,
+    pub index_file: Arc<File>,
+    pub time_file: Arc<File>,
+    pub meta: RwLock<SegMeta>,
+}
+
+/// A scan failure: I/O, or the data is not a valid batch at `pos`.
+#[derive(Debug)]
+pub(crate) enum ScanError {
+    Io(io::Error),
+    Corrupt { pos: u64, err: FormatError },
+}
+
+impl From<io::Error> for ScanError {
+    fn from(e: io::Error) -> Self {
+        ScanError::Io(e)
+    }
+}
+
+impl ScanError {
+    pub(crate) fn into_io(self) -> io::Error {
+        match self {
+            ScanError::Io(e) => e,
+            ScanError::Corrupt { pos, err } => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("invalid batch at position {pos}: {err}"),
+            ),
+        }
+    }
+}
+
+/// Walks the batches of a file region with buffered positional reads.
+pub(crate) struct BatchScanner<'a> {
+    file: &'a File,
+    pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+    chunk: usize,
+    verify: bool,
+}
+
+impl<'a> BatchScanner<'a> {
+    /// `verify`: read every batch whole and check its CRC; otherwise only headers are read.
+    pub(crate) fn new(file: &'a File, start: u64, end: u64, verify: bool) -> Self {
+        BatchScanner {
+            file,
+            pos: start,
+            end,
+            buf: Vec::new(),
+            buf_start: 0,
+            chunk: if verify { VERIFY_CHUNK } else { SCAN_CHUNK },
+            verify,
+        }
+    }
+
+    pub(crate) fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn fill(&mut self, pos: u64, need: usize) -> Result<(), ScanError> {
+        let have_end = self.buf_start + self.buf.len() as u64;
+        if pos >= self.buf_start && pos + need as u64 <= have_end {
+            return Ok(());
+        }
+        let avail = usize::try_from(self.end - pos).unwrap_or(usize::MAX);
+        let want = need.max(self.chunk).min(avail);
+        self.buf.resize(want, 0);
+        match self.file.read_exact_at(&mut self.buf, pos) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                self.buf.clear();
+                return Err(ScanError::Corrupt {
+                    pos,
+                    err: FormatError::Truncated {
+                        needed: need,
+                        available: 0,
+                    },
+                });
+            }
+            Err(e) => {
+                self.buf.clear();
+                return Err(ScanError::Io(e));
+            }
+        }
+        self.buf_start = pos;
+        Ok(())
+    }
+
+    fn slice(&self, pos: u64, len: usize) -> &[u8] {
+        let s = (pos - self.buf_start) as usize;
+        &self.buf[s..s + len]
+    }
+
+    /// Next (position, header), None at the end of the region.
+    pub(crate) fn next_batch(&mut self) -> Result<Option<(u64, BatchHeader)>, ScanError> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let pos = self.pos;
+        let remaining = self.end - pos;
+        if remaining < HEADER_LEN as u64 {
+            return Err(ScanError::Corrupt {
+                pos,
+                err: FormatError::Truncated {
+                    needed: HEADER_LEN,
+                    available: remaining as usize,
+                },
+            });
+        }
+        self.fill(pos, HEADER_LEN)?;
+        let h = BatchHeader::parse(self.slice(pos, HEADER_LEN))
+            .map_err(|err| ScanError::Corrupt { pos, err })?;
+        let total = h.total_len() as u64;
+        if total > remaining {
+            return Err(ScanError::Corrupt {
+                pos,
+                err: FormatError::Truncated {
+                    needed: total as usize,
+                    available: remaining as usize,
+                },
+            });
+        }
+        if self.verify {
+            self.fill(pos, total as usize)?;
+            validate_batch(self.slice(pos, total as usize))
+                .map_err(|err| ScanError::Corrupt { pos, err })?;
+        }
+        self.pos = pos + total;
+        Ok(Some((pos, h)))
+    }
+}
+
+pub(crate) fn seg_path(dir: &Path, base: i64, kind: SegmentFileKind) -> PathBuf {
+    dir.join(segment_file_name(base, kind))
+}
+
+fn open_rw(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+/// Result of building indexes from the log file.
+pub(crate) struct Rebuilt {
+    pub size: u64,
+    pub next_offset: i64,
+    pub offset_index: Vec<OffsetIndexEntry>,
+    pub time_index: Vec<TimeIndexEntry>,
+    pub cursor: IndexCursor,
+    pub first_batch_ts: Option<i64>,
+    /// Set when the scan stopped at an invalid batch (the data after `size` is to be cut).
+    pub stopped: Option<(u64, FormatError)>,
+}
+
+impl Segment {
+    /// Create a new empty segment (files truncated; a non-empty `.log` is refused).
+    pub(crate) fn create(dir: &Path, base: i64, now_ms: i64) -> io::Result<Segment> {
+        let log_path = seg_path(dir, base, SegmentFileKind::Log);
+        let log = open_rw(&log_path)?;
+        if log.metadata()?.len() != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "segment file {} already exists and is not empty",
+                    log_path.display()
+                ),
+            ));
+        }
+        let index_file = open_rw(&seg_path(dir, base, SegmentFileKind::Index))?;
+        index_file.set_len(0)?;
+        let time_file = open_rw(&seg_path(dir, base, SegmentFileKind::TimeIndex))?;
+        time_file.set_len(0)?;
+        Ok(Segment {
+            base_offset: base,
+            dir: dir.to_path_buf(),
+            log: Arc::new(log),
+            index_file: Arc::new(index_file),
+            time_file: Arc::new(time_file),
+            meta: RwLock::new(SegMeta {
+                size: 0,
+                next_offset: base,
+                offset_index: Some(Arc::new(Vec::new())),
+                time_index: Some(Arc::new(Vec::new())),
+                max_ts: -1,
+                off_max_ts: base,
+                rolling_ts: now_ms,
+                mtime_ms: now_ms,
+            }),
+        })
+    }
+
+    /// Open the files of an existing segment without reading its content. Index files are
+    /// created empty if missing (the caller then rebuilds them). Returns the segment and
+    /// whether each index file already existed.
+    pub(crate) fn open_files(dir: &Path, base: i64, now_ms: i64) -> io::Result<(Segment, bool)> {
+        let log = open_rw(&seg_path(dir, base, SegmentFileKind::Log))?;
+        let size = log.metadata()?.len();
+        let idx_path = seg_path(dir, base, SegmentFileKind::Index);
+        let time_path = seg_path(dir, base, SegmentFileKind::TimeIndex);
+        let existed = idx_path.exists() && time_path.exists();
+        let index_file = open_rw(&idx_path)?;
+        let time_file = open_rw(&time_path)?;
+        let mtime = crate::fsutil::mtime_ms(&log, now_ms);
+        Ok((
+            Segment {
+                base_offset: base,
+                dir: dir.to_path_buf(),
+                log: Arc::new(log),
+                index_file: Arc::new(index_file),
+                time_file: Arc::new(time_file),
+                meta: RwLock::new(SegMeta {
+                    size,
+                    next_offset: base,
+                    offset_index: None,
+                    time_index: None,
+                    max_ts: -1,
+                    off_max_ts: base,
+                    rolling_ts: now_ms,
+                    mtime_ms: mtime,
+                }),
+            },
+            existed,
+        ))
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.meta.read().size
+    }
+
+    pub(crate) fn next_offset(&self) -> i64 {
+        self.meta.read().next_offset
+    }
+
+    /// Largest timestamp for retention (Kafka's largestTimestamp: the max batch timestamp, or
+    /// the file's modification time when no batch carries one).
+    pub(crate) fn largest_timestamp(&self) -> i64 {
+        let m = self.meta.read();
+        if m.max_ts >= 0 {
+            m.max_ts
+        } else {
+            m.mtime_ms
+        }
+    }
+
+    /// Cheap sanity check of the index files as found on disk (like Kafka's sanityCheck):
+    /// lengths multiples of the entry size, last entries plausible. Reads two entries.
+    pub(crate) fn index_files_sane(&self, log_size: u64) -> io::Result<bool> {
+        let ilen = self.index_file.metadata()?.len();
+        let tlen = self.time_file.metadata()?.len();
+        if ilen % OFFSET_INDEX_ENTRY_LEN as u64 != 0 || tlen % TIME_INDEX_ENTRY_LEN as u64 != 0 {
+            return Ok(false);
+        }
+        if ilen > 0 {
+            let mut b = [0u8; OFFSET_INDEX_ENTRY_LEN];
+            self.index_file
+                .read_exact_at(&mut b, ilen - OFFSET_INDEX_ENTRY_LEN as u64)?;
+            let e = OffsetIndexEntry::decode(&b);
+            if e.is_none_or(|e| {
+                e.relative_offset < 0 || e.position < 0 || e.position as u64 >= log_size
+            }) {
+                return Ok(false);
+            }
+            if ilen > OFFSET_INDEX_ENTRY_LEN as u64 && e.is_some_and(|e| e.relative_offset == 0) {
+                // Trailing zero entries: a preallocated index of a crashed Kafka.
+                return Ok(false);
+            }
+        }
+        if tlen > 0 {
+            if log_size == 0 {
+                return Ok(false);
+            }
+            let mut b = [0u8; TIME_INDEX_ENTRY_LEN];
+            self.time_file
+                .read_exact_at(&mut b, tlen - TIME_INDEX_ENTRY_LEN as u64)?;
+            let e = TimeIndexEntry::decode(&b);
+            if e.is_none_or(|e| e.relative_offset < 0 || e.timestamp < 0) {
+                return Ok(false);
+            }
+            if tlen > TIME_INDEX_ENTRY_LEN as u64
+                && e.is_some_and(|e| e.timestamp == 0 && e.relative_offset == 0)
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The last time index entry on disk (for the max timestamp of a lazily loaded segment).
+    pub(crate) fn last_time_entry_on_disk(&self) -> io::Result<Option<TimeIndexEntry>> {
+        let tlen = self.time_file.metadata()?.len();
+        if tlen < TIME_INDEX_ENTRY_LEN as u64 {
+            return Ok(None);
+        }
+        let mut b = [0u8; TIME_INDEX_ENTRY_LEN];
+        self.time_file
+            .read_exact_at(&mut b, tlen - TIME_INDEX_ENTRY_LEN as u64)?;
+        Ok(TimeIndexEntry::decode(&b))
+    }
+
+    /// Read both index files fully. Returns None if they are not entirely valid.
+    pub(crate) fn read_index_files(
+        &self,
+        log_size: u64,
+    ) -> io::Result<Option<(Vec<OffsetIndexEntry>, Vec<TimeIndexEntry>)>> {
+        let ilen = self.index_file.metadata()?.len();
+        let tlen = self.time_file.metadata()?.len();
+        if ilen % OFFSET_INDEX_ENTRY_LEN as u64 != 0 || tlen % TIME_INDEX_ENTRY_LEN as u64 != 0 {
+            return Ok(None);
+        }
+        let mut ib = vec![0u8; usize::try_from(ilen).unwrap_or(0)];
+        self.index_file.read_exact_at(&mut ib, 0)?;
+        let mut tb = vec![0u8; usize::try_from(tlen).unwrap_or(0)];
+        self.time_file.read_exact_at(&mut tb, 0)?;
+        let oi = decode_offset_index(&ib);
+        let ti = decode_time_index(&tb);
+        if valid_offset_index_prefix(&oi, log_size) != oi.len()
+            || valid_time_index_prefix(&ti) != ti.len()
+        {
+            return Ok(None);
+        }
+        Ok(Some((oi, ti)))
+    }
+
+    /// Scan the log from 0 to `end` and compute the indexes. `verify` checks CRCs and offset
+    /// monotonicity; the scan stops at the first invalid batch (reported in `stopped`).
+    pub(crate) fn scan_rebuild(
+        &self,
+        end: u64,
+        interval: u64,
+        verify: bool,
+        mut on_batch: impl FnMut(&BatchHeader),
+    ) -> io::Result<Rebuilt> {
+        let mut cursor = IndexCursor::new(self.base_offset);
+        let mut oi = Vec::new();
+        let mut ti = Vec::new();
+        let mut scanner = BatchScanner::new(&self.log, 0, end, verify);
+        let mut next_offset = self.base_offset;
+        let mut first_batch_ts = None;
+        let mut stopped = None;
+        loop {
+            match scanner.next_batch() {
+                Ok(Some((pos, h))) => {
+                    // Offsets must increase and stay addressable relative to the base.
+                    let rel_ok = h.last_offset() >= self.base_offset
+                        && h.last_offset() - self.base_offset <= i64::from(i32::MAX);
+                    if h.base_offset < next_offset || !rel_ok {
+                        stopped = Some((
+                            pos,
+                            FormatError::Record(format!(
+                                "batch offset {} out of sequence (expected >= {next_offset})",
+                                h.base_offset
+                            )),
+                        ));
+                        break;
+                    }
+                    if first_batch_ts.is_none() {
+                        first_batch_ts = Some(h.max_timestamp);
+                    }
+                    let (o, t) = cursor.observe(pos, &h, interval);
+                    oi.extend(o);
+                    ti.extend(t);
+                    next_offset = h.next_offset();
+                    on_batch(&h);
+                }
+                Ok(None) => break,
+                Err(ScanError::Io(e)) => return Err(e),
+                Err(ScanError::Corrupt { pos, err }) => {
+                    stopped = Some((pos, err));
+                    break;
+                }
+            }
+        }
+        let size = match &stopped {
+            Some((pos, _)) => *pos,
+            None => scanner.position(),
+        };
+        // Like Kafka's recover(): a final entry for the segment's max timestamp.
+        ti.extend(cursor.maybe_time_entry());
+        Ok(Rebuilt {
+            size,
+            next_offset,
+            offset_index: oi,
+            time_index: ti,
+            cursor,
+            first_batch_ts,
+            stopped,
+        })
+    }
+
+    /// Replace the index files' content with `oi` / `ti`.
+    pub(crate) fn write_index_files(
+        &self,
+        oi: &[OffsetIndexEntry],
+        ti: &[TimeIndexEntry],
+    ) -> io::Result<()> {
+        let mut ib = Vec::with_capacity(oi.len() * OFFSET_INDEX_ENTRY_LEN);
+        for e in oi {
+            ib.extend_from_slice(&e.encode());
+        }
+        let mut tb = Vec::with_capacity(ti.len() * TIME_INDEX_ENTRY_LEN);
+        for e in ti {
+            tb.extend_from_slice(&e.encode());
+        }
+        self.index_file.set_len(0)?;
+        self.index_file.write_all_at(&ib, 0)?;
+        self.time_file.set_len(0)?;
+        self.time_file.write_all_at(&tb, 0)?;
+        Ok(())
+    }
+
+    /// Make sure the indexes are in memory (sealed segments load on first use). An index file
+    /// that is not entirely valid is rebuilt from the log (in memory and on disk).
+    pub(crate) fn ensure_loaded(
+        &self,
+        interval: u64,
+    ) -> io::Result<(Arc<Vec<OffsetIndexEntry>>, Arc<Vec<TimeIndexEntry>>)> {
+        let size = {
+            let m = self.meta.read();
+            if let (Some(o), Some(t)) = (&m.offset_index, &m.time_index) {
+                return Ok((o.clone(), t.clone()));
+            }
+            m.size
+        };
+        let (oi, ti) = match self.read_index_files(size)? {
+            Some(x) => x,
+            None => {
+                tracing::warn!(segment = %seg_path(&self.dir, self.base_offset, SegmentFileKind::Log).display(),
+                    "index files invalid, rebuilding");
+                let r = self.scan_rebuild(size, interval, false, |_| {})?;
+                if let Err(e) = self.write_index_files(&r.offset_index, &r.time_index) {
+                    tracing::warn!(error = %e, "could not rewrite rebuilt index files");
+                }
+                (r.offset_index, r.time_index)
+            }
+        };
+        let mut m = self.meta.write();
+        let o = m.offset_index.get_or_insert_with(|| Arc::new(oi)).clone();
+        let t = m.time_index.get_or_insert_with(|| Arc::new(ti)).clone();
+        Ok((o, t))
+    }
+
+    /// Start position for a scan looking for `offset`, among data below `limit`.
+    pub(crate) fn lookup_position(
+        &self,
+        offset: i64,
+        limit: u64,
+        interval: u64,
+    ) -> io::Result<u64> {
+        let (oi, _) = self.ensure_loaded(interval)?;
+        let visible = oi.partition_point(|e| (e.position as u64) < limit);
+        Ok(lookup_offset(&oi[..visible], offset - self.base_offset)
+            .map_or(0, |i| oi[i].position as u64))
+    }
+
+    /// Largest index entry position <= `pos` (and >= `floor`), for finding batch boundaries.
+    pub(crate) fn boundary_at_or_below(
+        &self,
+        pos: u64,
+        floor: u64,
+        interval: u64,
+    ) -> io::Result<u64> {
+        let (oi, _) = self.ensure_loaded(interval)?;
+        let n = oi.partition_point(|e| (e.position as u64) <= pos);
+        Ok(n.checked_sub(1)
+            .map_or(floor, |i| (oi[i].position as u64).max(floor)))
+    }
+
+    /// Offset to start scanning from for timestamp `ts`.
+    pub(crate) fn lookup_time_offset(&self, ts: i64, interval: u64) -> io::Result<i64> {
+        let (_, ti) = self.ensure_loaded(interval)?;
+        Ok(lookup_time(&ti, ts).map_or(self.base_offset, |i| {
+            self.base_offset + i64::from(ti[i].relative_offset)
+        }))
+    }
+
+    /// Rename the files to `*.deleted`. Missing files are fine.
+    pub(crate) fn rename_deleted(&self) -> io::Result<()> {
+        let mut first_err = None;
+        for kind in [
+            SegmentFileKind::Log,
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+            SegmentFileKind::TxnIndex,
+        ] {
+            let p = seg_path(&self.dir, self.base_offset, kind);
+            let mut d = p.as_os_str().to_owned();
+            d.push(DELETED_SUFFIX);
+            match std::fs::rename(&p, PathBuf::from(d)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Unlink the `*.deleted` files. Missing files are fine.
+    pub(crate) fn unlink_deleted(&self) -> io::Result<()> {
+        let mut first_err = None;
+        for kind in [
+            SegmentFileKind::Log,
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+            SegmentFileKind::TxnIndex,
+        ] {
+            let p = seg_path(&self.dir, self.base_offset, kind);
+            let mut d = p.as_os_str().to_owned();
+            d.push(DELETED_SUFFIX);
+            match std::fs::remove_file(PathBuf::from(d)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}

@@ -1,0 +1,1090 @@
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use sluice_format::batch::BatchTimestampType;
+use sluice_format::index::{decode_offset_index, decode_time_index};
+use sluice_format::{parse_batches, validate_batch, BatchBuilder, OffsetIndexEntry};
+
+use crate::*;
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn cfg() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024 * 1024,
+        segment_ms: 7 * 24 * 3600 * 1000,
+        retention_ms: -1,
+        retention_bytes: -1,
+        index_interval_bytes: 4096,
+        segment_index_bytes: 10 * 1024 * 1024,
+        max_message_bytes: 1024 * 1024,
+        timestamp_type: TimestampType::CreateTime,
+        flush_messages: i64::MAX,
+        flush_ms: i64::MAX,
+    }
+}
+
+fn small_cfg() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1000,
+        index_interval_bytes: 300,
+        ..cfg()
+    }
+}
+
+fn meta() -> MetaProperties {
+    MetaProperties {
+        node_id: 1,
+        cluster_id: "test-cluster-id-00000A".into(),
+    }
+}
+
+fn tp(p: i32) -> TopicPartition {
+    TopicPartition {
+        topic: "topic".into(),
+        partition: p,
+    }
+}
+
+fn topic_id() -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788)
+}
+
+fn batch(n: usize, ts: i64, tag: &str) -> Bytes {
+    let mut b = BatchBuilder::new();
+    for i in 0..n {
+        b = b.record(
+            ts + i as i64,
+            Some(b"key"),
+            Some(format!("{tag}-{i}").as_bytes()),
+        );
+    }
+    Bytes::from(b.build())
+}
+
+fn pbatch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+    let mut b = BatchBuilder::new().producer(pid, epoch, seq);
+    for i in 0..n {
+        b = b.record(NOW + i as i64, None, Some(b"v"));
+    }
+    Bytes::from(b.build())
+}
+
+fn open_mgr(dir: &Path) -> LogManager {
+    LogManager::open(vec![dir.to_path_buf()], meta()).unwrap()
+}
+
+fn open(m: &LogManager, c: LogConfig) -> Arc<Log> {
+    m.open_log(&tp(0), topic_id(), c, 3).unwrap()
+}
+
+/// All (base offset, last offset) of batches readable from `from`, reading repeatedly.
+fn read_all(log: &Log, from: i64) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut off = from;
+    loop {
+        let r = log.read(off, 1000, true).unwrap();
+        let Some(slice) = r.slice else { break };
+        let bytes = slice.read_bytes().unwrap();
+        let batches = parse_batches(&bytes, None).unwrap();
+        assert!(!batches.is_empty());
+        for b in batches {
+            out.push((b.header.base_offset, b.header.last_offset()));
+            off = b.header.next_offset();
+        }
+    }
+    out
+}
+
+#[test]
+fn append_and_read() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(log.log_end_offset(), 0);
+    let r = log
+        .append(batch(3, NOW, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(
+        (
+            r.base_offset,
+            r.last_offset,
+            r.duplicate,
+            r.log_append_time_ms
+        ),
+        (0, 2, false, -1)
+    );
+    let r = log
+        .append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (3, 4));
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(log.high_watermark(), 5);
+
+    for off in 0..5 {
+        let res = log.read(off, 1 << 20, false).unwrap();
+        let bytes = res.slice.unwrap().read_bytes().unwrap();
+        let batches = parse_batches(&bytes, None).unwrap();
+        assert!(batches[0].header.base_offset <= off && off <= batches[0].header.last_offset());
+        assert_eq!(batches[0].header.partition_leader_epoch, 3);
+    }
+    assert!(log.read(5, 100, true).unwrap().slice.is_none());
+    assert!(matches!(
+        log.read(6, 100, true),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+    assert!(matches!(
+        log.read(-1, 100, true),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+    // max_bytes smaller than the first batch.
+    assert!(log.read(0, 10, false).unwrap().slice.is_none());
+    let one = log.read(0, 10, true).unwrap().slice.unwrap();
+    assert_eq!(
+        parse_batches(&one.read_bytes().unwrap(), None)
+            .unwrap()
+            .len(),
+        1
+    );
+    // Exactly one batch fits.
+    let first_len = one.len;
+    let s = log.read(0, first_len + 5, false).unwrap().slice.unwrap();
+    assert_eq!(s.len, first_len);
+    assert_eq!(log.max_timestamp(), Some((NOW + 2, 2)));
+    let ep = d.path().join("topic-0/leader-epoch-checkpoint");
+    assert_eq!(std::fs::read_to_string(ep).unwrap(), "0\n1\n3 0\n");
+    let md = std::fs::read_to_string(d.path().join("topic-0/partition.metadata")).unwrap();
+    assert!(md.starts_with("version: 0\ntopic_id: "));
+}
+
+#[test]
+fn rejects_bad_batches() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            max_message_bytes: 200,
+            ..cfg()
+        },
+    );
+    let mut b = batch(1, NOW, "x").to_vec();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    assert!(matches!(
+        log.append(Bytes::from(b), AppendOrigin::Client, NOW),
+        Err(AppendError::Corrupt { .. })
+    ));
+    let mut b = batch(1, NOW, "x").to_vec();
+    b[16] = 1;
+    assert!(matches!(
+        log.append(Bytes::from(b), AppendOrigin::Client, NOW),
+        Err(AppendError::Invalid { .. })
+    ));
+    let b = batch(1, NOW, "x");
+    assert!(matches!(
+        log.append(b.slice(..b.len() - 3), AppendOrigin::Client, NOW),
+        Err(AppendError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        log.append(batch(20, NOW, "big"), AppendOrigin::Client, NOW),
+        Err(AppendError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        log.append(Bytes::new(), AppendOrigin::Client, NOW),
+        Err(AppendError::Invalid { .. })
+    ));
+    assert!(matches!(
+        log.append(
+            Bytes::from(BatchBuilder::new().build()),
+            AppendOrigin::Client,
+            NOW
+        ),
+        Err(AppendError::Invalid { .. })
+    ));
+    assert!(matches!(
+        log.append(Bytes::from(vec![0xffu8; 100]), AppendOrigin::Client, NOW),
+        Err(_)
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+#[test]
+fn multi_batch_append_is_one_unit() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let mut v = batch(2, NOW, "a").to_vec();
+    v.extend_from_slice(&batch(3, NOW, "b"));
+    let r = log
+        .append(Bytes::from(v), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (0, 4));
+    assert_eq!(read_all(&log, 0), vec![(0, 1), (2, 4)]);
+    assert_eq!(read_all(&log, 3), vec![(2, 4)]);
+}
+
+#[test]
+fn log_append_time() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..cfg()
+        },
+    );
+    let r = log
+        .append(batch(2, 5, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(r.log_append_time_ms, NOW);
+    let bytes = log
+        .read(0, 1000, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_bytes()
+        .unwrap();
+    let h = validate_batch(&bytes).unwrap();
+    assert_eq!(h.max_timestamp, NOW);
+    assert_eq!(h.timestamp_type(), BatchTimestampType::LogAppendTime);
+    assert_eq!(log.offset_for_timestamp(NOW).unwrap(), Some((0, NOW)));
+}
+
+#[test]
+fn offset_for_timestamp_and_rolls() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    for i in 0..100i64 {
+        log.append(batch(2, 1000 + i * 10, "t"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 5);
+    // Batch i holds offsets 2i, 2i+1 with timestamps 1000+10i, 1001+10i.
+    assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 1000)));
+    assert_eq!(log.offset_for_timestamp(1001).unwrap(), Some((1, 1001)));
+    assert_eq!(log.offset_for_timestamp(1002).unwrap(), Some((2, 1010)));
+    assert_eq!(log.offset_for_timestamp(1500).unwrap(), Some((100, 1500)));
+    assert_eq!(log.offset_for_timestamp(1991).unwrap(), Some((199, 1991)));
+    assert_eq!(log.offset_for_timestamp(1992).unwrap(), None);
+    assert_eq!(log.max_timestamp(), Some((1991, 199)));
+    assert_eq!(read_all(&log, 0).len(), 100);
+    for off in 0..200 {
+        let r = read_all(&log, off);
+        assert_eq!(r[0].0, off - off % 2);
+    }
+}
+
+/// Compare every index entry to the batch it points at, like kafka-dump-log --verify-index-only.
+fn verify_indexes(dir: &Path) {
+    let mut n_index = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        let Some(stem) = name.strip_suffix(".index") else {
+            continue;
+        };
+        let base: i64 = stem.parse().unwrap();
+        let log = std::fs::read(dir.join(format!("{stem}.log"))).unwrap();
+        let batches = parse_batches(&log, None).unwrap();
+        let oi = std::fs::read(&p).unwrap();
+        assert_eq!(oi.len() % 8, 0);
+        for e in decode_offset_index(&oi) {
+            let b = batches
+                .iter()
+                .find(|b| b.position == e.position as usize)
+                .expect("entry at batch start");
+            assert_eq!(b.header.last_offset(), base + i64::from(e.relative_offset));
+            n_index += 1;
+        }
+        let ti = std::fs::read(dir.join(format!("{stem}.timeindex"))).unwrap();
+        assert_eq!(ti.len() % 12, 0);
+        let mut prev = -1;
+        for e in decode_time_index(&ti) {
+            let b = batches
+                .iter()
+                .find(|b| b.header.last_offset() == base + i64::from(e.relative_offset))
+                .unwrap();
+            assert_eq!(b.header.max_timestamp, e.timestamp);
+            assert!(e.timestamp > prev);
+            prev = e.timestamp;
+        }
+    }
+    assert!(n_index > 0);
+}
+
+#[test]
+fn index_files_match_kafka_rules_and_survive_clean_restart() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..60i64 {
+            log.append(
+                batch(1 + (i % 3) as usize, NOW + i, "x"),
+                AppendOrigin::Client,
+                NOW,
+            )
+            .unwrap();
+        }
+        m.shutdown().unwrap();
+    }
+    let pdir = d.path().join("topic-0");
+    verify_indexes(&pdir);
+    assert!(d.path().join(".kafka_cleanshutdown").exists());
+    let rp = std::fs::read_to_string(d.path().join("recovery-point-offset-checkpoint")).unwrap();
+    let m = open_mgr(d.path());
+    assert!(!d.path().join(".kafka_cleanshutdown").exists());
+    let log = open(&m, small_cfg());
+    let leo = log.log_end_offset();
+    assert_eq!(rp, format!("0\n1\ntopic 0 {leo}\n"));
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("log-start-offset-checkpoint")).unwrap(),
+        "0\n1\ntopic 0 0\n"
+    );
+    let all = read_all(&log, 0);
+    assert_eq!(all.len(), 60);
+    assert_eq!(all.last().unwrap().1 + 1, leo);
+    // Continue appending after reopen; indexes still follow the rules.
+    for i in 0..30i64 {
+        log.append(batch(2, NOW + 100 + i, "y"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.roll(NOW).unwrap();
+    verify_indexes(&pdir);
+    assert_eq!(read_all(&log, 0).len(), 90);
+}
+
+#[test]
+fn index_lookup_matches_linear_scan() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            index_interval_bytes: 100,
+            ..cfg()
+        },
+    );
+    let mut expected = Vec::new();
+    for i in 0..200 {
+        let r = log
+            .append(batch(1 + i % 4, NOW, "z"), AppendOrigin::Client, NOW)
+            .unwrap();
+        expected.push((r.base_offset, r.last_offset));
+    }
+    for off in 0..log.log_end_offset() {
+        let r = log.read(off, 1, true).unwrap().slice.unwrap();
+        let h = validate_batch(&r.read_bytes().unwrap()).unwrap();
+        let want = expected
+            .iter()
+            .find(|(b, l)| *b <= off && off <= *l)
+            .unwrap();
+        assert_eq!((h.base_offset, h.last_offset()), *want);
+    }
+}
+
+fn unclean_reopen(d: &Path) -> (LogManager, Arc<Log>) {
+    let m = open_mgr(d);
+    let log = open(&m, small_cfg());
+    (m, log)
+}
+
+#[test]
+fn torn_tail_and_garbage_are_truncated() {
+    for garbage in [
+        vec![0u8; 30],
+        vec![0xAB; 500],
+        batch(3, NOW, "torn")[..70].to_vec(),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let leo;
+        {
+            let m = open_mgr(d.path());
+            let log = open(&m, small_cfg());
+            for i in 0..40i64 {
+                log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                    .unwrap();
+            }
+            leo = log.log_end_offset();
+            // Crash: no shutdown, no checkpoint.
+        }
+        let pdir = d.path().join("topic-0");
+        let mut logs: Vec<_> = std::fs::read_dir(&pdir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        logs.sort();
+        let last = logs.last().unwrap();
+        let mut content = std::fs::read(last).unwrap();
+        content.extend_from_slice(&garbage);
+        std::fs::write(last, content).unwrap();
+        let (_m, log) = unclean_reopen(d.path());
+        assert_eq!(log.log_end_offset(), leo);
+        assert_eq!(read_all(&log, 0).len(), 40);
+        let r = log
+            .append(batch(1, NOW, "after"), AppendOrigin::Client, NOW)
+            .unwrap();
+        assert_eq!(r.base_offset, leo);
+        assert_eq!(read_all(&log, 0).len(), 41);
+    }
+}
+
+#[test]
+fn corruption_in_middle_drops_later_segments() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..40i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert!(log.segment_count() >= 4);
+    }
+    let pdir = d.path().join("topic-0");
+    let mut logs: Vec<_> = std::fs::read_dir(&pdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    // Flip a byte in the body of the second batch of the second segment.
+    let victim = &logs[1];
+    let mut content = std::fs::read(victim).unwrap();
+    let batches = parse_batches(&content, None).unwrap();
+    let pos = batches[1].position + 70;
+    content[pos] ^= 0xff;
+    std::fs::write(victim, &content).unwrap();
+    let base: i64 = victim
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (_m, log) = unclean_reopen(d.path());
+    assert_eq!(log.log_end_offset(), batches[1].header.base_offset);
+    assert_eq!(log.segment_count(), 2);
+    let all = read_all(&log, 0);
+    assert_eq!(all.last().unwrap().1 + 1, batches[1].header.base_offset);
+    assert!(all.iter().any(|b| b.0 == base));
+    assert!(!logs[2].exists());
+}
+
+#[test]
+fn recovery_only_after_recovery_point() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..40i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        log.flush().unwrap();
+        m.checkpoint().unwrap();
+        log.append(batch(2, NOW, "late"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    // Corrupt the first segment (below the recovery point): it must not be re-validated.
+    let first = d.path().join("topic-0/00000000000000000000.log");
+    let mut c = std::fs::read(&first).unwrap();
+    c[100] ^= 0xff;
+    std::fs::write(&first, &c).unwrap();
+    let (_m, log) = unclean_reopen(d.path());
+    assert_eq!(log.log_end_offset(), 82);
+}
+
+#[test]
+fn missing_and_broken_indexes_are_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..40i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        m.shutdown().unwrap();
+    }
+    let pdir = d.path().join("topic-0");
+    let expected: Vec<(String, Vec<u8>)> = std::fs::read_dir(&pdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "index" || e == "timeindex")
+        })
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_str().unwrap().to_string(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    std::fs::remove_file(pdir.join("00000000000000000000.index")).unwrap();
+    // Wrong size (Kafka-style preallocated zeros) on the second segment.
+    let second = expected
+        .iter()
+        .filter(|(n, _)| n.ends_with(".index"))
+        .map(|(n, _)| n.clone())
+        .min_by_key(|n| {
+            let b: i64 = n.trim_end_matches(".index").parse().unwrap();
+            if b == 0 {
+                i64::MAX
+            } else {
+                b
+            }
+        });
+    let second = pdir.join(second.unwrap());
+    let mut c = std::fs::read(&second).unwrap();
+    c.extend_from_slice(&[0u8; 8 * 10]);
+    std::fs::write(&second, c).unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    assert_eq!(read_all(&log, 0).len(), 40);
+    for (name, content) in expected {
+        assert_eq!(std::fs::read(pdir.join(&name)).unwrap(), content, "{name}");
+    }
+}
+
+#[test]
+fn idempotent_producer() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let a = |b: Bytes| log.append(b, AppendOrigin::Client, NOW);
+    let r = a(pbatch(10, 0, 0, 3)).unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (0, 2));
+    let r = a(pbatch(10, 0, 3, 2)).unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (3, 4));
+    // Retry of the first batch.
+    let r = a(pbatch(10, 0, 0, 3)).unwrap();
+    assert!(r.duplicate);
+    assert_eq!((r.base_offset, r.last_offset), (0, 2));
+    assert_eq!(log.log_end_offset(), 5);
+    // Gap.
+    assert!(matches!(
+        a(pbatch(10, 0, 7, 1)),
+        Err(AppendError::OutOfOrderSequence {
+            expected: 5,
+            got: 7,
+            ..
+        })
+    ));
+    // New epoch must start at 0.
+    assert!(matches!(
+        a(pbatch(10, 1, 5, 1)),
+        Err(AppendError::OutOfOrderSequence {
+            expected: 0,
+            got: 5,
+            ..
+        })
+    ));
+    a(pbatch(10, 1, 0, 1)).unwrap();
+    // Old epoch is fenced.
+    assert!(matches!(
+        a(pbatch(10, 0, 5, 1)),
+        Err(AppendError::ProducerFenced {
+            epoch: 0,
+            current: 1,
+            ..
+        })
+    ));
+    // Unknown producer: any sequence.
+    a(pbatch(11, 0, 42, 1)).unwrap();
+    // Sequence wrap.
+    a(pbatch(12, 0, i32::MAX - 1, 2)).unwrap();
+    a(pbatch(12, 0, 0, 1)).unwrap();
+    // Only 5 batches are remembered.
+    for s in 1..7 {
+        a(pbatch(12, 0, s, 1)).unwrap();
+    }
+    assert!(a(pbatch(12, 0, 6, 1)).unwrap().duplicate);
+    assert!(a(pbatch(12, 0, 2, 1)).unwrap().duplicate);
+    assert!(matches!(
+        a(pbatch(12, 0, 1, 1)),
+        Err(AppendError::OutOfOrderSequence { .. })
+    ));
+    // Two batches of one producer in one append: the second is checked against the first.
+    let mut v = pbatch(13, 0, 0, 2).to_vec();
+    v.extend_from_slice(&pbatch(13, 0, 2, 2));
+    a(Bytes::from(v)).unwrap();
+    let mut v = pbatch(14, 0, 0, 2).to_vec();
+    v.extend_from_slice(&pbatch(14, 0, 5, 2));
+    let leo = log.log_end_offset();
+    assert!(a(Bytes::from(v)).is_err());
+    assert_eq!(log.log_end_offset(), leo);
+    // Sequence -1 with a producer id is invalid.
+    assert!(matches!(
+        a(pbatch(15, 0, -1, 1)),
+        Err(AppendError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn producer_state_rebuilt_at_open() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.append(pbatch(10, 2, 3, 3), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let r = log
+        .append(pbatch(10, 2, 3, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(r.duplicate);
+    assert_eq!(r.base_offset, 3);
+    assert!(matches!(
+        log.append(pbatch(10, 2, 9, 1), AppendOrigin::Client, NOW),
+        Err(AppendError::OutOfOrderSequence { expected: 6, .. })
+    ));
+    assert!(matches!(
+        log.append(pbatch(10, 1, 0, 1), AppendOrigin::Client, NOW),
+        Err(AppendError::ProducerFenced { .. })
+    ));
+}
+
+#[test]
+fn flush_due_rules() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 5,
+            ..cfg()
+        },
+    );
+    assert!(
+        !log.append(batch(2, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    assert!(
+        log.append(batch(3, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    assert_eq!(log.flush().unwrap(), 5);
+    assert_eq!(log.recovery_point_offset(), 5);
+    assert!(
+        !log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    log.set_config(LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    });
+    assert!(
+        log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    log.set_config(LogConfig {
+        flush_ms: 1000,
+        ..cfg()
+    });
+    log.flush().unwrap();
+    assert!(
+        !log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    assert!(
+        log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW + 1000)
+            .unwrap()
+            .flush_due
+    );
+    log.set_config(LogConfig {
+        flush_ms: 0,
+        ..cfg()
+    });
+    log.flush().unwrap();
+    assert!(
+        log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn retention_by_time_and_size_waits_for_readers() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let c = LogConfig {
+        retention_ms: 1000,
+        ..small_cfg()
+    };
+    let log = open(&m, c.clone());
+    for i in 0..60i64 {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let segs = log.segment_count();
+    assert!(segs > 3);
+    // A reader holds a slice of the first segment.
+    let held = log.read(0, 100, true).unwrap().slice.unwrap();
+    log.maintain(NOW + 500).unwrap();
+    assert_eq!(log.segment_count(), segs);
+    log.maintain(NOW + 10_000).unwrap();
+    // Everything was expired: the active segment was rolled and all sealed ones deleted.
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_start_offset(), 120);
+    assert_eq!(log.log_end_offset(), 120);
+    let pdir = d.path().join("topic-0");
+    let names = files_in(&pdir);
+    assert!(
+        names.contains(&"00000000000000000000.log.deleted".to_string()),
+        "{names:?}"
+    );
+    assert!(held.read_bytes().is_ok());
+    drop(held);
+    log.maintain(NOW + 10_000).unwrap();
+    let names = files_in(&pdir);
+    assert!(!names.iter().any(|n| n.ends_with(".deleted")), "{names:?}");
+    assert!(matches!(
+        log.read(0, 100, true),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+
+    // Size-based.
+    log.set_config(LogConfig {
+        retention_bytes: 1500,
+        ..small_cfg()
+    });
+    for i in 0..30i64 {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW + 20_000)
+            .unwrap();
+    }
+    log.maintain(NOW + 20_000).unwrap();
+    assert!(log.size_bytes() <= 1500 + 1000, "{}", log.size_bytes());
+    let start = log.log_start_offset();
+    assert!(start > 120);
+    assert_eq!(
+        read_all(&log, start).last().unwrap().1 + 1,
+        log.log_end_offset()
+    );
+}
+
+#[test]
+fn delete_records() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    for i in 0..30i64 {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let segs = log.segment_count();
+    assert!(matches!(
+        log.delete_records_before(61),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(log.delete_records_before(25).unwrap(), 25);
+    assert!(log.segment_count() < segs);
+    assert_eq!(log.log_start_offset(), 25);
+    assert!(matches!(
+        log.read(24, 100, true),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+    // Offset 25 lies in the batch 24..25.
+    assert_eq!(read_all(&log, 25)[0], (24, 25));
+    assert_eq!(log.delete_records_before(10).unwrap(), 25);
+    m.checkpoint().unwrap();
+    drop(log);
+    m.shutdown().unwrap();
+    drop(m);
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    assert_eq!(log.log_start_offset(), 25);
+    assert_eq!(log.delete_records_before(60).unwrap(), 60);
+    assert!(log.read(60, 100, true).unwrap().slice.is_none());
+}
+
+#[test]
+fn delete_log_waits_for_readers() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(batch(2, NOW, "x"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let held = log.read(0, 100, true).unwrap().slice.unwrap();
+    m.delete_log(&tp(0)).unwrap();
+    assert!(m.get(&tp(0)).is_none());
+    assert!(log
+        .append(batch(2, NOW, "x"), AppendOrigin::Client, NOW)
+        .is_err());
+    let names = files_in(d.path());
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("topic-0.") && n.ends_with("-delete")),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"topic-0".to_string()));
+    m.maintain(NOW);
+    assert!(files_in(d.path()).iter().any(|n| n.ends_with("-delete")));
+    assert!(held.read_bytes().is_ok());
+    drop(held);
+    drop(log);
+    m.maintain(NOW);
+    assert!(!files_in(d.path()).iter().any(|n| n.ends_with("-delete")));
+    // Recreate the same partition: starts empty.
+    let log = open(&m, cfg());
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+#[test]
+fn manager_scan_placement_and_foreign_entries() {
+    let d1 = tempfile::tempdir().unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    // Foreign things in d1.
+    std::fs::create_dir_all(d1.path().join("__cluster_metadata-0")).unwrap();
+    std::fs::create_dir_all(d1.path().join(".nfs0000000012345")).unwrap();
+    std::fs::create_dir_all(d1.path().join("lost+found")).unwrap();
+    std::fs::create_dir_all(
+        d1.path()
+            .join("old-3.0123456789abcdef0123456789abcdef-delete"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(
+        d1.path()
+            .join("x-1.0123456789abcdef0123456789abcdef-future"),
+    )
+    .unwrap();
+    std::fs::write(d1.path().join(".fuse_hidden0001"), b"x").unwrap();
+    std::fs::write(d1.path().join("cleaner-offset-checkpoint"), b"0\n0\n").unwrap();
+    std::fs::create_dir_all(d1.path().join("existing-0")).unwrap();
+    let dirs = vec![d1.path().to_path_buf(), d2.path().to_path_buf()];
+    let m = LogManager::open(dirs.clone(), meta()).unwrap();
+    let disc = m.discovered();
+    assert_eq!(disc.len(), 1);
+    assert_eq!(
+        disc[0].tp,
+        TopicPartition {
+            topic: "existing".into(),
+            partition: 0
+        }
+    );
+    assert!(!d1
+        .path()
+        .join("old-3.0123456789abcdef0123456789abcdef-delete")
+        .exists());
+    assert!(d1.path().join("__cluster_metadata-0").exists());
+    // New partitions go to the emptier dir.
+    let a = m.open_log(&tp(0), topic_id(), cfg(), 0).unwrap();
+    assert!(a.dir().starts_with(d2.path()));
+    let b = m.open_log(&tp(1), topic_id(), cfg(), 0).unwrap();
+    assert!(b.dir().starts_with(d1.path()) || b.dir().starts_with(d2.path()));
+    let again = m.open_log(&tp(0), topic_id(), cfg(), 0).unwrap();
+    assert!(Arc::ptr_eq(&a, &again));
+    assert!(m
+        .open_log(&tp(0), uuid::Uuid::from_u128(9), cfg(), 0)
+        .is_err());
+    assert_eq!(m.logs().len(), 2);
+    let props = std::fs::read_to_string(d1.path().join("meta.properties")).unwrap();
+    assert!(
+        props.contains("version=1\n")
+            && props.contains("node.id=1\n")
+            && props.contains("directory.id=")
+    );
+    assert!(props.contains("cluster.id=test-cluster-id-00000A\n"));
+    m.shutdown().unwrap();
+    // An existing meta.properties (e.g. Kafka's) is kept byte for byte; a mismatch is refused.
+    let kafka_props = "#\n#Thu Oct 24 10:00:00 UTC 2024\nnode.id=1\ndirectory.id=abcdefghijklmnopqrstuv\nversion=1\ncluster.id=test-cluster-id-00000A\n";
+    std::fs::write(d1.path().join("meta.properties"), kafka_props).unwrap();
+    let m = LogManager::open(dirs.clone(), meta()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(d1.path().join("meta.properties")).unwrap(),
+        kafka_props
+    );
+    drop(m);
+    let other = MetaProperties {
+        node_id: 2,
+        cluster_id: "test-cluster-id-00000A".into(),
+    };
+    assert!(LogManager::open(dirs, other).is_err());
+}
+
+#[test]
+fn close_and_reopen_in_process() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    for i in 0..20i64 {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    m.close_log(&tp(0)).unwrap();
+    assert!(m.get(&tp(0)).is_none());
+    assert!(log
+        .append(batch(2, NOW, "x"), AppendOrigin::Client, NOW)
+        .is_err());
+    let log2 = open(&m, small_cfg());
+    assert_eq!(log2.log_end_offset(), 40);
+    assert_eq!(read_all(&log2, 0).len(), 20);
+}
+
+#[test]
+fn kafka_style_directory_is_tolerated() {
+    // A partition directory as a crashed Kafka leaves it: preallocated (zero-filled) index
+    // files, a producer snapshot, a leader-epoch-checkpoint, no partition.metadata issues.
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("kt-0");
+    std::fs::create_dir_all(&pdir).unwrap();
+    let mut data = Vec::new();
+    for i in 0..10i64 {
+        let mut b = BatchBuilder::new();
+        b.base_offset = i * 2;
+        b.partition_leader_epoch = 0;
+        let b = b
+            .record(NOW + i, None, Some(b"kafka"))
+            .record(NOW + i, None, Some(b"kafka"));
+        data.extend_from_slice(&b.build());
+    }
+    std::fs::write(pdir.join("00000000000000000000.log"), &data).unwrap();
+    std::fs::write(
+        pdir.join("00000000000000000000.index"),
+        vec![0u8; 10 * 1024],
+    )
+    .unwrap();
+    std::fs::write(
+        pdir.join("00000000000000000000.timeindex"),
+        vec![0u8; 12 * 1024],
+    )
+    .unwrap();
+    std::fs::write(pdir.join("00000000000000000010.snapshot"), b"snapshot").unwrap();
+    std::fs::write(pdir.join("leader-epoch-checkpoint"), "0\n1\n0 0\n").unwrap();
+    let id = topic_id();
+    std::fs::write(
+        pdir.join("partition.metadata"),
+        sluice_format::text::format_partition_metadata(id.as_bytes()),
+    )
+    .unwrap();
+    let m = open_mgr(d.path());
+    assert_eq!(m.discovered()[0].topic_id, Some(id));
+    let log = m
+        .open_log(
+            &TopicPartition {
+                topic: "kt".into(),
+                partition: 0,
+            },
+            id,
+            small_cfg(),
+            1,
+        )
+        .unwrap();
+    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(read_all(&log, 0).len(), 10);
+    assert!(pdir.join("00000000000000000010.snapshot").exists());
+    log.append(batch(1, NOW + 100, "new"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(log.leader_epoch_entries(), vec![(0, 0), (1, 20)]);
+    assert_eq!(log.end_offset_for_epoch(0), Some((0, 20)));
+    assert_eq!(log.end_offset_for_epoch(5), Some((1, 21)));
+    let idx = std::fs::read(pdir.join("00000000000000000000.index")).unwrap();
+    assert!(idx.len() < 10 * 1024);
+    let _ = OffsetIndexEntry::decode(&idx);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(usize, usize),
+    Roll,
+    Read(usize, u32),
+    Reopen(bool),
+    Flush,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (1usize..4, 1usize..5).prop_map(|(b, n)| Op::Append(b, n)),
+        1 => Just(Op::Roll),
+        4 => (any::<usize>(), 1u32..3000).prop_map(|(o, m)| Op::Read(o, m)),
+        1 => any::<bool>().prop_map(Op::Reopen),
+        1 => Just(Op::Flush),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn model_check(ops in prop::collection::vec(op(), 1..60)) {
+        let d = tempfile::tempdir().unwrap();
+        let c = LogConfig { segment_bytes: 1500, index_interval_bytes: 200, ..cfg() };
+        let mut m = open_mgr(d.path());
+        let mut log = open(&m, c.clone());
+        // Model: list of batches (base, last, bytes after patching).
+        let mut model: Vec<(i64, i64)> = Vec::new();
+        let mut next = 0i64;
+        for (k, o) in ops.into_iter().enumerate() {
+            match o {
+                Op::Append(nb, nr) => {
+                    let mut v = Vec::new();
+                    for j in 0..nb {
+                        v.extend_from_slice(&batch(nr, NOW + k as i64, &format!("{k}-{j}")));
+                    }
+                    let r = log.append(Bytes::from(v), AppendOrigin::Client, NOW).unwrap();
+                    prop_assert_eq!(r.base_offset, next);
+                    for _ in 0..nb {
+                        model.push((next, next + nr as i64 - 1));
+                        next += nr as i64;
+                    }
+                    prop_assert_eq!(r.last_offset, next - 1);
+                }
+                Op::Roll => log.roll(NOW).unwrap(),
+                Op::Flush => { log.flush().unwrap(); }
+                Op::Read(o, max) => {
+                    let off = if next == 0 { 0 } else { (o as i64).rem_euclid(next + 1) };
+                    let r = log.read(off, max, true).unwrap();
+                    if off == next {
+                        prop_assert!(r.slice.is_none());
+                    } else {
+                        let bytes = r.slice.unwrap().read_bytes().unwrap();
+                        let got = parse_batches(&bytes, None).unwrap();
+                        let i = model.iter().position(|(b, l)| *b <= off && off <= *l).unwrap();
+                        prop_assert_eq!(got[0].header.base_offset, model[i].0);
+                        prop_assert!(bytes.len() <= max as usize || got.len() == 1);
+                        for (j, g) in got.iter().enumerate() {
+                            prop_assert_eq!((g.header.base_offset, g.header.last_offset()), model[i + j]);
+                        }
+                    }
+                }
+                Op::Reopen(clean) => {
+                    if clean { m.shutdown().unwrap(); }
+                    drop(log);
+                    drop(m);
+                    m = open_mgr(d.path());
+                    log = open(&m, c.clone());
+                    prop_assert_eq!(log.log_end_offset(), next);
+                }
+            }
+        }
+        let all = read_all(&log, 0);
+        prop_assert_eq!(all, model);
+    }
+}
