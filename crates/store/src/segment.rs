@@ -268,6 +268,9 @@ fn open_rw(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Shared handles to a segment's in-memory indexes.
+pub(crate) type LoadedIndexes = (Arc<Vec<OffsetIndexEntry>>, Arc<Vec<TimeIndexEntry>>);
+
 /// Result of building indexes from the log file.
 pub(crate) struct Rebuilt {
     pub size: u64,
@@ -541,7 +544,7 @@ impl Segment {
     pub(crate) fn ensure_loaded(
         &self,
         interval: u64,
-    ) -> io::Result<(Arc<Vec<OffsetIndexEntry>>, Arc<Vec<TimeIndexEntry>>)> {
+    ) -> io::Result<LoadedIndexes> {
         let size = {
             let m = self.meta.read();
             if let (Some(o), Some(t)) = (&m.offset_index, &m.time_index) {
