@@ -360,6 +360,7 @@ fn idempotent_retries_are_not_appended_twice() {
     create_topic(&mut c, "idem", &[]);
     let pid = c.request(
         &InitProducerIdRequest::default()
+            .with_transactional_id(None)
             .with_transaction_timeout_ms(60000)
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1),
