@@ -1064,17 +1064,21 @@ impl Log {
             .take_while(|w| w[1].base_offset <= log_start)
             .count();
         if n > 0 {
-            self.delete_oldest(n, "log start offset");
+            self.delete_oldest(segs[n - 1].base_offset, "log start offset");
         }
     }
 
-    /// Remove the `n` oldest segments from the log (never the active one) and schedule their
-    /// files for deletion.
-    fn delete_oldest(&self, n: usize, why: &str) {
+    /// Remove the oldest segments up to the one based at `last_base` from the log (never the
+    /// active one) and schedule their files for deletion.
+    fn delete_oldest(&self, last_base: i64, why: &str) {
         let mut w = self.writer.lock();
         let removed: Vec<Arc<Segment>> = {
             let mut s = self.shared.write();
-            let n = n.min(s.segments.len().saturating_sub(1));
+            let sealed = s.segments.len().saturating_sub(1);
+            let n = s.segments[..sealed]
+                .iter()
+                .take_while(|seg| seg.base_offset <= last_base)
+                .count();
             if n == 0 {
                 return;
             }
@@ -1170,7 +1174,7 @@ impl Log {
                 .take_while(|s| now_ms.saturating_sub(s.largest_timestamp()) > cfg.retention_ms)
                 .count();
             if n > 0 {
-                self.delete_oldest(n, "retention.ms");
+                self.delete_oldest(segs[n - 1].base_offset, "retention.ms");
             }
         }
         // Size retention.
@@ -1190,7 +1194,7 @@ impl Log {
                 }
             }
             if n > 0 {
-                self.delete_oldest(n, "retention.bytes");
+                self.delete_oldest(segs[n - 1].base_offset, "retention.bytes");
             }
         }
         self.delete_below_log_start();

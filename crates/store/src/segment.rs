@@ -541,10 +541,7 @@ impl Segment {
 
     /// Make sure the indexes are in memory (sealed segments load on first use). An index file
     /// that is not entirely valid is rebuilt from the log (in memory and on disk).
-    pub(crate) fn ensure_loaded(
-        &self,
-        interval: u64,
-    ) -> io::Result<LoadedIndexes> {
+    pub(crate) fn ensure_loaded(&self, interval: u64) -> io::Result<LoadedIndexes> {
         let size = {
             let m = self.meta.read();
             if let (Some(o), Some(t)) = (&m.offset_index, &m.time_index) {

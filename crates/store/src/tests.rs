@@ -206,7 +206,9 @@ fn rejects_bad_batches() {
         ),
         Err(AppendError::Invalid { .. })
     ));
-    assert!(log.append(Bytes::from(vec![0xffu8; 100]), AppendOrigin::Client, NOW).is_err());
+    assert!(log
+        .append(Bytes::from(vec![0xffu8; 100]), AppendOrigin::Client, NOW)
+        .is_err());
     assert_eq!(log.log_end_offset(), 0);
 }
 
@@ -1084,4 +1086,107 @@ proptest! {
         let all = read_all(&log, 0);
         prop_assert_eq!(all, model);
     }
+}
+
+/// Writes a sample log directory to `$SLUICE_DUMP_DIR` for checking with Kafka's
+/// `kafka-dump-log` (run with `--ignored`).
+#[test]
+#[ignore]
+fn write_sample_for_kafka_tools() {
+    let Ok(dir) = std::env::var("SLUICE_DUMP_DIR") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let m = open_mgr(dir);
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 20_000,
+            index_interval_bytes: 500,
+            ..cfg()
+        },
+    );
+    let lat = m
+        .open_log(
+            &tp(1),
+            topic_id(),
+            LogConfig {
+                timestamp_type: TimestampType::LogAppendTime,
+                segment_bytes: 20_000,
+                index_interval_bytes: 500,
+                ..cfg()
+            },
+            0,
+        )
+        .unwrap();
+    for i in 0..400i64 {
+        log.append(
+            batch(1 + (i % 5) as usize, NOW + (i * 7919) % 1000, "v"),
+            AppendOrigin::Client,
+            NOW,
+        )
+        .unwrap();
+        lat.append(
+            pbatch(5, 0, (i * 3) as i32, 3),
+            AppendOrigin::Client,
+            NOW + i,
+        )
+        .unwrap();
+    }
+    if std::env::var("SLUICE_DUMP_CLEAN").is_ok() {
+        m.shutdown().unwrap();
+    } else {
+        log.flush().unwrap();
+        lat.flush().unwrap();
+    }
+}
+
+/// Opens a log directory written by Apache Kafka (`$SLUICE_KAFKA_DIR`, a copy: it is modified),
+/// reads every partition end to end, appends to each and shuts down (run with `--ignored`).
+#[test]
+#[ignore]
+fn open_kafka_written_dir() {
+    let Ok(dir) = std::env::var("SLUICE_KAFKA_DIR") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let props = sluice_format::text::parse_properties(
+        &std::fs::read_to_string(dir.join("meta.properties")).unwrap(),
+    );
+    let get = |k: &str| {
+        props
+            .iter()
+            .find(|(kk, _)| kk == k)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    let meta = MetaProperties {
+        node_id: get("node.id").parse().unwrap(),
+        cluster_id: get("cluster.id"),
+    };
+    let m = LogManager::open(vec![dir.to_path_buf()], meta).unwrap();
+    for d in m.discovered() {
+        let log = m.open_log(&d.tp, d.topic_id.unwrap(), cfg(), 7).unwrap();
+        let all = read_all(&log, log.log_start_offset());
+        for w in all.windows(2) {
+            assert_eq!(w[0].1 + 1, w[1].0);
+        }
+        println!(
+            "{:?}: start {} end {} batches {}",
+            d.tp,
+            log.log_start_offset(),
+            log.log_end_offset(),
+            all.len()
+        );
+        assert_eq!(
+            all.last().map_or(log.log_start_offset(), |b| b.1 + 1),
+            log.log_end_offset()
+        );
+        let r = log
+            .append(batch(3, NOW, "sluice"), AppendOrigin::Client, NOW)
+            .unwrap();
+        assert_eq!(r.base_offset, all.last().unwrap().1 + 1);
+        let _ = log.offset_for_timestamp(0).unwrap().unwrap();
+    }
+    m.shutdown().unwrap();
 }
