@@ -103,7 +103,10 @@ pub(crate) fn is_delete_dir(name: &str) -> bool {
 pub(crate) fn delete_dir_name(tp: &TopicPartition) -> String {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let suffix = format!("-{}.{id}-delete", tp.partition);
-    let keep = tp.topic.len().min(255usize.saturating_sub(suffix.len()));
+    let mut keep = tp.topic.len().min(255usize.saturating_sub(suffix.len()));
+    while !tp.topic.is_char_boundary(keep) {
+        keep -= 1;
+    }
     format!("{}{suffix}", &tp.topic[..keep])
 }
 
@@ -282,6 +285,20 @@ impl Inner {
         config: LogConfig,
         leader_epoch: i32,
     ) -> Result<Arc<Log>, StoreError> {
+        let legal = !tp.topic.is_empty()
+            && tp.topic.len() <= 249
+            && tp.topic != "."
+            && tp.topic != ".."
+            && tp
+                .topic
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+        if !legal || tp.partition < 0 {
+            return Err(StoreError::Invalid {
+                path: self.dirs[0].clone(),
+                reason: format!("illegal topic partition {tp:?}"),
+            });
+        }
         let (idx, clean) = {
             let mut reg = self.reg.lock();
             loop {

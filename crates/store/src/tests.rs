@@ -1190,3 +1190,71 @@ fn open_kafka_written_dir() {
     }
     m.shutdown().unwrap();
 }
+
+#[test]
+fn concurrent_appends_reads_flushes() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 5000,
+            index_interval_bytes: 256,
+            ..cfg()
+        },
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for _ in 0..2 {
+        let log = log.clone();
+        let stop = stop.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let leo = log.log_end_offset();
+                if leo == 0 {
+                    continue;
+                }
+                let off = (reads * 7919) % leo;
+                let r = log.read(off, 3000, true).unwrap();
+                let bytes = r.slice.unwrap().read_bytes().unwrap();
+                let got = parse_batches(&bytes, None).unwrap();
+                assert!(got[0].header.base_offset <= off && off <= got[0].header.last_offset());
+                for w in got.windows(2) {
+                    assert_eq!(w[0].header.next_offset(), w[1].header.base_offset);
+                }
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    let flusher = {
+        let log = log.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                log.flush().unwrap();
+            }
+        })
+    };
+    for i in 0..2000i64 {
+        let r = log
+            .append(
+                batch(1 + (i % 3) as usize, NOW + i, "c"),
+                AppendOrigin::Client,
+                NOW,
+            )
+            .unwrap();
+        if i % 500 == 0 {
+            log.maintain(NOW).unwrap();
+        }
+        assert!(!r.duplicate);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in handles {
+        assert!(h.join().unwrap() > 0);
+    }
+    flusher.join().unwrap();
+    assert_eq!(log.flush().unwrap(), log.log_end_offset());
+    assert_eq!(read_all(&log, 0).len(), 2000);
+}
