@@ -414,6 +414,7 @@ class SluiceBroker(Broker):
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
+        env.setdefault("NO_COLOR", "1")  # plain text in the captured log
         return env
 
     def prepare(self) -> None:
