@@ -37,6 +37,9 @@ use sluice_wire::Request;
 
 pub use registry::log_config;
 
+/// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
+pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
 /// What handling a request yields: the response body (or none, for acks=0 produce).
 pub type Reply = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
 
@@ -181,6 +184,19 @@ impl Broker {
             tracing::warn!("writing checkpoints failed: {e}");
         }
         self.sessions.expire();
+    }
+
+    /// Flush every log whose `flush.ms` has passed since its oldest unflushed append. Runs
+    /// every [`FLUSH_CHECK_INTERVAL`].
+    pub fn flush_due_logs(&self) {
+        let now = now_ms();
+        for log in self.logs.logs() {
+            if log.flush_due_by_time(now) {
+                if let Err(e) = log.flush() {
+                    tracing::error!(tp = ?log.topic_partition(), "periodic flush failed: {e}");
+                }
+            }
+        }
     }
 
     /// How often [`Broker::maintain`] should run.

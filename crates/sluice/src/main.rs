@@ -113,12 +113,17 @@ fn serve(args: &[String]) -> Result<()> {
             let mut stop = stop_rx.clone();
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(broker.maintenance_interval());
+                let mut flush_tick = tokio::time::interval(sluice_broker::FLUSH_CHECK_INTERVAL);
                 tick.tick().await;
                 loop {
                     tokio::select! {
                         _ = tick.tick() => {
                             let b = broker.clone();
                             let _ = tokio::task::spawn_blocking(move || b.maintain()).await;
+                        }
+                        _ = flush_tick.tick() => {
+                            let b = broker.clone();
+                            let _ = tokio::task::spawn_blocking(move || b.flush_due_logs()).await;
                         }
                         _ = stop.changed() => break,
                     }

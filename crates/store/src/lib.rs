@@ -246,6 +246,13 @@ impl Log {
     pub fn flush(&self) -> io::Result<i64> {
         self.flush_impl()
     }
+    /// True when `flush.ms` has passed since the oldest append not yet flushed: the broker's
+    /// periodic flusher then calls [`Log::flush`] (Kafka's log flusher does the same).
+    pub fn flush_due_by_time(&self, now_ms: i64) -> bool {
+        let flush_ms = self.config.read().flush_ms;
+        let since = self.shared.read().unflushed_since;
+        flush_ms != i64::MAX && since.is_some_and(|t| now_ms.saturating_sub(t) >= flush_ms)
+    }
     /// DeleteRecords: raise the log start offset to `offset` (<= high watermark), deleting
     /// whole segments below it. Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReadError> {

@@ -959,18 +959,57 @@ impl Log {
     }
 
     pub(crate) fn max_timestamp_impl(&self) -> Option<(i64, i64)> {
-        let (segs, log_start, _, _) = self.snapshot();
-        let mut best: Option<(i64, i64)> = None;
-        for s in segs.iter() {
+        let (segs, log_start, _, active_size) = self.snapshot();
+        let mut best: Option<(usize, i64, i64)> = None;
+        for (i, s) in segs.iter().enumerate() {
             let m = s.meta.read();
             if m.next_offset <= log_start || m.max_ts < 0 {
                 continue;
             }
-            if best.is_none_or(|b| m.max_ts > b.0) {
-                best = Some((m.max_ts, m.off_max_ts));
+            if best.is_none_or(|b| m.max_ts > b.1) {
+                best = Some((i, m.max_ts, m.off_max_ts));
             }
         }
-        best
+        let (i, max_ts, offset) = best?;
+        // Segment metadata knows the batch; Kafka answers with the record. Refine within the
+        // batch when it is uncompressed (a compressed batch answers with the batch's offset).
+        let refined = self
+            .record_with_timestamp(&segs, i, active_size, offset, max_ts)
+            .ok()
+            .flatten();
+        Some((max_ts, refined.unwrap_or(offset).max(log_start)))
+    }
+
+    /// The offset of the first record carrying `ts` in the uncompressed batch containing
+    /// `offset` of segment `i`.
+    fn record_with_timestamp(
+        &self,
+        segs: &[Arc<Segment>],
+        i: usize,
+        active_size: u64,
+        offset: i64,
+        ts: i64,
+    ) -> io::Result<Option<i64>> {
+        let seg = &segs[i];
+        let limit = Self::seg_limit(segs, i, active_size);
+        let start = seg.lookup_position(offset, limit, self.interval())?;
+        let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
+        while let Some((pos, h)) = scanner.next_batch().map_err(|e| e.into_io())? {
+            if h.last_offset() < offset {
+                continue;
+            }
+            if h.base_offset > offset || h.compression_codec() != 0 {
+                return Ok(None);
+            }
+            let mut b = vec![0u8; h.total_len()];
+            seg.log.read_exact_at(&mut b, pos)?;
+            let found = record_timestamps(&b)
+                .ok()
+                .and_then(|recs| recs.into_iter().find(|(_, rts)| *rts == ts))
+                .map(|(delta, _)| h.base_offset + i64::from(delta));
+            return Ok(found);
+        }
+        Ok(None)
     }
 
     // ------------------------------------------------------------------------------------
