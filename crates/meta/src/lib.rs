@@ -437,6 +437,7 @@ fn parse(path: &Path, text: &str) -> Result<State, MetaError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
