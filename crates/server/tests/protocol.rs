@@ -413,3 +413,214 @@ fn invalid_acks_and_unknown_topics() {
         ResponseError::UnknownTopicOrPartition.code()
     );
 }
+
+fn fetch_request(
+    topic: &str,
+    partitions: &[(i32, i64)],
+    session_id: i32,
+    session_epoch: i32,
+    max_wait_ms: i32,
+    min_bytes: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(min_bytes)
+        .with_max_bytes(1 << 20)
+        .with_session_id(session_id)
+        .with_session_epoch(session_epoch)
+        .with_topics(if partitions.is_empty() {
+            vec![]
+        } else {
+            vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|(p, offset)| {
+                            fetch_request::FetchPartition::default()
+                                .with_partition(*p)
+                                .with_fetch_offset(*offset)
+                                .with_partition_max_bytes(1 << 20)
+                                .with_current_leader_epoch(-1)
+                                .with_log_start_offset(-1)
+                        })
+                        .collect(),
+                )]
+        })
+}
+
+fn create_topic_with_partitions(client: &mut Client, name: &str, partitions: i32) {
+    let topic = create_topics_request::CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1);
+    let resp = client.request(
+        &CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(5000),
+        7,
+    );
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+}
+
+fn produce_to(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> produce_response::PartitionProduceResponse {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    client.request(&req, 9).responses[0].partition_responses[0].clone()
+}
+
+#[test]
+fn fetch_sessions_long_poll_and_out_of_range() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic_with_partitions(&mut c, "f", 2);
+    produce_to(&mut c, "f", 0, batch(&["a", "b"], -1, -1, -1));
+    produce_to(&mut c, "f", 1, batch(&["c"], -1, -1, -1));
+
+    // Full fetch that opens a session: both partitions answered with their records.
+    let full = c.request(&fetch_request("f", &[(0, 0), (1, 0)], 0, 0, 0, 0), 12);
+    assert_eq!(full.error_code, 0);
+    assert_ne!(full.session_id, 0, "a session was created");
+    let parts = &full.responses[0].partitions;
+    assert_eq!(parts.len(), 2);
+    assert!(parts
+        .iter()
+        .all(|p| p.records.as_ref().is_some_and(|r| !r.is_empty())));
+    assert_eq!(parts[0].high_watermark, 2);
+    assert_eq!(parts[1].high_watermark, 1);
+
+    // Incremental fetch naming only the moved offset of partition 0, with nothing new: no
+    // partition has news, so the response is empty (after max.wait.ms).
+    let incr = c.request(
+        &fetch_request("f", &[(0, 2), (1, 1)], full.session_id, 1, 100, 1),
+        12,
+    );
+    assert_eq!(incr.error_code, 0);
+    assert!(
+        incr.responses.iter().all(|t| t.partitions.is_empty()),
+        "{:?}",
+        incr.responses
+    );
+
+    // New data on partition 1 only: the incremental response carries just that partition.
+    produce_to(&mut c, "f", 1, batch(&["d"], -1, -1, -1));
+    let incr = c.request(&fetch_request("f", &[], full.session_id, 2, 1000, 1), 12);
+    let answered: Vec<i32> = incr
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.partition_index))
+        .collect();
+    assert_eq!(answered, vec![1]);
+
+    // Wrong epoch and unknown session.
+    let bad = c.request(&fetch_request("f", &[], full.session_id, 7, 0, 0), 12);
+    assert_eq!(
+        bad.error_code,
+        ResponseError::InvalidFetchSessionEpoch.code()
+    );
+    let bad = c.request(&fetch_request("f", &[], 123456, 1, 0, 0), 12);
+    assert_eq!(bad.error_code, ResponseError::FetchSessionIdNotFound.code());
+
+    // Long poll: a sessionless fetch at the end of the log waits until a producer on another
+    // connection appends, then returns the new batch.
+    let addr = broker.addr;
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let stream = TcpStream::connect(addr).expect("connect");
+        let mut p = Client {
+            stream,
+            correlation: 0,
+        };
+        produce_to(&mut p, "f", 0, batch(&["late"], -1, -1, -1))
+    });
+    let waited = c.request(&fetch_request("f", &[(0, 2)], 0, -1, 10_000, 1), 12);
+    assert_eq!(producer.join().expect("producer").error_code, 0);
+    let p0 = &waited.responses[0].partitions[0];
+    assert!(
+        p0.records.as_ref().is_some_and(|r| !r.is_empty()),
+        "long poll returned without the new batch"
+    );
+    assert_eq!(p0.high_watermark, 3);
+
+    // Beyond the end of the log.
+    let oor = c.request(&fetch_request("f", &[(0, 99)], 0, -1, 0, 0), 12);
+    assert_eq!(
+        oor.responses[0].partitions[0].error_code,
+        ResponseError::OffsetOutOfRange.code()
+    );
+}
+
+#[test]
+fn list_offsets_and_create_partitions() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic_with_partitions(&mut c, "lo", 1);
+    produce_to(&mut c, "lo", 0, batch(&["a", "b", "c"], -1, -1, -1));
+    produce_to(&mut c, "lo", 0, batch(&["d", "e"], -1, -1, -1));
+    let ask = |c: &mut Client, ts: i64| {
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("lo")))
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(ts)
+                        .with_current_leader_epoch(-1),
+                ])]);
+        let r = c.request(&req, 8);
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.offset, p.timestamp)
+    };
+    assert_eq!(ask(&mut c, -1).1, 5);
+    assert_eq!(ask(&mut c, -2).1, 0);
+    // The batch builder stamps record i with 1_700_000_000_000 + i: the first record at or
+    // after +1 is offset 1 in the first batch.
+    let (code, offset, ts) = ask(&mut c, 1_700_000_000_001);
+    assert_eq!((code, offset, ts), (0, 1, 1_700_000_000_001));
+    let (_, offset, ts) = ask(&mut c, -3);
+    assert_eq!((offset, ts), (2, 1_700_000_000_002));
+    assert_eq!(ask(&mut c, 1_800_000_000_000).1, -1, "no record that late");
+
+    let grow = |c: &mut Client, count: i32, validate_only: bool| {
+        let req = CreatePartitionsRequest::default()
+            .with_topics(vec![
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("lo")))
+                    .with_count(count),
+            ])
+            .with_validate_only(validate_only)
+            .with_timeout_ms(5000);
+        c.request(&req, 3).results[0].error_code
+    };
+    assert_eq!(grow(&mut c, 3, true), 0);
+    assert_eq!(
+        grow(&mut c, 1, false),
+        ResponseError::InvalidPartitions.code()
+    );
+    assert_eq!(grow(&mut c, 3, false), 0);
+    let md = c.request(&MetadataRequest::default().with_topics(None), 12);
+    assert_eq!(
+        md.topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "lo"))
+            .map(|t| t.partitions.len()),
+        Some(3)
+    );
+}
