@@ -25,7 +25,16 @@ KAFKA_DIR = REPO_ROOT / "tests" / "kafka"
 KAFKA_LIBS = Path(os.environ.get("SLUICE_KAFKA_LIBS", REPO_ROOT / "tests" / ".deps" / "kafka-libs"))
 TOOLS_LOG4J = KAFKA_DIR / "log4j2-quiet.xml"
 BROKER_LOG4J = KAFKA_DIR / "log4j2-broker.xml"
-SLUICE_BIN = Path(os.environ.get("SLUICE_BIN", REPO_ROOT / "target" / "release" / "sluice"))
+
+
+def _default_sluice_bin() -> Path:
+    target_dir = Path(os.environ.get("CARGO_TARGET_DIR") or "target")
+    if not target_dir.is_absolute():
+        target_dir = REPO_ROOT / target_dir
+    return target_dir / "release" / "sluice"
+
+
+SLUICE_BIN = Path(os.environ.get("SLUICE_BIN") or _default_sluice_bin())
 
 TARGETS = ("sluice", "kafka")
 TARGET = os.environ.get("SLUICE_TEST_TARGET", "sluice").strip().lower()
