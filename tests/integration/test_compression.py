@@ -76,3 +76,31 @@ def test_compressed_batches_stored_compressed(broker, topic, codec):
     assert 0 < on_disk < raw // 10, (on_disk, raw)
     msgs = consume_partitions(broker.bootstrap, topic, [0], expected=n)
     assert len(msgs) == n and all(m.value() == value for m in msgs)
+
+
+def _codecs_on_disk(log_file):
+    """Compression codec of every batch in a segment file (attributes bits 0-2 at byte 21)."""
+    data = log_file.read_bytes()
+    codecs, pos = [], 0
+    while pos + 61 <= len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        codecs.append(int.from_bytes(data[pos + 21:pos + 23], "big") & 7)
+        pos += 12 + length
+    return codecs
+
+
+@pytest.mark.parametrize("topic_codec,producer_codec,expected_id", [("zstd", "none", 4), ("uncompressed", "gzip", 0), ("lz4", "snappy", 3)])
+def test_topic_compression_type_recompresses(broker, topic, topic_codec, producer_codec, expected_id):
+    """A topic's compression.type other than `producer` makes the broker recompress batches
+    into that codec, keeping every record (values, keys, headers, timestamps) intact."""
+    create_topic(broker.bootstrap, topic, partitions=1, config={"compression.type": topic_codec})
+    base_ts = (int(time.time() * 1000) - 60_000) // 1000 * 1000
+    recs = [{"partition": 0, "key": f"k{i}".encode(), "value": (f"v{i}-" * 50).encode(),
+             "headers": [("i", str(i).encode())], "timestamp": base_ts + i} for i in range(200)]
+    p = producer(broker.bootstrap, **{"compression.type": producer_codec, "linger.ms": 20, "acks": "all"})
+    produce_all(p, topic, recs)
+    msgs = consume_partitions(broker.bootstrap, topic, [0], expected=len(recs))
+    assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in msgs] == \
+        [(r["key"], r["value"], r["headers"], r["timestamp"]) for r in recs]
+    codecs = _codecs_on_disk(next((broker.log_dir / f"{topic}-0").glob("*.log")))
+    assert codecs and all(c == expected_id for c in codecs), codecs

@@ -20,6 +20,7 @@ mod admin;
 mod apis;
 mod errors;
 mod flusher;
+mod recompress;
 mod registry;
 mod sessions;
 

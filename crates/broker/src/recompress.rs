@@ -1,0 +1,105 @@
+//! Broker-side recompression for topics whose `compression.type` names a codec (Kafka's
+//! behaviour): a batch whose codec differs is decoded and re-encoded with the topic's codec,
+//! keeping producer id, epoch, sequences, timestamps, keys, values and headers. Topics with
+//! `compression.type=producer` (the default) never come here: their batches are stored as sent.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
+
+/// The codec a topic's `compression.type` asks for, or None for `producer`.
+pub(crate) fn target_codec(compression_type: &str) -> Option<Compression> {
+    match compression_type {
+        "uncompressed" | "none" => Some(Compression::None),
+        "gzip" => Some(Compression::Gzip),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        _ => None,
+    }
+}
+
+fn codec_id(c: Compression) -> u8 {
+    match c {
+        Compression::None => 0,
+        Compression::Gzip => 1,
+        Compression::Snappy => 2,
+        Compression::Lz4 => 3,
+        Compression::Zstd => 4,
+    }
+}
+
+/// Re-encode `records` with `target` if any batch uses another codec. Batches that do not
+/// parse are returned unchanged so that the log store rejects them with the precise error.
+pub(crate) fn recompress(records: Bytes, target: Compression) -> Result<Bytes, String> {
+    let Ok(batches) = sluice_format::batch::parse_batches(&records, None) else {
+        return Ok(records);
+    };
+    if batches.iter().all(|b| b.header.compression_codec() == codec_id(target) || b.header.is_control()) {
+        return Ok(records);
+    }
+    let mut input = records.clone();
+    let sets = RecordBatchDecoder::decode_all(&mut input).map_err(|e| format!("cannot decode batch for recompression: {e}"))?;
+    let mut out = BytesMut::with_capacity(records.len());
+    for set in sets {
+        RecordBatchEncoder::encode(&mut out, &set.records, &RecordEncodeOptions { version: 2, compression: target })
+            .map_err(|e| format!("cannot recompress batch: {e}"))?;
+    }
+    Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use indexmap::IndexMap;
+    use kafka_protocol::records::{Record, TimestampType};
+
+    fn records(compression: Compression) -> Bytes {
+        let recs: Vec<Record> = (0..5)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: 42,
+                producer_epoch: 3,
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                sequence: 10 + i as i32,
+                timestamp: 1_000 + i,
+                key: Some(Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from(vec![b'v'; 200])),
+                headers: IndexMap::new(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(&mut buf, &recs, &RecordEncodeOptions { version: 2, compression }).expect("encode");
+        buf.freeze()
+    }
+
+    #[test]
+    fn recompresses_keeping_producer_state_and_records() {
+        for (from, to) in [(Compression::None, Compression::Zstd), (Compression::Gzip, Compression::Lz4), (Compression::Snappy, Compression::None)] {
+            let input = records(from);
+            let out = recompress(input.clone(), to).expect("recompress");
+            let batches = sluice_format::batch::parse_batches(&out, None).expect("valid output");
+            assert_eq!(batches.len(), 1);
+            let h = batches[0].header;
+            assert_eq!(h.compression_codec(), codec_id(to));
+            assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (42, 3, 10));
+            let mut a = input.clone();
+            let mut b = out.clone();
+            let before = RecordBatchDecoder::decode_all(&mut a).expect("decode input");
+            let after = RecordBatchDecoder::decode_all(&mut b).expect("decode output");
+            let strip = |s: &Vec<kafka_protocol::records::RecordSet>| s.iter().flat_map(|s| s.records.iter().map(|r| (r.offset, r.timestamp, r.key.clone(), r.value.clone(), r.sequence))).collect::<Vec<_>>();
+            assert_eq!(strip(&before), strip(&after));
+        }
+    }
+
+    #[test]
+    fn same_codec_and_garbage_are_left_alone() {
+        let input = records(Compression::Gzip);
+        assert_eq!(recompress(input.clone(), Compression::Gzip).expect("same"), input);
+        let garbage = Bytes::from_static(b"not a batch at all, not at all");
+        assert_eq!(recompress(garbage.clone(), Compression::Zstd).expect("garbage"), garbage);
+    }
+}
