@@ -33,7 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use sluice_config::BrokerConfig;
 use sluice_meta::EmbeddedStore;
-use sluice_store::{LogManager, MetaProperties};
+use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties};
 use sluice_wire::Request;
 
 pub use registry::log_config;
@@ -101,11 +101,15 @@ impl Broker {
         })?;
         let cluster_id = meta.cluster_id();
         let node_id = config.node_id;
-        let logs = LogManager::open(
+        let logs = LogManager::open_with(
             dirs,
             MetaProperties {
                 node_id,
                 cluster_id: cluster_id.clone(),
+            },
+            DeleteRetry {
+                initial_ms: config.delete_retry_initial_ms,
+                max_ms: config.delete_retry_max_ms,
             },
         )?;
         registry::adopt_discovered(&meta, &logs)?;
@@ -163,6 +167,9 @@ impl Broker {
                 ready(apis::describe_log_dirs::handle(self, r, version))
             }
             RequestKind::DeleteRecords(r) => ready(apis::delete_records::handle(self, r, version)),
+            RequestKind::AlterReplicaLogDirs(r) => {
+                ready(apis::alter_replica_log_dirs::handle(self, r, version))
+            }
             RequestKind::InitProducerId(r) => {
                 ready(apis::init_producer_id::handle(self, r, version))
             }
@@ -198,6 +205,11 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// Counters of deferred deletions (pending, retries, ...), for the metrics module.
+    pub fn deletion_stats(&self) -> DeletionStats {
+        self.logs.deletion_stats()
     }
 
     /// How often [`Broker::maintain`] should run.

@@ -356,6 +356,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             .typed("log.flush.offset.checkpoint.interval.ms", 60_000)?,
         max_connections: p.typed("max.connections", i32::MAX as u32)?,
         connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
+        delete_retry_initial_ms: p.typed("sluice.delete.retry.initial.ms", 500)?,
+        delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
         cluster_id,
         topic_defaults,
         given: props.clone(),
@@ -396,6 +398,8 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         }
         "max.connections" => Some(config.max_connections.to_string()),
         "connections.max.idle.ms" => Some(config.connections_max_idle_ms.to_string()),
+        "sluice.delete.retry.initial.ms" => Some(config.delete_retry_initial_ms.to_string()),
+        "sluice.delete.retry.max.ms" => Some(config.delete_retry_max_ms.to_string()),
         "cluster.id" => return config.cluster_id.clone(),
         _ => None,
     };

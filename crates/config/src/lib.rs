@@ -214,6 +214,10 @@ pub struct BrokerConfig {
     pub max_connections: u32,
     /// `connections.max.idle.ms`. Default 600000.
     pub connections_max_idle_ms: u64,
+    /// `sluice.delete.retry.initial.ms`: first retry delay of a deferred deletion. Default 500.
+    pub delete_retry_initial_ms: u64,
+    /// `sluice.delete.retry.max.ms`: longest delay between retries. Default 30000.
+    pub delete_retry_max_ms: u64,
     /// `cluster.id` (Sluice extension; Kafka stores it in meta.properties). None = generate.
     pub cluster_id: Option<String>,
     /// Topic-level defaults from the broker's `log.*` / `message.*` / `compression.type` etc.

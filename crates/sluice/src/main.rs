@@ -3,6 +3,9 @@
 //! `sluice serve` runs one broker: with no arguments on 127.0.0.1:9092 with data under
 //! `./sluice-data` and the embedded metadata store; `--config server.properties` takes Kafka's
 //! property names; `--override name=value` sets one property on top.
+//!
+//! `sluice volume check PATH` tells an operator what a mount will do to a log directory
+//! (silly rename, fsync latency, throughput); the logic is `sluice_store::volume`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,9 +17,14 @@ use sluice_config::BrokerConfig;
 
 const USAGE: &str = "\
 usage: sluice serve [--config FILE] [--override NAME=VALUE]...
+       sluice volume check PATH [--size-mb N]
 
   --config FILE          a Kafka server.properties file (Kafka's property names)
   --override NAME=VALUE  set one property, after the file (may be repeated)
+
+`volume check` tests, in a scratch directory under PATH that it removes afterwards, whether
+files unlinked while open are silly-renamed (NFS, FUSE), fsync latency and rate, and
+sequential write/read throughput (N MiB, default 256), then prints a verdict.
 
 With no arguments the broker listens on 127.0.0.1:9092 and keeps its data in ./sluice-data.
 Log verbosity: RUST_LOG (default info).";
@@ -46,12 +54,42 @@ fn run(args: Vec<String>) -> Result<()> {
     };
     match command.as_str() {
         "serve" => serve(rest),
+        "volume" => volume(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
         }
         other => bail!("unknown command {other:?}\n{USAGE}"),
     }
+}
+
+fn volume(args: &[String]) -> Result<()> {
+    let mut it = args.iter();
+    match it.next().map(String::as_str) {
+        Some("check") => {}
+        _ => bail!("usage: sluice volume check PATH [--size-mb N]"),
+    }
+    let mut path: Option<PathBuf> = None;
+    let mut opts = sluice_store::volume::VolumeCheckOptions::default();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--size-mb" => {
+                let n: u64 = it
+                    .next()
+                    .context("--size-mb needs a number")?
+                    .parse()
+                    .context("--size-mb needs a number")?;
+                opts.throughput_bytes = n.max(1) * 1024 * 1024;
+            }
+            other if path.is_none() && !other.starts_with("--") => path = Some(other.into()),
+            other => bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    let path = path.context("sluice volume check needs a PATH")?;
+    let report = sluice_store::volume::check_volume(&path, opts)
+        .with_context(|| format!("volume check of {}", path.display()))?;
+    print!("{report}");
+    Ok(())
 }
 
 fn parse_serve_args(args: &[String]) -> Result<BrokerConfig> {

@@ -97,6 +97,12 @@ impl EpochCache {
         Some((self.entries[i].0, end))
     }
 
+    /// The partition directory moved: write the checkpoint there from now on.
+    pub(crate) fn move_to(&mut self, dir: &Path) -> io::Result<()> {
+        self.path = dir.join(LEADER_EPOCH_CHECKPOINT);
+        self.persist()
+    }
+
     pub(crate) fn persist(&self) -> io::Result<()> {
         write_atomic(
             &self.path,

@@ -14,21 +14,27 @@
 
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
+mod deferred;
 mod epoch;
 mod fsutil;
 mod log;
 mod manager;
 mod producer;
+mod relocate;
 mod segment;
+
+pub mod volume;
 
 #[cfg(test)]
 mod tests;
+
+pub use deferred::{DeleteRetry, DeletionStats};
 
 /// A topic name and partition index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -176,7 +182,9 @@ pub struct ReadResult {
 #[derive(Debug)]
 pub struct Log {
     tp: TopicPartition,
-    dir: PathBuf,
+    /// The partition directory; changes only when the log moves to another log dir (under the
+    /// writer lock).
+    dir: RwLock<PathBuf>,
     topic_id: uuid::Uuid,
     config: RwLock<LogConfig>,
     /// Segment list, offsets and flush state: short critical sections only.
@@ -189,14 +197,16 @@ pub struct Log {
     pending: Mutex<Vec<log::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,
+    del: Arc<deferred::DeleteCtx>,
 }
 
 impl Log {
     pub fn topic_partition(&self) -> &TopicPartition {
         &self.tp
     }
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The partition directory (it changes when the log is moved to another log dir).
+    pub fn dir(&self) -> PathBuf {
+        self.dir.read().clone()
     }
     pub fn topic_id(&self) -> uuid::Uuid {
         self.topic_id
@@ -333,9 +343,72 @@ pub enum StoreError {
 }
 
 /// All partition logs of this broker across its `log.dirs`.
+///
+/// A background thread (stopped when the manager is dropped) retries deferred deletions.
 #[derive(Debug)]
 pub struct LogManager {
-    inner: manager::Inner,
+    inner: Arc<manager::Inner>,
+    reaper: Option<Reaper>,
+}
+
+/// The background thread retrying deferred deletions.
+#[derive(Debug)]
+struct Reaper {
+    stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LogManager {
+    fn drop(&mut self) {
+        if let Some(r) = &mut self.reaper {
+            *r.stop.0.lock() = true;
+            r.stop.1.notify_all();
+            if let Some(t) = r.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+fn start_reaper(inner: &Arc<manager::Inner>) -> Option<Reaper> {
+    let weak = Arc::downgrade(inner);
+    let stop = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+    let stop2 = stop.clone();
+    // Pending removals that wait for a reader (not a failure) are polled at this pace.
+    let poll_ms = inner.del.retry.initial_ms.clamp(10, 1000);
+    let thread = std::thread::Builder::new()
+        .name("sluice-reaper".into())
+        .spawn(move || loop {
+            let next = match weak.upgrade() {
+                Some(inner) => inner.reap_all(fsutil::now_ms()),
+                None => return,
+            };
+            let now = fsutil::now_ms();
+            let wait_ms = next
+                .map_or(poll_ms, |t| u64::try_from(t - now).unwrap_or(0))
+                .clamp(10, poll_ms);
+            let mut stopped = stop2.0.lock();
+            if *stopped {
+                return;
+            }
+            stop2
+                .1
+                .wait_for(&mut stopped, std::time::Duration::from_millis(wait_ms));
+            if *stopped {
+                return;
+            }
+        });
+    match thread {
+        Ok(t) => Some(Reaper {
+            stop,
+            thread: Some(t),
+        }),
+        Err(e) => {
+            // Deletions are still retried by maintain().
+            tracing::warn!(error = %e, "could not start the deferred-deletion thread");
+            None
+        }
+    }
 }
 
 impl LogManager {
@@ -343,9 +416,31 @@ impl LogManager {
     /// the clean-shutdown marker, scan for partition directories (ignoring `.nfs*`,
     /// `.fuse_hidden*`, `*-delete` and other non-partition entries).
     pub fn open(dirs: Vec<PathBuf>, meta: MetaProperties) -> Result<LogManager, StoreError> {
-        Ok(LogManager {
-            inner: manager::Inner::open(dirs, meta)?,
-        })
+        LogManager::open_with(dirs, meta, DeleteRetry::default())
+    }
+    /// [`LogManager::open`] with an explicit retry policy for deferred deletions.
+    pub fn open_with(
+        dirs: Vec<PathBuf>,
+        meta: MetaProperties,
+        retry: DeleteRetry,
+    ) -> Result<LogManager, StoreError> {
+        let inner = Arc::new(manager::Inner::open(dirs, meta, retry)?);
+        let reaper = start_reaper(&inner);
+        Ok(LogManager { inner, reaper })
+    }
+    /// Counters of deferred deletions (pending now, retries, ...), for metrics.
+    pub fn deletion_stats(&self) -> DeletionStats {
+        self.inner.del.counters.snapshot()
+    }
+    /// Move the log of `tp` to the log dir `dirs()[target]`: copy its files there while it
+    /// keeps serving, switch over under the writer lock, then delete the old copy by the
+    /// deferred-deletion rules. Blocks for the copy; a no-op if it is already there.
+    pub fn move_log(&self, tp: &TopicPartition, target: usize) -> Result<(), StoreError> {
+        self.inner.move_log(tp, target)
+    }
+    /// True while a move of `tp` is in progress.
+    pub fn is_moving(&self, tp: &TopicPartition) -> bool {
+        self.inner.moving.lock().contains(tp)
     }
     pub fn discovered(&self) -> Vec<DiscoveredLog> {
         self.inner.discovered.clone()

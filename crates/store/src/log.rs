@@ -17,10 +17,13 @@ use sluice_format::{
     FormatError, SegmentFileKind, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
 
+use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
 use crate::fsutil::{sync_dir, write_atomic};
 use crate::producer::{ProducerEntry, ProducerStates, SeqCheck, SeqError};
-use crate::segment::{seg_path, BatchScanner, IndexCursor, ScanError, Segment};
+use crate::segment::{
+    rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
+};
 use crate::{
     AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, ReadError, ReadResult,
     StoreError, TimestampType, TopicPartition,
@@ -46,11 +49,15 @@ pub(crate) struct Shared {
     pub dir_dirty: bool,
 }
 
-/// A segment removed from the log whose files wait for their last reader.
+/// A segment removed from the log whose files wait for their last reader. `seg` is dropped
+/// (closing its files) before they are unlinked.
 #[derive(Debug)]
 pub(crate) struct PendingSegment {
-    pub seg: Arc<Segment>,
+    pub seg: Option<Arc<Segment>>,
+    pub dir: PathBuf,
+    pub base: i64,
     pub renamed: bool,
+    pub attempt: Attempt,
 }
 
 /// State only the appender touches (behind the writer lock).
@@ -72,6 +79,7 @@ pub(crate) struct OpenParams {
     pub log_start: Option<i64>,
     pub clean: bool,
     pub now_ms: i64,
+    pub del: Arc<DeleteCtx>,
 }
 
 fn io_err(msg: String) -> io::Error {
@@ -339,7 +347,12 @@ impl Log {
             if ls > leo && !segments.is_empty() {
                 tracing::warn!(tp = ?p.tp, log_start = ls, leo, "log start beyond log end; starting an empty log at the log start");
                 for s in segments.drain(..) {
-                    if let Err(e) = s.rename_deleted().and_then(|()| s.unlink_deleted()) {
+                    // Close the files before unlinking them.
+                    let base = s.base_offset;
+                    drop(s);
+                    if let Err(e) = rename_deleted_in(&p.dir, base)
+                        .and_then(|()| unlink_deleted_in(&p.dir, base))
+                    {
                         tracing::warn!(error = %e, "could not delete segment");
                     }
                 }
@@ -412,7 +425,7 @@ impl Log {
             clean = p.clean, "log loaded");
         Ok(Log {
             tp: p.tp,
-            dir: p.dir,
+            dir: RwLock::new(p.dir),
             topic_id: p.topic_id,
             config: RwLock::new(p.config),
             shared: RwLock::new(Shared {
@@ -430,6 +443,7 @@ impl Log {
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
+            del: p.del,
         })
     }
 
@@ -767,7 +781,8 @@ impl Log {
             return Ok(());
         }
         self.seal(w, active)?;
-        let seg = Segment::create(&self.dir, leo, now_ms)?;
+        let dir = self.dir();
+        let seg = Segment::create(&dir, leo, now_ms)?;
         let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();
         new_list.push(Arc::new(seg));
         w.cursor = IndexCursor::new(leo);
@@ -1037,7 +1052,7 @@ impl Log {
                 }
             }
             if dir_dirty {
-                sync_dir(&self.dir)?;
+                sync_dir(&self.dir())?;
             }
             Ok(())
         })();
@@ -1136,43 +1151,85 @@ impl Log {
         drop(w);
         for seg in removed {
             tracing::info!(tp = ?self.tp, segment = seg.base_offset, reason = why, "deleting segment");
+            let mut attempt = Attempt::default();
             let renamed = match seg.rename_deleted() {
                 Ok(()) => true,
                 Err(e) => {
-                    tracing::warn!(tp = ?self.tp, segment = seg.base_offset, error = %e, "could not rename segment for deletion; will retry");
+                    attempt.failed(
+                        self.del.retry,
+                        &self.del.counters,
+                        crate::fsutil::now_ms(),
+                        &seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log),
+                        &e,
+                    );
                     false
                 }
             };
-            self.pending.lock().push(PendingSegment { seg, renamed });
+            self.del.counters.added();
+            self.pending.lock().push(PendingSegment {
+                dir: seg.dir.clone(),
+                base: seg.base_offset,
+                seg: Some(seg),
+                renamed,
+                attempt,
+            });
         }
-        self.reap_pending();
+        self.reap_pending(crate::fsutil::now_ms());
     }
 
-    /// Unlink deleted segments nobody holds any more. Returns true if none remain.
-    pub(crate) fn reap_pending(&self) -> bool {
+    /// Unlink deleted segments nobody holds any more (each when its retry is due). Returns
+    /// true if none remain, and the time the next retry is due.
+    pub(crate) fn reap_pending(&self, now_ms: i64) -> (bool, Option<i64>) {
         let mut pending = self.pending.lock();
+        let del = &self.del;
+        let mut next = None;
         pending.retain_mut(|p| {
+            if !p.attempt.due(now_ms) {
+                next = crate::deferred::earliest(next, p.attempt.next_at());
+                return true;
+            }
+            let path = seg_path(&p.dir, p.base, SegmentFileKind::Log);
             if !p.renamed {
-                match p.seg.rename_deleted() {
+                match rename_deleted_in(&p.dir, p.base) {
                     Ok(()) => p.renamed = true,
                     Err(e) => {
-                        tracing::warn!(segment = p.seg.base_offset, error = %e, "rename for deletion failed; will retry");
+                        p.attempt
+                            .failed(del.retry, &del.counters, now_ms, &path, &e);
+                        next = crate::deferred::earliest(next, p.attempt.next_at());
                         return true;
                     }
                 }
             }
-            if Arc::strong_count(&p.seg) > 1 || Arc::strong_count(&p.seg.log) > 1 {
-                return true;
+            if let Some(seg) = &p.seg {
+                // A fetch in flight (or a read snapshot) still holds the segment: wait. Only
+                // this process's own handles count; they are closed before the unlink.
+                if Arc::strong_count(seg) > 1 || Arc::strong_count(&seg.log) > 1 {
+                    return true;
+                }
             }
-            match p.seg.unlink_deleted() {
-                Ok(()) => false,
+            // Close our handles first: never unlink a file this process holds open.
+            p.seg = None;
+            match unlink_deleted_in(&p.dir, p.base) {
+                Ok(()) => {
+                    p.attempt.finished(&path);
+                    del.counters.done(&p.attempt);
+                    false
+                }
                 Err(e) => {
-                    tracing::warn!(segment = p.seg.base_offset, error = %e, "unlinking deleted segment failed; will retry");
+                    p.attempt
+                        .failed(del.retry, &del.counters, now_ms, &path, &e);
+                    next = crate::deferred::earliest(next, p.attempt.next_at());
                     true
                 }
             }
         });
-        pending.is_empty()
+        (pending.is_empty(), next)
+    }
+
+    /// Take the deleted segments that still wait for their last reader (a move hands them to
+    /// the removal of the old directory).
+    pub(crate) fn take_pending(&self) -> Vec<PendingSegment> {
+        std::mem::take(&mut *self.pending.lock())
     }
 
     pub(crate) fn maintain_impl(&self, now_ms: i64) -> io::Result<()> {
@@ -1237,7 +1294,7 @@ impl Log {
             }
         }
         self.delete_below_log_start();
-        self.reap_pending();
+        self.reap_pending(now_ms);
         Ok(())
     }
 
@@ -1250,23 +1307,39 @@ impl Log {
             .sum()
     }
 
-    /// True when no reader holds any file of this log (for deleting its directory).
-    pub(crate) fn unreferenced(&self) -> bool {
-        if !self.reap_pending() {
+    /// For a deleted log: when no reader holds any file of it any more, drop every segment
+    /// (closing the files) and return true; the directory can then be removed. Readers that
+    /// come later find an empty log.
+    pub(crate) fn release_files(&self, now_ms: i64) -> bool {
+        let (done, _) = self.reap_pending(now_ms);
+        if !done {
             return false;
         }
-        let s = self.shared.read();
+        let mut s = self.shared.write();
         // The list itself may be held by an in-flight read.
         if Arc::strong_count(&s.segments) > 1 {
             return false;
         }
-        s.segments
+        let free = s
+            .segments
             .iter()
-            .all(|seg| Arc::strong_count(seg) == 1 && Arc::strong_count(&seg.log) == 1)
+            .all(|seg| Arc::strong_count(seg) == 1 && Arc::strong_count(&seg.log) == 1);
+        if free {
+            s.segments = Arc::new(Vec::new());
+        }
+        free
     }
 
     pub(crate) fn mark_deleted(&self) {
         self.deleted.store(true, Ordering::Release);
+    }
+
+    /// Mark deleted while holding the writer lock (so no move switches directories at the
+    /// same time); returns the directory the log is in.
+    pub(crate) fn mark_deleted_locked(&self) -> PathBuf {
+        let _w = self.writer.lock();
+        self.deleted.store(true, Ordering::Release);
+        self.dir()
     }
 
     pub(crate) fn end_offset_for_epoch_impl(&self, epoch: i32) -> Option<(i32, i64)> {

@@ -12,8 +12,13 @@ use sluice_format::text::{
     parse_properties, uuid_to_kafka_string,
 };
 
+use crate::deferred::{
+    earliest, is_silly_renamed, reclaim_leftover, remove_tree, Attempt, DeleteCtx, DeleteRetry,
+    PendingPath,
+};
 use crate::fsutil::{now_ms, sync_dir, write_atomic};
 use crate::log::{OpenParams, PARTITION_METADATA};
+use crate::segment::Segment;
 use crate::{DiscoveredLog, Log, LogConfig, MetaProperties, StoreError, TopicPartition};
 
 pub(crate) const META_PROPERTIES: &str = "meta.properties";
@@ -37,7 +42,23 @@ pub(crate) struct PendingDir {
     pub path: PathBuf,
     /// Where it is to be renamed to (`*-delete`), if the rename has not happened yet.
     pub rename_to: Option<PathBuf>,
+    /// A deleted log: its files are released (closed) before the directory is removed.
     pub log: Option<Arc<Log>>,
+    /// Segments of the directory (a log that moved away) that readers may still hold.
+    pub waiting: Vec<Arc<Segment>>,
+    pub attempt: Attempt,
+}
+
+impl PendingDir {
+    fn new(path: PathBuf) -> PendingDir {
+        PendingDir {
+            path,
+            rename_to: None,
+            log: None,
+            waiting: Vec::new(),
+            attempt: Attempt::default(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -99,10 +120,26 @@ pub(crate) fn is_delete_dir(name: &str) -> bool {
         && !tp.contains(char::is_whitespace)
 }
 
+/// `<topic>-<partition>.<uuid-hex>-future` directories: the copy of a move that did not
+/// finish (the original is still in place, so the copy is garbage).
+pub(crate) fn is_future_dir(name: &str) -> bool {
+    name.strip_suffix("-future")
+        .is_some_and(|stem| is_delete_dir(&format!("{stem}-delete")))
+}
+
 /// Name for a directory scheduled for deletion (topic cut so the name fits in 255 bytes).
 pub(crate) fn delete_dir_name(tp: &TopicPartition) -> String {
+    suffixed_dir_name(tp, "delete")
+}
+
+/// Name for the copy of a partition being moved into another log dir.
+pub(crate) fn future_dir_name(tp: &TopicPartition) -> String {
+    suffixed_dir_name(tp, "future")
+}
+
+fn suffixed_dir_name(tp: &TopicPartition, what: &str) -> String {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let suffix = format!("-{}.{id}-delete", tp.partition);
+    let suffix = format!("-{}.{id}-{what}", tp.partition);
     let mut keep = tp.topic.len().min(255usize.saturating_sub(suffix.len()));
     while !tp.topic.is_char_boundary(keep) {
         keep -= 1;
@@ -188,11 +225,20 @@ pub(crate) struct Inner {
     pub reg: Mutex<Registry>,
     pub opened: Condvar,
     pub pending_dirs: Mutex<Vec<PendingDir>>,
+    /// Silly-renamed files (`.nfs*`, `.fuse_hidden*`) found in log dirs, to reclaim.
+    pub leftovers: Mutex<Vec<PendingPath>>,
+    /// Partitions being moved to another log dir right now.
+    pub moving: Mutex<HashSet<TopicPartition>>,
     pub checkpoint_lock: Mutex<()>,
+    pub del: Arc<DeleteCtx>,
 }
 
 impl Inner {
-    pub(crate) fn open(dirs: Vec<PathBuf>, meta: MetaProperties) -> Result<Inner, StoreError> {
+    pub(crate) fn open(
+        dirs: Vec<PathBuf>,
+        meta: MetaProperties,
+        retry: DeleteRetry,
+    ) -> Result<Inner, StoreError> {
         if dirs.is_empty() {
             return Err(StoreError::Invalid {
                 path: PathBuf::new(),
@@ -226,12 +272,8 @@ impl Inner {
                 }
                 let name = entry.file_name();
                 let Some(name) = name.to_str() else { continue };
-                if is_delete_dir(name) {
-                    pending_dirs.push(PendingDir {
-                        path: entry.path(),
-                        rename_to: None,
-                        log: None,
-                    });
+                if is_delete_dir(name) || is_future_dir(name) {
+                    pending_dirs.push(PendingDir::new(entry.path()));
                     continue;
                 }
                 let Some(tp) = parse_partition_dir(name) else {
@@ -262,6 +304,13 @@ impl Inner {
             }));
         }
         discovered.sort_by(|a, b| a.tp.cmp(&b.tp));
+        let del = Arc::new(DeleteCtx {
+            retry,
+            ..DeleteCtx::default()
+        });
+        for _ in &pending_dirs {
+            del.counters.added();
+        }
         let inner = Inner {
             dirs,
             states,
@@ -272,9 +321,19 @@ impl Inner {
             }),
             opened: Condvar::new(),
             pending_dirs: Mutex::new(pending_dirs),
+            leftovers: Mutex::new(Vec::new()),
+            moving: Mutex::new(HashSet::new()),
             checkpoint_lock: Mutex::new(()),
+            del,
         };
-        inner.reap_dirs();
+        // Leftovers of silly renames, in the log dir roots and in every partition directory.
+        for dir in &inner.dirs {
+            inner.sweep_leftovers(dir);
+        }
+        for d in &inner.discovered {
+            inner.sweep_leftovers(&d.dir);
+        }
+        inner.reap_all(now_ms());
         Ok(inner)
     }
 
@@ -362,6 +421,7 @@ impl Inner {
                 log_start: ls,
                 clean,
                 now_ms: now_ms(),
+                del: self.del.clone(),
             })?;
             Ok(Arc::new(log))
         })();
@@ -416,12 +476,15 @@ impl Inner {
             st.log_starts.remove(tp);
         }
         let path = match &log {
-            Some(l) => l.dir().to_path_buf(),
+            // Marked under the writer lock: a move of this log either finished (and the
+            // directory is the new one) or will not switch.
+            Some(l) => l.mark_deleted_locked(),
             None => self.dirs[idx].join(format!("{}-{}", tp.topic, tp.partition)),
         };
-        if let Some(l) = &log {
-            l.mark_deleted();
-        }
+        let idx = path
+            .parent()
+            .and_then(|p| self.dirs.iter().position(|d| d == p))
+            .unwrap_or(idx);
         if !path.exists() {
             return Ok(());
         }
@@ -432,63 +495,288 @@ impl Inner {
                     tracing::warn!(dir = %self.dirs[idx].display(), error = %e, "fsync of log dir failed");
                 }
                 PendingDir {
-                    path: target,
-                    rename_to: None,
                     log,
+                    ..PendingDir::new(target)
                 }
             }
             Err(e) => {
-                tracing::warn!(dir = %path.display(), error = %e, "could not rename partition dir for deletion; will retry");
-                PendingDir {
-                    path,
+                let mut p = PendingDir {
                     rename_to: Some(target),
                     log,
-                }
+                    ..PendingDir::new(path)
+                };
+                p.attempt
+                    .failed(self.del.retry, &self.del.counters, now_ms(), &p.path, &e);
+                p
             }
         };
+        self.del.counters.added();
         self.pending_dirs.lock().push(pending);
         // Best effort checkpoint so a restart does not see stale entries.
         if let Err(e) = self.checkpoint() {
             tracing::warn!(error = %e, "checkpoint after delete failed");
         }
-        self.reap_dirs();
+        self.reap_dirs(now_ms());
         Ok(())
     }
 
-    /// Remove deleted partition directories nobody holds any more; errors are retried later.
-    pub(crate) fn reap_dirs(&self) {
+    /// Remove deleted partition directories nobody holds any more (each when its retry is
+    /// due). Returns when the next retry is due.
+    pub(crate) fn reap_dirs(&self, now: i64) -> Option<i64> {
         let mut pending = self.pending_dirs.lock();
+        let del = &self.del;
+        let mut next = None;
+        // Open files of the host, read at most once per pass and only if needed.
+        let mut open = None;
         pending.retain_mut(|p| {
+            if !p.attempt.due(now) {
+                next = earliest(next, p.attempt.next_at());
+                return true;
+            }
             if let Some(target) = p.rename_to.clone() {
                 match std::fs::rename(&p.path, &target) {
                     Ok(()) => {
                         p.path = target;
                         p.rename_to = None;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        p.attempt.finished(&p.path);
+                        del.counters.done(&p.attempt);
+                        return false;
+                    }
                     Err(e) => {
-                        tracing::warn!(dir = %p.path.display(), error = %e, "rename for deletion failed; will retry");
+                        p.attempt.failed(del.retry, &del.counters, now, &p.path, &e);
+                        next = earliest(next, p.attempt.next_at());
                         return true;
                     }
                 }
             }
+            // Our own handles first: wait for the last reader, then close everything.
             if let Some(log) = &p.log {
-                if !log.unreferenced() {
+                if !log.release_files(now) {
                     return true;
                 }
             }
-            match std::fs::remove_dir_all(&p.path) {
+            if p.waiting
+                .iter()
+                .any(|s| Arc::strong_count(s) > 1 || Arc::strong_count(&s.log) > 1)
+            {
+                return true;
+            }
+            p.waiting.clear();
+            p.log = None;
+            match remove_tree(&p.path, &del.counters, &mut open) {
                 Ok(()) => {
                     tracing::info!(dir = %p.path.display(), "deleted partition directory");
+                    p.attempt.finished(&p.path);
+                    del.counters.done(&p.attempt);
                     false
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
                 Err(e) => {
-                    tracing::warn!(dir = %p.path.display(), error = %e, "could not remove deleted partition dir; will retry");
+                    p.attempt.failed(del.retry, &del.counters, now, &p.path, &e);
+                    next = earliest(next, p.attempt.next_at());
                     true
                 }
             }
         });
+        next
+    }
+
+    /// Note the silly-renamed files (`.nfs*`, `.fuse_hidden*`) directly in `dir`.
+    pub(crate) fn sweep_leftovers(&self, dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut found = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name.to_str().is_some_and(is_silly_renamed)
+                && e.file_type().is_ok_and(|t| t.is_file())
+            {
+                found.push(e.path());
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
+        let mut list = self.leftovers.lock();
+        for path in found {
+            if !list.iter().any(|l| l.path == path) {
+                tracing::info!(file = %path.display(), "silly-renamed leftover found; it is removed once nothing holds it");
+                self.del.counters.added();
+                list.push(PendingPath {
+                    path,
+                    attempt: Attempt::default(),
+                });
+            }
+        }
+    }
+
+    /// Reclaim leftovers nobody on this host holds. Returns when the next retry is due.
+    pub(crate) fn reap_leftovers(&self, now: i64) -> Option<i64> {
+        let mut list = self.leftovers.lock();
+        if list.is_empty() {
+            return None;
+        }
+        let del = &self.del;
+        let mut next = None;
+        let mut open = None;
+        list.retain_mut(|l| {
+            if !l.attempt.due(now) {
+                next = earliest(next, l.attempt.next_at());
+                return true;
+            }
+            let existed = l.path.exists();
+            match reclaim_leftover(&l.path, &mut open) {
+                Ok(true) => {
+                    if existed {
+                        del.counters.reclaimed();
+                        tracing::info!(file = %l.path.display(), "reclaimed silly-renamed leftover");
+                    }
+                    del.counters.done(&l.attempt);
+                    false
+                }
+                Ok(false) => {
+                    // Held by a process on this host; its last close removes it. Check back.
+                    l.attempt.failed(
+                        del.retry,
+                        &del.counters,
+                        now,
+                        &l.path,
+                        &"held open by a process on this host",
+                    );
+                    next = earliest(next, l.attempt.next_at());
+                    true
+                }
+                Err(e) => {
+                    l.attempt.failed(del.retry, &del.counters, now, &l.path, &e);
+                    next = earliest(next, l.attempt.next_at());
+                    true
+                }
+            }
+        });
+        next
+    }
+
+    /// One pass over every pending removal: deleted segments of open logs, deleted or moved
+    /// partition directories, leftovers. Returns when the next retry is due.
+    pub(crate) fn reap_all(&self, now: i64) -> Option<i64> {
+        let mut next = None;
+        for log in self.logs() {
+            next = earliest(next, log.reap_pending(now).1);
+        }
+        next = earliest(next, self.reap_dirs(now));
+        earliest(next, self.reap_leftovers(now))
+    }
+
+    /// Move the log of `tp` into log dir `target` (an index into `dirs`): copy, switch under
+    /// the writer lock, then remove the old directory by the deferred-deletion rules.
+    pub(crate) fn move_log(&self, tp: &TopicPartition, target: usize) -> Result<(), StoreError> {
+        let Some(target_dir) = self.dirs.get(target).cloned() else {
+            return Err(StoreError::Invalid {
+                path: PathBuf::new(),
+                reason: format!("no log dir with index {target}"),
+            });
+        };
+        let log = self.get(tp).ok_or_else(|| StoreError::Invalid {
+            path: target_dir.clone(),
+            reason: format!("{tp:?} is not open on this broker"),
+        })?;
+        if log.dir().parent() == Some(target_dir.as_path()) {
+            return Ok(());
+        }
+        if !self.moving.lock().insert(tp.clone()) {
+            tracing::info!(?tp, "a move of this partition is already in progress");
+            return Ok(());
+        }
+        let result = self.move_log_inner(tp, &log, target, &target_dir);
+        self.moving.lock().remove(tp);
+        result
+    }
+
+    fn move_log_inner(
+        &self,
+        tp: &TopicPartition,
+        log: &Arc<Log>,
+        target: usize,
+        target_dir: &Path,
+    ) -> Result<(), StoreError> {
+        let future = target_dir.join(future_dir_name(tp));
+        let final_dir = target_dir.join(format!("{}-{}", tp.topic, tp.partition));
+        tracing::info!(?tp, from = %log.dir().display(), to = %final_dir.display(), "moving partition");
+        let retired = match log.copy_and_switch(&future, &final_dir) {
+            Ok(r) => r,
+            Err(source) => {
+                tracing::warn!(?tp, error = %source, "moving partition failed; it stays where it was");
+                self.del.counters.added();
+                self.pending_dirs.lock().push(PendingDir::new(future));
+                self.reap_dirs(now_ms());
+                return Err(StoreError::Io {
+                    path: final_dir,
+                    source,
+                });
+            }
+        };
+        let old_idx = {
+            let mut reg = self.reg.lock();
+            let old = reg.placement.get(tp).copied();
+            if reg.logs.get(tp).is_some_and(|l| Arc::ptr_eq(l, log)) {
+                reg.placement.insert(tp.clone(), target);
+            }
+            old
+        };
+        if let Some(old) = old_idx.filter(|&o| o != target) {
+            let (rp, ls) = {
+                let mut st = self.states[old].lock();
+                (st.recovery_points.remove(tp), st.log_starts.remove(tp))
+            };
+            let mut st = self.states[target].lock();
+            if let Some(rp) = rp {
+                st.recovery_points.insert(tp.clone(), rp);
+            }
+            if let Some(ls) = ls {
+                st.log_starts.insert(tp.clone(), ls);
+            }
+        }
+        // The old copy: renamed out of the way at once (safe while open), removed after its
+        // last reader.
+        let old_root = retired
+            .old_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let target_name = old_root.join(delete_dir_name(tp));
+        let mut pending = match std::fs::rename(&retired.old_dir, &target_name) {
+            Ok(()) => {
+                if let Err(e) = sync_dir(&old_root) {
+                    tracing::warn!(dir = %old_root.display(), error = %e, "fsync of log dir failed");
+                }
+                PendingDir::new(target_name)
+            }
+            Err(e) => {
+                let mut p = PendingDir {
+                    rename_to: Some(target_name),
+                    ..PendingDir::new(retired.old_dir.clone())
+                };
+                p.attempt
+                    .failed(self.del.retry, &self.del.counters, now_ms(), &p.path, &e);
+                p
+            }
+        };
+        pending.waiting = retired.segments;
+        for p in retired.pending {
+            // Now covered by the directory's removal.
+            self.del.counters.done(&p.attempt);
+            pending.waiting.extend(p.seg);
+        }
+        self.del.counters.added();
+        self.pending_dirs.lock().push(pending);
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!(error = %e, "checkpoint after move failed");
+        }
+        tracing::info!(?tp, to = %final_dir.display(), "moved partition");
+        self.reap_dirs(now_ms());
+        Ok(())
     }
 
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
@@ -562,7 +850,11 @@ impl Inner {
                 tracing::warn!(tp = ?log.topic_partition(), error = %e, "log maintenance failed");
             }
         }
-        self.reap_dirs();
+        for dir in &self.dirs {
+            self.sweep_leftovers(dir);
+        }
+        self.reap_dirs(now_ms);
+        self.reap_leftovers(now_ms);
     }
 
     pub(crate) fn shutdown(&self) -> Result<(), StoreError> {
@@ -589,7 +881,7 @@ impl Inner {
             first_err.get_or_insert(e);
             failed_dirs.extend(0..self.dirs.len());
         }
-        self.reap_dirs();
+        self.reap_dirs(now_ms());
         for (idx, dir) in self.dirs.iter().enumerate() {
             if failed_dirs.contains(&idx) {
                 continue;

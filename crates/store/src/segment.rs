@@ -358,6 +358,32 @@ impl Segment {
         self.meta.read().size
     }
 
+    /// The same segment opened from its copy in `dir` (a log moving to another log dir): new
+    /// file handles, the in-memory state carried over.
+    pub(crate) fn reopen_in(&self, dir: &Path) -> io::Result<Segment> {
+        let log = open_rw(&seg_path(dir, self.base_offset, SegmentFileKind::Log))?;
+        let index_file = open_rw(&seg_path(dir, self.base_offset, SegmentFileKind::Index))?;
+        let time_file = open_rw(&seg_path(dir, self.base_offset, SegmentFileKind::TimeIndex))?;
+        let m = self.meta.read();
+        Ok(Segment {
+            base_offset: self.base_offset,
+            dir: dir.to_path_buf(),
+            log: Arc::new(log),
+            index_file: Arc::new(index_file),
+            time_file: Arc::new(time_file),
+            meta: RwLock::new(SegMeta {
+                size: m.size,
+                next_offset: m.next_offset,
+                offset_index: m.offset_index.clone(),
+                time_index: m.time_index.clone(),
+                max_ts: m.max_ts,
+                off_max_ts: m.off_max_ts,
+                rolling_ts: m.rolling_ts,
+                mtime_ms: m.mtime_ms,
+            }),
+        })
+    }
+
     pub(crate) fn next_offset(&self) -> i64 {
         self.meta.read().next_offset
     }
@@ -603,47 +629,50 @@ impl Segment {
 
     /// Rename the files to `*.deleted`. Missing files are fine.
     pub(crate) fn rename_deleted(&self) -> io::Result<()> {
-        let mut first_err = None;
-        for kind in [
-            SegmentFileKind::Log,
-            SegmentFileKind::Index,
-            SegmentFileKind::TimeIndex,
-            SegmentFileKind::TxnIndex,
-        ] {
-            let p = seg_path(&self.dir, self.base_offset, kind);
-            let mut d = p.as_os_str().to_owned();
-            d.push(DELETED_SUFFIX);
-            match std::fs::rename(&p, PathBuf::from(d)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        first_err.map_or(Ok(()), Err)
+        rename_deleted_in(&self.dir, self.base_offset)
     }
+}
 
-    /// Unlink the `*.deleted` files. Missing files are fine.
-    pub(crate) fn unlink_deleted(&self) -> io::Result<()> {
-        let mut first_err = None;
-        for kind in [
-            SegmentFileKind::Log,
-            SegmentFileKind::Index,
-            SegmentFileKind::TimeIndex,
-            SegmentFileKind::TxnIndex,
-        ] {
-            let p = seg_path(&self.dir, self.base_offset, kind);
-            let mut d = p.as_os_str().to_owned();
-            d.push(DELETED_SUFFIX);
-            match std::fs::remove_file(PathBuf::from(d)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
+const SEGMENT_KINDS: [SegmentFileKind; 4] = [
+    SegmentFileKind::Log,
+    SegmentFileKind::Index,
+    SegmentFileKind::TimeIndex,
+    SegmentFileKind::TxnIndex,
+];
+
+fn deleted_path(dir: &Path, base: i64, kind: SegmentFileKind) -> PathBuf {
+    let mut d = seg_path(dir, base, kind).into_os_string();
+    d.push(DELETED_SUFFIX);
+    PathBuf::from(d)
+}
+
+/// Rename a segment's files to `*.deleted` (safe while they are open). Missing files are fine.
+pub(crate) fn rename_deleted_in(dir: &Path, base: i64) -> io::Result<()> {
+    let mut first_err = None;
+    for kind in SEGMENT_KINDS {
+        match std::fs::rename(seg_path(dir, base, kind), deleted_path(dir, base, kind)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
             }
         }
-        first_err.map_or(Ok(()), Err)
     }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Unlink a segment's `*.deleted` files. The caller must have dropped every handle to them
+/// (the [`Segment`]); missing files are fine.
+pub(crate) fn unlink_deleted_in(dir: &Path, base: i64) -> io::Result<()> {
+    let mut first_err = None;
+    for kind in SEGMENT_KINDS {
+        match std::fs::remove_file(deleted_path(dir, base, kind)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }

@@ -1258,3 +1258,135 @@ fn concurrent_appends_reads_flushes() {
     assert_eq!(log.flush().unwrap(), log.log_end_offset());
     assert_eq!(read_all(&log, 0).len(), 2000);
 }
+
+/// Poll (the reaper thread works in the background) for at most 10 s.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn delete_dirs_in(dir: &Path) -> Vec<String> {
+    files_in(dir)
+        .into_iter()
+        .filter(|n| n.ends_with("-delete") || n.ends_with("-future"))
+        .collect()
+}
+
+#[test]
+fn move_between_log_dirs_keeps_serving_and_waits_for_readers() {
+    let d1 = tempfile::tempdir().unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    let dirs = vec![d1.path().to_path_buf(), d2.path().to_path_buf()];
+    let m = LogManager::open_with(
+        dirs.clone(),
+        meta(),
+        crate::DeleteRetry {
+            initial_ms: 10,
+            max_ms: 50,
+        },
+    )
+    .unwrap();
+    let log = open(&m, small_cfg());
+    assert_eq!(log.dir(), d1.path().join("topic-0"));
+    for i in 0..40i64 {
+        log.append(batch(2, NOW + i, "m"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let before = read_all(&log, 0);
+    let held = log.read(0, 100, true).unwrap().slice.unwrap();
+
+    m.move_log(&tp(0), 1).unwrap();
+    assert_eq!(log.dir(), d2.path().join("topic-0"));
+    assert!(!d1.path().join("topic-0").exists());
+    assert_eq!(read_all(&log, 0), before);
+    // The old copy waits for the reader.
+    assert_eq!(delete_dirs_in(d1.path()).len(), 1);
+    assert!(m.deletion_stats().pending >= 1);
+    assert!(held.read_bytes().is_ok());
+    drop(held);
+    eventually("old copy removed", || delete_dirs_in(d1.path()).is_empty());
+    assert_eq!(m.deletion_stats().pending, 0);
+
+    // The moved log takes appends, and survives a restart in its new place.
+    log.append(batch(2, NOW + 100, "m"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let after = read_all(&log, 0);
+    assert_eq!(after.len(), before.len() + 1);
+    m.shutdown().unwrap();
+    drop(log);
+    drop(m);
+    let m = LogManager::open(dirs, meta()).unwrap();
+    let log = open(&m, small_cfg());
+    assert_eq!(log.dir(), d2.path().join("topic-0"));
+    assert_eq!(read_all(&log, 0), after);
+}
+
+#[test]
+fn deleted_log_dir_waits_for_reader_then_goes() {
+    let d = tempfile::tempdir().unwrap();
+    let m = LogManager::open_with(
+        vec![d.path().to_path_buf()],
+        meta(),
+        crate::DeleteRetry {
+            initial_ms: 10,
+            max_ms: 50,
+        },
+    )
+    .unwrap();
+    let log = open(&m, small_cfg());
+    for i in 0..10i64 {
+        log.append(batch(2, NOW + i, "d"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let held = log.read(0, 100, true).unwrap().slice.unwrap();
+    m.delete_log(&tp(0)).unwrap();
+    assert!(m.get(&tp(0)).is_none());
+    assert!(!d.path().join("topic-0").exists());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(
+        delete_dirs_in(d.path()).len(),
+        1,
+        "removed while a reader held it"
+    );
+    assert!(held.read_bytes().is_ok());
+    drop(held);
+    eventually("deleted dir removed", || {
+        delete_dirs_in(d.path()).is_empty()
+    });
+    assert_eq!(m.deletion_stats().pending, 0);
+}
+
+#[test]
+fn leftovers_in_log_dirs_are_ignored_and_reclaimed() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        log.append(batch(2, NOW, "l"), AppendOrigin::Client, NOW)
+            .unwrap();
+        m.shutdown().unwrap();
+    }
+    let pdir = d.path().join("topic-0");
+    std::fs::write(d.path().join(".nfs000000000000abcd00000001"), b"x").unwrap();
+    std::fs::write(pdir.join(".fuse_hidden0000000100000002"), b"x").unwrap();
+    std::fs::create_dir(
+        d.path()
+            .join(format!("topic-0.{}-future", uuid::Uuid::new_v4().simple())),
+    )
+    .unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    assert_eq!(log.log_end_offset(), 2);
+    eventually("leftovers reclaimed", || {
+        !files_in(d.path())
+            .iter()
+            .chain(files_in(&pdir).iter())
+            .any(|n| {
+                n.starts_with(".nfs") || n.starts_with(".fuse_hidden") || n.ends_with("-future")
+            })
+    });
+    assert_eq!(m.deletion_stats().leftovers_reclaimed, 2);
+}

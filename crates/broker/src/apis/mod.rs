@@ -1,5 +1,6 @@
 //! One module per Kafka API.
 
+pub(crate) mod alter_replica_log_dirs;
 pub(crate) mod api_versions;
 pub(crate) mod configs;
 pub(crate) mod create_partitions;

@@ -1,0 +1,163 @@
+//! Moving a partition's log to another log directory of this broker (AlterReplicaLogDirs).
+//!
+//! The files are copied (the directories may be on different file systems) into
+//! `<target>/<topic>-<partition>.<id>-future` while the log keeps serving: first without any
+//! lock, then the remainder under the writer lock, where the copy is fsynced, renamed to
+//! `<target>/<topic>-<partition>` and the log switched to the new files. The old directory is
+//! then removed by the deferred-deletion rules (after its last reader, retried on failure).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_format::text::format_partition_metadata;
+use sluice_format::SegmentFileKind;
+
+use crate::fsutil::{sync_dir, write_atomic};
+use crate::log::{PendingSegment, PARTITION_METADATA};
+use crate::segment::{seg_path, Segment};
+use crate::Log;
+
+const COPY_CHUNK: usize = 1024 * 1024;
+
+/// What a move leaves behind: the old directory and what of it readers may still hold.
+#[derive(Debug)]
+pub(crate) struct Retired {
+    pub old_dir: PathBuf,
+    pub segments: Vec<Arc<Segment>>,
+    pub pending: Vec<PendingSegment>,
+}
+
+/// Copy `src[from..len]` to the same range of `dst` (created if missing).
+fn copy_range(src: &File, dst: &Path, from: u64, len: u64) -> io::Result<()> {
+    let out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dst)?;
+    out.set_len(from)?;
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut pos = from;
+    while pos < len {
+        let n = usize::try_from(len - pos)
+            .unwrap_or(usize::MAX)
+            .min(COPY_CHUNK);
+        src.read_exact_at(&mut buf[..n], pos)?;
+        out.write_all_at(&buf[..n], pos)?;
+        pos += n as u64;
+    }
+    out.sync_all()
+}
+
+/// Copy one segment's files; `log_from` bytes of the `.log` are already there.
+fn copy_segment(seg: &Segment, dir: &Path, log_from: u64, log_len: u64) -> io::Result<()> {
+    let base = seg.base_offset;
+    copy_range(
+        &seg.log,
+        &seg_path(dir, base, SegmentFileKind::Log),
+        log_from,
+        log_len,
+    )?;
+    for (file, kind) in [
+        (&seg.index_file, SegmentFileKind::Index),
+        (&seg.time_file, SegmentFileKind::TimeIndex),
+    ] {
+        let len = file.metadata()?.len();
+        copy_range(file, &seg_path(dir, base, kind), 0, len)?;
+    }
+    Ok(())
+}
+
+impl Log {
+    /// Copy this log to `future` (a fresh directory), then under the writer lock finish the
+    /// copy, rename it to `final_dir` and switch to it. Returns what the old directory still
+    /// holds; the caller schedules its removal. On error nothing is switched (the caller
+    /// removes `future`).
+    pub(crate) fn copy_and_switch(&self, future: &Path, final_dir: &Path) -> io::Result<Retired> {
+        std::fs::create_dir_all(future)?;
+        // Phase 1, no lock: everything visible now.
+        let mut copied: HashMap<i64, u64> = HashMap::new();
+        {
+            let (segs, active_size) = {
+                let s = self.shared.read();
+                (s.segments.clone(), s.active_size)
+            };
+            let n = segs.len();
+            for (i, seg) in segs.iter().enumerate() {
+                let len = if i + 1 == n { active_size } else { seg.size() };
+                copy_segment(seg, future, 0, len)?;
+                copied.insert(seg.base_offset, len);
+            }
+        }
+        // Phase 2, writer lock: appends, rolls and retention wait until the switch is done.
+        let _w = self.writer.lock();
+        if self.deleted.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the log was deleted or closed during the move",
+            ));
+        }
+        let (segs, active_size) = {
+            let s = self.shared.read();
+            (s.segments.clone(), s.active_size)
+        };
+        let n = segs.len();
+        for (i, seg) in segs.iter().enumerate() {
+            let len = if i + 1 == n { active_size } else { seg.size() };
+            let from = copied.remove(&seg.base_offset).unwrap_or(0).min(len);
+            copy_segment(seg, future, from, len)?;
+        }
+        // Segments deleted by retention meanwhile.
+        for base in copied.keys() {
+            for kind in [
+                SegmentFileKind::Log,
+                SegmentFileKind::Index,
+                SegmentFileKind::TimeIndex,
+            ] {
+                match std::fs::remove_file(seg_path(future, *base, kind)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        write_atomic(
+            &future.join(PARTITION_METADATA),
+            format_partition_metadata(self.topic_id.as_bytes()).as_bytes(),
+        )?;
+        sync_dir(future)?;
+        if final_dir.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", final_dir.display()),
+            ));
+        }
+        std::fs::rename(future, final_dir)?;
+        if let Some(parent) = final_dir.parent() {
+            sync_dir(parent)?;
+        }
+        // From here on the new copy is complete and durable; open it and switch.
+        let mut new_segs = Vec::with_capacity(segs.len());
+        for seg in segs.iter() {
+            new_segs.push(Arc::new(seg.reopen_in(final_dir)?));
+        }
+        if let Err(e) = self.epochs.lock().move_to(final_dir) {
+            // Derived data (rebuilt from batch headers when missing); not worth failing for.
+            tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint after move");
+        }
+        let old_dir = {
+            let mut s = self.shared.write();
+            s.segments = Arc::new(new_segs);
+            let mut d = self.dir.write();
+            std::mem::replace(&mut *d, final_dir.to_path_buf())
+        };
+        Ok(Retired {
+            old_dir,
+            segments: segs.iter().cloned().collect(),
+            pending: self.take_pending(),
+        })
+    }
+}

@@ -1,0 +1,314 @@
+//! `sluice volume check PATH`: what a mount will do to a log directory.
+//!
+//! Everything happens in a hidden scratch directory `PATH/.sluice-volume-check-<id>` (ignored
+//! by log loading) that is removed at the end, also on error (it may linger only while a
+//! silly-renamed file of the test itself is still being released).
+//!
+//! Measured: whether a file unlinked while open is silly-renamed (`.nfs*`, `.fuse_hidden*`)
+//! so that its directory cannot be removed until the last close; fsync latency (p50/p99) and
+//! rate of small appends; sequential write and read throughput.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How much to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct VolumeCheckOptions {
+    /// Bytes written (and read back) for the throughput test.
+    pub throughput_bytes: u64,
+    /// Number of 4 KiB append + fsync rounds (the test also stops after `fsync_time_max`).
+    pub fsync_rounds: usize,
+    pub fsync_time_max: Duration,
+}
+
+impl Default for VolumeCheckOptions {
+    fn default() -> Self {
+        VolumeCheckOptions {
+            throughput_bytes: 256 * 1024 * 1024,
+            fsync_rounds: 500,
+            fsync_time_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What happened to a file unlinked while open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnlinkBehaviour {
+    /// POSIX: the name is gone at once and the directory can be removed.
+    Posix,
+    /// The file was renamed to `name` (NFS silly rename, FUSE hide) and the directory could
+    /// not be removed until the last close; `cleared` says whether the leftover disappeared
+    /// within the wait after the close.
+    SillyRename { name: String, cleared: bool },
+    /// The directory could not be removed for another reason.
+    Other(String),
+}
+
+/// The measurements and the verdict.
+#[derive(Clone, Debug)]
+pub struct VolumeReport {
+    pub path: PathBuf,
+    pub unlink: UnlinkBehaviour,
+    pub fsync_rounds: usize,
+    pub fsync_p50_us: u64,
+    pub fsync_p99_us: u64,
+    pub fsync_per_sec: f64,
+    pub write_bytes: u64,
+    pub write_mib_per_sec: f64,
+    pub read_mib_per_sec: f64,
+}
+
+/// Removes the scratch directory when dropped (best effort, retried briefly for leftovers).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            match std::fs::remove_dir_all(&self.0) {
+                Ok(()) => return,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+        eprintln!(
+            "warning: could not remove {}; remove it by hand",
+            self.0.display()
+        );
+    }
+}
+
+fn silly_rename_test(dir: &Path) -> io::Result<UnlinkBehaviour> {
+    let sub = dir.join("unlink-test");
+    std::fs::create_dir(&sub)?;
+    let file = sub.join("segment.log");
+    let mut f = File::create(&file)?;
+    f.write_all(b"held open while unlinked")?;
+    f.sync_all()?;
+    std::fs::remove_file(&file)?;
+    let leftovers: Vec<String> = std::fs::read_dir(&sub)?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    let rmdir_while_open = std::fs::remove_dir(&sub);
+    drop(f);
+    match (rmdir_while_open, leftovers.first()) {
+        (Ok(()), _) => Ok(UnlinkBehaviour::Posix),
+        (Err(_), Some(name)) => {
+            // The NFS client / FUSE removes the leftover on last close; give it a moment.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let cleared = loop {
+                match std::fs::remove_dir(&sub) {
+                    Ok(()) => break true,
+                    Err(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    Err(_) => break false,
+                }
+            };
+            Ok(UnlinkBehaviour::SillyRename {
+                name: name.clone(),
+                cleared,
+            })
+        }
+        (Err(e), None) => Ok(UnlinkBehaviour::Other(e.to_string())),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    u64::try_from(sorted[idx.min(sorted.len() - 1)].as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Run every test in a scratch directory under `path`.
+pub fn check_volume(path: &Path, opts: VolumeCheckOptions) -> io::Result<VolumeReport> {
+    if !path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{} is not a directory", path.display()),
+        ));
+    }
+    let scratch = Scratch(path.join(format!(
+        ".sluice-volume-check-{}",
+        uuid::Uuid::new_v4().simple()
+    )));
+    std::fs::create_dir(&scratch.0)?;
+
+    let unlink = silly_rename_test(&scratch.0)?;
+
+    // fsync latency: 4 KiB appends, each followed by fdatasync (what flush.messages=1 does).
+    let mut lat = Vec::with_capacity(opts.fsync_rounds);
+    {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(scratch.0.join("fsync.test"))?;
+        let block = vec![0x5au8; 4096];
+        let started = Instant::now();
+        while lat.len() < opts.fsync_rounds.max(1) && started.elapsed() < opts.fsync_time_max {
+            f.write_all(&block)?;
+            let t = Instant::now();
+            f.sync_data()?;
+            lat.push(t.elapsed());
+        }
+    }
+    let total: Duration = lat.iter().sum();
+    let fsync_per_sec = if total.is_zero() {
+        0.0
+    } else {
+        lat.len() as f64 / total.as_secs_f64()
+    };
+    lat.sort_unstable();
+
+    // Sequential write (1 MiB writes, fsync at the end) and read back.
+    let data_path = scratch.0.join("throughput.test");
+    let chunk = vec![0xa5u8; 1024 * 1024];
+    let t = Instant::now();
+    {
+        let mut f = File::create(&data_path)?;
+        let mut left = opts.throughput_bytes;
+        while left > 0 {
+            let n = usize::try_from(left).unwrap_or(usize::MAX).min(chunk.len());
+            f.write_all(&chunk[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()?;
+    }
+    let write_secs = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    {
+        let mut f = File::open(&data_path)?;
+        let mut buf = vec![0u8; 1024 * 1024];
+        while f.read(&mut buf)? > 0 {}
+    }
+    let read_secs = t.elapsed().as_secs_f64();
+    let mib = opts.throughput_bytes as f64 / (1024.0 * 1024.0);
+    let rate = |secs: f64| if secs > 0.0 { mib / secs } else { 0.0 };
+    let report = VolumeReport {
+        path: path.to_path_buf(),
+        unlink,
+        fsync_rounds: lat.len(),
+        fsync_p50_us: percentile(&lat, 0.50),
+        fsync_p99_us: percentile(&lat, 0.99),
+        fsync_per_sec,
+        write_bytes: opts.throughput_bytes,
+        write_mib_per_sec: rate(write_secs),
+        read_mib_per_sec: rate(read_secs),
+    };
+    drop(scratch);
+    Ok(report)
+}
+
+/// fsync p99 above this makes acks=all with a flush per message noticeably slow.
+const SLOW_FSYNC_P99_US: u64 = 20_000;
+
+impl VolumeReport {
+    /// True when the mount silly-renames open files (NFS without preserve-unlink, FUSE).
+    pub fn silly_renames(&self) -> bool {
+        matches!(self.unlink, UnlinkBehaviour::SillyRename { .. })
+    }
+}
+
+impl fmt::Display for VolumeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "volume check of {}", self.path.display())?;
+        match &self.unlink {
+            UnlinkBehaviour::Posix => writeln!(
+                f,
+                "  unlink while open:  POSIX (name gone at once, directory removable)"
+            )?,
+            UnlinkBehaviour::SillyRename { name, cleared } => writeln!(
+                f,
+                "  unlink while open:  SILLY RENAME to {name}; directory not removable until last close{}",
+                if *cleared { "" } else { " (leftover still present 5 s after close)" }
+            )?,
+            UnlinkBehaviour::Other(e) => {
+                writeln!(f, "  unlink while open:  directory not removable: {e}")?
+            }
+        }
+        writeln!(
+            f,
+            "  fsync (4 KiB):      p50 {:.2} ms, p99 {:.2} ms, {:.0} fsyncs/s ({} rounds)",
+            self.fsync_p50_us as f64 / 1000.0,
+            self.fsync_p99_us as f64 / 1000.0,
+            self.fsync_per_sec,
+            self.fsync_rounds
+        )?;
+        writeln!(
+            f,
+            "  sequential write:   {:.1} MiB/s ({} MiB, fsync included)",
+            self.write_mib_per_sec,
+            self.write_bytes / (1024 * 1024)
+        )?;
+        writeln!(
+            f,
+            "  sequential read:    {:.1} MiB/s (may be served from the client's page cache)",
+            self.read_mib_per_sec
+        )?;
+        writeln!(f, "verdict:")?;
+        match &self.unlink {
+            UnlinkBehaviour::Posix => writeln!(
+                f,
+                "  - unlink semantics are POSIX: deletions and partition moves complete at once."
+            )?,
+            UnlinkBehaviour::SillyRename { cleared, .. } => {
+                writeln!(f, "  - this mount silly-renames files unlinked while open (NFS without server-side")?;
+                writeln!(f, "    preserve-unlink, or FUSE). Apache Kafka takes a log directory offline when such")?;
+                writeln!(f, "    a directory cannot be removed; Sluice defers and retries the removal (safe).")?;
+                if !cleared {
+                    writeln!(f, "  - the leftover outlived the last close: expect .nfs*/.fuse_hidden* files that")?;
+                    writeln!(f, "    Sluice reclaims in the background.")?;
+                }
+            }
+            UnlinkBehaviour::Other(_) => writeln!(
+                f,
+                "  - directories cannot be removed reliably here; Sluice retries removals, but check the mount."
+            )?,
+        }
+        if self.fsync_p99_us > SLOW_FSYNC_P99_US {
+            writeln!(
+                f,
+                "  - fsync p99 is high: acks=all with flush.messages=1 will be latency bound;"
+            )?;
+            writeln!(
+                f,
+                "    leave flushing to group commit (flush.ms) or use a faster volume."
+            )?;
+        } else {
+            writeln!(
+                f,
+                "  - fsync latency is fine for flush-per-message (group-committed) durability."
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_cleans_up_and_reports_posix_on_a_local_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = check_volume(
+            tmp.path(),
+            VolumeCheckOptions {
+                throughput_bytes: 2 * 1024 * 1024,
+                fsync_rounds: 5,
+                fsync_time_max: Duration::from_secs(2),
+            },
+        )
+        .unwrap();
+        assert_eq!(r.unlink, UnlinkBehaviour::Posix);
+        assert!(r.fsync_rounds >= 1);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+        assert!(r.to_string().contains("verdict"));
+    }
+}
