@@ -1210,7 +1210,8 @@ fn concurrent_appends_reads_flushes() {
         let stop = stop.clone();
         handles.push(std::thread::spawn(move || {
             let mut reads = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // At least 50 reads each, whatever the scheduler did during the appends.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads < 50 {
                 let leo = log.log_end_offset();
                 if leo == 0 {
                     continue;
