@@ -209,7 +209,11 @@ impl ConsumerGroup {
                 .cloned()
                 .unwrap_or_else(|| "uniform".into()),
         };
-        if req.subscribed_topic_regex.is_some() {
+        if req
+            .subscribed_topic_regex
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+        {
             return Err(GroupError::InvalidRequest(
                 "subscribed_topic_regex is not supported by Sluice yet".into(),
             ));
