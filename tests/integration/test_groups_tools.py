@@ -112,3 +112,17 @@ def test_consumer_perf_test_with_group(broker, topic, kafka_tool):
     # The data line: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, ...
     data = [l for l in r.out.splitlines() if re.match(r"^\d{4}-", l)]
     assert data and int(data[-1].split(",")[4].strip()) >= 2000, r.out
+
+
+def test_java_consumer_with_kip848_protocol(broker, topic, kafka_tool):
+    produce(broker.bootstrap, topic)
+    group = f"g848-{topic}"
+    r = kafka_tool(
+        harness.CONSOLE_CONSUMER, "--bootstrap-server", broker.bootstrap, "--topic", topic,
+        "--group", group, "--from-beginning", "--max-messages", str(RECORDS),
+        "--consumer-property", "group.protocol=consumer", timeout=120,
+    ).check("console consumer, group.protocol=consumer")
+    assert len([l for l in r.out.splitlines() if l.startswith("v")]) == RECORDS
+    rows = describe_rows(groups_tool(kafka_tool, broker.bootstrap, "--describe", "--group", group).check("--describe").out)
+    assert set(rows) == {(topic, p) for p in range(PARTITIONS)}, rows
+    assert all(lag == "0" for _, _, lag in rows.values()), rows
