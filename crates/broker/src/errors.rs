@@ -30,3 +30,28 @@ pub(crate) fn meta_error_code(e: &sluice_meta::MetaError) -> i16 {
         MetaError::Io { .. } | MetaError::Parse { .. } => ResponseError::KafkaStorageError.code(),
     }
 }
+
+pub(crate) fn group_error_code(e: &sluice_group::GroupError) -> i16 {
+    use sluice_group::GroupError as G;
+    match e {
+        G::InvalidGroupId => ResponseError::InvalidGroupId.code(),
+        G::NotCoordinator => ResponseError::NotCoordinator.code(),
+        G::UnknownMemberId => ResponseError::UnknownMemberId.code(),
+        G::IllegalGeneration => ResponseError::IllegalGeneration.code(),
+        G::RebalanceInProgress => ResponseError::RebalanceInProgress.code(),
+        G::MemberIdRequired => ResponseError::MemberIdRequired.code(),
+        G::FencedInstanceId => ResponseError::FencedInstanceId.code(),
+        G::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol.code(),
+        G::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout.code(),
+        G::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached.code(),
+        G::GroupIdNotFound | G::GroupTypeMismatch(_) => ResponseError::GroupIdNotFound.code(),
+        G::NonEmptyGroup => ResponseError::NonEmptyGroup.code(),
+        G::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic.code(),
+        G::FencedMemberEpoch => ResponseError::FencedMemberEpoch.code(),
+        G::StaleMemberEpoch => ResponseError::StaleMemberEpoch.code(),
+        G::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId.code(),
+        G::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor.code(),
+        G::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        G::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge.code(),
+    }
+}

@@ -6,6 +6,7 @@
 //! - `registry`: topics as this broker serves them (metadata + effective config + open logs).
 //! - `flusher`: group commit; one fsync round for every producer waiting on acks=all.
 //! - `sessions`: incremental fetch sessions (KIP-227).
+//! - `groups`: the group coordinator driver (`__consumer_offsets`, timers, parked replies).
 //! - `errors`: the only place store/meta errors become Kafka error codes.
 //! - `apis/*`: one file per Kafka API.
 //!
@@ -20,6 +21,7 @@ mod admin;
 mod apis;
 mod errors;
 mod flusher;
+mod groups;
 mod recompress;
 mod registry;
 mod sessions;
@@ -36,6 +38,7 @@ use sluice_meta::EmbeddedStore;
 use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties};
 use sluice_wire::Request;
 
+pub use groups::OFFSETS_TOPIC;
 pub use registry::log_config;
 
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
@@ -67,6 +70,7 @@ pub struct Broker {
     /// Wakes long-polling fetches when anything is appended.
     appended: tokio::sync::Notify,
     sessions: sessions::FetchSessions,
+    groups: groups::Groups,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -123,7 +127,8 @@ impl Broker {
             topics = registry.len(),
             "broker opened its log directories"
         );
-        Ok(Arc::new(Broker {
+        let groups = groups::Groups::new(&config);
+        let broker = Arc::new(Broker {
             node_id,
             cluster_id,
             meta,
@@ -132,8 +137,15 @@ impl Broker {
             flusher: flusher::Flusher::start(),
             appended: tokio::sync::Notify::new(),
             sessions: sessions::FetchSessions::default(),
+            groups,
             config,
-        }))
+        });
+        // Groups of an existing __consumer_offsets are loaded now (this broker owns it).
+        if broker.registry.get(OFFSETS_TOPIC).is_some() {
+            broker.ensure_offsets_topic();
+        }
+        Broker::start_group_timers(&broker);
+        Ok(broker)
     }
 
     pub fn config(&self) -> &BrokerConfig {
@@ -172,6 +184,27 @@ impl Broker {
             }
             RequestKind::InitProducerId(r) => {
                 ready(apis::init_producer_id::handle(self, r, version))
+            }
+            RequestKind::FindCoordinator(r) => {
+                ready(apis::find_coordinator::handle(self, r, version))
+            }
+            RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, &header),
+            RequestKind::SyncGroup(r) => apis::sync_group::handle(self, r, version),
+            RequestKind::Heartbeat(r) => ready(apis::heartbeat::handle(self, r, version)),
+            RequestKind::LeaveGroup(r) => ready(apis::leave_group::handle(self, r, version)),
+            RequestKind::OffsetCommit(r) => apis::offset_commit::handle(self, r, version),
+            RequestKind::OffsetFetch(r) => ready(apis::offset_fetch::handle(self, r, version)),
+            RequestKind::DescribeGroups(r) => {
+                ready(apis::describe_groups::handle(self, r, version))
+            }
+            RequestKind::ListGroups(r) => ready(apis::list_groups::handle(self, r, version)),
+            RequestKind::DeleteGroups(r) => apis::delete_groups::handle(self, r, version),
+            RequestKind::OffsetDelete(r) => apis::offset_delete::handle(self, r, version),
+            RequestKind::ConsumerGroupHeartbeat(r) => ready(
+                apis::consumer_group_heartbeat::handle(self, r, version, &header),
+            ),
+            RequestKind::ConsumerGroupDescribe(r) => {
+                ready(apis::consumer_group_describe::handle(self, r, version))
             }
             _ => {
                 // The wire layer only decodes APIs listed in SUPPORTED_APIS, all handled above;

@@ -186,6 +186,33 @@ pub struct TopicConfig {
     pub follower_replication_throttled_replicas: String,
 }
 
+/// Consumer-group settings under Kafka's property names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// `group.initial.rebalance.delay.ms` (default 3000).
+    pub initial_rebalance_delay_ms: i32,
+    /// `group.min.session.timeout.ms` (default 6000).
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms` (default 1800000).
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size` (default 2147483647).
+    pub max_size: i32,
+    /// `group.consumer.heartbeat.interval.ms` (default 5000).
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms` (default 45000).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.max.size` (default 2147483647).
+    pub consumer_max_size: i32,
+    /// `group.consumer.assignors` (default `uniform,range`).
+    pub consumer_assignors: Vec<String>,
+    /// `offsets.topic.num.partitions` (default 50).
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.retention.minutes` (default 10080 = 7 days).
+    pub offsets_retention_minutes: i32,
+    /// `offset.metadata.max.bytes` (default 4096).
+    pub offset_metadata_max_bytes: i32,
+}
+
 /// The whole broker configuration.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
@@ -220,6 +247,8 @@ pub struct BrokerConfig {
     pub delete_retry_max_ms: u64,
     /// `cluster.id` (Sluice extension; Kafka stores it in meta.properties). None = generate.
     pub cluster_id: Option<String>,
+    /// Consumer-group limits and timings (`group.*`, `offsets.*`).
+    pub groups: GroupSettings,
     /// Topic-level defaults from the broker's `log.*` / `message.*` / `compression.type` etc.
     pub topic_defaults: TopicConfig,
     /// Every property as given, for DescribeConfigs on the broker resource.

@@ -38,6 +38,7 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
         .with_name(Some(topic_name(&t.meta.name)))
         .with_topic_id(t.meta.id)
         .with_partitions(partitions)
+        .with_is_internal(t.meta.name == crate::OFFSETS_TOPIC)
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
 }
 
@@ -75,6 +76,22 @@ pub(crate) fn handle(
                     let name = name.0.as_str().to_string();
                     if let Some(t) = broker.registry.get(&name) {
                         return topic_response(broker, &t);
+                    }
+                    // The internal topic is created with its own settings, never as an
+                    // ordinary auto-created topic.
+                    if name == crate::OFFSETS_TOPIC {
+                        return match broker
+                            .ensure_offsets_topic()
+                            .then(|| broker.registry.get(&name))
+                            .flatten()
+                        {
+                            Some(t) => topic_response(broker, &t),
+                            None => error_topic(
+                                Some(&name),
+                                Uuid::nil(),
+                                ResponseError::CoordinatorNotAvailable.code(),
+                            ),
+                        };
                     }
                     let auto = broker.config.auto_create_topics_enable
                         && (version < 4 || req.allow_auto_topic_creation);

@@ -1,0 +1,48 @@
+//! DeleteGroups (v0-v2): empty groups only; their offsets and metadata become tombstones.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+
+use crate::errors::group_error_code;
+use crate::{Broker, Reply};
+
+pub(crate) fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i16) -> Reply {
+    let ok = broker.ensure_offsets_topic();
+    let mut written = Vec::new();
+    let results: Vec<DeletableGroupResult> = req
+        .groups_names
+        .iter()
+        .map(|id| {
+            let base = DeletableGroupResult::default().with_group_id(id.clone());
+            if !ok {
+                return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+            }
+            let (r, logs) = broker.groups.run(|c| match c.delete_group(id.0.as_str()) {
+                Ok(eff) => (Ok(()), eff),
+                Err(e) => (Err(e), Default::default()),
+            });
+            written.extend(logs);
+            base.with_error_code(r.err().as_ref().map_or(0, group_error_code))
+        })
+        .collect();
+    let flushed = broker.flush_logs(written);
+    Box::pin(async move {
+        let failed = flushed.await.is_err();
+        let results = results
+            .into_iter()
+            .map(|r| {
+                if failed && r.error_code == 0 {
+                    r.with_error_code(ResponseError::KafkaStorageError.code())
+                } else {
+                    r
+                }
+            })
+            .collect();
+        Some(ResponseKind::DeleteGroups(
+            DeleteGroupsResponse::default().with_results(results),
+        ))
+    })
+}

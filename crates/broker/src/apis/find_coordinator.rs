@@ -1,0 +1,64 @@
+//! FindCoordinator (v0-v6, batched keys from v4): a group's coordinator is the broker that
+//! owns its `__consumer_offsets` partition (today: this broker, once the topic exists).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+use crate::Broker;
+
+const KEY_TYPE_GROUP: i8 = 0;
+
+fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
+    let listener = broker.advertised();
+    let base = Coordinator::default()
+        .with_key(key.clone())
+        .with_node_id(BrokerId(-1))
+        .with_host(str_bytes(""))
+        .with_port(-1);
+    if key_type != KEY_TYPE_GROUP {
+        // Transactions are not implemented yet.
+        return base
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+            .with_error_message(Some(str_bytes("Sluice has no transaction coordinator yet")));
+    }
+    if key.is_empty() {
+        return base.with_error_code(ResponseError::InvalidRequest.code());
+    }
+    if !broker.ensure_offsets_topic() {
+        return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+    }
+    base.with_node_id(BrokerId(broker.node_id))
+        .with_host(str_bytes(listener.host.clone()))
+        .with_port(i32::from(listener.port))
+}
+
+pub(crate) fn handle(
+    broker: &Arc<Broker>,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> Option<ResponseKind> {
+    let mut resp = FindCoordinatorResponse::default();
+    if version >= 4 {
+        resp.coordinators = req
+            .coordinator_keys
+            .iter()
+            .map(|k| find(broker, k, req.key_type))
+            .collect();
+    } else {
+        let c = find(broker, &req.key, req.key_type);
+        resp = resp
+            .with_error_code(c.error_code)
+            .with_error_message(c.error_message)
+            .with_node_id(c.node_id)
+            .with_host(c.host)
+            .with_port(c.port);
+    }
+    Some(ResponseKind::FindCoordinator(resp))
+}

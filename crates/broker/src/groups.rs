@@ -1,0 +1,362 @@
+//! The group coordinator driver: runs the pure state machines of `sluice-group` against the
+//! `__consumer_offsets` logs, a timer task, and parked JoinGroup/SyncGroup replies.
+//!
+//! Every mutation runs under one mutex: call the coordinator, append the records it returns
+//! to their `__consumer_offsets` partition (and, when due, a snapshot followed by raising the
+//! log start offset), hand replies to parked requests. Appending under the mutex keeps the
+//! log in the order the state changed. Callers that promise durability (OffsetCommit) then
+//! wait for the group-commit fsync of the partitions written.
+//!
+//! Partitions are loaded when this broker acquires `__consumer_offsets` (start-up, or its
+//! creation on first use) and could be unloaded on release: nothing here assumes the
+//! process owns a partition forever.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_group::{Coordinator, Effects, GroupConfig, Record, Reply, Token, TopicInfo};
+use sluice_store::{AppendOrigin, Log};
+use tokio::sync::oneshot;
+
+use crate::{now_ms, Broker};
+
+/// The internal topic holding committed offsets and group metadata.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// How often deadlines (session and rebalance timeouts) are checked.
+const TICK_INTERVAL: Duration = Duration::from_millis(100);
+/// How often expired offsets are looked for (Kafka's offsets.retention.check.interval.ms).
+const EXPIRY_INTERVAL_MS: i64 = 600_000;
+/// Records per batch when writing a snapshot (keeps batches well under max.message.bytes).
+const SNAPSHOT_BATCH_RECORDS: usize = 500;
+/// Bytes read per step when loading a partition.
+const LOAD_READ_BYTES: u32 = 1 << 20;
+
+#[derive(Debug)]
+pub(crate) struct Groups {
+    coordinator: Mutex<Coordinator>,
+    logs: Mutex<HashMap<i32, Arc<Log>>>,
+    waiters: Mutex<HashMap<Token, oneshot::Sender<Reply>>>,
+    next_token: AtomicU64,
+    /// Serialises creation of `__consumer_offsets`.
+    create_lock: Mutex<()>,
+}
+
+pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
+    let g = &c.groups;
+    GroupConfig {
+        initial_rebalance_delay_ms: i64::from(g.initial_rebalance_delay_ms),
+        min_session_timeout_ms: g.min_session_timeout_ms,
+        max_session_timeout_ms: g.max_session_timeout_ms,
+        max_size: usize::try_from(g.max_size).unwrap_or(usize::MAX),
+        consumer_heartbeat_interval_ms: g.consumer_heartbeat_interval_ms,
+        consumer_session_timeout_ms: g.consumer_session_timeout_ms,
+        consumer_assignors: g.consumer_assignors.clone(),
+        consumer_max_size: usize::try_from(g.consumer_max_size).unwrap_or(usize::MAX),
+        offsets_retention_ms: i64::from(g.offsets_retention_minutes) * 60_000,
+        offset_metadata_max_bytes: usize::try_from(g.offset_metadata_max_bytes).unwrap_or(0),
+        ..GroupConfig::default()
+    }
+}
+
+/// Every (key, value) of a log from its start offset.
+fn read_all(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let slice = match log.read(offset, LOAD_READ_BYTES, true) {
+            Ok(r) => r.slice,
+            Err(e) => {
+                tracing::error!(tp = ?log.topic_partition(), offset, "reading __consumer_offsets failed: {e}");
+                break;
+            }
+        };
+        let Some(bytes) = slice.and_then(|s| s.read_bytes().ok()) else {
+            break;
+        };
+        let Ok(batches) = sluice_format::parse_batches(&bytes, None) else {
+            tracing::error!(tp = ?log.topic_partition(), offset, "unparseable batch in __consumer_offsets");
+            break;
+        };
+        if batches.is_empty() {
+            break;
+        }
+        let mut next = offset;
+        for b in &batches {
+            next = b.header.base_offset + i64::from(b.header.last_offset_delta) + 1;
+            if next <= offset {
+                continue; // a batch before the requested offset
+            }
+            match sluice_group::records::batch_records(&bytes[b.range()]) {
+                Ok(records) => {
+                    out.extend(records.into_iter().filter_map(|(k, v)| k.map(|k| (k, v))))
+                }
+                Err(e) => {
+                    tracing::warn!(tp = ?log.topic_partition(), base = b.header.base_offset, "skipping a __consumer_offsets batch: {e}")
+                }
+            }
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    out
+}
+
+impl Groups {
+    pub(crate) fn new(config: &sluice_config::BrokerConfig) -> Groups {
+        Groups {
+            coordinator: Mutex::new(Coordinator::new(
+                group_config(config),
+                config.groups.offsets_topic_num_partitions,
+            )),
+            logs: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            create_lock: Mutex::new(()),
+        }
+    }
+
+    /// Load (acquire) one `__consumer_offsets` partition.
+    pub(crate) fn load(&self, partition: i32, log: Arc<Log>) {
+        let records = read_all(&log);
+        let n = records.len();
+        let bad = self.coordinator.lock().load(partition, records, now_ms());
+        if bad > 0 {
+            tracing::warn!(
+                partition,
+                bad,
+                "skipped undecodable __consumer_offsets records"
+            );
+        }
+        tracing::debug!(
+            partition,
+            records = n,
+            "loaded __consumer_offsets partition"
+        );
+        self.logs.lock().insert(partition, log);
+    }
+
+    pub(crate) fn partition_count(&self) -> i32 {
+        self.coordinator.lock().partitions()
+    }
+
+    /// A new token with its reply channel registered.
+    pub(crate) fn park(&self) -> (Token, oneshot::Receiver<Reply>) {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().insert(token, tx);
+        (token, rx)
+    }
+
+    pub(crate) fn unpark(&self, token: Token) {
+        self.waiters.lock().remove(&token);
+    }
+
+    /// Run `f` on the coordinator, persist its records and deliver its replies. Returns `f`'s
+    /// result and the logs written (for callers that wait for an fsync).
+    pub(crate) fn run<T>(
+        &self,
+        f: impl FnOnce(&mut Coordinator) -> (T, Effects),
+    ) -> (T, Vec<Arc<Log>>) {
+        let (value, replies, written) = {
+            let mut c = self.coordinator.lock();
+            let (value, effects) = f(&mut c);
+            let written = self.persist_locked(&mut c, effects.records);
+            (value, effects.replies, written)
+        };
+        let mut waiters = self.waiters.lock();
+        for (token, reply) in replies {
+            if let Some(tx) = waiters.remove(&token) {
+                let _ = tx.send(reply);
+            }
+        }
+        (value, written)
+    }
+
+    /// Read-only access.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        f(&self.coordinator.lock())
+    }
+
+    fn persist_locked(&self, c: &mut Coordinator, records: Vec<(i32, Record)>) -> Vec<Arc<Log>> {
+        if records.is_empty() {
+            return Vec::new();
+        }
+        let mut by_partition: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
+        for (p, r) in records {
+            by_partition.entry(p).or_default().push(r);
+        }
+        let logs = self.logs.lock().clone();
+        let now = now_ms();
+        let mut written = Vec::new();
+        for (p, records) in by_partition {
+            let Some(log) = logs.get(&p) else {
+                tracing::error!(partition = p, "no __consumer_offsets log for records");
+                continue;
+            };
+            for chunk in records.chunks(SNAPSHOT_BATCH_RECORDS) {
+                let batch = sluice_group::records::encode_batch(chunk, now);
+                if let Err(e) = log.append(Bytes::from(batch), AppendOrigin::Client, now) {
+                    tracing::error!(partition = p, "appending to __consumer_offsets failed: {e}");
+                }
+            }
+            if let Some(snapshot) = c.snapshot_if_due(p) {
+                self.write_snapshot(p, log, &snapshot, now);
+            }
+            written.push(log.clone());
+        }
+        written
+    }
+
+    /// Append every live record, then drop everything before them.
+    fn write_snapshot(&self, partition: i32, log: &Log, snapshot: &[Record], now: i64) {
+        let mut first: Option<i64> = None;
+        for chunk in snapshot.chunks(SNAPSHOT_BATCH_RECORDS) {
+            let batch = sluice_group::records::encode_batch(chunk, now);
+            match log.append(Bytes::from(batch), AppendOrigin::Client, now) {
+                Ok(o) => {
+                    first.get_or_insert(o.base_offset);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        partition,
+                        "writing a __consumer_offsets snapshot failed: {e}"
+                    );
+                    return;
+                }
+            }
+        }
+        let start = first.unwrap_or_else(|| log.log_end_offset());
+        // The snapshot must be durable before the records it replaces go.
+        if let Err(e) = log.flush() {
+            tracing::error!(
+                partition,
+                "flushing a __consumer_offsets snapshot failed: {e}"
+            );
+            return;
+        }
+        match log.delete_records_before(start) {
+            Ok(low) => {
+                tracing::info!(
+                    partition,
+                    records = snapshot.len(),
+                    log_start = low,
+                    "wrote __consumer_offsets snapshot"
+                )
+            }
+            Err(e) => tracing::warn!(
+                partition,
+                "raising the __consumer_offsets log start failed: {e}"
+            ),
+        }
+    }
+}
+
+impl Broker {
+    /// Create `__consumer_offsets` if it does not exist yet and load every partition this
+    /// broker has not loaded. False when it cannot be created.
+    pub(crate) fn ensure_offsets_topic(&self) -> bool {
+        if let Some(t) = self.registry.get(OFFSETS_TOPIC) {
+            self.load_offsets_partitions(&t);
+            return true;
+        }
+        let _guard = self.groups.create_lock.lock();
+        if self.registry.get(OFFSETS_TOPIC).is_none() {
+            let mut configs = BTreeMap::new();
+            configs.insert("cleanup.policy".to_string(), "compact".to_string());
+            let partitions = self.groups.partition_count();
+            if let Err(r) = self.create_topic(OFFSETS_TOPIC, partitions, configs) {
+                tracing::error!("creating {OFFSETS_TOPIC} failed: {}", r.message);
+                return false;
+            }
+        }
+        match self.registry.get(OFFSETS_TOPIC) {
+            Some(t) => {
+                self.load_offsets_partitions(&t);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn load_offsets_partitions(&self, t: &crate::registry::TopicState) {
+        for (p, log) in t.logs.iter().enumerate() {
+            let p = p as i32;
+            if !self.groups.read(|c| c.is_loaded(p)) && p < self.groups.partition_count() {
+                self.groups.load(p, log.clone());
+            }
+        }
+    }
+
+    /// Topic name -> (id, partitions) for KIP-848 assignment.
+    pub(crate) fn topic_infos(&self) -> BTreeMap<String, TopicInfo> {
+        self.registry
+            .all()
+            .iter()
+            .filter(|t| t.meta.name != OFFSETS_TOPIC)
+            .map(|t| {
+                (
+                    t.meta.name.clone(),
+                    TopicInfo {
+                        id: t.meta.id,
+                        partitions: t.meta.partitions(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Consumer lag per group and partition: (group, topic, partition, committed offset,
+    /// log end offset, lag). Lag is the high watermark minus the committed offset, never
+    /// negative; partitions that no longer exist are left out.
+    pub fn consumer_lag(&self) -> Vec<(String, String, i32, i64, i64, i64)> {
+        let committed = self.groups.read(|c| c.all_committed());
+        committed
+            .into_iter()
+            .filter_map(|(g, t, p, offset)| {
+                let hw = self.registry.get(&t)?.log(p)?.high_watermark();
+                Some((g, t, p, offset, hw, (hw - offset).max(0)))
+            })
+            .collect()
+    }
+
+    /// Start the timer task: session/rebalance deadlines every [`TICK_INTERVAL`], offset
+    /// expiry every [`EXPIRY_INTERVAL_MS`].
+    pub(crate) fn start_group_timers(broker: &Arc<Broker>) {
+        let weak: Weak<Broker> = Arc::downgrade(broker);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(TICK_INTERVAL);
+            let mut last_expiry = now_ms();
+            loop {
+                interval.tick().await;
+                let Some(b) = weak.upgrade() else { return };
+                let now = now_ms();
+                b.groups.run(|c| ((), c.tick(now)));
+                if now - last_expiry >= EXPIRY_INTERVAL_MS {
+                    last_expiry = now;
+                    b.groups.run(|c| ((), c.expire_offsets(now)));
+                }
+            }
+        });
+    }
+
+    /// Wait for the fsync of every log written.
+    pub(crate) fn flush_logs(
+        &self,
+        logs: Vec<Arc<Log>>,
+    ) -> impl std::future::Future<Output = Result<(), String>> {
+        let waits: Vec<_> = logs.into_iter().map(|l| self.flusher.request(l)).collect();
+        async move {
+            for w in waits {
+                w.await?;
+            }
+            Ok(())
+        }
+    }
+}

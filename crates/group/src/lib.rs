@@ -1,0 +1,870 @@
+//! Consumer-group coordination: the classic rebalance protocol (JoinGroup/SyncGroup/...),
+//! the KIP-848 consumer protocol (ConsumerGroupHeartbeat with server-side assignors) and
+//! committed offsets, as pure state machines.
+//!
+//! Layout:
+//! - [`Coordinator`] (this file): the groups of every `__consumer_offsets` partition this
+//!   broker has loaded ([`Shard`] each), offsets, expiry, snapshots, and load/unload.
+//! - `classic`: the classic group state machine (Empty, PreparingRebalance,
+//!   CompletingRebalance, Stable, Dead), member ids, generations, static membership.
+//! - `consumer`: KIP-848 consumer groups: group epoch, target assignment, reconciliation.
+//! - `assignor`: the server-side assignors `uniform` and `range`.
+//! - `records`: `__consumer_offsets` record schemas (Apache Kafka's).
+//!
+//! Owns: what a group request means and what must be persisted. Does not own: I/O, clocks,
+//! timers, sockets or Kafka error codes. Every entry point takes `now_ms`; answers that must
+//! wait (a JoinGroup until the rebalance completes, a SyncGroup until the leader's
+//! assignment) are parked under a caller-chosen [`Token`] and come back later in
+//! [`Effects::replies`]; the caller calls [`Coordinator::tick`] periodically so deadlines
+//! (session timeouts, rebalance timeouts, the initial rebalance delay) fire. The records in
+//! [`Effects::records`] must be appended to the group's `__consumer_offsets` partition.
+
+mod assignor;
+mod classic;
+mod consumer;
+pub mod records;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use bytes::Bytes;
+pub use classic::{
+    ClassicState, JoinRequest, JoinResponse, JoinedMember, LeaveMember, SyncRequest, SyncResponse,
+};
+pub use consumer::{
+    ConsumerHeartbeat, ConsumerHeartbeatResponse, ConsumerMemberView, ConsumerView, TopicInfo,
+};
+pub use records::{CommittedOffset, Record};
+
+/// Identifies a parked request (chosen by the caller).
+pub type Token = u64;
+
+/// Limits and timings, under Kafka's property names.
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    /// `group.initial.rebalance.delay.ms` (default 3000).
+    pub initial_rebalance_delay_ms: i64,
+    /// `group.min.session.timeout.ms` (default 6000).
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms` (default 1800000).
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size` (default i32::MAX).
+    pub max_size: usize,
+    /// `group.consumer.heartbeat.interval.ms` (default 5000).
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms` (default 45000).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.assignors` (default `uniform,range`; the first is the default).
+    pub consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size` (default i32::MAX).
+    pub consumer_max_size: usize,
+    /// `offsets.retention.minutes` in ms (default 7 days).
+    pub offsets_retention_ms: i64,
+    /// `offset.metadata.max.bytes` (default 4096).
+    pub offset_metadata_max_bytes: usize,
+    /// Records appended to one `__consumer_offsets` partition after which a snapshot of the
+    /// live state is written and older records are dropped (Sluice's compaction).
+    pub snapshot_interval_records: u64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            initial_rebalance_delay_ms: 3000,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+            max_size: i32::MAX as usize,
+            consumer_heartbeat_interval_ms: 5000,
+            consumer_session_timeout_ms: 45000,
+            consumer_assignors: vec!["uniform".into(), "range".into()],
+            consumer_max_size: i32::MAX as usize,
+            offsets_retention_ms: 7 * 24 * 3600 * 1000,
+            offset_metadata_max_bytes: 4096,
+            snapshot_interval_records: 10_000,
+        }
+    }
+}
+
+/// Why a group request was refused. The broker maps these to Kafka error codes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("the group id is empty")]
+    InvalidGroupId,
+    #[error("this broker does not coordinate that group")]
+    NotCoordinator,
+    #[error("the member id is unknown to the group")]
+    UnknownMemberId,
+    #[error("the generation is not the group's current one")]
+    IllegalGeneration,
+    #[error("the group is rebalancing")]
+    RebalanceInProgress,
+    #[error("a member id is required: rejoin with the one given")]
+    MemberIdRequired,
+    #[error("the static member was replaced by a newer instance")]
+    FencedInstanceId,
+    #[error("the protocol type or protocols do not match the group's")]
+    InconsistentGroupProtocol,
+    #[error("the session timeout is outside group.min/max.session.timeout.ms")]
+    InvalidSessionTimeout,
+    #[error("the group has reached group.max.size members")]
+    GroupMaxSizeReached,
+    #[error("the group does not exist")]
+    GroupIdNotFound,
+    #[error("the group is not empty")]
+    NonEmptyGroup,
+    #[error("the group is subscribed to the topic")]
+    GroupSubscribedToTopic,
+    #[error("the member epoch is fenced")]
+    FencedMemberEpoch,
+    #[error("the member epoch is stale")]
+    StaleMemberEpoch,
+    #[error("the static instance id is still in use by another member")]
+    UnreleasedInstanceId,
+    #[error("the assignor is not supported: {0}")]
+    UnsupportedAssignor(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("the offset metadata is larger than offset.metadata.max.bytes")]
+    OffsetMetadataTooLarge,
+    #[error("the group is of another type: {0}")]
+    GroupTypeMismatch(String),
+}
+
+/// A reply to a parked request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    Join(JoinResponse),
+    Sync(SyncResponse),
+}
+
+/// What a call asks the caller to do.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Answers for parked requests.
+    pub replies: Vec<(Token, Reply)>,
+    /// Records to append, per `__consumer_offsets` partition.
+    pub records: Vec<(i32, Record)>,
+}
+
+impl Effects {
+    fn merge(&mut self, other: Effects) {
+        self.replies.extend(other.replies);
+        self.records.extend(other.records);
+    }
+}
+
+/// A group of either protocol.
+#[derive(Debug)]
+pub(crate) enum Group {
+    Classic(classic::ClassicGroup),
+    Consumer(consumer::ConsumerGroup),
+}
+
+impl Group {
+    fn is_empty(&self) -> bool {
+        match self {
+            Group::Classic(g) => g.members.is_empty(),
+            Group::Consumer(g) => g.members.is_empty(),
+        }
+    }
+    fn state_name(&self) -> &'static str {
+        match self {
+            Group::Classic(g) => g.state.name(),
+            Group::Consumer(g) => g.state_name(),
+        }
+    }
+    fn type_name(&self) -> &'static str {
+        match self {
+            Group::Classic(_) => "classic",
+            Group::Consumer(_) => "consumer",
+        }
+    }
+    fn protocol_type(&self) -> String {
+        match self {
+            Group::Classic(g) => g.protocol_type.clone().unwrap_or_default(),
+            Group::Consumer(_) => "consumer".into(),
+        }
+    }
+    /// Topics the group's members subscribe to, if known (None = unknown, e.g. a classic
+    /// group of a non-consumer protocol type).
+    fn subscribed_topics(&self) -> Option<BTreeSet<String>> {
+        match self {
+            Group::Classic(g) => g.subscribed_topics(),
+            Group::Consumer(g) => Some(
+                g.members
+                    .values()
+                    .flat_map(|m| m.subscribed.iter().cloned())
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The groups and offsets of one `__consumer_offsets` partition.
+#[derive(Debug, Default)]
+pub struct Shard {
+    pub(crate) groups: BTreeMap<String, Group>,
+    pub(crate) offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
+    /// Records appended since the last snapshot (or load).
+    records_since_snapshot: u64,
+}
+
+/// One row of ListGroups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupListing {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: String,
+    pub group_type: String,
+}
+
+/// OffsetFetch's answer for one partition: ((topic, partition), committed offset if any).
+pub type FetchedOffset = ((String, i32), Option<CommittedOffset>);
+
+/// One committed offset to write.
+#[derive(Clone, Debug)]
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// DescribeGroups' view of a classic group.
+#[derive(Clone, Debug, Default)]
+pub struct ClassicView {
+    pub state: String,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<ClassicMemberView>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClassicMemberView {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// Java's `String.hashCode` (UTF-16 code units, wrapping).
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The `__consumer_offsets` partition of a group: Kafka's `abs(hashCode) % partitions`.
+pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
+    (java_string_hash(group_id) & 0x7fff_ffff) % partitions.max(1)
+}
+
+/// Every group of the loaded `__consumer_offsets` partitions.
+#[derive(Debug)]
+pub struct Coordinator {
+    config: GroupConfig,
+    partitions: i32,
+    shards: HashMap<i32, Shard>,
+}
+
+impl Coordinator {
+    pub fn new(config: GroupConfig, partitions: i32) -> Coordinator {
+        Coordinator {
+            config,
+            partitions: partitions.max(1),
+            shards: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    pub fn partitions(&self) -> i32 {
+        self.partitions
+    }
+
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        partition_for(group_id, self.partitions)
+    }
+
+    pub fn is_loaded(&self, partition: i32) -> bool {
+        self.shards.contains_key(&partition)
+    }
+
+    /// Take over a partition: replay its records (key, value) in log order.
+    pub fn load(
+        &mut self,
+        partition: i32,
+        records: impl IntoIterator<Item = (Bytes, Option<Bytes>)>,
+        now_ms: i64,
+    ) -> usize {
+        let mut shard = Shard::default();
+        let mut bad = 0usize;
+        let mut groups: BTreeMap<String, Option<records::GroupRecord>> = BTreeMap::new();
+        for (key, value) in records {
+            match records::decode(&key, value.as_deref()) {
+                Ok(records::Decoded::Offset {
+                    group,
+                    topic,
+                    partition,
+                    value,
+                }) => {
+                    let per_group = shard.offsets.entry(group).or_default();
+                    match value {
+                        Some(v) => {
+                            per_group.insert((topic, partition), v);
+                        }
+                        None => {
+                            per_group.remove(&(topic, partition));
+                        }
+                    }
+                }
+                Ok(records::Decoded::Group { group, value }) => {
+                    groups.insert(group, value);
+                }
+                Ok(records::Decoded::Other) => {}
+                Err(_) => bad += 1,
+            }
+        }
+        shard.offsets.retain(|_, o| !o.is_empty());
+        for (id, value) in groups {
+            if let Some(v) = value {
+                shard.groups.insert(
+                    id.clone(),
+                    Group::Classic(classic::ClassicGroup::from_record(id, v, now_ms)),
+                );
+            }
+        }
+        let offset_groups: Vec<String> = shard.offsets.keys().cloned().collect();
+        for id in offset_groups {
+            shard
+                .groups
+                .entry(id.clone())
+                .or_insert_with(|| Group::Classic(classic::ClassicGroup::new(id, now_ms)));
+        }
+        self.shards.insert(partition, shard);
+        bad
+    }
+
+    /// Release a partition: its groups are forgotten here (another broker loads them).
+    /// Parked requests of those groups get NOT_COORDINATOR-style replies from the caller.
+    pub fn unload(&mut self, partition: i32) {
+        self.shards.remove(&partition);
+    }
+
+    fn shard(&mut self, group_id: &str) -> Result<(i32, &mut Shard), GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let p = partition_for(group_id, self.partitions);
+        self.shards
+            .get_mut(&p)
+            .map(|s| (p, s))
+            .ok_or(GroupError::NotCoordinator)
+    }
+
+    // ---- classic protocol ----
+
+    pub fn join_group(
+        &mut self,
+        req: JoinRequest,
+        token: Token,
+        now_ms: i64,
+    ) -> Result<(Option<JoinResponse>, Effects), GroupError> {
+        let config = self.config.clone();
+        let (p, shard) = self.shard(&req.group_id)?;
+        if req.session_timeout_ms < config.min_session_timeout_ms
+            || req.session_timeout_ms > config.max_session_timeout_ms
+        {
+            return Err(GroupError::InvalidSessionTimeout);
+        }
+        if req.protocol_type.is_empty() || req.protocols.is_empty() {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        let id = req.group_id.clone();
+        // An empty consumer group becomes a classic group on its first classic join
+        // (Kafka's offline downgrade); a non-empty one refuses classic members.
+        if let Some(Group::Consumer(g)) = shard.groups.get(&id) {
+            if !g.members.is_empty() {
+                return Err(GroupError::InconsistentGroupProtocol);
+            }
+            shard.groups.remove(&id);
+        }
+        let group = match shard
+            .groups
+            .entry(id.clone())
+            .or_insert_with(|| Group::Classic(classic::ClassicGroup::new(id.clone(), now_ms)))
+        {
+            Group::Classic(g) => g,
+            Group::Consumer(_) => return Err(GroupError::InconsistentGroupProtocol),
+        };
+        let (resp, effects) = group.join(req, token, now_ms, &config)?;
+        Ok((resp, effects.into_effects(p)))
+    }
+
+    pub fn sync_group(
+        &mut self,
+        req: SyncRequest,
+        token: Token,
+        now_ms: i64,
+    ) -> Result<(Option<SyncResponse>, Effects), GroupError> {
+        let (p, shard) = self.shard(&req.group_id)?;
+        match shard.groups.get_mut(&req.group_id) {
+            Some(Group::Classic(g)) => {
+                let (resp, eff) = g.sync(req, token, now_ms)?;
+                Ok((resp, eff.into_effects(p)))
+            }
+            _ => Err(GroupError::UnknownMemberId),
+        }
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now_ms: i64,
+    ) -> Result<(), GroupError> {
+        let (_, shard) = self.shard(group_id)?;
+        match shard.groups.get_mut(group_id) {
+            Some(Group::Classic(g)) => g.heartbeat(member_id, instance_id, generation, now_ms),
+            _ => Err(GroupError::UnknownMemberId),
+        }
+    }
+
+    /// LeaveGroup: one result per member, in request order.
+    pub fn leave_group(
+        &mut self,
+        group_id: &str,
+        members: &[LeaveMember],
+        now_ms: i64,
+    ) -> Result<(Vec<Result<(), GroupError>>, Effects), GroupError> {
+        let (p, shard) = self.shard(group_id)?;
+        match shard.groups.get_mut(group_id) {
+            Some(Group::Classic(g)) => {
+                let (results, eff) = g.leave(members, now_ms);
+                Ok((results, eff.into_effects(p)))
+            }
+            _ => Err(GroupError::UnknownMemberId),
+        }
+    }
+
+    // ---- KIP-848 ----
+
+    pub fn consumer_heartbeat(
+        &mut self,
+        req: ConsumerHeartbeat,
+        topics: &BTreeMap<String, TopicInfo>,
+        now_ms: i64,
+    ) -> Result<(ConsumerHeartbeatResponse, Effects), GroupError> {
+        let config = self.config.clone();
+        let (_, shard) = self.shard(&req.group_id)?;
+        let id = req.group_id.clone();
+        match shard.groups.get(&id) {
+            Some(Group::Classic(g)) if !g.members.is_empty() => {
+                return Err(GroupError::GroupIdNotFound);
+            }
+            Some(Group::Classic(_)) => {
+                // An empty classic group becomes a consumer group (Kafka's conversion).
+                shard.groups.remove(&id);
+            }
+            _ => {}
+        }
+        if req.member_epoch != 0 && !shard.groups.contains_key(&id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        let group =
+            match shard.groups.entry(id.clone()).or_insert_with(|| {
+                Group::Consumer(consumer::ConsumerGroup::new(id.clone(), now_ms))
+            }) {
+                Group::Consumer(g) => g,
+                Group::Classic(_) => return Err(GroupError::GroupIdNotFound),
+            };
+        let resp = group.heartbeat(req, topics, now_ms, &config)?;
+        Ok((resp, Effects::default()))
+    }
+
+    pub fn describe_consumer_group(
+        &self,
+        group_id: &str,
+        topics: &BTreeMap<String, TopicInfo>,
+    ) -> Result<ConsumerView, GroupError> {
+        let p = partition_for(group_id, self.partitions);
+        let shard = self.shards.get(&p).ok_or(GroupError::NotCoordinator)?;
+        match shard.groups.get(group_id) {
+            Some(Group::Consumer(g)) => Ok(g.view(topics, &self.config)),
+            Some(Group::Classic(_)) => Err(GroupError::GroupTypeMismatch("classic".into())),
+            None => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    // ---- both protocols ----
+
+    /// OffsetCommit. `generation` is the classic generation or the KIP-848 member epoch; -1
+    /// with an empty member id is an admin/simple commit (allowed only on an empty group).
+    pub fn commit_offsets(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        commits: &[OffsetCommit],
+        now_ms: i64,
+    ) -> Result<(Vec<Result<(), GroupError>>, Effects), GroupError> {
+        let max_meta = self.config.offset_metadata_max_bytes;
+        let (p, shard) = self.shard(group_id)?;
+        let id = group_id.to_string();
+        match shard.groups.get(&id) {
+            None if generation < 0 => {
+                shard.groups.insert(
+                    id.clone(),
+                    Group::Classic(classic::ClassicGroup::new(id.clone(), now_ms)),
+                );
+            }
+            None => return Err(GroupError::IllegalGeneration),
+            Some(Group::Classic(g)) => g.validate_commit(member_id, instance_id, generation)?,
+            Some(Group::Consumer(g)) => g.validate_commit(member_id, generation)?,
+        }
+        let mut results = Vec::with_capacity(commits.len());
+        let mut effects = Effects::default();
+        let per_group = shard.offsets.entry(id.clone()).or_default();
+        for c in commits {
+            let metadata = c.metadata.clone().unwrap_or_default();
+            if metadata.len() > max_meta {
+                results.push(Err(GroupError::OffsetMetadataTooLarge));
+                continue;
+            }
+            let v = CommittedOffset {
+                offset: c.offset,
+                leader_epoch: c.leader_epoch,
+                metadata,
+                commit_timestamp_ms: now_ms,
+            };
+            effects.records.push((
+                p,
+                Record {
+                    key: records::offset_key(&id, &c.topic, c.partition),
+                    value: Some(records::offset_value(&v)),
+                },
+            ));
+            per_group.insert((c.topic.clone(), c.partition), v);
+            results.push(Ok(()));
+        }
+        shard.records_since_snapshot += effects.records.len() as u64;
+        Ok((results, effects))
+    }
+
+    /// OffsetFetch: committed offsets of `group_id` (all of them when `partitions` is None).
+    /// A group that does not exist has no offsets (not an error, as in Kafka).
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<FetchedOffset>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let p = partition_for(group_id, self.partitions);
+        let shard = self.shards.get(&p).ok_or(GroupError::NotCoordinator)?;
+        let empty = BTreeMap::new();
+        let offsets = shard.offsets.get(group_id).unwrap_or(&empty);
+        Ok(match partitions {
+            Some(list) => list
+                .iter()
+                .map(|tp| (tp.clone(), offsets.get(tp).cloned()))
+                .collect(),
+            None => offsets
+                .iter()
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect(),
+        })
+    }
+
+    /// Validate a KIP-848 member for OffsetFetch v9 (member id + epoch given).
+    pub fn validate_fetch_member(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let p = partition_for(group_id, self.partitions);
+        let shard = self.shards.get(&p).ok_or(GroupError::NotCoordinator)?;
+        match shard.groups.get(group_id) {
+            Some(Group::Consumer(g)) => g.validate_fetch(member_id, member_epoch),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn list_groups(&self, states: &[String], types: &[String]) -> Vec<GroupListing> {
+        let mut out = Vec::new();
+        for shard in self.shards.values() {
+            for (id, g) in &shard.groups {
+                let state = g.state_name();
+                if !states.is_empty() && !states.iter().any(|s| s.eq_ignore_ascii_case(state)) {
+                    continue;
+                }
+                if !types.is_empty() && !types.iter().any(|t| t.eq_ignore_ascii_case(g.type_name()))
+                {
+                    continue;
+                }
+                out.push(GroupListing {
+                    group_id: id.clone(),
+                    protocol_type: g.protocol_type(),
+                    state: state.to_string(),
+                    group_type: g.type_name().to_string(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// DescribeGroups for one group. A group that does not exist is reported as Dead; a
+    /// consumer group as [`GroupError::GroupTypeMismatch`].
+    pub fn describe_classic(&self, group_id: &str) -> Result<ClassicView, GroupError> {
+        let p = partition_for(group_id, self.partitions);
+        let shard = self.shards.get(&p).ok_or(GroupError::NotCoordinator)?;
+        match shard.groups.get(group_id) {
+            Some(Group::Classic(g)) => Ok(g.view()),
+            Some(Group::Consumer(_)) => Err(GroupError::GroupTypeMismatch("consumer".into())),
+            None => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    /// DeleteGroups for one group: only empty groups; tombstones for its offsets and metadata.
+    pub fn delete_group(&mut self, group_id: &str) -> Result<Effects, GroupError> {
+        let (p, shard) = self.shard(group_id)?;
+        let group = shard
+            .groups
+            .get(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
+        if !group.is_empty() {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        shard.groups.remove(group_id);
+        let mut effects = Effects::default();
+        if let Some(offsets) = shard.offsets.remove(group_id) {
+            for (topic, partition) in offsets.keys() {
+                effects.records.push((
+                    p,
+                    Record {
+                        key: records::offset_key(group_id, topic, *partition),
+                        value: None,
+                    },
+                ));
+            }
+        }
+        effects.records.push((
+            p,
+            Record {
+                key: records::group_key(group_id),
+                value: None,
+            },
+        ));
+        shard.records_since_snapshot += effects.records.len() as u64;
+        Ok(effects)
+    }
+
+    /// OffsetDelete: per partition, refused with GROUP_SUBSCRIBED_TO_TOPIC when a member of
+    /// the group subscribes to its topic.
+    pub fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<(Vec<Result<(), GroupError>>, Effects), GroupError> {
+        let (p, shard) = self.shard(group_id)?;
+        let group = shard
+            .groups
+            .get(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
+        let subscribed = if group.is_empty() {
+            Some(BTreeSet::new())
+        } else {
+            group.subscribed_topics()
+        };
+        let Some(subscribed) = subscribed else {
+            return Err(GroupError::NonEmptyGroup);
+        };
+        let mut effects = Effects::default();
+        let mut results = Vec::new();
+        let offsets = shard.offsets.entry(group_id.to_string()).or_default();
+        for (topic, partition) in partitions {
+            if subscribed.contains(topic) {
+                results.push(Err(GroupError::GroupSubscribedToTopic));
+                continue;
+            }
+            if offsets.remove(&(topic.clone(), *partition)).is_some() {
+                effects.records.push((
+                    p,
+                    Record {
+                        key: records::offset_key(group_id, topic, *partition),
+                        value: None,
+                    },
+                ));
+            }
+            results.push(Ok(()));
+        }
+        if offsets.is_empty() {
+            shard.offsets.remove(group_id);
+        }
+        shard.records_since_snapshot += effects.records.len() as u64;
+        Ok((results, effects))
+    }
+
+    /// Fire due deadlines: session timeouts, rebalance timeouts, the initial rebalance delay,
+    /// KIP-848 session and revocation timeouts.
+    pub fn tick(&mut self, now_ms: i64) -> Effects {
+        let mut effects = Effects::default();
+        let config = self.config.clone();
+        for (p, shard) in self.shards.iter_mut() {
+            for g in shard.groups.values_mut() {
+                match g {
+                    Group::Classic(g) => {
+                        let eff = g.tick(now_ms, &config);
+                        shard.records_since_snapshot += eff.records.len() as u64;
+                        effects.merge(eff.into_effects(*p));
+                    }
+                    Group::Consumer(g) => g.tick(now_ms),
+                }
+            }
+        }
+        effects
+    }
+
+    /// Expire the offsets of groups that have been empty for `offsets.retention.minutes`
+    /// (Kafka's rule since 2.1), and forget empty groups left without offsets.
+    pub fn expire_offsets(&mut self, now_ms: i64) -> Effects {
+        let retention = self.config.offsets_retention_ms;
+        let mut effects = Effects::default();
+        for (p, shard) in self.shards.iter_mut() {
+            let ids: Vec<String> = shard.groups.keys().cloned().collect();
+            for id in ids {
+                let Some(g) = shard.groups.get(&id) else {
+                    continue;
+                };
+                if !g.is_empty() {
+                    continue;
+                }
+                let empty_since = match g {
+                    Group::Classic(c) => c.state_timestamp_ms,
+                    Group::Consumer(c) => c.state_timestamp_ms,
+                };
+                if let Some(offsets) = shard.offsets.get_mut(&id) {
+                    let expired: Vec<(String, i32)> = offsets
+                        .iter()
+                        .filter(|(_, v)| {
+                            now_ms.saturating_sub(v.commit_timestamp_ms.max(empty_since))
+                                >= retention
+                        })
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for (topic, partition) in expired {
+                        offsets.remove(&(topic.clone(), partition));
+                        effects.records.push((
+                            *p,
+                            Record {
+                                key: records::offset_key(&id, &topic, partition),
+                                value: None,
+                            },
+                        ));
+                    }
+                    if offsets.is_empty() {
+                        shard.offsets.remove(&id);
+                    }
+                }
+                if !shard.offsets.contains_key(&id) {
+                    let persisted = matches!(shard.groups.get(&id), Some(Group::Classic(c)) if c.generation > 0);
+                    shard.groups.remove(&id);
+                    if persisted {
+                        effects.records.push((
+                            *p,
+                            Record {
+                                key: records::group_key(&id),
+                                value: None,
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        effects
+    }
+
+    /// If `partition` has had more than `snapshot_interval_records` appended since its last
+    /// snapshot: every live record of the partition (the caller appends them, then drops
+    /// everything before the first of them).
+    pub fn snapshot_if_due(&mut self, partition: i32) -> Option<Vec<Record>> {
+        let limit = self.config.snapshot_interval_records;
+        let shard = self.shards.get_mut(&partition)?;
+        if shard.records_since_snapshot < limit {
+            return None;
+        }
+        shard.records_since_snapshot = 0;
+        let mut out = Vec::new();
+        for (id, g) in &shard.groups {
+            if let Group::Classic(c) = g {
+                if c.generation > 0 {
+                    out.push(Record {
+                        key: records::group_key(id),
+                        value: Some(records::group_value(&c.to_record())),
+                    });
+                }
+            }
+        }
+        for (id, offsets) in &shard.offsets {
+            for ((topic, partition), v) in offsets {
+                out.push(Record {
+                    key: records::offset_key(id, topic, *partition),
+                    value: Some(records::offset_value(v)),
+                });
+            }
+        }
+        Some(out)
+    }
+
+    /// Committed offsets of every group of the loaded partitions, for lag computation:
+    /// (group, topic, partition, committed offset).
+    pub fn all_committed(&self) -> Vec<(String, String, i32, i64)> {
+        let mut out = Vec::new();
+        for shard in self.shards.values() {
+            for (g, offsets) in &shard.offsets {
+                for ((t, p), v) in offsets {
+                    out.push((g.clone(), t.clone(), *p, v.offset));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Forget the offsets of a deleted topic (tombstones for every group).
+    pub fn topic_deleted(&mut self, topic: &str) -> Effects {
+        let mut effects = Effects::default();
+        for (p, shard) in self.shards.iter_mut() {
+            for (g, offsets) in shard.offsets.iter_mut() {
+                let gone: Vec<i32> = offsets
+                    .keys()
+                    .filter(|(t, _)| t == topic)
+                    .map(|(_, p)| *p)
+                    .collect();
+                for part in gone {
+                    offsets.remove(&(topic.to_string(), part));
+                    effects.records.push((
+                        *p,
+                        Record {
+                            key: records::offset_key(g, topic, part),
+                            value: None,
+                        },
+                    ));
+                }
+            }
+        }
+        effects
+    }
+}
+
+#[cfg(test)]
+mod tests;

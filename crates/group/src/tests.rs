@@ -1,0 +1,590 @@
+//! State-machine tests: generations, errors, timeouts, static membership, KIP-848, load.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::*;
+
+const SESSION: i32 = 10_000;
+
+fn coordinator() -> Coordinator {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::new(), 0);
+    c
+}
+
+fn join(member: &str, instance: Option<&str>) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        instance_id: instance.map(str::to_string),
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+        session_timeout_ms: SESSION,
+        rebalance_timeout_ms: 5000,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        require_known_member_id: true,
+    }
+}
+
+fn sync(member: &str, generation: i32, assignments: Vec<(String, Bytes)>) -> SyncRequest {
+    SyncRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        instance_id: None,
+        generation,
+        protocol_type: None,
+        protocol: None,
+        assignments,
+    }
+}
+
+/// Join with MEMBER_ID_REQUIRED then the given id; returns the member id.
+fn new_member(
+    c: &mut Coordinator,
+    token: Token,
+    now: i64,
+) -> (String, Option<JoinResponse>, Effects) {
+    let (r, _) = c.join_group(join("", None), token, now).unwrap();
+    let r = r.unwrap();
+    assert_eq!(r.error, Some(GroupError::MemberIdRequired));
+    let id = r.member_id.clone();
+    let (r, eff) = c.join_group(join(&id, None), token, now).unwrap();
+    (id, r, eff)
+}
+
+fn join_reply(eff: &Effects, token: Token) -> JoinResponse {
+    eff.replies
+        .iter()
+        .find_map(|(t, r)| match r {
+            Reply::Join(j) if *t == token => Some(j.clone()),
+            _ => None,
+        })
+        .expect("a join reply")
+}
+
+#[test]
+fn single_member_joins_syncs_and_heartbeats() {
+    let mut c = coordinator();
+    let (id, r, eff) = new_member(&mut c, 1, 0);
+    assert!(r.is_none(), "join is answered through effects");
+    let j = join_reply(&eff, 1);
+    assert_eq!(j.generation, 1);
+    assert_eq!(j.leader, id);
+    assert_eq!(j.members.len(), 1);
+    let (r, eff) = c
+        .sync_group(
+            sync(&id, 1, vec![(id.clone(), Bytes::from_static(b"A"))]),
+            2,
+            0,
+        )
+        .unwrap();
+    assert!(r.is_none());
+    assert!(
+        matches!(&eff.replies[0], (2, Reply::Sync(s)) if s.assignment == Bytes::from_static(b"A"))
+    );
+    assert_eq!(eff.records.len(), 1, "group metadata persisted");
+    c.heartbeat("g", &id, None, 1, 100).unwrap();
+    assert_eq!(
+        c.heartbeat("g", &id, None, 0, 100),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(
+        c.heartbeat("g", "nobody", None, 1, 100),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn second_member_triggers_rebalance_and_both_get_new_generation() {
+    let mut c = coordinator();
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    c.sync_group(sync(&a, 1, vec![]), 2, 0).unwrap();
+    let (b, r, eff) = new_member(&mut c, 3, 10);
+    assert!(
+        r.is_none() && eff.replies.is_empty(),
+        "b waits for a to rejoin"
+    );
+    assert_eq!(
+        c.heartbeat("g", &a, None, 1, 20),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let (r, eff) = c.join_group(join(&a, None), 4, 30).unwrap();
+    assert!(r.is_none());
+    let ja = join_reply(&eff, 4);
+    let jb = join_reply(&eff, 3);
+    assert_eq!((ja.generation, jb.generation), (2, 2));
+    assert_eq!(ja.leader, a, "the leader is kept");
+    assert_eq!(ja.members.len(), 2);
+    assert!(jb.members.is_empty());
+    // b syncs first and waits; a (leader) brings the assignment.
+    let (r, eff) = c.sync_group(sync(&b, 2, vec![]), 5, 40).unwrap();
+    assert!(r.is_none() && eff.replies.is_empty());
+    let (_, eff) = c
+        .sync_group(
+            sync(
+                &a,
+                2,
+                vec![
+                    (a.clone(), Bytes::from_static(b"x")),
+                    (b.clone(), Bytes::from_static(b"y")),
+                ],
+            ),
+            6,
+            40,
+        )
+        .unwrap();
+    assert_eq!(eff.replies.len(), 2);
+    let b_sync = eff.replies.iter().find(|(t, _)| *t == 5).unwrap();
+    assert!(matches!(&b_sync.1, Reply::Sync(s) if s.assignment == Bytes::from_static(b"y")));
+}
+
+#[test]
+fn session_timeout_removes_member_and_rebalances() {
+    let mut c = coordinator();
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    let (b, _, _) = new_member(&mut c, 2, 0);
+    // a was waiting when b joined: a must rejoin.
+    let (_, eff) = c.join_group(join(&a, None), 3, 0).unwrap();
+    assert_eq!(join_reply(&eff, 3).generation, 2);
+    c.sync_group(sync(&a, 2, vec![]), 4, 0).unwrap();
+    // Only a heartbeats; b's session expires.
+    c.heartbeat("g", &a, None, 2, SESSION as i64 - 1).unwrap();
+    let eff = c.tick(SESSION as i64 + 1);
+    assert!(eff.replies.is_empty());
+    assert_eq!(
+        c.heartbeat("g", &a, None, 2, SESSION as i64 + 2),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let (_, eff) = c.join_group(join(&a, None), 5, SESSION as i64 + 3).unwrap();
+    let j = join_reply(&eff, 5);
+    assert_eq!(j.generation, 3);
+    assert_eq!(j.members.len(), 1);
+    assert_eq!(
+        c.heartbeat("g", &b, None, 3, SESSION as i64 + 4),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn rebalance_timeout_drops_members_that_do_not_rejoin() {
+    let mut c = coordinator();
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    c.sync_group(sync(&a, 1, vec![]), 2, 0).unwrap();
+    let (_b, _, eff) = new_member(&mut c, 3, 100);
+    assert!(eff.replies.is_empty());
+    // a keeps heartbeating but never rejoins: after the rebalance timeout (5000) b proceeds.
+    c.heartbeat("g", &a, None, 1, 2000).ok();
+    let eff = c.tick(5200);
+    let j = join_reply(&eff, 3);
+    assert_eq!(j.generation, 2);
+    assert_eq!(j.members.len(), 1, "a was removed");
+}
+
+#[test]
+fn leave_group_batched_and_unknown_members() {
+    let mut c = coordinator();
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    let (results, _) = c
+        .leave_group(
+            "g",
+            &[
+                LeaveMember {
+                    member_id: a.clone(),
+                    instance_id: None,
+                },
+                LeaveMember {
+                    member_id: "ghost".into(),
+                    instance_id: None,
+                },
+            ],
+            10,
+        )
+        .unwrap();
+    assert_eq!(results, vec![Ok(()), Err(GroupError::UnknownMemberId)]);
+    assert_eq!(c.list_groups(&[], &[])[0].state, "Empty");
+}
+
+#[test]
+fn static_member_rejoin_keeps_assignment_and_fences_old_id() {
+    let mut c = coordinator();
+    let (r, _) = c.join_group(join("", Some("i1")), 1, 0).unwrap();
+    assert!(
+        r.is_none(),
+        "static members need no MEMBER_ID_REQUIRED round"
+    );
+    let eff = c.tick(0);
+    let _ = eff;
+    let view = c.describe_classic("g").unwrap();
+    let old = view.members[0].member_id.clone();
+    c.sync_group(
+        sync(&old, 1, vec![(old.clone(), Bytes::from_static(b"A"))]),
+        2,
+        0,
+    )
+    .unwrap();
+    // Restarted instance: unknown member id, same instance id -> new id, no rebalance.
+    let (r, _) = c.join_group(join("", Some("i1")), 3, 100).unwrap();
+    let r = r.expect("answered at once: the group is stable");
+    assert_ne!(r.member_id, old);
+    assert_eq!(r.generation, 1);
+    assert_eq!(c.describe_classic("g").unwrap().state, "Stable");
+    assert_eq!(
+        c.heartbeat("g", &old, Some("i1"), 1, 200),
+        Err(GroupError::FencedInstanceId)
+    );
+    c.heartbeat("g", &r.member_id, Some("i1"), 1, 200).unwrap();
+    let mut s = sync(&r.member_id, 1, vec![]);
+    s.instance_id = Some("i1".into());
+    let (resp, _) = c.sync_group(s, 4, 200).unwrap();
+    assert_eq!(resp.unwrap().assignment, Bytes::from_static(b"A"));
+}
+
+#[test]
+fn invalid_session_timeout_and_protocol_mismatch() {
+    let mut c = coordinator();
+    let mut j = join("", None);
+    j.session_timeout_ms = 10;
+    assert_eq!(
+        c.join_group(j, 1, 0).unwrap_err(),
+        GroupError::InvalidSessionTimeout
+    );
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    let _ = a;
+    let mut j = join("", None);
+    j.protocols = vec![("roundrobin".into(), Bytes::new())];
+    j.require_known_member_id = false;
+    assert_eq!(
+        c.join_group(j, 2, 0).unwrap_err(),
+        GroupError::InconsistentGroupProtocol
+    );
+}
+
+#[test]
+fn group_max_size_is_enforced() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            max_size: 1,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::new(), 0);
+    new_member(&mut c, 1, 0);
+    assert_eq!(
+        c.join_group(join("", None), 2, 0).unwrap_err(),
+        GroupError::GroupMaxSizeReached
+    );
+}
+
+#[test]
+fn initial_rebalance_delay_waits_for_more_members() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            initial_rebalance_delay_ms: 1000,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::new(), 0);
+    let (_, _, eff) = new_member(&mut c, 1, 0);
+    assert!(
+        eff.replies.is_empty(),
+        "the first join waits for the initial delay"
+    );
+    let (_, _, eff) = new_member(&mut c, 2, 500);
+    assert!(eff.replies.is_empty());
+    assert!(
+        c.tick(1200).replies.is_empty(),
+        "a second member extended the delay"
+    );
+    let eff = c.tick(1500);
+    assert_eq!(eff.replies.len(), 2);
+    assert_eq!(join_reply(&eff, 1).generation, 1);
+}
+
+#[test]
+fn offsets_commit_fetch_and_simple_commits() {
+    let mut c = coordinator();
+    let commit = |t: &str, p, o| OffsetCommit {
+        topic: t.into(),
+        partition: p,
+        offset: o,
+        leader_epoch: -1,
+        metadata: None,
+    };
+    // Admin commit to a group that does not exist creates an empty group.
+    let (r, eff) = c
+        .commit_offsets("g", "", None, -1, &[commit("t", 0, 5)], 1)
+        .unwrap();
+    assert_eq!(r, vec![Ok(())]);
+    assert_eq!(eff.records.len(), 1);
+    let got = c.fetch_offsets("g", None).unwrap();
+    assert_eq!(got[0].1.as_ref().unwrap().offset, 5);
+    // A member commit with a wrong generation is refused.
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    c.sync_group(sync(&a, 1, vec![]), 2, 0).unwrap();
+    assert_eq!(
+        c.commit_offsets("g", &a, None, 7, &[commit("t", 0, 6)], 2)
+            .unwrap_err(),
+        GroupError::IllegalGeneration
+    );
+    assert_eq!(
+        c.commit_offsets("g", "", None, -1, &[commit("t", 0, 6)], 2)
+            .unwrap_err(),
+        GroupError::UnknownMemberId
+    );
+    c.commit_offsets("g", &a, None, 1, &[commit("t", 0, 6)], 3)
+        .unwrap();
+    assert_eq!(c.delete_group("g").unwrap_err(), GroupError::NonEmptyGroup);
+    let missing = c.fetch_offsets("nope", Some(&[("t".into(), 0)])).unwrap();
+    assert!(missing[0].1.is_none());
+}
+
+#[test]
+fn offsets_and_groups_survive_reload_and_snapshot() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            snapshot_interval_records: 3,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::new(), 0);
+    let mut log: Vec<Record> = Vec::new();
+    let (a, _, eff) = new_member(&mut c, 1, 0);
+    log.extend(eff.records.into_iter().map(|(_, r)| r));
+    let (_, eff) = c
+        .sync_group(
+            sync(&a, 1, vec![(a.clone(), Bytes::from_static(b"A"))]),
+            2,
+            0,
+        )
+        .unwrap();
+    log.extend(eff.records.into_iter().map(|(_, r)| r));
+    for i in 0..4 {
+        let (_, eff) = c
+            .commit_offsets(
+                "g",
+                &a,
+                None,
+                1,
+                &[OffsetCommit {
+                    topic: "t".into(),
+                    partition: 0,
+                    offset: i,
+                    leader_epoch: -1,
+                    metadata: None,
+                }],
+                1,
+            )
+            .unwrap();
+        log.extend(eff.records.into_iter().map(|(_, r)| r));
+    }
+    let snapshot = c.snapshot_if_due(0).expect("a snapshot is due");
+    assert_eq!(snapshot.len(), 2, "one group record and one offset");
+    assert!(c.snapshot_if_due(0).is_none());
+    // Loading only the snapshot gives the same state as the whole log.
+    for records in [log, snapshot] {
+        let mut d = coordinator();
+        d.load(0, records.into_iter().map(|r| (r.key, r.value)), 10);
+        assert_eq!(
+            d.fetch_offsets("g", None).unwrap()[0]
+                .1
+                .as_ref()
+                .unwrap()
+                .offset,
+            3
+        );
+        let v = d.describe_classic("g").unwrap();
+        assert_eq!(v.state, "Stable");
+        d.heartbeat("g", &a, None, 1, 20).unwrap();
+        assert_eq!(v.members[0].assignment, Bytes::from_static(b"A"));
+    }
+}
+
+#[test]
+fn expired_offsets_of_empty_groups_are_removed() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            offsets_retention_ms: 1000,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::new(), 0);
+    c.commit_offsets(
+        "g",
+        "",
+        None,
+        -1,
+        &[OffsetCommit {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+        0,
+    )
+    .unwrap();
+    assert!(c.expire_offsets(500).records.is_empty());
+    let eff = c.expire_offsets(1500);
+    assert_eq!(eff.records.len(), 1);
+    assert!(eff.records[0].1.value.is_none(), "a tombstone");
+    assert!(c.list_groups(&[], &[]).is_empty());
+}
+
+#[test]
+fn unloaded_partition_is_not_coordinated_here() {
+    let mut c = coordinator();
+    c.unload(0);
+    assert_eq!(
+        c.join_group(join("", None), 1, 0).unwrap_err(),
+        GroupError::NotCoordinator
+    );
+}
+
+#[test]
+fn partition_for_matches_kafka() {
+    // Java: "my-group".hashCode() == -1906497762; Utils.abs(h) % 50 == 36.
+    assert_eq!(java_string_hash("my-group"), -1_906_497_762);
+    assert_eq!(partition_for("my-group", 50), 36);
+    assert_eq!(partition_for("", 50), 0);
+}
+
+fn topics() -> BTreeMap<String, TopicInfo> {
+    let mut t = BTreeMap::new();
+    t.insert(
+        "t".to_string(),
+        TopicInfo {
+            id: uuid::Uuid::from_u128(7),
+            partitions: 4,
+        },
+    );
+    t
+}
+
+fn hb(member: &str, epoch: i32, owned: Option<Vec<i32>>) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        group_id: "g".into(),
+        member_id: member.into(),
+        member_epoch: epoch,
+        instance_id: None,
+        rack_id: None,
+        rebalance_timeout_ms: 5000,
+        subscribed_topic_names: Some(vec!["t".into()]),
+        subscribed_topic_regex: None,
+        server_assignor: None,
+        owned: owned.map(|p| vec![(uuid::Uuid::from_u128(7), p)]),
+        client_id: "c".into(),
+        client_host: "/h".into(),
+    }
+}
+
+fn count(r: &ConsumerHeartbeatResponse) -> Option<usize> {
+    r.assignment
+        .as_ref()
+        .map(|a| a.iter().map(|(_, p)| p.len()).sum())
+}
+
+#[test]
+fn consumer_group_revokes_before_reassigning() {
+    let mut c = coordinator();
+    let t = topics();
+    let (a, _) = c.consumer_heartbeat(hb("a", 0, None), &t, 0).unwrap();
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(count(&a), Some(4));
+    let (b, _) = c.consumer_heartbeat(hb("b", 0, None), &t, 10).unwrap();
+    assert_eq!(b.member_epoch, 2);
+    assert_eq!(count(&b), Some(0), "b waits: a still owns everything");
+    // a is asked to revoke two partitions and keeps epoch 1.
+    let (a2, _) = c.consumer_heartbeat(hb("a", 1, None), &t, 20).unwrap();
+    assert_eq!(a2.member_epoch, 1);
+    let kept: Vec<i32> = a2.assignment.as_ref().unwrap()[0].1.clone();
+    assert_eq!(kept.len(), 2);
+    // b still gets nothing until a acknowledges.
+    let (b2, _) = c
+        .consumer_heartbeat(hb("b", 2, Some(vec![])), &t, 30)
+        .unwrap();
+    assert_eq!(count(&b2).unwrap_or(0), 0);
+    let (a3, _) = c
+        .consumer_heartbeat(hb("a", 1, Some(kept.clone())), &t, 40)
+        .unwrap();
+    assert_eq!(a3.member_epoch, 2);
+    let (b3, _) = c
+        .consumer_heartbeat(hb("b", 2, Some(vec![])), &t, 50)
+        .unwrap();
+    assert_eq!(count(&b3), Some(2));
+    assert_eq!(c.describe_consumer_group("g", &t).unwrap().state, "Stable");
+    // Fencing and unknown members.
+    assert_eq!(
+        c.consumer_heartbeat(hb("b", 9, None), &t, 60).unwrap_err(),
+        GroupError::FencedMemberEpoch
+    );
+    assert_eq!(
+        c.consumer_heartbeat(hb("z", 3, None), &t, 60).unwrap_err(),
+        GroupError::UnknownMemberId
+    );
+}
+
+#[test]
+fn consumer_member_session_expiry_frees_partitions() {
+    let mut c = coordinator();
+    let t = topics();
+    c.consumer_heartbeat(hb("a", 0, None), &t, 0).unwrap();
+    c.consumer_heartbeat(hb("b", 0, None), &t, 0).unwrap();
+    c.consumer_heartbeat(hb("a", 1, None), &t, 0).unwrap();
+    let session = GroupConfig::default().consumer_session_timeout_ms as i64;
+    c.consumer_heartbeat(hb("b", 2, Some(vec![])), &t, session - 10)
+        .unwrap();
+    c.tick(session + 1); // a expires
+    let (b, _) = c
+        .consumer_heartbeat(hb("b", 2, None), &t, session + 2)
+        .unwrap();
+    assert_eq!(count(&b), Some(4));
+    assert_eq!(b.member_epoch, 3);
+}
+
+#[test]
+fn empty_classic_group_converts_to_consumer_and_back() {
+    let mut c = coordinator();
+    let t = topics();
+    c.commit_offsets(
+        "g",
+        "",
+        None,
+        -1,
+        &[OffsetCommit {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+        0,
+    )
+    .unwrap();
+    c.consumer_heartbeat(hb("a", 0, None), &t, 0).unwrap();
+    assert_eq!(c.list_groups(&[], &[])[0].group_type, "consumer");
+    assert_eq!(
+        c.join_group(join("", None), 1, 0).unwrap_err(),
+        GroupError::InconsistentGroupProtocol,
+        "a non-empty consumer group refuses classic members"
+    );
+    c.consumer_heartbeat(hb("a", -1, None), &t, 10).unwrap();
+    new_member(&mut c, 2, 20);
+    assert_eq!(c.list_groups(&[], &[])[0].group_type, "classic");
+    assert_eq!(c.fetch_offsets("g", None).unwrap().len(), 1, "offsets kept");
+}
