@@ -1,8 +1,5 @@
 //! Broker and topic configuration, under Apache Kafka's property names.
 //!
-//! CONTRACT FILE: the public API below is what the broker codes against. Bodies marked
-//! `unimplemented!` are to be filled in; shapes may gain fields but should not change.
-//!
 //! Owns: parsing `server.properties` (Java properties syntax), defaults, validation with
 //! messages naming the property, the catalogue of topic-level configs with their broker-level
 //! synonyms, and resolving a topic's effective configs for DescribeConfigs.

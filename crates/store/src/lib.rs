@@ -1,8 +1,5 @@
 //! The log store: partition logs in Apache Kafka's on-disk format.
 //!
-//! CONTRACT FILE: the public API below is what the broker codes against. Signatures may gain
-//! fields/variants but should not change shape without telling the broker side.
-//!
 //! Owns: `<log.dir>/<topic>-<partition>/` directories, segment files (`.log`, `.index`,
 //! `.timeindex`), `partition.metadata`, `leader-epoch-checkpoint`, per-log-dir
 //! `meta.properties`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and the
