@@ -191,13 +191,23 @@ fn produce(
     records: Bytes,
     acks: i16,
 ) -> produce_response::PartitionProduceResponse {
+    produce_with(client, topic, 0, records, acks)
+}
+
+fn produce_with(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> produce_response::PartitionProduceResponse {
     let req = ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
+                .with_index(partition)
                 .with_records(Some(records))])]);
     let resp = client.request(&req, 9);
     resp.responses[0].partition_responses[0].clone()
@@ -474,15 +484,7 @@ fn produce_to(
     partition: i32,
     records: Bytes,
 ) -> produce_response::PartitionProduceResponse {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])]);
-    client.request(&req, 9).responses[0].partition_responses[0].clone()
+    produce_with(client, topic, partition, records, -1)
 }
 
 #[test]
