@@ -104,7 +104,8 @@ pub mod targets {
                 match e {
                     WireError::Truncated { len: l } => assert_eq!(l, len),
                     WireError::UnsupportedApiVersions { correlation_id, .. } => {
-                        let resp = sluice_wire::unsupported_api_versions_response(correlation_id);
+                        let resp = sluice_wire::unsupported_api_versions_response(correlation_id)
+                            .expect("the ApiVersions fallback always encodes");
                         assert!(resp.len() > 4, "empty ApiVersions fallback response");
                     }
                     _ => {}

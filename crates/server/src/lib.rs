@@ -166,9 +166,12 @@ async fn read_requests(
                     reply,
                 })
             }
-            Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => Queued::Raw(
-                sluice_wire::unsupported_api_versions_response(correlation_id),
-            ),
+            Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
+                match sluice_wire::unsupported_api_versions_response(correlation_id) {
+                    Ok(frame) => Queued::Raw(frame),
+                    Err(e) => return Close::Wire(e),
+                }
+            }
             Err(e) => return Close::Wire(e),
         };
         if tx.send(queued).await.is_err() {

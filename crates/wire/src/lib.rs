@@ -204,16 +204,14 @@ pub fn encode_response(
 
 /// Kafka's answer to an ApiVersions request newer than we speak: v0 body, UNSUPPORTED_VERSION,
 /// and our version table so the client can pick a version and retry.
-pub fn unsupported_api_versions_response(correlation_id: i32) -> BytesMut {
+pub fn unsupported_api_versions_response(correlation_id: i32) -> Result<BytesMut, WireError> {
     let body = ApiVersionsResponse::default()
         .with_error_code(kafka_protocol::ResponseError::UnsupportedVersion.code())
         .with_api_keys(api_version_entries());
-    // v0 of ApiVersionsResponse always encodes; the header is v0 for ApiVersions.
     encode_response(
         ApiKey::ApiVersions,
         0,
         correlation_id,
         &ResponseKind::ApiVersions(body),
     )
-    .unwrap_or_default()
 }
