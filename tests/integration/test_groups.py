@@ -120,10 +120,5 @@ def test_group_fair_share_failover_restart_exactly_once(broker, topic, protocol)
     got = all_records(members)
     counts = Counter(got)
     dups = [v for v, n in counts.items() if n > 1]
-    if protocol == "consumer":
-        # Known gap: KIP-848 membership is not persisted, so after a broker restart members
-        # rejoin with a new epoch and a record whose commit failed during the restart can be
-        # delivered again. Before the restart, delivery must be exactly once.
-        dups = [v for v in dups if not v.startswith(("d-", "e-"))]
     assert not dups, f"{len(dups)} records consumed more than once, e.g. {dups[:5]}"
     assert set(got) == expected
