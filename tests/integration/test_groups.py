@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -120,10 +121,73 @@ def test_group_fair_share_failover_restart_exactly_once(broker, topic, protocol)
     got = all_records(members)
     counts = Counter(got)
     dups = [v for v, n in counts.items() if n > 1]
-    if protocol == "consumer":
-        # Known gap: KIP-848 membership is not persisted, so after a broker restart members
-        # rejoin with a new epoch and a record whose commit failed during the restart can be
-        # delivered again. Before the restart, delivery must be exactly once.
-        dups = [v for v in dups if not v.startswith(("d-", "e-"))]
     assert not dups, f"{len(dups)} records consumed more than once, e.g. {dups[:5]}"
     assert set(got) == expected
+
+
+SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.mark.skipif(not harness.kafka_libs_present(), reason="Kafka jars not installed")
+@pytest.mark.broker_config(**{
+    "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.session.timeout.ms": SESSION_TIMEOUT_MS,
+})
+def test_sigkilled_java_consumer_protocol_member_is_replaced_within_session_timeout(broker, topic):
+    """A Java consumer (kafka-console-consumer, group.protocol=consumer) shares the group with
+    two librdkafka members; SIGKILLed, it sends no leave: the broker expires its session and
+    the survivors take its partitions."""
+    harness.create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    group = f"g-java-{topic}"
+    java = subprocess.Popen(
+        harness.java_cmd(
+            harness.CONSOLE_CONSUMER, "--bootstrap-server", broker.bootstrap, "--topic", topic,
+            "--group", group, "--from-beginning", "--consumer-property", "group.protocol=consumer",
+            "--property", "print.partition=true",
+            jvm_opts=harness.FAST_START_JVM,
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    java_lines: list = []
+    reader = threading.Thread(target=lambda: java_lines.extend(java.stdout), daemon=True)
+    reader.start()
+    members = [Member(broker.bootstrap, topic, group, "consumer") for _ in range(2)]
+    try:
+        # Three members of a 12-partition topic: the Java one holds the 4 the others lack.
+        wait_assignment_partial(members, [4, 4], 8, "2 librdkafka members with 4 partitions each")
+        expected = produce_batch(broker.bootstrap, topic, "j")
+        harness.wait_until(
+            lambda: sum(1 for l in list(java_lines) if "j-" in l) > 0, 60,
+            "the Java member consumes from its partitions",
+        )
+        harness.wait_until(
+            lambda: len(set(all_records(members)) & expected) >= 8 * BATCH // PARTITIONS, 60,
+            "the librdkafka members consume theirs",
+        )
+        java.kill()
+        java.wait(timeout=10)
+        killed = time.monotonic()
+        wait_assignment(members, [6, 6], "the survivors own all 12 partitions")
+        elapsed = time.monotonic() - killed
+        # Session timeout plus a few heartbeat intervals to reconcile.
+        assert elapsed < SESSION_TIMEOUT_MS / 1000 + 5, f"took {elapsed:.1f}s"
+        expected |= produce_batch(broker.bootstrap, topic, "k")
+        harness.wait_until(
+            lambda: set(all_records(members)) >= {v for v in expected if v.startswith("k-")}, 60,
+            "the survivors consume every partition",
+        )
+    finally:
+        if java.poll() is None:
+            java.kill()
+            java.wait(timeout=10)
+        for m in members:
+            m.stop()
+
+
+def wait_assignment_partial(members, sizes, total, what):
+    def ok():
+        got = [len(m.assigned) for m in members]
+        union = set().union(*(m.assigned for m in members))
+        return sorted(got) == sorted(sizes) and len(union) == total
+    harness.wait_until(ok, 60, what)

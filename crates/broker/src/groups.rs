@@ -4,8 +4,10 @@
 //! Every mutation runs under one mutex: call the coordinator, append the records it returns
 //! to their `__consumer_offsets` partition (and, when due, a snapshot followed by raising the
 //! log start offset), hand replies to parked requests. Appending under the mutex keeps the
-//! log in the order the state changed. Callers that promise durability (OffsetCommit) then
-//! wait for the group-commit fsync of the partitions written.
+//! log in the order the state changed. Callers that promise durability (OffsetCommit,
+//! DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat) wait for the group-commit fsync of the
+//! partitions written; JoinGroup and SyncGroup answers (parked ones too) wait for an fsync of
+//! their group's partition requested once the answer exists (`Broker::flush_group`).
 //!
 //! Partitions are loaded when this broker acquires `__consumer_offsets` (start-up, or its
 //! creation on first use) and could be unloaded on release: nothing here assumes the
@@ -140,6 +142,12 @@ impl Groups {
             "loaded __consumer_offsets partition"
         );
         self.logs.lock().insert(partition, log);
+    }
+
+    /// The loaded `__consumer_offsets` log holding `group_id`, if any.
+    pub(crate) fn log_of(&self, group_id: &str) -> Option<Arc<Log>> {
+        let p = self.coordinator.lock().partition_for(group_id);
+        self.logs.lock().get(&p).cloned()
     }
 
     pub(crate) fn partition_count(&self) -> i32 {
@@ -344,6 +352,17 @@ impl Broker {
                 }
             }
         });
+    }
+
+    /// Wait for the fsync of everything appended so far to the partition of `group_id`: an
+    /// answer that depends on group metadata records (JoinGroup, SyncGroup, parked or not)
+    /// calls this after the answer exists, so the records it depends on, appended under the
+    /// coordinator mutex before the answer was produced, are covered by the group commit.
+    pub(crate) fn flush_group(
+        &self,
+        group_id: &str,
+    ) -> impl std::future::Future<Output = Result<(), String>> {
+        self.flush_logs(self.groups.log_of(group_id).into_iter().collect())
     }
 
     /// Wait for the fsync of every log written.

@@ -200,9 +200,9 @@ impl Broker {
             RequestKind::ListGroups(r) => ready(apis::list_groups::handle(self, r, version)),
             RequestKind::DeleteGroups(r) => apis::delete_groups::handle(self, r, version),
             RequestKind::OffsetDelete(r) => apis::offset_delete::handle(self, r, version),
-            RequestKind::ConsumerGroupHeartbeat(r) => ready(
-                apis::consumer_group_heartbeat::handle(self, r, version, &header),
-            ),
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                apis::consumer_group_heartbeat::handle(self, r, version, &header)
+            }
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))
             }

@@ -12,7 +12,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use bytes::Bytes;
+
 use crate::assignor::{self, Assignment};
+use crate::records::{self, ConsumerAssignmentRecord, ConsumerMemberRecord, ConsumerValue, Record};
 use crate::{GroupConfig, GroupError};
 
 /// A topic as the caller's metadata knows it.
@@ -96,10 +99,58 @@ pub(crate) struct ConsumerGroup {
     group_epoch: i32,
     assignment_epoch: i32,
     target: BTreeMap<String, Assignment>,
-    /// Partition counts of the subscribed topics when the group epoch last bumped.
-    subscribed_meta: BTreeMap<String, i32>,
+    /// The subscribed topics (id, partition count) when the group epoch last bumped.
+    subscribed_meta: BTreeMap<String, TopicInfo>,
     pub(crate) state_timestamp_ms: i64,
     assignor: String,
+    /// The group's live records as last handed out for `__consumer_offsets` (key -> value).
+    persisted: BTreeMap<Bytes, Bytes>,
+}
+
+/// A consumer group's records read back from `__consumer_offsets`, in log order.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    epoch: Option<i32>,
+    topics: Vec<(uuid::Uuid, String, i32)>,
+    members: BTreeMap<String, ConsumerMemberRecord>,
+    assignment_epoch: i32,
+    target: BTreeMap<String, records::TopicPartitions>,
+    current: BTreeMap<String, ConsumerAssignmentRecord>,
+    raw: BTreeMap<Bytes, Bytes>,
+}
+
+impl Loaded {
+    pub(crate) fn apply(&mut self, key: Bytes, value: Option<Bytes>, decoded: ConsumerValue) {
+        match value {
+            Some(v) => self.raw.insert(key, v),
+            None => self.raw.remove(&key),
+        };
+        match decoded {
+            ConsumerValue::Group(e) => self.epoch = e,
+            ConsumerValue::PartitionMetadata(v) => {
+                self.topics = v.map(|(_, t)| t).unwrap_or_default();
+            }
+            ConsumerValue::Member(m, Some(v)) => {
+                self.members.insert(m, v);
+            }
+            ConsumerValue::Member(m, None) => {
+                self.members.remove(&m);
+            }
+            ConsumerValue::TargetMetadata(e) => self.assignment_epoch = e.unwrap_or(0),
+            ConsumerValue::TargetMember(m, Some(v)) => {
+                self.target.insert(m, v);
+            }
+            ConsumerValue::TargetMember(m, None) => {
+                self.target.remove(&m);
+            }
+            ConsumerValue::Current(m, Some(v)) => {
+                self.current.insert(m, v);
+            }
+            ConsumerValue::Current(m, None) => {
+                self.current.remove(&m);
+            }
+        }
+    }
 }
 
 fn to_wire(a: &Assignment) -> Vec<(uuid::Uuid, Vec<i32>)> {
@@ -160,7 +211,199 @@ impl ConsumerGroup {
             subscribed_meta: BTreeMap::new(),
             state_timestamp_ms: now_ms,
             assignor: String::new(),
+            persisted: BTreeMap::new(),
         }
+    }
+
+    /// Rebuild a group from its records (None when its metadata record is absent or
+    /// deleted). Members get a fresh session timeout, as after a coordinator failover.
+    pub(crate) fn from_loaded(
+        id: String,
+        l: Loaded,
+        now_ms: i64,
+        config: &GroupConfig,
+    ) -> Option<ConsumerGroup> {
+        let group_epoch = l.epoch?;
+        let mut members = BTreeMap::new();
+        for (mid, r) in l.members {
+            let cur = l.current.get(&mid);
+            let revoking = cur.map(|c| from_wire(&c.revoking)).unwrap_or_default();
+            members.insert(
+                mid.clone(),
+                Member {
+                    id: mid,
+                    instance_id: r.instance_id,
+                    rack_id: r.rack_id,
+                    client_id: r.client_id,
+                    client_host: r.client_host,
+                    rebalance_timeout_ms: r.rebalance_timeout_ms,
+                    subscribed: r.subscribed_topic_names.into_iter().collect(),
+                    assignor: r.server_assignor,
+                    epoch: cur.map_or(0, |c| c.member_epoch),
+                    previous_epoch: cur.map_or(0, |c| c.previous_member_epoch),
+                    assigned: cur.map(|c| from_wire(&c.assigned)).unwrap_or_default(),
+                    revoke_deadline_ms: (!revoking.is_empty())
+                        .then(|| now_ms + i64::from(r.rebalance_timeout_ms.max(1000))),
+                    revoking,
+                    session_deadline_ms: now_ms + i64::from(config.consumer_session_timeout_ms),
+                    sent: None,
+                },
+            );
+        }
+        let target = l
+            .target
+            .into_iter()
+            .filter(|(m, _)| members.contains_key(m))
+            .map(|(m, a)| (m, from_wire(&a)))
+            .collect();
+        let mut g = ConsumerGroup {
+            id,
+            members,
+            group_epoch,
+            assignment_epoch: l.assignment_epoch,
+            target,
+            subscribed_meta: l
+                .topics
+                .into_iter()
+                .map(|(tid, name, partitions)| {
+                    (
+                        name,
+                        TopicInfo {
+                            id: tid,
+                            partitions,
+                        },
+                    )
+                })
+                .collect(),
+            state_timestamp_ms: now_ms,
+            assignor: String::new(),
+            persisted: l.raw,
+        };
+        g.assignor = g.voted_assignor().unwrap_or_default();
+        Some(g)
+    }
+
+    /// The assignor most members asked for.
+    fn voted_assignor(&self) -> Option<String> {
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = &m.assignor {
+                *votes.entry(a.as_str()).or_default() += 1;
+            }
+        }
+        votes
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(a, _)| a.to_string())
+    }
+
+    /// Every live record of the group, as Kafka's coordinator writes them.
+    pub(crate) fn live_records(&self) -> BTreeMap<Bytes, Bytes> {
+        let id = self.id.as_str();
+        let key = |v: i16, m: Option<&str>| records::consumer_key(v, id, m);
+        let mut out = BTreeMap::new();
+        out.insert(
+            key(records::CONSUMER_GROUP_KEY_VERSION, None),
+            records::consumer_epoch_value(self.group_epoch),
+        );
+        let topics: Vec<(uuid::Uuid, String, i32)> = self
+            .subscribed_meta
+            .iter()
+            .map(|(n, t)| (t.id, n.clone(), t.partitions))
+            .collect();
+        out.insert(
+            key(records::CONSUMER_PARTITION_META_KEY_VERSION, None),
+            records::consumer_partition_meta_value(self.group_epoch, &topics),
+        );
+        for m in self.members.values() {
+            out.insert(
+                key(records::CONSUMER_MEMBER_KEY_VERSION, Some(&m.id)),
+                records::consumer_member_value(&ConsumerMemberRecord {
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed_topic_names: m.subscribed.iter().cloned().collect(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    server_assignor: m.assignor.clone(),
+                }),
+            );
+            let state = if !m.revoking.is_empty() {
+                2
+            } else if Some(&m.assigned) != self.target.get(&m.id) {
+                3
+            } else {
+                1
+            };
+            out.insert(
+                key(records::CONSUMER_CURRENT_KEY_VERSION, Some(&m.id)),
+                records::consumer_current_value(&ConsumerAssignmentRecord {
+                    member_epoch: m.epoch,
+                    previous_member_epoch: m.previous_epoch,
+                    state,
+                    assigned: to_wire(&m.assigned),
+                    revoking: to_wire(&m.revoking),
+                }),
+            );
+        }
+        out.insert(
+            key(records::CONSUMER_TARGET_META_KEY_VERSION, None),
+            records::consumer_epoch_value(self.assignment_epoch),
+        );
+        for (mid, a) in &self.target {
+            out.insert(
+                key(records::CONSUMER_TARGET_MEMBER_KEY_VERSION, Some(mid)),
+                records::consumer_target_member_value(&to_wire(a)),
+            );
+        }
+        out
+    }
+
+    /// The records that bring `__consumer_offsets` up to the group's current state (changed
+    /// records, tombstones for removed ones).
+    pub(crate) fn take_records(&mut self) -> Vec<Record> {
+        let live = self.live_records();
+        let mut out: Vec<Record> = live
+            .iter()
+            .filter(|(k, v)| self.persisted.get(*k) != Some(*v))
+            .map(|(k, v)| Record {
+                key: k.clone(),
+                value: Some(v.clone()),
+            })
+            .collect();
+        out.extend(
+            self.persisted
+                .keys()
+                .filter(|k| !live.contains_key(*k))
+                .map(|k| Record {
+                    key: k.clone(),
+                    value: None,
+                }),
+        );
+        self.persisted = live;
+        out
+    }
+
+    /// The group's records as persisted (for a snapshot).
+    pub(crate) fn persisted_records(&self) -> Vec<Record> {
+        self.persisted
+            .iter()
+            .map(|(k, v)| Record {
+                key: k.clone(),
+                value: Some(v.clone()),
+            })
+            .collect()
+    }
+
+    /// Tombstones for every persisted record (the group is deleted or converted).
+    pub(crate) fn tombstones(&self) -> Vec<Record> {
+        self.persisted
+            .keys()
+            .map(|k| Record {
+                key: k.clone(),
+                value: None,
+            })
+            .collect()
     }
 
     pub(crate) fn state_name(&self) -> &'static str {
@@ -352,11 +595,11 @@ impl ConsumerGroup {
         }
         bump |= changed;
         // Partition counts of the subscribed topics.
-        let meta: BTreeMap<String, i32> = self
+        let meta: BTreeMap<String, TopicInfo> = self
             .members
             .values()
             .flat_map(|m| m.subscribed.iter())
-            .filter_map(|t| topics.get(t).map(|i| (t.clone(), i.partitions)))
+            .filter_map(|t| topics.get(t).map(|i| (t.clone(), i.clone())))
             .collect();
         if meta != self.subscribed_meta {
             self.subscribed_meta = meta;
@@ -366,17 +609,7 @@ impl ConsumerGroup {
             self.bump(now_ms);
         }
         // The assignor: the one most members asked for, else the default.
-        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
-        for m in self.members.values() {
-            if let Some(a) = &m.assignor {
-                *votes.entry(a.as_str()).or_default() += 1;
-            }
-        }
-        self.assignor = votes
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(a, _)| a.to_string())
-            .unwrap_or(assignor_name);
+        self.assignor = self.voted_assignor().unwrap_or(assignor_name);
         if self.group_epoch > self.assignment_epoch {
             let subs: BTreeMap<String, BTreeSet<String>> = self
                 .members
@@ -463,7 +696,8 @@ impl ConsumerGroup {
         }
     }
 
-    pub(crate) fn tick(&mut self, now_ms: i64) {
+    /// Remove members whose session or revocation timed out; true when any was removed.
+    pub(crate) fn tick(&mut self, now_ms: i64) -> bool {
         let expired: Vec<String> = self
             .members
             .values()
@@ -472,9 +706,11 @@ impl ConsumerGroup {
             })
             .map(|m| m.id.clone())
             .collect();
+        let any = !expired.is_empty();
         for id in expired {
             self.remove_member(&id, now_ms);
         }
+        any
     }
 
     pub(crate) fn validate_commit(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {

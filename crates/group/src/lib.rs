@@ -303,6 +303,7 @@ impl Coordinator {
         let mut shard = Shard::default();
         let mut bad = 0usize;
         let mut groups: BTreeMap<String, Option<records::GroupRecord>> = BTreeMap::new();
+        let mut consumer_groups: BTreeMap<String, consumer::Loaded> = BTreeMap::new();
         for (key, value) in records {
             match records::decode(&key, value.as_deref()) {
                 Ok(records::Decoded::Offset {
@@ -324,6 +325,12 @@ impl Coordinator {
                 Ok(records::Decoded::Group { group, value }) => {
                     groups.insert(group, value);
                 }
+                Ok(records::Decoded::Consumer { group, value: v }) => {
+                    consumer_groups
+                        .entry(group)
+                        .or_default()
+                        .apply(key, value, v);
+                }
                 Ok(records::Decoded::Other) => {}
                 Err(_) => bad += 1,
             }
@@ -335,6 +342,13 @@ impl Coordinator {
                     id.clone(),
                     Group::Classic(classic::ClassicGroup::from_record(id, v, now_ms)),
                 );
+            }
+        }
+        for (id, loaded) in consumer_groups {
+            if let Some(g) =
+                consumer::ConsumerGroup::from_loaded(id.clone(), loaded, now_ms, &self.config)
+            {
+                shard.groups.insert(id, Group::Consumer(g));
             }
         }
         let offset_groups: Vec<String> = shard.offsets.keys().cloned().collect();
@@ -386,10 +400,12 @@ impl Coordinator {
         let id = req.group_id.clone();
         // An empty consumer group becomes a classic group on its first classic join
         // (Kafka's offline downgrade); a non-empty one refuses classic members.
+        let mut converted = Vec::new();
         if let Some(Group::Consumer(g)) = shard.groups.get(&id) {
             if !g.members.is_empty() {
                 return Err(GroupError::InconsistentGroupProtocol);
             }
+            converted = g.tombstones();
             shard.groups.remove(&id);
         }
         let group = match shard
@@ -401,7 +417,12 @@ impl Coordinator {
             Group::Consumer(_) => return Err(GroupError::InconsistentGroupProtocol),
         };
         let (resp, effects) = group.join(req, token, now_ms, &config)?;
-        Ok((resp, effects.into_effects(p)))
+        let mut effects = effects.into_effects(p);
+        shard.records_since_snapshot += converted.len() as u64;
+        effects
+            .records
+            .splice(0..0, converted.into_iter().map(|r| (p, r)));
+        Ok((resp, effects))
     }
 
     pub fn sync_group(
@@ -461,14 +482,22 @@ impl Coordinator {
         now_ms: i64,
     ) -> Result<(ConsumerHeartbeatResponse, Effects), GroupError> {
         let config = self.config.clone();
-        let (_, shard) = self.shard(&req.group_id)?;
+        let (p, shard) = self.shard(&req.group_id)?;
         let id = req.group_id.clone();
+        let mut records = Vec::new();
         match shard.groups.get(&id) {
             Some(Group::Classic(g)) if !g.members.is_empty() => {
                 return Err(GroupError::GroupIdNotFound);
             }
-            Some(Group::Classic(_)) => {
-                // An empty classic group becomes a consumer group (Kafka's conversion).
+            Some(Group::Classic(g)) => {
+                // An empty classic group becomes a consumer group (Kafka's conversion); its
+                // group metadata record, if any, is deleted.
+                if g.generation > 0 {
+                    records.push(Record {
+                        key: records::group_key(&id),
+                        value: None,
+                    });
+                }
                 shard.groups.remove(&id);
             }
             _ => {}
@@ -483,8 +512,15 @@ impl Coordinator {
                 Group::Consumer(g) => g,
                 Group::Classic(_) => return Err(GroupError::GroupIdNotFound),
             };
+        // A refused heartbeat returns no records: whatever it changed is in the next diff.
         let resp = group.heartbeat(req, topics, now_ms, &config)?;
-        Ok((resp, Effects::default()))
+        records.extend(group.take_records());
+        shard.records_since_snapshot += records.len() as u64;
+        let effects = Effects {
+            replies: Vec::new(),
+            records: records.into_iter().map(|r| (p, r)).collect(),
+        };
+        Ok((resp, effects))
     }
 
     pub fn describe_consumer_group(
@@ -644,8 +680,12 @@ impl Coordinator {
         if !group.is_empty() {
             return Err(GroupError::NonEmptyGroup);
         }
-        shard.groups.remove(group_id);
         let mut effects = Effects::default();
+        if let Some(Group::Consumer(g)) = shard.groups.remove(group_id) {
+            effects
+                .records
+                .extend(g.tombstones().into_iter().map(|r| (p, r)));
+        }
         if let Some(offsets) = shard.offsets.remove(group_id) {
             for (topic, partition) in offsets.keys() {
                 effects.records.push((
@@ -727,7 +767,14 @@ impl Coordinator {
                         shard.records_since_snapshot += eff.records.len() as u64;
                         effects.merge(eff.into_effects(*p));
                     }
-                    Group::Consumer(g) => g.tick(now_ms),
+                    // Only a removal changes the group's records here.
+                    Group::Consumer(g) => {
+                        if g.tick(now_ms) {
+                            let records = g.take_records();
+                            shard.records_since_snapshot += records.len() as u64;
+                            effects.records.extend(records.into_iter().map(|r| (*p, r)));
+                        }
+                    }
                 }
             }
         }
@@ -777,7 +824,11 @@ impl Coordinator {
                 }
                 if !shard.offsets.contains_key(&id) {
                     let persisted = matches!(shard.groups.get(&id), Some(Group::Classic(c)) if c.generation > 0);
-                    shard.groups.remove(&id);
+                    if let Some(Group::Consumer(g)) = shard.groups.remove(&id) {
+                        effects
+                            .records
+                            .extend(g.tombstones().into_iter().map(|r| (*p, r)));
+                    }
                     if persisted {
                         effects.records.push((
                             *p,
@@ -805,13 +856,13 @@ impl Coordinator {
         shard.records_since_snapshot = 0;
         let mut out = Vec::new();
         for (id, g) in &shard.groups {
-            if let Group::Classic(c) = g {
-                if c.generation > 0 {
-                    out.push(Record {
-                        key: records::group_key(id),
-                        value: Some(records::group_value(&c.to_record())),
-                    });
-                }
+            match g {
+                Group::Classic(c) if c.generation > 0 => out.push(Record {
+                    key: records::group_key(id),
+                    value: Some(records::group_value(&c.to_record())),
+                }),
+                Group::Classic(_) => {}
+                Group::Consumer(c) => out.extend(c.persisted_records()),
             }
         }
         for (id, offsets) in &shard.offsets {

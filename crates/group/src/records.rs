@@ -12,8 +12,24 @@
 //! rebalanceTimeout int32, sessionTimeout int32, subscription bytes, assignment bytes.
 //!
 //! Strings are int16-length-prefixed UTF-8 (-1 = null), bytes int32-length-prefixed. A null
-//! value is a tombstone. Keys of other versions (Kafka's KIP-848 records, 3..) are skipped on
-//! load: Sluice does not persist KIP-848 membership (members rejoin; offsets persist).
+//! value is a tombstone.
+//!
+//! KIP-848 consumer groups use Kafka's records of the new coordinator. Keys are not flexible
+//! (int16 version, then int16-length strings); values are flexible version 0 (int16 version,
+//! compact strings and arrays with unsigned-varint length + 1, 0 = null, 16-byte uuids, an
+//! empty tagged-field section after every struct):
+//!
+//! | key version | key fields | value v0 fields |
+//! |---|---|---|
+//! | 3 `ConsumerGroupMetadata` | group | epoch int32 |
+//! | 4 `ConsumerGroupPartitionMetadata` | group | epoch int32, topics [id uuid, name string, partitions int32, racks [] (empty)] |
+//! | 5 `ConsumerGroupMemberMetadata` | group, member | instanceId?, rackId?, clientId, clientHost, subscribedTopicNames []string, subscribedTopicRegex?, rebalanceTimeoutMs int32, serverAssignor? |
+//! | 6 `ConsumerGroupTargetAssignmentMetadata` | group | assignmentEpoch int32 |
+//! | 7 `ConsumerGroupTargetAssignmentMember` | group, member | topicPartitions [id uuid, partitions []int32] |
+//! | 8 `ConsumerGroupCurrentMemberAssignment` | group, member | memberEpoch int32, previousMemberEpoch int32, state int8, assigned and pendingRevocation [id uuid, partitions []int32] |
+//!
+//! Unknown tagged fields are skipped on decode; other key versions decode as
+//! [`Decoded::Other`] and are ignored.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_format::records::read_varint;
@@ -23,6 +39,57 @@ pub(crate) const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 pub(crate) const GROUP_METADATA_KEY_VERSION: i16 = 2;
 const OFFSET_COMMIT_VALUE_VERSION: i16 = 3;
 const GROUP_METADATA_VALUE_VERSION: i16 = 3;
+pub(crate) const CONSUMER_GROUP_KEY_VERSION: i16 = 3;
+pub(crate) const CONSUMER_PARTITION_META_KEY_VERSION: i16 = 4;
+pub(crate) const CONSUMER_MEMBER_KEY_VERSION: i16 = 5;
+pub(crate) const CONSUMER_TARGET_META_KEY_VERSION: i16 = 6;
+pub(crate) const CONSUMER_TARGET_MEMBER_KEY_VERSION: i16 = 7;
+pub(crate) const CONSUMER_CURRENT_KEY_VERSION: i16 = 8;
+
+/// Partitions by topic id.
+pub type TopicPartitions = Vec<(uuid::Uuid, Vec<i32>)>;
+/// A subscribed topic's (id, name, partition count).
+pub type TopicMetadata = (uuid::Uuid, String, i32);
+
+/// A KIP-848 member's metadata (key 5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerMemberRecord {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+}
+
+/// A KIP-848 member's current assignment (key 8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerAssignmentRecord {
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    /// Kafka's MemberState: 1 stable, 2 unrevoked partitions, 3 unreleased partitions.
+    pub state: i8,
+    pub assigned: TopicPartitions,
+    pub revoking: TopicPartitions,
+}
+
+/// The value of a KIP-848 record (`None` = tombstone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerValue {
+    /// Key 3: the group epoch.
+    Group(Option<i32>),
+    /// Key 4: the group epoch and (topic id, name, partition count) of subscribed topics.
+    PartitionMetadata(Option<(i32, Vec<TopicMetadata>)>),
+    /// Key 5.
+    Member(String, Option<ConsumerMemberRecord>),
+    /// Key 6: the assignment epoch.
+    TargetMetadata(Option<i32>),
+    /// Key 7: a member's target assignment.
+    TargetMember(String, Option<TopicPartitions>),
+    /// Key 8.
+    Current(String, Option<ConsumerAssignmentRecord>),
+}
 
 /// One record to append to `__consumer_offsets` (value `None` = tombstone).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +144,9 @@ pub enum Decoded {
         group: String,
         value: Option<GroupRecord>,
     },
-    /// A key version Sluice does not interpret (e.g. Kafka's KIP-848 records).
+    /// A KIP-848 consumer group record.
+    Consumer { group: String, value: ConsumerValue },
+    /// A key version Sluice does not interpret (e.g. share or streams groups).
     Other,
 }
 
@@ -148,6 +217,104 @@ pub(crate) fn group_value(g: &GroupRecord) -> Bytes {
     b.freeze()
 }
 
+fn put_uvarint(b: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        b.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.put_u8(v as u8);
+}
+
+fn put_compact_str(b: &mut BytesMut, s: Option<&str>) {
+    match s {
+        None => b.put_u8(0),
+        Some(s) => {
+            put_uvarint(b, s.len() as u64 + 1);
+            b.put_slice(s.as_bytes());
+        }
+    }
+}
+
+fn put_topic_partitions(b: &mut BytesMut, tps: &[(uuid::Uuid, Vec<i32>)]) {
+    put_uvarint(b, tps.len() as u64 + 1);
+    for (id, ps) in tps {
+        b.put_slice(id.as_bytes());
+        put_uvarint(b, ps.len() as u64 + 1);
+        for p in ps {
+            b.put_i32(*p);
+        }
+        b.put_u8(0); // tagged fields
+    }
+}
+
+/// A KIP-848 record's key (`member` for keys 5, 7 and 8).
+pub(crate) fn consumer_key(version: i16, group: &str, member: Option<&str>) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(version);
+    put_str(&mut b, group);
+    if let Some(m) = member {
+        put_str(&mut b, m);
+    }
+    b.freeze()
+}
+
+fn flexible_value(f: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    f(&mut b);
+    b.put_u8(0); // tagged fields
+    b.freeze()
+}
+
+/// Key 3 / 6 values: one int32 epoch.
+pub(crate) fn consumer_epoch_value(epoch: i32) -> Bytes {
+    flexible_value(|b| b.put_i32(epoch))
+}
+
+pub(crate) fn consumer_partition_meta_value(epoch: i32, topics: &[TopicMetadata]) -> Bytes {
+    flexible_value(|b| {
+        b.put_i32(epoch);
+        put_uvarint(b, topics.len() as u64 + 1);
+        for (id, name, n) in topics {
+            b.put_slice(id.as_bytes());
+            put_compact_str(b, Some(name));
+            b.put_i32(*n);
+            put_uvarint(b, 1); // no partition racks
+            b.put_u8(0);
+        }
+    })
+}
+
+pub(crate) fn consumer_member_value(m: &ConsumerMemberRecord) -> Bytes {
+    flexible_value(|b| {
+        put_compact_str(b, m.instance_id.as_deref());
+        put_compact_str(b, m.rack_id.as_deref());
+        put_compact_str(b, Some(&m.client_id));
+        put_compact_str(b, Some(&m.client_host));
+        put_uvarint(b, m.subscribed_topic_names.len() as u64 + 1);
+        for t in &m.subscribed_topic_names {
+            put_compact_str(b, Some(t));
+        }
+        put_compact_str(b, None); // subscribed topic regex
+        b.put_i32(m.rebalance_timeout_ms);
+        put_compact_str(b, m.server_assignor.as_deref());
+    })
+}
+
+pub(crate) fn consumer_target_member_value(tps: &[(uuid::Uuid, Vec<i32>)]) -> Bytes {
+    flexible_value(|b| put_topic_partitions(b, tps))
+}
+
+pub(crate) fn consumer_current_value(a: &ConsumerAssignmentRecord) -> Bytes {
+    flexible_value(|b| {
+        b.put_i32(a.member_epoch);
+        b.put_i32(a.previous_member_epoch);
+        b.put_i8(a.state);
+        put_topic_partitions(b, &a.assigned);
+        put_topic_partitions(b, &a.revoking);
+    })
+}
+
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed __consumer_offsets record: {0}")]
@@ -168,6 +335,9 @@ impl<'a> Reader<'a> {
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
+    }
+    fn i8(&mut self) -> Result<i8, DecodeError> {
+        Ok(self.take(1)?[0] as i8)
     }
     fn i16(&mut self) -> Result<i16, DecodeError> {
         let s = self.take(2)?;
@@ -196,6 +366,73 @@ impl<'a> Reader<'a> {
     fn str(&mut self) -> Result<String, DecodeError> {
         self.nullable_str()?
             .ok_or_else(|| DecodeError("null string".into()))
+    }
+    fn uvarint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError("varint too long".into()))
+    }
+    /// A compact array or string length (None = null).
+    fn compact_len(&mut self) -> Result<Option<usize>, DecodeError> {
+        let n = self.uvarint()?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let n = usize::try_from(n - 1).map_err(|_| DecodeError("length".into()))?;
+        if n > self.buf.len() {
+            return Err(DecodeError("length past the end".into()));
+        }
+        Ok(Some(n))
+    }
+    fn compact_nullable_str(&mut self) -> Result<Option<String>, DecodeError> {
+        let Some(n) = self.compact_len()? else {
+            return Ok(None);
+        };
+        let s = self.take(n)?;
+        String::from_utf8(s.to_vec())
+            .map(Some)
+            .map_err(|_| DecodeError("string is not UTF-8".into()))
+    }
+    fn compact_str(&mut self) -> Result<String, DecodeError> {
+        self.compact_nullable_str()?
+            .ok_or_else(|| DecodeError("null string".into()))
+    }
+    fn compact_array<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Vec<T>, DecodeError> {
+        let n = self.compact_len()?.unwrap_or(0);
+        (0..n).map(|_| f(self)).collect()
+    }
+    fn uuid(&mut self) -> Result<uuid::Uuid, DecodeError> {
+        let s = self.take(16)?;
+        let mut a = [0u8; 16];
+        a.copy_from_slice(s);
+        Ok(uuid::Uuid::from_bytes(a))
+    }
+    /// Skip a tagged-field section.
+    fn tags(&mut self) -> Result<(), DecodeError> {
+        let n = self.uvarint()?;
+        for _ in 0..n {
+            self.uvarint()?;
+            let len = usize::try_from(self.uvarint()?).map_err(|_| DecodeError("tag".into()))?;
+            self.take(len)?;
+        }
+        Ok(())
+    }
+    fn topic_partitions(&mut self) -> Result<TopicPartitions, DecodeError> {
+        self.compact_array(|r| {
+            let id = r.uuid()?;
+            let ps = r.compact_array(|r| r.i32())?;
+            r.tags()?;
+            Ok((id, ps))
+        })
     }
     fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = self.i32()?;
@@ -234,8 +471,117 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Decoded, DecodeError> 
             };
             Ok(Decoded::Group { group, value })
         }
+        3..=8 => {
+            let group = k.str()?;
+            let member = if matches!(version, 5 | 7 | 8) {
+                Some(k.str()?)
+            } else {
+                None
+            };
+            let value = decode_consumer_value(version, member, value)?;
+            Ok(Decoded::Consumer { group, value })
+        }
         _ => Ok(Decoded::Other),
     }
+}
+
+fn decode_consumer_value(
+    key_version: i16,
+    member: Option<String>,
+    value: Option<&[u8]>,
+) -> Result<ConsumerValue, DecodeError> {
+    let member = member.unwrap_or_default();
+    let mut r = value.map(|v| Reader { buf: v, pos: 0 });
+    if let Some(r) = r.as_mut() {
+        let version = r.i16()?;
+        if version != 0 {
+            return Err(DecodeError(format!(
+                "consumer group value version {version} is not supported"
+            )));
+        }
+    }
+    let done = |r: &mut Reader<'_>| r.tags();
+    Ok(match (key_version, r.as_mut()) {
+        (3, None) => ConsumerValue::Group(None),
+        (3, Some(r)) => {
+            let epoch = r.i32()?;
+            done(r)?;
+            ConsumerValue::Group(Some(epoch))
+        }
+        (4, None) => ConsumerValue::PartitionMetadata(None),
+        (4, Some(r)) => {
+            let epoch = r.i32()?;
+            let topics = r.compact_array(|r| {
+                let id = r.uuid()?;
+                let name = r.compact_str()?;
+                let n = r.i32()?;
+                r.compact_array(|r| {
+                    r.i32()?;
+                    r.compact_array(|r| r.compact_str())?;
+                    r.tags()
+                })?;
+                r.tags()?;
+                Ok((id, name, n))
+            })?;
+            done(r)?;
+            ConsumerValue::PartitionMetadata(Some((epoch, topics)))
+        }
+        (5, None) => ConsumerValue::Member(member, None),
+        (5, Some(r)) => {
+            let instance_id = r.compact_nullable_str()?;
+            let rack_id = r.compact_nullable_str()?;
+            let client_id = r.compact_str()?;
+            let client_host = r.compact_str()?;
+            let subscribed_topic_names = r.compact_array(|r| r.compact_str())?;
+            let _regex = r.compact_nullable_str()?;
+            let rebalance_timeout_ms = r.i32()?;
+            let server_assignor = r.compact_nullable_str()?;
+            done(r)?;
+            ConsumerValue::Member(
+                member,
+                Some(ConsumerMemberRecord {
+                    instance_id,
+                    rack_id,
+                    client_id,
+                    client_host,
+                    subscribed_topic_names,
+                    rebalance_timeout_ms,
+                    server_assignor,
+                }),
+            )
+        }
+        (6, None) => ConsumerValue::TargetMetadata(None),
+        (6, Some(r)) => {
+            let epoch = r.i32()?;
+            done(r)?;
+            ConsumerValue::TargetMetadata(Some(epoch))
+        }
+        (7, None) => ConsumerValue::TargetMember(member, None),
+        (7, Some(r)) => {
+            let tps = r.topic_partitions()?;
+            done(r)?;
+            ConsumerValue::TargetMember(member, Some(tps))
+        }
+        (_, None) => ConsumerValue::Current(member, None),
+        (_, Some(r)) => {
+            let member_epoch = r.i32()?;
+            let previous_member_epoch = r.i32()?;
+            let state = r.i8()?;
+            let assigned = r.topic_partitions()?;
+            let revoking = r.topic_partitions()?;
+            done(r)?;
+            ConsumerValue::Current(
+                member,
+                Some(ConsumerAssignmentRecord {
+                    member_epoch,
+                    previous_member_epoch,
+                    state,
+                    assigned,
+                    revoking,
+                }),
+            )
+        }
+    })
 }
 
 fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, DecodeError> {
@@ -437,5 +783,76 @@ mod tests {
         assert!(decode(&[0, 1, 0, 1, b'g', 0, 1], Some(&[0, 3, 1])).is_err());
         assert!(batch_records(&[1, 2, 3]).is_err());
         assert_eq!(decode(&[0, 9], None).unwrap(), Decoded::Other);
+        assert!(decode(&consumer_key(8, "g", Some("m")), Some(&[0, 0, 0xff])).is_err());
+    }
+
+    #[test]
+    fn consumer_values_round_trip() {
+        let t = uuid::Uuid::from_u128(7);
+        let m = ConsumerMemberRecord {
+            instance_id: None,
+            rack_id: Some("r".into()),
+            client_id: "c".into(),
+            client_host: "/h".into(),
+            subscribed_topic_names: vec!["a".into(), "b".into()],
+            rebalance_timeout_ms: 300,
+            server_assignor: Some("range".into()),
+        };
+        let a = ConsumerAssignmentRecord {
+            member_epoch: 5,
+            previous_member_epoch: 4,
+            state: 2,
+            assigned: vec![(t, vec![0, 2])],
+            revoking: vec![(t, vec![1])],
+        };
+        let cases = [
+            (
+                consumer_key(3, "g", None),
+                consumer_epoch_value(9),
+                ConsumerValue::Group(Some(9)),
+            ),
+            (
+                consumer_key(4, "g", None),
+                consumer_partition_meta_value(9, &[(t, "a".into(), 3)]),
+                ConsumerValue::PartitionMetadata(Some((9, vec![(t, "a".into(), 3)]))),
+            ),
+            (
+                consumer_key(5, "g", Some("m")),
+                consumer_member_value(&m),
+                ConsumerValue::Member("m".into(), Some(m.clone())),
+            ),
+            (
+                consumer_key(6, "g", None),
+                consumer_epoch_value(8),
+                ConsumerValue::TargetMetadata(Some(8)),
+            ),
+            (
+                consumer_key(7, "g", Some("m")),
+                consumer_target_member_value(&[(t, vec![0, 1, 2])]),
+                ConsumerValue::TargetMember("m".into(), Some(vec![(t, vec![0, 1, 2])])),
+            ),
+            (
+                consumer_key(8, "g", Some("m")),
+                consumer_current_value(&a),
+                ConsumerValue::Current("m".into(), Some(a.clone())),
+            ),
+        ];
+        for (k, v, want) in cases {
+            let group = "g".to_string();
+            assert_eq!(
+                decode(&k, Some(&v)).unwrap(),
+                Decoded::Consumer {
+                    group: group.clone(),
+                    value: want
+                }
+            );
+        }
+        assert_eq!(
+            decode(&consumer_key(8, "g", Some("m")), None).unwrap(),
+            Decoded::Consumer {
+                group: "g".into(),
+                value: ConsumerValue::Current("m".into(), None)
+            }
+        );
     }
 }

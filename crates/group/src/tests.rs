@@ -588,3 +588,109 @@ fn empty_classic_group_converts_to_consumer_and_back() {
     assert_eq!(c.list_groups(&[], &[])[0].group_type, "classic");
     assert_eq!(c.fetch_offsets("g", None).unwrap().len(), 1, "offsets kept");
 }
+
+fn consumer_records(c: &Coordinator) -> BTreeMap<Bytes, Bytes> {
+    match c.shards[&0].groups.get("g") {
+        Some(Group::Consumer(g)) => g.live_records(),
+        _ => BTreeMap::new(),
+    }
+}
+
+fn view(c: &Coordinator, t: &BTreeMap<String, TopicInfo>) -> String {
+    format!("{:?}", c.describe_consumer_group("g", t))
+}
+
+#[test]
+fn consumer_group_reload_equals_live() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            snapshot_interval_records: 1,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::new(), 0);
+    let t = topics();
+    let mut log: Vec<Record> = Vec::new();
+    let mut step = |c: &mut Coordinator, req: ConsumerHeartbeat, now: i64| {
+        let (r, eff) = c.consumer_heartbeat(req, &t, now).unwrap();
+        log.extend(eff.records.into_iter().map(|(_, r)| r));
+        r
+    };
+    step(&mut c, hb("a", 0, None), 0);
+    step(&mut c, hb("b", 0, None), 10);
+    let mut s = hb("s", 0, None);
+    s.instance_id = Some("i".into());
+    s.server_assignor = Some("range".into());
+    step(&mut c, s, 15);
+    // a is told to revoke and has not acknowledged yet: mid-reconciliation.
+    let a2 = step(&mut c, hb("a", 1, None), 20);
+    assert_eq!(a2.member_epoch, 1);
+    assert_eq!(
+        c.describe_consumer_group("g", &t).unwrap().state,
+        "Reconciling"
+    );
+    let live = consumer_records(&c);
+    assert!(!live.is_empty());
+    let snapshot = c.snapshot_if_due(0).expect("a snapshot is due");
+    let mut reloaded: Vec<Coordinator> = [log.clone(), snapshot]
+        .into_iter()
+        .map(|records| {
+            let mut d = coordinator();
+            d.load(0, records.into_iter().map(|r| (r.key, r.value)), 1000);
+            assert_eq!(
+                consumer_records(&d),
+                live,
+                "reloaded records equal the live ones"
+            );
+            assert_eq!(view(&d, &t), view(&c, &t));
+            d
+        })
+        .collect();
+    // The next heartbeats continue with the members' ids and epochs (no rejoin) and get the
+    // same answers as on the live coordinator: a acknowledges the revocation, b and s get
+    // the freed partitions.
+    let kept: Vec<i32> = a2.assignment.as_ref().unwrap()[0].1.clone();
+    let steps = [
+        ("a", 1, Some(kept)),
+        ("b", 2, Some(vec![])),
+        ("s", 3, Some(vec![])),
+        ("a", 3, None),
+    ];
+    for (m, epoch, owned) in steps {
+        let mut req = hb(m, epoch, owned);
+        if m == "s" {
+            req.instance_id = Some("i".into());
+        }
+        let (want, eff) = c.consumer_heartbeat(req.clone(), &t, 1100).unwrap();
+        log.extend(eff.records.into_iter().map(|(_, r)| r));
+        for d in reloaded.iter_mut() {
+            let (got, _) = d.consumer_heartbeat(req.clone(), &t, 1100).unwrap();
+            assert_eq!(got.member_id, want.member_id);
+            assert_eq!(got.member_epoch, want.member_epoch);
+            if want.assignment.is_some() {
+                assert_eq!(got.assignment, want.assignment);
+            }
+        }
+    }
+    assert_eq!(c.describe_consumer_group("g", &t).unwrap().state, "Stable");
+    for d in &reloaded {
+        assert_eq!(consumer_records(d), consumer_records(&c));
+        assert_eq!(view(d, &t), view(&c, &t));
+    }
+    // Members leave and the group is deleted: tombstones leave nothing to reload.
+    for (m, epoch) in [("a", -1), ("b", -1), ("s", -1)] {
+        let (_, eff) = c.consumer_heartbeat(hb(m, epoch, None), &t, 2000).unwrap();
+        log.extend(eff.records.into_iter().map(|(_, r)| r));
+    }
+    log.extend(
+        c.delete_group("g")
+            .unwrap()
+            .records
+            .into_iter()
+            .map(|(_, r)| r),
+    );
+    let mut d = coordinator();
+    d.load(0, log.into_iter().map(|r| (r.key, r.value)), 3000);
+    assert!(d.list_groups(&[], &[]).is_empty());
+}

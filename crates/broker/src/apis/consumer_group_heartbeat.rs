@@ -1,4 +1,5 @@
-//! ConsumerGroupHeartbeat (v0-v1): the KIP-848 consumer protocol.
+//! ConsumerGroupHeartbeat (v0-v1): the KIP-848 consumer protocol. An answer that changed the
+//! group's records (membership, epochs, assignments) is sent after their fsync.
 
 use std::sync::Arc;
 
@@ -12,19 +13,19 @@ use sluice_group::ConsumerHeartbeat;
 use super::join_group::CLIENT_HOST;
 use super::str_bytes;
 use crate::errors::group_error_code;
-use crate::{now_ms, Broker};
+use crate::{now_ms, Broker, Reply};
 
 pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: ConsumerGroupHeartbeatRequest,
     _version: i16,
     header: &RequestHeader,
-) -> Option<ResponseKind> {
+) -> Reply {
     if !broker.ensure_offsets_topic() {
-        return Some(ResponseKind::ConsumerGroupHeartbeat(
+        return crate::ready(Some(ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(ResponseError::CoordinatorNotAvailable.code()),
-        ));
+        )));
     }
     let hb = ConsumerHeartbeat {
         group_id: req.group_id.0.to_string(),
@@ -53,7 +54,7 @@ pub(crate) fn handle(
     };
     let topics = broker.topic_infos();
     let now = now_ms();
-    let (result, _) = broker
+    let (result, written) = broker
         .groups
         .run(|c| match c.consumer_heartbeat(hb, &topics, now) {
             Ok((r, eff)) => (Ok(r), eff),
@@ -79,5 +80,13 @@ pub(crate) fn handle(
                 )
             })),
     };
-    Some(ResponseKind::ConsumerGroupHeartbeat(resp))
+    let flushed = broker.flush_logs(written);
+    Box::pin(async move {
+        let resp = match flushed.await {
+            Ok(()) => resp,
+            Err(_) => ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code()),
+        };
+        Some(ResponseKind::ConsumerGroupHeartbeat(resp))
+    })
 }

@@ -1,5 +1,6 @@
 //! JoinGroup (v0-v9): answered at once (MEMBER_ID_REQUIRED, errors, a static member's
-//! rejoin) or parked until the rebalance completes.
+//! rejoin) or parked until the rebalance completes; a successful answer is sent once the
+//! group's `__consumer_offsets` partition is fsynced (group commit).
 
 use std::sync::Arc;
 
@@ -58,8 +59,9 @@ pub(crate) fn handle(
             &member_id,
         ));
     }
+    let group_id = req.group_id.0.to_string();
     let request = sluice_group::JoinRequest {
-        group_id: req.group_id.0.to_string(),
+        group_id: group_id.clone(),
         member_id: member_id.clone(),
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         protocol_type: req.protocol_type.to_string(),
@@ -96,18 +98,33 @@ pub(crate) fn handle(
             broker.groups.unpark(token);
             crate::ready(error(group_error_code(&e), &member_id))
         }
+        // Either answer waits for the fsync of the group metadata records it depends on.
         Ok(Some(resp)) => {
             broker.groups.unpark(token);
-            crate::ready(Some(ResponseKind::JoinGroup(response(resp))))
+            let flushed = broker.flush_group(&group_id);
+            Box::pin(async move {
+                match flushed.await {
+                    Ok(()) => Some(ResponseKind::JoinGroup(response(resp))),
+                    Err(_) => error(
+                        kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
+                        &member_id,
+                    ),
+                }
+            })
         }
-        Ok(None) => Box::pin(async move {
-            match rx.await {
-                Ok(Reply::Join(r)) => Some(ResponseKind::JoinGroup(response(r))),
-                _ => error(
-                    kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
-                    &member_id,
-                ),
-            }
-        }),
+        Ok(None) => {
+            let broker = broker.clone();
+            Box::pin(async move {
+                match rx.await {
+                    Ok(Reply::Join(r)) if broker.flush_group(&group_id).await.is_ok() => {
+                        Some(ResponseKind::JoinGroup(response(r)))
+                    }
+                    _ => error(
+                        kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
+                        &member_id,
+                    ),
+                }
+            })
+        }
     }
 }

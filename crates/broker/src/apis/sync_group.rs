@@ -1,4 +1,5 @@
-//! SyncGroup (v0-v5): followers wait for the leader's assignment.
+//! SyncGroup (v0-v5): followers wait for the leader's assignment; every successful answer
+//! waits for the fsync of the group metadata record holding it (group commit).
 
 use std::sync::Arc;
 
@@ -31,8 +32,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: SyncGroupRequest, _version: i16)
             kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
         ));
     }
+    let group_id = req.group_id.0.to_string();
     let request = sluice_group::SyncRequest {
-        group_id: req.group_id.0.to_string(),
+        group_id: group_id.clone(),
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         generation: req.generation_id,
@@ -57,15 +59,27 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: SyncGroupRequest, _version: i16)
             broker.groups.unpark(token);
             crate::ready(error(group_error_code(&e)))
         }
+        // Either answer waits for the fsync of the group metadata (the assignments).
         Ok(Some(r)) => {
             broker.groups.unpark(token);
-            crate::ready(response(r))
+            let flushed = broker.flush_group(&group_id);
+            Box::pin(async move {
+                match flushed.await {
+                    Ok(()) => response(r),
+                    Err(_) => error(kafka_protocol::ResponseError::CoordinatorNotAvailable.code()),
+                }
+            })
         }
-        Ok(None) => Box::pin(async move {
-            match rx.await {
-                Ok(Reply::Sync(r)) => response(r),
-                _ => error(kafka_protocol::ResponseError::CoordinatorNotAvailable.code()),
-            }
-        }),
+        Ok(None) => {
+            let broker = broker.clone();
+            Box::pin(async move {
+                match rx.await {
+                    Ok(Reply::Sync(r)) if broker.flush_group(&group_id).await.is_ok() => {
+                        response(r)
+                    }
+                    _ => error(kafka_protocol::ResponseError::CoordinatorNotAvailable.code()),
+                }
+            })
+        }
     }
 }
