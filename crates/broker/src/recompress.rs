@@ -4,7 +4,9 @@
 //! `compression.type=producer` (the default) never come here: their batches are stored as sent.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
+use kafka_protocol::records::{
+    Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+};
 
 /// The codec a topic's `compression.type` asks for, or None for `producer`.
 pub(crate) fn target_codec(compression_type: &str) -> Option<Compression> {
@@ -34,15 +36,26 @@ pub(crate) fn recompress(records: Bytes, target: Compression) -> Result<Bytes, S
     let Ok(batches) = sluice_format::batch::parse_batches(&records, None) else {
         return Ok(records);
     };
-    if batches.iter().all(|b| b.header.compression_codec() == codec_id(target) || b.header.is_control()) {
+    if batches
+        .iter()
+        .all(|b| b.header.compression_codec() == codec_id(target) || b.header.is_control())
+    {
         return Ok(records);
     }
     let mut input = records.clone();
-    let sets = RecordBatchDecoder::decode_all(&mut input).map_err(|e| format!("cannot decode batch for recompression: {e}"))?;
+    let sets = RecordBatchDecoder::decode_all(&mut input)
+        .map_err(|e| format!("cannot decode batch for recompression: {e}"))?;
     let mut out = BytesMut::with_capacity(records.len());
     for set in sets {
-        RecordBatchEncoder::encode(&mut out, &set.records, &RecordEncodeOptions { version: 2, compression: target })
-            .map_err(|e| format!("cannot recompress batch: {e}"))?;
+        RecordBatchEncoder::encode(
+            &mut out,
+            &set.records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: target,
+            },
+        )
+        .map_err(|e| format!("cannot recompress batch: {e}"))?;
     }
     Ok(out.freeze())
 }
@@ -72,25 +85,54 @@ mod tests {
             })
             .collect();
         let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(&mut buf, &recs, &RecordEncodeOptions { version: 2, compression }).expect("encode");
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &recs,
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .expect("encode");
         buf.freeze()
     }
 
     #[test]
     fn recompresses_keeping_producer_state_and_records() {
-        for (from, to) in [(Compression::None, Compression::Zstd), (Compression::Gzip, Compression::Lz4), (Compression::Snappy, Compression::None)] {
+        for (from, to) in [
+            (Compression::None, Compression::Zstd),
+            (Compression::Gzip, Compression::Lz4),
+            (Compression::Snappy, Compression::None),
+        ] {
             let input = records(from);
             let out = recompress(input.clone(), to).expect("recompress");
             let batches = sluice_format::batch::parse_batches(&out, None).expect("valid output");
             assert_eq!(batches.len(), 1);
             let h = batches[0].header;
             assert_eq!(h.compression_codec(), codec_id(to));
-            assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (42, 3, 10));
+            assert_eq!(
+                (h.producer_id, h.producer_epoch, h.base_sequence),
+                (42, 3, 10)
+            );
             let mut a = input.clone();
             let mut b = out.clone();
             let before = RecordBatchDecoder::decode_all(&mut a).expect("decode input");
             let after = RecordBatchDecoder::decode_all(&mut b).expect("decode output");
-            let strip = |s: &Vec<kafka_protocol::records::RecordSet>| s.iter().flat_map(|s| s.records.iter().map(|r| (r.offset, r.timestamp, r.key.clone(), r.value.clone(), r.sequence))).collect::<Vec<_>>();
+            let strip = |s: &Vec<kafka_protocol::records::RecordSet>| {
+                s.iter()
+                    .flat_map(|s| {
+                        s.records.iter().map(|r| {
+                            (
+                                r.offset,
+                                r.timestamp,
+                                r.key.clone(),
+                                r.value.clone(),
+                                r.sequence,
+                            )
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            };
             assert_eq!(strip(&before), strip(&after));
         }
     }
@@ -98,8 +140,14 @@ mod tests {
     #[test]
     fn same_codec_and_garbage_are_left_alone() {
         let input = records(Compression::Gzip);
-        assert_eq!(recompress(input.clone(), Compression::Gzip).expect("same"), input);
+        assert_eq!(
+            recompress(input.clone(), Compression::Gzip).expect("same"),
+            input
+        );
         let garbage = Bytes::from_static(b"not a batch at all, not at all");
-        assert_eq!(recompress(garbage.clone(), Compression::Zstd).expect("garbage"), garbage);
+        assert_eq!(
+            recompress(garbage.clone(), Compression::Zstd).expect("garbage"),
+            garbage
+        );
     }
 }

@@ -83,11 +83,18 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                 continue;
             }
             let mut records = p.records.unwrap_or_default();
-            if let Some(target) = state.as_ref().and_then(|s| crate::recompress::target_codec(&s.config.compression_type)) {
+            if let Some(target) = state
+                .as_ref()
+                .and_then(|s| crate::recompress::target_codec(&s.config.compression_type))
+            {
                 match crate::recompress::recompress(records, target) {
                     Ok(r) => records = r,
                     Err(e) => {
-                        partitions.push(error_partition(p.index, ResponseError::CorruptMessage.code(), Some(e)));
+                        partitions.push(error_partition(
+                            p.index,
+                            ResponseError::CorruptMessage.code(),
+                            Some(e),
+                        ));
                         continue;
                     }
                 }
