@@ -169,3 +169,76 @@ pub async fn wait_for_layout(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Produce one small record to every partition (acks=1), retrying until each is accepted or
+/// `timeout` passes, and return each partition's next offset. A broker can list a leader in
+/// its metadata a moment before that leader accepts writes (Kafka under KRaft does); the
+/// consumers start after these probe records.
+pub async fn probe_partitions(
+    conns: &BTreeMap<i32, std::sync::Arc<Connection>>,
+    layout: &TopicLayout,
+    timeout: Duration,
+) -> Result<Vec<i64>> {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+    let deadline = Instant::now() + timeout;
+    let mut next = vec![-1i64; layout.leaders.len()];
+    let mut enc = crate::batch::BatchEncoder::new();
+    loop {
+        let mut last_error = String::new();
+        for (leader, conn) in conns {
+            let mut t = TopicProduceData::default();
+            t.name = name(&layout.name);
+            for (p, _) in layout
+                .leaders
+                .iter()
+                .enumerate()
+                .filter(|(p, l)| *l == leader && next[*p] < 0)
+            {
+                let now = crate::producer::now_us();
+                enc.begin((now / 1000) as i64, 64);
+                enc.push((now / 1000) as i64, None, b"sluice-bench-probe", now);
+                let mut d = PartitionProduceData::default();
+                d.index = p as i32;
+                d.records = Some(enc.finish());
+                t.partition_data.push(d);
+            }
+            if t.partition_data.is_empty() {
+                continue;
+            }
+            let mut req = ProduceRequest::default();
+            req.acks = 1;
+            req.timeout_ms = 10_000;
+            req.topic_data = vec![t];
+            let resp: ProduceResponse = conn
+                .call(ApiKey::Produce, conn.versions.produce, &req)
+                .await?;
+            for p in resp
+                .responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter())
+            {
+                let Some(slot) = usize::try_from(p.index).ok().and_then(|i| next.get_mut(i)) else {
+                    continue;
+                };
+                if p.error_code == 0 {
+                    *slot = p.base_offset + 1;
+                } else {
+                    last_error =
+                        format!("partition {} answered error code {}", p.index, p.error_code);
+                }
+            }
+        }
+        if next.iter().all(|o| *o >= 0) {
+            return Ok(next);
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{} not writable after {timeout:?}: {last_error}",
+                layout.name
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

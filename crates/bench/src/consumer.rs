@@ -1,5 +1,5 @@
 //! One benchmark consumer on one leader: assign-style (no consumer group), fetches its
-//! partitions from offset 0 with one Fetch in flight (as Kafka's consumer does per broker),
+//! partitions from the offsets after the readiness probe with one Fetch in flight (as Kafka's consumer does per broker),
 //! reads the embedded send times for end-to-end latency, and counts records and bytes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +25,8 @@ const FETCH_FAILURES_MAX: u32 = 10;
 #[derive(Debug)]
 pub struct Consumer {
     pub topic: String,
-    pub partitions: Vec<i32>,
+    /// (partition, offset to start at).
+    pub partitions: Vec<(i32, i64)>,
     pub conn: Arc<Connection>,
     pub driver: Driver,
     pub stats: Arc<Stats>,
@@ -36,7 +37,7 @@ pub struct Consumer {
 
 impl Consumer {
     pub async fn run(mut self) -> Result<()> {
-        let mut offsets: Vec<i64> = vec![0; self.partitions.len()];
+        let mut offsets: Vec<i64> = self.partitions.iter().map(|(_, o)| *o).collect();
         let e2e = self.stats.end_to_end_recorder();
         let topic = TopicName(StrBytes::from_string(self.topic.clone()));
         let version = self.conn.versions.fetch;
@@ -56,7 +57,7 @@ impl Consumer {
                 .partitions
                 .iter()
                 .zip(&offsets)
-                .map(|(p, o)| {
+                .map(|((p, _), o)| {
                     let mut fp = FetchPartition::default();
                     fp.partition = *p;
                     fp.fetch_offset = *o;
@@ -108,7 +109,7 @@ impl Consumer {
                     let Some(i) = self
                         .partitions
                         .iter()
-                        .position(|p| *p == pd.partition_index)
+                        .position(|(p, _)| *p == pd.partition_index)
                     else {
                         continue;
                     };

@@ -28,6 +28,17 @@ pub const BUFFER_BYTES_MAX: usize = 32 << 20;
 pub const REQUEST_BYTES_MAX: usize = 1 << 20;
 /// Records generated per loop turn before the loop sends and checks the clock again.
 const RECORDS_PER_TURN_MAX: u64 = 2_000;
+/// Largest schedule debt caught up after a stall, in seconds of the rate (like Guava's
+/// RateLimiter that OMB uses): beyond it, missed sends are dropped from the schedule.
+const CATCH_UP_S: f64 = 1.0;
+/// Attempts per batch for retriable errors (Kafka's producer retries these too).
+const ATTEMPTS_MAX: u32 = 10;
+/// Pause before a retry (Kafka's retry.backoff.ms default).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// Kafka error codes worth retrying: UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+/// NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+/// KAFKA_STORAGE_ERROR.
+const RETRIABLE: &[i16] = &[3, 5, 6, 7, 19, 20, 56];
 
 /// Microseconds since the Unix epoch.
 pub fn now_us() -> u64 {
@@ -48,6 +59,7 @@ struct Ready {
     partition: i32,
     batch: Bytes,
     send_times: Vec<u64>,
+    attempt: u32,
 }
 
 #[derive(Debug)]
@@ -92,6 +104,7 @@ impl Producer {
             })
             .collect();
         let released = Arc::new(Notify::new());
+        let (retry_tx, mut retry_rx) = tokio::sync::mpsc::unbounded_channel::<Ready>();
         let publish = self.stats.publish_recorder();
         let mut rng = Rng::new(self.seed);
         let mut open: Vec<Option<Open>> = (0..n).map(|_| None).collect();
@@ -99,6 +112,8 @@ impl Producer {
         let mut sticky = (self.seed as usize) % n;
         let mut buffered = 0usize;
         let mut generated: u64 = 0;
+        // Sends the rate schedule has accounted for: generated plus those dropped after a stall.
+        let mut scheduled: u64 = 0;
         let mut key_buf = [0u8; 20];
         let batch_bytes = self.driver.batch_bytes as usize;
         let linger = self.driver.linger;
@@ -111,7 +126,12 @@ impl Producer {
             // 1. Generate what is due.
             let due = if self.rate > 0.0 {
                 let target = (now.duration_since(start).as_secs_f64() * self.rate) as u64;
-                target.saturating_sub(generated)
+                let debt_max = (self.rate * CATCH_UP_S).max(1.0) as u64;
+                let debt = target.saturating_sub(scheduled);
+                if debt > debt_max {
+                    scheduled += debt - debt_max;
+                }
+                target.saturating_sub(scheduled)
             } else {
                 u64::MAX
             };
@@ -153,6 +173,7 @@ impl Producer {
                     }
                 }
                 generated += 1;
+                scheduled += 1;
                 made += 1;
             }
             // 2. Close batches whose linger has passed.
@@ -170,7 +191,15 @@ impl Producer {
                     }
                 }
             }
-            // 3. Send ready batches while requests may be in flight.
+            // 3. Retries go first (their data is older), then ready batches, while requests
+            // may be in flight.
+            while let Ok(r) = retry_rx.try_recv() {
+                let leader = self.leaders[r.partition as usize];
+                if let Some(l) = leaders.get_mut(&leader) {
+                    buffered += r.batch.len();
+                    l.ready.push_front(r);
+                }
+            }
             for leader in leaders.values_mut() {
                 while !leader.ready.is_empty() {
                     let Ok(permit) = leader.permits.clone().try_acquire_owned() else {
@@ -196,16 +225,13 @@ impl Producer {
                     }
                     seen = in_request;
                     buffered = buffered.saturating_sub(bytes);
-                    self.send(
-                        &leader.conn,
-                        &topic,
-                        batches,
-                        bytes,
+                    let ctx = SendCtx {
                         permit,
-                        &released,
-                        &publish,
-                    )
-                    .await?;
+                        released: released.clone(),
+                        publish: publish.clone(),
+                        retry: retry_tx.clone(),
+                    };
+                    self.send(&leader.conn, &topic, batches, ctx).await?;
                 }
             }
             // 4. Wait for the next thing to do.
@@ -215,7 +241,7 @@ impl Producer {
             }
             let mut wake = now + Duration::from_millis(50);
             if self.rate > 0.0 && buffered < BUFFER_BYTES_MAX {
-                let next = start + Duration::from_secs_f64((generated + 1) as f64 / self.rate);
+                let next = start + Duration::from_secs_f64((scheduled + 1) as f64 / self.rate);
                 wake = wake.min(next);
             }
             for o in open.iter().flatten() {
@@ -259,29 +285,24 @@ impl Producer {
                 partition: p as i32,
                 batch,
                 send_times: std::mem::take(&mut o.send_times),
+                attempt: 1,
             });
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn send(
         &self,
         conn: &Arc<Connection>,
         topic: &TopicName,
         batches: Vec<Ready>,
-        bytes: usize,
-        permit: tokio::sync::OwnedSemaphorePermit,
-        released: &Arc<Notify>,
-        publish: &Recorder,
+        ctx: SendCtx,
     ) -> Result<()> {
         let mut by_partition: Vec<PartitionProduceData> = Vec::with_capacity(batches.len());
-        let mut times = Vec::with_capacity(batches.len());
-        for r in batches {
+        for r in &batches {
             let mut d = PartitionProduceData::default();
             d.index = r.partition;
-            d.records = Some(r.batch);
+            d.records = Some(r.batch.clone());
             by_partition.push(d);
-            times.push(r.send_times);
         }
         let mut t = TopicProduceData::default();
         t.name = topic.clone();
@@ -290,10 +311,12 @@ impl Producer {
         req.acks = self.driver.acks.wire();
         req.timeout_ms = i32::try_from(self.driver.request_timeout.as_millis()).unwrap_or(i32::MAX);
         req.topic_data = vec![t];
-        let msgs: u64 = times.iter().map(|t| t.len() as u64).sum();
+        let msgs: u64 = batches.iter().map(|r| r.send_times.len() as u64).sum();
         let c = &self.stats.counters;
-        Counters::add(&c.sent_msgs, msgs);
-        Counters::add(&c.sent_bytes, bytes as u64);
+        for r in batches.iter().filter(|r| r.attempt == 1) {
+            Counters::add(&c.sent_msgs, r.send_times.len() as u64);
+            Counters::add(&c.sent_bytes, r.batch.len() as u64);
+        }
         let version = conn.versions.produce;
         let rx = conn
             .send(
@@ -304,64 +327,92 @@ impl Producer {
             )
             .await?;
         let stats = self.stats.clone();
-        let released = released.clone();
-        let publish = publish.clone();
-        match rx {
-            None => {
-                let now = now_us();
-                let mut h = publish.lock();
-                for t in times.iter().flatten() {
-                    h.record(now.saturating_sub(*t));
-                }
-                Counters::add(&stats.counters.acked_msgs, msgs);
-                drop(permit);
-                released.notify_one();
+        let Some(rx) = rx else {
+            // acks=0: written is all the acknowledgement there is.
+            let now = now_us();
+            let mut h = ctx.publish.lock();
+            for t in batches.iter().flat_map(|r| r.send_times.iter()) {
+                h.record(now.saturating_sub(*t));
             }
-            Some(rx) => {
-                tokio::spawn(async move {
-                    let outcome = match rx.await {
-                        Ok(Ok(frame)) => {
-                            decode_response::<ProduceResponse>(ApiKey::Produce, version, frame)
-                        }
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(anyhow::anyhow!("connection closed")),
-                    };
-                    let now = now_us();
-                    let c = &stats.counters;
-                    match outcome {
-                        Ok(resp) => {
-                            let parts = resp
-                                .responses
-                                .iter()
-                                .flat_map(|t| t.partition_responses.iter());
-                            let mut h = publish.lock();
-                            // Responses list partitions in request order.
-                            for (p, t) in parts.zip(times.iter()) {
-                                if p.error_code == 0 {
-                                    for s in t {
-                                        h.record(now.saturating_sub(*s));
-                                    }
-                                    Counters::add(&c.acked_msgs, t.len() as u64);
-                                } else {
-                                    report_error(format!(
-                                        "produce to partition {} failed with error code {}",
-                                        p.index, p.error_code
-                                    ));
-                                    Counters::add(&c.publish_errors, t.len() as u64);
-                                }
+            drop(h);
+            Counters::add(&stats.counters.acked_msgs, msgs);
+            ctx.done();
+            return Ok(());
+        };
+        tokio::spawn(async move {
+            let outcome = match rx.await {
+                Ok(Ok(frame)) => {
+                    decode_response::<ProduceResponse>(ApiKey::Produce, version, frame)
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(anyhow::anyhow!("connection closed")),
+            };
+            let now = now_us();
+            let c = &stats.counters;
+            let mut retries = Vec::new();
+            match outcome {
+                Ok(resp) => {
+                    let mut codes: Vec<(i32, i16)> = resp
+                        .responses
+                        .iter()
+                        .flat_map(|t| t.partition_responses.iter())
+                        .map(|p| (p.index, p.error_code))
+                        .collect();
+                    codes.sort_unstable();
+                    let mut h = ctx.publish.lock();
+                    for r in batches {
+                        // A partition missing from the response counts as an error (-1).
+                        let code = codes
+                            .binary_search_by_key(&r.partition, |(p, _)| *p)
+                            .map_or(-1, |i| codes[i].1);
+                        if code == 0 {
+                            for s in &r.send_times {
+                                h.record(now.saturating_sub(*s));
                             }
-                        }
-                        Err(e) => {
-                            report_error(format!("produce failed: {e:#}"));
-                            Counters::add(&c.publish_errors, msgs);
+                            Counters::add(&c.acked_msgs, r.send_times.len() as u64);
+                        } else if RETRIABLE.contains(&code) && r.attempt < ATTEMPTS_MAX {
+                            retries.push(r);
+                        } else {
+                            report_error(format!(
+                                "produce to partition {} failed with error code {code} after {} attempt(s)",
+                                r.partition, r.attempt
+                            ));
+                            Counters::add(&c.publish_errors, r.send_times.len() as u64);
                         }
                     }
-                    drop(permit);
-                    released.notify_one();
-                });
+                }
+                Err(e) => {
+                    report_error(format!("produce failed: {e:#}"));
+                    Counters::add(&c.publish_errors, msgs);
+                }
             }
-        }
+            if !retries.is_empty() {
+                // Keep the in-flight slot through the backoff so retries cannot pile up.
+                tokio::time::sleep(RETRY_BACKOFF).await;
+                for mut r in retries {
+                    r.attempt += 1;
+                    let _ = ctx.retry.send(r);
+                }
+            }
+            ctx.done();
+        });
         Ok(())
+    }
+}
+
+/// What a request's completion needs: its in-flight slot, the producer's wake-up, the
+/// latency recorder, the retry queue.
+struct SendCtx {
+    permit: tokio::sync::OwnedSemaphorePermit,
+    released: Arc<Notify>,
+    publish: Recorder,
+    retry: tokio::sync::mpsc::UnboundedSender<Ready>,
+}
+
+impl SendCtx {
+    fn done(self) {
+        drop(self.permit);
+        self.released.notify_one();
     }
 }
 

@@ -82,6 +82,7 @@ pub fn json(o: &Outcome) -> String {
     let _ = writeln!(s, "  \"consume_rate_msgs\": {},", num(o.consume_rate));
     let _ = writeln!(s, "  \"consume_mb_s\": {},", num(o.consume_mb));
     let _ = writeln!(s, "  \"publish_errors\": {},", o.publish_errors);
+    let _ = writeln!(s, "  \"total_publish_bytes\": {},", o.total_publish_bytes);
     let _ = writeln!(
         s,
         "  \"publish_latency\": {},",

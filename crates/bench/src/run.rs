@@ -64,6 +64,9 @@ pub struct Outcome {
     pub publish_latency: Percentiles,
     pub e2e_latency: Percentiles,
     pub backlog: Option<Backlog>,
+    /// Bytes of record batches published over the whole run (warm-up and backlog included),
+    /// for per-byte costs measured over the whole run.
+    pub total_publish_bytes: u64,
     pub intervals: Vec<Interval>,
 }
 
@@ -241,17 +244,19 @@ async fn measure(
     let mut producers = JoinSet::new();
     for layout in layouts {
         let n = layout.leaders.len();
+        let start_offsets =
+            admin::probe_partitions(&connect_all(layout).await?, layout, TOPIC_READY_TIMEOUT)
+                .await?;
         for _sub in 0..w.subscriptions_per_topic {
             let k = w.consumer_per_subscription as usize;
             for c in 0..k {
-                let mine: Vec<i32> = (c..n).step_by(k).map(|p| p as i32).collect();
                 // Group this consumer's partitions by leader: one fetch loop per leader.
-                let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-                for p in mine {
+                let mut by_leader: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
+                for p in (c..n).step_by(k) {
                     by_leader
-                        .entry(layout.leaders[p as usize])
+                        .entry(layout.leaders[p])
                         .or_default()
-                        .push(p);
+                        .push((p as i32, start_offsets[p]));
                 }
                 for (leader, partitions) in by_leader {
                     let conn = Connection::connect(&layout.brokers[&leader]).await?;
@@ -407,6 +412,7 @@ async fn measure(
         publish_latency: Percentiles::of(&pub_h),
         e2e_latency: Percentiles::of(&e2e_h),
         backlog,
+        total_publish_bytes: Counters::get(&stats.counters.sent_bytes),
         intervals: rep.intervals,
     };
     let p = &out.publish_latency;

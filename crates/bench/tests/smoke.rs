@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// Ignored by default (about 6 s of wall time plus its build); run with
+/// `cargo test -p sluice-bench --test smoke -- --ignored`.
 #[test]
+#[ignore = "5-second benchmark smoke run; opt in with --ignored"]
 fn five_second_workload_against_sluice() {
     let dir = tempfile::tempdir().unwrap();
     // Bind first: metadata must advertise the real port, not 0.
