@@ -44,7 +44,10 @@ usage: sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT]
                          127.0.0.1:9092)
   --duration SECS        measured time, overriding testDurationMinutes
   --warmup SECS          warm-up time, overriding warmupDurationMinutes
-  --rate MSG_PER_SEC     total producer rate, overriding producerRate (0 = max)
+  --rate MSG_PER_SEC     total producer rate, overriding producerRate (0 = search for the
+                         highest rate that producers reach and consumers keep up with)
+  --unthrottled          with rate 0: no search, producers send as fast as acknowledgements
+                         come back (the highest publish rate, consumers may fall behind)
   --backlog-gb GB        overriding consumerBacklogSizeGB
   --report-interval SECS progress line interval (default 10)
   --out DIR              where the JSON and HTML results go (default bench-results)
@@ -80,6 +83,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut out = PathBuf::from("bench-results");
     let mut name: Option<String> = None;
     let mut keep_topics = false;
+    let mut unthrottled = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -125,6 +129,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "--out" => out = it.next().context("--out needs a directory")?.into(),
             "--name" => name = Some(it.next().context("--name needs a name")?.clone()),
             "--keep-topics" => keep_topics = true,
+            "--unthrottled" => unthrottled = true,
             s if s.starts_with('-') => bail!("unknown option {s:?}\n{USAGE}"),
             s => {
                 if workload_path.replace(s.into()).is_some() {
@@ -167,6 +172,7 @@ pub fn run(args: &[String]) -> Result<()> {
         bootstrap,
         report_interval: interval,
         keep_topics,
+        unthrottled,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

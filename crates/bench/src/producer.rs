@@ -5,7 +5,7 @@
 //! max.in.flight.requests.per.connection in flight).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,8 +68,9 @@ pub struct Producer {
     /// Leader node id of each partition.
     pub leaders: Vec<i32>,
     pub conns: BTreeMap<i32, Arc<Connection>>,
-    /// Messages per second for this producer; 0 = unthrottled.
-    pub rate: f64,
+    /// Messages per second for this producer (f64 bits; 0 = unthrottled). Shared so the
+    /// run's rate controller can move it while the producer runs.
+    pub rate: Arc<AtomicU64>,
     pub driver: Driver,
     pub key_distributor: KeyDistributor,
     pub pool: Arc<PayloadPool>,
@@ -112,26 +113,24 @@ impl Producer {
         let mut sticky = (self.seed as usize) % n;
         let mut buffered = 0usize;
         let mut generated: u64 = 0;
-        // Sends the rate schedule has accounted for: generated plus those dropped after a stall.
-        let mut scheduled: u64 = 0;
+        // Token bucket: sends allowed now, refilled at the rate, capped at CATCH_UP_S of it.
+        let mut credit: f64 = 0.0;
+        let mut refilled = Instant::now();
         let mut key_buf = [0u8; 20];
         let batch_bytes = self.driver.batch_bytes as usize;
         let linger = self.driver.linger;
-        let start = Instant::now();
         let msg_size = self.pool.get(0).len();
         let mut seen: Vec<i32> = Vec::new();
 
         while !self.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             // 1. Generate what is due.
-            let due = if self.rate > 0.0 {
-                let target = (now.duration_since(start).as_secs_f64() * self.rate) as u64;
-                let debt_max = (self.rate * CATCH_UP_S).max(1.0) as u64;
-                let debt = target.saturating_sub(scheduled);
-                if debt > debt_max {
-                    scheduled += debt - debt_max;
-                }
-                target.saturating_sub(scheduled)
+            let rate = f64::from_bits(self.rate.load(Ordering::Relaxed));
+            let due = if rate > 0.0 {
+                let dt = now.duration_since(refilled).as_secs_f64();
+                refilled = now;
+                credit = (credit + rate * dt).min((rate * CATCH_UP_S).max(1.0));
+                credit.max(0.0) as u64
             } else {
                 u64::MAX
             };
@@ -173,8 +172,10 @@ impl Producer {
                     }
                 }
                 generated += 1;
-                scheduled += 1;
                 made += 1;
+            }
+            if rate > 0.0 {
+                credit -= made as f64;
             }
             // 2. Close batches whose linger has passed.
             let now = Instant::now();
@@ -240,8 +241,8 @@ impl Producer {
                 continue;
             }
             let mut wake = now + Duration::from_millis(50);
-            if self.rate > 0.0 && buffered < BUFFER_BYTES_MAX {
-                let next = start + Duration::from_secs_f64((scheduled + 1) as f64 / self.rate);
+            if rate > 0.0 && buffered < BUFFER_BYTES_MAX {
+                let next = now + Duration::from_secs_f64(((1.0 - credit) / rate).max(0.0));
                 wake = wake.min(next);
             }
             for o in open.iter().flatten() {
@@ -250,7 +251,7 @@ impl Producer {
             let blocked = leaders
                 .values()
                 .any(|l| !l.ready.is_empty() && l.permits.available_permits() == 0);
-            let waiting = self.rate == 0.0 || buffered >= BUFFER_BYTES_MAX;
+            let waiting = rate == 0.0 || buffered >= BUFFER_BYTES_MAX;
             if blocked || waiting {
                 tokio::select! {
                     _ = released.notified() => {}

@@ -2,7 +2,7 @@
 //! a backlog, measure, report every interval, stop everything and delete the topics.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +32,70 @@ pub struct Plan {
     pub bootstrap: String,
     pub report_interval: Duration,
     pub keep_topics: bool,
+    /// With producerRate 0: run producers unthrottled (paced only by acknowledgements)
+    /// instead of searching for the highest rate the consumers also sustain.
+    pub unthrottled: bool,
+}
+
+/// First rate tried by the sustainable-rate search, msg/s over all producers.
+const SEARCH_START_RATE: f64 = 50_000.0;
+/// How often the search adjusts the rate.
+const SEARCH_STEP: Duration = Duration::from_secs(1);
+/// Slowest rate the search goes down to.
+const SEARCH_MIN_RATE: f64 = 1_000.0;
+
+/// The search for the highest sustainable rate (OMB's producerRate 0): every
+/// [`SEARCH_STEP`], raise the rate (doubling until the first miss, then by a tenth) while
+/// producers reach it and consumers keep up (the backlog neither grows by more than 5% of a
+/// step's messages nor exceeds one second's worth); otherwise drop it to 90% of what both
+/// sides achieved.
+#[derive(Debug)]
+struct RateSearch {
+    total: f64,
+    per_producer: Arc<AtomicU64>,
+    producers: f64,
+    at: Instant,
+    acked: u64,
+    consumed: u64,
+    missed: bool,
+}
+
+impl RateSearch {
+    fn set(&mut self, total: f64) {
+        self.total = total.max(SEARCH_MIN_RATE);
+        self.per_producer
+            .store((self.total / self.producers).to_bits(), Ordering::Relaxed);
+    }
+
+    fn step(&mut self, stats: &Stats) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.at).as_secs_f64();
+        if dt < SEARCH_STEP.as_secs_f64() {
+            return;
+        }
+        let c = &stats.counters;
+        let (acked, consumed) = (
+            Counters::get(&c.acked_msgs),
+            Counters::get(&c.consumed_msgs),
+        );
+        let published = (acked - self.acked) as f64 / dt;
+        let read = (consumed - self.consumed) as f64 / dt;
+        let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
+        let backlog = acked.saturating_sub(consumed) as f64;
+        let keeps_up = published >= 0.95 * self.total
+            && backlog - backlog_before <= 0.05 * self.total * dt
+            && backlog <= self.total;
+        if keeps_up {
+            // Double until the first miss, then creep up by a tenth.
+            self.set(self.total * if self.missed { 1.1 } else { 2.0 });
+        } else {
+            self.missed = true;
+            self.set(0.9 * published.min(read).max(SEARCH_MIN_RATE));
+        }
+        self.at = now;
+        self.acked = acked;
+        self.consumed = consumed;
+    }
 }
 
 /// One reporting interval.
@@ -242,6 +306,24 @@ async fn measure(
     )?);
     let mut consumers = JoinSet::new();
     let mut producers = JoinSet::new();
+    let searching = w.producer_rate == 0.0 && !plan.unthrottled;
+    let first_rate = if searching {
+        SEARCH_START_RATE
+    } else {
+        w.producer_rate
+    };
+    let per_producer = Arc::new(AtomicU64::new(
+        (first_rate / f64::from(w.producer_count())).to_bits(),
+    ));
+    let mut search = searching.then(|| RateSearch {
+        total: first_rate,
+        per_producer: per_producer.clone(),
+        producers: f64::from(w.producer_count()),
+        at: Instant::now(),
+        acked: 0,
+        consumed: 0,
+        missed: false,
+    });
     for layout in layouts {
         let n = layout.leaders.len();
         let start_offsets =
@@ -275,14 +357,13 @@ async fn measure(
                 }
             }
         }
-        let per_producer = w.producer_rate / f64::from(w.producer_count());
         for i in 0..w.producers_per_topic {
             producers.spawn(
                 Producer {
                     topic: layout.name.clone(),
                     leaders: layout.leaders.clone(),
                     conns: connect_all(layout).await?,
-                    rate: per_producer,
+                    rate: per_producer.clone(),
                     driver: plan.driver.clone(),
                     key_distributor: w.key_distributor,
                     pool: pool.clone(),
@@ -323,6 +404,9 @@ async fn measure(
                     Some(r) = consumers.join_next() => { check_task("consumer", r)?; bail!("a consumer stopped early"); }
                     _ = tokio::time::sleep(poll) => {}
                 }
+                if let Some(s) = search.as_mut() {
+                    s.step(&stats);
+                }
             }
         }};
     }
@@ -331,6 +415,7 @@ async fn measure(
         println!("warm-up for {:.0} s", w.warmup_duration.as_secs_f64());
         phase!("warmup", Instant::now() + w.warmup_duration, false);
         rep.tick("warmup");
+        ticker.reset();
     }
     let mut backlog = None;
     if backlog_wanted {
@@ -389,6 +474,12 @@ async fn measure(
     println!("measuring for {:.0} s", w.test_duration.as_secs_f64());
     phase!("test", Instant::now() + w.test_duration, false);
     let m1 = Snapshot::take(&stats);
+    if let Some(s) = &search {
+        println!(
+            "sustainable-rate search ended at a target of {:.0} msg/s",
+            s.total
+        );
+    }
     let (pub_h, e2e_h) = stats.totals();
     stop_producers.store(true, Ordering::Relaxed);
     while let Some(r) = producers.join_next().await {
