@@ -45,7 +45,7 @@ const SEARCH_STEP: Duration = Duration::from_secs(1);
 const SEARCH_MIN_RATE: f64 = 1_000.0;
 
 /// The search for the highest sustainable rate (OMB's producerRate 0): every
-/// [`SEARCH_STEP`], raise the rate (doubling until the first miss, then by a tenth) while
+/// [`SEARCH_STEP`], raise the rate (doubling until the first miss, then by half) while
 /// producers reach it and consumers keep up (the backlog neither grows by more than 5% of a
 /// step's messages nor exceeds one second's worth); otherwise drop it to 90% of what both
 /// sides achieved.
@@ -86,8 +86,9 @@ impl RateSearch {
             && backlog - backlog_before <= 0.05 * self.total * dt
             && backlog <= self.total;
         if keeps_up {
-            // Double until the first miss, then creep up by a tenth.
-            self.set(self.total * if self.missed { 1.1 } else { 2.0 });
+            // Double until the first miss, then grow by half: slow enough to settle, fast
+            // enough to recover within seconds from a miss during a JVM's warm-up.
+            self.set(self.total * if self.missed { 1.5 } else { 2.0 });
         } else {
             self.missed = true;
             self.set(0.9 * published.min(read).max(SEARCH_MIN_RATE));
