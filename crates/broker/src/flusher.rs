@@ -9,6 +9,12 @@ use std::sync::Arc;
 use sluice_store::Log;
 use tokio::sync::{mpsc, oneshot};
 
+/// A log and the outcome of its fsync (the new recovery point).
+type Flushed = (Arc<Log>, io::Result<i64>);
+
+/// Most blocking tasks one flush round fsyncs with (each takes a share of the round's logs).
+const FLUSH_TASKS_MAX: usize = 8;
+
 struct FlushRequest {
     log: Arc<Log>,
     done: oneshot::Sender<Result<(), String>>,
@@ -61,12 +67,33 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
                 logs.push(r.log.clone());
             }
         }
-        let results = tokio::task::spawn_blocking(move || {
-            logs.iter()
-                .map(|l| (l.clone(), l.flush()))
-                .collect::<Vec<(Arc<Log>, io::Result<i64>)>>()
-        })
-        .await;
+        // The logs of a round are fsynced in parallel: concurrent fdatasyncs share journal
+        // commits and device flushes, where one thread doing them in turn paid for each.
+        let per_task = logs.len().div_ceil(FLUSH_TASKS_MAX).max(1);
+        let tasks: Vec<_> = logs
+            .chunks(per_task)
+            .map(|chunk| {
+                let chunk = chunk.to_vec();
+                tokio::task::spawn_blocking(move || {
+                    chunk
+                        .into_iter()
+                        .map(|l| {
+                            let r = l.flush();
+                            (l, r)
+                        })
+                        .collect::<Vec<Flushed>>()
+                })
+            })
+            .collect();
+        let mut results: Result<Vec<Flushed>, tokio::task::JoinError> =
+            Ok(Vec::with_capacity(logs.len()));
+        for t in tasks {
+            match (t.await, &mut results) {
+                (Ok(mut part), Ok(all)) => all.append(&mut part),
+                (Err(e), _) => results = Err(e),
+                (Ok(_), Err(_)) => {}
+            }
+        }
         for r in round {
             let outcome = match &results {
                 Ok(results) => match results.iter().find(|(l, _)| Arc::ptr_eq(l, &r.log)) {

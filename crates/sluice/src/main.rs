@@ -18,6 +18,7 @@ use sluice_config::BrokerConfig;
 const USAGE: &str = "\
 usage: sluice serve [--config FILE] [--override NAME=VALUE]...
        sluice volume check PATH [--size-mb N]
+       sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT] (see sluice bench --help)
 
   --config FILE          a Kafka server.properties file (Kafka's property names)
   --override NAME=VALUE  set one property, after the file (may be repeated)
@@ -55,6 +56,7 @@ fn run(args: Vec<String>) -> Result<()> {
     match command.as_str() {
         "serve" => serve(rest),
         "volume" => volume(rest),
+        "bench" => sluice_bench::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

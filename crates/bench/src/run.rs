@@ -1,0 +1,529 @@
+//! The run: create topics, start consumers and producers, warm up, optionally build and drain
+//! a backlog, measure, report every interval, stop everything and delete the topics.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::admin;
+use crate::batch::{PayloadPool, Rng};
+use crate::client::Connection;
+use crate::config::{Driver, Workload};
+use crate::consumer::Consumer;
+use crate::producer::Producer;
+use crate::stats::{Counters, Percentiles, Stats};
+
+/// Longest wait for a new topic's partitions to have leaders.
+const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest backlog build-up or drain phase.
+const BACKLOG_PHASE_MAX: Duration = Duration::from_secs(3600);
+
+/// What to run and how.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub workload: Workload,
+    pub driver: Driver,
+    pub bootstrap: String,
+    pub report_interval: Duration,
+    pub keep_topics: bool,
+    /// With producerRate 0: run producers unthrottled (paced only by acknowledgements)
+    /// instead of searching for the highest rate the consumers also sustain.
+    pub unthrottled: bool,
+}
+
+/// First rate tried by the sustainable-rate search, msg/s over all producers.
+const SEARCH_START_RATE: f64 = 50_000.0;
+/// How often the search adjusts the rate.
+const SEARCH_STEP: Duration = Duration::from_secs(1);
+/// Slowest rate the search goes down to.
+const SEARCH_MIN_RATE: f64 = 1_000.0;
+
+/// The search for the highest sustainable rate (OMB's producerRate 0): every
+/// [`SEARCH_STEP`], raise the rate (doubling until the first miss, then by half) while
+/// producers reach it and consumers keep up (the backlog neither grows by more than 5% of a
+/// step's messages nor exceeds one second's worth); otherwise drop it to 90% of what both
+/// sides achieved.
+#[derive(Debug)]
+struct RateSearch {
+    total: f64,
+    per_producer: Arc<AtomicU64>,
+    producers: f64,
+    at: Instant,
+    acked: u64,
+    consumed: u64,
+    missed: bool,
+}
+
+impl RateSearch {
+    fn set(&mut self, total: f64) {
+        self.total = total.max(SEARCH_MIN_RATE);
+        self.per_producer
+            .store((self.total / self.producers).to_bits(), Ordering::Relaxed);
+    }
+
+    fn step(&mut self, stats: &Stats) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.at).as_secs_f64();
+        if dt < SEARCH_STEP.as_secs_f64() {
+            return;
+        }
+        let c = &stats.counters;
+        let (acked, consumed) = (
+            Counters::get(&c.acked_msgs),
+            Counters::get(&c.consumed_msgs),
+        );
+        let published = (acked - self.acked) as f64 / dt;
+        let read = (consumed - self.consumed) as f64 / dt;
+        let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
+        let backlog = acked.saturating_sub(consumed) as f64;
+        let keeps_up = published >= 0.95 * self.total
+            && backlog - backlog_before <= 0.05 * self.total * dt
+            && backlog <= self.total;
+        if keeps_up {
+            // Double until the first miss, then grow by half: slow enough to settle, fast
+            // enough to recover within seconds from a miss during a JVM's warm-up.
+            self.set(self.total * if self.missed { 1.5 } else { 2.0 });
+        } else {
+            self.missed = true;
+            self.set(0.9 * published.min(read).max(SEARCH_MIN_RATE));
+        }
+        self.at = now;
+        self.acked = acked;
+        self.consumed = consumed;
+    }
+}
+
+/// One reporting interval.
+#[derive(Clone, Debug)]
+pub struct Interval {
+    pub phase: &'static str,
+    /// Seconds since the start of the run (end of the interval).
+    pub t: f64,
+    pub publish_rate: f64,
+    pub publish_mb: f64,
+    pub consume_rate: f64,
+    pub consume_mb: f64,
+    pub backlog_msgs: u64,
+    pub publish_errors: u64,
+    pub publish_latency: Percentiles,
+    pub e2e_latency: Percentiles,
+}
+
+/// The whole run's result.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub plan: Plan,
+    pub started_unix_s: u64,
+    pub measured_s: f64,
+    pub publish_rate: f64,
+    pub publish_mb: f64,
+    pub consume_rate: f64,
+    pub consume_mb: f64,
+    pub publish_errors: u64,
+    pub publish_latency: Percentiles,
+    pub e2e_latency: Percentiles,
+    pub backlog: Option<Backlog>,
+    /// Bytes of record batches published over the whole run (warm-up and backlog included),
+    /// for per-byte costs measured over the whole run.
+    pub total_publish_bytes: u64,
+    pub intervals: Vec<Interval>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Backlog {
+    pub target_bytes: u64,
+    pub built_bytes: u64,
+    pub build_s: f64,
+    pub drain_s: f64,
+    pub drain_msgs_per_s: f64,
+    pub drain_mb_per_s: f64,
+}
+
+struct Snapshot {
+    at: Instant,
+    acked: u64,
+    sent_bytes: u64,
+    consumed: u64,
+    consumed_bytes: u64,
+    errors: u64,
+}
+
+impl Snapshot {
+    fn take(stats: &Stats) -> Snapshot {
+        let c = &stats.counters;
+        Snapshot {
+            at: Instant::now(),
+            acked: Counters::get(&c.acked_msgs),
+            sent_bytes: Counters::get(&c.sent_bytes),
+            consumed: Counters::get(&c.consumed_msgs),
+            consumed_bytes: Counters::get(&c.consumed_bytes),
+            errors: Counters::get(&c.publish_errors),
+        }
+    }
+}
+
+const MB: f64 = 1024.0 * 1024.0;
+
+struct Reporter {
+    stats: Arc<Stats>,
+    start: Instant,
+    last: Snapshot,
+    intervals: Vec<Interval>,
+}
+
+impl Reporter {
+    fn tick(&mut self, phase: &'static str) -> Interval {
+        let now = Snapshot::take(&self.stats);
+        let dt = now.at.duration_since(self.last.at).as_secs_f64().max(1e-9);
+        let (publish_latency, e2e_latency) = self.stats.take_interval();
+        let i = Interval {
+            phase,
+            t: now.at.duration_since(self.start).as_secs_f64(),
+            publish_rate: (now.acked - self.last.acked) as f64 / dt,
+            publish_mb: (now.sent_bytes - self.last.sent_bytes) as f64 / dt / MB,
+            consume_rate: (now.consumed - self.last.consumed) as f64 / dt,
+            consume_mb: (now.consumed_bytes - self.last.consumed_bytes) as f64 / dt / MB,
+            backlog_msgs: now.acked.saturating_sub(now.consumed),
+            publish_errors: now.errors - self.last.errors,
+            publish_latency,
+            e2e_latency,
+        };
+        println!(
+            "[{:>6.1}s {:<7}] pub {:>9.0} msg/s {:>7.1} MB/s | cons {:>9.0} msg/s {:>7.1} MB/s | backlog {:>9} msg | err {} | pub lat ms avg {:.2} p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} | e2e ms p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2}",
+            i.t, phase, i.publish_rate, i.publish_mb, i.consume_rate, i.consume_mb, i.backlog_msgs,
+            i.publish_errors, i.publish_latency.avg, i.publish_latency.p50, i.publish_latency.p99,
+            i.publish_latency.p999, i.publish_latency.max, i.e2e_latency.p50, i.e2e_latency.p99,
+            i.e2e_latency.p999, i.e2e_latency.max
+        );
+        self.last = now;
+        self.intervals.push(i.clone());
+        i
+    }
+}
+
+fn slug(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    out.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+        .chars()
+        .take(40)
+        .collect()
+}
+
+/// Run the plan against the broker.
+pub async fn execute(plan: Plan) -> Result<Outcome> {
+    let w = &plan.workload;
+    let d = &plan.driver;
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let bootstrap = Connection::connect(&plan.bootstrap).await?;
+    let run_id = format!(
+        "{:06x}",
+        Rng::new(crate::producer::now_us()).next_u64() & 0xff_ffff
+    );
+    let topics: Vec<String> = (0..w.topics)
+        .map(|i| format!("bench-{}-{run_id}-{i}", slug(&w.name)))
+        .collect();
+    println!(
+        "sluice bench: workload {:?}, driver {:?}, broker {}, topics {} x {} partitions, {} B messages, {} producer(s)/topic, {} x {} consumer(s)/topic, rate {}",
+        w.name, d.name, plan.bootstrap, w.topics, w.partitions_per_topic, w.message_size,
+        w.producers_per_topic, w.subscriptions_per_topic, w.consumer_per_subscription,
+        if w.producer_rate > 0.0 { format!("{} msg/s", w.producer_rate) } else { "max (unthrottled)".into() }
+    );
+    admin::create_topics(
+        &bootstrap,
+        &topics,
+        w.partitions_per_topic,
+        d.replication_factor,
+        &d.topic_config,
+    )
+    .await
+    .context("creating the workload's topics")?;
+    let layouts = admin::wait_for_layout(
+        &bootstrap,
+        &topics,
+        w.partitions_per_topic,
+        TOPIC_READY_TIMEOUT,
+    )
+    .await?;
+
+    let result = measure(&plan, &layouts, started_unix_s).await;
+
+    if !plan.keep_topics {
+        if let Err(e) = admin::delete_topics(&bootstrap, &topics).await {
+            eprintln!("sluice bench: could not delete the benchmark topics: {e:#}");
+        }
+    }
+    result
+}
+
+async fn connect_all(layout: &admin::TopicLayout) -> Result<BTreeMap<i32, Arc<Connection>>> {
+    let mut conns = BTreeMap::new();
+    for leader in layout.leaders.iter() {
+        if !conns.contains_key(leader) {
+            let addr = &layout.brokers[leader];
+            conns.insert(*leader, Connection::connect(addr).await?);
+        }
+    }
+    Ok(conns)
+}
+
+async fn measure(
+    plan: &Plan,
+    layouts: &[admin::TopicLayout],
+    started_unix_s: u64,
+) -> Result<Outcome> {
+    let w = &plan.workload;
+    let stats = Arc::new(Stats::default());
+    let stop_producers = Arc::new(AtomicBool::new(false));
+    let stop_consumers = Arc::new(AtomicBool::new(false));
+    let backlog_wanted = w.consumer_backlog_size_gb > 0.0;
+    let (resume_tx, resume_rx) = watch::channel(!backlog_wanted);
+    let pool = Arc::new(PayloadPool::new(
+        w.message_size as usize,
+        w.payload_file.as_deref(),
+        w.use_randomized_payloads,
+        w.random_bytes_ratio,
+        w.randomized_payload_pool_size as usize,
+        0x5eed,
+    )?);
+    let mut consumers = JoinSet::new();
+    let mut producers = JoinSet::new();
+    let searching = w.producer_rate == 0.0 && !plan.unthrottled;
+    let first_rate = if searching {
+        SEARCH_START_RATE
+    } else {
+        w.producer_rate
+    };
+    let per_producer = Arc::new(AtomicU64::new(
+        (first_rate / f64::from(w.producer_count())).to_bits(),
+    ));
+    let mut search = searching.then(|| RateSearch {
+        total: first_rate,
+        per_producer: per_producer.clone(),
+        producers: f64::from(w.producer_count()),
+        at: Instant::now(),
+        acked: 0,
+        consumed: 0,
+        missed: false,
+    });
+    for layout in layouts {
+        let n = layout.leaders.len();
+        let start_offsets =
+            admin::probe_partitions(&connect_all(layout).await?, layout, TOPIC_READY_TIMEOUT)
+                .await?;
+        for _sub in 0..w.subscriptions_per_topic {
+            let k = w.consumer_per_subscription as usize;
+            for c in 0..k {
+                // Group this consumer's partitions by leader: one fetch loop per leader.
+                let mut by_leader: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
+                for p in (c..n).step_by(k) {
+                    by_leader
+                        .entry(layout.leaders[p])
+                        .or_default()
+                        .push((p as i32, start_offsets[p]));
+                }
+                for (leader, partitions) in by_leader {
+                    let conn = Connection::connect(&layout.brokers[&leader]).await?;
+                    consumers.spawn(
+                        Consumer {
+                            topic: layout.name.clone(),
+                            partitions,
+                            conn,
+                            driver: plan.driver.clone(),
+                            stats: stats.clone(),
+                            stop: stop_consumers.clone(),
+                            resume: resume_rx.clone(),
+                        }
+                        .run(),
+                    );
+                }
+            }
+        }
+        for i in 0..w.producers_per_topic {
+            producers.spawn(
+                Producer {
+                    topic: layout.name.clone(),
+                    leaders: layout.leaders.clone(),
+                    conns: connect_all(layout).await?,
+                    rate: per_producer.clone(),
+                    driver: plan.driver.clone(),
+                    key_distributor: w.key_distributor,
+                    pool: pool.clone(),
+                    stats: stats.clone(),
+                    stop: stop_producers.clone(),
+                    seed: u64::from(i) * 7919 + 1,
+                }
+                .run(),
+            );
+        }
+    }
+
+    let start = Instant::now();
+    let mut rep = Reporter {
+        stats: stats.clone(),
+        start,
+        last: Snapshot::take(&stats),
+        intervals: Vec::new(),
+    };
+    let mut ticker = tokio::time::interval_at(start + plan.report_interval, plan.report_interval);
+
+    // Wait until `until` holds, reporting every interval, failing if a task dies.
+    macro_rules! phase {
+        ($name:expr, $deadline:expr, $until:expr) => {{
+            let deadline: Instant = $deadline;
+            loop {
+                if $until {
+                    break;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                let poll = (deadline - now).min(Duration::from_millis(100));
+                tokio::select! {
+                    _ = ticker.tick() => { rep.tick($name); }
+                    Some(r) = producers.join_next() => { check_task("producer", r)?; bail!("a producer stopped early"); }
+                    Some(r) = consumers.join_next() => { check_task("consumer", r)?; bail!("a consumer stopped early"); }
+                    _ = tokio::time::sleep(poll) => {}
+                }
+                if let Some(s) = search.as_mut() {
+                    s.step(&stats);
+                }
+            }
+        }};
+    }
+
+    if !w.warmup_duration.is_zero() {
+        println!("warm-up for {:.0} s", w.warmup_duration.as_secs_f64());
+        phase!("warmup", Instant::now() + w.warmup_duration, false);
+        rep.tick("warmup");
+        ticker.reset();
+    }
+    let mut backlog = None;
+    if backlog_wanted {
+        let target_bytes = (w.consumer_backlog_size_gb * 1024.0 * 1024.0 * 1024.0) as u64;
+        let msg = u64::from(w.message_size);
+        let backlog_bytes = |s: &Stats| {
+            let c = &s.counters;
+            Counters::get(&c.acked_msgs).saturating_sub(Counters::get(&c.consumed_msgs)) * msg
+        };
+        println!(
+            "building a backlog of {:.2} GB with the consumers held back",
+            w.consumer_backlog_size_gb
+        );
+        let t0 = Instant::now();
+        phase!(
+            "backlog",
+            t0 + BACKLOG_PHASE_MAX,
+            backlog_bytes(&stats) >= target_bytes
+        );
+        let built_bytes = backlog_bytes(&stats);
+        let build_s = t0.elapsed().as_secs_f64();
+        let empty_level = ((1.0 - w.backlog_drain_ratio) * target_bytes as f64) as u64;
+        println!(
+            "backlog of {:.2} GB built in {build_s:.1} s; draining to {:.2} GB",
+            built_bytes as f64 / 1e9,
+            empty_level as f64 / 1e9
+        );
+        let consumed0 = Counters::get(&stats.counters.consumed_msgs);
+        let consumed_bytes0 = Counters::get(&stats.counters.consumed_bytes);
+        let _ = resume_tx.send(true);
+        let t1 = Instant::now();
+        phase!(
+            "drain",
+            t1 + BACKLOG_PHASE_MAX,
+            backlog_bytes(&stats) <= empty_level
+        );
+        let drain_s = t1.elapsed().as_secs_f64().max(1e-9);
+        let drained = Counters::get(&stats.counters.consumed_msgs) - consumed0;
+        let drained_bytes = Counters::get(&stats.counters.consumed_bytes) - consumed_bytes0;
+        let b = Backlog {
+            target_bytes,
+            built_bytes,
+            build_s,
+            drain_s,
+            drain_msgs_per_s: drained as f64 / drain_s,
+            drain_mb_per_s: drained_bytes as f64 / drain_s / MB,
+        };
+        println!(
+            "backlog drained in {:.1} s: {:.0} msg/s, {:.1} MB/s (producers kept publishing)",
+            b.drain_s, b.drain_msgs_per_s, b.drain_mb_per_s
+        );
+        backlog = Some(b);
+    }
+    stats.reset_totals();
+    let m0 = Snapshot::take(&stats);
+    println!("measuring for {:.0} s", w.test_duration.as_secs_f64());
+    phase!("test", Instant::now() + w.test_duration, false);
+    let m1 = Snapshot::take(&stats);
+    if let Some(s) = &search {
+        println!(
+            "sustainable-rate search ended at a target of {:.0} msg/s",
+            s.total
+        );
+    }
+    let (pub_h, e2e_h) = stats.totals();
+    stop_producers.store(true, Ordering::Relaxed);
+    while let Some(r) = producers.join_next().await {
+        check_task("producer", r)?;
+    }
+    stop_consumers.store(true, Ordering::Relaxed);
+    let _ = resume_tx.send(true);
+    while let Some(r) = consumers.join_next().await {
+        check_task("consumer", r)?;
+    }
+    let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
+    let out = Outcome {
+        plan: plan.clone(),
+        started_unix_s,
+        measured_s: secs,
+        publish_rate: (m1.acked - m0.acked) as f64 / secs,
+        publish_mb: (m1.sent_bytes - m0.sent_bytes) as f64 / secs / MB,
+        consume_rate: (m1.consumed - m0.consumed) as f64 / secs,
+        consume_mb: (m1.consumed_bytes - m0.consumed_bytes) as f64 / secs / MB,
+        publish_errors: m1.errors - m0.errors,
+        publish_latency: Percentiles::of(&pub_h),
+        e2e_latency: Percentiles::of(&e2e_h),
+        backlog,
+        total_publish_bytes: Counters::get(&stats.counters.sent_bytes),
+        intervals: rep.intervals,
+    };
+    let p = &out.publish_latency;
+    let e = &out.e2e_latency;
+    println!(
+        "result over {:.1} s: pub {:.0} msg/s {:.1} MB/s | cons {:.0} msg/s {:.1} MB/s | errors {} | pub lat ms avg {:.2} p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} | e2e ms avg {:.2} p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2}",
+        out.measured_s, out.publish_rate, out.publish_mb, out.consume_rate, out.consume_mb,
+        out.publish_errors, p.avg, p.p50, p.p99, p.p999, p.max, e.avg, e.p50, e.p99, e.p999, e.max
+    );
+    Ok(out)
+}
+
+fn check_task(
+    what: &str,
+    r: std::result::Result<Result<()>, tokio::task::JoinError>,
+) -> Result<()> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.context(format!("{what} failed"))),
+        Err(e) => bail!("{what} task failed: {e}"),
+    }
+}

@@ -1,0 +1,153 @@
+//! Counters and latency histograms shared by the producer and consumer tasks and read by the
+//! reporter. Each task records into its own [`Recorder`] (one uncontended lock per batch, not
+//! per record); the reporter merges them every interval.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+
+/// Highest latency tracked: 10 minutes in microseconds (larger values are clamped).
+pub const MAX_LATENCY_US: u64 = 600_000_000;
+
+fn new_histogram() -> Histogram<u64> {
+    // 3 significant digits, 1 µs .. 10 min: the bounds are constant and valid.
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).unwrap_or_else(|_| unreachable!())
+}
+
+/// Interval and cumulative histograms of one kind of latency, for one task.
+#[derive(Debug)]
+pub struct Latency {
+    pub interval: Histogram<u64>,
+    pub total: Histogram<u64>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            interval: new_histogram(),
+            total: new_histogram(),
+        }
+    }
+}
+
+impl Latency {
+    pub fn record(&mut self, us: u64) {
+        let v = us.clamp(1, MAX_LATENCY_US);
+        // Within bounds by the clamp above.
+        let _ = self.interval.record(v);
+        let _ = self.total.record(v);
+    }
+}
+
+/// One task's latency recorder.
+pub type Recorder = Arc<Mutex<Latency>>;
+
+/// Counters of the whole run.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sent_msgs: AtomicU64,
+    pub sent_bytes: AtomicU64,
+    pub acked_msgs: AtomicU64,
+    pub publish_errors: AtomicU64,
+    pub consumed_msgs: AtomicU64,
+    pub consumed_bytes: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
+
+/// Every task's recorders, by kind.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub counters: Counters,
+    pub publish: Mutex<Vec<Recorder>>,
+    pub end_to_end: Mutex<Vec<Recorder>>,
+}
+
+/// Percentiles of one histogram, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub avg: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Percentiles {
+            count: h.len(),
+            avg: h.mean() / 1000.0,
+            p50: ms(h.value_at_quantile(0.5)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+impl Stats {
+    pub fn publish_recorder(&self) -> Recorder {
+        let r = Recorder::default();
+        self.publish.lock().push(r.clone());
+        r
+    }
+    pub fn end_to_end_recorder(&self) -> Recorder {
+        let r = Recorder::default();
+        self.end_to_end.lock().push(r.clone());
+        r
+    }
+
+    fn merge(list: &Mutex<Vec<Recorder>>, interval: bool, reset_interval: bool) -> Histogram<u64> {
+        let mut out = new_histogram();
+        for r in list.lock().iter() {
+            let mut l = r.lock();
+            let h = if interval { &l.interval } else { &l.total };
+            // Same bounds on both sides: adding cannot fail.
+            let _ = out.add(h);
+            if reset_interval {
+                l.interval.reset();
+            }
+        }
+        out
+    }
+
+    /// (publish, end-to-end) percentiles since the last call; resets the interval histograms.
+    pub fn take_interval(&self) -> (Percentiles, Percentiles) {
+        (
+            Percentiles::of(&Self::merge(&self.publish, true, true)),
+            Percentiles::of(&Self::merge(&self.end_to_end, true, true)),
+        )
+    }
+
+    /// (publish, end-to-end) histograms since the last [`Stats::reset_totals`].
+    pub fn totals(&self) -> (Histogram<u64>, Histogram<u64>) {
+        (
+            Self::merge(&self.publish, false, false),
+            Self::merge(&self.end_to_end, false, false),
+        )
+    }
+
+    /// Forget the cumulative histograms (end of warm-up).
+    pub fn reset_totals(&self) {
+        for list in [&self.publish, &self.end_to_end] {
+            for r in list.lock().iter() {
+                r.lock().total.reset();
+            }
+        }
+    }
+}
