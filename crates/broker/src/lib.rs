@@ -27,7 +27,6 @@ mod registry;
 mod sessions;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,7 +38,6 @@ use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties};
 use sluice_wire::Request;
 
 pub use groups::OFFSETS_TOPIC;
-pub use registry::log_config;
 
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
 pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -80,15 +78,6 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Read `cluster.id` from an existing `meta.properties` (a log dir written by Kafka or Sluice).
-fn existing_cluster_id(dirs: &[PathBuf]) -> Option<String> {
-    dirs.iter().find_map(|d| {
-        let text = std::fs::read_to_string(d.join("meta.properties")).ok()?;
-        let props = sluice_config::parse_properties(&text);
-        props.get("cluster.id").cloned()
-    })
-}
-
 impl Broker {
     /// Open the broker's stores and every partition. Must run inside a tokio runtime (it
     /// starts the group-commit task).
@@ -100,7 +89,7 @@ impl Broker {
         let configured = config.cluster_id.clone();
         let meta = EmbeddedStore::open(&first.join("__sluice_meta"), || {
             configured
-                .or_else(|| existing_cluster_id(&dirs))
+                .or_else(|| sluice_store::existing_cluster_id(&dirs))
                 .unwrap_or_else(sluice_meta::new_cluster_id)
         })?;
         let cluster_id = meta.cluster_id();

@@ -39,7 +39,7 @@ pub(crate) struct Registry {
 }
 
 /// The store's view of a topic's effective config.
-pub fn log_config(c: &TopicConfig) -> LogConfig {
+pub(crate) fn log_config(c: &TopicConfig) -> LogConfig {
     LogConfig {
         segment_bytes: c.segment_bytes,
         segment_ms: c.segment_ms,

@@ -32,6 +32,7 @@ pub mod volume;
 mod tests;
 
 pub use deferred::{DeleteRetry, DeletionStats};
+pub use manager::existing_cluster_id;
 
 /// A topic name and partition index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

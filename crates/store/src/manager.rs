@@ -170,6 +170,18 @@ fn read_checkpoint(path: &Path) -> HashMap<TopicPartition, i64> {
 
 /// Read or create `meta.properties`. An existing file is kept as it is (it may have been
 /// written by Apache Kafka) but must name the same cluster and node.
+/// The `cluster.id` recorded in an existing `meta.properties` of any of `dirs` (a log
+/// directory written by Kafka or an earlier Sluice), read before the store is opened.
+pub fn existing_cluster_id(dirs: &[PathBuf]) -> Option<String> {
+    dirs.iter().find_map(|d| {
+        let text = std::fs::read_to_string(d.join(META_PROPERTIES)).ok()?;
+        parse_properties(&text)
+            .into_iter()
+            .find(|(k, _)| k == "cluster.id")
+            .map(|(_, v)| v)
+    })
+}
+
 pub(crate) fn ensure_meta_properties(dir: &Path, meta: &MetaProperties) -> Result<(), StoreError> {
     let path = dir.join(META_PROPERTIES);
     match std::fs::read_to_string(&path) {

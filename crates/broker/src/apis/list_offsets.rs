@@ -39,7 +39,7 @@ pub(crate) fn handle(
                     let Some(log) = state.as_ref().and_then(|s| s.log(p.partition_index)) else {
                         return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
-                    let epoch = state.as_ref().map(|s| s.meta.epochs[p.partition_index as usize]).unwrap_or(-1);
+                    let epoch = log.leader_epoch();
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, log.high_watermark()))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, log.log_start_offset()))),
