@@ -31,9 +31,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kafka_protocol::messages::{RequestKind, ResponseKind};
+use kafka_protocol::messages::{FetchResponse, RequestKind, ResponseKind};
 use sluice_config::BrokerConfig;
 use sluice_meta::EmbeddedStore;
+pub use sluice_store::FileSlice;
 use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties};
 use sluice_wire::Request;
 
@@ -42,8 +43,26 @@ pub use groups::OFFSETS_TOPIC;
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
 pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
-/// What handling a request yields: the response body (or none, for acks=0 produce).
-pub type Reply = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
+/// What an API handler yields: the response body (or none, for acks=0 produce).
+pub(crate) type Reply = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
+
+/// What [`Broker::handle`] yields: the response to write (or none, for acks=0 produce).
+pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
+
+/// A response, as the server is to write it.
+#[derive(Debug)]
+pub enum Response {
+    /// A response body, encoded as it is.
+    Body(ResponseKind),
+    /// A Fetch response whose record data is still in the segment files, so the server can
+    /// send it without copying it through memory. Each region pairs a partition's ordinal in
+    /// `body` (counting `responses[*].partitions[*]` in order; strictly increasing) with the
+    /// file region holding that partition's records; those partitions' `records` are unset.
+    Fetch {
+        body: FetchResponse,
+        regions: Vec<(usize, FileSlice)>,
+    },
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -142,14 +161,22 @@ impl Broker {
     }
 
     /// Handle one request: the ordered part runs now, the returned future does the rest.
-    pub fn handle(self: &Arc<Self>, request: Request) -> Reply {
+    pub fn handle(self: &Arc<Self>, request: Request) -> Answer {
+        let version = request.version();
+        if let RequestKind::Fetch(r) = request.body {
+            return apis::fetch::handle(self, r, version);
+        }
+        let reply = self.dispatch(request);
+        Box::pin(async move { reply.await.map(Response::Body) })
+    }
+
+    fn dispatch(self: &Arc<Self>, request: Request) -> Reply {
         let version = request.version();
         let header = request.header;
         match request.body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
             RequestKind::Metadata(r) => ready(apis::metadata::handle(self, r, version)),
             RequestKind::Produce(r) => apis::produce::handle(self, r, version),
-            RequestKind::Fetch(r) => apis::fetch::handle(self, r, version),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
             RequestKind::CreateTopics(r) => ready(apis::create_topics::handle(self, r, version)),
             RequestKind::DeleteTopics(r) => ready(apis::delete_topics::handle(self, r, version)),

@@ -17,10 +17,10 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use sluice_broker::{Broker, Reply};
-use sluice_wire::{decode_request, encode_response, WireError};
+use sluice_broker::{Answer, Broker, FileSlice, Response};
+use sluice_wire::{decode_request, encode_fetch_response, encode_response, FramePart, WireError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -109,7 +109,7 @@ struct InFlight {
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
-    reply: Reply,
+    reply: Answer,
 }
 
 enum Queued {
@@ -197,14 +197,18 @@ async fn read_frame(
     if len < 0 || len as u32 > max {
         return Err(Close::Oversized(len));
     }
-    let mut buf = BytesMut::zeroed(len as usize);
-    reader.read_exact(&mut buf).await.map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            Close::Wire(WireError::Truncated { len: len as usize })
-        } else {
-            Close::Io(e)
+    // Read into fresh capacity (no zeroing of what the socket overwrites anyway).
+    let len = len as usize;
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let remaining = len - buf.len();
+        let mut rest = (&mut buf).limit(remaining);
+        match reader.read_buf(&mut rest).await {
+            Ok(0) => return Err(Close::Wire(WireError::Truncated { len })),
+            Ok(_) => {}
+            Err(e) => return Err(Close::Io(e)),
         }
-    })?;
+    }
     Ok(buf.freeze())
 }
 
@@ -216,8 +220,24 @@ async fn write_responses(
         let frame = match item {
             Queued::Raw(frame) => frame,
             Queued::Pending(f) => {
-                let Some(body) = f.reply.await else { continue };
-                match encode_response(f.api_key, f.version, f.correlation_id, &body) {
+                let encoded = match f.reply.await {
+                    None => continue,
+                    Some(Response::Body(body)) => {
+                        encode_response(f.api_key, f.version, f.correlation_id, &body)
+                    }
+                    Some(Response::Fetch { mut body, regions }) => {
+                        let lens: Vec<(usize, u32)> =
+                            regions.iter().map(|(at, r)| (*at, r.len)).collect();
+                        match encode_fetch_response(f.version, f.correlation_id, &mut body, &lens) {
+                            Ok(parts) => {
+                                write_parts(&mut writer, parts, &regions).await?;
+                                continue;
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                };
+                match encoded {
                     Ok(frame) => frame,
                     Err(e) => {
                         tracing::error!("cannot encode response: {e}");
@@ -229,4 +249,93 @@ async fn write_responses(
         writer.write_all(&frame).await?;
     }
     writer.shutdown().await
+}
+
+/// Regions at least this long are sent with `sendfile` (no copy through memory); shorter ones
+/// are read and written together with the bytes around them in one vectored write, which
+/// costs fewer system calls.
+const SENDFILE_MIN_BYTES: u32 = 64 * 1024;
+
+/// Largest number of buffers handed to one vectored write (Linux's IOV_MAX is 1024).
+const MAX_IOVECS: usize = 1024;
+
+/// Write a frame given in parts, with each region's bytes taken from its file.
+async fn write_parts(
+    writer: &mut OwnedWriteHalf,
+    parts: Vec<FramePart>,
+    regions: &[(usize, FileSlice)],
+) -> io::Result<()> {
+    let mut pending: Vec<Bytes> = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            FramePart::Inline(b) => pending.push(b),
+            FramePart::Region(i) => {
+                let Some((_, region)) = regions.get(i) else {
+                    return Err(io::Error::other(
+                        "fetch response refers to a missing region",
+                    ));
+                };
+                if region.len < SENDFILE_MIN_BYTES {
+                    let bytes = region.read_bytes().inspect_err(|e| {
+                        tracing::error!("reading a fetched region from its segment failed: {e}")
+                    })?;
+                    pending.push(bytes);
+                } else {
+                    write_all_vectored(writer, &mut pending).await?;
+                    send_region(writer, region).await?;
+                }
+            }
+        }
+    }
+    write_all_vectored(writer, &mut pending).await
+}
+
+/// Write every buffer, in as few system calls as the socket allows; empties `bufs`.
+async fn write_all_vectored(writer: &mut OwnedWriteHalf, bufs: &mut Vec<Bytes>) -> io::Result<()> {
+    let mut slices: Vec<io::IoSlice<'_>> = bufs
+        .iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| io::IoSlice::new(b))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = rest.len().min(MAX_IOVECS);
+        let written = writer.write_vectored(&rest[..n]).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        io::IoSlice::advance_slices(&mut rest, written);
+    }
+    drop(slices);
+    bufs.clear();
+    Ok(())
+}
+
+/// `sendfile` one region from its segment file to the socket.
+async fn send_region(writer: &OwnedWriteHalf, region: &FileSlice) -> io::Result<()> {
+    let stream: &TcpStream = writer.as_ref();
+    let mut offset = region.position;
+    let end = region.position + region.len as u64;
+    while offset < end {
+        stream.writable().await?;
+        let want = (end - offset) as usize;
+        let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
+            rustix::fs::sendfile(stream, &*region.file, Some(&mut offset), want)
+                .map_err(io::Error::from)
+        });
+        match sent {
+            // The file ended before the region did: the frame cannot be completed.
+            Ok(0) => {
+                tracing::error!(offset, end, "segment file ended inside a fetched region");
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "segment file ended inside a fetched region",
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -159,11 +159,23 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
-    /// Read the region into memory (pread; no mmap).
+    /// Read the region into memory (pread straight into fresh capacity, no zeroing; no mmap).
     pub fn read_bytes(&self) -> io::Result<Bytes> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; self.len as usize];
-        self.file.read_exact_at(&mut buf, self.position)?;
+        let len = self.len as usize;
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = self.position + buf.len() as u64;
+            let read =
+                rustix::io::pread(&*self.file, rustix::buffer::spare_capacity(&mut buf), at)?;
+            if read == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "segment file ended inside a fetched region",
+                ));
+            }
+        }
+        // The allocation may be larger than asked for, and the read fills all of it.
+        buf.truncate(len);
         Ok(Bytes::from(buf))
     }
 }

@@ -12,7 +12,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+mod spliced;
+
 pub use kafka_protocol;
+pub use spliced::{encode_fetch_response, FramePart};
 
 /// Length of the size prefix of every Kafka frame.
 pub const FRAME_PREFIX_BYTES: usize = 4;

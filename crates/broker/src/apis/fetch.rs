@@ -9,13 +9,14 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
 use kafka_protocol::ResponseError;
+use sluice_store::FileSlice;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::topic_name;
 use crate::errors::read_error_code;
 use crate::sessions::{SessionError, Target};
-use crate::{ready, Broker, Reply};
+use crate::{Answer, Broker, Response};
 
 /// Upper bound on max.wait.ms we honour, whatever the client asks.
 const MAX_WAIT_CAP_MS: i32 = 60_000;
@@ -32,13 +33,13 @@ enum Mode {
     Incremental(i32, crate::sessions::Session),
 }
 
-fn error_response(code: i16) -> Reply {
-    ready(Some(ResponseKind::Fetch(
-        FetchResponse::default().with_error_code(code),
-    )))
+fn error_response(code: i16) -> Answer {
+    Box::pin(std::future::ready(Some(Response::Body(
+        ResponseKind::Fetch(FetchResponse::default().with_error_code(code)),
+    ))))
 }
 
-pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Reply {
+pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Answer {
     let by_id = version >= 13;
     let mut requested = Vec::new();
     for t in &req.topics {
@@ -137,9 +138,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> R
             if bytes >= min_bytes || errors || Instant::now() >= deadline {
                 let incremental_mode = incremental.is_some();
                 let mut topics: Vec<FetchableTopicResponse> = Vec::new();
-                for (target, data) in targets.iter_mut().zip(results) {
+                let mut regions = Vec::new();
+                let mut ordinal = 0usize;
+                for (target, (data, slice)) in targets.iter_mut().zip(results) {
                     let news = (data.error_code != 0)
-                        || data.records.as_ref().is_some_and(|r| !r.is_empty())
+                        || slice.is_some()
                         || target.reported != Some((data.high_watermark, data.log_start_offset));
                     target.reported = Some((data.high_watermark, data.log_start_offset));
                     if incremental_mode && !news {
@@ -161,6 +164,10 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> R
                     }
                     if let Some(t) = topics.last_mut() {
                         t.partitions.push(data);
+                        if let Some(slice) = slice {
+                            regions.push((ordinal, slice));
+                        }
+                        ordinal += 1;
                     }
                 }
                 match incremental {
@@ -174,7 +181,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> R
                 let body = FetchResponse::default()
                     .with_session_id(session_id)
                     .with_responses(topics);
-                return Some(ResponseKind::Fetch(body));
+                return Some(Response::Fetch { body, regions });
             }
             tokio::select! {
                 _ = &mut notified => {}
@@ -184,14 +191,15 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> R
     })
 }
 
-/// Read every target once. Returns per-target data, total record bytes, and whether any
-/// partition had an error (which answers at once, like Kafka).
+/// Read every target once. Returns per-target data with the file region holding its records
+/// (left in the file: the server sends it), total record bytes, and whether any partition
+/// had an error (which answers at once, like Kafka).
 fn read_all(
     broker: &Broker,
     targets: &[Target],
     max_bytes: usize,
     read_committed: bool,
-) -> (Vec<PartitionData>, usize, bool) {
+) -> (Vec<(PartitionData, Option<FileSlice>)>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
@@ -216,7 +224,7 @@ fn read_all(
             } else {
                 ResponseError::UnknownTopicOrPartition.code()
             };
-            out.push(base.with_error_code(code));
+            out.push((base.with_error_code(code), None));
             continue;
         };
         let budget = max_bytes
@@ -234,23 +242,17 @@ fn read_all(
             .with_last_stable_offset(hw)
             .with_log_start_offset(log.log_start_offset());
         match result {
-            Ok(Some(r)) => {
-                let records = match r.slice.map(|s| s.read_bytes()).transpose() {
-                    Ok(b) => b.unwrap_or_default(),
-                    Err(e) => {
-                        tracing::error!(tp = ?log.topic_partition(), "fetch read failed: {e}");
-                        errors = true;
-                        out.push(base.with_error_code(ResponseError::KafkaStorageError.code()));
-                        continue;
-                    }
-                };
-                total += records.len();
-                out.push(base.with_records(Some(records)));
-            }
-            Ok(None) => out.push(base.with_records(Some(Bytes::new()))),
+            Ok(Some(r)) => match r.slice.filter(|s| s.len > 0) {
+                Some(slice) => {
+                    total += slice.len as usize;
+                    out.push((base, Some(slice)));
+                }
+                None => out.push((base.with_records(Some(Bytes::new())), None)),
+            },
+            Ok(None) => out.push((base.with_records(Some(Bytes::new())), None)),
             Err(e) => {
                 errors = true;
-                out.push(base.with_error_code(read_error_code(&e)));
+                out.push((base.with_error_code(read_error_code(&e)), None));
             }
         }
     }
