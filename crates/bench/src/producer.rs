@@ -135,6 +135,10 @@ impl Producer {
                 u64::MAX
             };
             let mut made = 0u64;
+            // One clock read per turn: the records of a turn are all due by now (reading the
+            // clock per record cost ~7% of the client's CPU at millions of records/s).
+            let send_us = now_us();
+            let ts_ms = (send_us / 1000) as i64;
             while made < due.min(RECORDS_PER_TURN_MAX) && buffered < BUFFER_BYTES_MAX {
                 let key: Option<&[u8]> = match self.key_distributor {
                     KeyDistributor::NoKey => None,
@@ -145,8 +149,6 @@ impl Producer {
                     None => sticky,
                     Some(k) => (fnv1a(k) % n as u64) as usize,
                 };
-                let send_us = now_us();
-                let ts_ms = (send_us / 1000) as i64;
                 let payload = self.pool.get(generated as usize);
                 let slot = &mut open[p];
                 let o = slot.get_or_insert_with(|| {

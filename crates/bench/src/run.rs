@@ -44,11 +44,15 @@ const SEARCH_STEP: Duration = Duration::from_secs(1);
 /// Slowest rate the search goes down to.
 const SEARCH_MIN_RATE: f64 = 1_000.0;
 
-/// The search for the highest sustainable rate (OMB's producerRate 0): every
-/// [`SEARCH_STEP`], raise the rate (doubling until the first miss, then by half) while
-/// producers reach it and consumers keep up (the backlog neither grows by more than 5% of a
-/// step's messages nor exceeds one second's worth); otherwise drop it to 90% of what both
-/// sides achieved.
+/// The search for the highest sustainable rate (OMB's producerRate 0), a bisection as in
+/// OMB's own search: every [`SEARCH_STEP`] the step is judged. It passed when producers
+/// reached the rate and consumers kept up (the backlog grew by at most 5% of a step's
+/// messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it missed when producers fell
+/// short or the backlog grew. A step that only drains an earlier backlog is not judged.
+/// Passing rates raise the floor, missed rates lower the ceiling, and the next rate is
+/// halfway between (doubling while no ceiling is known). A ceiling the rate keeps reaching
+/// is raised by [`SEARCH_PROBE`] (more with every pass in a row), so the search follows a broker that speeds up (a JVM
+/// after its warm-up) as well as one that slows down.
 #[derive(Debug)]
 struct RateSearch {
     total: f64,
@@ -57,8 +61,19 @@ struct RateSearch {
     at: Instant,
     acked: u64,
     consumed: u64,
-    missed: bool,
+    /// Highest rate that passed (0: none yet).
+    floor: f64,
+    /// Lowest rate that missed since the floor last passed it (None: none yet).
+    ceiling: Option<f64>,
+    /// Passes in a row at the ceiling: each doubles the next probe above it.
+    probes: u32,
 }
+
+/// Backlog, in seconds of the current rate, above which a step cannot pass.
+const SEARCH_BACKLOG_S: f64 = 1.0;
+/// How far above a ceiling that keeps being reached the search probes again (doubling with
+/// every further pass there, up to twice the rate).
+const SEARCH_PROBE: f64 = 0.05;
 
 impl RateSearch {
     fn set(&mut self, total: f64) {
@@ -79,20 +94,42 @@ impl RateSearch {
             Counters::get(&c.consumed_msgs),
         );
         let published = (acked - self.acked) as f64 / dt;
-        let read = (consumed - self.consumed) as f64 / dt;
         let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
         let backlog = acked.saturating_sub(consumed) as f64;
-        let keeps_up = published >= 0.95 * self.total
-            && backlog - backlog_before <= 0.05 * self.total * dt
-            && backlog <= self.total;
-        if keeps_up {
-            // Double until the first miss, then grow by half: slow enough to settle, fast
-            // enough to recover within seconds from a miss during a JVM's warm-up.
-            self.set(self.total * if self.missed { 1.5 } else { 2.0 });
+        let reached = published >= 0.95 * self.total;
+        let growing = backlog - backlog_before > 0.05 * self.total * dt;
+        let next = if !reached || growing {
+            // Missed: the ceiling comes down to this rate, try halfway to the floor.
+            self.probes = 0;
+            self.ceiling = Some(self.ceiling.map_or(self.total, |c| c.min(self.total)));
+            if self.floor > 0.0 {
+                (self.floor + self.total) / 2.0
+            } else {
+                0.9 * published.min((consumed - self.consumed) as f64 / dt)
+            }
+        } else if backlog > SEARCH_BACKLOG_S * self.total {
+            // Draining an earlier backlog: hold the rate until it is gone.
+            self.total
         } else {
-            self.missed = true;
-            self.set(0.9 * published.min(read).max(SEARCH_MIN_RATE));
+            // Passed: the floor comes up; halfway to the ceiling, or double without one.
+            self.floor = self.total;
+            match self.ceiling {
+                None => self.total * 2.0,
+                Some(c) if c <= self.total * (1.0 + SEARCH_PROBE) => {
+                    let step = (SEARCH_PROBE * f64::from(1u32 << self.probes.min(4))).min(1.0);
+                    self.probes += 1;
+                    let raised = self.total * (1.0 + step);
+                    self.ceiling = Some(raised);
+                    raised
+                }
+                Some(c) => (self.total + c) / 2.0,
+            }
+        };
+        if self.floor >= self.total && !(reached && !growing) {
+            // The floor itself missed (conditions changed): forget it.
+            self.floor = 0.0;
         }
+        self.set(next);
         self.at = now;
         self.acked = acked;
         self.consumed = consumed;
@@ -323,7 +360,9 @@ async fn measure(
         at: Instant::now(),
         acked: 0,
         consumed: 0,
-        missed: false,
+        floor: 0.0,
+        ceiling: None,
+        probes: 0,
     });
     for layout in layouts {
         let n = layout.leaders.len();

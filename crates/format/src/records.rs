@@ -11,7 +11,7 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, FormatError> {
     loop {
         let b = *buf
             .get(*pos)
-            .ok_or(FormatError::Record("truncated varint".into()))?;
+            .ok_or_else(|| FormatError::Record("truncated varint".into()))?;
         *pos += 1;
         if shift > 63 {
             return Err(FormatError::Record("varint too long".into()));
