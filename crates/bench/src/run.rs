@@ -98,7 +98,8 @@ impl RateSearch {
         let backlog = acked.saturating_sub(consumed) as f64;
         let reached = published >= 0.95 * self.total;
         let growing = backlog - backlog_before > 0.05 * self.total * dt;
-        let next = if !reached || growing {
+        let missed = !reached || growing;
+        let next = if missed {
             // Missed: the ceiling comes down to this rate, try halfway to the floor.
             self.probes = 0;
             self.ceiling = Some(self.ceiling.map_or(self.total, |c| c.min(self.total)));
@@ -125,7 +126,7 @@ impl RateSearch {
                 Some(c) => (self.total + c) / 2.0,
             }
         };
-        if self.floor >= self.total && !(reached && !growing) {
+        if missed && self.floor >= self.total {
             // The floor itself missed (conditions changed): forget it.
             self.floor = 0.0;
         }
