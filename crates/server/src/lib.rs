@@ -17,7 +17,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_broker::{Answer, Broker, FileSlice, Response};
 use sluice_wire::{decode_request, encode_fetch_response, encode_response, FramePart, WireError};
@@ -142,10 +142,12 @@ async fn read_requests(
     tx: mpsc::Sender<Queued>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Close {
+    // Bytes read from the socket but not yet framed: one read can bring several pipelined
+    // requests (or the next one's start), so most requests cost one system call, not two.
+    let mut inbuf = BytesMut::new();
     loop {
-        let mut size = [0u8; 4];
         let read = tokio::select! {
-            r = tokio::time::timeout(limits.idle_timeout, read_frame(&mut reader, &mut size, limits.max_request_bytes)) => r,
+            r = tokio::time::timeout(limits.idle_timeout, read_frame(&mut reader, &mut inbuf, limits.max_request_bytes)) => r,
             _ = shutdown.changed() => return Close::Shutdown,
         };
         let frame = match read {
@@ -181,35 +183,52 @@ async fn read_requests(
     }
 }
 
-/// Read one frame. The caller bounds the whole read with the idle timeout, so a client that
-/// trickles bytes cannot hold the connection open past it.
+/// Length of a frame's size prefix.
+const FRAME_PREFIX: usize = sluice_wire::FRAME_PREFIX_BYTES;
+
+/// Socket reads ask for at least this much, so small pipelined requests arrive together.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Read one frame, using and refilling `inbuf`. The caller bounds the whole read with the idle
+/// timeout, so a client that trickles bytes cannot hold the connection open past it.
 async fn read_frame(
     reader: &mut OwnedReadHalf,
-    size: &mut [u8; 4],
+    inbuf: &mut BytesMut,
     max: u32,
 ) -> Result<Bytes, Close> {
-    match reader.read_exact(size).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(Close::Eof),
-        Err(e) => return Err(Close::Io(e)),
-    }
-    let len = i32::from_be_bytes(*size);
-    if len < 0 || len as u32 > max {
-        return Err(Close::Oversized(len));
-    }
-    // Read into fresh capacity (no zeroing of what the socket overwrites anyway).
-    let len = len as usize;
-    let mut buf = BytesMut::with_capacity(len);
-    while buf.len() < len {
-        let remaining = len - buf.len();
-        let mut rest = (&mut buf).limit(remaining);
-        match reader.read_buf(&mut rest).await {
-            Ok(0) => return Err(Close::Wire(WireError::Truncated { len })),
+    loop {
+        // The size prefix is checked as soon as it is here, before any of the body is read.
+        let wanted = if inbuf.len() >= FRAME_PREFIX {
+            let len = i32::from_be_bytes([inbuf[0], inbuf[1], inbuf[2], inbuf[3]]);
+            if len < 0 || len as u32 > max {
+                return Err(Close::Oversized(len));
+            }
+            let total = FRAME_PREFIX + len as usize;
+            if inbuf.len() >= total {
+                let mut frame = inbuf.split_to(total);
+                let _prefix = frame.split_to(FRAME_PREFIX);
+                return Ok(frame.freeze());
+            }
+            total
+        } else {
+            FRAME_PREFIX
+        };
+        // Room for the rest of this frame (read straight into it, never zeroed), and for the
+        // start of the next one when this one is small.
+        let missing = wanted - inbuf.len();
+        inbuf.reserve(missing.max(READ_CHUNK));
+        match reader.read_buf(inbuf).await {
+            Ok(0) if inbuf.is_empty() => return Err(Close::Eof),
+            Ok(0) if wanted == FRAME_PREFIX => return Err(Close::Eof),
+            Ok(0) => {
+                return Err(Close::Wire(WireError::Truncated {
+                    len: wanted - FRAME_PREFIX,
+                }))
+            }
             Ok(_) => {}
             Err(e) => return Err(Close::Io(e)),
         }
     }
-    Ok(buf.freeze())
 }
 
 async fn write_responses(

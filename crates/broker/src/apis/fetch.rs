@@ -130,12 +130,31 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             Mode::New(id) => (id, requested, None),
             Mode::Incremental(id, session) => (id, session.targets.clone(), Some(session)),
         };
+        // Every append anywhere wakes every waiting fetch; these handles let a wake that
+        // brings nothing for this fetch go back to sleep after one look at each log's end.
+        let watched: Vec<_> = targets.iter().map(|t| lookup(&broker, t)).collect();
+        let mut first = true;
         loop {
             let notified = broker.appended.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let expired = Instant::now() >= deadline;
+            let maybe = first
+                || expired
+                || watched.iter().zip(&targets).any(|(log, t)| {
+                    log.as_ref()
+                        .is_none_or(|l| l.log_end_offset() != t.fetch_offset)
+                });
+            first = false;
+            if !maybe {
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                }
+                continue;
+            }
             let (results, bytes, errors) = read_all(&broker, &targets, max_bytes, read_committed);
-            if bytes >= min_bytes || errors || Instant::now() >= deadline {
+            if bytes >= min_bytes || errors || expired {
                 let incremental_mode = incremental.is_some();
                 let mut topics: Vec<FetchableTopicResponse> = Vec::new();
                 let mut regions = Vec::new();
@@ -191,6 +210,17 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
     })
 }
 
+/// The log a fetch target names, if this broker serves it.
+fn lookup(broker: &Broker, t: &Target) -> Option<Arc<sluice_store::Log>> {
+    if t.topic.is_empty() {
+        return None;
+    }
+    broker
+        .registry
+        .get(&t.topic)
+        .and_then(|s| s.log(t.partition).cloned())
+}
+
 /// Read every target once. Returns per-target data with the file region holding its records
 /// (left in the file: the server sends it), total record bytes, and whether any partition
 /// had an error (which answers at once, like Kafka).
@@ -211,13 +241,7 @@ fn read_all(
             .with_log_start_offset(-1)
             .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
             .with_aborted_transactions(read_committed.then(Vec::new));
-        let log = if t.topic.is_empty() {
-            None
-        } else {
-            broker.registry.get(&t.topic)
-        }
-        .and_then(|s| s.log(t.partition).cloned());
-        let Some(log) = log else {
+        let Some(log) = lookup(broker, t) else {
             errors = true;
             let code = if t.topic.is_empty() {
                 ResponseError::UnknownTopicId.code()
