@@ -48,7 +48,8 @@ const SEARCH_MIN_RATE: f64 = 1_000.0;
 /// OMB's own search: every [`SEARCH_STEP`] the step is judged. It passed when producers
 /// reached the rate and consumers kept up (the backlog grew by at most 5% of a step's
 /// messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it missed when producers fell
-/// short or the backlog grew. A step that only drains an earlier backlog is not judged.
+/// short or the backlog grew (above that bound: did not shrink). A step that drains an
+/// earlier backlog is not judged.
 /// Passing rates raise the floor, missed rates lower the ceiling, and the next rate is
 /// halfway between (doubling while no ceiling is known). A ceiling the rate keeps reaching
 /// is raised by [`SEARCH_PROBE`] (more with every pass in a row), so the search follows a broker that speeds up (a JVM
@@ -97,7 +98,10 @@ impl RateSearch {
         let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
         let backlog = acked.saturating_sub(consumed) as f64;
         let reached = published >= 0.95 * self.total;
-        let growing = backlog - backlog_before > 0.05 * self.total * dt;
+        // Above SEARCH_BACKLOG_S the backlog must shrink: consumers that only nearly keep up
+        // would otherwise let it grow for the whole run.
+        let growing = backlog - backlog_before > 0.05 * self.total * dt
+            || (backlog > SEARCH_BACKLOG_S * self.total && backlog >= backlog_before);
         let missed = !reached || growing;
         let next = if missed {
             // Missed: the ceiling comes down to this rate, try halfway to the floor.
