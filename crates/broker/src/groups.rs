@@ -60,6 +60,9 @@ pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
         consumer_max_size: usize::try_from(g.consumer_max_size).unwrap_or(usize::MAX),
         offsets_retention_ms: i64::from(g.offsets_retention_minutes) * 60_000,
         offset_metadata_max_bytes: usize::try_from(g.offset_metadata_max_bytes).unwrap_or(0),
+        // The config crate validated the name.
+        migration_policy: sluice_group::MigrationPolicy::parse(&g.consumer_migration_policy)
+            .unwrap_or_default(),
         ..GroupConfig::default()
     }
 }

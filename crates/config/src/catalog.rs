@@ -37,6 +37,8 @@ pub(crate) enum Check {
     Between(i64, i64),
     Ratio,
     OneOf(&'static [&'static str]),
+    /// One of these, compared case-insensitively (Kafka's `CaseInsensitiveValidString`).
+    OneOfIgnoreCase(&'static [&'static str]),
     /// A non-empty list whose entries are each one of these.
     ListOf(&'static [&'static str]),
     GzipLevel,
@@ -429,6 +431,9 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Heartbeat interval given to KIP-848 consumer group members."),
     b("group.consumer.max.size", Type::Int, Some(INT_MAX), Check::AtLeast(1), false,
         "Maximum number of members of a KIP-848 consumer group."),
+    b("group.consumer.migration.policy", Type::String, Some("bidirectional"),
+        Check::OneOfIgnoreCase(&["bidirectional", "upgrade", "downgrade", "disabled"]), false,
+        "Which online conversions of a non-empty group between the classic and the consumer protocol are allowed."),
     b("group.consumer.session.timeout.ms", Type::Int, Some("45000"), Check::AtLeast(1), false,
         "Session timeout of KIP-848 consumer group members."),
     b("group.initial.rebalance.delay.ms", Type::Int, Some("3000"), Check::AtLeast(0), false,
@@ -778,6 +783,17 @@ fn check_value(name: &str, raw: &str, check: Check, value: &Value) -> Result<(),
                     name,
                     raw,
                     "the value must be between 1 and 9, or -1 for the codec's default",
+                ))
+            }
+        }
+        (Check::OneOfIgnoreCase(options), Value::Str(v)) => {
+            if options.iter().any(|o| o.eq_ignore_ascii_case(v)) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    raw,
+                    format!("the value must be one of {}", join(options)),
                 ))
             }
         }

@@ -202,6 +202,8 @@ pub struct GroupSettings {
     pub consumer_max_size: i32,
     /// `group.consumer.assignors` (default `uniform,range`).
     pub consumer_assignors: Vec<String>,
+    /// `group.consumer.migration.policy` (default `bidirectional`; lower-cased).
+    pub consumer_migration_policy: String,
     /// `offsets.topic.num.partitions` (default 50).
     pub offsets_topic_num_partitions: i32,
     /// `offsets.retention.minutes` (default 10080 = 7 days).

@@ -85,11 +85,12 @@ pub(crate) fn handle(
         client_host: CLIENT_HOST.to_string(),
         require_known_member_id: version >= 4,
     };
+    let topics = broker.topic_infos();
     let (token, rx) = broker.groups.park();
     let now = now_ms();
     let (result, _) = broker
         .groups
-        .run(|c| match c.join_group(request, token, now) {
+        .run(|c| match c.join_group(request, token, &topics, now) {
             Ok((resp, effects)) => (Ok(resp), effects),
             Err(e) => (Err(e), Default::default()),
         });
