@@ -166,6 +166,20 @@ def members_view(kafka_tool, bootstrap, group):
     return members, r.out
 
 
+def member_hosts(kafka_tool, bootstrap, group):
+    """The HOST column of --describe --members."""
+    r = groups_tool(kafka_tool, bootstrap, "--describe", "--group", group, "--members").check("--members")
+    hosts = []
+    header = None
+    for line in r.out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "GROUP":
+            header = parts
+        elif header and parts and parts[0] == group:
+            hosts.append(parts[header.index("HOST")])
+    return hosts
+
+
 def group_type(kafka_tool, bootstrap, group):
     r = groups_tool(kafka_tool, bootstrap, "--list", "--type").check("--list --type")
     for line in r.out.splitlines():
@@ -224,6 +238,8 @@ def test_rolling_upgrade_and_downgrade_of_a_live_group(broker, topic, kafka_tool
         members += classic
         wait_fair(kafka_tool, broker.bootstrap, group, 3, "3 classic members, 4 partitions each")
         assert group_type(kafka_tool, broker.bootstrap, group) == "classic"
+        # The client host is the peer address, as Kafka reports it.
+        assert member_hosts(kafka_tool, broker.bootstrap, group) == ["/127.0.0.1"] * 3
 
         # Rolling upgrade.
         upgraded = []
@@ -233,6 +249,7 @@ def test_rolling_upgrade_and_downgrade_of_a_live_group(broker, topic, kafka_tool
             upgraded.append(new)
             wait_fair(kafka_tool, broker.bootstrap, group, 4, f"upgrade step {i}: 4 members, 3 partitions each")
             assert group_type(kafka_tool, broker.bootstrap, group) == "consumer"
+            assert member_hosts(kafka_tool, broker.bootstrap, group) == ["/127.0.0.1"] * 4
             if i == 1:
                 # A librdkafka classic member joins the mixed group, then leaves.
                 rd = RdkafkaMember(broker.bootstrap, topic, group)
