@@ -5,7 +5,7 @@
 //! to their `__consumer_offsets` partition (and, when due, a snapshot followed by raising the
 //! log start offset), hand replies to parked requests. Appending under the mutex keeps the
 //! log in the order the state changed. Callers that promise durability (OffsetCommit,
-//! DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat) wait for the group-commit fsync of the
+//! DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, LeaveGroup) wait for the group-commit fsync of the
 //! partitions written; JoinGroup and SyncGroup answers (parked ones too) wait for an fsync of
 //! their group's partition requested once the answer exists (`Broker::flush_group`).
 //!

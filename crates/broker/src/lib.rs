@@ -183,7 +183,7 @@ impl Broker {
             RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, &client),
             RequestKind::SyncGroup(r) => apis::sync_group::handle(self, r, version),
             RequestKind::Heartbeat(r) => ready(apis::heartbeat::handle(self, r, version)),
-            RequestKind::LeaveGroup(r) => ready(apis::leave_group::handle(self, r, version)),
+            RequestKind::LeaveGroup(r) => apis::leave_group::handle(self, r, version),
             RequestKind::OffsetCommit(r) => apis::offset_commit::handle(self, r, version),
             RequestKind::OffsetFetch(r) => ready(apis::offset_fetch::handle(self, r, version)),
             RequestKind::DescribeGroups(r) => {
