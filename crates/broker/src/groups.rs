@@ -30,8 +30,6 @@ use crate::{now_ms, Broker};
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// How often deadlines (session and rebalance timeouts) are checked.
 const TICK_INTERVAL: Duration = Duration::from_millis(100);
-/// How often expired offsets are looked for (Kafka's offsets.retention.check.interval.ms).
-const EXPIRY_INTERVAL_MS: i64 = 600_000;
 /// Records per batch when writing a snapshot (keeps batches well under max.message.bytes).
 const SNAPSHOT_BATCH_RECORDS: usize = 500;
 /// Bytes read per step when loading a partition.
@@ -63,7 +61,7 @@ pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
         // The config crate validated the name.
         migration_policy: sluice_group::MigrationPolicy::parse(&g.consumer_migration_policy)
             .unwrap_or_default(),
-        ..GroupConfig::default()
+        snapshot_interval_records: g.offsets_snapshot_interval_records.max(1),
     }
 }
 
@@ -338,9 +336,14 @@ impl Broker {
     }
 
     /// Start the timer task: session/rebalance deadlines every [`TICK_INTERVAL`], offset
-    /// expiry every [`EXPIRY_INTERVAL_MS`].
+    /// expiry every `offsets.retention.check.interval.ms`.
     pub(crate) fn start_group_timers(broker: &Arc<Broker>) {
         let weak: Weak<Broker> = Arc::downgrade(broker);
+        let expiry_interval_ms = broker
+            .config
+            .groups
+            .offsets_retention_check_interval_ms
+            .max(1);
         tokio::spawn(async move {
             let mut interval = tokio::time::interval(TICK_INTERVAL);
             let mut last_expiry = now_ms();
@@ -349,7 +352,7 @@ impl Broker {
                 let Some(b) = weak.upgrade() else { return };
                 let now = now_ms();
                 b.groups.run(|c| ((), c.tick(now)));
-                if now - last_expiry >= EXPIRY_INTERVAL_MS {
+                if now - last_expiry >= expiry_interval_ms {
                     last_expiry = now;
                     b.groups.run(|c| ((), c.expire_offsets(now)));
                 }

@@ -376,6 +376,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 .to_ascii_lowercase(),
             offsets_topic_num_partitions: p.typed("offsets.topic.num.partitions", 50)?,
             offsets_retention_minutes: p.typed("offsets.retention.minutes", 10080)?,
+            offsets_retention_check_interval_ms: p
+                .typed("offsets.retention.check.interval.ms", 600_000)?,
+            offsets_snapshot_interval_records: p
+                .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
             offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
         },
         topic_defaults,

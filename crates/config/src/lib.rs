@@ -208,6 +208,10 @@ pub struct GroupSettings {
     pub offsets_topic_num_partitions: i32,
     /// `offsets.retention.minutes` (default 10080 = 7 days).
     pub offsets_retention_minutes: i32,
+    /// `offsets.retention.check.interval.ms` (default 600000).
+    pub offsets_retention_check_interval_ms: i64,
+    /// `sluice.offsets.snapshot.interval.records` (default 10000).
+    pub offsets_snapshot_interval_records: u64,
     /// `offset.metadata.max.bytes` (default 4096).
     pub offset_metadata_max_bytes: i32,
 }
