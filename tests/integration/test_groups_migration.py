@@ -36,6 +36,8 @@ pytestmark = [
     pytest.mark.skipif(not harness.kafka_libs_present(), reason="Kafka jars not installed"),
     pytest.mark.broker_config(**{
         "group.initial.rebalance.delay.ms": 0,
+        # One __consumer_offsets partition, dumped at the end.
+        "offsets.topic.num.partitions": 1,
         # Kafka refuses a heartbeat interval below its minimum; Sluice ignores the minimum.
         "group.consumer.min.heartbeat.interval.ms": 500,
         "group.consumer.heartbeat.interval.ms": 500,
@@ -284,3 +286,14 @@ def test_rolling_upgrade_and_downgrade_of_a_live_group(broker, topic, kafka_tool
         producer.stop()
         for m in members:
             m.kill()
+
+    # Kafka's own decoder reads every record the migration wrote, including the classic
+    # members' metadata in the consumer group's member records.
+    broker.stop()
+    classic_members = 0
+    for log in sorted((broker.log_dir / "__consumer_offsets-0").glob("*.log")):
+        res = kafka_tool(harness.DUMP_LOG_SEGMENTS, "--files", str(log), "--offsets-decoder", timeout=180)
+        res.check("kafka-dump-log --offsets-decoder")
+        assert "Error" not in res.out and "Exception" not in res.out, res.out[:5000]
+        classic_members += len(re.findall(r'"classicMemberMetadata":\{', res.out))
+    assert classic_members > 0

@@ -198,7 +198,7 @@ impl Loaded {
         match decoded {
             ConsumerValue::Group(e) => self.epoch = e,
             ConsumerValue::PartitionMetadata(v) => {
-                self.topics = v.map(|(_, t)| t).unwrap_or_default();
+                self.topics = v.unwrap_or_default();
             }
             ConsumerValue::Member(m, Some(v)) => {
                 self.members.insert(m, v);
@@ -391,7 +391,7 @@ impl ConsumerGroup {
             .collect();
         out.insert(
             key(records::CONSUMER_PARTITION_META_KEY_VERSION, None),
-            records::consumer_partition_meta_value(self.group_epoch, &topics),
+            records::consumer_partition_meta_value(&topics),
         );
         for m in self.members.values() {
             out.insert(

@@ -22,7 +22,7 @@
 //! | key version | key fields | value v0 fields |
 //! |---|---|---|
 //! | 3 `ConsumerGroupMetadata` | group | epoch int32 |
-//! | 4 `ConsumerGroupPartitionMetadata` | group | epoch int32, topics [id uuid, name string, partitions int32, racks [] (empty)] |
+//! | 4 `ConsumerGroupPartitionMetadata` | group | topics [id uuid, name string, partitions int32, partitionMetadata [] (empty)] |
 //! | 5 `ConsumerGroupMemberMetadata` | group, member | instanceId?, rackId?, clientId, clientHost, subscribedTopicNames []string, subscribedTopicRegex?, rebalanceTimeoutMs int32, serverAssignor?; tagged field 0 `ClassicMemberMetadata` (a member speaking the classic protocol): sessionTimeoutMs int32, supportedProtocols [name string, metadata bytes] |
 //! | 6 `ConsumerGroupTargetAssignmentMetadata` | group | assignmentEpoch int32 |
 //! | 7 `ConsumerGroupTargetAssignmentMember` | group, member | topicPartitions [id uuid, partitions []int32] |
@@ -90,8 +90,8 @@ pub struct ConsumerAssignmentRecord {
 pub enum ConsumerValue {
     /// Key 3: the group epoch.
     Group(Option<i32>),
-    /// Key 4: the group epoch and (topic id, name, partition count) of subscribed topics.
-    PartitionMetadata(Option<(i32, Vec<TopicMetadata>)>),
+    /// Key 4: (topic id, name, partition count) of subscribed topics.
+    PartitionMetadata(Option<Vec<TopicMetadata>>),
     /// Key 5.
     Member(String, Option<ConsumerMemberRecord>),
     /// Key 6: the assignment epoch.
@@ -282,9 +282,8 @@ pub(crate) fn consumer_epoch_value(epoch: i32) -> Bytes {
     flexible_value(|b| b.put_i32(epoch))
 }
 
-pub(crate) fn consumer_partition_meta_value(epoch: i32, topics: &[TopicMetadata]) -> Bytes {
+pub(crate) fn consumer_partition_meta_value(topics: &[TopicMetadata]) -> Bytes {
     flexible_value(|b| {
-        b.put_i32(epoch);
         put_uvarint(b, topics.len() as u64 + 1);
         for (id, name, n) in topics {
             b.put_slice(id.as_bytes());
@@ -574,21 +573,18 @@ fn decode_consumer_value(
         }
         (4, None) => ConsumerValue::PartitionMetadata(None),
         (4, Some(r)) => {
-            let epoch = r.i32()?;
-            let topics = r.compact_array(|r| {
-                let id = r.uuid()?;
-                let name = r.compact_str()?;
-                let n = r.i32()?;
-                r.compact_array(|r| {
+            // Sluice before 2026-11 wrote an int32 epoch first (not Kafka's schema): read
+            // Kafka's layout, else that one.
+            let start = r.pos;
+            let topics = match partition_metadata(r) {
+                Ok(t) => t,
+                Err(_) => {
+                    r.pos = start;
                     r.i32()?;
-                    r.compact_array(|r| r.compact_str())?;
-                    r.tags()
-                })?;
-                r.tags()?;
-                Ok((id, name, n))
-            })?;
-            done(r)?;
-            ConsumerValue::PartitionMetadata(Some((epoch, topics)))
+                    partition_metadata(r)?
+                }
+            };
+            ConsumerValue::PartitionMetadata(Some(topics))
         }
         (5, None) => ConsumerValue::Member(member, None),
         (5, Some(r)) => {
@@ -647,6 +643,27 @@ fn decode_consumer_value(
             )
         }
     })
+}
+
+/// The rest of a `ConsumerGroupPartitionMetadataValue`, to its very end.
+fn partition_metadata(r: &mut Reader<'_>) -> Result<Vec<TopicMetadata>, DecodeError> {
+    let topics = r.compact_array(|r| {
+        let id = r.uuid()?;
+        let name = r.compact_str()?;
+        let n = r.i32()?;
+        r.compact_array(|r| {
+            r.i32()?;
+            r.compact_array(|r| r.compact_str())?;
+            r.tags()
+        })?;
+        r.tags()?;
+        Ok((id, name, n))
+    })?;
+    r.tags()?;
+    if r.pos != r.buf.len() {
+        return Err(DecodeError("trailing bytes".into()));
+    }
+    Ok(topics)
 }
 
 fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, DecodeError> {
@@ -843,6 +860,26 @@ mod tests {
     }
 
     #[test]
+    fn partition_metadata_of_the_older_sluice_layout_still_reads() {
+        let t = uuid::Uuid::from_u128(7);
+        let kafka = consumer_partition_meta_value(&[(t, "a".into(), 3)]);
+        // The old layout: the same with an int32 epoch after the version.
+        let mut old = BytesMut::new();
+        old.put_slice(&kafka[..2]);
+        old.put_i32(9);
+        old.put_slice(&kafka[2..]);
+        for v in [&kafka[..], &old[..]] {
+            assert_eq!(
+                decode(&consumer_key(4, "g", None), Some(v)).unwrap(),
+                Decoded::Consumer {
+                    group: "g".into(),
+                    value: ConsumerValue::PartitionMetadata(Some(vec![(t, "a".into(), 3)]))
+                }
+            );
+        }
+    }
+
+    #[test]
     fn garbage_is_an_error_not_a_panic() {
         assert!(decode(&[0, 1, 0], None).is_err());
         assert!(decode(&[0, 1, 0, 1, b'g', 0, 1], Some(&[0, 3, 1])).is_err());
@@ -889,8 +926,8 @@ mod tests {
             ),
             (
                 consumer_key(4, "g", None),
-                consumer_partition_meta_value(9, &[(t, "a".into(), 3)]),
-                ConsumerValue::PartitionMetadata(Some((9, vec![(t, "a".into(), 3)]))),
+                consumer_partition_meta_value(&[(t, "a".into(), 3)]),
+                ConsumerValue::PartitionMetadata(Some(vec![(t, "a".into(), 3)])),
             ),
             (
                 consumer_key(5, "g", Some("m")),
