@@ -53,5 +53,6 @@ pub(crate) fn group_error_code(e: &sluice_group::GroupError) -> i16 {
         G::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor.code(),
         G::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
         G::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge.code(),
+        G::Internal(_) => ResponseError::UnknownServerError.code(),
     }
 }

@@ -5,7 +5,7 @@
 //! to their `__consumer_offsets` partition (and, when due, a snapshot followed by raising the
 //! log start offset), hand replies to parked requests. Appending under the mutex keeps the
 //! log in the order the state changed. Callers that promise durability (OffsetCommit,
-//! DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat) wait for the group-commit fsync of the
+//! DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, LeaveGroup) wait for the group-commit fsync of the
 //! partitions written; JoinGroup and SyncGroup answers (parked ones too) wait for an fsync of
 //! their group's partition requested once the answer exists (`Broker::flush_group`).
 //!
@@ -30,8 +30,6 @@ use crate::{now_ms, Broker};
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// How often deadlines (session and rebalance timeouts) are checked.
 const TICK_INTERVAL: Duration = Duration::from_millis(100);
-/// How often expired offsets are looked for (Kafka's offsets.retention.check.interval.ms).
-const EXPIRY_INTERVAL_MS: i64 = 600_000;
 /// Records per batch when writing a snapshot (keeps batches well under max.message.bytes).
 const SNAPSHOT_BATCH_RECORDS: usize = 500;
 /// Bytes read per step when loading a partition.
@@ -60,7 +58,10 @@ pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
         consumer_max_size: usize::try_from(g.consumer_max_size).unwrap_or(usize::MAX),
         offsets_retention_ms: i64::from(g.offsets_retention_minutes) * 60_000,
         offset_metadata_max_bytes: usize::try_from(g.offset_metadata_max_bytes).unwrap_or(0),
-        ..GroupConfig::default()
+        // The config crate validated the name.
+        migration_policy: sluice_group::MigrationPolicy::parse(&g.consumer_migration_policy)
+            .unwrap_or_default(),
+        snapshot_interval_records: g.offsets_snapshot_interval_records.max(1),
     }
 }
 
@@ -335,9 +336,14 @@ impl Broker {
     }
 
     /// Start the timer task: session/rebalance deadlines every [`TICK_INTERVAL`], offset
-    /// expiry every [`EXPIRY_INTERVAL_MS`].
+    /// expiry every `offsets.retention.check.interval.ms`.
     pub(crate) fn start_group_timers(broker: &Arc<Broker>) {
         let weak: Weak<Broker> = Arc::downgrade(broker);
+        let expiry_interval_ms = broker
+            .config
+            .groups
+            .offsets_retention_check_interval_ms
+            .max(1);
         tokio::spawn(async move {
             let mut interval = tokio::time::interval(TICK_INTERVAL);
             let mut last_expiry = now_ms();
@@ -346,7 +352,7 @@ impl Broker {
                 let Some(b) = weak.upgrade() else { return };
                 let now = now_ms();
                 b.groups.run(|c| ((), c.tick(now)));
-                if now - last_expiry >= EXPIRY_INTERVAL_MS {
+                if now - last_expiry >= expiry_interval_ms {
                     last_expiry = now;
                     b.groups.run(|c| ((), c.expire_offsets(now)));
                 }

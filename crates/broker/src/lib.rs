@@ -27,6 +27,7 @@ mod registry;
 mod sessions;
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -160,19 +161,21 @@ impl Broker {
         &self.config
     }
 
-    /// Handle one request: the ordered part runs now, the returned future does the rest.
-    pub fn handle(self: &Arc<Self>, request: Request) -> Answer {
+    /// Handle one request from a client at `peer`: the ordered part runs now, the returned
+    /// future does the rest.
+    pub fn handle(self: &Arc<Self>, request: Request, peer: IpAddr) -> Answer {
         let version = request.version();
         if let RequestKind::Fetch(r) = request.body {
             return apis::fetch::handle(self, r, version);
         }
-        let reply = self.dispatch(request);
+        let reply = self.dispatch(request, peer);
         Box::pin(async move { reply.await.map(Response::Body) })
     }
 
-    fn dispatch(self: &Arc<Self>, request: Request) -> Reply {
+    fn dispatch(self: &Arc<Self>, request: Request, peer: IpAddr) -> Reply {
         let version = request.version();
         let header = request.header;
+        let client = apis::Client::new(&header, peer);
         match request.body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
             RequestKind::Metadata(r) => ready(apis::metadata::handle(self, r, version)),
@@ -204,10 +207,10 @@ impl Broker {
             RequestKind::FindCoordinator(r) => {
                 ready(apis::find_coordinator::handle(self, r, version))
             }
-            RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, &header),
+            RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, &client),
             RequestKind::SyncGroup(r) => apis::sync_group::handle(self, r, version),
             RequestKind::Heartbeat(r) => ready(apis::heartbeat::handle(self, r, version)),
-            RequestKind::LeaveGroup(r) => ready(apis::leave_group::handle(self, r, version)),
+            RequestKind::LeaveGroup(r) => apis::leave_group::handle(self, r, version),
             RequestKind::OffsetCommit(r) => apis::offset_commit::handle(self, r, version),
             RequestKind::OffsetFetch(r) => ready(apis::offset_fetch::handle(self, r, version)),
             RequestKind::DescribeGroups(r) => {
@@ -217,7 +220,7 @@ impl Broker {
             RequestKind::DeleteGroups(r) => apis::delete_groups::handle(self, r, version),
             RequestKind::OffsetDelete(r) => apis::offset_delete::handle(self, r, version),
             RequestKind::ConsumerGroupHeartbeat(r) => {
-                apis::consumer_group_heartbeat::handle(self, r, version, &header)
+                apis::consumer_group_heartbeat::handle(self, r, version, &client)
             }
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))

@@ -369,8 +369,17 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             consumer_session_timeout_ms: p.typed("group.consumer.session.timeout.ms", 45000)?,
             consumer_max_size: p.typed("group.consumer.max.size", i32::MAX)?,
             consumer_assignors: csv(p.raw("group.consumer.assignors").unwrap_or("uniform,range")),
+            consumer_migration_policy: p
+                .raw("group.consumer.migration.policy")
+                .unwrap_or("bidirectional")
+                .trim()
+                .to_ascii_lowercase(),
             offsets_topic_num_partitions: p.typed("offsets.topic.num.partitions", 50)?,
             offsets_retention_minutes: p.typed("offsets.retention.minutes", 10080)?,
+            offsets_retention_check_interval_ms: p
+                .typed("offsets.retention.check.interval.ms", 600_000)?,
+            offsets_snapshot_interval_records: p
+                .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
             offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
         },
         topic_defaults,

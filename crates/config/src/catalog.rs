@@ -37,6 +37,8 @@ pub(crate) enum Check {
     Between(i64, i64),
     Ratio,
     OneOf(&'static [&'static str]),
+    /// One of these, compared case-insensitively (Kafka's `CaseInsensitiveValidString`).
+    OneOfIgnoreCase(&'static [&'static str]),
     /// A non-empty list whose entries are each one of these.
     ListOf(&'static [&'static str]),
     GzipLevel,
@@ -429,6 +431,9 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Heartbeat interval given to KIP-848 consumer group members."),
     b("group.consumer.max.size", Type::Int, Some(INT_MAX), Check::AtLeast(1), false,
         "Maximum number of members of a KIP-848 consumer group."),
+    b("group.consumer.migration.policy", Type::String, Some("bidirectional"),
+        Check::OneOfIgnoreCase(&["bidirectional", "upgrade", "downgrade", "disabled"]), false,
+        "Which online conversions of a non-empty group between the classic and the consumer protocol are allowed."),
     b("group.consumer.session.timeout.ms", Type::Int, Some("45000"), Check::AtLeast(1), false,
         "Session timeout of KIP-848 consumer group members."),
     b("group.initial.rebalance.delay.ms", Type::Int, Some("3000"), Check::AtLeast(0), false,
@@ -515,6 +520,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Partition count of automatically created topics."),
     b("offset.metadata.max.bytes", Type::Int, Some("4096"), Check::AtLeast(0), false,
         "Largest metadata string of a committed offset."),
+    b("offsets.retention.check.interval.ms", Type::Long, Some("600000"), Check::AtLeast(1), false,
+        "How often committed offsets are checked for expiry."),
     b("offsets.retention.minutes", Type::Int, Some("10080"), Check::AtLeast(1), false,
         "Committed offsets of a group empty this long are deleted."),
     b("offsets.topic.num.partitions", Type::Int, Some("50"), Check::AtLeast(1), false,
@@ -523,6 +530,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: delay before retrying a deletion that could not complete (for example a directory still holding a silly-renamed .nfs*/.fuse_hidden* file); doubled after each failure."),
     b("sluice.delete.retry.max.ms", Type::Long, Some("30000"), Check::AtLeast(1), false,
         "Sluice: upper bound of the delay between retries of a deferred deletion."),
+    b("sluice.offsets.snapshot.interval.records", Type::Long, Some("10000"), Check::AtLeast(1), false,
+        "Sluice: records appended to a __consumer_offsets partition after which a snapshot of its live records is written and older records are dropped."),
     b("socket.request.max.bytes", Type::Int, Some("104857600"), Check::AtLeast(1), false,
         "Largest request the broker reads, in bytes."),
     b("unclean.leader.election.enable", Type::Boolean, Some("false"), Check::None, true,
@@ -778,6 +787,17 @@ fn check_value(name: &str, raw: &str, check: Check, value: &Value) -> Result<(),
                     name,
                     raw,
                     "the value must be between 1 and 9, or -1 for the codec's default",
+                ))
+            }
+        }
+        (Check::OneOfIgnoreCase(options), Value::Str(v)) => {
+            if options.iter().any(|o| o.eq_ignore_ascii_case(v)) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    raw,
+                    format!("the value must be one of {}", join(options)),
                 ))
             }
         }

@@ -202,10 +202,16 @@ pub struct GroupSettings {
     pub consumer_max_size: i32,
     /// `group.consumer.assignors` (default `uniform,range`).
     pub consumer_assignors: Vec<String>,
+    /// `group.consumer.migration.policy` (default `bidirectional`; lower-cased).
+    pub consumer_migration_policy: String,
     /// `offsets.topic.num.partitions` (default 50).
     pub offsets_topic_num_partitions: i32,
     /// `offsets.retention.minutes` (default 10080 = 7 days).
     pub offsets_retention_minutes: i32,
+    /// `offsets.retention.check.interval.ms` (default 600000).
+    pub offsets_retention_check_interval_ms: i64,
+    /// `sluice.offsets.snapshot.interval.records` (default 10000).
+    pub offsets_snapshot_interval_records: u64,
     /// `offset.metadata.max.bytes` (default 4096).
     pub offset_metadata_max_bytes: i32,
 }

@@ -515,3 +515,26 @@ fn overrides() {
     assert!(parse_override("novalue").is_err());
     assert!(parse_override("=x").is_err());
 }
+
+#[test]
+fn group_coordinator_settings() {
+    let c = build(&[]);
+    assert_eq!(c.groups.consumer_migration_policy, "bidirectional");
+    assert_eq!(c.groups.offsets_retention_check_interval_ms, 600_000);
+    assert_eq!(c.groups.offsets_snapshot_interval_records, 10_000);
+    let c = build(&[
+        ("group.consumer.migration.policy", "Upgrade"),
+        ("offsets.retention.check.interval.ms", "1000"),
+        ("sluice.offsets.snapshot.interval.records", "50"),
+    ]);
+    assert_eq!(c.groups.consumer_migration_policy, "upgrade");
+    assert_eq!(c.groups.offsets_retention_check_interval_ms, 1000);
+    assert_eq!(c.groups.offsets_snapshot_interval_records, 50);
+    assert!(c.unknown.is_empty());
+    let (name, _, _) = build_err(&[("group.consumer.migration.policy", "sideways")]);
+    assert_eq!(name, "group.consumer.migration.policy");
+    let (name, _, _) = build_err(&[("offsets.retention.check.interval.ms", "0")]);
+    assert_eq!(name, "offsets.retention.check.interval.ms");
+    let (name, _, _) = build_err(&[("sluice.offsets.snapshot.interval.records", "0")]);
+    assert_eq!(name, "sluice.offsets.snapshot.interval.records");
+}

@@ -156,6 +156,24 @@ pub(crate) struct ClassicGroup {
     initial_delay: Option<(i64, i64)>,
 }
 
+/// A member moving between a classic and a consumer group (online migration).
+#[derive(Clone, Debug)]
+pub(crate) struct ConvertedMember {
+    pub(crate) id: String,
+    pub(crate) instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) session_timeout_ms: i32,
+    pub(crate) rebalance_timeout_ms: i32,
+    pub(crate) protocols: Vec<(String, Bytes)>,
+    /// Classic -> consumer: the subscription (metadata of the group's protocol).
+    pub(crate) subscription: Bytes,
+    /// Classic -> consumer: the last assignment (`ConsumerProtocolAssignment`).
+    pub(crate) assignment: Bytes,
+    /// Consumer -> classic: the member's target assignment by topic name.
+    pub(crate) partitions: Vec<(String, Vec<i32>)>,
+}
+
 fn new_member_id(client_id: &str) -> String {
     format!("{client_id}-{}", uuid::Uuid::new_v4())
 }
@@ -225,6 +243,133 @@ impl ClassicGroup {
             g.leader = g.members.keys().next().cloned();
         }
         g
+    }
+
+    /// Whether the group's members speak the consumer embedded protocol (only such a group
+    /// can become a consumer group).
+    pub(crate) fn uses_consumer_protocol(&self) -> bool {
+        self.protocol_type.as_deref() == Some(crate::consumer::CONSUMER_PROTOCOL_TYPE)
+    }
+
+    /// The members as they move to a consumer group.
+    pub(crate) fn converted_members(&self) -> Vec<ConvertedMember> {
+        self.members
+            .values()
+            .map(|m| {
+                let subscription = match &self.protocol {
+                    Some(p) => m.metadata(p),
+                    None => m
+                        .protocols
+                        .first()
+                        .map(|(_, b)| b.clone())
+                        .unwrap_or_default(),
+                };
+                ConvertedMember {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: m.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: m.protocols.clone(),
+                    subscription,
+                    assignment: m.assignment.clone(),
+                    partitions: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// Answer every parked JoinGroup and SyncGroup with `error` (the group is converted).
+    pub(crate) fn drain_parked(&mut self, error: GroupError) -> Vec<(Token, Reply)> {
+        let mut out = Vec::new();
+        for m in self.members.values_mut() {
+            if let Some(t) = m.awaiting_join.take() {
+                out.push((
+                    t,
+                    Reply::Join(JoinResponse {
+                        error: Some(error.clone()),
+                        member_id: m.id.clone(),
+                        generation: -1,
+                        ..Default::default()
+                    }),
+                ));
+            }
+            if let Some(t) = m.awaiting_sync.take() {
+                out.push((
+                    t,
+                    Reply::Sync(SyncResponse {
+                        error: Some(error.clone()),
+                        ..Default::default()
+                    }),
+                ));
+            }
+        }
+        out
+    }
+
+    /// A classic group built from a consumer group whose last consumer-protocol member left
+    /// (Kafka's `fromConsumerGroup`): Stable at generation `generation`, protocol type
+    /// `consumer`, the protocol every member supports, no leader, each member's target
+    /// assignment encoded in the version of its subscription. The caller persists it and
+    /// then starts a rebalance.
+    pub(crate) fn from_converted(
+        id: String,
+        generation: i32,
+        members: Vec<ConvertedMember>,
+        now_ms: i64,
+    ) -> ClassicGroup {
+        let mut g = ClassicGroup::new(id, now_ms);
+        g.state = ClassicState::Stable;
+        g.generation = generation;
+        g.protocol_type = Some(crate::consumer::CONSUMER_PROTOCOL_TYPE.into());
+        let mut partitions = BTreeMap::new();
+        for c in members {
+            if let Some(i) = &c.instance_id {
+                g.static_members.insert(i.clone(), c.id.clone());
+            }
+            partitions.insert(c.id.clone(), c.partitions);
+            g.members.insert(
+                c.id.clone(),
+                Member {
+                    id: c.id,
+                    instance_id: c.instance_id,
+                    client_id: c.client_id,
+                    client_host: c.client_host,
+                    session_timeout_ms: c.session_timeout_ms,
+                    rebalance_timeout_ms: c.rebalance_timeout_ms,
+                    protocols: c.protocols,
+                    assignment: Bytes::new(),
+                    awaiting_join: None,
+                    awaiting_sync: None,
+                    session_deadline_ms: now_ms + i64::from(c.session_timeout_ms),
+                },
+            );
+        }
+        g.protocol = g.select_protocol();
+        let protocol = g.protocol.clone().unwrap_or_default();
+        for m in g.members.values_mut() {
+            let version = crate::protocol::version_of(&m.metadata(&protocol));
+            let parts = partitions.remove(&m.id).unwrap_or_default();
+            m.assignment = crate::protocol::encode_assignment(version, &parts);
+        }
+        g
+    }
+
+    /// The group's metadata record.
+    pub(crate) fn record(&self) -> Record {
+        Record {
+            key: records::group_key(&self.id),
+            value: Some(records::group_value(&self.to_record())),
+        }
+    }
+
+    /// Start a rebalance of a Stable group (after a downgrade).
+    pub(crate) fn start_rebalance(&mut self, now_ms: i64, config: &GroupConfig) -> GroupEffects {
+        let mut eff = GroupEffects::default();
+        self.prepare_rebalance(now_ms, config, &mut eff);
+        self.maybe_complete_join(now_ms, &mut eff);
+        eff
     }
 
     pub(crate) fn to_record(&self) -> GroupRecord {

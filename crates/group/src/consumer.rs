@@ -15,8 +15,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 
 use crate::assignor::{self, Assignment};
-use crate::records::{self, ConsumerAssignmentRecord, ConsumerMemberRecord, ConsumerValue, Record};
+use crate::classic::{
+    ConvertedMember, JoinRequest, JoinResponse, LeaveMember, SyncRequest, SyncResponse,
+};
+use crate::protocol;
+use crate::records::{
+    self, ClassicMemberMetadata, ConsumerAssignmentRecord, ConsumerMemberRecord, ConsumerValue,
+    Record,
+};
 use crate::{GroupConfig, GroupError};
+
+/// The protocol type of groups that can change protocol.
+pub(crate) const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
 /// A topic as the caller's metadata knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +72,8 @@ pub struct ConsumerMemberView {
     pub subscribed_topic_names: Vec<String>,
     pub assignment: Vec<(uuid::Uuid, String, Vec<i32>)>,
     pub target_assignment: Vec<(uuid::Uuid, String, Vec<i32>)>,
+    /// The member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    pub classic: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -90,6 +102,64 @@ pub(crate) struct Member {
     session_deadline_ms: i64,
     revoke_deadline_ms: Option<i64>,
     sent: Option<Assignment>,
+    /// Set for a member that speaks the classic protocol.
+    classic: Option<ClassicMember>,
+}
+
+/// What a consumer group keeps about a member speaking the classic protocol. Such a member
+/// has no revocation deadline; instead it must rejoin within its rebalance timeout once told
+/// REBALANCE_IN_PROGRESS, and send SyncGroup within it after its JoinGroup answer (Kafka's
+/// join and sync timers). The timers are not persisted (nor are Kafka's).
+#[derive(Clone, Debug)]
+struct ClassicMember {
+    meta: ClassicMemberMetadata,
+    join_deadline_ms: Option<i64>,
+    sync_deadline_ms: Option<i64>,
+}
+
+impl ClassicMember {
+    fn new(meta: ClassicMemberMetadata) -> ClassicMember {
+        ClassicMember {
+            meta,
+            join_deadline_ms: None,
+            sync_deadline_ms: None,
+        }
+    }
+    /// The protocol a consumer group answers this member with: its first.
+    fn protocol(&self) -> (&str, &[u8]) {
+        self.meta
+            .protocols
+            .first()
+            .map(|(n, m)| (n.as_str(), &m[..]))
+            .unwrap_or(("", &[]))
+    }
+}
+
+impl Member {
+    fn new(id: String, instance_id: Option<String>) -> Member {
+        Member {
+            id,
+            instance_id,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            rebalance_timeout_ms: 0,
+            subscribed: BTreeSet::new(),
+            assignor: None,
+            epoch: 0,
+            previous_epoch: 0,
+            assigned: Assignment::new(),
+            revoking: Assignment::new(),
+            session_deadline_ms: 0,
+            revoke_deadline_ms: None,
+            sent: None,
+            classic: None,
+        }
+    }
+
+    pub(crate) fn uses_classic(&self) -> bool {
+        self.classic.is_some()
+    }
 }
 
 #[derive(Debug)]
@@ -128,7 +198,7 @@ impl Loaded {
         match decoded {
             ConsumerValue::Group(e) => self.epoch = e,
             ConsumerValue::PartitionMetadata(v) => {
-                self.topics = v.map(|(_, t)| t).unwrap_or_default();
+                self.topics = v.unwrap_or_default();
             }
             ConsumerValue::Member(m, Some(v)) => {
                 self.members.insert(m, v);
@@ -242,11 +312,19 @@ impl ConsumerGroup {
                     epoch: cur.map_or(0, |c| c.member_epoch),
                     previous_epoch: cur.map_or(0, |c| c.previous_member_epoch),
                     assigned: cur.map(|c| from_wire(&c.assigned)).unwrap_or_default(),
-                    revoke_deadline_ms: (!revoking.is_empty())
+                    revoke_deadline_ms: (!revoking.is_empty() && r.classic.is_none())
                         .then(|| now_ms + i64::from(r.rebalance_timeout_ms.max(1000))),
                     revoking,
-                    session_deadline_ms: now_ms + i64::from(config.consumer_session_timeout_ms),
+                    session_deadline_ms: now_ms
+                        + i64::from(
+                            r.classic
+                                .as_ref()
+                                .map_or(config.consumer_session_timeout_ms, |c| {
+                                    c.session_timeout_ms
+                                }),
+                        ),
                     sent: None,
+                    classic: r.classic.map(ClassicMember::new),
                 },
             );
         }
@@ -313,7 +391,7 @@ impl ConsumerGroup {
             .collect();
         out.insert(
             key(records::CONSUMER_PARTITION_META_KEY_VERSION, None),
-            records::consumer_partition_meta_value(self.group_epoch, &topics),
+            records::consumer_partition_meta_value(&topics),
         );
         for m in self.members.values() {
             out.insert(
@@ -326,6 +404,7 @@ impl ConsumerGroup {
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     server_assignor: m.assignor.clone(),
+                    classic: m.classic.as_ref().map(|c| c.meta.clone()),
                 }),
             );
             let state = if !m.revoking.is_empty() {
@@ -481,7 +560,9 @@ impl ConsumerGroup {
                         .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != member_id)
                         .map(|m| (m.id.clone(), m.epoch));
                     if let Some((old, epoch)) = holder {
-                        if epoch != -2 {
+                        // A classic member's instance can be taken over at once (Kafka).
+                        let classic = self.members.get(&old).is_some_and(Member::uses_classic);
+                        if epoch != -2 && !classic {
                             return Err(GroupError::UnreleasedInstanceId);
                         }
                         inherited = self.members.remove(&old);
@@ -500,6 +581,17 @@ impl ConsumerGroup {
                     return Err(GroupError::GroupMaxSizeReached);
                 }
                 let m = match inherited {
+                    Some(mut m) if m.uses_classic() => {
+                        // A classic instance replaced by a consumer-protocol one: the new
+                        // member starts at epoch 0 with what the old one owned (Kafka).
+                        m.id = member_id.clone();
+                        m.epoch = 0;
+                        m.previous_epoch = 0;
+                        m.classic = None;
+                        m.sent = None;
+                        bump = true;
+                        m
+                    }
                     Some(mut m) => {
                         m.id = member_id.clone();
                         m.epoch = m.previous_epoch.max(0);
@@ -508,23 +600,7 @@ impl ConsumerGroup {
                     }
                     None => {
                         bump = true;
-                        Member {
-                            id: member_id.clone(),
-                            instance_id: req.instance_id.clone(),
-                            rack_id: None,
-                            client_id: String::new(),
-                            client_host: String::new(),
-                            rebalance_timeout_ms: 0,
-                            subscribed: BTreeSet::new(),
-                            assignor: None,
-                            epoch: 0,
-                            previous_epoch: 0,
-                            assigned: Assignment::new(),
-                            revoking: Assignment::new(),
-                            session_deadline_ms: 0,
-                            revoke_deadline_ms: None,
-                            sent: None,
-                        }
+                        Member::new(member_id.clone(), req.instance_id.clone())
                     }
                 };
                 self.members.insert(member_id.clone(), m);
@@ -594,31 +670,7 @@ impl ConsumerGroup {
             m.session_deadline_ms = now_ms + i64::from(config.consumer_session_timeout_ms);
         }
         bump |= changed;
-        // Partition counts of the subscribed topics.
-        let meta: BTreeMap<String, TopicInfo> = self
-            .members
-            .values()
-            .flat_map(|m| m.subscribed.iter())
-            .filter_map(|t| topics.get(t).map(|i| (t.clone(), i.clone())))
-            .collect();
-        if meta != self.subscribed_meta {
-            self.subscribed_meta = meta;
-            bump = true;
-        }
-        if bump {
-            self.bump(now_ms);
-        }
-        // The assignor: the one most members asked for, else the default.
-        self.assignor = self.voted_assignor().unwrap_or(assignor_name);
-        if self.group_epoch > self.assignment_epoch {
-            let subs: BTreeMap<String, BTreeSet<String>> = self
-                .members
-                .values()
-                .map(|m| (m.id.clone(), m.subscribed.clone()))
-                .collect();
-            self.target = assignor::assign(&self.assignor, &subs, &self.target, topics);
-            self.assignment_epoch = self.group_epoch;
-        }
+        self.refresh(bump, topics, now_ms, assignor_name);
         let owned = req.owned.as_deref().map(from_wire);
         self.reconcile(&member_id, owned.as_ref(), now_ms);
         let Some(m) = self.members.get_mut(&member_id) else {
@@ -637,6 +689,42 @@ impl ConsumerGroup {
             heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
             assignment,
         })
+    }
+
+    /// After a member changed: recompute the subscribed topics' metadata, bump the group epoch
+    /// if it or a subscription (`bump`) changed, and recompute the target assignment when the
+    /// group epoch is ahead of it.
+    fn refresh(
+        &mut self,
+        mut bump: bool,
+        topics: &BTreeMap<String, TopicInfo>,
+        now_ms: i64,
+        default_assignor: String,
+    ) {
+        let meta: BTreeMap<String, TopicInfo> = self
+            .members
+            .values()
+            .flat_map(|m| m.subscribed.iter())
+            .filter_map(|t| topics.get(t).map(|i| (t.clone(), i.clone())))
+            .collect();
+        if meta != self.subscribed_meta {
+            self.subscribed_meta = meta;
+            bump = true;
+        }
+        if bump {
+            self.bump(now_ms);
+        }
+        // The assignor: the one most members asked for, else the default.
+        self.assignor = self.voted_assignor().unwrap_or(default_assignor);
+        if self.group_epoch > self.assignment_epoch {
+            let subs: BTreeMap<String, BTreeSet<String>> = self
+                .members
+                .values()
+                .map(|m| (m.id.clone(), m.subscribed.clone()))
+                .collect();
+            self.target = assignor::assign(&self.assignor, &subs, &self.target, topics);
+            self.assignment_epoch = self.group_epoch;
+        }
     }
 
     fn owned_by_other(&self, id: &str, topic: &uuid::Uuid, p: i32) -> bool {
@@ -666,10 +754,17 @@ impl ConsumerGroup {
         if revoking.is_empty() && (epoch != assignment_epoch || assigned != target) {
             let keep = intersect(&assigned, &target);
             let revoke = minus(&assigned, &target);
-            if !revoke.is_empty() {
+            // As Kafka: a member that already reports not owning what it must give up (an
+            // eager classic member rejoining with nothing) skips the revocation step.
+            let still_owned = owned.is_none_or(|o| !intersect(o, &revoke).is_empty());
+            if !revoke.is_empty() && still_owned {
                 assigned = keep;
                 revoking = revoke;
-                revoke_deadline = Some(now_ms + i64::from(m.rebalance_timeout_ms.max(1000)));
+                // Classic members have join and sync timers instead.
+                revoke_deadline = m
+                    .classic
+                    .is_none()
+                    .then(|| now_ms + i64::from(m.rebalance_timeout_ms.max(1000)));
             } else {
                 let mut next = keep;
                 for (t, ps) in &target {
@@ -696,44 +791,47 @@ impl ConsumerGroup {
         }
     }
 
-    /// Remove members whose session or revocation timed out; true when any was removed.
-    pub(crate) fn tick(&mut self, now_ms: i64) -> bool {
-        let expired: Vec<String> = self
-            .members
+    /// Members whose session, revocation, join or sync deadline passed (to be fenced).
+    pub(crate) fn expired(&self, now_ms: i64) -> Vec<String> {
+        let due = |d: Option<i64>| d.is_some_and(|d| d <= now_ms);
+        self.members
             .values()
             .filter(|m| {
-                m.session_deadline_ms <= now_ms || m.revoke_deadline_ms.is_some_and(|d| d <= now_ms)
+                m.session_deadline_ms <= now_ms
+                    || due(m.revoke_deadline_ms)
+                    || m.classic
+                        .as_ref()
+                        .is_some_and(|c| due(c.join_deadline_ms) || due(c.sync_deadline_ms))
             })
             .map(|m| m.id.clone())
-            .collect();
-        let any = !expired.is_empty();
-        for id in expired {
-            self.remove_member(&id, now_ms);
-        }
-        any
+            .collect()
+    }
+
+    /// Fence a member (session or rebalance timeout): remove it and bump the group epoch.
+    pub(crate) fn fence(&mut self, id: &str, now_ms: i64) {
+        self.remove_member(id, now_ms);
     }
 
     pub(crate) fn validate_commit(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {
-        if epoch < 0 && member_id.is_empty() && self.members.is_empty() {
+        if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(GroupError::UnknownMemberId)?;
-        if epoch != m.epoch {
-            return Err(GroupError::StaleMemberEpoch);
-        }
-        Ok(())
+        self.validate_fetch(member_id, epoch)
     }
 
+    /// A member's epoch check: a classic member's generation is its member epoch
+    /// (ILLEGAL_GENERATION on a mismatch), a consumer-protocol member gets STALE_MEMBER_EPOCH.
     pub(crate) fn validate_fetch(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {
         let m = self
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
         if epoch != m.epoch {
-            return Err(GroupError::StaleMemberEpoch);
+            return Err(if m.uses_classic() {
+                GroupError::IllegalGeneration
+            } else {
+                GroupError::StaleMemberEpoch
+            });
         }
         Ok(())
     }
@@ -782,8 +880,466 @@ impl ConsumerGroup {
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
                     assignment: named(&m.assigned),
                     target_assignment: named(&self.target.get(&m.id).cloned().unwrap_or_default()),
+                    classic: m.uses_classic(),
                 })
                 .collect(),
         }
+    }
+}
+
+/// Classic-protocol members of a consumer group (Kafka's online migration), and conversion
+/// from and to a classic group.
+impl ConsumerGroup {
+    /// Topic id -> name of the subscribed topics.
+    fn topic_names(&self) -> BTreeMap<uuid::Uuid, String> {
+        self.subscribed_meta
+            .iter()
+            .map(|(n, t)| (t.id, n.clone()))
+            .collect()
+    }
+
+    fn by_name(&self, a: &Assignment) -> Vec<(String, Vec<i32>)> {
+        let names = self.topic_names();
+        a.iter()
+            .filter_map(|(t, ps)| Some((names.get(t)?.clone(), ps.iter().copied().collect())))
+            .collect()
+    }
+
+    pub(crate) fn classic_members(&self) -> usize {
+        self.members.values().filter(|m| m.uses_classic()).count()
+    }
+
+    /// Kafka's `supportsClassicProtocols`: protocol type `consumer`, and (unless the group is
+    /// empty) one of the protocols is supported by every classic member.
+    fn supports_classic(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if protocol_type != CONSUMER_PROTOCOL_TYPE || protocols.is_empty() {
+            return false;
+        }
+        protocols.iter().any(|(name, _)| {
+            self.members.values().all(|m| {
+                m.classic
+                    .as_ref()
+                    .is_none_or(|c| c.meta.protocols.iter().any(|(n, _)| n == name))
+            })
+        })
+    }
+
+    /// Find a member for SyncGroup/Heartbeat/LeaveGroup: by instance id when given (a
+    /// different member id holding it is FENCED_INSTANCE_ID), else by member id.
+    fn classic_member_id(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<String, GroupError> {
+        let id = match instance_id {
+            Some(i) => {
+                let m = self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(i))
+                    .ok_or(GroupError::UnknownMemberId)?;
+                if m.id != member_id {
+                    return Err(GroupError::FencedInstanceId);
+                }
+                m.id.clone()
+            }
+            None => {
+                if !self.members.contains_key(member_id) {
+                    return Err(GroupError::UnknownMemberId);
+                }
+                member_id.to_string()
+            }
+        };
+        match self.members.get(&id) {
+            Some(m) if m.uses_classic() => Ok(id),
+            _ => Err(GroupError::UnknownMemberId),
+        }
+    }
+
+    /// Partitions of the member's target that it has not got yet and that no other member
+    /// holds any more: it should rejoin to take them (Kafka: UNRELEASED_PARTITIONS and not
+    /// waiting on an unreleased partition).
+    fn can_take_released(&self, m: &Member) -> bool {
+        if m.epoch != self.assignment_epoch || !m.revoking.is_empty() {
+            return false;
+        }
+        let target = self.target.get(&m.id).cloned().unwrap_or_default();
+        let missing = minus(&target, &m.assigned);
+        !missing.is_empty()
+            && missing
+                .iter()
+                .all(|(t, ps)| ps.iter().all(|p| !self.owned_by_other(&m.id, t, *p)))
+    }
+
+    /// JoinGroup from a classic member (Kafka's `classicGroupJoinToConsumerGroup`): the
+    /// member's subscription and owned partitions come from its protocol metadata; it is
+    /// reconciled like a consumer-protocol member and answered at once with its member epoch
+    /// as the generation, no leader and no member list (the assignment is the coordinator's).
+    pub(crate) fn classic_join(
+        &mut self,
+        req: &JoinRequest,
+        topics: &BTreeMap<String, TopicInfo>,
+        now_ms: i64,
+        config: &GroupConfig,
+    ) -> Result<JoinResponse, GroupError> {
+        let unknown = req.member_id.is_empty();
+        let member_id = if unknown {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            req.member_id.clone()
+        };
+        if !self.members.contains_key(&member_id) && self.members.len() >= config.consumer_max_size
+        {
+            return Err(GroupError::GroupMaxSizeReached);
+        }
+        if !self.supports_classic(&req.protocol_type, &req.protocols) {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        if unknown && req.require_known_member_id && req.instance_id.is_none() {
+            return Ok(JoinResponse {
+                error: Some(GroupError::MemberIdRequired),
+                generation: -1,
+                member_id,
+                ..Default::default()
+            });
+        }
+        let subscription = req
+            .protocols
+            .first()
+            .and_then(|(_, m)| protocol::decode_subscription(m))
+            .ok_or_else(|| {
+                GroupError::Internal("malformed embedded consumer protocol subscription".into())
+            })?;
+        // Get, create, or (a static instance rejoining with a new id) replace the member.
+        let mut bump = false;
+        match &req.instance_id {
+            None => {
+                if !self.members.contains_key(&member_id) {
+                    self.members
+                        .insert(member_id.clone(), Member::new(member_id.clone(), None));
+                    bump = true;
+                }
+            }
+            Some(instance) => {
+                let holder = self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_ref() == Some(instance))
+                    .map(|m| m.id.clone());
+                match (unknown, holder) {
+                    (true, None) => {
+                        self.members.insert(
+                            member_id.clone(),
+                            Member::new(member_id.clone(), Some(instance.clone())),
+                        );
+                        bump = true;
+                    }
+                    (true, Some(old)) => {
+                        // The new instance takes over the old one's place and assignment,
+                        // starting again from epoch 0.
+                        if let Some(mut m) = self.members.remove(&old) {
+                            m.id = member_id.clone();
+                            m.epoch = 0;
+                            m.previous_epoch = 0;
+                            m.sent = None;
+                            self.members.insert(member_id.clone(), m);
+                        }
+                        if let Some(t) = self.target.remove(&old) {
+                            self.target.insert(member_id.clone(), t);
+                        }
+                    }
+                    (false, None) => return Err(GroupError::UnknownMemberId),
+                    (false, Some(old)) if old != member_id => {
+                        return Err(GroupError::FencedInstanceId)
+                    }
+                    (false, Some(_)) => {}
+                }
+            }
+        }
+        let Some(m) = self.members.get_mut(&member_id) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if req.instance_id.is_some() {
+            m.instance_id = req.instance_id.clone();
+        }
+        if subscription.rack_id.is_some() {
+            m.rack_id = subscription.rack_id.clone();
+        }
+        if req.rebalance_timeout_ms >= 0 {
+            m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        }
+        let subscribed: BTreeSet<String> = subscription.topics.iter().cloned().collect();
+        if subscribed != m.subscribed {
+            m.subscribed = subscribed;
+            bump = true;
+        }
+        m.client_id = req.client_id.clone();
+        m.client_host = req.client_host.clone();
+        m.classic = Some(ClassicMember {
+            meta: ClassicMemberMetadata {
+                session_timeout_ms: req.session_timeout_ms,
+                protocols: req.protocols.clone(),
+            },
+            join_deadline_ms: None,
+            // It must send SyncGroup within its rebalance timeout.
+            sync_deadline_ms: Some(now_ms + i64::from(req.rebalance_timeout_ms.max(0))),
+        });
+        m.revoke_deadline_ms = None;
+        m.session_deadline_ms = now_ms + i64::from(req.session_timeout_ms);
+        let default_assignor = config
+            .consumer_assignors
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "uniform".into());
+        self.refresh(bump, topics, now_ms, default_assignor);
+        let mut owned = Assignment::new();
+        for (topic, ps) in &subscription.owned {
+            if let Some(t) = topics.get(topic) {
+                owned.entry(t.id).or_default().extend(ps.iter().copied());
+            }
+        }
+        self.reconcile(&member_id, Some(&owned), now_ms);
+        let m = self
+            .members
+            .get(&member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        let protocol = m
+            .classic
+            .as_ref()
+            .map(|c| c.protocol().0.to_string())
+            .unwrap_or_default();
+        Ok(JoinResponse {
+            error: None,
+            generation: m.epoch,
+            protocol_type: Some(CONSUMER_PROTOCOL_TYPE.into()),
+            protocol: Some(protocol),
+            leader: String::new(),
+            skip_assignment: false,
+            member_id,
+            members: Vec::new(),
+        })
+    }
+
+    /// Kafka's `throwIfRebalanceInProgress`: the group moved on since the member's epoch and
+    /// the member is not in the middle of a revocation; it must rejoin (within its rebalance
+    /// timeout, else it is fenced).
+    fn rejoin_needed(&mut self, id: &str, now_ms: i64) -> Result<(), GroupError> {
+        let group_epoch = self.group_epoch;
+        let Some(m) = self.members.get_mut(id) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if group_epoch > m.epoch && m.revoking.is_empty() {
+            let timeout = i64::from(m.rebalance_timeout_ms.max(0));
+            if let Some(c) = m.classic.as_mut() {
+                c.join_deadline_ms.get_or_insert(now_ms + timeout);
+            }
+            return Err(GroupError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// SyncGroup from a classic member: its current assignment (never the target directly:
+    /// partitions still held by others come on a later rejoin), in the version of its
+    /// subscription.
+    pub(crate) fn classic_sync(
+        &mut self,
+        req: &SyncRequest,
+        now_ms: i64,
+    ) -> Result<SyncResponse, GroupError> {
+        let id = self.classic_member_id(&req.member_id, req.instance_id.as_deref())?;
+        let m = self.members.get(&id).ok_or(GroupError::UnknownMemberId)?;
+        if req.generation != m.epoch {
+            return Err(GroupError::IllegalGeneration);
+        }
+        let (protocol, metadata) = m
+            .classic
+            .as_ref()
+            .map(|c| c.protocol())
+            .unwrap_or(("", &[]));
+        if req
+            .protocol_type
+            .as_deref()
+            .is_some_and(|t| t != CONSUMER_PROTOCOL_TYPE)
+            || req.protocol.as_deref().is_some_and(|p| p != protocol)
+        {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        let version = protocol::version_of(metadata);
+        self.rejoin_needed(&id, now_ms)?;
+        let m = self.members.get(&id).ok_or(GroupError::UnknownMemberId)?;
+        let assignment = protocol::encode_assignment(version, &self.by_name(&m.assigned));
+        if let Some(m) = self.members.get_mut(&id) {
+            if let Some(c) = m.classic.as_mut() {
+                c.sync_deadline_ms = None;
+                m.session_deadline_ms = now_ms + i64::from(c.meta.session_timeout_ms);
+            }
+            m.sent = Some(m.assigned.clone());
+        }
+        Ok(SyncResponse {
+            error: None,
+            protocol_type: req.protocol_type.clone(),
+            protocol: req.protocol.clone(),
+            assignment,
+        })
+    }
+
+    /// Heartbeat from a classic member: REBALANCE_IN_PROGRESS when it must rejoin (the group
+    /// epoch moved past its epoch, it must revoke partitions, or partitions it waits for
+    /// were released).
+    pub(crate) fn classic_heartbeat(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now_ms: i64,
+    ) -> Result<(), GroupError> {
+        let id = self.classic_member_id(member_id, instance_id)?;
+        let group_epoch = self.group_epoch;
+        let m = self.members.get(&id).ok_or(GroupError::UnknownMemberId)?;
+        if generation != m.epoch {
+            return Err(GroupError::IllegalGeneration);
+        }
+        let rejoin = m.epoch < group_epoch || !m.revoking.is_empty() || self.can_take_released(m);
+        if let Some(m) = self.members.get_mut(&id) {
+            if let Some(c) = m.classic.as_ref() {
+                m.session_deadline_ms = now_ms + i64::from(c.meta.session_timeout_ms);
+            }
+            if rejoin {
+                let timeout = i64::from(m.rebalance_timeout_ms.max(0));
+                if let Some(c) = m.classic.as_mut() {
+                    c.join_deadline_ms.get_or_insert(now_ms + timeout);
+                }
+            }
+        }
+        if rejoin {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// LeaveGroup of classic members: each must be a classic member (by member id, or by
+    /// instance id for a static one); the group epoch bumps once if any left.
+    pub(crate) fn classic_leave(
+        &mut self,
+        members: &[LeaveMember],
+        now_ms: i64,
+    ) -> Vec<Result<(), GroupError>> {
+        let mut results = Vec::with_capacity(members.len());
+        let mut any = false;
+        for lm in members {
+            let found = match &lm.instance_id {
+                None => self.classic_member_id(&lm.member_id, None),
+                Some(i) => match self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(i))
+                {
+                    None => Err(GroupError::UnknownMemberId),
+                    Some(m) if !lm.member_id.is_empty() && m.id != lm.member_id => {
+                        Err(GroupError::FencedInstanceId)
+                    }
+                    Some(m) if !m.uses_classic() => Err(GroupError::UnknownMemberId),
+                    Some(m) => Ok(m.id.clone()),
+                },
+            };
+            match found {
+                Ok(id) => {
+                    self.members.remove(&id);
+                    self.target.remove(&id);
+                    any = true;
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if any {
+            self.bump(now_ms);
+        }
+        results
+    }
+
+    /// Kafka's downgrade condition when `leaving` is fenced or leaves: it is the last member
+    /// using the consumer protocol and others remain (policy and size are the caller's).
+    pub(crate) fn only_classic_remain_without(&self, leaving: &str) -> bool {
+        self.members.len() > 1
+            && self.members.get(leaving).is_some_and(|m| !m.uses_classic())
+            && self.classic_members() == self.members.len() - 1
+    }
+
+    /// A consumer group built from a non-empty classic group using the consumer protocol
+    /// (Kafka's `fromClassicGroup`): group and assignment epoch = the generation; every
+    /// member Stable at that epoch with its last classic assignment as both current and
+    /// target assignment. None when a member's subscription does not parse.
+    pub(crate) fn from_classic(
+        id: String,
+        generation: i32,
+        members: Vec<ConvertedMember>,
+        topics: &BTreeMap<String, TopicInfo>,
+        now_ms: i64,
+    ) -> Option<ConsumerGroup> {
+        let mut g = ConsumerGroup::new(id, now_ms);
+        g.group_epoch = generation;
+        g.assignment_epoch = generation;
+        for c in members {
+            let sub = protocol::decode_subscription(&c.subscription)?;
+            let mut assigned = Assignment::new();
+            for (topic, ps) in protocol::decode_assignment(&c.assignment)? {
+                if let Some(t) = topics.get(&topic) {
+                    assigned.entry(t.id).or_default().extend(ps);
+                }
+            }
+            assigned.retain(|_, ps| !ps.is_empty());
+            let mut m = Member::new(c.id.clone(), c.instance_id);
+            m.rack_id = sub.rack_id;
+            m.client_id = c.client_id;
+            m.client_host = c.client_host;
+            m.rebalance_timeout_ms = c.rebalance_timeout_ms;
+            m.subscribed = sub.topics.into_iter().collect();
+            m.epoch = generation;
+            m.previous_epoch = generation;
+            m.assigned = assigned.clone();
+            m.session_deadline_ms = now_ms + i64::from(c.session_timeout_ms);
+            m.classic = Some(ClassicMember::new(ClassicMemberMetadata {
+                session_timeout_ms: c.session_timeout_ms,
+                protocols: c.protocols,
+            }));
+            g.target.insert(c.id.clone(), assigned);
+            g.members.insert(c.id, m);
+        }
+        g.subscribed_meta = g
+            .members
+            .values()
+            .flat_map(|m| m.subscribed.iter())
+            .filter_map(|t| topics.get(t).map(|i| (t.clone(), i.clone())))
+            .collect();
+        Some(g)
+    }
+
+    /// The members of the classic group this group becomes when `leaving` (the last member
+    /// using the consumer protocol) goes: every other member with its target assignment.
+    pub(crate) fn to_classic_members(&self, leaving: &str) -> Vec<ConvertedMember> {
+        self.members
+            .values()
+            .filter(|m| m.id != leaving)
+            .filter_map(|m| {
+                let c = m.classic.as_ref()?;
+                Some(ConvertedMember {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: c.meta.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: c.meta.protocols.clone(),
+                    subscription: Bytes::new(),
+                    assignment: Bytes::new(),
+                    partitions: self.by_name(&self.target.get(&m.id).cloned().unwrap_or_default()),
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) fn group_epoch(&self) -> i32 {
+        self.group_epoch
     }
 }

@@ -7,7 +7,11 @@
 //!   broker has loaded ([`Shard`] each), offsets, expiry, snapshots, and load/unload.
 //! - `classic`: the classic group state machine (Empty, PreparingRebalance,
 //!   CompletingRebalance, Stable, Dead), member ids, generations, static membership.
-//! - `consumer`: KIP-848 consumer groups: group epoch, target assignment, reconciliation.
+//! - `consumer`: KIP-848 consumer groups: group epoch, target assignment, reconciliation,
+//!   members that speak the classic protocol, conversion from and to a classic group
+//!   (online migration, `group.consumer.migration.policy`).
+//! - `protocol`: the consumer embedded protocol (subscriptions and assignments of classic
+//!   members), needed when a group changes protocol.
 //! - `assignor`: the server-side assignors `uniform` and `range`.
 //! - `records`: `__consumer_offsets` record schemas (Apache Kafka's).
 //!
@@ -22,6 +26,7 @@
 mod assignor;
 mod classic;
 mod consumer;
+mod protocol;
 pub mod records;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,7 +38,7 @@ pub use classic::{
 pub use consumer::{
     ConsumerHeartbeat, ConsumerHeartbeatResponse, ConsumerMemberView, ConsumerView, TopicInfo,
 };
-pub use records::{CommittedOffset, Record};
+pub use records::{ClassicMemberMetadata, CommittedOffset, Record};
 
 /// Identifies a parked request (chosen by the caller).
 pub type Token = u64;
@@ -64,6 +69,8 @@ pub struct GroupConfig {
     /// Records appended to one `__consumer_offsets` partition after which a snapshot of the
     /// live state is written and older records are dropped (Sluice's compaction).
     pub snapshot_interval_records: u64,
+    /// `group.consumer.migration.policy` (default bidirectional).
+    pub migration_policy: MigrationPolicy,
 }
 
 impl Default for GroupConfig {
@@ -80,6 +87,7 @@ impl Default for GroupConfig {
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
             offset_metadata_max_bytes: 4096,
             snapshot_interval_records: 10_000,
+            migration_policy: MigrationPolicy::Bidirectional,
         }
     }
 }
@@ -127,6 +135,46 @@ pub enum GroupError {
     OffsetMetadataTooLarge,
     #[error("the group is of another type: {0}")]
     GroupTypeMismatch(String),
+    /// Where Kafka's coordinator fails with an internal error (UNKNOWN_SERVER_ERROR), e.g. a
+    /// classic member's malformed embedded consumer protocol.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// `group.consumer.migration.policy`: which online conversions of a non-empty group between
+/// the classic and the consumer protocol are allowed (Kafka's default: both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    #[default]
+    Bidirectional,
+    Upgrade,
+    Downgrade,
+    Disabled,
+}
+
+impl MigrationPolicy {
+    /// Parse a name, case-insensitively (None for an unknown one).
+    pub fn parse(s: &str) -> Option<MigrationPolicy> {
+        match s.to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(MigrationPolicy::Bidirectional),
+            "upgrade" => Some(MigrationPolicy::Upgrade),
+            "downgrade" => Some(MigrationPolicy::Downgrade),
+            "disabled" => Some(MigrationPolicy::Disabled),
+            _ => None,
+        }
+    }
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Upgrade
+        )
+    }
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade
+        )
+    }
 }
 
 /// A reply to a parked request.
@@ -260,6 +308,54 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     (java_string_hash(group_id) & 0x7fff_ffff) % partitions.max(1)
 }
 
+/// Kafka's conditions for downgrading a consumer group when `leaving` goes: it is the last
+/// member using the consumer protocol, others remain, the policy allows it and the rest fit
+/// in `group.max.size`.
+fn downgrade_allowed(g: &consumer::ConsumerGroup, leaving: &str, config: &GroupConfig) -> bool {
+    config.migration_policy.downgrade_enabled()
+        && g.only_classic_remain_without(leaving)
+        && g.members.len() - 1 <= config.max_size
+}
+
+/// Fence (remove) `member` of consumer group `id`; when it was the last member using the
+/// consumer protocol and [`downgrade_allowed`], the group becomes a classic group instead
+/// (tombstones for the consumer group's records, its group metadata record) and rebalances.
+fn fence_consumer_member(
+    shard: &mut Shard,
+    p: i32,
+    id: &str,
+    member: &str,
+    now_ms: i64,
+    config: &GroupConfig,
+) -> Effects {
+    let Some(Group::Consumer(g)) = shard.groups.get_mut(id) else {
+        return Effects::default();
+    };
+    if !g.members.contains_key(member) {
+        return Effects::default();
+    }
+    let mut effects = Effects::default();
+    if downgrade_allowed(g, member, config) {
+        let mut records = g.tombstones();
+        let mut classic = classic::ClassicGroup::from_converted(
+            id.to_string(),
+            g.group_epoch(),
+            g.to_classic_members(member),
+            now_ms,
+        );
+        records.push(classic.record());
+        let rebalance = classic.start_rebalance(now_ms, config);
+        shard.groups.insert(id.to_string(), Group::Classic(classic));
+        effects.records = records.into_iter().map(|r| (p, r)).collect();
+        effects.merge(rebalance.into_effects(p));
+    } else {
+        g.fence(member, now_ms);
+        effects.records = g.take_records().into_iter().map(|r| (p, r)).collect();
+    }
+    shard.records_since_snapshot += effects.records.len() as u64;
+    effects
+}
+
 /// Every group of the loaded `__consumer_offsets` partitions.
 #[derive(Debug)]
 pub struct Coordinator {
@@ -381,10 +477,13 @@ impl Coordinator {
 
     // ---- classic protocol ----
 
+    /// JoinGroup. `topics` is the cluster's topics, needed when the group is a consumer group
+    /// (a classic member of it is assigned by the coordinator).
     pub fn join_group(
         &mut self,
         req: JoinRequest,
         token: Token,
+        topics: &BTreeMap<String, TopicInfo>,
         now_ms: i64,
     ) -> Result<(Option<JoinResponse>, Effects), GroupError> {
         let config = self.config.clone();
@@ -399,11 +498,23 @@ impl Coordinator {
         }
         let id = req.group_id.clone();
         // An empty consumer group becomes a classic group on its first classic join
-        // (Kafka's offline downgrade); a non-empty one refuses classic members.
+        // (Kafka's offline downgrade); a non-empty one takes the member as a classic member
+        // of the consumer group.
         let mut converted = Vec::new();
-        if let Some(Group::Consumer(g)) = shard.groups.get(&id) {
+        if let Some(Group::Consumer(g)) = shard.groups.get_mut(&id) {
             if !g.members.is_empty() {
-                return Err(GroupError::InconsistentGroupProtocol);
+                // Kafka 4.x: no classic members at all when migration is disabled.
+                if config.migration_policy == MigrationPolicy::Disabled {
+                    return Err(GroupError::InconsistentGroupProtocol);
+                }
+                let resp = g.classic_join(&req, topics, now_ms, &config)?;
+                let records = g.take_records();
+                shard.records_since_snapshot += records.len() as u64;
+                let effects = Effects {
+                    replies: Vec::new(),
+                    records: records.into_iter().map(|r| (p, r)).collect(),
+                };
+                return Ok((Some(resp), effects));
             }
             converted = g.tombstones();
             shard.groups.remove(&id);
@@ -437,7 +548,11 @@ impl Coordinator {
                 let (resp, eff) = g.sync(req, token, now_ms)?;
                 Ok((resp, eff.into_effects(p)))
             }
-            _ => Err(GroupError::UnknownMemberId),
+            Some(Group::Consumer(g)) => {
+                let resp = g.classic_sync(&req, now_ms)?;
+                Ok((Some(resp), Effects::default()))
+            }
+            None => Err(GroupError::UnknownMemberId),
         }
     }
 
@@ -452,7 +567,10 @@ impl Coordinator {
         let (_, shard) = self.shard(group_id)?;
         match shard.groups.get_mut(group_id) {
             Some(Group::Classic(g)) => g.heartbeat(member_id, instance_id, generation, now_ms),
-            _ => Err(GroupError::UnknownMemberId),
+            Some(Group::Consumer(g)) => {
+                g.classic_heartbeat(member_id, instance_id, generation, now_ms)
+            }
+            None => Err(GroupError::UnknownMemberId),
         }
     }
 
@@ -469,7 +587,17 @@ impl Coordinator {
                 let (results, eff) = g.leave(members, now_ms);
                 Ok((results, eff.into_effects(p)))
             }
-            _ => Err(GroupError::UnknownMemberId),
+            Some(Group::Consumer(g)) => {
+                let results = g.classic_leave(members, now_ms);
+                let records = g.take_records();
+                shard.records_since_snapshot += records.len() as u64;
+                let effects = Effects {
+                    replies: Vec::new(),
+                    records: records.into_iter().map(|r| (p, r)).collect(),
+                };
+                Ok((results, effects))
+            }
+            None => Err(GroupError::UnknownMemberId),
         }
     }
 
@@ -485,9 +613,44 @@ impl Coordinator {
         let (p, shard) = self.shard(&req.group_id)?;
         let id = req.group_id.clone();
         let mut records = Vec::new();
-        match shard.groups.get(&id) {
+        match shard.groups.get_mut(&id) {
             Some(Group::Classic(g)) if !g.members.is_empty() => {
-                return Err(GroupError::GroupIdNotFound);
+                // Kafka's online upgrade: a joining consumer-protocol member converts a
+                // non-empty classic group of protocol type `consumer`.
+                let allowed = req.member_epoch == 0
+                    && config.migration_policy.upgrade_enabled()
+                    && g.uses_consumer_protocol()
+                    && g.members.len() <= config.consumer_max_size;
+                if !allowed {
+                    return Err(GroupError::GroupIdNotFound);
+                }
+                let Some(mut cg) = consumer::ConsumerGroup::from_classic(
+                    id.clone(),
+                    g.generation,
+                    g.converted_members(),
+                    topics,
+                    now_ms,
+                ) else {
+                    return Err(GroupError::GroupIdNotFound);
+                };
+                // A refused heartbeat leaves the classic group as it was.
+                let resp = cg.heartbeat(req, topics, now_ms, &config)?;
+                // Members waiting in a rebalance must rejoin the converted group.
+                let replies = g.drain_parked(GroupError::RebalanceInProgress);
+                if g.generation > 0 {
+                    records.push(Record {
+                        key: records::group_key(&id),
+                        value: None,
+                    });
+                }
+                records.extend(cg.take_records());
+                shard.groups.insert(id, Group::Consumer(cg));
+                shard.records_since_snapshot += records.len() as u64;
+                let effects = Effects {
+                    replies,
+                    records: records.into_iter().map(|r| (p, r)).collect(),
+                };
+                return Ok((resp, effects));
             }
             Some(Group::Classic(g)) => {
                 // An empty classic group becomes a consumer group (Kafka's conversion); its
@@ -504,6 +667,27 @@ impl Coordinator {
         }
         if req.member_epoch != 0 && !shard.groups.contains_key(&id) {
             return Err(GroupError::UnknownMemberId);
+        }
+        // The last consumer-protocol member leaving may turn the group back into a classic
+        // group (Kafka's online downgrade).
+        let leaving =
+            req.member_epoch == -1 || (req.member_epoch == -2 && req.instance_id.is_none());
+        if leaving {
+            if let Some(Group::Consumer(g)) = shard.groups.get(&id) {
+                if g.members.contains_key(&req.member_id)
+                    && downgrade_allowed(g, &req.member_id, &config)
+                {
+                    let effects =
+                        fence_consumer_member(shard, p, &id, &req.member_id, now_ms, &config);
+                    let resp = ConsumerHeartbeatResponse {
+                        member_id: req.member_id,
+                        member_epoch: req.member_epoch,
+                        heartbeat_interval_ms: 0,
+                        assignment: None,
+                    };
+                    return Ok((resp, effects));
+                }
+            }
         }
         let group =
             match shard.groups.entry(id.clone()).or_insert_with(|| {
@@ -767,14 +951,24 @@ impl Coordinator {
                         shard.records_since_snapshot += eff.records.len() as u64;
                         effects.merge(eff.into_effects(*p));
                     }
-                    // Only a removal changes the group's records here.
-                    Group::Consumer(g) => {
-                        if g.tick(now_ms) {
-                            let records = g.take_records();
-                            shard.records_since_snapshot += records.len() as u64;
-                            effects.records.extend(records.into_iter().map(|r| (*p, r)));
-                        }
-                    }
+                    Group::Consumer(_) => {}
+                }
+            }
+            // Fencing a consumer group's member may turn the group into a classic one.
+            let consumer_groups: Vec<(String, Vec<String>)> = shard
+                .groups
+                .iter()
+                .filter_map(|(id, g)| match g {
+                    Group::Consumer(g) => Some((id.clone(), g.expired(now_ms))),
+                    Group::Classic(_) => None,
+                })
+                .filter(|(_, expired)| !expired.is_empty())
+                .collect();
+            for (id, expired) in consumer_groups {
+                for member in expired {
+                    effects.merge(fence_consumer_member(
+                        shard, *p, &id, &member, now_ms, &config,
+                    ));
                 }
             }
         }
@@ -917,5 +1111,7 @@ impl Coordinator {
     }
 }
 
+#[cfg(test)]
+mod migration_tests;
 #[cfg(test)]
 mod tests;

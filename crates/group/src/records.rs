@@ -22,13 +22,14 @@
 //! | key version | key fields | value v0 fields |
 //! |---|---|---|
 //! | 3 `ConsumerGroupMetadata` | group | epoch int32 |
-//! | 4 `ConsumerGroupPartitionMetadata` | group | epoch int32, topics [id uuid, name string, partitions int32, racks [] (empty)] |
-//! | 5 `ConsumerGroupMemberMetadata` | group, member | instanceId?, rackId?, clientId, clientHost, subscribedTopicNames []string, subscribedTopicRegex?, rebalanceTimeoutMs int32, serverAssignor? |
+//! | 4 `ConsumerGroupPartitionMetadata` | group | topics [id uuid, name string, partitions int32, partitionMetadata [] (empty)] |
+//! | 5 `ConsumerGroupMemberMetadata` | group, member | instanceId?, rackId?, clientId, clientHost, subscribedTopicNames []string, subscribedTopicRegex?, rebalanceTimeoutMs int32, serverAssignor?; tagged field 0 `ClassicMemberMetadata` (a member speaking the classic protocol): sessionTimeoutMs int32, supportedProtocols [name string, metadata bytes] |
 //! | 6 `ConsumerGroupTargetAssignmentMetadata` | group | assignmentEpoch int32 |
 //! | 7 `ConsumerGroupTargetAssignmentMember` | group, member | topicPartitions [id uuid, partitions []int32] |
 //! | 8 `ConsumerGroupCurrentMemberAssignment` | group, member | memberEpoch int32, previousMemberEpoch int32, state int8, assigned and pendingRevocation [id uuid, partitions []int32] |
 //!
-//! Unknown tagged fields are skipped on decode; other key versions decode as
+//! A nullable struct in a tagged field is written as tag, size, a presence byte 1, then the
+//! struct (Kafka's generated code does the same). Unknown tagged fields are skipped on decode; other key versions decode as
 //! [`Decoded::Other`] and are ignored.
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -61,6 +62,16 @@ pub struct ConsumerMemberRecord {
     pub subscribed_topic_names: Vec<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member that speaks the classic protocol (tagged field 0).
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// A classic-protocol member of a consumer group: what its JoinGroup said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    /// (name, metadata) in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 /// A KIP-848 member's current assignment (key 8).
@@ -79,8 +90,8 @@ pub struct ConsumerAssignmentRecord {
 pub enum ConsumerValue {
     /// Key 3: the group epoch.
     Group(Option<i32>),
-    /// Key 4: the group epoch and (topic id, name, partition count) of subscribed topics.
-    PartitionMetadata(Option<(i32, Vec<TopicMetadata>)>),
+    /// Key 4: (topic id, name, partition count) of subscribed topics.
+    PartitionMetadata(Option<Vec<TopicMetadata>>),
     /// Key 5.
     Member(String, Option<ConsumerMemberRecord>),
     /// Key 6: the assignment epoch.
@@ -271,9 +282,8 @@ pub(crate) fn consumer_epoch_value(epoch: i32) -> Bytes {
     flexible_value(|b| b.put_i32(epoch))
 }
 
-pub(crate) fn consumer_partition_meta_value(epoch: i32, topics: &[TopicMetadata]) -> Bytes {
+pub(crate) fn consumer_partition_meta_value(topics: &[TopicMetadata]) -> Bytes {
     flexible_value(|b| {
-        b.put_i32(epoch);
         put_uvarint(b, topics.len() as u64 + 1);
         for (id, name, n) in topics {
             b.put_slice(id.as_bytes());
@@ -286,19 +296,40 @@ pub(crate) fn consumer_partition_meta_value(epoch: i32, topics: &[TopicMetadata]
 }
 
 pub(crate) fn consumer_member_value(m: &ConsumerMemberRecord) -> Bytes {
-    flexible_value(|b| {
-        put_compact_str(b, m.instance_id.as_deref());
-        put_compact_str(b, m.rack_id.as_deref());
-        put_compact_str(b, Some(&m.client_id));
-        put_compact_str(b, Some(&m.client_host));
-        put_uvarint(b, m.subscribed_topic_names.len() as u64 + 1);
-        for t in &m.subscribed_topic_names {
-            put_compact_str(b, Some(t));
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    put_compact_str(&mut b, m.instance_id.as_deref());
+    put_compact_str(&mut b, m.rack_id.as_deref());
+    put_compact_str(&mut b, Some(&m.client_id));
+    put_compact_str(&mut b, Some(&m.client_host));
+    put_uvarint(&mut b, m.subscribed_topic_names.len() as u64 + 1);
+    for t in &m.subscribed_topic_names {
+        put_compact_str(&mut b, Some(t));
+    }
+    put_compact_str(&mut b, None); // subscribed topic regex
+    b.put_i32(m.rebalance_timeout_ms);
+    put_compact_str(&mut b, m.server_assignor.as_deref());
+    match &m.classic {
+        None => b.put_u8(0), // no tagged fields
+        Some(c) => {
+            let mut s = BytesMut::new();
+            s.put_u8(1); // present
+            s.put_i32(c.session_timeout_ms);
+            put_uvarint(&mut s, c.protocols.len() as u64 + 1);
+            for (name, metadata) in &c.protocols {
+                put_compact_str(&mut s, Some(name));
+                put_uvarint(&mut s, metadata.len() as u64 + 1);
+                s.put_slice(metadata);
+                s.put_u8(0); // tagged fields of the protocol
+            }
+            s.put_u8(0); // tagged fields of ClassicMemberMetadata
+            put_uvarint(&mut b, 1); // one tagged field
+            put_uvarint(&mut b, 0); // tag 0
+            put_uvarint(&mut b, s.len() as u64);
+            b.put_slice(&s);
         }
-        put_compact_str(b, None); // subscribed topic regex
-        b.put_i32(m.rebalance_timeout_ms);
-        put_compact_str(b, m.server_assignor.as_deref());
-    })
+    }
+    b.freeze()
 }
 
 pub(crate) fn consumer_target_member_value(tps: &[(uuid::Uuid, Vec<i32>)]) -> Bytes {
@@ -426,6 +457,38 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
+    /// The tagged fields of `ConsumerGroupMemberMetadataValue`: tag 0 is the classic member
+    /// metadata; others are skipped.
+    fn member_tags(&mut self) -> Result<Option<ClassicMemberMetadata>, DecodeError> {
+        let n = self.uvarint()?;
+        let mut classic = None;
+        for _ in 0..n {
+            let tag = self.uvarint()?;
+            let len = usize::try_from(self.uvarint()?).map_err(|_| DecodeError("tag".into()))?;
+            let field = self.take(len)?;
+            if tag != 0 {
+                continue;
+            }
+            let mut r = Reader { buf: field, pos: 0 };
+            if r.i8()? < 0 {
+                continue; // null
+            }
+            let session_timeout_ms = r.i32()?;
+            let protocols = r.compact_array(|r| {
+                let name = r.compact_str()?;
+                let n = r.compact_len()?.unwrap_or(0);
+                let metadata = Bytes::copy_from_slice(r.take(n)?);
+                r.tags()?;
+                Ok((name, metadata))
+            })?;
+            r.tags()?;
+            classic = Some(ClassicMemberMetadata {
+                session_timeout_ms,
+                protocols,
+            });
+        }
+        Ok(classic)
+    }
     fn topic_partitions(&mut self) -> Result<TopicPartitions, DecodeError> {
         self.compact_array(|r| {
             let id = r.uuid()?;
@@ -510,21 +573,18 @@ fn decode_consumer_value(
         }
         (4, None) => ConsumerValue::PartitionMetadata(None),
         (4, Some(r)) => {
-            let epoch = r.i32()?;
-            let topics = r.compact_array(|r| {
-                let id = r.uuid()?;
-                let name = r.compact_str()?;
-                let n = r.i32()?;
-                r.compact_array(|r| {
+            // Sluice before 2026-11 wrote an int32 epoch first (not Kafka's schema): read
+            // Kafka's layout, else that one.
+            let start = r.pos;
+            let topics = match partition_metadata(r) {
+                Ok(t) => t,
+                Err(_) => {
+                    r.pos = start;
                     r.i32()?;
-                    r.compact_array(|r| r.compact_str())?;
-                    r.tags()
-                })?;
-                r.tags()?;
-                Ok((id, name, n))
-            })?;
-            done(r)?;
-            ConsumerValue::PartitionMetadata(Some((epoch, topics)))
+                    partition_metadata(r)?
+                }
+            };
+            ConsumerValue::PartitionMetadata(Some(topics))
         }
         (5, None) => ConsumerValue::Member(member, None),
         (5, Some(r)) => {
@@ -536,7 +596,7 @@ fn decode_consumer_value(
             let _regex = r.compact_nullable_str()?;
             let rebalance_timeout_ms = r.i32()?;
             let server_assignor = r.compact_nullable_str()?;
-            done(r)?;
+            let classic = r.member_tags()?;
             ConsumerValue::Member(
                 member,
                 Some(ConsumerMemberRecord {
@@ -547,6 +607,7 @@ fn decode_consumer_value(
                     subscribed_topic_names,
                     rebalance_timeout_ms,
                     server_assignor,
+                    classic,
                 }),
             )
         }
@@ -582,6 +643,27 @@ fn decode_consumer_value(
             )
         }
     })
+}
+
+/// The rest of a `ConsumerGroupPartitionMetadataValue`, to its very end.
+fn partition_metadata(r: &mut Reader<'_>) -> Result<Vec<TopicMetadata>, DecodeError> {
+    let topics = r.compact_array(|r| {
+        let id = r.uuid()?;
+        let name = r.compact_str()?;
+        let n = r.i32()?;
+        r.compact_array(|r| {
+            r.i32()?;
+            r.compact_array(|r| r.compact_str())?;
+            r.tags()
+        })?;
+        r.tags()?;
+        Ok((id, name, n))
+    })?;
+    r.tags()?;
+    if r.pos != r.buf.len() {
+        return Err(DecodeError("trailing bytes".into()));
+    }
+    Ok(topics)
 }
 
 fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, DecodeError> {
@@ -778,6 +860,26 @@ mod tests {
     }
 
     #[test]
+    fn partition_metadata_of_the_older_sluice_layout_still_reads() {
+        let t = uuid::Uuid::from_u128(7);
+        let kafka = consumer_partition_meta_value(&[(t, "a".into(), 3)]);
+        // The old layout: the same with an int32 epoch after the version.
+        let mut old = BytesMut::new();
+        old.put_slice(&kafka[..2]);
+        old.put_i32(9);
+        old.put_slice(&kafka[2..]);
+        for v in [&kafka[..], &old[..]] {
+            assert_eq!(
+                decode(&consumer_key(4, "g", None), Some(v)).unwrap(),
+                Decoded::Consumer {
+                    group: "g".into(),
+                    value: ConsumerValue::PartitionMetadata(Some(vec![(t, "a".into(), 3)]))
+                }
+            );
+        }
+    }
+
+    #[test]
     fn garbage_is_an_error_not_a_panic() {
         assert!(decode(&[0, 1, 0], None).is_err());
         assert!(decode(&[0, 1, 0, 1, b'g', 0, 1], Some(&[0, 3, 1])).is_err());
@@ -797,6 +899,17 @@ mod tests {
             subscribed_topic_names: vec!["a".into(), "b".into()],
             rebalance_timeout_ms: 300,
             server_assignor: Some("range".into()),
+            classic: None,
+        };
+        let classic = ConsumerMemberRecord {
+            classic: Some(ClassicMemberMetadata {
+                session_timeout_ms: 45000,
+                protocols: vec![
+                    ("range".into(), Bytes::from_static(b"\0\x03sub")),
+                    ("cooperative-sticky".into(), Bytes::new()),
+                ],
+            }),
+            ..m.clone()
         };
         let a = ConsumerAssignmentRecord {
             member_epoch: 5,
@@ -813,13 +926,18 @@ mod tests {
             ),
             (
                 consumer_key(4, "g", None),
-                consumer_partition_meta_value(9, &[(t, "a".into(), 3)]),
-                ConsumerValue::PartitionMetadata(Some((9, vec![(t, "a".into(), 3)]))),
+                consumer_partition_meta_value(&[(t, "a".into(), 3)]),
+                ConsumerValue::PartitionMetadata(Some(vec![(t, "a".into(), 3)])),
             ),
             (
                 consumer_key(5, "g", Some("m")),
                 consumer_member_value(&m),
                 ConsumerValue::Member("m".into(), Some(m.clone())),
+            ),
+            (
+                consumer_key(5, "g", Some("c")),
+                consumer_member_value(&classic),
+                ConsumerValue::Member("c".into(), Some(classic.clone())),
             ),
             (
                 consumer_key(6, "g", None),

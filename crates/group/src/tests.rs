@@ -54,11 +54,15 @@ fn new_member(
     token: Token,
     now: i64,
 ) -> (String, Option<JoinResponse>, Effects) {
-    let (r, _) = c.join_group(join("", None), token, now).unwrap();
+    let (r, _) = c
+        .join_group(join("", None), token, &BTreeMap::new(), now)
+        .unwrap();
     let r = r.unwrap();
     assert_eq!(r.error, Some(GroupError::MemberIdRequired));
     let id = r.member_id.clone();
-    let (r, eff) = c.join_group(join(&id, None), token, now).unwrap();
+    let (r, eff) = c
+        .join_group(join(&id, None), token, &BTreeMap::new(), now)
+        .unwrap();
     (id, r, eff)
 }
 
@@ -118,7 +122,9 @@ fn second_member_triggers_rebalance_and_both_get_new_generation() {
         c.heartbeat("g", &a, None, 1, 20),
         Err(GroupError::RebalanceInProgress)
     );
-    let (r, eff) = c.join_group(join(&a, None), 4, 30).unwrap();
+    let (r, eff) = c
+        .join_group(join(&a, None), 4, &BTreeMap::new(), 30)
+        .unwrap();
     assert!(r.is_none());
     let ja = join_reply(&eff, 4);
     let jb = join_reply(&eff, 3);
@@ -154,7 +160,9 @@ fn session_timeout_removes_member_and_rebalances() {
     let (a, _, _) = new_member(&mut c, 1, 0);
     let (b, _, _) = new_member(&mut c, 2, 0);
     // a was waiting when b joined: a must rejoin.
-    let (_, eff) = c.join_group(join(&a, None), 3, 0).unwrap();
+    let (_, eff) = c
+        .join_group(join(&a, None), 3, &BTreeMap::new(), 0)
+        .unwrap();
     assert_eq!(join_reply(&eff, 3).generation, 2);
     c.sync_group(sync(&a, 2, vec![]), 4, 0).unwrap();
     // Only a heartbeats; b's session expires.
@@ -165,7 +173,9 @@ fn session_timeout_removes_member_and_rebalances() {
         c.heartbeat("g", &a, None, 2, SESSION as i64 + 2),
         Err(GroupError::RebalanceInProgress)
     );
-    let (_, eff) = c.join_group(join(&a, None), 5, SESSION as i64 + 3).unwrap();
+    let (_, eff) = c
+        .join_group(join(&a, None), 5, &BTreeMap::new(), SESSION as i64 + 3)
+        .unwrap();
     let j = join_reply(&eff, 5);
     assert_eq!(j.generation, 3);
     assert_eq!(j.members.len(), 1);
@@ -217,7 +227,9 @@ fn leave_group_batched_and_unknown_members() {
 #[test]
 fn static_member_rejoin_keeps_assignment_and_fences_old_id() {
     let mut c = coordinator();
-    let (r, _) = c.join_group(join("", Some("i1")), 1, 0).unwrap();
+    let (r, _) = c
+        .join_group(join("", Some("i1")), 1, &BTreeMap::new(), 0)
+        .unwrap();
     assert!(
         r.is_none(),
         "static members need no MEMBER_ID_REQUIRED round"
@@ -233,7 +245,9 @@ fn static_member_rejoin_keeps_assignment_and_fences_old_id() {
     )
     .unwrap();
     // Restarted instance: unknown member id, same instance id -> new id, no rebalance.
-    let (r, _) = c.join_group(join("", Some("i1")), 3, 100).unwrap();
+    let (r, _) = c
+        .join_group(join("", Some("i1")), 3, &BTreeMap::new(), 100)
+        .unwrap();
     let r = r.expect("answered at once: the group is stable");
     assert_ne!(r.member_id, old);
     assert_eq!(r.generation, 1);
@@ -255,7 +269,7 @@ fn invalid_session_timeout_and_protocol_mismatch() {
     let mut j = join("", None);
     j.session_timeout_ms = 10;
     assert_eq!(
-        c.join_group(j, 1, 0).unwrap_err(),
+        c.join_group(j, 1, &BTreeMap::new(), 0).unwrap_err(),
         GroupError::InvalidSessionTimeout
     );
     let (a, _, _) = new_member(&mut c, 1, 0);
@@ -264,7 +278,7 @@ fn invalid_session_timeout_and_protocol_mismatch() {
     j.protocols = vec![("roundrobin".into(), Bytes::new())];
     j.require_known_member_id = false;
     assert_eq!(
-        c.join_group(j, 2, 0).unwrap_err(),
+        c.join_group(j, 2, &BTreeMap::new(), 0).unwrap_err(),
         GroupError::InconsistentGroupProtocol
     );
 }
@@ -282,7 +296,8 @@ fn group_max_size_is_enforced() {
     c.load(0, Vec::new(), 0);
     new_member(&mut c, 1, 0);
     assert_eq!(
-        c.join_group(join("", None), 2, 0).unwrap_err(),
+        c.join_group(join("", None), 2, &BTreeMap::new(), 0)
+            .unwrap_err(),
         GroupError::GroupMaxSizeReached
     );
 }
@@ -451,7 +466,8 @@ fn unloaded_partition_is_not_coordinated_here() {
     let mut c = coordinator();
     c.unload(0);
     assert_eq!(
-        c.join_group(join("", None), 1, 0).unwrap_err(),
+        c.join_group(join("", None), 1, &BTreeMap::new(), 0)
+            .unwrap_err(),
         GroupError::NotCoordinator
     );
 }
@@ -578,10 +594,12 @@ fn empty_classic_group_converts_to_consumer_and_back() {
     .unwrap();
     c.consumer_heartbeat(hb("a", 0, None), &t, 0).unwrap();
     assert_eq!(c.list_groups(&[], &[])[0].group_type, "consumer");
+    let mut other = join("", None);
+    other.protocol_type = "connect".into();
     assert_eq!(
-        c.join_group(join("", None), 1, 0).unwrap_err(),
+        c.join_group(other, 1, &BTreeMap::new(), 0).unwrap_err(),
         GroupError::InconsistentGroupProtocol,
-        "a non-empty consumer group refuses classic members"
+        "a non-empty consumer group takes only classic members of protocol type consumer"
     );
     c.consumer_heartbeat(hb("a", -1, None), &t, 10).unwrap();
     new_member(&mut c, 2, 20);

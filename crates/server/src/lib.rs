@@ -14,6 +14,7 @@
 //! exception is an ApiVersions request newer than ours, which gets Kafka's fallback answer.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,7 +87,7 @@ pub async fn serve(
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
                 tokio::spawn(async move {
-                    let close = connection(broker, stream, &limits, shutdown).await;
+                    let close = connection(broker, stream, peer.ip(), &limits, shutdown).await;
                     match close {
                         Close::Eof | Close::Shutdown => tracing::debug!(%peer, "connection closed: {close:?}"),
                         Close::Idle => tracing::info!(%peer, "connection closed: idle for longer than connections.max.idle.ms"),
@@ -121,13 +122,14 @@ enum Queued {
 async fn connection(
     broker: Arc<Broker>,
     stream: TcpStream,
+    peer: IpAddr,
     limits: &Limits,
     shutdown: watch::Receiver<bool>,
 ) -> Close {
     let (reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::channel(limits.max_in_flight.max(1));
     let writer_task = tokio::spawn(write_responses(writer, rx));
-    let close = read_requests(&broker, reader, limits, tx, shutdown).await;
+    let close = read_requests(&broker, reader, peer, limits, tx, shutdown).await;
     // The reader dropped its sender: the writer drains what is queued, then ends.
     match writer_task.await {
         Ok(Err(e)) if matches!(close, Close::Eof) => Close::Io(e),
@@ -138,6 +140,7 @@ async fn connection(
 async fn read_requests(
     broker: &Arc<Broker>,
     mut reader: OwnedReadHalf,
+    peer: IpAddr,
     limits: &Limits,
     tx: mpsc::Sender<Queued>,
     mut shutdown: watch::Receiver<bool>,
@@ -160,7 +163,7 @@ async fn read_requests(
                 let api_key = request.api_key;
                 let version = request.version();
                 let correlation_id = request.correlation_id();
-                let reply = broker.handle(request);
+                let reply = broker.handle(request, peer);
                 Queued::Pending(InFlight {
                     api_key,
                     version,

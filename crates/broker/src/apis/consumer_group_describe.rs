@@ -15,7 +15,8 @@ use crate::errors::group_error_code;
 use crate::Broker;
 
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
-/// Member type "consumer" (KIP-1099); -1 = unknown.
+/// Member types of KIP-1099: 0 = classic protocol, 1 = consumer protocol (-1 = unknown).
+const MEMBER_TYPE_CLASSIC: i8 = 0;
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
 fn assignment(a: Vec<(uuid::Uuid, String, Vec<i32>)>) -> Assignment {
@@ -76,7 +77,11 @@ pub(crate) fn handle(
                                     )
                                     .with_assignment(assignment(m.assignment))
                                     .with_target_assignment(assignment(m.target_assignment))
-                                    .with_member_type(MEMBER_TYPE_CONSUMER)
+                                    .with_member_type(if m.classic {
+                                        MEMBER_TYPE_CLASSIC
+                                    } else {
+                                        MEMBER_TYPE_CONSUMER
+                                    })
                             })
                             .collect(),
                     ),

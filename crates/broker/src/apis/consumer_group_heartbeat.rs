@@ -5,13 +5,12 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, RequestHeader, ResponseKind,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ResponseKind,
 };
 use kafka_protocol::ResponseError;
 use sluice_group::ConsumerHeartbeat;
 
-use super::join_group::CLIENT_HOST;
-use super::str_bytes;
+use super::{str_bytes, Client};
 use crate::errors::group_error_code;
 use crate::{now_ms, Broker, Reply};
 
@@ -19,7 +18,7 @@ pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: ConsumerGroupHeartbeatRequest,
     _version: i16,
-    header: &RequestHeader,
+    client: &Client,
 ) -> Reply {
     if !broker.ensure_offsets_topic() {
         return crate::ready(Some(ResponseKind::ConsumerGroupHeartbeat(
@@ -45,12 +44,8 @@ pub(crate) fn handle(
                 .map(|t| (t.topic_id, t.partitions.clone()))
                 .collect()
         }),
-        client_id: header
-            .client_id
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default(),
-        client_host: CLIENT_HOST.to_string(),
+        client_id: client.id.clone(),
+        client_host: client.host.clone(),
     };
     let topics = broker.topic_infos();
     let now = now_ms();

@@ -5,15 +5,12 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader, ResponseKind};
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
 use sluice_group::{JoinResponse, Reply};
 
-use super::{opt_str, str_bytes};
+use super::{opt_str, str_bytes, Client};
 use crate::errors::group_error_code;
 use crate::{now_ms, Broker, Reply as Pending};
-
-/// Where the client connects from is not known to the broker layer yet.
-pub(crate) const CLIENT_HOST: &str = "/unknown";
 
 fn response(r: JoinResponse) -> JoinGroupResponse {
     JoinGroupResponse::default()
@@ -50,7 +47,7 @@ pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: JoinGroupRequest,
     version: i16,
-    header: &RequestHeader,
+    client: &Client,
 ) -> Pending {
     let member_id = req.member_id.to_string();
     if !broker.ensure_offsets_topic() {
@@ -77,19 +74,16 @@ pub(crate) fn handle(
         } else {
             req.session_timeout_ms
         },
-        client_id: header
-            .client_id
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default(),
-        client_host: CLIENT_HOST.to_string(),
+        client_id: client.id.clone(),
+        client_host: client.host.clone(),
         require_known_member_id: version >= 4,
     };
+    let topics = broker.topic_infos();
     let (token, rx) = broker.groups.park();
     let now = now_ms();
     let (result, _) = broker
         .groups
-        .run(|c| match c.join_group(request, token, now) {
+        .run(|c| match c.join_group(request, token, &topics, now) {
             Ok((resp, effects)) => (Ok(resp), effects),
             Err(e) => (Err(e), Default::default()),
         });

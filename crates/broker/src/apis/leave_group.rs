@@ -1,19 +1,17 @@
-//! LeaveGroup (v0-v5; batched members with instance ids from v3).
+//! LeaveGroup (v0-v5; batched members with instance ids from v3). The answer is sent after
+//! the fsync of the records the departures caused (group commit).
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
+use kafka_protocol::ResponseError;
 use sluice_group::LeaveMember;
 
 use crate::errors::group_error_code;
-use crate::{now_ms, Broker};
+use crate::{now_ms, Broker, Reply};
 
-pub(crate) fn handle(
-    broker: &Arc<Broker>,
-    req: LeaveGroupRequest,
-    version: i16,
-) -> Option<ResponseKind> {
+pub(crate) fn handle(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> Reply {
     broker.ensure_offsets_topic();
     let members: Vec<LeaveMember> = if version >= 3 {
         req.members
@@ -31,7 +29,7 @@ pub(crate) fn handle(
     };
     let now = now_ms();
     let group = req.group_id.0.to_string();
-    let (result, _) = broker
+    let (result, written) = broker
         .groups
         .run(|c| match c.leave_group(&group, &members, now) {
             Ok((r, eff)) => (Ok(r), eff),
@@ -59,5 +57,13 @@ pub(crate) fn handle(
                 .map_or(0, group_error_code),
         ),
     };
-    Some(ResponseKind::LeaveGroup(resp))
+    let flushed = broker.flush_logs(written);
+    Box::pin(async move {
+        let resp = match flushed.await {
+            Ok(()) => resp,
+            Err(_) => LeaveGroupResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code()),
+        };
+        Some(ResponseKind::LeaveGroup(resp))
+    })
 }

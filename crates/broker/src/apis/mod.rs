@@ -28,8 +28,46 @@ pub(crate) mod offset_fetch;
 pub(crate) mod produce;
 pub(crate) mod sync_group;
 
-use kafka_protocol::messages::TopicName;
+use std::net::IpAddr;
+
+use kafka_protocol::messages::{RequestHeader, TopicName};
 use kafka_protocol::protocol::StrBytes;
+
+/// Who sent a request: its client id and where it connects from.
+#[derive(Debug)]
+pub(crate) struct Client {
+    pub(crate) id: String,
+    /// The peer address as Kafka reports it (Java's `InetAddress.toString()`: `/127.0.0.1`).
+    pub(crate) host: String,
+}
+
+impl Client {
+    pub(crate) fn new(header: &RequestHeader, peer: IpAddr) -> Client {
+        Client {
+            id: header
+                .client_id
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            host: java_host(peer),
+        }
+    }
+}
+
+/// `InetAddress.toString()` of an address without a host name: `/` and the address, IPv6 as
+/// eight hexadecimal groups without leading zeros and without `::` compression.
+fn java_host(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => format!("/{v4}"),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => format!("/{v4}"),
+            None => {
+                let groups: Vec<String> = v6.segments().iter().map(|s| format!("{s:x}")).collect();
+                format!("/{}", groups.join(":"))
+            }
+        },
+    }
+}
 
 pub(crate) fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
@@ -41,4 +79,25 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
 
 pub(crate) fn opt_str(s: Option<&str>) -> Option<StrBytes> {
     s.map(str_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_read_as_java_prints_them() {
+        assert_eq!(
+            java_host("127.0.0.1".parse().unwrap_or(IpAddr::from([0; 4]))),
+            "/127.0.0.1"
+        );
+        assert_eq!(
+            java_host("::1".parse().unwrap_or(IpAddr::from([0; 4]))),
+            "/0:0:0:0:0:0:0:1"
+        );
+        assert_eq!(
+            java_host("::ffff:10.0.0.2".parse().unwrap_or(IpAddr::from([0; 4]))),
+            "/10.0.0.2"
+        );
+    }
 }
