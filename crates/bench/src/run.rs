@@ -46,8 +46,9 @@ const SEARCH_MIN_RATE: f64 = 1_000.0;
 
 /// The search for the highest sustainable rate (OMB's producerRate 0), a bisection as in
 /// OMB's own search: every [`SEARCH_STEP`] the step is judged. It passed when producers
-/// reached the rate and consumers kept up (the backlog grew by at most 5% of a step's
-/// messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it missed when producers fell
+/// reached the rate and consumers kept up (read at least 95% of it, the backlog grew by at
+/// most 5% of a step's messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it
+/// missed when producers fell
 /// short or the backlog grew (above that bound: did not shrink). A step that drains an
 /// earlier backlog is not judged.
 /// Passing rates raise the floor, missed rates lower the ceiling, and the next rate is
@@ -73,7 +74,7 @@ struct RateSearch {
 /// Backlog, in seconds of the current rate, above which a step cannot pass.
 const SEARCH_BACKLOG_S: f64 = 1.0;
 /// How far above a ceiling that keeps being reached the search probes again (doubling with
-/// every further pass there, up to twice the rate).
+/// every further pass there, up to 8 times this).
 const SEARCH_PROBE: f64 = 0.05;
 
 impl RateSearch {
@@ -95,12 +96,14 @@ impl RateSearch {
             Counters::get(&c.consumed_msgs),
         );
         let published = (acked - self.acked) as f64 / dt;
+        let read = (consumed - self.consumed) as f64 / dt;
         let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
         let backlog = acked.saturating_sub(consumed) as f64;
         let reached = published >= 0.95 * self.total;
         // Above SEARCH_BACKLOG_S the backlog must shrink: consumers that only nearly keep up
         // would otherwise let it grow for the whole run.
         let growing = backlog - backlog_before > 0.05 * self.total * dt
+            || read < 0.95 * self.total.min(published)
             || (backlog > SEARCH_BACKLOG_S * self.total && backlog >= backlog_before);
         let missed = !reached || growing;
         let next = if missed {
@@ -110,7 +113,7 @@ impl RateSearch {
             if self.floor > 0.0 {
                 (self.floor + self.total) / 2.0
             } else {
-                0.9 * published.min((consumed - self.consumed) as f64 / dt)
+                0.9 * published.min(read)
             }
         } else if backlog > SEARCH_BACKLOG_S * self.total {
             // Draining an earlier backlog: hold the rate until it is gone.
@@ -121,7 +124,7 @@ impl RateSearch {
             match self.ceiling {
                 None => self.total * 2.0,
                 Some(c) if c <= self.total * (1.0 + SEARCH_PROBE) => {
-                    let step = (SEARCH_PROBE * f64::from(1u32 << self.probes.min(4))).min(1.0);
+                    let step = (SEARCH_PROBE * f64::from(1u32 << self.probes.min(3))).min(1.0);
                     self.probes += 1;
                     let raised = self.total * (1.0 + step);
                     self.ceiling = Some(raised);
