@@ -58,7 +58,8 @@ pub enum Response {
     /// A Fetch response whose record data is still in the segment files, so the server can
     /// send it without copying it through memory. Each region pairs a partition's ordinal in
     /// `body` (counting `responses[*].partitions[*]` in order; strictly increasing) with the
-    /// file region holding that partition's records; those partitions' `records` are unset.
+    /// file region holding that partition's records (their `records` field is replaced when
+    /// the frame is encoded).
     Fetch {
         body: FetchResponse,
         regions: Vec<(usize, FileSlice)>,

@@ -150,7 +150,8 @@ pub enum ReadError {
 }
 
 /// A region of a segment file: what a fetch hands back. Holding it keeps the file open (a
-/// segment is never unlinked while a slice of it is alive). Later the server can `sendfile` it.
+/// segment is never unlinked while a slice of it is alive). The server sends it to the client
+/// from the file (`sendfile`, or `pread` for small regions).
 #[derive(Clone, Debug)]
 pub struct FileSlice {
     pub file: Arc<File>,
