@@ -902,7 +902,8 @@ impl Log {
                     .boundary_at_or_below(target, pos, interval)
                     .map_err(rio)?;
                 let mut scanner = BatchScanner::new(&seg.log, from, limit, false);
-                let mut end = pos + first_len;
+                // Every batch before `from` (a batch start at or below the cap) fits whole.
+                let mut end = (pos + first_len).max(from);
                 loop {
                     match scanner.next_batch() {
                         Ok(Some((p, h))) => {

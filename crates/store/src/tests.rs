@@ -161,6 +161,48 @@ fn append_and_read() {
     assert!(md.starts_with("version: 0\ntopic_id: "));
 }
 
+/// A read fills `max_bytes` with as many whole batches as fit, also when every batch is
+/// larger than the index interval (so the index has an entry at every batch start).
+#[test]
+fn read_fills_max_bytes_with_whole_batches() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 64 * 1024 * 1024,
+            index_interval_bytes: 100,
+            ..cfg()
+        },
+    );
+    let mut lens = Vec::new();
+    for i in 0..40 {
+        let b = batch(20 + i % 7, NOW, &format!("batch-{i}"));
+        lens.push(b.len() as u32);
+        log.append(b, AppendOrigin::Client, NOW).unwrap();
+    }
+    for max in [lens[0] + 1, 3 * lens[0] + 10, 1000, 5000, 12_345] {
+        let mut off = 0;
+        let mut first = 0;
+        while first < lens.len() {
+            let s = log.read(off, max, true).unwrap().slice.unwrap();
+            let got = parse_batches(&s.read_bytes().unwrap(), None).unwrap();
+            let want = lens[first..]
+                .iter()
+                .scan(0u32, |sum, l| {
+                    *sum += l;
+                    Some(*sum)
+                })
+                .take_while(|sum| *sum <= max)
+                .count()
+                .max(1);
+            assert_eq!(got.len(), want, "read at offset {off} with max {max}");
+            off = got.last().unwrap().header.last_offset() + 1;
+            first += got.len();
+        }
+    }
+}
+
 #[test]
 fn rejects_bad_batches() {
     let d = tempfile::tempdir().unwrap();
