@@ -8,11 +8,14 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::io::IoSlice;
+
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use parking_lot::Mutex;
+use sluice_wire::{encode_produce_request, FramePart};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
@@ -61,6 +64,25 @@ struct Writer {
     next_correlation_id: i32,
     buf: BytesMut,
 }
+
+impl Writer {
+    fn take_correlation_id(&mut self) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+        id
+    }
+}
+
+fn request_header(key: ApiKey, version: i16, correlation_id: i32) -> RequestHeader {
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)))
+}
+
+/// Largest number of buffers handed to one vectored write (Linux's IOV_MAX is 1024).
+const MAX_IOVECS: usize = 1024;
 
 impl Connection {
     /// Connect and negotiate API versions.
@@ -150,13 +172,8 @@ impl Connection {
         expect_response: bool,
     ) -> Result<Option<oneshot::Receiver<Result<Bytes>>>> {
         let mut w = self.writer.lock().await;
-        let correlation_id = w.next_correlation_id;
-        w.next_correlation_id = w.next_correlation_id.wrapping_add(1).max(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+        let correlation_id = w.take_correlation_id();
+        let header = request_header(key, version, correlation_id);
         let header_version = key.request_header_version(version);
         let size = header.compute_size(header_version)? + body.compute_size(version)?;
         let mut buf = std::mem::take(&mut w.buf);
@@ -165,20 +182,75 @@ impl Connection {
         buf.put_u32(u32::try_from(size).context("request too large")?);
         header.encode(&mut buf, header_version)?;
         body.encode(&mut buf, version)?;
-        let rx = if expect_response {
-            let (tx, rx) = oneshot::channel();
-            match self.pending.lock().as_mut() {
-                Some(p) => p.push_back((correlation_id, tx)),
-                None => bail!("connection to {} is closed", self.addr),
-            }
-            Some(rx)
-        } else {
-            None
-        };
+        let rx = self.expect(correlation_id, expect_response)?;
         let res = w.half.write_all(&buf).await;
         w.buf = buf;
         res.with_context(|| format!("writing to {}", self.addr))?;
         Ok(rx)
+    }
+
+    /// Like [`Connection::send`] for a Produce request whose partitions carry
+    /// [`sluice_wire::region_marker`]`(i)` as records: the `i`th of `batches` is written in
+    /// its place straight from its buffer (one vectored write, no copy into the request).
+    pub async fn send_produce(
+        &self,
+        version: i16,
+        body: &ProduceRequest,
+        batches: &[Bytes],
+        expect_response: bool,
+    ) -> Result<Option<oneshot::Receiver<Result<Bytes>>>> {
+        let lens = batches
+            .iter()
+            .map(|b| u32::try_from(b.len()))
+            .collect::<Result<Vec<u32>, _>>()
+            .context("record batch too large")?;
+        let mut w = self.writer.lock().await;
+        let correlation_id = w.take_correlation_id();
+        let header = request_header(ApiKey::Produce, version, correlation_id);
+        let parts = encode_produce_request(&header, version, body, &lens)
+            .map_err(|e| anyhow!("encoding a produce request: {e}"))?;
+        let rx = self.expect(correlation_id, expect_response)?;
+        let mut slices: Vec<IoSlice<'_>> = parts
+            .iter()
+            .map(|p| match p {
+                FramePart::Inline(b) => Ok(IoSlice::new(b)),
+                FramePart::Region(i) => batches
+                    .get(*i)
+                    .map(|b| IoSlice::new(b))
+                    .ok_or_else(|| anyhow!("produce request refers to a missing batch")),
+            })
+            .collect::<Result<_>>()?;
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            let n = rest.len().min(MAX_IOVECS);
+            let written = w
+                .half
+                .write_vectored(&rest[..n])
+                .await
+                .with_context(|| format!("writing to {}", self.addr))?;
+            if written == 0 {
+                bail!("writing to {}: connection closed", self.addr);
+            }
+            IoSlice::advance_slices(&mut rest, written);
+        }
+        Ok(rx)
+    }
+
+    /// Register a request's place in the response order.
+    fn expect(
+        &self,
+        correlation_id: i32,
+        expect_response: bool,
+    ) -> Result<Option<oneshot::Receiver<Result<Bytes>>>> {
+        if !expect_response {
+            return Ok(None);
+        }
+        let (tx, rx) = oneshot::channel();
+        match self.pending.lock().as_mut() {
+            Some(p) => p.push_back((correlation_id, tx)),
+            None => bail!("connection to {} is closed", self.addr),
+        }
+        Ok(Some(rx))
     }
 
     /// Send a request and wait for its decoded response.
@@ -210,20 +282,27 @@ pub fn decode_response<Resp: Decodable>(
     Resp::decode(&mut frame, version).with_context(|| format!("{key:?} v{version} response"))
 }
 
+/// Socket reads ask for at least this much room, so small responses arrive together.
+const READ_CHUNK: usize = 64 * 1024;
+
 async fn read_loop(mut read: tokio::net::tcp::OwnedReadHalf, pending: Arc<Mutex<Pending>>) {
+    // One buffer for every response: frames are cut from it, and once a response has been
+    // dropped its memory is used again (a fresh, zeroed buffer per response cost page faults
+    // and a memset per fetched MiB).
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let err = loop {
-        let mut len = [0u8; 4];
-        if let Err(e) = read.read_exact(&mut len).await {
-            break anyhow!(e);
+        if let Err(e) = fill(&mut read, &mut inbuf, 4).await {
+            break e;
         }
-        let len = u32::from_be_bytes(len) as usize;
+        let len = (&inbuf[..4]).get_u32() as usize;
         if !(4..=MAX_RESPONSE_BYTES).contains(&len) {
             break anyhow!("response frame of {len} bytes (limit {MAX_RESPONSE_BYTES})");
         }
-        let mut frame = BytesMut::zeroed(len);
-        if let Err(e) = read.read_exact(&mut frame).await {
-            break anyhow!(e);
+        if let Err(e) = fill(&mut read, &mut inbuf, 4 + len).await {
+            break e;
         }
+        let mut frame = inbuf.split_to(4 + len);
+        frame.advance(4);
         let frame = frame.freeze();
         let correlation_id = (&frame[..4]).get_i32();
         let Some((expected, tx)) = pending.lock().as_mut().and_then(VecDeque::pop_front) else {
@@ -241,4 +320,19 @@ async fn read_loop(mut read: tokio::net::tcp::OwnedReadHalf, pending: Arc<Mutex<
     for (_, tx) in waiting {
         let _ = tx.send(Err(anyhow!("connection lost: {err}")));
     }
+}
+
+/// Read until `buf` holds at least `want` bytes.
+async fn fill(
+    read: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut BytesMut,
+    want: usize,
+) -> Result<()> {
+    while buf.len() < want {
+        buf.reserve((want - buf.len()).max(READ_CHUNK));
+        if read.read_buf(buf).await? == 0 {
+            bail!("connection closed by the broker");
+        }
+    }
+    Ok(())
 }

@@ -128,10 +128,7 @@ impl Consumer {
                 }
             }
             if !send_times.is_empty() {
-                let mut h = e2e.lock();
-                for t in &send_times {
-                    h.record(now.saturating_sub(*t));
-                }
+                e2e.lock().record_since(now, &send_times);
             }
             let c = &self.stats.counters;
             Counters::add(&c.consumed_msgs, msgs);

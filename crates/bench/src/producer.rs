@@ -300,13 +300,15 @@ impl Producer {
         batches: Vec<Ready>,
         ctx: SendCtx,
     ) -> Result<()> {
+        // The batches are written from their own buffers in place of these markers.
         let mut by_partition: Vec<PartitionProduceData> = Vec::with_capacity(batches.len());
-        for r in &batches {
+        for (i, r) in batches.iter().enumerate() {
             let mut d = PartitionProduceData::default();
             d.index = r.partition;
-            d.records = Some(r.batch.clone());
+            d.records = Some(sluice_wire::region_marker(i));
             by_partition.push(d);
         }
+        let bodies: Vec<Bytes> = batches.iter().map(|r| r.batch.clone()).collect();
         let mut t = TopicProduceData::default();
         t.name = topic.clone();
         t.partition_data = by_partition;
@@ -322,20 +324,16 @@ impl Producer {
         }
         let version = conn.versions.produce;
         let rx = conn
-            .send(
-                ApiKey::Produce,
-                version,
-                &req,
-                self.driver.acks != Acks::None,
-            )
+            .send_produce(version, &req, &bodies, self.driver.acks != Acks::None)
             .await?;
+        drop(bodies);
         let stats = self.stats.clone();
         let Some(rx) = rx else {
             // acks=0: written is all the acknowledgement there is.
             let now = now_us();
             let mut h = ctx.publish.lock();
-            for t in batches.iter().flat_map(|r| r.send_times.iter()) {
-                h.record(now.saturating_sub(*t));
+            for r in &batches {
+                h.record_since(now, &r.send_times);
             }
             drop(h);
             Counters::add(&stats.counters.acked_msgs, msgs);
@@ -369,9 +367,7 @@ impl Producer {
                             .binary_search_by_key(&r.partition, |(p, _)| *p)
                             .map_or(-1, |i| codes[i].1);
                         if code == 0 {
-                            for s in &r.send_times {
-                                h.record(now.saturating_sub(*s));
-                            }
+                            h.record_since(now, &r.send_times);
                             Counters::add(&c.acked_msgs, r.send_times.len() as u64);
                         } else if RETRIABLE.contains(&code) && r.attempt < ATTEMPTS_MAX {
                             retries.push(r);

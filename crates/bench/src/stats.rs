@@ -39,6 +39,22 @@ impl Latency {
         let _ = self.interval.record(v);
         let _ = self.total.record(v);
     }
+
+    /// Record `now - t` for every send time `t`. Records sent in one turn share a send time,
+    /// so equal neighbours are recorded as one value with a count (the same histogram as
+    /// recording each, at a fraction of the cost at millions of records per second).
+    pub fn record_since(&mut self, now: u64, send_times: &[u64]) {
+        let mut rest = send_times;
+        while let Some(&t) = rest.first() {
+            let run = rest.iter().take_while(|&&u| u == t).count();
+            let v = now.saturating_sub(t).clamp(1, MAX_LATENCY_US);
+            let n = run as u64;
+            // Within bounds by the clamp above.
+            let _ = self.interval.record_n(v, n);
+            let _ = self.total.record_n(v, n);
+            rest = &rest[run..];
+        }
+    }
 }
 
 /// One task's latency recorder.
@@ -149,5 +165,25 @@ impl Stats {
                 r.lock().total.reset();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_since_equals_recording_each() {
+        let times = [5, 5, 5, 7, 7, 5, 9, 20, 20, 20, 20, 1000, 2_000_000];
+        let now = 1_000_000;
+        let mut runs = Latency::default();
+        runs.record_since(now, &times);
+        let mut each = Latency::default();
+        for t in times {
+            each.record(now.saturating_sub(t));
+        }
+        assert_eq!(runs.total.len(), times.len() as u64);
+        assert!(runs.total == each.total);
+        assert!(runs.interval == each.interval);
     }
 }

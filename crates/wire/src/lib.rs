@@ -15,7 +15,9 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 mod spliced;
 
 pub use kafka_protocol;
-pub use spliced::{encode_fetch_response, FramePart};
+pub use spliced::{
+    cut_at_markers, encode_fetch_response, encode_produce_request, region_marker, FramePart,
+};
 
 /// Length of the size prefix of every Kafka frame.
 pub const FRAME_PREFIX_BYTES: usize = 4;

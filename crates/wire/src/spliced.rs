@@ -1,4 +1,5 @@
-//! Fetch responses whose record data is not in memory.
+//! Frames whose record data is not copied into them: Fetch responses (the records stay in
+//! segment files) and Produce requests (the batches stay in the producer's buffers).
 //!
 //! A Fetch response is mostly record batches that already sit, byte for byte, in segment
 //! files. Encoding them through `kafka-protocol` would copy every byte into the response
@@ -15,13 +16,15 @@
 use std::sync::OnceLock;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, FetchResponse, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 
 use crate::{WireError, FRAME_PREFIX_BYTES};
 
 /// First Fetch version with flexible encoding (compact bytes for records).
 const FLEXIBLE_FROM: i16 = 12;
+/// First Produce version with flexible encoding.
+const PRODUCE_FLEXIBLE_FROM: i16 = 9;
 /// Marker length: 12 random bytes, then the region's index.
 const MARKER_LEN: usize = 16;
 
@@ -105,7 +108,7 @@ pub fn encode_fetch_response(
         for p in &mut t.partitions {
             if let Some(&(i, &(at, _))) = next.peek() {
                 if at == ordinal {
-                    p.records = Some(Bytes::copy_from_slice(&marker(i)));
+                    p.records = Some(region_marker(i));
                     next.next();
                 }
             }
@@ -126,39 +129,71 @@ pub fn encode_fetch_response(
         .map_err(|e| malformed(e.to_string()))?;
     body.encode(&mut buf, version)
         .map_err(|e| malformed(e.to_string()))?;
+    let lens: Vec<u32> = regions.iter().map(|&(_, len)| len).collect();
+    cut_at_markers(buf, version >= FLEXIBLE_FROM, &lens).map_err(malformed)
+}
 
-    let flexible = version >= FLEXIBLE_FROM;
+/// The placeholder to put in the `records` field of the `i`th region before encoding, for
+/// [`cut_at_markers`].
+pub fn region_marker(i: usize) -> Bytes {
+    Bytes::copy_from_slice(&marker(i))
+}
+
+/// Encode a Produce request frame whose record batches are not copied into the frame: the
+/// caller has put [`region_marker`]`(i)` in the `records` of the `i`th partition (in
+/// encoding order) and passes the real lengths in `lens`. Region `i` of the returned parts
+/// is the `i`th batch. Produce is flexible (compact records) from v9.
+pub fn encode_produce_request<B: Encodable>(
+    header: &RequestHeader,
+    version: i16,
+    body: &B,
+    lens: &[u32],
+) -> Result<Vec<FramePart>, String> {
+    let mut buf = BytesMut::with_capacity(256 + 64 * lens.len());
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, ApiKey::Produce.request_header_version(version))
+        .map_err(|e| e.to_string())?;
+    body.encode(&mut buf, version).map_err(|e| e.to_string())?;
+    cut_at_markers(buf, version >= PRODUCE_FLEXIBLE_FROM, lens)
+}
+
+/// Cut an encoded frame (starting with its 4-byte size prefix, any value) at the markers of
+/// regions `0..lens.len()`, which must appear in that order, each as a records field (nullable
+/// bytes: i32 length, or compact: unsigned varint length + 1, when `flexible`). Each marker's
+/// length prefix is rewritten for the region's real length, and the size prefix for the real
+/// frame size.
+pub fn cut_at_markers(
+    mut buf: BytesMut,
+    flexible: bool,
+    lens: &[u32],
+) -> Result<Vec<FramePart>, String> {
     let old_prefix = if flexible {
         uvarint_len(MARKER_LEN as u32 + 1)
     } else {
         4
     };
     let mut frame_len = (buf.len() - FRAME_PREFIX_BYTES) as u64;
-    let mut parts = Vec::with_capacity(2 * regions.len() + 1);
-    let mut cuts = Vec::with_capacity(regions.len());
+    let mut parts = Vec::with_capacity(2 * lens.len() + 1);
+    let mut cuts = Vec::with_capacity(lens.len());
     let mut from = FRAME_PREFIX_BYTES;
-    for (i, &(_, len)) in regions.iter().enumerate() {
+    for (i, &len) in lens.iter().enumerate() {
         let m = marker(i);
         let at = buf[from..]
             .windows(MARKER_LEN)
             .position(|w| w == m)
             .map(|p| p + from)
-            .ok_or_else(|| malformed("fetch region marker not found".into()))?;
+            .ok_or("region marker not found")?;
         let expected_prefix: &[u8] = if flexible {
             &[MARKER_LEN as u8 + 1]
         } else {
             &[0, 0, 0, MARKER_LEN as u8]
         };
         if at < from + old_prefix || &buf[at - old_prefix..at] != expected_prefix {
-            return Err(malformed(
-                "fetch region marker without its length prefix".into(),
-            ));
+            return Err("region marker without its length prefix".into());
         }
         let new_prefix = if flexible {
-            uvarint_len(
-                len.checked_add(1)
-                    .ok_or_else(|| malformed("region too large".into()))?,
-            )
+            uvarint_len(len.checked_add(1).ok_or("region too large")?)
         } else {
             4
         };
@@ -167,12 +202,11 @@ pub fn encode_fetch_response(
         from = at + MARKER_LEN;
     }
     if frame_len > i32::MAX as u64 {
-        return Err(malformed("fetch response larger than 2 GiB".into()));
+        return Err("frame larger than 2 GiB".into());
     }
     buf[..FRAME_PREFIX_BYTES].copy_from_slice(&(frame_len as i32).to_be_bytes());
 
     // Cut the buffer: [.. prefix) new-prefix Region [marker end ..).
-    let mut buf = buf;
     let mut consumed = 0usize;
     for (i, (prefix_at, resume_at, len)) in cuts.into_iter().enumerate() {
         let mut head = buf.split_to(prefix_at - consumed);
@@ -307,5 +341,61 @@ mod tests {
     fn a_region_outside_the_response_is_refused() {
         let mut body = response(12, 1, 2, |_, _| None);
         assert!(encode_fetch_response(12, 1, &mut body, &[(5, 10)]).is_err());
+    }
+
+    #[test]
+    fn spliced_produce_request_equals_the_inline_encoding() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::ProduceRequest;
+        for version in 3..=12 {
+            for lens in [vec![10usize], vec![126, 127, 20_000], vec![0, 300], vec![]] {
+                let batches: Vec<Bytes> = lens
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        Bytes::from((0..*n).map(|j| (j * 7 + i) as u8).collect::<Vec<u8>>())
+                    })
+                    .collect();
+                let build = |records: &dyn Fn(usize) -> Bytes| {
+                    let mut t = TopicProduceData::default();
+                    t.name = TopicName(StrBytes::from_static_str("topic"));
+                    for i in 0..batches.len() {
+                        let mut d = PartitionProduceData::default();
+                        d.index = i as i32;
+                        d.records = Some(records(i));
+                        t.partition_data.push(d);
+                    }
+                    let mut r = ProduceRequest::default();
+                    r.acks = -1;
+                    r.timeout_ms = 30_000;
+                    r.topic_data = vec![t];
+                    r
+                };
+                let header = RequestHeader::default()
+                    .with_request_api_key(ApiKey::Produce as i16)
+                    .with_request_api_version(version)
+                    .with_correlation_id(9)
+                    .with_client_id(Some(StrBytes::from_static_str("test")));
+                let hv = ApiKey::Produce.request_header_version(version);
+                let inline = build(&|i| batches[i].clone());
+                let mut expected = BytesMut::new();
+                let size = header.compute_size(hv).unwrap() + inline.compute_size(version).unwrap();
+                expected.put_i32(size as i32);
+                header.encode(&mut expected, hv).unwrap();
+                inline.encode(&mut expected, version).unwrap();
+
+                let marked = build(&region_marker);
+                let lens32: Vec<u32> = lens.iter().map(|n| *n as u32).collect();
+                let parts = encode_produce_request(&header, version, &marked, &lens32).unwrap();
+                let mut joined = Vec::new();
+                for part in parts {
+                    match part {
+                        FramePart::Inline(b) => joined.extend_from_slice(&b),
+                        FramePart::Region(i) => joined.extend_from_slice(&batches[i]),
+                    }
+                }
+                assert_eq!(joined, expected.to_vec(), "version {version} lens {lens:?}");
+            }
+        }
     }
 }
