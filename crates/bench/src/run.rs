@@ -106,6 +106,12 @@ impl RateSearch {
             || read < 0.95 * self.total.min(published)
             || (backlog > SEARCH_BACKLOG_S * self.total && backlog >= backlog_before);
         let missed = !reached || growing;
+        if missed && published.min(read) < 0.95 * self.floor {
+            // Far below the floor: the rate that passed there does not hold now (a first
+            // second into an empty page cache passes rates the disk cannot sustain), so
+            // bisecting above it would never come down to what does.
+            self.floor = 0.0;
+        }
         let next = if missed {
             // Missed: the ceiling comes down to this rate, try halfway to the floor.
             self.probes = 0;
