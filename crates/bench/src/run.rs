@@ -99,6 +99,23 @@ impl RateSearch {
         let read = (consumed - self.consumed) as f64 / dt;
         let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
         let backlog = acked.saturating_sub(consumed) as f64;
+        let next = self.judge(dt, published, read, backlog_before, backlog);
+        self.set(next);
+        self.at = now;
+        self.acked = acked;
+        self.consumed = consumed;
+    }
+
+    /// Judge one step (`dt` seconds at `self.total`, with the rates and backlogs measured
+    /// over it) and return the next target.
+    fn judge(
+        &mut self,
+        dt: f64,
+        published: f64,
+        read: f64,
+        backlog_before: f64,
+        backlog: f64,
+    ) -> f64 {
         let reached = published >= 0.95 * self.total;
         // Above SEARCH_BACKLOG_S the backlog must shrink: consumers that only nearly keep up
         // would otherwise let it grow for the whole run.
@@ -143,10 +160,7 @@ impl RateSearch {
             // The floor itself missed (conditions changed): forget it.
             self.floor = 0.0;
         }
-        self.set(next);
-        self.at = now;
-        self.acked = acked;
-        self.consumed = consumed;
+        next
     }
 }
 
@@ -578,5 +592,62 @@ fn check_task(
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.context(format!("{what} failed"))),
         Err(e) => bail!("{what} task failed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run the search against a simulated system for `steps` one-second steps; `capacity(i)`
+    /// is what producers and consumers can do in step `i`. Returns the targets.
+    fn simulate(steps: usize, capacity: impl Fn(usize) -> f64) -> Vec<f64> {
+        let mut s = RateSearch {
+            total: SEARCH_START_RATE,
+            per_producer: Arc::new(AtomicU64::new(0)),
+            producers: 1.0,
+            at: Instant::now(),
+            acked: 0,
+            consumed: 0,
+            floor: 0.0,
+            ceiling: None,
+            probes: 0,
+        };
+        let mut backlog = 0.0f64;
+        let mut targets = Vec::new();
+        for i in 0..steps {
+            let cap = capacity(i);
+            let published = s.total.min(cap);
+            // Consumers read what is published plus the backlog, up to the capacity.
+            let read = (published + backlog).min(cap);
+            let before = backlog;
+            backlog = (backlog + published - read).max(0.0);
+            let next = s.judge(1.0, published, read, before, backlog);
+            s.set(next);
+            targets.push(s.total);
+        }
+        targets
+    }
+
+    #[test]
+    fn search_settles_near_capacity() {
+        let t = simulate(40, |_| 1_000_000.0);
+        let last = &t[30..];
+        assert!(
+            last.iter().all(|r| *r > 800_000.0 && *r < 1_200_000.0),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn search_comes_down_when_a_passed_rate_stops_holding() {
+        // A first fast burst passes 6.4M; afterwards the system does 2M.
+        let t = simulate(40, |i| if i < 8 { 8_000_000.0 } else { 2_000_000.0 });
+        assert!(t[..8].iter().any(|r| *r >= 6_400_000.0), "{t:?}");
+        let last = &t[30..];
+        assert!(
+            last.iter().all(|r| *r < 2_400_000.0 && *r > 1_500_000.0),
+            "{t:?}"
+        );
     }
 }
