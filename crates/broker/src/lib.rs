@@ -5,6 +5,7 @@
 //!   disk, take ownership of every partition, open its log), request dispatch, shutdown.
 //! - `registry`: topics as this broker serves them (metadata + effective config + open logs).
 //! - `flusher`: group commit; one fsync round for every producer waiting on acks=all.
+//! - `cache`: page-cache drop-behind schedule (`sluice.log.cache.bytes`).
 //! - `sessions`: incremental fetch sessions (KIP-227).
 //! - `groups`: the group coordinator driver (`__consumer_offsets`, timers, parked replies).
 //! - `errors`: the only place store/meta errors become Kafka error codes.
@@ -19,6 +20,7 @@
 
 mod admin;
 mod apis;
+mod cache;
 mod errors;
 mod flusher;
 mod groups;
@@ -39,6 +41,7 @@ pub use sluice_store::FileSlice;
 use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties};
 use sluice_wire::Request;
 
+pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
 
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
@@ -86,6 +89,8 @@ pub struct Broker {
     logs: LogManager,
     registry: registry::Registry,
     flusher: flusher::Flusher,
+    /// Page-cache drop-behind (its task runs while the broker lives).
+    cache: cache::DropBehind,
     /// Wakes long-polling fetches when anything is appended.
     appended: tokio::sync::Notify,
     sessions: sessions::FetchSessions,
@@ -101,7 +106,7 @@ pub(crate) fn now_ms() -> i64 {
 
 impl Broker {
     /// Open the broker's stores and every partition. Must run inside a tokio runtime (it
-    /// starts the group-commit task).
+    /// starts the group-commit and page-cache drop-behind tasks).
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, BrokerError> {
         let dirs = config.log_dirs.clone();
         let first = dirs
@@ -145,6 +150,7 @@ impl Broker {
             logs,
             registry,
             flusher: flusher::Flusher::start(),
+            cache: cache::DropBehind::new(&config),
             appended: tokio::sync::Notify::new(),
             sessions: sessions::FetchSessions::default(),
             groups,
@@ -155,6 +161,7 @@ impl Broker {
             broker.ensure_offsets_topic();
         }
         Broker::start_group_timers(&broker);
+        cache::start(&broker);
         Ok(broker)
     }
 
@@ -258,6 +265,11 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// What the page-cache drop-behind did since start-up, for metrics.
+    pub fn page_cache_drops(&self) -> CacheDropTotals {
+        self.cache.totals()
     }
 
     /// Counters of deferred deletions (pending, retries, ...), for the metrics module.

@@ -358,6 +358,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
         delete_retry_initial_ms: p.typed("sluice.delete.retry.initial.ms", 500)?,
         delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
+        log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
+        log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         cluster_id,
         groups: crate::GroupSettings {
             initial_rebalance_delay_ms: p.typed("group.initial.rebalance.delay.ms", 3000)?,
@@ -423,6 +425,10 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "connections.max.idle.ms" => Some(config.connections_max_idle_ms.to_string()),
         "sluice.delete.retry.initial.ms" => Some(config.delete_retry_initial_ms.to_string()),
         "sluice.delete.retry.max.ms" => Some(config.delete_retry_max_ms.to_string()),
+        "sluice.log.cache.bytes" => Some(config.log_cache_bytes.to_string()),
+        "sluice.log.cache.min.partition.bytes" => {
+            Some(config.log_cache_min_partition_bytes.to_string())
+        }
         "cluster.id" => return config.cluster_id.clone(),
         _ => None,
     };

@@ -248,6 +248,14 @@ pub struct BrokerConfig {
     pub delete_retry_initial_ms: u64,
     /// `sluice.delete.retry.max.ms`: longest delay between retries. Default 30000.
     pub delete_retry_max_ms: u64,
+    /// `sluice.log.cache.bytes`: page-cache budget for partition log data (drop-behind),
+    /// split evenly over the open partition logs. -1 = disabled (the kernel decides, as with
+    /// Kafka). Default 1073741824 (1 GiB).
+    pub log_cache_bytes: i64,
+    /// `sluice.log.cache.min.partition.bytes`: floor of each partition's share of
+    /// `log_cache_bytes` (so with many partitions the total kept may exceed it). Default
+    /// 8388608 (8 MiB).
+    pub log_cache_min_partition_bytes: u64,
     /// `cluster.id` (Sluice extension; Kafka stores it in meta.properties). None = generate.
     pub cluster_id: Option<String>,
     /// Consumer-group limits and timings (`group.*`, `offsets.*`).

@@ -538,3 +538,31 @@ fn group_coordinator_settings() {
     let (name, _, _) = build_err(&[("sluice.offsets.snapshot.interval.records", "0")]);
     assert_eq!(name, "sluice.offsets.snapshot.interval.records");
 }
+
+#[test]
+fn log_cache_settings() {
+    let c = build(&[]);
+    assert_eq!(c.log_cache_bytes, 1 << 30);
+    assert_eq!(c.log_cache_min_partition_bytes, 8 << 20);
+    let c = build(&[
+        ("sluice.log.cache.bytes", "-1"),
+        ("sluice.log.cache.min.partition.bytes", "0"),
+    ]);
+    assert_eq!(c.log_cache_bytes, -1);
+    assert_eq!(c.log_cache_min_partition_bytes, 0);
+    assert_eq!(build(&[("sluice.log.cache.bytes", "0")]).log_cache_bytes, 0);
+    assert!(c.unknown.is_empty());
+    let (name, value, _) = build_err(&[("sluice.log.cache.bytes", "-2")]);
+    assert_eq!(
+        (name.as_str(), value.as_str()),
+        ("sluice.log.cache.bytes", "-2")
+    );
+    let (name, _, _) = build_err(&[("sluice.log.cache.min.partition.bytes", "-1")]);
+    assert_eq!(name, "sluice.log.cache.min.partition.bytes");
+    let entry = c
+        .describe()
+        .into_iter()
+        .find(|e| e.name == "sluice.log.cache.bytes")
+        .unwrap();
+    assert_eq!(entry.value.as_deref(), Some("-1"));
+}

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
+mod cache;
 mod deferred;
 mod epoch;
 mod fsutil;
@@ -31,6 +32,7 @@ pub mod volume;
 #[cfg(test)]
 mod tests;
 
+pub use cache::DropStats;
 pub use deferred::{DeleteRetry, DeletionStats};
 pub use manager::existing_cluster_id;
 
@@ -209,6 +211,11 @@ pub struct Log {
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,
     del: Arc<deferred::DeleteCtx>,
+    /// How far the page cache has been dropped behind (in memory only; see `cache.rs`). Held
+    /// through a drop's I/O; never together with `writer` or `flush_lock`.
+    drop_point: Mutex<cache::DropPoint>,
+    /// A failed `fdatasync` of the drop-behind, reported by the next flush.
+    sync_error: Mutex<Option<io::Error>>,
 }
 
 impl Log {
@@ -327,6 +334,25 @@ impl Log {
     /// True once the log was closed or deleted through the manager (appends then fail).
     pub fn is_closed(&self) -> bool {
         self.deleted.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    // ---- page cache ----
+
+    /// Bytes written after the page-cache drop point: what this log may hold in the page
+    /// cache that [`Log::drop_cache_behind`] has not advised out. Cheap (no I/O).
+    pub fn cache_undropped_bytes(&self) -> u64 {
+        self.cache_undropped_bytes_impl()
+    }
+    /// Page-cache drop-behind: make everything between the drop point and `keep_bytes` before
+    /// the end durable (`fdatasync` of each segment file concerned, skipped for data below the
+    /// recovery point) and advise it out of the page cache (`POSIX_FADV_DONTNEED`: sealed
+    /// segments whole, the segment holding the new point as a range), then move the drop
+    /// point there. Blocking; call it off the async runtime. Never changes what recovery
+    /// keeps (the recovery point does not move; index files are left alone). A failed
+    /// `fdatasync` is returned and also makes the next [`Log::flush`] fail. A no-op on a
+    /// closed or deleted log and when fewer than `keep_bytes` lie after the drop point.
+    pub fn drop_cache_behind(&self, keep_bytes: u64) -> io::Result<DropStats> {
+        self.drop_cache_behind_impl(keep_bytes)
     }
 }
 

@@ -421,6 +421,8 @@ impl Log {
 
         let active_size = segments.last().map_or(0, |s| s.size());
         cursor.base = segments.last().map_or(0, |s| s.base_offset);
+        // Drop-behind starts at the end: what is cached now is left to the kernel.
+        let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
             clean = p.clean, "log loaded");
         Ok(Log {
@@ -444,6 +446,8 @@ impl Log {
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
             del: p.del,
+            drop_point: Mutex::new(drop_point),
+            sync_error: Mutex::new(None),
         })
     }
 
@@ -1034,6 +1038,11 @@ impl Log {
 
     pub(crate) fn flush_impl(&self) -> io::Result<i64> {
         let _g = self.flush_lock.lock();
+        // An fdatasync of the drop-behind failed: it may have consumed the writeback error
+        // this flush would have seen, so this flush fails in its place.
+        if let Some(e) = self.take_sync_error() {
+            return Err(e);
+        }
         let (segs, leo, rp, dir_dirty) = {
             let mut s = self.shared.write();
             let d = s.dir_dirty;

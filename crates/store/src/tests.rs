@@ -1433,3 +1433,232 @@ fn leftovers_in_log_dirs_are_ignored_and_reclaimed() {
     });
     assert_eq!(m.deletion_stats().leftovers_reclaimed, 2);
 }
+
+// ---- page-cache drop-behind ----
+
+/// Resident page-cache bytes of `file` as util-linux `fincore` reports them.
+fn resident(file: &Path) -> u64 {
+    let out = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--raw", "-o", "RES"])
+        .arg(file)
+        .output()
+        .expect("fincore (util-linux) is needed by this test: apt-get install util-linux");
+    assert!(out.status.success(), "fincore {}: {out:?}", file.display());
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The segment `.log` files of a partition directory, oldest first.
+fn segment_logs(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every batch of the log from its start, as (base offset, bytes), read through `Log::read`.
+fn read_batches(log: &Log) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut off = log.log_start_offset();
+    loop {
+        let r = log.read(off, 1 << 20, true).unwrap();
+        let Some(slice) = r.slice else { break };
+        let bytes = slice.read_bytes().unwrap();
+        for b in parse_batches(&bytes, None).unwrap() {
+            validate_batch(&bytes[b.range()]).unwrap();
+            out.push((b.header.base_offset, bytes[b.range()].to_vec()));
+            off = b.header.next_offset();
+        }
+    }
+    out
+}
+
+/// `tempfile::tempdir()` unless that is on tmpfs, where DONTNEED cannot evict anything.
+fn disk_tempdir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let fs = rustix::fs::statfs(d.path()).unwrap();
+    // TMPFS_MAGIC
+    assert_ne!(
+        fs.f_type as u64, 0x0102_1994,
+        "the drop-behind tests need a disk-backed TMPDIR, not tmpfs"
+    );
+    d
+}
+
+#[test]
+fn drop_cache_behind_evicts_old_segments_and_keeps_the_tail() {
+    const MIB: u64 = 1 << 20;
+    const KEEP: u64 = 4 * MIB;
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 8 * MIB,
+            ..cfg()
+        },
+    );
+    // 40 MiB in batches of 64 records of ~1 KiB values, each value naming its batch.
+    let value = "x".repeat(1000);
+    let mut n = 0usize;
+    while log.size_bytes() < 40 * MIB {
+        let mut b = BatchBuilder::new();
+        for i in 0..64 {
+            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
+        }
+        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+            .unwrap();
+        n += 1;
+    }
+    assert!(log.segment_count() >= 5, "{} segments", log.segment_count());
+    let before = read_batches(&log);
+    assert_eq!(before.len(), n);
+    let dir = log.dir();
+    let files = segment_logs(&dir);
+    let total: u64 = files.iter().map(|f| resident(f)).sum();
+    // Freshly written pages are resident: the drop below has something to do.
+    assert!(
+        total > 30 * MIB,
+        "only {total} bytes resident before the drop"
+    );
+    // At open the drop point is the end of the (empty) log: everything is undropped.
+    assert_eq!(log.cache_undropped_bytes(), log.size_bytes());
+    let rp = log.recovery_point_offset();
+
+    let stats = log.drop_cache_behind(KEEP).unwrap();
+    let size = log.size_bytes();
+    let cut = size - KEEP;
+    assert_eq!(stats.dropped_bytes, cut);
+    assert_eq!(log.cache_undropped_bytes(), KEEP);
+    assert_eq!(
+        log.recovery_point_offset(),
+        rp,
+        "drop-behind moved the recovery point"
+    );
+
+    // Old segments are out of the page cache; the last KEEP bytes are still in it, give or
+    // take the folio the cut goes through (the kernel keeps it whole; up to 2 MiB).
+    let mut start = 0;
+    let mut below_cut = 0;
+    let res: Vec<u64> = files.iter().map(|f| resident(f)).collect();
+    for (f, &r) in files.iter().zip(&res) {
+        let len = std::fs::metadata(f).unwrap().len();
+        let expected = (start + len).saturating_sub(cut).min(len);
+        let slack = if expected == 0 {
+            64 * 1024
+        } else if expected == len {
+            4096
+        } else {
+            2 * MIB
+        };
+        assert!(
+            r + 4096 >= expected && r <= expected + slack,
+            "{}: {r} bytes resident, expected about {expected}: {res:?}",
+            f.display()
+        );
+        below_cut += usize::from(start < cut);
+        start += len;
+    }
+    assert_eq!(start, size);
+    // Nothing was flushed: every segment with data below the cut needed an fdatasync.
+    assert_eq!(stats.fdatasyncs as usize, below_cut);
+
+    // A second call has nothing to do.
+    assert_eq!(log.drop_cache_behind(KEEP).unwrap(), DropStats::default());
+
+    // The data reads back unchanged (now from disk), every batch with its own values.
+    let after = read_batches(&log);
+    assert_eq!(after, before);
+    for (i, (_, bytes)) in after.iter().enumerate() {
+        let needle = format!("b{i}-r63-");
+        assert!(
+            bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+            "batch {i} lost its values"
+        );
+    }
+
+    // Once flushed, nothing more needs an fdatasync.
+    log.append(batch(10, NOW, "z"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.flush().unwrap();
+    let s = log.drop_cache_behind(0).unwrap();
+    assert_eq!(
+        (s.fdatasyncs, s.dropped_bytes),
+        (0, KEEP + (log.size_bytes() - size))
+    );
+    assert_eq!(log.cache_undropped_bytes(), 0);
+}
+
+#[test]
+fn drop_cache_behind_survives_deletion_roll_and_restart() {
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    for i in 0..40 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    // The drop point at the end of a segment that DeleteRecords then removes.
+    log.drop_cache_behind(0).unwrap();
+    assert_eq!(log.cache_undropped_bytes(), 0);
+    log.roll(NOW).unwrap();
+    for i in 0..40 {
+        log.append(batch(5, NOW, &format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(log.cache_undropped_bytes() > 0);
+    // A reader holds the oldest segment through its deletion.
+    let held = log.read(log.log_start_offset(), 100, true).unwrap();
+    let segs = log.segment_count();
+    log.delete_records_before(log.log_end_offset() - 5).unwrap();
+    assert!(log.segment_count() < segs);
+    // Restarts from the first remaining segment; never panics.
+    let undropped = log.cache_undropped_bytes();
+    assert_eq!(undropped, log.size_bytes());
+    let s = log.drop_cache_behind(0).unwrap();
+    assert_eq!(s.dropped_bytes, undropped);
+    drop(held);
+    let leo = log.log_end_offset();
+    drop(log);
+    m.shutdown().unwrap();
+    drop(m);
+    // After a restart the drop point is the end: no burst.
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(log.cache_undropped_bytes(), 0);
+    assert_eq!(log.drop_cache_behind(0).unwrap(), DropStats::default());
+    // A deleted log is left alone.
+    log.append(batch(5, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    m.delete_log(&tp(0)).unwrap();
+    assert_eq!(log.drop_cache_behind(0).unwrap(), DropStats::default());
+}
+
+#[test]
+fn drop_cache_behind_starts_over_after_a_move() {
+    let d1 = disk_tempdir();
+    let d2 = disk_tempdir();
+    let m = LogManager::open(
+        vec![d1.path().to_path_buf(), d2.path().to_path_buf()],
+        meta(),
+    )
+    .unwrap();
+    let log = open(&m, small_cfg());
+    for i in 0..40 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let before = read_all(&log, 0);
+    log.drop_cache_behind(0).unwrap();
+    assert_eq!(log.cache_undropped_bytes(), 0);
+    let target = usize::from(log.dir().starts_with(d1.path()));
+    m.move_log(&tp(0), target).unwrap();
+    // The copy went through the page cache: all of it is undropped again.
+    assert_eq!(log.cache_undropped_bytes(), log.size_bytes());
+    let s = log.drop_cache_behind(0).unwrap();
+    assert_eq!(s.dropped_bytes, log.size_bytes());
+    assert_eq!(read_all(&log, 0), before);
+}

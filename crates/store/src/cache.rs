@@ -1,0 +1,251 @@
+//! Page-cache drop-behind: make old log data durable, then tell the kernel it may evict it.
+//!
+//! Each [`Log`] remembers a *drop point* (in memory only): a segment and a byte position in it.
+//! Everything of the log below it has been advised out of the page cache
+//! (`posix_fadvise(POSIX_FADV_DONTNEED)`); everything above it was written since. A call of
+//! [`Log::drop_cache_behind`] moves the drop point to `keep_bytes` before the end: for every
+//! byte range in between it first makes the segment file durable with `fdatasync` (DONTNEED
+//! only evicts clean pages; a dirty page would stay), then advises the range out. Sealed
+//! segments wholly below the new point are advised out whole; the segment holding the new
+//! point from its start up to the point.
+//!
+//! Safety of the schedule, which the broker owns (`crates/broker/src/cache.rs`):
+//! - The segment list is snapshotted (`Arc<Segment>`), so the files stay open through a roll,
+//!   a retention or DeleteRecords deletion (rename to `*.deleted`, unlink after the last
+//!   holder), topic deletion or a move. Bytes below the visible end of a segment are never
+//!   rewritten (truncation happens only at open), so nothing new can become dirty in a range
+//!   between its `fdatasync` and its DONTNEED.
+//! - The drop point never affects recovery: the recovery point is not moved, and index files
+//!   are left alone. An `fdatasync` here only adds durability. Because it may be the call that
+//!   sees (and so clears, for this open file) a writeback error, a failure is kept and handed
+//!   to the next [`Log::flush`], which then fails as it would have without drop-behind.
+//! - Pages read back later (a consumer far behind, a move's copy) are not dropped again:
+//!   only what was written after the drop point is. Those are left to the kernel.
+//! - At open the drop point starts at the end of the log (no burst of drops after a restart);
+//!   after a move to another log dir it restarts at the log start, so the copy does not stay
+//!   cached.
+
+use std::fs::File;
+use std::io;
+use std::num::NonZeroU64;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustix::fs::Advice;
+use rustix::io::Errno;
+
+use crate::segment::Segment;
+use crate::Log;
+
+/// Where the page cache of a log was last dropped up to.
+#[derive(Debug)]
+pub(crate) struct DropPoint {
+    /// The directory the log was in (a move to another log dir starts over).
+    pub dir: PathBuf,
+    /// Base offset of the segment holding the point; older segments are below it.
+    pub segment: i64,
+    /// Bytes of that segment below the point.
+    pub position: u64,
+}
+
+/// What one [`Log::drop_cache_behind`] call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropStats {
+    /// Bytes of segment data advised out of the page cache (the ranges given to the kernel,
+    /// resident or not).
+    pub dropped_bytes: u64,
+    /// `fdatasync` calls made to make those ranges clean first.
+    pub fdatasyncs: u64,
+}
+
+impl std::ops::AddAssign for DropStats {
+    fn add_assign(&mut self, o: DropStats) {
+        self.dropped_bytes += o.dropped_bytes;
+        self.fdatasyncs += o.fdatasyncs;
+    }
+}
+
+/// The file is gone (deleted on the server by someone else; NFS answers ESTALE): nothing to
+/// drop, nothing to report.
+fn gone(e: Errno) -> bool {
+    e == Errno::NOENT || e == Errno::STALE
+}
+
+/// Advise `[0, to)` (`None`: the whole file) out of the page cache. Always from the start of
+/// the file: the kernel keeps a page (or a large folio, up to 2 MiB on x86-64) that lies only
+/// partly inside the range, so the one holding the previous drop point must be covered again
+/// now; and the kernel only visits pages that are resident, so the range's length costs
+/// nothing.
+fn dont_need(file: &File, to: Option<u64>) -> Result<(), Errno> {
+    let len = match to {
+        // To the end of the file.
+        None => None,
+        Some(to) => match NonZeroU64::new(to) {
+            Some(len) => Some(len),
+            None => return Ok(()),
+        },
+    };
+    match rustix::fs::fadvise(file, 0, len, Advice::DontNeed) {
+        Err(e) if !gone(e) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A snapshot of the segments with the byte count readers may see in each.
+struct View {
+    segs: Arc<Vec<Arc<Segment>>>,
+    active_size: u64,
+}
+
+impl View {
+    fn limit(&self, i: usize) -> u64 {
+        if i + 1 == self.segs.len() {
+            self.active_size
+        } else {
+            self.segs[i].size()
+        }
+    }
+
+    /// (index of the segment holding the drop point, position in it). A point in a segment
+    /// that was deleted since lies before the first remaining segment.
+    fn resolve(&self, p: &DropPoint, dir_now: &std::path::Path) -> (usize, u64) {
+        if p.dir != dir_now {
+            return (0, 0);
+        }
+        let i = self.segs.partition_point(|s| s.base_offset < p.segment);
+        match self.segs.get(i) {
+            Some(s) if s.base_offset == p.segment => (i, p.position.min(self.limit(i))),
+            Some(_) => (i, 0),
+            // Cannot happen (base offsets only grow while a log is open); start over.
+            None => (0, 0),
+        }
+    }
+
+    fn bytes_from(&self, (i, pos): (usize, u64)) -> u64 {
+        (i..self.segs.len()).map(|j| self.limit(j)).sum::<u64>() - pos
+    }
+}
+
+impl Log {
+    pub(crate) fn initial_drop_point(dir: PathBuf, segs: &[Arc<Segment>], size: u64) -> DropPoint {
+        DropPoint {
+            dir,
+            segment: segs.last().map_or(0, |s| s.base_offset),
+            position: size,
+        }
+    }
+
+    fn view(&self) -> (View, i64, i64) {
+        let s = self.shared.read();
+        (
+            View {
+                segs: s.segments.clone(),
+                active_size: s.active_size,
+            },
+            s.leo,
+            s.recovery_point,
+        )
+    }
+
+    pub(crate) fn cache_undropped_bytes_impl(&self) -> u64 {
+        let (view, _, _) = self.view();
+        if view.segs.is_empty() {
+            return 0;
+        }
+        let point = self.drop_point.lock();
+        let at = view.resolve(&point, &self.dir.read());
+        view.bytes_from(at)
+    }
+
+    pub(crate) fn drop_cache_behind_impl(&self, keep_bytes: u64) -> io::Result<DropStats> {
+        let mut stats = DropStats::default();
+        if self.is_closed() {
+            // Released or deleted: its files are closed or going away.
+            return Ok(stats);
+        }
+        let mut point = self.drop_point.lock();
+        let (view, leo, recovery_point) = self.view();
+        let n = view.segs.len();
+        if n == 0 {
+            return Ok(stats);
+        }
+        let dir = self.dir();
+        let (first, first_pos) = view.resolve(&point, &dir);
+        *point = DropPoint {
+            dir,
+            segment: view.segs[first].base_offset,
+            position: first_pos,
+        };
+        if view.bytes_from((first, first_pos)) <= keep_bytes {
+            return Ok(stats);
+        }
+        // The new point: `keep_bytes` before the end.
+        let (mut cut, mut cut_pos) = (n - 1, 0);
+        let mut rest = keep_bytes;
+        for i in (first..n).rev() {
+            let l = view.limit(i);
+            if l >= rest {
+                (cut, cut_pos) = (i, l - rest);
+                break;
+            }
+            rest -= l;
+        }
+        for i in first..=cut {
+            let seg = &view.segs[i];
+            let from = if i == first { first_pos } else { 0 };
+            let whole = i < cut;
+            let to = if whole { view.limit(i) } else { cut_pos };
+            if to > from {
+                // Data below the recovery point was fsynced by a flush already.
+                let synced = if i + 1 == n {
+                    leo <= recovery_point
+                } else {
+                    seg.next_offset() <= recovery_point
+                };
+                if !synced {
+                    stats.fdatasyncs += 1;
+                    if let Err(e) = rustix::fs::fdatasync(&*seg.log) {
+                        self.keep_sync_error(e);
+                        if !gone(e) {
+                            return Err(e.into());
+                        }
+                    }
+                }
+                // A sealed segment wholly below the point goes whole (also what a lagging
+                // reader brought back into it).
+                dont_need(&seg.log, if whole { None } else { Some(to) })?;
+                stats.dropped_bytes += to - from;
+            }
+            *point = if whole {
+                DropPoint {
+                    dir: point.dir.clone(),
+                    segment: view.segs[i + 1].base_offset,
+                    position: 0,
+                }
+            } else {
+                DropPoint {
+                    dir: point.dir.clone(),
+                    segment: seg.base_offset,
+                    position: to.max(from),
+                }
+            };
+        }
+        Ok(stats)
+    }
+
+    /// Remember a failed `fdatasync` for the next flush (see the module comment).
+    fn keep_sync_error(&self, e: Errno) {
+        let mut slot = self.sync_error.lock();
+        if slot.is_none() {
+            *slot = Some(io::Error::new(
+                io::Error::from(e).kind(),
+                format!("fdatasync of a segment file (page-cache drop-behind) failed: {e}"),
+            ));
+        }
+    }
+
+    /// The failure of an `fdatasync` made outside [`Log::flush`] since the last flush, if any.
+    pub(crate) fn take_sync_error(&self) -> Option<io::Error> {
+        self.sync_error.lock().take()
+    }
+}
