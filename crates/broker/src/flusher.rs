@@ -78,7 +78,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
                     chunk
                         .into_iter()
                         .map(|l| {
-                            let r = l.flush();
+                            let r = l.sync_appended();
                             (l, r)
                         })
                         .collect::<Vec<Flushed>>()

@@ -272,7 +272,18 @@ impl Log {
     }
     /// fsync data and indexes up to the current end; returns the new recovery point.
     pub fn flush(&self) -> io::Result<i64> {
-        self.flush_impl()
+        self.flush_impl(true)
+    }
+    /// Make every record appended so far durable, for acknowledgements (acks=all under
+    /// flush.messages / flush.ms): fsync the data, but not the active segment's index files,
+    /// which recovery rebuilds from the data. The recovery point moves only to the active
+    /// segment's base; [`Log::flush`] moves it to the end. Returns the recovery point.
+    pub fn sync_appended(&self) -> io::Result<i64> {
+        self.flush_impl(false)
+    }
+    /// Offset below which the log data is durable (at least the recovery point).
+    pub fn synced_offset(&self) -> i64 {
+        self.shared.read().synced
     }
     /// True when `flush.ms` has passed since the oldest append not yet flushed: the broker's
     /// periodic flusher then calls [`Log::flush`] (Kafka's log flusher does the same).

@@ -43,6 +43,10 @@ pub(crate) struct Shared {
     /// Bytes of the active (last) segment visible to readers.
     pub active_size: u64,
     pub recovery_point: i64,
+    /// Offset below which the log data (`.log` files and directory entries) is durable; at
+    /// least `recovery_point`, which also needs the index files durable. Acknowledgements of
+    /// acks=all under flush.messages/flush.ms wait for this one.
+    pub synced: i64,
     /// Time of the oldest append not yet covered by a flush.
     pub unflushed_since: Option<i64>,
     /// Files were created or removed since the last directory fsync.
@@ -436,6 +440,7 @@ impl Log {
                 leo,
                 active_size,
                 recovery_point,
+                synced: recovery_point,
                 unflushed_since: None,
                 dir_dirty: false,
             }),
@@ -692,7 +697,7 @@ impl Log {
             s.leo = off;
             s.active_size = new_size;
             let since = *s.unflushed_since.get_or_insert(now_ms);
-            let unflushed = s.leo - s.recovery_point;
+            let unflushed = s.leo - s.synced;
             let due =
                 unflushed >= cfg.flush_messages || now_ms.saturating_sub(since) >= cfg.flush_ms;
             (due, s.log_start)
@@ -1036,29 +1041,38 @@ impl Log {
     // Flush
     // ------------------------------------------------------------------------------------
 
-    pub(crate) fn flush_impl(&self) -> io::Result<i64> {
+    /// `full`: make data and index files durable up to the end and move the recovery point
+    /// there. Otherwise make the data durable (the active segment's `.log`; sealed segments
+    /// past the recovery point whole) and move the recovery point only to the active
+    /// segment's base: recovery rebuilds the active segment's index files from its data, so
+    /// acknowledging a record needs only its data on disk.
+    pub(crate) fn flush_impl(&self, full: bool) -> io::Result<i64> {
         let _g = self.flush_lock.lock();
         // An fdatasync of the drop-behind failed: it may have consumed the writeback error
         // this flush would have seen, so this flush fails in its place.
         if let Some(e) = self.take_sync_error() {
             return Err(e);
         }
-        let (segs, leo, rp, dir_dirty) = {
+        let (segs, leo, rp, synced, dir_dirty) = {
             let mut s = self.shared.write();
             let d = s.dir_dirty;
             s.dir_dirty = false;
-            (s.segments.clone(), s.leo, s.recovery_point, d)
+            (s.segments.clone(), s.leo, s.recovery_point, s.synced, d)
         };
-        if leo <= rp && !dir_dirty {
+        let done = if full { leo <= rp } else { leo <= synced };
+        if done && !dir_dirty {
             return Ok(rp);
         }
         let res = (|| {
             let n = segs.len();
             for (i, seg) in segs.iter().enumerate() {
-                if i + 1 == n || seg.next_offset() > rp {
+                let active = i + 1 == n;
+                if active || seg.next_offset() > rp {
                     seg.log.sync_data()?;
-                    seg.index_file.sync_data()?;
-                    seg.time_file.sync_data()?;
+                    if full || !active {
+                        seg.index_file.sync_data()?;
+                        seg.time_file.sync_data()?;
+                    }
                 }
             }
             if dir_dirty {
@@ -1071,9 +1085,13 @@ impl Log {
             s.dir_dirty |= dir_dirty;
             return Err(e);
         }
-        if leo > s.recovery_point {
-            s.recovery_point = leo;
-        }
+        let indexed = if full {
+            leo
+        } else {
+            segs.last().map_or(leo, |a| a.base_offset.min(leo))
+        };
+        s.recovery_point = s.recovery_point.max(indexed);
+        s.synced = s.synced.max(leo).max(s.recovery_point);
         if s.leo == leo {
             s.unflushed_since = None;
         }

@@ -544,6 +544,68 @@ fn recovery_only_after_recovery_point() {
     assert_eq!(log.log_end_offset(), 82);
 }
 
+/// `sync_appended` (acks=all under flush.messages) makes the data durable but leaves the
+/// recovery point at the active segment's base, so a crash that loses the active segment's
+/// unsynced index entries is repaired by recovery; flush.messages counts from the synced
+/// offset, not from the recovery point.
+#[test]
+fn sync_appended_leaves_the_active_index_to_recovery() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg3 = LogConfig {
+        flush_messages: 3,
+        ..small_cfg()
+    };
+    let (leo, active_base) = {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg3.clone());
+        for i in 0..40i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        let rp = log.sync_appended().unwrap();
+        let leo = log.log_end_offset();
+        assert_eq!(log.synced_offset(), leo);
+        assert!(
+            rp > 0 && rp < leo,
+            "recovery point {rp} at the active base, below {leo}"
+        );
+        assert_eq!(log.recovery_point_offset(), rp);
+        // Due again after three more records since the sync (not at once: the recovery point
+        // is behind, the synced offset is not).
+        assert!(
+            !log.append(batch(2, NOW, "y"), AppendOrigin::Client, NOW)
+                .unwrap()
+                .flush_due
+        );
+        assert!(
+            log.append(batch(1, NOW, "y"), AppendOrigin::Client, NOW)
+                .unwrap()
+                .flush_due
+        );
+        log.sync_appended().unwrap();
+        m.checkpoint().unwrap();
+        (log.log_end_offset(), rp)
+    };
+    // Crash: the active segment's index entries never reached the disk.
+    let pdir = d.path().join("topic-0");
+    let stem = format!("{active_base:020}");
+    std::fs::write(pdir.join(format!("{stem}.index")), b"").unwrap();
+    std::fs::write(pdir.join(format!("{stem}.timeindex")), b"").unwrap();
+    let (_m, log) = unclean_reopen(d.path());
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(read_all(&log, 0).len(), 42);
+    verify_indexes(&pdir);
+    let idx = std::fs::read(pdir.join(format!("{stem}.index"))).unwrap();
+    assert!(
+        !idx.is_empty(),
+        "the active segment's offset index was rebuilt"
+    );
+    // A full flush moves the recovery point to the end.
+    log.append(batch(1, NOW, "z"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(log.flush().unwrap(), leo + 1);
+}
+
 #[test]
 fn missing_and_broken_indexes_are_rebuilt() {
     let d = tempfile::tempdir().unwrap();
