@@ -78,6 +78,22 @@ const SEARCH_BACKLOG_S: f64 = 1.0;
 const SEARCH_PROBE: f64 = 0.05;
 
 impl RateSearch {
+    /// A search starting at `total` msg/s over `producers` producers, each reading its share
+    /// from `per_producer` (f64 bits).
+    fn new(total: f64, per_producer: Arc<AtomicU64>, producers: f64) -> RateSearch {
+        RateSearch {
+            total,
+            per_producer,
+            producers,
+            at: Instant::now(),
+            acked: 0,
+            consumed: 0,
+            floor: 0.0,
+            ceiling: None,
+            probes: 0,
+        }
+    }
+
     fn set(&mut self, total: f64) {
         self.total = total.max(SEARCH_MIN_RATE);
         self.per_producer
@@ -381,16 +397,12 @@ async fn measure(
     let per_producer = Arc::new(AtomicU64::new(
         (first_rate / f64::from(w.producer_count())).to_bits(),
     ));
-    let mut search = searching.then(|| RateSearch {
-        total: first_rate,
-        per_producer: per_producer.clone(),
-        producers: f64::from(w.producer_count()),
-        at: Instant::now(),
-        acked: 0,
-        consumed: 0,
-        floor: 0.0,
-        ceiling: None,
-        probes: 0,
+    let mut search = searching.then(|| {
+        RateSearch::new(
+            first_rate,
+            per_producer.clone(),
+            f64::from(w.producer_count()),
+        )
     });
     for layout in layouts {
         let n = layout.leaders.len();
@@ -602,17 +614,7 @@ mod tests {
     /// Run the search against a simulated system for `steps` one-second steps; `capacity(i)`
     /// is what producers and consumers can do in step `i`. Returns the targets.
     fn simulate(steps: usize, capacity: impl Fn(usize) -> f64) -> Vec<f64> {
-        let mut s = RateSearch {
-            total: SEARCH_START_RATE,
-            per_producer: Arc::new(AtomicU64::new(0)),
-            producers: 1.0,
-            at: Instant::now(),
-            acked: 0,
-            consumed: 0,
-            floor: 0.0,
-            ceiling: None,
-            probes: 0,
-        };
+        let mut s = RateSearch::new(SEARCH_START_RATE, Arc::new(AtomicU64::new(0)), 1.0);
         let mut backlog = 0.0f64;
         let mut targets = Vec::new();
         for i in 0..steps {
