@@ -143,7 +143,7 @@ impl Log {
                 active_size: s.active_size,
             },
             s.leo,
-            s.recovery_point,
+            s.synced,
         )
     }
 
@@ -164,7 +164,7 @@ impl Log {
             return Ok(stats);
         }
         let mut point = self.drop_point.lock();
-        let (view, leo, recovery_point) = self.view();
+        let (view, leo, synced) = self.view();
         let n = view.segs.len();
         if n == 0 {
             return Ok(stats);
@@ -196,13 +196,13 @@ impl Log {
             let whole = i < cut;
             let to = if whole { view.limit(i) } else { cut_pos };
             if to > from {
-                // Data below the recovery point was fsynced by a flush already.
-                let synced = if i + 1 == n {
-                    leo <= recovery_point
+                // Data below the synced offset was fsynced by a flush already.
+                let durable = if i + 1 == n {
+                    leo <= synced
                 } else {
-                    seg.next_offset() <= recovery_point
+                    seg.next_offset() <= synced
                 };
-                if !synced {
+                if !durable {
                     stats.fdatasyncs += 1;
                     if let Err(e) = rustix::fs::fdatasync(&*seg.log) {
                         self.keep_sync_error(e);

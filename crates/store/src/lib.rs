@@ -356,7 +356,7 @@ impl Log {
     }
     /// Page-cache drop-behind: make everything between the drop point and `keep_bytes` before
     /// the end durable (`fdatasync` of each segment file concerned, skipped for data below the
-    /// recovery point) and advise it out of the page cache (`POSIX_FADV_DONTNEED`: sealed
+    /// synced offset) and advise it out of the page cache (`POSIX_FADV_DONTNEED`: sealed
     /// segments whole, the segment holding the new point as a range), then move the drop
     /// point there. Blocking; call it off the async runtime. Never changes what recovery
     /// keeps (the recovery point does not move; index files are left alone). A failed
