@@ -14,6 +14,7 @@
 //! - [`admin`]: topic creation, leaders, deletion.
 //! - [`producer`], [`consumer`]: the load.
 //! - [`stats`]: counters and HDR histograms.
+//! - [`timer`]: a sub-millisecond sleep for `linger.ms`.
 //! - [`run`]: the phases (warm-up, backlog build and drain, measurement) and reporting.
 //! - [`report`]: result files.
 
@@ -26,6 +27,7 @@ pub mod producer;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod timer;
 pub mod yaml;
 
 use std::path::PathBuf;

@@ -21,6 +21,7 @@ use crate::batch::{BatchEncoder, PayloadPool, Rng};
 use crate::client::{decode_response, Connection};
 use crate::config::{Acks, Driver, KeyDistributor};
 use crate::stats::{Counters, Recorder, Stats};
+use crate::timer::PreciseTimer;
 
 /// Producer memory bound (Kafka's buffer.memory default): generation pauses above it.
 pub const BUFFER_BYTES_MAX: usize = 32 << 20;
@@ -28,6 +29,9 @@ pub const BUFFER_BYTES_MAX: usize = 32 << 20;
 pub const REQUEST_BYTES_MAX: usize = 1 << 20;
 /// Records generated per loop turn before the loop sends and checks the clock again.
 const RECORDS_PER_TURN_MAX: u64 = 2_000;
+/// Shortest pause between generation turns at a fixed rate: records due meanwhile are made
+/// together in the next turn (stamped with its time), rather than a wake-up per record.
+const PACE_MIN: Duration = Duration::from_millis(1);
 /// Largest schedule debt caught up after a stall, in seconds of the rate (like Guava's
 /// RateLimiter that OMB uses): beyond it, missed sends are dropped from the schedule.
 const CATCH_UP_S: f64 = 1.0;
@@ -119,6 +123,7 @@ impl Producer {
         let mut key_buf = [0u8; 20];
         let batch_bytes = self.driver.batch_bytes as usize;
         let linger = self.driver.linger;
+        let timer = PreciseTimer::new()?;
         let msg_size = self.pool.get(0).len();
         let mut seen: Vec<i32> = Vec::new();
 
@@ -245,7 +250,7 @@ impl Producer {
             let mut wake = now + Duration::from_millis(50);
             if rate > 0.0 && buffered < BUFFER_BYTES_MAX {
                 let next = now + Duration::from_secs_f64(((1.0 - credit) / rate).max(0.0));
-                wake = wake.min(next);
+                wake = wake.min(next.max(now + PACE_MIN));
             }
             for o in open.iter().flatten() {
                 wake = wake.min(o.created + linger);
@@ -257,10 +262,10 @@ impl Producer {
             if blocked || waiting {
                 tokio::select! {
                     _ = released.notified() => {}
-                    _ = tokio::time::sleep_until(wake) => {}
+                    r = timer.sleep_until(wake) => r?,
                 }
             } else {
-                tokio::time::sleep_until(wake).await;
+                timer.sleep_until(wake).await?;
             }
         }
         // Wait (bounded) for the requests in flight so their acknowledgements are counted.
