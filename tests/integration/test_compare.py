@@ -1,0 +1,60 @@
+"""bench/compare end to end, briefly: Apache Kafka and Sluice each run the (a) 10k workload
+twice (alternating which goes first) and the perf tools twice, and the summary has every run,
+the medians with their ranges, and Sluice/Kafka ratios. The figures of so short a run mean
+nothing; what is checked is that the comparison measures both brokers and reports it."""
+
+import json
+import re
+import subprocess
+import sys
+
+from harness import REPO_ROOT
+
+PERF_RECORDS = 20_000
+
+
+def test_compare_repeats_alternate_and_report_medians(tmp_path):
+    out = tmp_path / "results"
+    cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k,perf", "--repeat", "2",
+           "--duration", "3", "--warmup", "1", "--perf-records", str(PERF_RECORDS), "--no-build",
+           "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+    # Runs alternate: kafka first in the first round, sluice first in the second.
+    starts = re.findall(r"==> (a10k|perf) on (kafka|sluice): .*\(run (\d) of 2\)", p.stdout)
+    assert starts == [("a10k", "kafka", "1"), ("a10k", "sluice", "1"), ("a10k", "sluice", "2"),
+                      ("a10k", "kafka", "2"), ("perf", "kafka", "1"), ("perf", "sluice", "1"),
+                      ("perf", "sluice", "2"), ("perf", "kafka", "2")], p.stdout[-3000:]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["repeat"] == 2
+    for kind in ("kafka", "sluice"):
+        runs = summary["results"]["a10k"][kind]
+        assert len(runs) == 2
+        for i, r in enumerate(runs, 1):
+            assert "error" not in r, r
+            assert r["publish_rate_msgs"] > 0 and r["publish_errors"] == 0, r
+            assert r["broker_cpu_measured_s"] > 0 and r["broker_peak_rss_mb"] > 0, r
+            assert 0 <= r["machine_steal_pct"] <= 100, r
+            assert (out / f"a10k-{kind}-{i}.json").is_file()
+        perf = summary["results"]["perf"][kind]
+        assert len(perf) == 2
+        for r in perf:
+            assert r["producer"]["records"] == PERF_RECORDS and r["producer"]["rate_msgs"] > 0, r
+            assert r["consumer"]["records"] == PERF_RECORDS, r
+
+    table = (out / "summary.md").read_text()
+    row = next(line for line in table.splitlines() if "| publish msg/s |" in line)
+    # | a10k | publish msg/s | K med (K min-K max) | S med (S min-S max) | ratio |
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    num = r"[\d,]+\.\d"
+    for c in cells[2:4]:
+        m = re.fullmatch(rf"({num}) \(({num})-({num})\)", c)
+        assert m, row
+        med, lo, hi = (float(x.replace(",", "")) for x in m.groups())
+        assert lo <= med <= hi, row
+    med = {k: sum(r["publish_rate_msgs"] for r in summary["results"]["a10k"][k]) / 2 for k in ("kafka", "sluice")}
+    assert cells[2].startswith(f"{med['kafka']:,.1f} ("), row
+    assert cells[4] == f"{med['sluice'] / med['kafka']:.2f}x", row
+    assert "median (min-max)" in table
