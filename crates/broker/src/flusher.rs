@@ -61,6 +61,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
         while let Ok(more) = rx.try_recv() {
             round.push(more);
         }
+        let started = std::time::Instant::now();
         let mut logs: Vec<Arc<Log>> = Vec::new();
         for r in &round {
             if !logs.iter().any(|l| Arc::ptr_eq(l, &r.log)) {
@@ -94,6 +95,12 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
                 (Ok(_), Err(_)) => {}
             }
         }
+        tracing::debug!(
+            requests = round.len(),
+            logs = logs.len(),
+            micros = started.elapsed().as_micros() as u64,
+            "flush round"
+        );
         for r in round {
             let outcome = match &results {
                 Ok(results) => match results.iter().find(|(l, _)| Arc::ptr_eq(l, &r.log)) {
