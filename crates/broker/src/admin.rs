@@ -123,6 +123,10 @@ impl Broker {
                     // The store retries removal in the background; the topic is already gone.
                     tracing::warn!(topic = name, partition = p, "deleting partition files: {e}");
                 }
+                // Fetches waiting on the partition answer now (with the topic's error).
+                if let Some(log) = state.log(p) {
+                    self.fetch_waiters.wake(log);
+                }
             }
         }
         tracing::info!(topic = name, "deleted topic");

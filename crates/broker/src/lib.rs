@@ -27,6 +27,7 @@ mod groups;
 mod recompress;
 mod registry;
 mod sessions;
+mod waiters;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -91,8 +92,8 @@ pub struct Broker {
     flusher: flusher::Flusher,
     /// Page-cache drop-behind (its task runs while the broker lives).
     cache: cache::DropBehind,
-    /// Wakes long-polling fetches when anything is appended.
-    appended: tokio::sync::Notify,
+    /// Long-polling fetches, woken by appends to the logs they watch.
+    fetch_waiters: waiters::FetchWaiters,
     sessions: sessions::FetchSessions,
     groups: groups::Groups,
 }
@@ -151,7 +152,7 @@ impl Broker {
             registry,
             flusher: flusher::Flusher::start(),
             cache: cache::DropBehind::new(&config),
-            appended: tokio::sync::Notify::new(),
+            fetch_waiters: waiters::FetchWaiters::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
             config,
@@ -252,6 +253,7 @@ impl Broker {
             tracing::warn!("writing checkpoints failed: {e}");
         }
         self.sessions.expire();
+        self.fetch_waiters.sweep();
     }
 
     /// Flush every log whose `flush.ms` has passed since its oldest unflushed append. Runs

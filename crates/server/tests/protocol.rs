@@ -540,7 +540,9 @@ fn fetch_sessions_long_poll_and_out_of_range() {
     assert_eq!(bad.error_code, ResponseError::FetchSessionIdNotFound.code());
 
     // Long poll: a sessionless fetch at the end of the log waits until a producer on another
-    // connection appends, then returns the new batch.
+    // connection appends to its partition, then returns the new batch. Its max.wait.ms is the
+    // broker's cap (60 s), beyond the client's 10 s read timeout: only the append's wake-up
+    // can answer it in time. An append to another partition first must not answer it.
     let addr = broker.addr;
     let producer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
@@ -549,10 +551,16 @@ fn fetch_sessions_long_poll_and_out_of_range() {
             stream,
             correlation: 0,
         };
-        produce_to(&mut p, "f", 0, batch(&["late"], -1, -1, -1))
+        let other = produce_to(&mut p, "f", 1, batch(&["elsewhere"], -1, -1, -1));
+        std::thread::sleep(Duration::from_millis(200));
+        (
+            other,
+            produce_to(&mut p, "f", 0, batch(&["late"], -1, -1, -1)),
+        )
     });
-    let waited = c.request(&fetch_request("f", &[(0, 2)], 0, -1, 10_000, 1), 12);
-    assert_eq!(producer.join().expect("producer").error_code, 0);
+    let waited = c.request(&fetch_request("f", &[(0, 2)], 0, -1, 60_000, 1), 12);
+    let (other, late) = producer.join().expect("producer");
+    assert_eq!((other.error_code, late.error_code), (0, 0));
     let p0 = &waited.responses[0].partitions[0];
     assert!(
         p0.records.as_ref().is_some_and(|r| !r.is_empty()),
@@ -565,6 +573,29 @@ fn fetch_sessions_long_poll_and_out_of_range() {
     assert_eq!(
         oor.responses[0].partitions[0].error_code,
         ResponseError::OffsetOutOfRange.code()
+    );
+
+    // A long poll on a topic that is deleted meanwhile answers at once, with the error.
+    let deleter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let stream = TcpStream::connect(addr).expect("connect");
+        let mut d = Client {
+            stream,
+            correlation: 0,
+        };
+        let resp = d.request(
+            &DeleteTopicsRequest::default()
+                .with_topic_names(vec![TopicName(StrBytes::from_static_str("f"))])
+                .with_timeout_ms(5000),
+            5,
+        );
+        resp.responses[0].error_code
+    });
+    let gone = c.request(&fetch_request("f", &[(0, 3)], 0, -1, 60_000, 1), 12);
+    assert_eq!(deleter.join().expect("deleter"), 0);
+    assert_eq!(
+        gone.responses[0].partitions[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
     );
 }
 

@@ -130,12 +130,16 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             Mode::New(id) => (id, requested, None),
             Mode::Incremental(id, session) => (id, session.targets.clone(), Some(session)),
         };
-        // Every append anywhere wakes every waiting fetch; these handles let a wake that
-        // brings nothing for this fetch go back to sleep after one look at each log's end.
+        // An append to one of these logs wakes this fetch; it looks at each log's end, and a
+        // wake that brings nothing it can answer with (min_bytes) sends it back to sleep.
         let watched: Vec<_> = targets.iter().map(|t| lookup(&broker, t)).collect();
+        let waiter = Arc::new(tokio::sync::Notify::new());
+        broker
+            .fetch_waiters
+            .register(watched.iter().flatten(), &waiter);
         let mut first = true;
         loop {
-            let notified = broker.appended.notified();
+            let notified = waiter.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let expired = Instant::now() >= deadline;
@@ -143,7 +147,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                 || expired
                 || watched.iter().zip(&targets).any(|(log, t)| {
                     log.as_ref()
-                        .is_none_or(|l| l.log_end_offset() != t.fetch_offset)
+                        .is_none_or(|l| l.is_closed() || l.log_end_offset() != t.fetch_offset)
                 });
             first = false;
             if !maybe {

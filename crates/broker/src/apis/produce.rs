@@ -55,7 +55,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
     }
     let now = now_ms();
     let mut pending = Vec::new();
-    let mut any_appended = false;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         let state = if version >= 13 {
@@ -101,7 +100,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
             }
             match log.append(records, AppendOrigin::Client, now) {
                 Ok(outcome) => {
-                    any_appended |= !outcome.duplicate;
+                    if !outcome.duplicate {
+                        broker.fetch_waiters.wake(log);
+                    }
                     if outcome.flush_due {
                         if acks == -1 {
                             pending.push((ti, pi, broker.flusher.request(log.clone())));
@@ -139,9 +140,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                 .with_topic_id(topic.topic_id)
                 .with_partition_responses(partitions),
         );
-    }
-    if any_appended {
-        broker.appended.notify_waiters();
     }
     if acks == 0 {
         return crate::ready(None);
