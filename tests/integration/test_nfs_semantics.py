@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import admin, consumer, create_topic, produce_all, producer, topic_partitions, wait_until
+from harness import (CONFIG_COMMAND, admin, consumer, create_topic, kafka_tool, produce_all, producer,
+                     topic_partitions, wait_until)
 from nfs_support import (LiveConsumer, LiveProducer, alter_replica_log_dirs, assert_all_acked_readable,  # noqa: F401
                          assert_serving, bindfs_mounts, dir_of, foreign_handle, leftovers, segment_logs,
                          silly_files, wait_for_acks)
@@ -132,16 +133,16 @@ def test_retention_with_foreign_handle(bindfs_mounts, broker_factory, foreign_ha
     mounts = bindfs_mounts(2)
     broker, dirs, srcs = start_on_mounts(broker_factory, mounts)
     retained, survivor = f"{topic}-r", f"{topic}-s"
-    config = {"segment.bytes": str(SEGMENT_BYTES)}
-    if kind == "time":
-        config["retention.ms"] = "3000"
-    else:
-        config["retention.bytes"] = str(2 * SEGMENT_BYTES)
-    create_topic(broker.bootstrap, retained, partitions=1, config=config)
+    create_topic(broker.bootstrap, retained, partitions=1, config={"segment.bytes": str(SEGMENT_BYTES)})
     create_topic(broker.bootstrap, survivor, partitions=1)
     n = fill(broker.bootstrap, retained, 0, 4)
     _, rmnt = partition_dir(mounts, retained, 0)
     held = foreign_handle(segment_logs(rmnt)[0])
+    # Retention is switched on only now: set at creation, it could remove the oldest segment
+    # between listing it and the foreign process opening it.
+    retention = "retention.ms=3000" if kind == "time" else f"retention.bytes={2 * SEGMENT_BYTES}"
+    kafka_tool(CONFIG_COMMAND, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type", "topics",
+               "--entity-name", retained, "--add-config", retention).check("kafka-configs --alter")
 
     prod = LiveProducer(broker.bootstrap, survivor, 1)
     reader = LiveConsumer(broker.bootstrap, retained, 1, **{"max.partition.fetch.bytes": 16384})
