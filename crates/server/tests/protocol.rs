@@ -73,14 +73,7 @@ impl TestBroker {
     }
 
     fn connect(&self) -> Client {
-        let stream = TcpStream::connect(self.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        Client {
-            stream,
-            correlation: 0,
-        }
+        Client::connect(self.addr)
     }
 }
 
@@ -97,6 +90,18 @@ struct Client {
 }
 
 impl Client {
+    /// A connection whose reads give up after 10 s (a test never waits longer for an answer).
+    fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Client {
+            stream,
+            correlation: 0,
+        }
+    }
+
     fn send_raw(&mut self, frame: &[u8]) {
         self.stream.write_all(frame).expect("write");
     }
@@ -546,11 +551,7 @@ fn fetch_sessions_long_poll_and_out_of_range() {
     let addr = broker.addr;
     let producer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
-        let stream = TcpStream::connect(addr).expect("connect");
-        let mut p = Client {
-            stream,
-            correlation: 0,
-        };
+        let mut p = Client::connect(addr);
         let other = produce_to(&mut p, "f", 1, batch(&["elsewhere"], -1, -1, -1));
         std::thread::sleep(Duration::from_millis(200));
         (
@@ -578,11 +579,7 @@ fn fetch_sessions_long_poll_and_out_of_range() {
     // A long poll on a topic that is deleted meanwhile answers at once, with the error.
     let deleter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
-        let stream = TcpStream::connect(addr).expect("connect");
-        let mut d = Client {
-            stream,
-            correlation: 0,
-        };
+        let mut d = Client::connect(addr);
         let resp = d.request(
             &DeleteTopicsRequest::default()
                 .with_topic_names(vec![TopicName(StrBytes::from_static_str("f"))])

@@ -130,13 +130,12 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             Mode::New(id) => (id, requested, None),
             Mode::Incremental(id, session) => (id, session.targets.clone(), Some(session)),
         };
-        // An append to one of these logs wakes this fetch; it looks at each log's end, and a
-        // wake that brings nothing it can answer with (min_bytes) sends it back to sleep.
+        // Once this fetch has to wait, an append to one of these logs wakes it; it looks at
+        // each log's end, and a wake that brings nothing it can answer with (min_bytes) sends
+        // it back to sleep.
         let watched: Vec<_> = targets.iter().map(|t| lookup(&broker, t)).collect();
         let waiter = Arc::new(tokio::sync::Notify::new());
-        broker
-            .fetch_waiters
-            .register(watched.iter().flatten(), &waiter);
+        let mut registered = false;
         let mut first = true;
         loop {
             let notified = waiter.notified();
@@ -205,6 +204,15 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                     .with_session_id(session_id)
                     .with_responses(topics);
                 return Some(Response::Fetch { body, regions });
+            }
+            if !registered {
+                // Only a fetch that waits watches its logs (most are answered by their first
+                // read). An append since that read is seen by the check at the loop's top.
+                broker
+                    .fetch_waiters
+                    .register(watched.iter().flatten(), &waiter);
+                registered = true;
+                continue;
             }
             tokio::select! {
                 _ = &mut notified => {}
