@@ -1,7 +1,9 @@
 //! Small file-system helpers.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
+#[cfg(test)]
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Write `content` to `path` atomically: `<path>.tmp`, fsync, rename, fsync the directory.
@@ -23,6 +25,35 @@ pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> io::Result<()> {
         sync_dir(parent)?;
     }
     Ok(())
+}
+
+/// Most buffers one `pwritev` takes (Linux's IOV_MAX).
+const IOV_MAX: usize = 1024;
+
+/// Write every byte of `bufs`, in order, at `offset` of `file`: `pwritev` calls of up to
+/// [`IOV_MAX`] buffers, resumed after short writes and interrupts. Returns the bytes written.
+/// `bufs` is advanced past what was written.
+pub(crate) fn write_all_vectored_at(
+    file: &File,
+    mut bufs: &mut [IoSlice<'_>],
+    mut offset: u64,
+) -> io::Result<usize> {
+    let len: usize = bufs.iter().map(|b| b.len()).sum();
+    let mut total = 0;
+    while total < len {
+        let n = bufs.len().min(IOV_MAX);
+        match rustix::io::pwritev(file, &bufs[..n], offset) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(w) => {
+                total += w;
+                offset += w as u64;
+                IoSlice::advance_slices(&mut bufs, w);
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(total)
 }
 
 /// fsync a directory so that entries created or renamed in it are durable.
@@ -54,4 +85,34 @@ pub(crate) fn mtime_ms(f: &File, fallback: i64) -> i64 {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .and_then(|d| i64::try_from(d.as_millis()).ok())
         .unwrap_or(fallback)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectored_write_takes_more_buffers_than_one_call_does() {
+        let d = tempfile::tempdir().unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.path().join("f"))
+            .unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        // 3 x IOV_MAX buffers of 1..=7 bytes, so calls end mid-way through the list.
+        let chunks: Vec<Vec<u8>> = (0..3 * IOV_MAX)
+            .map(|i| vec![(i % 251) as u8; 1 + i % 7])
+            .collect();
+        let mut bufs: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
+        let n = write_all_vectored_at(&f, &mut bufs, 4).unwrap();
+        let expected: Vec<u8> = chunks.concat();
+        assert_eq!(n, expected.len());
+        let got = std::fs::read(d.path().join("f")).unwrap();
+        assert_eq!(&got[..4], b"head");
+        assert_eq!(&got[4..], &expected[..]);
+    }
 }

@@ -1,6 +1,6 @@
 //! The partition log: open/recover, append, read, flush, retention.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -14,12 +14,12 @@ use sluice_format::records::record_timestamps;
 use sluice_format::text::{format_partition_metadata, parse_partition_metadata};
 use sluice_format::{
     parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch, BatchHeader,
-    FormatError, SegmentFileKind, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
+    FormatError, SegmentFileKind, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
 
 use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
-use crate::fsutil::{sync_dir, write_atomic};
+use crate::fsutil::{sync_dir, write_all_vectored_at, write_atomic};
 use crate::producer::{ProducerEntry, ProducerStates, SeqCheck, SeqError};
 use crate::segment::{
     rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
@@ -615,10 +615,14 @@ impl Log {
             .cloned()
             .ok_or_else(|| self.aio(io_err("no active segment".into())))?;
 
-        // Assign offsets and patch headers.
-        let mut buf = records.to_vec();
+        // Assign offsets and patch headers. Under CreateTime only baseOffset and
+        // partitionLeaderEpoch change, both outside the CRC: the patched headers are written
+        // from small copies and the rest of each batch straight from the request (no copy of
+        // the data). LogAppendTime rewrites maxTimestamp and so the CRC: that copies.
         let epoch = self.leader_epoch.load(Ordering::Acquire);
         let lat = cfg.timestamp_type == TimestampType::LogAppendTime;
+        let mut copy = lat.then(|| records.to_vec());
+        let mut headers: Vec<[u8; HEADER_LEN]> = Vec::with_capacity(batches.len());
         let mut off = leo;
         let mut cursor = w.cursor;
         let interval = u64::from(cfg.index_interval_bytes);
@@ -627,14 +631,21 @@ impl Log {
         let mut first_ts = None;
         for b in &batches {
             let r = b.range();
-            let slice = &mut buf[r.clone()];
             let fe = |e: FormatError| self.format_error(e);
-            set_base_offset(slice, off).map_err(fe)?;
-            set_partition_leader_epoch(slice, epoch).map_err(fe)?;
-            if lat {
+            let h = if let Some(buf) = copy.as_mut() {
+                let slice = &mut buf[r.clone()];
+                set_base_offset(slice, off).map_err(fe)?;
+                set_partition_leader_epoch(slice, epoch).map_err(fe)?;
                 set_max_timestamp(slice, BatchTimestampType::LogAppendTime, now_ms).map_err(fe)?;
-            }
-            let h = BatchHeader::decode(slice).map_err(fe)?;
+                BatchHeader::decode(slice).map_err(fe)?
+            } else {
+                let mut head = [0u8; HEADER_LEN];
+                head.copy_from_slice(&records[r.start..r.start + HEADER_LEN]);
+                set_base_offset(&mut head, off).map_err(fe)?;
+                set_partition_leader_epoch(&mut head, epoch).map_err(fe)?;
+                headers.push(head);
+                BatchHeader::decode(&head).map_err(fe)?
+            };
             first_ts.get_or_insert(h.max_timestamp);
             let (o, t) = cursor.observe(active_size + b.position as u64, &h, interval);
             new_oi.extend(o);
@@ -643,10 +654,22 @@ impl Log {
         }
 
         // One write for the data, then the index entries.
-        active
-            .log
-            .write_all_at(&buf, active_size)
-            .map_err(|e| self.aio(e))?;
+        let written = match &copy {
+            Some(buf) => active.log.write_all_at(buf, active_size).map(|()| buf.len()),
+            None => {
+                let mut parts = Vec::with_capacity(2 * batches.len());
+                for (b, head) in batches.iter().zip(&headers) {
+                    let r = b.range();
+                    parts.push(IoSlice::new(head));
+                    let body = &records[r.start + HEADER_LEN..r.end];
+                    if !body.is_empty() {
+                        parts.push(IoSlice::new(body));
+                    }
+                }
+                write_all_vectored_at(&active.log, &mut parts, active_size)
+            }
+        }
+        .map_err(|e| self.aio(e))?;
         let (n_oi, n_ti) = {
             let m = active.meta.read();
             (
@@ -670,7 +693,7 @@ impl Log {
         }
 
         // Publish.
-        let new_size = active_size + buf.len() as u64;
+        let new_size = active_size + written as u64;
         {
             let mut m = active.meta.write();
             if !new_oi.is_empty() {
