@@ -14,7 +14,6 @@ use sluice_format::batch::{
     compute_crc, BatchHeader, COMPRESSION_CODEC_MASK, CRC_OFFSET, HEADER_LEN, LOG_OVERHEAD,
     MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
 };
-use sluice_format::records::{read_varint, read_varlong};
 
 /// Bytes of a value used for the embedded send timestamp.
 pub const SEND_TIME_BYTES: usize = 8;
@@ -100,29 +99,65 @@ impl PayloadPool {
         self.payloads.is_empty()
     }
 
+    /// Payload `i` (modulo the pool's size; an index within it costs no division).
     pub fn get(&self, i: usize) -> &[u8] {
-        &self.payloads[i % self.payloads.len()]
+        match self.payloads.get(i) {
+            Some(p) => p,
+            None => &self.payloads[i % self.payloads.len()],
+        }
     }
 }
 
+/// Bytes of `v` as a zig-zag varint.
+#[inline]
 fn varint_len(v: i64) -> usize {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    let mut n = 1;
-    while z >= 0x80 {
-        z >>= 7;
-        n += 1;
-    }
-    n
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    // 1 + (index of the highest set bit) / 7; z | 1 makes 0 take one byte.
+    1 + (63 - (z | 1).leading_zeros() as usize) / 7
 }
 
-fn put_varint(out: &mut BytesMut, v: i64) {
+/// Write `v` as a zig-zag varint at `out[*n..]` (the caller leaves room: at most 10 bytes).
+#[inline]
+fn put_varint(out: &mut [u8], n: &mut usize, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
-        out.put_u8((z as u8) | 0x80);
+        out[*n] = (z as u8) | 0x80;
+        *n += 1;
         z >>= 7;
     }
-    out.put_u8(z as u8);
+    out[*n] = z as u8;
+    *n += 1;
 }
+
+/// Read a zig-zag varint of at most 10 bytes at `buf[*pos..]`; `None` if truncated or longer.
+#[inline]
+fn get_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let first = *buf.get(*pos)?;
+    *pos += 1;
+    let z = if first < 0x80 {
+        u64::from(first)
+    } else {
+        let mut z = u64::from(first & 0x7f);
+        let mut shift = 7;
+        loop {
+            let b = *buf.get(*pos)?;
+            *pos += 1;
+            z |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break z;
+            }
+            shift += 7;
+            if shift > 63 {
+                return None;
+            }
+        }
+    };
+    Some(((z >> 1) as i64) ^ -((z & 1) as i64))
+}
+
+/// Longest record head: length, attributes, timestamp delta, offset delta, key length, value
+/// length (5 + 1 + 10 + 5 + 5 + 5 bytes), then the send time.
+const RECORD_HEAD_MAX: usize = 31 + SEND_TIME_BYTES;
 
 /// Writes one uncompressed RecordBatch v2 at a time into a reusable buffer.
 ///
@@ -202,26 +237,35 @@ impl BatchEncoder {
         payload: &[u8],
         send_time_us: u64,
     ) {
+        // The fixed-size head goes through a local array and into the buffer in one copy.
         let body = self.record_body_len(timestamp_ms, key, payload.len());
-        put_varint(&mut self.buf, body as i64);
-        self.buf.put_u8(0); // attributes
-        put_varint(&mut self.buf, timestamp_ms - self.base_timestamp_ms);
-        put_varint(&mut self.buf, i64::from(self.count));
+        let mut head = [0u8; RECORD_HEAD_MAX];
+        let mut n = 0;
+        put_varint(&mut head, &mut n, body as i64);
+        head[n] = 0; // attributes
+        n += 1;
+        put_varint(&mut head, &mut n, timestamp_ms - self.base_timestamp_ms);
+        put_varint(&mut head, &mut n, i64::from(self.count));
         match key {
             Some(k) => {
-                put_varint(&mut self.buf, k.len() as i64);
+                put_varint(&mut head, &mut n, k.len() as i64);
+                self.buf.put_slice(&head[..n]);
                 self.buf.put_slice(k);
+                n = 0;
             }
-            None => put_varint(&mut self.buf, -1),
+            None => put_varint(&mut head, &mut n, -1),
         }
-        put_varint(&mut self.buf, payload.len() as i64);
-        if payload.len() >= SEND_TIME_BYTES {
-            self.buf.put_u64(send_time_us);
-            self.buf.put_slice(&payload[SEND_TIME_BYTES..]);
+        put_varint(&mut head, &mut n, payload.len() as i64);
+        let rest = if payload.len() >= SEND_TIME_BYTES {
+            head[n..n + SEND_TIME_BYTES].copy_from_slice(&send_time_us.to_be_bytes());
+            n += SEND_TIME_BYTES;
+            &payload[SEND_TIME_BYTES..]
         } else {
-            self.buf.put_slice(payload);
-        }
-        put_varint(&mut self.buf, 0); // headers
+            payload
+        };
+        self.buf.put_slice(&head[..n]);
+        self.buf.put_slice(rest);
+        self.buf.put_u8(0); // headers
         self.max_timestamp_ms = self.max_timestamp_ms.max(timestamp_ms);
         self.count += 1;
     }
@@ -302,26 +346,26 @@ fn scan_records(
 ) -> Option<()> {
     let mut pos = HEADER_LEN;
     for _ in 0..count {
-        let len = usize::try_from(read_varint(batch, &mut pos).ok()?).ok()?;
+        let len = usize::try_from(get_varint(batch, &mut pos)?).ok()?;
         let end = pos.checked_add(len)?;
         if end > batch.len() {
             return None;
         }
         let rec = &batch[..end];
         let mut p = pos + 1; // attributes
-        let ts_delta = read_varlong(rec, &mut p).ok()?;
-        let _offset_delta = read_varint(rec, &mut p).ok()?;
-        let key_len = read_varint(rec, &mut p).ok()?;
+        let ts_delta = get_varint(rec, &mut p)?;
+        let _offset_delta = get_varint(rec, &mut p)?;
+        let key_len = get_varint(rec, &mut p)?;
         if key_len > 0 {
-            p = p.checked_add(key_len as usize)?;
+            p = p.checked_add(usize::try_from(key_len).ok()?)?;
         }
-        let value_len = read_varint(rec, &mut p).ok()?;
-        if value_len >= SEND_TIME_BYTES as i32 && p + SEND_TIME_BYTES <= end {
+        let value_len = get_varint(rec, &mut p)?;
+        if value_len >= SEND_TIME_BYTES as i64 && p + SEND_TIME_BYTES <= end {
             let mut t = [0u8; 8];
             t.copy_from_slice(&rec[p..p + SEND_TIME_BYTES]);
             on_send_time(u64::from_be_bytes(t));
         } else {
-            on_send_time(u64::try_from(base_ts + ts_delta).unwrap_or(0) * 1000);
+            on_send_time(u64::try_from(base_ts.saturating_add(ts_delta)).unwrap_or(0).saturating_mul(1000));
         }
         pos = end;
     }
@@ -376,6 +420,28 @@ mod tests {
         assert_eq!(s.bytes, (b.len() + b2.len()) as u64);
         assert_eq!(seen[..10], (5_000_000..5_000_010).collect::<Vec<_>>()[..]);
         assert_eq!(seen[10], 2_000_000); // short value: record timestamp in µs
+    }
+
+    #[test]
+    fn varints_match_the_log_format() {
+        let mut rng = Rng::new(11);
+        let mut values = vec![0, 1, -1, 63, -64, 64, -65, 8191, 8192, -8193];
+        values.extend([i64::from(i32::MAX), i64::from(i32::MIN), i64::MAX, i64::MIN]);
+        values.extend((0..1000).map(|i| (rng.next_u64() as i64) >> (i % 64)));
+        for v in values {
+            let mut buf = [0u8; 10];
+            let mut n = 0;
+            put_varint(&mut buf, &mut n, v);
+            assert_eq!(n, varint_len(v), "{v}");
+            let mut p = 0;
+            assert_eq!(sluice_format::records::read_varlong(&buf[..n], &mut p).unwrap(), v);
+            assert_eq!(p, n);
+            let mut p = 0;
+            assert_eq!(get_varint(&buf[..n], &mut p), Some(v));
+            assert_eq!(p, n);
+            assert_eq!(get_varint(&buf[..n - 1], &mut 0), None, "{v}: truncated");
+        }
+        assert_eq!(get_varint(&[0xff; 11], &mut 0), None, "longer than 10 bytes");
     }
 
     #[test]

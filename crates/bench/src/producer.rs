@@ -126,6 +126,8 @@ impl Producer {
         let timer = PreciseTimer::new()?;
         let msg_size = self.pool.get(0).len();
         let mut seen: Vec<i32> = Vec::new();
+        // The next payload of the pool, taken in turn (a counter, not a division per record).
+        let mut pool_next = 0usize;
 
         while !self.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
@@ -154,7 +156,11 @@ impl Producer {
                     None => sticky,
                     Some(k) => (fnv1a(k) % n as u64) as usize,
                 };
-                let payload = self.pool.get(generated as usize);
+                let payload = self.pool.get(pool_next);
+                pool_next += 1;
+                if pool_next == self.pool.len() {
+                    pool_next = 0;
+                }
                 let slot = &mut open[p];
                 let o = slot.get_or_insert_with(|| {
                     let mut enc = spare.pop().unwrap_or_default();
