@@ -1,6 +1,7 @@
 """bench/compare end to end, briefly: Apache Kafka and Sluice each run the (a) 10k workload
 twice (alternating which goes first) and the perf tools twice, and the summary has every run,
-the medians with their ranges, and Sluice/Kafka ratios. The figures of so short a run mean
+the medians with their ranges, and Sluice/Kafka ratios. With a disk budget, both brokers run
+(a) with the same retention settings, and the perf tools without them. The figures of so short a run mean
 nothing; what is checked is that the comparison measures both brokers and reports it."""
 
 import json
@@ -17,7 +18,7 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     out = tmp_path / "results"
     cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k,perf", "--repeat", "2",
            "--duration", "3", "--warmup", "1", "--perf-records", str(PERF_RECORDS), "--no-build",
-           "--out", str(out)]
+           "--disk-budget-gb", "0.5", "--out", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
@@ -29,6 +30,18 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["meta"]["repeat"] == 2
+    assert summary["meta"]["disk_budget_gb"] == 0.5
+    # 0.5 GiB over 100 partitions is 5.4 MB each: segments at their 16 MiB floor, and one
+    # segment's worth retained.
+    bounds = {"log.retention.bytes": str(16 << 20), "log.segment.bytes": str(16 << 20),
+              "log.retention.check.interval.ms": "5000", "log.segment.delete.delay.ms": "1000"}
+    for kind in ("kafka", "sluice"):
+        for i in (1, 2):
+            for sid, bounded in (("a10k", True), ("perf", False)):
+                text = (out / f"work-{sid}-{kind}-{i}" / "server.properties").read_text()
+                props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+                for k, v in bounds.items():
+                    assert (props.get(k) == v) if bounded else (k not in props), (sid, kind, k, props.get(k))
     for kind in ("kafka", "sluice"):
         runs = summary["results"]["a10k"][kind]
         assert len(runs) == 2
