@@ -365,7 +365,11 @@ fn scan_records(
             t.copy_from_slice(&rec[p..p + SEND_TIME_BYTES]);
             on_send_time(u64::from_be_bytes(t));
         } else {
-            on_send_time(u64::try_from(base_ts.saturating_add(ts_delta)).unwrap_or(0).saturating_mul(1000));
+            on_send_time(
+                u64::try_from(base_ts.saturating_add(ts_delta))
+                    .unwrap_or(0)
+                    .saturating_mul(1000),
+            );
         }
         pos = end;
     }
@@ -434,14 +438,21 @@ mod tests {
             put_varint(&mut buf, &mut n, v);
             assert_eq!(n, varint_len(v), "{v}");
             let mut p = 0;
-            assert_eq!(sluice_format::records::read_varlong(&buf[..n], &mut p).unwrap(), v);
+            assert_eq!(
+                sluice_format::records::read_varlong(&buf[..n], &mut p).unwrap(),
+                v
+            );
             assert_eq!(p, n);
             let mut p = 0;
             assert_eq!(get_varint(&buf[..n], &mut p), Some(v));
             assert_eq!(p, n);
             assert_eq!(get_varint(&buf[..n - 1], &mut 0), None, "{v}: truncated");
         }
-        assert_eq!(get_varint(&[0xff; 11], &mut 0), None, "longer than 10 bytes");
+        assert_eq!(
+            get_varint(&[0xff; 11], &mut 0),
+            None,
+            "longer than 10 bytes"
+        );
     }
 
     #[test]

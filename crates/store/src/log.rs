@@ -655,7 +655,10 @@ impl Log {
 
         // One write for the data, then the index entries.
         let written = match &copy {
-            Some(buf) => active.log.write_all_at(buf, active_size).map(|()| buf.len()),
+            Some(buf) => active
+                .log
+                .write_all_at(buf, active_size)
+                .map(|()| buf.len()),
             None => {
                 let mut parts = Vec::with_capacity(2 * batches.len());
                 for (b, head) in batches.iter().zip(&headers) {
