@@ -1,5 +1,6 @@
 """kafka-configs (kafka.admin.ConfigCommand): DescribeConfigs / IncrementalAlterConfigs."""
 
+import os
 import re
 
 import pytest
@@ -93,3 +94,38 @@ def test_describe_broker_and_inherited_topic_defaults(kafka_tool, broker, topic)
     cfg, out = describe_topic(kafka_tool, broker, topic, "--all")
     assert cfg["segment.bytes"][0] == "2097152", out
     assert cfg["retention.ms"][0] == "86400000", out
+
+
+@pytest.mark.sluice_only
+@pytest.mark.broker_config(**{"sluice.worker.threads": 1})
+def test_worker_threads_setting(kafka_tool, broker, topic):
+    """sluice.worker.threads=1: the runtime reports one worker, DescribeConfigs shows the
+    setting, and records produced over several connections all read back."""
+    from harness import consume_partitions, produce_all, producer
+
+    assert "with 1 worker thread(s)" in broker.log_text(), broker.log_text()[-2000:]
+    res = configs(kafka_tool, broker, "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all")
+    res.check("kafka-configs --describe brokers --all")
+    assert parse_describe(res.out)["sluice.worker.threads"][0] == "1", res.out
+
+    create_topic(broker.bootstrap, topic, partitions=3)
+    records = [{"key": b"%d" % i, "value": b"v%06d" % i, "partition": i % 3} for i in range(3000)]
+    producers = [producer(broker.bootstrap, **{"linger.ms": 2}) for _ in range(3)]
+    for n, p in enumerate(producers):
+        produce_all(p, topic, records[n::3])
+    got = consume_partitions(broker.bootstrap, topic, range(3), expected=len(records))
+    assert sorted(m.value() for m in got) == sorted(r["value"] for r in records)
+
+
+@pytest.mark.sluice_only
+def test_worker_threads_default_is_one_per_cpu(broker):
+    # What tokio's default reads (Rust's available_parallelism): the CPUs this process may
+    # run on, bounded by a cgroup v2 CPU quota when there is one.
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    assert f"with {cpus} worker thread(s)" in broker.log_text(), broker.log_text()[-2000:]

@@ -360,6 +360,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
         log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
+        worker_threads: p.typed("sluice.worker.threads", 0)?,
         cluster_id,
         groups: crate::GroupSettings {
             initial_rebalance_delay_ms: p.typed("group.initial.rebalance.delay.ms", 3000)?,
@@ -429,6 +430,7 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.log.cache.min.partition.bytes" => {
             Some(config.log_cache_min_partition_bytes.to_string())
         }
+        "sluice.worker.threads" => Some(config.worker_threads.to_string()),
         "cluster.id" => return config.cluster_id.clone(),
         _ => None,
     };

@@ -536,6 +536,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: smallest share of sluice.log.cache.bytes a partition keeps, however many partitions are open."),
     b("sluice.offsets.snapshot.interval.records", Type::Long, Some("10000"), Check::AtLeast(1), false,
         "Sluice: records appended to a __consumer_offsets partition after which a snapshot of its live records is written and older records are dropped."),
+    b("sluice.worker.threads", Type::Int, Some("0"), Check::Between(0, 1024), false,
+        "Sluice: threads that serve connections and requests; 0 means one per CPU the broker may run on."),
     b("socket.request.max.bytes", Type::Int, Some("104857600"), Check::AtLeast(1), false,
         "Largest request the broker reads, in bytes."),
     b("unclean.leader.election.enable", Type::Boolean, Some("false"), Check::None, true,

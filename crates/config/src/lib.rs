@@ -256,6 +256,10 @@ pub struct BrokerConfig {
     /// `log_cache_bytes` (so with many partitions the total kept may exceed it). Default
     /// 8388608 (8 MiB).
     pub log_cache_min_partition_bytes: u64,
+    /// `sluice.worker.threads`: threads of the runtime that serves connections and requests
+    /// (file system calls that may block run on extra threads). 0 = one per CPU the process
+    /// may run on. Default 0.
+    pub worker_threads: u16,
     /// `cluster.id` (Sluice extension; Kafka stores it in meta.properties). None = generate.
     pub cluster_id: Option<String>,
     /// Consumer-group limits and timings (`group.*`, `offsets.*`).

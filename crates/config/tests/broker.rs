@@ -540,6 +540,24 @@ fn group_coordinator_settings() {
 }
 
 #[test]
+fn worker_threads_setting() {
+    assert_eq!(build(&[]).worker_threads, 0);
+    let c = build(&[("sluice.worker.threads", "3")]);
+    assert_eq!(c.worker_threads, 3);
+    assert!(c.unknown.is_empty());
+    for bad in ["-1", "1025", "two"] {
+        let (name, value, _) = build_err(&[("sluice.worker.threads", bad)]);
+        assert_eq!((name.as_str(), value.as_str()), ("sluice.worker.threads", bad));
+    }
+    let entry = c
+        .describe()
+        .into_iter()
+        .find(|e| e.name == "sluice.worker.threads")
+        .expect("described");
+    assert_eq!(entry.value.as_deref(), Some("3"));
+}
+
+#[test]
 fn log_cache_settings() {
     let c = build(&[]);
     assert_eq!(c.log_cache_bytes, 1 << 30);

@@ -125,9 +125,13 @@ fn parse_serve_args(args: &[String]) -> Result<BrokerConfig> {
 
 fn serve(args: &[String]) -> Result<()> {
     let config = parse_serve_args(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.worker_threads > 0 {
+        builder.worker_threads(usize::from(config.worker_threads));
+    }
+    let runtime = builder.enable_all().build()?;
+    // What the runtime runs with, as it reports it (0 in the config means one per CPU).
+    let workers = runtime.metrics().num_workers();
     runtime.block_on(async move {
         let listener_conf = config
             .listeners
@@ -145,7 +149,10 @@ fn serve(args: &[String]) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        tracing::info!("listening on {}", listener.local_addr()?);
+        tracing::info!(
+            "listening on {} with {workers} worker thread(s)",
+            listener.local_addr()?
+        );
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let maintenance = {
