@@ -547,7 +547,10 @@ fn worker_threads_setting() {
     assert!(c.unknown.is_empty());
     for bad in ["-1", "1025", "two"] {
         let (name, value, _) = build_err(&[("sluice.worker.threads", bad)]);
-        assert_eq!((name.as_str(), value.as_str()), ("sluice.worker.threads", bad));
+        assert_eq!(
+            (name.as_str(), value.as_str()),
+            ("sluice.worker.threads", bad)
+        );
     }
     let entry = c
         .describe()

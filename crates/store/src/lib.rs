@@ -24,6 +24,7 @@ mod fsutil;
 mod log;
 mod manager;
 mod producer;
+mod recent;
 mod relocate;
 mod segment;
 

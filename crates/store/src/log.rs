@@ -21,6 +21,7 @@ use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
 use crate::fsutil::{sync_dir, write_all_vectored_at, write_atomic};
 use crate::producer::{ProducerEntry, ProducerStates, SeqCheck, SeqError};
+use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{
     rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
 };
@@ -629,6 +630,7 @@ impl Log {
         let mut new_oi = Vec::new();
         let mut new_ti = Vec::new();
         let mut first_ts = None;
+        let mut appended = Vec::with_capacity(batches.len());
         for b in &batches {
             let r = b.range();
             let fe = |e: FormatError| self.format_error(e);
@@ -647,6 +649,12 @@ impl Log {
                 BatchHeader::decode(&head).map_err(fe)?
             };
             first_ts.get_or_insert(h.max_timestamp);
+            appended.push(RecentBatch {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                position: active_size + b.position as u64,
+                len: u32::try_from(h.total_len()).unwrap_or(u32::MAX),
+            });
             let (o, t) = cursor.observe(active_size + b.position as u64, &h, interval);
             new_oi.extend(o);
             new_ti.extend(t);
@@ -710,6 +718,9 @@ impl Log {
             }
             m.size = new_size;
             m.next_offset = off;
+            for b in appended {
+                m.recent.push(b);
+            }
             m.max_ts = cursor.max_ts;
             m.off_max_ts = cursor.off_max_ts;
             m.mtime_ms = now_ms;
@@ -846,6 +857,8 @@ impl Log {
             Arc::make_mut(m.time_index.get_or_insert_with(Default::default)).push(t);
         }
         w.cursor = cursor;
+        // Reads of a sealed segment scan its file; its recent batches are no longer kept.
+        active.meta.write().recent = RecentBatches::default();
         let m = active.meta.read();
         let n_oi = m.offset_index.as_ref().map_or(0, |v| v.len());
         let n_ti = m.time_index.as_ref().map_or(0, |v| v.len());
@@ -879,6 +892,18 @@ impl Log {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<ReadResult, ReadError> {
+        self.read_from(offset, max_bytes, min_one_batch, true)
+    }
+
+    /// `use_recent`: answer a read of the active segment from its recent batches when they
+    /// can (tests compare the answers with and without).
+    pub(crate) fn read_from(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+        use_recent: bool,
+    ) -> Result<ReadResult, ReadError> {
         let (segs, log_start, leo, active_size) = self.snapshot();
         let rio = |source: io::Error| ReadError::Io {
             tp: self.tp.clone(),
@@ -907,6 +932,29 @@ impl Log {
         for i in first..segs.len() {
             let seg = &segs[i];
             let limit = Self::seg_limit(&segs, i, active_size);
+            let tail = if use_recent && i + 1 == segs.len() {
+                seg.meta
+                    .read()
+                    .recent
+                    .read(offset, u64::from(max_bytes), min_one_batch, limit)
+            } else {
+                None
+            };
+            match tail {
+                Some(TailRead::TooLarge) => return Ok(empty),
+                Some(TailRead::Found { position, len }) => {
+                    return Ok(ReadResult {
+                        slice: Some(FileSlice {
+                            file: seg.log.clone(),
+                            position,
+                            len: u32::try_from(len).unwrap_or(u32::MAX),
+                        }),
+                        high_watermark: leo,
+                        log_start_offset: log_start,
+                    })
+                }
+                None => {}
+            }
             let start = seg.lookup_position(offset, limit, interval).map_err(rio)?;
             let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
             let found = loop {

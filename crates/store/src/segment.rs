@@ -18,6 +18,8 @@ use sluice_format::{
     TimeIndexEntry, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
 
+use crate::recent::RecentBatches;
+
 /// Read size of a header scan (fetch path, index rebuild).
 pub(crate) const SCAN_CHUNK: usize = 16 * 1024;
 /// Read size of a verifying (CRC) scan.
@@ -116,6 +118,9 @@ pub(crate) struct SegMeta {
     pub rolling_ts: i64,
     /// File modification time (used by retention when no batch has a timestamp).
     pub mtime_ms: i64,
+    /// The newest batches appended by this process, for reads at the tail (active segment
+    /// only; emptied when the segment is sealed).
+    pub recent: RecentBatches,
 }
 
 #[derive(Debug)]
@@ -316,6 +321,7 @@ impl Segment {
                 off_max_ts: base,
                 rolling_ts: now_ms,
                 mtime_ms: now_ms,
+                recent: RecentBatches::default(),
             }),
         })
     }
@@ -348,6 +354,7 @@ impl Segment {
                     off_max_ts: base,
                     rolling_ts: now_ms,
                     mtime_ms: mtime,
+                    recent: RecentBatches::default(),
                 }),
             },
             existed,
@@ -380,6 +387,7 @@ impl Segment {
                 off_max_ts: m.off_max_ts,
                 rolling_ts: m.rolling_ts,
                 mtime_ms: m.mtime_ms,
+                recent: m.recent.clone(),
             }),
         })
     }

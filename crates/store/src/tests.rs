@@ -1114,6 +1114,69 @@ fn kafka_style_directory_is_tolerated() {
     let _ = OffsetIndexEntry::decode(&idx);
 }
 
+#[test]
+fn tail_reads_from_recent_batches_equal_the_scan() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            index_interval_bytes: 700,
+            ..cfg()
+        },
+    );
+    // 100 appends of 1-3 batches of 1-7 records (some batches below the index interval):
+    // more than the recent list holds, so early offsets need the scan.
+    let mut rng = 12345u64;
+    let mut step = || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (rng >> 33) as usize
+    };
+    for k in 0..100 {
+        let mut v = Vec::new();
+        for j in 0..1 + step() % 3 {
+            v.extend_from_slice(&batch(1 + step() % 7, NOW + k, &format!("{k}-{j}")));
+        }
+        log.append(Bytes::from(v), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let leo = log.log_end_offset();
+    let active_size = log.shared.read().active_size;
+    let mut answered = 0;
+    for off in 0..leo {
+        for max in [1u32, 60, 200, 1000, 5000, 1 << 20] {
+            for min_one in [true, false] {
+                let fast = log.read_from(off, max, min_one, true).unwrap();
+                let scan = log.read_from(off, max, min_one, false).unwrap();
+                assert_eq!(
+                    fast.slice.map(|s| (s.position, s.len)),
+                    scan.slice.map(|s| (s.position, s.len)),
+                    "offset {off} max {max} min_one {min_one}"
+                );
+                let segs = log.shared.read().segments.clone();
+                let recent = segs.last().unwrap().meta.read().recent.clone();
+                answered +=
+                    usize::from(recent.read(off, max.into(), min_one, active_size).is_some());
+            }
+        }
+    }
+    // The tail was answered from memory (the list holds its last 64 batches), the rest not.
+    assert!(answered > 0 && answered < (leo as usize) * 12, "{answered}");
+    // Sealing the segment empties the list; reads still answer the same.
+    log.roll(NOW).unwrap();
+    let segs = log.shared.read().segments.clone();
+    assert!(segs[0]
+        .meta
+        .read()
+        .recent
+        .read(leo - 1, 1 << 20, true, active_size)
+        .is_none());
+    let r = log.read(leo - 1, 1 << 20, true).unwrap().slice.unwrap();
+    assert_eq!(r.position + u64::from(r.len), active_size);
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Append(usize, usize),
@@ -1163,6 +1226,15 @@ proptest! {
                 Op::Flush => { log.flush().unwrap(); }
                 Op::Read(o, max) => {
                     let off = if next == 0 { 0 } else { (o as i64).rem_euclid(next + 1) };
+                    // The recent batches of the active segment answer exactly as the scan.
+                    for min_one in [true, false] {
+                        let fast = log.read_from(off, max, min_one, true).unwrap();
+                        let scan = log.read_from(off, max, min_one, false).unwrap();
+                        prop_assert_eq!(
+                            fast.slice.map(|s| (s.position, s.len)),
+                            scan.slice.map(|s| (s.position, s.len))
+                        );
+                    }
                     let r = log.read(off, max, true).unwrap();
                     if off == next {
                         prop_assert!(r.slice.is_none());
