@@ -24,6 +24,7 @@ use crate::producer::{ProducerEntry, ProducerStates, SeqCheck, SeqError};
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{
     rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
+    INDEX_WRITE_ENTRIES,
 };
 use crate::{
     AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, ReadError, ReadResult,
@@ -219,6 +220,11 @@ impl Log {
                     m.rolling_ts = r.first_batch_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
                     m.offset_index = Some(Arc::new(r.offset_index));
                     m.time_index = Some(Arc::new(r.time_index));
+                    // Written by the rebuild, or read from the files.
+                    m.index_on_disk = (
+                        m.offset_index.as_ref().map_or(0, |v| v.len()),
+                        m.time_index.as_ref().map_or(0, |v| v.len()),
+                    );
                 }
                 cursor = r.cursor;
                 segments.push(Arc::new(seg));
@@ -314,6 +320,11 @@ impl Log {
                     m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
                     m.offset_index = Some(Arc::new(oi));
                     m.time_index = Some(Arc::new(ti));
+                    // Written by the rebuild, or read from the files.
+                    m.index_on_disk = (
+                        m.offset_index.as_ref().map_or(0, |v| v.len()),
+                        m.time_index.as_ref().map_or(0, |v| v.len()),
+                    );
                 }
                 cursor = c;
                 segments.push(Arc::new(seg));
@@ -332,6 +343,11 @@ impl Log {
                     m.off_max_ts = r.cursor.off_max_ts;
                     m.offset_index = Some(Arc::new(r.offset_index));
                     m.time_index = Some(Arc::new(r.time_index));
+                    // Written by the rebuild, or read from the files.
+                    m.index_on_disk = (
+                        m.offset_index.as_ref().map_or(0, |v| v.len()),
+                        m.time_index.as_ref().map_or(0, |v| v.len()),
+                    );
                 } else if let Some(t) = seg.last_time_entry_on_disk().map_err(serr)? {
                     let mut m = seg.meta.write();
                     m.max_ts = t.timestamp;
@@ -681,26 +697,41 @@ impl Log {
             }
         }
         .map_err(|e| self.aio(e))?;
-        let (n_oi, n_ti) = {
+        // Index entries go to the files in groups: the held-back ones and this append's,
+        // written before the append is published (a failed write fails the append).
+        let (oi, ti, (d_oi, d_ti)) = {
             let m = active.meta.read();
             (
-                m.offset_index.as_ref().map_or(0, |v| v.len()),
-                m.time_index.as_ref().map_or(0, |v| v.len()),
+                m.offset_index.clone().unwrap_or_default(),
+                m.time_index.clone().unwrap_or_default(),
+                m.index_on_disk,
             )
         };
-        if !new_oi.is_empty() {
-            let bytes: Vec<u8> = new_oi.iter().flat_map(|e| e.encode()).collect();
-            active
-                .index_file
-                .write_all_at(&bytes, (n_oi * OFFSET_INDEX_ENTRY_LEN) as u64)
-                .map_err(|e| self.aio(e))?;
-        }
-        if !new_ti.is_empty() {
-            let bytes: Vec<u8> = new_ti.iter().flat_map(|e| e.encode()).collect();
-            active
-                .time_file
-                .write_all_at(&bytes, (n_ti * TIME_INDEX_ENTRY_LEN) as u64)
-                .map_err(|e| self.aio(e))?;
+        let held = oi.len().saturating_sub(d_oi) + ti.len().saturating_sub(d_ti);
+        let index_written = held + new_oi.len() + new_ti.len() >= INDEX_WRITE_ENTRIES;
+        if index_written {
+            let bytes: Vec<u8> = oi[d_oi.min(oi.len())..]
+                .iter()
+                .chain(&new_oi)
+                .flat_map(|e| e.encode())
+                .collect();
+            if !bytes.is_empty() {
+                active
+                    .index_file
+                    .write_all_at(&bytes, (d_oi * OFFSET_INDEX_ENTRY_LEN) as u64)
+                    .map_err(|e| self.aio(e))?;
+            }
+            let bytes: Vec<u8> = ti[d_ti.min(ti.len())..]
+                .iter()
+                .chain(&new_ti)
+                .flat_map(|e| e.encode())
+                .collect();
+            if !bytes.is_empty() {
+                active
+                    .time_file
+                    .write_all_at(&bytes, (d_ti * TIME_INDEX_ENTRY_LEN) as u64)
+                    .map_err(|e| self.aio(e))?;
+            }
         }
 
         // Publish.
@@ -715,6 +746,12 @@ impl Log {
             }
             if m.size == 0 {
                 m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(now_ms);
+            }
+            if index_written {
+                m.index_on_disk = (
+                    m.offset_index.as_ref().map_or(0, |v| v.len()),
+                    m.time_index.as_ref().map_or(0, |v| v.len()),
+                );
             }
             m.size = new_size;
             m.next_offset = off;
@@ -844,19 +881,12 @@ impl Log {
     fn seal(&self, w: &mut Writer, active: &Arc<Segment>) -> io::Result<()> {
         let mut cursor = w.cursor;
         if let Some(t) = cursor.maybe_time_entry() {
-            let n_ti = active
-                .meta
-                .read()
-                .time_index
-                .as_ref()
-                .map_or(0, |v| v.len());
-            active
-                .time_file
-                .write_all_at(&t.encode(), (n_ti * TIME_INDEX_ENTRY_LEN) as u64)?;
             let mut m = active.meta.write();
             Arc::make_mut(m.time_index.get_or_insert_with(Default::default)).push(t);
         }
         w.cursor = cursor;
+        // Every entry held back, and the final one, into the files.
+        active.write_pending_index()?;
         // Reads of a sealed segment scan its file; its recent batches are no longer kept.
         active.meta.write().recent = RecentBatches::default();
         let m = active.meta.read();
@@ -1144,6 +1174,7 @@ impl Log {
                 if active || seg.next_offset() > rp {
                     seg.log.sync_data()?;
                     if full || !active {
+                        seg.write_pending_index()?;
                         seg.index_file.sync_data()?;
                         seg.time_file.sync_data()?;
                     }

@@ -121,7 +121,17 @@ pub(crate) struct SegMeta {
     /// The newest batches appended by this process, for reads at the tail (active segment
     /// only; emptied when the segment is sealed).
     pub recent: RecentBatches,
+    /// Offset and time index entries known to be in the index files: the rest of the
+    /// in-memory indexes (the active segment's newest entries) is written in groups
+    /// ([`INDEX_WRITE_ENTRIES`]), when the segment is sealed, by a full flush and before a
+    /// move. Lower than the truth is safe (entries are rewritten with the same bytes).
+    pub index_on_disk: (usize, usize),
 }
+
+/// Index entries of the active segment held back before they are written to the index files
+/// together. Until then they live only in memory, which is enough: the active segment lies
+/// past the recovery point, and recovery rebuilds its indexes from the data.
+pub(crate) const INDEX_WRITE_ENTRIES: usize = 128;
 
 #[derive(Debug)]
 pub(crate) struct Segment {
@@ -322,6 +332,7 @@ impl Segment {
                 rolling_ts: now_ms,
                 mtime_ms: now_ms,
                 recent: RecentBatches::default(),
+                index_on_disk: (0, 0),
             }),
         })
     }
@@ -355,6 +366,7 @@ impl Segment {
                     rolling_ts: now_ms,
                     mtime_ms: mtime,
                     recent: RecentBatches::default(),
+                    index_on_disk: (0, 0),
                 }),
             },
             existed,
@@ -388,6 +400,7 @@ impl Segment {
                 rolling_ts: m.rolling_ts,
                 mtime_ms: m.mtime_ms,
                 recent: m.recent.clone(),
+                index_on_disk: m.index_on_disk,
             }),
         })
     }
@@ -573,6 +586,37 @@ impl Segment {
         Ok(())
     }
 
+    /// Write the in-memory index entries that are not yet in the index files.
+    pub(crate) fn write_pending_index(&self) -> io::Result<()> {
+        let (oi, ti, (o_done, t_done)) = {
+            let m = self.meta.read();
+            (
+                m.offset_index.clone(),
+                m.time_index.clone(),
+                m.index_on_disk,
+            )
+        };
+        let mut done = (o_done, t_done);
+        if let Some(oi) = oi.filter(|v| v.len() > o_done) {
+            let bytes: Vec<u8> = oi[o_done..].iter().flat_map(|e| e.encode()).collect();
+            self.index_file
+                .write_all_at(&bytes, (o_done * OFFSET_INDEX_ENTRY_LEN) as u64)?;
+            done.0 = oi.len();
+        }
+        if let Some(ti) = ti.filter(|v| v.len() > t_done) {
+            let bytes: Vec<u8> = ti[t_done..].iter().flat_map(|e| e.encode()).collect();
+            self.time_file
+                .write_all_at(&bytes, (t_done * TIME_INDEX_ENTRY_LEN) as u64)?;
+            done.1 = ti.len();
+        }
+        if done != (o_done, t_done) {
+            let mut m = self.meta.write();
+            m.index_on_disk.0 = m.index_on_disk.0.max(done.0);
+            m.index_on_disk.1 = m.index_on_disk.1.max(done.1);
+        }
+        Ok(())
+    }
+
     /// Make sure the indexes are in memory (sealed segments load on first use). An index file
     /// that is not entirely valid is rebuilt from the log (in memory and on disk).
     pub(crate) fn ensure_loaded(&self, interval: u64) -> io::Result<LoadedIndexes> {
@@ -598,6 +642,7 @@ impl Segment {
         let mut m = self.meta.write();
         let o = m.offset_index.get_or_insert_with(|| Arc::new(oi)).clone();
         let t = m.time_index.get_or_insert_with(|| Arc::new(ti)).clone();
+        m.index_on_disk = (o.len(), t.len());
         Ok((o, t))
     }
 

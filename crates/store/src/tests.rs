@@ -607,6 +607,98 @@ fn sync_appended_leaves_the_active_index_to_recovery() {
 }
 
 #[test]
+fn active_index_entries_are_written_in_groups() {
+    let d = tempfile::tempdir().unwrap();
+    // An index entry for every batch (each is larger than the interval).
+    let c = LogConfig {
+        index_interval_bytes: 1,
+        ..cfg()
+    };
+    let pdir = d.path().join("topic-0");
+    let index_len = || {
+        std::fs::metadata(pdir.join("00000000000000000000.index"))
+            .unwrap()
+            .len() as usize
+    };
+    let append = |log: &Log, i: i64| {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+            .unwrap();
+    };
+    let leo = {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone());
+        // The first batch gets no entry (nothing before it); then one per batch.
+        for i in 0..40 {
+            append(&log, i);
+        }
+        assert_eq!(index_len(), 0, "entries held back in memory");
+        assert_eq!(read_all(&log, 0).len(), 40);
+        // A group is written once the held-back entries of both indexes reach the size.
+        for i in 40..(2 * crate::segment::INDEX_WRITE_ENTRIES as i64) {
+            append(&log, i);
+        }
+        let written = index_len() / 8;
+        assert!(written > 0 && written < 2 * crate::segment::INDEX_WRITE_ENTRIES);
+        // A full flush writes the rest.
+        for i in 0..5 {
+            append(&log, 1000 + i);
+        }
+        log.flush().unwrap();
+        let n = 2 * crate::segment::INDEX_WRITE_ENTRIES + 5 - 1;
+        assert_eq!(index_len() / 8, n);
+        verify_indexes(&pdir);
+        // More held back, then a crash: recovery rebuilds the active segment's indexes.
+        for i in 0..7 {
+            append(&log, 2000 + i);
+        }
+        assert_eq!(index_len() / 8, n);
+        m.checkpoint().unwrap();
+        log.log_end_offset()
+    };
+    let (_m, log) = {
+        let m = open_mgr(d.path());
+        let log = open(&m, c);
+        (m, log)
+    };
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(read_all(&log, 0).len() as i64, leo / 2);
+    assert_eq!(index_len() / 8, (leo / 2 - 1) as usize);
+    verify_indexes(&pdir);
+}
+
+#[test]
+fn a_move_takes_the_held_back_index_entries() {
+    let d1 = tempfile::tempdir().unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    let dirs = vec![d1.path().to_path_buf(), d2.path().to_path_buf()];
+    let c = LogConfig {
+        index_interval_bytes: 1,
+        ..cfg()
+    };
+    let m = LogManager::open(dirs.clone(), meta()).unwrap();
+    let log = open(&m, c.clone());
+    // Some entries written in a group, some held back.
+    for i in 0..100i64 {
+        log.append(batch(2, NOW + i, "m"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let on_disk = std::fs::metadata(d1.path().join("topic-0/00000000000000000000.index"))
+        .unwrap()
+        .len();
+    assert!(on_disk > 0 && on_disk < 99 * 8, "{on_disk}");
+    m.move_log(&tp(0), 1).unwrap();
+    for i in 100..110i64 {
+        log.append(batch(2, NOW + i, "m"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    m.shutdown().unwrap();
+    let pdir = d2.path().join("topic-0");
+    let index = std::fs::read(pdir.join("00000000000000000000.index")).unwrap();
+    assert_eq!(index.len(), 109 * 8);
+    verify_indexes(&pdir);
+}
+
+#[test]
 fn missing_and_broken_indexes_are_rebuilt() {
     let d = tempfile::tempdir().unwrap();
     {
