@@ -1,7 +1,8 @@
 """bench/compare end to end, briefly: Apache Kafka and Sluice each run the (a) 10k workload
 twice (alternating which goes first) and the perf tools twice, and the summary has every run,
 the medians with their ranges, and Sluice/Kafka ratios. With a disk budget, both brokers run
-(a) with the same retention settings, and the perf tools without them. The figures of so short a run mean
+(a) with the same retention settings, and the perf tools without them; settings given for one
+broker reach every run of that broker only. The figures of so short a run mean
 nothing; what is checked is that the comparison measures both brokers and reports it."""
 
 import json
@@ -12,13 +13,15 @@ import sys
 from harness import REPO_ROOT
 
 PERF_RECORDS = 20_000
+SETTINGS = {"kafka": ("num.io.threads", "2"), "sluice": ("sluice.worker.threads", "1")}
 
 
 def test_compare_repeats_alternate_and_report_medians(tmp_path):
     out = tmp_path / "results"
     cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k,perf", "--repeat", "2",
            "--duration", "3", "--warmup", "1", "--perf-records", str(PERF_RECORDS), "--no-build",
-           "--disk-budget-gb", "0.5", "--out", str(out)]
+           "--disk-budget-gb", "0.5", "--sluice-config", "sluice.worker.threads=1",
+           "--kafka-config", "num.io.threads=2", "--out", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
@@ -42,6 +45,14 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
                 props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
                 for k, v in bounds.items():
                     assert (props.get(k) == v) if bounded else (k not in props), (sid, kind, k, props.get(k))
+                # Each broker's own settings, in every run, and not the other's.
+                other = "sluice" if kind == "kafka" else "kafka"
+                key, value = SETTINGS[kind]
+                assert props.get(key) == value and SETTINGS[other][0] not in props, (sid, kind, props)
+            if kind == "sluice":
+                assert "with 1 worker thread(s)" in (out / f"work-a10k-sluice-{i}" / "sluice.log").read_text()
+    assert summary["meta"]["settings"] == {"sluice": {"sluice.worker.threads": "1"},
+                                           "kafka": {"num.io.threads": "2"}}
     for kind in ("kafka", "sluice"):
         runs = summary["results"]["a10k"][kind]
         assert len(runs) == 2
@@ -58,6 +69,7 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
             assert r["consumer"]["records"] == PERF_RECORDS, r
 
     table = (out / "summary.md").read_text()
+    assert "Sluice settings: sluice.worker.threads=1." in table and "Kafka settings: num.io.threads=2." in table
     row = next(line for line in table.splitlines() if "| publish msg/s |" in line)
     # | a10k | publish msg/s | K med (K min-K max) | S med (S min-S max) | ratio |
     cells = [c.strip() for c in row.strip("|").split("|")]
