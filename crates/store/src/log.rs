@@ -218,13 +218,7 @@ impl Log {
                     m.max_ts = r.cursor.max_ts;
                     m.off_max_ts = r.cursor.off_max_ts;
                     m.rolling_ts = r.first_batch_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
-                    m.offset_index = Some(Arc::new(r.offset_index));
-                    m.time_index = Some(Arc::new(r.time_index));
-                    // Written by the rebuild, or read from the files.
-                    m.index_on_disk = (
-                        m.offset_index.as_ref().map_or(0, |v| v.len()),
-                        m.time_index.as_ref().map_or(0, |v| v.len()),
-                    );
+                    m.set_indexes_as_on_disk(r.offset_index, r.time_index);
                 }
                 cursor = r.cursor;
                 segments.push(Arc::new(seg));
@@ -318,13 +312,7 @@ impl Log {
                     m.max_ts = c.max_ts;
                     m.off_max_ts = c.off_max_ts;
                     m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
-                    m.offset_index = Some(Arc::new(oi));
-                    m.time_index = Some(Arc::new(ti));
-                    // Written by the rebuild, or read from the files.
-                    m.index_on_disk = (
-                        m.offset_index.as_ref().map_or(0, |v| v.len()),
-                        m.time_index.as_ref().map_or(0, |v| v.len()),
-                    );
+                    m.set_indexes_as_on_disk(oi, ti);
                 }
                 cursor = c;
                 segments.push(Arc::new(seg));
@@ -341,13 +329,7 @@ impl Log {
                     let mut m = seg.meta.write();
                     m.max_ts = r.cursor.max_ts;
                     m.off_max_ts = r.cursor.off_max_ts;
-                    m.offset_index = Some(Arc::new(r.offset_index));
-                    m.time_index = Some(Arc::new(r.time_index));
-                    // Written by the rebuild, or read from the files.
-                    m.index_on_disk = (
-                        m.offset_index.as_ref().map_or(0, |v| v.len()),
-                        m.time_index.as_ref().map_or(0, |v| v.len()),
-                    );
+                    m.set_indexes_as_on_disk(r.offset_index, r.time_index);
                 } else if let Some(t) = seg.last_time_entry_on_disk().map_err(serr)? {
                     let mut m = seg.meta.write();
                     m.max_ts = t.timestamp;
@@ -698,41 +680,43 @@ impl Log {
         }
         .map_err(|e| self.aio(e))?;
         // Index entries go to the files in groups: the held-back ones and this append's,
-        // written before the append is published (a failed write fails the append).
-        let (oi, ti, (d_oi, d_ti)) = {
+        // written before the append is published (a failed write fails the append). The
+        // in-memory indexes are only borrowed here: a handle kept to the publish below would
+        // make it copy them.
+        let index_written = {
             let m = active.meta.read();
-            (
-                m.offset_index.clone().unwrap_or_default(),
-                m.time_index.clone().unwrap_or_default(),
-                m.index_on_disk,
-            )
+            let (d_oi, d_ti) = m.index_on_disk;
+            let oi = m.offset_index.as_deref().map_or(&[][..], |v| v.as_slice());
+            let ti = m.time_index.as_deref().map_or(&[][..], |v| v.as_slice());
+            let held = oi.len().saturating_sub(d_oi) + ti.len().saturating_sub(d_ti);
+            let due = held + new_oi.len() + new_ti.len() >= INDEX_WRITE_ENTRIES;
+            if due {
+                let bytes: Vec<u8> = oi[d_oi.min(oi.len())..]
+                    .iter()
+                    .chain(&new_oi)
+                    .flat_map(|e| e.encode())
+                    .collect();
+                let tbytes: Vec<u8> = ti[d_ti.min(ti.len())..]
+                    .iter()
+                    .chain(&new_ti)
+                    .flat_map(|e| e.encode())
+                    .collect();
+                drop(m);
+                if !bytes.is_empty() {
+                    active
+                        .index_file
+                        .write_all_at(&bytes, (d_oi * OFFSET_INDEX_ENTRY_LEN) as u64)
+                        .map_err(|e| self.aio(e))?;
+                }
+                if !tbytes.is_empty() {
+                    active
+                        .time_file
+                        .write_all_at(&tbytes, (d_ti * TIME_INDEX_ENTRY_LEN) as u64)
+                        .map_err(|e| self.aio(e))?;
+                }
+            }
+            due
         };
-        let held = oi.len().saturating_sub(d_oi) + ti.len().saturating_sub(d_ti);
-        let index_written = held + new_oi.len() + new_ti.len() >= INDEX_WRITE_ENTRIES;
-        if index_written {
-            let bytes: Vec<u8> = oi[d_oi.min(oi.len())..]
-                .iter()
-                .chain(&new_oi)
-                .flat_map(|e| e.encode())
-                .collect();
-            if !bytes.is_empty() {
-                active
-                    .index_file
-                    .write_all_at(&bytes, (d_oi * OFFSET_INDEX_ENTRY_LEN) as u64)
-                    .map_err(|e| self.aio(e))?;
-            }
-            let bytes: Vec<u8> = ti[d_ti.min(ti.len())..]
-                .iter()
-                .chain(&new_ti)
-                .flat_map(|e| e.encode())
-                .collect();
-            if !bytes.is_empty() {
-                active
-                    .time_file
-                    .write_all_at(&bytes, (d_ti * TIME_INDEX_ENTRY_LEN) as u64)
-                    .map_err(|e| self.aio(e))?;
-            }
-        }
 
         // Publish.
         let new_size = active_size + written as u64;

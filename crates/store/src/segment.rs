@@ -123,9 +123,22 @@ pub(crate) struct SegMeta {
     pub recent: RecentBatches,
     /// Offset and time index entries known to be in the index files: the rest of the
     /// in-memory indexes (the active segment's newest entries) is written in groups
-    /// ([`INDEX_WRITE_ENTRIES`]), when the segment is sealed, by a full flush and before a
-    /// move. Lower than the truth is safe (entries are rewritten with the same bytes).
+    /// ([`INDEX_WRITE_ENTRIES`]), when the segment is sealed and by a full flush. Lower than
+    /// the truth is safe (entries are rewritten with the same bytes).
     pub index_on_disk: (usize, usize),
+}
+
+impl SegMeta {
+    /// Indexes just read from the index files, or rebuilt and written to them.
+    pub(crate) fn set_indexes_as_on_disk(
+        &mut self,
+        oi: Vec<OffsetIndexEntry>,
+        ti: Vec<TimeIndexEntry>,
+    ) {
+        self.index_on_disk = (oi.len(), ti.len());
+        self.offset_index = Some(Arc::new(oi));
+        self.time_index = Some(Arc::new(ti));
+    }
 }
 
 /// Index entries of the active segment held back before they are written to the index files
@@ -588,31 +601,39 @@ impl Segment {
 
     /// Write the in-memory index entries that are not yet in the index files.
     pub(crate) fn write_pending_index(&self) -> io::Result<()> {
-        let (oi, ti, (o_done, t_done)) = {
+        // Encoded under the lock, without keeping a handle to the indexes (an append
+        // publishing meanwhile would have to copy them).
+        let (o_done, t_done, o_len, t_len, ob, tb) = {
             let m = self.meta.read();
-            (
-                m.offset_index.clone(),
-                m.time_index.clone(),
-                m.index_on_disk,
-            )
+            let (o_done, t_done) = m.index_on_disk;
+            let oi = m.offset_index.as_deref().map_or(&[][..], |v| v.as_slice());
+            let ti = m.time_index.as_deref().map_or(&[][..], |v| v.as_slice());
+            let ob: Vec<u8> = oi
+                .get(o_done..)
+                .unwrap_or_default()
+                .iter()
+                .flat_map(|e| e.encode())
+                .collect();
+            let tb: Vec<u8> = ti
+                .get(t_done..)
+                .unwrap_or_default()
+                .iter()
+                .flat_map(|e| e.encode())
+                .collect();
+            (o_done, t_done, oi.len(), ti.len(), ob, tb)
         };
-        let mut done = (o_done, t_done);
-        if let Some(oi) = oi.filter(|v| v.len() > o_done) {
-            let bytes: Vec<u8> = oi[o_done..].iter().flat_map(|e| e.encode()).collect();
+        if !ob.is_empty() {
             self.index_file
-                .write_all_at(&bytes, (o_done * OFFSET_INDEX_ENTRY_LEN) as u64)?;
-            done.0 = oi.len();
+                .write_all_at(&ob, (o_done * OFFSET_INDEX_ENTRY_LEN) as u64)?;
         }
-        if let Some(ti) = ti.filter(|v| v.len() > t_done) {
-            let bytes: Vec<u8> = ti[t_done..].iter().flat_map(|e| e.encode()).collect();
+        if !tb.is_empty() {
             self.time_file
-                .write_all_at(&bytes, (t_done * TIME_INDEX_ENTRY_LEN) as u64)?;
-            done.1 = ti.len();
+                .write_all_at(&tb, (t_done * TIME_INDEX_ENTRY_LEN) as u64)?;
         }
-        if done != (o_done, t_done) {
+        if !ob.is_empty() || !tb.is_empty() {
             let mut m = self.meta.write();
-            m.index_on_disk.0 = m.index_on_disk.0.max(done.0);
-            m.index_on_disk.1 = m.index_on_disk.1.max(done.1);
+            m.index_on_disk.0 = m.index_on_disk.0.max(o_len);
+            m.index_on_disk.1 = m.index_on_disk.1.max(t_len);
         }
         Ok(())
     }
