@@ -702,18 +702,9 @@ impl Log {
                     .flat_map(|e| e.encode())
                     .collect();
                 drop(m);
-                if !bytes.is_empty() {
-                    active
-                        .index_file
-                        .write_all_at(&bytes, (d_oi * OFFSET_INDEX_ENTRY_LEN) as u64)
-                        .map_err(|e| self.aio(e))?;
-                }
-                if !tbytes.is_empty() {
-                    active
-                        .time_file
-                        .write_all_at(&tbytes, (d_ti * TIME_INDEX_ENTRY_LEN) as u64)
-                        .map_err(|e| self.aio(e))?;
-                }
+                active
+                    .write_index_tails((d_oi, &bytes), (d_ti, &tbytes))
+                    .map_err(|e| self.aio(e))?;
             }
             due
         };

@@ -599,6 +599,24 @@ impl Segment {
         Ok(())
     }
 
+    /// Write encoded offset- and time-index entries to the index files, each starting at
+    /// entry number `from` (an empty tail writes nothing).
+    pub(crate) fn write_index_tails(
+        &self,
+        (o_from, ob): (usize, &[u8]),
+        (t_from, tb): (usize, &[u8]),
+    ) -> io::Result<()> {
+        if !ob.is_empty() {
+            self.index_file
+                .write_all_at(ob, (o_from * OFFSET_INDEX_ENTRY_LEN) as u64)?;
+        }
+        if !tb.is_empty() {
+            self.time_file
+                .write_all_at(tb, (t_from * TIME_INDEX_ENTRY_LEN) as u64)?;
+        }
+        Ok(())
+    }
+
     /// Write the in-memory index entries that are not yet in the index files.
     pub(crate) fn write_pending_index(&self) -> io::Result<()> {
         // Encoded under the lock, without keeping a handle to the indexes (an append
@@ -622,14 +640,7 @@ impl Segment {
                 .collect();
             (o_done, t_done, oi.len(), ti.len(), ob, tb)
         };
-        if !ob.is_empty() {
-            self.index_file
-                .write_all_at(&ob, (o_done * OFFSET_INDEX_ENTRY_LEN) as u64)?;
-        }
-        if !tb.is_empty() {
-            self.time_file
-                .write_all_at(&tb, (t_done * TIME_INDEX_ENTRY_LEN) as u64)?;
-        }
+        self.write_index_tails((o_done, &ob), (t_done, &tb))?;
         if !ob.is_empty() || !tb.is_empty() {
             let mut m = self.meta.write();
             m.index_on_disk.0 = m.index_on_disk.0.max(o_len);
