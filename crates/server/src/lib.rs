@@ -1,21 +1,23 @@
-//! The server: the listener, one task pair per connection, limits and graceful shutdown.
+//! The server: the listener, one task per connection, limits and graceful shutdown.
 //!
 //! Architecture invariant: this is the only crate that touches sockets.
 //!
-//! Each connection has a reader and a writer. The reader reads one size-prefixed frame at a
-//! time (never more than `socket.request.max.bytes`), decodes it, and calls
-//! [`Broker::handle`], which does the ordered part of the work at once (so appends happen in
-//! request order) and returns a future for the rest. The reader queues that future; the
-//! writer awaits the queued futures one by one and writes their responses, so responses go out
-//! in request order while up to [`Limits::max_in_flight`] requests are pipelined.
+//! A connection's task reads one size-prefixed frame at a time (never more than
+//! `socket.request.max.bytes`), decodes it, and calls [`Broker::handle`], which does the
+//! ordered part of the work at once (so appends happen in request order) and returns a future
+//! for the rest. The task queues that future and writes the queued responses in request order
+//! as they become ready, while it keeps reading up to [`Limits::max_in_flight`] pipelined
+//! requests ahead.
 //!
 //! A frame that cannot be a request (bad size, unknown API key, unsupported version,
 //! malformed body) gets one log line and the connection is closed, as Kafka does; the only
 //! exception is an ApiVersions request newer than ours, which gets Kafka's fallback answer.
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -34,7 +36,8 @@ pub struct Limits {
     pub max_request_bytes: u32,
     /// `max.connections`: connections beyond this are closed at once.
     pub max_connections: u32,
-    /// `connections.max.idle.ms`: a connection with no complete request for this long is closed.
+    /// `connections.max.idle.ms`: a connection with no request waiting that reads no complete
+    /// request and writes no response for this long is closed.
     pub idle_timeout: Duration,
     /// Requests read ahead of their responses on one connection.
     pub max_in_flight: usize,
@@ -119,69 +122,139 @@ enum Queued {
     Raw(BytesMut),
 }
 
+/// Wait until the oldest queued request's response is ready, then take the request off the
+/// queue with its response (None: the request gets no response, such as acks=0). Cancel-safe:
+/// until it returns, the request stays queued.
+async fn next_ready(queue: &mut VecDeque<Queued>) -> (Queued, Option<Response>) {
+    std::future::poll_fn(|cx| {
+        // The caller only waits on a non-empty queue.
+        let Some(mut head) = queue.pop_front() else {
+            return Poll::Pending;
+        };
+        let response = match &mut head {
+            Queued::Raw(_) => None,
+            Queued::Pending(f) => match f.reply.as_mut().poll(cx) {
+                Poll::Ready(response) => response,
+                Poll::Pending => {
+                    queue.push_front(head);
+                    return Poll::Pending;
+                }
+            },
+        };
+        Poll::Ready((head, response))
+    })
+    .await
+}
+
+/// One task serves a connection: it reads requests while fewer than
+/// [`Limits::max_in_flight`] are queued, and writes each response as soon as it and every
+/// earlier one are ready. Reading pauses while a response is being written (as Kafka mutes a
+/// channel while it sends). One task, not a reader and a writer: a response costs no task
+/// wake-up, and the socket is never used from two threads at once.
 async fn connection(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: IpAddr,
     limits: &Limits,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> Close {
-    let (reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::channel(limits.max_in_flight.max(1));
-    let writer_task = tokio::spawn(write_responses(writer, rx));
-    let close = read_requests(&broker, reader, peer, limits, tx, shutdown).await;
-    // The reader dropped its sender: the writer drains what is queued, then ends.
-    match writer_task.await {
-        Ok(Err(e)) if matches!(close, Close::Eof) => Close::Io(e),
+    let (mut reader, mut writer) = stream.into_split();
+    let max_in_flight = limits.max_in_flight.max(1);
+    let mut queue: VecDeque<Queued> = VecDeque::with_capacity(max_in_flight);
+    // Bytes read from the socket but not yet framed: one read can bring several pipelined
+    // requests (or the next one's start), so most requests cost one system call, not two.
+    let mut inbuf = BytesMut::new();
+    // Closed after `connections.max.idle.ms` with no request waiting and none read or answered.
+    let idle = tokio::time::sleep(limits.idle_timeout);
+    tokio::pin!(idle);
+    // Why reading stopped (then the queued requests are answered and the connection closes).
+    let mut stopped: Option<Close> = None;
+    loop {
+        if stopped.is_some() && queue.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            (head, response) = next_ready(&mut queue), if !queue.is_empty() => {
+                if let Err(e) = write_response(&mut writer, head, response).await {
+                    return match stopped {
+                        None | Some(Close::Eof) => Close::Io(e),
+                        Some(close) => close,
+                    };
+                }
+                idle.as_mut().reset(tokio::time::Instant::now() + limits.idle_timeout);
+            }
+            _ = shutdown.changed(), if stopped.is_none() => stopped = Some(Close::Shutdown),
+            () = &mut idle, if stopped.is_none() && queue.is_empty() => stopped = Some(Close::Idle),
+            read = read_frame(&mut reader, &mut inbuf, limits.max_request_bytes),
+                if stopped.is_none() && queue.len() < max_in_flight => {
+                let frame = match read {
+                    Ok(frame) => frame,
+                    Err(close) => {
+                        stopped = Some(close);
+                        continue;
+                    }
+                };
+                idle.as_mut().reset(tokio::time::Instant::now() + limits.idle_timeout);
+                match decode_request(frame) {
+                    Ok(request) => {
+                        let api_key = request.api_key;
+                        let version = request.version();
+                        let correlation_id = request.correlation_id();
+                        let reply = broker.handle(request, peer);
+                        queue.push_back(Queued::Pending(InFlight {
+                            api_key,
+                            version,
+                            correlation_id,
+                            reply,
+                        }));
+                    }
+                    Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
+                        match sluice_wire::unsupported_api_versions_response(correlation_id) {
+                            Ok(frame) => queue.push_back(Queued::Raw(frame)),
+                            Err(e) => stopped = Some(Close::Wire(e)),
+                        }
+                    }
+                    Err(e) => stopped = Some(Close::Wire(e)),
+                }
+            }
+        }
+    }
+    let close = stopped.unwrap_or(Close::Eof);
+    match writer.shutdown().await {
+        Err(e) if matches!(close, Close::Eof) => Close::Io(e),
         _ => close,
     }
 }
 
-async fn read_requests(
-    broker: &Arc<Broker>,
-    mut reader: OwnedReadHalf,
-    peer: IpAddr,
-    limits: &Limits,
-    tx: mpsc::Sender<Queued>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Close {
-    // Bytes read from the socket but not yet framed: one read can bring several pipelined
-    // requests (or the next one's start), so most requests cost one system call, not two.
-    let mut inbuf = BytesMut::new();
-    loop {
-        let read = tokio::select! {
-            r = tokio::time::timeout(limits.idle_timeout, read_frame(&mut reader, &mut inbuf, limits.max_request_bytes)) => r,
-            _ = shutdown.changed() => return Close::Shutdown,
-        };
-        let frame = match read {
-            Err(_) => return Close::Idle,
-            Ok(Err(close)) => return close,
-            Ok(Ok(frame)) => frame,
-        };
-        let queued = match decode_request(frame) {
-            Ok(request) => {
-                let api_key = request.api_key;
-                let version = request.version();
-                let correlation_id = request.correlation_id();
-                let reply = broker.handle(request, peer);
-                Queued::Pending(InFlight {
-                    api_key,
-                    version,
-                    correlation_id,
-                    reply,
-                })
+/// Encode and write one response.
+async fn write_response(
+    writer: &mut OwnedWriteHalf,
+    head: Queued,
+    response: Option<Response>,
+) -> io::Result<()> {
+    let f = match head {
+        Queued::Raw(frame) => return writer.write_all(&frame).await,
+        Queued::Pending(f) => f,
+    };
+    let encoded = match response {
+        None => return Ok(()),
+        Some(Response::Body(body)) => {
+            encode_response(f.api_key, f.version, f.correlation_id, &body)
+        }
+        Some(Response::Fetch { mut body, regions }) => {
+            let lens: Vec<(usize, u32)> = regions.iter().map(|(at, r)| (*at, r.len)).collect();
+            match encode_fetch_response(f.version, f.correlation_id, &mut body, &lens) {
+                Ok(parts) => return write_parts(writer, parts, &regions).await,
+                Err(e) => Err(e),
             }
-            Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
-                match sluice_wire::unsupported_api_versions_response(correlation_id) {
-                    Ok(frame) => Queued::Raw(frame),
-                    Err(e) => return Close::Wire(e),
-                }
-            }
-            Err(e) => return Close::Wire(e),
-        };
-        if tx.send(queued).await.is_err() {
-            // The writer failed (peer gone); it reports the error.
-            return Close::Eof;
+        }
+    };
+    match encoded {
+        Ok(frame) => writer.write_all(&frame).await,
+        Err(e) => {
+            tracing::error!("cannot encode response: {e}");
+            Err(io::Error::other(e.to_string()))
         }
     }
 }
@@ -192,8 +265,9 @@ const FRAME_PREFIX: usize = sluice_wire::FRAME_PREFIX_BYTES;
 /// Socket reads ask for at least this much, so small pipelined requests arrive together.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Read one frame, using and refilling `inbuf`. The caller bounds the whole read with the idle
-/// timeout, so a client that trickles bytes cannot hold the connection open past it.
+/// Read one frame, using and refilling `inbuf`. Cancel-safe: bytes read stay in `inbuf` for
+/// the next call. The caller's idle timer restarts only at a complete frame, so a client that
+/// trickles bytes cannot hold the connection open past it.
 async fn read_frame(
     reader: &mut OwnedReadHalf,
     inbuf: &mut BytesMut,
@@ -232,45 +306,6 @@ async fn read_frame(
             Err(e) => return Err(Close::Io(e)),
         }
     }
-}
-
-async fn write_responses(
-    mut writer: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Queued>,
-) -> io::Result<()> {
-    while let Some(item) = rx.recv().await {
-        let frame = match item {
-            Queued::Raw(frame) => frame,
-            Queued::Pending(f) => {
-                let encoded = match f.reply.await {
-                    None => continue,
-                    Some(Response::Body(body)) => {
-                        encode_response(f.api_key, f.version, f.correlation_id, &body)
-                    }
-                    Some(Response::Fetch { mut body, regions }) => {
-                        let lens: Vec<(usize, u32)> =
-                            regions.iter().map(|(at, r)| (*at, r.len)).collect();
-                        match encode_fetch_response(f.version, f.correlation_id, &mut body, &lens) {
-                            Ok(parts) => {
-                                write_parts(&mut writer, parts, &regions).await?;
-                                continue;
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
-                };
-                match encoded {
-                    Ok(frame) => frame,
-                    Err(e) => {
-                        tracing::error!("cannot encode response: {e}");
-                        return Err(io::Error::other(e.to_string()));
-                    }
-                }
-            }
-        };
-        writer.write_all(&frame).await?;
-    }
-    writer.shutdown().await
 }
 
 /// Regions at least this long are sent with `sendfile` (no copy through memory); shorter ones

@@ -39,6 +39,7 @@ impl TestBroker {
             "socket.request.max.bytes".to_string(),
             "1048576".to_string(),
         );
+        props.insert("connections.max.idle.ms".to_string(), "5000".to_string());
         for (k, v) in extra {
             props.insert(k.to_string(), v.to_string());
         }
@@ -53,7 +54,7 @@ impl TestBroker {
             let limits = sluice_server::Limits {
                 max_request_bytes: config.socket_request_max_bytes,
                 max_connections: 64,
-                idle_timeout: Duration::from_secs(5),
+                idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
                 max_in_flight: 16,
             };
             let broker = sluice_broker::Broker::open(config).expect("broker");
@@ -115,9 +116,18 @@ impl Client {
         Some(Bytes::from(buf))
     }
 
+    /// True if the broker closed the connection (end of stream or reset) within the read
+    /// timeout; false if a byte arrived or the read timed out with the connection open.
     fn closed(&mut self) -> bool {
         let mut b = [0u8; 1];
-        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
     }
 
     fn request<R: Request + Encodable + HeaderVersion>(
@@ -128,6 +138,12 @@ impl Client {
     where
         R::Response: Decodable + HeaderVersion,
     {
+        let correlation = self.send(req, version);
+        self.receive::<R>(version, correlation)
+    }
+
+    /// Send a request without waiting for its response; returns its correlation id.
+    fn send<R: Request + Encodable + HeaderVersion>(&mut self, req: &R, version: i16) -> i32 {
         self.correlation += 1;
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
@@ -143,10 +159,18 @@ impl Client {
         frame.put_i32(body.len() as i32);
         frame.extend_from_slice(&body);
         self.send_raw(&frame);
+        self.correlation
+    }
+
+    /// Read the next response, which must answer the request with `correlation`.
+    fn receive<R: Request>(&mut self, version: i16, correlation: i32) -> R::Response
+    where
+        R::Response: Decodable + HeaderVersion,
+    {
         let mut resp = self.read_frame().expect("response");
         let rh = ResponseHeader::decode(&mut resp, R::Response::header_version(version))
             .expect("response header");
-        assert_eq!(rh.correlation_id, self.correlation);
+        assert_eq!(rh.correlation_id, correlation, "responses out of order");
         let out = R::Response::decode(&mut resp, version).expect("response body");
         assert!(!resp.has_remaining(), "trailing bytes in response");
         out
@@ -720,4 +744,95 @@ fn list_offsets_and_create_partitions() {
             .map(|t| t.partitions.len()),
         Some(3)
     );
+}
+
+fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_behind_a_long_poll() {
+    // The test broker reads at most 16 requests ahead of its responses.
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic(&mut c, "pipe", &[]);
+
+    // A long poll at the end of the empty log heads the queue; 20 more requests follow at once,
+    // the last a produce, all sent before any response is read. The broker answers none of
+    // the later ones before the fetch, and stops reading after 16; an append from another
+    // connection answers the fetch, and then every response comes in request order.
+    let fetch = c.send(&fetch_request("pipe", &[(0, 0)], 0, -1, 60_000, 1), 12);
+    let versions: Vec<i32> = (0..19)
+        .map(|_| c.send(&ApiVersionsRequest::default(), 3))
+        .collect();
+    let produce = c.send(
+        &produce_request("pipe", 0, batch(&["second"], -1, -1, -1)),
+        9,
+    );
+    let addr = broker.addr;
+    let other = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut p = Client::connect(addr);
+        produce_to(&mut p, "pipe", 0, batch(&["first"], -1, -1, -1))
+    });
+
+    let fetched = c.receive::<FetchRequest>(12, fetch);
+    assert_eq!(other.join().expect("producer").base_offset, 0);
+    let p0 = &fetched.responses[0].partitions[0];
+    assert_eq!(p0.error_code, 0);
+    assert_eq!(
+        fetched_records(&p0.records),
+        vec![(0, "first".to_string())],
+        "the long poll returns the other connection's append"
+    );
+    for correlation in versions {
+        let v = c.receive::<ApiVersionsRequest>(3, correlation);
+        assert_eq!(v.error_code, 0);
+    }
+    let produced = c.receive::<ProduceRequest>(9, produce);
+    let p = &produced.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 1));
+}
+
+#[test]
+fn idle_connections_close_but_not_while_a_request_waits() {
+    let broker = TestBroker::start(&[("connections.max.idle.ms", "300")]);
+
+    // Idle after a request: closed.
+    let mut c = broker.connect();
+    create_topic(&mut c, "idle", &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(c.closed(), "an idle connection stays open");
+
+    // A long poll that outlasts the idle time is answered (after its max.wait.ms, empty);
+    // the connection closes once it is idle again.
+    let mut c = broker.connect();
+    let waited = c.request(&fetch_request("idle", &[(0, 0)], 0, -1, 1500, 1), 12);
+    assert_eq!(waited.error_code, 0);
+    let p0 = &waited.responses[0].partitions[0];
+    assert_eq!(p0.error_code, 0);
+    assert!(p0.records.as_ref().is_none_or(|r| r.is_empty()));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(c.closed(), "idle after the long poll, yet open");
+
+    // A client trickling a request a byte at a time, never completing it, is closed too.
+    let mut c = broker.connect();
+    let frame = frame_for(ApiKey::ApiVersions as i16, 3, 1, &[0; 64]);
+    let mut sent = 0;
+    for byte in &frame[..20] {
+        if c.stream.write_all(std::slice::from_ref(byte)).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(sent >= 3, "closed before it was idle");
+    assert!(c.closed(), "a trickling client holds its connection open");
 }
