@@ -230,16 +230,19 @@ fn produce_with(
     records: Bytes,
     acks: i16,
 ) -> produce_response::PartitionProduceResponse {
-    let req = ProduceRequest::default()
+    let resp = client.request(&produce_request(topic, partition, records, acks), 9);
+    resp.responses[0].partition_responses[0].clone()
+}
+
+fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
+    ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
-                .with_records(Some(records))])]);
-    let resp = client.request(&req, 9);
-    resp.responses[0].partition_responses[0].clone()
+                .with_records(Some(records))])])
 }
 
 fn create_topic(client: &mut Client, name: &str, configs: &[(&str, &str)]) {
@@ -746,17 +749,6 @@ fn list_offsets_and_create_partitions() {
     );
 }
 
-fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
-}
-
 #[test]
 fn pipelined_requests_are_answered_in_order_behind_a_long_poll() {
     // The test broker reads at most 16 requests ahead of its responses.
@@ -773,7 +765,7 @@ fn pipelined_requests_are_answered_in_order_behind_a_long_poll() {
         .map(|_| c.send(&ApiVersionsRequest::default(), 3))
         .collect();
     let produce = c.send(
-        &produce_request("pipe", 0, batch(&["second"], -1, -1, -1)),
+        &produce_request("pipe", 0, batch(&["second"], -1, -1, -1), 1),
         9,
     );
     let addr = broker.addr;
