@@ -36,8 +36,8 @@ pub struct Limits {
     pub max_request_bytes: u32,
     /// `max.connections`: connections beyond this are closed at once.
     pub max_connections: u32,
-    /// `connections.max.idle.ms`: a connection with no request waiting that reads no complete
-    /// request and writes no response for this long is closed.
+    /// `connections.max.idle.ms`: a connection with no request waiting is closed this long
+    /// after its last answer (or after it opened).
     pub idle_timeout: Duration,
     /// Requests read ahead of their responses on one connection.
     pub max_in_flight: usize,
@@ -164,7 +164,9 @@ async fn connection(
     // Bytes read from the socket but not yet framed: one read can bring several pipelined
     // requests (or the next one's start), so most requests cost one system call, not two.
     let mut inbuf = BytesMut::new();
-    // Closed after `connections.max.idle.ms` with no request waiting and none read or answered.
+    // Closed `connections.max.idle.ms` after the last answer, unless a request waits. The
+    // timer restarts only at an answer: every request read is answered before the queue is
+    // empty again, so restarting it at a read too would change nothing.
     let idle = tokio::time::sleep(limits.idle_timeout);
     tokio::pin!(idle);
     // Why reading stopped (then the queued requests are answered and the connection closes).
@@ -195,7 +197,6 @@ async fn connection(
                         continue;
                     }
                 };
-                idle.as_mut().reset(tokio::time::Instant::now() + limits.idle_timeout);
                 match decode_request(frame) {
                     Ok(request) => {
                         let api_key = request.api_key;
@@ -266,8 +267,8 @@ const FRAME_PREFIX: usize = sluice_wire::FRAME_PREFIX_BYTES;
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Read one frame, using and refilling `inbuf`. Cancel-safe: bytes read stay in `inbuf` for
-/// the next call. The caller's idle timer restarts only at a complete frame, so a client that
-/// trickles bytes cannot hold the connection open past it.
+/// the next call. The caller's idle timer restarts only when a request is answered, so a
+/// client that trickles bytes cannot hold the connection open past it.
 async fn read_frame(
     reader: &mut OwnedReadHalf,
     inbuf: &mut BytesMut,
