@@ -117,3 +117,87 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
         }
     }
 }
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use bytes::Bytes;
+    use sluice_format::BatchBuilder;
+    use sluice_store::{
+        AppendOrigin, LogConfig, LogManager, MetaProperties, TimestampType, TopicPartition,
+    };
+
+    fn config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 64 * 1024,
+            segment_ms: i64::MAX,
+            retention_ms: -1,
+            retention_bytes: -1,
+            index_interval_bytes: 4096,
+            segment_index_bytes: 1024 * 1024,
+            max_message_bytes: 1024 * 1024,
+            timestamp_type: TimestampType::CreateTime,
+            flush_messages: 1,
+            flush_ms: 0,
+        }
+    }
+
+    /// Every answer comes from an fsync that covers the append made before the request, with
+    /// many tasks appending to and flushing the same few logs at once (so requests keep
+    /// arriving while a round fsyncs their log).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn each_answer_covers_the_requesting_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(
+            vec![dir.path().to_path_buf()],
+            MetaProperties {
+                node_id: 1,
+                cluster_id: "flusher-test-cluster-0A".into(),
+            },
+        )
+        .unwrap();
+        let logs: Vec<Arc<Log>> = (0..3)
+            .map(|p| {
+                let tp = TopicPartition {
+                    topic: "t".into(),
+                    partition: p,
+                };
+                manager
+                    .open_log(&tp, uuid::Uuid::from_u128(7), config(), 0)
+                    .unwrap()
+            })
+            .collect();
+        let flusher = Arc::new(Flusher::start());
+        let mut tasks = Vec::new();
+        for t in 0..24usize {
+            let (flusher, logs) = (flusher.clone(), logs.clone());
+            tasks.push(tokio::spawn(async move {
+                for i in 0..40usize {
+                    let log = &logs[(t + i) % logs.len()];
+                    let records = BatchBuilder::new()
+                        .record(1_700_000_000_000, None, Some(&[b'x'; 200]))
+                        .build();
+                    let appended = log
+                        .append(
+                            Bytes::from(records),
+                            AppendOrigin::Client,
+                            1_700_000_000_000,
+                        )
+                        .unwrap();
+                    assert!(appended.flush_due);
+                    flusher.request(log.clone()).await.unwrap();
+                    let synced = log.synced_offset();
+                    assert!(
+                        synced > appended.last_offset,
+                        "answered with offset {} appended but only {synced} synced",
+                        appended.last_offset
+                    );
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+}
