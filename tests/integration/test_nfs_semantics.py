@@ -14,13 +14,14 @@ The same scenario against Apache Kafka: test_nfs_kafka_comparison.py.
 """
 
 import re
+import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from harness import (CONFIG_COMMAND, admin, consumer, create_topic, kafka_tool, produce_all, producer,
+from harness import (CONFIG_COMMAND, SLUICE_BIN, admin, consumer, create_topic, kafka_tool, produce_all, producer,
                      topic_partitions, wait_until)
 from nfs_support import (LiveConsumer, LiveProducer, alter_replica_log_dirs, assert_all_acked_readable,  # noqa: F401
                          assert_serving, bindfs_mounts, dir_of, foreign_handle, leftovers, segment_logs,
@@ -270,3 +271,20 @@ def test_startup_tolerates_and_reclaims_leftovers(bindfs_mounts, broker_factory,
     wait_until(lambda: not held_path.exists(), LEFTOVER_TIMEOUT, "the released leftover to be reclaimed")
     assert_serving(broker, dirs)
     assert len(list(re.finditer("reclaimed silly-renamed leftover", broker.log_text()))) >= len(planted)
+
+
+def test_volume_check_reports_the_silly_rename_of_a_fuse_mount(bindfs_mounts):
+    """``sluice volume check`` on a bindfs mount: it sees the silly rename, measures the
+    fdatasync after an append and after a rewrite, and leaves nothing behind."""
+    [(src, mnt)] = bindfs_mounts(1)
+    r = subprocess.run([str(SLUICE_BIN), "volume", "check", str(mnt), "--size-mb", "4"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert re.search(r"unlink while open:\s+SILLY RENAME to \.fuse_hidden", out), out
+    for what in ("sync after append:", "sync after rewrite:"):
+        m = re.search(what + r"\s+p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, (\d+) us CPU .*, (\d+) rounds\)", out)
+        assert m, out
+        assert 0 < float(m.group(1)) <= float(m.group(2)) and int(m.group(4)) >= 1, out
+    assert "verdict:" in out and "Sluice defers and retries the removal" in out, out
+    assert list(src.iterdir()) == [], list(src.iterdir())

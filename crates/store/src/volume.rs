@@ -6,11 +6,14 @@
 //!
 //! Measured: whether a file unlinked while open is silly-renamed (`.nfs*`, `.fuse_hidden*`)
 //! so that its directory cannot be removed until the last close; fsync latency (p50/p99) and
-//! rate of small appends; sequential write and read throughput.
+//! rate of small appends; what an fdatasync costs after a batch-sized append against after an
+//! overwrite in place (the difference is the metadata the file system writes when a file
+//! grows); sequential write and read throughput.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,6 +25,9 @@ pub struct VolumeCheckOptions {
     /// Number of 4 KiB append + fsync rounds (the test also stops after `fsync_time_max`).
     pub fsync_rounds: usize,
     pub fsync_time_max: Duration,
+    /// Rounds of each [`SYNC_WRITE_BYTES`] write + fdatasync cost test (appending, then
+    /// overwriting); each also stops after `fsync_time_max`.
+    pub sync_cost_rounds: usize,
 }
 
 impl Default for VolumeCheckOptions {
@@ -30,6 +36,7 @@ impl Default for VolumeCheckOptions {
             throughput_bytes: 256 * 1024 * 1024,
             fsync_rounds: 500,
             fsync_time_max: Duration::from_secs(5),
+            sync_cost_rounds: 400,
         }
     }
 }
@@ -56,9 +63,74 @@ pub struct VolumeReport {
     pub fsync_p50_us: u64,
     pub fsync_p99_us: u64,
     pub fsync_per_sec: f64,
+    /// [`SYNC_WRITE_BYTES`] appended to a growing file, then fdatasync.
+    pub append_sync: SyncCost,
+    /// [`SYNC_WRITE_BYTES`] written over data already on storage, then fdatasync.
+    pub overwrite_sync: SyncCost,
     pub write_bytes: u64,
     pub write_mib_per_sec: f64,
     pub read_mib_per_sec: f64,
+}
+
+/// The write size of the sync cost test: the producer batch size of the benchmark drivers.
+pub const SYNC_WRITE_BYTES: usize = 128 * 1024;
+
+/// Latency and CPU time of one write + fdatasync round.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncCost {
+    pub rounds: usize,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// CPU time of the calling thread per round (write and fdatasync), in microseconds.
+    pub cpu_us: f64,
+}
+
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// `rounds` writes of [`SYNC_WRITE_BYTES`], each followed by fdatasync: appended to a new file,
+/// or (`overwrite`) over a file of that size written and synced beforehand.
+fn sync_cost(
+    file: &Path,
+    rounds: usize,
+    time_max: Duration,
+    overwrite: bool,
+) -> io::Result<SyncCost> {
+    let rounds = rounds.max(1);
+    let block = vec![0x3cu8; SYNC_WRITE_BYTES];
+    let f = File::create(file)?;
+    if overwrite {
+        let mut w = &f;
+        for _ in 0..rounds {
+            w.write_all(&block)?;
+        }
+        f.sync_all()?;
+    }
+    let mut lat = Vec::with_capacity(rounds);
+    let mut cpu = Duration::ZERO;
+    let started = Instant::now();
+    let mut pos: u64 = 0;
+    while lat.len() < rounds && started.elapsed() < time_max {
+        let (t, c) = (Instant::now(), thread_cpu());
+        f.write_all_at(&block, pos)?;
+        f.sync_data()?;
+        lat.push(t.elapsed());
+        cpu += thread_cpu().saturating_sub(c);
+        pos += SYNC_WRITE_BYTES as u64;
+    }
+    let n = lat.len();
+    lat.sort_unstable();
+    Ok(SyncCost {
+        rounds: n,
+        p50_us: percentile(&lat, 0.50),
+        p99_us: percentile(&lat, 0.99),
+        cpu_us: cpu.as_secs_f64() * 1e6 / n.max(1) as f64,
+    })
 }
 
 /// Removes the scratch directory when dropped (best effort, retried briefly for leftovers).
@@ -165,6 +237,19 @@ pub fn check_volume(path: &Path, opts: VolumeCheckOptions) -> io::Result<VolumeR
     };
     lat.sort_unstable();
 
+    let append_sync = sync_cost(
+        &scratch.0.join("append.test"),
+        opts.sync_cost_rounds,
+        opts.fsync_time_max,
+        false,
+    )?;
+    let overwrite_sync = sync_cost(
+        &scratch.0.join("overwrite.test"),
+        opts.sync_cost_rounds,
+        opts.fsync_time_max,
+        true,
+    )?;
+
     // Sequential write (1 MiB writes, fsync at the end) and read back.
     let data_path = scratch.0.join("throughput.test");
     let chunk = vec![0xa5u8; 1024 * 1024];
@@ -196,6 +281,8 @@ pub fn check_volume(path: &Path, opts: VolumeCheckOptions) -> io::Result<VolumeR
         fsync_p50_us: percentile(&lat, 0.50),
         fsync_p99_us: percentile(&lat, 0.99),
         fsync_per_sec,
+        append_sync,
+        overwrite_sync,
         write_bytes: opts.throughput_bytes,
         write_mib_per_sec: rate(write_secs),
         read_mib_per_sec: rate(read_secs),
@@ -204,10 +291,23 @@ pub fn check_volume(path: &Path, opts: VolumeCheckOptions) -> io::Result<VolumeR
     Ok(report)
 }
 
+/// An append's fdatasync taking longer than this many rewrites' gets a line in the verdict.
+const APPEND_SYNC_PREMIUM: f64 = 1.3;
+
 /// fsync p99 above this makes acks=all with a flush per message noticeably slow.
 const SLOW_FSYNC_P99_US: u64 = 20_000;
 
 impl VolumeReport {
+    /// How many times longer (p50) an fdatasync after an append takes than one after a rewrite
+    /// in place, when that is more than [`APPEND_SYNC_PREMIUM`] (None otherwise).
+    pub fn append_sync_premium(&self) -> Option<f64> {
+        let (a, o) = (
+            self.append_sync.p50_us as f64,
+            self.overwrite_sync.p50_us as f64,
+        );
+        (o > 0.0 && a / o > APPEND_SYNC_PREMIUM).then_some(a / o)
+    }
+
     /// True when the mount silly-renames open files (NFS without preserve-unlink, FUSE).
     pub fn silly_renames(&self) -> bool {
         matches!(self.unlink, UnlinkBehaviour::SillyRename { .. })
@@ -239,6 +339,20 @@ impl fmt::Display for VolumeReport {
             self.fsync_per_sec,
             self.fsync_rounds
         )?;
+        for (what, c) in [
+            ("sync after append:", &self.append_sync),
+            ("sync after rewrite:", &self.overwrite_sync),
+        ] {
+            writeln!(
+                f,
+                "  {what:<20}p50 {:.2} ms, p99 {:.2} ms, {:.0} us CPU ({} KiB write + fdatasync, {} rounds)",
+                c.p50_us as f64 / 1000.0,
+                c.p99_us as f64 / 1000.0,
+                c.cpu_us,
+                SYNC_WRITE_BYTES / 1024,
+                c.rounds
+            )?;
+        }
         writeln!(
             f,
             "  sequential write:   {:.1} MiB/s ({} MiB, fsync included)",
@@ -285,6 +399,21 @@ impl fmt::Display for VolumeReport {
                 "  - fsync latency is fine for flush-per-message (group-committed) durability."
             )?;
         }
+        if let Some(x) = self.append_sync_premium() {
+            let cpu = self.append_sync.cpu_us / self.overwrite_sync.cpu_us.max(1.0);
+            writeln!(
+                f,
+                "  - an fdatasync after an append takes {x:.1}x the time ({cpu:.1}x the CPU) of one"
+            )?;
+            for line in [
+                "after a rewrite in place: the file system commits metadata (size, allocation)",
+                "with each sync of a growing file, to its journal or in place. Segments only",
+                "grow, so a flush per batch (flush.messages=1) pays it every time; a flush.ms",
+                "interval pays it less often.",
+            ] {
+                writeln!(f, "    {line}")?;
+            }
+        }
         Ok(())
     }
 }
@@ -303,11 +432,13 @@ mod tests {
                 throughput_bytes: 2 * 1024 * 1024,
                 fsync_rounds: 5,
                 fsync_time_max: Duration::from_secs(2),
+                sync_cost_rounds: 5,
             },
         )
         .unwrap();
         assert_eq!(r.unlink, UnlinkBehaviour::Posix);
         assert!(r.fsync_rounds >= 1);
+        assert!(r.append_sync.rounds >= 1 && r.overwrite_sync.rounds >= 1);
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
         assert!(r.to_string().contains("verdict"));
     }
