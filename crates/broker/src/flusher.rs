@@ -117,6 +117,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

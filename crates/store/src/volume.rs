@@ -6,8 +6,8 @@
 //!
 //! Measured: whether a file unlinked while open is silly-renamed (`.nfs*`, `.fuse_hidden*`)
 //! so that its directory cannot be removed until the last close; fsync latency (p50/p99) and
-//! rate of small appends; what an fdatasync costs after a batch-sized append against after an
-//! overwrite in place (the difference is the metadata the file system writes when a file
+//! rate of small appends; what an fdatasync costs after a batch-sized append against after a
+//! rewrite in place (the difference is the metadata the file system writes when a file
 //! grows); sequential write and read throughput.
 
 use std::fmt;
@@ -26,7 +26,7 @@ pub struct VolumeCheckOptions {
     pub fsync_rounds: usize,
     pub fsync_time_max: Duration,
     /// Rounds of each [`SYNC_WRITE_BYTES`] write + fdatasync cost test (appending, then
-    /// overwriting); each also stops after `fsync_time_max`.
+    /// rewriting in place); each also stops after `fsync_time_max`.
     pub sync_cost_rounds: usize,
 }
 
@@ -66,7 +66,7 @@ pub struct VolumeReport {
     /// [`SYNC_WRITE_BYTES`] appended to a growing file, then fdatasync.
     pub append_sync: SyncCost,
     /// [`SYNC_WRITE_BYTES`] written over data already on storage, then fdatasync.
-    pub overwrite_sync: SyncCost,
+    pub rewrite_sync: SyncCost,
     pub write_bytes: u64,
     pub write_mib_per_sec: f64,
     pub read_mib_per_sec: f64,
@@ -94,17 +94,17 @@ fn thread_cpu() -> Duration {
 }
 
 /// `rounds` writes of [`SYNC_WRITE_BYTES`], each followed by fdatasync: appended to a new file,
-/// or (`overwrite`) over a file of that size written and synced beforehand.
+/// or (`rewrite`) over a file of that size written and synced beforehand.
 fn sync_cost(
     file: &Path,
     rounds: usize,
     time_max: Duration,
-    overwrite: bool,
+    rewrite: bool,
 ) -> io::Result<SyncCost> {
     let rounds = rounds.max(1);
     let block = vec![0x3cu8; SYNC_WRITE_BYTES];
     let f = File::create(file)?;
-    if overwrite {
+    if rewrite {
         let mut w = &f;
         for _ in 0..rounds {
             w.write_all(&block)?;
@@ -243,8 +243,8 @@ pub fn check_volume(path: &Path, opts: VolumeCheckOptions) -> io::Result<VolumeR
         opts.fsync_time_max,
         false,
     )?;
-    let overwrite_sync = sync_cost(
-        &scratch.0.join("overwrite.test"),
+    let rewrite_sync = sync_cost(
+        &scratch.0.join("rewrite.test"),
         opts.sync_cost_rounds,
         opts.fsync_time_max,
         true,
@@ -282,7 +282,7 @@ pub fn check_volume(path: &Path, opts: VolumeCheckOptions) -> io::Result<VolumeR
         fsync_p99_us: percentile(&lat, 0.99),
         fsync_per_sec,
         append_sync,
-        overwrite_sync,
+        rewrite_sync,
         write_bytes: opts.throughput_bytes,
         write_mib_per_sec: rate(write_secs),
         read_mib_per_sec: rate(read_secs),
@@ -303,7 +303,7 @@ impl VolumeReport {
     pub fn append_sync_premium(&self) -> Option<f64> {
         let (a, o) = (
             self.append_sync.p50_us as f64,
-            self.overwrite_sync.p50_us as f64,
+            self.rewrite_sync.p50_us as f64,
         );
         (o > 0.0 && a / o > APPEND_SYNC_PREMIUM).then_some(a / o)
     }
@@ -341,7 +341,7 @@ impl fmt::Display for VolumeReport {
         )?;
         for (what, c) in [
             ("sync after append:", &self.append_sync),
-            ("sync after rewrite:", &self.overwrite_sync),
+            ("sync after rewrite:", &self.rewrite_sync),
         ] {
             writeln!(
                 f,
@@ -400,7 +400,7 @@ impl fmt::Display for VolumeReport {
             )?;
         }
         if let Some(x) = self.append_sync_premium() {
-            let cpu = self.append_sync.cpu_us / self.overwrite_sync.cpu_us.max(1.0);
+            let cpu = self.append_sync.cpu_us / self.rewrite_sync.cpu_us.max(1.0);
             writeln!(
                 f,
                 "  - an fdatasync after an append takes {x:.1}x the time ({cpu:.1}x the CPU) of one"
@@ -438,7 +438,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.unlink, UnlinkBehaviour::Posix);
         assert!(r.fsync_rounds >= 1);
-        assert!(r.append_sync.rounds >= 1 && r.overwrite_sync.rounds >= 1);
+        assert!(r.append_sync.rounds >= 1 && r.rewrite_sync.rounds >= 1);
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
         assert!(r.to_string().contains("verdict"));
     }
