@@ -125,50 +125,21 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use sluice_format::BatchBuilder;
-    use sluice_store::{
-        AppendOrigin, LogConfig, LogManager, MetaProperties, TimestampType, TopicPartition,
-    };
+    use sluice_store::{AppendOrigin, LogConfig};
 
-    fn config() -> LogConfig {
-        LogConfig {
-            segment_bytes: 64 * 1024,
-            segment_ms: i64::MAX,
-            retention_ms: -1,
-            retention_bytes: -1,
-            index_interval_bytes: 4096,
-            segment_index_bytes: 1024 * 1024,
-            max_message_bytes: 1024 * 1024,
-            timestamp_type: TimestampType::CreateTime,
-            flush_messages: 1,
-            flush_ms: 0,
-        }
-    }
+    use crate::testutil::{log_config, open_logs};
 
     /// Every answer comes from an fsync that covers the append made before the request, with
     /// many tasks appending to and flushing the same few logs at once (so requests keep
     /// arriving while a round fsyncs their log).
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn each_answer_covers_the_requesting_append() {
-        let dir = tempfile::tempdir().unwrap();
-        let manager = LogManager::open(
-            vec![dir.path().to_path_buf()],
-            MetaProperties {
-                node_id: 1,
-                cluster_id: "flusher-test-cluster-0A".into(),
-            },
-        )
-        .unwrap();
-        let logs: Vec<Arc<Log>> = (0..3)
-            .map(|p| {
-                let tp = TopicPartition {
-                    topic: "t".into(),
-                    partition: p,
-                };
-                manager
-                    .open_log(&tp, uuid::Uuid::from_u128(7), config(), 0)
-                    .unwrap()
-            })
-            .collect();
+        // Small segments, so the appends roll them too.
+        let config = LogConfig {
+            segment_bytes: 64 * 1024,
+            ..log_config(1, 0)
+        };
+        let (_dir, _manager, logs) = open_logs(3, &config);
         let flusher = Arc::new(Flusher::start());
         let mut tasks = Vec::new();
         for t in 0..24usize {

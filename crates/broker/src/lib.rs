@@ -27,6 +27,8 @@ mod groups;
 mod recompress;
 mod registry;
 mod sessions;
+#[cfg(test)]
+mod testutil;
 mod waiters;
 
 use std::future::Future;

@@ -78,40 +78,10 @@ impl FetchWaiters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_store::{LogConfig, LogManager, MetaProperties, TopicPartition};
+    use crate::testutil::{log_config, open_logs};
 
-    fn config() -> LogConfig {
-        LogConfig {
-            segment_bytes: 1024 * 1024,
-            segment_ms: i64::MAX,
-            retention_ms: -1,
-            retention_bytes: -1,
-            index_interval_bytes: 4096,
-            segment_index_bytes: 1024 * 1024,
-            max_message_bytes: 1024 * 1024,
-            timestamp_type: sluice_store::TimestampType::CreateTime,
-            flush_messages: i64::MAX,
-            flush_ms: i64::MAX,
-        }
-    }
-
-    fn logs(n: i32) -> (tempfile::TempDir, LogManager, Vec<Arc<Log>>) {
-        let dir = tempfile::tempdir().unwrap();
-        let meta = MetaProperties {
-            node_id: 1,
-            cluster_id: "test-cluster-id-00000A".into(),
-        };
-        let m = LogManager::open(vec![dir.path().to_path_buf()], meta).unwrap();
-        let logs = (0..n)
-            .map(|p| {
-                let tp = TopicPartition {
-                    topic: "t".into(),
-                    partition: p,
-                };
-                m.open_log(&tp, uuid::Uuid::new_v4(), config(), 0).unwrap()
-            })
-            .collect();
-        (dir, m, logs)
+    fn logs(n: i32) -> (tempfile::TempDir, sluice_store::LogManager, Vec<Arc<Log>>) {
+        open_logs(n, &log_config(i64::MAX, i64::MAX))
     }
 
     #[tokio::test]

@@ -1,0 +1,48 @@
+//! Helpers for the broker's unit tests: real logs in a temporary directory.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use sluice_store::{Log, LogConfig, LogManager, MetaProperties, TimestampType, TopicPartition};
+
+/// Small segments; `flush_messages` / `flush_ms` as given (i64::MAX: leave it to the OS).
+pub(crate) fn log_config(flush_messages: i64, flush_ms: i64) -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024 * 1024,
+        segment_ms: i64::MAX,
+        retention_ms: -1,
+        retention_bytes: -1,
+        index_interval_bytes: 4096,
+        segment_index_bytes: 1024 * 1024,
+        max_message_bytes: 1024 * 1024,
+        timestamp_type: TimestampType::CreateTime,
+        flush_messages,
+        flush_ms,
+    }
+}
+
+/// Partitions 0..n of topic "t", opened with `config` in a new temporary directory (kept
+/// alive by the returned handle).
+pub(crate) fn open_logs(
+    n: i32,
+    config: &LogConfig,
+) -> (tempfile::TempDir, LogManager, Vec<Arc<Log>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = MetaProperties {
+        node_id: 1,
+        cluster_id: "test-cluster-id-00000A".into(),
+    };
+    let m = LogManager::open(vec![dir.path().to_path_buf()], meta).unwrap();
+    let logs = (0..n)
+        .map(|p| {
+            let tp = TopicPartition {
+                topic: "t".into(),
+                partition: p,
+            };
+            m.open_log(&tp, uuid::Uuid::new_v4(), config.clone(), 0)
+                .unwrap()
+        })
+        .collect();
+    (dir, m, logs)
+}
