@@ -326,6 +326,37 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         _ => None,
     };
 
+    let cluster = match p.get("sluice.cluster.etcd.endpoints")? {
+        Some(Value::Str(s)) => {
+            let endpoints: Vec<String> = csv(&s);
+            for e in &endpoints {
+                let ok = e
+                    .rsplit_once(':')
+                    .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
+                if !ok {
+                    return Err(invalid(
+                        "sluice.cluster.etcd.endpoints",
+                        &s,
+                        format!("the entry {e:?} is not of the form host:port (for example 127.0.0.1:2379)"),
+                    ));
+                }
+            }
+            let prefix = match p.get("sluice.cluster.etcd.prefix")? {
+                Some(Value::Str(s)) => s.trim_end_matches('/').to_string(),
+                _ => "/sluice".to_string(),
+            };
+            Some(crate::ClusterSettings {
+                etcd_endpoints: endpoints,
+                etcd_prefix: prefix,
+                etcd_timeout_ms: p.typed("sluice.cluster.etcd.timeout.ms", 2000)?,
+                lease_ms: p.typed("sluice.cluster.lease.ms", 6000)?,
+                poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
+                balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
+            })
+        }
+        _ => None,
+    };
+
     // Topic defaults from the broker synonyms, highest-priority synonym first.
     let mut topic_defaults = TopicConfig::default();
     for def in catalog::TOPIC_DEFS {
@@ -361,6 +392,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
+        cluster,
         cluster_id,
         groups: crate::GroupSettings {
             initial_rebalance_delay_ms: p.typed("group.initial.rebalance.delay.ms", 3000)?,

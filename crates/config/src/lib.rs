@@ -260,6 +260,9 @@ pub struct BrokerConfig {
     /// (file system calls that may block run on extra threads). 0 = one per CPU the process
     /// may run on. Default 0.
     pub worker_threads: u16,
+    /// `sluice.cluster.*`: the shared-storage cluster on etcd; None = single broker with the
+    /// embedded metadata store.
+    pub cluster: Option<ClusterSettings>,
     /// `cluster.id` (Sluice extension; Kafka stores it in meta.properties). None = generate.
     pub cluster_id: Option<String>,
     /// Consumer-group limits and timings (`group.*`, `offsets.*`).
@@ -270,6 +273,23 @@ pub struct BrokerConfig {
     pub given: BTreeMap<String, String>,
     /// Property names that were not recognised (each has been warned about once).
     pub unknown: Vec<String>,
+}
+
+/// Cluster mode (`sluice.cluster.*`, docs/cluster.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `sluice.cluster.etcd.endpoints`: `host:port` of each etcd member.
+    pub etcd_endpoints: Vec<String>,
+    /// `sluice.cluster.etcd.prefix`: key prefix of this cluster's records. Default `/sluice`.
+    pub etcd_prefix: String,
+    /// `sluice.cluster.etcd.timeout.ms`: time limit of one etcd request. Default 2000.
+    pub etcd_timeout_ms: u64,
+    /// `sluice.cluster.lease.ms`: the broker's etcd lease. Default 6000.
+    pub lease_ms: u64,
+    /// `sluice.cluster.poll.ms`: how often membership and ownership are read. Default 200.
+    pub poll_ms: u64,
+    /// `sluice.cluster.balance.enable`: move partitions to even out ownership. Default true.
+    pub balance_enable: bool,
 }
 
 impl Default for BrokerConfig {

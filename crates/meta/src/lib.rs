@@ -1,14 +1,21 @@
 //! The coordination layer: what topics exist, their partitions, topic-level config overrides,
 //! who owns each partition under which epoch, and producer-id allocation.
 //!
-//! Owns: the metadata store. Today that is [`EmbeddedStore`], a small file inside the first log
-//! directory that needs no other process; the shared-storage cluster will put the same records
-//! in etcd behind the same API.
+//! Owns: the metadata store, behind one API ([`Meta`]): [`EmbeddedStore`], a small file inside
+//! the first log directory that needs no other process (a single broker), or [`EtcdStore`],
+//! the same records plus membership and partition ownership in etcd (the shared-storage
+//! cluster, `cluster.rs`; its client is `etcd.rs`).
 //! Does not own: partition data (the log store) or Kafka error codes (the broker).
 //!
 //! Architecture invariant: a broker serves a partition only under an ownership epoch it got
-//! from [`EmbeddedStore::acquire_partition`]; every acquisition bumps the epoch, and the epoch
-//! is stamped into every batch the broker appends (Kafka's partition leader epoch).
+//! from the store ([`EmbeddedStore::acquire_partition`], [`EtcdStore::acquire`]); every
+//! acquisition bumps the epoch, and the epoch is stamped into every batch the broker appends
+//! (Kafka's partition leader epoch). Only this crate talks to etcd.
+
+pub mod cluster;
+pub mod etcd;
+
+pub use cluster::{BrokerInfo, ClusterView, EtcdStore, Owner, OwnerRecord};
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -19,7 +26,7 @@ use parking_lot::Mutex;
 use uuid::Uuid;
 
 /// How many producer ids one allocation reserves (persisted once per block).
-const PRODUCER_ID_BLOCK: i64 = 1000;
+pub(crate) const PRODUCER_ID_BLOCK: i64 = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
@@ -35,6 +42,8 @@ pub enum MetaError {
     TopicExists(String),
     #[error("topic {0} does not exist")]
     UnknownTopic(String),
+    #[error("etcd: {0}")]
+    Etcd(String),
     #[error("topic {topic} has {current} partitions; cannot change to {requested}")]
     InvalidPartitions {
         topic: String,
@@ -50,6 +59,9 @@ pub struct TopicMeta {
     pub id: Uuid,
     /// Ownership (leader) epoch of each partition; its length is the partition count.
     pub epochs: Vec<i32>,
+    /// The broker owning each partition (-1: none yet); same length as `epochs`. The embedded
+    /// store leaves it empty: its one broker owns everything ([`Meta`] fills it in).
+    pub owners: Vec<i32>,
     /// Topic-level config overrides (Kafka names), already validated.
     pub configs: BTreeMap<String, String>,
 }
@@ -215,6 +227,7 @@ impl EmbeddedStore {
             name: name.to_string(),
             id: id.unwrap_or_else(Uuid::new_v4),
             epochs: vec![0; partitions as usize],
+            owners: Vec::new(),
             configs,
         };
         let mut next = clone_state(&state);
@@ -359,6 +372,117 @@ impl EmbeddedStore {
     }
 }
 
+/// The metadata store a broker uses: the embedded one (single broker, which owns every
+/// partition) or etcd (cluster).
+#[derive(Debug)]
+pub enum Meta {
+    Embedded { store: EmbeddedStore, node_id: i32 },
+    Etcd(EtcdStore),
+}
+
+impl Meta {
+    fn owned_by_me(&self, mut t: TopicMeta) -> TopicMeta {
+        if let Meta::Embedded { node_id, .. } = self {
+            t.owners = vec![*node_id; t.epochs.len()];
+        }
+        t
+    }
+
+    pub fn cluster_id(&self) -> String {
+        match self {
+            Meta::Embedded { store, .. } => store.cluster_id(),
+            Meta::Etcd(s) => s.cluster_id(),
+        }
+    }
+
+    /// The etcd store, in cluster mode.
+    pub fn etcd(&self) -> Option<&EtcdStore> {
+        match self {
+            Meta::Embedded { .. } => None,
+            Meta::Etcd(s) => Some(s),
+        }
+    }
+
+    pub fn topics(&self) -> Vec<TopicMeta> {
+        match self {
+            Meta::Embedded { store, .. } => store
+                .topics()
+                .into_iter()
+                .map(|t| self.owned_by_me(t))
+                .collect(),
+            Meta::Etcd(s) => s.topics(),
+        }
+    }
+
+    pub fn topic(&self, name: &str) -> Option<TopicMeta> {
+        match self {
+            Meta::Embedded { store, .. } => store.topic(name).map(|t| self.owned_by_me(t)),
+            Meta::Etcd(s) => s.topic(name),
+        }
+    }
+
+    /// Create a topic. In cluster mode its partitions are spread over the live brokers (their
+    /// owners acquire them); the embedded store's one broker owns them at once.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        id: Option<Uuid>,
+    ) -> Result<TopicMeta, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store
+                .create_topic(name, partitions, configs, id)
+                .map(|t| self.owned_by_me(t)),
+            Meta::Etcd(s) => {
+                let owners = cluster::spread_new_partitions(&s.view(), partitions);
+                s.create_topic(name, partitions, configs, &owners)
+            }
+        }
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store.delete_topic(name),
+            Meta::Etcd(s) => s.delete_topic(name),
+        }
+    }
+
+    pub fn add_partitions(&self, name: &str, partitions: i32) -> Result<TopicMeta, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store
+                .add_partitions(name, partitions)
+                .map(|t| self.owned_by_me(t)),
+            Meta::Etcd(s) => {
+                let current = s.topic(name).map_or(0, |t| t.partitions());
+                let owners =
+                    cluster::spread_new_partitions(&s.view(), (partitions - current).max(0));
+                s.add_partitions(name, partitions, &owners)
+            }
+        }
+    }
+
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store
+                .set_topic_configs(name, configs)
+                .map(|t| self.owned_by_me(t)),
+            Meta::Etcd(s) => s.set_topic_configs(name, configs),
+        }
+    }
+
+    pub fn next_producer_id(&self) -> Result<i64, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store.next_producer_id(),
+            Meta::Etcd(s) => s.next_producer_id(),
+        }
+    }
+}
+
 fn clone_state(s: &State) -> State {
     State {
         cluster_id: s.cluster_id.clone(),
@@ -415,6 +539,7 @@ fn parse(path: &Path, text: &str) -> Result<State, MetaError> {
                         name: name.to_string(),
                         id,
                         epochs,
+                        owners: Vec::new(),
                         configs: BTreeMap::new(),
                     },
                 );

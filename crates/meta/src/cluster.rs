@@ -1,0 +1,840 @@
+//! The cluster's records in etcd: membership (one key per live broker, under its lease), the
+//! controller (one key under the controller's lease), topics, partition ownership and
+//! producer-id blocks. Layout under the prefix `P` (`sluice.cluster.etcd.prefix`), all values
+//! JSON or plain text:
+//!
+//! ```text
+//! P/cluster_id               the cluster id (created once)
+//! P/brokers/<node>           {"host":..,"port":..}          under the broker's lease
+//! P/controller               "<node>"                       under the controller's lease
+//! P/topics/<topic>           {"id":..,"partitions":..,"configs":{..}}
+//! P/owners/<topic>/<p>       {"node":..,"epoch":..}         node -1: no owner yet
+//! P/producer_ids             the first producer id not yet reserved
+//! ```
+//!
+//! Architecture invariant: an owner record changes only by compare-and-swap on its mod
+//! revision. The controller changes `node` (assignment); the assigned broker changes `epoch`
+//! (acquisition: every acquisition bumps it). A broker acknowledges data only after a
+//! transaction confirms, after the data's fsync, that its own registration and the owner
+//! records it acquired are unchanged ([`EtcdStore::confirm`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::etcd::{Compare, Etcd, EtcdError, Kv, Op};
+use crate::{MetaError, TopicMeta, PRODUCER_ID_BLOCK};
+
+/// Most comparisons sent in one confirming transaction (etcd's default `--max-txn-ops` is 128).
+const CONFIRM_COMPARES_MAX: usize = 100;
+
+/// A live broker as its registration record says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerInfo {
+    #[serde(skip)]
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct TopicRecord {
+    id: Uuid,
+    partitions: i32,
+    #[serde(default)]
+    configs: BTreeMap<String, String>,
+}
+
+/// One partition's owner record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// The owning broker; -1 when none is assigned yet.
+    pub node: i32,
+    /// The leader epoch of the owner's latest acquisition.
+    pub epoch: i32,
+}
+
+/// An owner record with the revision that a compare-and-swap needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerRecord {
+    pub owner: Owner,
+    pub mod_revision: i64,
+}
+
+/// Everything a broker needs to know about the cluster, read in one linearizable range.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterView {
+    pub revision: i64,
+    pub brokers: BTreeMap<i32, BrokerInfo>,
+    pub controller: Option<(i32, i64)>,
+    /// Topics by name; `epochs` and `owners` come from the owner records.
+    pub topics: BTreeMap<String, TopicMeta>,
+    /// Owner records by (topic, partition).
+    pub owners: BTreeMap<(String, i32), OwnerRecord>,
+}
+
+impl ClusterView {
+    pub fn controller_id(&self) -> Option<i32> {
+        self.controller.map(|(id, _)| id)
+    }
+}
+
+/// The metadata store of a cluster, in etcd.
+#[derive(Debug)]
+pub struct EtcdStore {
+    etcd: Etcd,
+    prefix: String,
+    node_id: i32,
+    cluster_id: String,
+    view: RwLock<Arc<ClusterView>>,
+    /// (next producer id to hand out, first id not reserved by this broker).
+    producer_ids: Mutex<(i64, i64)>,
+    /// This broker's registration: (lease id, create revision of its broker key).
+    registration: Mutex<Option<(i64, i64)>>,
+}
+
+fn etcd_err(e: EtcdError) -> MetaError {
+    MetaError::Etcd(e.to_string())
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(kv: &Kv) -> Result<T, MetaError> {
+    serde_json::from_slice(&kv.value).map_err(|e| {
+        MetaError::Etcd(format!("the etcd record {} does not parse: {e}", kv.key))
+    })
+}
+
+fn to_json(v: &impl Serialize) -> Vec<u8> {
+    // Serializing these plain structs cannot fail (no maps with non-string keys).
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+impl EtcdStore {
+    /// Connect, and read or create the cluster id (`cluster_id` is used only when creating).
+    pub fn open(
+        endpoints: Vec<String>,
+        prefix: &str,
+        timeout: Duration,
+        node_id: i32,
+        cluster_id: impl FnOnce() -> String,
+    ) -> Result<EtcdStore, MetaError> {
+        let etcd = Etcd::new(endpoints, timeout);
+        let prefix = prefix.trim_end_matches('/').to_string();
+        let key = format!("{prefix}/cluster_id");
+        let existing = etcd.get(&key).map_err(etcd_err)?;
+        let cluster_id = match existing {
+            Some(kv) => String::from_utf8_lossy(&kv.value).into_owned(),
+            None => {
+                let id = cluster_id();
+                etcd.txn(
+                    &[Compare::CreateRevision(key.clone(), 0)],
+                    &[Op::Put {
+                        key: key.clone(),
+                        value: id.clone().into_bytes(),
+                        lease: 0,
+                    }],
+                    &[],
+                )
+                .map_err(etcd_err)?;
+                // Whoever created it first wins.
+                let kv = etcd.get(&key).map_err(etcd_err)?;
+                kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+                    .unwrap_or(id)
+            }
+        };
+        let store = EtcdStore {
+            etcd,
+            prefix,
+            node_id,
+            cluster_id,
+            view: RwLock::new(Arc::new(ClusterView::default())),
+            producer_ids: Mutex::new((0, 0)),
+            registration: Mutex::new(None),
+        };
+        store.refresh()?;
+        Ok(store)
+    }
+
+    pub fn cluster_id(&self) -> String {
+        self.cluster_id.clone()
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    fn key(&self, rest: &str) -> String {
+        format!("{}/{rest}", self.prefix)
+    }
+
+    fn broker_key(&self, node: i32) -> String {
+        self.key(&format!("brokers/{node}"))
+    }
+
+    fn owner_key(&self, topic: &str, partition: i32) -> String {
+        self.key(&format!("owners/{topic}/{partition}"))
+    }
+
+    /// The latest view read by [`EtcdStore::refresh`].
+    pub fn view(&self) -> Arc<ClusterView> {
+        self.view.read().clone()
+    }
+
+    /// Read every record of the cluster (one linearizable range) and make it the view.
+    pub fn refresh(&self) -> Result<Arc<ClusterView>, MetaError> {
+        let root = format!("{}/", self.prefix);
+        let (kvs, revision) = self.etcd.range_prefix(&root).map_err(etcd_err)?;
+        let mut view = ClusterView {
+            revision,
+            ..ClusterView::default()
+        };
+        let mut topics: BTreeMap<String, TopicRecord> = BTreeMap::new();
+        for kv in &kvs {
+            let Some(rest) = kv.key.strip_prefix(&root) else {
+                continue;
+            };
+            if let Some(node) = rest.strip_prefix("brokers/") {
+                let Ok(node_id) = node.parse::<i32>() else { continue };
+                let mut info: BrokerInfo = parse_json(kv)?;
+                info.node_id = node_id;
+                view.brokers.insert(node_id, info);
+            } else if rest == "controller" {
+                if let Ok(id) = String::from_utf8_lossy(&kv.value).parse::<i32>() {
+                    view.controller = Some((id, kv.create_revision));
+                }
+            } else if let Some(name) = rest.strip_prefix("topics/") {
+                topics.insert(name.to_string(), parse_json(kv)?);
+            } else if let Some(tp) = rest.strip_prefix("owners/") {
+                let Some((topic, p)) = tp.rsplit_once('/') else {
+                    continue;
+                };
+                let Ok(p) = p.parse::<i32>() else { continue };
+                let owner: Owner = parse_json(kv)?;
+                view.owners.insert(
+                    (topic.to_string(), p),
+                    OwnerRecord {
+                        owner,
+                        mod_revision: kv.mod_revision,
+                    },
+                );
+            }
+        }
+        for (name, t) in topics {
+            let n = t.partitions.max(0) as usize;
+            let mut epochs = vec![0; n];
+            let mut owners = vec![-1; n];
+            for p in 0..n {
+                if let Some(r) = view.owners.get(&(name.clone(), p as i32)) {
+                    epochs[p] = r.owner.epoch;
+                    owners[p] = r.owner.node;
+                }
+            }
+            view.topics.insert(
+                name.clone(),
+                TopicMeta {
+                    name,
+                    id: t.id,
+                    epochs,
+                    owners,
+                    configs: t.configs,
+                },
+            );
+        }
+        let view = Arc::new(view);
+        *self.view.write() = view.clone();
+        Ok(view)
+    }
+
+    // ---- membership ------------------------------------------------------------------
+
+    /// Register this broker under a new lease of `ttl`. A registration left by an earlier
+    /// process with this node id is replaced (deleted, then created anew), so that process's
+    /// confirmations fail from now on. Returns the lease id.
+    pub fn register(&self, ttl: Duration, info: &BrokerInfo) -> Result<i64, MetaError> {
+        let ttl_s = ttl.as_secs().max(2) as i64;
+        let lease = self.etcd.lease_grant(ttl_s).map_err(etcd_err)?;
+        let key = self.broker_key(self.node_id);
+        self.etcd
+            .txn(&[], &[Op::Delete { key: key.clone() }], &[])
+            .map_err(etcd_err)?;
+        let created = self
+            .etcd
+            .txn(
+                &[Compare::CreateRevision(key.clone(), 0)],
+                &[Op::Put {
+                    key: key.clone(),
+                    value: to_json(info),
+                    lease,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        if !created {
+            return Err(MetaError::Etcd(format!(
+                "another broker registered node id {} at the same moment",
+                self.node_id
+            )));
+        }
+        let kv = self
+            .etcd
+            .get(&key)
+            .map_err(etcd_err)?
+            .ok_or_else(|| MetaError::Etcd("the broker registration vanished at once".into()))?;
+        *self.registration.lock() = Some((lease, kv.create_revision));
+        Ok(lease)
+    }
+
+    /// Renew this broker's lease; false when it has expired (the registration is gone).
+    pub fn keep_alive(&self) -> Result<bool, MetaError> {
+        let Some((lease, _)) = *self.registration.lock() else {
+            return Ok(false);
+        };
+        let ttl = self.etcd.lease_keep_alive(lease).map_err(etcd_err)?;
+        Ok(ttl > 0)
+    }
+
+    /// Leave the cluster now (controlled shutdown): revoking the lease removes the
+    /// registration and, if this broker is the controller, the controller key.
+    pub fn deregister(&self) -> Result<(), MetaError> {
+        let Some((lease, _)) = self.registration.lock().take() else {
+            return Ok(());
+        };
+        self.etcd.lease_revoke(lease).map_err(etcd_err)
+    }
+
+    /// Become the controller if there is none. Returns the controller key's create revision
+    /// when this broker is the controller.
+    pub fn campaign(&self) -> Result<Option<i64>, MetaError> {
+        let Some((lease, _)) = *self.registration.lock() else {
+            return Ok(None);
+        };
+        let key = self.key("controller");
+        self.etcd
+            .txn(
+                &[Compare::CreateRevision(key.clone(), 0)],
+                &[Op::Put {
+                    key: key.clone(),
+                    value: self.node_id.to_string().into_bytes(),
+                    lease,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        let kv = self.etcd.get(&key).map_err(etcd_err)?;
+        Ok(kv
+            .filter(|kv| kv.lease == lease)
+            .map(|kv| kv.create_revision))
+    }
+
+    // ---- ownership -------------------------------------------------------------------
+
+    /// The controller assigns partitions: each `(topic, partition, record seen, new node)` is
+    /// written only if the record is unchanged and this broker is still the controller (its
+    /// key's create revision is `controller_rev`). Returns whether it was applied.
+    pub fn assign(
+        &self,
+        controller_rev: i64,
+        moves: &[(String, i32, OwnerRecord, i32)],
+    ) -> Result<bool, MetaError> {
+        let mut compares = vec![Compare::CreateRevision(self.key("controller"), controller_rev)];
+        let mut ops = Vec::new();
+        for (topic, p, seen, node) in moves {
+            let key = self.owner_key(topic, *p);
+            compares.push(Compare::ModRevision(key.clone(), seen.mod_revision));
+            ops.push(Op::Put {
+                key,
+                value: to_json(&Owner {
+                    node: *node,
+                    epoch: seen.owner.epoch,
+                }),
+                lease: 0,
+            });
+        }
+        self.etcd.txn(&compares, &ops, &[]).map_err(etcd_err)
+    }
+
+    /// Acquire a partition assigned to this broker: bump its epoch if the record is still
+    /// `seen`. Returns the new record, or None if it changed meanwhile.
+    pub fn acquire(
+        &self,
+        topic: &str,
+        partition: i32,
+        seen: OwnerRecord,
+    ) -> Result<Option<OwnerRecord>, MetaError> {
+        if seen.owner.node != self.node_id {
+            return Ok(None);
+        }
+        let Some((_, reg_rev)) = *self.registration.lock() else {
+            return Ok(None);
+        };
+        let key = self.owner_key(topic, partition);
+        let next = Owner {
+            node: self.node_id,
+            epoch: seen.owner.epoch + 1,
+        };
+        let ok = self
+            .etcd
+            .txn(
+                &[
+                    Compare::ModRevision(key.clone(), seen.mod_revision),
+                    Compare::CreateRevision(self.broker_key(self.node_id), reg_rev),
+                ],
+                &[Op::Put {
+                    key: key.clone(),
+                    value: to_json(&next),
+                    lease: 0,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        if !ok {
+            return Ok(None);
+        }
+        let kv = self.etcd.get(&key).map_err(etcd_err)?;
+        Ok(kv.and_then(|kv| {
+            let owner: Owner = serde_json::from_slice(&kv.value).ok()?;
+            (owner == next).then_some(OwnerRecord {
+                owner,
+                mod_revision: kv.mod_revision,
+            })
+        }))
+    }
+
+    /// True if this broker's registration and every listed owner record are exactly as they
+    /// were when acquired (a linearizable check: etcd compares them in one transaction each
+    /// [`CONFIRM_COMPARES_MAX`] records).
+    pub fn confirm(&self, held: &[(String, i32, i64)]) -> Result<bool, MetaError> {
+        let Some((_, reg_rev)) = *self.registration.lock() else {
+            return Ok(false);
+        };
+        let me = self.broker_key(self.node_id);
+        if held.is_empty() {
+            return Ok(true);
+        }
+        for chunk in held.chunks(CONFIRM_COMPARES_MAX) {
+            let mut compares = vec![Compare::CreateRevision(me.clone(), reg_rev)];
+            compares.extend(
+                chunk
+                    .iter()
+                    .map(|(t, p, rev)| Compare::ModRevision(self.owner_key(t, *p), *rev)),
+            );
+            if !self.etcd.txn(&compares, &[], &[]).map_err(etcd_err)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    // ---- topics ----------------------------------------------------------------------
+
+    /// Create a topic with its owner records (`owners[p]` is the broker assigned to
+    /// partition p, or -1).
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        owners: &[i32],
+    ) -> Result<TopicMeta, MetaError> {
+        if partitions < 1 {
+            return Err(MetaError::InvalidPartitions {
+                topic: name.to_string(),
+                current: 0,
+                requested: partitions,
+            });
+        }
+        let record = TopicRecord {
+            id: Uuid::new_v4(),
+            partitions,
+            configs,
+        };
+        let key = self.key(&format!("topics/{name}"));
+        let mut ops = vec![Op::Put {
+            key: key.clone(),
+            value: to_json(&record),
+            lease: 0,
+        }];
+        for p in 0..partitions {
+            ops.push(Op::Put {
+                key: self.owner_key(name, p),
+                value: to_json(&Owner {
+                    node: owners.get(p as usize).copied().unwrap_or(-1),
+                    epoch: 0,
+                }),
+                lease: 0,
+            });
+        }
+        let created = self
+            .etcd
+            .txn(&[Compare::CreateRevision(key, 0)], &ops, &[])
+            .map_err(etcd_err)?;
+        if !created {
+            return Err(MetaError::TopicExists(name.to_string()));
+        }
+        self.refresh()?;
+        self.topic(name)
+            .ok_or_else(|| MetaError::Etcd(format!("topic {name} vanished after its creation")))
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, MetaError> {
+        let (kv, topic) = self.topic_record(name)?;
+        let key = self.key(&format!("topics/{name}"));
+        let deleted = self
+            .etcd
+            .txn(
+                &[Compare::ModRevision(key.clone(), kv.mod_revision)],
+                &[
+                    Op::Delete { key },
+                    Op::DeletePrefix {
+                        prefix: self.key(&format!("owners/{name}/")),
+                    },
+                ],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        if !deleted {
+            return Err(MetaError::Etcd(format!(
+                "topic {name} changed while it was being deleted; try again"
+            )));
+        }
+        self.refresh()?;
+        Ok(TopicMeta {
+            name: name.to_string(),
+            id: topic.id,
+            epochs: vec![0; topic.partitions.max(0) as usize],
+            owners: vec![-1; topic.partitions.max(0) as usize],
+            configs: topic.configs,
+        })
+    }
+
+    fn topic_record(&self, name: &str) -> Result<(Kv, TopicRecord), MetaError> {
+        let key = self.key(&format!("topics/{name}"));
+        let kv = self
+            .etcd
+            .get(&key)
+            .map_err(etcd_err)?
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))?;
+        let t = parse_json(&kv)?;
+        Ok((kv, t))
+    }
+
+    /// Grow a topic to `partitions`; `owners[i]` is the broker for the i-th new partition.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        partitions: i32,
+        owners: &[i32],
+    ) -> Result<TopicMeta, MetaError> {
+        let (kv, mut t) = self.topic_record(name)?;
+        if partitions <= t.partitions {
+            return Err(MetaError::InvalidPartitions {
+                topic: name.to_string(),
+                current: t.partitions,
+                requested: partitions,
+            });
+        }
+        let current = t.partitions;
+        t.partitions = partitions;
+        let mut ops = vec![Op::Put {
+            key: kv.key.clone(),
+            value: to_json(&t),
+            lease: 0,
+        }];
+        for (i, p) in (current..partitions).enumerate() {
+            ops.push(Op::Put {
+                key: self.owner_key(name, p),
+                value: to_json(&Owner {
+                    node: owners.get(i).copied().unwrap_or(-1),
+                    epoch: 0,
+                }),
+                lease: 0,
+            });
+        }
+        let ok = self
+            .etcd
+            .txn(&[Compare::ModRevision(kv.key.clone(), kv.mod_revision)], &ops, &[])
+            .map_err(etcd_err)?;
+        if !ok {
+            return Err(MetaError::Etcd(format!(
+                "topic {name} changed while partitions were being added; try again"
+            )));
+        }
+        self.refresh()?;
+        self.topic(name)
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))
+    }
+
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, MetaError> {
+        let (kv, mut t) = self.topic_record(name)?;
+        t.configs = configs;
+        let ok = self
+            .etcd
+            .txn(
+                &[Compare::ModRevision(kv.key.clone(), kv.mod_revision)],
+                &[Op::Put {
+                    key: kv.key.clone(),
+                    value: to_json(&t),
+                    lease: 0,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        if !ok {
+            return Err(MetaError::Etcd(format!(
+                "topic {name} changed while its configs were being set; try again"
+            )));
+        }
+        self.refresh()?;
+        self.topic(name)
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))
+    }
+
+    pub fn topics(&self) -> Vec<TopicMeta> {
+        self.view().topics.values().cloned().collect()
+    }
+
+    pub fn topic(&self, name: &str) -> Option<TopicMeta> {
+        self.view().topics.get(name).cloned()
+    }
+
+    // ---- producer ids ----------------------------------------------------------------
+
+    /// A producer id never handed out before by any broker of the cluster: each broker
+    /// reserves blocks of [`PRODUCER_ID_BLOCK`] with a compare-and-swap.
+    pub fn next_producer_id(&self) -> Result<i64, MetaError> {
+        let mut ids = self.producer_ids.lock();
+        if ids.0 >= ids.1 {
+            let key = self.key("producer_ids");
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let kv = self.etcd.get(&key).map_err(etcd_err)?;
+                let (first, compare) = match &kv {
+                    Some(kv) => (
+                        String::from_utf8_lossy(&kv.value).parse::<i64>().unwrap_or(0),
+                        Compare::ModRevision(key.clone(), kv.mod_revision),
+                    ),
+                    None => (0, Compare::CreateRevision(key.clone(), 0)),
+                };
+                let end = first + PRODUCER_ID_BLOCK;
+                let ok = self
+                    .etcd
+                    .txn(
+                        &[compare],
+                        &[Op::Put {
+                            key: key.clone(),
+                            value: end.to_string().into_bytes(),
+                            lease: 0,
+                        }],
+                        &[],
+                    )
+                    .map_err(etcd_err)?;
+                if ok {
+                    *ids = (first, end);
+                    break;
+                }
+                if attempts >= 20 {
+                    return Err(MetaError::Etcd(
+                        "could not reserve a block of producer ids (too much contention)".into(),
+                    ));
+                }
+            }
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+}
+
+/// The controller's plan for one round: partitions without a live owner go to the live
+/// broker owning the fewest; with `balance`, then at most `moves_max` partitions move from the
+/// most loaded broker to the least loaded while they differ by more than one.
+/// Returns `(topic, partition, new owner)`; deterministic for a given view.
+pub fn plan_assignments(
+    view: &ClusterView,
+    balance: bool,
+    moves_max: usize,
+) -> Vec<(String, i32, i32)> {
+    let live: Vec<i32> = view.brokers.keys().copied().collect();
+    if live.is_empty() {
+        return Vec::new();
+    }
+    let mut load: BTreeMap<i32, Vec<(String, i32)>> =
+        live.iter().map(|&b| (b, Vec::new())).collect();
+    let mut orphans = Vec::new();
+    for ((topic, p), rec) in &view.owners {
+        // Records of partitions past the topic's count (a half-finished change) are skipped.
+        let known = view
+            .topics
+            .get(topic)
+            .is_some_and(|t| *p < t.partitions());
+        if !known {
+            continue;
+        }
+        match load.get_mut(&rec.owner.node) {
+            Some(list) => list.push((topic.clone(), *p)),
+            None => orphans.push((topic.clone(), *p)),
+        }
+    }
+    let least = |load: &BTreeMap<i32, Vec<(String, i32)>>| {
+        load.iter()
+            .min_by_key(|(b, l)| (l.len(), **b))
+            .map(|(b, _)| *b)
+    };
+    let mut plan = Vec::new();
+    for (topic, p) in orphans {
+        if let Some(b) = least(&load) {
+            load.entry(b).or_default().push((topic.clone(), p));
+            plan.push((topic, p, b));
+        }
+    }
+    if balance {
+        for _ in 0..moves_max {
+            let Some(min_b) = least(&load) else { break };
+            let Some(max_b) = load
+                .iter()
+                .max_by_key(|(b, l)| (l.len(), std::cmp::Reverse(**b)))
+                .map(|(b, _)| *b)
+            else {
+                break;
+            };
+            let (min_n, max_n) = (load[&min_b].len(), load[&max_b].len());
+            if max_n <= min_n + 1 {
+                break;
+            }
+            // Move the partition the busiest broker got last (its newest assignment).
+            let Some(moved) = load.get_mut(&max_b).and_then(Vec::pop) else {
+                break;
+            };
+            load.entry(min_b).or_default().push(moved.clone());
+            plan.push((moved.0, moved.1, min_b));
+        }
+    }
+    plan
+}
+
+/// Owners for `n` new partitions: round-robin over the live brokers, starting with those that
+/// own the fewest partitions now.
+pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
+    let mut counts: BTreeMap<i32, usize> = view.brokers.keys().map(|&b| (b, 0)).collect();
+    for rec in view.owners.values() {
+        if let Some(c) = counts.get_mut(&rec.owner.node) {
+            *c += 1;
+        }
+    }
+    let mut out = Vec::with_capacity(n.max(0) as usize);
+    for _ in 0..n {
+        let Some(b) = counts
+            .iter()
+            .min_by_key(|(b, c)| (**c, **b))
+            .map(|(b, _)| *b)
+        else {
+            out.push(-1);
+            continue;
+        };
+        if let Some(c) = counts.get_mut(&b) {
+            *c += 1;
+        }
+        out.push(b);
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn view(brokers: &[i32], owners: &[(&str, i32, i32)]) -> ClusterView {
+        let mut v = ClusterView::default();
+        for &b in brokers {
+            v.brokers.insert(
+                b,
+                BrokerInfo {
+                    node_id: b,
+                    host: "h".into(),
+                    port: 1,
+                },
+            );
+        }
+        for (t, p, node) in owners {
+            v.owners.insert(
+                (t.to_string(), *p),
+                OwnerRecord {
+                    owner: Owner {
+                        node: *node,
+                        epoch: 1,
+                    },
+                    mod_revision: 1,
+                },
+            );
+            let topic = v.topics.entry(t.to_string()).or_insert_with(|| TopicMeta {
+                name: t.to_string(),
+                id: Uuid::nil(),
+                epochs: vec![],
+                owners: vec![],
+                configs: BTreeMap::new(),
+            });
+            topic.epochs.push(1);
+            topic.owners.push(*node);
+        }
+        v
+    }
+
+    fn counts(v: &ClusterView, plan: &[(String, i32, i32)]) -> BTreeMap<i32, usize> {
+        let mut owners: BTreeMap<(String, i32), i32> = v
+            .owners
+            .iter()
+            .map(|(k, r)| (k.clone(), r.owner.node))
+            .collect();
+        for (t, p, b) in plan {
+            owners.insert((t.clone(), *p), *b);
+        }
+        let mut c = BTreeMap::new();
+        for b in owners.values() {
+            *c.entry(*b).or_insert(0) += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn orphans_of_a_dead_broker_spread_over_the_survivors() {
+        let owners: Vec<(&str, i32, i32)> = (0..9).map(|p| ("t", p, p % 3 + 1)).collect();
+        let v = view(&[1, 2], &owners);
+        let plan = plan_assignments(&v, false, 0);
+        assert_eq!(plan.len(), 3);
+        assert!(plan.iter().all(|(_, _, b)| *b == 1 || *b == 2));
+        let c = counts(&v, &plan);
+        assert_eq!(c.get(&3), None);
+        assert!(c[&1].abs_diff(c[&2]) <= 1);
+    }
+
+    #[test]
+    fn a_new_broker_gets_a_fair_share_when_balancing() {
+        let owners: Vec<(&str, i32, i32)> = (0..12).map(|p| ("t", p, p % 2 + 1)).collect();
+        let v = view(&[1, 2, 3], &owners);
+        assert!(plan_assignments(&v, false, 100).is_empty());
+        let plan = plan_assignments(&v, true, 100);
+        let c = counts(&v, &plan);
+        assert_eq!((c[&1], c[&2], c[&3]), (4, 4, 4));
+        // Bounded per round.
+        assert_eq!(plan_assignments(&v, true, 2).len(), 2);
+    }
+
+    #[test]
+    fn unassigned_partitions_and_new_ones_are_spread() {
+        let owners: Vec<(&str, i32, i32)> = (0..4).map(|p| ("t", p, -1)).collect();
+        let v = view(&[1, 2], &owners);
+        let c = counts(&v, &plan_assignments(&v, false, 0));
+        assert_eq!((c[&1], c[&2]), (2, 2));
+        assert_eq!(spread_new_partitions(&view(&[1, 2, 3], &[]), 4), vec![1, 2, 3, 1]);
+        assert_eq!(spread_new_partitions(&view(&[], &[]), 2), vec![-1, -1]);
+    }
+}

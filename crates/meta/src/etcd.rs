@@ -1,0 +1,382 @@
+//! A small etcd v3 client over etcd's JSON gateway (`POST /v3/kv/range`, `/v3/kv/txn`,
+//! `/v3/lease/grant`, ...), blocking, one HTTP/1.1 request per connection.
+//!
+//! Why not the `etcd-client` crate: it generates its gRPC code at build time with `protoc`,
+//! which a fresh machine does not have, and brings tonic, prost, hyper and tower (dozens of
+//! crates) into a build that every CI run pays for. The JSON gateway is etcd's documented
+//! HTTP API (etcd 3.4 and later serve it on the client port), and the few calls the
+//! coordination layer makes fit in this file. Keys and values travel base64-encoded; 64-bit
+//! integers arrive as JSON strings.
+//!
+//! Every call has a time limit (`timeout`); a member that does not answer is skipped for the
+//! next one in the list. Linearizable reads are etcd's default for `range`.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use serde_json::{json, Value};
+
+/// Largest etcd answer read (a range over every record of a large cluster fits easily).
+const RESPONSE_BYTES_MAX: usize = 64 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdError {
+    #[error("no etcd endpoint answered ({endpoints}): {last}")]
+    Unreachable { endpoints: String, last: String },
+    #[error("etcd answered {path} with HTTP {status}: {body}")]
+    Status {
+        path: String,
+        status: u16,
+        body: String,
+    },
+    #[error("etcd answered {path} with something that is not the expected JSON: {reason}")]
+    Malformed { path: String, reason: String },
+}
+
+/// One key-value pair as etcd returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kv {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    pub lease: i64,
+}
+
+/// A comparison of a transaction (`Txn`), all on one key.
+#[derive(Clone, Debug)]
+pub enum Compare {
+    /// The key's mod revision equals this (0: the key does not exist).
+    ModRevision(String, i64),
+    /// The key's create revision equals this (0: the key does not exist).
+    CreateRevision(String, i64),
+    /// The key's value equals this.
+    Value(String, Vec<u8>),
+}
+
+/// One operation of a transaction branch.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Put {
+        key: String,
+        value: Vec<u8>,
+        lease: i64,
+    },
+    Delete {
+        key: String,
+    },
+    /// Delete every key under this prefix.
+    DeletePrefix {
+        prefix: String,
+    },
+}
+
+/// The etcd client: endpoints tried in turn, each request under `timeout`.
+#[derive(Clone, Debug)]
+pub struct Etcd {
+    endpoints: Vec<String>,
+    timeout: Duration,
+}
+
+fn b64(s: &[u8]) -> String {
+    B64.encode(s)
+}
+
+/// The key just past every key that starts with `prefix` (etcd's `range_end` for a prefix).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn int_field(v: &Value, name: &str) -> i64 {
+    match v.get(name) {
+        Some(Value::String(s)) => s.parse().unwrap_or(0),
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Etcd {
+    pub fn new(endpoints: Vec<String>, timeout: Duration) -> Etcd {
+        Etcd { endpoints, timeout }
+    }
+
+    fn malformed(path: &str, reason: impl Into<String>) -> EtcdError {
+        EtcdError::Malformed {
+            path: path.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// POST `body` to `path` on the first endpoint that answers.
+    fn call(&self, path: &str, body: &Value) -> Result<Value, EtcdError> {
+        let payload = body.to_string();
+        let mut last = String::from("no endpoints configured");
+        for endpoint in &self.endpoints {
+            match self.post(endpoint, path, &payload) {
+                Ok((200, text)) => {
+                    // Streaming endpoints (lease keep-alive) wrap the answer in "result".
+                    let v: Value = serde_json::from_slice(&text)
+                        .map_err(|e| Etcd::malformed(path, e.to_string()))?;
+                    return Ok(v);
+                }
+                Ok((status, text)) => {
+                    return Err(EtcdError::Status {
+                        path: path.to_string(),
+                        status,
+                        body: String::from_utf8_lossy(&text).chars().take(500).collect(),
+                    })
+                }
+                Err(e) => last = format!("{endpoint}: {e}"),
+            }
+        }
+        Err(EtcdError::Unreachable {
+            endpoints: self.endpoints.join(","),
+            last,
+        })
+    }
+
+    fn post(&self, endpoint: &str, path: &str, payload: &str) -> io::Result<(u16, Vec<u8>)> {
+        let addr = endpoint
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
+        let stream = TcpStream::connect_timeout(&addr, self.timeout)?;
+        stream.set_read_timeout(Some(self.timeout))?;
+        stream.set_write_timeout(Some(self.timeout))?;
+        stream.set_nodelay(true)?;
+        let mut w = &stream;
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+            payload.len()
+        );
+        w.write_all(request.as_bytes())?;
+        let mut r = BufReader::new(&stream);
+        read_response(&mut r)
+    }
+
+    /// Every key under `prefix`, in key order (a linearizable read), and the store's revision.
+    pub fn range_prefix(&self, prefix: &str) -> Result<(Vec<Kv>, i64), EtcdError> {
+        let path = "/v3/kv/range";
+        let v = self.call(
+            path,
+            &json!({"key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix))}),
+        )?;
+        let revision = v.get("header").map_or(0, |h| int_field(h, "revision"));
+        Ok((parse_kvs(path, &v)?, revision))
+    }
+
+    /// One key (a linearizable read).
+    pub fn get(&self, key: &str) -> Result<Option<Kv>, EtcdError> {
+        let path = "/v3/kv/range";
+        let v = self.call(path, &json!({"key": b64(key.as_bytes())}))?;
+        Ok(parse_kvs(path, &v)?.into_iter().next())
+    }
+
+    /// Run `success` if every comparison holds, else `failure`; true when they held.
+    pub fn txn(&self, compare: &[Compare], success: &[Op], failure: &[Op]) -> Result<bool, EtcdError> {
+        let cmp: Vec<Value> = compare
+            .iter()
+            .map(|c| match c {
+                Compare::ModRevision(k, r) => json!({"key": b64(k.as_bytes()), "target": "MOD", "result": "EQUAL", "mod_revision": r.to_string()}),
+                Compare::CreateRevision(k, r) => json!({"key": b64(k.as_bytes()), "target": "CREATE", "result": "EQUAL", "create_revision": r.to_string()}),
+                Compare::Value(k, v) => json!({"key": b64(k.as_bytes()), "target": "VALUE", "result": "EQUAL", "value": b64(v)}),
+            })
+            .collect();
+        let ops = |ops: &[Op]| -> Vec<Value> {
+            ops.iter()
+                .map(|o| match o {
+                    Op::Put { key, value, lease } => {
+                        let mut put = json!({"key": b64(key.as_bytes()), "value": b64(value)});
+                        if *lease != 0 {
+                            put["lease"] = Value::String(lease.to_string());
+                        }
+                        json!({"request_put": put})
+                    }
+                    Op::Delete { key } => {
+                        json!({"request_delete_range": {"key": b64(key.as_bytes())}})
+                    }
+                    Op::DeletePrefix { prefix } => json!({"request_delete_range": {
+                        "key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix))}}),
+                })
+                .collect()
+        };
+        let v = self.call(
+            "/v3/kv/txn",
+            &json!({"compare": cmp, "success": ops(success), "failure": ops(failure)}),
+        )?;
+        Ok(v.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
+    }
+
+    /// A new lease of `ttl_s` seconds; returns its id.
+    pub fn lease_grant(&self, ttl_s: i64) -> Result<i64, EtcdError> {
+        let path = "/v3/lease/grant";
+        let v = self.call(path, &json!({"TTL": ttl_s.to_string()}))?;
+        match int_field(&v, "ID") {
+            0 => Err(Etcd::malformed(path, format!("no lease id in {v}"))),
+            id => Ok(id),
+        }
+    }
+
+    /// Renew a lease; returns its remaining TTL in seconds (0 or less: it has expired).
+    pub fn lease_keep_alive(&self, id: i64) -> Result<i64, EtcdError> {
+        let v = self.call("/v3/lease/keepalive", &json!({"ID": id.to_string()}))?;
+        let result = v.get("result").unwrap_or(&v);
+        Ok(int_field(result, "TTL"))
+    }
+
+    pub fn lease_revoke(&self, id: i64) -> Result<(), EtcdError> {
+        self.call("/v3/lease/revoke", &json!({"ID": id.to_string()}))?;
+        Ok(())
+    }
+}
+
+fn parse_kvs(path: &str, v: &Value) -> Result<Vec<Kv>, EtcdError> {
+    let Some(kvs) = v.get("kvs") else {
+        return Ok(Vec::new());
+    };
+    let kvs = kvs
+        .as_array()
+        .ok_or_else(|| Etcd::malformed(path, "kvs is not a list"))?;
+    kvs.iter()
+        .map(|kv| {
+            let decode = |name: &str| -> Result<Vec<u8>, EtcdError> {
+                match kv.get(name).and_then(Value::as_str) {
+                    Some(s) => B64
+                        .decode(s)
+                        .map_err(|e| Etcd::malformed(path, format!("{name}: {e}"))),
+                    None => Ok(Vec::new()),
+                }
+            };
+            let key = String::from_utf8(decode("key")?)
+                .map_err(|_| Etcd::malformed(path, "a key is not UTF-8"))?;
+            Ok(Kv {
+                key,
+                value: decode("value")?,
+                create_revision: int_field(kv, "create_revision"),
+                mod_revision: int_field(kv, "mod_revision"),
+                lease: int_field(kv, "lease"),
+            })
+        })
+        .collect()
+}
+
+/// Read an HTTP/1.1 response: status, headers, then a body of `Content-Length` bytes, or
+/// chunked, or up to the end of the connection.
+fn read_response(r: &mut impl BufRead) -> io::Result<(u16, Vec<u8>)> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("not an HTTP status line"))?;
+    let mut length = None;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Err(bad("connection closed in the headers"));
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                length = Some(value.parse::<usize>().map_err(|_| bad("bad Content-Length"))?);
+            } else if name.eq_ignore_ascii_case("transfer-encoding")
+                && value.eq_ignore_ascii_case("chunked")
+            {
+                chunked = true;
+            }
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            r.read_line(&mut line)?;
+            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                .map_err(|_| bad("bad chunk size"))?;
+            if size == 0 {
+                break;
+            }
+            if body.len() + size > RESPONSE_BYTES_MAX {
+                return Err(bad("answer too large"));
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            r.read_exact(&mut body[start..])?;
+            line.clear();
+            r.read_line(&mut line)?;
+            // A streaming endpoint (lease keep-alive) sends one JSON object per message;
+            // the first is the answer.
+            if serde_json::from_slice::<Value>(&body).is_ok() {
+                break;
+            }
+        }
+    } else if let Some(n) = length {
+        if n > RESPONSE_BYTES_MAX {
+            return Err(bad("answer too large"));
+        }
+        body.resize(n, 0);
+        r.read_exact(&mut body)?;
+    } else {
+        r.take(RESPONSE_BYTES_MAX as u64).read_to_end(&mut body)?;
+    }
+    Ok((status, body))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_is_the_next_key() {
+        assert_eq!(prefix_end("/a/"), b"/a0".to_vec());
+        assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
+    }
+
+    #[test]
+    fn reads_chunked_and_sized_answers() {
+        let sized = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+        let (s, body) = read_response(&mut &sized[..]).unwrap();
+        assert_eq!((s, body), (200, b"{\"a\":1}".to_vec()));
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
+        let (s, body) = read_response(&mut &chunked[..]).unwrap();
+        assert_eq!((s, body), (200, b"{\"a\":1}".to_vec()));
+        let garbage = b"SSH-2.0\r\n";
+        assert!(read_response(&mut &garbage[..]).is_err());
+    }
+
+    #[test]
+    fn parses_kvs_with_string_integers() {
+        let v = json!({"header": {"revision": "9"}, "kvs": [
+            {"key": b64(b"/k"), "value": b64(b"v"), "create_revision": "3", "mod_revision": "8", "lease": "77"}]});
+        let kvs = parse_kvs("/v3/kv/range", &v).unwrap();
+        assert_eq!(
+            kvs,
+            vec![Kv {
+                key: "/k".into(),
+                value: b"v".to_vec(),
+                create_revision: 3,
+                mod_revision: 8,
+                lease: 77
+            }]
+        );
+    }
+}

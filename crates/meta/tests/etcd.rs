@@ -1,0 +1,176 @@
+//! The etcd store against a real etcd server (Debian's `etcd-server`, installed by
+//! `scripts/test`), started on free 127.0.0.1 ports in a temporary directory.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sluice_meta::{BrokerInfo, EtcdStore, MetaError};
+
+struct Etcd {
+    child: Child,
+    endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_etcd() -> Etcd {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, peer) = (free_port(), free_port());
+    let endpoint = format!("127.0.0.1:{client}");
+    let child = Command::new(std::env::var("SLUICE_ETCD_BIN").unwrap_or_else(|_| "etcd".into()))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--listen-client-urls")
+        .arg(format!("http://{endpoint}"))
+        .arg("--advertise-client-urls")
+        .arg(format!("http://{endpoint}"))
+        .arg("--listen-peer-urls")
+        .arg(format!("http://127.0.0.1:{peer}"))
+        .arg("--initial-advertise-peer-urls")
+        .arg(format!("http://127.0.0.1:{peer}"))
+        .arg("--initial-cluster")
+        .arg(format!("default=http://127.0.0.1:{peer}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd must be installed (scripts/test installs Debian's etcd-server)");
+    let etcd = Etcd {
+        child,
+        endpoint,
+        _dir: dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = sluice_meta::etcd::Etcd::new(vec![etcd.endpoint.clone()], Duration::from_secs(1));
+        if c.get("/probe").is_ok() {
+            return etcd;
+        }
+        assert!(Instant::now() < deadline, "etcd did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn store(etcd: &Etcd, node: i32) -> EtcdStore {
+    EtcdStore::open(
+        vec![etcd.endpoint.clone()],
+        "/test",
+        Duration::from_secs(2),
+        node,
+        || "cluster-a".into(),
+    )
+    .unwrap()
+}
+
+fn info(port: u16) -> BrokerInfo {
+    BrokerInfo {
+        node_id: 0,
+        host: "127.0.0.1".into(),
+        port,
+    }
+}
+
+#[test]
+fn topics_membership_ownership_and_fencing() {
+    let etcd = start_etcd();
+    let a = store(&etcd, 1);
+    let b = EtcdStore::open(
+        vec!["127.0.0.1:1".into(), etcd.endpoint.clone()],
+        "/test/",
+        Duration::from_secs(2),
+        2,
+        || "another".into(),
+    )
+    .unwrap();
+    // One cluster id, whoever asked first; a dead endpoint in the list is skipped.
+    assert_eq!(b.cluster_id(), "cluster-a");
+
+    a.register(Duration::from_secs(10), &info(9001)).unwrap();
+    b.register(Duration::from_secs(10), &info(9002)).unwrap();
+    assert!(a.keep_alive().unwrap());
+    let v = a.refresh().unwrap();
+    assert_eq!(v.brokers.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(v.brokers[&2].port, 9002);
+
+    // One controller at a time.
+    let ctrl = a.campaign().unwrap().expect("first campaign wins");
+    assert_eq!(b.campaign().unwrap(), None);
+
+    let mut configs = BTreeMap::new();
+    configs.insert("retention.ms".to_string(), "1000".to_string());
+    let t = a.create_topic("orders", 2, configs.clone(), &[1, 2]).unwrap();
+    assert_eq!(t.owners, vec![1, 2]);
+    assert!(matches!(
+        b.create_topic("orders", 1, BTreeMap::new(), &[2]),
+        Err(MetaError::TopicExists(_))
+    ));
+    let seen = b.refresh().unwrap().owners[&("orders".to_string(), 1)];
+    assert_eq!(seen.owner.node, 2);
+    // Only the assigned broker acquires, and only from the record it saw.
+    assert!(a.acquire("orders", 1, seen).unwrap().is_none());
+    let held = b.acquire("orders", 1, seen).unwrap().unwrap();
+    assert_eq!(held.owner.epoch, 1);
+    assert!(b.acquire("orders", 1, seen).unwrap().is_none());
+    assert!(b.confirm(&[("orders".into(), 1, held.mod_revision)]).unwrap());
+
+    // The controller moves the partition: the old owner's confirmation fails from then on.
+    assert!(a
+        .assign(ctrl, &[("orders".into(), 1, held, 1)])
+        .unwrap());
+    assert!(!b.confirm(&[("orders".into(), 1, held.mod_revision)]).unwrap());
+    // A stale controller revision cannot assign.
+    let now = a.refresh().unwrap().owners[&("orders".to_string(), 1)];
+    assert!(!a.assign(ctrl + 1_000_000, &[("orders".into(), 1, now, 2)]).unwrap());
+
+    // A replacement process with node id 2 fences the old one's registration.
+    let held0 = {
+        let seen0 = b.refresh().unwrap().owners[&("orders".to_string(), 0)];
+        assert!(a.assign(ctrl, &[("orders".into(), 0, seen0, 2)]).unwrap());
+        let seen0 = b.refresh().unwrap().owners[&("orders".to_string(), 0)];
+        b.acquire("orders", 0, seen0).unwrap().unwrap()
+    };
+    let b2 = store(&etcd, 2);
+    b2.register(Duration::from_secs(10), &info(9003)).unwrap();
+    assert!(!b.confirm(&[("orders".into(), 0, held0.mod_revision)]).unwrap());
+    assert!(b2.confirm(&[("orders".into(), 0, held0.mod_revision)]).unwrap());
+
+    // Partitions, configs, deletion.
+    let t = a.add_partitions("orders", 3, &[2]).unwrap();
+    assert_eq!(t.partitions(), 3);
+    assert_eq!(t.owners[2], 2);
+    configs.insert("cleanup.policy".into(), "delete".into());
+    assert_eq!(a.set_topic_configs("orders", configs.clone()).unwrap().configs, configs);
+    a.delete_topic("orders").unwrap();
+    let v = b.refresh().unwrap();
+    assert!(v.topics.is_empty() && v.owners.is_empty());
+
+    // Producer ids never repeat across brokers.
+    let mut ids: Vec<i64> = (0..5).map(|_| a.next_producer_id().unwrap()).collect();
+    ids.extend((0..5).map(|_| b.next_producer_id().unwrap()));
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len());
+
+    // Leaving removes the registration and the controller key with it.
+    a.deregister().unwrap();
+    let v = b.refresh().unwrap();
+    assert!(!v.brokers.contains_key(&1));
+    assert_eq!(v.controller, None);
+}
