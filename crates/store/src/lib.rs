@@ -31,6 +31,8 @@ mod segment;
 pub mod volume;
 
 #[cfg(test)]
+mod shared_tests;
+#[cfg(test)]
 mod tests;
 
 pub use cache::DropStats;
@@ -42,6 +44,20 @@ pub use manager::existing_cluster_id;
 pub struct TopicPartition {
     pub topic: String,
     pub partition: i32,
+}
+
+/// Whether the log dirs are this broker's alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// One broker (Kafka's layout): per-dir checkpoints, the clean-shutdown marker,
+    /// `meta.properties` naming the node.
+    Exclusive,
+    /// Every broker of a cluster mounts the same dirs and serves the partitions it owns. The
+    /// per-dir files (checkpoints, clean-shutdown marker) are neither read nor written, since
+    /// no one broker owns them; `meta.properties` is checked for the cluster id only. Every
+    /// open of a log recovers it from its files (and cuts what a former owner appended past a
+    /// takeover); per-partition state is written only by the partition's owner.
+    Shared,
 }
 
 /// `message.timestamp.type`.
@@ -473,7 +489,18 @@ impl LogManager {
         meta: MetaProperties,
         retry: DeleteRetry,
     ) -> Result<LogManager, StoreError> {
-        let inner = Arc::new(manager::Inner::open(dirs, meta, retry)?);
+        LogManager::open_sharing(dirs, meta, retry, Sharing::Exclusive)
+    }
+
+    /// Open log dirs that are this broker's alone, or shared with the other brokers of a
+    /// cluster ([`Sharing`]).
+    pub fn open_sharing(
+        dirs: Vec<PathBuf>,
+        meta: MetaProperties,
+        retry: DeleteRetry,
+        sharing: Sharing,
+    ) -> Result<LogManager, StoreError> {
+        let inner = Arc::new(manager::Inner::open(dirs, meta, retry, sharing)?);
         let reaper = start_reaper(&inner);
         Ok(LogManager { inner, reaper })
     }
@@ -520,6 +547,11 @@ impl LogManager {
         self.inner.close_log(tp)
     }
     /// Remove the partition from service at once and its files as soon as nothing holds them.
+    /// Stop serving a log another broker owns now (cluster mode), writing nothing but an
+    /// fsync of what was appended.
+    pub fn release_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
+        self.inner.release_log(tp)
+    }
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.delete_log(tp)
     }

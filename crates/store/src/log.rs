@@ -192,13 +192,17 @@ impl Log {
         while i < bases.len() {
             let base = bases[i];
             let is_last = i + 1 == bases.len();
+            // A segment ends where the next begins: a batch reaching the next segment's base
+            // offset was appended by a former owner after a takeover sealed this segment
+            // (docs/cluster.md, fencing) and is cut.
+            let next_base = bases.get(i + 1).copied().unwrap_or(i64::MAX);
             let (seg, existed) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
             let file_size = seg.size();
             if !p.clean && i >= first_recover {
                 // Full validation of every batch.
                 recovered_any = true;
                 let r = seg
-                    .scan_rebuild(file_size, interval, true, |h| {
+                    .scan_rebuild(file_size, interval, true, next_base, |h| {
                         epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
                     })
                     .map_err(serr)?;
@@ -206,6 +210,12 @@ impl Log {
                     tracing::warn!(
                         tp = ?p.tp, segment = base, position = pos, error = %err,
                         "corrupt or torn data found during recovery; truncating the log here"
+                    );
+                }
+                if let Some(pos) = r.overlapped {
+                    tracing::warn!(
+                        tp = ?p.tp, segment = base, position = pos, next_base,
+                        "batches past the next segment's base offset (appended by a former owner after a takeover); cutting them"
                     );
                 }
                 seg.log.set_len(r.size).map_err(serr)?;
@@ -288,7 +298,7 @@ impl Log {
                     }
                     None => {
                         let r = seg
-                            .scan_rebuild(file_size, interval, false, |_| {})
+                            .scan_rebuild(file_size, interval, false, next_base, |_| {})
                             .map_err(serr)?;
                         seg.write_index_files(&r.offset_index, &r.time_index)
                             .map_err(serr)?;
@@ -322,7 +332,7 @@ impl Log {
                 if !sane {
                     tracing::info!(tp = ?p.tp, segment = base, "index files missing or invalid; rebuilding");
                     let r = seg
-                        .scan_rebuild(file_size, interval, false, |_| {})
+                        .scan_rebuild(file_size, interval, false, next_base, |_| {})
                         .map_err(serr)?;
                     seg.write_index_files(&r.offset_index, &r.time_index)
                         .map_err(serr)?;

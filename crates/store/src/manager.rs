@@ -182,7 +182,11 @@ pub fn existing_cluster_id(dirs: &[PathBuf]) -> Option<String> {
     })
 }
 
-pub(crate) fn ensure_meta_properties(dir: &Path, meta: &MetaProperties) -> Result<(), StoreError> {
+pub(crate) fn ensure_meta_properties(
+    dir: &Path,
+    meta: &MetaProperties,
+    shared: bool,
+) -> Result<(), StoreError> {
     let path = dir.join(META_PROPERTIES);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
@@ -199,7 +203,9 @@ pub(crate) fn ensure_meta_properties(dir: &Path, meta: &MetaProperties) -> Resul
                 }
             }
             if let Some(nid) = props.get("node.id").or_else(|| props.get("broker.id")) {
-                if nid.trim() != meta.node_id.to_string() {
+                // A shared log dir is every broker's: the node id of whoever wrote the file
+                // first (or of the single broker it was converted from) binds none of them.
+                if !shared && nid.trim() != meta.node_id.to_string() {
                     return Err(StoreError::Invalid {
                         path: path.clone(),
                         reason: format!(
@@ -213,15 +219,13 @@ pub(crate) fn ensure_meta_properties(dir: &Path, meta: &MetaProperties) -> Resul
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let dir_id = uuid_to_kafka_string(uuid::Uuid::new_v4().as_bytes());
-            let content = format_properties(
-                "Written by sluice",
-                &[
-                    ("version", "1".to_string()),
-                    ("node.id", meta.node_id.to_string()),
-                    ("cluster.id", meta.cluster_id.clone()),
-                    ("directory.id", dir_id),
-                ],
-            );
+            let mut entries = vec![("version", "1".to_string())];
+            if !shared {
+                entries.push(("node.id", meta.node_id.to_string()));
+            }
+            entries.push(("cluster.id", meta.cluster_id.clone()));
+            entries.push(("directory.id", dir_id));
+            let content = format_properties("Written by sluice", &entries);
             write_atomic(&path, content.as_bytes())
                 .map_err(|source| StoreError::Io { path, source })
         }
@@ -243,6 +247,8 @@ pub(crate) struct Inner {
     pub moving: Mutex<HashSet<TopicPartition>>,
     pub checkpoint_lock: Mutex<()>,
     pub del: Arc<DeleteCtx>,
+    /// Log dirs shared with other brokers (cluster mode): see [`crate::Sharing`].
+    pub shared: bool,
 }
 
 impl Inner {
@@ -250,7 +256,9 @@ impl Inner {
         dirs: Vec<PathBuf>,
         meta: MetaProperties,
         retry: DeleteRetry,
+        sharing: crate::Sharing,
     ) -> Result<Inner, StoreError> {
+        let shared = sharing == crate::Sharing::Shared;
         if dirs.is_empty() {
             return Err(StoreError::Invalid {
                 path: PathBuf::new(),
@@ -267,15 +275,23 @@ impl Inner {
                 source,
             };
             std::fs::create_dir_all(dir).map_err(ioe)?;
-            ensure_meta_properties(dir, &meta)?;
+            ensure_meta_properties(dir, &meta, shared)?;
+            // A shared log dir's per-dir files belong to no broker: every open recovers, and
+            // the recovery points are not kept there.
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
-            let clean = marker.exists();
+            let clean = !shared && marker.exists();
             if clean {
                 std::fs::remove_file(&marker).map_err(ioe)?;
                 sync_dir(dir).map_err(ioe)?;
             }
-            let recovery_points = read_checkpoint(&dir.join(RECOVERY_POINT_CHECKPOINT));
-            let log_starts = read_checkpoint(&dir.join(LOG_START_CHECKPOINT));
+            let (recovery_points, log_starts) = if shared {
+                (HashMap::new(), HashMap::new())
+            } else {
+                (
+                    read_checkpoint(&dir.join(RECOVERY_POINT_CHECKPOINT)),
+                    read_checkpoint(&dir.join(LOG_START_CHECKPOINT)),
+                )
+            };
             for entry in std::fs::read_dir(dir).map_err(ioe)? {
                 let entry = entry.map_err(ioe)?;
                 let Ok(ft) = entry.file_type() else { continue };
@@ -337,6 +353,7 @@ impl Inner {
             moving: Mutex::new(HashSet::new()),
             checkpoint_lock: Mutex::new(()),
             del,
+            shared,
         };
         // Leftovers of silly renames, in the log dir roots and in every partition directory.
         for dir in &inner.dirs {
@@ -411,7 +428,8 @@ impl Inner {
             };
             let first_open = reg.opened_once.insert(tp.clone());
             let closed_clean = reg.closed_clean.remove(tp);
-            let clean = closed_clean || (first_open && self.states[idx].lock().clean);
+            let clean =
+                !self.shared && (closed_clean || (first_open && self.states[idx].lock().clean));
             (idx, clean)
         };
         let result = (|| {
@@ -471,6 +489,22 @@ impl Inner {
         flushed.map_err(ioe)?;
         self.reg.lock().closed_clean.insert(tp.clone());
         self.checkpoint()
+    }
+
+    /// Stop serving `tp` because another broker owns it now (cluster mode): the log leaves
+    /// this broker's registry at once (appends to it fail from now on), its appended data is
+    /// fsynced, and nothing else is written: the new owner has sealed the segment this broker
+    /// was appending to, and owns every file of the partition from now on.
+    pub(crate) fn release_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
+        let Some(log) = self.reg.lock().logs.remove(tp) else {
+            return Ok(());
+        };
+        log.mark_deleted();
+        log.sync_appended().map_err(|source| StoreError::Io {
+            path: log.dir().to_path_buf(),
+            source,
+        })?;
+        Ok(())
     }
 
     pub(crate) fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
@@ -792,6 +826,10 @@ impl Inner {
     }
 
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        if self.shared {
+            // No broker owns a shared dir's checkpoint files (see `Sharing::Shared`).
+            return Ok(());
+        }
         let _g = self.checkpoint_lock.lock();
         let (logs, placement) = {
             let reg = self.reg.lock();
@@ -895,7 +933,7 @@ impl Inner {
         }
         self.reap_dirs(now_ms());
         for (idx, dir) in self.dirs.iter().enumerate() {
-            if failed_dirs.contains(&idx) {
+            if failed_dirs.contains(&idx) || self.shared {
                 continue;
             }
             let path = dir.join(CLEAN_SHUTDOWN_MARKER);

@@ -309,6 +309,10 @@ pub(crate) struct Rebuilt {
     pub first_batch_ts: Option<i64>,
     /// Set when the scan stopped at an invalid batch (the data after `size` is to be cut).
     pub stopped: Option<(u64, FormatError)>,
+    /// Set when the scan stopped at a valid batch reaching the next segment's base offset:
+    /// bytes a former owner appended after a takeover sealed this segment (the data after
+    /// `size` is to be cut; the later segments are sound).
+    pub overlapped: Option<u64>,
 }
 
 impl Segment {
@@ -519,6 +523,7 @@ impl Segment {
         end: u64,
         interval: u64,
         verify: bool,
+        next_base: i64,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> io::Result<Rebuilt> {
         let mut cursor = IndexCursor::new(self.base_offset);
@@ -528,8 +533,13 @@ impl Segment {
         let mut next_offset = self.base_offset;
         let mut first_batch_ts = None;
         let mut stopped = None;
+        let mut overlapped = None;
         loop {
             match scanner.next_batch() {
+                Ok(Some((pos, h))) if h.last_offset() >= next_base => {
+                    overlapped = Some(pos);
+                    break;
+                }
                 Ok(Some((pos, h))) => {
                     // Offsets must increase and stay addressable relative to the base.
                     let rel_ok = h.last_offset() >= self.base_offset
@@ -561,9 +571,10 @@ impl Segment {
                 }
             }
         }
-        let size = match &stopped {
-            Some((pos, _)) => *pos,
-            None => scanner.position(),
+        let size = match (&stopped, overlapped) {
+            (Some((pos, _)), _) => *pos,
+            (None, Some(pos)) => pos,
+            (None, None) => scanner.position(),
         };
         // Like Kafka's recover(): a final entry for the segment's max timestamp.
         ti.extend(cursor.maybe_time_entry());
@@ -575,6 +586,7 @@ impl Segment {
             cursor,
             first_batch_ts,
             stopped,
+            overlapped,
         })
     }
 
@@ -664,7 +676,7 @@ impl Segment {
             None => {
                 tracing::warn!(segment = %seg_path(&self.dir, self.base_offset, SegmentFileKind::Log).display(),
                     "index files invalid, rebuilding");
-                let r = self.scan_rebuild(size, interval, false, |_| {})?;
+                let r = self.scan_rebuild(size, interval, false, i64::MAX, |_| {})?;
                 if let Err(e) = self.write_index_files(&r.offset_index, &r.time_index) {
                     tracing::warn!(error = %e, "could not rewrite rebuilt index files");
                 }

@@ -1,0 +1,136 @@
+//! Shared log dirs (cluster mode): a takeover by another broker, and a former owner that
+//! keeps appending after it.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sluice_format::{parse_batches, BatchBuilder};
+
+use crate::*;
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn cfg() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024 * 1024,
+        segment_ms: 7 * 24 * 3600 * 1000,
+        retention_ms: -1,
+        retention_bytes: -1,
+        index_interval_bytes: 4096,
+        segment_index_bytes: 10 * 1024 * 1024,
+        max_message_bytes: 1024 * 1024,
+        timestamp_type: TimestampType::CreateTime,
+        flush_messages: i64::MAX,
+        flush_ms: i64::MAX,
+    }
+}
+
+fn broker(dir: &Path, node_id: i32) -> LogManager {
+    LogManager::open_sharing(
+        vec![dir.to_path_buf()],
+        MetaProperties {
+            node_id,
+            cluster_id: "shared-cluster-id-0000A".into(),
+        },
+        DeleteRetry::default(),
+        Sharing::Shared,
+    )
+    .unwrap()
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition {
+        topic: "t".into(),
+        partition: 0,
+    }
+}
+
+fn open(m: &LogManager, epoch: i32) -> Arc<Log> {
+    m.open_log(&tp(), uuid::Uuid::from_u128(7), cfg(), epoch)
+        .unwrap()
+}
+
+fn batch(tag: &str) -> Bytes {
+    let mut b = BatchBuilder::new();
+    for i in 0..3 {
+        b = b.record(NOW + i, Some(b"k"), Some(format!("{tag}-{i}").as_bytes()));
+    }
+    Bytes::from(b.build())
+}
+
+/// (base offset, tag) of every batch readable from offset 0; the tag is found in the batch's
+/// bytes (the records are not compressed, so their values appear as written).
+fn batches(log: &Log) -> Vec<(i64, &'static str)> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    loop {
+        let r = log.read(off, 1 << 20, true).unwrap();
+        let Some(slice) = r.slice else { break };
+        let bytes = slice.read_bytes().unwrap();
+        for b in parse_batches(&bytes, None).unwrap() {
+            let start = b.position as usize;
+            let raw = &bytes[start..start + b.header.total_len()];
+            let tag = ["a-0", "b-0", "c-0", "stale-0"]
+                .into_iter()
+                .find(|t| raw.windows(t.len()).any(|w| w == t.as_bytes()))
+                .unwrap_or("?");
+            out.push((b.header.base_offset, tag));
+            off = b.header.next_offset();
+        }
+    }
+    out
+}
+
+#[test]
+fn a_former_owner_appending_after_a_takeover_is_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_broker = broker(dir.path(), 1);
+    let old = open(&old_broker, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+
+    // Another broker takes the partition over: it recovers the files and starts a segment.
+    let new_broker = broker(dir.path(), 2);
+    let new = open(&new_broker, 2);
+    new.roll(NOW).unwrap();
+    assert_eq!(new.log_end_offset(), 6);
+    assert_eq!(new.segment_count(), 2);
+
+    // The former owner, paused until now, appends to the segment it had open.
+    old.append(batch("stale"), AppendOrigin::Client, NOW).unwrap();
+    old.flush().unwrap();
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+
+    let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0")];
+    assert_eq!(batches(&new), expected);
+
+    // And after the next takeover (or a restart), recovery cuts the stale batch.
+    new_broker.release_log(&tp()).unwrap();
+    let third = broker(dir.path(), 3);
+    let log = open(&third, 3);
+    assert_eq!(batches(&log), expected);
+    assert_eq!(log.log_end_offset(), 9);
+}
+
+#[test]
+fn shared_dirs_keep_no_per_dir_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let log = open(&a, 1);
+    log.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    a.checkpoint().unwrap();
+    a.shutdown().unwrap();
+    // A second broker with another node id opens the same dir.
+    let b = broker(dir.path(), 2);
+    assert_eq!(open(&b, 2).log_end_offset(), 3);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["meta.properties", "t-0"]);
+    let props = std::fs::read_to_string(dir.path().join("meta.properties")).unwrap();
+    assert!(!props.contains("node.id"), "{props}");
+}
