@@ -1,0 +1,952 @@
+"""faultfs: a FUSE file system that simulates what a host crash does to unsynced data.
+
+It is mounted over a backing directory (one mount per simulated host)::
+
+    python tests/faultfs/faultfs.py BACKING MOUNTPOINT --control SOCKET_OR_DIR
+
+and controlled over a unix socket (``--control``; a directory means ``DIR/control.sock``)
+through :class:`FaultFSControl` or ``faultfs.py ctl SOCKET COMMAND``. Tests usually start it
+with :func:`mount_faultfs`.
+
+Model
+-----
+* The backing directory is the *disk*. Data written through the mount and not yet fsynced
+  is the *page cache*: it stays in this process's memory, per file (keyed by the backing
+  inode, so renames and hard links follow it), as an ordered list of pending writes and
+  truncates plus an overlay of dirty ranges and a pending size. Reads and ``stat`` see the
+  backing file overlaid with the pending data, exactly as a normal file system would show it.
+* ``fsync``/``fdatasync`` of a file writes that file's pending data to the backing file and
+  fsyncs it there. Nothing else makes data durable: not ``close``, not time (no background
+  writeback), unless the ``writeback`` control command is sent or ``--writeback-bytes`` is
+  exceeded (then everything pending is written back, as the kernel may do at any time).
+* Truncates (``truncate``, ``ftruncate``, ``O_TRUNC``) are *data*: they are pending like
+  writes, in order with them, and only an fsync of the file makes them durable. This is
+  stricter than ext4 (whose journal commits a truncate within seconds) but it is what POSIX
+  promises, and it keeps the one rule simple: what survives a crash is what was synced.
+* Metadata operations (create, mkdir, unlink, rmdir, rename, link, symlink, chmod, chown,
+  utimens) go straight to the backing directory and are durable at once, as on a journaling
+  file system whose metadata journal is committed synchronously. A file created and written
+  but never fsynced therefore survives a crash with its synced size (0).
+* An unlinked (or renamed-over) file that is still open is renamed to ``.fuse_hiddenXXXX`` by
+  libfuse (``hard_remove`` off, the default) and removed on its last close: the silly-rename
+  semantics of NFS and bindfs. Its holder keeps reading and writing it. Pending data of a
+  file whose last link and last handle are gone is forgotten.
+* Files are opened with ``direct_io``: the kernel keeps no page cache of its own over this
+  mount, so after a simulated crash every reader sees the post-crash contents at once, and
+  attribute/entry caching is off for the same reason.
+
+Faults (control commands)
+-------------------------
+``crash``
+    Drop every pending write and truncate of every file (what losing power does to the page
+    cache). The mount keeps working: a broker restarted on it sees the "rebooted" disk.
+``crash --torn [N]``
+    Keep only a prefix of each file's pending data, in write order: the first N bytes of its
+    pending writes (the write that crosses N is cut), or a random number in ``[0, pending]``
+    per file when N is not given (``--seed`` makes it repeatable). Truncates inside the kept
+    prefix are kept. The kept part is written to the backing file; the rest is dropped.
+``fail-next-fsync [--count K] [--match SUBSTRING]``
+    The next K fsync/fdatasync calls (of files whose path contains SUBSTRING) fail with EIO,
+    and the pending data each would have made durable is dropped: reads show the last synced
+    contents from then on. This is the PostgreSQL "fsyncgate" lesson: after a failed
+    writeback, Linux marks the dirty pages clean (or drops them), reports the error once, and
+    a retried fsync then succeeds without the data ever reaching the disk. (Linux may still
+    serve the lost data from its cache until eviction; here it is dropped at once, so the loss
+    shows without a crash.)
+``enospc on|off``
+    While on, every write fails with ENOSPC (and ``statfs`` shows no free space).
+``clear-faults``
+    ENOSPC off, no armed fsync failures.
+``writeback``
+    Write every pending byte to the backing files (as ``sync`` would on a normal system).
+``stats``
+    Pending files and bytes, fsync counts, injected faults, crashes.
+
+Not simulated: reordering of metadata operations, loss of metadata (directory entries are
+durable at once), partial sector writes inside one write other than the prefix rule above,
+read errors, latency, mmap of files (``direct_io``), xattrs, locks across hosts (POSIX and
+flock locks are handled by the kernel, per mount).
+
+Client side (importable without libfuse): :func:`mount_faultfs`, :class:`FaultFSMount`,
+:class:`FaultFSControl`. The FUSE server part imports ``mfusepy`` (libfuse 3 via ctypes)
+only when started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import random
+import shutil
+import socket
+import socketserver
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple, Union
+
+__all__ = ["FaultFSControl", "FaultFSMount", "FaultFSError", "mount_faultfs", "main"]
+
+SCRIPT = Path(__file__).resolve()
+
+
+class FaultFSError(RuntimeError):
+    """A control command failed, or the mount could not be started or stopped."""
+
+
+# ==========================================================================
+# Pending state of one file
+# ==========================================================================
+
+
+class PendingFile:
+    """Unsynced data of one backing inode.
+
+    ``ops``: pending ``("w", offset, bytes)`` and ``("t", length)`` in arrival order (what a
+    torn crash replays a prefix of). ``starts``/``bufs``: the dirty ranges, sorted, disjoint
+    and non-adjacent (what reads overlay). ``base``: how many bytes of the backing file are
+    still visible (the smallest truncate since the last sync); ``size``: the visible size.
+    Invariant: ``base <= size``; no dirty range reaches past ``size``.
+    """
+
+    __slots__ = ("wfd", "base", "size", "ops", "starts", "bufs", "pending_bytes", "path")
+
+    def __init__(self, wfd: int, path: str):
+        self.wfd = wfd  # our own fd on the backing inode: keeps it (and its number) alive
+        self.base = self.size = os.fstat(wfd).st_size
+        self.ops: List[tuple] = []
+        self.starts: List[int] = []
+        self.bufs: List[bytearray] = []
+        self.pending_bytes = 0
+        self.path = path  # last path it was written through (for stats and --match)
+
+    def write(self, off: int, data: bytes) -> None:
+        self.ops.append(("w", off, data))
+        self.pending_bytes += len(data)
+        end = off + len(data)
+        starts, bufs = self.starts, self.bufs
+        # ranges that overlap or touch [off, end]
+        i = bisect.bisect_left(starts, off)
+        if i > 0 and starts[i - 1] + len(bufs[i - 1]) >= off:
+            i -= 1
+        j = bisect.bisect_right(starts, end)  # ranges i..j-1 touch
+        if i == j:
+            starts.insert(i, off)
+            bufs.insert(i, bytearray(data))
+        elif j == i + 1 and starts[i] <= off:
+            # one range: overwrite in place or extend it (the append case)
+            buf = bufs[i]
+            rel = off - starts[i]
+            buf[rel:rel + len(data)] = data
+        else:
+            s0 = min(starts[i], off)
+            last_end = starts[j - 1] + len(bufs[j - 1])
+            merged = bytearray(max(last_end, end) - s0)
+            for k in range(i, j):
+                rel = starts[k] - s0
+                merged[rel:rel + len(bufs[k])] = bufs[k]
+            merged[off - s0:end - s0] = data
+            starts[i:j] = [s0]
+            bufs[i:j] = [merged]
+        if end > self.size:
+            self.size = end
+
+    def truncate(self, length: int) -> None:
+        self.ops.append(("t", length))
+        if length < self.base:
+            self.base = length
+        starts, bufs = self.starts, self.bufs
+        i = bisect.bisect_left(starts, length)
+        del starts[i:], bufs[i:]
+        if i > 0 and starts[i - 1] + len(bufs[i - 1]) > length:
+            del bufs[i - 1][length - starts[i - 1]:]
+        self.size = length
+
+    def read(self, fd: int, size: int, off: int) -> bytes:
+        end = min(off + size, self.size)
+        if off >= end:
+            return b""
+        out = bytearray(end - off)
+        b_end = min(end, self.base)
+        if off < b_end:
+            got = os.pread(fd, b_end - off, off)
+            out[:len(got)] = got
+        starts, bufs = self.starts, self.bufs
+        i = bisect.bisect_right(starts, off)
+        if i > 0:
+            i -= 1
+        while i < len(starts) and starts[i] < end:
+            s, buf = starts[i], bufs[i]
+            lo, hi = max(s, off), min(s + len(buf), end)
+            if lo < hi:
+                out[lo - off:hi - off] = buf[lo - s:hi - s]
+            i += 1
+        return bytes(out)
+
+    def apply_all(self) -> None:
+        """Make the backing file equal to the visible contents (state as a whole)."""
+        fd = self.wfd
+        if self.base < os.fstat(fd).st_size:
+            os.ftruncate(fd, self.base)
+        for s, buf in zip(self.starts, self.bufs):
+            _pwrite_all(fd, buf, s)
+        if os.fstat(fd).st_size != self.size:
+            os.ftruncate(fd, self.size)
+
+    def apply_prefix(self, keep: int) -> int:
+        """Replay the pending ops in order until ``keep`` bytes of writes; returns bytes kept."""
+        fd, kept = self.wfd, 0
+        for op in self.ops:
+            if op[0] == "t":
+                os.ftruncate(fd, op[1])
+                continue
+            if kept >= keep:
+                break
+            _, off, data = op
+            n = min(len(data), keep - kept)
+            _pwrite_all(fd, memoryview(data)[:n], off)
+            kept += n
+        return kept
+
+    def close(self) -> None:
+        try:
+            os.close(self.wfd)
+        except OSError:
+            pass
+
+
+def _pwrite_all(fd: int, data, off: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, off)
+        view, off = view[n:], off + n
+
+
+# ==========================================================================
+# The FUSE operations
+# ==========================================================================
+
+
+class _Handle:
+    __slots__ = ("fd", "key")
+
+    def __init__(self, fd: int, key: Tuple[int, int]):
+        self.fd, self.key = fd, key
+
+
+def _key(st: os.stat_result) -> Tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+_libc = None
+
+
+def _renameat2(old: str, new: str, flags: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    AT_FDCWD = -100
+    if _libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), old)
+
+
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+
+
+class FaultOps:
+    """The FUSE operations (mfusepy high-level API, paths relative to the mount)."""
+
+    use_ns = True
+
+    def __init__(self, backing: str, writeback_bytes: int = 0):
+        self.root = os.path.realpath(backing)
+        self._mu = threading.RLock()
+        self.handles: Dict[int, _Handle] = {}
+        self.open_count: Dict[Tuple[int, int], int] = {}
+        self.files: Dict[Tuple[int, int], PendingFile] = {}
+        self.next_fh = 1
+        self.writeback_bytes = writeback_bytes
+        self.pending_total = 0
+        # faults
+        self.enospc = False
+        self.fail_fsyncs = 0
+        self.fail_match: Optional[str] = None
+        self.counters = dict(writes=0, fsyncs=0, fsyncs_failed_injected=0, enospc_injected=0,
+                             crashes=0, torn_crashes=0, bytes_dropped=0, bytes_kept_torn=0,
+                             writebacks=0)
+
+    # ---- helpers ---------------------------------------------------------
+
+    def _real(self, path: str) -> str:
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def _pending_for(self, key, path: str, fd_for_write: Optional[int]) -> PendingFile:
+        pf = self.files.get(key)
+        if pf is None:
+            if fd_for_write is not None:
+                wfd = os.dup(fd_for_write)
+            else:
+                try:
+                    wfd = os.open(self._real(path), os.O_RDWR)
+                except PermissionError:
+                    wfd = os.open(self._real(path), os.O_WRONLY)
+            pf = PendingFile(wfd, path)
+            self.files[key] = pf
+        pf.path = path
+        return pf
+
+    def _drop(self, key) -> int:
+        pf = self.files.pop(key, None)
+        if pf is None:
+            return 0
+        self.pending_total -= pf.pending_bytes
+        pf.close()
+        return pf.pending_bytes
+
+    def _forget_if_gone(self, key) -> None:
+        """Pending data of a file with no link and no open handle can never be seen again."""
+        pf = self.files.get(key)
+        if pf is None or self.open_count.get(key, 0) > 0:
+            return
+        try:
+            if os.fstat(pf.wfd).st_nlink > 0:
+                return
+        except OSError:
+            pass
+        self._drop(key)
+
+    def _writeback_all(self) -> int:
+        n = 0
+        for key in list(self.files):
+            pf = self.files.pop(key)
+            pf.apply_all()
+            os.fsync(pf.wfd)
+            n += pf.pending_bytes
+            pf.close()
+        self.pending_total = 0
+        self.counters["writebacks"] += 1
+        return n
+
+    # ---- lifecycle ---------------------------------------------------------
+
+    def init_with_config(self, conn, config) -> None:
+        if config is not None:  # libfuse 3
+            config.direct_io = 1
+            config.use_ino = 1
+            config.hard_remove = 0
+            config.attr_timeout = 0.0
+            config.entry_timeout = 0.0
+            config.negative_timeout = 0.0
+
+    # ---- attributes ----------------------------------------------------------
+
+    def getattr(self, path: str, fh: Optional[int] = None) -> dict:
+        with self._mu:
+            h = self.handles.get(fh) if fh else None
+            st = os.fstat(h.fd) if h is not None else os.lstat(self._real(path))
+            attrs = {k: getattr(st, k) for k in (
+                "st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks",
+                "st_atime_ns", "st_mtime_ns", "st_ctime_ns")}
+            for k in ("st_atime", "st_mtime", "st_ctime"):
+                attrs[k] = attrs.pop(k + "_ns")
+            attrs["st_blksize"] = st.st_blksize
+            attrs["st_rdev"] = st.st_rdev
+            pf = self.files.get(_key(st)) if stat.S_ISREG(st.st_mode) else None
+            if pf is not None:
+                attrs["st_size"] = pf.size
+                attrs["st_blocks"] = max(st.st_blocks, (pf.size + 511) // 512)
+            return attrs
+
+    def access(self, path: str, amode: int) -> int:
+        if not os.access(self._real(path), amode):
+            raise OSError(errno.EACCES, "access")
+        return 0
+
+    def chmod(self, path: str, mode: int) -> int:
+        os.chmod(self._real(path), mode)
+        return 0
+
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        os.chown(self._real(path), uid, gid, follow_symlinks=False)
+        return 0
+
+    def utimens(self, path: str, times=None) -> int:
+        real = self._real(path)
+        if times is None:
+            os.utime(real, follow_symlinks=False)
+            return 0
+        st = os.lstat(real)
+        now = time.time_ns()
+        cur = (st.st_atime_ns, st.st_mtime_ns)
+        ns = tuple(c if t == UTIME_OMIT else now if t == UTIME_NOW else t for t, c in zip(times, cur))
+        os.utime(real, ns=ns, follow_symlinks=False)
+        return 0
+
+    def statfs(self, path: str) -> dict:
+        sv = os.statvfs(self._real(path))
+        out = {k: getattr(sv, k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
+                                            "f_files", "f_ffree", "f_favail", "f_flag", "f_namemax")}
+        if self.enospc:
+            out["f_bfree"] = out["f_bavail"] = 0
+        return out
+
+    # ---- directories and names (durable at once) -----------------------------
+
+    def readdir(self, path: str, fh: int):
+        # with use_ino, an entry needs its inode number: glibc skips entries whose d_ino is 0
+        real = self._real(path)
+        st = os.lstat(real)
+        out = [(".", {"st_mode": st.st_mode, "st_ino": st.st_ino}, 0)]
+        st = os.lstat(os.path.dirname(real.rstrip("/")) if path.strip("/") else real)
+        out.append(("..", {"st_mode": st.st_mode, "st_ino": st.st_ino}, 0))
+        with os.scandir(real) as it:
+            for e in it:
+                mode = (stat.S_IFDIR if e.is_dir(follow_symlinks=False) else
+                        stat.S_IFLNK if e.is_symlink() else
+                        stat.S_IFREG if e.is_file(follow_symlinks=False) else
+                        stat.S_IFMT & os.lstat(e.path).st_mode)
+                out.append((e.name, {"st_mode": mode, "st_ino": e.inode()}, 0))
+        return out
+
+    def mkdir(self, path: str, mode: int) -> int:
+        os.mkdir(self._real(path), mode)
+        return 0
+
+    def rmdir(self, path: str) -> int:
+        os.rmdir(self._real(path))
+        return 0
+
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        os.mknod(self._real(path), mode, dev)
+        return 0
+
+    def symlink(self, target: str, source: str) -> int:
+        os.symlink(source, self._real(target))
+        return 0
+
+    def readlink(self, path: str) -> str:
+        return os.readlink(self._real(path))
+
+    def link(self, target: str, source: str) -> int:
+        os.link(self._real(source), self._real(target))
+        return 0
+
+    def unlink(self, path: str) -> int:
+        with self._mu:
+            real = self._real(path)
+            st = os.lstat(real)
+            os.unlink(real)
+            self._forget_if_gone(_key(st))
+        return 0
+
+    def rename(self, old: str, new: str, flags: int = 0) -> int:
+        with self._mu:
+            real_new = self._real(new)
+            try:
+                st_new = os.lstat(real_new)
+            except FileNotFoundError:
+                st_new = None
+            if flags:
+                _renameat2(self._real(old), real_new, flags)
+            else:
+                os.rename(self._real(old), real_new)
+            if st_new is not None:
+                self._forget_if_gone(_key(st_new))
+        return 0
+
+    def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
+        fd = os.open(self._real(path), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return 0
+
+    # ---- files ---------------------------------------------------------------
+
+    def _register(self, fd: int, path: str) -> int:
+        st = os.fstat(fd)
+        key = _key(st)
+        fh = self.next_fh
+        self.next_fh += 1
+        self.handles[fh] = _Handle(fd, key)
+        self.open_count[key] = self.open_count.get(key, 0) + 1
+        return fh
+
+    def _open_backing(self, real: str, flags: int, extra: int = 0, mode: int = 0o666) -> int:
+        # Always O_RDWR when allowed (an fsync through a read-only handle must be able to
+        # write the pending data); never O_APPEND (offsets come from the kernel) nor O_TRUNC
+        # (a truncate is pending data).
+        try:
+            return os.open(real, os.O_RDWR | extra, mode)
+        except (PermissionError, IsADirectoryError):
+            return os.open(real, (flags & os.O_ACCMODE) | extra, mode)
+
+    def open(self, path: str, flags: int) -> int:
+        with self._mu:
+            fd = self._open_backing(self._real(path), flags)
+            fh = self._register(fd, path)
+            if flags & os.O_TRUNC and (flags & os.O_ACCMODE) != os.O_RDONLY:
+                self.truncate(path, 0, fh)
+            return fh
+
+    def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
+        with self._mu:
+            fd = self._open_backing(self._real(path), flags, os.O_CREAT | (flags & os.O_EXCL), mode)
+            fh = self._register(fd, path)
+            if flags & os.O_TRUNC:
+                self.truncate(path, 0, fh)
+            return fh
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        with self._mu:
+            h = self.handles[fh]
+            pf = self.files.get(h.key)
+            if pf is None:
+                return os.pread(h.fd, size, offset)
+            return pf.read(h.fd, size, offset)
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        with self._mu:
+            if self.enospc:
+                self.counters["enospc_injected"] += 1
+                raise OSError(errno.ENOSPC, "injected ENOSPC")
+            h = self.handles[fh]
+            pf = self._pending_for(h.key, path, h.fd)
+            pf.write(offset, data)
+            self.pending_total += len(data)
+            self.counters["writes"] += 1
+            if self.writeback_bytes and self.pending_total > self.writeback_bytes:
+                self._writeback_all()
+            return len(data)
+
+    def truncate(self, path: str, length: int, fh: Optional[int] = None) -> int:
+        with self._mu:
+            h = self.handles.get(fh) if fh else None
+            if h is not None:
+                key, fd = h.key, h.fd
+            else:
+                st = os.stat(self._real(path))
+                if stat.S_ISDIR(st.st_mode):
+                    raise OSError(errno.EISDIR, "truncate")
+                key, fd = _key(st), None
+            if key not in self.files and fd is not None:
+                if _acc(fd) == os.O_RDONLY:
+                    fd = None  # need a writable fd of our own
+            self._pending_for(key, path, fd).truncate(length)
+            return 0
+
+    def flush(self, path: str, fh: int) -> int:
+        return 0  # close() makes nothing durable
+
+    def release(self, path: str, fh: int) -> int:
+        with self._mu:
+            h = self.handles.pop(fh, None)
+            if h is None:
+                return 0
+            os.close(h.fd)
+            n = self.open_count.get(h.key, 1) - 1
+            if n > 0:
+                self.open_count[h.key] = n
+            else:
+                self.open_count.pop(h.key, None)
+                self._forget_if_gone(h.key)
+            return 0
+
+    def fsync(self, path: str, datasync: int, fh: int) -> int:
+        with self._mu:
+            h = self.handles[fh]
+            self.counters["fsyncs"] += 1
+            if self.fail_fsyncs > 0 and (self.fail_match is None or self.fail_match in (path or "")):
+                self.fail_fsyncs -= 1
+                self.counters["fsyncs_failed_injected"] += 1
+                self.counters["bytes_dropped"] += self._drop(h.key)
+                raise OSError(errno.EIO, "injected fsync failure")
+            pf = self.files.pop(h.key, None)
+            if pf is None:
+                fd = os.dup(h.fd)
+            else:
+                self.pending_total -= pf.pending_bytes
+                try:
+                    pf.apply_all()
+                except OSError:
+                    pf.close()
+                    raise
+                fd = pf.wfd
+        # the backing fsync outside the lock: other operations go on meanwhile
+        try:
+            if datasync:
+                os.fdatasync(fd)
+            else:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return 0
+
+    # ---- control ---------------------------------------------------------------
+
+    def control(self, req: dict) -> dict:
+        op = req.get("op")
+        with self._mu:
+            if op == "ping":
+                return {}
+            if op == "stats":
+                return self._stats()
+            if op == "crash":
+                return self._crash(req.get("torn"), req.get("seed"))
+            if op == "fail_next_fsync":
+                self.fail_fsyncs = int(req.get("count", 1))
+                self.fail_match = req.get("match")
+                return {}
+            if op == "enospc":
+                self.enospc = bool(req.get("on", True))
+                return {}
+            if op == "clear_faults":
+                self.enospc, self.fail_fsyncs, self.fail_match = False, 0, None
+                return {}
+            if op == "writeback":
+                return {"bytes": self._writeback_all()}
+        raise FaultFSError(f"unknown control op {op!r}")
+
+    def _stats(self) -> dict:
+        return dict(self.counters,
+                    pending_files=len(self.files),
+                    pending_bytes=self.pending_total,
+                    pending=[{"path": pf.path, "bytes": pf.pending_bytes, "size": pf.size}
+                             for pf in self.files.values()],
+                    enospc=self.enospc,
+                    fail_fsyncs_armed=self.fail_fsyncs,
+                    open_handles=len(self.handles))
+
+    def _crash(self, torn, seed) -> dict:
+        rng = random.Random(seed)
+        files = []
+        for key in list(self.files):
+            pf = self.files.pop(key)
+            kept = 0
+            try:
+                if torn is not None and torn is not False:
+                    keep = rng.randint(0, pf.pending_bytes) if torn is True else int(torn)
+                    kept = pf.apply_prefix(keep)
+            finally:
+                pf.close()
+            files.append({"path": pf.path, "pending": pf.pending_bytes, "kept": kept})
+            self.counters["bytes_dropped"] += pf.pending_bytes - kept
+            self.counters["bytes_kept_torn"] += kept
+        self.pending_total = 0
+        self.counters["crashes"] += 1
+        if torn is not None and torn is not False:
+            self.counters["torn_crashes"] += 1
+        return {"files": files}
+
+
+def _acc(fd: int) -> int:
+    import fcntl
+    return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+
+
+# ==========================================================================
+# Server: control socket + FUSE loop
+# ==========================================================================
+
+
+def _control_path(arg: str) -> str:
+    return os.path.join(arg, "control.sock") if os.path.isdir(arg) else arg
+
+
+def _serve_control(ops: FaultOps, path: str) -> socketserver.BaseServer:
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            for line in self.rfile:
+                try:
+                    reply = {"ok": True, **ops.control(json.loads(line))}
+                except Exception as e:  # reported to the client, the server goes on
+                    reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                self.wfile.write(json.dumps(reply).encode() + b"\n")
+                self.wfile.flush()
+
+    if os.path.exists(path):
+        os.unlink(path)
+    server = socketserver.ThreadingUnixStreamServer(path, Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="faultfs-control", daemon=True).start()
+    return server
+
+
+def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
+          debug: bool = False) -> None:
+    if ctypes.util.find_library("fuse3") and "FUSE_LIBRARY_PATH" not in os.environ:
+        os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
+    import mfusepy  # libfuse via ctypes; imported here so that clients need no libfuse
+
+    class _FUSE(mfusepy.FUSE):
+        # mfusepy drops rename's flags (RENAME_NOREPLACE / RENAME_EXCHANGE): pass them on.
+        def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+            return self.operations.rename(old.decode(self.encoding, self.errors),
+                                          new.decode(self.encoding, self.errors), flags)
+
+    ops = FaultOps(backing, writeback_bytes=writeback_bytes)
+    server = _serve_control(ops, _control_path(control))
+    try:
+        _FUSE(ops, mountpoint, foreground=True, debug=debug, fsname="faultfs", subtype="faultfs",
+              direct_io=True, use_ino=True, attr_timeout=0, entry_timeout=0, negative_timeout=0)
+    finally:
+        server.shutdown()
+        server.server_close()
+        try:
+            os.unlink(_control_path(control))
+        except OSError:
+            pass
+
+
+# ==========================================================================
+# Client side
+# ==========================================================================
+
+
+class FaultFSControl:
+    """Talks to a running faultfs over its control socket (one connection per command)."""
+
+    def __init__(self, socket_path: Union[str, os.PathLike], timeout: float = 30.0):
+        self.socket_path = _control_path(os.fspath(socket_path))
+        self.timeout = timeout
+
+    def call(self, op: str, **args) -> dict:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(self.timeout)
+            s.connect(self.socket_path)
+            s.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise FaultFSError(f"faultfs control: connection closed during {op}")
+                buf += chunk
+        reply = json.loads(buf)
+        if not reply.pop("ok"):
+            raise FaultFSError(f"faultfs control {op}: {reply.get('error')}")
+        return reply
+
+    def ping(self) -> None:
+        self.call("ping")
+
+    def crash(self, torn: Union[None, bool, int] = None, seed: Optional[int] = None) -> dict:
+        """Drop all unsynced data. ``torn=True``: keep a random prefix of each file's pending
+        writes; ``torn=N``: keep the first N bytes of each. Returns
+        ``{"files": [{"path", "pending", "kept"}]}``."""
+        return self.call("crash", torn=torn, seed=seed)
+
+    def fail_next_fsync(self, count: int = 1, match: Optional[str] = None) -> None:
+        """The next ``count`` fsyncs (of paths containing ``match``) fail with EIO and drop
+        the data they would have synced."""
+        self.call("fail_next_fsync", count=count, match=match)
+
+    def enospc(self, on: bool = True) -> None:
+        self.call("enospc", on=on)
+
+    def clear_faults(self) -> None:
+        self.call("clear_faults")
+
+    def writeback(self) -> int:
+        """Write every pending byte to the backing files; returns how many."""
+        return self.call("writeback")["bytes"]
+
+    def stats(self) -> dict:
+        return self.call("stats")
+
+
+def _fusermount() -> List[str]:
+    for name in ("fusermount3", "fusermount"):
+        if shutil.which(name):
+            return [name]
+    return []
+
+
+def _is_mounted(path: str) -> bool:
+    path = os.path.realpath(path)
+    try:
+        with open("/proc/self/mounts") as f:
+            return any(line.split()[1] == path for line in f)
+    except OSError:
+        return os.path.ismount(path)
+
+
+class FaultFSMount(FaultFSControl):
+    """A running faultfs process and its mount; a context manager that always unmounts.
+
+    Attributes: ``backing``, ``mountpoint``, ``socket_path``, ``log_path``, ``proc``.
+    Control methods are those of :class:`FaultFSControl` (``crash``, ``fail_next_fsync``,
+    ``enospc``, ``clear_faults``, ``writeback``, ``stats``).
+    """
+
+    def __init__(self, backing, mountpoint, control=None, log_path=None,
+                 start_timeout: float = 20.0, stop_timeout: float = 10.0,
+                 writeback_bytes: int = 0, python: Optional[str] = None):
+        self.backing = Path(backing)
+        self.mountpoint = Path(mountpoint)
+        self._tmp = None
+        if control is None:
+            # unix socket paths are limited to 107 bytes: keep it short, outside the mount
+            self._tmp = tempfile.mkdtemp(prefix="faultfs-")
+            control = os.path.join(self._tmp, "control.sock")
+        super().__init__(control)
+        self.log_path = Path(log_path) if log_path else Path(self._tmp or tempfile.mkdtemp(prefix="faultfs-")) / "faultfs.log"
+        self.start_timeout, self.stop_timeout = start_timeout, stop_timeout
+        self.writeback_bytes = writeback_bytes
+        self.python = python or sys.executable
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self) -> "FaultFSMount":
+        self.backing.mkdir(parents=True, exist_ok=True)
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        cmd = [self.python, str(SCRIPT), str(self.backing), str(self.mountpoint),
+               "--control", self.socket_path, "--writeback-bytes", str(self.writeback_bytes)]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self.proc.poll() is not None:
+                self._cleanup()
+                raise FaultFSError(f"faultfs exited with {self.proc.returncode} at start:\n{self.log_tail()}")
+            if _is_mounted(str(self.mountpoint)) and os.path.exists(self.socket_path):
+                try:
+                    self.ping()
+                    return self
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise FaultFSError(f"faultfs not mounted after {self.start_timeout}s:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_bytes()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def unmount(self) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Unmount (``fusermount3 -u``, retried for a while if busy, then lazily) and end the
+        process (SIGTERM, then SIGKILL). Bounded; never raises for a mount already gone."""
+        mnt = str(self.mountpoint)
+        fm = _fusermount()
+        deadline = time.monotonic() + self.stop_timeout
+        while fm and _is_mounted(mnt) and time.monotonic() < deadline:
+            if subprocess.run(fm + ["-u", mnt], capture_output=True, timeout=30).returncode == 0:
+                break
+            time.sleep(0.2)
+        if _is_mounted(mnt):
+            for cmd in ([*fm, "-u", "-z", mnt] if fm else None, ["umount", "-l", mnt]):
+                if cmd and shutil.which(cmd[0]):
+                    subprocess.run(cmd, capture_output=True, timeout=30)
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=5)
+        if _is_mounted(mnt):  # the process is gone: a dead FUSE mount must not stay behind
+            for cmd in ([*fm, "-u", "-z", mnt] if fm else None, ["umount", "-l", mnt]):
+                if cmd and shutil.which(cmd[0]):
+                    subprocess.run(cmd, capture_output=True, timeout=30)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()
+            self._log = None
+
+    def __enter__(self) -> "FaultFSMount":
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def mount_faultfs(backing, mountpoint, control=None, **kwargs) -> FaultFSMount:
+    """Start faultfs over ``backing`` at ``mountpoint`` and wait (bounded) until it serves.
+
+    Returns a :class:`FaultFSMount`; use it as a context manager, or call ``.stop()``.
+    Keyword arguments: ``log_path``, ``start_timeout``, ``stop_timeout``, ``writeback_bytes``,
+    ``python`` (the interpreter that has mfusepy; default: this one).
+    """
+    return FaultFSMount(backing, mountpoint, control, **kwargs).start()
+
+
+# ==========================================================================
+# Command line
+# ==========================================================================
+
+
+def _ctl_main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(prog="faultfs.py ctl", description="send a command to a running faultfs")
+    p.add_argument("socket")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("crash")
+    c.add_argument("--torn", nargs="?", const=True, type=int, default=None,
+                   help="keep a prefix of each file's pending writes: N bytes, or random")
+    c.add_argument("--seed", type=int)
+    f = sub.add_parser("fail-next-fsync")
+    f.add_argument("--count", type=int, default=1)
+    f.add_argument("--match")
+    e = sub.add_parser("enospc")
+    e.add_argument("state", choices=["on", "off"])
+    for name in ("stats", "writeback", "clear-faults", "ping"):
+        sub.add_parser(name)
+    a = p.parse_args(argv)
+    ctl = FaultFSControl(a.socket)
+    if a.cmd == "crash":
+        out = ctl.crash(torn=a.torn, seed=a.seed)
+    elif a.cmd == "fail-next-fsync":
+        out = ctl.call("fail_next_fsync", count=a.count, match=a.match)
+    elif a.cmd == "enospc":
+        out = ctl.call("enospc", on=a.state == "on")
+    else:
+        out = ctl.call(a.cmd.replace("-", "_"))
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "ctl":
+        return _ctl_main(argv[1:])
+    p = argparse.ArgumentParser(
+        prog="faultfs.py",
+        description="FUSE file system keeping unsynced writes in memory, with crash and fault "
+                    "injection (see the module docstring). 'faultfs.py ctl SOCKET ...' controls it.")
+    p.add_argument("backing")
+    p.add_argument("mountpoint")
+    p.add_argument("--control", required=True, help="control unix socket path (or a directory for DIR/control.sock)")
+    p.add_argument("--writeback-bytes", type=int, default=0,
+                   help="write everything back once this many bytes are pending (0: never)")
+    p.add_argument("--debug", action="store_true", help="libfuse debug output")
+    a = p.parse_args(argv)
+    serve(a.backing, a.mountpoint, a.control, writeback_bytes=a.writeback_bytes, debug=a.debug)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
