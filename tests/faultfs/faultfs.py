@@ -684,8 +684,23 @@ def _serve_control(ops: FaultOps, path: str) -> socketserver.BaseServer:
     return server
 
 
+def _exit_with_parent(mountpoint: str) -> None:
+    """Unmount (which ends the FUSE loop) once the parent process is gone, so that a test
+    run killed before its teardown leaves no mount and no process behind."""
+    ppid = os.getppid()
+
+    def watch():
+        while os.getppid() == ppid:
+            time.sleep(1.0)
+        _lazy_unmount(mountpoint)
+        time.sleep(5.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="faultfs-parent-watch", daemon=True).start()
+
+
 def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
-          debug: bool = False) -> None:
+          debug: bool = False, exit_with_parent: bool = False) -> None:
     if ctypes.util.find_library("fuse3") and "FUSE_LIBRARY_PATH" not in os.environ:
         os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
     import mfusepy  # libfuse via ctypes; imported here so that clients need no libfuse
@@ -698,6 +713,8 @@ def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
 
     ops = FaultOps(backing, writeback_bytes=writeback_bytes)
     server = _serve_control(ops, _control_path(control))
+    if exit_with_parent:
+        _exit_with_parent(os.path.realpath(mountpoint))
     try:
         _FUSE(ops, mountpoint, foreground=True, debug=debug, fsname="faultfs", subtype="faultfs",
               direct_io=True, use_ino=True, attr_timeout=0, entry_timeout=0, negative_timeout=0)
@@ -782,6 +799,13 @@ def _is_mounted(path: str) -> bool:
         return os.path.ismount(path)
 
 
+def _lazy_unmount(mnt: str) -> None:
+    fm = _fusermount()
+    for cmd in ([*fm, "-u", "-z", mnt] if fm else None, ["umount", "-l", mnt]):
+        if cmd and shutil.which(cmd[0]) and _is_mounted(mnt):
+            subprocess.run(cmd, capture_output=True, timeout=30)
+
+
 class FaultFSMount(FaultFSControl):
     """A running faultfs process and its mount; a context manager that always unmounts.
 
@@ -811,7 +835,8 @@ class FaultFSMount(FaultFSControl):
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         cmd = [self.python, str(SCRIPT), str(self.backing), str(self.mountpoint),
-               "--control", self.socket_path, "--writeback-bytes", str(self.writeback_bytes)]
+               "--control", self.socket_path, "--writeback-bytes", str(self.writeback_bytes),
+               "--exit-with-parent"]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -850,10 +875,7 @@ class FaultFSMount(FaultFSControl):
             if subprocess.run(fm + ["-u", mnt], capture_output=True, timeout=30).returncode == 0:
                 break
             time.sleep(0.2)
-        if _is_mounted(mnt):
-            for cmd in ([*fm, "-u", "-z", mnt] if fm else None, ["umount", "-l", mnt]):
-                if cmd and shutil.which(cmd[0]):
-                    subprocess.run(cmd, capture_output=True, timeout=30)
+        _lazy_unmount(mnt)
         if self.proc is not None and self.proc.poll() is None:
             try:
                 self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -864,10 +886,7 @@ class FaultFSMount(FaultFSControl):
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait(timeout=5)
-        if _is_mounted(mnt):  # the process is gone: a dead FUSE mount must not stay behind
-            for cmd in ([*fm, "-u", "-z", mnt] if fm else None, ["umount", "-l", mnt]):
-                if cmd and shutil.which(cmd[0]):
-                    subprocess.run(cmd, capture_output=True, timeout=30)
+        _lazy_unmount(mnt)  # the process is gone: a dead FUSE mount must not stay behind
         self._cleanup()
 
     def _cleanup(self) -> None:
@@ -875,6 +894,8 @@ class FaultFSMount(FaultFSControl):
         if log is not None:
             log.close()
             self._log = None
+        if self._tmp and Path(self._tmp) not in self.log_path.parents:
+            shutil.rmtree(self._tmp, ignore_errors=True)  # only the control socket was there
 
     def __enter__(self) -> "FaultFSMount":
         if self.proc is None:
@@ -942,9 +963,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--control", required=True, help="control unix socket path (or a directory for DIR/control.sock)")
     p.add_argument("--writeback-bytes", type=int, default=0,
                    help="write everything back once this many bytes are pending (0: never)")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="unmount and exit when the parent process is gone (mount_faultfs sets it)")
     p.add_argument("--debug", action="store_true", help="libfuse debug output")
     a = p.parse_args(argv)
-    serve(a.backing, a.mountpoint, a.control, writeback_bytes=a.writeback_bytes, debug=a.debug)
+    serve(a.backing, a.mountpoint, a.control, writeback_bytes=a.writeback_bytes, debug=a.debug,
+          exit_with_parent=a.exit_with_parent)
     return 0
 
 
