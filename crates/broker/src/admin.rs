@@ -64,22 +64,47 @@ impl Broker {
                 format!("Replication factor must be larger than 0, got {replication_factor}."),
             ));
         }
-        if replication_factor > 1 {
+        let brokers = self.live_broker_count();
+        if replication_factor > 1 && (self.cluster.is_none() || i32::from(replication_factor) > brokers) {
+            // A cluster accepts a replication factor up to its broker count: replicas are
+            // logical there (every broker sees the same storage; docs/cluster.md).
             return Err(Refusal::new(
                 ResponseError::InvalidReplicationFactor,
-                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {brokers} broker(s) are registered."),
             ));
         }
         self.validate_topic_configs(configs)
     }
 
-    /// Create a topic and open its partitions.
+    /// In cluster mode, apply the records just changed in etcd at once (the cluster thread
+    /// would within `sluice.cluster.poll.ms`).
+    fn reconcile_now(&self) {
+        if let (Some(cluster), Some(store)) = (&self.cluster, self.meta.etcd()) {
+            cluster.reconcile(self, &store.view());
+        }
+    }
+
+    /// Create a topic and open its partitions (in cluster mode, those assigned to this broker;
+    /// their owners open the others).
     pub(crate) fn create_topic(
         &self,
         name: &str,
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicState>, Refusal> {
+        if self.cluster.is_some() {
+            self.meta
+                .create_topic(name, partitions, configs, None)
+                .map_err(|e| Refusal {
+                    code: meta_error_code(&e),
+                    message: e.to_string(),
+                })?;
+            self.reconcile_now();
+            tracing::info!(topic = name, partitions, "created topic");
+            return self.registry.get(name).ok_or_else(|| {
+                Refusal::new(ResponseError::UnknownServerError, "the new topic vanished")
+            });
+        }
         let meta = self
             .meta
             .create_topic(name, partitions, configs, None)
@@ -113,6 +138,11 @@ impl Broker {
             code: meta_error_code(&e),
             message: e.to_string(),
         })?;
+        if self.cluster.is_some() {
+            self.reconcile_now();
+            tracing::info!(topic = name, "deleted topic");
+            return Ok(());
+        }
         if let Some(state) = self.registry.remove(name) {
             for p in 0..state.meta.partitions() {
                 let tp = TopicPartition {
@@ -159,6 +189,11 @@ impl Broker {
             code: meta_error_code(&e),
             message: e.to_string(),
         })?;
+        if self.cluster.is_some() {
+            self.reconcile_now();
+            tracing::info!(topic = name, from = current, to = count, "added partitions");
+            return Ok(());
+        }
         let mut logs = state.logs.clone();
         for p in current..count {
             let epoch = self.meta.acquire_partition(name, p).map_err(|e| Refusal {
@@ -174,7 +209,7 @@ impl Broker {
                 .logs
                 .open_log(&tp, meta.id, log_config(&state.config), epoch)
                 .map_err(|e| Refusal::new(ResponseError::KafkaStorageError, e.to_string()))?;
-            logs.push(log);
+            logs.push(Some(log));
         }
         self.registry.insert(Arc::new(TopicState {
             meta,
@@ -199,6 +234,10 @@ impl Broker {
                 code: meta_error_code(&e),
                 message: e.to_string(),
             })?;
+        if self.cluster.is_some() {
+            self.reconcile_now();
+            return Ok(());
+        }
         let state = self.registry.get(name).ok_or_else(|| {
             Refusal::new(
                 ResponseError::UnknownTopicOrPartition,
@@ -206,7 +245,7 @@ impl Broker {
             )
         })?;
         let config = sluice_config::topic_config(&self.config, &meta.configs);
-        for log in &state.logs {
+        for log in state.open_logs() {
             log.set_config(log_config(&config));
         }
         let mut meta = meta;

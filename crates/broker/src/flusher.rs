@@ -2,6 +2,10 @@
 //! round fsyncs every log with a waiter, then answers them all. Requests that arrive during a
 //! round wait for the next one, so N concurrent producers cost about one fsync per log per
 //! round rather than one each.
+//!
+//! In cluster mode a round also confirms, after its fsyncs, that this broker still owns the
+//! round's partitions (`Confirm`, one etcd transaction per round); a round that cannot be
+//! confirmed answers every waiter with [`FlushError::NotOwner`], never success.
 
 use std::io;
 use std::sync::Arc;
@@ -15,9 +19,23 @@ type Flushed = (Arc<Log>, io::Result<i64>);
 /// Most blocking tasks one flush round fsyncs with (each takes a share of the round's logs).
 const FLUSH_TASKS_MAX: usize = 8;
 
+/// Confirms that this broker may still acknowledge data of these logs (cluster mode).
+pub(crate) type Confirm = Arc<dyn Fn(&[Arc<Log>]) -> Result<(), String> + Send + Sync>;
+
+/// Why a flush request was not answered with success.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FlushError {
+    #[error("{0}")]
+    Storage(String),
+    /// The data is on storage, but this broker may no longer own the partition, so the data
+    /// may not be in the log the new owner serves.
+    #[error("{0}")]
+    NotOwner(String),
+}
+
 struct FlushRequest {
     log: Arc<Log>,
-    done: oneshot::Sender<Result<(), String>>,
+    done: oneshot::Sender<Result<(), FlushError>>,
 }
 
 #[derive(Debug)]
@@ -34,9 +52,9 @@ impl std::fmt::Debug for FlushRequest {
 }
 
 impl Flusher {
-    pub(crate) fn start() -> Flusher {
+    pub(crate) fn start(confirm: Option<Confirm>) -> Flusher {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx));
+        tokio::spawn(run(rx, confirm));
         Flusher { tx }
     }
 
@@ -45,17 +63,18 @@ impl Flusher {
     pub(crate) fn request(
         &self,
         log: Arc<Log>,
-    ) -> impl std::future::Future<Output = Result<(), String>> {
+    ) -> impl std::future::Future<Output = Result<(), FlushError>> {
         let (done, wait) = oneshot::channel();
         let sent = self.tx.send(FlushRequest { log, done });
+        let stopped = || FlushError::Storage("flusher stopped".to_string());
         async move {
-            sent.map_err(|_| "flusher stopped".to_string())?;
-            wait.await.map_err(|_| "flusher stopped".to_string())?
+            sent.map_err(|_| stopped())?;
+            wait.await.map_err(|_| stopped())?
         }
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
+async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Confirm>) {
     while let Some(first) = rx.recv().await {
         let mut round = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -95,6 +114,17 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
                 (Ok(_), Err(_)) => {}
             }
         }
+        // Cluster mode: the fsyncs are done; acknowledge only if the partitions are still ours.
+        let confirmed = match &confirm {
+            Some(confirm) => {
+                let (confirm, logs) = (confirm.clone(), logs.clone());
+                match tokio::task::spawn_blocking(move || confirm(&logs)).await {
+                    Ok(r) => r,
+                    Err(e) => Err(format!("ownership check failed: {e}")),
+                }
+            }
+            None => Ok(()),
+        };
         tracing::debug!(
             requests = round.len(),
             logs = logs.len(),
@@ -103,15 +133,25 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>) {
         );
         for r in round {
             let outcome = match &results {
+                Ok(results) if confirmed.is_err() => {
+                    let synced = results
+                        .iter()
+                        .any(|(l, res)| Arc::ptr_eq(l, &r.log) && res.is_ok());
+                    let why = confirmed.clone().err().unwrap_or_default();
+                    if synced {
+                        tracing::info!(tp = ?r.log.topic_partition(), "not acknowledging: {why}");
+                    }
+                    Err(FlushError::NotOwner(why))
+                }
                 Ok(results) => match results.iter().find(|(l, _)| Arc::ptr_eq(l, &r.log)) {
                     Some((_, Ok(_))) => Ok(()),
                     Some((l, Err(e))) => {
                         tracing::error!(tp = ?l.topic_partition(), "fsync failed: {e}");
-                        Err(e.to_string())
+                        Err(FlushError::Storage(e.to_string()))
                     }
-                    None => Err("log missing from flush round".to_string()),
+                    None => Err(FlushError::Storage("log missing from flush round".to_string())),
                 },
-                Err(e) => Err(format!("flush task failed: {e}")),
+                Err(e) => Err(FlushError::Storage(format!("flush task failed: {e}"))),
             };
             let _ = r.done.send(outcome);
         }
@@ -140,7 +180,7 @@ mod tests {
             ..log_config(1, 0)
         };
         let (_dir, _manager, logs) = open_logs(3, &config);
-        let flusher = Arc::new(Flusher::start());
+        let flusher = Arc::new(Flusher::start(None));
         let mut tasks = Vec::new();
         for t in 0..24usize {
             let (flusher, logs) = (flusher.clone(), logs.clone());

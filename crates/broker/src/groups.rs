@@ -145,6 +145,13 @@ impl Groups {
         self.logs.lock().insert(partition, log);
     }
 
+    /// Release (unload) one `__consumer_offsets` partition: its groups are forgotten here.
+    pub(crate) fn unload(&self, partition: i32) {
+        self.coordinator.lock().unload(partition);
+        self.logs.lock().remove(&partition);
+        tracing::debug!(partition, "unloaded __consumer_offsets partition");
+    }
+
     /// The loaded `__consumer_offsets` log holding `group_id`, if any.
     pub(crate) fn log_of(&self, group_id: &str) -> Option<Arc<Log>> {
         let p = self.coordinator.lock().partition_for(group_id);
@@ -271,6 +278,11 @@ impl Broker {
     /// Create `__consumer_offsets` if it does not exist yet and load every partition this
     /// broker has not loaded. False when it cannot be created.
     pub(crate) fn ensure_offsets_topic(&self) -> bool {
+        if self.cluster.is_some() {
+            // In a cluster the owners of its partitions load them (crate::cluster).
+            return self.registry.get(OFFSETS_TOPIC).is_some()
+                || self.ensure_offsets_topic_in_cluster();
+        }
         if let Some(t) = self.registry.get(OFFSETS_TOPIC) {
             self.load_offsets_partitions(&t);
             return true;
@@ -294,8 +306,34 @@ impl Broker {
         }
     }
 
+    /// The broker that coordinates `group_id`: the owner of its `__consumer_offsets`
+    /// partition.
+    pub(crate) fn group_coordinator(&self, group_id: &str) -> Option<i32> {
+        if self.cluster.is_none() {
+            return Some(self.node_id);
+        }
+        let p = self.groups.read(|c| c.partition_for(group_id));
+        let t = self.meta.topic(OFFSETS_TOPIC)?;
+        t.owners.get(p as usize).copied().filter(|o| *o >= 0)
+    }
+
+    fn ensure_offsets_topic_in_cluster(&self) -> bool {
+        let _guard = self.groups.create_lock.lock();
+        let mut configs = BTreeMap::new();
+        configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        match self.create_topic(OFFSETS_TOPIC, self.groups.partition_count(), configs) {
+            Ok(_) => true,
+            Err(_) if self.meta.topic(OFFSETS_TOPIC).is_some() => true,
+            Err(r) => {
+                tracing::error!("creating {OFFSETS_TOPIC} failed: {}", r.message);
+                false
+            }
+        }
+    }
+
     fn load_offsets_partitions(&self, t: &crate::registry::TopicState) {
         for (p, log) in t.logs.iter().enumerate() {
+            let Some(log) = log else { continue };
             let p = p as i32;
             if !self.groups.read(|c| c.is_loaded(p)) && p < self.groups.partition_count() {
                 self.groups.load(p, log.clone());
@@ -367,7 +405,7 @@ impl Broker {
     pub(crate) fn flush_group(
         &self,
         group_id: &str,
-    ) -> impl std::future::Future<Output = Result<(), String>> {
+    ) -> impl std::future::Future<Output = Result<(), crate::flusher::FlushError>> {
         self.flush_logs(self.groups.log_of(group_id).into_iter().collect())
     }
 
@@ -375,7 +413,7 @@ impl Broker {
     pub(crate) fn flush_logs(
         &self,
         logs: Vec<Arc<Log>>,
-    ) -> impl std::future::Future<Output = Result<(), String>> {
+    ) -> impl std::future::Future<Output = Result<(), crate::flusher::FlushError>> {
         let waits: Vec<_> = logs.into_iter().map(|l| self.flusher.request(l)).collect();
         async move {
             for w in waits {

@@ -4,6 +4,8 @@
 //! - [`Broker`] (this file): start-up (open metadata, adopt partition directories found on
 //!   disk, take ownership of every partition, open its log), request dispatch, shutdown.
 //! - `registry`: topics as this broker serves them (metadata + effective config + open logs).
+//! - `cluster`: cluster mode (etcd): lease, acquiring and releasing partitions, the
+//!   controller's assignments, ownership confirmation before acks.
 //! - `flusher`: group commit; one fsync round for every producer waiting on acks=all.
 //! - `cache`: page-cache drop-behind schedule (`sluice.log.cache.bytes`).
 //! - `sessions`: incremental fetch sessions (KIP-227).
@@ -21,6 +23,7 @@
 mod admin;
 mod apis;
 mod cache;
+mod cluster;
 mod errors;
 mod flusher;
 mod groups;
@@ -39,9 +42,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::{FetchResponse, RequestKind, ResponseKind};
 use sluice_config::BrokerConfig;
-use sluice_meta::EmbeddedStore;
+use sluice_meta::{EmbeddedStore, EtcdStore, Meta};
 pub use sluice_store::FileSlice;
-use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties};
+use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties, Sharing};
 use sluice_wire::Request;
 
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
@@ -88,7 +91,9 @@ pub struct Broker {
     config: BrokerConfig,
     node_id: i32,
     cluster_id: String,
-    meta: EmbeddedStore,
+    meta: Arc<Meta>,
+    /// Cluster mode (`sluice.cluster.etcd.endpoints`); None for a single broker.
+    cluster: Option<Arc<cluster::Cluster>>,
     logs: LogManager,
     registry: registry::Registry,
     flusher: flusher::Flusher,
@@ -116,14 +121,37 @@ impl Broker {
             .first()
             .ok_or_else(|| BrokerError::Startup("log.dirs is empty".into()))?;
         let configured = config.cluster_id.clone();
-        let meta = EmbeddedStore::open(&first.join("__sluice_meta"), || {
-            configured
-                .or_else(|| sluice_store::existing_cluster_id(&dirs))
-                .unwrap_or_else(sluice_meta::new_cluster_id)
-        })?;
-        let cluster_id = meta.cluster_id();
         let node_id = config.node_id;
-        let logs = LogManager::open_with(
+        let fresh_id = {
+            let dirs = dirs.clone();
+            move || {
+                configured
+                    .or_else(|| sluice_store::existing_cluster_id(&dirs))
+                    .unwrap_or_else(sluice_meta::new_cluster_id)
+            }
+        };
+        let (meta, sharing) = match &config.cluster {
+            Some(c) => (
+                Meta::Etcd(EtcdStore::open(
+                    c.etcd_endpoints.clone(),
+                    &c.etcd_prefix,
+                    Duration::from_millis(c.etcd_timeout_ms),
+                    node_id,
+                    fresh_id,
+                )?),
+                Sharing::Shared,
+            ),
+            None => (
+                Meta::Embedded {
+                    store: EmbeddedStore::open(&first.join("__sluice_meta"), fresh_id)?,
+                    node_id,
+                },
+                Sharing::Exclusive,
+            ),
+        };
+        let meta = Arc::new(meta);
+        let cluster_id = meta.cluster_id();
+        let logs = LogManager::open_sharing(
             dirs,
             MetaProperties {
                 node_id,
@@ -133,18 +161,38 @@ impl Broker {
                 initial_ms: config.delete_retry_initial_ms,
                 max_ms: config.delete_retry_max_ms,
             },
+            sharing,
         )?;
-        registry::adopt_discovered(&meta, &logs)?;
         let registry = registry::Registry::default();
-        for topic in meta.acquire_all()? {
-            registry.open_topic(&config, &logs, topic)?;
+        let cluster = config
+            .cluster
+            .clone()
+            .map(|c| Arc::new(cluster::Cluster::new(c)));
+        if cluster.is_none() {
+            registry::adopt_discovered(&meta, &logs)?;
+            for topic in meta.acquire_all()? {
+                registry.open_topic(&config, &logs, topic)?;
+            }
         }
         tracing::info!(
             node_id,
             cluster_id = %cluster_id,
             topics = registry.len(),
+            cluster = cluster.is_some(),
             "broker opened its log directories"
         );
+        let flusher = match (&cluster, meta.etcd()) {
+            (Some(c), Some(_)) => {
+                let (c, meta) = (c.clone(), meta.clone());
+                flusher::Flusher::start(Some(Arc::new(move |logs: &[Arc<sluice_store::Log>]| {
+                    match meta.etcd() {
+                        Some(store) => c.confirm(store, logs),
+                        None => Ok(()),
+                    }
+                })))
+            }
+            _ => flusher::Flusher::start(None),
+        };
         let groups = groups::Groups::new(&config);
         let broker = Arc::new(Broker {
             node_id,
@@ -152,17 +200,20 @@ impl Broker {
             meta,
             logs,
             registry,
-            flusher: flusher::Flusher::start(),
+            cluster,
+            flusher,
             cache: cache::DropBehind::new(&config),
             fetch_waiters: waiters::FetchWaiters::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
             config,
         });
-        // Groups of an existing __consumer_offsets are loaded now (this broker owns it).
-        if broker.registry.get(OFFSETS_TOPIC).is_some() {
+        // Groups of an existing __consumer_offsets are loaded now (this broker owns it); in a
+        // cluster, as their partitions are acquired.
+        if broker.cluster.is_none() && broker.registry.get(OFFSETS_TOPIC).is_some() {
             broker.ensure_offsets_topic();
         }
+        cluster::Cluster::start(&broker)?;
         Broker::start_group_timers(&broker);
         cache::start(&broker);
         Ok(broker)
@@ -290,8 +341,12 @@ impl Broker {
         Duration::from_millis(ms.max(100))
     }
 
-    /// Flush every log, write checkpoints and the clean-shutdown marker.
+    /// Flush every log, write checkpoints and the clean-shutdown marker. In a cluster, first
+    /// hand every partition over (controlled shutdown).
     pub fn shutdown(&self) -> Result<(), BrokerError> {
+        if let Some(c) = &self.cluster {
+            c.shutdown(self);
+        }
         self.logs.shutdown()?;
         Ok(())
     }
@@ -302,6 +357,43 @@ fn ready(body: Option<ResponseKind>) -> Reply {
 }
 
 impl Broker {
+    /// Brokers alive now: this one alone, or the cluster's registered members.
+    pub(crate) fn live_brokers(&self) -> Vec<(i32, String, u16)> {
+        match self.meta.etcd() {
+            Some(store) => store
+                .view()
+                .brokers
+                .values()
+                .map(|b| (b.node_id, b.host.clone(), b.port))
+                .collect(),
+            None => {
+                let l = self.advertised();
+                vec![(self.node_id, l.host, l.port)]
+            }
+        }
+    }
+
+    pub(crate) fn live_broker_count(&self) -> i32 {
+        match self.meta.etcd() {
+            Some(store) => store.view().brokers.len() as i32,
+            None => 1,
+        }
+    }
+
+    /// The controller Kafka clients are told about: this broker, or the cluster's.
+    pub(crate) fn controller_id(&self) -> i32 {
+        match self.meta.etcd() {
+            Some(store) => store.view().controller_id().unwrap_or(-1),
+            None => self.node_id,
+        }
+    }
+
+    /// In cluster mode, false if this broker may not append to `tp` now (another broker owns
+    /// it, the lease may be lapsing, or it is shutting down).
+    pub(crate) fn may_write(&self, tp: &sluice_store::TopicPartition) -> bool {
+        self.cluster.as_ref().is_none_or(|c| c.may_write(tp))
+    }
+
     /// The listener clients are told to connect to.
     pub(crate) fn advertised(&self) -> sluice_config::Listener {
         self.config

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use sluice_config::{BrokerConfig, TopicConfig};
-use sluice_meta::{EmbeddedStore, TopicMeta};
+use sluice_meta::{Meta, TopicMeta};
 use sluice_store::{Log, LogConfig, LogManager, TimestampType, TopicPartition};
 use uuid::Uuid;
 
@@ -16,7 +16,9 @@ use crate::BrokerError;
 pub(crate) struct TopicState {
     pub(crate) meta: TopicMeta,
     pub(crate) config: TopicConfig,
-    pub(crate) logs: Vec<Arc<Log>>,
+    /// The open log of each partition this broker serves (in cluster mode, those it owns;
+    /// on a single broker, all).
+    pub(crate) logs: Vec<Option<Arc<Log>>>,
 }
 
 impl TopicState {
@@ -24,6 +26,27 @@ impl TopicState {
         usize::try_from(partition)
             .ok()
             .and_then(|p| self.logs.get(p))
+            .and_then(Option::as_ref)
+    }
+
+    /// The open logs of the partitions this broker serves.
+    pub(crate) fn open_logs(&self) -> impl Iterator<Item = &Arc<Log>> {
+        self.logs.iter().flatten()
+    }
+
+    pub(crate) fn has_partition(&self, partition: i32) -> bool {
+        (0..self.meta.partitions()).contains(&partition)
+    }
+}
+
+/// The error for a partition this broker has no log for: the topic or partition does not
+/// exist, or another broker owns it.
+pub(crate) fn missing_partition_code(state: Option<&TopicState>, partition: i32) -> i16 {
+    match state {
+        Some(s) if s.has_partition(partition) => {
+            kafka_protocol::ResponseError::NotLeaderOrFollower.code()
+        }
+        _ => kafka_protocol::ResponseError::UnknownTopicOrPartition.code(),
     }
 }
 
@@ -60,7 +83,7 @@ pub(crate) fn log_config(c: &TopicConfig) -> LogConfig {
 /// Register in the metadata store every topic whose partition directories were found on disk
 /// but that the store does not know: this is how a log directory written by Apache Kafka (or
 /// a Sluice whose metadata was lost) is adopted in place.
-pub(crate) fn adopt_discovered(meta: &EmbeddedStore, logs: &LogManager) -> Result<(), BrokerError> {
+pub(crate) fn adopt_discovered(meta: &Meta, logs: &LogManager) -> Result<(), BrokerError> {
     let mut found: BTreeMap<String, (i32, Option<Uuid>)> = BTreeMap::new();
     for d in logs.discovered() {
         let entry = found.entry(d.tp.topic.clone()).or_insert((0, None));
@@ -119,7 +142,12 @@ impl Registry {
                 topic: topic.name.clone(),
                 partition: partition as i32,
             };
-            opened.push(logs.open_log(&tp, topic.id, log_config(&config), *epoch)?);
+            opened.push(Some(logs.open_log(
+                &tp,
+                topic.id,
+                log_config(&config),
+                *epoch,
+            )?));
         }
         let state = Arc::new(TopicState {
             meta: topic,

@@ -475,6 +475,32 @@ impl Meta {
         }
     }
 
+    /// A single broker takes every partition at start-up (see
+    /// [`EmbeddedStore::acquire_all`]); in a cluster, partitions are acquired one by one as
+    /// they are assigned ([`EtcdStore::acquire`]).
+    pub fn acquire_all(&self) -> Result<Vec<TopicMeta>, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => Ok(store
+                .acquire_all()?
+                .into_iter()
+                .map(|t| self.owned_by_me(t))
+                .collect()),
+            Meta::Etcd(_) => Err(MetaError::Etcd(
+                "a cluster member acquires partitions as they are assigned".into(),
+            )),
+        }
+    }
+
+    /// See [`EmbeddedStore::acquire_partition`]; single broker only.
+    pub fn acquire_partition(&self, name: &str, partition: i32) -> Result<i32, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store.acquire_partition(name, partition),
+            Meta::Etcd(_) => Err(MetaError::Etcd(
+                "a cluster member acquires partitions as they are assigned".into(),
+            )),
+        }
+    }
+
     pub fn next_producer_id(&self) -> Result<i64, MetaError> {
         match self {
             Meta::Embedded { store, .. } => store.next_producer_id(),

@@ -166,13 +166,9 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, WireError> {
         RequestHeader::decode(&mut frame, header_version).map_err(|e| malformed(e.to_string()))?;
     let body =
         RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
-    if frame.has_remaining() {
-        // Kafka tolerates nothing after the body either; a trailing byte means a framing bug.
-        return Err(malformed(format!(
-            "{} unexpected trailing bytes",
-            frame.remaining()
-        )));
-    }
+    // Bytes after the body are ignored, as Apache Kafka does (it parses the body and never
+    // looks at what is left): librdkafka 2.x sends three such bytes after a Metadata v13
+    // request for all topics, which Kafka answers.
     Ok(Request {
         api_key,
         header,
@@ -219,4 +215,26 @@ pub fn unsupported_api_versions_response(correlation_id: i32) -> Result<BytesMut
         correlation_id,
         &ResponseKind::ApiVersions(body),
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// librdkafka 2.16's Metadata v13 request for all topics, as captured on the wire (after
+    /// the length prefix): three bytes follow the body, and Kafka answers it.
+    #[test]
+    fn trailing_bytes_after_the_body_are_ignored_as_kafka_does() {
+        let frame = [
+            0x00, 0x03, 0x00, 0x0d, 0x00, 0x00, 0x00, 0x03, 0x00, 0x07, b'r', b'd', b'k', b'a',
+            b'f', b'k', b'a', 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+        ];
+        let req = decode_request(Bytes::copy_from_slice(&frame)).unwrap();
+        assert_eq!(req.version(), 13);
+        match req.body {
+            RequestKind::Metadata(m) => assert!(m.topics.is_none()),
+            other => panic!("decoded as {other:?}"),
+        }
+    }
 }

@@ -32,7 +32,10 @@ pub(crate) fn handle(
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
                     let Some(log) = state.as_ref().and_then(|s| s.log(p.partition_index)) else {
-                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        return base.with_error_code(crate::registry::missing_partition_code(
+                            state.as_deref(),
+                            p.partition_index,
+                        ));
                     };
                     let offset = if p.offset == HIGH_WATERMARK {
                         log.high_watermark()

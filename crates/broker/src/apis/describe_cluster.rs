@@ -1,4 +1,5 @@
-//! DescribeCluster: this broker is the whole cluster (and its controller).
+//! DescribeCluster: the live brokers (this one alone, or the cluster's registered members) and
+//! the controller.
 
 use std::sync::Arc;
 
@@ -15,15 +16,21 @@ pub(crate) fn handle(
     req: DescribeClusterRequest,
     _version: i16,
 ) -> Option<ResponseKind> {
-    let listener = broker.advertised();
+    let brokers = broker
+        .live_brokers()
+        .into_iter()
+        .map(|(id, host, port)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(i32::from(port))
+        })
+        .collect();
     let body = DescribeClusterResponse::default()
         .with_endpoint_type(req.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id.clone()))
-        .with_controller_id(BrokerId(broker.node_id))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(broker.node_id))
-            .with_host(str_bytes(listener.host))
-            .with_port(i32::from(listener.port))])
+        .with_controller_id(BrokerId(broker.controller_id()))
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(i32::MIN);
     Some(ResponseKind::DescribeCluster(body))
 }

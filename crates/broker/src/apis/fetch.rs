@@ -258,7 +258,10 @@ fn read_all(
             let code = if t.topic.is_empty() {
                 ResponseError::UnknownTopicId.code()
             } else {
-                ResponseError::UnknownTopicOrPartition.code()
+                crate::registry::missing_partition_code(
+                    broker.registry.get(&t.topic).as_deref(),
+                    t.partition,
+                )
             };
             out.push((base.with_error_code(code), None));
             continue;

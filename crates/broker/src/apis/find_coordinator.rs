@@ -1,5 +1,5 @@
 //! FindCoordinator (v0-v6, batched keys from v4): a group's coordinator is the broker that
-//! owns its `__consumer_offsets` partition (today: this broker, once the topic exists).
+//! owns its `__consumer_offsets` partition (a single broker: itself, once the topic exists).
 
 use std::sync::Arc;
 
@@ -16,7 +16,6 @@ use crate::Broker;
 const KEY_TYPE_GROUP: i8 = 0;
 
 fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
-    let listener = broker.advertised();
     let base = Coordinator::default()
         .with_key(key.clone())
         .with_node_id(BrokerId(-1))
@@ -34,9 +33,19 @@ fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
     if !broker.ensure_offsets_topic() {
         return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
     }
-    base.with_node_id(BrokerId(broker.node_id))
-        .with_host(str_bytes(listener.host.clone()))
-        .with_port(i32::from(listener.port))
+    let owner = broker.group_coordinator(key.as_str());
+    match broker
+        .live_brokers()
+        .into_iter()
+        .find(|(id, _, _)| Some(*id) == owner)
+    {
+        Some((id, host, port)) => base
+            .with_node_id(BrokerId(id))
+            .with_host(str_bytes(host))
+            .with_port(i32::from(port)),
+        // Its partition is being failed over: clients retry.
+        None => base.with_error_code(ResponseError::CoordinatorNotAvailable.code()),
+    }
 }
 
 pub(crate) fn handle(

@@ -37,7 +37,10 @@ pub(crate) fn handle(
                         .with_offset(-1)
                         .with_leader_epoch(-1);
                     let Some(log) = state.as_ref().and_then(|s| s.log(p.partition_index)) else {
-                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        return base.with_error_code(crate::registry::missing_partition_code(
+                            state.as_deref(),
+                            p.partition_index,
+                        ));
                     };
                     let epoch = log.leader_epoch();
                     let found = match p.timestamp {

@@ -18,20 +18,33 @@ use crate::Broker;
 /// Kafka's "authorized operations not requested" marker.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
+/// A topic's partitions as clients see them. Each partition has one logical replica, its
+/// owner, which is also its leader and its whole ISR (docs/cluster.md): every broker of a
+/// cluster sees the same storage, so there is nothing to replicate or to fall behind. A
+/// partition whose owner is not alive (it is being failed over) has no leader yet:
+/// LEADER_NOT_AVAILABLE, which clients retry.
 pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataResponseTopic {
-    let node = BrokerId(broker.node_id);
+    let live = broker.live_brokers();
     let partitions = t
         .meta
         .epochs
         .iter()
         .enumerate()
         .map(|(p, epoch)| {
-            MetadataResponsePartition::default()
+            let owner = t.meta.owners.get(p).copied().unwrap_or(-1);
+            let part = MetadataResponsePartition::default()
                 .with_partition_index(p as i32)
-                .with_leader_id(node)
-                .with_leader_epoch(*epoch)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_leader_epoch(*epoch);
+            if live.iter().any(|(id, _, _)| *id == owner) {
+                let node = BrokerId(owner);
+                part.with_leader_id(node)
+                    .with_replica_nodes(vec![node])
+                    .with_isr_nodes(vec![node])
+            } else {
+                part.with_error_code(ResponseError::LeaderNotAvailable.code())
+                    .with_leader_id(BrokerId(-1))
+                    .with_replica_nodes(if owner >= 0 { vec![BrokerId(owner)] } else { vec![] })
+            }
         })
         .collect();
     MetadataResponseTopic::default()
@@ -132,14 +145,20 @@ pub(crate) fn handle(
             })
             .collect(),
     };
-    let listener = broker.advertised();
+    let brokers = broker
+        .live_brokers()
+        .into_iter()
+        .map(|(id, host, port)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(i32::from(port))
+        })
+        .collect();
     let body = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(broker.node_id))
-            .with_host(str_bytes(listener.host.clone()))
-            .with_port(i32::from(listener.port))])
+        .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
-        .with_controller_id(BrokerId(broker.node_id))
+        .with_controller_id(BrokerId(broker.controller_id()))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
     Some(ResponseKind::Metadata(body))

@@ -47,10 +47,10 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i
         let state = broker.registry.get(t.name.0.as_str());
         let mut row = Vec::new();
         for p in &t.partitions {
-            if state
+            // The partition may be owned by another broker of a cluster: it need only exist.
+            if !state
                 .as_ref()
-                .and_then(|s| s.log(p.partition_index))
-                .is_none()
+                .is_some_and(|s| s.has_partition(p.partition_index))
             {
                 row.push(ResponseError::UnknownTopicOrPartition.code());
                 continue;

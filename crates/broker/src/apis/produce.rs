@@ -10,6 +10,8 @@ use sluice_store::AppendOrigin;
 
 use super::str_bytes;
 use crate::errors::append_error_code;
+use crate::flusher::FlushError;
+use crate::registry::missing_partition_code;
 use crate::{now_ms, Broker, Reply};
 
 fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
@@ -70,9 +72,23 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for (pi, p) in topic.partition_data.into_iter().enumerate() {
             let Some(log) = state.as_ref().and_then(|s| s.log(p.index)) else {
-                partitions.push(error_partition(p.index, unknown_code, None));
+                let code = match state.as_deref() {
+                    Some(s) if s.has_partition(p.index) => {
+                        missing_partition_code(Some(s), p.index)
+                    }
+                    _ => unknown_code,
+                };
+                partitions.push(error_partition(p.index, code, None));
                 continue;
             };
+            if !broker.may_write(log.topic_partition()) {
+                partitions.push(error_partition(
+                    p.index,
+                    ResponseError::NotLeaderOrFollower.code(),
+                    Some("this broker is not the partition's owner now".into()),
+                ));
+                continue;
+            }
             if req.transactional_id.is_some() {
                 partitions.push(error_partition(
                     p.index,
@@ -103,7 +119,10 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                     if !outcome.duplicate {
                         broker.fetch_waiters.wake(log);
                     }
-                    if outcome.flush_due {
+                    // In a cluster no other broker holds a copy: acks=all waits for the fsync
+                    // (and the ownership confirmation) whatever flush.messages says.
+                    let must_sync = acks == -1 && broker.cluster.is_some();
+                    if outcome.flush_due || must_sync {
                         if acks == -1 {
                             pending.push((ti, pi, broker.flusher.request(log.clone())));
                         } else {
@@ -149,7 +168,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
             if let Err(e) = flushed.await {
                 let p = &mut responses[topic].partition_responses[partition];
                 let index = p.index;
-                *p = error_partition(index, ResponseError::KafkaStorageError.code(), Some(e));
+                let code = match &e {
+                    FlushError::Storage(_) => ResponseError::KafkaStorageError.code(),
+                    FlushError::NotOwner(_) => ResponseError::NotLeaderOrFollower.code(),
+                };
+                *p = error_partition(index, code, Some(e.to_string()));
             }
         }
         Some(ResponseKind::Produce(

@@ -1,0 +1,464 @@
+//! Cluster mode: this broker's part in a shared-storage cluster on etcd (docs/cluster.md).
+//!
+//! Two threads per broker, both blocking on etcd (never on a runtime thread):
+//! - the lease thread renews the broker's etcd lease and keeps the *write deadline*: the
+//!   moment until which the lease is surely alive, measured from before the renewal was sent,
+//!   minus a third of the lease. Past it the broker appends nothing (it fences itself before
+//!   etcd can expire the lease and the controller can move its partitions away).
+//! - the cluster thread reads the cluster's records every `sluice.cluster.poll.ms`,
+//!   acquires the partitions assigned to it (bumping their epoch, recovering their files and
+//!   starting a new segment), releases those assigned elsewhere, and, on the broker that holds
+//!   the controller key, assigns partitions without a live owner and balances ownership.
+//!
+//! Architecture invariant: an acknowledgement of acks=all data follows, in this order, the
+//! append, the fsync that covers it, and a transaction in etcd that confirms this broker's
+//! registration and the owner records of the round's partitions are unchanged since it
+//! acquired them ([`Cluster::confirm`], run by the group commit once per round). A broker that
+//! lost a partition therefore never acknowledges data the new owner may not have: the new
+//! owner acquired (changing the record) before it read the files.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use sluice_config::ClusterSettings;
+use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord};
+use sluice_store::{Log, TopicPartition};
+
+use crate::registry::{log_config, TopicState};
+use crate::{now_ms, Broker, OFFSETS_TOPIC};
+
+/// Most ownership changes the controller makes to balance load in one round.
+const BALANCE_MOVES_MAX: usize = 8;
+
+/// This broker's view of its place in the cluster.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    settings: ClusterSettings,
+    /// Partitions this broker serves, with the owner record it acquired.
+    held: RwLock<HashMap<TopicPartition, OwnerRecord>>,
+    /// Until when appends are allowed (see the module doc).
+    write_deadline: Mutex<Instant>,
+    /// Set when etcd says the lease has expired: every partition is released and the broker
+    /// registers anew.
+    lease_lost: AtomicBool,
+    /// Set by a controlled shutdown.
+    stopping: AtomicBool,
+    /// One reconciliation at a time (the cluster thread, or a topic change on a request).
+    reconcile_lock: Mutex<()>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Cluster {
+    pub(crate) fn new(settings: ClusterSettings) -> Cluster {
+        Cluster {
+            settings,
+            held: RwLock::new(HashMap::new()),
+            write_deadline: Mutex::new(Instant::now()),
+            lease_lost: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            reconcile_lock: Mutex::new(()),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lease(&self) -> Duration {
+        // etcd counts leases in whole seconds.
+        Duration::from_secs((self.settings.lease_ms / 1000).max(2))
+    }
+
+    /// True if this broker may append to `tp` now: it holds the partition, its lease is
+    /// surely alive, and it is not shutting down.
+    pub(crate) fn may_write(&self, tp: &TopicPartition) -> bool {
+        !self.stopping.load(Ordering::Acquire)
+            && Instant::now() < *self.write_deadline.lock()
+            && self.held.read().contains_key(tp)
+    }
+
+    /// Confirm in etcd (linearizably) that this broker still holds every partition of `logs`
+    /// under the records it acquired. Err names why not.
+    pub(crate) fn confirm(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Result<(), String> {
+        let held: Vec<(String, i32, i64)> = {
+            let held = self.held.read();
+            let mut out = Vec::with_capacity(logs.len());
+            for log in logs {
+                let tp = log.topic_partition();
+                match held.get(tp) {
+                    Some(r) => out.push((tp.topic.clone(), tp.partition, r.mod_revision)),
+                    None => return Err(format!("{tp:?} is no longer owned by this broker")),
+                }
+            }
+            out
+        };
+        match store.confirm(&held) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("ownership changed before the acknowledgement".to_string()),
+            Err(e) => Err(format!("ownership could not be confirmed: {e}")),
+        }
+    }
+
+    fn info(broker: &Broker) -> BrokerInfo {
+        let l = broker.advertised();
+        BrokerInfo {
+            node_id: broker.node_id,
+            host: l.host,
+            port: l.port,
+        }
+    }
+
+    fn register(&self, broker: &Broker, store: &EtcdStore) -> Result<(), sluice_meta::MetaError> {
+        let sent = Instant::now();
+        store.register(self.lease(), &Self::info(broker))?;
+        *self.write_deadline.lock() = sent + self.lease() * 2 / 3;
+        self.lease_lost.store(false, Ordering::Release);
+        tracing::info!(
+            node_id = broker.node_id,
+            lease_s = self.lease().as_secs(),
+            "registered in the cluster"
+        );
+        Ok(())
+    }
+
+    /// Register, take the partitions assigned to this broker, and start the threads.
+    pub(crate) fn start(broker: &Arc<Broker>) -> Result<(), crate::BrokerError> {
+        let (Some(cluster), Some(store)) = (broker.cluster.as_ref(), broker.meta.etcd()) else {
+            return Ok(());
+        };
+        cluster.register(broker, store)?;
+        let view = store.refresh()?;
+        cluster.reconcile(broker, &view);
+        let weak = Arc::downgrade(broker);
+        let lease = std::thread::Builder::new()
+            .name("sluice-lease".into())
+            .spawn({
+                let weak = weak.clone();
+                move || lease_loop(weak)
+            })
+            .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+        let main = std::thread::Builder::new()
+            .name("sluice-cluster".into())
+            .spawn(move || cluster_loop(weak))
+            .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+        cluster.threads.lock().extend([lease, main]);
+        Ok(())
+    }
+
+    /// Controlled shutdown: stop appending, fsync and release every partition, then leave the
+    /// cluster (the controller hands the partitions to the other brokers at once).
+    pub(crate) fn shutdown(&self, broker: &Broker) {
+        self.stopping.store(true, Ordering::Release);
+        let held: Vec<TopicPartition> = self.held.write().drain().map(|(tp, _)| tp).collect();
+        for tp in &held {
+            self.release_files(broker, tp, false);
+        }
+        if let Some(store) = broker.meta.etcd() {
+            match store.deregister() {
+                Ok(()) => tracing::info!(
+                    partitions = held.len(),
+                    "left the cluster; partitions released"
+                ),
+                Err(e) => tracing::warn!("leaving the cluster failed (the lease will expire): {e}"),
+            }
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    fn release_files(&self, broker: &Broker, tp: &TopicPartition, deleted: bool) {
+        if tp.topic == OFFSETS_TOPIC {
+            broker.groups.unload(tp.partition);
+        }
+        let log = broker.logs.get(tp);
+        let result = if deleted {
+            broker.logs.delete_log(tp)
+        } else {
+            broker.logs.release_log(tp)
+        };
+        if let Err(e) = result {
+            tracing::warn!(?tp, "releasing the partition: {e}");
+        }
+        if let Some(log) = log {
+            // Fetches waiting on it answer now (with NOT_LEADER_OR_FOLLOWER).
+            broker.fetch_waiters.wake(&log);
+        }
+    }
+
+    /// Acquire the partition `tp` assigned to this broker: bump its epoch in etcd, open
+    /// (recover) its files, start a new segment so that whatever a former owner may still
+    /// append lies past the sealed end, and fsync what was recovered.
+    fn acquire(
+        &self,
+        broker: &Broker,
+        store: &EtcdStore,
+        topic: &sluice_meta::TopicMeta,
+        partition: i32,
+        seen: OwnerRecord,
+        config: &sluice_config::TopicConfig,
+    ) -> Option<(OwnerRecord, Arc<Log>)> {
+        let started = Instant::now();
+        let record = match store.acquire(&topic.name, partition, seen) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(topic = %topic.name, partition, "acquiring failed: {e}");
+                return None;
+            }
+        };
+        let tp = TopicPartition {
+            topic: topic.name.clone(),
+            partition,
+        };
+        let opened = broker
+            .logs
+            .open_log(&tp, topic.id, log_config(config), record.owner.epoch)
+            .map_err(|e| e.to_string())
+            .and_then(|log| {
+                log.roll(now_ms()).map_err(|e| e.to_string())?;
+                log.flush().map_err(|e| e.to_string())?;
+                Ok(log)
+            });
+        match opened {
+            Ok(log) => {
+                self.held.write().insert(tp.clone(), record);
+                if tp.topic == OFFSETS_TOPIC && partition < broker.groups.partition_count() {
+                    broker.groups.load(partition, log.clone());
+                }
+                tracing::info!(
+                    ?tp,
+                    epoch = record.owner.epoch,
+                    log_end = log.log_end_offset(),
+                    millis = started.elapsed().as_millis() as u64,
+                    "acquired partition"
+                );
+                Some((record, log))
+            }
+            Err(e) => {
+                tracing::error!(?tp, "opening an acquired partition failed: {e}");
+                let _ = broker.logs.release_log(&tp);
+                None
+            }
+        }
+    }
+
+    /// Make what this broker serves match `view`: acquire what is assigned to it, release what
+    /// is not, apply topic changes (configs, partitions, deletions) to the registry.
+    pub(crate) fn reconcile(&self, broker: &Broker, view: &ClusterView) {
+        let Some(store) = broker.meta.etcd() else {
+            return;
+        };
+        let _one = self.reconcile_lock.lock();
+        let me = broker.node_id;
+        let usable = !self.stopping.load(Ordering::Acquire)
+            && !self.lease_lost.load(Ordering::Acquire);
+        for topic in view.topics.values() {
+            let existing = broker.registry.get(&topic.name);
+            let config = sluice_config::topic_config(&broker.config, &topic.configs);
+            let mut meta = topic.clone();
+            let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
+            for p in 0..topic.partitions() {
+                let tp = TopicPartition {
+                    topic: topic.name.clone(),
+                    partition: p,
+                };
+                let record = view.owners.get(&(topic.name.clone(), p)).copied();
+                let held = self.held.read().get(&tp).copied();
+                let mine = usable && record.is_some_and(|r| r.owner.node == me);
+                match (held, record) {
+                    (Some(h), Some(r)) if mine && h.mod_revision == r.mod_revision => {
+                        let log = existing.as_ref().and_then(|s| s.log(p).cloned());
+                        let log = log.or_else(|| broker.logs.get(&tp));
+                        if let Some(log) = &log {
+                            log.set_config(log_config(&config));
+                        }
+                        logs.push(log);
+                    }
+                    (Some(h), Some(r)) if mine && r.owner.epoch == h.owner.epoch => {
+                        // The record changed but names us at our epoch: no other broker
+                        // acquired it meanwhile (every acquisition bumps the epoch), so the
+                        // files are as we left them. Acquire again in place for a record
+                        // that confirmations can compare against.
+                        let log = existing.as_ref().and_then(|s| s.log(p).cloned());
+                        match (store.acquire(&topic.name, p, r), log) {
+                            (Ok(Some(rec)), Some(log)) => {
+                                log.set_leader_epoch(rec.owner.epoch);
+                                self.held.write().insert(tp.clone(), rec);
+                                meta.epochs[p as usize] = rec.owner.epoch;
+                                logs.push(Some(log));
+                            }
+                            (outcome, _) => {
+                                if let Err(e) = outcome {
+                                    tracing::warn!(?tp, "acquiring again failed: {e}");
+                                }
+                                self.held.write().remove(&tp);
+                                self.release_files(broker, &tp, false);
+                                logs.push(None);
+                            }
+                        }
+                    }
+                    (held, Some(r)) if mine => {
+                        if held.is_some() {
+                            self.held.write().remove(&tp);
+                            self.release_files(broker, &tp, false);
+                        }
+                        match self.acquire(broker, store, topic, p, r, &config) {
+                            Some((rec, log)) => {
+                                meta.epochs[p as usize] = rec.owner.epoch;
+                                logs.push(Some(log));
+                            }
+                            None => logs.push(None),
+                        }
+                    }
+                    (Some(_), _) => {
+                        // Assigned elsewhere: stop appending at once, then let go.
+                        self.held.write().remove(&tp);
+                        tracing::info!(
+                            ?tp,
+                            new_owner = record.map_or(-1, |r| r.owner.node),
+                            "partition moved to another broker; releasing it"
+                        );
+                        self.release_files(broker, &tp, false);
+                        logs.push(None);
+                    }
+                    (None, _) => logs.push(None),
+                }
+            }
+            broker.registry.insert(Arc::new(TopicState { meta, config, logs }));
+        }
+        // Topics gone from etcd: deleted. Their owners delete the files.
+        for state in broker.registry.all() {
+            if view.topics.contains_key(&state.meta.name) {
+                continue;
+            }
+            broker.registry.remove(&state.meta.name);
+            for p in 0..state.meta.partitions() {
+                let tp = TopicPartition {
+                    topic: state.meta.name.clone(),
+                    partition: p,
+                };
+                if self.held.write().remove(&tp).is_some() {
+                    self.release_files(broker, &tp, true);
+                }
+            }
+            tracing::info!(topic = %state.meta.name, "topic deleted");
+        }
+    }
+
+    /// The controller's round: take the controller key if nobody holds it, and, holding it,
+    /// assign partitions without a live owner and balance.
+    fn control(&self, broker: &Broker, store: &EtcdStore, view: &ClusterView) {
+        if self.stopping.load(Ordering::Acquire) || self.lease_lost.load(Ordering::Acquire) {
+            return;
+        }
+        let rev = match view.controller {
+            Some((id, rev)) if id == broker.node_id => rev,
+            Some(_) => return,
+            None => match store.campaign() {
+                Ok(Some(rev)) => {
+                    tracing::info!(node_id = broker.node_id, "became the controller");
+                    rev
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!("campaigning for controller failed: {e}");
+                    return;
+                }
+            },
+        };
+        let plan = sluice_meta::cluster::plan_assignments(
+            view,
+            self.settings.balance_enable,
+            BALANCE_MOVES_MAX,
+        );
+        if plan.is_empty() {
+            return;
+        }
+        let moves: Vec<(String, i32, OwnerRecord, i32)> = plan
+            .into_iter()
+            .filter_map(|(t, p, node)| {
+                let seen = *view.owners.get(&(t.clone(), p))?;
+                Some((t, p, seen, node))
+            })
+            .collect();
+        for chunk in moves.chunks(100) {
+            match store.assign(rev, chunk) {
+                Ok(true) => {
+                    for (t, p, seen, node) in chunk {
+                        tracing::info!(
+                            topic = %t, partition = p, from = seen.owner.node, to = node,
+                            "assigned partition"
+                        );
+                    }
+                }
+                Ok(false) => {
+                    tracing::debug!("assignment raced with another change; next round");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!("assigning partitions failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn lease_loop(weak: Weak<Broker>) {
+    loop {
+        let Some(broker) = weak.upgrade() else { return };
+        let (Some(cluster), Some(store)) = (broker.cluster.as_ref(), broker.meta.etcd()) else {
+            return;
+        };
+        if cluster.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let period = cluster.lease() / 4;
+        let sent = Instant::now();
+        match store.keep_alive() {
+            Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
+            Ok(false) => {
+                if !cluster.lease_lost.swap(true, Ordering::AcqRel) {
+                    tracing::error!("the etcd lease expired: this broker lost its partitions; releasing them and registering again");
+                }
+            }
+            Err(e) => tracing::warn!("renewing the etcd lease failed: {e}"),
+        }
+        drop(broker);
+        std::thread::sleep(period.saturating_sub(sent.elapsed()));
+    }
+}
+
+fn cluster_loop(weak: Weak<Broker>) {
+    loop {
+        let Some(broker) = weak.upgrade() else { return };
+        let (Some(cluster), Some(store)) = (broker.cluster.as_ref(), broker.meta.etcd()) else {
+            return;
+        };
+        if cluster.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let period = Duration::from_millis(cluster.settings.poll_ms);
+        let started = Instant::now();
+        if cluster.lease_lost.load(Ordering::Acquire) {
+            let held: Vec<TopicPartition> =
+                cluster.held.write().drain().map(|(tp, _)| tp).collect();
+            for tp in &held {
+                cluster.release_files(&broker, tp, false);
+            }
+            if let Err(e) = cluster.register(&broker, store) {
+                tracing::warn!("registering again failed: {e}");
+            }
+        }
+        match store.refresh() {
+            Ok(view) => {
+                cluster.reconcile(&broker, &view);
+                cluster.control(&broker, store, &view);
+            }
+            Err(e) => tracing::warn!("reading the cluster's records failed: {e}"),
+        }
+        drop(broker);
+        std::thread::sleep(period.saturating_sub(started.elapsed()));
+    }
+}

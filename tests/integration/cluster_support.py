@@ -1,0 +1,146 @@
+"""A real etcd server and Sluice brokers in cluster mode sharing one log directory.
+
+`EtcdServer` runs Debian's etcd on free 127.0.0.1 ports in a directory of the test, and can be
+stopped and started again on the same data. `start_cluster` starts N Sluice brokers with
+`sluice.cluster.etcd.endpoints` pointing at it, each with its own node id and listener, all on
+the same `log.dirs`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+import harness
+
+ETCD_BIN = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+class EtcdServer:
+    def __init__(self, work_dir: Path):
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.client_port = harness.free_port()
+        self.peer_port = harness.free_port()
+        while self.peer_port == self.client_port:
+            self.peer_port = harness.free_port()
+        self.endpoint = f"127.0.0.1:{self.client_port}"
+        self.log_file = self.work_dir / "etcd.log"
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 30) -> "EtcdServer":
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        cmd = [
+            ETCD_BIN,
+            "--name", "sluice-test",
+            "--data-dir", str(self.work_dir / "data"),
+            "--listen-client-urls", f"http://{self.endpoint}",
+            "--advertise-client-urls", f"http://{self.endpoint}",
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"sluice-test={peer}",
+        ]
+        log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        log.close()
+
+        def healthy():
+            if self.proc.poll() is not None:
+                raise harness.HarnessError(f"etcd exited: {harness.tail(self.log_file, 30)}")
+            import urllib.request
+            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1) as r:
+                return b"true" in r.read()
+
+        harness.wait_until(healthy, timeout, "etcd to become healthy")
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=20)
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=20)
+            self.proc = None
+
+
+def cluster_overrides(etcd: EtcdServer, node_id: int, log_dir: Path, prefix: str, **extra) -> dict:
+    props = {
+        "node.id": node_id,
+        "log.dirs": str(log_dir),
+        "sluice.cluster.etcd.endpoints": etcd.endpoint,
+        "sluice.cluster.etcd.prefix": prefix,
+        # Short enough that a failover fits a test, long enough for a loaded 2-core machine.
+        "sluice.cluster.lease.ms": 3000,
+        "sluice.cluster.poll.ms": 100,
+        "group.initial.rebalance.delay.ms": 0,
+    }
+    props.update(extra)
+    return props
+
+
+def start_cluster(broker_factory, etcd: EtcdServer, log_dir: Path, n: int = 3, prefix: str = "/sluice-test",
+                  **extra) -> list:
+    brokers = []
+    for node in range(1, n + 1):
+        brokers.append(broker_factory(
+            overrides=cluster_overrides(etcd, node, log_dir, prefix, **extra),
+            log_dir=log_dir, kind="sluice", name=f"node{node}",
+        ))
+    bootstrap = bootstrap_of(brokers)
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == n, 30, f"{n} brokers in the cluster's metadata")
+    return brokers
+
+
+def bootstrap_of(brokers) -> str:
+    return ",".join(b.bootstrap for b in brokers if b.running)
+
+
+def live_brokers(bootstrap: str) -> list:
+    md = harness.admin(bootstrap).list_topics(timeout=10)
+    return sorted(md.brokers)
+
+
+def leaders(bootstrap: str, topic: str) -> dict:
+    """partition -> leader id, from the metadata of any live broker (-1: none)."""
+    parts = harness.topic_partitions(bootstrap, topic)
+    if parts is None:
+        return {}
+    return {p: m.leader for p, m in parts.items()}
+
+
+DESCRIBE_LINE = re.compile(
+    r"Topic:\s*(\S+)\s+Partition:\s*(\d+)\s+Leader:\s*(-?\d+)\s+Replicas:\s*([\d,]*)\s+Isr:\s*([\d,]*)")
+
+
+def describe_partitions(kafka_tool, bootstrap: str, topic: str) -> dict:
+    """`kafka-topics --describe`: partition -> (leader, replicas, isr)."""
+    res = kafka_tool(harness.TOPIC_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--topic", topic).check()
+    out = {}
+    for m in DESCRIBE_LINE.finditer(res.out):
+        out[int(m.group(2))] = (int(m.group(3)), m.group(4), m.group(5))
+    return out
+
+
+def wait_all_led(bootstrap: str, topic: str, partitions: int, exclude=(), timeout: float = 30) -> dict:
+    def ok():
+        ls = leaders(bootstrap, topic)
+        if len(ls) == partitions and all(l >= 0 and l not in exclude for l in ls.values()):
+            return ls
+        return None
+
+    return harness.wait_until(ok, timeout, f"every partition of {topic} led by a live broker")
