@@ -95,7 +95,9 @@ pub struct AppendOutcome {
     /// True when the batch was a retry of one already in the log (nothing appended).
     pub duplicate: bool,
     /// True when `flush.messages` / `flush.ms` says this append must be fsynced before an
-    /// acks=all answer (the broker then calls [`Log::flush`], group-committed).
+    /// acks=all answer (the broker then calls [`Log::flush`], group-committed). For a
+    /// duplicate: a flush policy is set and the original is not yet below the synced offset
+    /// (its own answer may never have arrived).
     pub flush_due: bool,
 }
 

@@ -556,13 +556,19 @@ impl Log {
                 match ProducerStates::check(current, h) {
                     Ok(SeqCheck::Accept) => {}
                     Ok(SeqCheck::Duplicate(meta)) => {
+                        // The original's answer may never have arrived (a timeout, a failed
+                        // flush round): under a flush policy the retry waits, as the original
+                        // did, for an fsync covering it, unless one already has.
+                        let flush_policy =
+                            cfg.flush_messages != i64::MAX || cfg.flush_ms != i64::MAX;
+                        let synced = self.shared.read().synced;
                         return Ok(AppendOutcome {
                             base_offset: meta.first_offset,
                             last_offset: meta.last_offset,
                             log_append_time_ms: -1,
                             log_start_offset: log_start,
                             duplicate: true,
-                            flush_due: false,
+                            flush_due: flush_policy && meta.last_offset >= synced,
                         });
                     }
                     Err(SeqError::OutOfOrder { expected, got }) => {

@@ -917,6 +917,53 @@ fn flush_due_rules() {
     );
 }
 
+/// A retry that the idempotence check calls a duplicate must not be answered before an fsync
+/// covers the original (whose first answer may have timed out, or whose flush round failed):
+/// under a flush policy it is flush due while its last offset is at or past the synced offset.
+#[test]
+fn duplicate_waits_for_the_fsync_of_its_original() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 1,
+            ..cfg()
+        },
+    );
+    let first = log
+        .append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(first.flush_due && !first.duplicate);
+    // The first answer never came (timeout); nothing synced the data yet.
+    assert_eq!(log.synced_offset(), 0);
+    let retry = log
+        .append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.base_offset, retry.last_offset), (0, 2));
+    assert!(retry.flush_due, "a duplicate of unsynced data was answered at once");
+    // Once the data is synced the duplicate is answered at once.
+    log.sync_appended().unwrap();
+    assert_eq!(log.synced_offset(), 3);
+    let retry = log
+        .append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(retry.duplicate && !retry.flush_due);
+
+    // Without a flush policy no append waits for an fsync, duplicates neither.
+    let log = m.open_log(&tp(1), topic_id(), cfg(), 3).unwrap();
+    assert!(
+        !log.append(pbatch(11, 0, 0, 1), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    let retry = log
+        .append(pbatch(11, 0, 0, 1), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(retry.duplicate && !retry.flush_due);
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
