@@ -20,6 +20,8 @@ use parking_lot::{Mutex, RwLock};
 mod cache;
 mod deferred;
 mod epoch;
+#[cfg(test)]
+mod faults;
 mod fsutil;
 mod log;
 mod manager;
@@ -136,6 +138,28 @@ pub enum AppendError {
     },
 }
 
+/// Why a log refuses writes until it is re-opened, which recovers it from what storage holds.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LogFailure {
+    /// An append failed part-way and its bytes could not be cut back: the `.log` may hold
+    /// bytes past the log end, and nothing may be written after them.
+    #[error("a failed write left bytes after position {size} of {path} that could not be cut back: {cause}")]
+    UntrimmedWrite {
+        path: PathBuf,
+        size: u64,
+        cause: String,
+    },
+}
+
+/// The error of an append, roll or flush refused by a failed log (inside an [`io::Error`] of
+/// kind `Other`; the broker answers such appends with a retriable storage error).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("log {tp:?} refuses writes until it is re-opened and recovered from storage, because {failure}")]
+pub struct LogFailed {
+    pub tp: TopicPartition,
+    pub failure: LogFailure,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error(
@@ -219,6 +243,11 @@ pub struct Log {
     drop_point: Mutex<cache::DropPoint>,
     /// A failed `fdatasync` of the drop-behind, reported by the next flush.
     sync_error: Mutex<Option<io::Error>>,
+    /// Set when the log can no longer be written safely; it then refuses appends and rolls
+    /// until it is re-opened (see [`LogFailure`]).
+    failure: Mutex<Option<LogFailure>>,
+    #[cfg(test)]
+    faults: Mutex<faults::Faults>,
 }
 
 impl Log {
@@ -348,6 +377,11 @@ impl Log {
     /// True once the log was closed or deleted through the manager (appends then fail).
     pub fn is_closed(&self) -> bool {
         self.deleted.load(std::sync::atomic::Ordering::Acquire)
+    }
+    /// Why the log refuses writes, if it does: it must be closed and re-opened, which
+    /// recovers it from what storage holds.
+    pub fn failure(&self) -> Option<LogFailure> {
+        self.failure.lock().clone()
     }
 
     // ---- page cache ----

@@ -27,8 +27,8 @@ use crate::segment::{
     INDEX_WRITE_ENTRIES,
 };
 use crate::{
-    AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, ReadError, ReadResult,
-    StoreError, TimestampType, TopicPartition,
+    AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, LogFailed, LogFailure,
+    ReadError, ReadResult, StoreError, TimestampType, TopicPartition,
 };
 
 pub(crate) const PARTITION_METADATA: &str = "partition.metadata";
@@ -452,6 +452,9 @@ impl Log {
             del: p.del,
             drop_point: Mutex::new(drop_point),
             sync_error: Mutex::new(None),
+            failure: Mutex::new(None),
+            #[cfg(test)]
+            faults: Mutex::new(crate::faults::Faults::default()),
         })
     }
 
@@ -492,6 +495,7 @@ impl Log {
                 "log has been deleted or closed",
             )));
         }
+        self.check_not_failed().map_err(|e| self.aio(e))?;
         let cfg = self.config.read().clone();
         let batches = parse_batches(&records, None).map_err(|e| self.format_error(e))?;
         if batches.is_empty() {
@@ -666,13 +670,10 @@ impl Log {
         }
 
         // One write for the data, then the index entries.
-        let written = match &copy {
-            Some(buf) => active
-                .log
-                .write_all_at(buf, active_size)
-                .map(|()| buf.len()),
+        let mut parts = Vec::with_capacity(2 * batches.len());
+        match &copy {
+            Some(buf) => parts.push(IoSlice::new(buf)),
             None => {
-                let mut parts = Vec::with_capacity(2 * batches.len());
                 for (b, head) in batches.iter().zip(&headers) {
                     let r = b.range();
                     parts.push(IoSlice::new(head));
@@ -681,10 +682,11 @@ impl Log {
                         parts.push(IoSlice::new(body));
                     }
                 }
-                write_all_vectored_at(&active.log, &mut parts, active_size)
             }
         }
-        .map_err(|e| self.aio(e))?;
+        let written = self
+            .write_data(&active, &mut parts, active_size)
+            .map_err(|e| self.write_failed(&active, active_size, e))?;
         // Index entries go to the files in groups: the held-back ones and this append's,
         // written before the append is published (a failed write fails the append). The
         // in-memory indexes are only borrowed here: a handle kept to the publish below would
@@ -708,9 +710,8 @@ impl Log {
                     .flat_map(|e| e.encode())
                     .collect();
                 drop(m);
-                active
-                    .write_index_tails((d_oi, &bytes), (d_ti, &tbytes))
-                    .map_err(|e| self.aio(e))?;
+                self.write_index(&active, (d_oi, &bytes), (d_ti, &tbytes))
+                    .map_err(|e| self.write_failed(&active, active_size, e))?;
             }
             due
         };
@@ -779,6 +780,75 @@ impl Log {
         })
     }
 
+    /// The error of a write refused by a failed log, or Ok.
+    pub(crate) fn check_not_failed(&self) -> io::Result<()> {
+        match &*self.failure.lock() {
+            None => Ok(()),
+            Some(failure) => Err(io::Error::other(LogFailed {
+                tp: self.tp.clone(),
+                failure: failure.clone(),
+            })),
+        }
+    }
+
+    /// Make the log refuse writes until it is re-opened (the first failure is kept).
+    pub(crate) fn fail(&self, failure: LogFailure) {
+        let mut slot = self.failure.lock();
+        if slot.is_none() {
+            tracing::error!(tp = ?self.tp, error = %failure,
+                "log refuses writes until it is re-opened and recovered from storage");
+            *slot = Some(failure);
+        }
+    }
+
+    /// A write of an append to `seg` failed, and may have left bytes after `size`, the
+    /// segment's recorded end: cut the `.log` back there (as tikv/raft-engine does), so no
+    /// later append or roll leaves them inside the log. If that fails too, the log refuses
+    /// every later append (nothing is ever written after garbage); re-opening recovers it.
+    fn write_failed(&self, seg: &Segment, size: u64, e: io::Error) -> AppendError {
+        if let Err(cut) = self.cut_log(seg, size) {
+            self.fail(LogFailure::UntrimmedWrite {
+                path: seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log),
+                size,
+                cause: cut.to_string(),
+            });
+        }
+        self.aio(e)
+    }
+
+    /// Cut a segment's `.log` to `size` bytes if it is longer.
+    fn cut_log(&self, seg: &Segment, size: u64) -> io::Result<()> {
+        #[cfg(test)]
+        crate::faults::fire(&mut self.faults.lock().truncate, rustix::io::Errno::IO)?;
+        if seg.log.metadata()?.len() != size {
+            seg.log.set_len(size)?;
+        }
+        Ok(())
+    }
+
+    /// Write an append's data at `at` of the active segment's `.log`.
+    fn write_data(&self, seg: &Segment, parts: &mut [IoSlice<'_>], at: u64) -> io::Result<usize> {
+        #[cfg(test)]
+        if let Some(n) = self.faults.lock().data_write.take() {
+            let head: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).take(n).collect();
+            seg.log.write_all_at(&head, at)?;
+            return Err(rustix::io::Errno::NOSPC.into());
+        }
+        write_all_vectored_at(&seg.log, parts, at)
+    }
+
+    /// Write an append's index entries (see [`Segment::write_index_tails`]).
+    fn write_index(
+        &self,
+        seg: &Segment,
+        offsets: (usize, &[u8]),
+        times: (usize, &[u8]),
+    ) -> io::Result<()> {
+        #[cfg(test)]
+        crate::faults::fire(&mut self.faults.lock().index_write, rustix::io::Errno::IO)?;
+        seg.write_index_tails(offsets, times)
+    }
+
     /// Roll if due; returns the (possibly new) active segment's size.
     #[allow(clippy::too_many_arguments)]
     fn maybe_roll(
@@ -844,6 +914,7 @@ impl Log {
         if active.size() == 0 && active.base_offset == leo {
             return Ok(());
         }
+        self.check_not_failed()?;
         self.seal(w, active)?;
         let dir = self.dir();
         let seg = Segment::create(&dir, leo, now_ms)?;
@@ -858,8 +929,12 @@ impl Log {
     }
 
     /// Kafka's onBecomeInactiveSegment / close: a final time index entry for the segment's max
-    /// timestamp, and index files cut to exactly their entries.
+    /// timestamp, and index files cut to exactly their entries. The `.log` is cut to the
+    /// segment's recorded size too: bytes a failed write may have left after it must not
+    /// become part of a sealed segment (after a restart they would be read as batches, or
+    /// stop recovery, which then deletes every later segment).
     fn seal(&self, w: &mut Writer, active: &Arc<Segment>) -> io::Result<()> {
+        self.cut_log(active, active.size())?;
         let mut cursor = w.cursor;
         if let Some(t) = cursor.maybe_time_entry() {
             let mut m = active.meta.write();
