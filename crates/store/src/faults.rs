@@ -15,6 +15,10 @@ pub(crate) struct Faults {
     pub index_write: bool,
     /// The next cut of the `.log` back to its recorded end fails (EIO).
     pub truncate: bool,
+    /// The next `fdatasync` of a segment's `.log` by a flush fails (EIO).
+    pub flush_sync: bool,
+    /// The next `fdatasync` of the page-cache drop-behind fails (EIO).
+    pub drop_sync: bool,
 }
 
 /// Fire (and disarm) a boolean fault.

@@ -801,6 +801,22 @@ impl Log {
         }
     }
 
+    /// An fsync of `path` failed: the kernel may have dropped pages it could not write (and
+    /// a later fsync of the file can succeed without them), so the log never trusts its page
+    /// cache again for data at or past `synced`; it refuses every later append, roll and
+    /// flush until it is re-opened and recovered from storage. Returns that refusal.
+    pub(crate) fn sync_failed(&self, path: PathBuf, synced: i64, e: io::Error) -> io::Error {
+        self.fail(LogFailure::SyncFailed {
+            path,
+            synced,
+            cause: e.to_string(),
+        });
+        match self.check_not_failed() {
+            Err(refused) => refused,
+            Ok(()) => e,
+        }
+    }
+
     /// A write of an append to `seg` failed, and may have left bytes after `size`, the
     /// segment's recorded end: cut the `.log` back there (as tikv/raft-engine does), so no
     /// later append or roll leaves them inside the log. If that fails too, the log refuses
@@ -1208,8 +1224,11 @@ impl Log {
     /// acknowledging a record needs only its data on disk.
     pub(crate) fn flush_impl(&self, full: bool) -> io::Result<i64> {
         let _g = self.flush_lock.lock();
-        // An fdatasync of the drop-behind failed: it may have consumed the writeback error
-        // this flush would have seen, so this flush fails in its place.
+        // After a failed fsync (this log's, or the drop-behind's) nothing past the synced
+        // offset is trusted to reach storage: no flush may succeed over it.
+        self.check_not_failed()?;
+        // An fdatasync of the drop-behind found a file gone from the server: this flush
+        // fails in its place.
         if let Some(e) = self.take_sync_error() {
             return Err(e);
         }
@@ -1228,16 +1247,27 @@ impl Log {
             for (i, seg) in segs.iter().enumerate() {
                 let active = i + 1 == n;
                 if active || seg.next_offset() > rp {
-                    seg.log.sync_data()?;
+                    let path = |kind| seg_path(&seg.dir, seg.base_offset, kind);
+                    #[cfg(test)]
+                    crate::faults::fire(&mut self.faults.lock().flush_sync, rustix::io::Errno::IO)
+                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
+                    seg.log
+                        .sync_data()
+                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     if full || !active {
                         seg.write_pending_index()?;
-                        seg.index_file.sync_data()?;
-                        seg.time_file.sync_data()?;
+                        seg.index_file.sync_data().map_err(|e| {
+                            self.sync_failed(path(SegmentFileKind::Index), synced, e)
+                        })?;
+                        seg.time_file.sync_data().map_err(|e| {
+                            self.sync_failed(path(SegmentFileKind::TimeIndex), synced, e)
+                        })?;
                     }
                 }
             }
             if dir_dirty {
-                sync_dir(&self.dir())?;
+                let dir = self.dir();
+                sync_dir(&dir).map_err(|e| self.sync_failed(dir, synced, e))?;
             }
             Ok(())
         })();

@@ -1136,6 +1136,100 @@ fn roll_cuts_the_sealed_log_to_its_recorded_size() {
     assert_eq!(read_all(&log, 0), vec![(0, 1), (2, 4)]);
 }
 
+/// The error inside an append refused by a failed log.
+fn refused_by_failed_log(r: Result<AppendOutcome, AppendError>) -> bool {
+    match r {
+        Err(AppendError::Io { source, .. }) => source
+            .get_ref()
+            .is_some_and(|e| e.downcast_ref::<LogFailed>().is_some()),
+        _ => false,
+    }
+}
+
+/// True when the flush failed because the log refuses writes.
+fn flush_refused(r: std::io::Result<i64>) -> bool {
+    r.is_err_and(|e| e.get_ref().is_some_and(|e| e.downcast_ref::<LogFailed>().is_some()))
+}
+
+/// After a failed fsync the kernel may have dropped the dirty pages it could not write, so a
+/// later fsync of the same file can succeed without them: the log never trusts the page cache
+/// again. Every later flush, sync and append fails (the synced offset and the recovery point
+/// stay where the last good fsync left them) until the log is re-opened, which recovers it
+/// from storage.
+#[test]
+fn failed_fsync_fails_the_log_until_reopened() {
+    let d = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    };
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone());
+        log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.sync_appended().unwrap();
+        assert_eq!(log.synced_offset(), 1);
+        log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.faults.lock().flush_sync = true;
+        assert!(log.sync_appended().is_err());
+        assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+        // The retry's fsync would succeed over whatever the kernel dropped.
+        assert!(flush_refused(log.sync_appended()), "a sync after a failed fsync");
+        assert!(flush_refused(log.flush()));
+        assert_eq!(log.synced_offset(), 1);
+        assert_eq!(log.recovery_point_offset(), 0);
+        assert!(refused_by_failed_log(log.append(
+            batch(1, NOW, "c"),
+            AppendOrigin::Client,
+            NOW
+        )));
+        assert!(log.roll(NOW).is_err());
+        // No flush: the shutdown fails and leaves no clean-shutdown marker.
+        assert!(m.shutdown().is_err());
+    }
+    let m = open_mgr(d.path());
+    let log = open(&m, c);
+    assert!(log.failure().is_none());
+    // What storage holds (here all of it: only the fsync was made to fail).
+    assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 2)]);
+    log.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.sync_appended().unwrap();
+    assert_eq!(log.synced_offset(), 4);
+}
+
+/// The drop-behind's `fdatasync` shares the open file (and so its writeback error) with the
+/// flushes: it runs under the flush lock, and its failure fails the log as a flush's does.
+#[test]
+fn failed_drop_behind_fdatasync_fails_the_log() {
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 1,
+            ..small_cfg()
+        },
+    );
+    for i in 0..20 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.faults.lock().drop_sync = true;
+    assert!(log.drop_cache_behind(0).is_err());
+    assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+    assert!(flush_refused(log.sync_appended()));
+    assert!(flush_refused(log.sync_appended()), "a second flush trusted the page cache");
+    assert_eq!(log.synced_offset(), 0);
+    assert!(refused_by_failed_log(log.append(
+        batch(1, NOW, "c"),
+        AppendOrigin::Client,
+        NOW
+    )));
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
