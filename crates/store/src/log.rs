@@ -195,7 +195,14 @@ impl Log {
             let (seg, existed) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
             let file_size = seg.size();
             if !p.clean && i >= first_recover {
-                // Full validation of every batch.
+                // Full validation of every batch, of what storage holds: pages the kernel
+                // kept after failing to write them (a failed fsync before a re-open) are
+                // advised out first. Dirty pages stay (the kernel may still write them).
+                if let Err(e) =
+                    rustix::fs::fadvise(&*seg.log, 0, None, rustix::fs::Advice::DontNeed)
+                {
+                    tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
+                }
                 recovered_any = true;
                 let r = seg
                     .scan_rebuild(file_size, interval, true, |h| {
