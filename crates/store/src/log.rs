@@ -119,6 +119,12 @@ impl Log {
             path: p.dir.clone(),
             source,
         };
+        // A new partition directory: its entry in the log dir is fsynced below.
+        let created_dir = match std::fs::symlink_metadata(&p.dir) {
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) => return Err(serr(e)),
+        };
         std::fs::create_dir_all(&p.dir).map_err(serr)?;
         let interval = u64::from(p.config.index_interval_bytes);
 
@@ -368,7 +374,8 @@ impl Log {
                 }
             }
         }
-        if segments.is_empty() {
+        let created_segment = segments.is_empty();
+        if created_segment {
             let base = p.log_start.unwrap_or(0).max(0);
             let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
             cursor = IndexCursor::new(base);
@@ -393,6 +400,15 @@ impl Log {
                 }
             }
             sync_dir(&p.dir).map_err(serr)?;
+        } else if created_segment {
+            // A clean start flushes nothing: the new segment's entries are made durable here
+            // (a flush fsyncs only the directory changes it knows of).
+            sync_dir(&p.dir).map_err(serr)?;
+        }
+        if created_dir {
+            if let Some(log_dir) = p.dir.parent() {
+                sync_dir(log_dir).map_err(serr)?;
+            }
         }
         let recovery_point = if recovered_any { leo } else { recovery_point };
 

@@ -1230,6 +1230,31 @@ fn failed_drop_behind_fdatasync_fails_the_log() {
     )));
 }
 
+/// A partition created on a cleanly started broker has its directory entry (in the log dir)
+/// and its first segment's entries (in the partition directory) fsynced when it is opened:
+/// flushes fsync only the directories they changed since.
+#[test]
+fn new_partition_directory_entries_are_fsynced() {
+    let d = tempfile::tempdir().unwrap();
+    open_mgr(d.path()).shutdown().unwrap();
+    let m = open_mgr(d.path());
+    crate::fsutil::SYNCED_DIRS.with(|s| s.borrow_mut().clear());
+    let _log = open(&m, cfg());
+    let synced = crate::fsutil::SYNCED_DIRS.with(|s| s.borrow().clone());
+    let pdir = d.path().join("topic-0");
+    assert!(
+        synced
+            .iter()
+            .any(|(dir, names)| dir == d.path() && names.iter().any(|n| n == "topic-0")),
+        "the log dir was not fsynced with the partition directory in it: {synced:?}"
+    );
+    assert!(
+        synced.iter().any(|(dir, names)| *dir == pdir
+            && names.iter().any(|n| n == "00000000000000000000.log")),
+        "the partition directory was not fsynced with the segment in it: {synced:?}"
+    );
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
