@@ -17,8 +17,11 @@
 //!   between its `fdatasync` and its DONTNEED.
 //! - The drop point never affects recovery: the recovery point is not moved, and index files
 //!   are left alone. An `fdatasync` here only adds durability. Because it may be the call that
-//!   sees (and so clears, for this open file) a writeback error, a failure is kept and handed
-//!   to the next [`Log::flush`], which then fails as it would have without drop-behind.
+//!   sees (and so clears, for this open file) a writeback error, it runs under the flush lock
+//!   (no flush is in flight that could then succeed and acknowledge its round), and a failure
+//!   fails the log exactly as a flush's failed fsync does (`LogFailure::SyncFailed`: no later
+//!   flush succeeds until the log is re-opened). One that finds the file gone from the server
+//!   (ENOENT, ESTALE) is handed to the next [`Log::flush`], which fails in its place.
 //! - Pages read back later (a consumer far behind, a move's copy) are not dropped again:
 //!   only what was written after the drop point is. Those are left to the kernel.
 //! - At open the drop point starts at the end of the log (no burst of drops after a restart);
@@ -34,7 +37,9 @@ use std::sync::Arc;
 use rustix::fs::Advice;
 use rustix::io::Errno;
 
-use crate::segment::Segment;
+use sluice_format::SegmentFileKind;
+
+use crate::segment::{seg_path, Segment};
 use crate::Log;
 
 /// Where the page cache of a log was last dropped up to.
@@ -163,8 +168,10 @@ impl Log {
             // Released or deleted: its files are closed or going away.
             return Ok(stats);
         }
+        // A failed log waits to be re-opened; its page cache is not to be synced again.
+        self.check_not_failed()?;
         let mut point = self.drop_point.lock();
-        let (view, leo, synced) = self.view();
+        let (view, leo, synced_offset) = self.view();
         let n = view.segs.len();
         if n == 0 {
             return Ok(stats);
@@ -198,16 +205,38 @@ impl Log {
             if to > from {
                 // Data below the synced offset was fsynced by a flush already.
                 let durable = if i + 1 == n {
-                    leo <= synced
+                    leo <= synced_offset
                 } else {
-                    seg.next_offset() <= synced
+                    seg.next_offset() <= synced_offset
                 };
                 if !durable {
                     stats.fdatasyncs += 1;
-                    if let Err(e) = rustix::fs::fdatasync(&*seg.log) {
-                        self.keep_sync_error(e);
-                        if !gone(e) {
-                            return Err(e.into());
+                    // Under the flush lock: this fdatasync may be the one that sees (and so
+                    // clears) a writeback error of the file; a flush in flight must not then
+                    // succeed and acknowledge its round. A failure here fails the log before
+                    // any later flush can start.
+                    let _flushing = self.flush_lock.lock();
+                    self.check_not_failed()?;
+                    #[cfg(test)]
+                    assert!(
+                        self.flush_lock.is_locked(),
+                        "the drop-behind's fdatasync runs outside the flush lock"
+                    );
+                    #[cfg(test)]
+                    let fault = std::mem::take(&mut self.faults.lock().drop_sync);
+                    #[cfg(not(test))]
+                    let fault = false;
+                    let synced = if fault {
+                        Err(Errno::IO)
+                    } else {
+                        rustix::fs::fdatasync(&*seg.log)
+                    };
+                    match synced {
+                        Ok(()) => {}
+                        Err(e) if gone(e) => self.keep_sync_error(e),
+                        Err(e) => {
+                            let path = seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log);
+                            return Err(self.sync_failed(path, self.synced_offset(), e.into()));
                         }
                     }
                 }
@@ -233,7 +262,8 @@ impl Log {
         Ok(stats)
     }
 
-    /// Remember a failed `fdatasync` for the next flush (see the module comment).
+    /// Remember an `fdatasync` that found the file gone, for the next flush (see the module
+    /// comment).
     fn keep_sync_error(&self, e: Errno) {
         let mut slot = self.sync_error.lock();
         if slot.is_none() {

@@ -56,8 +56,27 @@ pub(crate) fn write_all_vectored_at(
     Ok(total)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Test builds: every directory this thread fsyncs, with the names it held then.
+    pub(crate) static SYNCED_DIRS: std::cell::RefCell<Vec<(std::path::PathBuf, Vec<String>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// fsync a directory so that entries created or renamed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    SYNCED_DIRS.with(|s| {
+        let names = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        s.borrow_mut().push((dir.to_path_buf(), names));
+    });
     match File::open(dir) {
         Ok(f) => match f.sync_all() {
             Ok(()) => Ok(()),

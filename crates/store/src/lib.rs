@@ -20,6 +20,8 @@ use parking_lot::{Mutex, RwLock};
 mod cache;
 mod deferred;
 mod epoch;
+#[cfg(test)]
+mod faults;
 mod fsutil;
 mod log;
 mod manager;
@@ -111,7 +113,9 @@ pub struct AppendOutcome {
     /// True when the batch was a retry of one already in the log (nothing appended).
     pub duplicate: bool,
     /// True when `flush.messages` / `flush.ms` says this append must be fsynced before an
-    /// acks=all answer (the broker then calls [`Log::flush`], group-committed).
+    /// acks=all answer (the broker then calls [`Log::flush`], group-committed). For a
+    /// duplicate: a flush policy is set and the original is not yet below the synced offset
+    /// (its own answer may never have arrived).
     pub flush_due: bool,
 }
 
@@ -148,6 +152,37 @@ pub enum AppendError {
         tp: TopicPartition,
         source: io::Error,
     },
+}
+
+/// Why a log refuses writes until it is re-opened, which recovers it from what storage holds.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LogFailure {
+    /// An append failed part-way and its bytes could not be cut back: the `.log` may hold
+    /// bytes past the log end, and nothing may be written after them.
+    #[error("a failed write left bytes after position {size} of {path} that could not be cut back: {cause}")]
+    UntrimmedWrite {
+        path: PathBuf,
+        size: u64,
+        cause: String,
+    },
+    /// An `fsync` failed. The kernel may have dropped the dirty pages it could not write
+    /// while keeping their contents readable, and a later `fsync` of the file can succeed
+    /// without them: nothing at or past the synced offset may be trusted to be on storage.
+    #[error("fsync of {path} failed ({cause}); data at or past offset {synced} may never reach storage")]
+    SyncFailed {
+        path: PathBuf,
+        synced: i64,
+        cause: String,
+    },
+}
+
+/// The error of an append, roll or flush refused by a failed log (inside an [`io::Error`] of
+/// kind `Other`; the broker answers such appends with a retriable storage error).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("log {tp:?} refuses writes until it is re-opened and recovered from storage, because {failure}")]
+pub struct LogFailed {
+    pub tp: TopicPartition,
+    pub failure: LogFailure,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -229,10 +264,16 @@ pub struct Log {
     deleted: std::sync::atomic::AtomicBool,
     del: Arc<deferred::DeleteCtx>,
     /// How far the page cache has been dropped behind (in memory only; see `cache.rs`). Held
-    /// through a drop's I/O; never together with `writer` or `flush_lock`.
+    /// through a drop's I/O, which takes `flush_lock` (after it) around each `fdatasync`;
+    /// never together with `writer`.
     drop_point: Mutex<cache::DropPoint>,
-    /// A failed `fdatasync` of the drop-behind, reported by the next flush.
+    /// An `fdatasync` of the drop-behind that found the file gone, reported by the next flush.
     sync_error: Mutex<Option<io::Error>>,
+    /// Set when the log can no longer be written safely; it then refuses appends and rolls
+    /// until it is re-opened (see [`LogFailure`]).
+    failure: Mutex<Option<LogFailure>>,
+    #[cfg(test)]
+    faults: Mutex<faults::Faults>,
 }
 
 impl Log {
@@ -287,14 +328,17 @@ impl Log {
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         self.max_timestamp_impl()
     }
-    /// fsync data and indexes up to the current end; returns the new recovery point.
+    /// fsync data and indexes up to the current end; returns the new recovery point. A failed
+    /// fsync fails the log ([`LogFailure::SyncFailed`]): this and every later flush, sync,
+    /// append and roll fail until the log is re-opened.
     pub fn flush(&self) -> io::Result<i64> {
         self.flush_impl(true)
     }
     /// Make every record appended so far durable, for acknowledgements (acks=all under
     /// flush.messages / flush.ms): fsync the data, but not the active segment's index files,
     /// which recovery rebuilds from the data. The recovery point moves only to the active
-    /// segment's base; [`Log::flush`] moves it to the end. Returns the recovery point.
+    /// segment's base; [`Log::flush`] moves it to the end. Returns the recovery point. A
+    /// failed fsync fails the log, as in [`Log::flush`].
     pub fn sync_appended(&self) -> io::Result<i64> {
         self.flush_impl(false)
     }
@@ -303,8 +347,12 @@ impl Log {
         self.shared.read().synced
     }
     /// True when `flush.ms` has passed since the oldest append not yet flushed: the broker's
-    /// periodic flusher then calls [`Log::flush`] (Kafka's log flusher does the same).
+    /// periodic flusher then calls [`Log::flush`] (Kafka's log flusher does the same). Never
+    /// on a failed log ([`Log::failure`]), whose flushes all fail.
     pub fn flush_due_by_time(&self, now_ms: i64) -> bool {
+        if self.failure.lock().is_some() {
+            return false;
+        }
         let flush_ms = self.config.read().flush_ms;
         let since = self.shared.read().unflushed_since;
         flush_ms != i64::MAX && since.is_some_and(|t| now_ms.saturating_sub(t) >= flush_ms)
@@ -363,6 +411,11 @@ impl Log {
     pub fn is_closed(&self) -> bool {
         self.deleted.load(std::sync::atomic::Ordering::Acquire)
     }
+    /// Why the log refuses writes, if it does: it must be closed and re-opened, which
+    /// recovers it from what storage holds.
+    pub fn failure(&self) -> Option<LogFailure> {
+        self.failure.lock().clone()
+    }
 
     // ---- page cache ----
 
@@ -376,9 +429,11 @@ impl Log {
     /// synced offset) and advise it out of the page cache (`POSIX_FADV_DONTNEED`: sealed
     /// segments whole, the segment holding the new point as a range), then move the drop
     /// point there. Blocking; call it off the async runtime. Never changes what recovery
-    /// keeps (the recovery point does not move; index files are left alone). A failed
-    /// `fdatasync` is returned and also makes the next [`Log::flush`] fail. A no-op on a
-    /// closed or deleted log and when fewer than `keep_bytes` lie after the drop point.
+    /// keeps (the recovery point does not move; index files are left alone). Each
+    /// `fdatasync` runs under the flush lock; a failed one fails the log, as a flush's does
+    /// (one that finds the file gone from the server only makes the next [`Log::flush`]
+    /// fail). A no-op on a closed or deleted log and when fewer than `keep_bytes` lie after
+    /// the drop point; an error on a failed log.
     pub fn drop_cache_behind(&self, keep_bytes: u64) -> io::Result<DropStats> {
         self.drop_cache_behind_impl(keep_bytes)
     }

@@ -27,8 +27,8 @@ use crate::segment::{
     INDEX_WRITE_ENTRIES,
 };
 use crate::{
-    AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, ReadError, ReadResult,
-    StoreError, TimestampType, TopicPartition,
+    AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, LogFailed, LogFailure,
+    ReadError, ReadResult, StoreError, TimestampType, TopicPartition,
 };
 
 pub(crate) const PARTITION_METADATA: &str = "partition.metadata";
@@ -119,6 +119,12 @@ impl Log {
             path: p.dir.clone(),
             source,
         };
+        // A new partition directory: its entry in the log dir is fsynced below.
+        let created_dir = match std::fs::symlink_metadata(&p.dir) {
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) => return Err(serr(e)),
+        };
         std::fs::create_dir_all(&p.dir).map_err(serr)?;
         let interval = u64::from(p.config.index_interval_bytes);
 
@@ -199,7 +205,14 @@ impl Log {
             let (seg, existed) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
             let file_size = seg.size();
             if !p.clean && i >= first_recover {
-                // Full validation of every batch.
+                // Full validation of every batch, of what storage holds: pages the kernel
+                // kept after failing to write them (a failed fsync before a re-open) are
+                // advised out first. Dirty pages stay (the kernel may still write them).
+                if let Err(e) =
+                    rustix::fs::fadvise(&*seg.log, 0, None, rustix::fs::Advice::DontNeed)
+                {
+                    tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
+                }
                 recovered_any = true;
                 let r = seg
                     .scan_rebuild(file_size, interval, true, next_base, |h| {
@@ -371,7 +384,8 @@ impl Log {
                 }
             }
         }
-        if segments.is_empty() {
+        let created_segment = segments.is_empty();
+        if created_segment {
             let base = p.log_start.unwrap_or(0).max(0);
             let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
             cursor = IndexCursor::new(base);
@@ -396,6 +410,15 @@ impl Log {
                 }
             }
             sync_dir(&p.dir).map_err(serr)?;
+        } else if created_segment {
+            // A clean start flushes nothing: the new segment's entries are made durable here
+            // (a flush fsyncs only the directory changes it knows of).
+            sync_dir(&p.dir).map_err(serr)?;
+        }
+        if created_dir {
+            if let Some(log_dir) = p.dir.parent() {
+                sync_dir(log_dir).map_err(serr)?;
+            }
         }
         let recovery_point = if recovered_any { leo } else { recovery_point };
 
@@ -462,6 +485,9 @@ impl Log {
             del: p.del,
             drop_point: Mutex::new(drop_point),
             sync_error: Mutex::new(None),
+            failure: Mutex::new(None),
+            #[cfg(test)]
+            faults: Mutex::new(crate::faults::Faults::default()),
         })
     }
 
@@ -502,6 +528,7 @@ impl Log {
                 "log has been deleted or closed",
             )));
         }
+        self.check_not_failed().map_err(|e| self.aio(e))?;
         let cfg = self.config.read().clone();
         let batches = parse_batches(&records, None).map_err(|e| self.format_error(e))?;
         if batches.is_empty() {
@@ -566,13 +593,19 @@ impl Log {
                 match ProducerStates::check(current, h) {
                     Ok(SeqCheck::Accept) => {}
                     Ok(SeqCheck::Duplicate(meta)) => {
+                        // The original's answer may never have arrived (a timeout, a failed
+                        // flush round): under a flush policy the retry waits, as the original
+                        // did, for an fsync covering it, unless one already has.
+                        let flush_policy =
+                            cfg.flush_messages != i64::MAX || cfg.flush_ms != i64::MAX;
+                        let synced = self.shared.read().synced;
                         return Ok(AppendOutcome {
                             base_offset: meta.first_offset,
                             last_offset: meta.last_offset,
                             log_append_time_ms: -1,
                             log_start_offset: log_start,
                             duplicate: true,
-                            flush_due: false,
+                            flush_due: flush_policy && meta.last_offset >= synced,
                         });
                     }
                     Err(SeqError::OutOfOrder { expected, got }) => {
@@ -670,13 +703,10 @@ impl Log {
         }
 
         // One write for the data, then the index entries.
-        let written = match &copy {
-            Some(buf) => active
-                .log
-                .write_all_at(buf, active_size)
-                .map(|()| buf.len()),
+        let mut parts = Vec::with_capacity(2 * batches.len());
+        match &copy {
+            Some(buf) => parts.push(IoSlice::new(buf)),
             None => {
-                let mut parts = Vec::with_capacity(2 * batches.len());
                 for (b, head) in batches.iter().zip(&headers) {
                     let r = b.range();
                     parts.push(IoSlice::new(head));
@@ -685,10 +715,11 @@ impl Log {
                         parts.push(IoSlice::new(body));
                     }
                 }
-                write_all_vectored_at(&active.log, &mut parts, active_size)
             }
         }
-        .map_err(|e| self.aio(e))?;
+        let written = self
+            .write_data(&active, &mut parts, active_size)
+            .map_err(|e| self.write_failed(&active, active_size, e))?;
         // Index entries go to the files in groups: the held-back ones and this append's,
         // written before the append is published (a failed write fails the append). The
         // in-memory indexes are only borrowed here: a handle kept to the publish below would
@@ -712,9 +743,8 @@ impl Log {
                     .flat_map(|e| e.encode())
                     .collect();
                 drop(m);
-                active
-                    .write_index_tails((d_oi, &bytes), (d_ti, &tbytes))
-                    .map_err(|e| self.aio(e))?;
+                self.write_index(&active, (d_oi, &bytes), (d_ti, &tbytes))
+                    .map_err(|e| self.write_failed(&active, active_size, e))?;
             }
             due
         };
@@ -783,6 +813,91 @@ impl Log {
         })
     }
 
+    /// The error of a write refused by a failed log, or Ok.
+    pub(crate) fn check_not_failed(&self) -> io::Result<()> {
+        match &*self.failure.lock() {
+            None => Ok(()),
+            Some(failure) => Err(io::Error::other(LogFailed {
+                tp: self.tp.clone(),
+                failure: failure.clone(),
+            })),
+        }
+    }
+
+    /// Make the log refuse writes until it is re-opened (the first failure is kept).
+    pub(crate) fn fail(&self, failure: LogFailure) {
+        let mut slot = self.failure.lock();
+        if slot.is_none() {
+            tracing::error!(tp = ?self.tp, error = %failure,
+                "log refuses writes until it is re-opened and recovered from storage");
+            *slot = Some(failure);
+        }
+    }
+
+    /// An fsync of `path` failed: the kernel may have dropped pages it could not write (and
+    /// a later fsync of the file can succeed without them), so the log never trusts its page
+    /// cache again for data at or past `synced`; it refuses every later append, roll and
+    /// flush until it is re-opened and recovered from storage. Returns that refusal.
+    pub(crate) fn sync_failed(&self, path: PathBuf, synced: i64, e: io::Error) -> io::Error {
+        self.fail(LogFailure::SyncFailed {
+            path,
+            synced,
+            cause: e.to_string(),
+        });
+        match self.check_not_failed() {
+            Err(refused) => refused,
+            Ok(()) => e,
+        }
+    }
+
+    /// A write of an append to `seg` failed, and may have left bytes after `size`, the
+    /// segment's recorded end: cut the `.log` back there (as tikv/raft-engine does), so no
+    /// later append or roll leaves them inside the log. If that fails too, the log refuses
+    /// every later append (nothing is ever written after garbage); re-opening recovers it.
+    fn write_failed(&self, seg: &Segment, size: u64, e: io::Error) -> AppendError {
+        if let Err(cut) = self.cut_log(seg, size) {
+            self.fail(LogFailure::UntrimmedWrite {
+                path: seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log),
+                size,
+                cause: cut.to_string(),
+            });
+        }
+        self.aio(e)
+    }
+
+    /// Cut a segment's `.log` to `size` bytes if it is longer.
+    fn cut_log(&self, seg: &Segment, size: u64) -> io::Result<()> {
+        #[cfg(test)]
+        crate::faults::fire(&mut self.faults.lock().truncate, rustix::io::Errno::IO)?;
+        if seg.log.metadata()?.len() != size {
+            seg.log.set_len(size)?;
+        }
+        Ok(())
+    }
+
+    /// Write an append's data at `at` of the active segment's `.log`.
+    fn write_data(&self, seg: &Segment, parts: &mut [IoSlice<'_>], at: u64) -> io::Result<usize> {
+        #[cfg(test)]
+        if let Some(n) = self.faults.lock().data_write.take() {
+            let head: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).take(n).collect();
+            seg.log.write_all_at(&head, at)?;
+            return Err(rustix::io::Errno::NOSPC.into());
+        }
+        write_all_vectored_at(&seg.log, parts, at)
+    }
+
+    /// Write an append's index entries (see [`Segment::write_index_tails`]).
+    fn write_index(
+        &self,
+        seg: &Segment,
+        offsets: (usize, &[u8]),
+        times: (usize, &[u8]),
+    ) -> io::Result<()> {
+        #[cfg(test)]
+        crate::faults::fire(&mut self.faults.lock().index_write, rustix::io::Errno::IO)?;
+        seg.write_index_tails(offsets, times)
+    }
+
     /// Roll if due; returns the (possibly new) active segment's size.
     #[allow(clippy::too_many_arguments)]
     fn maybe_roll(
@@ -848,6 +963,7 @@ impl Log {
         if active.size() == 0 && active.base_offset == leo {
             return Ok(());
         }
+        self.check_not_failed()?;
         self.seal(w, active)?;
         let dir = self.dir();
         let seg = Segment::create(&dir, leo, now_ms)?;
@@ -862,8 +978,12 @@ impl Log {
     }
 
     /// Kafka's onBecomeInactiveSegment / close: a final time index entry for the segment's max
-    /// timestamp, and index files cut to exactly their entries.
+    /// timestamp, and index files cut to exactly their entries. The `.log` is cut to the
+    /// segment's recorded size too: bytes a failed write may have left after it must not
+    /// become part of a sealed segment (after a restart they would be read as batches, or
+    /// stop recovery, which then deletes every later segment).
     fn seal(&self, w: &mut Writer, active: &Arc<Segment>) -> io::Result<()> {
+        self.cut_log(active, active.size())?;
         let mut cursor = w.cursor;
         if let Some(t) = cursor.maybe_time_entry() {
             let mut m = active.meta.write();
@@ -1137,8 +1257,11 @@ impl Log {
     /// acknowledging a record needs only its data on disk.
     pub(crate) fn flush_impl(&self, full: bool) -> io::Result<i64> {
         let _g = self.flush_lock.lock();
-        // An fdatasync of the drop-behind failed: it may have consumed the writeback error
-        // this flush would have seen, so this flush fails in its place.
+        // After a failed fsync (this log's, or the drop-behind's) nothing past the synced
+        // offset is trusted to reach storage: no flush may succeed over it.
+        self.check_not_failed()?;
+        // An fdatasync of the drop-behind found a file gone from the server: this flush
+        // fails in its place.
         if let Some(e) = self.take_sync_error() {
             return Err(e);
         }
@@ -1157,16 +1280,27 @@ impl Log {
             for (i, seg) in segs.iter().enumerate() {
                 let active = i + 1 == n;
                 if active || seg.next_offset() > rp {
-                    seg.log.sync_data()?;
+                    let path = |kind| seg_path(&seg.dir, seg.base_offset, kind);
+                    #[cfg(test)]
+                    crate::faults::fire(&mut self.faults.lock().flush_sync, rustix::io::Errno::IO)
+                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
+                    seg.log
+                        .sync_data()
+                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     if full || !active {
                         seg.write_pending_index()?;
-                        seg.index_file.sync_data()?;
-                        seg.time_file.sync_data()?;
+                        seg.index_file.sync_data().map_err(|e| {
+                            self.sync_failed(path(SegmentFileKind::Index), synced, e)
+                        })?;
+                        seg.time_file.sync_data().map_err(|e| {
+                            self.sync_failed(path(SegmentFileKind::TimeIndex), synced, e)
+                        })?;
                     }
                 }
             }
             if dir_dirty {
-                sync_dir(&self.dir())?;
+                let dir = self.dir();
+                sync_dir(&dir).map_err(|e| self.sync_failed(dir, synced, e))?;
             }
             Ok(())
         })();

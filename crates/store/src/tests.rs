@@ -917,6 +917,344 @@ fn flush_due_rules() {
     );
 }
 
+/// A retry that the idempotence check calls a duplicate must not be answered before an fsync
+/// covers the original (whose first answer may have timed out, or whose flush round failed):
+/// under a flush policy it is flush due while its last offset is at or past the synced offset.
+#[test]
+fn duplicate_waits_for_the_fsync_of_its_original() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 1,
+            ..cfg()
+        },
+    );
+    let first = log
+        .append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(first.flush_due && !first.duplicate);
+    // The first answer never came (timeout); nothing synced the data yet.
+    assert_eq!(log.synced_offset(), 0);
+    let retry = log
+        .append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.base_offset, retry.last_offset), (0, 2));
+    assert!(retry.flush_due, "a duplicate of unsynced data was answered at once");
+    // Once the data is synced the duplicate is answered at once.
+    log.sync_appended().unwrap();
+    assert_eq!(log.synced_offset(), 3);
+    let retry = log
+        .append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(retry.duplicate && !retry.flush_due);
+
+    // Without a flush policy no append waits for an fsync, duplicates neither.
+    let log = m.open_log(&tp(1), topic_id(), cfg(), 3).unwrap();
+    assert!(
+        !log.append(pbatch(11, 0, 0, 1), AppendOrigin::Client, NOW)
+            .unwrap()
+            .flush_due
+    );
+    let retry = log
+        .append(pbatch(11, 0, 0, 1), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(retry.duplicate && !retry.flush_due);
+}
+
+/// The `.log` of the newest segment of partition 0.
+fn active_log_file(dir: &Path) -> std::path::PathBuf {
+    let mut logs: Vec<_> = std::fs::read_dir(dir.join("topic-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs.pop().unwrap()
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+fn concat(parts: &[&Bytes]) -> Bytes {
+    Bytes::from(parts.iter().flat_map(|p| p.iter().copied()).collect::<Vec<u8>>())
+}
+
+/// A write that fails part-way (ENOSPC after two whole batches and part of a third) is cut
+/// back to the segment's recorded end. Otherwise the next, shorter append leaves the second
+/// never-acknowledged batch after it, a roll seals it, and after a restart it is served at
+/// offsets the next segment's acknowledged records also hold (clean), or recovery stops at
+/// the torn third batch and deletes the next segment with its acknowledged records (crash).
+#[test]
+fn failed_write_is_cut_back_before_the_next_append() {
+    let b1 = batch(2, NOW, "b1");
+    let c1 = batch(2, NOW, "c1");
+    assert_eq!(b1.len(), c1.len());
+    let b2 = batch(3, NOW, "b2");
+    let b3 = batch(3, NOW, "b3");
+    for crash in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        {
+            let m = open_mgr(d.path());
+            let log = open(&m, cfg());
+            log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+                .unwrap();
+            let size = log.size_bytes();
+            let file = active_log_file(d.path());
+            log.faults.lock().data_write = Some(b1.len() + b2.len() + 10);
+            assert!(matches!(
+                log.append(concat(&[&b1, &b2, &b3]), AppendOrigin::Client, NOW),
+                Err(AppendError::Io { .. })
+            ));
+            assert_eq!(log.log_end_offset(), 1);
+            assert_eq!(file_len(&file), size, "the failed write's bytes stayed");
+            assert!(log.failure().is_none());
+            let r = log.append(c1.clone(), AppendOrigin::Client, NOW).unwrap();
+            assert_eq!((r.base_offset, r.last_offset), (1, 2));
+            log.roll(NOW).unwrap();
+            let r = log
+                .append(batch(4, NOW, "d"), AppendOrigin::Client, NOW)
+                .unwrap();
+            assert_eq!((r.base_offset, r.last_offset), (3, 6));
+            if !crash {
+                m.shutdown().unwrap();
+            }
+        }
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 2), (3, 6)], "crash: {crash}");
+    }
+}
+
+/// An index write that fails after the data write fails the append, and the data it wrote is
+/// cut back too.
+#[test]
+fn failed_index_write_cuts_the_data_back() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    // An index entry for every batch: one append of 200 batches writes the index files.
+    let log = open(
+        &m,
+        LogConfig {
+            index_interval_bytes: 0,
+            ..cfg()
+        },
+    );
+    log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let size = log.size_bytes();
+    let file = active_log_file(d.path());
+    let one = batch(1, NOW, "m");
+    let many = concat(&vec![&one; 200]);
+    log.faults.lock().index_write = true;
+    assert!(matches!(
+        log.append(many.clone(), AppendOrigin::Client, NOW),
+        Err(AppendError::Io { .. })
+    ));
+    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(file_len(&file), size, "the failed append's data stayed");
+    let r = log.append(many, AppendOrigin::Client, NOW).unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (1, 200));
+    assert_eq!(read_all(&log, 0).len(), 201);
+}
+
+/// When a failed write cannot be cut back either, the log refuses every later append and roll
+/// (nothing is written after the garbage) until it is re-opened, which recovers it.
+#[test]
+fn failed_cut_back_refuses_appends_until_reopened() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap();
+        let size = log.size_bytes();
+        let file = active_log_file(d.path());
+        {
+            let mut f = log.faults.lock();
+            f.data_write = Some(30);
+            f.truncate = true;
+        }
+        assert!(log
+            .append(batch(3, NOW, "b"), AppendOrigin::Client, NOW)
+            .is_err());
+        assert!(matches!(
+            log.failure(),
+            Some(LogFailure::UntrimmedWrite { size: s, .. }) if s == size
+        ));
+        let Err(AppendError::Io { source, .. }) =
+            log.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
+        else {
+            panic!("an append after garbage was accepted");
+        };
+        let refused = source.get_ref().and_then(|e| e.downcast_ref::<LogFailed>());
+        assert!(refused.is_some(), "unexpected error: {source}");
+        assert!(log.roll(NOW).is_err());
+        assert_eq!(file_len(&file), size + 30, "something was written after the garbage");
+        assert_eq!(log.log_end_offset(), 1);
+    }
+    // Re-opened (after a crash): recovery cuts the garbage, appends work again.
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    assert!(log.failure().is_none());
+    let r = log
+        .append(batch(2, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!((r.base_offset, r.last_offset), (1, 2));
+    assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 2)]);
+}
+
+/// A roll seals the `.log` at the segment's recorded size, whatever lies after it in the file;
+/// otherwise recovery after a crash stops there and deletes the later segments.
+#[test]
+fn roll_cuts_the_sealed_log_to_its_recorded_size() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(batch(2, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap();
+        let size = log.size_bytes();
+        let file = active_log_file(d.path());
+        // Bytes past the recorded end that the log does not know about.
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+            f.write_all(&[0u8; 30]).unwrap();
+        }
+        log.roll(NOW).unwrap();
+        assert_eq!(file_len(&file), size);
+        log.append(batch(3, NOW, "b"), AppendOrigin::Client, NOW)
+            .unwrap();
+        // Crash.
+    }
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(read_all(&log, 0), vec![(0, 1), (2, 4)]);
+}
+
+/// The error inside an append refused by a failed log.
+fn refused_by_failed_log(r: Result<AppendOutcome, AppendError>) -> bool {
+    match r {
+        Err(AppendError::Io { source, .. }) => source
+            .get_ref()
+            .is_some_and(|e| e.downcast_ref::<LogFailed>().is_some()),
+        _ => false,
+    }
+}
+
+/// True when the flush failed because the log refuses writes.
+fn flush_refused(r: std::io::Result<i64>) -> bool {
+    r.is_err_and(|e| e.get_ref().is_some_and(|e| e.downcast_ref::<LogFailed>().is_some()))
+}
+
+/// After a failed fsync the kernel may have dropped the dirty pages it could not write, so a
+/// later fsync of the same file can succeed without them: the log never trusts the page cache
+/// again. Every later flush, sync and append fails (the synced offset and the recovery point
+/// stay where the last good fsync left them) until the log is re-opened, which recovers it
+/// from storage.
+#[test]
+fn failed_fsync_fails_the_log_until_reopened() {
+    let d = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    };
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone());
+        log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.sync_appended().unwrap();
+        assert_eq!(log.synced_offset(), 1);
+        log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.faults.lock().flush_sync = true;
+        assert!(log.sync_appended().is_err());
+        assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+        // The retry's fsync would succeed over whatever the kernel dropped.
+        assert!(flush_refused(log.sync_appended()), "a sync after a failed fsync");
+        assert!(flush_refused(log.flush()));
+        assert_eq!(log.synced_offset(), 1);
+        assert_eq!(log.recovery_point_offset(), 0);
+        assert!(refused_by_failed_log(log.append(
+            batch(1, NOW, "c"),
+            AppendOrigin::Client,
+            NOW
+        )));
+        assert!(log.roll(NOW).is_err());
+        // No flush: the shutdown fails and leaves no clean-shutdown marker.
+        assert!(m.shutdown().is_err());
+    }
+    let m = open_mgr(d.path());
+    let log = open(&m, c);
+    assert!(log.failure().is_none());
+    // What storage holds (here all of it: only the fsync was made to fail).
+    assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 2)]);
+    log.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.sync_appended().unwrap();
+    assert_eq!(log.synced_offset(), 4);
+}
+
+/// The drop-behind's `fdatasync` shares the open file (and so its writeback error) with the
+/// flushes: it runs under the flush lock, and its failure fails the log as a flush's does.
+#[test]
+fn failed_drop_behind_fdatasync_fails_the_log() {
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 1,
+            ..small_cfg()
+        },
+    );
+    for i in 0..20 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.faults.lock().drop_sync = true;
+    assert!(log.drop_cache_behind(0).is_err());
+    assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+    assert!(flush_refused(log.sync_appended()));
+    assert!(flush_refused(log.sync_appended()), "a second flush trusted the page cache");
+    assert_eq!(log.synced_offset(), 0);
+    assert!(refused_by_failed_log(log.append(
+        batch(1, NOW, "c"),
+        AppendOrigin::Client,
+        NOW
+    )));
+}
+
+/// A partition created on a cleanly started broker has its directory entry (in the log dir)
+/// and its first segment's entries (in the partition directory) fsynced when it is opened:
+/// flushes fsync only the directories they changed since.
+#[test]
+fn new_partition_directory_entries_are_fsynced() {
+    let d = tempfile::tempdir().unwrap();
+    open_mgr(d.path()).shutdown().unwrap();
+    let m = open_mgr(d.path());
+    crate::fsutil::SYNCED_DIRS.with(|s| s.borrow_mut().clear());
+    let _log = open(&m, cfg());
+    let synced = crate::fsutil::SYNCED_DIRS.with(|s| s.borrow().clone());
+    let pdir = d.path().join("topic-0");
+    assert!(
+        synced
+            .iter()
+            .any(|(dir, names)| dir == d.path() && names.iter().any(|n| n == "topic-0")),
+        "the log dir was not fsynced with the partition directory in it: {synced:?}"
+    );
+    assert!(
+        synced.iter().any(|(dir, names)| *dir == pdir
+            && names.iter().any(|n| n == "00000000000000000000.log")),
+        "the partition directory was not fsynced with the segment in it: {synced:?}"
+    );
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()

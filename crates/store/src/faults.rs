@@ -1,0 +1,30 @@
+//! Test-only fault injection, per log: the next operation of a kind fails as a full disk or a
+//! failing storage server would make it fail. The store has no file-system trait; these few
+//! seams sit where its write and sync paths call the kernel, and exist in test builds only.
+
+use std::io;
+
+use rustix::io::Errno;
+
+/// Armed faults of one log; each fires once.
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    /// The next append's data write puts this many bytes in the `.log`, then fails (ENOSPC).
+    pub data_write: Option<usize>,
+    /// The next index write of an append (after its data write) fails (EIO).
+    pub index_write: bool,
+    /// The next cut of the `.log` back to its recorded end fails (EIO).
+    pub truncate: bool,
+    /// The next `fdatasync` of a segment's `.log` by a flush fails (EIO).
+    pub flush_sync: bool,
+    /// The next `fdatasync` of the page-cache drop-behind fails (EIO).
+    pub drop_sync: bool,
+}
+
+/// Fire (and disarm) a boolean fault.
+pub(crate) fn fire(armed: &mut bool, errno: Errno) -> io::Result<()> {
+    if std::mem::take(armed) {
+        return Err(errno.into());
+    }
+    Ok(())
+}
