@@ -534,7 +534,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice cluster mode: the etcd key prefix under which the cluster keeps its records; clusters sharing an etcd need distinct prefixes."),
     b("sluice.cluster.etcd.timeout.ms", Type::Int, Some("2000"), Check::Between(100, 60000), false,
         "Sluice cluster mode: time limit of one etcd request."),
-    b("sluice.cluster.lease.ms", Type::Int, Some("6000"), Check::Between(2000, 300000), false,
+    b("sluice.cluster.lease.ms", Type::Int, Some("3000"), Check::Between(2000, 300000), false,
         "Sluice cluster mode: the broker's etcd lease. A broker that cannot renew it for this long is dead to the cluster; it stops acknowledging writes before that (it fences itself)."),
     b("sluice.cluster.poll.ms", Type::Int, Some("200"), Check::Between(20, 10000), false,
         "Sluice cluster mode: how often a broker reads the cluster's membership and ownership records from etcd."),

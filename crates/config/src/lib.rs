@@ -284,7 +284,7 @@ pub struct ClusterSettings {
     pub etcd_prefix: String,
     /// `sluice.cluster.etcd.timeout.ms`: time limit of one etcd request. Default 2000.
     pub etcd_timeout_ms: u64,
-    /// `sluice.cluster.lease.ms`: the broker's etcd lease. Default 6000.
+    /// `sluice.cluster.lease.ms`: the broker's etcd lease. Default 3000.
     pub lease_ms: u64,
     /// `sluice.cluster.poll.ms`: how often membership and ownership are read. Default 200.
     pub poll_ms: u64,

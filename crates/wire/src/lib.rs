@@ -5,7 +5,7 @@
 //! and a typed response back into a frame. Does not own: sockets (the server) or what a request
 //! means (the broker).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     api_versions_response::ApiVersion, ApiKey, ApiVersionsResponse, RequestHeader, RequestKind,
     ResponseHeader, ResponseKind,
