@@ -119,6 +119,7 @@ impl Broker {
         let dirs = config.log_dirs.clone();
         let first = dirs
             .first()
+            .cloned()
             .ok_or_else(|| BrokerError::Startup("log.dirs is empty".into()))?;
         let configured = config.cluster_id.clone();
         let node_id = config.node_id;
@@ -163,6 +164,9 @@ impl Broker {
             },
             sharing,
         )?;
+        if let Some(store) = meta.etcd() {
+            registry::import_into_cluster(store, &first, &logs)?;
+        }
         let registry = registry::Registry::default();
         let cluster = config
             .cluster

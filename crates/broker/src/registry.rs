@@ -106,6 +106,84 @@ pub(crate) fn adopt_discovered(meta: &Meta, logs: &LogManager) -> Result<(), Bro
     Ok(())
 }
 
+/// Start-up of a cluster member on a log directory that a single broker served: the topics of
+/// its embedded metadata store (with their ids, configs and epochs), and any partition
+/// directories no metadata names (a log directory written by Apache Kafka), are registered in
+/// etcd unless etcd knows them already; their partitions get no owner, so the controller
+/// assigns them. No data is copied. The embedded store is then renamed to
+/// `__sluice_meta.imported` so that a single broker started on the directory later cannot
+/// serve stale metadata. Several brokers starting at once import the same topics harmlessly:
+/// creation is a compare-and-swap.
+pub(crate) fn import_into_cluster(
+    store: &sluice_meta::EtcdStore,
+    first_dir: &std::path::Path,
+    logs: &LogManager,
+) -> Result<(), BrokerError> {
+    let embedded_dir = first_dir.join("__sluice_meta");
+    let mut topics: BTreeMap<String, TopicMeta> = BTreeMap::new();
+    if embedded_dir.join("metadata.v1").is_file() {
+        let embedded = sluice_meta::EmbeddedStore::open(&embedded_dir, || store.cluster_id())?;
+        if embedded.cluster_id() != store.cluster_id() {
+            return Err(BrokerError::Startup(format!(
+                "{} belongs to cluster {} but etcd holds cluster {}; refusing to mix them",
+                embedded_dir.display(),
+                embedded.cluster_id(),
+                store.cluster_id()
+            )));
+        }
+        for t in embedded.topics() {
+            topics.insert(t.name.clone(), t);
+        }
+    }
+    for d in logs.discovered() {
+        let t = topics.entry(d.tp.topic.clone()).or_insert_with(|| TopicMeta {
+            name: d.tp.topic.clone(),
+            id: d.topic_id.unwrap_or_else(Uuid::new_v4),
+            epochs: Vec::new(),
+            owners: Vec::new(),
+            configs: BTreeMap::new(),
+        });
+        if t.epochs.len() <= d.tp.partition as usize {
+            t.epochs.resize(d.tp.partition as usize + 1, 0);
+        }
+    }
+    let known = store.refresh()?;
+    for t in topics.values() {
+        if known.topics.contains_key(&t.name) {
+            continue;
+        }
+        match store.create_topic(
+            &t.name,
+            t.partitions(),
+            t.configs.clone(),
+            &[],
+            Some(t.id),
+            &t.epochs,
+        ) {
+            Ok(_) => tracing::info!(topic = %t.name, partitions = t.partitions(), "imported topic into the cluster"),
+            Err(sluice_meta::MetaError::TopicExists(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if embedded_dir.is_dir() {
+        match std::fs::rename(&embedded_dir, first_dir.join("__sluice_meta.imported")) {
+            Ok(()) => tracing::info!(
+                "moved the embedded metadata into etcd; {} is now __sluice_meta.imported",
+                embedded_dir.display()
+            ),
+            // Another broker starting at the same time renamed it first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(BrokerError::Startup(format!(
+                    "could not rename {} after importing it: {e}",
+                    embedded_dir.display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Registry {
     pub(crate) fn len(&self) -> usize {
         self.topics.read().by_name.len()

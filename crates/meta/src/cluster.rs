@@ -431,13 +431,16 @@ impl EtcdStore {
     // ---- topics ----------------------------------------------------------------------
 
     /// Create a topic with its owner records (`owners[p]` is the broker assigned to
-    /// partition p, or -1).
+    /// partition p, or -1; `epochs[p]` its epoch so far, 0 if absent). `id` is given when
+    /// adopting a topic whose partition directories already name it.
     pub fn create_topic(
         &self,
         name: &str,
         partitions: i32,
         configs: BTreeMap<String, String>,
         owners: &[i32],
+        id: Option<Uuid>,
+        epochs: &[i32],
     ) -> Result<TopicMeta, MetaError> {
         if partitions < 1 {
             return Err(MetaError::InvalidPartitions {
@@ -447,7 +450,7 @@ impl EtcdStore {
             });
         }
         let record = TopicRecord {
-            id: Uuid::new_v4(),
+            id: id.unwrap_or_else(Uuid::new_v4),
             partitions,
             configs,
         };
@@ -462,7 +465,7 @@ impl EtcdStore {
                 key: self.owner_key(name, p),
                 value: to_json(&Owner {
                     node: owners.get(p as usize).copied().unwrap_or(-1),
-                    epoch: 0,
+                    epoch: epochs.get(p as usize).copied().unwrap_or(0),
                 }),
                 lease: 0,
             });

@@ -436,7 +436,7 @@ impl Meta {
                 .map(|t| self.owned_by_me(t)),
             Meta::Etcd(s) => {
                 let owners = cluster::spread_new_partitions(&s.view(), partitions);
-                s.create_topic(name, partitions, configs, &owners)
+                s.create_topic(name, partitions, configs, &owners, id, &[])
             }
         }
     }

@@ -114,10 +114,10 @@ fn topics_membership_ownership_and_fencing() {
 
     let mut configs = BTreeMap::new();
     configs.insert("retention.ms".to_string(), "1000".to_string());
-    let t = a.create_topic("orders", 2, configs.clone(), &[1, 2]).unwrap();
+    let t = a.create_topic("orders", 2, configs.clone(), &[1, 2], None, &[]).unwrap();
     assert_eq!(t.owners, vec![1, 2]);
     assert!(matches!(
-        b.create_topic("orders", 1, BTreeMap::new(), &[2]),
+        b.create_topic("orders", 1, BTreeMap::new(), &[2], None, &[]),
         Err(MetaError::TopicExists(_))
     ));
     let seen = b.refresh().unwrap().owners[&("orders".to_string(), 1)];
