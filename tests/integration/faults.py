@@ -1,0 +1,816 @@
+"""The fault-injection run of issue 17: a queue workload against one Sluice broker or a
+three-broker cluster while a schedule of faults rotates over the processes and the disks.
+
+    python tests/integration/faults.py --minutes N [--brokers 1|3] [--seed S] [--workdir DIR]
+
+(``scripts/faults`` installs what it needs and runs this.) Every broker's log dir is a faultfs
+mount (tests/faultfs; one mount per simulated host, all over one backing directory in a
+cluster). Workloads (values unique, see queue_checker.py):
+
+- one broker: ``all+flush`` (acks=all, idempotent, topic ``flush.messages=1``: the guaranteed
+  one), ``all-noflush`` (acks=all, idempotent, no flush policy) and ``acks1`` (acks=1, no
+  flush policy);
+- cluster: ``all`` (acks=all, idempotent: the guaranteed one; a cluster fsyncs acks=all before
+  the acknowledgement) and ``acks1``.
+
+Consumers: one assigned to every partition of every topic from the start (``live``), and a
+group member (``subscribe()``, auto-commit, closed and re-created from its committed offsets
+every ~20 s) on the guaranteed topic. Faults (a shuffled rotation, a quiet period after each):
+``kill`` (SIGKILL, restart), ``pause`` (SIGSTOP/SIGCONT), ``crash`` (SIGKILL, then the host's
+faultfs drops every unsynced write, plain or torn; restart), ``fsync-eio`` (the host's next
+fsync fails; the broker is restarted afterwards, the documented way out of a failed log),
+``enospc`` (writes fail for a while), and in a cluster ``etcd-stop`` (etcd SIGTERMed and started
+again) and ``etcd-cutoff`` (one broker's etcd connection, through a TCP proxy on 127.0.0.1,
+black-holed for longer than the lease). Then every fault is healed, producers flush, a final
+read takes everything, and History.check() reports.
+
+Every process started here is killed in ``finally``; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # tests/, for the faultfs package
+
+import harness  # noqa: E402
+from queue_checker import CHECKS, History  # noqa: E402
+
+PARTITIONS = 3
+LEASE_MS = 3000
+# librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
+QUIET = {"log_level": 2}
+
+SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc")
+CLUSTER_FAULTS = SINGLE_FAULTS + ("etcd-stop", "etcd-cutoff")
+
+
+def log(msg: str) -> None:
+    print(f"[faults {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# a TCP proxy that can black-hole a broker's etcd connection
+# --------------------------------------------------------------------------
+
+class TcpProxy:
+    """127.0.0.1:port -> upstream. ``blackhole(True)``: bytes stop flowing both ways (nothing is
+    read, nothing is closed, new connections are accepted and left waiting), as if the network
+    dropped every packet; ``blackhole(False)``: everything flows again."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = threading.Event()
+        self.conns: list = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True, name=f"proxy-{self.port}").start()
+
+    def blackhole(self, on: bool) -> None:
+        if on:
+            self.flowing.clear()
+        else:
+            self.flowing.set()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c: socket.socket) -> None:
+        import select
+        while not self.flowing.is_set() and not self.closed.is_set():
+            time.sleep(0.05)
+        try:
+            u = socket.create_connection(self.upstream, timeout=5)
+        except OSError:
+            c.close()
+            return
+        with self.lock:
+            self.conns.append((c, u))
+        peer = {c: u, u: c}
+        try:
+            while not self.closed.is_set():
+                if not self.flowing.is_set():
+                    time.sleep(0.05)  # nothing read, nothing sent: held like dropped packets
+                    continue
+                ready, _, _ = select.select([c, u], [], [], 0.2)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    while not self.flowing.is_set() and not self.closed.is_set():
+                        time.sleep(0.05)
+                    peer[s].sendall(data)
+        except OSError:
+            pass
+        finally:
+            with self.lock:
+                if (c, u) in self.conns:
+                    self.conns.remove((c, u))
+            c.close()
+            u.close()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.flowing.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        with self.lock:
+            for pair in self.conns:
+                for s in pair:
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+
+# --------------------------------------------------------------------------
+# the system under test
+# --------------------------------------------------------------------------
+
+class Env:
+    """Brokers on faultfs mounts (and etcd, proxies in a cluster). ``hosts[i]``: broker i's
+    process and mount."""
+
+    def __init__(self, workdir: Path, n: int, seed: int):
+        from faultfs import mount_faultfs
+
+        self.workdir = workdir
+        self.n = n
+        self.cluster = n > 1
+        self.backing = workdir / "disk"
+        self.mounts = []
+        self.brokers: List[harness.SluiceBroker] = []
+        self.etcd = None
+        self.proxies: List[TcpProxy] = []
+        self.findings: List[dict] = []
+        self.paused: set = set()
+        self.etcd_paused = False
+        if not harness.SLUICE_BIN.is_file():
+            wait_for_binary()
+        for i in range(n):
+            self.mounts.append(mount_faultfs(self.backing, workdir / f"host{i + 1}" / "mnt",
+                                             log_path=workdir / f"host{i + 1}" / "faultfs.log"))
+        if self.cluster:
+            from cluster_support import EtcdServer
+            self.etcd = EtcdServer(workdir / "etcd").start()
+            prefix = f"/sluice-faults-{seed}-{os.getpid()}"
+        for i in range(n):
+            props = {"num.partitions": PARTITIONS, "auto.create.topics.enable": "false",
+                     "group.initial.rebalance.delay.ms": 0}
+            if self.cluster:
+                proxy = TcpProxy(self.etcd.client_port)
+                self.proxies.append(proxy)
+                props.update({
+                    "node.id": i + 1,
+                    "sluice.cluster.etcd.endpoints": proxy.endpoint,
+                    "sluice.cluster.etcd.prefix": prefix,
+                    "sluice.cluster.lease.ms": LEASE_MS,
+                    "sluice.cluster.poll.ms": 100,
+                })
+            b = harness.SluiceBroker(workdir / f"host{i + 1}", log_dir=self.mounts[i].mountpoint,
+                                     overrides=props, name=f"broker{i + 1}")
+            self.brokers.append(b)
+        for b in self.brokers:
+            self.start_broker(b, "initial start")
+        if self.cluster:
+            harness.wait_until(lambda: len(self.live_brokers()) == n, 60, f"{n} brokers in the metadata")
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def live_brokers(self) -> list:
+        return sorted(harness.admin(self.bootstrap).list_topics(timeout=10).brokers)
+
+    def finding(self, kind: str, **detail) -> None:
+        detail["kind"] = kind
+        detail["t"] = round(time.monotonic() - T0, 1)
+        self.findings.append(detail)
+        log(f"FINDING {kind}: {json.dumps(detail, default=str)[:2000]}")
+
+    def start_broker(self, b, why: str) -> None:
+        for attempt in range(3):
+            if not harness.SLUICE_BIN.is_file():
+                wait_for_binary()
+            try:
+                b.start(timeout=90)
+                return
+            except harness.HarnessError as e:
+                self.finding("broker-start-failed", broker=b.name, after=why, attempt=attempt + 1,
+                             log_tail=harness.tail(b.log_file, 40), error=str(e)[:500])
+                b.kill()
+                time.sleep(2)
+        raise harness.HarnessError(f"{b.name} does not start after {why}")
+
+    def restart_graceful(self, b, why: str) -> None:
+        try:
+            b.stop(timeout=30)
+        except harness.HarnessError as e:
+            self.finding("unclean-stop", broker=b.name, after=why, error=str(e)[:1500])
+            b.kill()
+        self.start_broker(b, why)
+
+    def heal(self) -> None:
+        """Undo whatever fault may still be in effect."""
+        for i, b in enumerate(self.brokers):
+            if i in self.paused and b.running:
+                os.kill(b.pid, signal.SIGCONT)
+            self.paused.discard(i)
+        for m in self.mounts:
+            m.clear_faults()
+        for p in self.proxies:
+            p.blackhole(False)
+        if self.etcd is not None:
+            if self.etcd_paused and self.etcd.proc is not None:
+                os.kill(self.etcd.proc.pid, signal.SIGCONT)
+                self.etcd_paused = False
+            if self.etcd.proc is None or self.etcd.proc.poll() is not None:
+                self.etcd.proc = None
+                self.etcd.start()
+        for b in self.brokers:
+            if not b.running:
+                if b.proc is not None:  # died by itself
+                    b.kill()
+                    self.finding("broker-died", broker=b.name, exit=b.last_exit,
+                                 log_tail=harness.tail(b.log_file, 40))
+                self.start_broker(b, "heal")
+
+    def close(self) -> None:
+        for i, b in enumerate(self.brokers):
+            try:
+                if b.running and i in self.paused:
+                    os.kill(b.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            b.kill()
+        for p in self.proxies:
+            p.close()
+        if self.etcd is not None:
+            if self.etcd.proc is not None:
+                try:
+                    os.kill(self.etcd.proc.pid, signal.SIGCONT)
+                except OSError:
+                    pass
+            self.etcd.kill()
+        for m in self.mounts:
+            m.stop()
+
+
+def wait_for_binary(timeout: float = 300) -> None:
+    harness.wait_until(lambda: harness.SLUICE_BIN.is_file(), timeout, f"{harness.SLUICE_BIN} (being rebuilt?)",
+                       interval=2)
+    time.sleep(2)
+
+
+# --------------------------------------------------------------------------
+# workload
+# --------------------------------------------------------------------------
+
+T0 = time.monotonic()
+
+
+def now() -> float:
+    return time.monotonic() - T0
+
+
+class Workload:
+    def __init__(self, name: str, topic: str, guaranteed: bool, topic_config: dict, producer_conf: dict,
+                 rate: float):
+        self.name, self.topic, self.guaranteed = name, topic, guaranteed
+        self.topic_config, self.producer_conf, self.rate = topic_config, producer_conf, rate
+
+
+def workloads_for(cluster: bool, run_id: str, rate: float) -> List[Workload]:
+    idem = {"acks": "all", "enable.idempotence": True}
+    one = {"acks": "1", "enable.idempotence": False}
+    if cluster:
+        return [
+            Workload("all", f"faults-all-{run_id}", True, {}, idem, rate),
+            Workload("acks1", f"faults-acks1-{run_id}", False, {}, one, rate),
+        ]
+    return [
+        Workload("all+flush", f"faults-allflush-{run_id}", True, {"flush.messages": "1"}, idem, rate),
+        Workload("all-noflush", f"faults-allnoflush-{run_id}", False, {}, idem, rate),
+        Workload("acks1", f"faults-acks1-{run_id}", False, {}, one, rate),
+    ]
+
+
+class Producer:
+    """Sends WORKLOAD:INSTANCE:SEQ to partition SEQ % PARTITIONS at a steady rate; a producer
+    whose idempotence state turned fatal is replaced by a new instance."""
+
+    def __init__(self, env: Env, wl: Workload, hist: History):
+        self.env, self.wl, self.hist = env, wl, hist
+        self.stop_flag = threading.Event()
+        self.instance = 0
+        self.fatal: Optional[str] = None
+        self.last_ack: Dict[int, float] = {}
+        self.p = self._new()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"produce-{wl.name}")
+
+    def _new(self):
+        self.instance += 1
+        self.seq = 0
+        self.fatal = None
+
+        def on_error(err):
+            if err.fatal():
+                self.fatal = str(err)
+
+        conf = {**QUIET, "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
+                "topic.metadata.refresh.interval.ms": 1000, "error_cb": on_error}
+        conf.update(self.wl.producer_conf)
+        return harness.producer(self.env.bootstrap, **conf)
+
+    def _on_delivery(self, err, msg):
+        value = msg.value().decode()
+        if err is not None:
+            self.hist.on_fail(self.wl.name, value, f"{err.name()}" + (", fatal" if err.fatal() else ""))
+        else:
+            t = now()
+            self.hist.on_ack(self.wl.name, value, msg.partition(), msg.offset(), t)
+            self.last_ack[msg.partition()] = t
+
+    def _poll(self, timeout: float) -> None:
+        try:
+            self.p.poll(timeout)
+        except Exception as e:  # noqa: BLE001 - confluent-kafka raises a fatal error from poll()
+            if self.fatal is None:
+                self.fatal = f"poll raised {e!r}"
+
+    def _run(self):
+        next_t = time.monotonic()
+        while not self.stop_flag.is_set():
+            if self.fatal is not None:
+                self.hist.producer_fatal.append((self.wl.name, now(), self.fatal))
+                log(f"producer {self.wl.name}#{self.instance} fatal: {self.fatal}; new instance")
+                old = self.p
+                try:
+                    old.purge()
+                    old.flush(5)
+                except Exception:  # noqa: BLE001 - a fatal producer may refuse these too
+                    pass
+                self.p = self._new()
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                self._poll(min(delay, 0.05))
+                continue
+            value = f"{self.wl.name}:{self.instance}:{self.seq}"
+            try:
+                self.p.produce(self.wl.topic, value=value.encode(), partition=self.seq % PARTITIONS,
+                               on_delivery=self._on_delivery)
+            except BufferError:
+                self._poll(0.05)
+                continue
+            except Exception as e:  # noqa: BLE001 - a fatal producer refuses; replaced above
+                if self.fatal is None:
+                    self.fatal = f"produce raised {e!r}"
+                continue
+            self.hist.on_send(self.wl.name)
+            self.seq += 1
+            next_t += 1.0 / self.wl.rate
+            if next_t < time.monotonic() - 1:
+                next_t = time.monotonic()  # do not burst after a stall
+            self._poll(0)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def finish(self, timeout: float) -> int:
+        self.stop_flag.set()
+        self.thread.join(timeout=15)
+        try:
+            remaining = self.p.flush(timeout)
+            if remaining:
+                self.p.purge()
+                self.p.flush(5)
+        except Exception as e:  # noqa: BLE001 - fatal at the very end
+            self.hist.producer_fatal.append((self.wl.name, now(), f"at the final flush: {e!r}"))
+            remaining = len(self.p)
+        return remaining
+
+
+class LiveConsumer:
+    """assign() of every partition of every topic from the beginning; every record is an
+    observation. Offset-out-of-range resets to the earliest offset (a truncated log)."""
+
+    def __init__(self, env: Env, wls: List[Workload], hist: History):
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        self.hist = hist
+        self.by_topic = {w.topic: w.name for w in wls}
+        self.c = harness.consumer(env.bootstrap, **{**QUIET, "enable.partition.eof": False,
+                                                    "topic.metadata.refresh.interval.ms": 1000})
+        self.c.assign([TopicPartition(w.topic, p, OFFSET_BEGINNING) for w in wls for p in range(PARTITIONS)])
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="live-consumer")
+
+    def _run(self):
+        while not self.stop_flag.is_set():
+            try:
+                batch = self.c.consume(num_messages=500, timeout=0.2)
+            except Exception as e:  # noqa: BLE001 - counted, and consuming goes on
+                self.hist.consumer_errors[f"live raised {type(e).__name__}"] += 1
+                time.sleep(0.5)
+                continue
+            for m in batch:
+                if m.error() is not None:
+                    self.hist.consumer_errors[f"live {m.error().name()}"] += 1
+                    continue
+                self.hist.on_read(self.by_topic[m.topic()], m.value().decode(), m.partition(), m.offset(),
+                                  "live", now())
+        self.c.close()
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join(timeout=30)
+
+
+class GroupConsumer:
+    """A group member (subscribe(), auto-commit every 500 ms) on one topic, closed and
+    re-created every ``regroup_s`` so that it resumes from its committed offsets."""
+
+    def __init__(self, env: Env, wl: Workload, hist: History, group: str, regroup_s: float):
+        self.env, self.wl, self.hist, self.group, self.regroup_s = env, wl, hist, group, regroup_s
+        self.stop_flag = threading.Event()
+        self.max_offset: Dict[int, int] = {}
+        self.generations = 0
+        self.thread = threading.Thread(target=self._run, daemon=True, name="group-consumer")
+
+    def _consumer(self):
+        from confluent_kafka import Consumer
+        self.generations += 1
+        c = Consumer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
+                      "group.id": self.group, "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                      "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000})
+        c.subscribe([self.wl.topic])
+        return c
+
+    def _close(self, c) -> None:
+        t = threading.Thread(target=c.close, daemon=True)
+        t.start()
+        t.join(timeout=30)
+        if t.is_alive():
+            self.hist.consumer_errors["group close did not return in 30 s"] += 1
+
+    def _run(self):
+        c = self._consumer()
+        since = time.monotonic()
+        while not self.stop_flag.is_set():
+            if time.monotonic() - since > self.regroup_s:
+                self._close(c)
+                c = self._consumer()
+                since = time.monotonic()
+            try:
+                batch = c.consume(num_messages=500, timeout=0.2)
+            except Exception as e:  # noqa: BLE001 - counted, and consuming goes on
+                self.hist.consumer_errors[f"group raised {type(e).__name__}"] += 1
+                time.sleep(0.5)
+                continue
+            for m in batch:
+                if m.error() is not None:
+                    self.hist.consumer_errors[f"group {m.error().name()}"] += 1
+                    continue
+                self.hist.on_read(self.wl.name, m.value().decode(), m.partition(), m.offset(), "group", now())
+                if m.offset() > self.max_offset.get(m.partition(), -1):
+                    self.max_offset[m.partition()] = m.offset()
+        self._close(c)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join(timeout=60)
+
+
+def final_read(env: Env, wl: Workload, hist: History, timeout: float = 180) -> None:
+    """Every partition of ``wl`` from its start to its end (EOF), tolerating transient errors."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+    c = harness.consumer(env.bootstrap, **{**QUIET, "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(wl.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        records = []
+        eof = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise harness.HarnessError(f"final read of {wl.topic}: EOF on {sorted(eof)} only "
+                                           f"after {timeout}s ({len(records)} records)")
+            for m in c.consume(num_messages=5000, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                    else:
+                        hist.consumer_errors[f"final {err.name()}"] += 1
+                    continue
+                eof.discard(m.partition())
+                records.append((m.partition(), m.offset(), m.value().decode()))
+        hist.on_final(wl.name, records)
+    finally:
+        c.close()
+
+
+# --------------------------------------------------------------------------
+# the fault schedule
+# --------------------------------------------------------------------------
+
+class Nemesis:
+    def __init__(self, env: Env, rng: random.Random, kinds, quiet=(3.0, 6.0), active=(2.0, 6.0)):
+        self.env, self.rng, self.kinds = env, rng, list(kinds)
+        self.quiet, self.active = quiet, active
+        self.counts: Counter = Counter()
+        self.timeline: List[dict] = []
+        self.stalls: List[dict] = []
+
+    def _dur(self, lo=None, hi=None) -> float:
+        a, b = self.active
+        return self.rng.uniform(lo if lo is not None else a, hi if hi is not None else b)
+
+    def run(self, deadline: float, producers: List[Producer]) -> None:
+        order: list = []
+        # until the deadline, and at least once over every kind
+        while time.monotonic() < deadline or len(self.counts) < len(self.kinds):
+            if not order:
+                order = list(self.kinds)
+                self.rng.shuffle(order)
+            kind = order.pop(0)
+            host = self.rng.randrange(self.env.n)
+            t_start = now()
+            detail = getattr(self, "_" + kind.replace("-", "_"))(host)
+            healed = now()
+            ev = {"kind": kind, "host": host + 1, "start": round(t_start, 1), "healed": round(healed, 1)}
+            ev.update(detail or {})
+            self.timeline.append(ev)
+            self.counts[kind] += 1
+            log(f"fault {kind} host{host + 1} {t_start:.1f}-{healed:.1f}s {detail or ''}")
+            time.sleep(self.rng.uniform(*self.quiet))
+            # availability, reported only: partitions of a guaranteed workload with no
+            # acknowledgement since the fault was healed
+            for pr in producers:
+                if pr.wl.guaranteed:
+                    stalled = [p for p in range(PARTITIONS) if pr.last_ack.get(p, -1) < healed]
+                    if stalled:
+                        self.stalls.append({"after": kind, "host": host + 1, "healed": round(healed, 1),
+                                            "workload": pr.wl.name, "partitions": stalled})
+
+    # each fault: inject, hold, heal; returns details for the timeline
+    def _kill(self, h):
+        b = self.env.brokers[h]
+        b.kill()
+        time.sleep(self._dur(0.5, 3))
+        self.env.start_broker(b, "kill")
+
+    def _pause(self, h):
+        b = self.env.brokers[h]
+        # in a cluster, longer than the lease half the time: the paused broker becomes a zombie
+        d = self._dur(1, 2.5) if (not self.env.cluster or self.rng.random() < 0.5) else self._dur(4, 7)
+        os.kill(b.pid, signal.SIGSTOP)
+        self.env.paused.add(h)
+        time.sleep(d)
+        os.kill(b.pid, signal.SIGCONT)
+        self.env.paused.discard(h)
+        return {"paused_s": round(d, 1)}
+
+    def _crash(self, h):
+        b, m = self.env.brokers[h], self.env.mounts[h]
+        b.kill()  # kill BEFORE the crash (tests/faultfs/README.md)
+        torn = self.rng.random() < 0.5
+        res = m.crash(torn=True, seed=self.rng.randrange(1 << 30)) if torn else m.crash()
+        files = res.get("files", [])
+        dropped = sum(f["pending"] - f["kept"] for f in files)
+        time.sleep(self._dur(0.5, 2))
+        self.env.start_broker(b, "crash")
+        return {"torn": torn, "files": len(files), "dropped_bytes": dropped}
+
+    def _fsync_eio(self, h):
+        b, m = self.env.brokers[h], self.env.mounts[h]
+        match = self.rng.choice(["faults-", None])  # a data topic's files, or any file
+        before = m.stats()
+        m.fail_next_fsync(count=1, match=match)
+        time.sleep(self._dur())
+        after = m.stats()
+        m.clear_faults()
+        # a failed fsync fails the log until it is re-opened (docs/reliability.md): restart
+        self.env.restart_graceful(b, "fsync-eio")
+        return {"match": match,
+                "failed_fsyncs": after["fsyncs_failed_injected"] - before.get("fsyncs_failed_injected", 0),
+                "dropped_bytes": after["bytes_dropped"] - before.get("bytes_dropped", 0)}
+
+    def _enospc(self, h):
+        m = self.env.mounts[h]
+        m.enospc(True)
+        time.sleep(self._dur())
+        m.enospc(False)
+
+    def _etcd_stop(self, h):
+        e = self.env.etcd
+        e.stop()
+        time.sleep(self._dur(2, 6))
+        e.start()
+
+    def _etcd_cutoff(self, h):
+        d = self._dur(LEASE_MS / 1000 + 1, LEASE_MS / 1000 + 4)
+        self.env.proxies[h].blackhole(True)
+        time.sleep(d)
+        self.env.proxies[h].blackhole(False)
+        return {"cut_s": round(d, 1)}
+
+
+# --------------------------------------------------------------------------
+# one run
+# --------------------------------------------------------------------------
+
+def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path] = None, rate: float = 150,
+        quiet=(3.0, 6.0), active=(2.0, 6.0), regroup_s: float = 20.0, kinds=None) -> dict:
+    """Start the system, run the workload for ``seconds`` of faults, heal, drain, check."""
+    global T0
+    T0 = time.monotonic()
+    raise_fd_limit()
+    rng = random.Random(seed)
+    own_workdir = workdir is None
+    workdir = Path(workdir or tempfile.mkdtemp(prefix=f"sluice-faults-{brokers}b-{seed}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_id = f"{seed}"
+    env = None
+    result: dict = {"brokers": brokers, "seed": seed, "seconds": seconds, "workdir": str(workdir)}
+    try:
+        env = Env(workdir, brokers, seed)
+        wls = workloads_for(env.cluster, run_id, rate)
+        for w in wls:
+            harness.create_topic(env.bootstrap, w.topic, partitions=PARTITIONS, config=w.topic_config, timeout=60)
+        hist = History([w.name for w in wls])
+        producers = [Producer(env, w, hist).start() for w in wls]
+        live = LiveConsumer(env, wls, hist).start()
+        guaranteed = next(w for w in wls if w.guaranteed)
+        group = GroupConsumer(env, guaranteed, hist, f"faults-group-{run_id}", regroup_s).start()
+        time.sleep(3)  # a quiet start
+        nemesis = Nemesis(env, rng, kinds or (CLUSTER_FAULTS if env.cluster else SINGLE_FAULTS), quiet, active)
+        log(f"faults for {seconds:.0f}s against {brokers} broker(s), seed {seed}, workdir {workdir}")
+        nemesis.run(time.monotonic() + seconds, producers)
+        log("healing")
+        env.heal()
+        harness.wait_until(lambda: all(harness.topic_partitions(env.bootstrap, w.topic) and all(
+            x.leader >= 0 for x in harness.topic_partitions(env.bootstrap, w.topic).values()) for w in wls),
+            90, "every partition led")
+        time.sleep(3)
+        unacked = {}
+        for pr in producers:
+            unacked[pr.wl.name] = pr.finish(90)
+        live.finish()
+        for w in wls:
+            final_read(env, w, hist)
+        last = {}
+        for (p, o) in hist.final[guaranteed.name]:
+            last[p] = max(last.get(p, -1), o)
+        try:
+            harness.wait_until(lambda: all(group.max_offset.get(p, -1) >= o for p, o in last.items()), 90,
+                               "the group consumer to reach the end of every partition")
+        except harness.HarnessError as e:
+            env.finding("group-consumer-behind", detail=str(e), max_offset=dict(group.max_offset), ends=last)
+        group.finish()
+        result.update({
+            "faults": dict(nemesis.counts),
+            "timeline": nemesis.timeline,
+            "stalls": nemesis.stalls,
+            "workloads": {w.name: dict(hist.check(w.name), guaranteed=w.guaranteed, topic=w.topic,
+                                       unacked_at_end=unacked[w.name]) for w in wls},
+            "producer_fatal": hist.producer_fatal,
+            "consumer_errors": dict(hist.consumer_errors),
+            "group_generations": group.generations,
+            "findings": env.findings,
+            "broker_logs": [str(b.log_file) for b in env.brokers],
+        })
+        result["violations"] = violations(result)
+        return result
+    finally:
+        if env is not None:
+            for b in env.brokers:
+                # keep the errors and warnings of each broker in the result
+                result.setdefault("broker_log_errors", {})[b.name] = [
+                    line for line in b.log_text().splitlines() if " ERROR " in line or " WARN " in line][-40:]
+            env.close()
+        result["elapsed_s"] = round(time.monotonic() - T0, 1)
+        if own_workdir and not result.get("violations") and os.environ.get("SLUICE_FAULTS_KEEP", "0") == "0":
+            shutil.rmtree(workdir / "disk", ignore_errors=True)
+
+
+def violations(result: dict) -> Dict[str, int]:
+    """The checks a guaranteed workload must pass, with their counts (non-zero: a violation)."""
+    out = {}
+    for name, r in result["workloads"].items():
+        if r["guaranteed"]:
+            for c in CHECKS:
+                if r[c]:
+                    out[f"{name}.{c}"] = r[c]
+    return out
+
+
+def table(result: dict) -> str:
+    lines = [f"fault run: {result['brokers']} broker(s), seed {result['seed']}, "
+             f"{result['seconds'] / 60:.1f} min of faults, {result.get('elapsed_s', 0):.0f} s in all"]
+    lines.append("")
+    lines.append("| fault | injected |")
+    lines.append("| --- | ---: |")
+    for k, v in sorted(result.get("faults", {}).items()):
+        lines.append(f"| {k} | {v} |")
+    lines.append(f"| total | {sum(result.get('faults', {}).values())} |")
+    lines.append("")
+    cols = ["sent", "acked", "failed", "unacked_at_end", "lost", "duplicated", "reordered",
+            "inconsistent_offsets", "vanished", "vanished_acked", "group_missed"]
+    heads = ["sent", "acked", "failed", "unacked", "lost", "dup", "reordered", "offset reused",
+             "vanished", "of them acked", "group missed"]
+    lines.append("| workload | " + " | ".join(heads) + " |")
+    lines.append("| --- |" + " ---: |" * len(heads))
+    for name, r in result.get("workloads", {}).items():
+        label = name + (" (guaranteed)" if r["guaranteed"] else "")
+        cells = []
+        for c in cols:
+            v = r.get(c, "")
+            if c == "group_missed" and not r.get("group_read"):
+                v = "-"
+            cells.append(str(v))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"violations of the guarantees: {result.get('violations') or 'none'}")
+    if result.get("producer_fatal"):
+        lines.append(f"fatal producer errors: {len(result['producer_fatal'])}: {result['producer_fatal'][:3]}")
+    if result.get("stalls"):
+        lines.append(f"partitions with no acknowledgement in the quiet period after a fault: {len(result['stalls'])}")
+    if result.get("findings"):
+        lines.append(f"harness findings: {Counter(f['kind'] for f in result['findings'])}")
+    return "\n".join(lines)
+
+
+def raise_fd_limit() -> None:
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, required=True, help="minutes of faults")
+    ap.add_argument("--brokers", type=int, choices=(1, 3), default=1)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--rate", type=float, default=150, help="records/s per workload")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="write the full result here")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 20)
+
+    def on_term(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    res = run(args.minutes * 60, brokers=args.brokers, seed=seed, workdir=args.workdir, rate=args.rate)
+    out = args.json or Path(res["workdir"]) / "result.json"
+    out.write_text(json.dumps(res, indent=1, default=str))
+    print(table(res))
+    print(f"\nfull result (examples, timeline, broker errors): {out}")
+    print(f"reproduce: scripts/faults --minutes {args.minutes:g} --brokers {args.brokers} --seed {seed}")
+    return 1 if res.get("violations") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
