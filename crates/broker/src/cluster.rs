@@ -77,9 +77,21 @@ impl Cluster {
             && self.held.read().contains_key(tp)
     }
 
-    /// Confirm in etcd (linearizably) that this broker still holds every partition of `logs`
-    /// under the records it acquired. Err names why not.
+    /// After a flush round: confirm in etcd (linearizably) that this broker still holds every
+    /// partition of `logs` under the records it acquired, then publish to readers what was
+    /// durable before the confirmation began. Err names why not (nothing is published).
     pub(crate) fn confirm(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Result<(), String> {
+        // Taken before the check: data durable by then was on storage before any new owner
+        // could have acquired the partition and read its files.
+        let marks: Vec<_> = logs.iter().map(|l| l.synced_mark()).collect();
+        self.confirm_held(store, logs)?;
+        for (log, mark) in logs.iter().zip(marks) {
+            log.publish(mark);
+        }
+        Ok(())
+    }
+
+    fn confirm_held(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Result<(), String> {
         let held: Vec<(String, i32, i64)> = {
             let held = self.held.read();
             let mut out = Vec::with_capacity(logs.len());
@@ -218,6 +230,9 @@ impl Cluster {
             .and_then(|log| {
                 log.roll(now_ms()).map_err(|e| e.to_string())?;
                 log.flush().map_err(|e| e.to_string())?;
+                // Readers see what was recovered, and from now on only what a confirmed
+                // flush round covered.
+                log.publish(log.synced_mark());
                 Ok(log)
             });
         match opened {

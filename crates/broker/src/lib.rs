@@ -185,14 +185,23 @@ impl Broker {
             cluster = cluster.is_some(),
             "broker opened its log directories"
         );
+        // Cluster mode: each flush round ends with the ownership check, which publishes the
+        // round's data to readers; fetches waiting on those logs are woken then.
+        let myself: Arc<std::sync::OnceLock<std::sync::Weak<Broker>>> = Arc::default();
         let flusher = match (&cluster, meta.etcd()) {
             (Some(c), Some(_)) => {
-                let (c, meta) = (c.clone(), meta.clone());
+                let (c, meta, myself) = (c.clone(), meta.clone(), myself.clone());
                 flusher::Flusher::start(Some(Arc::new(move |logs: &[Arc<sluice_store::Log>]| {
-                    match meta.etcd() {
-                        Some(store) => c.confirm(store, logs),
-                        None => Ok(()),
+                    let Some(store) = meta.etcd() else {
+                        return Ok(());
+                    };
+                    c.confirm(store, logs)?;
+                    if let Some(b) = myself.get().and_then(std::sync::Weak::upgrade) {
+                        for log in logs {
+                            b.fetch_waiters.wake(log);
+                        }
                     }
+                    Ok(())
                 })))
             }
             _ => flusher::Flusher::start(None),
@@ -217,6 +226,7 @@ impl Broker {
         if broker.cluster.is_none() && broker.registry.get(OFFSETS_TOPIC).is_some() {
             broker.ensure_offsets_topic();
         }
+        let _ = myself.set(Arc::downgrade(&broker));
         cluster::Cluster::start(&broker)?;
         Broker::start_group_timers(&broker);
         cache::start(&broker);

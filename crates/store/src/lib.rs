@@ -94,6 +94,24 @@ pub struct LogConfig {
     pub flush_ms: i64,
 }
 
+/// A point of a log: an offset, and where it ends in the files (the segment's base offset and
+/// the byte position in it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncedMark {
+    pub offset: i64,
+    pub base: i64,
+    pub pos: u64,
+}
+
+impl SyncedMark {
+    /// No mark yet.
+    pub const NONE: SyncedMark = SyncedMark {
+        offset: -1,
+        base: -1,
+        pos: 0,
+    };
+}
+
 /// Who is appending: clients get producer-state checks and offset assignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppendOrigin {
@@ -315,9 +333,29 @@ impl Log {
         self.shared.read().leo
     }
     /// Equal to the log end offset on a single broker (readers see acknowledged-or-not data
-    /// exactly as Kafka with one in-sync replica).
+    /// exactly as Kafka with one in-sync replica); in cluster mode, the published mark's
+    /// offset ([`Log::publish`]).
     pub fn high_watermark(&self) -> i64 {
-        self.shared.read().leo
+        let s = self.shared.read();
+        match s.published {
+            Some(m) => m.offset.clamp(s.log_start, s.leo),
+            None => s.leo,
+        }
+    }
+    /// Where the data made durable by the last successful flush ends (taken before a
+    /// cluster member confirms its ownership, then published).
+    pub fn synced_mark(&self) -> SyncedMark {
+        self.shared.read().synced_mark
+    }
+    /// Bound reads to `mark` and what later calls publish (cluster mode): readers see data
+    /// only once it is durable and the broker has confirmed it still owned the partition
+    /// after it became so. Marks only move forward.
+    pub fn publish(&self, mark: SyncedMark) {
+        let mut s = self.shared.write();
+        match s.published {
+            Some(p) if p.offset >= mark.offset => {}
+            _ => s.published = Some(mark),
+        }
     }
     /// First offset whose batch max timestamp >= `timestamp_ms`, and that timestamp; uses the
     /// time index then scans batch headers. None when no such record.

@@ -27,6 +27,7 @@ use crate::segment::{
     INDEX_WRITE_ENTRIES,
 };
 use crate::{
+    SyncedMark,
     AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, LogFailed, LogFailure,
     ReadError, ReadResult, StoreError, TimestampType, TopicPartition,
 };
@@ -49,6 +50,12 @@ pub(crate) struct Shared {
     /// least `recovery_point`, which also needs the index files durable. Acknowledgements of
     /// acks=all under flush.messages/flush.ms wait for this one.
     pub synced: i64,
+    /// Where `synced` ends in the files: the last successful flush covered everything up to
+    /// this offset, which ends at this position of this segment.
+    pub synced_mark: SyncedMark,
+    /// Cluster mode: readers see only what was published ([`Log::publish`]), the data of
+    /// flush rounds whose ownership was confirmed afterwards. None: readers see the log end.
+    pub published: Option<SyncedMark>,
     /// Time of the oldest append not yet covered by a flush.
     pub unflushed_since: Option<i64>,
     /// Files were created or removed since the last directory fsync.
@@ -100,6 +107,37 @@ impl Log {
     fn snapshot(&self) -> (Arc<Vec<Arc<Segment>>>, i64, i64, u64) {
         let s = self.shared.read();
         (s.segments.clone(), s.log_start, s.leo, s.active_size)
+    }
+
+    /// What readers may see: the segments, the end offset and the last segment's readable
+    /// size, cut at the published mark when reads are bounded (cluster mode).
+    fn visible(&self) -> (Arc<Vec<Arc<Segment>>>, i64, i64, i64, u64) {
+        let s = self.shared.read();
+        let Some(m) = s.published else {
+            return (s.segments.clone(), s.log_start, s.leo, s.leo, s.active_size);
+        };
+        let segs = &s.segments;
+        let cut = match segs.iter().rposition(|g| g.base_offset == m.base) {
+            Some(k) => Some((k, m.pos)),
+            // The mark's segment is gone (retention): whole segments below the mark.
+            None => segs
+                .iter()
+                .rposition(|g| g.next_offset() <= m.offset)
+                .map(|k| (k, segs[k].size())),
+        };
+        match cut {
+            Some((k, pos)) if k + 1 == segs.len() => {
+                (segs.clone(), s.log_start, s.leo, m.offset.min(s.leo), pos.min(s.active_size))
+            }
+            Some((k, pos)) => (
+                Arc::new(segs[..=k].to_vec()),
+                s.log_start,
+                s.leo,
+                m.offset.min(s.leo),
+                pos,
+            ),
+            None => (Arc::new(Vec::new()), s.log_start, s.leo, s.log_start, 0),
+        }
     }
 
     fn seg_limit(segs: &[Arc<Segment>], i: usize, active_size: u64) -> u64 {
@@ -473,6 +511,8 @@ impl Log {
                 active_size,
                 recovery_point,
                 synced: recovery_point,
+                synced_mark: SyncedMark::NONE,
+                published: None,
                 unflushed_since: None,
                 dir_dirty: false,
             }),
@@ -1039,17 +1079,17 @@ impl Log {
         min_one_batch: bool,
         use_recent: bool,
     ) -> Result<ReadResult, ReadError> {
-        let (segs, log_start, leo, active_size) = self.snapshot();
+        let (segs, log_start, log_end, leo, active_size) = self.visible();
         let rio = |source: io::Error| ReadError::Io {
             tp: self.tp.clone(),
             source,
         };
-        if offset < log_start || offset > leo {
+        if offset < log_start || offset > log_end {
             return Err(ReadError::OffsetOutOfRange {
                 tp: self.tp.clone(),
                 requested: offset,
                 log_start,
-                log_end: leo,
+                log_end,
             });
         }
         let empty = ReadResult {
@@ -1057,7 +1097,8 @@ impl Log {
             high_watermark: leo,
             log_start_offset: log_start,
         };
-        if offset == leo {
+        // Between the visible end (the high watermark) and the log end: nothing yet.
+        if offset >= leo {
             return Ok(empty);
         }
         let interval = self.interval();
@@ -1265,14 +1306,26 @@ impl Log {
         if let Some(e) = self.take_sync_error() {
             return Err(e);
         }
-        let (segs, leo, rp, synced, dir_dirty) = {
+        let (segs, leo, rp, synced, dir_dirty, active_size) = {
             let mut s = self.shared.write();
             let d = s.dir_dirty;
             s.dir_dirty = false;
-            (s.segments.clone(), s.leo, s.recovery_point, s.synced, d)
+            (s.segments.clone(), s.leo, s.recovery_point, s.synced, d, s.active_size)
         };
         let done = if full { leo <= rp } else { leo <= synced };
         if done && !dir_dirty {
+            // Everything up to `leo` is durable already; the mark may not say so yet (a log
+            // just opened).
+            let mut s = self.shared.write();
+            if let Some(active) = segs.last() {
+                if leo > s.synced_mark.offset || s.synced_mark == SyncedMark::NONE {
+                    s.synced_mark = SyncedMark {
+                        offset: leo,
+                        base: active.base_offset,
+                        pos: active_size,
+                    };
+                }
+            }
             return Ok(rp);
         }
         let res = (|| {
@@ -1316,6 +1369,15 @@ impl Log {
         };
         s.recovery_point = s.recovery_point.max(indexed);
         s.synced = s.synced.max(leo).max(s.recovery_point);
+        if let Some(active) = segs.last() {
+            if leo > s.synced_mark.offset || s.synced_mark == SyncedMark::NONE {
+                s.synced_mark = SyncedMark {
+                    offset: leo,
+                    base: active.base_offset,
+                    pos: active_size,
+                };
+            }
+        }
         if s.leo == leo {
             s.unflushed_since = None;
         }

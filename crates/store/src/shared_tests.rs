@@ -134,3 +134,38 @@ fn shared_dirs_keep_no_per_dir_files() {
     let props = std::fs::read_to_string(dir.path().join("meta.properties")).unwrap();
     assert!(!props.contains("node.id"), "{props}");
 }
+
+#[test]
+fn bounded_reads_see_only_what_was_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), 1);
+    let log = open(&b, 1);
+    log.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    log.flush().unwrap();
+    let first = log.synced_mark();
+    assert_eq!(first.offset, 3);
+    log.publish(first);
+    // Appended, not synced: invisible, though the offset is in range.
+    log.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(log.high_watermark(), 3);
+    assert_eq!(batches(&log), vec![(0, "a-0")]);
+    assert!(log.read(3, 1 << 20, true).unwrap().slice.is_none());
+    // Synced but not yet published (the ownership check has not confirmed it): invisible.
+    log.sync_appended().unwrap();
+    let second = log.synced_mark();
+    assert_eq!(second.offset, 6);
+    assert_eq!(batches(&log), vec![(0, "a-0")]);
+    // A roll after the mark: the mark still cuts the older segment where it was taken.
+    log.roll(NOW).unwrap();
+    log.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    log.publish(second);
+    assert_eq!(log.high_watermark(), 6);
+    assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0")]);
+    // Marks only move forward.
+    log.publish(first);
+    assert_eq!(log.high_watermark(), 6);
+    log.flush().unwrap();
+    log.publish(log.synced_mark());
+    assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+    assert_eq!(log.high_watermark(), 9);
+}

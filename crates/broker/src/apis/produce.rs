@@ -121,7 +121,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                     }
                     // In a cluster no other broker holds a copy: acks=all waits for the fsync
                     // (and the ownership confirmation) whatever flush.messages says.
-                    let must_sync = acks == -1 && broker.cluster.is_some();
+                    // acks=0/1 data joins a round too, in the background: readers see data
+                    // only once a confirmed round has covered it.
+                    let must_sync = broker.cluster.is_some();
                     if outcome.flush_due || must_sync {
                         if acks == -1 {
                             pending.push((ti, pi, broker.flusher.request(log.clone())));
