@@ -93,6 +93,9 @@ pub(crate) struct OpenParams {
     pub clean: bool,
     pub now_ms: i64,
     pub del: Arc<DeleteCtx>,
+    /// Rebuild producer state from every segment, not the newest few (a shared log dir: every
+    /// takeover starts a segment, and the whole log is read anyway).
+    pub all_producer_segments: bool,
 }
 
 fn io_err(msg: String) -> io::Error {
@@ -463,9 +466,21 @@ impl Log {
         epochs_dirty |= epochs.truncate_from_end(leo);
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
-        // Producer state from the newest segments' batch headers.
+        // Producer state from the batch headers of the newest segments that hold data (a
+        // takeover or a time-based roll leaves empty or small ones behind), or of all.
         let mut producers = ProducerStates::default();
-        let from = segments.len().saturating_sub(PRODUCER_STATE_SEGMENTS);
+        let from = if p.all_producer_segments {
+            0
+        } else {
+            let mut with_data = 0;
+            segments
+                .iter()
+                .rposition(|s| {
+                    with_data += usize::from(s.size() > 0);
+                    with_data == PRODUCER_STATE_SEGMENTS
+                })
+                .unwrap_or(0)
+        };
         for s in &segments[from..] {
             let end = s.size();
             let mut scanner = BatchScanner::new(&s.log, 0, end, false);

@@ -452,6 +452,7 @@ impl Inner {
                 clean,
                 now_ms: now_ms(),
                 del: self.del.clone(),
+                all_producer_segments: self.shared,
             })?;
             Ok(Arc::new(log))
         })();

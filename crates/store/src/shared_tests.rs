@@ -169,3 +169,56 @@ fn bounded_reads_see_only_what_was_published() {
     assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
     assert_eq!(log.high_watermark(), 9);
 }
+
+fn pbatch(seq: i32) -> Bytes {
+    Bytes::from(
+        BatchBuilder::new()
+            .producer(42, 0, seq)
+            .record(NOW, None, Some(b"v"))
+            .build(),
+    )
+}
+
+/// Each takeover starts a segment; producer state must still reach back past the empty ones, or
+/// a producer's honest retry after a failover is refused (or appended twice).
+#[test]
+fn producer_state_survives_takeovers_that_leave_empty_segments() {
+    for sharing in [Sharing::Shared, Sharing::Exclusive] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = |node| {
+            LogManager::open_sharing(
+                vec![dir.path().to_path_buf()],
+                MetaProperties {
+                    node_id: if sharing == Sharing::Shared { node } else { 1 },
+                    cluster_id: "shared-cluster-id-0000A".into(),
+                },
+                DeleteRetry::default(),
+                sharing,
+            )
+            .unwrap()
+        };
+        let first = m(1);
+        let log = open(&first, 1);
+        for seq in 0..3 {
+            log.append(pbatch(seq), AppendOrigin::Client, NOW).unwrap();
+            log.roll(NOW).unwrap();
+        }
+        first.release_log(&tp()).unwrap();
+        // Two takeovers in a row with nothing appended in between.
+        for node in [2, 3] {
+            let b = m(node);
+            let log = open(&b, node);
+            log.roll(NOW).unwrap();
+            b.release_log(&tp()).unwrap();
+        }
+        let last = m(4);
+        let log = open(&last, 4);
+        // A retry of the batch with sequence 1 (its first answer was lost in the failover).
+        let retry = log.append(pbatch(1), AppendOrigin::Client, NOW).unwrap();
+        assert!(retry.duplicate, "{sharing:?}: {retry:?}");
+        assert_eq!(retry.base_offset, 1, "{sharing:?}");
+        let next = log.append(pbatch(3), AppendOrigin::Client, NOW).unwrap();
+        assert!(!next.duplicate);
+        assert_eq!(next.base_offset, 3, "{sharing:?}");
+    }
+}
