@@ -303,3 +303,77 @@ def test_single_broker_dir_becomes_a_cluster_without_copying(broker_factory, etc
     rest = _group_consume(bootstrap, topic, "converted", 300 - len(first))
     assert not (first & rest), f"records consumed twice: {sorted(first & rest)[:5]}"
     assert first | rest == set(range(300))
+
+
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+
+
+def test_reassign_partitions_and_leader_election_tools_move_ownership(broker_factory, etcd, tmp_path,
+                                                                         kafka_tool, topic):
+    """kafka-reassign-partitions (--generate, --execute, --verify, --cancel) and
+    kafka-leader-election, unchanged, under producer load: a move is an ownership change."""
+    import json
+
+    shared = tmp_path / "shared"
+    brokers = start_cluster(broker_factory, etcd, shared)
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    before = wait_all_led(bootstrap, topic, PARTITIONS)
+    load = Load(bootstrap, topic).start()
+    time.sleep(1)
+
+    topics_json = tmp_path / "topics.json"
+    topics_json.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    gen = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--generate", "--topics-to-move-json-file",
+                     str(topics_json), "--broker-list", "1,2").check()
+    assert "Proposed partition reassignment configuration" in gen.out, gen.out
+
+    # Move every partition to broker 3.
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": [3], "log_dirs": ["any"]}
+                                         for p in range(PARTITIONS)]}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    execute = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--execute",
+                         "--reassignment-json-file", str(plan_file)).check()
+    assert "Successfully started partition reassignment" in execute.out, execute.out + execute.err
+    moved = wait_all_led(bootstrap, topic, PARTITIONS, timeout=30,
+                         exclude=(1, 2))
+    assert set(moved.values()) == {3}, moved
+
+    def verified():
+        res = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--verify",
+                         "--reassignment-json-file", str(plan_file)).check()
+        return res if res.out.count("is completed") == PARTITIONS else None
+
+    res = harness.wait_until(verified, 30, "--verify to report every reassignment completed")
+    assert "still in progress" not in res.out
+
+    # Pinned: balancing leaves them on broker 3.
+    time.sleep(1)
+    assert set(leaders(bootstrap, topic).values()) == {3}
+
+    # Nothing is under way any more: a cancel has nothing to cancel.
+    cancel = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--cancel",
+                        "--reassignment-json-file", str(plan_file))
+    assert cancel.rc == 0, cancel.out + cancel.err
+    assert "None of the specified partition reassignments are active" in cancel.out, cancel.out
+
+    # A target naming a broker that does not exist is refused.
+    bad = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [9]}]}
+    bad_file = tmp_path / "bad.json"
+    bad_file.write_text(json.dumps(bad))
+    refused = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--execute",
+                         "--reassignment-json-file", str(bad_file))
+    assert refused.rc != 0 and "Unknown broker id 9" in refused.out + refused.err, refused.out
+
+    # Every partition already has its one (preferred) replica as leader.
+    election = kafka_tool(LEADER_ELECTION, "--bootstrap-server", bootstrap, "--election-type", "preferred",
+                          "--topic", topic, "--partition", "0")
+    assert "Valid replica already elected" in election.out + election.err, election.out + election.err
+
+    time.sleep(1)
+    load.finish()
+    assert not load.errors, f"delivery errors: {load.errors[:5]}"
+    check_all_readable(bootstrap, topic, load.acked)
+    assert set(before.values()) == {1, 2, 3}

@@ -65,7 +65,9 @@ impl Broker {
             ));
         }
         let brokers = self.live_broker_count();
-        if replication_factor > 1 && (self.cluster.is_none() || i32::from(replication_factor) > brokers) {
+        if replication_factor > 1
+            && (self.cluster.is_none() || i32::from(replication_factor) > brokers)
+        {
             // A cluster accepts a replication factor up to its broker count: replicas are
             // logical there (every broker sees the same storage; docs/cluster.md).
             return Err(Refusal::new(

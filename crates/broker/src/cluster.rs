@@ -266,8 +266,8 @@ impl Cluster {
         };
         let _one = self.reconcile_lock.lock();
         let me = broker.node_id;
-        let usable = !self.stopping.load(Ordering::Acquire)
-            && !self.lease_lost.load(Ordering::Acquire);
+        let usable =
+            !self.stopping.load(Ordering::Acquire) && !self.lease_lost.load(Ordering::Acquire);
         for topic in view.topics.values() {
             let existing = broker.registry.get(&topic.name);
             let config = sluice_config::topic_config(&broker.config, &topic.configs);
@@ -340,7 +340,9 @@ impl Cluster {
                     (None, _) => logs.push(None),
                 }
             }
-            broker.registry.insert(Arc::new(TopicState { meta, config, logs }));
+            broker
+                .registry
+                .insert(Arc::new(TopicState { meta, config, logs }));
         }
         // Topics gone from etcd: deleted. Their owners delete the files.
         for state in broker.registry.all() {

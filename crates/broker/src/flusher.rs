@@ -149,7 +149,9 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Conf
                         tracing::error!(tp = ?l.topic_partition(), "fsync failed: {e}");
                         Err(FlushError::Storage(e.to_string()))
                     }
-                    None => Err(FlushError::Storage("log missing from flush round".to_string())),
+                    None => Err(FlushError::Storage(
+                        "log missing from flush round".to_string(),
+                    )),
                 },
                 Err(e) => Err(FlushError::Storage(format!("flush task failed: {e}"))),
             };

@@ -298,6 +298,13 @@ impl Broker {
             RequestKind::ConsumerGroupHeartbeat(r) => {
                 apis::consumer_group_heartbeat::handle(self, r, version, &client)
             }
+            RequestKind::AlterPartitionReassignments(r) => ready(
+                apis::alter_partition_reassignments::handle(self, r, version),
+            ),
+            RequestKind::ListPartitionReassignments(r) => {
+                ready(apis::list_partition_reassignments::handle(self, r, version))
+            }
+            RequestKind::ElectLeaders(r) => ready(apis::elect_leaders::handle(self, r, version)),
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))
             }

@@ -136,13 +136,15 @@ pub(crate) fn import_into_cluster(
         }
     }
     for d in logs.discovered() {
-        let t = topics.entry(d.tp.topic.clone()).or_insert_with(|| TopicMeta {
-            name: d.tp.topic.clone(),
-            id: d.topic_id.unwrap_or_else(Uuid::new_v4),
-            epochs: Vec::new(),
-            owners: Vec::new(),
-            configs: BTreeMap::new(),
-        });
+        let t = topics
+            .entry(d.tp.topic.clone())
+            .or_insert_with(|| TopicMeta {
+                name: d.tp.topic.clone(),
+                id: d.topic_id.unwrap_or_else(Uuid::new_v4),
+                epochs: Vec::new(),
+                owners: Vec::new(),
+                configs: BTreeMap::new(),
+            });
         if t.epochs.len() <= d.tp.partition as usize {
             t.epochs.resize(d.tp.partition as usize + 1, 0);
         }
@@ -160,7 +162,9 @@ pub(crate) fn import_into_cluster(
             Some(t.id),
             &t.epochs,
         ) {
-            Ok(_) => tracing::info!(topic = %t.name, partitions = t.partitions(), "imported topic into the cluster"),
+            Ok(_) => {
+                tracing::info!(topic = %t.name, partitions = t.partitions(), "imported topic into the cluster")
+            }
             Err(sluice_meta::MetaError::TopicExists(_)) => {}
             Err(e) => return Err(e.into()),
         }

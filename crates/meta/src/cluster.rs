@@ -50,12 +50,20 @@ struct TopicRecord {
 }
 
 /// One partition's owner record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
     /// The owning broker; -1 when none is assigned yet.
     pub node: i32,
     /// The leader epoch of the owner's latest acquisition.
     pub epoch: i32,
+    /// Placed by an explicit reassignment (kafka-reassign-partitions): balancing leaves it
+    /// where it is (a failover still moves it, and unpins it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
+    /// Set while a move is under way: the broker it is moving from. The new owner clears it
+    /// when it acquires the partition (ListPartitionReassignments lists these).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<i32>,
 }
 
 /// An owner record with the revision that a compare-and-swap needs.
@@ -102,9 +110,8 @@ fn etcd_err(e: EtcdError) -> MetaError {
 }
 
 fn parse_json<T: for<'de> Deserialize<'de>>(kv: &Kv) -> Result<T, MetaError> {
-    serde_json::from_slice(&kv.value).map_err(|e| {
-        MetaError::Etcd(format!("the etcd record {} does not parse: {e}", kv.key))
-    })
+    serde_json::from_slice(&kv.value)
+        .map_err(|e| MetaError::Etcd(format!("the etcd record {} does not parse: {e}", kv.key)))
 }
 
 fn to_json(v: &impl Serialize) -> Vec<u8> {
@@ -197,7 +204,9 @@ impl EtcdStore {
                 continue;
             };
             if let Some(node) = rest.strip_prefix("brokers/") {
-                let Ok(node_id) = node.parse::<i32>() else { continue };
+                let Ok(node_id) = node.parse::<i32>() else {
+                    continue;
+                };
                 let mut info: BrokerInfo = parse_json(kv)?;
                 info.node_id = node_id;
                 view.brokers.insert(node_id, info);
@@ -278,11 +287,10 @@ impl EtcdStore {
                 self.node_id
             )));
         }
-        let kv = self
-            .etcd
-            .get(&key)
-            .map_err(etcd_err)?
-            .ok_or_else(|| MetaError::Etcd("the broker registration vanished at once".into()))?;
+        let kv =
+            self.etcd.get(&key).map_err(etcd_err)?.ok_or_else(|| {
+                MetaError::Etcd("the broker registration vanished at once".into())
+            })?;
         *self.registration.lock() = Some((lease, kv.create_revision));
         Ok(lease)
     }
@@ -339,7 +347,10 @@ impl EtcdStore {
         controller_rev: i64,
         moves: &[(String, i32, OwnerRecord, i32)],
     ) -> Result<bool, MetaError> {
-        let mut compares = vec![Compare::CreateRevision(self.key("controller"), controller_rev)];
+        let mut compares = vec![Compare::CreateRevision(
+            self.key("controller"),
+            controller_rev,
+        )];
         let mut ops = Vec::new();
         for (topic, p, seen, node) in moves {
             let key = self.owner_key(topic, *p);
@@ -349,11 +360,49 @@ impl EtcdStore {
                 value: to_json(&Owner {
                     node: *node,
                     epoch: seen.owner.epoch,
+                    pinned: false,
+                    from: (seen.owner.node >= 0).then_some(seen.owner.node),
                 }),
                 lease: 0,
             });
         }
         self.etcd.txn(&compares, &ops, &[]).map_err(etcd_err)
+    }
+
+    /// An explicit reassignment (AlterPartitionReassignments): move the partition to `node`
+    /// and pin it there, if its record is still `seen`. Any broker may do this; the
+    /// compare-and-swap keeps it from undoing a change it did not see. Returns whether it
+    /// was applied.
+    pub fn reassign(
+        &self,
+        topic: &str,
+        partition: i32,
+        seen: OwnerRecord,
+        node: i32,
+    ) -> Result<bool, MetaError> {
+        let key = self.owner_key(topic, partition);
+        let moving = seen.owner.node != node;
+        let next = Owner {
+            node,
+            epoch: seen.owner.epoch,
+            pinned: true,
+            from: if moving {
+                (seen.owner.node >= 0).then_some(seen.owner.node)
+            } else {
+                seen.owner.from
+            },
+        };
+        self.etcd
+            .txn(
+                &[Compare::ModRevision(key.clone(), seen.mod_revision)],
+                &[Op::Put {
+                    key,
+                    value: to_json(&next),
+                    lease: 0,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)
     }
 
     /// Acquire a partition assigned to this broker: bump its epoch if the record is still
@@ -374,6 +423,8 @@ impl EtcdStore {
         let next = Owner {
             node: self.node_id,
             epoch: seen.owner.epoch + 1,
+            pinned: seen.owner.pinned,
+            from: None,
         };
         let ok = self
             .etcd
@@ -466,6 +517,7 @@ impl EtcdStore {
                 value: to_json(&Owner {
                     node: owners.get(p as usize).copied().unwrap_or(-1),
                     epoch: epochs.get(p as usize).copied().unwrap_or(0),
+                    ..Owner::default()
                 }),
                 lease: 0,
             });
@@ -551,14 +603,18 @@ impl EtcdStore {
                 key: self.owner_key(name, p),
                 value: to_json(&Owner {
                     node: owners.get(i).copied().unwrap_or(-1),
-                    epoch: 0,
+                    ..Owner::default()
                 }),
                 lease: 0,
             });
         }
         let ok = self
             .etcd
-            .txn(&[Compare::ModRevision(kv.key.clone(), kv.mod_revision)], &ops, &[])
+            .txn(
+                &[Compare::ModRevision(kv.key.clone(), kv.mod_revision)],
+                &ops,
+                &[],
+            )
             .map_err(etcd_err)?;
         if !ok {
             return Err(MetaError::Etcd(format!(
@@ -621,7 +677,9 @@ impl EtcdStore {
                 let kv = self.etcd.get(&key).map_err(etcd_err)?;
                 let (first, compare) = match &kv {
                     Some(kv) => (
-                        String::from_utf8_lossy(&kv.value).parse::<i64>().unwrap_or(0),
+                        String::from_utf8_lossy(&kv.value)
+                            .parse::<i64>()
+                            .unwrap_or(0),
                         Compare::ModRevision(key.clone(), kv.mod_revision),
                     ),
                     None => (0, Compare::CreateRevision(key.clone(), 0)),
@@ -669,27 +727,28 @@ pub fn plan_assignments(
     if live.is_empty() {
         return Vec::new();
     }
+    // Per broker, the partitions balancing may move (pinned ones count in `pinned`).
     let mut load: BTreeMap<i32, Vec<(String, i32)>> =
         live.iter().map(|&b| (b, Vec::new())).collect();
+    let mut pinned: BTreeMap<i32, usize> = BTreeMap::new();
     let mut orphans = Vec::new();
     for ((topic, p), rec) in &view.owners {
         // Records of partitions past the topic's count (a half-finished change) are skipped.
-        let known = view
-            .topics
-            .get(topic)
-            .is_some_and(|t| *p < t.partitions());
+        let known = view.topics.get(topic).is_some_and(|t| *p < t.partitions());
         if !known {
             continue;
         }
         match load.get_mut(&rec.owner.node) {
+            Some(_) if rec.owner.pinned => *pinned.entry(rec.owner.node).or_default() += 1,
             Some(list) => list.push((topic.clone(), *p)),
             None => orphans.push((topic.clone(), *p)),
         }
     }
+    let total = |load: &BTreeMap<i32, Vec<(String, i32)>>, b: i32| {
+        load.get(&b).map_or(0, Vec::len) + pinned.get(&b).copied().unwrap_or(0)
+    };
     let least = |load: &BTreeMap<i32, Vec<(String, i32)>>| {
-        load.iter()
-            .min_by_key(|(b, l)| (l.len(), **b))
-            .map(|(b, _)| *b)
+        load.keys().min_by_key(|b| (total(load, **b), **b)).copied()
     };
     let mut plan = Vec::new();
     for (topic, p) in orphans {
@@ -701,14 +760,16 @@ pub fn plan_assignments(
     if balance {
         for _ in 0..moves_max {
             let Some(min_b) = least(&load) else { break };
+            // The busiest broker that has something balancing may move.
             let Some(max_b) = load
                 .iter()
-                .max_by_key(|(b, l)| (l.len(), std::cmp::Reverse(**b)))
+                .filter(|(_, l)| !l.is_empty())
+                .max_by_key(|(b, _)| (total(&load, **b), std::cmp::Reverse(**b)))
                 .map(|(b, _)| *b)
             else {
                 break;
             };
-            let (min_n, max_n) = (load[&min_b].len(), load[&max_b].len());
+            let (min_n, max_n) = (total(&load, min_b), total(&load, max_b));
             if max_n <= min_n + 1 {
                 break;
             }
@@ -774,6 +835,7 @@ mod tests {
                     owner: Owner {
                         node: *node,
                         epoch: 1,
+                        ..Owner::default()
                     },
                     mod_revision: 1,
                 },
@@ -832,12 +894,33 @@ mod tests {
     }
 
     #[test]
+    fn balancing_leaves_pinned_partitions_alone() {
+        let owners: Vec<(&str, i32, i32)> = (0..6).map(|p| ("t", p, 1)).collect();
+        let mut v = view(&[1, 2], &owners);
+        for p in 0..4 {
+            v.owners
+                .get_mut(&("t".to_string(), p))
+                .unwrap()
+                .owner
+                .pinned = true;
+        }
+        let plan = plan_assignments(&v, true, 100);
+        // Only the two unpinned partitions may move; one does (4+1 against 1 would be
+        // uneven, but nothing else is movable).
+        assert!(plan.iter().all(|(_, p, _)| *p >= 4), "{plan:?}");
+        assert_eq!(plan.len(), 2);
+    }
+
+    #[test]
     fn unassigned_partitions_and_new_ones_are_spread() {
         let owners: Vec<(&str, i32, i32)> = (0..4).map(|p| ("t", p, -1)).collect();
         let v = view(&[1, 2], &owners);
         let c = counts(&v, &plan_assignments(&v, false, 0));
         assert_eq!((c[&1], c[&2]), (2, 2));
-        assert_eq!(spread_new_partitions(&view(&[1, 2, 3], &[]), 4), vec![1, 2, 3, 1]);
+        assert_eq!(
+            spread_new_partitions(&view(&[1, 2, 3], &[]), 4),
+            vec![1, 2, 3, 1]
+        );
         assert_eq!(spread_new_partitions(&view(&[], &[]), 2), vec![-1, -1]);
     }
 }

@@ -183,7 +183,12 @@ impl Etcd {
     }
 
     /// Run `success` if every comparison holds, else `failure`; true when they held.
-    pub fn txn(&self, compare: &[Compare], success: &[Op], failure: &[Op]) -> Result<bool, EtcdError> {
+    pub fn txn(
+        &self,
+        compare: &[Compare],
+        success: &[Op],
+        failure: &[Op],
+    ) -> Result<bool, EtcdError> {
         let cmp: Vec<Value> = compare
             .iter()
             .map(|c| match c {
@@ -295,7 +300,11 @@ fn read_response(r: &mut impl BufRead) -> io::Result<(u16, Vec<u8>)> {
         if let Some((name, value)) = header.split_once(':') {
             let value = value.trim();
             if name.eq_ignore_ascii_case("content-length") {
-                length = Some(value.parse::<usize>().map_err(|_| bad("bad Content-Length"))?);
+                length = Some(
+                    value
+                        .parse::<usize>()
+                        .map_err(|_| bad("bad Content-Length"))?,
+                );
             } else if name.eq_ignore_ascii_case("transfer-encoding")
                 && value.eq_ignore_ascii_case("chunked")
             {

@@ -114,7 +114,9 @@ fn topics_membership_ownership_and_fencing() {
 
     let mut configs = BTreeMap::new();
     configs.insert("retention.ms".to_string(), "1000".to_string());
-    let t = a.create_topic("orders", 2, configs.clone(), &[1, 2], None, &[]).unwrap();
+    let t = a
+        .create_topic("orders", 2, configs.clone(), &[1, 2], None, &[])
+        .unwrap();
     assert_eq!(t.owners, vec![1, 2]);
     assert!(matches!(
         b.create_topic("orders", 1, BTreeMap::new(), &[2], None, &[]),
@@ -127,16 +129,20 @@ fn topics_membership_ownership_and_fencing() {
     let held = b.acquire("orders", 1, seen).unwrap().unwrap();
     assert_eq!(held.owner.epoch, 1);
     assert!(b.acquire("orders", 1, seen).unwrap().is_none());
-    assert!(b.confirm(&[("orders".into(), 1, held.mod_revision)]).unwrap());
+    assert!(b
+        .confirm(&[("orders".into(), 1, held.mod_revision)])
+        .unwrap());
 
     // The controller moves the partition: the old owner's confirmation fails from then on.
-    assert!(a
-        .assign(ctrl, &[("orders".into(), 1, held, 1)])
+    assert!(a.assign(ctrl, &[("orders".into(), 1, held, 1)]).unwrap());
+    assert!(!b
+        .confirm(&[("orders".into(), 1, held.mod_revision)])
         .unwrap());
-    assert!(!b.confirm(&[("orders".into(), 1, held.mod_revision)]).unwrap());
     // A stale controller revision cannot assign.
     let now = a.refresh().unwrap().owners[&("orders".to_string(), 1)];
-    assert!(!a.assign(ctrl + 1_000_000, &[("orders".into(), 1, now, 2)]).unwrap());
+    assert!(!a
+        .assign(ctrl + 1_000_000, &[("orders".into(), 1, now, 2)])
+        .unwrap());
 
     // A replacement process with node id 2 fences the old one's registration.
     let held0 = {
@@ -147,15 +153,24 @@ fn topics_membership_ownership_and_fencing() {
     };
     let b2 = store(&etcd, 2);
     b2.register(Duration::from_secs(10), &info(9003)).unwrap();
-    assert!(!b.confirm(&[("orders".into(), 0, held0.mod_revision)]).unwrap());
-    assert!(b2.confirm(&[("orders".into(), 0, held0.mod_revision)]).unwrap());
+    assert!(!b
+        .confirm(&[("orders".into(), 0, held0.mod_revision)])
+        .unwrap());
+    assert!(b2
+        .confirm(&[("orders".into(), 0, held0.mod_revision)])
+        .unwrap());
 
     // Partitions, configs, deletion.
     let t = a.add_partitions("orders", 3, &[2]).unwrap();
     assert_eq!(t.partitions(), 3);
     assert_eq!(t.owners[2], 2);
     configs.insert("cleanup.policy".into(), "delete".into());
-    assert_eq!(a.set_topic_configs("orders", configs.clone()).unwrap().configs, configs);
+    assert_eq!(
+        a.set_topic_configs("orders", configs.clone())
+            .unwrap()
+            .configs,
+        configs
+    );
     a.delete_topic("orders").unwrap();
     let v = b.refresh().unwrap();
     assert!(v.topics.is_empty() && v.owners.is_empty());

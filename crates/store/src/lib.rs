@@ -186,7 +186,9 @@ pub enum LogFailure {
     /// An `fsync` failed. The kernel may have dropped the dirty pages it could not write
     /// while keeping their contents readable, and a later `fsync` of the file can succeed
     /// without them: nothing at or past the synced offset may be trusted to be on storage.
-    #[error("fsync of {path} failed ({cause}); data at or past offset {synced} may never reach storage")]
+    #[error(
+        "fsync of {path} failed ({cause}); data at or past offset {synced} may never reach storage"
+    )]
     SyncFailed {
         path: PathBuf,
         synced: i64,
@@ -197,7 +199,9 @@ pub enum LogFailure {
 /// The error of an append, roll or flush refused by a failed log (inside an [`io::Error`] of
 /// kind `Other`; the broker answers such appends with a retriable storage error).
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("log {tp:?} refuses writes until it is re-opened and recovered from storage, because {failure}")]
+#[error(
+    "log {tp:?} refuses writes until it is re-opened and recovered from storage, because {failure}"
+)]
 pub struct LogFailed {
     pub tp: TopicPartition,
     pub failure: LogFailure,

@@ -27,9 +27,8 @@ use crate::segment::{
     INDEX_WRITE_ENTRIES,
 };
 use crate::{
-    SyncedMark,
     AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, LogFailed, LogFailure,
-    ReadError, ReadResult, StoreError, TimestampType, TopicPartition,
+    ReadError, ReadResult, StoreError, SyncedMark, TimestampType, TopicPartition,
 };
 
 pub(crate) const PARTITION_METADATA: &str = "partition.metadata";
@@ -129,9 +128,13 @@ impl Log {
                 .map(|k| (k, segs[k].size())),
         };
         match cut {
-            Some((k, pos)) if k + 1 == segs.len() => {
-                (segs.clone(), s.log_start, s.leo, m.offset.min(s.leo), pos.min(s.active_size))
-            }
+            Some((k, pos)) if k + 1 == segs.len() => (
+                segs.clone(),
+                s.log_start,
+                s.leo,
+                m.offset.min(s.leo),
+                pos.min(s.active_size),
+            ),
             Some((k, pos)) => (
                 Arc::new(segs[..=k].to_vec()),
                 s.log_start,
@@ -934,7 +937,11 @@ impl Log {
     fn write_data(&self, seg: &Segment, parts: &mut [IoSlice<'_>], at: u64) -> io::Result<usize> {
         #[cfg(test)]
         if let Some(n) = self.faults.lock().data_write.take() {
-            let head: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).take(n).collect();
+            let head: Vec<u8> = parts
+                .iter()
+                .flat_map(|p| p.iter().copied())
+                .take(n)
+                .collect();
             seg.log.write_all_at(&head, at)?;
             return Err(rustix::io::Errno::NOSPC.into());
         }
@@ -1325,7 +1332,14 @@ impl Log {
             let mut s = self.shared.write();
             let d = s.dir_dirty;
             s.dir_dirty = false;
-            (s.segments.clone(), s.leo, s.recovery_point, s.synced, d, s.active_size)
+            (
+                s.segments.clone(),
+                s.leo,
+                s.recovery_point,
+                s.synced,
+                d,
+                s.active_size,
+            )
         };
         let done = if full { leo <= rp } else { leo <= synced };
         if done && !dir_dirty {

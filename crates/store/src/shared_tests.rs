@@ -99,7 +99,8 @@ fn a_former_owner_appending_after_a_takeover_is_never_read() {
     assert_eq!(new.segment_count(), 2);
 
     // The former owner, paused until now, appends to the segment it had open.
-    old.append(batch("stale"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("stale"), AppendOrigin::Client, NOW)
+        .unwrap();
     old.flush().unwrap();
     new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
 

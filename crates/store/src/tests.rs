@@ -942,7 +942,10 @@ fn duplicate_waits_for_the_fsync_of_its_original() {
         .unwrap();
     assert!(retry.duplicate);
     assert_eq!((retry.base_offset, retry.last_offset), (0, 2));
-    assert!(retry.flush_due, "a duplicate of unsynced data was answered at once");
+    assert!(
+        retry.flush_due,
+        "a duplicate of unsynced data was answered at once"
+    );
     // Once the data is synced the duplicate is answered at once.
     log.sync_appended().unwrap();
     assert_eq!(log.synced_offset(), 3);
@@ -980,7 +983,12 @@ fn file_len(path: &Path) -> u64 {
 }
 
 fn concat(parts: &[&Bytes]) -> Bytes {
-    Bytes::from(parts.iter().flat_map(|p| p.iter().copied()).collect::<Vec<u8>>())
+    Bytes::from(
+        parts
+            .iter()
+            .flat_map(|p| p.iter().copied())
+            .collect::<Vec<u8>>(),
+    )
 }
 
 /// A write that fails part-way (ENOSPC after two whole batches and part of a third) is cut
@@ -1025,7 +1033,11 @@ fn failed_write_is_cut_back_before_the_next_append() {
         }
         let m = open_mgr(d.path());
         let log = open(&m, cfg());
-        assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 2), (3, 6)], "crash: {crash}");
+        assert_eq!(
+            read_all(&log, 0),
+            vec![(0, 0), (1, 2), (3, 6)],
+            "crash: {crash}"
+        );
     }
 }
 
@@ -1093,7 +1105,11 @@ fn failed_cut_back_refuses_appends_until_reopened() {
         let refused = source.get_ref().and_then(|e| e.downcast_ref::<LogFailed>());
         assert!(refused.is_some(), "unexpected error: {source}");
         assert!(log.roll(NOW).is_err());
-        assert_eq!(file_len(&file), size + 30, "something was written after the garbage");
+        assert_eq!(
+            file_len(&file),
+            size + 30,
+            "something was written after the garbage"
+        );
         assert_eq!(log.log_end_offset(), 1);
     }
     // Re-opened (after a crash): recovery cuts the garbage, appends work again.
@@ -1122,7 +1138,10 @@ fn roll_cuts_the_sealed_log_to_its_recorded_size() {
         // Bytes past the recorded end that the log does not know about.
         {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file)
+                .unwrap();
             f.write_all(&[0u8; 30]).unwrap();
         }
         log.roll(NOW).unwrap();
@@ -1148,7 +1167,10 @@ fn refused_by_failed_log(r: Result<AppendOutcome, AppendError>) -> bool {
 
 /// True when the flush failed because the log refuses writes.
 fn flush_refused(r: std::io::Result<i64>) -> bool {
-    r.is_err_and(|e| e.get_ref().is_some_and(|e| e.downcast_ref::<LogFailed>().is_some()))
+    r.is_err_and(|e| {
+        e.get_ref()
+            .is_some_and(|e| e.downcast_ref::<LogFailed>().is_some())
+    })
 }
 
 /// After a failed fsync the kernel may have dropped the dirty pages it could not write, so a
@@ -1176,7 +1198,10 @@ fn failed_fsync_fails_the_log_until_reopened() {
         assert!(log.sync_appended().is_err());
         assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
         // The retry's fsync would succeed over whatever the kernel dropped.
-        assert!(flush_refused(log.sync_appended()), "a sync after a failed fsync");
+        assert!(
+            flush_refused(log.sync_appended()),
+            "a sync after a failed fsync"
+        );
         assert!(flush_refused(log.flush()));
         assert_eq!(log.synced_offset(), 1);
         assert_eq!(log.recovery_point_offset(), 0);
@@ -1221,7 +1246,10 @@ fn failed_drop_behind_fdatasync_fails_the_log() {
     assert!(log.drop_cache_behind(0).is_err());
     assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
     assert!(flush_refused(log.sync_appended()));
-    assert!(flush_refused(log.sync_appended()), "a second flush trusted the page cache");
+    assert!(
+        flush_refused(log.sync_appended()),
+        "a second flush trusted the page cache"
+    );
     assert_eq!(log.synced_offset(), 0);
     assert!(refused_by_failed_log(log.append(
         batch(1, NOW, "c"),
@@ -1249,8 +1277,10 @@ fn new_partition_directory_entries_are_fsynced() {
         "the log dir was not fsynced with the partition directory in it: {synced:?}"
     );
     assert!(
-        synced.iter().any(|(dir, names)| *dir == pdir
-            && names.iter().any(|n| n == "00000000000000000000.log")),
+        synced
+            .iter()
+            .any(|(dir, names)| *dir == pdir
+                && names.iter().any(|n| n == "00000000000000000000.log")),
         "the partition directory was not fsynced with the segment in it: {synced:?}"
     );
 }

@@ -43,7 +43,11 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
             } else {
                 part.with_error_code(ResponseError::LeaderNotAvailable.code())
                     .with_leader_id(BrokerId(-1))
-                    .with_replica_nodes(if owner >= 0 { vec![BrokerId(owner)] } else { vec![] })
+                    .with_replica_nodes(if owner >= 0 {
+                        vec![BrokerId(owner)]
+                    } else {
+                        vec![]
+                    })
             }
         })
         .collect();

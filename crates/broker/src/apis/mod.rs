@@ -1,5 +1,6 @@
 //! One module per Kafka API.
 
+pub(crate) mod alter_partition_reassignments;
 pub(crate) mod alter_replica_log_dirs;
 pub(crate) mod api_versions;
 pub(crate) mod configs;
@@ -13,6 +14,7 @@ pub(crate) mod delete_topics;
 pub(crate) mod describe_cluster;
 pub(crate) mod describe_groups;
 pub(crate) mod describe_log_dirs;
+pub(crate) mod elect_leaders;
 pub(crate) mod fetch;
 pub(crate) mod find_coordinator;
 pub(crate) mod heartbeat;
@@ -21,6 +23,7 @@ pub(crate) mod join_group;
 pub(crate) mod leave_group;
 pub(crate) mod list_groups;
 pub(crate) mod list_offsets;
+pub(crate) mod list_partition_reassignments;
 pub(crate) mod metadata;
 pub(crate) mod offset_commit;
 pub(crate) mod offset_delete;

@@ -73,9 +73,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
         for (pi, p) in topic.partition_data.into_iter().enumerate() {
             let Some(log) = state.as_ref().and_then(|s| s.log(p.index)) else {
                 let code = match state.as_deref() {
-                    Some(s) if s.has_partition(p.index) => {
-                        missing_partition_code(Some(s), p.index)
-                    }
+                    Some(s) if s.has_partition(p.index) => missing_partition_code(Some(s), p.index),
                     _ => unknown_code,
                 };
                 partitions.push(error_partition(p.index, code, None));
