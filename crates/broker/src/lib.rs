@@ -305,6 +305,9 @@ impl Broker {
                 ready(apis::list_partition_reassignments::handle(self, r, version))
             }
             RequestKind::ElectLeaders(r) => ready(apis::elect_leaders::handle(self, r, version)),
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                ready(apis::offset_for_leader_epoch::handle(self, r, version))
+            }
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))
             }

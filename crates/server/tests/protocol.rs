@@ -828,3 +828,54 @@ fn idle_connections_close_but_not_while_a_request_waits() {
     assert!(sent >= 3, "closed before it was idle");
     assert!(c.closed(), "a trickling client holds its connection open");
 }
+
+#[test]
+fn offset_for_leader_epoch_answers_where_an_epoch_ends() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic_with_partitions(&mut c, "ep", 1);
+    produce_to(&mut c, "ep", 0, batch(&["a", "b", "c"], -1, -1, -1));
+    let md = c.request(&MetadataRequest::default().with_topics(None), 12);
+    let epoch = md
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "ep"))
+        .map(|t| t.partitions[0].leader_epoch)
+        .expect("topic in metadata");
+    assert!(epoch >= 1);
+    let ask = |c: &mut Client, topic: &'static str, current: i32, leader_epoch: i32| {
+        let req = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(StrBytes::from_static_str(topic)))
+                    .with_partitions(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(current)
+                            .with_leader_epoch(leader_epoch),
+                    ]),
+            ]);
+        let r = c.request(&req, 4);
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.leader_epoch, p.end_offset)
+    };
+    // The current epoch ends at the log end.
+    assert_eq!(ask(&mut c, "ep", epoch, epoch), (0, epoch, 3));
+    assert_eq!(ask(&mut c, "ep", -1, epoch), (0, epoch, 3));
+    // A consumer behind the partition's epoch is fenced; one ahead of it is told to retry.
+    assert_eq!(
+        ask(&mut c, "ep", epoch - 1, epoch).0,
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        ask(&mut c, "ep", epoch + 1, epoch).0,
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    // No epoch at or below 0 was ever used.
+    assert_eq!(ask(&mut c, "ep", epoch, 0), (0, -1, -1));
+    assert_eq!(
+        ask(&mut c, "nope", -1, 0).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}

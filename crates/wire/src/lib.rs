@@ -59,6 +59,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 /// The version range Sluice supports for `key`, if any.

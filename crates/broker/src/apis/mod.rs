@@ -28,6 +28,7 @@ pub(crate) mod metadata;
 pub(crate) mod offset_commit;
 pub(crate) mod offset_delete;
 pub(crate) mod offset_fetch;
+pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 pub(crate) mod sync_group;
 
