@@ -672,7 +672,8 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
     workdir.mkdir(parents=True, exist_ok=True)
     run_id = f"{seed}"
     env = None
-    result: dict = {"brokers": brokers, "seed": seed, "seconds": seconds, "workdir": str(workdir)}
+    result: dict = {"brokers": brokers, "seed": seed, "seconds": seconds, "workdir": str(workdir),
+                    "binary": binary_stamp(), "git_head": git_head()}
     try:
         env = Env(workdir, brokers, seed)
         wls = workloads_for(env.cluster, run_id, rate)
@@ -730,8 +731,27 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
                     line for line in b.log_text().splitlines() if " ERROR " in line or " WARN " in line][-40:]
             env.close()
         result["elapsed_s"] = round(time.monotonic() - T0, 1)
+        if binary_stamp() != result["binary"]:
+            result["binary_at_end"] = binary_stamp()  # rebuilt during the run: restarts used both
         if own_workdir and not result.get("violations") and os.environ.get("SLUICE_FAULTS_KEEP", "0") == "0":
             shutil.rmtree(workdir / "disk", ignore_errors=True)
+
+
+def binary_stamp() -> str:
+    try:
+        st = harness.SLUICE_BIN.stat()
+        return f"{harness.SLUICE_BIN} built {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(st.st_mtime))} UTC"
+    except OSError:
+        return f"{harness.SLUICE_BIN} missing"
+
+
+def git_head() -> str:
+    import subprocess
+    try:
+        return subprocess.run(["git", "-C", str(harness.REPO_ROOT), "log", "-1", "--format=%h %cI"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
 
 
 def violations(result: dict) -> Dict[str, int]:
@@ -747,7 +767,10 @@ def violations(result: dict) -> Dict[str, int]:
 
 def table(result: dict) -> str:
     lines = [f"fault run: {result['brokers']} broker(s), seed {result['seed']}, "
-             f"{result['seconds'] / 60:.1f} min of faults, {result.get('elapsed_s', 0):.0f} s in all"]
+             f"{result['seconds'] / 60:.1f} min of faults, {result.get('elapsed_s', 0):.0f} s in all",
+             f"binary: {result.get('binary')}" + (f"; rebuilt during the run: {result['binary_at_end']}"
+                                                  if result.get("binary_at_end") else "")
+             + f"; git HEAD at the start {result.get('git_head')}"]
     lines.append("")
     lines.append("| fault | injected |")
     lines.append("| --- | ---: |")

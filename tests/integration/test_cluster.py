@@ -377,3 +377,83 @@ def test_reassign_partitions_and_leader_election_tools_move_ownership(broker_fac
     assert not load.errors, f"delivery errors: {load.errors[:5]}"
     check_all_readable(bootstrap, topic, load.acked)
     assert set(before.values()) == {1, 2, 3}
+
+
+VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
+VERIFIABLE_CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
+
+
+def _events(path):
+    import json
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def test_java_producer_and_group_consumer_across_a_failover(broker_factory, etcd, tmp_path, topic):
+    """Kafka's own verifiable producer (Java, idempotent, acks=all) and verifiable consumer (a
+    consumer group committing its offsets) while the broker owning a third of the partitions,
+    and perhaps the group's coordinator, is SIGKILLed: every acknowledged record is consumed at
+    the offset it was acknowledged at, and the group carries on from its committed offsets."""
+    import signal
+    import subprocess
+
+    brokers = start_cluster(broker_factory, etcd, tmp_path / "shared")
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    wait_all_led(bootstrap, topic, PARTITIONS)
+    produced_log, consumed_log = tmp_path / "producer.out", tmp_path / "consumer.out"
+    procs = []
+    try:
+        with open(consumed_log, "wb") as out:
+            procs.append(subprocess.Popen(harness.java_cmd(
+                VERIFIABLE_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", "verifiable",
+                "--reset-policy", "earliest", "--verbose", "--session-timeout", "10000"),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+        with open(produced_log, "wb") as out:
+            procs.append(subprocess.Popen(harness.java_cmd(
+                VERIFIABLE_PRODUCER, "--bootstrap-server", bootstrap, "--topic", topic, "--throughput", "1000",
+                "--acks", "-1"),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+        harness.wait_until(lambda: sum(1 for e in _events(produced_log) if e.get("name") == "producer_send_success") > 500,
+                           60, "the verifiable producer to get acknowledgements")
+        killed_at = time.monotonic()
+        brokers[1].kill()
+        wait_all_led(bootstrap_of(brokers), topic, PARTITIONS, exclude=(2,), timeout=60)
+        print(f"\nleaders moved {time.monotonic() - killed_at:.2f}s after the kill")
+        time.sleep(3)
+        procs[1].send_signal(signal.SIGTERM)
+        procs[1].wait(timeout=60)
+        acked = {(e["partition"], e["offset"]): e["value"] for e in _events(produced_log)
+                 if e.get("name") == "producer_send_success"}
+        assert len(acked) > 500
+
+        def consumed():
+            got = {}
+            for e in _events(consumed_log):
+                if e.get("name") == "record_data":
+                    got.setdefault((e["partition"], e["offset"]), []).append(e["value"])
+            return got if all(k in got for k in acked) else None
+
+        got = harness.wait_until(consumed, 120, "the group to consume every acknowledged record")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    wrong = [(k, acked[k], got[k]) for k in acked if any(v != acked[k] for v in got[k])]
+    assert not wrong, f"offsets that served another record than acknowledged: {wrong[:5]}"
+    # Values are increasing integers: each partition holds them in order.
+    for part in range(PARTITIONS):
+        values = [int(v[0]) for (p, _), v in sorted(got.items()) if p == part]
+        assert values == sorted(values), f"partition {part} out of order"
+    again = sum(len(v) - 1 for v in got.values())
+    commits = [e for e in _events(consumed_log) if e.get("name") == "offsets_committed" and e.get("success")]
+    assert commits, "the group committed nothing"
+    print(f"{len(acked)} records acknowledged, all consumed; {again} delivered again after the group's rebalance")
