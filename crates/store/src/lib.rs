@@ -628,7 +628,21 @@ impl LogManager {
         config: LogConfig,
         leader_epoch: i32,
     ) -> Result<Arc<Log>, StoreError> {
-        self.inner.open_log(tp, topic_id, config, leader_epoch)
+        self.inner.open_log(tp, topic_id, config, leader_epoch, None)
+    }
+    /// Open a log of a shared log dir (cluster mode) whose previous owner recorded
+    /// `recovery_point`: everything below it was durable when recorded, so only the segments
+    /// from the one holding it are validated, and the tails of the sealed ones below it.
+    pub fn open_log_at(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        leader_epoch: i32,
+        recovery_point: i64,
+    ) -> Result<Arc<Log>, StoreError> {
+        self.inner
+            .open_log(tp, topic_id, config, leader_epoch, Some(recovery_point))
     }
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
         self.inner.get(tp)

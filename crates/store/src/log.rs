@@ -13,7 +13,7 @@ use sluice_format::names::{parse_segment_file_name, DELETED_SUFFIX};
 use sluice_format::records::record_timestamps;
 use sluice_format::text::{format_partition_metadata, parse_partition_metadata};
 use sluice_format::{
-    parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch, BatchHeader,
+    parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch, BatchHeader, OffsetIndexEntry,
     FormatError, SegmentFileKind, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
 
@@ -92,9 +92,10 @@ pub(crate) struct OpenParams {
     pub clean: bool,
     pub now_ms: i64,
     pub del: Arc<DeleteCtx>,
-    /// Rebuild producer state from every segment, not the newest few (a shared log dir: every
-    /// takeover starts a segment, and the whole log is read anyway).
-    pub all_producer_segments: bool,
+    /// A log dir shared by the brokers of a cluster: a sealed segment trusted below the
+    /// recovery point still gets its tail checked, since a former owner may have appended to
+    /// it after a takeover sealed it (see `verified_sealed_size`).
+    pub shared: bool,
 }
 
 fn io_err(msg: String) -> io::Error {
@@ -384,7 +385,20 @@ impl Log {
                 cursor = c;
                 segments.push(Arc::new(seg));
             } else {
-                // A sealed segment below the recovery point: trusted, indexes loaded lazily.
+                // A sealed segment below the recovery point: trusted, indexes loaded lazily. In a
+                // shared dir its tail is checked first: it may have been a former owner's
+                // active segment, appended to after a takeover sealed it.
+                let mut file_size = file_size;
+                if p.shared {
+                    let valid = verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
+                    if valid < file_size {
+                        tracing::warn!(tp = ?p.tp, segment = base, position = valid, next_base,
+                            "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
+                        seg.log.set_len(valid).map_err(serr)?;
+                        seg.meta.write().size = valid;
+                        file_size = valid;
+                    }
+                }
                 let sane = existed && seg.index_files_sane(file_size).map_err(serr)?;
                 if !sane {
                     tracing::info!(tp = ?p.tp, segment = base, "index files missing or invalid; rebuilding");
@@ -470,11 +484,9 @@ impl Log {
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
         // Producer state from the batch headers of the newest segments that hold data (a
-        // takeover or a time-based roll leaves empty or small ones behind), or of all.
+        // takeover or a time-based roll leaves empty or small ones behind).
         let mut producers = ProducerStates::default();
-        let from = if p.all_producer_segments {
-            0
-        } else {
+        let from = {
             let mut with_data = 0;
             segments
                 .iter()
@@ -1700,6 +1712,40 @@ impl Log {
 }
 
 /// Max timestamp of the first batch (one header read), for segment.ms.
+/// The size of a sealed segment's valid data, found without reading all of it: from the batch
+/// its last offset index entry points at (if that batch is below `next_base`; otherwise from
+/// the start) to the first batch that reaches `next_base`, is damaged, or is cut short.
+fn verified_sealed_size(seg: &Segment, file_size: u64, next_base: i64) -> io::Result<u64> {
+    let below = |h: &BatchHeader| h.last_offset() < next_base;
+    let ilen = seg.index_file.metadata()?.len();
+    let mut start = 0;
+    if ilen >= OFFSET_INDEX_ENTRY_LEN as u64 {
+        let mut b = [0u8; OFFSET_INDEX_ENTRY_LEN];
+        seg.index_file
+            .read_exact_at(&mut b, ilen - OFFSET_INDEX_ENTRY_LEN as u64)?;
+        if let Some(e) = OffsetIndexEntry::decode(&b) {
+            let pos = u64::try_from(e.position).unwrap_or(u64::MAX);
+            if pos < file_size {
+                let mut probe = BatchScanner::new(&seg.log, pos, file_size, false);
+                if let Ok(Some((at, h))) = probe.next_batch() {
+                    if at == pos && below(&h) {
+                        start = pos;
+                    }
+                }
+            }
+        }
+    }
+    let mut scanner = BatchScanner::new(&seg.log, start, file_size, false);
+    let mut end = start;
+    loop {
+        match scanner.next_batch() {
+            Ok(Some((pos, h))) if below(&h) => end = pos + h.total_len() as u64,
+            Ok(_) | Err(ScanError::Corrupt { .. }) => return Ok(end),
+            Err(ScanError::Io(e)) => return Err(e),
+        }
+    }
+}
+
 fn read_first_ts(seg: &Segment) -> Option<i64> {
     let mut scanner = BatchScanner::new(&seg.log, 0, seg.size(), false);
     match scanner.next_batch() {

@@ -372,6 +372,7 @@ impl Inner {
         topic_id: uuid::Uuid,
         config: LogConfig,
         leader_epoch: i32,
+        recovery_point: Option<i64>,
     ) -> Result<Arc<Log>, StoreError> {
         let legal = !tp.topic.is_empty()
             && tp.topic.len() <= 249
@@ -436,7 +437,7 @@ impl Inner {
             let (rp, ls) = {
                 let st = self.states[idx].lock();
                 (
-                    st.recovery_points.get(tp).copied(),
+                    recovery_point.or_else(|| st.recovery_points.get(tp).copied()),
                     st.log_starts.get(tp).copied(),
                 )
             };
@@ -452,7 +453,7 @@ impl Inner {
                 clean,
                 now_ms: now_ms(),
                 del: self.del.clone(),
-                all_producer_segments: self.shared,
+                shared: self.shared,
             })?;
             Ok(Arc::new(log))
         })();

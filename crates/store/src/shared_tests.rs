@@ -223,3 +223,33 @@ fn producer_state_survives_takeovers_that_leave_empty_segments() {
         assert_eq!(next.base_offset, 3, "{sharing:?}");
     }
 }
+
+/// A takeover that trusts the previous owner's recovery point reads only the newest segments,
+/// but still cuts what a former owner appended to a segment sealed below that point.
+#[test]
+fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.roll(NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+
+    let b = broker(dir.path(), 2);
+    let new = open(&b, 2);
+    new.roll(NOW).unwrap();
+    // The former owner, unaware, appends to its active segment (sealed for everyone else).
+    old.append(batch("stale"), AppendOrigin::Client, NOW).unwrap();
+    old.flush().unwrap();
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    let rp = new.flush().unwrap();
+    assert_eq!(rp, 9);
+    b.release_log(&tp()).unwrap();
+
+    let c = broker(dir.path(), 3);
+    let log = c
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 3, rp)
+        .unwrap();
+    assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+    assert_eq!(log.log_end_offset(), 9);
+}
