@@ -88,7 +88,38 @@ impl Cluster {
         for (log, mark) in logs.iter().zip(marks) {
             log.publish(mark);
         }
+        for log in logs {
+            self.record_recovery_point(store, log);
+        }
         Ok(())
+    }
+
+    /// Keep the owner record's recovery point up with the log's (it moves at rolls and full
+    /// flushes), so that the next owner validates only what lies after it. Runs on the flush
+    /// thread after a confirmed round, or at acquisition: never beside a confirmation.
+    fn record_recovery_point(&self, store: &EtcdStore, log: &Log) {
+        let tp = log.topic_partition();
+        let Some(held) = self.held.read().get(tp).copied() else {
+            return;
+        };
+        let rp = log.recovery_point_offset();
+        if rp <= held.owner.recovery_point {
+            return;
+        }
+        match store.record_recovery_point(&tp.topic, tp.partition, held, rp) {
+            Ok(Some(next)) => {
+                let mut all = self.held.write();
+                // Still the record this broker holds (not released meanwhile).
+                if all
+                    .get(tp)
+                    .is_some_and(|h| h.mod_revision == held.mod_revision)
+                {
+                    all.insert(tp.clone(), next);
+                }
+            }
+            Ok(None) => tracing::debug!(?tp, "owner record changed; recovery point not recorded"),
+            Err(e) => tracing::warn!(?tp, "recording the recovery point failed: {e}"),
+        }
     }
 
     fn confirm_held(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Result<(), String> {
@@ -223,21 +254,28 @@ impl Cluster {
             topic: topic.name.clone(),
             partition,
         };
-        let opened = broker
-            .logs
-            .open_log(&tp, topic.id, log_config(config), record.owner.epoch)
-            .map_err(|e| e.to_string())
-            .and_then(|log| {
-                log.roll(now_ms()).map_err(|e| e.to_string())?;
-                log.flush().map_err(|e| e.to_string())?;
-                // Readers see what was recovered, and from now on only what a confirmed
-                // flush round covered.
-                log.publish(log.synced_mark());
-                Ok(log)
-            });
+        let opened = match record.owner.recovery_point {
+            0 => broker
+                .logs
+                .open_log(&tp, topic.id, log_config(config), record.owner.epoch),
+            rp => {
+                broker
+                    .logs
+                    .open_log_at(&tp, topic.id, log_config(config), record.owner.epoch, rp)
+            }
+        };
+        let opened = opened.map_err(|e| e.to_string()).and_then(|log| {
+            log.roll(now_ms()).map_err(|e| e.to_string())?;
+            log.flush().map_err(|e| e.to_string())?;
+            // Readers see what was recovered, and from now on only what a confirmed
+            // flush round covered.
+            log.publish(log.synced_mark());
+            Ok(log)
+        });
         match opened {
             Ok(log) => {
                 self.held.write().insert(tp.clone(), record);
+                self.record_recovery_point(store, &log);
                 if tp.topic == OFFSETS_TOPIC && partition < broker.groups.partition_count() {
                     broker.groups.load(partition, log.clone());
                 }
@@ -282,7 +320,13 @@ impl Cluster {
                 let held = self.held.read().get(&tp).copied();
                 let mine = usable && record.is_some_and(|r| r.owner.node == me);
                 match (held, record) {
-                    (Some(h), Some(r)) if mine && h.mod_revision == r.mod_revision => {
+                    // Equal, or newer than the view: this broker rewrote its own record (a
+                    // recovery point) after the view was read.
+                    (Some(h), Some(r))
+                        if mine
+                            && h.mod_revision >= r.mod_revision
+                            && h.owner.epoch == r.owner.epoch =>
+                    {
                         let log = existing.as_ref().and_then(|s| s.log(p).cloned());
                         let log = log.or_else(|| broker.logs.get(&tp));
                         if let Some(log) = &log {

@@ -64,6 +64,15 @@ pub struct Owner {
     /// when it acquires the partition (ListPartitionReassignments lists these).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<i32>,
+    /// The owner's recovery point: everything below it was durable when the owner recorded
+    /// it, so the next owner validates only what lies after it (and the tails of the sealed
+    /// segments below it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recovery_point: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// An owner record with the revision that a compare-and-swap needs.
@@ -362,6 +371,7 @@ impl EtcdStore {
                     epoch: seen.owner.epoch,
                     pinned: false,
                     from: (seen.owner.node >= 0).then_some(seen.owner.node),
+                    recovery_point: seen.owner.recovery_point,
                 }),
                 lease: 0,
             });
@@ -391,6 +401,7 @@ impl EtcdStore {
             } else {
                 seen.owner.from
             },
+            recovery_point: seen.owner.recovery_point,
         };
         self.etcd
             .txn(
@@ -425,6 +436,7 @@ impl EtcdStore {
             epoch: seen.owner.epoch + 1,
             pinned: seen.owner.pinned,
             from: None,
+            recovery_point: seen.owner.recovery_point,
         };
         let ok = self
             .etcd
@@ -451,6 +463,45 @@ impl EtcdStore {
                 owner,
                 mod_revision: kv.mod_revision,
             })
+        }))
+    }
+
+    /// Record the owner's recovery point in a partition's owner record, if the record is still
+    /// `held` and this broker still registered. Returns the new record (its mod revision is
+    /// the one confirmations must compare from now on), or None if it changed.
+    pub fn record_recovery_point(
+        &self,
+        topic: &str,
+        partition: i32,
+        held: OwnerRecord,
+        recovery_point: i64,
+    ) -> Result<Option<OwnerRecord>, MetaError> {
+        let Some((_, reg_rev)) = *self.registration.lock() else {
+            return Ok(None);
+        };
+        let key = self.owner_key(topic, partition);
+        let owner = Owner {
+            recovery_point,
+            ..held.owner
+        };
+        let revision = self
+            .etcd
+            .txn_at(
+                &[
+                    Compare::ModRevision(key.clone(), held.mod_revision),
+                    Compare::CreateRevision(self.broker_key(self.node_id), reg_rev),
+                ],
+                &[Op::Put {
+                    key,
+                    value: to_json(&owner),
+                    lease: 0,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        Ok(revision.map(|mod_revision| OwnerRecord {
+            owner,
+            mod_revision,
         }))
     }
 
@@ -715,8 +766,11 @@ impl EtcdStore {
 }
 
 /// The controller's plan for one round: partitions without a live owner go to the live
-/// broker owning the fewest; with `balance`, then at most `moves_max` partitions move from the
-/// most loaded broker to the least loaded while they differ by more than one.
+/// broker owning fewest of their topic (then fewest overall); with `balance`, then at most
+/// `moves_max` partitions move, topic by topic, from the broker owning most of a topic to the
+/// one owning fewest, while they differ by more than one (so each topic is spread over the
+/// brokers, as Kafka spreads a topic's leaders, and the totals follow). Pinned partitions
+/// (an explicit reassignment) count but are not moved.
 /// Returns `(topic, partition, new owner)`; deterministic for a given view.
 pub fn plan_assignments(
     view: &ClusterView,
@@ -727,10 +781,10 @@ pub fn plan_assignments(
     if live.is_empty() {
         return Vec::new();
     }
-    // Per broker, the partitions balancing may move (pinned ones count in `pinned`).
-    let mut load: BTreeMap<i32, Vec<(String, i32)>> =
-        live.iter().map(|&b| (b, Vec::new())).collect();
-    let mut pinned: BTreeMap<i32, usize> = BTreeMap::new();
+    // Per topic and live broker: the partitions balancing may move, and how many are pinned.
+    type PerBroker = BTreeMap<i32, (Vec<i32>, usize)>;
+    let mut topics: BTreeMap<&str, PerBroker> = BTreeMap::new();
+    let mut total: BTreeMap<i32, usize> = live.iter().map(|&b| (b, 0)).collect();
     let mut orphans = Vec::new();
     for ((topic, p), rec) in &view.owners {
         // Records of partitions past the topic's count (a half-finished change) are skipped.
@@ -738,47 +792,74 @@ pub fn plan_assignments(
         if !known {
             continue;
         }
-        match load.get_mut(&rec.owner.node) {
-            Some(_) if rec.owner.pinned => *pinned.entry(rec.owner.node).or_default() += 1,
-            Some(list) => list.push((topic.clone(), *p)),
-            None => orphans.push((topic.clone(), *p)),
+        let per = topics
+            .entry(topic.as_str())
+            .or_insert_with(|| live.iter().map(|&b| (b, (Vec::new(), 0))).collect());
+        match per.get_mut(&rec.owner.node) {
+            Some((_, pinned)) if rec.owner.pinned => *pinned += 1,
+            Some((movable, _)) => movable.push(*p),
+            None => {
+                orphans.push((topic.as_str(), *p));
+                continue;
+            }
         }
+        *total.entry(rec.owner.node).or_default() += 1;
     }
-    let total = |load: &BTreeMap<i32, Vec<(String, i32)>>, b: i32| {
-        load.get(&b).map_or(0, Vec::len) + pinned.get(&b).copied().unwrap_or(0)
-    };
-    let least = |load: &BTreeMap<i32, Vec<(String, i32)>>| {
-        load.keys().min_by_key(|b| (total(load, **b), **b)).copied()
-    };
+    let count = |per: &PerBroker, b: i32| per.get(&b).map_or(0, |(m, pinned)| m.len() + pinned);
     let mut plan = Vec::new();
     for (topic, p) in orphans {
-        if let Some(b) = least(&load) {
-            load.entry(b).or_default().push((topic.clone(), p));
-            plan.push((topic, p, b));
+        let Some(per) = topics.get_mut(topic) else {
+            continue;
+        };
+        let Some(b) = live
+            .iter()
+            .copied()
+            .min_by_key(|b| (count(per, *b), total[b], *b))
+        else {
+            continue;
+        };
+        if let Some((movable, _)) = per.get_mut(&b) {
+            movable.push(p);
         }
+        *total.entry(b).or_default() += 1;
+        plan.push((topic.to_string(), p, b));
     }
-    if balance {
-        for _ in 0..moves_max {
-            let Some(min_b) = least(&load) else { break };
-            // The busiest broker that has something balancing may move.
-            let Some(max_b) = load
+    if !balance {
+        return plan;
+    }
+    let mut moves = 0;
+    for (topic, per) in topics.iter_mut() {
+        while moves < moves_max {
+            let Some(min_b) = live
                 .iter()
-                .filter(|(_, l)| !l.is_empty())
-                .max_by_key(|(b, _)| (total(&load, **b), std::cmp::Reverse(**b)))
-                .map(|(b, _)| *b)
+                .copied()
+                .min_by_key(|b| (count(per, *b), total[b], *b))
             else {
                 break;
             };
-            let (min_n, max_n) = (total(&load, min_b), total(&load, max_b));
-            if max_n <= min_n + 1 {
+            // The broker owning most of the topic that has something balancing may move.
+            let Some(max_b) = live
+                .iter()
+                .copied()
+                .filter(|b| per.get(b).is_some_and(|(m, _)| !m.is_empty()))
+                .max_by_key(|b| (count(per, *b), total[b], std::cmp::Reverse(*b)))
+            else {
+                break;
+            };
+            if count(per, max_b) <= count(per, min_b) + 1 {
                 break;
             }
             // Move the partition the busiest broker got last (its newest assignment).
-            let Some(moved) = load.get_mut(&max_b).and_then(Vec::pop) else {
+            let Some(p) = per.get_mut(&max_b).and_then(|(m, _)| m.pop()) else {
                 break;
             };
-            load.entry(min_b).or_default().push(moved.clone());
-            plan.push((moved.0, moved.1, min_b));
+            if let Some((movable, _)) = per.get_mut(&min_b) {
+                movable.push(p);
+            }
+            *total.entry(max_b).or_default() -= 1;
+            *total.entry(min_b).or_default() += 1;
+            plan.push((topic.to_string(), p, min_b));
+            moves += 1;
         }
     }
     plan
@@ -909,6 +990,44 @@ mod tests {
         // uneven, but nothing else is movable).
         assert!(plan.iter().all(|(_, p, _)| *p >= 4), "{plan:?}");
         assert_eq!(plan.len(), 2);
+    }
+
+    #[test]
+    fn each_topic_is_spread_not_only_the_totals() {
+        // 50 offsets partitions spread evenly, and a topic of 6 all on broker 1: the totals
+        // (18/19/19 against 17/17/17 plus 6) would hide it.
+        let mut owners: Vec<(&str, i32, i32)> =
+            (0..48).map(|p| ("offsets", p, p % 3 + 1)).collect();
+        owners.extend((0..6).map(|p| ("data", p, 1)));
+        let v = view(&[1, 2, 3], &owners);
+        let plan = plan_assignments(&v, true, 100);
+        let mut data = BTreeMap::new();
+        for ((t, p), r) in &v.owners {
+            if t == "data" {
+                let to = plan
+                    .iter()
+                    .find(|(pt, pp, _)| pt == t && pp == p)
+                    .map_or(r.owner.node, |x| x.2);
+                *data.entry(to).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(data.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+        assert!(plan.iter().all(|(t, _, _)| t == "data"), "{plan:?}");
+        // Orphans of a dead broker go where their topic is thinnest.
+        let v = view(
+            &[1, 2],
+            &[
+                ("x", 0, 1),
+                ("x", 1, 3),
+                ("y", 0, 2),
+                ("y", 1, 2),
+                ("y", 2, 1),
+            ],
+        );
+        assert_eq!(
+            plan_assignments(&v, false, 0),
+            vec![("x".to_string(), 1, 2)]
+        );
     }
 
     #[test]

@@ -189,6 +189,17 @@ impl Etcd {
         success: &[Op],
         failure: &[Op],
     ) -> Result<bool, EtcdError> {
+        Ok(self.txn_at(compare, success, failure)?.is_some())
+    }
+
+    /// As [`Etcd::txn`], returning the store's revision after the transaction when the
+    /// comparisons held (the mod revision of every key `success` wrote).
+    pub fn txn_at(
+        &self,
+        compare: &[Compare],
+        success: &[Op],
+        failure: &[Op],
+    ) -> Result<Option<i64>, EtcdError> {
         let cmp: Vec<Value> = compare
             .iter()
             .map(|c| match c {
@@ -219,7 +230,9 @@ impl Etcd {
             "/v3/kv/txn",
             &json!({"compare": cmp, "success": ops(success), "failure": ops(failure)}),
         )?;
-        Ok(v.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
+        let succeeded = v.get("succeeded").and_then(Value::as_bool).unwrap_or(false);
+        let revision = v.get("header").map_or(0, |h| int_field(h, "revision"));
+        Ok(succeeded.then_some(revision))
     }
 
     /// A new lease of `ttl_s` seconds; returns its id.

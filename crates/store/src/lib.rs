@@ -628,7 +628,8 @@ impl LogManager {
         config: LogConfig,
         leader_epoch: i32,
     ) -> Result<Arc<Log>, StoreError> {
-        self.inner.open_log(tp, topic_id, config, leader_epoch, None)
+        self.inner
+            .open_log(tp, topic_id, config, leader_epoch, None)
     }
     /// Open a log of a shared log dir (cluster mode) whose previous owner recorded
     /// `recovery_point`: everything below it was durable when recorded, so only the segments

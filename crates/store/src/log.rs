@@ -13,8 +13,9 @@ use sluice_format::names::{parse_segment_file_name, DELETED_SUFFIX};
 use sluice_format::records::record_timestamps;
 use sluice_format::text::{format_partition_metadata, parse_partition_metadata};
 use sluice_format::{
-    parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch, BatchHeader, OffsetIndexEntry,
-    FormatError, SegmentFileKind, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
+    parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch, BatchHeader,
+    FormatError, OffsetIndexEntry, SegmentFileKind, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN,
+    TIME_INDEX_ENTRY_LEN,
 };
 
 use crate::deferred::{Attempt, DeleteCtx};

@@ -239,7 +239,8 @@ fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
     let new = open(&b, 2);
     new.roll(NOW).unwrap();
     // The former owner, unaware, appends to its active segment (sealed for everyone else).
-    old.append(batch("stale"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("stale"), AppendOrigin::Client, NOW)
+        .unwrap();
     old.flush().unwrap();
     new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     let rp = new.flush().unwrap();
