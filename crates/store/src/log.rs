@@ -62,6 +62,21 @@ pub(crate) struct Shared {
     pub dir_dirty: bool,
 }
 
+impl Shared {
+    /// A flush made everything up to `leo` durable, ending at `active_size` in the last of
+    /// `segs` (the state it started from): move the synced mark there.
+    fn mark_synced(&mut self, segs: &[Arc<Segment>], leo: i64, active_size: u64) {
+        let Some(active) = segs.last() else { return };
+        if leo > self.synced_mark.offset || self.synced_mark == SyncedMark::NONE {
+            self.synced_mark = SyncedMark {
+                offset: leo,
+                base: active.base_offset,
+                pos: active_size,
+            };
+        }
+    }
+}
+
 /// A segment removed from the log whose files wait for their last reader. `seg` is dropped
 /// (closing its files) before they are unlinked.
 #[derive(Debug)]
@@ -1358,16 +1373,7 @@ impl Log {
         if done && !dir_dirty {
             // Everything up to `leo` is durable already; the mark may not say so yet (a log
             // just opened).
-            let mut s = self.shared.write();
-            if let Some(active) = segs.last() {
-                if leo > s.synced_mark.offset || s.synced_mark == SyncedMark::NONE {
-                    s.synced_mark = SyncedMark {
-                        offset: leo,
-                        base: active.base_offset,
-                        pos: active_size,
-                    };
-                }
-            }
+            self.shared.write().mark_synced(&segs, leo, active_size);
             return Ok(rp);
         }
         let res = (|| {
@@ -1411,15 +1417,7 @@ impl Log {
         };
         s.recovery_point = s.recovery_point.max(indexed);
         s.synced = s.synced.max(leo).max(s.recovery_point);
-        if let Some(active) = segs.last() {
-            if leo > s.synced_mark.offset || s.synced_mark == SyncedMark::NONE {
-                s.synced_mark = SyncedMark {
-                    offset: leo,
-                    base: active.base_offset,
-                    pos: active_size,
-                };
-            }
-        }
+        s.mark_synced(&segs, leo, active_size);
         if s.leo == leo {
             s.unflushed_since = None;
         }

@@ -70,7 +70,7 @@ fn batches(log: &Log) -> Vec<(i64, &'static str)> {
         let Some(slice) = r.slice else { break };
         let bytes = slice.read_bytes().unwrap();
         for b in parse_batches(&bytes, None).unwrap() {
-            let start = b.position as usize;
+            let start = b.position;
             let raw = &bytes[start..start + b.header.total_len()];
             let tag = ["a-0", "b-0", "c-0", "stale-0"]
                 .into_iter()
