@@ -81,8 +81,8 @@ impl Broker {
     /// In cluster mode, apply the records just changed in etcd at once (the cluster thread
     /// would within `sluice.cluster.poll.ms`).
     fn reconcile_now(&self) {
-        if let (Some(cluster), Some(store)) = (&self.cluster, self.meta.etcd()) {
-            cluster.reconcile(self, &store.view());
+        if let Some(cluster) = &self.cluster {
+            cluster.reconcile(self);
         }
     }
 

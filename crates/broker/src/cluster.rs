@@ -170,8 +170,8 @@ impl Cluster {
             return Ok(());
         };
         cluster.register(broker, store)?;
-        let view = store.refresh()?;
-        cluster.reconcile(broker, &view);
+        store.refresh()?;
+        cluster.reconcile(broker);
         let weak = Arc::downgrade(broker);
         let lease = std::thread::Builder::new()
             .name("sluice-lease".into())
@@ -298,11 +298,15 @@ impl Cluster {
 
     /// Make what this broker serves match `view`: acquire what is assigned to it, release what
     /// is not, apply topic changes (configs, partitions, deletions) to the registry.
-    pub(crate) fn reconcile(&self, broker: &Broker, view: &ClusterView) {
+    pub(crate) fn reconcile(&self, broker: &Broker) {
         let Some(store) = broker.meta.etcd() else {
             return;
         };
         let _one = self.reconcile_lock.lock();
+        // The newest view, read under the lock: a view read before another reconciliation
+        // that saw a newer one must not undo it (see `EtcdStore::refresh`).
+        let view = store.view();
+        let view = view.as_ref();
         let me = broker.node_id;
         let usable =
             !self.stopping.load(Ordering::Acquire) && !self.lease_lost.load(Ordering::Acquire);
@@ -514,7 +518,7 @@ fn cluster_loop(weak: Weak<Broker>) {
         }
         match store.refresh() {
             Ok(view) => {
-                cluster.reconcile(&broker, &view);
+                cluster.reconcile(&broker);
                 cluster.control(&broker, store, &view);
             }
             Err(e) => tracing::warn!("reading the cluster's records failed: {e}"),

@@ -261,9 +261,14 @@ impl EtcdStore {
                 },
             );
         }
-        let view = Arc::new(view);
-        *self.view.write() = view.clone();
-        Ok(view)
+        // Views only move forward: a read that finished after a newer one is dropped, so
+        // nobody acts on an older picture than one already seen (a topic just created would
+        // look deleted).
+        let mut current = self.view.write();
+        if view.revision >= current.revision {
+            *current = Arc::new(view);
+        }
+        Ok(current.clone())
     }
 
     // ---- membership ------------------------------------------------------------------
