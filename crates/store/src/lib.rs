@@ -56,9 +56,10 @@ pub enum Sharing {
     Exclusive,
     /// Every broker of a cluster mounts the same dirs and serves the partitions it owns. The
     /// per-dir files (checkpoints, clean-shutdown marker) are neither read nor written, since
-    /// no one broker owns them; `meta.properties` is checked for the cluster id only. Every
-    /// open of a log recovers it from its files (and cuts what a former owner appended past a
-    /// takeover); per-partition state is written only by the partition's owner.
+    /// no one broker owns them; `meta.properties` is checked for the cluster id only. An open
+    /// recovers the log from its files: from the recovery point the previous owner recorded
+    /// ([`LogManager::open_log_at`]) or from the start, cutting what a former owner appended
+    /// past a takeover. Per-partition state is written only by the partition's owner.
     Shared,
 }
 
