@@ -80,11 +80,18 @@ class History:
         with self.lock:
             self.sent[wl] += 1
 
-    def on_ack(self, wl: str, value: str, p: int, o: int, t: float) -> None:
+    def on_ack(self, wl: str, value: str, p: int, o: Optional[int], t: float) -> None:
         with self.lock:
+            # librdkafka acknowledges some records without an offset (None): those its
+            # idempotent producer knows were written because the broker accepted later
+            # sequence numbers after a response was lost. They are checked like the others,
+            # except that there is no acknowledged offset to compare.
+            if o is not None and o < 0:
+                o = None
             self.acked[wl][value] = (p, o, t)
             self.failed[wl].pop(value, None)
-            self._observe(wl, p, o, value, "ack", t)
+            if o is not None:
+                self._observe(wl, p, o, value, "ack", t)
 
     def on_fail(self, wl: str, value: str, err: str) -> None:
         with self.lock:
