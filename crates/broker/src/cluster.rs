@@ -192,22 +192,27 @@ impl Cluster {
     /// cluster (the controller hands the partitions to the other brokers at once).
     pub(crate) fn shutdown(&self, broker: &Broker) {
         self.stopping.store(true, Ordering::Release);
-        let held: Vec<TopicPartition> = self.held.write().drain().map(|(tp, _)| tp).collect();
-        for tp in &held {
-            self.release_files(broker, tp, false);
-        }
+        let held = self.release_all(broker);
         if let Some(store) = broker.meta.etcd() {
             match store.deregister() {
-                Ok(()) => tracing::info!(
-                    partitions = held.len(),
-                    "left the cluster; partitions released"
-                ),
+                Ok(()) => {
+                    tracing::info!(partitions = held, "left the cluster; partitions released")
+                }
                 Err(e) => tracing::warn!("leaving the cluster failed (the lease will expire): {e}"),
             }
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+    }
+
+    /// Stop serving every partition (shutdown, or the lease was lost). Returns how many.
+    fn release_all(&self, broker: &Broker) -> usize {
+        let held: Vec<TopicPartition> = self.held.write().drain().map(|(tp, _)| tp).collect();
+        for tp in &held {
+            self.release_files(broker, tp, false);
+        }
+        held.len()
     }
 
     fn release_files(&self, broker: &Broker, tp: &TopicPartition, deleted: bool) {
@@ -470,7 +475,13 @@ impl Cluster {
     }
 }
 
-fn lease_loop(weak: Weak<Broker>) {
+/// Run `round` every `period` while the broker lives and is not shutting down. The thread
+/// holds the broker only during a round.
+fn every(
+    weak: &Weak<Broker>,
+    period: impl Fn(&Cluster) -> Duration,
+    round: impl Fn(&Broker, &Cluster, &EtcdStore),
+) {
     loop {
         let Some(broker) = weak.upgrade() else { return };
         let (Some(cluster), Some(store)) = (broker.cluster.as_ref(), broker.meta.etcd()) else {
@@ -479,51 +490,51 @@ fn lease_loop(weak: Weak<Broker>) {
         if cluster.stopping.load(Ordering::Acquire) {
             return;
         }
-        let period = cluster.lease() / 4;
-        let sent = Instant::now();
-        match store.keep_alive() {
-            Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
-            Ok(false) => {
-                if !cluster.lease_lost.swap(true, Ordering::AcqRel) {
-                    tracing::error!("the etcd lease expired: this broker lost its partitions; releasing them and registering again");
-                }
-            }
-            Err(e) => tracing::warn!("renewing the etcd lease failed: {e}"),
-        }
-        drop(broker);
-        std::thread::sleep(period.saturating_sub(sent.elapsed()));
-    }
-}
-
-fn cluster_loop(weak: Weak<Broker>) {
-    loop {
-        let Some(broker) = weak.upgrade() else { return };
-        let (Some(cluster), Some(store)) = (broker.cluster.as_ref(), broker.meta.etcd()) else {
-            return;
-        };
-        if cluster.stopping.load(Ordering::Acquire) {
-            return;
-        }
-        let period = Duration::from_millis(cluster.settings.poll_ms);
         let started = Instant::now();
-        if cluster.lease_lost.load(Ordering::Acquire) {
-            let held: Vec<TopicPartition> =
-                cluster.held.write().drain().map(|(tp, _)| tp).collect();
-            for tp in &held {
-                cluster.release_files(&broker, tp, false);
-            }
-            if let Err(e) = cluster.register(&broker, store) {
-                tracing::warn!("registering again failed: {e}");
-            }
-        }
-        match store.refresh() {
-            Ok(view) => {
-                cluster.reconcile(&broker);
-                cluster.control(&broker, store, &view);
-            }
-            Err(e) => tracing::warn!("reading the cluster's records failed: {e}"),
-        }
+        let period = period(cluster);
+        round(&broker, cluster, store);
         drop(broker);
         std::thread::sleep(period.saturating_sub(started.elapsed()));
     }
+}
+
+fn lease_loop(weak: Weak<Broker>) {
+    every(
+        &weak,
+        |cluster| cluster.lease() / 4,
+        |_, cluster, store| {
+            let sent = Instant::now();
+            match store.keep_alive() {
+                Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
+                Ok(false) => {
+                    if !cluster.lease_lost.swap(true, Ordering::AcqRel) {
+                        tracing::error!("the etcd lease expired: this broker lost its partitions; releasing them and registering again");
+                    }
+                }
+                Err(e) => tracing::warn!("renewing the etcd lease failed: {e}"),
+            }
+        },
+    );
+}
+
+fn cluster_loop(weak: Weak<Broker>) {
+    every(
+        &weak,
+        |cluster| Duration::from_millis(cluster.settings.poll_ms),
+        |broker, cluster, store| {
+            if cluster.lease_lost.load(Ordering::Acquire) {
+                cluster.release_all(broker);
+                if let Err(e) = cluster.register(broker, store) {
+                    tracing::warn!("registering again failed: {e}");
+                }
+            }
+            match store.refresh() {
+                Ok(view) => {
+                    cluster.reconcile(broker);
+                    cluster.control(broker, store, &view);
+                }
+                Err(e) => tracing::warn!("reading the cluster's records failed: {e}"),
+            }
+        },
+    );
 }

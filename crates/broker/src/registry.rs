@@ -114,6 +114,10 @@ pub(crate) fn adopt_discovered(meta: &Meta, logs: &LogManager) -> Result<(), Bro
 /// `__sluice_meta.imported` so that a single broker started on the directory later cannot
 /// serve stale metadata. Several brokers starting at once import the same topics harmlessly:
 /// creation is a compare-and-swap.
+///
+/// Partition directories alone are adopted only while a single broker's metadata is imported
+/// or the cluster has no topic yet: in a running cluster an unknown directory is a deleted
+/// topic's leftover (its owner was dead when it was deleted), not a topic to bring back.
 pub(crate) fn import_into_cluster(
     store: &sluice_meta::EtcdStore,
     first_dir: &std::path::Path,
@@ -135,7 +139,9 @@ pub(crate) fn import_into_cluster(
             topics.insert(t.name.clone(), t);
         }
     }
-    for d in logs.discovered() {
+    let known = store.refresh()?;
+    let adopt_dirs = !topics.is_empty() || known.topics.is_empty();
+    for d in logs.discovered().into_iter().filter(|_| adopt_dirs) {
         let t = topics
             .entry(d.tp.topic.clone())
             .or_insert_with(|| TopicMeta {
@@ -149,7 +155,6 @@ pub(crate) fn import_into_cluster(
             t.epochs.resize(d.tp.partition as usize + 1, 0);
         }
     }
-    let known = store.refresh()?;
     for t in topics.values() {
         if known.topics.contains_key(&t.name) {
             continue;
@@ -169,21 +174,11 @@ pub(crate) fn import_into_cluster(
             Err(e) => return Err(e.into()),
         }
     }
-    if embedded_dir.is_dir() {
-        match std::fs::rename(&embedded_dir, first_dir.join("__sluice_meta.imported")) {
-            Ok(()) => tracing::info!(
-                "moved the embedded metadata into etcd; {} is now __sluice_meta.imported",
-                embedded_dir.display()
-            ),
-            // Another broker starting at the same time renamed it first.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(BrokerError::Startup(format!(
-                    "could not rename {} after importing it: {e}",
-                    embedded_dir.display()
-                )))
-            }
-        }
+    if sluice_meta::EmbeddedStore::retire(&embedded_dir)? {
+        tracing::info!(
+            "moved the embedded metadata into etcd; {} is now __sluice_meta.imported",
+            embedded_dir.display()
+        );
     }
     Ok(())
 }

@@ -283,29 +283,26 @@ impl EtcdStore {
         self.etcd
             .txn(&[], &[Op::Delete { key: key.clone() }], &[])
             .map_err(etcd_err)?;
+        // The key is new, so its create revision is the transaction's revision.
         let created = self
             .etcd
-            .txn(
+            .txn_at(
                 &[Compare::CreateRevision(key.clone(), 0)],
                 &[Op::Put {
-                    key: key.clone(),
+                    key,
                     value: to_json(info),
                     lease,
                 }],
                 &[],
             )
-            .map_err(etcd_err)?;
-        if !created {
-            return Err(MetaError::Etcd(format!(
-                "another broker registered node id {} at the same moment",
-                self.node_id
-            )));
-        }
-        let kv =
-            self.etcd.get(&key).map_err(etcd_err)?.ok_or_else(|| {
-                MetaError::Etcd("the broker registration vanished at once".into())
+            .map_err(etcd_err)?
+            .ok_or_else(|| {
+                MetaError::Etcd(format!(
+                    "another broker registered node id {} at the same moment",
+                    self.node_id
+                ))
             })?;
-        *self.registration.lock() = Some((lease, kv.create_revision));
+        *self.registration.lock() = Some((lease, created));
         Ok(lease)
     }
 
@@ -334,21 +331,18 @@ impl EtcdStore {
             return Ok(None);
         };
         let key = self.key("controller");
+        // Created now, so its create revision is the transaction's revision.
         self.etcd
-            .txn(
+            .txn_at(
                 &[Compare::CreateRevision(key.clone(), 0)],
                 &[Op::Put {
-                    key: key.clone(),
+                    key,
                     value: self.node_id.to_string().into_bytes(),
                     lease,
                 }],
                 &[],
             )
-            .map_err(etcd_err)?;
-        let kv = self.etcd.get(&key).map_err(etcd_err)?;
-        Ok(kv
-            .filter(|kv| kv.lease == lease)
-            .map(|kv| kv.create_revision))
+            .map_err(etcd_err)
     }
 
     // ---- ownership -------------------------------------------------------------------
@@ -443,31 +437,24 @@ impl EtcdStore {
             from: None,
             recovery_point: seen.owner.recovery_point,
         };
-        let ok = self
+        let revision = self
             .etcd
-            .txn(
+            .txn_at(
                 &[
                     Compare::ModRevision(key.clone(), seen.mod_revision),
                     Compare::CreateRevision(self.broker_key(self.node_id), reg_rev),
                 ],
                 &[Op::Put {
-                    key: key.clone(),
+                    key,
                     value: to_json(&next),
                     lease: 0,
                 }],
                 &[],
             )
             .map_err(etcd_err)?;
-        if !ok {
-            return Ok(None);
-        }
-        let kv = self.etcd.get(&key).map_err(etcd_err)?;
-        Ok(kv.and_then(|kv| {
-            let owner: Owner = serde_json::from_slice(&kv.value).ok()?;
-            (owner == next).then_some(OwnerRecord {
-                owner,
-                mod_revision: kv.mod_revision,
-            })
+        Ok(revision.map(|mod_revision| OwnerRecord {
+            owner: next,
+            mod_revision,
         }))
     }
 

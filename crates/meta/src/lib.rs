@@ -186,6 +186,21 @@ impl EmbeddedStore {
         self.state.lock().cluster_id.clone()
     }
 
+    /// Retire the store in `dir` after its records moved into a cluster's etcd: the directory
+    /// is renamed to `__sluice_meta.imported` beside it, so no single broker serves those
+    /// records again. False if it was not there (another broker retired it first).
+    pub fn retire(dir: &Path) -> Result<bool, MetaError> {
+        let to = dir.with_file_name("__sluice_meta.imported");
+        match fs::rename(dir, &to) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(MetaError::Io {
+                path: dir.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
     pub fn topics(&self) -> Vec<TopicMeta> {
         self.state.lock().topics.values().cloned().collect()
     }
@@ -372,6 +387,10 @@ impl EmbeddedStore {
     }
 }
 
+fn acquired_one_by_one() -> MetaError {
+    MetaError::Etcd("a cluster member acquires partitions as they are assigned".into())
+}
+
 /// The metadata store a broker uses: the embedded one (single broker, which owns every
 /// partition) or etcd (cluster).
 #[derive(Debug)]
@@ -485,9 +504,7 @@ impl Meta {
                 .into_iter()
                 .map(|t| self.owned_by_me(t))
                 .collect()),
-            Meta::Etcd(_) => Err(MetaError::Etcd(
-                "a cluster member acquires partitions as they are assigned".into(),
-            )),
+            Meta::Etcd(_) => Err(acquired_one_by_one()),
         }
     }
 
@@ -495,9 +512,7 @@ impl Meta {
     pub fn acquire_partition(&self, name: &str, partition: i32) -> Result<i32, MetaError> {
         match self {
             Meta::Embedded { store, .. } => store.acquire_partition(name, partition),
-            Meta::Etcd(_) => Err(MetaError::Etcd(
-                "a cluster member acquires partitions as they are assigned".into(),
-            )),
+            Meta::Etcd(_) => Err(acquired_one_by_one()),
         }
     }
 

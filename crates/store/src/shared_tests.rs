@@ -8,24 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice_format::{parse_batches, BatchBuilder};
 
+use crate::tests::{cfg, NOW};
 use crate::*;
-
-const NOW: i64 = 1_700_000_000_000;
-
-fn cfg() -> LogConfig {
-    LogConfig {
-        segment_bytes: 1024 * 1024,
-        segment_ms: 7 * 24 * 3600 * 1000,
-        retention_ms: -1,
-        retention_bytes: -1,
-        index_interval_bytes: 4096,
-        segment_index_bytes: 10 * 1024 * 1024,
-        max_message_bytes: 1024 * 1024,
-        timestamp_type: TimestampType::CreateTime,
-        flush_messages: i64::MAX,
-        flush_ms: i64::MAX,
-    }
-}
 
 fn broker(dir: &Path, node_id: i32) -> LogManager {
     LogManager::open_sharing(

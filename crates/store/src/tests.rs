@@ -11,9 +11,9 @@ use sluice_format::{parse_batches, validate_batch, BatchBuilder, OffsetIndexEntr
 
 use crate::*;
 
-const NOW: i64 = 1_700_000_000_000;
+pub(crate) const NOW: i64 = 1_700_000_000_000;
 
-fn cfg() -> LogConfig {
+pub(crate) fn cfg() -> LogConfig {
     LogConfig {
         segment_bytes: 1024 * 1024,
         segment_ms: 7 * 24 * 3600 * 1000,

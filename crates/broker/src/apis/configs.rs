@@ -130,6 +130,14 @@ fn apply(
         TOPIC => {}
         BROKER => {
             check_broker_name(broker, name)?;
+            // No broker config is ever set dynamically: a change that leaves none set (deleting,
+            // as kafka-reassign-partitions --verify does to clear its throttles) changes
+            // nothing, and Kafka answers it with success.
+            let mut dynamic = BTreeMap::new();
+            change(&mut dynamic)?;
+            if dynamic.is_empty() {
+                return Ok(());
+            }
             return Err(Refusal::new(
                 ResponseError::InvalidRequest,
                 "dynamic broker configs are not supported; set them in server.properties",
@@ -209,80 +217,69 @@ pub(crate) fn incremental_alter(
         .into_iter()
         .map(|r| {
             let name = r.resource_name.as_str().to_string();
-            // Deleting broker configs that were never set dynamically changes nothing (Kafka
-            // answers success): kafka-reassign-partitions --verify clears its throttles so.
-            let deletes_only = r.resource_type == BROKER
-                && r.configs.iter().all(|c| c.config_operation == OP_DELETE);
-            let outcome = if deletes_only {
-                check_broker_name(broker, &name)
-            } else {
-                apply(
-                    broker,
-                    r.resource_type,
-                    &name,
-                    req.validate_only,
-                    |configs| {
-                        for c in &r.configs {
-                            let key = c.name.as_str().to_string();
-                            let value = c.value.as_ref().map(|v| v.as_str().to_string());
-                            match c.config_operation {
-                                OP_SET => {
-                                    let v = value.ok_or_else(|| {
-                                        Refusal::new(
-                                            ResponseError::InvalidConfig,
-                                            format!("Null value not supported for: {key}"),
-                                        )
-                                    })?;
-                                    configs.insert(key, v);
-                                }
-                                OP_DELETE => {
-                                    configs.remove(&key);
-                                }
-                                OP_APPEND | OP_SUBTRACT => {
-                                    let current = configs.get(&key).cloned().unwrap_or_else(|| {
-                                        sluice_config::describe_topic(
-                                            &broker.config,
-                                            &BTreeMap::new(),
-                                        )
+            let outcome = apply(
+                broker,
+                r.resource_type,
+                &name,
+                req.validate_only,
+                |configs| {
+                    for c in &r.configs {
+                        let key = c.name.as_str().to_string();
+                        let value = c.value.as_ref().map(|v| v.as_str().to_string());
+                        match c.config_operation {
+                            OP_SET => {
+                                let v = value.ok_or_else(|| {
+                                    Refusal::new(
+                                        ResponseError::InvalidConfig,
+                                        format!("Null value not supported for: {key}"),
+                                    )
+                                })?;
+                                configs.insert(key, v);
+                            }
+                            OP_DELETE => {
+                                configs.remove(&key);
+                            }
+                            OP_APPEND | OP_SUBTRACT => {
+                                let current = configs.get(&key).cloned().unwrap_or_else(|| {
+                                    sluice_config::describe_topic(&broker.config, &BTreeMap::new())
                                         .into_iter()
                                         .find(|e| e.name == key)
                                         .and_then(|e| e.value)
                                         .unwrap_or_default()
-                                    });
-                                    let mut items: Vec<String> = current
-                                        .split(',')
-                                        .map(str::trim)
-                                        .filter(|s| !s.is_empty())
-                                        .map(String::from)
-                                        .collect();
-                                    for v in value
-                                        .unwrap_or_default()
-                                        .split(',')
-                                        .map(str::trim)
-                                        .filter(|s| !s.is_empty())
-                                    {
-                                        if c.config_operation == OP_APPEND {
-                                            if !items.iter().any(|i| i == v) {
-                                                items.push(v.to_string());
-                                            }
-                                        } else {
-                                            items.retain(|i| i != v);
+                                });
+                                let mut items: Vec<String> = current
+                                    .split(',')
+                                    .map(str::trim)
+                                    .filter(|s| !s.is_empty())
+                                    .map(String::from)
+                                    .collect();
+                                for v in value
+                                    .unwrap_or_default()
+                                    .split(',')
+                                    .map(str::trim)
+                                    .filter(|s| !s.is_empty())
+                                {
+                                    if c.config_operation == OP_APPEND {
+                                        if !items.iter().any(|i| i == v) {
+                                            items.push(v.to_string());
                                         }
+                                    } else {
+                                        items.retain(|i| i != v);
                                     }
-                                    configs.insert(key, items.join(","));
                                 }
-                                other => {
-                                    return Err(Refusal::new(
-                                        ResponseError::InvalidRequest,
-                                        format!("unknown config operation {other}"),
-                                    ))
-                                }
+                                configs.insert(key, items.join(","));
+                            }
+                            other => {
+                                return Err(Refusal::new(
+                                    ResponseError::InvalidRequest,
+                                    format!("unknown config operation {other}"),
+                                ))
                             }
                         }
-                        Ok(())
-                    },
-                )
-            };
+                    }
+                    Ok(())
+                },
+            );
             let result =
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(r.resource_type)
