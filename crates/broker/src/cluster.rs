@@ -5,10 +5,13 @@
 //!   moment until which the lease is surely alive, measured from before the renewal was sent,
 //!   minus a third of the lease. Past it the broker appends nothing (it fences itself before
 //!   etcd can expire the lease and the controller can move its partitions away).
-//! - the cluster thread reads the cluster's records every `sluice.cluster.poll.ms`,
-//!   acquires the partitions assigned to it (bumping their epoch, recovering their files and
-//!   starting a new segment), releases those assigned elsewhere, and, on the broker that holds
-//!   the controller key, assigns partitions without a live owner and balances ownership.
+//! - the cluster thread reads the cluster's records as soon as an etcd watch (a third thread)
+//!   reports a change, and at least every `sluice.cluster.poll.ms`; it acquires the
+//!   partitions assigned to it (bumping their epoch, recovering their files and starting a
+//!   new segment), hands over those a planned move sends elsewhere (stop appending, seal,
+//!   fsync, name the new owner: [`Cluster::hand_over`]), releases those taken from it, and,
+//!   on the broker that holds the controller key, assigns partitions without a live owner and
+//!   balances ownership.
 //!
 //! Architecture invariant: an acknowledgement of acks=all data follows, in this order, the
 //! append, the fsync that covers it, and a transaction in etcd that confirms this broker's
@@ -17,13 +20,14 @@
 //! lost a partition therefore never acknowledges data the new owner may not have: the new
 //! owner acquired (changing the record) before it read the files.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use sluice_config::ClusterSettings;
+use sluice_meta::etcd::WatchCancel;
 use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord};
 use sluice_store::{Log, TopicPartition};
 
@@ -48,7 +52,34 @@ pub(crate) struct Cluster {
     stopping: AtomicBool,
     /// One reconciliation at a time (the cluster thread, or a topic change on a request).
     reconcile_lock: Mutex<()>,
+    /// Wakes the cluster thread before its next poll: the etcd watch saw a change.
+    wakeup: Arc<Wakeup>,
+    /// Ends the etcd watch (controlled shutdown).
+    watch_cancel: Arc<WatchCancel>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// A flag the cluster thread waits on between its rounds.
+#[derive(Debug, Default)]
+struct Wakeup {
+    pending: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Wakeup {
+    fn wake(&self) {
+        *self.pending.lock() = true;
+        self.cv.notify_all();
+    }
+
+    /// Until woken (since the last wait) or `timeout` passes.
+    fn wait(&self, timeout: Duration) {
+        let mut pending = self.pending.lock();
+        if !*pending {
+            self.cv.wait_for(&mut pending, timeout);
+        }
+        *pending = false;
+    }
 }
 
 impl Cluster {
@@ -60,6 +91,8 @@ impl Cluster {
             lease_lost: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             reconcile_lock: Mutex::new(()),
+            wakeup: Arc::new(Wakeup::default()),
+            watch_cancel: Arc::new(WatchCancel::default()),
             threads: Mutex::new(Vec::new()),
         }
     }
@@ -184,7 +217,18 @@ impl Cluster {
             .name("sluice-cluster".into())
             .spawn(move || cluster_loop(weak))
             .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
-        cluster.threads.lock().extend([lease, main]);
+        let watch = std::thread::Builder::new()
+            .name("sluice-watch".into())
+            .spawn({
+                let (watch, cancel) = (store.watcher(), cluster.watch_cancel.clone());
+                let (wakeup, retry) = (
+                    cluster.wakeup.clone(),
+                    Duration::from_millis(cluster.settings.poll_ms),
+                );
+                move || watch_loop(&watch, &cancel, &wakeup, retry)
+            })
+            .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+        cluster.threads.lock().extend([lease, main, watch]);
         Ok(())
     }
 
@@ -192,17 +236,142 @@ impl Cluster {
     /// cluster (the controller hands the partitions to the other brokers at once).
     pub(crate) fn shutdown(&self, broker: &Broker) {
         self.stopping.store(true, Ordering::Release);
-        let held = self.release_all(broker);
+        self.watch_cancel.cancel();
+        self.wakeup.wake();
+        let _one = self.reconcile_lock.lock();
+        let handed = broker
+            .meta
+            .etcd()
+            .map_or(0, |store| self.hand_over_all(broker, store));
+        let released = self.release_all(broker);
         if let Some(store) = broker.meta.etcd() {
             match store.deregister() {
-                Ok(()) => {
-                    tracing::info!(partitions = held, "left the cluster; partitions released")
-                }
+                Ok(()) => tracing::info!(
+                    handed_over = handed,
+                    released,
+                    "left the cluster; partitions handed over"
+                ),
                 Err(e) => tracing::warn!("leaving the cluster failed (the lease will expire): {e}"),
             }
         }
+        drop(_one);
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+    }
+
+    /// Controlled shutdown: hand every partition over to the live broker owning fewest of its
+    /// topic (then fewest overall), so no controller round is waited for. Returns how many.
+    fn hand_over_all(&self, broker: &Broker, store: &EtcdStore) -> usize {
+        let view = match store.refresh() {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("reading the cluster's records for the hand-over failed: {e}");
+                return 0;
+            }
+        };
+        let me = broker.node_id;
+        let others: Vec<i32> = view.brokers.keys().copied().filter(|b| *b != me).collect();
+        if others.is_empty() {
+            return 0;
+        }
+        let mut total: BTreeMap<i32, usize> = others.iter().map(|b| (*b, 0)).collect();
+        let mut per_topic: HashMap<(&str, i32), usize> = HashMap::new();
+        for ((topic, _), rec) in &view.owners {
+            let at = rec.owner.to.unwrap_or(rec.owner.node);
+            if let Some(n) = total.get_mut(&at) {
+                *n += 1;
+                *per_topic.entry((topic.as_str(), at)).or_default() += 1;
+            }
+        }
+        let mut held: Vec<(TopicPartition, OwnerRecord)> = self
+            .held
+            .read()
+            .iter()
+            .map(|(tp, r)| (tp.clone(), *r))
+            .collect();
+        held.sort_by(|a, b| (&a.0.topic, a.0.partition).cmp(&(&b.0.topic, b.0.partition)));
+        let mut handed = 0;
+        for (tp, mine) in held {
+            // The newest record naming this broker (a planned move may have changed it).
+            let record = match view.owners.get(&(tp.topic.clone(), tp.partition)) {
+                Some(r) if r.owner.node == me && r.mod_revision > mine.mod_revision => *r,
+                _ => mine,
+            };
+            let to = record
+                .owner
+                .to
+                .filter(|t| total.contains_key(t))
+                .or_else(|| {
+                    others.iter().copied().min_by_key(|b| {
+                        let of_topic = per_topic.get(&(tp.topic.as_str(), *b)).copied();
+                        (of_topic.unwrap_or(0), total[b], *b)
+                    })
+                });
+            let Some(to) = to else { break };
+            if let Some(n) = total.get_mut(&to) {
+                *n += 1;
+            }
+            if self.hand_over(broker, store, &tp, record, to) {
+                handed += 1;
+            }
+        }
+        handed
+    }
+
+    /// Hand `tp` over to broker `to` (a planned move, or a controlled shutdown): stop
+    /// appending, seal the active segment and make the log durable, then name `to` the owner
+    /// in etcd with the log's end as the recovery point, if the record is still `record`. The
+    /// new owner then recovers nothing, whatever the partition's size. True if handed over.
+    fn hand_over(
+        &self,
+        broker: &Broker,
+        store: &EtcdStore,
+        tp: &TopicPartition,
+        record: OwnerRecord,
+        to: i32,
+    ) -> bool {
+        let started = Instant::now();
+        // Appends stop here; acknowledgements of rounds under way fail their confirmation
+        // (the record changed when the move was asked for) and are retried at the new owner.
+        self.held.write().remove(tp);
+        if tp.topic == OFFSETS_TOPIC {
+            broker.groups.unload(tp.partition);
+        }
+        let log = broker.logs.get(tp);
+        let recovery_point = match broker.logs.hand_over_log(tp, now_ms()) {
+            Ok(Some(end)) => end,
+            Ok(None) => record.owner.recovery_point,
+            Err(e) => {
+                tracing::warn!(?tp, "sealing the partition for its hand-over failed; the next owner recovers it: {e}");
+                record.owner.recovery_point
+            }
+        };
+        if let Some(log) = &log {
+            broker.fetch_waiters.wake(log);
+        }
+        match store.hand_over(&tp.topic, tp.partition, record, to, recovery_point) {
+            Ok(true) => {
+                tracing::info!(
+                    ?tp,
+                    to,
+                    recovery_point,
+                    millis = started.elapsed().as_millis() as u64,
+                    "handed the partition over"
+                );
+                true
+            }
+            Ok(false) => {
+                tracing::info!(
+                    ?tp,
+                    "the partition's record changed before the hand-over; released it"
+                );
+                false
+            }
+            Err(e) => {
+                tracing::warn!(?tp, to, "handing the partition over failed (retried while the record names this broker): {e}");
+                false
+            }
         }
     }
 
@@ -328,6 +497,17 @@ impl Cluster {
                 let record = view.owners.get(&(topic.name.clone(), p)).copied();
                 let held = self.held.read().get(&tp).copied();
                 let mine = usable && record.is_some_and(|r| r.owner.node == me);
+                // A planned move to a live broker: hand the partition over (files or not).
+                let moving = record
+                    .and_then(|r| r.owner.to)
+                    .filter(|t| *t != me && view.brokers.contains_key(t));
+                if let (Some(to), Some(r)) = (moving, record) {
+                    if mine && held.is_none_or(|h| h.owner.epoch == r.owner.epoch) {
+                        self.hand_over(broker, store, &tp, r, to);
+                        logs.push(None);
+                        continue;
+                    }
+                }
                 match (held, record) {
                     // Equal, or newer than the view: this broker rewrote its own record (a
                     // recovery point) after the view was read.
@@ -477,8 +657,10 @@ impl Cluster {
 
 /// Run `round` every `period` while the broker lives and is not shutting down. The thread
 /// holds the broker only during a round.
+/// With `wakeable`, a wake-up of the cluster's [`Wakeup`] starts the next round at once.
 fn every(
     weak: &Weak<Broker>,
+    wakeable: bool,
     period: impl Fn(&Cluster) -> Duration,
     round: impl Fn(&Broker, &Cluster, &EtcdStore),
 ) {
@@ -493,14 +675,20 @@ fn every(
         let started = Instant::now();
         let period = period(cluster);
         round(&broker, cluster, store);
+        let wakeup = wakeable.then(|| cluster.wakeup.clone());
         drop(broker);
-        std::thread::sleep(period.saturating_sub(started.elapsed()));
+        let rest = period.saturating_sub(started.elapsed());
+        match wakeup {
+            Some(w) => w.wait(rest),
+            None => std::thread::sleep(rest),
+        }
     }
 }
 
 fn lease_loop(weak: Weak<Broker>) {
     every(
         &weak,
+        false,
         |cluster| cluster.lease() / 4,
         |_, cluster, store| {
             let sent = Instant::now();
@@ -517,9 +705,28 @@ fn lease_loop(weak: Weak<Broker>) {
     );
 }
 
+/// Watch etcd until shut down, waking the cluster thread at every change; a watch that
+/// breaks (etcd away) is opened again after `retry` (the polls go on meanwhile).
+fn watch_loop(
+    watch: &sluice_meta::ClusterWatch,
+    cancel: &WatchCancel,
+    wakeup: &Wakeup,
+    retry: Duration,
+) {
+    while !cancel.cancelled() {
+        if let Err(e) = watch.run(cancel, || wakeup.wake()) {
+            tracing::debug!("the etcd watch ended: {e}");
+        }
+        if !cancel.cancelled() {
+            std::thread::sleep(retry);
+        }
+    }
+}
+
 fn cluster_loop(weak: Weak<Broker>) {
     every(
         &weak,
+        true,
         |cluster| Duration::from_millis(cluster.settings.poll_ms),
         |broker, cluster, store| {
             if cluster.lease_lost.load(Ordering::Acquire) {

@@ -397,6 +397,33 @@ impl Broker {
         }
     }
 
+    /// KIP-951: where a client should send requests for a partition this broker does not
+    /// serve: the owner the cluster's records name (or the broker a planned move hands it
+    /// to), with the leader epoch it has, or will have once it acquired the partition. None
+    /// on a single broker, or when that is this broker or not a live one.
+    pub(crate) fn leader_hint(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        let view = self.meta.etcd()?.view();
+        let rec = view.owners.get(&(topic.to_string(), partition))?.owner;
+        let (leader, epoch) = match rec.to {
+            Some(to) => (to, rec.epoch + 1),
+            // Assigned, not acquired yet: acquiring bumps the epoch.
+            None if rec.from.is_some() => (rec.node, rec.epoch + 1),
+            None => (rec.node, rec.epoch),
+        };
+        (leader != self.node_id && view.brokers.contains_key(&leader)).then_some((leader, epoch))
+    }
+
+    /// The listeners of the live brokers among `ids` (KIP-951's NodeEndpoints).
+    pub(crate) fn endpoints_of(&self, ids: &[i32]) -> Vec<(i32, String, u16)> {
+        let mut out: Vec<_> = self
+            .live_brokers()
+            .into_iter()
+            .filter(|(id, _, _)| ids.contains(id))
+            .collect();
+        out.sort_unstable_by_key(|(id, _, _)| *id);
+        out
+    }
+
     pub(crate) fn live_broker_count(&self) -> i32 {
         match self.meta.etcd() {
             Some(store) => store.view().brokers.len() as i32,

@@ -50,6 +50,19 @@ pub(crate) fn missing_partition_code(state: Option<&TopicState>, partition: i32)
     }
 }
 
+/// The error for a request naming `current` as the partition's leader epoch when this
+/// broker leads it at `ours` (KIP-320): an older epoch is fenced, a newer one not known yet;
+/// -1 asks for no check.
+pub(crate) fn leader_epoch_code(current: i32, ours: i32) -> Option<i16> {
+    if current >= 0 && current < ours {
+        Some(kafka_protocol::ResponseError::FencedLeaderEpoch.code())
+    } else if current > ours {
+        Some(kafka_protocol::ResponseError::UnknownLeaderEpoch.code())
+    } else {
+        None
+    }
+}
+
 #[derive(Debug, Default)]
 struct Topics {
     by_name: BTreeMap<String, Arc<TopicState>>,

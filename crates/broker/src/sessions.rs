@@ -21,6 +21,8 @@ pub(crate) struct Target {
     pub(crate) partition: i32,
     pub(crate) fetch_offset: i64,
     pub(crate) max_bytes: i32,
+    /// The leader epoch the client believes current (KIP-320); -1: no check.
+    pub(crate) current_leader_epoch: i32,
     /// What was last reported to the client: (high watermark, log start offset).
     pub(crate) reported: Option<(i64, i64)>,
 }

@@ -64,11 +64,46 @@ pub struct Owner {
     /// when it acquires the partition (ListPartitionReassignments lists these).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<i32>,
+    /// Set while a planned move waits for the owner (`node`, alive) to hand the partition
+    /// over: the broker it goes to. The owner stops appending, makes everything durable,
+    /// seals the active segment and names `to` the owner with a recovery point at the log's
+    /// end ([`EtcdStore::hand_over`]), so the next owner has nothing to recover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<i32>,
     /// The owner's recovery point: everything below it was durable when the owner recorded
     /// it, so the next owner validates only what lies after it (and the tails of the sealed
     /// segments below it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recovery_point: i64,
+}
+
+impl Owner {
+    /// This record after deciding that the partition goes to `node`: a planned move (the
+    /// owner hands it over) while the owner is alive, else a direct assignment. Moving it to
+    /// its owner takes back a planned move not yet handed over.
+    fn moving_to(&self, node: i32, owner_alive: bool, pinned: bool) -> Owner {
+        if node == self.node {
+            Owner {
+                pinned,
+                to: None,
+                ..*self
+            }
+        } else if owner_alive && self.node >= 0 {
+            Owner {
+                pinned,
+                to: Some(node),
+                ..*self
+            }
+        } else {
+            Owner {
+                node,
+                pinned,
+                from: (self.node >= 0).then_some(self.node),
+                to: None,
+                ..*self
+            }
+        }
+    }
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -100,6 +135,27 @@ impl ClusterView {
     }
 }
 
+/// A watch of every record of a cluster ([`EtcdStore::watcher`]).
+#[derive(Clone, Debug)]
+pub struct ClusterWatch {
+    etcd: Etcd,
+    prefix: String,
+}
+
+impl ClusterWatch {
+    /// `changed` runs once the watch is in place and after every change, until the watch
+    /// ends (etcd went away, or `cancel`). Blocks.
+    pub fn run(
+        &self,
+        cancel: &crate::etcd::WatchCancel,
+        changed: impl FnMut(),
+    ) -> Result<(), MetaError> {
+        self.etcd
+            .watch_prefix(&self.prefix, cancel, changed)
+            .map_err(etcd_err)
+    }
+}
+
 /// The metadata store of a cluster, in etcd.
 #[derive(Debug)]
 pub struct EtcdStore {
@@ -110,7 +166,7 @@ pub struct EtcdStore {
     view: RwLock<Arc<ClusterView>>,
     /// (next producer id to hand out, first id not reserved by this broker).
     producer_ids: Mutex<(i64, i64)>,
-    /// This broker's registration: (lease id, create revision of its broker key).
+    /// This broker's registration: (lease id, mod revision of its broker key).
     registration: Mutex<Option<(i64, i64)>>,
 }
 
@@ -274,20 +330,19 @@ impl EtcdStore {
     // ---- membership ------------------------------------------------------------------
 
     /// Register this broker under a new lease of `ttl`. A registration left by an earlier
-    /// process with this node id is replaced (deleted, then created anew), so that process's
-    /// confirmations fail from now on. Returns the lease id.
+    /// process with this node id is replaced in one write (the key is never absent, so no
+    /// controller takes the replacement's partitions for orphans meanwhile); that process's
+    /// confirmations fail from then on, as they compare the key's mod revision. Returns the
+    /// lease id.
     pub fn register(&self, ttl: Duration, info: &BrokerInfo) -> Result<i64, MetaError> {
         let ttl_s = ttl.as_secs().max(2) as i64;
         let lease = self.etcd.lease_grant(ttl_s).map_err(etcd_err)?;
         let key = self.broker_key(self.node_id);
-        self.etcd
-            .txn(&[], &[Op::Delete { key: key.clone() }], &[])
-            .map_err(etcd_err)?;
-        // The key is new, so its create revision is the transaction's revision.
-        let created = self
+        // The key's mod revision is the transaction's revision.
+        let written = self
             .etcd
             .txn_at(
-                &[Compare::CreateRevision(key.clone(), 0)],
+                &[],
                 &[Op::Put {
                     key,
                     value: to_json(info),
@@ -296,13 +351,8 @@ impl EtcdStore {
                 &[],
             )
             .map_err(etcd_err)?
-            .ok_or_else(|| {
-                MetaError::Etcd(format!(
-                    "another broker registered node id {} at the same moment",
-                    self.node_id
-                ))
-            })?;
-        *self.registration.lock() = Some((lease, created));
+            .ok_or_else(|| MetaError::Etcd("an unconditional transaction failed".into()))?;
+        *self.registration.lock() = Some((lease, written));
         Ok(lease)
     }
 
@@ -349,12 +399,15 @@ impl EtcdStore {
 
     /// The controller assigns partitions: each `(topic, partition, record seen, new node)` is
     /// written only if the record is unchanged and this broker is still the controller (its
-    /// key's create revision is `controller_rev`). Returns whether it was applied.
+    /// key's create revision is `controller_rev`). A partition whose owner is alive is asked
+    /// to move (its owner hands it over); one without is assigned at once. Returns whether it
+    /// was applied.
     pub fn assign(
         &self,
         controller_rev: i64,
         moves: &[(String, i32, OwnerRecord, i32)],
     ) -> Result<bool, MetaError> {
+        let alive = self.view().brokers.keys().copied().collect::<Vec<_>>();
         let mut compares = vec![Compare::CreateRevision(
             self.key("controller"),
             controller_rev,
@@ -363,15 +416,10 @@ impl EtcdStore {
         for (topic, p, seen, node) in moves {
             let key = self.owner_key(topic, *p);
             compares.push(Compare::ModRevision(key.clone(), seen.mod_revision));
+            let owner_alive = alive.contains(&seen.owner.node);
             ops.push(Op::Put {
                 key,
-                value: to_json(&Owner {
-                    node: *node,
-                    epoch: seen.owner.epoch,
-                    pinned: false,
-                    from: (seen.owner.node >= 0).then_some(seen.owner.node),
-                    recovery_point: seen.owner.recovery_point,
-                }),
+                value: to_json(&seen.owner.moving_to(*node, owner_alive, false)),
                 lease: 0,
             });
         }
@@ -379,9 +427,9 @@ impl EtcdStore {
     }
 
     /// An explicit reassignment (AlterPartitionReassignments): move the partition to `node`
-    /// and pin it there, if its record is still `seen`. Any broker may do this; the
-    /// compare-and-swap keeps it from undoing a change it did not see. Returns whether it
-    /// was applied.
+    /// and pin it there, if its record is still `seen` (a planned move when its owner is
+    /// alive). Any broker may do this; the compare-and-swap keeps it from undoing a change it
+    /// did not see. Returns whether it was applied.
     pub fn reassign(
         &self,
         topic: &str,
@@ -390,21 +438,49 @@ impl EtcdStore {
         node: i32,
     ) -> Result<bool, MetaError> {
         let key = self.owner_key(topic, partition);
-        let moving = seen.owner.node != node;
-        let next = Owner {
-            node,
-            epoch: seen.owner.epoch,
-            pinned: true,
-            from: if moving {
-                (seen.owner.node >= 0).then_some(seen.owner.node)
-            } else {
-                seen.owner.from
-            },
-            recovery_point: seen.owner.recovery_point,
-        };
+        let owner_alive = self.view().brokers.contains_key(&seen.owner.node);
         self.etcd
             .txn(
                 &[Compare::ModRevision(key.clone(), seen.mod_revision)],
+                &[Op::Put {
+                    key,
+                    value: to_json(&seen.owner.moving_to(node, owner_alive, true)),
+                    lease: 0,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)
+    }
+
+    /// The owner hands a partition over to `to` (a planned move, or a controlled shutdown):
+    /// it has stopped appending and made the log durable up to `recovery_point`, its end.
+    /// Written if the record is still `held` and this broker still registered; the epoch is
+    /// left for the new owner to bump. Returns whether it was applied.
+    pub fn hand_over(
+        &self,
+        topic: &str,
+        partition: i32,
+        held: OwnerRecord,
+        to: i32,
+        recovery_point: i64,
+    ) -> Result<bool, MetaError> {
+        let Some((_, reg_rev)) = *self.registration.lock() else {
+            return Ok(false);
+        };
+        let key = self.owner_key(topic, partition);
+        let next = Owner {
+            node: to,
+            from: Some(self.node_id),
+            to: None,
+            recovery_point: recovery_point.max(held.owner.recovery_point),
+            ..held.owner
+        };
+        self.etcd
+            .txn(
+                &[
+                    Compare::ModRevision(key.clone(), held.mod_revision),
+                    Compare::ModRevision(self.broker_key(self.node_id), reg_rev),
+                ],
                 &[Op::Put {
                     key,
                     value: to_json(&next),
@@ -413,6 +489,15 @@ impl EtcdStore {
                 &[],
             )
             .map_err(etcd_err)
+    }
+
+    /// A watch of the cluster's records, independent of this store's lifetime (a broker runs
+    /// it on a thread of its own to refresh its view at once instead of at its next poll).
+    pub fn watcher(&self) -> ClusterWatch {
+        ClusterWatch {
+            etcd: self.etcd.clone(),
+            prefix: format!("{}/", self.prefix),
+        }
     }
 
     /// Acquire a partition assigned to this broker: bump its epoch if the record is still
@@ -435,6 +520,7 @@ impl EtcdStore {
             epoch: seen.owner.epoch + 1,
             pinned: seen.owner.pinned,
             from: None,
+            to: None,
             recovery_point: seen.owner.recovery_point,
         };
         let revision = self
@@ -442,7 +528,7 @@ impl EtcdStore {
             .txn_at(
                 &[
                     Compare::ModRevision(key.clone(), seen.mod_revision),
-                    Compare::CreateRevision(self.broker_key(self.node_id), reg_rev),
+                    Compare::ModRevision(self.broker_key(self.node_id), reg_rev),
                 ],
                 &[Op::Put {
                     key,
@@ -481,7 +567,7 @@ impl EtcdStore {
             .txn_at(
                 &[
                     Compare::ModRevision(key.clone(), held.mod_revision),
-                    Compare::CreateRevision(self.broker_key(self.node_id), reg_rev),
+                    Compare::ModRevision(self.broker_key(self.node_id), reg_rev),
                 ],
                 &[Op::Put {
                     key,
@@ -509,7 +595,7 @@ impl EtcdStore {
             return Ok(true);
         }
         for chunk in held.chunks(CONFIRM_COMPARES_MAX) {
-            let mut compares = vec![Compare::CreateRevision(me.clone(), reg_rev)];
+            let mut compares = vec![Compare::ModRevision(me.clone(), reg_rev)];
             compares.extend(
                 chunk
                     .iter()
@@ -778,6 +864,7 @@ pub fn plan_assignments(
     let mut topics: BTreeMap<&str, PerBroker> = BTreeMap::new();
     let mut total: BTreeMap<i32, usize> = live.iter().map(|&b| (b, 0)).collect();
     let mut orphans = Vec::new();
+    let mut plan = Vec::new();
     for ((topic, p), rec) in &view.owners {
         // Records of partitions past the topic's count (a half-finished change) are skipped.
         let known = view.topics.get(topic).is_some_and(|t| *p < t.partitions());
@@ -787,27 +874,47 @@ pub fn plan_assignments(
         let per = topics
             .entry(topic.as_str())
             .or_insert_with(|| live.iter().map(|&b| (b, (Vec::new(), 0))).collect());
-        match per.get_mut(&rec.owner.node) {
-            Some((_, pinned)) if rec.owner.pinned => *pinned += 1,
-            Some((movable, _)) => movable.push(*p),
-            None => {
-                orphans.push((topic.as_str(), *p));
+        let owner_alive = per.contains_key(&rec.owner.node);
+        let to = rec.owner.to.filter(|t| per.contains_key(t));
+        let at = match (owner_alive, to) {
+            // A planned move under way counts where it goes, and is left to finish.
+            (true, Some(t)) => {
+                if let Some((_, fixed)) = per.get_mut(&t) {
+                    *fixed += 1;
+                }
+                *total.entry(t).or_default() += 1;
                 continue;
             }
+            (true, None) => rec.owner.node,
+            (false, _) => {
+                orphans.push((topic.as_str(), *p, to));
+                continue;
+            }
+        };
+        // A move whose target died before the owner handed the partition over is taken
+        // back (and the partition stays put this round).
+        let stale = rec.owner.to.is_some();
+        if stale {
+            plan.push((topic.clone(), *p, at));
         }
-        *total.entry(rec.owner.node).or_default() += 1;
+        match per.get_mut(&at) {
+            Some((_, pinned)) if rec.owner.pinned || stale => *pinned += 1,
+            Some((movable, _)) => movable.push(*p),
+            None => {}
+        }
+        *total.entry(at).or_default() += 1;
     }
     let count = |per: &PerBroker, b: i32| per.get(&b).map_or(0, |(m, pinned)| m.len() + pinned);
-    let mut plan = Vec::new();
-    for (topic, p) in orphans {
+    for (topic, p, to) in orphans {
         let Some(per) = topics.get_mut(topic) else {
             continue;
         };
-        let Some(b) = live
-            .iter()
-            .copied()
-            .min_by_key(|b| (count(per, *b), total[b], *b))
-        else {
+        // Where a planned move was taking it, else the broker with fewest of the topic.
+        let Some(b) = to.or_else(|| {
+            live.iter()
+                .copied()
+                .min_by_key(|b| (count(per, *b), total[b], *b))
+        }) else {
             continue;
         };
         if let Some((movable, _)) = per.get_mut(&b) {
@@ -1033,5 +1140,32 @@ mod tests {
             vec![1, 2, 3, 1]
         );
         assert_eq!(spread_new_partitions(&view(&[], &[]), 2), vec![-1, -1]);
+    }
+
+    #[test]
+    fn planned_moves_count_where_they_go_and_finish_or_are_taken_back() {
+        let owners: Vec<(&str, i32, i32)> = (0..4).map(|p| ("t", p, 1)).collect();
+        let mut v = view(&[1, 2], &owners);
+        let to = |v: &mut ClusterView, p: i32, b: i32| {
+            v.owners.get_mut(&("t".to_string(), p)).unwrap().owner.to = Some(b);
+        };
+        // Two moves to broker 2 under way: balanced already, nothing planned.
+        to(&mut v, 0, 2);
+        to(&mut v, 1, 2);
+        assert!(plan_assignments(&v, true, 100).is_empty());
+        // The owner dies before handing over: its partitions go where the moves were taking
+        // them, the rest where there is room.
+        v.brokers.remove(&1);
+        v.brokers.insert(3, v.brokers[&2].clone());
+        let plan = plan_assignments(&v, false, 0);
+        assert!(plan.contains(&("t".to_string(), 0, 2)), "{plan:?}");
+        assert!(plan.contains(&("t".to_string(), 1, 2)), "{plan:?}");
+        assert!(plan.contains(&("t".to_string(), 2, 3)), "{plan:?}");
+        // The target dies instead: the move is taken back (planned to the owner).
+        let mut v = view(&[1, 3], &owners);
+        to(&mut v, 0, 2);
+        let plan = plan_assignments(&v, true, 100);
+        assert!(plan.contains(&("t".to_string(), 0, 1)), "{plan:?}");
+        assert_eq!(plan.iter().filter(|(_, p, _)| *p == 0).count(), 1);
     }
 }

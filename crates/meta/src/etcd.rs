@@ -146,6 +146,13 @@ impl Etcd {
     }
 
     fn post(&self, endpoint: &str, path: &str, payload: &str) -> io::Result<(u16, Vec<u8>)> {
+        let stream = self.send(endpoint, path, payload)?;
+        let mut r = BufReader::new(&stream);
+        read_response(&mut r)
+    }
+
+    /// Connect to `endpoint` and send one POST; the answer is left to read.
+    fn send(&self, endpoint: &str, path: &str, payload: &str) -> io::Result<TcpStream> {
         let addr = endpoint
             .to_socket_addrs()?
             .next()
@@ -160,8 +167,65 @@ impl Etcd {
             payload.len()
         );
         w.write_all(request.as_bytes())?;
-        let mut r = BufReader::new(&stream);
-        read_response(&mut r)
+        Ok(stream)
+    }
+
+    /// Watch every key under `prefix` (`POST /v3/watch`, a stream): `changed` is called once
+    /// the watch is in place (changes made before it are not reported) and then after every
+    /// message etcd sends, until the stream ends: etcd closed it, or `cancel` was used
+    /// ([`WatchCancel::cancel`] shuts the connection down). Blocks until then; Ok means the
+    /// stream ended, Err that it could not be opened or broke.
+    pub fn watch_prefix(
+        &self,
+        prefix: &str,
+        cancel: &WatchCancel,
+        mut changed: impl FnMut(),
+    ) -> Result<(), EtcdError> {
+        let path = "/v3/watch";
+        let payload = json!({"create_request": {
+            "key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix))}})
+        .to_string();
+        let mut last = String::from("no endpoints configured");
+        for endpoint in &self.endpoints {
+            let stream = match self.send(endpoint, path, &payload) {
+                Ok(s) => s,
+                Err(e) => {
+                    last = format!("{endpoint}: {e}");
+                    continue;
+                }
+            };
+            let broke = |e: io::Error| EtcdError::Unreachable {
+                endpoints: endpoint.clone(),
+                last: format!("the watch stream broke: {e}"),
+            };
+            let mut r = BufReader::new(&stream);
+            let head = read_head(&mut r).map_err(broke)?;
+            if head.status != 200 || !head.chunked {
+                return Err(Etcd::malformed(
+                    path,
+                    format!("HTTP {} (chunked: {})", head.status, head.chunked),
+                ));
+            }
+            // Messages arrive whenever something changes: no read limit from here on.
+            stream.set_read_timeout(None).map_err(broke)?;
+            if !cancel.arm(&stream) {
+                return Ok(());
+            }
+            let outcome = loop {
+                match read_chunk(&mut r) {
+                    Ok(Some(_)) => changed(),
+                    Ok(None) => break Ok(()),
+                    Err(_) if cancel.cancelled() => break Ok(()),
+                    Err(e) => break Err(broke(e)),
+                }
+            };
+            cancel.disarm();
+            return outcome;
+        }
+        Err(EtcdError::Unreachable {
+            endpoints: self.endpoints.join(","),
+            last,
+        })
     }
 
     /// Every key under `prefix`, in key order (a linearizable read), and the store's revision.
@@ -288,77 +352,142 @@ fn parse_kvs(path: &str, v: &Value) -> Result<Vec<Kv>, EtcdError> {
         .collect()
 }
 
-/// Read an HTTP/1.1 response: status, headers, then a body of `Content-Length` bytes, or
-/// chunked, or up to the end of the connection.
-fn read_response(r: &mut impl BufRead) -> io::Result<(u16, Vec<u8>)> {
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+/// Ends a [`Etcd::watch_prefix`] from another thread.
+#[derive(Debug, Default)]
+pub struct WatchCancel {
+    /// The watch's connection while one is open.
+    conn: parking_lot::Mutex<Option<TcpStream>>,
+    cancelled: std::sync::atomic::AtomicBool,
+}
+
+impl WatchCancel {
+    /// Shut the open watch's connection down (its reader returns), and refuse new ones.
+    pub fn cancel(&self) {
+        let conn = self.conn.lock();
+        self.cancelled
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(s) = &*conn {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Remember the watch's connection; false if cancelled already.
+    fn arm(&self, stream: &TcpStream) -> bool {
+        let mut conn = self.conn.lock();
+        if self.cancelled() {
+            return false;
+        }
+        *conn = stream.try_clone().ok();
+        true
+    }
+
+    fn disarm(&self) {
+        *self.conn.lock() = None;
+    }
+}
+
+fn bad_data(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// An HTTP/1.1 response's status line and the headers that say how its body is framed.
+struct Head {
+    status: u16,
+    length: Option<usize>,
+    chunked: bool,
+}
+
+fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let status: u16 = line
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("not an HTTP status line"))?;
-    let mut length = None;
-    let mut chunked = false;
+        .ok_or_else(|| bad_data("not an HTTP status line"))?;
+    let mut head = Head {
+        status,
+        length: None,
+        chunked: false,
+    };
     loop {
         line.clear();
         if r.read_line(&mut line)? == 0 {
-            return Err(bad("connection closed in the headers"));
+            return Err(bad_data("connection closed in the headers"));
         }
         let header = line.trim_end();
         if header.is_empty() {
-            break;
+            return Ok(head);
         }
         if let Some((name, value)) = header.split_once(':') {
             let value = value.trim();
             if name.eq_ignore_ascii_case("content-length") {
-                length = Some(
+                head.length = Some(
                     value
                         .parse::<usize>()
-                        .map_err(|_| bad("bad Content-Length"))?,
+                        .map_err(|_| bad_data("bad Content-Length"))?,
                 );
             } else if name.eq_ignore_ascii_case("transfer-encoding")
                 && value.eq_ignore_ascii_case("chunked")
             {
-                chunked = true;
+                head.chunked = true;
             }
         }
     }
+}
+
+/// One chunk of a chunked body; None at the last (empty) chunk or the end of the connection.
+fn read_chunk(r: &mut impl BufRead) -> io::Result<Option<Vec<u8>>> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+        .map_err(|_| bad_data("bad chunk size"))?;
+    if size == 0 {
+        return Ok(None);
+    }
+    if size > RESPONSE_BYTES_MAX {
+        return Err(bad_data("answer too large"));
+    }
+    let mut chunk = vec![0; size];
+    r.read_exact(&mut chunk)?;
+    line.clear();
+    r.read_line(&mut line)?;
+    Ok(Some(chunk))
+}
+
+/// Read an HTTP/1.1 response: status, headers, then a body of `Content-Length` bytes, or
+/// chunked, or up to the end of the connection.
+fn read_response(r: &mut impl BufRead) -> io::Result<(u16, Vec<u8>)> {
+    let head = read_head(r)?;
     let mut body = Vec::new();
-    if chunked {
-        loop {
-            line.clear();
-            r.read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                .map_err(|_| bad("bad chunk size"))?;
-            if size == 0 {
-                break;
+    if head.chunked {
+        while let Some(chunk) = read_chunk(r)? {
+            if body.len() + chunk.len() > RESPONSE_BYTES_MAX {
+                return Err(bad_data("answer too large"));
             }
-            if body.len() + size > RESPONSE_BYTES_MAX {
-                return Err(bad("answer too large"));
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            r.read_exact(&mut body[start..])?;
-            line.clear();
-            r.read_line(&mut line)?;
+            body.extend_from_slice(&chunk);
             // A streaming endpoint (lease keep-alive) sends one JSON object per message;
             // the first is the answer.
             if serde_json::from_slice::<Value>(&body).is_ok() {
                 break;
             }
         }
-    } else if let Some(n) = length {
+    } else if let Some(n) = head.length {
         if n > RESPONSE_BYTES_MAX {
-            return Err(bad("answer too large"));
+            return Err(bad_data("answer too large"));
         }
         body.resize(n, 0);
         r.read_exact(&mut body)?;
     } else {
         r.take(RESPONSE_BYTES_MAX as u64).read_to_end(&mut body)?;
     }
-    Ok((status, body))
+    Ok((head.status, body))
 }
 
 #[cfg(test)]

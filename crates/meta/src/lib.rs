@@ -15,7 +15,7 @@
 pub mod cluster;
 pub mod etcd;
 
-pub use cluster::{BrokerInfo, ClusterView, EtcdStore, Owner, OwnerRecord};
+pub use cluster::{BrokerInfo, ClusterView, ClusterWatch, EtcdStore, Owner, OwnerRecord};
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -144,13 +144,30 @@ fn topics_membership_ownership_and_fencing() {
         .assign(ctrl + 1_000_000, &[("orders".into(), 1, now, 2)])
         .unwrap());
 
-    // A replacement process with node id 2 fences the old one's registration.
+    // A planned move: the controller asks the live owner to move partition 0 to broker 2,
+    // the owner hands it over with its recovery point, and broker 2 acquires it.
     let held0 = {
+        let seen0 = a.refresh().unwrap().owners[&("orders".to_string(), 0)];
+        let held_a = a.acquire("orders", 0, seen0).unwrap().unwrap();
+        assert!(a.assign(ctrl, &[("orders".into(), 0, held_a, 2)]).unwrap());
+        let asked = b.refresh().unwrap().owners[&("orders".to_string(), 0)];
+        assert_eq!((asked.owner.node, asked.owner.to), (1, Some(2)));
+        // Not yet broker 2's to take, and not handed over from a record that changed.
+        assert!(b.acquire("orders", 0, asked).unwrap().is_none());
+        assert!(!a.hand_over("orders", 0, held_a, 2, 42).unwrap());
+        assert!(a.hand_over("orders", 0, asked, 2, 42).unwrap());
         let seen0 = b.refresh().unwrap().owners[&("orders".to_string(), 0)];
-        assert!(a.assign(ctrl, &[("orders".into(), 0, seen0, 2)]).unwrap());
-        let seen0 = b.refresh().unwrap().owners[&("orders".to_string(), 0)];
-        b.acquire("orders", 0, seen0).unwrap().unwrap()
+        assert_eq!(
+            (seen0.owner.node, seen0.owner.from, seen0.owner.to),
+            (2, Some(1), None)
+        );
+        let held0 = b.acquire("orders", 0, seen0).unwrap().unwrap();
+        assert_eq!(held0.owner.epoch, held_a.owner.epoch + 1);
+        assert_eq!(held0.owner.recovery_point, 42);
+        assert_eq!(held0.owner.from, None);
+        held0
     };
+    // A replacement process with node id 2 fences the old one's registration.
     let b2 = store(&etcd, 2);
     b2.register(Duration::from_secs(10), &info(9003)).unwrap();
     assert!(!b
@@ -188,4 +205,27 @@ fn topics_membership_ownership_and_fencing() {
     let v = b.refresh().unwrap();
     assert!(!v.brokers.contains_key(&1));
     assert_eq!(v.controller, None);
+}
+
+#[test]
+fn a_watch_reports_changes_until_cancelled() {
+    let etcd = start_etcd();
+    let a = store(&etcd, 1);
+    let watch = a.watcher();
+    let cancel = std::sync::Arc::new(sluice_meta::etcd::WatchCancel::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = std::thread::spawn({
+        let (watch, cancel) = (watch.clone(), cancel.clone());
+        move || watch.run(&cancel, || tx.send(()).unwrap())
+    });
+    // Once when in place, then once per change under the prefix.
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    a.register(Duration::from_secs(10), &info(9001)).unwrap();
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    cancel.cancel();
+    watcher.join().unwrap().unwrap();
+    // A cancelled watch does not start again.
+    assert!(watch
+        .run(&cancel, || panic!("watched after cancel"))
+        .is_ok());
 }

@@ -872,10 +872,253 @@ fn offset_for_leader_epoch_answers_where_an_epoch_ends() {
         ask(&mut c, "ep", epoch + 1, epoch).0,
         ResponseError::UnknownLeaderEpoch.code()
     );
+    // Fetch and ListOffsets check the epoch the same way (KIP-320).
+    let fetch = |c: &mut Client, current: i32| {
+        let mut req = fetch_request("ep", &[(0, 0)], 0, -1, 0, 0);
+        req.topics[0].partitions[0].current_leader_epoch = current;
+        c.request(&req, 12).responses[0].partitions[0].error_code
+    };
+    assert_eq!(fetch(&mut c, epoch), 0);
+    assert_eq!(fetch(&mut c, -1), 0);
+    assert_eq!(
+        fetch(&mut c, epoch - 1),
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        fetch(&mut c, epoch + 1),
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    let latest = |c: &mut Client, current: i32| {
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("ep")))
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_current_leader_epoch(current)
+                        .with_timestamp(-1),
+                ])]);
+        let r = c.request(&req, 7);
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.offset)
+    };
+    assert_eq!(latest(&mut c, epoch), (0, 3));
+    assert_eq!(
+        latest(&mut c, epoch - 1).0,
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        latest(&mut c, epoch + 1).0,
+        ResponseError::UnknownLeaderEpoch.code()
+    );
     // No epoch at or below 0 was ever used.
     assert_eq!(ask(&mut c, "ep", epoch, 0), (0, -1, -1));
     assert_eq!(
         ask(&mut c, "nope", -1, 0).0,
         ResponseError::UnknownTopicOrPartition.code()
+    );
+}
+
+/// A real etcd on free 127.0.0.1 ports (Debian's `etcd-server`, installed by `scripts/test`).
+struct Etcd {
+    child: std::process::Child,
+    endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (client, peer) = (free(), free());
+        let endpoint = format!("127.0.0.1:{client}");
+        let child = std::process::Command::new(
+            std::env::var("SLUICE_ETCD_BIN").unwrap_or_else(|_| "etcd".into()),
+        )
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen-client-urls", &format!("http://{endpoint}")])
+        .args(["--advertise-client-urls", &format!("http://{endpoint}")])
+        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+        .args([
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+        ])
+        .args([
+            "--initial-cluster",
+            &format!("default=http://127.0.0.1:{peer}"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("etcd must be installed (scripts/test installs Debian's etcd-server)");
+        let etcd = Etcd {
+            child,
+            endpoint,
+            _dir: dir,
+        };
+        wait_for("etcd to serve", || {
+            TcpStream::connect(&etcd.endpoint).is_ok()
+        });
+        etcd
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Leader and leader epoch of every partition of `topic`, as `client`'s broker reports them.
+fn leaders(client: &mut Client, topic: &str) -> Vec<(i32, i32)> {
+    let md = client.request(&MetadataRequest::default().with_topics(None), 12);
+    md.topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        .map(|t| {
+            let mut ps: Vec<_> = t
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.leader_id.0, p.leader_epoch))
+                .collect();
+            ps.sort_unstable();
+            ps.into_iter().map(|(_, l, e)| (l, e)).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Two brokers on one shared log directory and a real etcd: a request for a partition the
+/// other broker owns names that owner (KIP-951) where the version carries the hint, and the
+/// owner fences requests with a stale leader epoch (KIP-320).
+#[test]
+fn cluster_routing_names_the_owner_and_fences_stale_epochs() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    let member = |node: &'static str| {
+        TestBroker::start(&[
+            ("node.id", node),
+            ("log.dirs", &log_dir),
+            ("sluice.cluster.etcd.endpoints", &etcd.endpoint),
+            ("sluice.cluster.poll.ms", "100"),
+        ])
+    };
+    let (a, b) = (member("1"), member("2"));
+    let (mut ca, mut cb) = (a.connect(), b.connect());
+    wait_for("both brokers registered", || {
+        let md = ca.request(&MetadataRequest::default().with_topics(None), 12);
+        md.brokers.len() == 2
+    });
+    create_topic_with_partitions(&mut ca, "routed", 4);
+    // Each broker owns some partitions (spread at creation or balanced soon after), and both
+    // report the same acquired owners.
+    let mut owners = Vec::new();
+    wait_for("partitions spread and acquired", || {
+        owners = leaders(&mut ca, "routed");
+        owners.len() == 4
+            && owners.iter().any(|(l, _)| *l == 1)
+            && owners.iter().any(|(l, _)| *l == 2)
+            && owners.iter().all(|(_, e)| *e >= 1)
+            && leaders(&mut cb, "routed") == owners
+            && owners.iter().enumerate().all(|(p, (l, _))| {
+                let c = if *l == 1 { &mut ca } else { &mut cb };
+                produce_with(c, "routed", p as i32, batch(&["x"], -1, -1, -1), -1).error_code == 0
+            })
+    });
+    let p = owners
+        .iter()
+        .position(|(l, _)| *l == 2)
+        .expect("a partition of broker 2") as i32;
+    let epoch = owners[p as usize].1;
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+
+    // Produce v10+ to the broker that does not own it: the owner and its epoch, and its
+    // endpoint. v9 has no place for them.
+    let r = ca.request(
+        &produce_request("routed", p, batch(&["a"], -1, -1, -1), -1),
+        10,
+    );
+    let part = &r.responses[0].partition_responses[0];
+    assert_eq!(part.error_code, not_leader);
+    assert_eq!(
+        (
+            part.current_leader.leader_id.0,
+            part.current_leader.leader_epoch
+        ),
+        (2, epoch)
+    );
+    assert_eq!(
+        r.node_endpoints
+            .iter()
+            .map(|n| n.node_id.0)
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+    let part = produce_with(&mut ca, "routed", p, batch(&["a"], -1, -1, -1), -1);
+    assert_eq!(part.error_code, not_leader);
+    // Fetch v16+ likewise (by topic id from v13).
+    let id = ca
+        .request(&MetadataRequest::default().with_topics(None), 12)
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "routed"))
+        .map(|t| t.topic_id)
+        .expect("topic id");
+    let by_id = |p: i32, current: i32| {
+        let mut req = fetch_request("routed", &[(p, 0)], 0, -1, 0, 0);
+        req.topics[0].topic_id = id;
+        req.topics[0].partitions[0].current_leader_epoch = current;
+        req
+    };
+    let r = ca.request(&by_id(p, -1), 16);
+    let part = &r.responses[0].partitions[0];
+    assert_eq!(part.error_code, not_leader);
+    assert_eq!(
+        (
+            part.current_leader.leader_id.0,
+            part.current_leader.leader_epoch
+        ),
+        (2, epoch)
+    );
+    assert_eq!(
+        r.node_endpoints
+            .iter()
+            .map(|n| n.node_id.0)
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+
+    // The owner: a consumer at the current epoch reads, a stale one is fenced, one ahead of
+    // this broker is told to retry.
+    let fetch = |c: &mut Client, current: i32| {
+        c.request(&by_id(p, current), 16).responses[0].partitions[0].error_code
+    };
+    assert_eq!(fetch(&mut cb, epoch), 0);
+    assert_eq!(
+        fetch(&mut cb, epoch - 1),
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        fetch(&mut cb, epoch + 1),
+        ResponseError::UnknownLeaderEpoch.code()
     );
 }

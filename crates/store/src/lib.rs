@@ -665,6 +665,15 @@ impl LogManager {
     pub fn release_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.release_log(tp)
     }
+    /// A planned hand-over of `tp` to another broker (cluster mode): see
+    /// `manager::Inner::hand_over_log`. Returns the recovery point, the log's end.
+    pub fn hand_over_log(
+        &self,
+        tp: &TopicPartition,
+        now_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.hand_over_log(tp, now_ms)
+    }
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.delete_log(tp)
     }

@@ -509,6 +509,29 @@ impl Inner {
         Ok(())
     }
 
+    /// Hand `tp` over to the broker that owns it next (cluster mode, a planned move): the log
+    /// leaves this broker's registry and refuses appends (any append under way finishes
+    /// first), its active segment is sealed and everything, index files included, is made
+    /// durable, so that the next owner has nothing to recover. Returns the recovery point,
+    /// the log's end (None if this broker did not serve `tp`).
+    pub(crate) fn hand_over_log(
+        &self,
+        tp: &TopicPartition,
+        now_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let Some(log) = self.reg.lock().logs.remove(tp) else {
+            return Ok(None);
+        };
+        log.mark_deleted_locked();
+        log.roll(now_ms)
+            .and_then(|()| log.flush())
+            .map(Some)
+            .map_err(|source| StoreError::Io {
+                path: log.dir().to_path_buf(),
+                source,
+            })
+    }
+
     pub(crate) fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         let (log, idx) = {
             let mut reg = self.reg.lock();

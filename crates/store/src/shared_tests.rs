@@ -238,3 +238,37 @@ fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
     assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
     assert_eq!(log.log_end_offset(), 9);
 }
+
+/// A planned hand-over: the owner stops appending, seals its active segment and makes
+/// everything durable; the next owner opens at the recovery point it was handed, with only an
+/// empty segment after it.
+#[test]
+fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    assert_eq!(rp, 6);
+    assert!(a.get(&tp()).is_none());
+    assert!(old.append(batch("c"), AppendOrigin::Client, NOW).is_err());
+    assert_eq!(old.recovery_point_offset(), 6);
+    // Handing over what this broker does not serve is nothing.
+    assert_eq!(a.hand_over_log(&tp(), NOW).unwrap(), None);
+
+    let b = broker(dir.path(), 2);
+    let new = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
+        .unwrap();
+    assert_eq!(new.segment_count(), 2);
+    assert_eq!(new.log_end_offset(), 6);
+    new.roll(NOW).unwrap();
+    assert_eq!(
+        new.segment_count(),
+        2,
+        "the active segment was empty already"
+    );
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(batches(&new), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+}

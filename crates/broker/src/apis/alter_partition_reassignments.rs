@@ -3,11 +3,11 @@
 //! Replicas are logical (docs/cluster.md): a partition has one owner, and moving it is an
 //! ownership change that copies nothing. The target's first live broker becomes the owner
 //! (Kafka's preferred leader is the first replica), and the partition is pinned there so that
-//! balancing leaves it. The move completes when the new owner acquires the partition, within
-//! `sluice.cluster.poll.ms`; ListPartitionReassignments lists it until then. A cancel (null
-//! target) of a partition with no move under way answers NO_REASSIGNMENT_IN_PROGRESS, as Kafka
-//! does; a move under way cannot be taken back (nothing is copied, so there is nothing to
-//! stop), and its cancel answers the same.
+//! balancing leaves it. A live owner hands the partition over (docs/cluster.md, planned
+//! moves); the move completes when the new owner has acquired it, and
+//! ListPartitionReassignments lists it until then. A cancel (null target) takes back a move
+//! the owner has not handed over yet; otherwise it answers NO_REASSIGNMENT_IN_PROGRESS, as
+//! Kafka does when there is nothing to stop.
 
 use std::sync::Arc;
 
@@ -44,18 +44,21 @@ fn outcome(
         .map(|(id, _, _)| id)
         .collect();
     let Some(target) = target else {
-        let moving = broker
-            .meta
-            .etcd()
-            .and_then(|s| {
-                s.view()
-                    .owners
-                    .get(&(topic.to_string(), partition))
-                    .copied()
-            })
-            .is_some_and(|r| r.owner.from.is_some());
-        let why = if moving {
-            "The move is under way and copies nothing; it cannot be cancelled."
+        let record = broker.meta.etcd().and_then(|s| {
+            s.view()
+                .owners
+                .get(&(topic.to_string(), partition))
+                .copied()
+        });
+        // Not handed over yet: moving it back to its owner takes the move back.
+        if let Some(owner) = record
+            .filter(|r| r.owner.to.is_some())
+            .map(|r| r.owner.node)
+        {
+            return reassign(broker, topic, partition, owner);
+        }
+        let why = if record.is_some_and(|r| r.owner.from.is_some()) {
+            "The partition has been handed over (nothing was copied); it cannot be cancelled."
         } else {
             "No reassignment is in progress."
         };
@@ -92,6 +95,18 @@ fn outcome(
             format!("Replica assignment has broker {dead}, which is not alive."),
         ));
     }
+    reassign(broker, topic, partition, node)
+}
+
+/// Move `topic`-`partition` to `node` and pin it there (see [`EtcdStore::reassign`]).
+///
+/// [`EtcdStore::reassign`]: sluice_meta::EtcdStore::reassign
+fn reassign(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    node: i32,
+) -> Result<(), (ResponseError, String)> {
     let Some(store) = broker.meta.etcd() else {
         // A single broker: it is the only possible owner, and it already owns everything.
         return Ok(());
@@ -106,7 +121,7 @@ fn outcome(
                 format!("{topic}-{partition} has no owner record."),
             ));
         };
-        if seen.owner.node == node && seen.owner.pinned {
+        if seen.owner.node == node && seen.owner.pinned && seen.owner.to.is_none() {
             return Ok(());
         }
         match store.reassign(topic, partition, seen, node) {

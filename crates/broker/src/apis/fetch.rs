@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 use sluice_store::FileSlice;
 use tokio::time::Instant;
@@ -64,6 +66,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
                 reported: None,
             });
         }
@@ -105,6 +108,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                         Some(t) => {
                             t.fetch_offset = r.fetch_offset;
                             t.max_bytes = r.max_bytes;
+                            t.current_leader_epoch = r.current_leader_epoch;
                         }
                         None => session.targets.push(r),
                     }
@@ -200,9 +204,15 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                     None if session_id != 0 => broker.sessions.update_reported(session_id, targets),
                     None => {}
                 }
+                let node_endpoints = if version >= 16 {
+                    leader_hints(&broker, &mut topics)
+                } else {
+                    Vec::new()
+                };
                 let body = FetchResponse::default()
                     .with_session_id(session_id)
-                    .with_responses(topics);
+                    .with_responses(topics)
+                    .with_node_endpoints(node_endpoints);
                 return Some(Response::Fetch { body, regions });
             }
             if !registered {
@@ -220,6 +230,50 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             }
         }
     })
+}
+
+/// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH name their
+/// owner (`current_leader`), and the response lists its endpoint, so the consumer goes there
+/// without a metadata round trip.
+fn leader_hints(broker: &Broker, topics: &mut [FetchableTopicResponse]) -> Vec<NodeEndpoint> {
+    let hinted = [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::FencedLeaderEpoch.code(),
+    ];
+    let mut leaders = Vec::new();
+    for t in topics.iter_mut() {
+        let name = if t.topic.0.is_empty() {
+            broker
+                .registry
+                .get_by_id(t.topic_id)
+                .map(|s| s.meta.name.clone())
+        } else {
+            Some(t.topic.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        for p in t
+            .partitions
+            .iter_mut()
+            .filter(|p| hinted.contains(&p.error_code))
+        {
+            if let Some((leader, epoch)) = broker.leader_hint(&name, p.partition_index) {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                leaders.push(leader);
+            }
+        }
+    }
+    broker
+        .endpoints_of(&leaders)
+        .into_iter()
+        .map(|(id, host, port)| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(id))
+                .with_host(super::str_bytes(host))
+                .with_port(i32::from(port))
+        })
+        .collect()
 }
 
 /// The log a fetch target names, if this broker serves it.
@@ -266,6 +320,13 @@ fn read_all(
             out.push((base.with_error_code(code), None));
             continue;
         };
+        if let Some(code) =
+            crate::registry::leader_epoch_code(t.current_leader_epoch, log.leader_epoch())
+        {
+            errors = true;
+            out.push((base.with_error_code(code), None));
+            continue;
+        }
         let budget = max_bytes
             .saturating_sub(total)
             .min(t.max_bytes.max(0) as usize) as u32;

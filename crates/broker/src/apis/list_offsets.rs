@@ -43,6 +43,11 @@ pub(crate) fn handle(
                         ));
                     };
                     let epoch = log.leader_epoch();
+                    if let Some(code) =
+                        crate::registry::leader_epoch_code(p.current_leader_epoch, epoch)
+                    {
+                        return base.with_error_code(code);
+                    }
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, log.high_watermark()))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, log.log_start_offset()))),
@@ -52,6 +57,12 @@ pub(crate) fn handle(
                         ts if ts >= 0 => log.offset_for_timestamp(ts).map(|r| r.map(|(offset, ts)| (ts, offset))),
                         _ => return base.with_error_code(ResponseError::InvalidRequest.code()),
                     };
+                    // As Kafka: a lookup finds only what a consumer could fetch (in a
+                    // cluster, what a confirmed flush round published).
+                    let bounded = p.timestamp >= 0 || p.timestamp == MAX_TIMESTAMP;
+                    let hw = log.high_watermark();
+                    let found =
+                        found.map(|f| f.filter(|(_, offset)| !bounded || *offset < hw));
                     match found {
                         Ok(Some((timestamp, offset))) => base
                             .with_timestamp(timestamp)

@@ -1,6 +1,6 @@
 //! ListPartitionReassignments (v0): `kafka-reassign-partitions --verify` and `--list`. A move
-//! is under way from the moment an owner record names a new broker until that broker has
-//! acquired the partition (docs/cluster.md).
+//! is under way from the moment it is asked for (the owner record names a target) until the
+//! new owner has acquired the partition (docs/cluster.md).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +24,12 @@ pub(crate) fn handle(
     if let Some(store) = broker.meta.etcd() {
         let view = store.view();
         for ((topic, p), rec) in &view.owners {
-            let Some(from) = rec.owner.from else { continue };
+            // Asked of the owner and not handed over yet, or handed over and not acquired.
+            let (now, next) = match (rec.owner.to, rec.owner.from) {
+                (Some(to), _) => (rec.owner.node, to),
+                (None, Some(from)) => (from, rec.owner.node),
+                (None, None) => continue,
+            };
             let wanted = match &req.topics {
                 None => true,
                 Some(list) => list
@@ -37,9 +42,9 @@ pub(crate) fn handle(
             ongoing.entry(topic.clone()).or_default().push(
                 OngoingPartitionReassignment::default()
                     .with_partition_index(*p)
-                    .with_replicas(vec![BrokerId(rec.owner.node), BrokerId(from)])
-                    .with_adding_replicas(vec![BrokerId(rec.owner.node)])
-                    .with_removing_replicas(vec![BrokerId(from)]),
+                    .with_replicas(vec![BrokerId(next), BrokerId(now)])
+                    .with_adding_replicas(vec![BrokerId(next)])
+                    .with_removing_replicas(vec![BrokerId(now)]),
             );
         }
     }

@@ -13,9 +13,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
-use kafka_protocol::ResponseError;
 
-use crate::registry::missing_partition_code;
+use crate::registry::{leader_epoch_code, missing_partition_code};
 use crate::Broker;
 
 pub(crate) fn handle(
@@ -42,12 +41,10 @@ pub(crate) fn handle(
                             p.partition,
                         ));
                     };
-                    let ours = log.leader_epoch();
-                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < ours {
-                        return base.with_error_code(ResponseError::FencedLeaderEpoch.code());
-                    }
-                    if p.current_leader_epoch > ours {
-                        return base.with_error_code(ResponseError::UnknownLeaderEpoch.code());
+                    if let Some(code) =
+                        leader_epoch_code(p.current_leader_epoch, log.leader_epoch())
+                    {
+                        return base.with_error_code(code);
                     }
                     match log.end_offset_for_epoch(p.leader_epoch) {
                         Some((epoch, end)) => base.with_leader_epoch(epoch).with_end_offset(end),

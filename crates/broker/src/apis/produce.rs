@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 use sluice_store::AppendOrigin;
 
@@ -163,6 +165,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
     if acks == 0 {
         return crate::ready(None);
     }
+    let broker = broker.clone();
     Box::pin(async move {
         for (topic, partition, flushed) in pending {
             if let Err(e) = flushed.await {
@@ -175,8 +178,56 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                 *p = error_partition(index, code, Some(e.to_string()));
             }
         }
+        let node_endpoints = if version >= 10 {
+            leader_hints(&broker, &mut responses)
+        } else {
+            Vec::new()
+        };
         Some(ResponseKind::Produce(
-            ProduceResponse::default().with_responses(responses),
+            ProduceResponse::default()
+                .with_responses(responses)
+                .with_node_endpoints(node_endpoints),
         ))
     })
+}
+
+/// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER name their owner (`current_leader`),
+/// and the response lists its endpoint, so the producer sends there at once, without a
+/// metadata round trip or a retry backoff.
+fn leader_hints(broker: &Broker, topics: &mut [TopicProduceResponse]) -> Vec<NodeEndpoint> {
+    let mut leaders = Vec::new();
+    for t in topics.iter_mut() {
+        let name = if t.name.0.is_empty() {
+            broker
+                .registry
+                .get_by_id(t.topic_id)
+                .map(|s| s.meta.name.clone())
+        } else {
+            Some(t.name.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        for p in t
+            .partition_responses
+            .iter_mut()
+            .filter(|p| p.error_code == not_leader)
+        {
+            if let Some((leader, epoch)) = broker.leader_hint(&name, p.index) {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                leaders.push(leader);
+            }
+        }
+    }
+    broker
+        .endpoints_of(&leaders)
+        .into_iter()
+        .map(|(id, host, port)| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(i32::from(port))
+        })
+        .collect()
 }
