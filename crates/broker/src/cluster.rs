@@ -56,6 +56,9 @@ pub(crate) struct Cluster {
     wakeup: Arc<Wakeup>,
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
+    /// Notified after every reconciliation: produce requests for partitions arriving at
+    /// this broker wait on it ([`Broker::wait_acquired`]).
+    pub(crate) acquired: tokio::sync::Notify,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -93,6 +96,7 @@ impl Cluster {
             reconcile_lock: Mutex::new(()),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
+            acquired: tokio::sync::Notify::new(),
             threads: Mutex::new(Vec::new()),
         }
     }
@@ -576,6 +580,7 @@ impl Cluster {
             broker
                 .registry
                 .insert(Arc::new(TopicState { meta, config, logs }));
+            self.acquired.notify_waiters();
         }
         // Topics gone from etcd: deleted. Their owners delete the files.
         for state in broker.registry.all() {

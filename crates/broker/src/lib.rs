@@ -413,6 +413,49 @@ impl Broker {
         (leader != self.node_id && view.brokers.contains_key(&leader)).then_some((leader, epoch))
     }
 
+    /// In cluster mode: true if the records name this broker as `topic`-`partition`'s owner, or
+    /// as where a planned move takes it (so it will serve it once it has acquired it).
+    pub(crate) fn arriving(&self, topic: &str, partition: i32) -> bool {
+        let Some(store) = self.meta.etcd() else {
+            return false;
+        };
+        store
+            .view()
+            .owners
+            .get(&(topic.to_string(), partition))
+            .is_some_and(|r| r.owner.node == self.node_id || r.owner.to == Some(self.node_id))
+    }
+
+    /// Wait until this broker serves `topic`-`partition` (its acquisition finished), while the
+    /// partition is [arriving](Broker::arriving) and `deadline` has not passed.
+    pub(crate) async fn wait_acquired(
+        &self,
+        topic: &str,
+        partition: i32,
+        deadline: tokio::time::Instant,
+    ) -> Option<Arc<registry::TopicState>> {
+        let cluster = self.cluster.as_ref()?;
+        loop {
+            let notified = cluster.acquired.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(s) = self
+                .registry
+                .get(topic)
+                .filter(|s| s.log(partition).is_some())
+            {
+                return Some(s);
+            }
+            if !self.arriving(topic, partition) {
+                return None;
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => return None,
+            }
+        }
+    }
+
     /// The listeners of the live brokers among `ids` (KIP-951's NodeEndpoints).
     pub(crate) fn endpoints_of(&self, ids: &[i32]) -> Vec<(i32, String, u16)> {
         let mut out: Vec<_> = self

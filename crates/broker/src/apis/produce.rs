@@ -13,7 +13,7 @@ use sluice_store::AppendOrigin;
 use super::str_bytes;
 use crate::errors::append_error_code;
 use crate::flusher::FlushError;
-use crate::registry::missing_partition_code;
+use crate::registry::{missing_partition_code, TopicState};
 use crate::{now_ms, Broker, Reply};
 
 fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
@@ -59,7 +59,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
     }
     let now = now_ms();
     let mut pending = Vec::new();
+    let mut arriving = Vec::new();
     let mut responses = Vec::with_capacity(req.topic_data.len());
+    let transactional = req.transactional_id.is_some();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         let state = if version >= 13 {
             broker.registry.get_by_id(topic.topic_id)
@@ -73,87 +75,27 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for (pi, p) in topic.partition_data.into_iter().enumerate() {
-            let Some(log) = state.as_ref().and_then(|s| s.log(p.index)) else {
-                let code = match state.as_deref() {
-                    Some(s) if s.has_partition(p.index) => missing_partition_code(Some(s), p.index),
-                    _ => unknown_code,
-                };
-                partitions.push(error_partition(p.index, code, None));
+            let records = p.records.unwrap_or_default();
+            let Some(s) = state.as_deref().filter(|s| s.has_partition(p.index)) else {
+                partitions.push(error_partition(p.index, unknown_code, None));
                 continue;
             };
-            if !broker.may_write(log.topic_partition()) {
+            if s.log(p.index).is_none() && broker.arriving(&s.meta.name, p.index) {
+                // Being handed to this broker: answered once it has acquired the partition.
+                arriving.push((ti, pi, s.meta.name.clone(), records));
                 partitions.push(error_partition(
                     p.index,
                     ResponseError::NotLeaderOrFollower.code(),
-                    Some("this broker is not the partition's owner now".into()),
+                    None,
                 ));
                 continue;
             }
-            if req.transactional_id.is_some() {
-                partitions.push(error_partition(
-                    p.index,
-                    ResponseError::TransactionalIdAuthorizationFailed.code(),
-                    Some("Sluice does not support transactions yet".into()),
-                ));
-                continue;
+            let (response, flushed) =
+                append_one(broker, s, p.index, records, acks, transactional, now);
+            if let Some(flushed) = flushed {
+                pending.push((ti, pi, flushed));
             }
-            let mut records = p.records.unwrap_or_default();
-            if let Some(target) = state
-                .as_ref()
-                .and_then(|s| crate::recompress::target_codec(&s.config.compression_type))
-            {
-                match crate::recompress::recompress(records, target) {
-                    Ok(r) => records = r,
-                    Err(e) => {
-                        partitions.push(error_partition(
-                            p.index,
-                            ResponseError::CorruptMessage.code(),
-                            Some(e),
-                        ));
-                        continue;
-                    }
-                }
-            }
-            match log.append(records, AppendOrigin::Client, now) {
-                Ok(outcome) => {
-                    if !outcome.duplicate {
-                        broker.fetch_waiters.wake(log);
-                    }
-                    // In a cluster no other broker holds a copy: acks=all waits for the fsync
-                    // (and the ownership confirmation) whatever flush.messages says.
-                    // acks=0/1 data joins a round too, in the background: readers see data
-                    // only once a confirmed round has covered it.
-                    let must_sync = broker.cluster.is_some();
-                    if outcome.flush_due || must_sync {
-                        if acks == -1 {
-                            pending.push((ti, pi, broker.flusher.request(log.clone())));
-                        } else {
-                            // Honour flush.messages without making acks=0/1 wait for it.
-                            let flushed = broker.flusher.request(log.clone());
-                            tokio::spawn(async move {
-                                if let Err(e) = flushed.await {
-                                    tracing::error!("background flush failed: {e}");
-                                }
-                            });
-                        }
-                    }
-                    partitions.push(
-                        PartitionProduceResponse::default()
-                            .with_index(p.index)
-                            .with_base_offset(outcome.base_offset)
-                            .with_log_append_time_ms(outcome.log_append_time_ms)
-                            .with_log_start_offset(outcome.log_start_offset),
-                    );
-                }
-                Err(e) => {
-                    tracing::debug!("produce refused: {e}");
-                    partitions.push(error_partition(
-                        p.index,
-                        append_error_code(&e),
-                        Some(e.to_string()),
-                    ));
-                }
-            }
+            partitions.push(response);
         }
         responses.push(
             TopicProduceResponse::default()
@@ -166,7 +108,23 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
         return crate::ready(None);
     }
     let broker = broker.clone();
+    let wait_ms = (req.timeout_ms.max(0) as u64).min(ARRIVING_WAIT_MAX_MS);
     Box::pin(async move {
+        if !arriving.is_empty() {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+            for (ti, pi, name, records) in arriving {
+                let index = responses[ti].partition_responses[pi].index;
+                let Some(s) = broker.wait_acquired(&name, index, deadline).await else {
+                    continue;
+                };
+                let (response, flushed) =
+                    append_one(&broker, &s, index, records, acks, transactional, now_ms());
+                if let Some(flushed) = flushed {
+                    pending.push((ti, pi, flushed));
+                }
+                responses[ti].partition_responses[pi] = response;
+            }
+        }
         for (topic, partition, flushed) in pending {
             if let Err(e) = flushed.await {
                 let p = &mut responses[topic].partition_responses[partition];
@@ -189,6 +147,98 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                 .with_node_endpoints(node_endpoints),
         ))
     })
+}
+
+/// Longest a produce to a partition being handed to this broker waits for the acquisition
+/// (within the request's timeout) before it answers NOT_LEADER_OR_FOLLOWER.
+const ARRIVING_WAIT_MAX_MS: u64 = 2_000;
+
+/// Append one partition's records. Returns its answer and, for acks=all data that must be on
+/// storage first, the flush round to wait for.
+fn append_one(
+    broker: &Broker,
+    state: &TopicState,
+    index: i32,
+    mut records: bytes::Bytes,
+    acks: i16,
+    transactional: bool,
+    now: i64,
+) -> (
+    PartitionProduceResponse,
+    Option<impl std::future::Future<Output = Result<(), FlushError>>>,
+) {
+    let Some(log) = state.log(index) else {
+        let code = missing_partition_code(Some(state), index);
+        return (error_partition(index, code, None), None);
+    };
+    if !broker.may_write(log.topic_partition()) {
+        return (
+            error_partition(
+                index,
+                ResponseError::NotLeaderOrFollower.code(),
+                Some("this broker is not the partition's owner now".into()),
+            ),
+            None,
+        );
+    }
+    if transactional {
+        return (
+            error_partition(
+                index,
+                ResponseError::TransactionalIdAuthorizationFailed.code(),
+                Some("Sluice does not support transactions yet".into()),
+            ),
+            None,
+        );
+    }
+    if let Some(target) = crate::recompress::target_codec(&state.config.compression_type) {
+        match crate::recompress::recompress(records, target) {
+            Ok(r) => records = r,
+            Err(e) => {
+                return (
+                    error_partition(index, ResponseError::CorruptMessage.code(), Some(e)),
+                    None,
+                )
+            }
+        }
+    }
+    match log.append(records, AppendOrigin::Client, now) {
+        Ok(outcome) => {
+            if !outcome.duplicate {
+                broker.fetch_waiters.wake(log);
+            }
+            let response = PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(outcome.base_offset)
+                .with_log_append_time_ms(outcome.log_append_time_ms)
+                .with_log_start_offset(outcome.log_start_offset);
+            // In a cluster no other broker holds a copy: acks=all waits for the fsync (and
+            // the ownership confirmation) whatever flush.messages says. acks=0/1 data joins a
+            // round too, in the background: readers see data only once a confirmed round
+            // has covered it.
+            if !(outcome.flush_due || broker.cluster.is_some()) {
+                return (response, None);
+            }
+            let flushed = broker.flusher.request(log.clone());
+            if acks == -1 {
+                return (response, Some(flushed));
+            }
+            // Honour flush.messages without making acks=0/1 wait for it.
+            tokio::spawn(async move {
+                if let Err(e) = flushed.await {
+                    tracing::error!("background flush failed: {e}");
+                }
+            });
+            (response, None)
+        }
+        Err(e) => {
+            tracing::debug!("produce refused: {e}");
+            (
+                error_partition(index, append_error_code(&e), Some(e.to_string())),
+                None,
+            )
+        }
+    }
 }
 
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER name their owner (`current_leader`),
