@@ -257,15 +257,21 @@ impl Broker {
             RequestKind::Metadata(r) => ready(apis::metadata::handle(self, r, version)),
             RequestKind::Produce(r) => apis::produce::handle(self, r, version),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
-            RequestKind::CreateTopics(r) => ready(apis::create_topics::handle(self, r, version)),
-            RequestKind::DeleteTopics(r) => ready(apis::delete_topics::handle(self, r, version)),
+            RequestKind::CreateTopics(r) => {
+                self.off_runtime(move |b| apis::create_topics::handle(b, r, version))
+            }
+            RequestKind::DeleteTopics(r) => {
+                self.off_runtime(move |b| apis::delete_topics::handle(b, r, version))
+            }
             RequestKind::CreatePartitions(r) => {
-                ready(apis::create_partitions::handle(self, r, version))
+                self.off_runtime(move |b| apis::create_partitions::handle(b, r, version))
             }
             RequestKind::DescribeConfigs(r) => ready(apis::configs::describe(self, r, version)),
-            RequestKind::AlterConfigs(r) => ready(apis::configs::alter(self, r, version)),
+            RequestKind::AlterConfigs(r) => {
+                self.off_runtime(move |b| apis::configs::alter(b, r, version))
+            }
             RequestKind::IncrementalAlterConfigs(r) => {
-                ready(apis::configs::incremental_alter(self, r, version))
+                self.off_runtime(move |b| apis::configs::incremental_alter(b, r, version))
             }
             RequestKind::DescribeCluster(r) => {
                 ready(apis::describe_cluster::handle(self, r, version))
@@ -278,7 +284,7 @@ impl Broker {
                 ready(apis::alter_replica_log_dirs::handle(self, r, version))
             }
             RequestKind::InitProducerId(r) => {
-                ready(apis::init_producer_id::handle(self, r, version))
+                self.off_runtime(move |b| apis::init_producer_id::handle(b, r, version))
             }
             RequestKind::FindCoordinator(r) => {
                 ready(apis::find_coordinator::handle(self, r, version))
@@ -298,13 +304,14 @@ impl Broker {
             RequestKind::ConsumerGroupHeartbeat(r) => {
                 apis::consumer_group_heartbeat::handle(self, r, version, &client)
             }
-            RequestKind::AlterPartitionReassignments(r) => ready(
-                apis::alter_partition_reassignments::handle(self, r, version),
-            ),
+            RequestKind::AlterPartitionReassignments(r) => self
+                .off_runtime(move |b| apis::alter_partition_reassignments::handle(b, r, version)),
             RequestKind::ListPartitionReassignments(r) => {
                 ready(apis::list_partition_reassignments::handle(self, r, version))
             }
-            RequestKind::ElectLeaders(r) => ready(apis::elect_leaders::handle(self, r, version)),
+            RequestKind::ElectLeaders(r) => {
+                self.off_runtime(move |b| apis::elect_leaders::handle(b, r, version))
+            }
             RequestKind::OffsetForLeaderEpoch(r) => {
                 ready(apis::offset_for_leader_epoch::handle(self, r, version))
             }
@@ -321,6 +328,28 @@ impl Broker {
                 ready(None)
             }
         }
+    }
+
+    /// Run a handler that talks to etcd in a cluster (topic and config changes, producer-id
+    /// blocks, reassignments) on tokio's blocking pool, so that a slow etcd holds no runtime
+    /// thread and produce and fetch requests go on; on a single broker, at once.
+    fn off_runtime(
+        self: &Arc<Self>,
+        handler: impl FnOnce(&Arc<Broker>) -> Option<ResponseKind> + Send + 'static,
+    ) -> Reply {
+        if self.cluster.is_none() {
+            return ready(handler(self));
+        }
+        let broker = self.clone();
+        Box::pin(async move {
+            match tokio::task::spawn_blocking(move || handler(&broker)).await {
+                Ok(body) => body,
+                Err(e) => {
+                    tracing::error!("an administrative request failed: {e}");
+                    None
+                }
+            }
+        })
     }
 
     /// Periodic work: retention, time-based roll, pending deletions, checkpoints.
