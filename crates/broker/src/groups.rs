@@ -147,9 +147,19 @@ impl Groups {
 
     /// Release (unload) one `__consumer_offsets` partition: its groups are forgotten here.
     pub(crate) fn unload(&self, partition: i32) {
-        self.coordinator.lock().unload(partition);
+        let parked = self.coordinator.lock().unload(partition);
         self.logs.lock().remove(&partition);
-        tracing::debug!(partition, "unloaded __consumer_offsets partition");
+        // Their requests are answered now (COORDINATOR_NOT_AVAILABLE: the client looks for
+        // the new coordinator) instead of at their timeout.
+        let mut waiters = self.waiters.lock();
+        for token in &parked {
+            waiters.remove(token);
+        }
+        tracing::debug!(
+            partition,
+            parked = parked.len(),
+            "unloaded __consumer_offsets partition"
+        );
     }
 
     /// The loaded `__consumer_offsets` log holding `group_id`, if any.

@@ -156,6 +156,15 @@ pub(crate) struct ClassicGroup {
     initial_delay: Option<(i64, i64)>,
 }
 
+impl ClassicGroup {
+    /// The requests of this group's members that wait for an answer (JoinGroup, SyncGroup).
+    pub(crate) fn parked_tokens(&self) -> impl Iterator<Item = Token> + '_ {
+        self.members
+            .values()
+            .flat_map(|m| m.awaiting_join.into_iter().chain(m.awaiting_sync))
+    }
+}
+
 /// A member moving between a classic and a consumer group (online migration).
 #[derive(Clone, Debug)]
 pub(crate) struct ConvertedMember {

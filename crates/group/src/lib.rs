@@ -460,8 +460,20 @@ impl Coordinator {
 
     /// Release a partition: its groups are forgotten here (another broker loads them).
     /// Parked requests of those groups get NOT_COORDINATOR-style replies from the caller.
-    pub fn unload(&mut self, partition: i32) {
-        self.shards.remove(&partition);
+    /// Forget a partition's groups (another coordinator owns them now). Returns the requests
+    /// its groups had parked: they get no answer from this coordinator any more.
+    pub fn unload(&mut self, partition: i32) -> Vec<Token> {
+        let Some(shard) = self.shards.remove(&partition) else {
+            return Vec::new();
+        };
+        shard
+            .groups
+            .values()
+            .flat_map(|g| match g {
+                Group::Classic(c) => c.parked_tokens().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
     }
 
     fn shard(&mut self, group_id: &str) -> Result<(i32, &mut Shard), GroupError> {

@@ -464,7 +464,16 @@ fn expired_offsets_of_empty_groups_are_removed() {
 #[test]
 fn unloaded_partition_is_not_coordinated_here() {
     let mut c = coordinator();
-    c.unload(0);
+    // A member waits in a rebalance; unloading hands back its parked request.
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    c.sync_group(sync(&a, 1, vec![]), 2, 0).unwrap();
+    let (_, r, _) = new_member(&mut c, 3, 10);
+    assert!(
+        r.is_none(),
+        "the second member waits for the first to rejoin"
+    );
+    assert_eq!(c.unload(0), vec![3]);
+    assert_eq!(c.unload(0), Vec::<Token>::new());
     assert_eq!(
         c.join_group(join("", None), 1, &BTreeMap::new(), 0)
             .unwrap_err(),
