@@ -362,9 +362,57 @@ impl Broker {
         self.fetch_waiters.sweep();
     }
 
-    /// Flush every log whose `flush.ms` has passed since its oldest unflushed append. Runs
-    /// every [`FLUSH_CHECK_INTERVAL`].
+    /// Re-open every log that failed (a failed fsync, or a failed write that could not be cut
+    /// back) from what storage holds, as a restart would, so that its partition serves again
+    /// without one (docs/reliability.md). In a cluster the recovered data is published once an
+    /// ownership confirmation covers it.
+    fn reopen_failed_logs(&self) {
+        for log in self.logs.logs() {
+            let Some(failure) = log.failure() else {
+                continue;
+            };
+            let tp = log.topic_partition().clone();
+            let Some(state) = self.registry.get(&tp.topic) else {
+                continue;
+            };
+            if state
+                .log(tp.partition)
+                .is_none_or(|l| !Arc::ptr_eq(l, &log))
+            {
+                continue;
+            }
+            let config = registry::log_config(&state.config);
+            let new = match self.logs.reopen_log(&tp, config) {
+                Ok(Some(new)) => new,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(?tp, "re-opening a failed log failed; the partition stays offline until the next start: {e}");
+                    continue;
+                }
+            };
+            tracing::warn!(
+                ?tp,
+                %failure,
+                log_end = new.log_end_offset(),
+                "re-opened a failed log: recovered from what storage holds"
+            );
+            if let (Some(cluster), Some(store)) = (&self.cluster, self.meta.etcd()) {
+                if let Err(e) = cluster.confirm(store, std::slice::from_ref(&new)) {
+                    tracing::warn!(?tp, "the re-opened log is not published yet: {e}");
+                }
+            }
+            if self.registry.replace_log(new.clone()) && tp.topic == OFFSETS_TOPIC {
+                self.groups.unload(tp.partition);
+                self.groups.load(tp.partition, new);
+            }
+            self.fetch_waiters.wake(&log);
+        }
+    }
+
+    /// Re-open the logs that failed, then flush every log whose `flush.ms` has passed since
+    /// its oldest unflushed append. Runs every [`FLUSH_CHECK_INTERVAL`].
     pub fn flush_due_logs(&self) {
+        self.reopen_failed_logs();
         let now = now_ms();
         for log in self.logs.logs() {
             if log.flush_due_by_time(now) {

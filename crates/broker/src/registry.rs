@@ -254,6 +254,28 @@ impl Registry {
         topics.by_name.insert(state.meta.name.clone(), state);
     }
 
+    /// Serve `log` as its partition's log from now on (a log re-opened in place). False if
+    /// the topic is gone or served that partition with no log.
+    pub(crate) fn replace_log(&self, log: Arc<Log>) -> bool {
+        let tp = log.topic_partition().clone();
+        let mut topics = self.topics.write();
+        let Some(state) = topics.by_name.get(&tp.topic) else {
+            return false;
+        };
+        if state.log(tp.partition).is_none() {
+            return false;
+        }
+        let mut logs = state.logs.clone();
+        logs[tp.partition as usize] = Some(log);
+        let next = Arc::new(TopicState {
+            meta: state.meta.clone(),
+            config: state.config.clone(),
+            logs,
+        });
+        topics.by_name.insert(tp.topic, next);
+        true
+    }
+
     pub(crate) fn remove(&self, name: &str) -> Option<Arc<TopicState>> {
         let mut topics = self.topics.write();
         let removed = topics.by_name.remove(name)?;

@@ -665,6 +665,14 @@ impl LogManager {
     pub fn release_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.release_log(tp)
     }
+    /// Re-open a failed log from what storage holds: see `manager::Inner::reopen_log`.
+    pub fn reopen_log(
+        &self,
+        tp: &TopicPartition,
+        config: LogConfig,
+    ) -> Result<Option<Arc<Log>>, StoreError> {
+        self.inner.reopen_log(tp, config)
+    }
     /// A planned hand-over of `tp` to another broker (cluster mode): see
     /// `manager::Inner::hand_over_log`. Returns the recovery point, the log's end.
     pub fn hand_over_log(

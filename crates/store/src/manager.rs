@@ -509,6 +509,31 @@ impl Inner {
         Ok(())
     }
 
+    /// Re-open a failed log (a failed fsync, or a failed write that could not be cut back)
+    /// from what storage holds: it leaves the registry (appends to it fail from now on) and is
+    /// opened again, unclean, from its recovery point (where the last successful fsync left
+    /// it), which advises the segments it validates out of the page cache first. Returns the
+    /// new log (None if this broker did not serve `tp`).
+    pub(crate) fn reopen_log(
+        &self,
+        tp: &TopicPartition,
+        config: LogConfig,
+    ) -> Result<Option<Arc<Log>>, StoreError> {
+        let Some(log) = self.reg.lock().logs.remove(tp) else {
+            return Ok(None);
+        };
+        log.mark_deleted_locked();
+        let rp = log.recovery_point();
+        if let Some(idx) = self.dir_index_of(tp) {
+            let mut st = self.states[idx].lock();
+            st.recovery_points.insert(tp.clone(), rp);
+            st.log_starts.insert(tp.clone(), log.log_start_offset());
+        }
+        self.reg.lock().closed_clean.remove(tp);
+        self.open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(rp))
+            .map(Some)
+    }
+
     /// Hand `tp` over to the broker that owns it next (cluster mode, a planned move): the log
     /// leaves this broker's registry and refuses appends (any append under way finishes
     /// first), its active segment is sealed and everything, index files included, is made
