@@ -1,0 +1,411 @@
+//! Opening a log: reading its directory, recovering what a crash, a failed write or a former
+//! owner left (docs/log-format.md, "Recovery invariants"; docs/cluster.md, fencing), and
+//! rebuilding the derived state (indexes, leader epochs, producer state). Kept apart from the
+//! running log, as Kafka keeps its LogLoader apart: a restart and a cluster takeover both
+//! come through here.
+
+use super::*;
+
+impl Log {
+    pub(crate) fn open(p: OpenParams) -> Result<Log, StoreError> {
+        let serr = |source: io::Error| StoreError::Io {
+            path: p.dir.clone(),
+            source,
+        };
+        // A new partition directory: its entry in the log dir is fsynced below.
+        let created_dir = match std::fs::symlink_metadata(&p.dir) {
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) => return Err(serr(e)),
+        };
+        std::fs::create_dir_all(&p.dir).map_err(serr)?;
+        let interval = u64::from(p.config.index_interval_bytes);
+
+        // partition.metadata
+        let md_path = p.dir.join(PARTITION_METADATA);
+        match std::fs::read_to_string(&md_path) {
+            Ok(text) => match parse_partition_metadata(&text) {
+                Ok(id) if id == *p.topic_id.as_bytes() => {}
+                Ok(id) => {
+                    return Err(StoreError::Invalid {
+                        path: p.dir.clone(),
+                        reason: format!(
+                            "partition.metadata has topic id {} but {} was expected",
+                            uuid::Uuid::from_bytes(id),
+                            p.topic_id
+                        ),
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!(path = %md_path.display(), error = %e, "rewriting unreadable partition.metadata");
+                    write_atomic(
+                        &md_path,
+                        format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
+                    )
+                    .map_err(serr)?;
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                write_atomic(
+                    &md_path,
+                    format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
+                )
+                .map_err(serr)?;
+            }
+            Err(e) => return Err(serr(e)),
+        }
+
+        // Segment files.
+        let mut bases = Vec::new();
+        for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
+            let entry = entry.map_err(serr)?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(DELETED_SUFFIX) {
+                // Left over from a deletion that did not finish; nothing can hold it now.
+                if let Err(e) = std::fs::remove_file(entry.path()) {
+                    tracing::warn!(file = %entry.path().display(), error = %e, "could not remove deleted file");
+                }
+                continue;
+            }
+            if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
+                bases.push(base);
+            }
+        }
+        bases.sort_unstable();
+
+        let mut epochs = EpochCache::load(&p.dir);
+        let mut epochs_dirty = false;
+        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
+        let mut cursor = IndexCursor::new(0);
+        let rp_cp = p.recovery_point.unwrap_or(i64::MIN);
+        // First segment to recover when the shutdown was not clean: the one containing the
+        // recovery point (segments overlapping [recovery point, end)).
+        let first_recover = if p.clean {
+            bases.len()
+        } else {
+            bases.iter().rposition(|b| *b <= rp_cp).unwrap_or(0)
+        };
+        let mut recovered_any = false;
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let is_last = i + 1 == bases.len();
+            // A segment ends where the next begins: a batch reaching the next segment's base
+            // offset was appended by a former owner after a takeover sealed this segment
+            // (docs/cluster.md, fencing) and is cut.
+            let next_base = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            let (seg, existed) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
+            let file_size = seg.size();
+            if !p.clean && i >= first_recover {
+                // Full validation of every batch, of what storage holds: pages the kernel
+                // kept after failing to write them (a failed fsync before a re-open) are
+                // advised out first. Dirty pages stay (the kernel may still write them).
+                if let Err(e) =
+                    rustix::fs::fadvise(&*seg.log, 0, None, rustix::fs::Advice::DontNeed)
+                {
+                    tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
+                }
+                recovered_any = true;
+                let r = seg
+                    .scan_rebuild(file_size, interval, true, next_base, |h| {
+                        epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                    })
+                    .map_err(serr)?;
+                if let Some((pos, err)) = &r.stopped {
+                    tracing::warn!(
+                        tp = ?p.tp, segment = base, position = pos, error = %err,
+                        "corrupt or torn data found during recovery; truncating the log here"
+                    );
+                }
+                if let Some(pos) = r.overlapped {
+                    tracing::warn!(
+                        tp = ?p.tp, segment = base, position = pos, next_base,
+                        "batches past the next segment's base offset (appended by a former owner after a takeover); cutting them"
+                    );
+                }
+                seg.log.set_len(r.size).map_err(serr)?;
+                seg.write_index_files(&r.offset_index, &r.time_index)
+                    .map_err(serr)?;
+                {
+                    let mut m = seg.meta.write();
+                    m.size = r.size;
+                    m.next_offset = r.next_offset;
+                    m.max_ts = r.cursor.max_ts;
+                    m.off_max_ts = r.cursor.off_max_ts;
+                    m.rolling_ts = r.first_batch_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
+                    m.set_indexes_as_on_disk(r.offset_index, r.time_index);
+                }
+                cursor = r.cursor;
+                segments.push(Arc::new(seg));
+                if r.stopped.is_some() {
+                    // Everything after the damage goes.
+                    for &later in &bases[i + 1..] {
+                        for kind in [
+                            SegmentFileKind::Log,
+                            SegmentFileKind::Index,
+                            SegmentFileKind::TimeIndex,
+                            SegmentFileKind::TxnIndex,
+                        ] {
+                            let path = seg_path(&p.dir, later, kind);
+                            if let Err(e) = std::fs::remove_file(&path) {
+                                if e.kind() != io::ErrorKind::NotFound {
+                                    tracing::warn!(file = %path.display(), error = %e, "could not remove segment file after truncation");
+                                }
+                            }
+                        }
+                    }
+                    break;
+                }
+            } else if is_last {
+                // The active segment of a clean shutdown: indexes loaded fully, the tail after
+                // the last index entry scanned to find the end offset.
+                let loaded = if existed {
+                    seg.read_index_files(file_size).map_err(serr)?
+                } else {
+                    None
+                };
+                let (oi, ti, c, next, size, first_ts) = match loaded {
+                    Some((oi, ti)) => {
+                        let mut c = IndexCursor::new(base);
+                        let start = oi.last().map_or(0, |e| e.position as u64);
+                        c.last_off_rel = oi.last().map(|e| e.relative_offset);
+                        c.last_time = ti.last().copied();
+                        if let Some(t) = ti.last() {
+                            c.max_ts = t.timestamp;
+                            c.off_max_ts = base + i64::from(t.relative_offset);
+                        }
+                        let mut scanner = BatchScanner::new(&seg.log, start, file_size, false);
+                        let mut next = base;
+                        let mut size = start;
+                        loop {
+                            match scanner.next_batch() {
+                                Ok(Some((pos, h))) => {
+                                    // Entries for this tail already exist up to `start`.
+                                    if h.max_timestamp > c.max_ts {
+                                        c.max_ts = h.max_timestamp;
+                                        c.off_max_ts = h.last_offset();
+                                    }
+                                    c.bytes_since += h.total_len() as u64;
+                                    next = h.next_offset();
+                                    size = pos + h.total_len() as u64;
+                                }
+                                Ok(None) => break,
+                                Err(ScanError::Io(e)) => return Err(serr(e)),
+                                Err(ScanError::Corrupt { pos, err }) => {
+                                    tracing::warn!(tp = ?p.tp, position = pos, error = %err,
+                                        "invalid batch at the end of a cleanly shut down log; truncating");
+                                    break;
+                                }
+                            }
+                        }
+                        let first_ts = read_first_ts(&seg);
+                        (oi, ti, c, next, size, first_ts)
+                    }
+                    None => {
+                        let r = seg
+                            .scan_rebuild(file_size, interval, false, next_base, |_| {})
+                            .map_err(serr)?;
+                        seg.write_index_files(&r.offset_index, &r.time_index)
+                            .map_err(serr)?;
+                        (
+                            r.offset_index,
+                            r.time_index,
+                            r.cursor,
+                            r.next_offset,
+                            r.size,
+                            r.first_batch_ts,
+                        )
+                    }
+                };
+                if size != file_size {
+                    seg.log.set_len(size).map_err(serr)?;
+                }
+                {
+                    let mut m = seg.meta.write();
+                    m.size = size;
+                    m.next_offset = next;
+                    m.max_ts = c.max_ts;
+                    m.off_max_ts = c.off_max_ts;
+                    m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
+                    m.set_indexes_as_on_disk(oi, ti);
+                }
+                cursor = c;
+                segments.push(Arc::new(seg));
+            } else {
+                // A sealed segment below the recovery point: trusted, indexes loaded lazily. In a
+                // shared dir its tail is checked first: it may have been a former owner's
+                // active segment, appended to after a takeover sealed it.
+                let mut file_size = file_size;
+                if p.shared {
+                    let valid = verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
+                    if valid < file_size {
+                        tracing::warn!(tp = ?p.tp, segment = base, position = valid, next_base,
+                            "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
+                        seg.log.set_len(valid).map_err(serr)?;
+                        seg.meta.write().size = valid;
+                        file_size = valid;
+                    }
+                }
+                let sane = existed && seg.index_files_sane(file_size).map_err(serr)?;
+                if !sane {
+                    tracing::info!(tp = ?p.tp, segment = base, "index files missing or invalid; rebuilding");
+                    let r = seg
+                        .scan_rebuild(file_size, interval, false, next_base, |_| {})
+                        .map_err(serr)?;
+                    seg.write_index_files(&r.offset_index, &r.time_index)
+                        .map_err(serr)?;
+                    let mut m = seg.meta.write();
+                    m.max_ts = r.cursor.max_ts;
+                    m.off_max_ts = r.cursor.off_max_ts;
+                    m.set_indexes_as_on_disk(r.offset_index, r.time_index);
+                } else if let Some(t) = seg.last_time_entry_on_disk().map_err(serr)? {
+                    let mut m = seg.meta.write();
+                    m.max_ts = t.timestamp;
+                    m.off_max_ts = base + i64::from(t.relative_offset);
+                }
+                {
+                    let mut m = seg.meta.write();
+                    m.next_offset = bases[i + 1];
+                }
+                segments.push(Arc::new(seg));
+            }
+            i += 1;
+        }
+
+        // Log start: checkpoint or first segment; a checkpoint beyond the end empties the log.
+        let mut leo = segments.last().map_or(0, |s| s.next_offset());
+        if let Some(ls) = p.log_start {
+            if ls > leo && !segments.is_empty() {
+                tracing::warn!(tp = ?p.tp, log_start = ls, leo, "log start beyond log end; starting an empty log at the log start");
+                for s in segments.drain(..) {
+                    // Close the files before unlinking them.
+                    let base = s.base_offset;
+                    drop(s);
+                    if let Err(e) = rename_deleted_in(&p.dir, base)
+                        .and_then(|()| unlink_deleted_in(&p.dir, base))
+                    {
+                        tracing::warn!(error = %e, "could not delete segment");
+                    }
+                }
+            }
+        }
+        let created_segment = segments.is_empty();
+        if created_segment {
+            let base = p.log_start.unwrap_or(0).max(0);
+            let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
+            cursor = IndexCursor::new(base);
+            segments.push(Arc::new(seg));
+            leo = base;
+        }
+        let first_base = segments[0].base_offset;
+        let log_start = p.log_start.unwrap_or(first_base).max(first_base).min(leo);
+        let recovery_point = if p.clean {
+            leo
+        } else {
+            p.recovery_point.unwrap_or(0).clamp(0, leo)
+        };
+        if recovered_any || !p.clean {
+            // Recovered data might only be in the page cache; make it durable before trusting.
+            for s in &segments {
+                if s.next_offset() > recovery_point || Arc::ptr_eq(s, &segments[segments.len() - 1])
+                {
+                    s.log.sync_data().map_err(serr)?;
+                    s.index_file.sync_data().map_err(serr)?;
+                    s.time_file.sync_data().map_err(serr)?;
+                }
+            }
+            sync_dir(&p.dir).map_err(serr)?;
+        } else if created_segment {
+            // A clean start flushes nothing: the new segment's entries are made durable here
+            // (a flush fsyncs only the directory changes it knows of).
+            sync_dir(&p.dir).map_err(serr)?;
+        }
+        if created_dir {
+            if let Some(log_dir) = p.dir.parent() {
+                sync_dir(log_dir).map_err(serr)?;
+            }
+        }
+        let recovery_point = if recovered_any { leo } else { recovery_point };
+
+        epochs_dirty |= epochs.truncate_from_end(leo);
+        epochs_dirty |= epochs.truncate_from_start(log_start);
+
+        // Producer state from the batch headers of the newest segments that hold data (a
+        // takeover or a time-based roll leaves empty or small ones behind).
+        let mut producers = ProducerStates::default();
+        let from = {
+            let mut with_data = 0;
+            segments
+                .iter()
+                .rposition(|s| {
+                    with_data += usize::from(s.size() > 0);
+                    with_data == PRODUCER_STATE_SEGMENTS
+                })
+                .unwrap_or(0)
+        };
+        for s in &segments[from..] {
+            let end = s.size();
+            let mut scanner = BatchScanner::new(&s.log, 0, end, false);
+            loop {
+                match scanner.next_batch() {
+                    Ok(Some((_, h))) => {
+                        if h.last_offset() >= log_start {
+                            producers.replay(&h, p.now_ms);
+                        }
+                        if p.clean {
+                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(tp = ?p.tp, error = %e.into_io(), "producer state scan stopped early");
+                        break;
+                    }
+                }
+            }
+        }
+        if epochs_dirty {
+            if let Err(e) = epochs.persist() {
+                tracing::warn!(tp = ?p.tp, error = %e, "could not write leader-epoch-checkpoint");
+            }
+        }
+
+        let active_size = segments.last().map_or(0, |s| s.size());
+        cursor.base = segments.last().map_or(0, |s| s.base_offset);
+        // Drop-behind starts at the end: what is cached now is left to the kernel.
+        let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
+        tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
+            clean = p.clean, "log loaded");
+        Ok(Log {
+            tp: p.tp,
+            dir: RwLock::new(p.dir),
+            topic_id: p.topic_id,
+            config: RwLock::new(p.config),
+            shared: RwLock::new(Shared {
+                segments: Arc::new(segments),
+                log_start,
+                leo,
+                active_size,
+                recovery_point,
+                synced: recovery_point,
+                synced_mark: SyncedMark::NONE,
+                published: None,
+                unflushed_since: None,
+                dir_dirty: false,
+            }),
+            writer: Mutex::new(Writer { cursor, producers }),
+            flush_lock: Mutex::new(()),
+            epochs: Mutex::new(epochs),
+            pending: Mutex::new(Vec::new()),
+            leader_epoch: AtomicI32::new(p.leader_epoch),
+            deleted: AtomicBool::new(false),
+            del: p.del,
+            drop_point: Mutex::new(drop_point),
+            sync_error: Mutex::new(None),
+            failure: Mutex::new(None),
+            #[cfg(test)]
+            faults: Mutex::new(crate::faults::Faults::default()),
+        })
+    }
+}
