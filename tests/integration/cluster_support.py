@@ -93,13 +93,16 @@ def cluster_overrides(etcd: EtcdServer, node_id: int, log_dir: Path, prefix: str
     return props
 
 
-def start_cluster(broker_factory, etcd: EtcdServer, log_dir: Path, n: int = 3, prefix: str = "/sluice-test",
+def start_cluster(broker_factory, etcd: EtcdServer, log_dir, n: int = 3, prefix: str = "/sluice-test",
                   **extra) -> list:
+    """``n`` brokers; ``log_dir`` is the shared directory, or a function of the node id giving
+    each broker's path to it (its own mount of the shared volume)."""
+    dir_of = log_dir if callable(log_dir) else (lambda _node: log_dir)
     brokers = []
     for node in range(1, n + 1):
         brokers.append(broker_factory(
-            overrides=cluster_overrides(etcd, node, log_dir, prefix, **extra),
-            log_dir=log_dir, kind="sluice", name=f"node{node}",
+            overrides=cluster_overrides(etcd, node, dir_of(node), prefix, **extra),
+            log_dir=dir_of(node), kind="sluice", name=f"node{node}",
         ))
     bootstrap = bootstrap_of(brokers)
     harness.wait_until(lambda: len(live_brokers(bootstrap)) == n, 30, f"{n} brokers in the cluster's metadata")

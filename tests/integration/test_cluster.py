@@ -1,13 +1,17 @@
 """Sluice in cluster mode: three brokers on one shared log directory, coordinated through a
 real etcd. Leaders spread over the brokers, every broker routes clients to the owner, a
 SIGKILLed broker's partitions are served by the survivors with no acknowledged record lost,
-a joining broker takes a fair share, and a SIGTERMed one hands its partitions over."""
+a joining broker takes a fair share, and a SIGTERMed one hands its partitions over. The
+failover, pause, join/SIGTERM and reassignment tests also run with each broker on its own
+bindfs (FUSE) mount of the shared directory, which, like NFS clients, do not share a page
+cache (the `volume` fixture)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,40 @@ from cluster_support import (EtcdServer, bootstrap_of, describe_partitions, lead
 pytestmark = pytest.mark.sluice_only
 
 PARTITIONS = 6
+
+
+@pytest.fixture(params=["plain", "bindfs"])
+def volume(request, tmp_path):
+    """``volume(node)``: the path through which broker ``node`` sees the shared log directory.
+    ``plain``: one directory for all; ``bindfs``: each broker its own bindfs (FUSE) mount of it,
+    which, like NFS clients, do not share a page cache and silly-rename open files."""
+    import shutil
+    import subprocess
+    from nfs_support import _is_mounted, _unmount
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if request.param == "plain":
+        yield lambda _node: shared
+        return
+    if shutil.which("bindfs") is None or not Path("/dev/fuse").exists():
+        pytest.skip("bindfs or FUSE unavailable (scripts/test installs bindfs)")
+    mounts: dict = {}
+
+    def mount_for(node: int) -> Path:
+        if node not in mounts:
+            mnt = tmp_path / f"mount{node}"
+            mnt.mkdir()
+            r = subprocess.run(["bindfs", str(shared), str(mnt)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise harness.HarnessError(f"bindfs {shared} {mnt} failed: {r.stderr}")
+            harness.wait_until(lambda: _is_mounted(mnt), 10, f"bindfs mount at {mnt}")
+            mounts[node] = mnt
+        return mounts[node]
+
+    yield mount_for
+    for mnt in mounts.values():
+        _unmount(mnt)
 
 
 @pytest.fixture
@@ -137,8 +175,8 @@ def test_leaders_spread_and_every_broker_routes_to_the_owner(broker_factory, etc
     assert all((shared / f"{topic}-{p}").is_dir() for p in range(PARTITIONS))
 
 
-def test_sigkill_failover_loses_no_acknowledged_record(broker_factory, etcd, tmp_path, topic):
-    brokers = start_cluster(broker_factory, etcd, tmp_path / "shared")
+def test_sigkill_failover_loses_no_acknowledged_record(volume, broker_factory, etcd, topic):
+    brokers = start_cluster(broker_factory, etcd, volume)
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     before = wait_all_led(bootstrap, topic, PARTITIONS)
@@ -165,9 +203,8 @@ def test_sigkill_failover_loses_no_acknowledged_record(broker_factory, etcd, tmp
     check_all_readable(bootstrap_of(brokers), topic, load.acked)
 
 
-def test_join_takes_a_share_and_sigterm_hands_over(broker_factory, etcd, tmp_path, topic):
-    shared = tmp_path / "shared"
-    brokers = start_cluster(broker_factory, etcd, shared, n=2)
+def test_join_takes_a_share_and_sigterm_hands_over(volume, broker_factory, etcd, topic):
+    brokers = start_cluster(broker_factory, etcd, volume, n=2)
     harness.create_topic(bootstrap_of(brokers), topic, partitions=PARTITIONS)
     wait_all_led(bootstrap_of(brokers), topic, PARTITIONS)
     load = Load(bootstrap_of(brokers), topic).start()
@@ -175,8 +212,8 @@ def test_join_takes_a_share_and_sigterm_hands_over(broker_factory, etcd, tmp_pat
 
     # A third broker joins and gets a fair share (balancing is on by default).
     from cluster_support import cluster_overrides
-    brokers.append(broker_factory(overrides=cluster_overrides(etcd, 3, shared, "/sluice-test"),
-                                  log_dir=shared, kind="sluice", name="node3"))
+    brokers.append(broker_factory(overrides=cluster_overrides(etcd, 3, volume(3), "/sluice-test"),
+                                  log_dir=volume(3), kind="sluice", name="node3"))
 
     def balanced():
         counts = defaultdict(int)
@@ -197,13 +234,13 @@ def test_join_takes_a_share_and_sigterm_hands_over(broker_factory, etcd, tmp_pat
     check_all_readable(bootstrap_of(brokers), topic, load.acked)
 
 
-def test_sigstopped_owner_steps_down_and_loses_nothing(broker_factory, etcd, tmp_path, topic):
+def test_sigstopped_owner_steps_down_and_loses_nothing(volume, broker_factory, etcd, topic):
     """An owner paused (SIGSTOP) past its lease: its partitions move; when it resumes it must
     not get an acknowledgement out for data the new owner does not have, and it says in its
     log that it stepped down."""
     import signal
 
-    brokers = start_cluster(broker_factory, etcd, tmp_path / "shared")
+    brokers = start_cluster(broker_factory, etcd, volume)
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     before = wait_all_led(bootstrap, topic, PARTITIONS)
@@ -310,14 +347,13 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 
 
-def test_reassign_partitions_and_leader_election_tools_move_ownership(broker_factory, etcd, tmp_path,
+def test_reassign_partitions_and_leader_election_tools_move_ownership(volume, broker_factory, etcd, tmp_path,
                                                                          kafka_tool, topic):
     """kafka-reassign-partitions (--generate, --execute, --verify, --cancel) and
     kafka-leader-election, unchanged, under producer load: a move is an ownership change."""
     import json
 
-    shared = tmp_path / "shared"
-    brokers = start_cluster(broker_factory, etcd, shared)
+    brokers = start_cluster(broker_factory, etcd, volume)
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     before = wait_all_led(bootstrap, topic, PARTITIONS)
