@@ -19,7 +19,10 @@ every ~20 s) on the guaranteed topic. Faults (a shuffled rotation, a quiet perio
 ``kill`` (SIGKILL, restart), ``pause`` (SIGSTOP/SIGCONT), ``crash`` (SIGKILL, then the host's
 faultfs drops every unsynced write, plain or torn; restart), ``fsync-eio`` (the host's next
 fsync fails; the broker re-opens the failed log from storage by itself, docs/reliability.md),
-``enospc`` (writes fail for a while), and in a cluster ``etcd-stop`` (etcd SIGTERMed and started
+``enospc`` (faultfs fails writes for a while), ``disk-full`` (the hosts' data lives on a small
+ext4 volume on a loop device; a ballast file takes every free block for a while, so writes and
+the write-back of fsyncs fail with ENOSPC; skipped with a message where loop devices cannot be
+used), and in a cluster ``etcd-stop`` (etcd SIGTERMed and started
 again) and ``etcd-cutoff`` (one broker's etcd connection, through a TCP proxy on 127.0.0.1,
 black-holed for longer than the lease). Then every fault is healed, producers flush, a final
 read takes everything, and History.check() reports.
@@ -56,7 +59,9 @@ LEASE_MS = 3000
 # librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
 QUIET = {"log_level": 2}
 
-SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc")
+SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc", "disk-full")
+# the loop-device volume the hosts' data lives on (disk-full fills it)
+VOLUME_MB = int(os.environ.get("SLUICE_FAULTS_VOLUME_MB", "2048"))
 CLUSTER_FAULTS = SINGLE_FAULTS + ("etcd-stop", "etcd-cutoff")
 
 
@@ -156,6 +161,85 @@ class TcpProxy:
 
 
 # --------------------------------------------------------------------------
+# a small real volume (a loop device) under the hosts' data
+# --------------------------------------------------------------------------
+
+class LoopVolume:
+    """An ext4 file system in a sparse image file, loop-mounted at ``mountpoint``: a disk that
+    really fills up (the ``disk-full`` fault). ``LoopVolume.unavailable()`` says why one cannot
+    be made here (not root, no loop devices, no mkfs.ext4), or None."""
+
+    def __init__(self, image: Path, mountpoint: Path, size_mb: int):
+        self.image, self.mountpoint, self.size_mb = image, mountpoint, size_mb
+        self.mounted = False
+
+    @staticmethod
+    def unavailable() -> Optional[str]:
+        if os.geteuid() != 0:
+            return "not root (loop devices need root)"
+        if not os.path.exists("/dev/loop-control"):
+            return "no /dev/loop-control"
+        for tool in ("mkfs.ext4", "mount", "umount"):
+            if shutil.which(tool) is None:
+                return f"{tool} not installed"
+        return None
+
+    def start(self) -> "LoopVolume":
+        import subprocess
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        with open(self.image, "wb") as f:
+            f.truncate(self.size_mb << 20)
+        for cmd in (["mkfs.ext4", "-q", "-F", "-m", "0", str(self.image)],
+                    ["mount", "-o", "loop", str(self.image), str(self.mountpoint)]):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise harness.HarnessError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
+        self.mounted = True
+        return self
+
+    def fill(self) -> int:
+        """Take every free block with a ballast file; returns its size."""
+        path = self.mountpoint / "ballast"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            st = os.statvfs(self.mountpoint)
+            free = st.f_bavail * st.f_frsize
+            try:
+                os.posix_fallocate(fd, 0, max(free, 1))
+            except OSError:
+                pass
+            size = os.fstat(fd).st_size
+            chunk = b"\0" * (1 << 20)
+            while True:  # whatever fallocate left (it may stop short of the last blocks)
+                try:
+                    size += os.pwrite(fd, chunk, size)
+                except OSError:
+                    break
+            return size
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        try:
+            (self.mountpoint / "ballast").unlink()
+        except FileNotFoundError:
+            pass
+
+    def stop(self, keep_image: bool = False) -> None:
+        import subprocess
+        if self.mounted:
+            for cmd in (["umount", str(self.mountpoint)], ["umount", "-l", str(self.mountpoint)]):
+                if subprocess.run(cmd, capture_output=True, timeout=60).returncode == 0:
+                    break
+            self.mounted = False
+        if not keep_image:
+            try:
+                self.image.unlink()
+            except FileNotFoundError:
+                pass
+
+
+# --------------------------------------------------------------------------
 # the system under test
 # --------------------------------------------------------------------------
 
@@ -169,7 +253,19 @@ class Env:
         self.workdir = workdir
         self.n = n
         self.cluster = n > 1
-        self.backing = workdir / "disk"
+        self.volume: Optional[LoopVolume] = None
+        self.unavailable: Dict[str, str] = {}
+        why = LoopVolume.unavailable()
+        if why is None:
+            try:
+                self.volume = LoopVolume(workdir / "volume.img", workdir / "volume", VOLUME_MB).start()
+            except (harness.HarnessError, OSError) as e:
+                why = str(e)
+        if self.volume is None:
+            self.unavailable["disk-full"] = why
+            log(f"no disk-full fault: a loop-device volume cannot be made here ({why})")
+        # the hosts' shared data: on the loop volume when there is one
+        self.backing = (self.volume.mountpoint if self.volume else workdir) / "disk"
         self.mounts = []
         self.brokers: List[harness.SluiceBroker] = []
         self.etcd = None
@@ -250,6 +346,8 @@ class Env:
             self.paused.discard(i)
         for m in self.mounts:
             m.clear_faults()
+        if self.volume is not None:
+            self.volume.free()
         for p in self.proxies:
             p.blackhole(False)
         if self.etcd is not None:
@@ -267,7 +365,8 @@ class Env:
                                  log_tail=harness.tail(b.log_file, 40))
                 self.start_broker(b, "heal")
 
-    def close(self) -> None:
+    def close(self, keep_data: bool = False) -> None:
+        """Stop everything; with ``keep_data`` the loop volume's image stays (unmounted)."""
         for i, b in enumerate(self.brokers):
             try:
                 if b.running and i in self.paused:
@@ -286,6 +385,8 @@ class Env:
             self.etcd.kill()
         for m in self.mounts:
             m.stop()
+        if self.volume is not None:
+            self.volume.stop(keep_image=keep_data)
 
 
 def wait_for_binary(timeout: float = 300) -> None:
@@ -642,6 +743,13 @@ class Nemesis:
         time.sleep(self._dur())
         m.enospc(False)
 
+    def _disk_full(self, h):
+        # the shared volume itself fills up: every host sees it (on NFS: the export is full)
+        size = self.env.volume.fill()
+        time.sleep(self._dur())
+        self.env.volume.free()
+        return {"ballast_mb": size >> 20}
+
     def _etcd_stop(self, h):
         e = self.env.etcd
         e.stop()
@@ -685,7 +793,9 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         guaranteed = next(w for w in wls if w.guaranteed)
         group = GroupConsumer(env, guaranteed, hist, f"faults-group-{run_id}", regroup_s).start()
         time.sleep(3)  # a quiet start
-        nemesis = Nemesis(env, rng, kinds or (CLUSTER_FAULTS if env.cluster else SINGLE_FAULTS), quiet, active)
+        kinds = [k for k in kinds or (CLUSTER_FAULTS if env.cluster else SINGLE_FAULTS) if k not in env.unavailable]
+        result["unavailable"] = env.unavailable
+        nemesis = Nemesis(env, rng, kinds, quiet, active)
         log(f"faults for {seconds:.0f}s against {brokers} broker(s), seed {seed}, workdir {workdir}")
         nemesis.run(time.monotonic() + seconds, producers)
         log("healing")
@@ -729,12 +839,13 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
                 # keep the errors and warnings of each broker in the result
                 result.setdefault("broker_log_errors", {})[b.name] = [
                     line for line in b.log_text().splitlines() if " ERROR " in line or " WARN " in line][-40:]
-            env.close()
+            env.close(keep_data=bool(result.get("violations"))
+                      or os.environ.get("SLUICE_FAULTS_KEEP", "0") != "0")
         result["elapsed_s"] = round(time.monotonic() - T0, 1)
         if binary_stamp() != result["binary"]:
             result["binary_at_end"] = binary_stamp()  # rebuilt during the run: restarts used both
         if own_workdir and not result.get("violations") and os.environ.get("SLUICE_FAULTS_KEEP", "0") == "0":
-            shutil.rmtree(workdir / "disk", ignore_errors=True)
+            shutil.rmtree(workdir / "disk", ignore_errors=True)  # (on the loop volume: gone with it)
 
 
 def binary_stamp() -> str:
@@ -794,6 +905,8 @@ def table(result: dict) -> str:
             cells.append(str(v))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
+    if result.get("unavailable"):
+        lines.append(f"faults not injected (unavailable here): {result['unavailable']}")
     lines.append(f"violations of the guarantees: {result.get('violations') or 'none'}")
     if result.get("producer_fatal"):
         lines.append(f"fatal producer errors: {len(result['producer_fatal'])}: {result['producer_fatal'][:3]}")

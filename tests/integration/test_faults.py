@@ -1,7 +1,7 @@
 """The fault-injection suite of issue 17, short: the queue workload of faults.py against one
 Sluice broker and against a three-broker cluster, each under a rotating fault schedule
-(SIGKILL, SIGSTOP, host crash on faultfs, fsync EIO, ENOSPC; in the cluster also etcd stopped
-and a broker cut off from etcd), about a minute of faults per mode.
+(SIGKILL, SIGSTOP, host crash on faultfs, fsync EIO, ENOSPC, a full loop-device volume; in the
+cluster also etcd stopped and a broker cut off from etcd), about a minute of faults per mode.
 
 One test per (mode, check) of the guaranteed workload (acks=all, idempotent, with
 ``flush.messages=1`` on one broker; acks=all in a cluster): a known bug is marked xfail
@@ -80,7 +80,9 @@ def test_guaranteed_workload(mode, check, tmp_path_factory):
 @pytest.mark.parametrize("mode", ["single", "cluster"])
 def test_every_fault_kind_injected_and_no_broker_died(mode, tmp_path_factory):
     res = _run(mode, tmp_path_factory)
-    kinds = faults.CLUSTER_FAULTS if BROKERS[mode] > 1 else faults.SINGLE_FAULTS
-    assert set(res["faults"]) == set(kinds), res["faults"]
+    kinds = set(faults.CLUSTER_FAULTS if BROKERS[mode] > 1 else faults.SINGLE_FAULTS)
+    if res.get("unavailable"):
+        print(f"faults unavailable on this machine: {res['unavailable']}")
+    assert set(res["faults"]) == kinds - set(res.get("unavailable", {})), res["faults"]
     died = [f for f in res["findings"] if f["kind"] in ("broker-died", "broker-start-failed")]
     assert not died, json.dumps(died, default=str)[:4000]

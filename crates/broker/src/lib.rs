@@ -34,11 +34,12 @@ mod sessions;
 mod testutil;
 mod waiters;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::{FetchResponse, RequestKind, ResponseKind};
 use sluice_config::BrokerConfig;
@@ -103,7 +104,12 @@ pub struct Broker {
     fetch_waiters: waiters::FetchWaiters,
     sessions: sessions::FetchSessions,
     groups: groups::Groups,
+    /// Failed logs whose re-open failed: when to try again, and the wait after that.
+    reopen_retry: parking_lot::Mutex<HashMap<sluice_store::TopicPartition, (Instant, Duration)>>,
 }
+
+/// Longest wait between two attempts to re-open a failed log (storage still refuses).
+const REOPEN_RETRY_MAX: Duration = Duration::from_secs(30);
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
@@ -219,6 +225,7 @@ impl Broker {
             fetch_waiters: waiters::FetchWaiters::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
+            reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             config,
         });
         // Groups of an existing __consumer_offsets are loaded now (this broker owns it); in a
@@ -381,15 +388,29 @@ impl Broker {
             {
                 continue;
             }
+            if self
+                .reopen_retry
+                .lock()
+                .get(&tp)
+                .is_some_and(|(at, _)| Instant::now() < *at)
+            {
+                continue;
+            }
             let config = registry::log_config(&state.config);
             let new = match self.logs.reopen_log(&tp, config) {
                 Ok(Some(new)) => new,
                 Ok(None) => continue,
                 Err(e) => {
-                    tracing::error!(?tp, "re-opening a failed log failed; the partition stays offline until the next start: {e}");
+                    let mut retry = self.reopen_retry.lock();
+                    let wait = retry.get(&tp).map_or(FLUSH_CHECK_INTERVAL, |(_, w)| {
+                        (*w * 2).min(REOPEN_RETRY_MAX)
+                    });
+                    retry.insert(tp.clone(), (Instant::now() + wait, wait));
+                    tracing::error!(?tp, retry_ms = wait.as_millis() as u64, "re-opening a failed log failed; it stays offline until a later attempt succeeds: {e}");
                     continue;
                 }
             };
+            self.reopen_retry.lock().remove(&tp);
             tracing::warn!(
                 ?tp,
                 %failure,

@@ -508,11 +508,30 @@ impl Log {
 
     /// Make the log refuse writes until it is re-opened (the first failure is kept).
     pub(crate) fn fail(&self, failure: LogFailure) {
-        let mut slot = self.failure.lock();
-        if slot.is_none() {
+        {
+            let mut slot = self.failure.lock();
+            if slot.is_some() {
+                return;
+            }
             tracing::error!(tp = ?self.tp, error = %failure,
                 "log refuses writes until it is re-opened and recovered from storage");
             *slot = Some(failure);
+        }
+        // Readers see only what storage holds from now on: nothing past the last successful
+        // fsync (the page cache may hold pages the kernel could not write).
+        let mut s = self.shared.write();
+        let mark = if s.synced_mark == SyncedMark::NONE {
+            // No fsync since the open: the whole segments below the synced offset.
+            SyncedMark {
+                offset: s.synced,
+                base: i64::MIN,
+                pos: 0,
+            }
+        } else {
+            s.synced_mark
+        };
+        if s.published.is_none_or(|p| p.offset > mark.offset) {
+            s.published = Some(mark);
         }
     }
 

@@ -510,10 +510,10 @@ impl Inner {
     }
 
     /// Re-open a failed log (a failed fsync, or a failed write that could not be cut back)
-    /// from what storage holds: it leaves the registry (appends to it fail from now on) and is
-    /// opened again, unclean, from its recovery point (where the last successful fsync left
-    /// it), which advises the segments it validates out of the page cache first. Returns the
-    /// new log (None if this broker did not serve `tp`).
+    /// from what storage holds: it is opened again, unclean, from its recovery point (where
+    /// the last successful fsync left it), which advises the segments it validates out of the
+    /// page cache first, and the failed one is closed. Returns the new log (None if this
+    /// broker did not serve `tp`); if the open fails, the failed log stays, for a later try.
     pub(crate) fn reopen_log(
         &self,
         tp: &TopicPartition,
@@ -522,7 +522,6 @@ impl Inner {
         let Some(log) = self.reg.lock().logs.remove(tp) else {
             return Ok(None);
         };
-        log.mark_deleted_locked();
         let rp = log.recovery_point();
         if let Some(idx) = self.dir_index_of(tp) {
             let mut st = self.states[idx].lock();
@@ -530,8 +529,18 @@ impl Inner {
             st.log_starts.insert(tp.clone(), log.log_start_offset());
         }
         self.reg.lock().closed_clean.remove(tp);
-        self.open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(rp))
-            .map(Some)
+        match self.open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(rp)) {
+            Ok(new) => {
+                log.mark_deleted_locked();
+                Ok(Some(new))
+            }
+            Err(e) => {
+                // Still failed (storage still refuses, a full disk): served as it was, and
+                // re-opened at a later attempt.
+                self.reg.lock().logs.insert(tp.clone(), log);
+                Err(e)
+            }
+        }
     }
 
     /// Hand `tp` over to the broker that owns it next (cluster mode, a planned move): the log

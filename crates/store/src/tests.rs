@@ -1205,6 +1205,9 @@ fn failed_fsync_fails_the_log_until_reopened() {
         assert!(flush_refused(log.flush()));
         assert_eq!(log.synced_offset(), 1);
         assert_eq!(log.recovery_point_offset(), 0);
+        // Readers see only what the last good fsync covered, not the page cache past it.
+        assert_eq!(log.high_watermark(), 1);
+        assert_eq!(read_all(&log, 0), vec![(0, 0)]);
         assert!(refused_by_failed_log(log.append(
             batch(1, NOW, "c"),
             AppendOrigin::Client,
@@ -1223,6 +1226,35 @@ fn failed_fsync_fails_the_log_until_reopened() {
         .unwrap();
     log.sync_appended().unwrap();
     assert_eq!(log.synced_offset(), 4);
+}
+
+/// A failed log is re-opened in place (what the broker does by itself): the new log recovers
+/// from storage and takes appends again; the failed one is closed.
+#[test]
+fn a_failed_log_is_reopened_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    };
+    let m = open_mgr(d.path());
+    let log = open(&m, c.clone());
+    log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.sync_appended().unwrap();
+    log.faults.lock().flush_sync = true;
+    log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(log.sync_appended().is_err());
+    let tp = log.topic_partition().clone();
+    let new = m.reopen_log(&tp, c).unwrap().unwrap();
+    assert!(new.failure().is_none());
+    assert!(log.is_closed());
+    assert!(Arc::ptr_eq(&m.get(&tp).unwrap(), &new));
+    new.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    new.sync_appended().unwrap();
+    assert_eq!(new.synced_offset(), new.log_end_offset());
 }
 
 /// The drop-behind's `fdatasync` shares the open file (and so its writeback error) with the
