@@ -65,6 +65,21 @@ VOLUME_MB = int(os.environ.get("SLUICE_FAULTS_VOLUME_MB", "2048"))
 CLUSTER_FAULTS = SINGLE_FAULTS + ("etcd-stop", "etcd-cutoff")
 
 
+def eos_logger():
+    """librdkafka's log lines about its idempotence state (producer id, epoch, drains and
+    bumps) to stderr, the rest of its debug output dropped."""
+    import logging
+    logger = logging.getLogger("faults.rdkafka-eos")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[rdkafka %(asctime)s] %(message)s"))
+        handler.addFilter(lambda r: any(w in r.getMessage() for w in ("PID", "epoch", "Epoch", "drain", "bump")))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+    return logger
+
+
 def log(msg: str) -> None:
     print(f"[faults {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -453,6 +468,10 @@ class Producer:
         conf = {**QUIET, "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
                 "topic.metadata.refresh.interval.ms": 1000, "error_cb": on_error}
         conf.update(self.wl.producer_conf)
+        if conf.get("enable.idempotence"):
+            # the idempotent producer's state changes (new producer ids and epochs, with why):
+            # what a duplicate or a fatal error needs explained
+            conf.update({"debug": "eos", "log_level": 7, "logger": eos_logger()})
         return harness.producer(self.env.bootstrap, **conf)
 
     def _on_delivery(self, err, msg):

@@ -56,9 +56,6 @@ pub(crate) struct Cluster {
     wakeup: Arc<Wakeup>,
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
-    /// Notified after every reconciliation: produce requests for partitions arriving at
-    /// this broker wait on it ([`Broker::wait_acquired`]).
-    pub(crate) acquired: tokio::sync::Notify,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -96,7 +93,6 @@ impl Cluster {
             reconcile_lock: Mutex::new(()),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
-            acquired: tokio::sync::Notify::new(),
             threads: Mutex::new(Vec::new()),
         }
     }
@@ -114,21 +110,27 @@ impl Cluster {
             && self.held.read().contains_key(tp)
     }
 
-    /// After a flush round: confirm in etcd (linearizably) that this broker still holds every
-    /// partition of `logs` under the records it acquired, then publish to readers what was
-    /// durable before the confirmation began. Err names why not (nothing is published).
-    pub(crate) fn confirm(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Result<(), String> {
+    /// After a flush round: confirm in etcd (linearizably) that this broker still holds the
+    /// partitions of `logs` under the records it acquired, then publish to readers what was
+    /// durable before the confirmation began. One result per log: a partition that moved
+    /// fails alone, the others of the round are acknowledged (nothing is published for a
+    /// failed one).
+    pub(crate) fn confirm(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Vec<Result<(), String>> {
         // Taken before the check: data durable by then was on storage before any new owner
         // could have acquired the partition and read its files.
         let marks: Vec<_> = logs.iter().map(|l| l.synced_mark()).collect();
-        self.confirm_held(store, logs)?;
-        for (log, mark) in logs.iter().zip(marks) {
-            log.publish(mark);
+        let outcomes = self.confirm_held(store, logs);
+        for ((log, mark), ok) in logs.iter().zip(marks).zip(&outcomes) {
+            if ok.is_ok() {
+                log.publish(mark);
+            }
         }
-        for log in logs {
-            self.record_recovery_point(store, log);
+        for (log, ok) in logs.iter().zip(&outcomes) {
+            if ok.is_ok() {
+                self.record_recovery_point(store, log);
+            }
         }
-        Ok(())
+        outcomes
     }
 
     /// Keep the owner record's recovery point up with the log's (it moves at rolls and full
@@ -159,24 +161,44 @@ impl Cluster {
         }
     }
 
-    fn confirm_held(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Result<(), String> {
-        let held: Vec<(String, i32, i64)> = {
-            let held = self.held.read();
-            let mut out = Vec::with_capacity(logs.len());
-            for log in logs {
+    fn confirm_held(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Vec<Result<(), String>> {
+        let mut out: Vec<Result<(), String>> = Vec::with_capacity(logs.len());
+        let mut held: Vec<(usize, (String, i32, i64))> = Vec::with_capacity(logs.len());
+        {
+            let records = self.held.read();
+            for (i, log) in logs.iter().enumerate() {
                 let tp = log.topic_partition();
-                match held.get(tp) {
-                    Some(r) => out.push((tp.topic.clone(), tp.partition, r.mod_revision)),
-                    None => return Err(format!("{tp:?} is no longer owned by this broker")),
+                match records.get(tp) {
+                    Some(r) => {
+                        held.push((i, (tp.topic.clone(), tp.partition, r.mod_revision)));
+                        out.push(Ok(()));
+                    }
+                    None => out.push(Err(format!("{tp:?} is no longer owned by this broker"))),
                 }
             }
-            out
-        };
-        match store.confirm(&held) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err("ownership changed before the acknowledgement".to_string()),
-            Err(e) => Err(format!("ownership could not be confirmed: {e}")),
         }
+        let all: Vec<_> = held.iter().map(|(_, h)| h.clone()).collect();
+        match store.confirm(&all) {
+            Ok(true) => {}
+            // Some record changed: find which, one transaction each (the rare path).
+            Ok(false) => {
+                for (i, h) in &held {
+                    out[*i] = match store.confirm(std::slice::from_ref(h)) {
+                        Ok(true) => Ok(()),
+                        Ok(false) => {
+                            Err("ownership changed before the acknowledgement".to_string())
+                        }
+                        Err(e) => Err(format!("ownership could not be confirmed: {e}")),
+                    };
+                }
+            }
+            Err(e) => {
+                for (i, _) in &held {
+                    out[*i] = Err(format!("ownership could not be confirmed: {e}"));
+                }
+            }
+        }
+        out
     }
 
     fn info(broker: &Broker) -> BrokerInfo {
@@ -580,7 +602,6 @@ impl Cluster {
             broker
                 .registry
                 .insert(Arc::new(TopicState { meta, config, logs }));
-            self.acquired.notify_waiters();
         }
         // Topics gone from etcd: deleted. Their owners delete the files.
         for state in broker.registry.all() {

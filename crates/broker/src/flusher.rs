@@ -4,8 +4,9 @@
 //! round rather than one each.
 //!
 //! In cluster mode a round also confirms, after its fsyncs, that this broker still owns the
-//! round's partitions (`Confirm`, one etcd transaction per round); a round that cannot be
-//! confirmed answers every waiter with [`FlushError::NotOwner`], never success.
+//! round's partitions (`Confirm`, one etcd transaction per round, one per partition when some
+//! record changed); the waiters of a partition that cannot be confirmed get
+//! [`FlushError::NotOwner`], never success.
 
 use std::io;
 use std::sync::Arc;
@@ -19,8 +20,9 @@ type Flushed = (Arc<Log>, io::Result<i64>);
 /// Most blocking tasks one flush round fsyncs with (each takes a share of the round's logs).
 const FLUSH_TASKS_MAX: usize = 8;
 
-/// Confirms that this broker may still acknowledge data of these logs (cluster mode).
-pub(crate) type Confirm = Arc<dyn Fn(&[Arc<Log>]) -> Result<(), String> + Send + Sync>;
+/// Confirms that this broker may still acknowledge data of these logs (cluster mode): one
+/// result per log.
+pub(crate) type Confirm = Arc<dyn Fn(&[Arc<Log>]) -> Vec<Result<(), String>> + Send + Sync>;
 
 /// Why a flush request was not answered with success.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -115,15 +117,15 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Conf
             }
         }
         // Cluster mode: the fsyncs are done; acknowledge only if the partitions are still ours.
-        let confirmed = match &confirm {
+        let confirmed: Vec<Result<(), String>> = match &confirm {
             Some(confirm) => {
-                let (confirm, logs) = (confirm.clone(), logs.clone());
-                match tokio::task::spawn_blocking(move || confirm(&logs)).await {
+                let (confirm, to_check) = (confirm.clone(), logs.clone());
+                match tokio::task::spawn_blocking(move || confirm(&to_check)).await {
                     Ok(r) => r,
-                    Err(e) => Err(format!("ownership check failed: {e}")),
+                    Err(e) => vec![Err(format!("ownership check failed: {e}")); logs.len()],
                 }
             }
-            None => Ok(()),
+            None => vec![Ok(()); logs.len()],
         };
         tracing::debug!(
             requests = round.len(),
@@ -132,12 +134,17 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Conf
             "flush round"
         );
         for r in round {
+            let not_owner = logs
+                .iter()
+                .zip(&confirmed)
+                .find(|(l, _)| Arc::ptr_eq(l, &r.log))
+                .and_then(|(_, c)| c.clone().err());
             let outcome = match &results {
-                Ok(results) if confirmed.is_err() => {
+                Ok(results) if not_owner.is_some() => {
                     let synced = results
                         .iter()
                         .any(|(l, res)| Arc::ptr_eq(l, &r.log) && res.is_ok());
-                    let why = confirmed.clone().err().unwrap_or_default();
+                    let why = not_owner.unwrap_or_default();
                     if synced {
                         tracing::info!(tp = ?r.log.topic_partition(), "not acknowledging: {why}");
                     }

@@ -199,15 +199,17 @@ impl Broker {
                 let (c, meta, myself) = (c.clone(), meta.clone(), myself.clone());
                 flusher::Flusher::start(Some(Arc::new(move |logs: &[Arc<sluice_store::Log>]| {
                     let Some(store) = meta.etcd() else {
-                        return Ok(());
+                        return vec![Ok(()); logs.len()];
                     };
-                    c.confirm(store, logs)?;
+                    let outcomes = c.confirm(store, logs);
                     if let Some(b) = myself.get().and_then(std::sync::Weak::upgrade) {
-                        for log in logs {
-                            b.fetch_waiters.wake(log);
+                        for (log, ok) in logs.iter().zip(&outcomes) {
+                            if ok.is_ok() {
+                                b.fetch_waiters.wake(log);
+                            }
                         }
                     }
-                    Ok(())
+                    outcomes
                 })))
             }
             _ => flusher::Flusher::start(None),
@@ -418,7 +420,7 @@ impl Broker {
                 "re-opened a failed log: recovered from what storage holds"
             );
             if let (Some(cluster), Some(store)) = (&self.cluster, self.meta.etcd()) {
-                if let Err(e) = cluster.confirm(store, std::slice::from_ref(&new)) {
+                if let Some(Err(e)) = cluster.confirm(store, std::slice::from_ref(&new)).pop() {
                     tracing::warn!(?tp, "the re-opened log is not published yet: {e}");
                 }
             }
@@ -509,49 +511,6 @@ impl Broker {
             None => (rec.node, rec.epoch),
         };
         (leader != self.node_id && view.brokers.contains_key(&leader)).then_some((leader, epoch))
-    }
-
-    /// In cluster mode: true if the records name this broker as `topic`-`partition`'s owner, or
-    /// as where a planned move takes it (so it will serve it once it has acquired it).
-    pub(crate) fn arriving(&self, topic: &str, partition: i32) -> bool {
-        let Some(store) = self.meta.etcd() else {
-            return false;
-        };
-        store
-            .view()
-            .owners
-            .get(&(topic.to_string(), partition))
-            .is_some_and(|r| r.owner.node == self.node_id || r.owner.to == Some(self.node_id))
-    }
-
-    /// Wait until this broker serves `topic`-`partition` (its acquisition finished), while the
-    /// partition is [arriving](Broker::arriving) and `deadline` has not passed.
-    pub(crate) async fn wait_acquired(
-        &self,
-        topic: &str,
-        partition: i32,
-        deadline: tokio::time::Instant,
-    ) -> Option<Arc<registry::TopicState>> {
-        let cluster = self.cluster.as_ref()?;
-        loop {
-            let notified = cluster.acquired.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(s) = self
-                .registry
-                .get(topic)
-                .filter(|s| s.log(partition).is_some())
-            {
-                return Some(s);
-            }
-            if !self.arriving(topic, partition) {
-                return None;
-            }
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(deadline) => return None,
-            }
-        }
     }
 
     /// The listeners of the live brokers among `ids` (KIP-951's NodeEndpoints).

@@ -59,7 +59,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
     }
     let now = now_ms();
     let mut pending = Vec::new();
-    let mut arriving = Vec::new();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let transactional = req.transactional_id.is_some();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
@@ -80,16 +79,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                 partitions.push(error_partition(p.index, unknown_code, None));
                 continue;
             };
-            if s.log(p.index).is_none() && broker.arriving(&s.meta.name, p.index) {
-                // Being handed to this broker: answered once it has acquired the partition.
-                arriving.push((ti, pi, s.meta.name.clone(), records));
-                partitions.push(error_partition(
-                    p.index,
-                    ResponseError::NotLeaderOrFollower.code(),
-                    None,
-                ));
-                continue;
-            }
             let (response, flushed) =
                 append_one(broker, s, p.index, records, acks, transactional, now);
             if let Some(flushed) = flushed {
@@ -108,23 +97,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
         return crate::ready(None);
     }
     let broker = broker.clone();
-    let wait_ms = (req.timeout_ms.max(0) as u64).min(ARRIVING_WAIT_MAX_MS);
     Box::pin(async move {
-        if !arriving.is_empty() {
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
-            for (ti, pi, name, records) in arriving {
-                let index = responses[ti].partition_responses[pi].index;
-                let Some(s) = broker.wait_acquired(&name, index, deadline).await else {
-                    continue;
-                };
-                let (response, flushed) =
-                    append_one(&broker, &s, index, records, acks, transactional, now_ms());
-                if let Some(flushed) = flushed {
-                    pending.push((ti, pi, flushed));
-                }
-                responses[ti].partition_responses[pi] = response;
-            }
-        }
         for (topic, partition, flushed) in pending {
             if let Err(e) = flushed.await {
                 let p = &mut responses[topic].partition_responses[partition];
@@ -148,10 +121,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
         ))
     })
 }
-
-/// Longest a produce to a partition being handed to this broker waits for the acquisition
-/// (within the request's timeout) before it answers NOT_LEADER_OR_FOLLOWER.
-const ARRIVING_WAIT_MAX_MS: u64 = 2_000;
 
 /// Append one partition's records. Returns its answer and, for acks=all data that must be on
 /// storage first, the flush round to wait for.
