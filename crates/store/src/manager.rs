@@ -529,7 +529,23 @@ impl Inner {
             st.log_starts.insert(tp.clone(), log.log_start_offset());
         }
         self.reg.lock().closed_clean.remove(tp);
-        match self.open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(rp)) {
+        // Appends go to a new segment: recovery may have cut the failed log's active segment
+        // short, and positions in it that a reader of the failed log may still be sending
+        // (its file regions are sent after the read) must not get other bytes.
+        let opened = self
+            .open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(rp))
+            .and_then(|new| match new.roll(now_ms()) {
+                Ok(()) => Ok(new),
+                Err(source) => {
+                    self.reg.lock().logs.remove(tp);
+                    new.mark_deleted();
+                    Err(StoreError::Io {
+                        path: new.dir().to_path_buf(),
+                        source,
+                    })
+                }
+            });
+        match opened {
             Ok(new) => {
                 log.mark_deleted_locked();
                 Ok(Some(new))

@@ -1249,6 +1249,9 @@ fn a_failed_log_is_reopened_in_place() {
     let tp = log.topic_partition().clone();
     let new = m.reopen_log(&tp, c).unwrap().unwrap();
     assert!(new.failure().is_none());
+    // Appends go to a new segment: nothing the failed log may have handed a reader as a file
+    // region is rewritten with other bytes.
+    assert_eq!(new.segment_count(), 2);
     assert!(log.is_closed());
     assert!(Arc::ptr_eq(&m.get(&tp).unwrap(), &new));
     new.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
