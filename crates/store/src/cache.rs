@@ -21,7 +21,9 @@
 //!   (no flush is in flight that could then succeed and acknowledge its round), and a failure
 //!   fails the log exactly as a flush's failed fsync does (`LogFailure::SyncFailed`: no later
 //!   flush succeeds until the log is re-opened). One that finds the file gone from the server
-//!   (ENOENT, ESTALE) is handed to the next [`Log::flush`], which fails in its place.
+//!   (ENOENT, ESTALE) is ignored if the segment was deleted meanwhile (retention); if the
+//!   segment is still part of the log, its data is gone from storage and the log fails the
+//!   same way.
 //! - Pages read back later (a consumer far behind, a move's copy) are not dropped again:
 //!   only what was written after the drop point is. Those are left to the kernel.
 //! - At open the drop point starts at the end of the log (no burst of drops after a restart);
@@ -70,8 +72,7 @@ impl std::ops::AddAssign for DropStats {
     }
 }
 
-/// The file is gone (deleted on the server by someone else; NFS answers ESTALE): nothing to
-/// drop, nothing to report.
+/// The file is gone from the server (deleted; NFS answers ESTALE).
 fn gone(e: Errno) -> bool {
     e == Errno::NOENT || e == Errno::STALE
 }
@@ -223,17 +224,25 @@ impl Log {
                         "the drop-behind's fdatasync runs outside the flush lock"
                     );
                     #[cfg(test)]
-                    let fault = std::mem::take(&mut self.faults.lock().drop_sync);
+                    let fault = {
+                        let mut f = self.faults.lock();
+                        if std::mem::take(&mut f.drop_sync) {
+                            Some(Errno::IO)
+                        } else {
+                            std::mem::take(&mut f.drop_sync_gone).then_some(Errno::STALE)
+                        }
+                    };
                     #[cfg(not(test))]
-                    let fault = false;
-                    let synced = if fault {
-                        Err(Errno::IO)
-                    } else {
-                        rustix::fs::fdatasync(&*seg.log)
+                    let fault: Option<Errno> = None;
+                    let synced = match fault {
+                        Some(e) => Err(e),
+                        None => rustix::fs::fdatasync(&*seg.log),
                     };
                     match synced {
                         Ok(()) => {}
-                        Err(e) if gone(e) => self.keep_sync_error(e),
+                        // Deleted meanwhile (retention, DeleteRecords, a new owner's
+                        // retention): nothing of the log is lost, nothing to drop.
+                        Err(e) if gone(e) && !self.holds_segment(seg) => return Ok(stats),
                         Err(e) => {
                             let path = seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log);
                             return Err(self.sync_failed(path, self.synced_offset(), e.into()));
@@ -262,20 +271,12 @@ impl Log {
         Ok(stats)
     }
 
-    /// Remember an `fdatasync` that found the file gone, for the next flush (see the module
-    /// comment).
-    fn keep_sync_error(&self, e: Errno) {
-        let mut slot = self.sync_error.lock();
-        if slot.is_none() {
-            *slot = Some(io::Error::new(
-                io::Error::from(e).kind(),
-                format!("fdatasync of a segment file (page-cache drop-behind) failed: {e}"),
-            ));
-        }
-    }
-
-    /// The failure of an `fdatasync` made outside [`Log::flush`] since the last flush, if any.
-    pub(crate) fn take_sync_error(&self) -> Option<io::Error> {
-        self.sync_error.lock().take()
+    /// True while `seg` is one of this log's segments (not deleted since the view was taken).
+    fn holds_segment(&self, seg: &Arc<Segment>) -> bool {
+        self.shared
+            .read()
+            .segments
+            .iter()
+            .any(|s| Arc::ptr_eq(s, seg))
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct Faults {
     pub flush_sync: bool,
     /// The next `fdatasync` of the page-cache drop-behind fails (EIO).
     pub drop_sync: bool,
+    /// The next `fdatasync` of the page-cache drop-behind finds the file gone (ESTALE).
+    pub drop_sync_gone: bool,
 }
 
 /// Fire (and disarm) a boolean fault.

@@ -290,8 +290,6 @@ pub struct Log {
     /// through a drop's I/O, which takes `flush_lock` (after it) around each `fdatasync`;
     /// never together with `writer`.
     drop_point: Mutex<cache::DropPoint>,
-    /// An `fdatasync` of the drop-behind that found the file gone, reported by the next flush.
-    sync_error: Mutex<Option<io::Error>>,
     /// Set when the log can no longer be written safely; it then refuses appends and rolls
     /// until it is re-opened (see [`LogFailure`]).
     failure: Mutex<Option<LogFailure>>,

@@ -966,11 +966,6 @@ impl Log {
         // After a failed fsync (this log's, or the drop-behind's) nothing past the synced
         // offset is trusted to reach storage: no flush may succeed over it.
         self.check_not_failed()?;
-        // An fdatasync of the drop-behind found a file gone from the server: this flush
-        // fails in its place.
-        if let Some(e) = self.take_sync_error() {
-            return Err(e);
-        }
         let (segs, leo, rp, synced, dir_dirty, active_size) = {
             let mut s = self.shared.write();
             let d = s.dir_dirty;

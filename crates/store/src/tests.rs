@@ -1260,6 +1260,34 @@ fn a_failed_log_is_reopened_in_place() {
     assert_eq!(new.synced_offset(), new.log_end_offset());
 }
 
+/// A drop-behind `fdatasync` that finds a segment of the log gone from the server (ESTALE)
+/// fails the log: that data is not on storage any more. (Before, it failed only the next
+/// flush, and the one after succeeded as if nothing had been lost.)
+#[test]
+fn drop_behind_finding_a_live_segment_gone_fails_the_log() {
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 1,
+            ..small_cfg()
+        },
+    );
+    for i in 0..20 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.faults.lock().drop_sync_gone = true;
+    assert!(log.drop_cache_behind(0).is_err());
+    assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+    assert!(flush_refused(log.sync_appended()));
+    assert!(
+        flush_refused(log.sync_appended()),
+        "a later flush succeeded"
+    );
+}
+
 /// The drop-behind's `fdatasync` shares the open file (and so its writeback error) with the
 /// flushes: it runs under the flush lock, and its failure fails the log as a flush's does.
 #[test]

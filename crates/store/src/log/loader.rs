@@ -402,7 +402,6 @@ impl Log {
             deleted: AtomicBool::new(false),
             del: p.del,
             drop_point: Mutex::new(drop_point),
-            sync_error: Mutex::new(None),
             failure: Mutex::new(None),
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
