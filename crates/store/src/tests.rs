@@ -520,6 +520,55 @@ fn corruption_in_middle_drops_later_segments() {
     assert!(!logs[2].exists());
 }
 
+/// Segments after a corruption that recovery cannot remove must not come back at the next
+/// open (past a log end that moved on meanwhile): the open fails instead, with the file named;
+/// once the file can go, the open cuts it as before. The file is made immutable
+/// (`chattr +i`, which stops even root's unlink and rename); skipped where that is not
+/// possible.
+#[test]
+fn later_segments_that_cannot_be_removed_stop_the_open() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..40i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+    }
+    let pdir = d.path().join("topic-0");
+    let mut logs: Vec<_> = std::fs::read_dir(&pdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    let mut content = std::fs::read(&logs[0]).unwrap();
+    let pos = parse_batches(&content, None).unwrap()[1].position + 70;
+    content[pos] ^= 0xff;
+    std::fs::write(&logs[0], &content).unwrap();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&logs[2])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i is not possible here");
+        return;
+    }
+    let refused = LogManager::open(vec![d.path().to_path_buf()], meta())
+        .and_then(|m| m.open_log(&tp(0), topic_id(), small_cfg(), 3).map(|_| ()));
+    assert!(chattr("-i"));
+    let err = refused.expect_err("opened with a later segment it could not remove");
+    assert!(err.to_string().contains("the log is not opened"), "{err}");
+    assert!(logs[2].exists());
+    let (_m, log) = unclean_reopen(d.path());
+    assert_eq!(log.segment_count(), 1);
+    assert!(!logs[2].exists());
+}
+
 #[test]
 fn recovery_only_after_recovery_point() {
     let d = tempfile::tempdir().unwrap();

@@ -124,6 +124,39 @@ impl Log {
                         "batches past the next segment's base offset (appended by a former owner after a takeover); cutting them"
                     );
                 }
+                if r.stopped.is_some() {
+                    // Everything after the damage goes, before the damaged segment is cut: a
+                    // segment left behind would come back at the next open, past a log end
+                    // that has moved on since. One that cannot be removed is renamed aside (a
+                    // later open removes it); if that fails too the log is not opened, and
+                    // the next open finds the damage again.
+                    for &later in &bases[i + 1..] {
+                        for kind in [
+                            SegmentFileKind::Log,
+                            SegmentFileKind::Index,
+                            SegmentFileKind::TimeIndex,
+                            SegmentFileKind::TxnIndex,
+                        ] {
+                            let path = seg_path(&p.dir, later, kind);
+                            match std::fs::remove_file(&path) {
+                                Ok(()) => {}
+                                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                                Err(e) => {
+                                    tracing::warn!(file = %path.display(), error = %e, "could not remove segment file after truncation; renaming it aside");
+                                    let mut aside = path.clone().into_os_string();
+                                    aside.push(DELETED_SUFFIX);
+                                    std::fs::rename(&path, &aside).map_err(|source| StoreError::Io {
+                                        path: path.clone(),
+                                        source: io::Error::new(
+                                            source.kind(),
+                                            format!("a segment after a truncation can be neither removed ({e}) nor renamed aside ({source}); the log is not opened"),
+                                        ),
+                                    })?;
+                                }
+                            }
+                        }
+                    }
+                }
                 seg.log.set_len(r.size).map_err(serr)?;
                 seg.write_index_files(&r.offset_index, &r.time_index)
                     .map_err(serr)?;
@@ -139,22 +172,6 @@ impl Log {
                 cursor = r.cursor;
                 segments.push(Arc::new(seg));
                 if r.stopped.is_some() {
-                    // Everything after the damage goes.
-                    for &later in &bases[i + 1..] {
-                        for kind in [
-                            SegmentFileKind::Log,
-                            SegmentFileKind::Index,
-                            SegmentFileKind::TimeIndex,
-                            SegmentFileKind::TxnIndex,
-                        ] {
-                            let path = seg_path(&p.dir, later, kind);
-                            if let Err(e) = std::fs::remove_file(&path) {
-                                if e.kind() != io::ErrorKind::NotFound {
-                                    tracing::warn!(file = %path.display(), error = %e, "could not remove segment file after truncation");
-                                }
-                            }
-                        }
-                    }
                     break;
                 }
             } else if is_last {
