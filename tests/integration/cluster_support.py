@@ -8,6 +8,7 @@ the same `log.dirs`.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -147,3 +148,62 @@ def wait_all_led(bootstrap: str, topic: str, partitions: int, exclude=(), timeou
         return None
 
     return harness.wait_until(ok, timeout, f"every partition of {topic} led by a live broker")
+
+
+class KafkaNode(harness.KafkaBroker):
+    """One combined broker+controller of a three-node static KRaft quorum of Apache Kafka (for
+    the side-by-side cluster benchmarks). ``voters``: ``1@host:port,2@...``."""
+
+    heap = os.environ.get("KAFKA_HEAP", "1g")
+
+    def __init__(self, work_dir: Path, node_id: int, voters: str, cluster_id: str, controller_port: int):
+        super().__init__(work_dir, log_dir=Path(work_dir) / "data", name=f"kafka{node_id}")
+        self.node_id, self.voters, self.cluster_id = node_id, voters, cluster_id
+        self.controller_port = controller_port
+
+    def properties(self) -> dict:
+        props = super().properties()
+        props.pop("controller.quorum.bootstrap.servers", None)
+        props.update({
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.voters,
+            "offsets.topic.replication.factor": 3,
+            "transaction.state.log.replication.factor": 3,
+            "transaction.state.log.min.isr": 2,
+            "share.coordinator.state.topic.replication.factor": 3,
+            "share.coordinator.state.topic.min.isr": 2,
+        })
+        return props
+
+    def prepare(self) -> None:
+        res = harness.kafka_tool(harness.STORAGE_TOOL, "format", "-t", self.cluster_id, "-c",
+                                 str(self.config_file), timeout=harness.TOOL_TIMEOUT)
+        res.check("kafka-storage format")
+
+
+def kafka_cluster(work: Path, n: int = 3) -> list:
+    """``n`` Kafka nodes (not started) forming one KRaft quorum."""
+    ports = [harness.free_port() for _ in range(n)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
+    cid = harness.kafka_uuid()
+    return [KafkaNode(work / f"kafka{i + 1}", i + 1, voters, cid, ports[i]) for i in range(n)]
+
+
+def start_all(nodes, timeout: float = 180) -> None:
+    """Start brokers at once (a KRaft quorum starts only when a majority of it runs)."""
+    import threading
+    errors = []
+
+    def start(n):
+        try:
+            n.start(timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"{n.name}: {e}")
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise harness.HarnessError("; ".join(errors))

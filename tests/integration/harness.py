@@ -514,13 +514,14 @@ def admin(bootstrap: str):
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: Optional[Mapping[str, str]] = None,
-                 timeout: float = 30) -> None:
+                 timeout: float = 30, replication_factor: int = 1) -> None:
     """Create a topic with the CreateTopics API and wait until its metadata shows all partitions."""
     from confluent_kafka.admin import NewTopic
 
     a = admin(bootstrap)
     fut = a.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                  config=dict(config or {}))],
         request_timeout=timeout, operation_timeout=timeout,
     )
     fut[name].result(timeout=timeout)
