@@ -230,6 +230,13 @@ impl Groups {
                 let batch = sluice_group::records::encode_batch(chunk, now);
                 if let Err(e) = log.append(Bytes::from(batch), AppendOrigin::Client, now) {
                     tracing::error!(partition = p, "appending to __consumer_offsets failed: {e}");
+                    // The coordinator applied what the log does not hold: the log fails (the
+                    // waiting answers get a retriable storage error instead of success), is
+                    // re-opened, and the groups are loaded again from what it holds.
+                    log.mark_failed(format!(
+                        "an append to __consumer_offsets failed ({e}); the groups of this partition are reloaded from the log"
+                    ));
+                    break;
                 }
             }
             if let Some(snapshot) = c.snapshot_if_due(p) {

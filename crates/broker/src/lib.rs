@@ -420,7 +420,17 @@ impl Broker {
                 "re-opened a failed log: recovered from what storage holds"
             );
             if let (Some(cluster), Some(store)) = (&self.cluster, self.meta.etcd()) {
-                if let Some(Err(e)) = cluster.confirm(store, std::slice::from_ref(&new)).pop() {
+                // As at an acquisition: the recovered data's mark (a flush sets it; an open
+                // does not), then the confirmation that publishes it. Publishing an unset
+                // mark would hide the whole log from readers (and from the group coordinator
+                // loading `__consumer_offsets` below).
+                let published = new.flush().map_err(|e| e.to_string()).and_then(|_| {
+                    cluster
+                        .confirm(store, std::slice::from_ref(&new))
+                        .pop()
+                        .unwrap_or(Ok(()))
+                });
+                if let Err(e) = published {
                     tracing::warn!(?tp, "the re-opened log is not published yet: {e}");
                 }
             }

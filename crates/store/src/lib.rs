@@ -184,6 +184,10 @@ pub enum LogFailure {
         size: u64,
         cause: String,
     },
+    /// Its user marked it failed: state derived from the log (a coordinator's) went ahead of
+    /// what the log holds, and is rebuilt from the log by re-opening it.
+    #[error("{reason}")]
+    Refused { reason: String },
     /// An `fsync` failed. The kernel may have dropped the dirty pages it could not write
     /// while keeping their contents readable, and a later `fsync` of the file can succeed
     /// without them: nothing at or past the synced offset may be trusted to be on storage.
@@ -354,6 +358,10 @@ impl Log {
     /// only once it is durable and the broker has confirmed it still owned the partition
     /// after it became so. Marks only move forward.
     pub fn publish(&self, mark: SyncedMark) {
+        if mark == SyncedMark::NONE {
+            // No flush since the open: nothing to say (publishing it would hide the whole log).
+            return;
+        }
         let mut s = self.shared.write();
         match s.published {
             Some(p) if p.offset >= mark.offset => {}
@@ -456,6 +464,11 @@ impl Log {
     /// recovers it from what storage holds.
     pub fn failure(&self) -> Option<LogFailure> {
         self.failure.lock().clone()
+    }
+    /// Fail the log (it refuses writes and flushes until re-opened): its user's state went
+    /// ahead of what the log holds (an append it had already applied failed).
+    pub fn mark_failed(&self, reason: String) {
+        self.fail(LogFailure::Refused { reason });
     }
 
     // ---- page cache ----

@@ -126,6 +126,9 @@ fn bounded_reads_see_only_what_was_published() {
     let b = broker(dir.path(), 1);
     let log = open(&b, 1);
     log.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    // No flush yet: the unset mark publishes nothing (it would hide the whole log).
+    log.publish(log.synced_mark());
+    assert_eq!(log.high_watermark(), 3);
     log.flush().unwrap();
     let first = log.synced_mark();
     assert_eq!(first.offset, 3);
