@@ -56,6 +56,9 @@ from queue_checker import CHECKS, History  # noqa: E402
 
 PARTITIONS = 3
 LEASE_MS = 3000
+# A producer client with records outstanding and no delivery report for this long is replaced
+# (reported with the fatal errors).
+WEDGED_PRODUCER_S = 60
 # librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
 QUIET = {"log_level": 2}
 
@@ -452,6 +455,7 @@ class Producer:
         self.stop_flag = threading.Event()
         self.instance = 0
         self.fatal: Optional[str] = None
+        self.last_report = time.monotonic()
         self.last_ack: Dict[int, float] = {}
         self.p = self._new()
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"produce-{wl.name}")
@@ -460,6 +464,7 @@ class Producer:
         self.instance += 1
         self.seq = 0
         self.fatal = None
+        self.last_report = time.monotonic()
 
         def on_error(err):
             if err.fatal():
@@ -475,6 +480,7 @@ class Producer:
         return harness.producer(self.env.bootstrap, **conf)
 
     def _on_delivery(self, err, msg):
+        self.last_report = time.monotonic()
         value = msg.value().decode()
         if err is not None:
             self.hist.on_fail(self.wl.name, value, f"{err.name()}" + (", fatal" if err.fatal() else ""))
@@ -493,6 +499,14 @@ class Producer:
     def _run(self):
         next_t = time.monotonic()
         while not self.stop_flag.is_set():
+            outstanding = len(self.p)
+            if (self.fatal is None and outstanding
+                    and time.monotonic() - self.last_report > WEDGED_PRODUCER_S):
+                # librdkafka was seen to stop sending to a partition for good ("wait for
+                # outstanding requests to finish before producing to new leader") after a burst
+                # of broker restarts, while a new client produced to the same broker at once.
+                self.fatal = (f"wedged: no delivery report for {WEDGED_PRODUCER_S} s with "
+                              f"{outstanding} record(s) outstanding")
             if self.fatal is not None:
                 self.hist.producer_fatal.append((self.wl.name, now(), self.fatal))
                 log(f"producer {self.wl.name}#{self.instance} fatal: {self.fatal}; new instance")
