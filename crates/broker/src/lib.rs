@@ -443,15 +443,39 @@ impl Broker {
     }
 
     /// Re-open the logs that failed, then flush every log whose `flush.ms` has passed since
-    /// its oldest unflushed append. Runs every [`FLUSH_CHECK_INTERVAL`].
+    /// its oldest unflushed append, and (one broker) the segments sealed since the last
+    /// flush. Runs every [`FLUSH_CHECK_INTERVAL`].
     pub fn flush_due_logs(&self) {
         self.reopen_failed_logs();
         let now = now_ms();
+        let mut moved = false;
         for log in self.logs.logs() {
             if log.flush_due_by_time(now) {
-                if let Err(e) = log.flush() {
-                    tracing::error!(tp = ?log.topic_partition(), "periodic flush failed: {e}");
+                match log.flush() {
+                    Ok(_) => moved = true,
+                    Err(e) => {
+                        tracing::error!(tp = ?log.topic_partition(), "periodic flush failed: {e}")
+                    }
                 }
+            } else if self.cluster.is_none() && log.has_unflushed_sealed() {
+                // As Kafka flushes a segment once it has rolled: the recovery point follows,
+                // so a restart after a crash validates the active segments only, however
+                // much was written without a flush policy. (In a cluster every append joins a
+                // group-commit round, which syncs sealed segments and records the recovery
+                // point in etcd.)
+                match log.flush_sealed() {
+                    Ok(_) => moved = true,
+                    Err(e) => {
+                        tracing::error!(tp = ?log.topic_partition(), "flushing sealed segments failed: {e}")
+                    }
+                }
+            }
+        }
+        // Recovery points moved: write them down now rather than at the next periodic
+        // checkpoint (`log.flush.offset.checkpoint.interval.ms`), so the bound holds.
+        if moved {
+            if let Err(e) = self.logs.checkpoint() {
+                tracing::warn!("writing checkpoints failed: {e}");
             }
         }
     }

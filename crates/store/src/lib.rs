@@ -381,7 +381,7 @@ impl Log {
     /// fsync fails the log ([`LogFailure::SyncFailed`]): this and every later flush, sync,
     /// append and roll fail until the log is re-opened.
     pub fn flush(&self) -> io::Result<i64> {
-        self.flush_impl(true)
+        self.flush_impl(log::FlushScope::All)
     }
     /// Make every record appended so far durable, for acknowledgements (acks=all under
     /// flush.messages / flush.ms): fsync the data, but not the active segment's index files,
@@ -389,7 +389,26 @@ impl Log {
     /// segment's base; [`Log::flush`] moves it to the end. Returns the recovery point. A
     /// failed fsync fails the log, as in [`Log::flush`].
     pub fn sync_appended(&self) -> io::Result<i64> {
-        self.flush_impl(false)
+        self.flush_impl(log::FlushScope::Appended)
+    }
+    /// fsync the sealed segments past the recovery point (data and index files) and move the
+    /// recovery point to the active segment's base, as Kafka flushes a segment once it has
+    /// rolled: a restart or takeover after a crash then validates the active segment only,
+    /// whatever was written without a flush policy. Returns the recovery point; a failed
+    /// fsync fails the log, as in [`Log::flush`].
+    pub fn flush_sealed(&self) -> io::Result<i64> {
+        self.flush_impl(log::FlushScope::Sealed)
+    }
+    /// True when sealed segments lie past the recovery point (the log rolled since its last
+    /// flush) and the log has not failed: [`Log::flush_sealed`] has work to do.
+    pub fn has_unflushed_sealed(&self) -> bool {
+        if self.failure.lock().is_some() || self.is_closed() {
+            return false;
+        }
+        let s = self.shared.read();
+        s.segments
+            .last()
+            .is_some_and(|a| a.base_offset > s.recovery_point)
     }
     /// Offset below which the log data is durable (at least the recovery point).
     pub fn synced_offset(&self) -> i64 {

@@ -97,6 +97,18 @@ pub(crate) struct Writer {
     pub producers: ProducerStates,
 }
 
+/// What a flush makes durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlushScope {
+    /// Data and index files of every segment, up to the end ([`Log::flush`]).
+    All,
+    /// The data appended so far: sealed segments past the recovery point whole, the active
+    /// segment's `.log` ([`Log::sync_appended`], for acknowledgements).
+    Appended,
+    /// The sealed segments past the recovery point only ([`Log::flush_sealed`], after rolls).
+    Sealed,
+}
+
 /// What `Log::open` needs.
 #[derive(Debug)]
 pub(crate) struct OpenParams {
@@ -956,12 +968,12 @@ impl Log {
     // Flush
     // ------------------------------------------------------------------------------------
 
-    /// `full`: make data and index files durable up to the end and move the recovery point
-    /// there. Otherwise make the data durable (the active segment's `.log`; sealed segments
-    /// past the recovery point whole) and move the recovery point only to the active
-    /// segment's base: recovery rebuilds the active segment's index files from its data, so
-    /// acknowledging a record needs only its data on disk.
-    pub(crate) fn flush_impl(&self, full: bool) -> io::Result<i64> {
+    /// Make durable what `scope` names (see [`FlushScope`]) and move the recovery point: to
+    /// the end for [`FlushScope::All`], to the active segment's base otherwise (recovery
+    /// rebuilds the active segment's index files from its data, so acknowledging a record
+    /// needs only its data on disk).
+    pub(crate) fn flush_impl(&self, scope: FlushScope) -> io::Result<i64> {
+        let full = scope == FlushScope::All;
         let _g = self.flush_lock.lock();
         // After a failed fsync (this log's, or the drop-behind's) nothing past the synced
         // offset is trusted to reach storage: no flush may succeed over it.
@@ -979,7 +991,12 @@ impl Log {
                 s.active_size,
             )
         };
-        let done = if full { leo <= rp } else { leo <= synced };
+        let active_base = segs.last().map_or(leo, |a| a.base_offset.min(leo));
+        let done = match scope {
+            FlushScope::All => leo <= rp,
+            FlushScope::Appended => leo <= synced,
+            FlushScope::Sealed => active_base <= rp,
+        };
         if done && !dir_dirty {
             // Everything up to `leo` is durable already; the mark may not say so yet (a log
             // just opened).
@@ -990,6 +1007,9 @@ impl Log {
             let n = segs.len();
             for (i, seg) in segs.iter().enumerate() {
                 let active = i + 1 == n;
+                if active && scope == FlushScope::Sealed {
+                    continue;
+                }
                 if active || seg.next_offset() > rp {
                     let path = |kind| seg_path(&seg.dir, seg.base_offset, kind);
                     #[cfg(test)]
@@ -1020,12 +1040,13 @@ impl Log {
             s.dir_dirty |= dir_dirty;
             return Err(e);
         }
-        let indexed = if full {
-            leo
-        } else {
-            segs.last().map_or(leo, |a| a.base_offset.min(leo))
-        };
+        let indexed = if full { leo } else { active_base };
         s.recovery_point = s.recovery_point.max(indexed);
+        if scope == FlushScope::Sealed {
+            // The active segment was not synced: only what lies below it is known durable.
+            s.synced = s.synced.max(s.recovery_point);
+            return Ok(s.recovery_point);
+        }
         s.synced = s.synced.max(leo).max(s.recovery_point);
         s.mark_synced(&segs, leo, active_size);
         if s.leo == leo {

@@ -655,6 +655,55 @@ fn sync_appended_leaves_the_active_index_to_recovery() {
     assert_eq!(log.flush().unwrap(), leo + 1);
 }
 
+/// With no flush policy, `flush_sealed` (the broker runs it after rolls) moves the recovery
+/// point to the active segment's base, so a restart after a crash validates the active
+/// segment only: damage inside a sealed segment below the recorded point is not rescanned
+/// (it would be, and cut there, without the flush).
+#[test]
+fn flush_sealed_bounds_recovery_to_the_active_segment() {
+    for flushed in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let (leo, active_base) = {
+            let m = open_mgr(d.path());
+            let log = open(&m, small_cfg());
+            for i in 0..40i64 {
+                log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                    .unwrap();
+            }
+            let active_base = log.shared.read().segments.last().unwrap().base_offset;
+            assert!(active_base > 0, "the appends rolled");
+            assert!(log.has_unflushed_sealed());
+            if flushed {
+                assert_eq!(log.flush_sealed().unwrap(), active_base);
+                assert!(!log.has_unflushed_sealed());
+                assert_eq!(log.recovery_point_offset(), active_base);
+                // Nothing of the active segment is claimed durable.
+                assert_eq!(log.synced_offset(), active_base);
+            } else {
+                assert_eq!(log.recovery_point_offset(), 0);
+            }
+            m.checkpoint().unwrap();
+            (log.log_end_offset(), active_base)
+        };
+        // Crash, then damage the first segment's second batch.
+        let first = d.path().join("topic-0").join(format!("{:020}.log", 0));
+        let mut c = std::fs::read(&first).unwrap();
+        let first_len = 12 + u32::from_be_bytes(c[8..12].try_into().unwrap()) as usize;
+        c[first_len + 70] ^= 0xff;
+        std::fs::write(&first, &c).unwrap();
+        let (_m, log) = unclean_reopen(d.path());
+        if flushed {
+            assert_eq!(
+                log.log_end_offset(),
+                leo,
+                "below {active_base}: not rescanned"
+            );
+        } else {
+            assert_eq!(log.log_end_offset(), 2, "rescanned and cut at the damage");
+        }
+    }
+}
+
 #[test]
 fn active_index_entries_are_written_in_groups() {
     let d = tempfile::tempdir().unwrap();
