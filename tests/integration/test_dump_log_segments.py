@@ -85,3 +85,31 @@ def test_dump_log_segments_reads_broker_files(kafka_tool, broker, topic):
     # small batches: a 1 MiB segment gets a sparse index entry every ~4 KiB
     entries = dump(kafka_tool, "--files", str(logs[0].with_suffix(".index"))).out
     assert len(re.findall(r"^offset: \d+ position: \d+", entries, re.M)) > 10, entries[:2000]
+
+
+SNAPSHOT_ENTRY_RE = re.compile(r"producerId: (\d+) producerEpoch: (\d+) .*?lastSequence: (\d+) lastOffset: (\d+)")
+
+
+def test_dump_log_segments_reads_producer_snapshots(kafka_tool, broker, topic):
+    """Producer-state snapshots (`<offset>.snapshot`, written at every roll and at shutdown)
+    are in Kafka's format: its dump tool reads them, and they name the idempotent producer
+    that wrote the segments, with its last sequence and offset below the snapshot's offset."""
+    create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": "1048576"})
+    p = producer(broker.bootstrap, **{"enable.idempotence": True, "linger.ms": 10, "acks": "all"})
+    produce_all(p, topic, [{"partition": 0, "value": b"v" * VALUE_SIZE} for _ in range(3000)])
+    broker.stop()
+
+    pdir = broker.log_dir / f"{topic}-0"
+    first = dump(kafka_tool, "--files", str(sorted(pdir.glob("*.log"))[0])).out
+    pids = set(re.findall(r"producerId: (\d+) producerEpoch: (\d+)", first))
+    assert len(pids) == 1, first[:2000]
+    snapshots = sorted(pdir.glob("*.snapshot"))
+    assert snapshots, f"no producer snapshot in {sorted(f.name for f in pdir.iterdir())}"
+    for snap in snapshots:
+        out = dump(kafka_tool, "--files", str(snap)).out
+        entries = [SNAPSHOT_ENTRY_RE.search(l) for l in out.splitlines() if "producerId:" in l]
+        assert entries and all(entries), out[:2000]
+        assert {(m.group(1), m.group(2)) for m in entries} == pids, out[:2000]
+        for m in entries:
+            assert int(m.group(4)) < int(snap.stem), f"{snap.name}: {m.group(0)}"
+            assert int(m.group(3)) <= int(m.group(4)), m.group(0)

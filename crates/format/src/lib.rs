@@ -1,12 +1,13 @@
 //! Kafka's on-disk log format, without any I/O: RecordBatch v2 headers (parse, validate,
 //! patch), CRC-32C, `.index` / `.timeindex` entries, segment file names and the small text
-//! files (checkpoints, `partition.metadata`, `meta.properties`).
+//! files (checkpoints, `partition.metadata`, `meta.properties`), producer-state snapshots.
 
 pub mod batch;
 pub mod builder;
 pub mod index;
 pub mod names;
 pub mod records;
+pub mod snapshot;
 pub mod text;
 
 pub use batch::{

@@ -8,7 +8,7 @@ pub enum SegmentFileKind {
     TimeIndex,
     /// `.txnindex` (Kafka's aborted-transaction index; tolerated, not written).
     TxnIndex,
-    /// `.snapshot` (Kafka's producer state snapshot; tolerated, not written).
+    /// `.snapshot` (Kafka's producer state snapshot, `crate::snapshot`).
     Snapshot,
 }
 

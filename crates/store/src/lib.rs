@@ -29,6 +29,7 @@ mod producer;
 mod recent;
 mod relocate;
 mod segment;
+mod snapshots;
 
 pub mod volume;
 

@@ -687,11 +687,23 @@ impl Log {
         let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();
         new_list.push(Arc::new(seg));
         w.cursor = IndexCursor::new(leo);
-        let mut s = self.shared.write();
-        s.segments = Arc::new(new_list);
-        s.active_size = 0;
-        s.dir_dirty = true;
+        {
+            let mut s = self.shared.write();
+            s.segments = Arc::new(new_list);
+            s.active_size = 0;
+            s.dir_dirty = true;
+        }
+        self.write_producer_snapshot(w, leo);
         Ok(())
+    }
+
+    /// The producer state as of `leo` (the writer is held, so nothing was appended past it)
+    /// into `<leo>.snapshot`. A failure is logged: the next open replays from an older
+    /// snapshot (`crate::snapshots`).
+    fn write_producer_snapshot(&self, w: &Writer, leo: i64) {
+        if let Err(e) = crate::snapshots::write(&self.dir(), leo, &w.producers) {
+            tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot");
+        }
     }
 
     /// Kafka's onBecomeInactiveSegment / close: a final time index entry for the segment's max
@@ -727,9 +739,13 @@ impl Log {
     /// Close semantics for shutdown/close_log: final time index entry on the active segment.
     pub(crate) fn close_active(&self) -> io::Result<()> {
         let mut w = self.writer.lock();
-        let segs = self.shared.read().segments.clone();
+        let (segs, leo) = {
+            let s = self.shared.read();
+            (s.segments.clone(), s.leo)
+        };
         if let Some(active) = segs.last() {
             self.seal(&mut w, active)?;
+            self.write_producer_snapshot(&w, leo);
         }
         Ok(())
     }

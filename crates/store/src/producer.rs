@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use sluice_format::batch::{increment_sequence, BatchHeader};
+use sluice_format::snapshot::SnapshotEntry;
 
 /// Number of batches remembered per producer (Kafka's NUM_BATCHES_TO_RETAIN).
 pub(crate) const BATCHES_TO_RETAIN: usize = 5;
@@ -155,6 +156,68 @@ impl ProducerStates {
         self.map.insert(pid, entry);
     }
 
+    /// The state as Kafka's producer snapshot holds it: each producer's epoch and last batch.
+    pub(crate) fn to_snapshot(&self) -> Vec<SnapshotEntry> {
+        let mut v: Vec<SnapshotEntry> = self
+            .map
+            .iter()
+            .map(|(&pid, e)| {
+                let last = e.batches.back();
+                SnapshotEntry {
+                    producer_id: pid,
+                    epoch: e.epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    last_offset: last.map_or(-1, |b| b.last_offset),
+                    offset_delta: last.map_or(0, |b| {
+                        i32::try_from(b.last_offset - b.first_offset).unwrap_or(0)
+                    }),
+                    timestamp: e.last_append_ms,
+                    coordinator_epoch: -1,
+                    current_txn_first_offset: -1,
+                }
+            })
+            .collect();
+        v.sort_by_key(|e| e.producer_id);
+        v
+    }
+
+    /// State loaded from a snapshot: one remembered batch per producer (Kafka keeps no more).
+    /// Expired producers go at the log's next periodic expiry ([`ProducerStates::expire`]).
+    pub(crate) fn from_snapshot(entries: &[SnapshotEntry]) -> ProducerStates {
+        let mut out = ProducerStates::default();
+        for e in entries {
+            if e.producer_id < 0 {
+                continue;
+            }
+            let mut batches = VecDeque::new();
+            if e.last_sequence >= 0 && e.last_offset >= 0 && e.offset_delta >= 0 {
+                batches.push_back(BatchMeta {
+                    first_seq: decrement_sequence(e.last_sequence, e.offset_delta),
+                    last_seq: e.last_sequence,
+                    first_offset: e.last_offset - i64::from(e.offset_delta),
+                    last_offset: e.last_offset,
+                });
+            }
+            out.map.insert(
+                e.producer_id,
+                ProducerEntry {
+                    epoch: e.epoch,
+                    batches,
+                    last_append_ms: e.timestamp,
+                },
+            );
+        }
+        out
+    }
+
+    /// Add the producers of `older` (state as of an earlier offset) that this state does not
+    /// know; what this state knows is newer.
+    pub(crate) fn merge_older(&mut self, older: ProducerStates) {
+        for (pid, entry) in older.map {
+            self.map.entry(pid).or_insert(entry);
+        }
+    }
+
     /// Forget producers idle for longer than the expiration.
     pub(crate) fn expire(&mut self, now_ms: i64) {
         self.map
@@ -166,5 +229,14 @@ impl ProducerStates {
     pub(crate) fn truncate_head(&mut self, log_start: i64) {
         self.map
             .retain(|_, e| e.batches.back().is_none_or(|b| b.last_offset >= log_start));
+    }
+}
+
+/// `seq - decrement`, wrapping below 0 to i32::MAX (the inverse of [`increment_sequence`]).
+fn decrement_sequence(seq: i32, decrement: i32) -> i32 {
+    if seq < decrement {
+        i32::MAX - (decrement - seq) + 1
+    } else {
+        seq - decrement
     }
 }

@@ -923,6 +923,92 @@ fn idempotent_producer() {
     ));
 }
 
+/// Issue 17's reading list: producer state rebuilt from the newest segments alone forgot a
+/// producer that had not written for two rolls, so after a crash its retry was appended again
+/// and its stale epoch was not fenced. The snapshot written at each roll keeps it.
+#[test]
+fn producer_state_survives_rolls_and_a_crash() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        log.append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)
+            .unwrap();
+        for i in 0..40i64 {
+            log.append(batch(2, NOW + i, "other"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert!(log.segment_count() >= 4, "the appends rolled");
+        // No shutdown: a crash.
+    }
+    let pdir = d.path().join("topic-0");
+    let snapshots = std::fs::read_dir(&pdir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".snapshot")
+        })
+        .count();
+    assert_eq!(snapshots, crate::snapshots::SNAPSHOTS_KEPT);
+    let (_m, log) = unclean_reopen(d.path());
+    let r = log
+        .append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(r.duplicate, "the retry is recognised, not appended again");
+    assert_eq!(r.base_offset, 0);
+    assert!(matches!(
+        log.append(pbatch(10, 1, 3, 1), AppendOrigin::Client, NOW),
+        Err(AppendError::ProducerFenced { .. })
+    ));
+    assert!(matches!(
+        log.append(pbatch(10, 2, 5, 1), AppendOrigin::Client, NOW),
+        Err(AppendError::OutOfOrderSequence { expected: 3, .. })
+    ));
+}
+
+/// A torn newest snapshot is removed and the one before it is used, replaying more; a
+/// snapshot above the log end (recovery cut the log back) is removed.
+#[test]
+fn damaged_or_stale_snapshots_fall_back() {
+    let d = tempfile::tempdir().unwrap();
+    let newest = {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..30i64 {
+            log.append(batch(2, NOW + i, "other"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        log.append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.roll(NOW).unwrap();
+        log.append(pbatch(10, 2, 3, 3), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.roll(NOW).unwrap();
+        log.log_end_offset()
+    };
+    let pdir = d.path().join("topic-0");
+    let snap = |o: i64| pdir.join(format!("{o:020}.snapshot"));
+    let bytes = std::fs::read(snap(newest)).unwrap();
+    std::fs::write(snap(newest), &bytes[..bytes.len() - 3]).unwrap();
+    std::fs::write(snap(newest + 100), &bytes).unwrap();
+    let (_m, log) = unclean_reopen(d.path());
+    assert!(!snap(newest).exists(), "the torn snapshot was removed");
+    assert!(
+        !snap(newest + 100).exists(),
+        "the one past the log end was removed"
+    );
+    let r = log
+        .append(pbatch(10, 2, 3, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(r.duplicate, "replayed from the older snapshot");
+    assert!(log
+        .append(pbatch(10, 2, 6, 1), AppendOrigin::Client, NOW)
+        .is_ok());
+}
+
 #[test]
 fn producer_state_rebuilt_at_open() {
     let d = tempfile::tempdir().unwrap();
@@ -1724,7 +1810,9 @@ fn kafka_style_directory_is_tolerated() {
         .unwrap();
     assert_eq!(log.log_end_offset(), 20);
     assert_eq!(read_all(&log, 0).len(), 10);
-    assert!(pdir.join("00000000000000000010.snapshot").exists());
+    // An unreadable producer snapshot is removed, as Kafka removes one (the state comes from
+    // the log instead).
+    assert!(!pdir.join("00000000000000000010.snapshot").exists());
     log.append(batch(1, NOW + 100, "new"), AppendOrigin::Client, NOW)
         .unwrap();
     assert_eq!(log.leader_epoch_entries(), vec![(0, 0), (1, 20)]);

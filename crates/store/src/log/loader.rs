@@ -348,19 +348,31 @@ impl Log {
         epochs_dirty |= epochs.truncate_from_end(leo);
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
-        // Producer state from the batch headers of the newest segments that hold data (a
-        // takeover or a time-based roll leaves empty or small ones behind).
-        let mut producers = ProducerStates::default();
+        // Producer state: the batch headers of the newest segments that hold data (a
+        // takeover or a time-based roll leaves empty or small ones behind), which give recent
+        // producers their last five batches (a retry of any of them is recognised), over the
+        // newest readable snapshot at or below the log end, which keeps every producer that
+        // wrote before them (one batch each, as Kafka keeps). If the snapshot is older than
+        // those segments, the replay starts at its segment instead.
+        let snapshot = crate::snapshots::load_newest(&p.dir, leo);
         let from = {
             let mut with_data = 0;
-            segments
+            let recent = segments
                 .iter()
                 .rposition(|s| {
                     with_data += usize::from(s.size() > 0);
                     with_data == PRODUCER_STATE_SEGMENTS
                 })
-                .unwrap_or(0)
+                .unwrap_or(0);
+            let snap = snapshot.as_ref().map_or(recent, |(offset, _)| {
+                segments
+                    .iter()
+                    .rposition(|s| s.base_offset <= *offset)
+                    .unwrap_or(0)
+            });
+            recent.min(snap)
         };
+        let mut producers = ProducerStates::default();
         for s in &segments[from..] {
             let end = s.size();
             let mut scanner = BatchScanner::new(&s.log, 0, end, false);
@@ -381,6 +393,12 @@ impl Log {
                     }
                 }
             }
+        }
+        if let Some((_, older)) = snapshot {
+            // The replay covers everything after the snapshot: what it saw of a producer is
+            // newer than the snapshot's entry.
+            producers.merge_older(older);
+            producers.truncate_head(log_start);
         }
         if epochs_dirty {
             if let Err(e) = epochs.persist() {

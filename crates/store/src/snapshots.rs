@@ -1,0 +1,96 @@
+//! Producer-state snapshot files (`<offset>.snapshot`, Kafka's format: `sluice_format::snapshot`)
+//! in a partition directory.
+//!
+//! A log writes one at every roll (for the new segment's base, under the writer lock, so the
+//! state is exactly that of the log end) and when its active segment is sealed at shutdown.
+//! Opening a log loads the newest readable snapshot at or below the log end and replays the
+//! batches from its offset on: producer state (idempotence, epoch fencing) then survives any
+//! number of rolls, where a rebuild from the newest segments alone forgot producers that had
+//! not written lately.
+//!
+//! The files are written without fsync: a snapshot that a crash tore or lost fails its CRC or
+//! is missing, and the open falls back to an older one (or to the newest segments), replaying
+//! more. One above the log end (the log was cut back by recovery) is removed at open. Only the
+//! newest [`SNAPSHOTS_KEPT`] are kept. No snapshot file is ever held open, so removing one is
+//! safe on NFS.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sluice_format::names::{parse_segment_file_name, segment_file_name, SegmentFileKind};
+use sluice_format::snapshot::{decode_snapshot, encode_snapshot};
+
+use crate::producer::ProducerStates;
+
+/// Snapshot files kept per partition (the newest; a torn newest one leaves the one before).
+pub(crate) const SNAPSHOTS_KEPT: usize = 2;
+
+fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    dir.join(segment_file_name(offset, SegmentFileKind::Snapshot))
+}
+
+/// Offsets of the snapshot files in `dir`, ascending.
+fn list(dir: &Path) -> io::Result<Vec<i64>> {
+    let mut v = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(name) = entry.file_name().to_str() {
+            if let Some((offset, SegmentFileKind::Snapshot)) = parse_segment_file_name(name) {
+                v.push(offset);
+            }
+        }
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+fn remove(dir: &Path, offset: i64) {
+    let path = snapshot_path(dir, offset);
+    if let Err(e) = std::fs::remove_file(&path) {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a producer snapshot");
+        }
+    }
+}
+
+/// Write the snapshot of `producers` as of `offset`, then remove all but the newest
+/// [`SNAPSHOTS_KEPT`].
+pub(crate) fn write(dir: &Path, offset: i64, producers: &ProducerStates) -> io::Result<()> {
+    let bytes = encode_snapshot(&producers.to_snapshot());
+    std::fs::write(snapshot_path(dir, offset), bytes)?;
+    let all = list(dir)?;
+    for &old in all.iter().rev().skip(SNAPSHOTS_KEPT) {
+        remove(dir, old);
+    }
+    Ok(())
+}
+
+/// The newest readable snapshot at or below `log_end`: its offset and the state it holds.
+/// Snapshots above `log_end`, and unreadable ones met on the way, are removed.
+pub(crate) fn load_newest(dir: &Path, log_end: i64) -> Option<(i64, ProducerStates)> {
+    let all = match list(dir) {
+        Ok(all) => all,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not list producer snapshots");
+            return None;
+        }
+    };
+    for &offset in all.iter().rev() {
+        if offset > log_end {
+            remove(dir, offset);
+            continue;
+        }
+        let path = snapshot_path(dir, offset);
+        match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| decode_snapshot(&b).map_err(|e| e.to_string()))
+        {
+            Ok(entries) => return Some((offset, ProducerStates::from_snapshot(&entries))),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; removing it and using an older one");
+                remove(dir, offset);
+            }
+        }
+    }
+    None
+}
