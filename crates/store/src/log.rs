@@ -700,7 +700,7 @@ impl Log {
     /// The producer state as of `leo` (the writer is held, so nothing was appended past it)
     /// into `<leo>.snapshot`. A failure is logged: the next open replays from an older
     /// snapshot (`crate::snapshots`).
-    fn write_producer_snapshot(&self, w: &Writer, leo: i64) {
+    pub(crate) fn write_producer_snapshot(&self, w: &Writer, leo: i64) {
         if let Err(e) = crate::snapshots::write(&self.dir(), leo, &w.producers) {
             tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot");
         }

@@ -93,7 +93,7 @@ impl Log {
             }
         }
         // Phase 2, writer lock: appends, rolls and retention wait until the switch is done.
-        let _w = self.writer.lock();
+        let w = self.writer.lock();
         if self.deleted.load(std::sync::atomic::Ordering::Acquire) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -148,12 +148,14 @@ impl Log {
             // Derived data (rebuilt from batch headers when missing); not worth failing for.
             tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint after move");
         }
-        let old_dir = {
+        let (old_dir, leo) = {
             let mut s = self.shared.write();
             s.segments = Arc::new(new_segs);
             let mut d = self.dir.write();
-            std::mem::replace(&mut *d, final_dir.to_path_buf())
+            (std::mem::replace(&mut *d, final_dir.to_path_buf()), s.leo)
         };
+        // The old directory's producer snapshots stay behind; the state as of now replaces them.
+        self.write_producer_snapshot(&w, leo);
         Ok(Retired {
             old_dir,
             segments: segs.iter().cloned().collect(),

@@ -796,6 +796,27 @@ fn a_move_takes_the_held_back_index_entries() {
     verify_indexes(&pdir);
 }
 
+/// A move between log dirs leaves the old dir's producer snapshots behind and writes the
+/// state as of the switch into the new one.
+#[test]
+fn a_moved_log_has_a_producer_snapshot() {
+    let d1 = tempfile::tempdir().unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    let m = LogManager::open(
+        vec![d1.path().to_path_buf(), d2.path().to_path_buf()],
+        meta(),
+    )
+    .unwrap();
+    let log = open(&m, cfg());
+    log.append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    m.move_log(&tp(0), 1).unwrap();
+    let snap = d2.path().join("topic-0/00000000000000000003.snapshot");
+    let entries = sluice_format::snapshot::decode_snapshot(&std::fs::read(snap).unwrap()).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!((entries[0].producer_id, entries[0].last_sequence), (10, 2));
+}
+
 #[test]
 fn missing_and_broken_indexes_are_rebuilt() {
     let d = tempfile::tempdir().unwrap();
