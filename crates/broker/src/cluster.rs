@@ -20,7 +20,7 @@
 //! lost a partition therefore never acknowledges data the new owner may not have: the new
 //! owner acquired (changing the record) before it read the files.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -45,6 +45,12 @@ pub(crate) struct Cluster {
     held: RwLock<HashMap<TopicPartition, OwnerRecord>>,
     /// Until when appends are allowed (see the module doc).
     write_deadline: Mutex<Instant>,
+    /// Held partitions whose last confirmation could not reach etcd. Their appends are
+    /// refused (before anything is written) until a confirmation succeeds again: what was
+    /// appended meanwhile could not be acknowledged, yet is published once ownership is
+    /// confirmed, so every further append would only add records that a client re-sending
+    /// under a new producer epoch stores twice.
+    unconfirmed: RwLock<HashSet<TopicPartition>>,
     /// Set when etcd says the lease has expired: every partition is released and the broker
     /// registers anew.
     lease_lost: AtomicBool,
@@ -57,6 +63,17 @@ pub(crate) struct Cluster {
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// Why a confirmation did not confirm a partition.
+#[derive(Debug, thiserror::Error)]
+enum ConfirmError {
+    /// The partition moved (or is moving) to another broker.
+    #[error("{0}")]
+    NotOwner(String),
+    /// etcd could not be asked: ownership is unknown.
+    #[error("ownership could not be confirmed: {0}")]
+    Unreachable(String),
 }
 
 /// A flag the cluster thread waits on between its rounds.
@@ -88,6 +105,7 @@ impl Cluster {
             settings,
             held: RwLock::new(HashMap::new()),
             write_deadline: Mutex::new(Instant::now()),
+            unconfirmed: RwLock::new(HashSet::new()),
             lease_lost: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             reconcile_lock: Mutex::new(()),
@@ -110,6 +128,12 @@ impl Cluster {
             && self.held.read().contains_key(tp)
     }
 
+    /// True while `tp`'s ownership could not be confirmed since its last failed attempt
+    /// (see `unconfirmed`): the produce path then asks for a confirmation round.
+    pub(crate) fn is_unconfirmed(&self, tp: &TopicPartition) -> bool {
+        self.unconfirmed.read().contains(tp)
+    }
+
     /// After a flush round: confirm in etcd (linearizably) that this broker still holds the
     /// partitions of `logs` under the records it acquired, then publish to readers what was
     /// durable before the confirmation began. One result per log: a partition that moved
@@ -120,6 +144,24 @@ impl Cluster {
         // could have acquired the partition and read its files.
         let marks: Vec<_> = logs.iter().map(|l| l.synced_mark()).collect();
         let outcomes = self.confirm_held(store, logs);
+        {
+            let mut unconfirmed = self.unconfirmed.write();
+            for (log, ok) in logs.iter().zip(&outcomes) {
+                match ok {
+                    Ok(()) => {
+                        unconfirmed.remove(log.topic_partition());
+                    }
+                    Err(ConfirmError::Unreachable(_)) => {
+                        unconfirmed.insert(log.topic_partition().clone());
+                    }
+                    Err(ConfirmError::NotOwner(_)) => {}
+                }
+            }
+        }
+        let outcomes: Vec<Result<(), String>> = outcomes
+            .into_iter()
+            .map(|o| o.map_err(|e| e.to_string()))
+            .collect();
         for ((log, mark), ok) in logs.iter().zip(marks).zip(&outcomes) {
             if ok.is_ok() {
                 log.publish(mark);
@@ -161,8 +203,8 @@ impl Cluster {
         }
     }
 
-    fn confirm_held(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Vec<Result<(), String>> {
-        let mut out: Vec<Result<(), String>> = Vec::with_capacity(logs.len());
+    fn confirm_held(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Vec<Result<(), ConfirmError>> {
+        let mut out: Vec<Result<(), ConfirmError>> = Vec::with_capacity(logs.len());
         let mut held: Vec<(usize, (String, i32, i64))> = Vec::with_capacity(logs.len());
         {
             let records = self.held.read();
@@ -173,7 +215,9 @@ impl Cluster {
                         held.push((i, (tp.topic.clone(), tp.partition, r.mod_revision)));
                         out.push(Ok(()));
                     }
-                    None => out.push(Err(format!("{tp:?} is no longer owned by this broker"))),
+                    None => out.push(Err(ConfirmError::NotOwner(format!(
+                        "{tp:?} is no longer owned by this broker"
+                    )))),
                 }
             }
         }
@@ -185,16 +229,16 @@ impl Cluster {
                 for (i, h) in &held {
                     out[*i] = match store.confirm(std::slice::from_ref(h)) {
                         Ok(true) => Ok(()),
-                        Ok(false) => {
-                            Err("ownership changed before the acknowledgement".to_string())
-                        }
-                        Err(e) => Err(format!("ownership could not be confirmed: {e}")),
+                        Ok(false) => Err(ConfirmError::NotOwner(
+                            "ownership changed before the acknowledgement".to_string(),
+                        )),
+                        Err(e) => Err(ConfirmError::Unreachable(e.to_string())),
                     };
                 }
             }
             Err(e) => {
                 for (i, _) in &held {
-                    out[*i] = Err(format!("ownership could not be confirmed: {e}"));
+                    out[*i] = Err(ConfirmError::Unreachable(e.to_string()));
                 }
             }
         }
@@ -474,6 +518,7 @@ impl Cluster {
         });
         match opened {
             Ok(log) => {
+                self.unconfirmed.write().remove(&tp);
                 self.held.write().insert(tp.clone(), record);
                 self.record_recovery_point(store, &log);
                 if tp.topic == OFFSETS_TOPIC && partition < broker.groups.partition_count() {

@@ -102,9 +102,14 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
             if let Err(e) = flushed.await {
                 let p = &mut responses[topic].partition_responses[partition];
                 let index = p.index;
+                // The records were appended (and may be published by a later confirmed
+                // round, or be in the new owner's log): "possibly persisted", which clients
+                // retry under the same producer sequence, as after Kafka's post-append
+                // NOT_ENOUGH_REPLICAS_AFTER_APPEND. NOT_LEADER_OR_FOLLOWER would say they
+                // were not written.
                 let code = match &e {
                     FlushError::Storage(_) => ResponseError::KafkaStorageError.code(),
-                    FlushError::NotOwner(_) => ResponseError::NotLeaderOrFollower.code(),
+                    FlushError::NotOwner(_) => ResponseError::NotEnoughReplicasAfterAppend.code(),
                 };
                 *p = error_partition(index, code, Some(e.to_string()));
             }
@@ -140,6 +145,28 @@ fn append_one(
         let code = missing_partition_code(Some(state), index);
         return (error_partition(index, code, None), None);
     };
+    if broker
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.is_unconfirmed(log.topic_partition()))
+    {
+        // Ask etcd again (a flush round confirms); the client's retry gets through once it
+        // answers. Nothing was written: NOT_ENOUGH_REPLICAS, retriable, not persisted.
+        let confirmed = broker.flusher.request(log.clone());
+        tokio::spawn(async move {
+            if let Err(e) = confirmed.await {
+                tracing::debug!("ownership not confirmed yet: {e}");
+            }
+        });
+        return (
+            error_partition(
+                index,
+                ResponseError::NotEnoughReplicas.code(),
+                Some("the partition's ownership cannot be confirmed in etcd now".into()),
+            ),
+            None,
+        );
+    }
     if !broker.may_write(log.topic_partition()) {
         return (
             error_partition(
