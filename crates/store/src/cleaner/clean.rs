@@ -128,8 +128,15 @@ impl Log {
     /// `LogCleanerManager.cleanableOffsets`: up to the first of the active segment, the high
     /// watermark (the published mark in cluster mode), the recovery point, and the first
     /// segment whose newest record is younger than `min.compaction.lag.ms`; rounded down to a
-    /// segment's base.
-    pub(crate) fn cleanable(&self, first_dirty: Option<i64>, now_ms: i64) -> Cleanable {
+    /// segment's base. `durable_only`: also below the recovery point (a cleaning syncs the
+    /// sealed segments first, as Kafka's roll schedules their flush; choosing a log to clean
+    /// leaves it out, as Kafka's cleaner does).
+    pub(crate) fn cleanable(
+        &self,
+        first_dirty: Option<i64>,
+        now_ms: i64,
+        durable_only: bool,
+    ) -> Cleanable {
         let cfg = self.config.read().cleanup;
         let hw = self.high_watermark();
         let (segs, log_start, leo, recovery_point) = {
@@ -143,7 +150,10 @@ impl Log {
         let active_base = segs.last().map_or(leo, |s| s.base_offset);
         let sealed = &segs[..segs.len().saturating_sub(1)];
         let from = floor_index(sealed, first_dirty).unwrap_or(0);
-        let mut uncleanable = hw.min(active_base).min(recovery_point);
+        let mut uncleanable = hw.min(active_base);
+        if durable_only {
+            uncleanable = uncleanable.min(recovery_point);
+        }
         if cfg.min_compaction_lag_ms > 0 {
             let young =
                 sealed.get(from..).unwrap_or_default().iter().find(|s| {
@@ -192,7 +202,14 @@ impl Log {
     /// covered) and what was done. Blocking; run on a cleaner thread.
     pub(crate) fn clean(&self, ctx: &mut CleanCtx<'_>) -> Result<(i64, CleanStats), CleanStop> {
         let mut stats = CleanStats::default();
-        let range = self.cleanable(Some(ctx.first_dirty), ctx.now_ms);
+        // Never clean what a crash could still take away: sealed segments past the recovery
+        // point are made durable first (the data of the active one too; its index files are
+        // left to recovery, as a group-commit round leaves them).
+        let wanted = self.cleanable(Some(ctx.first_dirty), ctx.now_ms, false);
+        if wanted.first_uncleanable > self.recovery_point() {
+            self.sync_appended()?;
+        }
+        let range = self.cleanable(Some(ctx.first_dirty), ctx.now_ms, true);
         if range.first_uncleanable <= range.first_dirty {
             return Ok((range.first_dirty, stats));
         }

@@ -199,7 +199,7 @@ impl Shared {
             if skip {
                 continue;
             }
-            let c = log.cleanable(st.first_dirty.get(tp).copied(), now);
+            let c = log.cleanable(st.first_dirty.get(tp).copied(), now, false);
             if c.cleanable_bytes == 0 || c.first_uncleanable <= c.first_dirty {
                 continue;
             }
