@@ -248,6 +248,13 @@ impl Groups {
     }
 
     /// Append every live record, then drop everything before them.
+    ///
+    /// Kept alongside compaction (`__consumer_offsets` is `cleanup.policy=compact`, and the
+    /// log cleaner compacts it like any compacted topic): the snapshot bounds what a load
+    /// reads to the live records plus `sluice.offsets.snapshot.interval.records` whatever
+    /// the cleaner's schedule (its dirty ratio, `min.compaction.lag.ms`, its backoff, a
+    /// disabled cleaner), and both keep a load from the log alone correct: the snapshot
+    /// rewrites the newest record of every live key, the cleaner leaves exactly those.
     fn write_snapshot(&self, partition: i32, log: &Log, snapshot: &[Record], now: i64) {
         let mut first: Option<i64> = None;
         for chunk in snapshot.chunks(SNAPSHOT_BATCH_RECORDS) {

@@ -236,6 +236,28 @@ impl Broker {
             broker.ensure_offsets_topic();
         }
         let _ = myself.set(Arc::downgrade(&broker));
+        // The log cleaner (compacted topics). In a cluster it cleans only the partitions this
+        // broker holds, and checks, as appends do, that it still may write immediately
+        // before a cleaned segment replaces others.
+        if broker.cluster.is_some() {
+            let weak = Arc::downgrade(&broker);
+            broker.logs.set_cleaner_ownership_check(Arc::new(
+                move |tp: &sluice_store::TopicPartition| {
+                    weak.upgrade().is_some_and(|b| b.may_write(tp))
+                },
+            ));
+        }
+        let c = &broker.config.cleaner;
+        broker.logs.start_cleaner(sluice_store::CleanerConfig {
+            enable: c.enable && c.threads > 0,
+            threads: usize::from(c.threads.max(1)),
+            dedupe_buffer_size: c.dedupe_buffer_size,
+            io_buffer_load_factor: c.io_buffer_load_factor,
+            io_buffer_size: c.io_buffer_size as usize,
+            io_max_bytes_per_second: c.io_max_bytes_per_second,
+            backoff_ms: c.backoff_ms,
+            ..sluice_store::CleanerConfig::default()
+        });
         cluster::Cluster::start(&broker)?;
         Broker::start_group_timers(&broker);
         cache::start(&broker);

@@ -90,6 +90,14 @@ pub(crate) fn log_config(c: &TopicConfig) -> LogConfig {
         },
         flush_messages: c.flush_messages,
         flush_ms: c.flush_ms,
+        cleanup: sluice_store::Cleanup {
+            compact: c.compacts(),
+            delete: c.deletes(),
+            min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
+            min_compaction_lag_ms: c.min_compaction_lag_ms,
+            max_compaction_lag_ms: c.max_compaction_lag_ms,
+            delete_retention_ms: c.delete_retention_ms,
+        },
     }
 }
 

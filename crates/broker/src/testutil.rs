@@ -19,6 +19,7 @@ pub(crate) fn log_config(flush_messages: i64, flush_ms: i64) -> LogConfig {
         timestamp_type: TimestampType::CreateTime,
         flush_messages,
         flush_ms,
+        cleanup: Default::default(),
     }
 }
 

@@ -165,6 +165,14 @@ impl Parsed<'_> {
         })
     }
 
+    fn double(&self, name: &'static str, fallback: f64) -> Result<f64, ConfigError> {
+        Ok(match self.get(name)? {
+            Some(Value::Double(v)) => v,
+            Some(Value::Int(v)) => v as f64,
+            _ => fallback,
+        })
+    }
+
     fn bool(&self, name: &'static str, fallback: bool) -> Result<bool, ConfigError> {
         Ok(match self.get(name)? {
             Some(Value::Bool(v)) => v,
@@ -392,6 +400,15 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
+        cleaner: crate::CleanerSettings {
+            enable: p.bool("log.cleaner.enable", true)?,
+            threads: p.typed("log.cleaner.threads", 1)?,
+            backoff_ms: p.typed("log.cleaner.backoff.ms", 15_000)?,
+            dedupe_buffer_size: p.typed("log.cleaner.dedupe.buffer.size", 134_217_728)?,
+            io_buffer_size: p.typed("log.cleaner.io.buffer.size", 524_288)?,
+            io_buffer_load_factor: p.double("log.cleaner.io.buffer.load.factor", 0.9)?,
+            io_max_bytes_per_second: p.double("log.cleaner.io.max.bytes.per.second", f64::MAX)?,
+        },
         cluster,
         cluster_id,
         groups: crate::GroupSettings {
@@ -463,6 +480,8 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
             Some(config.log_cache_min_partition_bytes.to_string())
         }
         "sluice.worker.threads" => Some(config.worker_threads.to_string()),
+        "log.cleaner.enable" => Some(config.cleaner.enable.to_string()),
+        "log.cleaner.threads" => Some(config.cleaner.threads.to_string()),
         "cluster.id" => return config.cluster_id.clone(),
         _ => None,
     };

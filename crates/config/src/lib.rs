@@ -260,6 +260,8 @@ pub struct BrokerConfig {
     /// (file system calls that may block run on extra threads). 0 = one per CPU the process
     /// may run on. Default 0.
     pub worker_threads: u16,
+    /// The log cleaner (`log.cleaner.*`, docs/compaction.md).
+    pub cleaner: CleanerSettings,
     /// `sluice.cluster.*`: the shared-storage cluster on etcd; None = single broker with the
     /// embedded metadata store.
     pub cluster: Option<ClusterSettings>,
@@ -273,6 +275,25 @@ pub struct BrokerConfig {
     pub given: BTreeMap<String, String>,
     /// Property names that were not recognised (each has been warned about once).
     pub unknown: Vec<String>,
+}
+
+/// The log cleaner's broker settings (Kafka's names and defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CleanerSettings {
+    /// `log.cleaner.enable` (default true).
+    pub enable: bool,
+    /// `log.cleaner.threads` (default 1).
+    pub threads: u16,
+    /// `log.cleaner.backoff.ms` (default 15000).
+    pub backoff_ms: u64,
+    /// `log.cleaner.dedupe.buffer.size` (default 134217728).
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.io.buffer.size` (default 524288).
+    pub io_buffer_size: u32,
+    /// `log.cleaner.io.buffer.load.factor` (default 0.9).
+    pub io_buffer_load_factor: f64,
+    /// `log.cleaner.io.max.bytes.per.second` (default Double.MAX_VALUE: unlimited).
+    pub io_max_bytes_per_second: f64,
 }
 
 /// Cluster mode (`sluice.cluster.*`, docs/cluster.md).

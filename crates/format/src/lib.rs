@@ -4,6 +4,8 @@
 
 pub mod batch;
 pub mod builder;
+#[cfg(feature = "codecs")]
+pub mod codec;
 pub mod index;
 pub mod names;
 pub mod records;

@@ -335,3 +335,42 @@ proptest! {
         prop_assert_eq!(TimeIndexEntry::decode(&te.encode()), Some(te));
     }
 }
+
+#[test]
+fn records_parse_and_rewrite_with_a_new_timestamp_delta() {
+    use crate::builder::{BatchBuilder, SimpleRecord};
+    use crate::records::{parse_records, write_record};
+    let mut b = BatchBuilder::new().record(1000, Some(b"k1"), Some(b"v1"));
+    b.records.push(SimpleRecord {
+        timestamp: 1500,
+        key: Some(b"k2".to_vec()),
+        value: None,
+        headers: vec![("h".into(), Some(b"x".to_vec())), ("n".into(), None)],
+    });
+    let batch = b.build();
+    let section = &batch[crate::HEADER_LEN..];
+    let recs = parse_records(section, 2).unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(&section[recs[0].key.clone().unwrap()], b"k1");
+    assert_eq!(recs[1].value, None);
+    assert_eq!((recs[1].timestamp_delta, recs[1].offset_delta), (500, 1));
+    // Rewritten with the same delta: byte-identical.
+    let mut out = Vec::new();
+    for r in &recs {
+        write_record(&mut out, section, r, r.timestamp_delta);
+    }
+    assert_eq!(out, section);
+    // A new delta parses back.
+    let mut out = Vec::new();
+    write_record(&mut out, section, &recs[1], -7);
+    let again = parse_records(&out, 1).unwrap();
+    assert_eq!(again[0].timestamp_delta, -7);
+    assert_eq!(
+        &out[again[0].headers.clone()],
+        &section[recs[1].headers.clone()]
+    );
+    // Damaged sections are errors, not panics.
+    assert!(parse_records(&section[..section.len() - 1], 2).is_err());
+    assert!(parse_records(section, 3).is_err());
+    assert!(parse_records(section, 1).is_err());
+}

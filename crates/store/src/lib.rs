@@ -18,6 +18,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 mod cache;
+mod cleaner;
 mod deferred;
 mod epoch;
 #[cfg(test)]
@@ -39,6 +40,7 @@ mod shared_tests;
 mod tests;
 
 pub use cache::DropStats;
+pub use cleaner::{CleanStats, CleanerConfig, OwnershipCheck};
 pub use deferred::{DeleteRetry, DeletionStats};
 pub use manager::existing_cluster_id;
 
@@ -94,6 +96,40 @@ pub struct LogConfig {
     pub flush_messages: i64,
     /// `flush.ms`: fsync when the oldest unflushed append is this old; i64::MAX = never.
     pub flush_ms: i64,
+    /// `cleanup.policy` and the compaction settings.
+    pub cleanup: Cleanup,
+}
+
+/// `cleanup.policy` and the log cleaner's topic settings (Kafka's defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cleanup {
+    /// `cleanup.policy` includes `compact`: the log cleaner keeps the newest record per key.
+    pub compact: bool,
+    /// `cleanup.policy` includes `delete`: time and size retention apply.
+    pub delete: bool,
+    /// `min.cleanable.dirty.ratio`: clean when the uncleaned share of the log exceeds this.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this are not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: uncleaned records older than this make the log due whatever
+    /// its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone stays after the first cleaning that keeps it.
+    pub delete_retention_ms: i64,
+}
+
+impl Default for Cleanup {
+    /// `cleanup.policy=delete` with Kafka's default compaction settings.
+    fn default() -> Self {
+        Cleanup {
+            compact: false,
+            delete: true,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
+        }
+    }
 }
 
 /// A point of a log: an offset, and where it ends in the files (the segment's base offset and
@@ -286,6 +322,10 @@ pub struct Log {
     writer: Mutex<log::Writer>,
     /// Serialises flushes (never held together with `writer`).
     flush_lock: Mutex<()>,
+    /// Serialises renames of segment files by name: the cleaner's switch of a cleaned segment
+    /// (taken before `writer`) and the renames of deleted segments (taken after `writer` is
+    /// released, before `pending`). Appends never take it.
+    files_lock: Mutex<()>,
     epochs: Mutex<epoch::EpochCache>,
     pending: Mutex<Vec<log::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
@@ -543,6 +583,7 @@ pub enum StoreError {
 pub struct LogManager {
     inner: Arc<manager::Inner>,
     reaper: Option<Reaper>,
+    cleaner_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// The background thread retrying deferred deletions.
@@ -554,6 +595,10 @@ struct Reaper {
 
 impl Drop for LogManager {
     fn drop(&mut self) {
+        self.inner.cleaner.stop();
+        for t in self.cleaner_threads.get_mut().drain(..) {
+            let _ = t.join();
+        }
         if let Some(r) = &mut self.reaper {
             *r.stop.0.lock() = true;
             r.stop.1.notify_all();
@@ -561,6 +606,20 @@ impl Drop for LogManager {
                 let _ = t.join();
             }
         }
+    }
+}
+
+fn clean_result(
+    dir: Option<&PathBuf>,
+    ran: Option<(TopicPartition, Result<CleanStats, cleaner::CleanStop>)>,
+) -> Result<Option<CleanStats>, StoreError> {
+    match ran {
+        None | Some((_, Err(cleaner::CleanStop::Aborted(_)))) => Ok(None),
+        Some((_, Ok(stats))) => Ok(Some(stats)),
+        Some((_, Err(cleaner::CleanStop::Io(source)))) => Err(StoreError::Io {
+            path: dir.cloned().unwrap_or_default(),
+            source,
+        }),
     }
 }
 
@@ -631,7 +690,67 @@ impl LogManager {
     ) -> Result<LogManager, StoreError> {
         let inner = Arc::new(manager::Inner::open(dirs, meta, retry, sharing)?);
         let reaper = start_reaper(&inner);
-        Ok(LogManager { inner, reaper })
+        Ok(LogManager {
+            inner,
+            reaper,
+            cleaner_threads: Mutex::new(Vec::new()),
+        })
+    }
+    /// Configure the log cleaner (compacted topics) and, with `log.cleaner.enable`, start its
+    /// threads. Without this call no log is cleaned in the background.
+    pub fn start_cleaner(&self, config: CleanerConfig) {
+        let enable = config.enable;
+        self.inner.cleaner.configure(config);
+        let mut threads = self.cleaner_threads.lock();
+        if enable && threads.is_empty() {
+            *threads = cleaner::schedule::start_threads(&self.inner);
+        }
+    }
+    /// Cluster mode: the check a cleaned segment must pass, immediately before it replaces
+    /// others, that this broker still owns the partition (the one appends use).
+    pub fn set_cleaner_ownership_check(&self, check: OwnershipCheck) {
+        self.inner.cleaner.set_ownership_check(check);
+    }
+    /// Clean the compacted log of `tp` now, whatever its dirty ratio, on this thread (with a
+    /// key map of one cleaner thread's share). Returns what was done, None if the log is not
+    /// open, not compacted, being cleaned, or has nothing cleanable.
+    pub fn clean_log(&self, tp: &TopicPartition) -> Result<Option<CleanStats>, StoreError> {
+        #[cfg(test)]
+        return self.clean_log_at(tp, None);
+        #[cfg(not(test))]
+        {
+            let config = self.inner.cleaner.config();
+            let mut map = cleaner::OffsetMap::new(
+                usize::try_from(config.dedupe_buffer_size / config.threads.max(1) as u64)
+                    .unwrap_or(usize::MAX)
+                    .min(i32::MAX as usize),
+                config.io_buffer_load_factor,
+            );
+            let ran = self.inner.cleaner.run_once(&self.inner, &mut map, Some(tp));
+            clean_result(self.inner.dirs.first(), ran)
+        }
+    }
+    /// [`LogManager::clean_log`], simulating a crash at a step of the segment swap.
+    #[cfg(test)]
+    pub(crate) fn clean_log_at(
+        &self,
+        tp: &TopicPartition,
+        crash_at: Option<cleaner::CrashAt>,
+    ) -> Result<Option<CleanStats>, StoreError> {
+        let mut map = cleaner::OffsetMap::new(1 << 20, 0.9);
+        let ran = self
+            .inner
+            .cleaner
+            .run_once(&self.inner, &mut map, Some(tp), crash_at);
+        clean_result(self.inner.dirs.first(), ran)
+    }
+    /// Where the dirty part of `tp`'s log starts, as the cleaner knows it.
+    pub fn cleaner_first_dirty(&self, tp: &TopicPartition) -> Option<i64> {
+        self.inner
+            .cleaner
+            .first_dirty_of(|t| t == tp)
+            .first()
+            .map(|e| e.2)
     }
     /// Counters of deferred deletions (pending now, retries, ...), for metrics.
     pub fn deletion_stats(&self) -> DeletionStats {

@@ -88,6 +88,8 @@ pub(crate) struct PendingSegment {
     pub base: i64,
     pub renamed: bool,
     pub attempt: Attempt,
+    /// The tag of the `.deleted` names (the cleaner's removals), see `segment::deleted_path`.
+    pub tag: Option<String>,
 }
 
 /// State only the appender touches (behind the writer lock).
@@ -133,7 +135,7 @@ fn io_err(msg: String) -> io::Error {
 }
 
 impl Log {
-    fn interval(&self) -> u64 {
+    pub(crate) fn interval(&self) -> u64 {
         u64::from(self.config.read().index_interval_bytes)
     }
 
@@ -1150,6 +1152,9 @@ impl Log {
         self.after_log_start_moved(new_start);
         w.producers.truncate_head(new_start);
         drop(w);
+        // Renames by name: not while a cleaned segment is being switched in (cleaner/swap.rs).
+        let files = self.files_lock.lock();
+        let mut retired = Vec::with_capacity(removed.len());
         for seg in removed {
             tracing::info!(tp = ?self.tp, segment = seg.base_offset, reason = why, "deleting segment");
             let mut attempt = Attempt::default();
@@ -1167,14 +1172,17 @@ impl Log {
                 }
             };
             self.del.counters.added();
-            self.pending.lock().push(PendingSegment {
+            retired.push(PendingSegment {
                 dir: seg.dir.clone(),
                 base: seg.base_offset,
                 seg: Some(seg),
                 renamed,
                 attempt,
+                tag: None,
             });
         }
+        drop(files);
+        self.pending.lock().extend(retired);
         self.reap_pending(crate::fsutil::now_ms());
     }
 
@@ -1191,7 +1199,8 @@ impl Log {
             }
             let path = seg_path(&p.dir, p.base, SegmentFileKind::Log);
             if !p.renamed {
-                match rename_deleted_in(&p.dir, p.base) {
+                let _files = self.files_lock.lock();
+                match rename_deleted_in(&p.dir, p.base, p.tag.as_deref()) {
                     Ok(()) => p.renamed = true,
                     Err(e) => {
                         p.attempt
@@ -1210,7 +1219,7 @@ impl Log {
             }
             // Close our handles first: never unlink a file this process holds open.
             p.seg = None;
-            match unlink_deleted_in(&p.dir, p.base) {
+            match unlink_deleted_in(&p.dir, p.base, p.tag.as_deref()) {
                 Ok(()) => {
                     p.attempt.finished(&path);
                     del.counters.done(&p.attempt);
@@ -1254,16 +1263,19 @@ impl Log {
                         )
                     };
                     let time_due = now_ms.saturating_sub(rolling_ts) > cfg.segment_ms;
-                    let expired =
-                        cfg.retention_ms >= 0 && now_ms.saturating_sub(largest) > cfg.retention_ms;
+                    let expired = cfg.cleanup.delete
+                        && cfg.retention_ms >= 0
+                        && now_ms.saturating_sub(largest) > cfg.retention_ms;
                     if time_due || expired {
                         self.roll_locked(&mut w, now_ms)?;
                     }
                 }
             }
         }
-        // Time retention: oldest sealed segments whose largest timestamp is too old.
-        if cfg.retention_ms >= 0 {
+        // Time retention: oldest sealed segments whose largest timestamp is too old. A
+        // compacted topic (cleanup.policy without delete) keeps its data; the cleaner keeps it
+        // small.
+        if cfg.cleanup.delete && cfg.retention_ms >= 0 {
             let segs = self.shared.read().segments.clone();
             let sealed = segs.len().saturating_sub(1);
             let n = segs[..sealed]
@@ -1275,7 +1287,7 @@ impl Log {
             }
         }
         // Size retention.
-        if cfg.retention_bytes >= 0 {
+        if cfg.cleanup.delete && cfg.retention_bytes >= 0 {
             let segs = self.shared.read().segments.clone();
             let total = self.size_bytes_impl();
             let mut diff = i128::from(total) - i128::from(cfg.retention_bytes);
@@ -1392,7 +1404,7 @@ fn verified_sealed_size(seg: &Segment, file_size: u64, next_base: i64) -> io::Re
     }
 }
 
-fn read_first_ts(seg: &Segment) -> Option<i64> {
+pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
     let mut scanner = BatchScanner::new(&seg.log, 0, seg.size(), false);
     match scanner.next_batch() {
         Ok(Some((_, h))) => Some(h.max_timestamp),

@@ -249,6 +249,8 @@ pub(crate) struct Inner {
     pub del: Arc<DeleteCtx>,
     /// Log dirs shared with other brokers (cluster mode): see [`crate::Sharing`].
     pub shared: bool,
+    /// The log cleaner's state (compacted topics; `cleaner/schedule.rs`).
+    pub cleaner: crate::cleaner::schedule::Shared,
 }
 
 impl Inner {
@@ -269,6 +271,7 @@ impl Inner {
         let mut discovered = Vec::new();
         let mut placement: HashMap<TopicPartition, usize> = HashMap::new();
         let mut pending_dirs = Vec::new();
+        let mut first_dirty = HashMap::new();
         for (idx, dir) in dirs.iter().enumerate() {
             let ioe = |source: io::Error| StoreError::Io {
                 path: dir.clone(),
@@ -283,6 +286,9 @@ impl Inner {
             if clean {
                 std::fs::remove_file(&marker).map_err(ioe)?;
                 sync_dir(dir).map_err(ioe)?;
+            }
+            if !shared {
+                first_dirty.extend(crate::cleaner::schedule::read_checkpoint(dir));
             }
             let (recovery_points, log_starts) = if shared {
                 (HashMap::new(), HashMap::new())
@@ -354,6 +360,7 @@ impl Inner {
             checkpoint_lock: Mutex::new(()),
             del,
             shared,
+            cleaner: crate::cleaner::schedule::Shared::new(first_dirty),
         };
         // Leftovers of silly renames, in the log dir roots and in every partition directory.
         for dir in &inner.dirs {
@@ -479,6 +486,7 @@ impl Inner {
             source,
         };
         log.mark_deleted();
+        self.cleaner.abort_and_wait(tp);
         let flushed = log
             .flush()
             .and_then(|_| log.close_active())
@@ -502,6 +510,7 @@ impl Inner {
             return Ok(());
         };
         log.mark_deleted();
+        self.cleaner.abort_and_wait(tp);
         log.sync_appended().map_err(|source| StoreError::Io {
             path: log.dir().to_path_buf(),
             source,
@@ -522,6 +531,9 @@ impl Inner {
         let Some(log) = self.reg.lock().logs.remove(tp) else {
             return Ok(None);
         };
+        // A cleaning of the failed log stops (it checks the failure) before the re-open
+        // reads the files.
+        self.cleaner.abort_and_wait(tp);
         let rp = log.recovery_point();
         if let Some(idx) = self.dir_index_of(tp) {
             let mut st = self.states[idx].lock();
@@ -573,6 +585,7 @@ impl Inner {
             return Ok(None);
         };
         log.mark_deleted_locked();
+        self.cleaner.abort_and_wait(tp);
         log.roll(now_ms)
             .and_then(|()| log.flush())
             .map(Some)
@@ -602,6 +615,8 @@ impl Inner {
             Some(l) => l.mark_deleted_locked(),
             None => self.dirs[idx].join(format!("{}-{}", tp.topic, tp.partition)),
         };
+        self.cleaner.abort_and_wait(tp);
+        self.cleaner.forget(tp);
         let idx = path
             .parent()
             .and_then(|p| self.dirs.iter().position(|d| d == p))
@@ -810,6 +825,8 @@ impl Inner {
             tracing::info!(?tp, "a move of this partition is already in progress");
             return Ok(());
         }
+        // No cleaning while the files are copied (the cleaner checks `moving`).
+        self.cleaner.abort_and_wait(tp);
         let result = self.move_log_inner(tp, &log, target, &target_dir);
         self.moving.lock().remove(tp);
         result
@@ -938,6 +955,15 @@ impl Inner {
                 v.sort();
                 v
             };
+            let cleaner = self
+                .cleaner
+                .first_dirty_of(|tp| placement.get(tp) == Some(&idx));
+            let path = dir.join(crate::cleaner::schedule::CLEANER_CHECKPOINT);
+            if let Err(source) = write_atomic(&path, format_offset_checkpoint(&cleaner).as_bytes())
+            {
+                tracing::warn!(path = %path.display(), error = %source, "checkpoint write failed");
+                first_err.get_or_insert(StoreError::Io { path, source });
+            }
             for (name, map) in [
                 (RECOVERY_POINT_CHECKPOINT, &rps),
                 (LOG_START_CHECKPOINT, &starts),
@@ -983,6 +1009,8 @@ impl Inner {
     }
 
     pub(crate) fn shutdown(&self) -> Result<(), StoreError> {
+        self.cleaner.stop();
+        self.cleaner.wait_idle();
         let mut failed_dirs = HashSet::new();
         let mut first_err = None;
         let placement = self.reg.lock().placement.clone();

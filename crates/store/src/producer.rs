@@ -52,6 +52,15 @@ impl ProducerStates {
         self.map.len()
     }
 
+    /// The last offset of each producer's newest batch (the batch the log cleaner keeps, so
+    /// that the producer's sequence numbers survive a restart).
+    pub(crate) fn last_offsets(&self) -> HashMap<i64, i64> {
+        self.map
+            .iter()
+            .filter_map(|(pid, e)| e.batches.back().map(|b| (*pid, b.last_offset)))
+            .collect()
+    }
+
     pub(crate) fn get(&self, pid: i64) -> Option<&ProducerEntry> {
         self.map.get(&pid)
     }

@@ -244,6 +244,15 @@ impl<'a> BatchScanner<'a> {
         &self.buf[s..s + len]
     }
 
+    /// The bytes of the batch `next_batch` just returned (a verifying scanner only: it holds
+    /// the whole batch).
+    pub(crate) fn batch_bytes(&self, pos: u64, h: &BatchHeader) -> Option<&[u8]> {
+        let len = h.total_len();
+        let have_end = self.buf_start + self.buf.len() as u64;
+        (self.verify && pos >= self.buf_start && pos + len as u64 <= have_end)
+            .then(|| self.slice(pos, len))
+    }
+
     /// Next (position, header), None at the end of the region.
     pub(crate) fn next_batch(&mut self) -> Result<Option<(u64, BatchHeader)>, ScanError> {
         if self.pos >= self.end {
@@ -726,28 +735,43 @@ impl Segment {
 
     /// Rename the files to `*.deleted`. Missing files are fine.
     pub(crate) fn rename_deleted(&self) -> io::Result<()> {
-        rename_deleted_in(&self.dir, self.base_offset)
+        rename_deleted_in(&self.dir, self.base_offset, None)
     }
 }
 
-const SEGMENT_KINDS: [SegmentFileKind; 4] = [
+pub(crate) const SEGMENT_KINDS: [SegmentFileKind; 4] = [
     SegmentFileKind::Log,
     SegmentFileKind::Index,
     SegmentFileKind::TimeIndex,
     SegmentFileKind::TxnIndex,
 ];
 
-fn deleted_path(dir: &Path, base: i64, kind: SegmentFileKind) -> PathBuf {
+/// `<segment file>.deleted`, or `<segment file>.<tag>.deleted` for a tagged removal (the
+/// cleaner's: a segment it replaces may be replaced again, or deleted by retention, while the
+/// first one's files still wait for a reader, so each removal needs names of its own).
+pub(crate) fn deleted_path(
+    dir: &Path,
+    base: i64,
+    kind: SegmentFileKind,
+    tag: Option<&str>,
+) -> PathBuf {
     let mut d = seg_path(dir, base, kind).into_os_string();
+    if let Some(tag) = tag {
+        d.push(".");
+        d.push(tag);
+    }
     d.push(DELETED_SUFFIX);
     PathBuf::from(d)
 }
 
 /// Rename a segment's files to `*.deleted` (safe while they are open). Missing files are fine.
-pub(crate) fn rename_deleted_in(dir: &Path, base: i64) -> io::Result<()> {
+pub(crate) fn rename_deleted_in(dir: &Path, base: i64, tag: Option<&str>) -> io::Result<()> {
     let mut first_err = None;
     for kind in SEGMENT_KINDS {
-        match std::fs::rename(seg_path(dir, base, kind), deleted_path(dir, base, kind)) {
+        match std::fs::rename(
+            seg_path(dir, base, kind),
+            deleted_path(dir, base, kind, tag),
+        ) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -760,10 +784,10 @@ pub(crate) fn rename_deleted_in(dir: &Path, base: i64) -> io::Result<()> {
 
 /// Unlink a segment's `*.deleted` files. The caller must have dropped every handle to them
 /// (the [`Segment`]); missing files are fine.
-pub(crate) fn unlink_deleted_in(dir: &Path, base: i64) -> io::Result<()> {
+pub(crate) fn unlink_deleted_in(dir: &Path, base: i64, tag: Option<&str>) -> io::Result<()> {
     let mut first_err = None;
     for kind in SEGMENT_KINDS {
-        match std::fs::remove_file(deleted_path(dir, base, kind)) {
+        match std::fs::remove_file(deleted_path(dir, base, kind, tag)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {

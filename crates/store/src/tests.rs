@@ -25,6 +25,7 @@ pub(crate) fn cfg() -> LogConfig {
         timestamp_type: TimestampType::CreateTime,
         flush_messages: i64::MAX,
         flush_ms: i64::MAX,
+        cleanup: Default::default(),
     }
 }
 

@@ -198,6 +198,15 @@ fn append_one(
             }
         }
     }
+    if state.config.compacts() {
+        if let Err(message) = every_record_has_a_key(&records) {
+            let message = format!("{message} in topic partition {}-{index}", state.meta.name);
+            return (
+                error_partition(index, ResponseError::InvalidRecord.code(), Some(message)),
+                None,
+            );
+        }
+    }
     match log.append(records, AppendOrigin::Client, now) {
         Ok(outcome) => {
             if !outcome.duplicate {
@@ -235,6 +244,35 @@ fn append_one(
             )
         }
     }
+}
+
+/// Largest records section of one batch the key check decompresses (a batch beyond it is
+/// refused).
+const KEY_CHECK_MAX_BYTES: usize = 64 << 20;
+
+/// A compacted topic refuses records without a key, as Kafka's `LogValidator` does (the one
+/// per-record check of the produce path, only on compacted topics: see ARCHITECTURE.md).
+/// Batches that do not parse pass, so that the log store refuses them with the precise error.
+fn every_record_has_a_key(records: &[u8]) -> Result<(), String> {
+    let Ok(batches) = sluice_format::parse_batches(records, None) else {
+        return Ok(());
+    };
+    for b in batches {
+        let h = b.header;
+        if h.is_control() {
+            continue;
+        }
+        let body = &records[b.range()][sluice_format::HEADER_LEN..];
+        let section =
+            sluice_format::codec::decompress(h.compression_codec(), body, KEY_CHECK_MAX_BYTES)
+                .map_err(|e| format!("cannot read the records of a batch: {e}"))?;
+        let recs = sluice_format::records::parse_records(&section, h.record_count)
+            .map_err(|e| format!("cannot read the records of a batch: {e}"))?;
+        if recs.iter().any(|r| r.key.is_none()) {
+            return Err("Compacted topic cannot accept message without key".into());
+        }
+    }
+    Ok(())
 }
 
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER name their owner (`current_leader`),

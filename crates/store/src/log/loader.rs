@@ -55,7 +55,8 @@ impl Log {
             Err(e) => return Err(serr(e)),
         }
 
-        // Segment files.
+        // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
+        crate::cleaner::recover::complete_swaps(&p.dir, &p.tp).map_err(serr)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
             let entry = entry.map_err(serr)?;
@@ -299,8 +300,8 @@ impl Log {
                     // Close the files before unlinking them.
                     let base = s.base_offset;
                     drop(s);
-                    if let Err(e) = rename_deleted_in(&p.dir, base)
-                        .and_then(|()| unlink_deleted_in(&p.dir, base))
+                    if let Err(e) = rename_deleted_in(&p.dir, base, None)
+                        .and_then(|()| unlink_deleted_in(&p.dir, base, None))
                     {
                         tracing::warn!(error = %e, "could not delete segment");
                     }
@@ -431,6 +432,7 @@ impl Log {
             }),
             writer: Mutex::new(Writer { cursor, producers }),
             flush_lock: Mutex::new(()),
+            files_lock: Mutex::new(()),
             epochs: Mutex::new(epochs),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),

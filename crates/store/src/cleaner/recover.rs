@@ -1,0 +1,126 @@
+//! What opening a log does with the leftovers of a cleaning cut short (a crash, a failed
+//! rename), following Kafka's `LogLoader` rules for `.cleaned` and `.swap` files:
+//!
+//! - `*.cleaned` (any writer's token): an unfinished cleaned segment; removed.
+//! - `<base>.log.swap`: a complete cleaned segment (it was fsynced, with its indexes, before
+//!   it got this name): the segments it covers (base offsets in `[base, its next offset)`)
+//!   are removed and it takes its segment name, its `.index.swap`/`.timeindex.swap` with
+//!   it (a missing index is rebuilt from the data, as always).
+//! - an index `.swap` without its `.log.swap`: the `.log` was renamed in already; removed.
+//!
+//! Kafka also drops `.swap` files above a leftover `.cleaned` one (its segment splits make
+//! several files per operation); each of Sluice's swaps stands alone and is always completed.
+//! `*.deleted` files are removed by the loader itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::Path;
+
+use sluice_format::names::parse_segment_file_name;
+use sluice_format::SegmentFileKind;
+
+use super::swap::{swap_path, CLEANED_SUFFIX, SWAP_SUFFIX};
+use crate::fsutil::sync_dir;
+use crate::segment::{seg_path, BatchScanner, ScanError, SEGMENT_KINDS};
+use crate::TopicPartition;
+
+/// Remove or complete the cleaner's leftovers in the partition directory `dir`.
+pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> {
+    let mut swaps: BTreeMap<i64, BTreeSet<&'static str>> = BTreeMap::new();
+    let mut logs = BTreeSet::new();
+    let mut changed = false;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(CLEANED_SUFFIX) {
+            tracing::info!(?tp, file = name, "removing an unfinished cleaned segment");
+            std::fs::remove_file(entry.path())?;
+            changed = true;
+        } else if let Some(stem) = name.strip_suffix(SWAP_SUFFIX) {
+            match parse_segment_file_name(stem) {
+                Some((base, kind)) => {
+                    swaps.entry(base).or_default().insert(kind.suffix());
+                }
+                None => tracing::warn!(?tp, file = name, "ignoring an unknown .swap file"),
+            }
+        } else if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
+            logs.insert(base);
+        }
+    }
+    for (base, kinds) in swaps {
+        changed = true;
+        if !kinds.contains(SegmentFileKind::Log.suffix()) {
+            for kind in [SegmentFileKind::Index, SegmentFileKind::TimeIndex] {
+                remove_if_exists(&swap_path(dir, base, kind))?;
+            }
+            continue;
+        }
+        let next = swap_next_offset(dir, base, tp)?;
+        let covered: Vec<i64> = logs.range(base..next.max(base + 1)).copied().collect();
+        tracing::info!(?tp, segment = base, next_offset = next, replaces = ?covered,
+            "completing the swap of a cleaned segment");
+        for old in covered {
+            for kind in SEGMENT_KINDS {
+                remove_if_exists(&seg_path(dir, old, kind))?;
+            }
+            logs.remove(&old);
+        }
+        for kind in [
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+            SegmentFileKind::Log,
+        ] {
+            if kinds.contains(kind.suffix()) {
+                std::fs::rename(swap_path(dir, base, kind), seg_path(dir, base, kind))?;
+            }
+        }
+        logs.insert(base);
+    }
+    if changed {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The offset after the last valid batch of a `.log.swap` (its base if it has none); a
+/// damaged tail is cut.
+fn swap_next_offset(dir: &Path, base: i64, tp: &TopicPartition) -> io::Result<i64> {
+    let path = swap_path(dir, base, SegmentFileKind::Log);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let size = file.metadata()?.len();
+    let mut scanner = BatchScanner::new(&file, 0, size, true);
+    let mut next = base;
+    let mut valid = 0;
+    loop {
+        match scanner.next_batch() {
+            Ok(Some((pos, h))) => {
+                next = h.next_offset();
+                valid = pos + h.total_len() as u64;
+            }
+            Ok(None) => break,
+            Err(ScanError::Io(e)) => return Err(e),
+            Err(ScanError::Corrupt { pos, err }) => {
+                tracing::warn!(?tp, segment = base, position = pos, error = %err,
+                    "damaged cleaned segment; keeping its valid part");
+                break;
+            }
+        }
+    }
+    if valid < size {
+        file.set_len(valid)?;
+        file.sync_all()?;
+    }
+    Ok(next)
+}

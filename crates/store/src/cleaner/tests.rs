@@ -1,0 +1,486 @@
+//! The cleaner against real logs: what stays, offsets, tombstones, producer state, restarts,
+//! readers holding replaced segments, a crash at each step of a swap, and a property test
+//! against an in-memory model.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use sluice_format::{parse_batches, BatchBuilder};
+
+use super::filter::{decode, delete_horizon};
+use super::CrashAt;
+use crate::tests::cfg;
+use crate::{AppendOrigin, Cleanup, Log, LogConfig, LogManager, MetaProperties, TopicPartition};
+
+const NOW: i64 = crate::tests::NOW;
+
+fn tp() -> TopicPartition {
+    TopicPartition {
+        topic: "compacted".into(),
+        partition: 0,
+    }
+}
+
+fn compact_cfg(delete_retention_ms: i64) -> LogConfig {
+    LogConfig {
+        segment_bytes: 2000,
+        index_interval_bytes: 200,
+        cleanup: Cleanup {
+            compact: true,
+            delete: false,
+            min_cleanable_dirty_ratio: 0.01,
+            delete_retention_ms,
+            ..Cleanup::default()
+        },
+        ..cfg()
+    }
+}
+
+fn open_mgr(dir: &Path) -> LogManager {
+    LogManager::open(
+        vec![dir.to_path_buf()],
+        MetaProperties {
+            node_id: 1,
+            cluster_id: "test-cluster-id-00000A".into(),
+        },
+    )
+    .unwrap()
+}
+
+fn open(m: &LogManager, c: LogConfig) -> Arc<Log> {
+    m.open_log(&tp(), uuid::Uuid::from_u128(7), c, 1).unwrap()
+}
+
+/// Append one record; returns its offset.
+fn put(log: &Log, key: &str, value: Option<&str>) -> i64 {
+    let b = BatchBuilder::new().record(NOW, Some(key.as_bytes()), value.map(str::as_bytes));
+    log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+        .unwrap()
+        .base_offset
+}
+
+/// Every record readable from the log start: (offset, key, value).
+fn records(log: &Log) -> Vec<(i64, String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut off = log.log_start_offset();
+    loop {
+        let r = log.read(off, 1 << 20, true).unwrap();
+        let Some(slice) = r.slice else { break };
+        let bytes = slice.read_bytes().unwrap();
+        for b in parse_batches(&bytes, None).unwrap() {
+            let h = b.header;
+            let d = decode(&bytes[b.range()], &h, 1 << 24).unwrap();
+            for rec in &d.records {
+                let s = |r: &Option<std::ops::Range<usize>>| {
+                    r.clone()
+                        .map(|r| String::from_utf8_lossy(&d.section[r]).to_string())
+                };
+                out.push((
+                    h.base_offset + i64::from(rec.offset_delta),
+                    s(&rec.key).unwrap_or_default(),
+                    s(&rec.value),
+                ));
+            }
+            off = h.next_offset();
+        }
+    }
+    out
+}
+
+/// Offsets increase strictly and every key's newest record of `model` is there, with no
+/// older record of it.
+fn check_against(
+    log: &Log,
+    model: &BTreeMap<String, (i64, Option<String>)>,
+    tombstones_gone: bool,
+) {
+    let recs = records(log);
+    assert!(
+        recs.windows(2).all(|w| w[0].0 < w[1].0),
+        "offsets out of order: {recs:?}"
+    );
+    for (key, (offset, value)) in model {
+        let found: Vec<_> = recs.iter().filter(|r| &r.1 == key).collect();
+        let newest = found.last();
+        if value.is_none() && tombstones_gone {
+            assert!(
+                found.is_empty(),
+                "tombstoned key {key} still there: {found:?}"
+            );
+            continue;
+        }
+        // A tombstone may be gone (past its horizon), and then every older record too.
+        if value.is_none() && found.is_empty() {
+            continue;
+        }
+        let newest = newest.unwrap_or_else(|| panic!("key {key} lost"));
+        assert_eq!((newest.0, &newest.2), (*offset, value), "key {key}");
+    }
+}
+
+fn fill(
+    log: &Log,
+    model: &mut BTreeMap<String, (i64, Option<String>)>,
+    rounds: usize,
+    keys: usize,
+) {
+    for round in 0..rounds {
+        for k in 0..keys {
+            let key = format!("k{k}");
+            let value = (round + k) % 7 != 3;
+            let v = value.then(|| format!("v{round}-{k}-{}", "x".repeat(40)));
+            let off = put(log, &key, v.as_deref());
+            model.insert(key, (off, v));
+        }
+    }
+}
+
+#[test]
+fn cleaning_keeps_the_newest_of_each_key_and_every_offset() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 20, 15);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let before = records(&log).len();
+    let segments = log.segment_count();
+    let stats = m.clean_log(&tp()).unwrap().unwrap();
+    assert!(
+        stats.groups >= 1 && stats.bytes_written < stats.bytes_read,
+        "{stats:?}"
+    );
+    let after = records(&log);
+    assert!(
+        after.len() <= 15 && after.len() < before,
+        "{} of {before}",
+        after.len()
+    );
+    check_against(&log, &model, false);
+    // The tombstones kept carry a delete horizon; the next cleaning (past it) drops them.
+    assert_eq!(m.cleaner_first_dirty(&tp()), Some(log.log_end_offset()));
+    put(&log, "other", Some("x"));
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    check_against(&log, &model, true);
+    // The segments shrank: the next cleaning puts several into one.
+    assert!(
+        log.segment_count() < segments,
+        "{} of {segments}",
+        log.segment_count()
+    );
+    // Appends go on at the end; the offsets did not move.
+    assert_eq!(put(&log, "late", Some("y")), log.log_end_offset() - 1);
+    // Kafka's checkpoint file records the first dirty offset.
+    m.checkpoint().unwrap();
+    let text = std::fs::read_to_string(d.path().join("cleaner-offset-checkpoint")).unwrap();
+    assert!(text.starts_with("0\n1\ncompacted 0 "), "{text}");
+}
+
+#[test]
+fn the_active_segment_and_young_segments_are_not_cleaned() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let mut c = compact_cfg(0);
+    c.segment_bytes = 1 << 20;
+    let log = open(&m, c.clone());
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 5, 5);
+    log.flush().unwrap();
+    // Everything is in the active segment.
+    assert_eq!(m.clean_log(&tp()).unwrap(), None);
+    assert_eq!(records(&log).len(), 25);
+    // Sealed, but younger than min.compaction.lag.ms.
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    c.cleanup.min_compaction_lag_ms = i64::MAX / 2;
+    log.set_config(c);
+    assert_eq!(m.clean_log(&tp()).unwrap(), None);
+    assert_eq!(records(&log).len(), 25);
+}
+
+#[test]
+fn idempotent_producers_keep_their_last_batch_and_state() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let append = |seq: i32, key: &str| {
+        let b =
+            BatchBuilder::new()
+                .producer(42, 0, seq)
+                .record(NOW, Some(key.as_bytes()), Some(b"v"));
+        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+            .unwrap()
+    };
+    append(0, "a");
+    let last = append(1, "a");
+    put(&log, "a", Some("newer"));
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    // The producer's last batch stays, empty.
+    let r = log.read(last.base_offset, 1 << 20, true).unwrap();
+    let bytes = r.slice.unwrap().read_bytes().unwrap();
+    let h = parse_batches(&bytes, None).unwrap()[0].header;
+    assert_eq!(
+        (
+            h.base_offset,
+            h.producer_id,
+            h.base_sequence,
+            h.record_count
+        ),
+        (last.base_offset, 42, 1, 0)
+    );
+    // After a restart the producer's retry is still a duplicate.
+    drop(log);
+    m.shutdown().unwrap();
+    drop(m);
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let b = BatchBuilder::new()
+        .producer(42, 0, 1)
+        .record(NOW, Some(b"a"), Some(b"v"));
+    let again = log
+        .append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.base_offset, last.base_offset);
+}
+
+#[test]
+fn readers_of_replaced_segments_keep_reading_and_files_go_after_them() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 10, 10);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let held = log.read(0, 1 << 20, true).unwrap().slice.unwrap();
+    let before = held.read_bytes().unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    // The old file is renamed aside and still readable through the handle.
+    assert_eq!(held.read_bytes().unwrap(), before);
+    let names = || -> Vec<String> {
+        std::fs::read_dir(log.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect()
+    };
+    assert!(
+        names().iter().any(|n| n.ends_with(".deleted")),
+        "{:?}",
+        names()
+    );
+    assert!(!names()
+        .iter()
+        .any(|n| n.ends_with(".swap") || n.ends_with(".cleaned")));
+    drop(held);
+    log.reap_pending(i64::MAX);
+    assert!(
+        !names().iter().any(|n| n.ends_with(".deleted")),
+        "{:?}",
+        names()
+    );
+    // Cleaning again within the delay renames nothing over anything.
+    put(&log, "k1", Some("again"));
+    model.insert(
+        "k1".into(),
+        (log.log_end_offset() - 1, Some("again".into())),
+    );
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let held = log.read(0, 1 << 20, true).unwrap().slice.unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    m.clean_log(&tp()).unwrap();
+    assert!(held.read_bytes().is_ok());
+    check_against(&log, &model, false);
+}
+
+#[test]
+fn a_crash_at_each_step_of_a_swap_recovers_a_whole_log() {
+    for crash in [
+        CrashAt::Cleaned,
+        CrashAt::Swapped,
+        CrashAt::OldRenamed,
+        CrashAt::IndexesIn,
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let m = open_mgr(d.path());
+        let log = open(&m, compact_cfg(60_000));
+        let mut model = BTreeMap::new();
+        fill(&log, &mut model, 12, 10);
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        let end = log.log_end_offset();
+        m.clean_log_at(&tp(), Some(crash)).unwrap();
+        // The process dies: no shutdown, no clean-shutdown marker.
+        drop(log);
+        drop(m);
+        let m = open_mgr(d.path());
+        let log = open(&m, compact_cfg(60_000));
+        assert_eq!(log.log_end_offset(), end, "{crash:?}");
+        check_against(&log, &model, false);
+        let names: Vec<String> = std::fs::read_dir(log.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".swap")
+                || n.ends_with(".cleaned")
+                || n.ends_with(".deleted")),
+            "{crash:?}: {names:?}"
+        );
+        // The swap was completed (from Swapped on) or the old segments stayed; either way a
+        // new cleaning works and the appends go on.
+        let cleaned = matches!(
+            crash,
+            CrashAt::Swapped | CrashAt::OldRenamed | CrashAt::IndexesIn
+        );
+        assert_eq!(records(&log).len() < 120, cleaned, "{crash:?}");
+        m.clean_log(&tp()).unwrap();
+        check_against(&log, &model, false);
+        assert_eq!(put(&log, "z", Some("z")), end);
+    }
+}
+
+#[test]
+fn compressed_batches_are_cleaned_and_recompressed() {
+    use sluice_format::batch::{compute_crc, BatchHeader, CRC_OFFSET, LOG_OVERHEAD};
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    for round in 0..3 {
+        let mut b = BatchBuilder::new();
+        for k in 0..5 {
+            b = b.record(
+                NOW,
+                Some(format!("k{k}").as_bytes()),
+                Some(format!("r{round}").as_bytes()),
+            );
+        }
+        let plain = b.build();
+        let h = BatchHeader::decode(&plain).unwrap();
+        let body = sluice_format::codec::compress(4, &plain[sluice_format::HEADER_LEN..]).unwrap();
+        let mut out = BatchHeader {
+            batch_length: (sluice_format::HEADER_LEN - LOG_OVERHEAD + body.len()) as i32,
+            attributes: h.attributes | 4,
+            ..h
+        }
+        .encode()
+        .to_vec();
+        out.extend_from_slice(&body);
+        let crc = compute_crc(&out);
+        out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        log.append(Bytes::from(out), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    let recs = records(&log);
+    assert_eq!(recs.len(), 5, "{recs:?}");
+    assert!(recs.iter().all(|r| r.2.as_deref() == Some("r2")));
+    let bytes = log
+        .read(0, 1 << 20, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_bytes()
+        .unwrap();
+    assert!(parse_batches(&bytes, None)
+        .unwrap()
+        .iter()
+        .all(|b| b.header.compression_codec() == 4 || b.header.record_count == 0));
+}
+
+#[test]
+fn tombstones_get_a_delete_horizon_first() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(3_600_000));
+    put(&log, "a", Some("1"));
+    let t = put(&log, "a", None);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    let r = log
+        .read(t, 1 << 20, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_bytes()
+        .unwrap();
+    let h = parse_batches(&r, None).unwrap()[0].header;
+    let horizon = delete_horizon(&h).unwrap();
+    assert!(horizon >= crate::fsutil::now_ms() + 3_500_000);
+    // Before the horizon it stays.
+    put(&log, "b", Some("2"));
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    assert_eq!(records(&log).iter().filter(|r| r.1 == "a").count(), 1);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(u8, Option<u8>),
+    Roll,
+    Clean,
+    Restart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u8..12, proptest::option::weighted(0.8, any::<u8>())).prop_map(|(k, v)| Op::Put(k, v)),
+        1 => Just(Op::Roll),
+        2 => Just(Op::Clean),
+        1 => Just(Op::Restart),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    /// Random keyed appends, tombstones, rolls, cleanings and restarts against a map of the
+    /// newest record per key: that record is always there at its offset, the offsets read
+    /// increase, and the log end never moves back.
+    #[test]
+    fn cleaning_matches_a_model(ops in proptest::collection::vec(op(), 1..80)) {
+        let d = tempfile::tempdir().unwrap();
+        let mut m = open_mgr(d.path());
+        let c = LogConfig { segment_bytes: 400, ..compact_cfg(60_000) };
+        let mut log = open(&m, c.clone());
+        let mut model: BTreeMap<String, (i64, Option<String>)> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Put(k, v) => {
+                    let key = format!("key{k}");
+                    let v = v.map(|v| format!("value{v}"));
+                    let off = put(&log, &key, v.as_deref());
+                    model.insert(key, (off, v));
+                }
+                Op::Roll => log.roll(NOW).unwrap(),
+                Op::Clean => {
+                    log.flush().unwrap();
+                    m.clean_log(&tp()).unwrap();
+                }
+                Op::Restart => {
+                    let end = log.log_end_offset();
+                    drop(log);
+                    m.shutdown().unwrap();
+                    drop(m);
+                    m = open_mgr(d.path());
+                    log = open(&m, c.clone());
+                    prop_assert_eq!(log.log_end_offset(), end);
+                }
+            }
+            check_against(&log, &model, false);
+        }
+    }
+}
