@@ -226,8 +226,30 @@ pub(crate) fn ensure_meta_properties(
             entries.push(("cluster.id", meta.cluster_id.clone()));
             entries.push(("directory.id", dir_id));
             let content = format_properties("Written by sluice", &entries);
-            write_atomic(&path, content.as_bytes())
-                .map_err(|source| StoreError::Io { path, source })
+            if !shared {
+                return write_atomic(&path, content.as_bytes())
+                    .map_err(|source| StoreError::Io { path, source });
+            }
+            // Brokers starting together on a fresh shared dir all get here: each writes its own
+            // temporary file and links it into place, which fails for all but the first (a
+            // shared temporary name let one broker rename another's file away). The others
+            // then check the winner's file.
+            let tmp = dir.join(format!(
+                "{META_PROPERTIES}.{}-{}.tmp",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            ));
+            let linked = std::fs::write(&tmp, content.as_bytes())
+                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+                .and_then(|()| std::fs::hard_link(&tmp, &path));
+            let _ = std::fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => sync_dir(dir).map_err(|source| StoreError::Io { path, source }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    ensure_meta_properties(dir, meta, shared)
+                }
+                Err(source) => Err(StoreError::Io { path, source }),
+            }
         }
         Err(source) => Err(StoreError::Io { path, source }),
     }

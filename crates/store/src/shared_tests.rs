@@ -275,3 +275,42 @@ fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
     new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     assert_eq!(batches(&new), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
 }
+
+/// Brokers started together on a fresh shared dir all create `meta.properties`: every one of
+/// them opens (a shared temporary file name let one broker rename another's away, and that
+/// broker failed to start with ENOENT).
+#[test]
+fn brokers_starting_together_on_a_fresh_dir_all_open() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let opened: Vec<bool> = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..=6)
+                .map(|node| {
+                    let dir = dir.path();
+                    s.spawn(move || {
+                        LogManager::open_sharing(
+                            vec![dir.to_path_buf()],
+                            MetaProperties {
+                                node_id: node,
+                                cluster_id: "shared-cluster-id-0000A".into(),
+                            },
+                            DeleteRetry::default(),
+                            Sharing::Shared,
+                        )
+                        .is_ok()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(opened.iter().all(|ok| *ok), "{opened:?}");
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".tmp")),
+            "temporary files left: {names:?}"
+        );
+    }
+}
