@@ -158,7 +158,7 @@ pub(crate) const TOPIC_DEFS: &[TopicDef] = &[
         default: "60000",
         check: Check::AtLeast(0),
         synonyms: &[same("log.segment.delete.delay.ms")],
-        doc: "Delay before a deleted segment's files are removed from disk.",
+        doc: "Accepted for compatibility, no effect: Sluice removes a deleted segment's files as soon as nothing holds them open (NFS-safe deferred deletion, sluice.delete.retry.*), never while a reader does.",
     },
     TopicDef {
         name: "flush.messages",
