@@ -281,25 +281,7 @@ impl Log {
                 0
             };
             let mut scanner = BatchScanner::new(&seg.log, start, size, true);
-            loop {
-                if (ctx.aborted)() {
-                    return Err(CleanStop::Aborted("the log is closing, moving or failed"));
-                }
-                let (pos, h) = match scanner.next_batch() {
-                    Ok(Some(x)) => x,
-                    Ok(None) => break,
-                    Err(ScanError::Io(e)) => return Err(e.into()),
-                    Err(ScanError::Corrupt { pos, err }) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "segment {} of {:?}: invalid batch at position {pos}: {err}",
-                                seg.base_offset, self.tp
-                            ),
-                        )
-                        .into())
-                    }
-                };
+            while let Some((pos, h)) = self.next_to_clean(ctx, &mut scanner, seg)? {
                 stats.bytes_read += h.total_len() as u64;
                 ctx.throttle.account(h.total_len() as u64, ctx.aborted);
                 if h.last_offset() < range.first_dirty {
@@ -330,6 +312,31 @@ impl Log {
     }
 
     /// Rewrite `group` into one new segment and swap it in.
+    /// The next batch header of `seg` for a cleaning pass: stops when the cleaning was
+    /// aborted, and refuses damage (the cleaner never rewrites what it cannot read).
+    fn next_to_clean(
+        &self,
+        ctx: &CleanCtx<'_>,
+        scanner: &mut BatchScanner<'_>,
+        seg: &Segment,
+    ) -> Result<Option<(u64, BatchHeader)>, CleanStop> {
+        if (ctx.aborted)() {
+            return Err(CleanStop::Aborted("the log is closing, moving or failed"));
+        }
+        match scanner.next_batch() {
+            Ok(x) => Ok(x),
+            Err(ScanError::Io(e)) => Err(e.into()),
+            Err(ScanError::Corrupt { pos, err }) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "segment {} of {:?}: invalid batch at position {pos}: {err}",
+                    seg.base_offset, self.tp
+                ),
+            )
+            .into()),
+        }
+    }
+
     fn clean_group(
         &self,
         ctx: &mut CleanCtx<'_>,
@@ -351,25 +358,7 @@ impl Log {
                 let size = seg.size();
                 let last_seg = gi + 1 == group.len();
                 let mut scanner = BatchScanner::new(&seg.log, 0, size, true);
-                loop {
-                    if (ctx.aborted)() {
-                        return Err(CleanStop::Aborted("the log is closing, moving or failed"));
-                    }
-                    let (pos, h) = match scanner.next_batch() {
-                        Ok(Some(x)) => x,
-                        Ok(None) => break,
-                        Err(ScanError::Io(e)) => return Err(e.into()),
-                        Err(ScanError::Corrupt { pos, err }) => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!(
-                                    "segment {} of {:?}: invalid batch at position {pos}: {err}",
-                                    seg.base_offset, self.tp
-                                ),
-                            )
-                            .into())
-                        }
-                    };
+                while let Some((pos, h)) = self.next_to_clean(ctx, &mut scanner, seg)? {
                     stats.batches_read += 1;
                     stats.bytes_read += h.total_len() as u64;
                     ctx.throttle.account(h.total_len() as u64, ctx.aborted);
