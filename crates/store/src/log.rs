@@ -1017,8 +1017,10 @@ impl Log {
         };
         if done && !dir_dirty {
             // Everything up to `leo` is durable already; the mark may not say so yet (a log
-            // just opened).
-            self.shared.write().mark_synced(&segs, leo, active_size);
+            // just opened). Not so for `Sealed`, which says nothing of the active segment.
+            if scope != FlushScope::Sealed {
+                self.shared.write().mark_synced(&segs, leo, active_size);
+            }
             return Ok(rp);
         }
         let res = (|| {
