@@ -252,8 +252,52 @@ impl Group {
 pub struct Shard {
     pub(crate) groups: BTreeMap<String, Group>,
     pub(crate) offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
+    /// Offsets committed by open transactions (TxnOffsetCommit), per producer id, per group:
+    /// they become committed offsets when the transaction's COMMIT marker reaches this
+    /// partition and are dropped at its ABORT marker.
+    pub(crate) pending_txn: BTreeMap<i64, BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>>,
     /// Records appended since the last snapshot (or load).
     records_since_snapshot: u64,
+}
+
+/// One item of a `__consumer_offsets` partition replayed by [`Coordinator::load`], in log order.
+#[derive(Clone, Debug)]
+pub enum LoadItem {
+    /// A record (key, value); `producer_id` is set when its batch is transactional (a
+    /// TxnOffsetCommit, pending until its transaction's marker).
+    Record {
+        key: Bytes,
+        value: Option<Bytes>,
+        producer_id: Option<i64>,
+    },
+    /// A transaction marker (control batch) of `producer_id`.
+    Marker { producer_id: i64, commit: bool },
+}
+
+impl From<(Bytes, Option<Bytes>)> for LoadItem {
+    fn from((key, value): (Bytes, Option<Bytes>)) -> LoadItem {
+        LoadItem::Record {
+            key,
+            value,
+            producer_id: None,
+        }
+    }
+}
+
+impl Shard {
+    /// A transaction marker of `producer_id` reached this partition: its pending offsets
+    /// become committed offsets (COMMIT) or are dropped (ABORT).
+    fn complete_txn(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (group, offsets) in pending {
+            self.offsets.entry(group).or_default().extend(offsets);
+        }
+    }
 }
 
 /// One row of ListGroups.
@@ -389,18 +433,58 @@ impl Coordinator {
         self.shards.contains_key(&partition)
     }
 
-    /// Take over a partition: replay its records (key, value) in log order.
-    pub fn load(
+    /// Take over a partition: replay its records (key, value) and transaction markers in log
+    /// order.
+    pub fn load<I: Into<LoadItem>>(
         &mut self,
         partition: i32,
-        records: impl IntoIterator<Item = (Bytes, Option<Bytes>)>,
+        records: impl IntoIterator<Item = I>,
         now_ms: i64,
     ) -> usize {
         let mut shard = Shard::default();
         let mut bad = 0usize;
         let mut groups: BTreeMap<String, Option<records::GroupRecord>> = BTreeMap::new();
         let mut consumer_groups: BTreeMap<String, consumer::Loaded> = BTreeMap::new();
-        for (key, value) in records {
+        for item in records {
+            let (key, value) = match item.into() {
+                LoadItem::Record {
+                    key,
+                    value,
+                    producer_id: None,
+                } => (key, value),
+                LoadItem::Record {
+                    key,
+                    value,
+                    producer_id: Some(pid),
+                } => {
+                    match records::decode(&key, value.as_deref()) {
+                        Ok(records::Decoded::Offset {
+                            group,
+                            topic,
+                            partition,
+                            value: Some(v),
+                        }) => {
+                            shard
+                                .pending_txn
+                                .entry(pid)
+                                .or_default()
+                                .entry(group)
+                                .or_default()
+                                .insert((topic, partition), v);
+                        }
+                        Ok(_) => {}
+                        Err(_) => bad += 1,
+                    }
+                    continue;
+                }
+                LoadItem::Marker {
+                    producer_id,
+                    commit,
+                } => {
+                    shard.complete_txn(producer_id, commit);
+                    continue;
+                }
+            };
             match records::decode(&key, value.as_deref()) {
                 Ok(records::Decoded::Offset {
                     group,
@@ -789,6 +873,89 @@ impl Coordinator {
         Ok((results, effects))
     }
 
+    /// TxnOffsetCommit: offsets committed as part of producer `producer_id`'s transaction.
+    /// They are pending (not visible to OffsetFetch, which answers UNSTABLE_OFFSET_COMMIT to
+    /// a fetch that requires stable offsets) until the transaction's marker reaches the
+    /// group's partition ([`Coordinator::complete_txn`]). Returns the per-commit results, the
+    /// `__consumer_offsets` partition and the records, which the caller appends as one
+    /// transactional batch of the producer. A member id and generation, when given (TxnOffsetCommit
+    /// v3+), are checked as OffsetCommit checks them; without them (older clients) nothing is.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    pub fn txn_commit_offsets(
+        &mut self,
+        group_id: &str,
+        producer_id: i64,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        commits: &[OffsetCommit],
+        now_ms: i64,
+    ) -> Result<(Vec<Result<(), GroupError>>, i32, Vec<Record>), GroupError> {
+        let max_meta = self.config.offset_metadata_max_bytes;
+        let (p, shard) = self.shard(group_id)?;
+        let id = group_id.to_string();
+        let unchecked = member_id.is_empty() && generation < 0;
+        match shard.groups.get(&id) {
+            None => {
+                shard.groups.insert(
+                    id.clone(),
+                    Group::Classic(classic::ClassicGroup::new(id.clone(), now_ms)),
+                );
+            }
+            Some(_) if unchecked => {}
+            Some(Group::Classic(g)) => g.validate_commit(member_id, instance_id, generation)?,
+            Some(Group::Consumer(g)) => g.validate_commit(member_id, generation)?,
+        }
+        let mut results = Vec::with_capacity(commits.len());
+        let mut records = Vec::new();
+        let pending = shard
+            .pending_txn
+            .entry(producer_id)
+            .or_default()
+            .entry(id.clone())
+            .or_default();
+        for c in commits {
+            let metadata = c.metadata.clone().unwrap_or_default();
+            if metadata.len() > max_meta {
+                results.push(Err(GroupError::OffsetMetadataTooLarge));
+                continue;
+            }
+            let v = CommittedOffset {
+                offset: c.offset,
+                leader_epoch: c.leader_epoch,
+                metadata,
+                commit_timestamp_ms: now_ms,
+            };
+            records.push(Record {
+                key: records::offset_key(&id, &c.topic, c.partition),
+                value: Some(records::offset_value(&v)),
+            });
+            pending.insert((c.topic.clone(), c.partition), v);
+            results.push(Ok(()));
+        }
+        shard.records_since_snapshot += records.len() as u64;
+        Ok((results, p, records))
+    }
+
+    /// A transaction marker of `producer_id` was appended to `__consumer_offsets` partition
+    /// `partition`: its pending offsets there become committed (COMMIT) or are dropped.
+    pub fn complete_txn(&mut self, partition: i32, producer_id: i64, commit: bool) {
+        if let Some(shard) = self.shards.get_mut(&partition) {
+            shard.complete_txn(producer_id, commit);
+        }
+    }
+
+    /// True when an open transaction has committed an offset for `group_id`'s `tp`
+    /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for it).
+    pub fn has_pending_offset(&self, group_id: &str, tp: &(String, i32)) -> bool {
+        let p = partition_for(group_id, self.partitions);
+        self.shards.get(&p).is_some_and(|s| {
+            s.pending_txn
+                .values()
+                .any(|g| g.get(group_id).is_some_and(|o| o.contains_key(tp)))
+        })
+    }
+
     /// OffsetFetch: committed offsets of `group_id` (all of them when `partitions` is None).
     /// A group that does not exist has no offsets (not an error, as in Kafka).
     pub fn fetch_offsets(
@@ -1056,7 +1223,9 @@ impl Coordinator {
     pub fn snapshot_if_due(&mut self, partition: i32) -> Option<Vec<Record>> {
         let limit = self.config.snapshot_interval_records;
         let shard = self.shards.get_mut(&partition)?;
-        if shard.records_since_snapshot < limit {
+        // A snapshot raises the log start past the records it replaces: not while open
+        // transactions have offsets whose records it would drop (their markers are to come).
+        if shard.records_since_snapshot < limit || !shard.pending_txn.is_empty() {
             return None;
         }
         shard.records_since_snapshot = 0;

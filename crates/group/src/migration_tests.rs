@@ -65,7 +65,7 @@ struct Sim {
 impl Sim {
     fn new(config: GroupConfig) -> Sim {
         let mut c = Coordinator::new(config, 1);
-        c.load(0, Vec::new(), 0);
+        c.load(0, Vec::<LoadItem>::new(), 0);
         Sim {
             c,
             t: topics(),
@@ -594,7 +594,7 @@ fn upgrade_refused_by_policy_or_protocol_type() {
     }
     // A classic group of another protocol type never converts.
     let mut c = Coordinator::new(config(), 1);
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     let j = Sim::new(config()).join_request_for("connect");
     c.join_group(j, 1, &topics(), 0).unwrap();
     assert!(!c.describe_classic("g").unwrap().members.is_empty());

@@ -17,7 +17,7 @@ fn coordinator() -> Coordinator {
         },
         1,
     );
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     c
 }
 
@@ -293,7 +293,7 @@ fn group_max_size_is_enforced() {
         },
         1,
     );
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     new_member(&mut c, 1, 0);
     assert_eq!(
         c.join_group(join("", None), 2, &BTreeMap::new(), 0)
@@ -311,7 +311,7 @@ fn initial_rebalance_delay_waits_for_more_members() {
         },
         1,
     );
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     let (_, _, eff) = new_member(&mut c, 1, 0);
     assert!(
         eff.replies.is_empty(),
@@ -376,7 +376,7 @@ fn offsets_and_groups_survive_reload_and_snapshot() {
         },
         1,
     );
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     let mut log: Vec<Record> = Vec::new();
     let (a, _, eff) = new_member(&mut c, 1, 0);
     log.extend(eff.records.into_iter().map(|(_, r)| r));
@@ -438,7 +438,7 @@ fn expired_offsets_of_empty_groups_are_removed() {
         },
         1,
     );
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     c.commit_offsets(
         "g",
         "",
@@ -636,7 +636,7 @@ fn consumer_group_reload_equals_live() {
         },
         1,
     );
-    c.load(0, Vec::new(), 0);
+    c.load(0, Vec::<LoadItem>::new(), 0);
     let t = topics();
     let mut log: Vec<Record> = Vec::new();
     let mut step = |c: &mut Coordinator, req: ConsumerHeartbeat, now: i64| {
@@ -720,4 +720,86 @@ fn consumer_group_reload_equals_live() {
     let mut d = coordinator();
     d.load(0, log.into_iter().map(|r| (r.key, r.value)), 3000);
     assert!(d.list_groups(&[], &[]).is_empty());
+}
+
+fn txn_commit(c: &mut Coordinator, pid: i64, offset: i64) -> Vec<Record> {
+    let (results, partition, records) = c
+        .txn_commit_offsets(
+            "g",
+            pid,
+            "",
+            None,
+            -1,
+            &[OffsetCommit {
+                topic: "t".into(),
+                partition: 0,
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+            1,
+        )
+        .unwrap();
+    assert_eq!(partition, 0);
+    assert!(results.iter().all(Result::is_ok));
+    records
+}
+
+fn committed(c: &Coordinator) -> Option<i64> {
+    let tp = ("t".to_string(), 0);
+    c.fetch_offsets("g", Some(std::slice::from_ref(&tp))).unwrap()[0]
+        .1
+        .as_ref()
+        .map(|o| o.offset)
+}
+
+#[test]
+fn transactional_offsets_are_pending_until_their_marker() {
+    let mut c = coordinator();
+    let tp = ("t".to_string(), 0);
+    txn_commit(&mut c, 7, 10);
+    assert_eq!(committed(&c), None, "pending offsets are not visible");
+    assert!(c.has_pending_offset("g", &tp));
+    c.complete_txn(0, 7, true);
+    assert_eq!(committed(&c), Some(10));
+    assert!(!c.has_pending_offset("g", &tp));
+
+    txn_commit(&mut c, 7, 20);
+    c.complete_txn(0, 8, true); // another producer's marker changes nothing
+    assert!(c.has_pending_offset("g", &tp));
+    c.complete_txn(0, 7, false);
+    assert_eq!(committed(&c), Some(10), "an aborted transaction's offsets are dropped");
+    assert!(!c.has_pending_offset("g", &tp));
+}
+
+#[test]
+fn loading_replays_transactional_offsets_and_markers() {
+    let mut c = coordinator();
+    let first = txn_commit(&mut c, 7, 10);
+    let second = txn_commit(&mut c, 9, 30);
+    let mut items: Vec<LoadItem> = Vec::new();
+    for (records, pid) in [(first, 7), (second, 9)] {
+        items.extend(records.into_iter().map(|r| LoadItem::Record {
+            key: r.key,
+            value: r.value,
+            producer_id: Some(pid),
+        }));
+    }
+    items.push(LoadItem::Marker {
+        producer_id: 7,
+        commit: true,
+    });
+    let mut d = Coordinator::new(GroupConfig::default(), 1);
+    assert_eq!(d.load(0, items, 2), 0);
+    assert_eq!(committed(&d), Some(10));
+    assert!(
+        d.has_pending_offset("g", &("t".to_string(), 0)),
+        "producer 9's transaction is still open after the load"
+    );
+    assert!(
+        d.snapshot_if_due(0).is_none(),
+        "no snapshot while a transaction's offsets are pending"
+    );
+    d.complete_txn(0, 9, true);
+    assert_eq!(committed(&d), Some(30));
 }
