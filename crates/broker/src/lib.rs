@@ -27,6 +27,7 @@ mod cluster;
 mod errors;
 mod flusher;
 mod groups;
+mod peers;
 mod recompress;
 mod registry;
 mod sessions;
@@ -50,6 +51,7 @@ use sluice_wire::Request;
 
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
+pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
 
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
 pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -106,6 +108,8 @@ pub struct Broker {
     groups: groups::Groups,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
     reopen_retry: parking_lot::Mutex<HashMap<sluice_store::TopicPartition, (Instant, Duration)>>,
+    /// Carries requests to other brokers (set by the server at start).
+    peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
 }
 
 /// Longest wait between two attempts to re-open a failed log (storage still refuses).
@@ -228,6 +232,7 @@ impl Broker {
             sessions: sessions::FetchSessions::default(),
             groups,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
+            peers: std::sync::OnceLock::new(),
             config,
         });
         // Groups of an existing __consumer_offsets are loaded now (this broker owns it); in a
@@ -358,6 +363,40 @@ impl Broker {
                 );
                 ready(None)
             }
+        }
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// Install the client that carries requests to other brokers (the server's).
+    pub fn set_peers(&self, peers: Arc<dyn PeerClient>) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// Send `body` to broker `node` (its advertised endpoint), within
+    /// [`PEER_REQUEST_TIMEOUT`].
+    pub(crate) async fn call_peer(
+        &self,
+        node: i32,
+        api: kafka_protocol::messages::ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, String> {
+        let Some(peers) = self.peers.get().cloned() else {
+            return Err("no client for broker-to-broker requests".into());
+        };
+        let Some((_, host, port)) = self.endpoints_of(&[node]).into_iter().next() else {
+            return Err(format!("broker {node} is not registered"));
+        };
+        match tokio::time::timeout(PEER_REQUEST_TIMEOUT, peers.call(&host, port, api, version, body))
+            .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "broker {node} did not answer {api:?} within {PEER_REQUEST_TIMEOUT:?}"
+            )),
         }
     }
 

@@ -29,6 +29,9 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
+mod peers;
+pub use peers::TcpPeers;
+
 /// Every limit the server enforces.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -62,6 +65,7 @@ pub async fn serve(
     limits: Limits,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    broker.set_peers(Arc::new(TcpPeers::new(broker.node_id())));
     let slots = Arc::new(Semaphore::new(
         limits.max_connections.min(Semaphore::MAX_PERMITS as u32) as usize,
     ));

@@ -207,6 +207,60 @@ pub fn encode_response(
     Ok(buf)
 }
 
+/// Encode a request as a complete frame (size prefix included), for a broker-to-broker call.
+pub fn encode_request(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    body: &RequestKind,
+) -> Result<BytesMut, WireError> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_string(
+            client_id.to_string(),
+        )));
+    let malformed = |reason: String| WireError::Malformed {
+        api: api_key,
+        version,
+        correlation_id,
+        reason,
+    };
+    header
+        .encode(&mut buf, api_key.request_header_version(version))
+        .map_err(|e| malformed(e.to_string()))?;
+    body.encode(&mut buf, version)
+        .map_err(|e| malformed(e.to_string()))?;
+    let len = (buf.len() - FRAME_PREFIX_BYTES) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf)
+}
+
+/// Decode a response frame (without its size prefix) to a request made with `api_key` at
+/// `version`: its correlation id and body.
+pub fn decode_response(
+    api_key: ApiKey,
+    version: i16,
+    mut frame: Bytes,
+) -> Result<(i32, ResponseKind), WireError> {
+    let malformed = |correlation_id: i32, reason: String| WireError::Malformed {
+        api: api_key,
+        version,
+        correlation_id,
+        reason,
+    };
+    let header = ResponseHeader::decode(&mut frame, api_key.response_header_version(version))
+        .map_err(|e| malformed(-1, e.to_string()))?;
+    let id = header.correlation_id;
+    let body = ResponseKind::decode(api_key, &mut frame, version)
+        .map_err(|e| malformed(id, e.to_string()))?;
+    Ok((id, body))
+}
+
 /// Kafka's answer to an ApiVersions request newer than we speak: v0 body, UNSUPPORTED_VERSION,
 /// and our version table so the client can pick a version and retry.
 pub fn unsupported_api_versions_response(correlation_id: i32) -> Result<BytesMut, WireError> {

@@ -1,0 +1,102 @@
+//! The broker-to-broker client: one connection per peer, kept open between calls, one request
+//! at a time on it (the calls are few: transaction markers and partition registrations).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use sluice_broker::{PeerClient, PeerReply};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+/// Largest response accepted from a peer.
+const MAX_PEER_RESPONSE_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Default)]
+pub struct TcpPeers {
+    /// The connection to each peer, by address; None after a failure (reconnect next call).
+    conns: parking_lot::Mutex<HashMap<(String, u16), Arc<Mutex<Option<TcpStream>>>>>,
+    correlation: AtomicI32,
+    client_id: String,
+}
+
+impl TcpPeers {
+    pub fn new(node_id: i32) -> TcpPeers {
+        TcpPeers {
+            client_id: format!("sluice-broker-{node_id}"),
+            ..TcpPeers::default()
+        }
+    }
+}
+
+async fn exchange(
+    stream: &mut TcpStream,
+    frame: &[u8],
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Result<ResponseKind, String> {
+    stream.write_all(frame).await.map_err(|e| e.to_string())?;
+    let len = stream.read_i32().await.map_err(|e| e.to_string())?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|l| *l <= MAX_PEER_RESPONSE_BYTES)
+        .ok_or_else(|| format!("response of {len} bytes refused"))?;
+    let mut buf = vec![0u8; len];
+    stream
+        .read_exact(&mut buf)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (id, body) =
+        sluice_wire::decode_response(api, version, Bytes::from(buf)).map_err(|e| e.to_string())?;
+    if id != correlation_id {
+        return Err(format!(
+            "response correlation id {id}, expected {correlation_id}"
+        ));
+    }
+    Ok(body)
+}
+
+impl PeerClient for TcpPeers {
+    fn call(
+        &self,
+        host: &str,
+        port: u16,
+        api: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> PeerReply {
+        let slot = self
+            .conns
+            .lock()
+            .entry((host.to_string(), port))
+            .or_default()
+            .clone();
+        let correlation_id = self.correlation.fetch_add(1, Ordering::Relaxed);
+        let frame = sluice_wire::encode_request(api, version, correlation_id, &self.client_id, &body);
+        let addr = format!("{host}:{port}");
+        Box::pin(async move {
+            let frame = frame.map_err(|e| e.to_string())?;
+            let mut conn = slot.lock().await;
+            if conn.is_none() {
+                let stream = TcpStream::connect(&addr)
+                    .await
+                    .map_err(|e| format!("connecting to {addr}: {e}"))?;
+                let _ = stream.set_nodelay(true);
+                *conn = Some(stream);
+            }
+            let Some(stream) = conn.as_mut() else {
+                return Err(format!("no connection to {addr}"));
+            };
+            let result = exchange(stream, &frame, api, version, correlation_id).await;
+            if result.is_err() {
+                // A half-read response leaves the stream unusable.
+                *conn = None;
+            }
+            result
+        })
+    }
+}
