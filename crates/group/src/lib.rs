@@ -300,6 +300,16 @@ impl Shard {
     }
 }
 
+/// Offsets of one TxnOffsetCommit, to apply once written ([`Coordinator::apply_txn_offsets`]).
+#[derive(Clone, Debug)]
+pub struct TxnOffsets {
+    partition: i32,
+    group_id: String,
+    producer_id: i64,
+    offsets: BTreeMap<(String, i32), CommittedOffset>,
+    now_ms: i64,
+}
+
 /// One row of ListGroups.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupListing {
@@ -874,12 +884,15 @@ impl Coordinator {
     }
 
     /// TxnOffsetCommit: offsets committed as part of producer `producer_id`'s transaction.
-    /// They are pending (not visible to OffsetFetch, which answers UNSTABLE_OFFSET_COMMIT to
-    /// a fetch that requires stable offsets) until the transaction's marker reaches the
-    /// group's partition ([`Coordinator::complete_txn`]). Returns the per-commit results, the
-    /// `__consumer_offsets` partition and the records, which the caller appends as one
-    /// transactional batch of the producer. A member id and generation, when given (TxnOffsetCommit
-    /// v3+), are checked as OffsetCommit checks them; without them (older clients) nothing is.
+    /// Validates the commit and returns the per-commit results, the `__consumer_offsets`
+    /// partition, the records (which the caller appends as one transactional batch of the
+    /// producer, where the log checks the producer's epoch) and the offsets to apply with
+    /// [`Coordinator::apply_txn_offsets`] once that append succeeded. Applied, they are pending
+    /// (not visible to OffsetFetch, which answers UNSTABLE_OFFSET_COMMIT to a fetch that
+    /// requires stable offsets) until the transaction's marker reaches the group's partition
+    /// ([`Coordinator::complete_txn`]). A member id and generation, when given
+    /// (TxnOffsetCommit v3+), are checked as OffsetCommit checks them; without them (older
+    /// clients) nothing is.
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     pub fn txn_commit_offsets(
         &mut self,
@@ -890,30 +903,20 @@ impl Coordinator {
         generation: i32,
         commits: &[OffsetCommit],
         now_ms: i64,
-    ) -> Result<(Vec<Result<(), GroupError>>, i32, Vec<Record>), GroupError> {
+    ) -> Result<(Vec<Result<(), GroupError>>, i32, Vec<Record>, TxnOffsets), GroupError> {
         let max_meta = self.config.offset_metadata_max_bytes;
         let (p, shard) = self.shard(group_id)?;
         let id = group_id.to_string();
         let unchecked = member_id.is_empty() && generation < 0;
         match shard.groups.get(&id) {
-            None => {
-                shard.groups.insert(
-                    id.clone(),
-                    Group::Classic(classic::ClassicGroup::new(id.clone(), now_ms)),
-                );
-            }
+            None => {}
             Some(_) if unchecked => {}
             Some(Group::Classic(g)) => g.validate_commit(member_id, instance_id, generation)?,
             Some(Group::Consumer(g)) => g.validate_commit(member_id, generation)?,
         }
         let mut results = Vec::with_capacity(commits.len());
         let mut records = Vec::new();
-        let pending = shard
-            .pending_txn
-            .entry(producer_id)
-            .or_default()
-            .entry(id.clone())
-            .or_default();
+        let mut offsets = BTreeMap::new();
         for c in commits {
             let metadata = c.metadata.clone().unwrap_or_default();
             if metadata.len() > max_meta {
@@ -930,11 +933,38 @@ impl Coordinator {
                 key: records::offset_key(&id, &c.topic, c.partition),
                 value: Some(records::offset_value(&v)),
             });
-            pending.insert((c.topic.clone(), c.partition), v);
+            offsets.insert((c.topic.clone(), c.partition), v);
             results.push(Ok(()));
         }
-        shard.records_since_snapshot += records.len() as u64;
-        Ok((results, p, records))
+        let pending = TxnOffsets {
+            partition: p,
+            group_id: id,
+            producer_id,
+            offsets,
+            now_ms,
+        };
+        Ok((results, p, records, pending))
+    }
+
+    /// Apply what [`Coordinator::txn_commit_offsets`] returned, once its records are in the log.
+    pub fn apply_txn_offsets(&mut self, t: TxnOffsets) {
+        let Some(shard) = self.shards.get_mut(&t.partition) else {
+            return;
+        };
+        shard.records_since_snapshot += t.offsets.len() as u64;
+        shard
+            .groups
+            .entry(t.group_id.clone())
+            .or_insert_with(|| {
+                Group::Classic(classic::ClassicGroup::new(t.group_id.clone(), t.now_ms))
+            });
+        shard
+            .pending_txn
+            .entry(t.producer_id)
+            .or_default()
+            .entry(t.group_id)
+            .or_default()
+            .extend(t.offsets);
     }
 
     /// A transaction marker of `producer_id` was appended to `__consumer_offsets` partition

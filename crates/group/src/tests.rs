@@ -723,7 +723,7 @@ fn consumer_group_reload_equals_live() {
 }
 
 fn txn_commit(c: &mut Coordinator, pid: i64, offset: i64) -> Vec<Record> {
-    let (results, partition, records) = c
+    let (results, partition, records, pending) = c
         .txn_commit_offsets(
             "g",
             pid,
@@ -742,6 +742,11 @@ fn txn_commit(c: &mut Coordinator, pid: i64, offset: i64) -> Vec<Record> {
         .unwrap();
     assert_eq!(partition, 0);
     assert!(results.iter().all(Result::is_ok));
+    assert!(
+        !c.has_pending_offset("g", &("t".to_string(), 0)) || offset != 10,
+        "nothing is pending before the records are written"
+    );
+    c.apply_txn_offsets(pending);
     records
 }
 
