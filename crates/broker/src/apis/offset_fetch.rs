@@ -14,14 +14,17 @@ use super::{str_bytes, topic_name};
 use crate::errors::group_error_code;
 use crate::Broker;
 
-/// One group's answer: (topic -> [(partition, offset, epoch, metadata)]), or an error.
-type GroupAnswer = Result<BTreeMap<String, Vec<(i32, i64, i32, String)>>, GroupError>;
+/// One partition's answer: (partition, offset, epoch, metadata, error code).
+type Row = (i32, i64, i32, String, i16);
+/// One group's answer: (topic -> rows), or an error.
+type GroupAnswer = Result<BTreeMap<String, Vec<Row>>, GroupError>;
 
 fn fetch_group(
     broker: &Broker,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
     member: Option<(&str, i32)>,
+    require_stable: bool,
 ) -> GroupAnswer {
     if !broker.ensure_offsets_topic() {
         return Err(GroupError::NotCoordinator);
@@ -31,17 +34,30 @@ fn fetch_group(
             .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
             .collect()
     });
-    let fetched: Vec<FetchedOffset> = broker.groups.read(|c| {
+    let unstable = kafka_protocol::ResponseError::UnstableOffsetCommit.code();
+    let fetched: Vec<(FetchedOffset, bool)> = broker.groups.read(|c| {
         if let Some((id, epoch)) = member {
             c.validate_fetch_member(group, id, epoch)?;
         }
-        c.fetch_offsets(group, wanted.as_deref())
+        let fetched = c.fetch_offsets(group, wanted.as_deref())?;
+        // A fetch that requires stable offsets gets UNSTABLE_OFFSET_COMMIT for a partition
+        // an open transaction has committed an offset for (the consumer retries).
+        Ok::<_, GroupError>(
+            fetched
+                .into_iter()
+                .map(|(tp, v)| {
+                    let pending = require_stable && c.has_pending_offset(group, &tp);
+                    ((tp, v), pending)
+                })
+                .collect(),
+        )
     })?;
-    let mut out: BTreeMap<String, Vec<(i32, i64, i32, String)>> = BTreeMap::new();
-    for ((t, p), v) in fetched {
+    let mut out: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+    for (((t, p), v), pending) in fetched {
         let row = match v {
-            Some(v) => (p, v.offset, v.leader_epoch, v.metadata),
-            None => (p, -1, -1, String::new()),
+            _ if pending => (p, -1, -1, String::new(), unstable),
+            Some(v) => (p, v.offset, v.leader_epoch, v.metadata, 0),
+            None => (p, -1, -1, String::new(), 0),
         };
         out.entry(t).or_default().push(row);
     }
@@ -68,7 +84,13 @@ pub(crate) fn handle(
                     .as_ref()
                     .filter(|m| !m.is_empty())
                     .map(|m| (m.as_str(), g.member_epoch));
-                match fetch_group(broker, g.group_id.0.as_str(), topics, member) {
+                match fetch_group(
+                    broker,
+                    g.group_id.0.as_str(),
+                    topics,
+                    member,
+                    req.require_stable,
+                ) {
                     Err(e) => OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id.clone())
                         .with_error_code(group_error_code(&e)),
@@ -81,9 +103,10 @@ pub(crate) fn handle(
                                         .with_name(topic_name(&t))
                                         .with_partitions(
                                             ps.into_iter()
-                                                .map(|(p, o, e, m)| {
+                                                .map(|(p, o, e, m, code)| {
                                                     OffsetFetchResponsePartitions::default()
                                                         .with_partition_index(p)
+                                                        .with_error_code(code)
                                                         .with_committed_offset(o)
                                                         .with_committed_leader_epoch(e)
                                                         .with_metadata(Some(str_bytes(m)))
@@ -106,7 +129,7 @@ pub(crate) fn handle(
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let resp = match fetch_group(broker, group.as_str(), topics, None) {
+    let resp = match fetch_group(broker, group.as_str(), topics, None, req.require_stable) {
         Err(e) => OffsetFetchResponse::default().with_error_code(group_error_code(&e)),
         Ok(map) => OffsetFetchResponse::default().with_topics(
             map.into_iter()
@@ -115,9 +138,10 @@ pub(crate) fn handle(
                         .with_name(topic_name(&t))
                         .with_partitions(
                             ps.into_iter()
-                                .map(|(p, o, e, m)| {
+                                .map(|(p, o, e, m, code)| {
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(p)
+                                        .with_error_code(code)
                                         .with_committed_offset(o)
                                         .with_committed_leader_epoch(e)
                                         .with_metadata(Some(str_bytes(m)))
