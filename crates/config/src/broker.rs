@@ -434,6 +434,16 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
             offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
         },
+        transactions: crate::TxnSettings {
+            state_log_num_partitions: p.typed("transaction.state.log.num.partitions", 50)?,
+            max_timeout_ms: p.typed("transaction.max.timeout.ms", 900_000)?,
+            id_expiration_ms: p.typed("transactional.id.expiration.ms", 604_800_000)?,
+            abort_timed_out_interval_ms: p
+                .typed("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000)?,
+            remove_expired_interval_ms: p
+                .typed("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000)?,
+            version: p.typed("sluice.transaction.version", 2)?,
+        },
         topic_defaults,
         given: props.clone(),
         unknown,

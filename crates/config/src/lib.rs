@@ -216,6 +216,23 @@ pub struct GroupSettings {
     pub offset_metadata_max_bytes: i32,
 }
 
+/// The transaction coordinator's settings (Kafka's names and defaults).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnSettings {
+    /// `transaction.state.log.num.partitions` (default 50).
+    pub state_log_num_partitions: i32,
+    /// `transaction.max.timeout.ms` (default 900000).
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms` (default 604800000).
+    pub id_expiration_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` (default 10000).
+    pub abort_timed_out_interval_ms: i32,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms` (default 3600000).
+    pub remove_expired_interval_ms: i32,
+    /// `sluice.transaction.version`: the finalized `transaction.version` feature (default 2).
+    pub version: i16,
+}
+
 /// The whole broker configuration.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
@@ -269,6 +286,8 @@ pub struct BrokerConfig {
     pub cluster_id: Option<String>,
     /// Consumer-group limits and timings (`group.*`, `offsets.*`).
     pub groups: GroupSettings,
+    /// The transaction coordinator (`transaction.*`).
+    pub transactions: TxnSettings,
     /// Topic-level defaults from the broker's `log.*` / `message.*` / `compression.type` etc.
     pub topic_defaults: TopicConfig,
     /// Every property as given, for DescribeConfigs on the broker resource.
