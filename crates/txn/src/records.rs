@@ -25,10 +25,10 @@
 //! tagged-field section, and tagged fields are written only when they differ from their
 //! default, in tag order (tag, size, value, each size an unsigned varint).
 //!
-//! Kafka 4.x leaves PreviousProducerId and NextProducerId at their defaults. Sluice writes
-//! them when they carry information (a previous id that differs from the current one; the
-//! new producer id of a TV2 transaction whose epoch overflows, so that a reload completes it
-//! with the right id); for everything else the bytes are Kafka's.
+//! As Kafka 4.3 does, PreviousProducerId is the producer id before the transition that wrote
+//! the record (equal to ProducerId except right after a new producer id was taken), and
+//! NextProducerId is set only in the PrepareCommit/PrepareAbort record of a TV2 transaction
+//! whose epoch overflows (the producer id taken at completion).
 //! Topics are written in name order and partitions in ascending order (Kafka's order comes
 //! from a hash map).
 
@@ -348,18 +348,14 @@ mod tests {
     fn ongoing() -> TxnValue {
         TxnValue {
             producer_id: 1000,
-            previous_producer_id: -1,
+            previous_producer_id: 1000,
             next_producer_id: -1,
             producer_epoch: 3,
             timeout_ms: 60_000,
             state: TxnState::Ongoing,
-            partitions: [
-                ("b".to_string(), 1),
-                ("a".to_string(), 2),
-                ("a".to_string(), 0),
-            ]
-            .into_iter()
-            .collect(),
+            partitions: [("b".to_string(), 1), ("a".to_string(), 0)]
+                .into_iter()
+                .collect(),
             last_update_ms: 1_700_000_000_123,
             start_ms: 1_700_000_000_000,
             client_transaction_version: 2,
@@ -368,10 +364,8 @@ mod tests {
 
     #[test]
     fn key_bytes() {
-        assert_eq!(
-            hex(&key("my-txn")),
-            "0000".to_string() + "0006" + "6d792d74786e"
-        );
+        // Kafka 4.3.1's TransactionLog.keyToBytes("my-txn").
+        assert_eq!(hex(&key("my-txn")), "000000066d792d74786e");
         assert_eq!(
             decode_key(&key("my-txn")).unwrap().as_deref(),
             Some("my-txn")
@@ -379,9 +373,11 @@ mod tests {
         assert_eq!(decode_key(&[0, 1, 0, 0]).unwrap(), None);
     }
 
-    /// Hand-checked against the schema, field by field.
+    /// Hand-checked against the schema field by field, and equal to what Kafka 4.3.1's
+    /// `TransactionLog.valueToBytes` writes for the same metadata under transaction.version
+    /// 2 (run with the jars of tests/.deps/kafka-libs).
     #[test]
-    fn value_v1_bytes() {
+    fn value_v1_bytes_are_kafkas() {
         let v = ongoing();
         let bytes = encode_value(&v, 1);
         let expected = [
@@ -390,57 +386,89 @@ mod tests {
             "0003",             // epoch 3
             "0000ea60",         // timeout 60000
             "01",               // Ongoing
-            "03",               // 2 topics
+            "03",               // 2 topics (compact: n + 1)
             "02",
             "61",
-            "03",
+            "02",
             "00000000",
-            "00000002",
-            "00", // "a" [0, 2], no tags
+            "00", // "a" [0], no tagged fields
             "02",
             "62",
             "02",
             "00000001",
-            "00",               // "b" [1], no tags
+            "00",               // "b" [1], no tagged fields
             "0000018bcfe5687b", // last update 1700000000123
             "0000018bcfe56800", // start 1700000000000
-            "01",
+            "02",               // two tagged fields:
+            "00",
+            "08",
+            "00000000000003e8", // tag 0 PreviousProducerId 1000
             "02",
             "02",
-            "0002", // one tagged field: tag 2, size 2, TV 2
+            "0002", // tag 2 ClientTransactionVersion 2
         ]
         .concat();
         assert_eq!(hex(&bytes), expected);
+        assert_eq!(
+            expected,
+            "000100000000000003e800030000ea600103026102000000000002620200000001000000018bcfe5687b\
+             0000018bcfe5680002000800000000000003e802020002"
+        );
         assert_eq!(decode_value(&bytes).unwrap(), v);
     }
 
+    /// Kafka 4.3.1 under transaction.version 0.
     #[test]
-    fn value_v0_bytes() {
+    fn value_v0_bytes_are_kafkas() {
         let mut v = ongoing();
         v.client_transaction_version = 0;
         let bytes = encode_value(&v, 0);
-        let expected = [
-            "0000",
-            "00000000000003e8",
-            "0003",
-            "0000ea60",
-            "01",
-            "00000002",
-            "0001",
-            "61",
-            "00000002",
-            "00000000",
-            "00000002",
-            "0001",
-            "62",
-            "00000001",
-            "00000001",
-            "0000018bcfe5687b",
-            "0000018bcfe56800",
-        ]
-        .concat();
-        assert_eq!(hex(&bytes), expected);
+        assert_eq!(
+            hex(&bytes),
+            "000000000000000003e800030000ea6001000000020001610000000100000000000162000000010000\
+             00010000018bcfe5687b0000018bcfe56800"
+        );
+        // v0 has no tagged fields.
+        v.previous_producer_id = -1;
         assert_eq!(decode_value(&bytes).unwrap(), v);
+    }
+
+    /// A TV2 PrepareCommit whose epoch overflowed, and an Empty record (null partitions),
+    /// as Kafka 4.3.1 writes them.
+    #[test]
+    fn overflow_and_empty_values_are_kafkas() {
+        let overflow = TxnValue {
+            producer_id: 77,
+            previous_producer_id: 77,
+            next_producer_id: 2000,
+            producer_epoch: i16::MAX,
+            timeout_ms: 60_000,
+            state: TxnState::PrepareCommit,
+            partitions: [("t".to_string(), 0)].into_iter().collect(),
+            last_update_ms: 6,
+            start_ms: 5,
+            client_transaction_version: 2,
+        };
+        let kafka =
+            "0001000000000000004d7fff0000ea600202027402000000000000000000000000060000000000\
+                     000005030008000000000000004d010800000000000007d002020002";
+        assert_eq!(hex(&encode_value(&overflow, 1)), kafka);
+        let empty = TxnValue {
+            producer_id: 7,
+            previous_producer_id: 5,
+            next_producer_id: -1,
+            producer_epoch: 0,
+            timeout_ms: 1,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            last_update_ms: 2,
+            start_ms: -1,
+            client_transaction_version: 0,
+        };
+        let kafka =
+            "0001000000000000000700000000000100000000000000000002ffffffffffffffff010008000000\
+                     0000000005";
+        assert_eq!(hex(&encode_value(&empty, 1)), kafka);
     }
 
     #[test]

@@ -198,11 +198,7 @@ impl Meta {
         };
         Meta {
             producer_id: v.producer_id,
-            prev_producer_id: if v.previous_producer_id == NO_PRODUCER_ID {
-                v.producer_id
-            } else {
-                v.previous_producer_id
-            },
+            prev_producer_id: v.previous_producer_id,
             next_producer_id: v.next_producer_id,
             producer_epoch: v.producer_epoch,
             last_producer_epoch: NO_EPOCH,
@@ -222,12 +218,7 @@ impl Meta {
     pub(crate) fn to_value(&self) -> TxnValue {
         TxnValue {
             producer_id: self.producer_id,
-            // Written only when it says something the producer id does not.
-            previous_producer_id: if self.prev_producer_id == self.producer_id {
-                NO_PRODUCER_ID
-            } else {
-                self.prev_producer_id
-            },
+            previous_producer_id: self.prev_producer_id,
             next_producer_id: self.next_producer_id,
             producer_epoch: self.producer_epoch,
             timeout_ms: self.timeout_ms,

@@ -761,3 +761,252 @@ fn tick_aborts_a_transaction_past_its_timeout() {
         assert_eq!(h.view().state, TxnState::CompleteAbort);
     }
 }
+
+/// Prints one batch of the records of a whole life cycle (Empty, Ongoing, PrepareCommit,
+/// CompleteCommit, a timeout's PrepareAbort and CompleteAbort, the expiry's tombstone) for
+/// Kafka's own decoder: write the hex as `00000000000000000000.log` and run
+/// `java -cp 'tests/.deps/kafka-libs/*' org.apache.kafka.tools.DumpLogSegments --files
+/// 00000000000000000000.log --transaction-log-decoder` (Kafka 4.3.1 decodes all eight).
+#[test]
+#[ignore = "prints a batch for kafka-dump-log; run by hand"]
+fn batch_for_kafka_dump_log() {
+    let mut h = H::new(2);
+    let (pid, epoch) = h.init(None).0.unwrap();
+    h.add_as(pid, epoch, &[("t", 0), ("t", 1), ("u", 0)], false, true)
+        .unwrap();
+    let (_, e) = h.end(pid, epoch, true, true);
+    h.markers_done(&e.markers[0]);
+    h.add_as(pid, epoch + 1, &[("t", 0)], false, true).unwrap();
+    h.now += 100_000;
+    let e = h.tick();
+    h.markers_done(&e.markers[0]);
+    h.now += 8 * 24 * 3600 * 1000;
+    h.tick();
+    let mut b = sluice_format::BatchBuilder::new();
+    for r in &h.log {
+        b = b.record(h.now, Some(&r.key), r.value.as_deref());
+    }
+    let bytes = b.build();
+    let hex: String = bytes.iter().map(|x| format!("{x:02x}")).collect();
+    println!("BATCH {hex}");
+}
+
+#[test]
+fn tick_expires_idle_transactional_ids() {
+    let mut h = H::new(2);
+    let (pid, epoch) = h.init(None).0.unwrap();
+    let week = 7 * 24 * 3600 * 1000;
+    let idle_since = h.now;
+    h.now = idle_since + week - 1;
+    assert!(h.tick().is_empty());
+    // Ongoing transactions never expire (they time out instead).
+    h.now = idle_since;
+    h.add(pid, epoch, &[("t", 0)]).unwrap();
+    let (_, e) = h.end(pid, epoch, false, false);
+    h.now = idle_since + week;
+    // PrepareAbort is not expired either.
+    assert!(h.tick().is_empty());
+    h.now = idle_since;
+    h.markers_done(&e.markers[0]);
+    h.now = idle_since + week;
+    let e = h.tick();
+    assert_eq!(
+        e.records,
+        vec![Record {
+            partition: 45,
+            key: records::key(TID),
+            value: None
+        }]
+    );
+    assert_eq!(
+        h.c.describe(TID, h.now),
+        Err(TxnError::TransactionalIdNotFound)
+    );
+    // The producer of the expired id is unknown now; a new init starts over.
+    assert_eq!(
+        h.add(pid, epoch, &[("t", 0)]).unwrap_err(),
+        TxnError::InvalidProducerIdMapping
+    );
+    assert_eq!(h.init(None).0, Ok((1001, 0)));
+    // After a reload the tombstone still holds: the last record wins.
+    h.reload(COORD_EPOCH);
+    assert_eq!(h.view().producer_id, 1001);
+}
+
+#[test]
+fn load_replays_the_log_and_resumes_marker_jobs() {
+    let mut h = H::new(2);
+    let (pid, epoch) = h.init(None).0.unwrap();
+    h.add(pid, epoch, &[("t", 0)]).unwrap();
+    let (_, e) = h.end(pid, epoch, true, false);
+    let before = h.view();
+    // A crash before the markers are written: the new owner resumes them.
+    let loaded = h.reload(COORD_EPOCH + 1);
+    assert_eq!(loaded.transactions, 1);
+    assert_eq!(loaded.skipped, 0);
+    assert_eq!(
+        loaded.effects.markers,
+        vec![MarkerJob {
+            coordinator_epoch: COORD_EPOCH + 1,
+            ..e.markers[0].clone()
+        }]
+    );
+    assert!(loaded.effects.records.is_empty());
+    assert_eq!(h.view(), before);
+    // The old owner's job is stale now.
+    assert!(h.markers_done(&e.markers[0]).is_empty());
+    assert_eq!(
+        value(&h.markers_done(&loaded.effects.markers[0])).state,
+        TxnState::CompleteCommit
+    );
+    // Completed transactions resume nothing.
+    assert!(h.reload(COORD_EPOCH + 2).effects.is_empty());
+}
+
+#[test]
+fn load_keeps_ongoing_transactions_for_their_timeout_and_skips_garbage() {
+    let mut h = H::new(2);
+    let (pid, epoch) = h.init(None).0.unwrap();
+    h.add(pid, epoch, &[("t", 0)]).unwrap();
+    // Garbage, a key of another version, and a PrepareEpochFence record (Kafka never
+    // writes one) for another id in the same partition.
+    h.log.push(Record {
+        partition: 45,
+        key: Bytes::from_static(&[0, 0, 0, 9, 1]),
+        value: None,
+    });
+    h.log.push(Record {
+        partition: 45,
+        key: records::key(TID),
+        value: Some(Bytes::from_static(&[0, 1, 2])),
+    });
+    h.log.push(Record {
+        partition: 45,
+        key: Bytes::from_static(&[0, 7, 1, 2]),
+        value: None,
+    });
+    let loaded = h.reload(COORD_EPOCH);
+    assert_eq!(loaded.skipped, 2);
+    assert!(loaded.effects.is_empty());
+    let v = h.view();
+    assert_eq!((v.state, v.producer_epoch), (TxnState::Ongoing, epoch));
+    // The loaded transaction times out as usual.
+    h.now += 60_001;
+    assert_eq!(value(&h.tick()).state, TxnState::PrepareAbort);
+
+    let mut fence = ongoing_at(5, 1, 0);
+    fence.state = TxnState::PrepareEpochFence;
+    let h = h_with(2, fence);
+    assert_eq!(h.view().state, TxnState::Ongoing);
+}
+
+#[test]
+fn requests_for_unloaded_partitions_are_not_coordinator() {
+    let mut h = H::new(2);
+    let (pid, epoch) = h.init(None).0.unwrap();
+    h.c.unload(45);
+    assert_eq!(h.init(None).0, Err(TxnError::NotCoordinator));
+    assert_eq!(
+        h.add(pid, epoch, &[("t", 0)]).unwrap_err(),
+        TxnError::NotCoordinator
+    );
+    assert_eq!(
+        h.end(pid, epoch, true, true).0,
+        Err(TxnError::NotCoordinator)
+    );
+    assert_eq!(h.c.describe(TID, 0), Err(TxnError::NotCoordinator));
+    assert!(h.tick().is_empty());
+    assert!(h.c.list(&[], &[], -1, 0).transactions.is_empty());
+}
+
+#[test]
+fn describe_and_list() {
+    let mut h = H::new(2);
+    let (pid, epoch) = h.init(None).0.unwrap();
+    let v = h.view();
+    assert_eq!(
+        v,
+        TxnView {
+            transactional_id: TID.into(),
+            state: TxnState::Empty,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timeout_ms: 60_000,
+            start_ms: -1,
+            partitions: Vec::new(),
+        }
+    );
+    h.add(pid, epoch, &[("u", 1), ("t", 0)]).unwrap();
+    let v = h.view();
+    assert_eq!((v.state, v.start_ms), (TxnState::Ongoing, h.now));
+    assert_eq!(v.partitions, tps(&[("t", 0), ("u", 1)]));
+    assert!(matches!(
+        h.c.describe("", 0),
+        Err(TxnError::InvalidRequest(_))
+    ));
+
+    // A second id in another loaded partition ("txn-1" is partition 10), left Empty.
+    h.c.load(10, 1, Vec::new(), 0);
+    let mut n = 5000;
+    let (r, _) = h.c.init_producer_id("txn-1", 1000, None, h.now, &mut || {
+        n += 1;
+        Ok(n)
+    });
+    assert_eq!(r, Ok((5001, 0)));
+
+    let ids = |l: TxnList| -> Vec<String> {
+        l.transactions
+            .into_iter()
+            .map(|t| t.transactional_id)
+            .collect()
+    };
+    assert_eq!(ids(h.c.list(&[], &[], -1, h.now)), vec![TID, "txn-1"]);
+    let l =
+        h.c.list(&["Ongoing".into(), "Bogus".into()], &[], -1, h.now);
+    assert_eq!(l.unknown_state_filters, vec!["Bogus".to_string()]);
+    assert_eq!(
+        l.transactions,
+        vec![TxnListing {
+            transactional_id: TID.into(),
+            producer_id: pid,
+            state: TxnState::Ongoing
+        }]
+    );
+    assert_eq!(ids(h.c.list(&[], &[5001], -1, h.now)), vec!["txn-1"]);
+    assert!(ids(h.c.list(&[], &[1], -1, h.now)).is_empty());
+    // KIP-994: running for more than the duration. The Ongoing one started now; the Empty
+    // one has Kafka's start of -1, which counts as long ago.
+    assert_eq!(ids(h.c.list(&[], &[], 0, h.now)), vec!["txn-1"]);
+    assert_eq!(ids(h.c.list(&[], &[], 1000, h.now + 1000)), vec!["txn-1"]);
+    assert_eq!(
+        ids(h.c.list(&[], &[], 1000, h.now + 1001)),
+        vec![TID, "txn-1"]
+    );
+}
+
+#[test]
+fn a_fence_at_the_end_of_the_epochs_takes_a_new_producer_id() {
+    // Ongoing at i16::MAX - 1 under TV2: the fence and the abort's bump saturate at MAX and
+    // the producer id rotates at completion.
+    let mut h = h_with(2, ongoing_at(77, MAX - 1, 0));
+    h.now = 60_001;
+    let e = h.tick();
+    let v = value(&e);
+    assert_eq!(
+        (v.producer_id, v.producer_epoch, v.next_producer_id),
+        (77, MAX, 1000)
+    );
+    let done = h.markers_done(&e.markers[0]);
+    let v = value(&done);
+    assert_eq!((v.producer_id, v.producer_epoch), (1000, 0));
+    // Under TV1 the fence alone reaches MAX; the next init rotates.
+    let mut h = h_with(0, ongoing_at(77, MAX - 1, 0));
+    assert_eq!(h.init(None).0, Err(TxnError::ConcurrentTransactions));
+    let job = h.c.describe(TID, 0).map(|v| v.producer_epoch);
+    assert_eq!(job, Ok(MAX));
+    let p = h.c.partition_for(TID);
+    let loaded = h.reload(COORD_EPOCH);
+    assert_eq!(p, 45);
+    h.markers_done(&loaded.effects.markers[0]);
+    assert_eq!(h.init(None).0, Ok((1000, 0)));
+}
