@@ -82,12 +82,6 @@ fn put_uvarint(b: &mut BytesMut, mut v: u64) {
     b.put_u8(v as u8);
 }
 
-fn uvarint_len(v: u64) -> usize {
-    let mut b = BytesMut::new();
-    put_uvarint(&mut b, v);
-    b.len()
-}
-
 /// The key of a transactional id's records.
 pub fn key(transactional_id: &str) -> Bytes {
     let mut b = BytesMut::with_capacity(4 + transactional_id.len());
@@ -161,7 +155,6 @@ pub fn encode_value(v: &TxnValue, version: i16) -> Bytes {
             b.put_slice(&data);
         }
     }
-    debug_assert!(uvarint_len(0) == 1);
     b.freeze()
 }
 
