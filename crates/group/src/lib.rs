@@ -357,9 +357,12 @@ fn java_string_hash(s: &str) -> i32 {
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
 
-/// The `__consumer_offsets` partition of a group: Kafka's `abs(hashCode) % partitions`.
+/// The coordinator partition of a key (a group id in `__consumer_offsets`, a transactional
+/// id in `__transaction_state`): Kafka's `Utils.abs(key.hashCode) % partitions`. `Utils.abs`
+/// is the absolute value with `Integer.MIN_VALUE` mapped to 0, not a mask of the sign bit:
+/// the two differ for every negative hash.
 pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    (java_string_hash(group_id) & 0x7fff_ffff) % partitions.max(1)
+    java_string_hash(group_id).checked_abs().unwrap_or(0) % partitions.max(1)
 }
 
 /// Kafka's conditions for downgrading a consumer group when `leaving` goes: it is the last

@@ -483,9 +483,12 @@ fn unloaded_partition_is_not_coordinated_here() {
 
 #[test]
 fn partition_for_matches_kafka() {
-    // Java: "my-group".hashCode() == -1906497762; Utils.abs(h) % 50 == 36.
+    // Checked with Kafka 4.3's own classes: "my-group".hashCode() == -1906497762 and
+    // Utils.abs(h) % 50 == 12 (a mask of the sign bit would give 36); "my-txn" -> 45.
     assert_eq!(java_string_hash("my-group"), -1_906_497_762);
-    assert_eq!(partition_for("my-group", 50), 36);
+    assert_eq!(partition_for("my-group", 50), 12);
+    assert_eq!(partition_for("my-txn", 50), 45);
+    assert_eq!(partition_for("txn-1", 50), 10);
     assert_eq!(partition_for("", 50), 0);
 }
 
