@@ -407,6 +407,7 @@ impl Log {
             }
         }
 
+        let txns = crate::txn::TxnState::default();
         let active_size = segments.last().map_or(0, |s| s.size());
         cursor.base = segments.last().map_or(0, |s| s.base_offset);
         // Drop-behind starts at the end: what is cached now is left to the kernel.
@@ -429,6 +430,7 @@ impl Log {
                 published: None,
                 unflushed_since: None,
                 dir_dirty: false,
+                txns,
             }),
             writer: Mutex::new(Writer { cursor, producers }),
             flush_lock: Mutex::new(()),
