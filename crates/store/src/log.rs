@@ -997,16 +997,12 @@ impl Log {
         Ok(r)
     }
 
-    /// Rebuild the transaction index of `seg` from the log (its `.txnindex` was damaged): each
-    /// ABORT marker in it whose producer had a transaction open gets an entry, the first
-    /// offset found by walking back over the producer's batches to its previous marker or
-    /// non-transactional batch (through earlier segments if need be). The entries' last
-    /// stable offset is the log start offset, which never ends a search early.
+    /// Rebuild the transaction index of `seg` from the log (its `.txnindex` was found
+    /// damaged after the open): see [`rebuild_walkback`].
     pub(crate) fn rebuild_txn_index(
         &self,
         seg: &Arc<Segment>,
     ) -> io::Result<Arc<Vec<sluice_format::txn::TxnIndexEntry>>> {
-        use crate::txn::{events, TxnEvent};
         let (segs, log_start) = {
             let s = self.shared.read();
             (s.segments.clone(), s.log_start)
@@ -1014,46 +1010,7 @@ impl Log {
         let Some(idx) = segs.iter().position(|x| Arc::ptr_eq(x, seg)) else {
             return Ok(Arc::new(Vec::new()));
         };
-        let here = events(&seg.log, seg.size())?;
-        let mut earlier: Vec<Vec<(i64, i64, u64, TxnEvent)>> = Vec::new();
-        let mut out = Vec::new();
-        for (k, &(pid, offset, _, ev)) in here.iter().enumerate() {
-            let TxnEvent::Marker(c) = ev else { continue };
-            if c.control_type != sluice_format::txn::CONTROL_ABORT {
-                continue;
-            }
-            let mut first = None;
-            let mut walk = |evs: &[(i64, i64, u64, TxnEvent)]| -> bool {
-                for &(p, o, _, e) in evs.iter().rev() {
-                    if p != pid {
-                        continue;
-                    }
-                    match e {
-                        TxnEvent::Data => first = Some(o),
-                        _ => return true,
-                    }
-                }
-                false
-            };
-            let mut done = walk(&here[..k]);
-            let mut j = 0;
-            while !done && j < idx {
-                if earlier.len() <= j {
-                    let s = &segs[idx - 1 - j];
-                    earlier.push(events(&s.log, s.size())?);
-                }
-                done = walk(&earlier[j]);
-                j += 1;
-            }
-            if let Some(first) = first {
-                out.push(sluice_format::txn::TxnIndexEntry {
-                    producer_id: pid,
-                    first_offset: first,
-                    last_offset: offset,
-                    last_stable_offset: log_start,
-                });
-            }
-        }
+        let out = rebuild_walkback(&segs, idx, log_start)?;
         let mut t = seg.txn.lock();
         t.file = None;
         t.replace(&seg.dir, seg.base_offset, out)?;
@@ -1773,4 +1730,60 @@ pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
         Ok(Some((_, h))) => Some(h.max_timestamp),
         _ => None,
     }
+}
+
+/// The transaction index of `segs[idx]` from the log alone: each ABORT marker in it whose
+/// producer had a transaction open gets an entry, its first offset found by walking back
+/// over the producer's batches to its previous marker or non-transactional batch (through
+/// earlier segments if need be). The entries' last stable offset is the log start offset,
+/// which never ends a search for aborted transactions early.
+pub(crate) fn rebuild_walkback(
+    segs: &[Arc<Segment>],
+    idx: usize,
+    log_start: i64,
+) -> io::Result<Vec<sluice_format::txn::TxnIndexEntry>> {
+    use crate::txn::{events, TxnEvent};
+    type Events = Vec<(i64, i64, u64, TxnEvent)>;
+    let seg = &segs[idx];
+    let here = events(&seg.log, seg.size())?;
+    let mut earlier: Vec<Events> = Vec::new();
+    let mut out = Vec::new();
+    for (k, &(pid, offset, _, ev)) in here.iter().enumerate() {
+        let TxnEvent::Marker(c) = ev else { continue };
+        if c.control_type != sluice_format::txn::CONTROL_ABORT {
+            continue;
+        }
+        let mut first = None;
+        let mut walk = |evs: &[(i64, i64, u64, TxnEvent)]| -> bool {
+            for &(p, o, _, e) in evs.iter().rev() {
+                if p != pid {
+                    continue;
+                }
+                match e {
+                    TxnEvent::Data => first = Some(o),
+                    _ => return true,
+                }
+            }
+            false
+        };
+        let mut done = walk(&here[..k]);
+        let mut j = 0;
+        while !done && j < idx {
+            if earlier.len() <= j {
+                let s = &segs[idx - 1 - j];
+                earlier.push(events(&s.log, s.size())?);
+            }
+            done = walk(&earlier[j]);
+            j += 1;
+        }
+        if let Some(first) = first {
+            out.push(sluice_format::txn::TxnIndexEntry {
+                producer_id: pid,
+                first_offset: first,
+                last_offset: offset,
+                last_stable_offset: log_start,
+            });
+        }
+    }
+    Ok(out)
 }

@@ -255,7 +255,6 @@ impl ProducerStates {
 
     /// Replay a marker read from the log: returns the first offset of the transaction it
     /// ends, if one was open. An older epoch than known is ignored.
-    #[allow(dead_code)] // used by the loader's replay (next commit)
     pub(crate) fn replay_marker(
         &mut self,
         h: &BatchHeader,
@@ -273,7 +272,6 @@ impl ProducerStates {
     }
 
     /// Open transactions by producer (for the log's transaction state after a load).
-    #[allow(dead_code)] // used by the loader's replay (next commit)
     pub(crate) fn open_txns(&self) -> Vec<(i64, i64)> {
         let mut v: Vec<(i64, i64)> = self
             .map
@@ -363,11 +361,33 @@ impl ProducerStates {
         out
     }
 
-    /// Add the producers of `older` (state as of an earlier offset) that this state does not
-    /// know; what this state knows is newer.
-    pub(crate) fn merge_older(&mut self, older: ProducerStates) {
-        for (pid, entry) in older.map {
-            self.map.entry(pid).or_insert(entry);
+    /// Add what a replay of batches below this state's snapshot offset saw (`hist`): for a
+    /// producer of the same epoch, its batches older than those known (so a retry of any of
+    /// the last five is recognised); a producer this state does not know, as `hist` has it,
+    /// without a transaction (whatever was open then ended before the snapshot, or the
+    /// snapshot would hold it).
+    pub(crate) fn merge_history(&mut self, hist: ProducerStates) {
+        for (pid, mut h) in hist.map {
+            match self.map.get_mut(&pid) {
+                None => {
+                    h.txn_first = None;
+                    self.map.insert(pid, h);
+                }
+                Some(e) if e.epoch == h.epoch => {
+                    let first = e.batches.front().map(|b| b.first_offset);
+                    let mut v: VecDeque<BatchMeta> = h
+                        .batches
+                        .into_iter()
+                        .filter(|b| first.is_none_or(|f| b.last_offset < f))
+                        .collect();
+                    v.extend(e.batches.drain(..));
+                    while v.len() > BATCHES_TO_RETAIN {
+                        v.pop_front();
+                    }
+                    e.batches = v;
+                }
+                Some(_) => {}
+            }
         }
     }
 

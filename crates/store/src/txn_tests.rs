@@ -355,3 +355,166 @@ fn completed_transactions_wait_for_the_published_mark() {
     log.publish(log.synced_mark());
     assert_eq!((log.high_watermark(), log.last_stable_offset()), (3, 3));
 }
+
+/// A transaction opened before the last roll and still open survives a crash through the
+/// producer snapshot; the `.txnindex` of the replayed segment is rebuilt after it was
+/// deleted, and a damaged one of an older segment is rebuilt from the log, never trusted.
+#[test]
+fn restart_mid_transaction_keeps_it_open_and_rebuilds_indexes() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0: producer 1 opens
+    log.append(txn(2, 0, 1, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 1: producer 2 opens
+    log.append_marker(2, 0, 3, ControlType::Abort, NOW).unwrap(); // 2
+    log.roll(NOW).unwrap(); // snapshot at 3: producer 1 open since 0
+    log.append(txn(3, 0, 1, "c", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 3
+    log.append_marker(3, 0, 3, ControlType::Abort, NOW).unwrap(); // 4
+    let dir = dir_of(&log);
+    let old = txn_index(&dir, 0).unwrap();
+    let new = txn_index(&dir, 3).unwrap();
+    assert_eq!((old.len(), new.len()), (1, 1));
+    // A crash (no clean shutdown), and the active segment's index lost.
+    drop(log);
+    drop(m);
+    std::fs::remove_file(dir.join(sluice_format::segment_file_name(
+        3,
+        SegmentFileKind::TxnIndex,
+    )))
+    .unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(log.log_end_offset(), 5);
+    let p1 = log
+        .producers()
+        .into_iter()
+        .find(|p| p.producer_id == 1)
+        .unwrap();
+    assert_eq!(p1.current_txn_start_offset, 0);
+    assert_eq!(log.last_stable_offset(), 0);
+    assert_eq!(txn_index(&dir, 3).unwrap(), new);
+    // Producer 1 commits after the restart: everything is stable, both aborts are listed.
+    log.append_marker(1, 0, 3, ControlType::Commit, NOW)
+        .unwrap();
+    let (got, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(got.len(), 6);
+    assert_eq!(
+        aborted,
+        vec![
+            AbortedTxn {
+                producer_id: 2,
+                first_offset: 1
+            },
+            AbortedTxn {
+                producer_id: 3,
+                first_offset: 3
+            }
+        ]
+    );
+    m.shutdown().unwrap();
+    drop(log);
+    drop(m);
+    // A damaged index of a sealed segment is rebuilt from the log at the next open.
+    let path = dir.join(sluice_format::segment_file_name(
+        0,
+        SegmentFileKind::TxnIndex,
+    ));
+    std::fs::write(&path, b"garbage, not 34-byte entries").unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let rebuilt = txn_index(&dir, 0).unwrap();
+    assert_eq!(rebuilt.len(), 1);
+    assert_eq!(
+        (
+            rebuilt[0].producer_id,
+            rebuilt[0].first_offset,
+            rebuilt[0].last_offset
+        ),
+        (2, 1, 2)
+    );
+    let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(aborted.len(), 2);
+    assert_eq!(log.last_stable_offset(), 6);
+}
+
+/// A cluster takeover (`open_log_at`, shared dirs) finds the open transaction too.
+#[test]
+fn takeover_keeps_open_transactions() {
+    let d = tempfile::tempdir().unwrap();
+    let shared = |node| {
+        LogManager::open_sharing(
+            vec![d.path().to_path_buf()],
+            MetaProperties {
+                node_id: node,
+                cluster_id: "shared-cluster-id-0000A".into(),
+            },
+            DeleteRetry::default(),
+            Sharing::Shared,
+        )
+        .unwrap()
+    };
+    let a = shared(1);
+    let log = a
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 1, 0)
+        .unwrap();
+    log.append(txn(5, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.roll(NOW).unwrap();
+    log.append(txn(5, 1, 1, "a", "2"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let rp = log.flush().unwrap();
+    drop(log);
+    let b = shared(2);
+    let log = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 2, rp)
+        .unwrap();
+    assert_eq!(log.last_stable_offset(), 0);
+    assert_eq!(log.producers()[0].current_txn_start_offset, 0);
+    log.append_marker(5, 0, 0, ControlType::Abort, NOW).unwrap();
+    assert_eq!(txn_index(&dir_of(&log), 1).unwrap()[0].first_offset, 0);
+    drop(a);
+}
+
+/// Producer expiry never forgets a producer with an open transaction.
+#[test]
+fn expiry_keeps_producers_with_open_transactions() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.append(plain(2, 0, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.maintain(NOW + 30 * 24 * 3600 * 1000).unwrap();
+    let ids: Vec<i64> = log.producers().iter().map(|p| p.producer_id).collect();
+    assert_eq!(ids, vec![1]);
+    assert_eq!(log.last_stable_offset(), 0);
+}
+
+/// Retention deletes a segment's `.txnindex` with its other files.
+#[test]
+fn retention_deletes_txnindex() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap();
+    log.roll(NOW).unwrap();
+    log.append(plain(2, 0, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let dir = dir_of(&log);
+    assert!(txn_index(&dir, 0).is_some());
+    log.delete_records_before(2).unwrap();
+    log.maintain(NOW).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("00000000000000000000."))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(log.log_start_offset(), 2);
+}
