@@ -11,6 +11,7 @@ pub mod names;
 pub mod records;
 pub mod snapshot;
 pub mod text;
+pub mod txn;
 
 pub use batch::{
     compute_crc, parse_batches, set_base_offset, set_max_timestamp, set_partition_leader_epoch,

@@ -6,7 +6,7 @@ pub enum SegmentFileKind {
     Log,
     Index,
     TimeIndex,
-    /// `.txnindex` (Kafka's aborted-transaction index; tolerated, not written).
+    /// `.txnindex` (Kafka's aborted-transaction index, `crate::txn`).
     TxnIndex,
     /// `.snapshot` (Kafka's producer state snapshot, `crate::snapshot`).
     Snapshot,

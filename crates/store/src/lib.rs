@@ -31,6 +31,7 @@ mod recent;
 mod relocate;
 mod segment;
 mod snapshots;
+mod txn;
 
 pub mod volume;
 
@@ -38,6 +39,8 @@ pub mod volume;
 mod shared_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 pub use cache::DropStats;
 pub use cleaner::{CleanStats, CleanerConfig, OwnershipCheck};
@@ -157,6 +160,46 @@ pub enum AppendOrigin {
     Client,
 }
 
+/// The type of a transaction marker (Kafka's `ControlRecordType` ABORT = 0, COMMIT = 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlType {
+    Abort,
+    Commit,
+}
+
+/// A fetch's `isolation_level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Everything below the high watermark.
+    ReadUncommitted,
+    /// Whole batches below the last stable offset, with the aborted transactions in range.
+    ReadCommitted,
+}
+
+/// An aborted transaction a read_committed fetch overlaps (Kafka's FetchResponse
+/// `AbortedTransaction`): the consumer drops the producer's batches from `first_offset` up
+/// to its ABORT marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+}
+
+/// One producer the log knows (DescribeProducers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerView {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 when no batch of the current epoch is remembered.
+    pub last_sequence: i32,
+    /// When the producer last appended (ms).
+    pub last_timestamp: i64,
+    /// The coordinator epoch of its last marker, -1 before any.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction on this partition, -1 when none.
+    pub current_txn_start_offset: i64,
+}
+
 /// The result of a successful append.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -202,6 +245,23 @@ pub enum AppendError {
         producer_id: i64,
         epoch: i16,
         current: i16,
+    },
+    /// A batch that does not fit the producer's transaction state (a non-transactional batch
+    /// while its transaction is open).
+    #[error("invalid transaction state of producer {producer_id} on {tp:?}: {reason}")]
+    InvalidTxnState {
+        tp: TopicPartition,
+        producer_id: i64,
+        reason: String,
+    },
+    /// A marker from a transaction coordinator older than the last one seen for the producer
+    /// (Kafka's TRANSACTION_COORDINATOR_FENCED).
+    #[error("marker for producer {producer_id} on {tp:?} has coordinator epoch {coordinator_epoch}, below the last seen {current}")]
+    CoordinatorFenced {
+        tp: TopicPartition,
+        producer_id: i64,
+        coordinator_epoch: i32,
+        current: i32,
     },
     #[error("i/o error appending to {tp:?}: {source}")]
     Io {
@@ -305,6 +365,11 @@ pub struct ReadResult {
     pub slice: Option<FileSlice>,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// The last stable offset when the read was made.
+    pub last_stable_offset: i64,
+    /// Under [`Isolation::ReadCommitted`]: the aborted transactions overlapping the returned
+    /// batches (empty when none); None under read-uncommitted.
+    pub aborted: Option<Vec<AbortedTxn>>,
 }
 
 /// One partition's log. `Send + Sync`; appends are serialised inside, reads run concurrently.
@@ -374,6 +439,53 @@ impl Log {
     ) -> Result<ReadResult, ReadError> {
         self.read_impl(offset, max_bytes, min_one_batch)
     }
+    /// As [`Log::read`]; under [`Isolation::ReadCommitted`] only whole batches below the last
+    /// stable offset, and `aborted` lists the aborted transactions overlapping the returned
+    /// range (Kafka's `collectAbortedTxns(fetchOffset, upperBoundOffset)`).
+    pub fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+        isolation: Isolation,
+    ) -> Result<ReadResult, ReadError> {
+        self.read_isolated_impl(offset, max_bytes, min_one_batch, isolation)
+    }
+    /// Append one COMMIT or ABORT marker for the producer's transaction (Kafka's
+    /// WriteTxnMarkers on a partition leader; the batch layout is in docs/log-format.md). It
+    /// ends the producer's open transaction here, if any (a marker with none open is still
+    /// written, as Kafka does). Refused with [`AppendError::ProducerFenced`] below the
+    /// producer's epoch and [`AppendError::CoordinatorFenced`] below the last coordinator epoch
+    /// seen for it; an epoch above the current one (KIP-890 bumps it at each end of a
+    /// transaction) becomes the producer's. An ABORT of an open transaction adds an entry to
+    /// the active segment's transaction index.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        control: ControlType,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, AppendError> {
+        self.append_marker_impl(
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            control,
+            now_ms,
+        )
+    }
+    /// Kafka's last stable offset: the first offset of the oldest transaction that is open, or
+    /// completed with its marker not yet below the high watermark; else the high watermark.
+    /// Never below the log start offset. Cheap (no I/O).
+    pub fn last_stable_offset(&self) -> i64 {
+        let s = self.shared.read();
+        log::stable_mark(&s).0
+    }
+    /// Every producer the log knows, with its open transaction's first offset.
+    pub fn producers(&self) -> Vec<ProducerView> {
+        self.writer.lock().producers.views()
+    }
     pub fn log_start_offset(&self) -> i64 {
         self.shared.read().log_start
     }
@@ -384,11 +496,7 @@ impl Log {
     /// exactly as Kafka with one in-sync replica); in cluster mode, the published mark's
     /// offset ([`Log::publish`]).
     pub fn high_watermark(&self) -> i64 {
-        let s = self.shared.read();
-        match s.published {
-            Some(m) => m.offset.clamp(s.log_start, s.leo),
-            None => s.leo,
-        }
+        log::high_watermark_of(&self.shared.read())
     }
     /// Where the data made durable by the last successful flush ends (taken before a
     /// cluster member confirms its ownership, then published).
@@ -408,6 +516,9 @@ impl Log {
             Some(p) if p.offset >= mark.offset => {}
             _ => s.published = Some(mark),
         }
+        // Completed transactions whose markers are now below the high watermark are stable.
+        let hw = log::high_watermark_of(&s);
+        s.txns.published_to(hw);
     }
     /// First offset whose batch max timestamp >= `timestamp_ms`, and that timestamp; uses the
     /// time index then scans batch headers. None when no such record.

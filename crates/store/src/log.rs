@@ -21,12 +21,13 @@ use sluice_format::{
 use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
 use crate::fsutil::{sync_dir, write_all_vectored_at, write_atomic};
-use crate::producer::{ProducerEntry, ProducerStates, SeqCheck, SeqError};
+use crate::producer::{MarkerError, ProducerEntry, ProducerStates, SeqCheck, SeqError};
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{
     rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
     INDEX_WRITE_ENTRIES,
 };
+use crate::txn::TxnState;
 use crate::{
     AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, LogFailed, LogFailure,
     ReadError, ReadResult, StoreError, SyncedMark, TimestampType, TopicPartition,
@@ -62,6 +63,46 @@ pub(crate) struct Shared {
     pub unflushed_since: Option<i64>,
     /// Files were created or removed since the last directory fsync.
     pub dir_dirty: bool,
+    /// Open and unpublished transactions (the last stable offset).
+    pub txns: TxnState,
+}
+
+/// The high watermark: the log end on a single broker, the published mark in cluster mode.
+pub(crate) fn high_watermark_of(s: &Shared) -> i64 {
+    match s.published {
+        Some(m) => m.offset.clamp(s.log_start, s.leo),
+        None => s.leo,
+    }
+}
+
+/// The last stable offset, and where it lies in the files when it is below the high
+/// watermark (a read_committed read stops there).
+pub(crate) fn stable_mark(s: &Shared) -> (i64, Option<SyncedMark>) {
+    let hw = high_watermark_of(s);
+    let ongoing = s.txns.ongoing.values().next().map(|t| t.first);
+    let unpublished = s
+        .txns
+        .unpublished
+        .values()
+        .find(|t| t.last_offset.is_none_or(|l| l >= hw))
+        .map(|t| t.first);
+    let first = match (ongoing, unpublished) {
+        (Some(a), Some(b)) => Some(if a.offset <= b.offset { a } else { b }),
+        (a, b) => a.or(b),
+    };
+    match first {
+        Some(m) if m.offset < hw => (m.offset.max(s.log_start), Some(m)),
+        _ => (hw, None),
+    }
+}
+
+/// A marker being appended: who it is for and what it says.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MarkerArgs {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    pub control: crate::ControlType,
 }
 
 impl Shared {
@@ -146,9 +187,37 @@ impl Log {
 
     /// What readers may see: the segments, the end offset and the last segment's readable
     /// size, cut at the published mark when reads are bounded (cluster mode).
-    fn visible(&self) -> (Arc<Vec<Arc<Segment>>>, i64, i64, i64, u64) {
+    /// `committed`: cut at the last stable offset instead (read_committed). Also returns the
+    /// high watermark and the last stable offset.
+    #[allow(clippy::type_complexity)]
+    fn visible(&self, committed: bool) -> (Arc<Vec<Arc<Segment>>>, i64, i64, i64, u64, i64, i64) {
         let s = self.shared.read();
-        let Some(m) = s.published else {
+        let hw = high_watermark_of(&s);
+        let (lso, stable) = stable_mark(&s);
+        let bound = match (committed, stable) {
+            (true, Some(m)) => Some(m),
+            _ => s.published,
+        };
+        let (segs, log_start, leo, end, size) = Self::cut_at(&s, bound);
+        (
+            segs,
+            log_start,
+            leo,
+            end.min(if committed { lso } else { hw }),
+            size,
+            hw,
+            lso,
+        )
+    }
+
+    /// The segments, log start, log end, visible end and the last segment's visible size
+    /// when readers see up to `bound` (None: the log end).
+    #[allow(clippy::type_complexity)]
+    fn cut_at(
+        s: &Shared,
+        bound: Option<SyncedMark>,
+    ) -> (Arc<Vec<Arc<Segment>>>, i64, i64, i64, u64) {
+        let Some(m) = bound else {
             return (s.segments.clone(), s.log_start, s.leo, s.leo, s.active_size);
         };
         let segs = &s.segments;
@@ -218,6 +287,54 @@ impl Log {
         _origin: AppendOrigin,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
+        self.append_inner(records, None, now_ms)
+    }
+
+    pub(crate) fn append_marker_impl(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        control: crate::ControlType,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, AppendError> {
+        if producer_id < 0 {
+            return Err(AppendError::Invalid {
+                tp: self.tp.clone(),
+                reason: format!("transaction marker for producer id {producer_id}"),
+            });
+        }
+        let control_type = match control {
+            crate::ControlType::Abort => sluice_format::txn::CONTROL_ABORT,
+            crate::ControlType::Commit => sluice_format::txn::CONTROL_COMMIT,
+        };
+        let bytes = sluice_format::txn::build_marker(
+            producer_id,
+            producer_epoch,
+            control_type,
+            coordinator_epoch,
+            now_ms,
+        );
+        self.append_inner(
+            Bytes::from(bytes),
+            Some(MarkerArgs {
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                control,
+            }),
+            now_ms,
+        )
+    }
+
+    /// Append client batches (`marker` None) or one transaction marker built by
+    /// [`Log::append_marker`].
+    fn append_inner(
+        &self,
+        records: Bytes,
+        marker: Option<MarkerArgs>,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, AppendError> {
         if self.deleted.load(Ordering::Acquire) {
             return Err(self.aio(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -243,6 +360,9 @@ impl Log {
                 });
             }
             check_client_counts(h).map_err(|e| self.format_error(e))?;
+            if marker.is_some() {
+                continue;
+            }
             if h.is_control() {
                 return Err(AppendError::Invalid {
                     tp: self.tp.clone(),
@@ -278,9 +398,51 @@ impl Log {
         // batches of this append.
         let mut overlay: Vec<(i64, ProducerEntry)> = Vec::new();
         let mut next = leo;
-        for b in &batches {
+        // Transactions this append opens (producer, first offset, batch number) and the one a
+        // marker ends (producer, first offset, aborted).
+        let mut started: Vec<(i64, i64, usize)> = Vec::new();
+        let mut completed: Option<(i64, i64, bool)> = None;
+        if let Some(m) = marker {
+            let current = w.producers.get(m.producer_id);
+            match ProducerStates::check_marker(current, m.producer_epoch, m.coordinator_epoch) {
+                Ok(()) => {}
+                Err(MarkerError::Fenced { epoch, current }) => {
+                    return Err(AppendError::ProducerFenced {
+                        tp: self.tp.clone(),
+                        producer_id: m.producer_id,
+                        epoch,
+                        current,
+                    })
+                }
+                Err(MarkerError::CoordinatorFenced {
+                    coordinator_epoch,
+                    current,
+                }) => {
+                    return Err(AppendError::CoordinatorFenced {
+                        tp: self.tp.clone(),
+                        producer_id: m.producer_id,
+                        coordinator_epoch,
+                        current,
+                    })
+                }
+            }
+            let mut entry = current.cloned().unwrap_or_else(|| ProducerEntry {
+                epoch: m.producer_epoch,
+                ..ProducerEntry::default()
+            });
+            if let Some(first) = ProducerStates::apply_marker(
+                &mut entry,
+                m.producer_epoch,
+                m.coordinator_epoch,
+                now_ms,
+            ) {
+                completed = Some((m.producer_id, first, m.control == crate::ControlType::Abort));
+            }
+            overlay.push((m.producer_id, entry));
+        }
+        for (bi, b) in batches.iter().enumerate() {
             let h = &b.header;
-            if h.has_producer_id() {
+            if marker.is_none() && h.has_producer_id() {
                 let current = overlay
                     .iter()
                     .find(|(p, _)| *p == h.producer_id)
@@ -321,11 +483,20 @@ impl Log {
                         });
                     }
                 }
+                if let Err(reason) = ProducerStates::check_txn(current, h) {
+                    return Err(AppendError::InvalidTxnState {
+                        tp: self.tp.clone(),
+                        producer_id: h.producer_id,
+                        reason,
+                    });
+                }
                 let mut entry = current.cloned().unwrap_or_default();
                 if current.is_none() {
                     entry.epoch = h.producer_epoch;
                 }
-                ProducerStates::apply(&mut entry, h, next, now_ms);
+                if ProducerStates::apply(&mut entry, h, next, now_ms) {
+                    started.push((h.producer_id, next, bi));
+                }
                 if let Some(slot) = overlay.iter_mut().find(|(p, _)| *p == h.producer_id) {
                     slot.1 = entry;
                 } else {
@@ -445,6 +616,26 @@ impl Log {
             due
         };
 
+        // The ABORT of an open transaction goes into the segment's transaction index before
+        // the marker is published (a failed write fails the append, as an index write does).
+        let marker_offset = leo;
+        if let Some((pid, first, true)) = completed {
+            let entry = sluice_format::txn::TxnIndexEntry {
+                producer_id: pid,
+                first_offset: first,
+                last_offset: marker_offset,
+                last_stable_offset: self.shared.read().txns.stable_after(pid, marker_offset),
+            };
+            #[cfg(test)]
+            crate::faults::fire(&mut self.faults.lock().index_write, rustix::io::Errno::IO)
+                .map_err(|e| self.write_failed(&active, active_size, e))?;
+            active
+                .txn
+                .lock()
+                .append(&active.dir, active.base_offset, entry)
+                .map_err(|e| self.write_failed(&active, active_size, e))?;
+        }
+
         // Publish.
         let new_size = active_size + written as u64;
         {
@@ -481,6 +672,22 @@ impl Log {
             let mut s = self.shared.write();
             s.leo = off;
             s.active_size = new_size;
+            for &(pid, first, bi) in &started {
+                let pos = active_size + batches[bi].position as u64;
+                s.txns.start(
+                    pid,
+                    SyncedMark {
+                        offset: first,
+                        base: active.base_offset,
+                        pos,
+                    },
+                );
+            }
+            let hw = high_watermark_of(&s);
+            if let Some((_, first, _)) = completed {
+                s.txns.complete(first, marker_offset, hw);
+            }
+            s.txns.published_to(hw);
             let since = *s.unflushed_since.get_or_insert(now_ms);
             let unflushed = s.leo - s.synced;
             let due =
@@ -765,6 +972,90 @@ impl Log {
         self.read_from(offset, max_bytes, min_one_batch, true)
     }
 
+    pub(crate) fn read_isolated_impl(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+        isolation: crate::Isolation,
+    ) -> Result<ReadResult, ReadError> {
+        let committed = isolation == crate::Isolation::ReadCommitted;
+        let (mut r, upper) =
+            self.read_bounded(offset, max_bytes, min_one_batch, true, committed)?;
+        if committed {
+            let aborted = if r.slice.is_some() {
+                self.collect_aborted(offset, upper)
+                    .map_err(|source| ReadError::Io {
+                        tp: self.tp.clone(),
+                        source,
+                    })?
+            } else {
+                Vec::new()
+            };
+            r.aborted = Some(aborted);
+        }
+        Ok(r)
+    }
+
+    /// Rebuild the transaction index of `seg` from the log (its `.txnindex` was found
+    /// damaged after the open): see [`rebuild_walkback`].
+    pub(crate) fn rebuild_txn_index(
+        &self,
+        seg: &Arc<Segment>,
+    ) -> io::Result<Arc<Vec<sluice_format::txn::TxnIndexEntry>>> {
+        let (segs, log_start) = {
+            let s = self.shared.read();
+            (s.segments.clone(), s.log_start)
+        };
+        let Some(idx) = segs.iter().position(|x| Arc::ptr_eq(x, seg)) else {
+            return Ok(Arc::new(Vec::new()));
+        };
+        let out = rebuild_walkback(&segs, idx, log_start)?;
+        let mut t = seg.txn.lock();
+        t.file = None;
+        t.replace(&seg.dir, seg.base_offset, out)?;
+        t.load(&seg.dir, seg.base_offset)
+    }
+
+    /// Kafka's `collectAbortedTransactions(fetchOffset, upperBoundOffset)`: the aborted
+    /// transactions whose marker is at or after `fetch_offset` and whose first offset is
+    /// below `upper`, from the segment holding `fetch_offset` on, until an entry's last
+    /// stable offset reaches `upper` (no later transaction can overlap the range).
+    pub(crate) fn collect_aborted(
+        &self,
+        fetch_offset: i64,
+        upper: i64,
+    ) -> io::Result<Vec<crate::AbortedTxn>> {
+        let segs = self.shared.read().segments.clone();
+        let from = segs
+            .partition_point(|s| s.base_offset <= fetch_offset)
+            .saturating_sub(1);
+        let mut out = Vec::new();
+        for seg in &segs[from..] {
+            let entries = match seg.aborted_txns() {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    tracing::warn!(tp = ?self.tp, segment = seg.base_offset, error = %e,
+                        "damaged transaction index; rebuilding it from the log");
+                    self.rebuild_txn_index(seg)?
+                }
+                Err(e) => return Err(e),
+            };
+            for e in entries.iter() {
+                if e.last_offset >= fetch_offset && e.first_offset < upper {
+                    out.push(crate::AbortedTxn {
+                        producer_id: e.producer_id,
+                        first_offset: e.first_offset,
+                    });
+                }
+                if e.last_stable_offset >= upper {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// `use_recent`: answer a read of the active segment from its recent batches when they
     /// can (tests compare the answers with and without).
     pub(crate) fn read_from(
@@ -774,7 +1065,29 @@ impl Log {
         min_one_batch: bool,
         use_recent: bool,
     ) -> Result<ReadResult, ReadError> {
-        let (segs, log_start, log_end, leo, active_size) = self.visible();
+        self.read_bounded(offset, max_bytes, min_one_batch, use_recent, false)
+            .map(|(r, _)| r)
+    }
+
+    /// A read, and the offset after the last batch it returns (the upper bound of the
+    /// aborted transactions a read_committed fetch needs). `committed`: stop at the last
+    /// stable offset.
+    pub(crate) fn read_bounded(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+        use_recent: bool,
+        committed: bool,
+    ) -> Result<(ReadResult, i64), ReadError> {
+        let (segs, log_start, log_end, leo, active_size, hw, lso) = self.visible(committed);
+        let result = |slice: Option<FileSlice>| ReadResult {
+            slice,
+            high_watermark: hw,
+            log_start_offset: log_start,
+            last_stable_offset: lso,
+            aborted: None,
+        };
         let rio = |source: io::Error| ReadError::Io {
             tp: self.tp.clone(),
             source,
@@ -787,14 +1100,10 @@ impl Log {
                 log_end,
             });
         }
-        let empty = ReadResult {
-            slice: None,
-            high_watermark: leo,
-            log_start_offset: log_start,
-        };
-        // Between the visible end (the high watermark) and the log end: nothing yet.
+        // Between the visible end (the high watermark, or the last stable offset) and the
+        // log end: nothing yet.
         if offset >= leo {
-            return Ok(empty);
+            return Ok((result(None), offset));
         }
         let interval = self.interval();
         let first = segs
@@ -803,26 +1112,36 @@ impl Log {
         for i in first..segs.len() {
             let seg = &segs[i];
             let limit = Self::seg_limit(&segs, i, active_size);
+            // The offset after everything this segment shows readers.
+            let seg_end = if i + 1 == segs.len() {
+                leo
+            } else {
+                seg.next_offset()
+            };
+            let slice = |position: u64, len: u64| {
+                Some(FileSlice {
+                    file: seg.log.clone(),
+                    position,
+                    len: u32::try_from(len).unwrap_or(u32::MAX),
+                })
+            };
             let tail = if use_recent && i + 1 == segs.len() {
-                seg.meta
-                    .read()
-                    .recent
+                let m = seg.meta.read();
+                m.recent
                     .read(offset, u64::from(max_bytes), min_one_batch, limit)
+                    .map(|t| match t {
+                        TailRead::Found { position, len } => {
+                            (t, m.recent.offset_after(position + len).unwrap_or(seg_end))
+                        }
+                        TailRead::TooLarge => (t, offset),
+                    })
             } else {
                 None
             };
             match tail {
-                Some(TailRead::TooLarge) => return Ok(empty),
-                Some(TailRead::Found { position, len }) => {
-                    return Ok(ReadResult {
-                        slice: Some(FileSlice {
-                            file: seg.log.clone(),
-                            position,
-                            len: u32::try_from(len).unwrap_or(u32::MAX),
-                        }),
-                        high_watermark: leo,
-                        log_start_offset: log_start,
-                    })
+                Some((TailRead::TooLarge, _)) => return Ok((result(None), offset)),
+                Some((TailRead::Found { position, len }, upper)) => {
+                    return Ok((result(slice(position, len)), upper));
                 }
                 None => {}
             }
@@ -842,13 +1161,13 @@ impl Log {
             let Some((pos, h)) = found else { continue };
             let first_len = h.total_len() as u64;
             let max = u64::from(max_bytes);
-            let len = if first_len > max {
+            let (len, upper) = if first_len > max {
                 if !min_one_batch {
-                    return Ok(empty);
+                    return Ok((result(None), offset));
                 }
-                first_len
+                (first_len, h.next_offset())
             } else if pos + max >= limit {
-                limit - pos
+                (limit - pos, seg_end)
             } else {
                 // Whole batches only: walk from the nearest batch boundary below the cap.
                 let target = pos + max;
@@ -858,11 +1177,15 @@ impl Log {
                 let mut scanner = BatchScanner::new(&seg.log, from, limit, false);
                 // Every batch before `from` (a batch start at or below the cap) fits whole.
                 let mut end = (pos + first_len).max(from);
+                // The first batch left out starts the range no aborted transaction of this
+                // read needs to reach.
+                let mut upper = seg_end;
                 loop {
                     match scanner.next_batch() {
                         Ok(Some((p, h))) => {
                             let e = p + h.total_len() as u64;
                             if e > target {
+                                upper = h.base_offset;
                                 break;
                             }
                             end = end.max(e);
@@ -871,19 +1194,11 @@ impl Log {
                         Err(e) => return Err(rio(e.into_io())),
                     }
                 }
-                end - pos
+                (end - pos, upper.max(h.next_offset()))
             };
-            return Ok(ReadResult {
-                slice: Some(FileSlice {
-                    file: seg.log.clone(),
-                    position: pos,
-                    len: u32::try_from(len).unwrap_or(u32::MAX),
-                }),
-                high_watermark: leo,
-                log_start_offset: log_start,
-            });
+            return Ok((result(slice(pos, len)), upper));
         }
-        Ok(empty)
+        Ok((result(None), offset))
     }
 
     pub(crate) fn offset_for_timestamp_impl(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
@@ -1045,6 +1360,9 @@ impl Log {
                         })?;
                         seg.time_file.sync_data().map_err(|e| {
                             self.sync_failed(path(SegmentFileKind::TimeIndex), synced, e)
+                        })?;
+                        seg.txn.lock().sync().map_err(|e| {
+                            self.sync_failed(path(SegmentFileKind::TxnIndex), synced, e)
                         })?;
                     }
                 }
@@ -1412,4 +1730,60 @@ pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
         Ok(Some((_, h))) => Some(h.max_timestamp),
         _ => None,
     }
+}
+
+/// The transaction index of `segs[idx]` from the log alone: each ABORT marker in it whose
+/// producer had a transaction open gets an entry, its first offset found by walking back
+/// over the producer's batches to its previous marker or non-transactional batch (through
+/// earlier segments if need be). The entries' last stable offset is the log start offset,
+/// which never ends a search for aborted transactions early.
+pub(crate) fn rebuild_walkback(
+    segs: &[Arc<Segment>],
+    idx: usize,
+    log_start: i64,
+) -> io::Result<Vec<sluice_format::txn::TxnIndexEntry>> {
+    use crate::txn::{events, TxnEvent};
+    type Events = Vec<(i64, i64, u64, TxnEvent)>;
+    let seg = &segs[idx];
+    let here = events(&seg.log, seg.size())?;
+    let mut earlier: Vec<Events> = Vec::new();
+    let mut out = Vec::new();
+    for (k, &(pid, offset, _, ev)) in here.iter().enumerate() {
+        let TxnEvent::Marker(c) = ev else { continue };
+        if c.control_type != sluice_format::txn::CONTROL_ABORT {
+            continue;
+        }
+        let mut first = None;
+        let mut walk = |evs: &[(i64, i64, u64, TxnEvent)]| -> bool {
+            for &(p, o, _, e) in evs.iter().rev() {
+                if p != pid {
+                    continue;
+                }
+                match e {
+                    TxnEvent::Data => first = Some(o),
+                    _ => return true,
+                }
+            }
+            false
+        };
+        let mut done = walk(&here[..k]);
+        let mut j = 0;
+        while !done && j < idx {
+            if earlier.len() <= j {
+                let s = &segs[idx - 1 - j];
+                earlier.push(events(&s.log, s.size())?);
+            }
+            done = walk(&earlier[j]);
+            j += 1;
+        }
+        if let Some(first) = first {
+            out.push(sluice_format::txn::TxnIndexEntry {
+                producer_id: pid,
+                first_offset: first,
+                last_offset: offset,
+                last_stable_offset: log_start,
+            });
+        }
+    }
+    Ok(out)
 }

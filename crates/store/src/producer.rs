@@ -1,5 +1,7 @@
-//! Idempotent-producer state, like Kafka's ProducerStateManager (without transactions): per
-//! producer id the current epoch and the metadata of the last five batches.
+//! Producer state, like Kafka's ProducerStateManager: per producer id the current epoch, the
+//! metadata of the last five batches (idempotence), the coordinator epoch of its last
+//! transaction marker and the first offset of its open transaction on this partition. The
+//! log's view of open transactions (for the last stable offset) is `crate::txn::TxnState`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -19,11 +21,40 @@ pub(crate) struct BatchMeta {
     pub last_offset: i64,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMeta>,
     pub last_append_ms: i64,
+    /// The coordinator epoch of the producer's last marker; -1 before any.
+    pub coordinator_epoch: i32,
+    /// The first offset of the producer's open transaction on this partition.
+    pub txn_first: Option<i64>,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_append_ms: 0,
+            coordinator_epoch: -1,
+            txn_first: None,
+        }
+    }
+}
+
+/// Why a marker is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum MarkerError {
+    Fenced {
+        epoch: i16,
+        current: i16,
+    },
+    CoordinatorFenced {
+        coordinator_epoch: i32,
+        current: i32,
+    },
 }
 
 /// Outcome of checking one batch.
@@ -119,13 +150,67 @@ impl ProducerStates {
         }
     }
 
-    /// Apply an accepted (or replayed-from-disk) batch to `entry`.
+    /// Kafka's `appendDataBatch` check: a producer with an open transaction writes only
+    /// transactional batches (until its marker, or a new epoch, which only a marker brings).
+    pub(crate) fn check_txn(entry: Option<&ProducerEntry>, h: &BatchHeader) -> Result<(), String> {
+        match entry {
+            Some(e) if e.txn_first.is_some() && !h.is_transactional() => Err(format!(
+                "a non-transactional batch while the transaction started at offset {} is open",
+                e.txn_first.unwrap_or(-1)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Kafka's `appendEndTxnMarker` checks: the producer epoch may not go back, nor the
+    /// coordinator epoch.
+    pub(crate) fn check_marker(
+        entry: Option<&ProducerEntry>,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), MarkerError> {
+        let Some(e) = entry else { return Ok(()) };
+        if epoch < e.epoch {
+            return Err(MarkerError::Fenced {
+                epoch,
+                current: e.epoch,
+            });
+        }
+        if coordinator_epoch < e.coordinator_epoch {
+            return Err(MarkerError::CoordinatorFenced {
+                coordinator_epoch,
+                current: e.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Apply a marker to `entry`: its epoch (a higher one forgets the batches of the old),
+    /// coordinator epoch, and the end of its open transaction, whose first offset is
+    /// returned.
+    pub(crate) fn apply_marker(
+        entry: &mut ProducerEntry,
+        epoch: i16,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) -> Option<i64> {
+        if epoch != entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.last_append_ms = entry.last_append_ms.max(now_ms);
+        entry.txn_first.take()
+    }
+
+    /// Apply an accepted (or replayed-from-disk) data batch to `entry`. Returns true when the
+    /// batch opens a transaction.
     pub(crate) fn apply(
         entry: &mut ProducerEntry,
         h: &BatchHeader,
         first_offset: i64,
         now_ms: i64,
-    ) {
+    ) -> bool {
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
@@ -140,25 +225,79 @@ impl ProducerStates {
             entry.batches.pop_front();
         }
         entry.last_append_ms = entry.last_append_ms.max(now_ms);
+        if h.is_transactional() && entry.txn_first.is_none() {
+            entry.txn_first = Some(first_offset);
+            return true;
+        }
+        false
     }
 
-    /// Replay a batch read from the log (no checks; an older epoch than known is ignored).
-    pub(crate) fn replay(&mut self, h: &BatchHeader, now_ms: i64) {
-        if h.producer_id < 0 {
-            return;
+    fn entry_for(&mut self, pid: i64, epoch: i16, now_ms: i64) -> &mut ProducerEntry {
+        self.map.entry(pid).or_insert_with(|| ProducerEntry {
+            epoch,
+            last_append_ms: now_ms,
+            ..ProducerEntry::default()
+        })
+    }
+
+    /// Replay a data batch read from the log (no checks; an older epoch than known is
+    /// ignored). Returns true when it opens a transaction.
+    pub(crate) fn replay(&mut self, h: &BatchHeader, now_ms: i64) -> bool {
+        if h.producer_id < 0 || h.is_control() {
+            return false;
         }
-        let entry = self
-            .map
-            .entry(h.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: h.producer_epoch,
-                batches: VecDeque::new(),
-                last_append_ms: now_ms,
-            });
+        let entry = self.entry_for(h.producer_id, h.producer_epoch, now_ms);
         if h.producer_epoch < entry.epoch {
-            return;
+            return false;
         }
-        Self::apply(entry, h, h.base_offset, now_ms);
+        Self::apply(entry, h, h.base_offset, now_ms)
+    }
+
+    /// Replay a marker read from the log: returns the first offset of the transaction it
+    /// ends, if one was open. An older epoch than known is ignored.
+    pub(crate) fn replay_marker(
+        &mut self,
+        h: &BatchHeader,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) -> Option<i64> {
+        if h.producer_id < 0 {
+            return None;
+        }
+        let entry = self.entry_for(h.producer_id, h.producer_epoch, now_ms);
+        if h.producer_epoch < entry.epoch {
+            return None;
+        }
+        Self::apply_marker(entry, h.producer_epoch, coordinator_epoch, now_ms)
+    }
+
+    /// Open transactions by producer (for the log's transaction state after a load).
+    pub(crate) fn open_txns(&self) -> Vec<(i64, i64)> {
+        let mut v: Vec<(i64, i64)> = self
+            .map
+            .iter()
+            .filter_map(|(pid, e)| e.txn_first.map(|f| (*pid, f)))
+            .collect();
+        v.sort_by_key(|(_, f)| *f);
+        v
+    }
+
+    /// What DescribeProducers shows.
+    pub(crate) fn views(&self) -> Vec<crate::ProducerView> {
+        let mut v: Vec<crate::ProducerView> = self
+            .map
+            .iter()
+            .map(|(&pid, e)| crate::ProducerView {
+                producer_id: pid,
+                producer_epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp: e.last_append_ms,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: e.txn_first.unwrap_or(-1),
+            })
+            .collect();
+        v.sort_by_key(|p| p.producer_id);
+        v
     }
 
     pub(crate) fn insert(&mut self, pid: i64, entry: ProducerEntry) {
@@ -181,8 +320,8 @@ impl ProducerStates {
                         i32::try_from(b.last_offset - b.first_offset).unwrap_or(0)
                     }),
                     timestamp: e.last_append_ms,
-                    coordinator_epoch: -1,
-                    current_txn_first_offset: -1,
+                    coordinator_epoch: e.coordinator_epoch,
+                    current_txn_first_offset: e.txn_first.unwrap_or(-1),
                 }
             })
             .collect();
@@ -213,31 +352,60 @@ impl ProducerStates {
                     epoch: e.epoch,
                     batches,
                     last_append_ms: e.timestamp,
+                    coordinator_epoch: e.coordinator_epoch,
+                    txn_first: (e.current_txn_first_offset >= 0)
+                        .then_some(e.current_txn_first_offset),
                 },
             );
         }
         out
     }
 
-    /// Add the producers of `older` (state as of an earlier offset) that this state does not
-    /// know; what this state knows is newer.
-    pub(crate) fn merge_older(&mut self, older: ProducerStates) {
-        for (pid, entry) in older.map {
-            self.map.entry(pid).or_insert(entry);
+    /// Add what a replay of batches below this state's snapshot offset saw (`hist`): for a
+    /// producer of the same epoch, its batches older than those known (so a retry of any of
+    /// the last five is recognised); a producer this state does not know, as `hist` has it,
+    /// without a transaction (whatever was open then ended before the snapshot, or the
+    /// snapshot would hold it).
+    pub(crate) fn merge_history(&mut self, hist: ProducerStates) {
+        for (pid, mut h) in hist.map {
+            match self.map.get_mut(&pid) {
+                None => {
+                    h.txn_first = None;
+                    self.map.insert(pid, h);
+                }
+                Some(e) if e.epoch == h.epoch => {
+                    let first = e.batches.front().map(|b| b.first_offset);
+                    let mut v: VecDeque<BatchMeta> = h
+                        .batches
+                        .into_iter()
+                        .filter(|b| first.is_none_or(|f| b.last_offset < f))
+                        .collect();
+                    v.extend(e.batches.drain(..));
+                    while v.len() > BATCHES_TO_RETAIN {
+                        v.pop_front();
+                    }
+                    e.batches = v;
+                }
+                Some(_) => {}
+            }
         }
     }
 
-    /// Forget producers idle for longer than the expiration.
+    /// Forget producers idle for longer than the expiration, never one with an open
+    /// transaction (its marker is still to come; Kafka's `isProducerExpired`).
     pub(crate) fn expire(&mut self, now_ms: i64) {
-        self.map
-            .retain(|_, e| now_ms.saturating_sub(e.last_append_ms) < PRODUCER_EXPIRATION_MS);
+        self.map.retain(|_, e| {
+            e.txn_first.is_some()
+                || now_ms.saturating_sub(e.last_append_ms) < PRODUCER_EXPIRATION_MS
+        });
     }
 
     /// Forget batches entirely below the log start offset (like Kafka, which evicts producers
-    /// whose last offset is below it).
+    /// whose last offset is below it), but not a producer with an open transaction.
     pub(crate) fn truncate_head(&mut self, log_start: i64) {
-        self.map
-            .retain(|_, e| e.batches.back().is_none_or(|b| b.last_offset >= log_start));
+        self.map.retain(|_, e| {
+            e.txn_first.is_some() || e.batches.back().is_none_or(|b| b.last_offset >= log_start)
+        });
     }
 }
 

@@ -55,6 +55,15 @@ impl RecentBatches {
         self.v.push_back(b);
     }
 
+    /// The offset after the batch ending at byte `end`, if the list holds it.
+    pub(crate) fn offset_after(&self, end: u64) -> Option<i64> {
+        self.v
+            .iter()
+            .rev()
+            .find(|b| b.end() == end)
+            .map(|b| b.last_offset + 1)
+    }
+
     /// The answer of a read of `offset` with at most `max_bytes` (`min_one_batch`: the first
     /// batch is returned whole even when larger), given that the segment's readers see
     /// `limit` bytes. None when the list cannot tell (the batch may lie before it, or the

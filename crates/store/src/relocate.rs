@@ -68,6 +68,17 @@ fn copy_segment(seg: &Segment, dir: &Path, log_from: u64, log_len: u64) -> io::R
         let len = file.metadata()?.len();
         copy_range(file, &seg_path(dir, base, kind), 0, len)?;
     }
+    // The transaction index, if the segment has one (written under the writer lock, which
+    // the last copy holds).
+    let txn = seg.txn.lock().file.clone();
+    let txn = match txn {
+        Some(f) => Some(f),
+        None => crate::txn::open_existing(&seg.dir, base)?.map(Arc::new),
+    };
+    if let Some(f) = txn {
+        let len = f.metadata()?.len();
+        copy_range(&f, &seg_path(dir, base, SegmentFileKind::TxnIndex), 0, len)?;
+    }
     Ok(())
 }
 
@@ -116,6 +127,7 @@ impl Log {
                 SegmentFileKind::Log,
                 SegmentFileKind::Index,
                 SegmentFileKind::TimeIndex,
+                SegmentFileKind::TxnIndex,
             ] {
                 match std::fs::remove_file(seg_path(future, *base, kind)) {
                     Ok(()) => {}

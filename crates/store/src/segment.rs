@@ -154,6 +154,8 @@ pub(crate) struct Segment {
     pub index_file: Arc<File>,
     pub time_file: Arc<File>,
     pub meta: RwLock<SegMeta>,
+    /// The aborted transactions whose ABORT marker is in this segment (`.txnindex`).
+    pub txn: parking_lot::Mutex<crate::txn::TxnIndex>,
 }
 
 /// A scan failure: I/O, or the data is not a valid batch at `pos`.
@@ -360,6 +362,10 @@ impl Segment {
                 recent: RecentBatches::default(),
                 index_on_disk: (0, 0),
             }),
+            txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
+                entries: Some(Arc::new(Vec::new())),
+                file: None,
+            }),
         })
     }
 
@@ -394,6 +400,7 @@ impl Segment {
                     recent: RecentBatches::default(),
                     index_on_disk: (0, 0),
                 }),
+                txn: Default::default(),
             },
             existed,
         ))
@@ -428,7 +435,17 @@ impl Segment {
                 recent: m.recent.clone(),
                 index_on_disk: m.index_on_disk,
             }),
+            txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
+                entries: self.txn.lock().entries.clone(),
+                file: crate::txn::open_existing(dir, self.base_offset)?.map(Arc::new),
+            }),
         })
+    }
+
+    /// The segment's aborted transactions (loaded from its `.txnindex` on first use). A
+    /// damaged file is an error of kind `InvalidData`: the caller rebuilds it from the log.
+    pub(crate) fn aborted_txns(&self) -> io::Result<Arc<Vec<sluice_format::txn::TxnIndexEntry>>> {
+        self.txn.lock().load(&self.dir, self.base_offset)
     }
 
     pub(crate) fn next_offset(&self) -> i64 {

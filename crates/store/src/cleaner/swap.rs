@@ -188,6 +188,7 @@ impl Cleaned {
                 recent: RecentBatches::default(),
                 index_on_disk: (w.oi.len(), w.ti.len()),
             }),
+            txn: Default::default(),
         };
         Ok(Finished { cleaned: self, seg })
     }

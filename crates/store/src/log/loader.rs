@@ -5,6 +5,7 @@
 //! come through here.
 
 use super::*;
+use sluice_format::txn::{is_txn_marker, TxnIndexEntry, CONTROL_ABORT};
 
 impl Log {
     pub(crate) fn open(p: OpenParams) -> Result<Log, StoreError> {
@@ -373,18 +374,71 @@ impl Log {
             });
             recent.min(snap)
         };
-        let mut producers = ProducerStates::default();
+        // From the snapshot's offset on, the replay is exact (Kafka's): it starts from the
+        // snapshot's state (open transactions and coordinator epochs included), follows
+        // markers, and rebuilds the transaction index of what it reads. Batches below the
+        // snapshot only add batch history for idempotence.
+        let (snap_offset, mut producers) = match snapshot {
+            Some((offset, state)) => (offset, state),
+            None => (i64::MIN, ProducerStates::default()),
+        };
+        let mut hist = ProducerStates::default();
+        let mut txns = crate::txn::TxnState::default();
+        for (pid, first) in producers.open_txns() {
+            let mark = batch_mark(&segments, first, interval).map_err(serr)?;
+            txns.start(pid, mark);
+        }
+        let mut computed: std::collections::HashMap<i64, Vec<TxnIndexEntry>> =
+            std::collections::HashMap::new();
         for s in &segments[from..] {
             let end = s.size();
             let mut scanner = BatchScanner::new(&s.log, 0, end, false);
             loop {
                 match scanner.next_batch() {
-                    Ok(Some((_, h))) => {
-                        if h.last_offset() >= log_start {
-                            producers.replay(&h, p.now_ms);
-                        }
+                    Ok(Some((pos, h))) => {
                         if p.clean {
                             epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                        }
+                        if h.last_offset() < log_start {
+                            continue;
+                        }
+                        if h.base_offset < snap_offset {
+                            hist.replay(&h, p.now_ms);
+                            continue;
+                        }
+                        if is_txn_marker(&h) {
+                            let c = match crate::txn::read_marker(&s.log, pos, &h) {
+                                Ok(Some(c)) => c,
+                                Ok(None) => continue,
+                                Err(e) => return Err(serr(e)),
+                            };
+                            let Some(first) =
+                                producers.replay_marker(&h, c.coordinator_epoch, p.now_ms)
+                            else {
+                                continue;
+                            };
+                            if c.control_type == CONTROL_ABORT {
+                                let lso = txns.stable_after(h.producer_id, h.base_offset);
+                                computed
+                                    .entry(s.base_offset)
+                                    .or_default()
+                                    .push(TxnIndexEntry {
+                                        producer_id: h.producer_id,
+                                        first_offset: first,
+                                        last_offset: h.base_offset,
+                                        last_stable_offset: lso,
+                                    });
+                            }
+                            txns.ongoing.remove(&first);
+                        } else if producers.replay(&h, p.now_ms) {
+                            txns.start(
+                                h.producer_id,
+                                SyncedMark {
+                                    offset: h.base_offset,
+                                    base: s.base_offset,
+                                    pos,
+                                },
+                            );
                         }
                     }
                     Ok(None) => break,
@@ -395,12 +449,60 @@ impl Log {
                 }
             }
         }
-        if let Some((_, older)) = snapshot {
-            // The replay covers everything after the snapshot: what it saw of a producer is
-            // newer than the snapshot's entry.
-            producers.merge_older(older);
-            producers.truncate_head(log_start);
+        producers.merge_history(hist);
+        producers.truncate_head(log_start);
+
+        // Transaction indexes: exact from the replay for the segments it read from the
+        // snapshot's offset on (or from the first segment, without a snapshot); a damaged one
+        // below is rebuilt from the log alone. Without a snapshot a replay of the newest
+        // segments may miss a transaction opened before them: it replaces no index then.
+        let exact_from = if snap_offset != i64::MIN || from == 0 {
+            snap_offset
+        } else {
+            i64::MAX
+        };
+        for (i, seg) in segments.iter().enumerate() {
+            let next = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
+            let loaded = seg.txn.lock().load(&seg.dir, seg.base_offset);
+            let damaged = match &loaded {
+                Ok(_) => false,
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    tracing::warn!(tp = ?p.tp, segment = seg.base_offset, error = %e,
+                        "damaged transaction index; rebuilding it from the log");
+                    true
+                }
+                Err(e) => return Err(serr(io::Error::new(e.kind(), e.to_string()))),
+            };
+            let replayed = i >= from && next > exact_from;
+            let want = if replayed && (seg.base_offset >= exact_from || !damaged) {
+                let mut v: Vec<TxnIndexEntry> = match &loaded {
+                    Ok(old) if seg.base_offset < exact_from => old
+                        .iter()
+                        .filter(|e| e.last_offset < exact_from)
+                        .copied()
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                v.extend(computed.remove(&seg.base_offset).unwrap_or_default());
+                Some(v)
+            } else if damaged {
+                Some(crate::log::rebuild_walkback(&segments, i, log_start).map_err(serr)?)
+            } else {
+                None
+            };
+            if let Some(v) = want {
+                let same = loaded.as_ref().is_ok_and(|old| **old == v);
+                if !same {
+                    tracing::info!(tp = ?p.tp, segment = seg.base_offset, entries = v.len(),
+                        "rewriting the transaction index from the log");
+                    let mut t = seg.txn.lock();
+                    t.file = None;
+                    t.replace(&seg.dir, seg.base_offset, v).map_err(serr)?;
+                    t.sync().map_err(serr)?;
+                }
+            }
         }
+
         if epochs_dirty {
             if let Err(e) = epochs.persist() {
                 tracing::warn!(tp = ?p.tp, error = %e, "could not write leader-epoch-checkpoint");
@@ -429,6 +531,7 @@ impl Log {
                 published: None,
                 unflushed_since: None,
                 dir_dirty: false,
+                txns,
             }),
             writer: Mutex::new(Writer { cursor, producers }),
             flush_lock: Mutex::new(()),
@@ -444,4 +547,35 @@ impl Log {
             faults: Mutex::new(crate::faults::Faults::default()),
         })
     }
+}
+
+/// Where the batch holding `offset` starts (for an open transaction known from a snapshot).
+/// A mark with no segment of its own when the offset lies before every segment.
+fn batch_mark(segments: &[Arc<Segment>], offset: i64, interval: u64) -> io::Result<SyncedMark> {
+    let k = segments.partition_point(|s| s.base_offset <= offset);
+    let none = SyncedMark {
+        offset,
+        base: i64::MIN,
+        pos: 0,
+    };
+    let Some(seg) = k.checked_sub(1).map(|k| &segments[k]) else {
+        return Ok(none);
+    };
+    let size = seg.size();
+    let start = seg.lookup_position(offset, size, interval)?;
+    let mut scanner = BatchScanner::new(&seg.log, start, size, false);
+    while let Some((pos, h)) = scanner.next_batch().map_err(|e| e.into_io())? {
+        if h.last_offset() >= offset {
+            return Ok(SyncedMark {
+                offset,
+                base: seg.base_offset,
+                pos,
+            });
+        }
+    }
+    Ok(SyncedMark {
+        offset,
+        base: seg.base_offset,
+        pos: size,
+    })
 }

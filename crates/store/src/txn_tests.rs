@@ -1,0 +1,520 @@
+//! Transactions in the log store: markers, the last stable offset, read_committed reads,
+//! `.txnindex` files, recovery, retention and compaction of transactional data.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sluice_format::txn::{decode_txn_index, TxnIndexEntry};
+use sluice_format::{parse_batches, BatchBuilder, SegmentFileKind};
+
+use crate::tests::{cfg, NOW};
+use crate::*;
+
+fn meta() -> MetaProperties {
+    MetaProperties {
+        node_id: 1,
+        cluster_id: "test-cluster-id-00000A".into(),
+    }
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition {
+        topic: "txn".into(),
+        partition: 0,
+    }
+}
+
+fn open(m: &LogManager, c: LogConfig) -> Arc<Log> {
+    m.open_log(&tp(), uuid::Uuid::from_u128(9), c, 1).unwrap()
+}
+
+fn mgr(dir: &Path) -> LogManager {
+    LogManager::open(vec![dir.to_path_buf()], meta()).unwrap()
+}
+
+/// A transactional batch of `n` records of producer `pid` (epoch 0).
+fn txn(pid: i64, seq: i32, n: usize, key: &str, value: &str) -> Bytes {
+    let mut b = BatchBuilder::new().producer(pid, 0, seq);
+    b.transactional = true;
+    for i in 0..n {
+        b = b.record(NOW + i as i64, Some(key.as_bytes()), Some(value.as_bytes()));
+    }
+    Bytes::from(b.build())
+}
+
+fn plain(pid: i64, seq: i32, key: &str, value: &str) -> Bytes {
+    Bytes::from(
+        BatchBuilder::new()
+            .producer(pid, 0, seq)
+            .record(NOW, Some(key.as_bytes()), Some(value.as_bytes()))
+            .build(),
+    )
+}
+
+fn dir_of(log: &Log) -> PathBuf {
+    log.dir()
+}
+
+fn txn_index(dir: &Path, base: i64) -> Option<Vec<TxnIndexEntry>> {
+    let path = dir.join(sluice_format::segment_file_name(
+        base,
+        SegmentFileKind::TxnIndex,
+    ));
+    std::fs::read(path)
+        .ok()
+        .map(|b| decode_txn_index(&b, base).unwrap())
+}
+
+/// (base offset, is control) of the batches a read returns, reading on from `from`.
+fn read_batches(log: &Log, from: i64, iso: Isolation) -> (Vec<(i64, bool)>, Vec<AbortedTxn>) {
+    let mut out = Vec::new();
+    let mut aborted = Vec::new();
+    let mut off = from;
+    loop {
+        let r = log.read_isolated(off, 1 << 20, true, iso).unwrap();
+        if iso == Isolation::ReadCommitted {
+            aborted.extend(r.aborted.clone().unwrap());
+        } else {
+            assert!(r.aborted.is_none());
+        }
+        let Some(slice) = r.slice else { break };
+        let bytes = slice.read_bytes().unwrap();
+        for b in parse_batches(&bytes, None).unwrap() {
+            out.push((b.header.base_offset, b.header.is_control()));
+            off = b.header.next_offset();
+        }
+    }
+    aborted.dedup();
+    (out, aborted)
+}
+
+/// Transactions open at their first batch, stay open across rolls, and end with their
+/// markers; the marker batch has Kafka's layout; an ABORT of an open transaction writes an
+/// entry to the active segment's `.txnindex`, a COMMIT does not.
+#[test]
+fn commit_and_abort_across_rolls() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 2, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0..1
+    assert_eq!(log.producers()[0].current_txn_start_offset, 0);
+    log.roll(NOW).unwrap();
+    log.append(txn(1, 2, 1, "a", "2"), AppendOrigin::Client, NOW)
+        .unwrap(); // 2
+    assert_eq!(log.last_stable_offset(), 0);
+    let out = log
+        .append_marker(1, 0, 5, ControlType::Commit, NOW)
+        .unwrap();
+    assert_eq!((out.base_offset, out.last_offset), (3, 3));
+    assert_eq!(log.last_stable_offset(), 4);
+    let p = &log.producers()[0];
+    assert_eq!(
+        (
+            p.producer_id,
+            p.coordinator_epoch,
+            p.current_txn_start_offset
+        ),
+        (1, 5, -1)
+    );
+    // The marker: a transactional control batch, base sequence -1, one record.
+    let r = log.read(3, 1 << 20, true).unwrap();
+    let bytes = r.slice.unwrap().read_bytes().unwrap();
+    let h = parse_batches(&bytes, None).unwrap()[0].header;
+    assert!(h.is_control() && h.is_transactional());
+    assert_eq!((h.producer_id, h.base_sequence, h.record_count), (1, -1, 1));
+    let c = sluice_format::txn::parse_control(&bytes, &h).unwrap();
+    assert_eq!((c.control_type, c.coordinator_epoch), (1, 5));
+    // A commit writes no transaction index.
+    assert_eq!(txn_index(&dir_of(&log), 2), None);
+
+    // A transaction from another producer, rolled over, then aborted.
+    log.append(txn(2, 0, 1, "b", "x"), AppendOrigin::Client, NOW)
+        .unwrap(); // 4
+    log.roll(NOW).unwrap();
+    log.append(txn(2, 1, 1, "b", "y"), AppendOrigin::Client, NOW)
+        .unwrap(); // 5
+    assert_eq!(log.last_stable_offset(), 4);
+    log.append_marker(2, 0, 5, ControlType::Abort, NOW).unwrap(); // 6
+    assert_eq!(log.last_stable_offset(), 7);
+    assert_eq!(
+        txn_index(&dir_of(&log), 5),
+        Some(vec![TxnIndexEntry {
+            producer_id: 2,
+            first_offset: 4,
+            last_offset: 6,
+            last_stable_offset: 7,
+        }])
+    );
+    // A marker with no transaction open is written, and indexes nothing (as Kafka).
+    let out = log.append_marker(2, 0, 5, ControlType::Abort, NOW).unwrap();
+    assert_eq!(out.base_offset, 7);
+    assert_eq!(txn_index(&dir_of(&log), 5).unwrap().len(), 1);
+    // A producer with an open transaction may not write outside it.
+    log.append(txn(3, 0, 1, "c", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 8
+    let e = log
+        .append(plain(3, 1, "c", "2"), AppendOrigin::Client, NOW)
+        .unwrap_err();
+    assert!(
+        matches!(e, AppendError::InvalidTxnState { producer_id: 3, .. }),
+        "{e}"
+    );
+    // Clients may not write control batches.
+    let forged = Bytes::from(sluice_format::txn::build_marker(3, 0, 1, 0, NOW));
+    assert!(matches!(
+        log.append(forged, AppendOrigin::Client, NOW),
+        Err(AppendError::Invalid { .. })
+    ));
+}
+
+/// The last stable offset is the first offset of the oldest open transaction, whatever the
+/// order in which interleaved transactions end.
+#[test]
+fn last_stable_offset_with_interleaved_producers() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(plain(9, 0, "z", "0"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0
+    assert_eq!(log.last_stable_offset(), 1);
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 1
+    log.append(txn(2, 0, 1, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 2
+    log.append(txn(1, 1, 1, "a", "2"), AppendOrigin::Client, NOW)
+        .unwrap(); // 3
+    log.append(txn(3, 0, 1, "c", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 4
+    assert_eq!(log.last_stable_offset(), 1);
+    // Producer 2 ends first: producer 1 still holds the LSO.
+    log.append_marker(2, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 5
+    assert_eq!(log.last_stable_offset(), 1);
+    // Producer 1 ends: producer 3's transaction (at 4) is the oldest open one. The index
+    // entry of an abort records that LSO.
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 6
+    assert_eq!(log.last_stable_offset(), 4);
+    assert_eq!(
+        txn_index(&dir_of(&log), 0).unwrap()[0],
+        TxnIndexEntry {
+            producer_id: 1,
+            first_offset: 1,
+            last_offset: 6,
+            last_stable_offset: 4,
+        }
+    );
+    log.append_marker(3, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 7
+    assert_eq!(log.last_stable_offset(), 8);
+    assert_eq!(log.last_stable_offset(), log.high_watermark());
+    let views: Vec<i64> = log
+        .producers()
+        .iter()
+        .map(|p| p.current_txn_start_offset)
+        .collect();
+    assert_eq!(views, vec![-1, -1, -1, -1]);
+}
+
+/// Under read_committed a read stops at the last stable offset, and lists the aborted
+/// transactions overlapping what it returns; read_uncommitted sees everything.
+#[test]
+fn read_committed_stops_at_lso_and_lists_aborted() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 2, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0-1
+    log.append(txn(2, 0, 1, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 2
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 3
+    log.append(plain(7, 0, "p", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 4
+                   // Producer 2 is still open at 2: read_committed sees 0-1 only.
+    assert_eq!(log.last_stable_offset(), 2);
+    let (got, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(got, vec![(0, false)]);
+    assert_eq!(
+        aborted,
+        vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }]
+    );
+    let r = log
+        .read_isolated(2, 1 << 20, true, Isolation::ReadCommitted)
+        .unwrap();
+    assert!(r.slice.is_none());
+    assert_eq!((r.last_stable_offset, r.high_watermark), (2, 5));
+    let (all, _) = read_batches(&log, 0, Isolation::ReadUncommitted);
+    assert_eq!(all.len(), 4);
+    // Producer 2 commits: everything is readable, and only producer 1's abort is listed.
+    log.append_marker(2, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 5
+    let (got, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(
+        got,
+        vec![(0, false), (2, false), (3, true), (4, false), (5, true)]
+    );
+    assert_eq!(aborted.len(), 1);
+    // A read past the aborted transaction does not list it.
+    let r = log
+        .read_isolated(4, 1 << 20, true, Isolation::ReadCommitted)
+        .unwrap();
+    assert_eq!(r.aborted, Some(vec![]));
+    // A small read covering only the first batch lists it; one of the commit-only range
+    // does not.
+    let r = log
+        .read_isolated(0, 100, true, Isolation::ReadCommitted)
+        .unwrap();
+    assert_eq!(r.aborted.unwrap().len(), 1);
+}
+
+/// Markers below the producer's epoch, or from an older coordinator, are refused; a higher
+/// epoch (KIP-890) becomes the producer's.
+#[test]
+fn markers_fenced_by_producer_and_coordinator_epoch() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let mut b = BatchBuilder::new().producer(4, 3, 0);
+    b.transactional = true;
+    let b = Bytes::from(b.record(NOW, Some(b"k"), Some(b"v")).build());
+    log.append(b, AppendOrigin::Client, NOW).unwrap();
+    let e = log
+        .append_marker(4, 2, 10, ControlType::Commit, NOW)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AppendError::ProducerFenced {
+                epoch: 2,
+                current: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    log.append_marker(4, 3, 10, ControlType::Abort, NOW)
+        .unwrap();
+    let e = log
+        .append_marker(4, 3, 9, ControlType::Abort, NOW)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AppendError::CoordinatorFenced {
+                coordinator_epoch: 9,
+                current: 10,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // KIP-890: the marker bumps the epoch; the old epoch is then fenced.
+    log.append_marker(4, 4, 10, ControlType::Commit, NOW)
+        .unwrap();
+    assert_eq!(log.producers()[0].producer_epoch, 4);
+    let mut b = BatchBuilder::new().producer(4, 3, 1);
+    b.transactional = true;
+    let b = Bytes::from(b.record(NOW, Some(b"k"), Some(b"v")).build());
+    assert!(matches!(
+        log.append(b, AppendOrigin::Client, NOW),
+        Err(AppendError::ProducerFenced { .. })
+    ));
+    assert_eq!(log.log_end_offset(), 3);
+}
+
+/// In cluster mode a completed transaction stays unstable until the published mark passes
+/// its marker (Kafka's unreplicated transactions).
+#[test]
+fn completed_transactions_wait_for_the_published_mark() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(plain(7, 0, "p", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0
+    log.flush().unwrap();
+    log.publish(log.synced_mark());
+    assert_eq!(log.last_stable_offset(), 1);
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 1
+    log.append_marker(1, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 2
+                   // Not published yet: the LSO is the high watermark, 1.
+    assert_eq!((log.high_watermark(), log.last_stable_offset()), (1, 1));
+    log.flush().unwrap();
+    let mut mark = log.synced_mark();
+    // Published up to the marker but not past it: the transaction is still unstable.
+    mark.offset = 2;
+    log.publish(mark);
+    assert_eq!((log.high_watermark(), log.last_stable_offset()), (2, 1));
+    log.publish(log.synced_mark());
+    assert_eq!((log.high_watermark(), log.last_stable_offset()), (3, 3));
+}
+
+/// A transaction opened before the last roll and still open survives a crash through the
+/// producer snapshot; the `.txnindex` of the replayed segment is rebuilt after it was
+/// deleted, and a damaged one of an older segment is rebuilt from the log, never trusted.
+#[test]
+fn restart_mid_transaction_keeps_it_open_and_rebuilds_indexes() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0: producer 1 opens
+    log.append(txn(2, 0, 1, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 1: producer 2 opens
+    log.append_marker(2, 0, 3, ControlType::Abort, NOW).unwrap(); // 2
+    log.roll(NOW).unwrap(); // snapshot at 3: producer 1 open since 0
+    log.append(txn(3, 0, 1, "c", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 3
+    log.append_marker(3, 0, 3, ControlType::Abort, NOW).unwrap(); // 4
+    let dir = dir_of(&log);
+    let old = txn_index(&dir, 0).unwrap();
+    let new = txn_index(&dir, 3).unwrap();
+    assert_eq!((old.len(), new.len()), (1, 1));
+    // A crash (no clean shutdown), and the active segment's index lost.
+    drop(log);
+    drop(m);
+    std::fs::remove_file(dir.join(sluice_format::segment_file_name(
+        3,
+        SegmentFileKind::TxnIndex,
+    )))
+    .unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(log.log_end_offset(), 5);
+    let p1 = log
+        .producers()
+        .into_iter()
+        .find(|p| p.producer_id == 1)
+        .unwrap();
+    assert_eq!(p1.current_txn_start_offset, 0);
+    assert_eq!(log.last_stable_offset(), 0);
+    assert_eq!(txn_index(&dir, 3).unwrap(), new);
+    // Producer 1 commits after the restart: everything is stable, both aborts are listed.
+    log.append_marker(1, 0, 3, ControlType::Commit, NOW)
+        .unwrap();
+    let (got, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(got.len(), 6);
+    assert_eq!(
+        aborted,
+        vec![
+            AbortedTxn {
+                producer_id: 2,
+                first_offset: 1
+            },
+            AbortedTxn {
+                producer_id: 3,
+                first_offset: 3
+            }
+        ]
+    );
+    m.shutdown().unwrap();
+    drop(log);
+    drop(m);
+    // A damaged index of a sealed segment is rebuilt from the log at the next open.
+    let path = dir.join(sluice_format::segment_file_name(
+        0,
+        SegmentFileKind::TxnIndex,
+    ));
+    std::fs::write(&path, b"garbage, not 34-byte entries").unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let rebuilt = txn_index(&dir, 0).unwrap();
+    assert_eq!(rebuilt.len(), 1);
+    assert_eq!(
+        (
+            rebuilt[0].producer_id,
+            rebuilt[0].first_offset,
+            rebuilt[0].last_offset
+        ),
+        (2, 1, 2)
+    );
+    let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(aborted.len(), 2);
+    assert_eq!(log.last_stable_offset(), 6);
+}
+
+/// A cluster takeover (`open_log_at`, shared dirs) finds the open transaction too.
+#[test]
+fn takeover_keeps_open_transactions() {
+    let d = tempfile::tempdir().unwrap();
+    let shared = |node| {
+        LogManager::open_sharing(
+            vec![d.path().to_path_buf()],
+            MetaProperties {
+                node_id: node,
+                cluster_id: "shared-cluster-id-0000A".into(),
+            },
+            DeleteRetry::default(),
+            Sharing::Shared,
+        )
+        .unwrap()
+    };
+    let a = shared(1);
+    let log = a
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 1, 0)
+        .unwrap();
+    log.append(txn(5, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.roll(NOW).unwrap();
+    log.append(txn(5, 1, 1, "a", "2"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let rp = log.flush().unwrap();
+    drop(log);
+    let b = shared(2);
+    let log = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 2, rp)
+        .unwrap();
+    assert_eq!(log.last_stable_offset(), 0);
+    assert_eq!(log.producers()[0].current_txn_start_offset, 0);
+    log.append_marker(5, 0, 0, ControlType::Abort, NOW).unwrap();
+    assert_eq!(txn_index(&dir_of(&log), 1).unwrap()[0].first_offset, 0);
+    drop(a);
+}
+
+/// Producer expiry never forgets a producer with an open transaction.
+#[test]
+fn expiry_keeps_producers_with_open_transactions() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.append(plain(2, 0, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.maintain(NOW + 30 * 24 * 3600 * 1000).unwrap();
+    let ids: Vec<i64> = log.producers().iter().map(|p| p.producer_id).collect();
+    assert_eq!(ids, vec![1]);
+    assert_eq!(log.last_stable_offset(), 0);
+}
+
+/// Retention deletes a segment's `.txnindex` with its other files.
+#[test]
+fn retention_deletes_txnindex() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap();
+    log.roll(NOW).unwrap();
+    log.append(plain(2, 0, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let dir = dir_of(&log);
+    assert!(txn_index(&dir, 0).is_some());
+    log.delete_records_before(2).unwrap();
+    log.maintain(NOW).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("00000000000000000000."))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(log.log_start_offset(), 2);
+}
