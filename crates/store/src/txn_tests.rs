@@ -518,3 +518,106 @@ fn retention_deletes_txnindex() {
     assert!(names.is_empty(), "{names:?}");
     assert_eq!(log.log_start_offset(), 2);
 }
+
+/// Values of key `k` a read_committed consumer would see (records of aborted transactions
+/// left out, as the consumer filters them).
+fn committed_values(log: &Log) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let (_, aborted) = read_batches(log, 0, Isolation::ReadCommitted);
+    let mut off = 0;
+    loop {
+        let r = log
+            .read_isolated(off, 1 << 20, true, Isolation::ReadCommitted)
+            .unwrap();
+        let Some(slice) = r.slice else { break };
+        let bytes = slice.read_bytes().unwrap();
+        for b in parse_batches(&bytes, None).unwrap() {
+            let h = b.header;
+            off = h.next_offset();
+            let in_aborted = aborted
+                .iter()
+                .any(|a| a.producer_id == h.producer_id && a.first_offset <= h.base_offset);
+            if h.is_control() || (h.is_transactional() && in_aborted) {
+                continue;
+            }
+            let body = &bytes[b.range()][sluice_format::HEADER_LEN..];
+            for rec in sluice_format::records::parse_records(body, h.record_count).unwrap() {
+                let k = String::from_utf8(body[rec.key.unwrap()].to_vec()).unwrap();
+                let v = String::from_utf8(body[rec.value.unwrap()].to_vec()).unwrap();
+                out.push((k, v));
+            }
+        }
+    }
+    out
+}
+
+/// The cleaner stops at the last stable offset, leaves aborted records out of its key map
+/// and out of the cleaned segments (an aborted newer value never removes a committed older
+/// one), keeps the markers, and the cleaned segment keeps the aborted transaction indexed.
+#[test]
+fn cleaner_drops_aborted_records_and_keeps_committed_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let c = LogConfig {
+        cleanup: Cleanup {
+            compact: true,
+            delete: false,
+            ..Cleanup::default()
+        },
+        ..cfg()
+    };
+    let log = open(&m, c);
+    log.append(txn(1, 0, 1, "k", "committed"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0
+    log.append_marker(1, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 1
+    log.append(txn(1, 1, 1, "k", "aborted"), AppendOrigin::Client, NOW)
+        .unwrap(); // 2
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 3
+    log.append(txn(2, 0, 1, "j", "open"), AppendOrigin::Client, NOW)
+        .unwrap(); // 4: open, holds the LSO
+    log.roll(NOW).unwrap();
+    log.append(plain(3, 0, "x", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 5
+    log.roll(NOW).unwrap();
+    assert_eq!(log.last_stable_offset(), 4);
+    // The segment holding the LSO is not cleanable; the first one is.
+    let range = log.cleanable(None, NOW, false);
+    assert_eq!(range.first_uncleanable, 0);
+    // Close producer 2's transaction; now both sealed segments are cleanable.
+    log.append_marker(2, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 6
+    log.roll(NOW).unwrap();
+    let before = committed_values(&log);
+    assert!(before.contains(&("k".into(), "committed".into())));
+    m.clean_log(&tp()).unwrap().unwrap();
+    let (batches, aborted) = read_batches(&log, 0, Isolation::ReadUncommitted);
+    // The aborted record is gone, the committed one stays, every marker stays.
+    let offsets: Vec<i64> = batches.iter().map(|b| b.0).collect();
+    assert!(offsets.contains(&0), "{offsets:?}");
+    assert!(
+        !offsets.contains(&2) || batches.contains(&(2, false)),
+        "{offsets:?}"
+    );
+    assert!(aborted.is_empty());
+    let controls: Vec<i64> = batches.iter().filter(|b| b.1).map(|b| b.0).collect();
+    assert_eq!(controls, vec![1, 3, 6]);
+    assert_eq!(committed_values(&log), before);
+    let uncommitted: Vec<(i64, bool)> = batches;
+    assert!(
+        !uncommitted.iter().any(|b| b.0 == 2 && !b.1) || {
+            // Kept only as an empty batch (the producer's last batch).
+            let r = log.read(2, 1 << 20, true).unwrap();
+            let bytes = r.slice.unwrap().read_bytes().unwrap();
+            parse_batches(&bytes, None).unwrap()[0].header.record_count == 0
+        }
+    );
+    // The cleaned first segment still indexes the aborted transaction.
+    let idx = txn_index(&dir_of(&log), 0).unwrap();
+    assert_eq!(
+        (idx[0].producer_id, idx[0].first_offset, idx[0].last_offset),
+        (1, 2, 3)
+    );
+    let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(aborted.len(), 1);
+}

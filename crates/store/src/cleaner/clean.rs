@@ -150,7 +150,9 @@ impl Log {
         let active_base = segs.last().map_or(leo, |s| s.base_offset);
         let sealed = &segs[..segs.len().saturating_sub(1)];
         let from = floor_index(sealed, first_dirty).unwrap_or(0);
-        let mut uncleanable = hw.min(active_base);
+        // Nothing at or past the last stable offset: an open transaction's records may still
+        // be aborted (Kafka's cleanableOffsets).
+        let mut uncleanable = hw.min(active_base).min(self.last_stable_offset());
         if durable_only {
             uncleanable = uncleanable.min(recovery_point);
         }
@@ -213,7 +215,8 @@ impl Log {
         if range.first_uncleanable <= range.first_dirty {
             return Ok((range.first_dirty, stats));
         }
-        let end = self.build_offset_map(ctx, range, &mut stats)?;
+        let aborted = self.aborted_ranges()?;
+        let end = self.build_offset_map(ctx, range, &aborted, &mut stats)?;
         if end <= range.first_dirty {
             tracing::warn!(tp = ?self.tp, first_dirty = range.first_dirty,
                 "log.cleaner.dedupe.buffer.size is too small to hold the keys of one batch; not cleaning");
@@ -245,6 +248,7 @@ impl Log {
                 &group,
                 rules,
                 &producers,
+                &aborted,
                 range.first_uncleanable,
                 &mut stats,
             )?;
@@ -262,6 +266,7 @@ impl Log {
         &self,
         ctx: &mut CleanCtx<'_>,
         range: Cleanable,
+        aborted: &Aborted,
         stats: &mut CleanStats,
     ) -> Result<i64, CleanStop> {
         ctx.map.clear();
@@ -287,7 +292,9 @@ impl Log {
                 if h.last_offset() < range.first_dirty {
                     continue;
                 }
-                if !h.is_control() {
+                // Records of aborted transactions never enter the map: an aborted newer value
+                // must not remove a committed older one.
+                if !h.is_control() && !aborted.contains(&h) {
                     let bytes = scanner.batch_bytes(pos, &h).unwrap_or_default();
                     if let Ok(d) = decode(bytes, &h, ctx.max_decompressed) {
                         for r in &d.records {
@@ -337,12 +344,14 @@ impl Log {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn clean_group(
         &self,
         ctx: &mut CleanCtx<'_>,
         group: &[Arc<Segment>],
         rules: Rules,
         producers: &HashMap<i64, i64>,
+        aborted: &Aborted,
         upper_bound: i64,
         stats: &mut CleanStats,
     ) -> Result<(), CleanStop> {
@@ -380,8 +389,19 @@ impl Log {
                             }
                         }
                     };
-                    let decision = filter_batch(&h, decoded.as_ref(), ctx.map, rules, retain_empty)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                    let decision = if aborted.contains(&h) {
+                        // Kafka discards the records of aborted transactions; the batch stays
+                        // empty only where one must stay (a producer's last batch, the end).
+                        if retain_empty {
+                            Decision::Rewrite(super::filter::empty_batch(&h))
+                        } else {
+                            Decision::Drop
+                        }
+                    } else {
+                        filter_batch(&h, decoded.as_ref(), ctx.map, rules, retain_empty).map_err(
+                            |e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+                        )?
+                    };
                     let written = match &decision {
                         Decision::Keep => out.append(bytes, &h, interval)?,
                         Decision::Rewrite(b) => {
@@ -408,8 +428,51 @@ impl Log {
         let last = group.last().unwrap_or(first);
         let next_offset = last.next_offset();
         let mtime = last.meta.read().mtime_ms;
-        let new = out.finish(next_offset, mtime, ctx.now_ms)?;
+        // The markers are kept, so the group's aborted transactions stay indexed.
+        let mut entries = Vec::new();
+        for g in group {
+            entries.extend(g.aborted_txns()?.iter().copied());
+        }
+        let new = out.finish(next_offset, mtime, ctx.now_ms, entries)?;
         self.swap_in(ctx, group, new)
+    }
+}
+
+/// The aborted transactions of a log, by producer: (first offset, marker offset) ranges.
+#[derive(Debug, Default)]
+pub(crate) struct Aborted(HashMap<i64, Vec<(i64, i64)>>);
+
+impl Aborted {
+    /// True for a transactional data batch inside an aborted transaction of its producer.
+    fn contains(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && !h.is_control()
+            && self.0.get(&h.producer_id).is_some_and(|v| {
+                v.iter()
+                    .any(|&(first, last)| first <= h.base_offset && h.base_offset < last)
+            })
+    }
+}
+
+impl Log {
+    /// Every aborted transaction of the log, from the segments' transaction indexes.
+    fn aborted_ranges(&self) -> Result<Aborted, CleanStop> {
+        let segs = self.shared.read().segments.clone();
+        let mut out = Aborted::default();
+        for seg in segs.iter() {
+            let entries = match seg.aborted_txns() {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => self.rebuild_txn_index(seg)?,
+                Err(e) => return Err(e.into()),
+            };
+            for e in entries.iter() {
+                out.0
+                    .entry(e.producer_id)
+                    .or_default()
+                    .push((e.first_offset, e.last_offset));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -9,7 +9,8 @@
 //!   keeps a tombstone sets the batch's delete horizon, `now + delete.retention.ms`, in its
 //!   base timestamp with the delete-horizon attribute bit; later cleanings past the horizon
 //!   drop the tombstones);
-//! - control batches are kept as they are (transactions do not exist yet);
+//! - control batches are kept as they are (transaction markers are never removed; the
+//!   records of aborted transactions are dropped before this filter, in `clean.rs`);
 //! - a batch left empty is dropped, unless it must stay (the last batch of an idempotent
 //!   producer, for its sequence numbers; the last batch of a cleaned segment group, so the
 //!   segment's end offset survives), then it stays as a header without records, as Kafka

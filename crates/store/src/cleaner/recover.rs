@@ -51,7 +51,11 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
     for (base, kinds) in swaps {
         changed = true;
         if !kinds.contains(SegmentFileKind::Log.suffix()) {
-            for kind in [SegmentFileKind::Index, SegmentFileKind::TimeIndex] {
+            for kind in [
+                SegmentFileKind::Index,
+                SegmentFileKind::TimeIndex,
+                SegmentFileKind::TxnIndex,
+            ] {
                 remove_if_exists(&swap_path(dir, base, kind))?;
             }
             continue;
@@ -69,6 +73,7 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
         for kind in [
             SegmentFileKind::Index,
             SegmentFileKind::TimeIndex,
+            SegmentFileKind::TxnIndex,
             SegmentFileKind::Log,
         ] {
             if kinds.contains(kind.suffix()) {

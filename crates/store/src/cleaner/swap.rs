@@ -41,12 +41,24 @@ pub(crate) const CLEANED_SUFFIX: &str = ".cleaned";
 /// Suffix of a complete cleaned segment waiting to replace the segments it covers.
 pub(crate) const SWAP_SUFFIX: &str = ".swap";
 
-/// The segment file kinds a cleaned segment has.
-const KINDS: [SegmentFileKind; 3] = [
+/// The segment file kinds a cleaned segment has (the `.txnindex` only when it keeps aborted
+/// transactions; a missing one is skipped), in the order they are switched in.
+const KINDS: [SegmentFileKind; 4] = [
     SegmentFileKind::Index,
     SegmentFileKind::TimeIndex,
+    SegmentFileKind::TxnIndex,
     SegmentFileKind::Log,
 ];
+
+/// Rename `from` to `to`; a missing optional `.txnindex` is no error.
+fn rename_kind(kind: SegmentFileKind, from: &Path, to: &Path) -> io::Result<()> {
+    match std::fs::rename(from, to) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && kind == SegmentFileKind::TxnIndex => {
+            Ok(())
+        }
+        r => r,
+    }
+}
 
 pub(crate) fn cleaned_path(dir: &Path, base: i64, kind: SegmentFileKind, token: &str) -> PathBuf {
     let mut p = seg_path(dir, base, kind).into_os_string();
@@ -135,8 +147,17 @@ impl Cleaned {
         next_offset: i64,
         mtime_ms: i64,
         now_ms: i64,
+        aborted: Vec<sluice_format::txn::TxnIndexEntry>,
     ) -> io::Result<Finished> {
         let res = (|| {
+            if !aborted.is_empty() {
+                let bytes: Vec<u8> = aborted.iter().flat_map(|e| e.encode()).collect();
+                let path =
+                    cleaned_path(&self.dir, self.base, SegmentFileKind::TxnIndex, &self.token);
+                let f = create_new(&path)?;
+                std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0)?;
+                f.sync_all()?;
+            }
             self.log.flush_buf()?;
             let tail = self.log.cursor.maybe_time_entry();
             self.log.ti.extend(tail);
@@ -188,7 +209,10 @@ impl Cleaned {
                 recent: RecentBatches::default(),
                 index_on_disk: (w.oi.len(), w.ti.len()),
             }),
-            txn: Default::default(),
+            txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
+                entries: Some(Arc::new(aborted)),
+                file: None,
+            }),
         };
         Ok(Finished { cleaned: self, seg })
     }
@@ -249,9 +273,10 @@ impl Log {
         }
         let renamed = (|| {
             for kind in KINDS {
-                std::fs::rename(
-                    cleaned_path(&dir, base, kind, &done.cleaned.token),
-                    swap_path(&dir, base, kind),
+                rename_kind(
+                    kind,
+                    &cleaned_path(&dir, base, kind, &done.cleaned.token),
+                    &swap_path(&dir, base, kind),
                 )?;
             }
             sync_dir(&dir)
@@ -325,9 +350,11 @@ impl Log {
                 if kind == SegmentFileKind::Log && ctx.crash_at == Some(super::CrashAt::IndexesIn) {
                     return Err(CleanStop::Aborted("simulated crash"));
                 }
-                if let Err(e) =
-                    std::fs::rename(swap_path(&dir, base, kind), seg_path(&dir, base, kind))
-                {
+                if let Err(e) = rename_kind(
+                    kind,
+                    &swap_path(&dir, base, kind),
+                    &seg_path(&dir, base, kind),
+                ) {
                     res = Err(e);
                     break;
                 }
