@@ -32,7 +32,7 @@ use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord};
 use sluice_store::{Log, TopicPartition};
 
 use crate::registry::{log_config, TopicState};
-use crate::{now_ms, Broker, OFFSETS_TOPIC};
+use crate::{now_ms, Broker, OFFSETS_TOPIC, TXN_TOPIC};
 
 /// Most ownership changes the controller makes to balance load in one round.
 const BALANCE_MOVES_MAX: usize = 8;
@@ -408,6 +408,9 @@ impl Cluster {
         if tp.topic == OFFSETS_TOPIC {
             broker.groups.unload(tp.partition);
         }
+        if tp.topic == TXN_TOPIC {
+            broker.txns.unload(tp.partition);
+        }
         let log = broker.logs.get(tp);
         let recovery_point = match broker.logs.hand_over_log(tp, now_ms()) {
             Ok(Some(end)) => end,
@@ -457,6 +460,9 @@ impl Cluster {
     fn release_files(&self, broker: &Broker, tp: &TopicPartition, deleted: bool) {
         if tp.topic == OFFSETS_TOPIC {
             broker.groups.unload(tp.partition);
+        }
+        if tp.topic == TXN_TOPIC {
+            broker.txns.unload(tp.partition);
         }
         let log = broker.logs.get(tp);
         let result = if deleted {
@@ -523,6 +529,9 @@ impl Cluster {
                 self.record_recovery_point(store, &log);
                 if tp.topic == OFFSETS_TOPIC && partition < broker.groups.partition_count() {
                     broker.groups.load(partition, log.clone());
+                }
+                if tp.topic == TXN_TOPIC && partition < broker.txns.partition_count() {
+                    broker.load_txn_partition(partition, log.clone());
                 }
                 tracing::info!(
                     ?tp,

@@ -10,6 +10,8 @@ pub(crate) fn append_error_code(e: &AppendError) -> i16 {
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
         AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
         AppendError::ProducerFenced { .. } => ResponseError::InvalidProducerEpoch.code(),
+        AppendError::InvalidTxnState { .. } => ResponseError::InvalidTxnState.code(),
+        AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced.code(),
         AppendError::Io { .. } => ResponseError::KafkaStorageError.code(),
     }
 }
@@ -56,5 +58,27 @@ pub(crate) fn group_error_code(e: &sluice_group::GroupError) -> i16 {
         G::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
         G::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge.code(),
         G::Internal(_) => ResponseError::UnknownServerError.code(),
+    }
+}
+
+/// The code answering a transaction coordinator's refusal. `old_fenced`: the request's
+/// version predates PRODUCER_FENCED (InitProducerId < v4, AddPartitionsToTxn, AddOffsetsToTxn,
+/// EndTxn and TxnOffsetCommit < v2), so a fenced producer gets INVALID_PRODUCER_EPOCH, as
+/// Kafka answers it.
+pub(crate) fn txn_error_code(e: &sluice_txn::TxnError, old_fenced: bool) -> i16 {
+    use sluice_txn::TxnError as T;
+    match e {
+        T::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        T::NotCoordinator => ResponseError::NotCoordinator.code(),
+        T::ConcurrentTransactions => ResponseError::ConcurrentTransactions.code(),
+        T::ProducerFenced if old_fenced => ResponseError::InvalidProducerEpoch.code(),
+        T::ProducerFenced => ResponseError::ProducerFenced.code(),
+        T::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping.code(),
+        T::InvalidTxnState(_) => ResponseError::InvalidTxnState.code(),
+        T::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout.code(),
+        T::TransactionAbortable => ResponseError::TransactionAbortable.code(),
+        T::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound.code(),
+        // Retriable: the client tries again.
+        T::ProducerIdAllocation(_) => ResponseError::CoordinatorLoadInProgress.code(),
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use sluice_group::{Coordinator, Effects, GroupConfig, Record, Reply, Token, TopicInfo};
+use sluice_group::{Coordinator, Effects, GroupConfig, LoadItem, Record, Reply, Token, TopicInfo};
 use sluice_store::{AppendOrigin, Log};
 use tokio::sync::oneshot;
 
@@ -65,8 +65,10 @@ pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
     }
 }
 
-/// Every (key, value) of a log from its start offset.
-fn read_all(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
+/// Every record of a log from its start offset, in log order, with the transaction markers
+/// and the producer of transactional batches (TxnOffsetCommit offsets, pending until their
+/// marker).
+fn read_all(log: &Log) -> Vec<LoadItem> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     let end = log.log_end_offset();
@@ -94,12 +96,40 @@ fn read_all(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
             if next <= offset {
                 continue; // a batch before the requested offset
             }
-            match sluice_group::records::batch_records(&bytes[b.range()]) {
-                Ok(records) => {
-                    out.extend(records.into_iter().filter_map(|(k, v)| k.map(|k| (k, v))))
+            let h = &b.header;
+            let batch = &bytes[b.range()];
+            if h.is_control() {
+                match sluice_format::txn::parse_control(batch, h) {
+                    Ok(c) if c.control_type == sluice_format::txn::CONTROL_COMMIT => {
+                        out.push(LoadItem::Marker {
+                            producer_id: h.producer_id,
+                            commit: true,
+                        })
+                    }
+                    Ok(c) if c.control_type == sluice_format::txn::CONTROL_ABORT => {
+                        out.push(LoadItem::Marker {
+                            producer_id: h.producer_id,
+                            commit: false,
+                        })
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(tp = ?log.topic_partition(), base = h.base_offset, "skipping a __consumer_offsets control batch: {e}")
+                    }
                 }
+                continue;
+            }
+            let producer_id = h.is_transactional().then_some(h.producer_id);
+            match sluice_group::records::batch_records(batch) {
+                Ok(records) => out.extend(records.into_iter().filter_map(|(k, value)| {
+                    k.map(|key| LoadItem::Record {
+                        key,
+                        value,
+                        producer_id,
+                    })
+                })),
                 Err(e) => {
-                    tracing::warn!(tp = ?log.topic_partition(), base = b.header.base_offset, "skipping a __consumer_offsets batch: {e}")
+                    tracing::warn!(tp = ?log.topic_partition(), base = h.base_offset, "skipping a __consumer_offsets batch: {e}")
                 }
             }
         }
@@ -110,6 +140,9 @@ fn read_all(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
     }
     out
 }
+
+/// A TxnOffsetCommit written: the per-commit results and the log to wait for.
+pub(crate) type TxnOffsetsWritten = (Vec<Result<(), sluice_group::GroupError>>, Arc<Log>);
 
 impl Groups {
     pub(crate) fn new(config: &sluice_config::BrokerConfig) -> Groups {
@@ -203,6 +236,66 @@ impl Groups {
             }
         }
         (value, written)
+    }
+
+    /// TxnOffsetCommit: validate, append the offsets as one transactional batch of the
+    /// producer to the group's `__consumer_offsets` partition (the log checks the producer's
+    /// epoch), and only then hold them pending until the transaction's marker. Returns the
+    /// per-commit results and the log written, or the code for every partition.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn commit_txn_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        commits: &[sluice_group::OffsetCommit],
+    ) -> Result<TxnOffsetsWritten, i16> {
+        let now = now_ms();
+        let mut c = self.coordinator.lock();
+        let (results, partition, records, pending) = c
+            .txn_commit_offsets(
+                group_id,
+                producer_id,
+                member_id,
+                instance_id,
+                generation,
+                commits,
+                now,
+            )
+            .map_err(|e| crate::errors::group_error_code(&e))?;
+        let Some(log) = self.logs.lock().get(&partition).cloned() else {
+            return Err(kafka_protocol::ResponseError::NotCoordinator.code());
+        };
+        if !records.is_empty() {
+            let mut b = sluice_format::BatchBuilder::new().producer(
+                producer_id,
+                producer_epoch,
+                sluice_format::batch::NO_SEQUENCE,
+            );
+            b.transactional = true;
+            for r in &records {
+                b = b.record(now, Some(&r.key), r.value.as_deref());
+            }
+            match log.append(Bytes::from(b.build()), AppendOrigin::Coordinator, now) {
+                Ok(_) => {}
+                Err(e @ sluice_store::AppendError::ProducerFenced { .. }) => {
+                    tracing::debug!(group_id, "transactional offset commit refused: {e}");
+                    return Err(kafka_protocol::ResponseError::InvalidProducerEpoch.code());
+                }
+                Err(e) => {
+                    tracing::error!(partition, "appending to __consumer_offsets failed: {e}");
+                    log.mark_failed(format!(
+                        "an append to __consumer_offsets failed ({e}); the groups of this partition are reloaded from the log"
+                    ));
+                    return Err(crate::errors::append_error_code(&e));
+                }
+            }
+        }
+        c.apply_txn_offsets(pending);
+        Ok((results, log))
     }
 
     /// Read-only access.

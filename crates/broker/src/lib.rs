@@ -27,12 +27,14 @@ mod cluster;
 mod errors;
 mod flusher;
 mod groups;
+mod markers;
 mod peers;
 mod recompress;
 mod registry;
 mod sessions;
 #[cfg(test)]
 mod testutil;
+mod txns;
 mod waiters;
 
 use std::collections::HashMap;
@@ -52,12 +54,20 @@ use sluice_wire::Request;
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
 pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
+pub use txns::TXN_TOPIC;
 
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
 pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What an API handler yields: the response body (or none, for acks=0 produce).
 pub(crate) type Reply = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
+
+/// The transaction coordinator's answers for the partitions of a transactional produce
+/// request: (topic, partition) -> error code (0: the partition is in the transaction).
+pub type Verdicts = HashMap<(String, i32), i16>;
+
+/// Work to finish before a request's ordered part ([`Broker::prepare`]).
+pub type Gate = Pin<Box<dyn Future<Output = Verdicts> + Send>>;
 
 /// What [`Broker::handle`] yields: the response to write (or none, for acks=0 produce).
 pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
@@ -106,10 +116,16 @@ pub struct Broker {
     fetch_waiters: waiters::FetchWaiters,
     sessions: sessions::FetchSessions,
     groups: groups::Groups,
+    /// The transaction coordinator (`__transaction_state`).
+    txns: txns::Txns,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
     reopen_retry: parking_lot::Mutex<HashMap<sluice_store::TopicPartition, (Instant, Duration)>>,
     /// Carries requests to other brokers (set by the server at start).
     peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
+    /// This broker, for work started from threads that hold only a reference (the cluster
+    /// thread loading `__transaction_state`), and the runtime such work runs on.
+    this: std::sync::OnceLock<std::sync::Weak<Broker>>,
+    runtime: tokio::runtime::Handle,
 }
 
 /// Longest wait between two attempts to re-open a failed log (storage still refuses).
@@ -231,8 +247,11 @@ impl Broker {
             fetch_waiters: waiters::FetchWaiters::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
+            txns: txns::Txns::new(&config),
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             peers: std::sync::OnceLock::new(),
+            this: std::sync::OnceLock::new(),
+            runtime: tokio::runtime::Handle::current(),
             config,
         });
         // Groups of an existing __consumer_offsets are loaded now (this broker owns it); in a
@@ -241,6 +260,7 @@ impl Broker {
             broker.ensure_offsets_topic();
         }
         let _ = myself.set(Arc::downgrade(&broker));
+        let _ = broker.this.set(Arc::downgrade(&broker));
         // The log cleaner (compacted topics). In a cluster it cleans only the partitions this
         // broker holds, and checks, as appends do, that it still may write immediately
         // before a cleaned segment replaces others.
@@ -265,6 +285,12 @@ impl Broker {
         });
         cluster::Cluster::start(&broker)?;
         Broker::start_group_timers(&broker);
+        Broker::start_txn_timers(&broker);
+        // Transactions of an existing __transaction_state are loaded now (this broker owns
+        // it), and their markers resumed; in a cluster, as its partitions are acquired.
+        if broker.cluster.is_none() && broker.registry.get(TXN_TOPIC).is_some() {
+            broker.ensure_txn_topic();
+        }
         cache::start(&broker);
         Ok(broker)
     }
@@ -276,22 +302,44 @@ impl Broker {
     /// Handle one request from a client at `peer`: the ordered part runs now, the returned
     /// future does the rest.
     pub fn handle(self: &Arc<Self>, request: Request, peer: IpAddr) -> Answer {
+        self.handle_prepared(request, peer, Verdicts::new())
+    }
+
+    /// What must be done before `request`'s ordered part may run, if anything: a
+    /// transactional produce whose partitions the transaction coordinator must first verify
+    /// (or, transaction version 2, add). The caller waits for it, reading nothing more from
+    /// the connection meanwhile (the order of appends is kept), then calls
+    /// [`Broker::handle_prepared`] with its answer.
+    pub fn prepare(self: &Arc<Self>, request: &Request) -> Option<Gate> {
+        match &request.body {
+            RequestKind::Produce(r) => apis::produce::prepare(self, r, request.version()),
+            _ => None,
+        }
+    }
+
+    /// [`Broker::handle`], with the answer of [`Broker::prepare`].
+    pub fn handle_prepared(
+        self: &Arc<Self>,
+        request: Request,
+        peer: IpAddr,
+        verdicts: Verdicts,
+    ) -> Answer {
         let version = request.version();
         if let RequestKind::Fetch(r) = request.body {
             return apis::fetch::handle(self, r, version);
         }
-        let reply = self.dispatch(request, peer);
+        let reply = self.dispatch(request, peer, verdicts);
         Box::pin(async move { reply.await.map(Response::Body) })
     }
 
-    fn dispatch(self: &Arc<Self>, request: Request, peer: IpAddr) -> Reply {
+    fn dispatch(self: &Arc<Self>, request: Request, peer: IpAddr, verdicts: Verdicts) -> Reply {
         let version = request.version();
         let header = request.header;
         let client = apis::Client::new(&header, peer);
         match request.body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
             RequestKind::Metadata(r) => ready(apis::metadata::handle(self, r, version)),
-            RequestKind::Produce(r) => apis::produce::handle(self, r, version),
+            RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
             RequestKind::CreateTopics(r) => {
                 self.off_runtime(move |b| apis::create_topics::handle(b, r, version))
@@ -318,6 +366,9 @@ impl Broker {
             RequestKind::DeleteRecords(r) => ready(apis::delete_records::handle(self, r, version)),
             RequestKind::AlterReplicaLogDirs(r) => {
                 ready(apis::alter_replica_log_dirs::handle(self, r, version))
+            }
+            RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+                apis::txn::init_producer_id(self, r, version)
             }
             RequestKind::InitProducerId(r) => {
                 self.off_runtime(move |b| apis::init_producer_id::handle(b, r, version))
@@ -354,6 +405,16 @@ impl Broker {
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))
             }
+            RequestKind::AddPartitionsToTxn(r) => apis::txn::add_partitions(self, r, version),
+            RequestKind::AddOffsetsToTxn(r) => apis::txn::add_offsets(self, r, version),
+            RequestKind::EndTxn(r) => apis::txn::end_txn(self, r, version),
+            RequestKind::TxnOffsetCommit(r) => apis::txn_offset_commit::handle(self, r, version),
+            RequestKind::WriteTxnMarkers(r) => apis::write_txn_markers::handle(self, r, version),
+            RequestKind::DescribeTransactions(r) => ready(apis::txn::describe(self, r, version)),
+            RequestKind::ListTransactions(r) => ready(apis::txn::list(self, r, version)),
+            RequestKind::DescribeProducers(r) => {
+                ready(apis::describe_producers::handle(self, r, version))
+            }
             _ => {
                 // The wire layer only decodes APIs listed in SUPPORTED_APIS, all handled above;
                 // reaching this is a bug, answered by closing nothing and replying nothing.
@@ -364,6 +425,11 @@ impl Broker {
                 ready(None)
             }
         }
+    }
+
+    /// This broker as an `Arc` (None while it is being dropped).
+    pub(crate) fn arc(&self) -> Option<Arc<Broker>> {
+        self.this.get().and_then(std::sync::Weak::upgrade)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -390,8 +456,11 @@ impl Broker {
         let Some((_, host, port)) = self.endpoints_of(&[node]).into_iter().next() else {
             return Err(format!("broker {node} is not registered"));
         };
-        match tokio::time::timeout(PEER_REQUEST_TIMEOUT, peers.call(&host, port, api, version, body))
-            .await
+        match tokio::time::timeout(
+            PEER_REQUEST_TIMEOUT,
+            peers.call(&host, port, api, version, body),
+        )
+        .await
         {
             Ok(r) => r,
             Err(_) => Err(format!(
@@ -498,6 +567,9 @@ impl Broker {
             if self.registry.replace_log(new.clone()) && tp.topic == OFFSETS_TOPIC {
                 self.groups.unload(tp.partition);
                 self.groups.load(tp.partition, new);
+            } else if tp.topic == TXN_TOPIC && tp.partition < self.txns.partition_count() {
+                self.txns.unload(tp.partition);
+                self.load_txn_partition(tp.partition, new);
             }
             self.fetch_waiters.wake(&log);
         }

@@ -17,6 +17,12 @@ pub type PeerReply = Pin<Box<dyn Future<Output = Result<ResponseKind, String>> +
 
 /// Sends a request to another broker and yields its response.
 pub trait PeerClient: Send + Sync + std::fmt::Debug {
-    fn call(&self, host: &str, port: u16, api: ApiKey, version: i16, body: RequestKind)
-        -> PeerReply;
+    fn call(
+        &self,
+        host: &str,
+        port: u16,
+        api: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> PeerReply;
 }

@@ -23,8 +23,9 @@ pub(crate) struct Target {
     pub(crate) max_bytes: i32,
     /// The leader epoch the client believes current (KIP-320); -1: no check.
     pub(crate) current_leader_epoch: i32,
-    /// What was last reported to the client: (high watermark, log start offset).
-    pub(crate) reported: Option<(i64, i64)>,
+    /// What was last reported to the client: (high watermark, log start offset, last stable
+    /// offset).
+    pub(crate) reported: Option<(i64, i64, i64)>,
 }
 
 #[derive(Debug)]

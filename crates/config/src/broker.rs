@@ -438,10 +438,14 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             state_log_num_partitions: p.typed("transaction.state.log.num.partitions", 50)?,
             max_timeout_ms: p.typed("transaction.max.timeout.ms", 900_000)?,
             id_expiration_ms: p.typed("transactional.id.expiration.ms", 604_800_000)?,
-            abort_timed_out_interval_ms: p
-                .typed("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000)?,
-            remove_expired_interval_ms: p
-                .typed("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000)?,
+            abort_timed_out_interval_ms: p.typed(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                10_000,
+            )?,
+            remove_expired_interval_ms: p.typed(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                3_600_000,
+            )?,
             version: p.typed("sluice.transaction.version", 2)?,
         },
         topic_defaults,

@@ -247,6 +247,9 @@ impl Group {
     }
 }
 
+/// One group's offsets by (topic, partition).
+type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
+
 /// The groups and offsets of one `__consumer_offsets` partition.
 #[derive(Debug, Default)]
 pub struct Shard {
@@ -255,7 +258,7 @@ pub struct Shard {
     /// Offsets committed by open transactions (TxnOffsetCommit), per producer id, per group:
     /// they become committed offsets when the transaction's COMMIT marker reaches this
     /// partition and are dropped at its ABORT marker.
-    pub(crate) pending_txn: BTreeMap<i64, BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>>,
+    pub(crate) pending_txn: BTreeMap<i64, BTreeMap<String, GroupOffsets>>,
     /// Records appended since the last snapshot (or load).
     records_since_snapshot: u64,
 }
@@ -955,12 +958,9 @@ impl Coordinator {
             return;
         };
         shard.records_since_snapshot += t.offsets.len() as u64;
-        shard
-            .groups
-            .entry(t.group_id.clone())
-            .or_insert_with(|| {
-                Group::Classic(classic::ClassicGroup::new(t.group_id.clone(), t.now_ms))
-            });
+        shard.groups.entry(t.group_id.clone()).or_insert_with(|| {
+            Group::Classic(classic::ClassicGroup::new(t.group_id.clone(), t.now_ms))
+        });
         shard
             .pending_txn
             .entry(t.producer_id)

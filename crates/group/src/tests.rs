@@ -755,7 +755,8 @@ fn txn_commit(c: &mut Coordinator, pid: i64, offset: i64) -> Vec<Record> {
 
 fn committed(c: &Coordinator) -> Option<i64> {
     let tp = ("t".to_string(), 0);
-    c.fetch_offsets("g", Some(std::slice::from_ref(&tp))).unwrap()[0]
+    c.fetch_offsets("g", Some(std::slice::from_ref(&tp)))
+        .unwrap()[0]
         .1
         .as_ref()
         .map(|o| o.offset)
@@ -776,7 +777,11 @@ fn transactional_offsets_are_pending_until_their_marker() {
     c.complete_txn(0, 8, true); // another producer's marker changes nothing
     assert!(c.has_pending_offset("g", &tp));
     c.complete_txn(0, 7, false);
-    assert_eq!(committed(&c), Some(10), "an aborted transaction's offsets are dropped");
+    assert_eq!(
+        committed(&c),
+        Some(10),
+        "an aborted transaction's offsets are dropped"
+    );
     assert!(!c.has_pending_offset("g", &tp));
 }
 

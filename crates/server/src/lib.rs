@@ -22,8 +22,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use sluice_broker::{Answer, Broker, FileSlice, Response};
-use sluice_wire::{decode_request, encode_fetch_response, encode_response, FramePart, WireError};
+use sluice_broker::{Answer, Broker, FileSlice, Gate, Response, Verdicts};
+use sluice_wire::{
+    decode_request, encode_fetch_response, encode_response, FramePart, Request, WireError,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -175,8 +177,10 @@ async fn connection(
     tokio::pin!(idle);
     // Why reading stopped (then the queued requests are answered and the connection closes).
     let mut stopped: Option<Close> = None;
+    // A request waiting for its gate (`Broker::prepare`) before its ordered part runs.
+    let mut gated: Option<(Gate, Request)> = None;
     loop {
-        if stopped.is_some() && queue.is_empty() {
+        if stopped.is_some() && queue.is_empty() && gated.is_none() {
             break;
         }
         tokio::select! {
@@ -190,10 +194,23 @@ async fn connection(
                 }
                 idle.as_mut().reset(tokio::time::Instant::now() + limits.idle_timeout);
             }
+            verdicts = open_gate(&mut gated), if gated.is_some() => {
+                if let Some((_, request)) = gated.take() {
+                    let (api_key, version, correlation_id) =
+                        (request.api_key, request.version(), request.correlation_id());
+                    let reply = broker.handle_prepared(request, peer, verdicts);
+                    queue.push_back(Queued::Pending(InFlight {
+                        api_key,
+                        version,
+                        correlation_id,
+                        reply,
+                    }));
+                }
+            }
             _ = shutdown.changed(), if stopped.is_none() => stopped = Some(Close::Shutdown),
             () = &mut idle, if stopped.is_none() && queue.is_empty() => stopped = Some(Close::Idle),
             read = read_frame(&mut reader, &mut inbuf, limits.max_request_bytes),
-                if stopped.is_none() && queue.len() < max_in_flight => {
+                if stopped.is_none() && gated.is_none() && queue.len() < max_in_flight => {
                 let frame = match read {
                     Ok(frame) => frame,
                     Err(close) => {
@@ -202,18 +219,21 @@ async fn connection(
                     }
                 };
                 match decode_request(frame) {
-                    Ok(request) => {
-                        let api_key = request.api_key;
-                        let version = request.version();
-                        let correlation_id = request.correlation_id();
-                        let reply = broker.handle(request, peer);
-                        queue.push_back(Queued::Pending(InFlight {
-                            api_key,
-                            version,
-                            correlation_id,
-                            reply,
-                        }));
-                    }
+                    Ok(request) => match broker.prepare(&request) {
+                        // Nothing more is read until the gate opens: appends stay in order.
+                        Some(gate) => gated = Some((gate, request)),
+                        None => {
+                            let (api_key, version, correlation_id) =
+                                (request.api_key, request.version(), request.correlation_id());
+                            let reply = broker.handle(request, peer);
+                            queue.push_back(Queued::Pending(InFlight {
+                                api_key,
+                                version,
+                                correlation_id,
+                                reply,
+                            }));
+                        }
+                    },
                     Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
                         match sluice_wire::unsupported_api_versions_response(correlation_id) {
                             Ok(frame) => queue.push_back(Queued::Raw(frame)),
@@ -229,6 +249,15 @@ async fn connection(
     match writer.shutdown().await {
         Err(e) if matches!(close, Close::Eof) => Close::Io(e),
         _ => close,
+    }
+}
+
+/// Wait for the gate of the request held back (the caller polls this only when one is).
+/// Cancel-safe: the gate stays in place until it yields.
+async fn open_gate(gated: &mut Option<(Gate, Request)>) -> Verdicts {
+    match gated.as_mut() {
+        Some((gate, _)) => gate.as_mut().await,
+        None => std::future::pending().await,
     }
 }
 

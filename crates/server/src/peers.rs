@@ -15,10 +15,13 @@ use tokio::sync::Mutex;
 /// Largest response accepted from a peer.
 const MAX_PEER_RESPONSE_BYTES: usize = 64 << 20;
 
+/// One peer's connection, None until connected (and after a failure).
+type Slot = Arc<Mutex<Option<TcpStream>>>;
+
 #[derive(Debug, Default)]
 pub struct TcpPeers {
     /// The connection to each peer, by address; None after a failure (reconnect next call).
-    conns: parking_lot::Mutex<HashMap<(String, u16), Arc<Mutex<Option<TcpStream>>>>>,
+    conns: parking_lot::Mutex<HashMap<(String, u16), Slot>>,
     correlation: AtomicI32,
     client_id: String,
 }
@@ -76,7 +79,8 @@ impl PeerClient for TcpPeers {
             .or_default()
             .clone();
         let correlation_id = self.correlation.fetch_add(1, Ordering::Relaxed);
-        let frame = sluice_wire::encode_request(api, version, correlation_id, &self.client_id, &body);
+        let frame =
+            sluice_wire::encode_request(api, version, correlation_id, &self.client_id, &body);
         let addr = format!("{host}:{port}");
         Box::pin(async move {
             let frame = frame.map_err(|e| e.to_string())?;

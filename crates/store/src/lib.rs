@@ -158,6 +158,10 @@ impl SyncedMark {
 pub enum AppendOrigin {
     /// A producer: validate, check idempotence sequences, assign offsets.
     Client,
+    /// A coordinator writing for a producer (a TxnOffsetCommit's transactional batch on
+    /// `__consumer_offsets`): the producer's epoch is checked and its transaction tracked,
+    /// but its batches carry no sequence numbers (as Kafka's COORDINATOR origin).
+    Coordinator,
 }
 
 /// The type of a transaction marker (Kafka's `ControlRecordType` ABORT = 0, COMMIT = 1).
@@ -483,6 +487,17 @@ impl Log {
         log::stable_mark(&s).0
     }
     /// Every producer the log knows, with its open transaction's first offset.
+    /// True when `producer_id` has a transaction open on this log at `producer_epoch` (its
+    /// first batch was appended; no marker yet). A batch of a later epoch is of a new
+    /// transaction, even while the previous one's marker is still to come.
+    pub fn has_open_transaction(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.writer
+            .lock()
+            .producers
+            .get(producer_id)
+            .is_some_and(|e| e.txn_first.is_some() && e.epoch == producer_epoch)
+    }
+
     pub fn producers(&self) -> Vec<ProducerView> {
         self.writer.lock().producers.views()
     }

@@ -284,10 +284,10 @@ impl Log {
     pub(crate) fn append_impl(
         &self,
         records: Bytes,
-        _origin: AppendOrigin,
+        origin: AppendOrigin,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        self.append_inner(records, None, now_ms)
+        self.append_inner(records, None, origin, now_ms)
     }
 
     pub(crate) fn append_marker_impl(
@@ -323,6 +323,7 @@ impl Log {
                 coordinator_epoch,
                 control,
             }),
+            AppendOrigin::Client,
             now_ms,
         )
     }
@@ -333,8 +334,10 @@ impl Log {
         &self,
         records: Bytes,
         marker: Option<MarkerArgs>,
+        origin: AppendOrigin,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
+        let coordinator = origin == AppendOrigin::Coordinator;
         if self.deleted.load(Ordering::Acquire) {
             return Err(self.aio(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -369,7 +372,7 @@ impl Log {
                     reason: "clients may not write control batches".into(),
                 });
             }
-            if h.has_producer_id() && h.base_sequence < 0 {
+            if h.has_producer_id() && h.base_sequence < 0 && !coordinator {
                 return Err(AppendError::Invalid {
                     tp: self.tp.clone(),
                     reason: format!(
@@ -448,7 +451,16 @@ impl Log {
                     .find(|(p, _)| *p == h.producer_id)
                     .map(|(_, e)| e)
                     .or_else(|| w.producers.get(h.producer_id));
-                match ProducerStates::check(current, h) {
+                let checked = match current {
+                    // No sequences: the epoch alone is checked.
+                    Some(e) if coordinator && h.producer_epoch < e.epoch => Err(SeqError::Fenced {
+                        epoch: h.producer_epoch,
+                        current: e.epoch,
+                    }),
+                    _ if coordinator => Ok(SeqCheck::Accept),
+                    _ => ProducerStates::check(current, h),
+                };
+                match checked {
                     Ok(SeqCheck::Accept) => {}
                     Ok(SeqCheck::Duplicate(meta)) => {
                         // The original's answer may never have arrived (a timeout, a failed

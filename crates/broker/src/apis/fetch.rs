@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind};
 use kafka_protocol::ResponseError;
-use sluice_store::FileSlice;
+use sluice_store::{FileSlice, Isolation};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -146,11 +146,19 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             tokio::pin!(notified);
             notified.as_mut().enable();
             let expired = Instant::now() >= deadline;
+            // A read_committed fetch can read up to the last stable offset only.
+            let readable_end = |l: &sluice_store::Log| {
+                if read_committed {
+                    l.last_stable_offset()
+                } else {
+                    l.log_end_offset()
+                }
+            };
             let maybe = first
                 || expired
                 || watched.iter().zip(&targets).any(|(log, t)| {
                     log.as_ref()
-                        .is_none_or(|l| l.is_closed() || l.log_end_offset() != t.fetch_offset)
+                        .is_none_or(|l| l.is_closed() || readable_end(l) != t.fetch_offset)
                 });
             first = false;
             if !maybe {
@@ -169,8 +177,8 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                 for (target, (data, slice)) in targets.iter_mut().zip(results) {
                     let news = (data.error_code != 0)
                         || slice.is_some()
-                        || target.reported != Some((data.high_watermark, data.log_start_offset));
-                    target.reported = Some((data.high_watermark, data.log_start_offset));
+                        || target.reported != Some(reported(&data));
+                    target.reported = Some(reported(&data));
                     if incremental_mode && !news {
                         continue;
                     }
@@ -230,6 +238,15 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             }
         }
     })
+}
+
+/// What an incremental fetch session compares to decide whether a partition has news.
+fn reported(data: &PartitionData) -> (i64, i64, i64) {
+    (
+        data.high_watermark,
+        data.log_start_offset,
+        data.last_stable_offset,
+    )
 }
 
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH name their
@@ -299,6 +316,11 @@ fn read_all(
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
+    let isolation = if read_committed {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    };
     for t in targets {
         let base = PartitionData::default()
             .with_partition_index(t.partition)
@@ -334,17 +356,30 @@ fn read_all(
             // Response full: report offsets only.
             Ok(None)
         } else {
-            log.read(t.fetch_offset, budget, total == 0).map(Some)
+            log.read_isolated(t.fetch_offset, budget, total == 0, isolation)
+                .map(Some)
         };
-        let hw = log.high_watermark();
         let base = base
-            .with_high_watermark(hw)
-            .with_last_stable_offset(hw)
+            .with_high_watermark(log.high_watermark())
+            .with_last_stable_offset(log.last_stable_offset())
             .with_log_start_offset(log.log_start_offset());
         match result {
             Ok(Some(r)) => match r.slice.filter(|s| s.len > 0) {
                 Some(slice) => {
                     total += slice.len as usize;
+                    let base = match r.aborted {
+                        Some(aborted) if read_committed => base.with_aborted_transactions(Some(
+                            aborted
+                                .into_iter()
+                                .map(|a| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(a.producer_id))
+                                        .with_first_offset(a.first_offset)
+                                })
+                                .collect(),
+                        )),
+                        _ => base,
+                    };
                     out.push((base, Some(slice)));
                 }
                 None => out.push((base.with_records(Some(Bytes::new())), None)),

@@ -1,5 +1,6 @@
 //! FindCoordinator (v0-v6, batched keys from v4): a group's coordinator is the broker that
-//! owns its `__consumer_offsets` partition (a single broker: itself, once the topic exists).
+//! owns its `__consumer_offsets` partition, a transactional id's the broker that owns its
+//! `__transaction_state` partition (a single broker: itself, once the topic exists).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use super::str_bytes;
 use crate::Broker;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
     let base = Coordinator::default()
@@ -21,19 +23,25 @@ fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
         .with_node_id(BrokerId(-1))
         .with_host(str_bytes(""))
         .with_port(-1);
-    if key_type != KEY_TYPE_GROUP {
-        // Transactions are not implemented yet.
-        return base
-            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-            .with_error_message(Some(str_bytes("Sluice has no transaction coordinator yet")));
-    }
     if key.is_empty() {
         return base.with_error_code(ResponseError::InvalidRequest.code());
     }
-    if !broker.ensure_offsets_topic() {
-        return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
-    }
-    let owner = broker.group_coordinator(key.as_str());
+    let owner = match key_type {
+        KEY_TYPE_GROUP => {
+            if !broker.ensure_offsets_topic() {
+                return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+            }
+            broker.group_coordinator(key.as_str())
+        }
+        KEY_TYPE_TRANSACTION => {
+            if !broker.ensure_txn_topic() {
+                return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+            }
+            broker.txn_coordinator(key.as_str())
+        }
+        // Share groups (KIP-932) are not supported.
+        _ => return base.with_error_code(ResponseError::InvalidRequest.code()),
+    };
     match broker
         .live_brokers()
         .into_iter()

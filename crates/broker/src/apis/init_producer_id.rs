@@ -1,11 +1,10 @@
-//! InitProducerId for idempotent producers (transactions are not supported yet).
+//! InitProducerId for idempotent producers (with a transactional id: `apis::txn`).
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
-use kafka_protocol::ResponseError;
 
 use crate::errors::meta_error_code;
 use crate::Broker;
@@ -21,14 +20,6 @@ pub(crate) fn handle(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
-    if req.transactional_id.is_some() {
-        tracing::warn!(
-            "InitProducerId with a transactional id refused: transactions are not supported yet"
-        );
-        return Some(ResponseKind::InitProducerId(refused(
-            ResponseError::TransactionalIdAuthorizationFailed.code(),
-        )));
-    }
     let body =
         if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
             // KIP-360: an idempotent producer bumping its own epoch after an error.

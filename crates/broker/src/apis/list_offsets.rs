@@ -22,6 +22,7 @@ pub(crate) fn handle(
     req: ListOffsetsRequest,
     _version: i16,
 ) -> Option<ResponseKind> {
+    let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
         .into_iter()
@@ -49,6 +50,9 @@ pub(crate) fn handle(
                         return base.with_error_code(code);
                     }
                     let found = match p.timestamp {
+                        // READ_COMMITTED: the last stable offset (nothing of an open
+                        // transaction is below it), as Kafka answers.
+                        LATEST if read_committed => Ok(Some((-1, log.last_stable_offset()))),
                         LATEST => Ok(Some((-1, log.high_watermark()))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, log.log_start_offset()))),
                         MAX_TIMESTAMP => Ok(log.max_timestamp()),
@@ -60,7 +64,11 @@ pub(crate) fn handle(
                     // As Kafka: a lookup finds only what a consumer could fetch (in a
                     // cluster, what a confirmed flush round published).
                     let bounded = p.timestamp >= 0 || p.timestamp == MAX_TIMESTAMP;
-                    let hw = log.high_watermark();
+                    let hw = if read_committed {
+                        log.last_stable_offset()
+                    } else {
+                        log.high_watermark()
+                    };
                     let found =
                         found.map(|f| f.filter(|(_, offset)| !bounded || *offset < hw));
                     match found {

@@ -14,6 +14,7 @@ pub(crate) mod delete_topics;
 pub(crate) mod describe_cluster;
 pub(crate) mod describe_groups;
 pub(crate) mod describe_log_dirs;
+pub(crate) mod describe_producers;
 pub(crate) mod elect_leaders;
 pub(crate) mod fetch;
 pub(crate) mod find_coordinator;
@@ -31,6 +32,9 @@ pub(crate) mod offset_fetch;
 pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 pub(crate) mod sync_group;
+pub(crate) mod txn;
+pub(crate) mod txn_offset_commit;
+pub(crate) mod write_txn_markers;
 
 use std::net::IpAddr;
 

@@ -14,7 +14,7 @@ use super::str_bytes;
 use crate::errors::append_error_code;
 use crate::flusher::FlushError;
 use crate::registry::{missing_partition_code, TopicState};
-use crate::{now_ms, Broker, Reply};
+use crate::{now_ms, Broker, Gate, Reply, Verdicts};
 
 fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -26,7 +26,78 @@ fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionP
         .with_error_message(message.map(str_bytes))
 }
 
-pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Reply {
+/// The first batch header of a partition's records, if they parse.
+fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
+    sluice_format::BatchHeader::parse(records).ok()
+}
+
+/// Which transactional partitions of `req` this broker owns whose producer has no open
+/// transaction on them yet: the transaction coordinator must verify (transaction version 1)
+/// or add (version 2, Produce v12+) them before their first batch is appended (KIP-890). Yields
+/// the coordinator's answer per partition; None when nothing needs asking.
+pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) -> Option<Gate> {
+    let id = req.transactional_id.as_ref()?.0.to_string();
+    let mut producer: Option<(i64, i16)> = None;
+    let mut partitions = Vec::new();
+    for t in &req.topic_data {
+        let state = if version >= 13 {
+            broker.registry.get_by_id(t.topic_id)
+        } else {
+            broker.registry.get(t.name.0.as_str())
+        };
+        let Some(state) = state else { continue };
+        for p in &t.partition_data {
+            let Some(log) = state.log(p.index) else {
+                continue;
+            };
+            let Some(h) = p.records.as_deref().and_then(first_header) else {
+                continue;
+            };
+            if !h.is_transactional() || log.has_open_transaction(h.producer_id, h.producer_epoch) {
+                continue;
+            }
+            producer.get_or_insert((h.producer_id, h.producer_epoch));
+            partitions.push((state.meta.name.clone(), p.index));
+        }
+    }
+    let (pid, epoch) = producer?;
+    let check = broker.txn_check_partitions(&id, pid, epoch, partitions.clone(), version >= 12);
+    Some(Box::pin(async move {
+        match check.await {
+            Ok(rs) => rs.into_iter().collect(),
+            Err(code) => partitions.into_iter().map(|tp| (tp, code)).collect(),
+        }
+    }))
+}
+
+/// The answer to a transactional batch for a partition its transaction does not hold (yet):
+/// errors a client of any version retries or aborts on, as Kafka translates them.
+fn verdict_code(code: i16, version: i16) -> i16 {
+    use ResponseError as E;
+    if [
+        E::NotCoordinator.code(),
+        E::CoordinatorNotAvailable.code(),
+        E::CoordinatorLoadInProgress.code(),
+        E::ConcurrentTransactions.code(),
+    ]
+    .contains(&code)
+    {
+        E::NotEnoughReplicas.code()
+    } else if code == E::ProducerFenced.code() {
+        E::InvalidProducerEpoch.code()
+    } else if code == E::TransactionAbortable.code() && version < 11 {
+        E::InvalidTxnState.code()
+    } else {
+        code
+    }
+}
+
+pub(crate) fn handle(
+    broker: &Arc<Broker>,
+    req: ProduceRequest,
+    version: i16,
+    verdicts: &Verdicts,
+) -> Reply {
     let acks = req.acks;
     if !matches!(acks, -1..=1) {
         let responses = req
@@ -54,9 +125,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
             ProduceResponse::default().with_responses(responses),
         )));
     }
-    if req.transactional_id.is_some() {
-        tracing::warn!("transactional produce refused: transactions are not supported yet");
-    }
     let now = now_ms();
     let mut pending = Vec::new();
     let mut responses = Vec::with_capacity(req.topic_data.len());
@@ -79,8 +147,8 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) ->
                 partitions.push(error_partition(p.index, unknown_code, None));
                 continue;
             };
-            let (response, flushed) =
-                append_one(broker, s, p.index, records, acks, transactional, now);
+            let txn = transactional.then_some((verdicts, version));
+            let (response, flushed) = append_one(broker, s, p.index, records, acks, txn, now);
             if let Some(flushed) = flushed {
                 pending.push((ti, pi, flushed));
             }
@@ -135,7 +203,7 @@ fn append_one(
     index: i32,
     mut records: bytes::Bytes,
     acks: i16,
-    transactional: bool,
+    txn: Option<(&Verdicts, i16)>,
     now: i64,
 ) -> (
     PartitionProduceResponse,
@@ -177,15 +245,10 @@ fn append_one(
             None,
         );
     }
-    if transactional {
-        return (
-            error_partition(
-                index,
-                ResponseError::TransactionalIdAuthorizationFailed.code(),
-                Some("Sluice does not support transactions yet".into()),
-            ),
-            None,
-        );
+    if let Some((verdicts, version)) = txn {
+        if let Err((code, message)) = admit_transactional(log, &records, verdicts, version) {
+            return (error_partition(index, code, Some(message)), None);
+        }
     }
     if let Some(target) = crate::recompress::target_codec(&state.config.compression_type) {
         match crate::recompress::recompress(records, target) {
@@ -243,6 +306,42 @@ fn append_one(
                 None,
             )
         }
+    }
+}
+
+/// A transactional produce request's batches for one partition: all transactional (as Kafka
+/// requires), and either of a transaction already open on this log or of one the
+/// coordinator verified or added this partition to ([`prepare`]).
+fn admit_transactional(
+    log: &sluice_store::Log,
+    records: &[u8],
+    verdicts: &Verdicts,
+    version: i16,
+) -> Result<(), (i16, String)> {
+    let Some(h) = first_header(records) else {
+        return Ok(()); // the log store refuses it with the precise error
+    };
+    if !h.is_transactional() {
+        return Err((
+            ResponseError::InvalidRecord.code(),
+            "a transactional produce request holds a batch that is not transactional".into(),
+        ));
+    }
+    if log.has_open_transaction(h.producer_id, h.producer_epoch) {
+        return Ok(());
+    }
+    let tp = log.topic_partition();
+    match verdicts.get(&(tp.topic.clone(), tp.partition)) {
+        Some(0) => Ok(()),
+        Some(&code) => Err((
+            verdict_code(code, version),
+            "the transaction coordinator did not confirm this partition is in the transaction"
+                .into(),
+        )),
+        None => Err((
+            ResponseError::NotEnoughReplicas.code(),
+            "the partition's transaction could not be verified; retry".into(),
+        )),
     }
 }
 

@@ -1,0 +1,141 @@
+//! TxnOffsetCommit (v0-v5): a transactional producer commits its consumer group's offsets as
+//! part of its transaction (`sendOffsetsToTransaction`). The group coordinator checks with
+//! the transaction coordinator that the group's `__consumer_offsets` partition is in the
+//! transaction (transaction version 1, which added it with AddOffsetsToTxn), or adds it
+//! (v5: transaction version 2), then appends the offsets as a transactional batch of the
+//! producer. They become the group's committed offsets when the transaction's COMMIT marker
+//! reaches that partition.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::ResponseError;
+use sluice_group::OffsetCommit;
+
+use crate::errors::group_error_code;
+use crate::{Broker, Reply, OFFSETS_TOPIC};
+
+fn answer(req: &TxnOffsetCommitRequest, codes: &[Vec<i16>]) -> Option<ResponseKind> {
+    let topics = req
+        .topics
+        .iter()
+        .zip(codes)
+        .map(|(t, row)| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .zip(row)
+                        .map(|(p, code)| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(*code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Some(ResponseKind::TxnOffsetCommit(
+        TxnOffsetCommitResponse::default().with_topics(topics),
+    ))
+}
+
+fn all(req: &TxnOffsetCommitRequest, code: i16) -> Vec<Vec<i16>> {
+    req.topics
+        .iter()
+        .map(|t| vec![code; t.partitions.len()])
+        .collect()
+}
+
+pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -> Reply {
+    if !broker.ensure_offsets_topic() {
+        let codes = all(&req, ResponseError::CoordinatorNotAvailable.code());
+        return crate::ready(answer(&req, &codes));
+    }
+    let group = req.group_id.0.to_string();
+    let partition = broker.groups.read(|c| c.partition_for(&group));
+    if !broker.groups.read(|c| c.is_loaded(partition)) {
+        let codes = all(&req, ResponseError::NotCoordinator.code());
+        return crate::ready(answer(&req, &codes));
+    }
+    let check = broker.txn_check_partitions(
+        req.transactional_id.0.as_str(),
+        req.producer_id.0,
+        req.producer_epoch,
+        vec![(OFFSETS_TOPIC.to_string(), partition)],
+        version >= 5,
+    );
+    let broker = broker.clone();
+    Box::pin(async move {
+        let refused = match check.await {
+            Err(code) => Some(code),
+            Ok(rs) => rs.into_iter().map(|(_, c)| c).find(|c| *c != 0),
+        };
+        if let Some(code) = refused {
+            // As Kafka: a fenced producer of an older version gets INVALID_PRODUCER_EPOCH.
+            let code = if version < 2 && code == ResponseError::ProducerFenced.code() {
+                ResponseError::InvalidProducerEpoch.code()
+            } else {
+                code
+            };
+            return answer(&req, &all(&req, code));
+        }
+        let mut commits = Vec::new();
+        let mut codes: Vec<Vec<i16>> = Vec::new();
+        for t in &req.topics {
+            let mut row = Vec::new();
+            for p in &t.partitions {
+                if !broker.partition_exists(t.name.0.as_str(), p.partition_index) {
+                    row.push(ResponseError::UnknownTopicOrPartition.code());
+                    continue;
+                }
+                row.push(0);
+                commits.push(OffsetCommit {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
+                });
+            }
+            codes.push(row);
+        }
+        let written = broker.groups.commit_txn_offsets(
+            &group,
+            req.producer_id.0,
+            req.producer_epoch,
+            req.member_id.as_str(),
+            req.group_instance_id.as_ref().map(|s| s.as_str()),
+            req.generation_id,
+            &commits,
+        );
+        let (results, log) = match written {
+            Err(code) => return answer(&req, &all(&req, code)),
+            Ok(w) => w,
+        };
+        let mut results = results.into_iter();
+        for row in codes.iter_mut() {
+            for code in row.iter_mut() {
+                if *code == 0 {
+                    *code = results
+                        .next()
+                        .and_then(|r| r.err())
+                        .as_ref()
+                        .map_or(0, group_error_code);
+                }
+            }
+        }
+        if broker.flush_logs(vec![log]).await.is_err() {
+            for code in codes.iter_mut().flatten() {
+                if *code == 0 {
+                    *code = ResponseError::KafkaStorageError.code();
+                }
+            }
+        }
+        answer(&req, &codes)
+    })
+}

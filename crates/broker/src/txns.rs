@@ -1,0 +1,499 @@
+//! The transaction coordinator driver: runs the pure state machine of `sluice-txn` against
+//! the `__transaction_state` logs, delivers transaction markers, and runs its timers.
+//!
+//! Every call into the coordinator runs under one mutex: call it, append the records it
+//! returns to their `__transaction_state` partition, and only then let go of the mutex, so the
+//! log holds the transitions in the order they happened. Callers answer once those records
+//! are durable (the group-commit round of the partitions written), and marker jobs start only
+//! then (the Prepare record first, as Kafka does). When all of a job's markers are written,
+//! the Complete record is appended the same way.
+//!
+//! A `__transaction_state` partition is loaded when this broker holds it (start-up, creation
+//! on first use, acquisition in a cluster), at the partition's ownership epoch, which is the
+//! coordinator epoch stamped into the markers it writes; a new owner resumes the markers of
+//! the transactions it finds in PrepareCommit/PrepareAbort. Nothing here assumes the process
+//! owns a partition forever.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_store::{AppendOrigin, Log};
+use sluice_txn::{Coordinator, Effects, MarkerJob, TxnConfig};
+
+use crate::flusher::FlushError;
+use crate::markers::Markers;
+use crate::{now_ms, Broker};
+
+/// The internal topic holding transaction state.
+pub const TXN_TOPIC: &str = "__transaction_state";
+/// Records per batch when appending (keeps batches well under max.message.bytes).
+const BATCH_RECORDS: usize = 500;
+/// Bytes read per step when loading a partition.
+const LOAD_READ_BYTES: u32 = 1 << 20;
+/// Kafka's `transaction.state.log.segment.bytes` default.
+const SEGMENT_BYTES: &str = "104857600";
+
+#[derive(Debug)]
+pub(crate) struct Txns {
+    coordinator: Mutex<Coordinator>,
+    logs: Mutex<HashMap<i32, Arc<Log>>>,
+    /// Serialises creation of `__transaction_state`.
+    create_lock: Mutex<()>,
+}
+
+pub(crate) fn txn_config(c: &sluice_config::BrokerConfig) -> TxnConfig {
+    let t = &c.transactions;
+    TxnConfig {
+        partitions: t.state_log_num_partitions,
+        max_timeout_ms: t.max_timeout_ms,
+        id_expiration_ms: i64::from(t.id_expiration_ms),
+        transaction_version: t.version,
+    }
+}
+
+/// Every (key, value) of a log's data batches from its start offset (transaction markers
+/// are never written to `__transaction_state`, but are skipped if found).
+fn read_records(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let slice = match log.read(offset, LOAD_READ_BYTES, true) {
+            Ok(r) => r.slice,
+            Err(e) => {
+                tracing::error!(tp = ?log.topic_partition(), offset, "reading {TXN_TOPIC} failed: {e}");
+                break;
+            }
+        };
+        let Some(bytes) = slice.and_then(|s| s.read_bytes().ok()) else {
+            break;
+        };
+        let Ok(batches) = sluice_format::parse_batches(&bytes, None) else {
+            tracing::error!(tp = ?log.topic_partition(), offset, "unparseable batch in {TXN_TOPIC}");
+            break;
+        };
+        if batches.is_empty() {
+            break;
+        }
+        let mut next = offset;
+        for b in &batches {
+            next = b.header.base_offset + i64::from(b.header.last_offset_delta) + 1;
+            if next <= offset || b.header.is_control() {
+                continue;
+            }
+            match sluice_group::records::batch_records(&bytes[b.range()]) {
+                Ok(records) => {
+                    out.extend(records.into_iter().filter_map(|(k, v)| k.map(|k| (k, v))))
+                }
+                Err(e) => {
+                    tracing::warn!(tp = ?log.topic_partition(), base = b.header.base_offset, "skipping a {TXN_TOPIC} batch: {e}")
+                }
+            }
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    out
+}
+
+/// What a coordinator call did: its result, the logs it wrote, the marker jobs to start.
+type Ran<T> = (T, Vec<Arc<Log>>, Vec<MarkerJob>);
+
+impl Txns {
+    pub(crate) fn new(config: &sluice_config::BrokerConfig) -> Txns {
+        Txns {
+            coordinator: Mutex::new(Coordinator::new(txn_config(config))),
+            logs: Mutex::new(HashMap::new()),
+            create_lock: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn partition_count(&self) -> i32 {
+        self.coordinator.lock().config().partitions
+    }
+
+    pub(crate) fn partition_for(&self, transactional_id: &str) -> i32 {
+        self.coordinator.lock().partition_for(transactional_id)
+    }
+
+    pub(crate) fn is_loaded(&self, partition: i32) -> bool {
+        self.coordinator.lock().is_loaded(partition)
+    }
+
+    /// The coordinator epoch a loaded partition was loaded at.
+    fn epoch_of(&self, partition: i32) -> Option<i32> {
+        self.logs.lock().get(&partition).map(|l| l.leader_epoch())
+    }
+
+    /// Read-only access.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        f(&self.coordinator.lock())
+    }
+
+    /// Forget one `__transaction_state` partition (another broker coordinates it now; its
+    /// marker jobs in flight here stop at their next retry).
+    pub(crate) fn unload(&self, partition: i32) {
+        self.coordinator.lock().unload(partition);
+        self.logs.lock().remove(&partition);
+        tracing::debug!(partition, "unloaded {TXN_TOPIC} partition");
+    }
+
+    /// Run `f` on the coordinator and append the records it returns. Returns `f`'s result,
+    /// the logs written (to wait for) and the marker jobs (to start once those are durable).
+    /// An append that fails marks the log failed: the partition is re-opened and loaded
+    /// again from what the log holds, and the answer is a retriable error.
+    fn run<T>(&self, f: impl FnOnce(&mut Coordinator) -> (T, Effects)) -> Result<Ran<T>, ()> {
+        let mut c = self.coordinator.lock();
+        let (value, effects) = f(&mut c);
+        let mut by_partition: BTreeMap<i32, Vec<(Bytes, Option<Bytes>)>> = BTreeMap::new();
+        for r in effects.records {
+            by_partition
+                .entry(r.partition)
+                .or_default()
+                .push((r.key, r.value));
+        }
+        let logs = self.logs.lock().clone();
+        let now = now_ms();
+        let mut written = Vec::new();
+        let mut failed = false;
+        for (p, records) in by_partition {
+            let Some(log) = logs.get(&p) else {
+                tracing::error!(partition = p, "no {TXN_TOPIC} log for records");
+                failed = true;
+                continue;
+            };
+            for chunk in records.chunks(BATCH_RECORDS) {
+                let mut b = sluice_format::BatchBuilder::new();
+                for (k, v) in chunk {
+                    b = b.record(now, Some(k), v.as_deref());
+                }
+                if let Err(e) = log.append(Bytes::from(b.build()), AppendOrigin::Client, now) {
+                    tracing::error!(partition = p, "appending to {TXN_TOPIC} failed: {e}");
+                    log.mark_failed(format!(
+                        "an append to {TXN_TOPIC} failed ({e}); its transactions are reloaded from the log"
+                    ));
+                    c.unload(p);
+                    failed = true;
+                    break;
+                }
+            }
+            written.push(log.clone());
+        }
+        if failed {
+            return Err(());
+        }
+        Ok((value, written, effects.markers))
+    }
+}
+
+impl Broker {
+    /// Create `__transaction_state` if it does not exist yet and load every partition this
+    /// broker holds and has not loaded. False when it cannot be created.
+    pub(crate) fn ensure_txn_topic(&self) -> bool {
+        if self.registry.get(TXN_TOPIC).is_none() {
+            let _guard = self.txns.create_lock.lock();
+            if self.registry.get(TXN_TOPIC).is_none() && self.meta.topic(TXN_TOPIC).is_none() {
+                let mut configs = BTreeMap::new();
+                configs.insert("cleanup.policy".to_string(), "compact".to_string());
+                configs.insert("segment.bytes".to_string(), SEGMENT_BYTES.to_string());
+                let partitions = self.txns.partition_count();
+                if let Err(r) = self.create_topic(TXN_TOPIC, partitions, configs) {
+                    if self.meta.topic(TXN_TOPIC).is_none() {
+                        tracing::error!("creating {TXN_TOPIC} failed: {}", r.message);
+                        return false;
+                    }
+                }
+            }
+        }
+        if self.cluster.is_some() {
+            // In a cluster the owners of its partitions load them (crate::cluster).
+            return self.meta.topic(TXN_TOPIC).is_some();
+        }
+        match self.registry.get(TXN_TOPIC) {
+            Some(t) => {
+                for (p, log) in t.logs.iter().enumerate() {
+                    let Some(log) = log else { continue };
+                    let p = p as i32;
+                    if !self.txns.is_loaded(p) && p < self.txns.partition_count() {
+                        self.load_txn_partition(p, log.clone());
+                    }
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Load (acquire) one `__transaction_state` partition, and resume the markers of the
+    /// transactions it finds completing.
+    pub(crate) fn load_txn_partition(&self, partition: i32, log: Arc<Log>) {
+        let records = read_records(&log);
+        let n = records.len();
+        let epoch = log.leader_epoch();
+        let loaded = {
+            let mut c = self.txns.coordinator.lock();
+            let loaded = c.load(partition, epoch, records, now_ms());
+            self.txns.logs.lock().insert(partition, log);
+            loaded
+        };
+        if loaded.skipped > 0 {
+            tracing::warn!(
+                partition,
+                skipped = loaded.skipped,
+                "skipped undecodable {TXN_TOPIC} records"
+            );
+        }
+        tracing::debug!(
+            partition,
+            records = n,
+            transactions = loaded.transactions,
+            resumed = loaded.effects.markers.len(),
+            "loaded {TXN_TOPIC} partition"
+        );
+        self.start_markers(loaded.effects.markers);
+    }
+
+    /// The broker that coordinates `transactional_id`: the owner of its partition.
+    pub(crate) fn txn_coordinator(&self, transactional_id: &str) -> Option<i32> {
+        if self.cluster.is_none() {
+            return Some(self.node_id);
+        }
+        let p = self.txns.partition_for(transactional_id);
+        self.partition_owner(TXN_TOPIC, p)
+    }
+
+    /// A new producer id (Kafka's ProducerIdManager: blocks from the metadata store).
+    pub(crate) fn allocate_producer_id(&self) -> Result<i64, String> {
+        self.meta.next_producer_id().map_err(|e| e.to_string())
+    }
+
+    /// Run `f` on the transaction coordinator (see [`Txns::run`]), wait until its records are
+    /// durable, start its marker jobs, and yield `f`'s result; `Err` is a retriable failure
+    /// of the log (answered NOT_COORDINATOR, so the client looks the coordinator up again).
+    pub(crate) fn txn_call<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Coordinator) -> (T, Effects),
+    ) -> impl std::future::Future<Output = Result<T, ()>> + Send + 'static {
+        let ran = self.txns.run(f);
+        let broker = self.clone();
+        async move {
+            let (value, written, markers) = ran?;
+            broker.flush_txn_logs(written).await.map_err(|_| ())?;
+            broker.start_markers(markers);
+            Ok(value)
+        }
+    }
+
+    fn flush_txn_logs(
+        &self,
+        logs: Vec<Arc<Log>>,
+    ) -> impl std::future::Future<Output = Result<(), FlushError>> {
+        // Coordinator state is answered on only once on storage, whatever the flush policy.
+        let waits: Vec<_> = logs.into_iter().map(|l| self.flusher.request(l)).collect();
+        async move {
+            for w in waits {
+                w.await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Deliver each job's markers in the background; when all are written, complete the
+    /// transaction.
+    fn start_markers(&self, jobs: Vec<MarkerJob>) {
+        let Some(me) = self.arc() else { return };
+        for job in jobs {
+            let broker = me.clone();
+            self.runtime.spawn(async move {
+                let partition = broker.txns.partition_for(&job.transactional_id);
+                let epoch = job.coordinator_epoch;
+                let weak = Arc::downgrade(&broker);
+                let current = move || {
+                    weak.upgrade()
+                        .is_some_and(|b| b.txns.epoch_of(partition) == Some(epoch))
+                };
+                let m = Markers {
+                    producer_id: job.producer_id,
+                    producer_epoch: job.producer_epoch,
+                    coordinator_epoch: job.coordinator_epoch,
+                    commit: job.commit,
+                    partitions: job.partitions.clone(),
+                };
+                if !broker.deliver_markers(m, current).await {
+                    tracing::info!(
+                        transactional_id = job.transactional_id,
+                        "markers left to the transaction's new coordinator"
+                    );
+                    return;
+                }
+                let done = broker.txn_call(|c| ((), c.markers_written(&job, now_ms())));
+                if done.await.is_err() {
+                    tracing::warn!(
+                        transactional_id = job.transactional_id,
+                        "completing a transaction failed; its coordinator reloads it"
+                    );
+                }
+            });
+        }
+    }
+
+    /// Start the timer task: aborts of transactions past their timeout, and expiry of idle
+    /// transactional ids.
+    pub(crate) fn start_txn_timers(broker: &Arc<Broker>) {
+        let weak: Weak<Broker> = Arc::downgrade(broker);
+        let t = &broker.config.transactions;
+        let interval_ms = t.abort_timed_out_interval_ms.max(1) as u64;
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_millis(interval_ms));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Some(b) = weak.upgrade() else { return };
+                if b.txns.coordinator.lock().loaded().is_empty() {
+                    continue;
+                }
+                let broker = b.clone();
+                // Producer-id allocation may wait on etcd: off the runtime threads.
+                let ticked = tokio::task::spawn_blocking(move || {
+                    let alloc_from = broker.clone();
+                    let mut alloc = move || alloc_from.allocate_producer_id();
+                    broker.txn_call(move |c| ((), c.tick(now_ms(), &mut alloc)))
+                })
+                .await;
+                if let Ok(f) = ticked {
+                    let _ = f.await;
+                }
+            }
+        });
+    }
+}
+
+/// The answer of [`Broker::txn_check_partitions`]: each partition's code (0: in the
+/// transaction), or one code for all.
+pub(crate) type PartitionCheck = Result<Vec<(sluice_txn::TxnPartition, i16)>, i16>;
+
+impl Broker {
+    /// True when `topic` has partition `partition` (owned here or by another broker).
+    pub(crate) fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.registry
+            .get(topic)
+            .is_some_and(|s| s.has_partition(partition))
+    }
+
+    /// Ask the transaction coordinator of `transactional_id` whether `partitions` are in the
+    /// producer's ongoing transaction (`add` false: KIP-890 part 1's verification of a
+    /// transaction version 1 producer, which added them itself), or add them (`add` true:
+    /// transaction version 2, where the partition's leader adds them). Here when this broker
+    /// coordinates the id, else by AddPartitionsToTxn (v4 verify-only, v5 add) to the
+    /// coordinator.
+    pub(crate) fn txn_check_partitions(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<sluice_txn::TxnPartition>,
+        add: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PartitionCheck> + Send>> {
+        use kafka_protocol::ResponseError;
+        let coordinator = self.txn_coordinator(transactional_id);
+        let id = transactional_id.to_string();
+        if coordinator == Some(self.node_id) && self.txns.is_loaded(self.txns.partition_for(&id)) {
+            let call = self.txn_call(move |c| {
+                c.add_partitions(
+                    &id,
+                    producer_id,
+                    producer_epoch,
+                    &partitions,
+                    !add,
+                    add,
+                    now_ms(),
+                )
+            });
+            return Box::pin(async move {
+                match call.await {
+                    Err(()) => Err(ResponseError::NotCoordinator.code()),
+                    Ok(Err(e)) => Err(crate::errors::txn_error_code(&e, false)),
+                    Ok(Ok(rs)) => Ok(rs
+                        .into_iter()
+                        .map(|(tp, r)| {
+                            let code = r
+                                .err()
+                                .map_or(0, |e| crate::errors::txn_error_code(&e, false));
+                            (tp, code)
+                        })
+                        .collect()),
+                }
+            });
+        }
+        let Some(node) = coordinator.filter(|_| self.cluster.is_some()) else {
+            return Box::pin(std::future::ready(Err(
+                ResponseError::CoordinatorNotAvailable.code(),
+            )));
+        };
+        let broker = self.clone();
+        Box::pin(async move {
+            use kafka_protocol::messages::add_partitions_to_txn_request::{
+                AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+            };
+            use kafka_protocol::messages::{
+                AddPartitionsToTxnRequest, ApiKey, ProducerId, RequestKind, ResponseKind,
+                TransactionalId,
+            };
+            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (t, p) in &partitions {
+                by_topic.entry(t.clone()).or_default().push(*p);
+            }
+            let txn = AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(crate::apis::str_bytes(id.clone())))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch)
+                .with_verify_only(!add)
+                .with_topics(
+                    by_topic
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            AddPartitionsToTxnTopic::default()
+                                .with_name(crate::apis::topic_name(&t))
+                                .with_partitions(ps)
+                        })
+                        .collect(),
+                );
+            let body = RequestKind::AddPartitionsToTxn(
+                AddPartitionsToTxnRequest::default().with_transactions(vec![txn]),
+            );
+            let version = if add { 5 } else { 4 };
+            match broker
+                .call_peer(node, ApiKey::AddPartitionsToTxn, version, body)
+                .await
+            {
+                Ok(ResponseKind::AddPartitionsToTxn(r)) => {
+                    if r.error_code != 0 {
+                        return Err(r.error_code);
+                    }
+                    let mut out = Vec::new();
+                    for t in r.results_by_transaction {
+                        for tr in t.topic_results {
+                            for p in tr.results_by_partition {
+                                out.push((
+                                    (tr.name.0.to_string(), p.partition_index),
+                                    p.partition_error_code,
+                                ));
+                            }
+                        }
+                    }
+                    Ok(out)
+                }
+                Ok(_) => Err(ResponseError::UnknownServerError.code()),
+                Err(e) => {
+                    tracing::debug!("AddPartitionsToTxn to broker {node} failed: {e}");
+                    Err(ResponseError::NotCoordinator.code())
+                }
+            }
+        })
+    }
+}
