@@ -199,6 +199,121 @@ def kafka_tool(
     return ToolResult(p.returncode, p.stdout, p.stderr)
 
 
+# --------------------------------------------------------------------------
+# Java programs of the tests (tests/java/*.java)
+# --------------------------------------------------------------------------
+
+JAVA_DIR = REPO_ROOT / "tests" / "java"
+
+
+def java_program_cmd(program: str, *args: str, jvm_opts: Iterable[str] = FAST_START_JVM,
+                     log4j: Path = TOOLS_LOG4J) -> list:
+    """The command running ``tests/java/PROGRAM.java`` with Java's source launcher (JEP 330,
+    Java 11+): the single file is compiled in memory at each start against the Kafka jars, no
+    build step. Same JVM conventions as ``java_cmd`` (log4j config: warnings on stderr)."""
+    src = JAVA_DIR / (program if program.endswith(".java") else f"{program}.java")
+    if not src.is_file():
+        raise HarnessError(f"no Java program {src}")
+    return java_cmd(str(src), *args, jvm_opts=jvm_opts, log4j=log4j)
+
+
+class JavaProgram:
+    """A test's Java program in the background: stdout to ``work_dir/NAME.out`` (the program's
+    machine-readable lines), stderr to ``NAME.err``; its own process group, so ``kill()`` is a
+    SIGKILL of the whole JVM."""
+
+    def __init__(self, work_dir: Path, name: str, program: str, *args: str,
+                 jvm_opts: Iterable[str] = FAST_START_JVM):
+        self.name = name
+        self.cmd = java_program_cmd(program, *args, jvm_opts=jvm_opts)
+        work_dir = Path(work_dir)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self.out_file = work_dir / f"{name}.out"
+        self.err_file = work_dir / f"{name}.err"
+        with open(self.out_file, "ab") as out, open(self.err_file, "ab") as err:
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         start_new_session=True)
+
+    def lines(self) -> list:
+        try:
+            return self.out_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+
+    def words(self, first: str) -> list:
+        """The output lines starting with the word ``first``, split on spaces."""
+        return [l.split(" ") for l in self.lines() if l.split(" ", 1)[0] == first]
+
+    def describe(self) -> str:
+        return (f"{self.name} ({' '.join(self.cmd[-8:])}) rc={self.proc.poll()}\n--- stdout (tail) ---\n"
+                f"{tail(self.out_file, 30)}\n--- stderr (tail) ---\n{tail(self.err_file, 60)}")
+
+    def wait_for(self, pred: Callable[[list], object], timeout: float, what: str):
+        """Wait until ``pred(lines)`` is truthy; fail early if the program exits first."""
+        def check():
+            v = pred(self.lines())
+            if v:
+                return v
+            if self.proc.poll() is not None:
+                v = pred(self.lines())
+                if v:
+                    return v
+                raise HarnessError(f"{self.name} exited before {what}:\n{self.describe()}")
+            return None
+
+        try:
+            return wait_until(check, timeout, what)
+        except HarnessError as e:
+            if "exited before" in str(e):
+                raise
+            raise HarnessError(f"{e}\n{self.describe()}") from None
+
+    def wait_line(self, first: str, timeout: float) -> list:
+        """The first output line starting with the word ``first`` (split), once it is there."""
+        return self.wait_for(lambda lines: next((l.split(" ") for l in lines if l.split(" ", 1)[0] == first), None),
+                             timeout, f"a {first!r} line from {self.name}")
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the exit; kill and fail after ``timeout`` s. Returns the exit code."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise HarnessError(f"{self.name} did not exit within {timeout:.0f}s (killed)\n{self.describe()}") from None
+
+    def finish(self, timeout: float) -> list:
+        """Wait for a clean exit (rc 0) and return the output lines."""
+        rc = self.wait(timeout)
+        if rc != 0:
+            raise HarnessError(f"{self.name} exited with {rc}\n{self.describe()}")
+        return self.lines()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM (the JVM runs its shutdown hooks); SIGKILL after ``timeout`` s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise HarnessError(f"{self.name} ignored SIGTERM for {timeout:.0f}s (killed)\n{self.describe()}") from None
+
+
+def run_java_program(work_dir: Path, name: str, program: str, *args: str, timeout: float = TOOL_TIMEOUT,
+                     jvm_opts: Iterable[str] = FAST_START_JVM) -> list:
+    """Run a test's Java program to its end; return its stdout lines (HarnessError unless rc 0)."""
+    prog = JavaProgram(work_dir, name, program, *args, jvm_opts=jvm_opts)
+    return prog.finish(timeout)
+
+
 # Tool class names (Kafka 4.x).
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
@@ -212,6 +327,7 @@ DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 KAFKA_MAIN = "kafka.Kafka"
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 
 
 # --------------------------------------------------------------------------
