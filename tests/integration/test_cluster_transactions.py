@@ -69,9 +69,10 @@ def test_transactions_span_owners_other_than_the_coordinator(broker_factory, etc
 
 
 def _open_transaction_on_a_partition_owned_elsewhere(kafka_tool, bootstrap, topic, txn_id, tmp_path):
-    """Registers ``txn_id`` (one committed record on partition 0), finds its coordinator, and
-    returns (coordinator id, a partition owned by another broker)."""
-    run_java_program(tmp_path, f"register-{txn_id}", "TxnClient", "init", bootstrap, topic, 0, txn_id, 1)
+    """Registers ``txn_id`` (one committed record in a topic of its own), finds its coordinator,
+    and returns (coordinator id, a partition of ``topic`` owned by another broker)."""
+    harness.create_topic(bootstrap, f"{topic}-register", partitions=1)
+    run_java_program(tmp_path, f"register-{txn_id}", "TxnClient", "init", bootstrap, f"{topic}-register", 0, txn_id, 1)
     coordinator = int(coordinator_of(kafka_tool, bootstrap, txn_id)["CoordinatorId"])
     owners = leaders(bootstrap, topic)
     elsewhere = sorted(p for p, o in owners.items() if o != coordinator and o >= 0)
