@@ -7,10 +7,11 @@
 // acks=all producer, the baseline), one producer (a fresh transactional.id per size) writes
 // min(RECORDS, MAX_TXNS x size) records of RECORD_BYTES bytes round-robin over PARTITIONS,
 // `size` records per transaction, after a warm-up of 5 transactions (not counted). The time
-// of each commitTransaction() is recorded (the baseline, size 0, has no commits: NaN).
+// of each commitTransaction() is recorded, and of each whole transaction (beginTransaction to
+// the return of commitTransaction: sends included); the baseline, size 0, has neither: NaN.
 // One line per size:
 //   RESULT size=<n> records=<n> txns=<n> seconds=<s> records_s=<r> mb_s=<MiB/s>
-//          commit_p50_ms=<ms> commit_p99_ms=<ms> commit_max_ms=<ms>
+//          commit_p50_ms=<ms> commit_p99_ms=<ms> commit_max_ms=<ms> txn_p50_ms=<ms> txn_p99_ms=<ms>
 // then "DONE". MB/s counts the values only (RECORD_BYTES per record).
 
 import java.util.ArrayList;
@@ -60,6 +61,7 @@ public class TxnBench {
             long n = txn ? Math.min(records, maxTxns * size) : records;
             int perTxn = txn ? size : 1000;
             List<Long> commits = new ArrayList<>();
+            List<Long> whole = new ArrayList<>();
             long sent = 0;
             double seconds;
             try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
@@ -83,6 +85,7 @@ public class TxnBench {
                 long t0 = System.nanoTime();
                 while (sent < n) {
                     long inThis = Math.min(perTxn, n - sent);
+                    long b0 = System.nanoTime();
                     if (txn) {
                         prod.beginTransaction();
                     }
@@ -94,17 +97,21 @@ public class TxnBench {
                     if (txn) {
                         long c0 = System.nanoTime();
                         prod.commitTransaction();
-                        commits.add(System.nanoTime() - c0);
+                        long end = System.nanoTime();
+                        commits.add(end - c0);
+                        whole.add(end - b0);
                     }
                 }
                 prod.flush();
                 seconds = (System.nanoTime() - t0) / 1e9;
             }
             long[] c = commits.stream().mapToLong(Long::longValue).sorted().toArray();
+            long[] w = whole.stream().mapToLong(Long::longValue).sorted().toArray();
             System.out.printf("RESULT size=%d records=%d txns=%d seconds=%.3f records_s=%.1f mb_s=%.2f "
-                    + "commit_p50_ms=%.2f commit_p99_ms=%.2f commit_max_ms=%.2f%n",
+                    + "commit_p50_ms=%.2f commit_p99_ms=%.2f commit_max_ms=%.2f txn_p50_ms=%.2f txn_p99_ms=%.2f%n",
                     size, sent, c.length, seconds, sent / seconds, sent * (double) recordBytes / (1 << 20) / seconds,
-                    percentile(c, 0.50), percentile(c, 0.99), percentile(c, 1.0));
+                    percentile(c, 0.50), percentile(c, 0.99), percentile(c, 1.0), percentile(w, 0.50),
+                    percentile(w, 0.99));
             System.out.flush();
         }
         System.out.println("DONE");
