@@ -18,6 +18,12 @@
 //       Commits one transaction of COMMITTED records ("before-<n>"), then begins one with OPEN
 //       records ("open-<n>"), flushes it (the records are in the log), prints "OPEN" and waits
 //       to be killed (transaction.timeout.ms TIMEOUT_MS).
+//   hold BOOTSTRAP TOPIC PARTITION TXN_ID TIMEOUT_MS OPEN GO_FILE
+//       Begins a transaction of OPEN records ("held-<n>"), flushes it, prints "OPEN", waits
+//       (up to 5 minutes) for GO_FILE to exist, then commits: "COMMIT" or, if the commit
+//       fails, "COMMIT_FAILED <exception class> <message>" followed by "ABORT" when the
+//       transaction could be aborted. Then one more transaction of 2 records ("next-<n>"):
+//       "NEXT_COMMIT", "DONE" (or "NEXT_FAILED <exception class>").
 //   init BOOTSTRAP TOPIC PARTITION TXN_ID COUNT
 //       initTransactions with TXN_ID (fencing any earlier producer of it), prints
 //       "INIT <ms>", then commits COUNT records ("after-<n>") and prints "COMMIT", "DONE".
@@ -146,6 +152,52 @@ public class TxnClient {
         Thread.sleep(TimeUnit.HOURS.toMillis(1)); // until SIGKILLed
     }
 
+    static void hold(String bootstrap, String topic, int partition, String txnId, int timeoutMs, int open,
+                     String goFile) throws Exception {
+        KafkaProducer<String, String> prod = producer(bootstrap, txnId, timeoutMs);
+        prod.initTransactions();
+        prod.beginTransaction();
+        for (int n = 0; n < open; n++) {
+            prod.send(new ProducerRecord<>(topic, partition, "held-" + n, "held-" + n));
+        }
+        prod.flush();
+        out("OPEN");
+        java.nio.file.Path go = java.nio.file.Path.of(goFile);
+        long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(5);
+        while (!java.nio.file.Files.exists(go)) {
+            if (System.nanoTime() > deadline) {
+                out("ERROR no " + goFile);
+                System.exit(1);
+            }
+            Thread.sleep(50);
+        }
+        try {
+            prod.commitTransaction();
+            out("COMMIT");
+        } catch (Exception e) {
+            out("COMMIT_FAILED " + e.getClass().getName() + " " + String.valueOf(e.getMessage()).replace('\n', ' '));
+            try {
+                prod.abortTransaction();
+                out("ABORT");
+            } catch (Exception e2) {
+                out("ABORT_FAILED " + e2.getClass().getName());
+                System.exit(0);
+            }
+        }
+        try {
+            prod.beginTransaction();
+            for (int n = 0; n < 2; n++) {
+                prod.send(new ProducerRecord<>(topic, partition, "next-" + n, "next-" + n));
+            }
+            prod.commitTransaction();
+            out("NEXT_COMMIT");
+        } catch (Exception e) {
+            out("NEXT_FAILED " + e.getClass().getName());
+        }
+        prod.close(Duration.ofSeconds(10));
+        out("DONE");
+    }
+
     static void init(String bootstrap, String topic, int partition, String txnId, int count) throws Exception {
         try (KafkaProducer<String, String> prod = producer(bootstrap, txnId, 60000)) {
             long t0 = System.nanoTime();
@@ -262,6 +314,9 @@ public class TxnClient {
             case "hang":
                 hang(a[1], a[2], Integer.parseInt(a[3]), a[4], Integer.parseInt(a[5]), Integer.parseInt(a[6]),
                         Integer.parseInt(a[7]));
+                break;
+            case "hold":
+                hold(a[1], a[2], Integer.parseInt(a[3]), a[4], Integer.parseInt(a[5]), Integer.parseInt(a[6]), a[7]);
                 break;
             case "init":
                 init(a[1], a[2], Integer.parseInt(a[3]), a[4], Integer.parseInt(a[5]));

@@ -61,8 +61,9 @@ public class TxnCopier {
             cp.put("enable.auto.commit", "false");
             cp.put("auto.offset.reset", "earliest");
             cp.put("max.poll.records", Integer.toString(batch));
-            cp.put("session.timeout.ms", "10000");
-            cp.put("heartbeat.interval.ms", "1000");
+            // The broker's group.min.session.timeout.ms (6 s): a SIGKILLed member leaves soon.
+            cp.put("session.timeout.ms", "6000");
+            cp.put("heartbeat.interval.ms", "500");
             Properties pp = new Properties();
             pp.put("bootstrap.servers", bootstrap);
             pp.put("transactional.id", txnId);
