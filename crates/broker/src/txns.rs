@@ -385,6 +385,43 @@ impl Broker {
             .is_some_and(|s| s.has_partition(partition))
     }
 
+    /// [`Broker::txn_check_partitions`], retried while the coordinator answers
+    /// CONCURRENT_TRANSACTIONS (the producer's previous transaction is still writing its
+    /// markers), every `add.partitions.to.txn.retry.backoff.ms` for up to
+    /// `add.partitions.to.txn.retry.backoff.max.ms`, as Kafka's partition leaders do: the
+    /// producer would otherwise wait out its own, longer, retry backoff.
+    pub(crate) fn txn_check_partitions_retrying(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<sluice_txn::TxnPartition>,
+        add: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PartitionCheck> + Send>> {
+        let concurrent = kafka_protocol::ResponseError::ConcurrentTransactions.code();
+        let t = &self.config.transactions;
+        let backoff = Duration::from_millis(t.add_partitions_retry_backoff_ms.max(1) as u64);
+        let give_up = tokio::time::Instant::now()
+            + Duration::from_millis(t.add_partitions_retry_backoff_max_ms.max(0) as u64);
+        let broker = self.clone();
+        let id = transactional_id.to_string();
+        Box::pin(async move {
+            loop {
+                let answer = broker
+                    .txn_check_partitions(&id, producer_id, producer_epoch, partitions.clone(), add)
+                    .await;
+                let busy = match &answer {
+                    Err(code) => *code == concurrent,
+                    Ok(rs) => rs.iter().any(|(_, c)| *c == concurrent),
+                };
+                if !busy || tokio::time::Instant::now() + backoff > give_up {
+                    return answer;
+                }
+                tokio::time::sleep(backoff).await;
+            }
+        })
+    }
+
     /// Ask the transaction coordinator of `transactional_id` whether `partitions` are in the
     /// producer's ongoing transaction (`add` false: KIP-890 part 1's verification of a
     /// transaction version 1 producer, which added them itself), or add them (`add` true:

@@ -447,6 +447,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 3_600_000,
             )?,
             version: p.typed("sluice.transaction.version", 2)?,
+            add_partitions_retry_backoff_ms: p
+                .typed("add.partitions.to.txn.retry.backoff.ms", 20)?,
+            add_partitions_retry_backoff_max_ms: p
+                .typed("add.partitions.to.txn.retry.backoff.max.ms", 100)?,
         },
         topic_defaults,
         given: props.clone(),

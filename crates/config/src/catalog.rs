@@ -405,6 +405,10 @@ const fn b(
 
 /// Every broker property Sluice understands, sorted by name.
 pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
+    b("add.partitions.to.txn.retry.backoff.max.ms", Type::Int, Some("100"), Check::AtLeast(0), false,
+        "How long a partition leader retries adding a partition to a transaction that is still completing its previous one (CONCURRENT_TRANSACTIONS) before answering the producer."),
+    b("add.partitions.to.txn.retry.backoff.ms", Type::Int, Some("20"), Check::AtLeast(1), false,
+        "The wait between those retries."),
     b("advertised.listeners", Type::String, None, Check::Listeners, true,
         "Listeners given to clients in metadata; defaults to listeners."),
     b("auto.create.topics.enable", Type::Boolean, Some("true"), Check::None, false,

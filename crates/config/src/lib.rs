@@ -231,6 +231,10 @@ pub struct TxnSettings {
     pub remove_expired_interval_ms: i32,
     /// `sluice.transaction.version`: the finalized `transaction.version` feature (default 2).
     pub version: i16,
+    /// `add.partitions.to.txn.retry.backoff.ms` (default 20).
+    pub add_partitions_retry_backoff_ms: i32,
+    /// `add.partitions.to.txn.retry.backoff.max.ms` (default 100).
+    pub add_partitions_retry_backoff_max_ms: i32,
 }
 
 /// The whole broker configuration.

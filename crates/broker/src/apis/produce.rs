@@ -61,7 +61,8 @@ pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) 
         }
     }
     let (pid, epoch) = producer?;
-    let check = broker.txn_check_partitions(&id, pid, epoch, partitions.clone(), version >= 12);
+    let check =
+        broker.txn_check_partitions_retrying(&id, pid, epoch, partitions.clone(), version >= 12);
     Some(Box::pin(async move {
         match check.await {
             Ok(rs) => rs.into_iter().collect(),

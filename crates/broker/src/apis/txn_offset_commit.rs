@@ -62,7 +62,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
         let codes = all(&req, ResponseError::NotCoordinator.code());
         return crate::ready(answer(&req, &codes));
     }
-    let check = broker.txn_check_partitions(
+    let check = broker.txn_check_partitions_retrying(
         req.transactional_id.0.as_str(),
         req.producer_id.0,
         req.producer_epoch,
