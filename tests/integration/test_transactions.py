@@ -599,3 +599,42 @@ def test_dump_log_shows_markers_aborted_index_and_transaction_log(sbroker, kafka
 # TransactionState ids as written in __transaction_state (TransactionState.java).
 TXN_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
               5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
+
+
+# --------------------------------------------------------------------------
+# 10. transaction version 1: the form of Kafka's older clients, and of Kafka 4.x clients when
+#     the cluster finalizes transaction.version below 2
+# --------------------------------------------------------------------------
+
+@pytest.mark.skipif(harness.TARGET != "sluice", reason="sluice.transaction.version is Sluice's")
+def test_java_transactions_under_transaction_version_1(broker_factory, kafka_tool, topic, tmp_path):
+    """With transaction.version finalized at 1 the Java client adds partitions and offsets
+    itself (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit < v5), keeps its epoch across
+    transactions, and the broker verifies each transactional partition with the coordinator
+    (KIP-890 part 1) before the first append."""
+    b = broker_factory(overrides={"sluice.transaction.version": 1, **TIMEOUT_SCAN})
+    create_topic(b.bootstrap, topic, partitions=PARTITIONS)
+    lines = run_java_program(tmp_path, "produce", "TxnClient", "produce", b.bootstrap, topic, PARTITIONS,
+                             PRODUCERS, TXNS, PER_TXN, timeout=120)
+    committed, _ = produced_keys([l.split(" ") for l in lines])
+    rc = read(b.bootstrap, topic, range(PARTITIONS), "read_committed")
+    assert_committed_exactly_once(rc, committed, "read_committed under transaction.version 1")
+
+    src, dst, group, txn_id = f"{topic}-in", f"{topic}-out", f"{topic}-group", f"{topic}-copier"
+    create_topic(b.bootstrap, src, partitions=PARTITIONS)
+    create_topic(b.bootstrap, dst, partitions=PARTITIONS)
+    n = 300
+    produce_all(producer(b.bootstrap, acks="all"), src,
+                [{"partition": i % PARTITIONS, "key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(n)])
+    copier = JavaProgram(tmp_path, "copier", "TxnCopier", b.bootstrap, src, dst, group, txn_id, 30, 0)
+    try:
+        copier.finish(180)
+    finally:
+        copier.kill()
+    out = read(b.bootstrap, dst, range(PARTITIONS), "read_committed", expected=n, timeout=90)
+    assert Counter(r[3] for r in out) == Counter(f"out:v{i}" for i in range(n))
+    # Under version 1 the epoch stays put across transactions (no KIP-890 bump).
+    res = txn_tool(kafka_tool, b.bootstrap, "describe", "--transactional-id", txn_id)
+    res.check("kafka-transactions describe")
+    row = table(res.out)[0]
+    assert row["ProducerEpoch"] == "0", row
