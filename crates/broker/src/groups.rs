@@ -65,18 +65,18 @@ pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
     }
 }
 
-/// Every record of a log from its start offset, in log order, with the transaction markers
-/// and the producer of transactional batches (TxnOffsetCommit offsets, pending until their
-/// marker).
-fn read_all(log: &Log) -> Vec<LoadItem> {
-    let mut out = Vec::new();
+/// Call `f` with every batch of a coordinator's log (`__consumer_offsets`,
+/// `__transaction_state`) from its start offset, in log order: its header and bytes. Stops at
+/// the first batch that cannot be read (logged).
+pub(crate) fn for_each_batch(log: &Log, mut f: impl FnMut(&sluice_format::BatchHeader, &[u8])) {
+    let tp = log.topic_partition();
     let mut offset = log.log_start_offset();
     let end = log.log_end_offset();
     while offset < end {
         let slice = match log.read(offset, LOAD_READ_BYTES, true) {
             Ok(r) => r.slice,
             Err(e) => {
-                tracing::error!(tp = ?log.topic_partition(), offset, "reading __consumer_offsets failed: {e}");
+                tracing::error!(?tp, offset, "reading a coordinator's log failed: {e}");
                 break;
             }
         };
@@ -84,7 +84,7 @@ fn read_all(log: &Log) -> Vec<LoadItem> {
             break;
         };
         let Ok(batches) = sluice_format::parse_batches(&bytes, None) else {
-            tracing::error!(tp = ?log.topic_partition(), offset, "unparseable batch in __consumer_offsets");
+            tracing::error!(?tp, offset, "unparseable batch in a coordinator's log");
             break;
         };
         if batches.is_empty() {
@@ -93,44 +93,8 @@ fn read_all(log: &Log) -> Vec<LoadItem> {
         let mut next = offset;
         for b in &batches {
             next = b.header.base_offset + i64::from(b.header.last_offset_delta) + 1;
-            if next <= offset {
-                continue; // a batch before the requested offset
-            }
-            let h = &b.header;
-            let batch = &bytes[b.range()];
-            if h.is_control() {
-                match sluice_format::txn::parse_control(batch, h) {
-                    Ok(c) if c.control_type == sluice_format::txn::CONTROL_COMMIT => {
-                        out.push(LoadItem::Marker {
-                            producer_id: h.producer_id,
-                            commit: true,
-                        })
-                    }
-                    Ok(c) if c.control_type == sluice_format::txn::CONTROL_ABORT => {
-                        out.push(LoadItem::Marker {
-                            producer_id: h.producer_id,
-                            commit: false,
-                        })
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(tp = ?log.topic_partition(), base = h.base_offset, "skipping a __consumer_offsets control batch: {e}")
-                    }
-                }
-                continue;
-            }
-            let producer_id = h.is_transactional().then_some(h.producer_id);
-            match sluice_group::records::batch_records(batch) {
-                Ok(records) => out.extend(records.into_iter().filter_map(|(k, value)| {
-                    k.map(|key| LoadItem::Record {
-                        key,
-                        value,
-                        producer_id,
-                    })
-                })),
-                Err(e) => {
-                    tracing::warn!(tp = ?log.topic_partition(), base = h.base_offset, "skipping a __consumer_offsets batch: {e}")
-                }
+            if next > offset {
+                f(&b.header, &bytes[b.range()]);
             }
         }
         if next <= offset {
@@ -138,6 +102,58 @@ fn read_all(log: &Log) -> Vec<LoadItem> {
         }
         offset = next;
     }
+}
+
+/// Every record of a log from its start offset, in log order, with the transaction markers
+/// and the producer of transactional batches (TxnOffsetCommit offsets, pending until their
+/// marker).
+fn read_all(log: &Log) -> Vec<LoadItem> {
+    let tp = log.topic_partition();
+    let mut out = Vec::new();
+    for_each_batch(log, |h, batch| {
+        if h.is_control() {
+            match sluice_format::txn::parse_control(batch, h) {
+                Ok(c) if c.control_type == sluice_format::txn::CONTROL_COMMIT => {
+                    out.push(LoadItem::Marker {
+                        producer_id: h.producer_id,
+                        commit: true,
+                    })
+                }
+                Ok(c) if c.control_type == sluice_format::txn::CONTROL_ABORT => {
+                    out.push(LoadItem::Marker {
+                        producer_id: h.producer_id,
+                        commit: false,
+                    })
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(
+                        ?tp,
+                        base = h.base_offset,
+                        "skipping a __consumer_offsets control batch: {e}"
+                    )
+                }
+            }
+            return;
+        }
+        let producer_id = h.is_transactional().then_some(h.producer_id);
+        match sluice_group::records::batch_records(batch) {
+            Ok(records) => out.extend(records.into_iter().filter_map(|(k, value)| {
+                k.map(|key| LoadItem::Record {
+                    key,
+                    value,
+                    producer_id,
+                })
+            })),
+            Err(e) => {
+                tracing::warn!(
+                    ?tp,
+                    base = h.base_offset,
+                    "skipping a __consumer_offsets batch: {e}"
+                )
+            }
+        }
+    });
     out
 }
 

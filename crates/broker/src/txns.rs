@@ -31,8 +31,6 @@ use crate::{now_ms, Broker};
 pub const TXN_TOPIC: &str = "__transaction_state";
 /// Records per batch when appending (keeps batches well under max.message.bytes).
 const BATCH_RECORDS: usize = 500;
-/// Bytes read per step when loading a partition.
-const LOAD_READ_BYTES: u32 = 1 << 20;
 /// Kafka's `transaction.state.log.segment.bytes` default.
 const SEGMENT_BYTES: &str = "104857600";
 
@@ -42,6 +40,9 @@ pub(crate) struct Txns {
     logs: Mutex<HashMap<i32, Arc<Log>>>,
     /// Serialises creation of `__transaction_state`.
     create_lock: Mutex<()>,
+    /// Woken when a transaction completes (its Complete record is durable): a partition
+    /// leader waiting to add a partition to the producer's next transaction asks again.
+    completed: tokio::sync::Notify,
 }
 
 pub(crate) fn txn_config(c: &sluice_config::BrokerConfig) -> TxnConfig {
@@ -58,46 +59,17 @@ pub(crate) fn txn_config(c: &sluice_config::BrokerConfig) -> TxnConfig {
 /// are never written to `__transaction_state`, but are skipped if found).
 fn read_records(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
     let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    let end = log.log_end_offset();
-    while offset < end {
-        let slice = match log.read(offset, LOAD_READ_BYTES, true) {
-            Ok(r) => r.slice,
+    crate::groups::for_each_batch(log, |h, batch| {
+        if h.is_control() {
+            return;
+        }
+        match sluice_group::records::batch_records(batch) {
+            Ok(records) => out.extend(records.into_iter().filter_map(|(k, v)| k.map(|k| (k, v)))),
             Err(e) => {
-                tracing::error!(tp = ?log.topic_partition(), offset, "reading {TXN_TOPIC} failed: {e}");
-                break;
-            }
-        };
-        let Some(bytes) = slice.and_then(|s| s.read_bytes().ok()) else {
-            break;
-        };
-        let Ok(batches) = sluice_format::parse_batches(&bytes, None) else {
-            tracing::error!(tp = ?log.topic_partition(), offset, "unparseable batch in {TXN_TOPIC}");
-            break;
-        };
-        if batches.is_empty() {
-            break;
-        }
-        let mut next = offset;
-        for b in &batches {
-            next = b.header.base_offset + i64::from(b.header.last_offset_delta) + 1;
-            if next <= offset || b.header.is_control() {
-                continue;
-            }
-            match sluice_group::records::batch_records(&bytes[b.range()]) {
-                Ok(records) => {
-                    out.extend(records.into_iter().filter_map(|(k, v)| k.map(|k| (k, v))))
-                }
-                Err(e) => {
-                    tracing::warn!(tp = ?log.topic_partition(), base = b.header.base_offset, "skipping a {TXN_TOPIC} batch: {e}")
-                }
+                tracing::warn!(tp = ?log.topic_partition(), base = h.base_offset, "skipping a {TXN_TOPIC} batch: {e}")
             }
         }
-        if next <= offset {
-            break;
-        }
-        offset = next;
-    }
+    });
     out
 }
 
@@ -110,6 +82,7 @@ impl Txns {
             coordinator: Mutex::new(Coordinator::new(txn_config(config))),
             logs: Mutex::new(HashMap::new()),
             create_lock: Mutex::new(()),
+            completed: tokio::sync::Notify::new(),
         }
     }
 
@@ -332,7 +305,9 @@ impl Broker {
                     return;
                 }
                 let done = broker.txn_call(|c| ((), c.markers_written(&job, now_ms())));
-                if done.await.is_err() {
+                let done = done.await;
+                broker.txns.completed.notify_waiters();
+                if done.is_err() {
                     tracing::warn!(
                         transactional_id = job.transactional_id,
                         "completing a transaction failed; its coordinator reloads it"
@@ -387,9 +362,10 @@ impl Broker {
 
     /// [`Broker::txn_check_partitions`], retried while the coordinator answers
     /// CONCURRENT_TRANSACTIONS (the producer's previous transaction is still writing its
-    /// markers), every `add.partitions.to.txn.retry.backoff.ms` for up to
-    /// `add.partitions.to.txn.retry.backoff.max.ms`, as Kafka's partition leaders do: the
-    /// producer would otherwise wait out its own, longer, retry backoff.
+    /// markers), every `add.partitions.to.txn.retry.backoff.ms` (and at once when a transaction
+    /// this broker coordinates completes) for up to `add.partitions.to.txn.retry.backoff.max.ms`,
+    /// as Kafka's partition leaders do: the producer would otherwise wait out its own, longer,
+    /// retry backoff.
     pub(crate) fn txn_check_partitions_retrying(
         self: &Arc<Self>,
         transactional_id: &str,
@@ -407,6 +383,10 @@ impl Broker {
         let id = transactional_id.to_string();
         Box::pin(async move {
             loop {
+                // Registered before asking, so a completion in between is not missed.
+                let completed = broker.txns.completed.notified();
+                tokio::pin!(completed);
+                completed.as_mut().enable();
                 let answer = broker
                     .txn_check_partitions(&id, producer_id, producer_epoch, partitions.clone(), add)
                     .await;
@@ -414,10 +394,13 @@ impl Broker {
                     Err(code) => *code == concurrent,
                     Ok(rs) => rs.iter().any(|(_, c)| *c == concurrent),
                 };
-                if !busy || tokio::time::Instant::now() + backoff > give_up {
+                if !busy || tokio::time::Instant::now() >= give_up {
                     return answer;
                 }
-                tokio::time::sleep(backoff).await;
+                // At the next backoff, or as soon as a transaction of this coordinator
+                // completes.
+                let wait = backoff.min(give_up - tokio::time::Instant::now());
+                let _ = tokio::time::timeout(wait, completed).await;
             }
         })
     }

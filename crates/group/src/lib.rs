@@ -335,6 +335,22 @@ pub struct OffsetCommit {
     pub metadata: Option<String>,
 }
 
+impl OffsetCommit {
+    /// The offset to store, or OFFSET_METADATA_TOO_LARGE.
+    fn value(&self, max_metadata: usize, now_ms: i64) -> Result<CommittedOffset, GroupError> {
+        let metadata = self.metadata.clone().unwrap_or_default();
+        if metadata.len() > max_metadata {
+            return Err(GroupError::OffsetMetadataTooLarge);
+        }
+        Ok(CommittedOffset {
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata,
+            commit_timestamp_ms: now_ms,
+        })
+    }
+}
+
 /// DescribeGroups' view of a classic group.
 #[derive(Clone, Debug, Default)]
 pub struct ClassicView {
@@ -864,16 +880,12 @@ impl Coordinator {
         let mut effects = Effects::default();
         let per_group = shard.offsets.entry(id.clone()).or_default();
         for c in commits {
-            let metadata = c.metadata.clone().unwrap_or_default();
-            if metadata.len() > max_meta {
-                results.push(Err(GroupError::OffsetMetadataTooLarge));
-                continue;
-            }
-            let v = CommittedOffset {
-                offset: c.offset,
-                leader_epoch: c.leader_epoch,
-                metadata,
-                commit_timestamp_ms: now_ms,
+            let v = match c.value(max_meta, now_ms) {
+                Ok(v) => v,
+                Err(e) => {
+                    results.push(Err(e));
+                    continue;
+                }
             };
             effects.records.push((
                 p,
@@ -924,16 +936,12 @@ impl Coordinator {
         let mut records = Vec::new();
         let mut offsets = BTreeMap::new();
         for c in commits {
-            let metadata = c.metadata.clone().unwrap_or_default();
-            if metadata.len() > max_meta {
-                results.push(Err(GroupError::OffsetMetadataTooLarge));
-                continue;
-            }
-            let v = CommittedOffset {
-                offset: c.offset,
-                leader_epoch: c.leader_epoch,
-                metadata,
-                commit_timestamp_ms: now_ms,
+            let v = match c.value(max_meta, now_ms) {
+                Ok(v) => v,
+                Err(e) => {
+                    results.push(Err(e));
+                    continue;
+                }
             };
             records.push(Record {
                 key: records::offset_key(&id, &c.topic, c.partition),
