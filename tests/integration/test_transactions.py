@@ -208,6 +208,8 @@ COPY_RECORDS = 1200
 
 
 def test_consume_transform_produce_exactly_once_across_kill_and_broker_restart(sbroker, topic, tmp_path):
+    """The copier SIGKILLed and started again; then the broker stopped and started, and
+    SIGKILLed and started, while the copier works: the output holds every input once."""
     src, dst, group, txn_id = f"{topic}-in", f"{topic}-out", f"{topic}-group", f"{topic}-copier"
     create_topic(sbroker.bootstrap, src, partitions=PARTITIONS)
     create_topic(sbroker.bootstrap, dst, partitions=PARTITIONS)
@@ -235,6 +237,12 @@ def test_consume_transform_produce_exactly_once_across_kill_and_broker_restart(s
         sbroker.stop()
         assert not second.words("DONE"), "the broker must restart while the copier is at work (make it slower)"
         commits_before_restart = len(second.words("COMMIT"))
+        sbroker.start()
+        # Then a crash: the broker SIGKILLed mid-transaction, and started again.
+        second.wait_for(lambda _: len(second.words("COMMIT")) >= commits_before_restart + 3, 120,
+                        "transactions committed after the restart")
+        sbroker.kill()
+        assert not second.words("DONE"), "the broker must be killed while the copier is at work (make it slower)"
         sbroker.start()
         lines = second.finish(180)
     finally:
