@@ -97,7 +97,12 @@ impl EpochCache {
     /// - older than every entry: (`epoch`, the first entry's start offset): the history is
     ///   gone, the client continues from where the log's known epochs begin;
     /// - otherwise (the largest epoch <= `epoch`, the start offset of the next one).
-    pub(crate) fn end_offset_for(&self, epoch: i32, log_end: i64, current: i32) -> Option<(i32, i64)> {
+    pub(crate) fn end_offset_for(
+        &self,
+        epoch: i32,
+        log_end: i64,
+        current: i32,
+    ) -> Option<(i32, i64)> {
         if epoch < 0 {
             return None;
         }
