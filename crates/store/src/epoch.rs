@@ -89,12 +89,38 @@ impl EpochCache {
         }
     }
 
-    /// Kafka's endOffsetFor: (the largest epoch <= `epoch`, the start offset of the next
-    /// epoch or `log_end` if none).
-    pub(crate) fn end_offset_for(&self, epoch: i32, log_end: i64) -> Option<(i32, i64)> {
-        let i = self.entries.iter().rposition(|e| e.0 <= epoch)?;
-        let end = self.entries.get(i + 1).map_or(log_end, |n| n.1);
-        Some((self.entries[i].0, end))
+    /// Kafka's `LeaderEpochFileCache.endOffsetFor`, with `current` the log's leader epoch
+    /// (Kafka writes an entry for it when the broker becomes leader; Sluice at its first
+    /// append):
+    /// - `epoch` is `current` or the newest entry: (`epoch`, `log_end`);
+    /// - newer than both: none (Kafka: "larger than any known epoch", UNDEFINED);
+    /// - older than every entry: (`epoch`, the first entry's start offset): the history is
+    ///   gone, the client continues from where the log's known epochs begin;
+    /// - otherwise (the largest epoch <= `epoch`, the start offset of the next one).
+    pub(crate) fn end_offset_for(
+        &self,
+        epoch: i32,
+        log_end: i64,
+        current: i32,
+    ) -> Option<(i32, i64)> {
+        if epoch < 0 {
+            return None;
+        }
+        let newest = self.entries.last().map(|e| e.0);
+        if epoch == current || Some(epoch) == newest {
+            return Some((epoch, log_end));
+        }
+        match self.entries.iter().rposition(|e| e.0 <= epoch) {
+            None => self.entries.first().map(|first| (epoch, first.1)),
+            Some(i) => match self.entries.get(i + 1) {
+                Some(next) => Some((self.entries[i].0, next.1)),
+                // Newer than the newest entry and not the current epoch: between the two
+                // (no append since `current` began), the newest entry's epoch ends at the
+                // log end; past `current`, unknown.
+                None if epoch < current => Some((self.entries[i].0, log_end)),
+                None => None,
+            },
+        }
     }
 
     /// The partition directory moved: write the checkpoint there from now on.
@@ -108,5 +134,41 @@ impl EpochCache {
             &self.path,
             format_leader_epoch_checkpoint(&self.entries).as_bytes(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(entries: &[(i32, i64)]) -> EpochCache {
+        EpochCache {
+            path: PathBuf::from("unused"),
+            entries: entries.to_vec(),
+        }
+    }
+
+    /// The answers of Kafka's LeaderEpochFileCache.endOffsetFor for the same entries.
+    #[test]
+    fn end_offset_for_answers_as_kafka() {
+        let c = cache(&[(2, 10), (4, 30), (5, 50)]);
+        let leo = 70;
+        // The newest epoch (the current one): the log end.
+        assert_eq!(c.end_offset_for(5, leo, 5), Some((5, 70)));
+        // An epoch with a successor: where the next one starts.
+        assert_eq!(c.end_offset_for(2, leo, 5), Some((2, 30)));
+        assert_eq!(c.end_offset_for(4, leo, 5), Some((4, 50)));
+        // An epoch between two known ones: the floor's epoch, the next start.
+        assert_eq!(c.end_offset_for(3, leo, 5), Some((2, 30)));
+        // Older than every entry: the requested epoch, where the first one starts.
+        assert_eq!(c.end_offset_for(0, leo, 5), Some((0, 10)));
+        // Newer than any: UNDEFINED.
+        assert_eq!(c.end_offset_for(6, leo, 5), None);
+        assert_eq!(c.end_offset_for(-1, leo, 5), None);
+        // The current epoch before its first append (Kafka has its entry from the election).
+        assert_eq!(c.end_offset_for(7, leo, 7), Some((7, 70)));
+        assert_eq!(c.end_offset_for(6, leo, 7), Some((5, 70)));
+        assert_eq!(cache(&[]).end_offset_for(0, 0, 0), Some((0, 0)));
+        assert_eq!(cache(&[]).end_offset_for(1, 0, 0), None);
     }
 }

@@ -620,8 +620,9 @@ impl Log {
         self.leader_epoch
             .store(epoch, std::sync::atomic::Ordering::Release);
     }
-    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), like Kafka's
-    /// LeaderEpochFileCache.endOffsetFor. None when no epoch <= `epoch` is known.
+    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), answered as Kafka's
+    /// LeaderEpochFileCache.endOffsetFor does (an epoch older than every known one ends where
+    /// the first known begins); None (UNDEFINED) for an epoch newer than the log's.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
         self.end_offset_for_epoch_impl(epoch)
     }

@@ -1689,7 +1689,9 @@ impl Log {
 
     pub(crate) fn end_offset_for_epoch_impl(&self, epoch: i32) -> Option<(i32, i64)> {
         let leo = self.shared.read().leo;
-        self.epochs.lock().end_offset_for(epoch, leo)
+        self.epochs
+            .lock()
+            .end_offset_for(epoch, leo, self.leader_epoch())
     }
 
     pub(crate) fn epoch_entries(&self) -> Vec<(i32, i64)> {

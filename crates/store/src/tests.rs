@@ -1839,7 +1839,11 @@ fn kafka_style_directory_is_tolerated() {
         .unwrap();
     assert_eq!(log.leader_epoch_entries(), vec![(0, 0), (1, 20)]);
     assert_eq!(log.end_offset_for_epoch(0), Some((0, 20)));
-    assert_eq!(log.end_offset_for_epoch(5), Some((1, 21)));
+    assert_eq!(log.leader_epoch(), 1);
+    assert_eq!(log.end_offset_for_epoch(1), Some((1, 21)));
+    // Newer than the log's epoch: UNDEFINED, as Kafka answers.
+    assert_eq!(log.end_offset_for_epoch(5), None);
+    assert_eq!(log.end_offset_for_epoch(-1), None);
     let idx = std::fs::read(pdir.join("00000000000000000000.index")).unwrap();
     assert!(idx.len() < 10 * 1024);
     let _ = OffsetIndexEntry::decode(&idx);
