@@ -236,8 +236,9 @@ impl Metrics {
     }
 
     /// One partition's produce: `bytes` and `messages` appended, or a failure.
-    pub fn produced(&self, t: &TopicCounters, bytes: u64, messages: u64, failed: bool) {
-        for c in [t, &self.all_topics] {
+    /// `t` is None for a topic that does not exist (counted broker-wide only).
+    pub fn produced(&self, t: Option<&TopicCounters>, bytes: u64, messages: u64, failed: bool) {
+        for c in [t, Some(&self.all_topics)].into_iter().flatten() {
             c.produce_requests.fetch_add(1, Ordering::Relaxed);
             if failed {
                 c.failed_produce_requests.fetch_add(1, Ordering::Relaxed);
@@ -249,8 +250,9 @@ impl Metrics {
     }
 
     /// One partition's fetch: `bytes` of batches sent, or a failure.
-    pub fn fetched(&self, t: &TopicCounters, bytes: u64, failed: bool) {
-        for c in [t, &self.all_topics] {
+    /// `t` is None for a topic that does not exist (counted broker-wide only).
+    pub fn fetched(&self, t: Option<&TopicCounters>, bytes: u64, failed: bool) {
+        for c in [t, Some(&self.all_topics)].into_iter().flatten() {
             c.fetch_requests.fetch_add(1, Ordering::Relaxed);
             if failed {
                 c.failed_fetch_requests.fetch_add(1, Ordering::Relaxed);
@@ -476,6 +478,17 @@ impl Metrics {
     }
 }
 
+/// Total and usable bytes of the volume holding `path` (statvfs: usable is what an
+/// unprivileged writer may still use). None if it cannot be asked.
+pub fn volume_bytes(path: &std::path::Path) -> Option<(u64, u64)> {
+    let s = rustix::fs::statvfs(path).ok()?;
+    let block = s.f_frsize.max(1);
+    Some((
+        s.f_blocks.saturating_mul(block),
+        s.f_bavail.saturating_mul(block),
+    ))
+}
+
 /// Kafka's name of an API (`ApiKeys.name`: `Produce`, `Fetch`, `ListOffsets`, ...).
 pub fn api_name(key: usize) -> &'static str {
     i16::try_from(key)
@@ -588,9 +601,9 @@ mod tests {
         m.errors(0, 6, 1);
         m.request_time(0, Duration::from_millis(2));
         let t = m.topic("orders");
-        m.produced(&t, 1000, 10, false);
-        m.produced(&t, 500, 5, true);
-        m.fetched(&m.topic("gone"), 300, false);
+        m.produced(Some(&t), 1000, 10, false);
+        m.produced(Some(&t), 500, 5, true);
+        m.fetched(Some(&m.topic("gone")), 300, false);
         m.connection_opened();
         m.fsync(Duration::from_micros(700), true);
         let mut e = Exposition::new();

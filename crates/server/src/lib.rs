@@ -12,6 +12,13 @@
 //! A frame that cannot be a request (bad size, unknown API key, unsupported version,
 //! malformed body) gets one log line and the connection is closed, as Kafka does; the only
 //! exception is an ApiVersions request newer than ours, which gets Kafka's fallback answer.
+//!
+//! The operations listener (`/metrics`, `/healthz`, `/readyz`) is `http.rs`, a minimal
+//! HTTP/1.1 server: [`serve_http`].
+
+mod http;
+
+pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
 
 use std::collections::VecDeque;
 use std::io;
@@ -90,7 +97,10 @@ pub async fn serve(
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
                 tokio::spawn(async move {
+                    let metrics = broker.metrics().clone();
+                    metrics.connection_opened();
                     let close = connection(broker, stream, peer.ip(), &limits, shutdown).await;
+                    metrics.connection_closed();
                     match close {
                         Close::Eof | Close::Shutdown => tracing::debug!(%peer, "connection closed: {close:?}"),
                         Close::Idle => tracing::info!(%peer, "connection closed: idle for longer than connections.max.idle.ms"),
@@ -113,6 +123,9 @@ struct InFlight {
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
+    /// When the request was read (its time, Kafka's TotalTimeMs, ends when the answer is
+    /// written).
+    received: std::time::Instant,
     reply: Answer,
 }
 
@@ -178,7 +191,7 @@ async fn connection(
         tokio::select! {
             biased;
             (head, response) = next_ready(&mut queue), if !queue.is_empty() => {
-                if let Err(e) = write_response(&mut writer, head, response).await {
+                if let Err(e) = write_response(&broker, &mut writer, head, response).await {
                     return match stopped {
                         None | Some(Close::Eof) => Close::Io(e),
                         Some(close) => close,
@@ -202,11 +215,14 @@ async fn connection(
                         let api_key = request.api_key;
                         let version = request.version();
                         let correlation_id = request.correlation_id();
+                        let received = std::time::Instant::now();
+                        broker.metrics().request(api_key as i16, version);
                         let reply = broker.handle(request, peer);
                         queue.push_back(Queued::Pending(InFlight {
                             api_key,
                             version,
                             correlation_id,
+                            received,
                             reply,
                         }));
                     }
@@ -230,6 +246,7 @@ async fn connection(
 
 /// Encode and write one response.
 async fn write_response(
+    broker: &Broker,
     writer: &mut OwnedWriteHalf,
     head: Queued,
     response: Option<Response>,
@@ -238,14 +255,28 @@ async fn write_response(
         Queued::Raw(frame) => return writer.write_all(&frame).await,
         Queued::Pending(f) => f,
     };
+    if let Some(r) = &response {
+        broker.count_errors(f.api_key as i16, r);
+    }
+    let written = write_answer(writer, f.api_key, f.version, f.correlation_id, response).await;
+    broker.request_done(f.api_key as i16, f.received.elapsed());
+    written
+}
+
+/// Encode and write one answer.
+async fn write_answer(
+    writer: &mut OwnedWriteHalf,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: Option<Response>,
+) -> io::Result<()> {
     let encoded = match response {
         None => return Ok(()),
-        Some(Response::Body(body)) => {
-            encode_response(f.api_key, f.version, f.correlation_id, &body)
-        }
+        Some(Response::Body(body)) => encode_response(api_key, version, correlation_id, &body),
         Some(Response::Fetch { mut body, regions }) => {
             let lens: Vec<(usize, u32)> = regions.iter().map(|(at, r)| (*at, r.len)).collect();
-            match encode_fetch_response(f.version, f.correlation_id, &mut body, &lens) {
+            match encode_fetch_response(version, correlation_id, &mut body, &lens) {
                 Ok(parts) => return write_parts(writer, parts, &regions).await,
                 Err(e) => Err(e),
             }

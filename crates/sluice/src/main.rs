@@ -177,6 +177,25 @@ fn serve(args: &[String]) -> Result<()> {
                 }
             })
         };
+        let metrics_server = match broker.config().metrics_listener.clone() {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(&addr)
+                    .await
+                    .with_context(|| {
+                        format!("cannot listen on {addr} (sluice.metrics.listener)")
+                    })?;
+                tracing::info!(
+                    "serving /metrics, /healthz and /readyz on http://{}",
+                    listener.local_addr()?
+                );
+                Some(tokio::spawn(sluice_server::serve_http(
+                    broker.clone(),
+                    listener,
+                    stop_rx.clone(),
+                )))
+            }
+            None => None,
+        };
         let server = tokio::spawn(sluice_server::serve(
             broker.clone(),
             listener,
@@ -188,6 +207,9 @@ fn serve(args: &[String]) -> Result<()> {
         let _ = stop_tx.send(true);
         let _ = server.await;
         let _ = maintenance.await;
+        if let Some(m) = metrics_server {
+            let _ = m.await;
+        }
         broker.shutdown()?;
         tracing::info!("shut down cleanly");
         Ok(())

@@ -166,7 +166,20 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                 let mut topics: Vec<FetchableTopicResponse> = Vec::new();
                 let mut regions = Vec::new();
                 let mut ordinal = 0usize;
+                // Per-topic counters exist for the topics that exist only.
+                let mut counters: Option<(String, Option<Arc<sluice_metrics::TopicCounters>>)> =
+                    None;
                 for (target, (data, slice)) in targets.iter_mut().zip(results) {
+                    if counters.as_ref().is_none_or(|(t, _)| *t != target.topic) {
+                        let c = broker
+                            .registry
+                            .get(&target.topic)
+                            .map(|_| broker.metrics.topic(&target.topic));
+                        counters = Some((target.topic.clone(), c));
+                    }
+                    let bytes = slice.as_ref().map_or(0, |s| u64::from(s.len));
+                    let topic = counters.as_ref().and_then(|(_, c)| c.as_deref());
+                    broker.metrics.fetched(topic, bytes, data.error_code != 0);
                     let news = (data.error_code != 0)
                         || slice.is_some()
                         || target.reported != Some((data.high_watermark, data.log_start_offset));
