@@ -56,8 +56,8 @@ impl Broker {
     /// Count the error codes of a response (Kafka's ErrorsPerSec: one per error code found,
     /// `NONE` included, per partition where the response has partitions).
     pub fn count_errors(&self, api_key: i16, response: &Response) {
-        let m = &self.metrics;
-        let mut count = |code: i16| m.errors(api_key, code, 1);
+        let mut tally = sluice_metrics::ErrorTally::new(&self.metrics, api_key);
+        let mut count = |code: i16| tally.count(code);
         match response {
             Response::Fetch { body, .. } => {
                 if body.error_code != 0 {

@@ -92,6 +92,94 @@ impl TopicCounters {
     }
 }
 
+/// A request's counts for one topic, summed locally and added to the shared counters once
+/// (so a request with many partitions touches each shared counter once).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProduceCounts {
+    pub partitions: u64,
+    pub failed: u64,
+    /// Bytes and records appended (of the partitions that did not fail).
+    pub bytes: u64,
+    pub messages: u64,
+}
+
+impl ProduceCounts {
+    pub fn add(&mut self, bytes: u64, messages: u64, failed: bool) {
+        self.partitions += 1;
+        if failed {
+            self.failed += 1;
+        } else {
+            self.bytes += bytes;
+            self.messages += messages;
+        }
+    }
+}
+
+/// A fetch answer's counts for one topic (see [`ProduceCounts`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FetchCounts {
+    pub partitions: u64,
+    pub failed: u64,
+    pub bytes: u64,
+}
+
+impl FetchCounts {
+    pub fn add(&mut self, bytes: u64, failed: bool) {
+        self.partitions += 1;
+        if failed {
+            self.failed += 1;
+        } else {
+            self.bytes += bytes;
+        }
+    }
+}
+
+/// Error codes of one response, tallied locally before they are added to the shared
+/// counters (one add per distinct code instead of one per partition).
+#[derive(Debug)]
+pub struct ErrorTally<'a> {
+    metrics: &'a Metrics,
+    api_key: i16,
+    codes: [(i16, u64); 4],
+    len: usize,
+}
+
+impl<'a> ErrorTally<'a> {
+    pub fn new(metrics: &'a Metrics, api_key: i16) -> ErrorTally<'a> {
+        ErrorTally {
+            metrics,
+            api_key,
+            codes: [(0, 0); 4],
+            len: 0,
+        }
+    }
+
+    pub fn count(&mut self, code: i16) {
+        if let Some(slot) = self.codes[..self.len].iter_mut().find(|(c, _)| *c == code) {
+            slot.1 += 1;
+            return;
+        }
+        if self.len == self.codes.len() {
+            self.flush();
+        }
+        self.codes[self.len] = (code, 1);
+        self.len += 1;
+    }
+
+    fn flush(&mut self) {
+        for (code, n) in &self.codes[..self.len] {
+            self.metrics.errors(self.api_key, *code, *n);
+        }
+        self.len = 0;
+    }
+}
+
+impl Drop for ErrorTally<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// The BrokerTopicMetrics families, in [`TopicCounters::load`] order.
 const TOPIC_FAMILIES: [(&str, &str); 7] = [
     (
@@ -235,29 +323,39 @@ impl Metrics {
         self.topics.write().remove(topic);
     }
 
-    /// One partition's produce: `bytes` and `messages` appended, or a failure.
-    /// `t` is None for a topic that does not exist (counted broker-wide only).
-    pub fn produced(&self, t: Option<&TopicCounters>, bytes: u64, messages: u64, failed: bool) {
-        for c in [t, Some(&self.all_topics)].into_iter().flatten() {
-            c.produce_requests.fetch_add(1, Ordering::Relaxed);
-            if failed {
-                c.failed_produce_requests.fetch_add(1, Ordering::Relaxed);
-            } else {
-                c.bytes_in.fetch_add(bytes, Ordering::Relaxed);
-                c.messages_in.fetch_add(messages, Ordering::Relaxed);
+    /// A produce request's partitions of one topic (`t`; None for a topic that does not
+    /// exist, counted broker-wide only), added once per topic and request.
+    pub fn produced(&self, t: Option<&TopicCounters>, c: &ProduceCounts) {
+        if c.partitions == 0 {
+            return;
+        }
+        for t in [t, Some(&self.all_topics)].into_iter().flatten() {
+            t.produce_requests
+                .fetch_add(c.partitions, Ordering::Relaxed);
+            if c.failed > 0 {
+                t.failed_produce_requests
+                    .fetch_add(c.failed, Ordering::Relaxed);
+            }
+            if c.bytes > 0 {
+                t.bytes_in.fetch_add(c.bytes, Ordering::Relaxed);
+                t.messages_in.fetch_add(c.messages, Ordering::Relaxed);
             }
         }
     }
 
-    /// One partition's fetch: `bytes` of batches sent, or a failure.
-    /// `t` is None for a topic that does not exist (counted broker-wide only).
-    pub fn fetched(&self, t: Option<&TopicCounters>, bytes: u64, failed: bool) {
-        for c in [t, Some(&self.all_topics)].into_iter().flatten() {
-            c.fetch_requests.fetch_add(1, Ordering::Relaxed);
-            if failed {
-                c.failed_fetch_requests.fetch_add(1, Ordering::Relaxed);
-            } else if bytes > 0 {
-                c.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+    /// A fetch answer's partitions of one topic, added once per topic and answer.
+    pub fn fetched(&self, t: Option<&TopicCounters>, c: &FetchCounts) {
+        if c.partitions == 0 {
+            return;
+        }
+        for t in [t, Some(&self.all_topics)].into_iter().flatten() {
+            t.fetch_requests.fetch_add(c.partitions, Ordering::Relaxed);
+            if c.failed > 0 {
+                t.failed_fetch_requests
+                    .fetch_add(c.failed, Ordering::Relaxed);
+            }
+            if c.bytes > 0 {
+                t.bytes_out.fetch_add(c.bytes, Ordering::Relaxed);
             }
         }
     }
@@ -601,9 +699,19 @@ mod tests {
         m.errors(0, 6, 1);
         m.request_time(0, Duration::from_millis(2));
         let t = m.topic("orders");
-        m.produced(Some(&t), 1000, 10, false);
-        m.produced(Some(&t), 500, 5, true);
-        m.fetched(Some(&m.topic("gone")), 300, false);
+        let mut c = ProduceCounts::default();
+        c.add(1000, 10, false);
+        c.add(500, 5, true);
+        m.produced(Some(&t), &c);
+        let mut f = FetchCounts::default();
+        f.add(300, false);
+        m.fetched(Some(&m.topic("gone")), &f);
+        {
+            let mut tally = ErrorTally::new(&m, 1);
+            for code in [0, 0, 6, 0, 3, 1, 2, 0] {
+                tally.count(code);
+            }
+        }
         m.connection_opened();
         m.fsync(Duration::from_micros(700), true);
         let mut e = Exposition::new();
@@ -616,6 +724,8 @@ mod tests {
             "kafka_server_brokertopicmetrics_totalproducerequests_total{topic=\"orders\"} 2",
             "kafka_server_brokertopicmetrics_failedproducerequests_total{topic=\"orders\"} 1",
             "kafka_server_brokertopicmetrics_bytesout_total 300",
+            "kafka_network_requestmetrics_errors_total{request=\"Fetch\",error=\"NONE\"} 4",
+            "kafka_network_requestmetrics_errors_total{request=\"Fetch\",error=\"OFFSET_OUT_OF_RANGE\"} 1",
             "kafka_network_requestmetrics_requests_total{request=\"Produce\",version=\"9\"} 2",
             "kafka_network_requestmetrics_requests_total{request=\"Metadata\",version=\"12\"} 1",
             "kafka_network_requestmetrics_errors_total{request=\"Produce\",error=\"NONE\"} 5",
