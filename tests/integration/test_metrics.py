@@ -325,3 +325,80 @@ def test_prometheus_scrapes_and_every_dashboard_and_rule_expression_has_data(
     # The scrape itself is healthy.
     up = query(prometheus, 'up{job="sluice"}')
     assert up and up[0]["value"][1] == "1"
+
+
+# ---- DescribeLogDirs v4: the volume's total and usable bytes (KIP-827) -------------------
+
+
+def _uvarint(data: bytes, i: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def describe_log_dirs_v4(bootstrap: str) -> dict:
+    """DescribeLogDirs v4 (flexible) by hand: {log_dir: (error, total_bytes, usable_bytes)}."""
+    import struct
+
+    client = b"sluice-it"
+    header = struct.pack(">hhih", 35, 4, 11, len(client)) + client + b"\x00"
+    body = b"\x00" + b"\x00"  # topics: null (every partition); no tagged fields
+    frame = header + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            data += chunk
+    d = data[4:]
+    assert struct.unpack_from(">i", d, 0)[0] == 11
+    i = 4
+    _, i = _uvarint(d, i)  # header tagged fields
+    i += 4  # throttle
+    assert struct.unpack_from(">h", d, i)[0] == 0
+    i += 2
+    n, i = _uvarint(d, i)
+    out = {}
+    for _ in range(n - 1):
+        err = struct.unpack_from(">h", d, i)[0]
+        i += 2
+        ln, i = _uvarint(d, i)
+        log_dir = d[i:i + ln - 1].decode()
+        i += ln - 1
+        topics, i = _uvarint(d, i)
+        for _ in range(topics - 1):
+            ln, i = _uvarint(d, i)
+            i += ln - 1
+            parts, i = _uvarint(d, i)
+            for _ in range(parts - 1):
+                i += 4 + 8 + 8 + 1
+                _, i = _uvarint(d, i)
+            _, i = _uvarint(d, i)
+        total, usable = struct.unpack_from(">qq", d, i)
+        i += 16
+        _, i = _uvarint(d, i)
+        out[log_dir] = (err, total, usable)
+    return out
+
+
+def test_describe_log_dirs_reports_the_volume(metrics_broker, topic):
+    import os
+
+    harness.create_topic(metrics_broker.bootstrap, topic, partitions=1)
+    dirs = describe_log_dirs_v4(metrics_broker.bootstrap)
+    err, total, usable = dirs[str(metrics_broker.log_dir)]
+    st = os.statvfs(metrics_broker.log_dir)
+    assert err == 0
+    assert total == st.f_blocks * st.f_frsize
+    # Others write to this volume meanwhile: usable is within 5% of what statvfs says now.
+    assert abs(usable - st.f_bavail * st.f_frsize) <= 0.05 * total
+    assert 0 < usable <= total
+    ss = samples(metrics_broker.metrics_port)
+    assert value(ss, "sluice_log_dir_total_bytes", log_dir=str(metrics_broker.log_dir)) == total
