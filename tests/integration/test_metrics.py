@@ -402,3 +402,54 @@ def test_describe_log_dirs_reports_the_volume(metrics_broker, topic):
     assert 0 < usable <= total
     ss = samples(metrics_broker.metrics_port)
     assert value(ss, "sluice_log_dir_total_bytes", log_dir=str(metrics_broker.log_dir)) == total
+
+
+# ---- a cluster: each broker exports its own ----------------------------------------------
+
+
+def test_cluster_brokers_each_export_their_own(broker_factory, tmp_path, topic):
+    from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
+
+    partitions = 6
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        shared = tmp_path / "shared"
+        brokers = []
+        for node in (1, 2, 3):
+            overrides = cluster_overrides(etcd, node, shared, "/sluice-metrics-test")
+            port = harness.free_port()
+            overrides["sluice.metrics.listener"] = f"127.0.0.1:{port}"
+            b = broker_factory(overrides=overrides, log_dir=shared, kind="sluice", name=f"node{node}")
+            b.metrics_port = port
+            brokers.append(b)
+        bootstrap = bootstrap_of(brokers)
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers in the cluster's metadata")
+        harness.create_topic(bootstrap, topic, partitions=partitions)
+        wait_all_led(bootstrap, topic, partitions)
+        p = harness.producer(bootstrap, **{"acks": "all"})
+        records = [{"value": b"%d" % i, "partition": i % partitions} for i in range(300)]
+        harness.produce_all(p, topic, records)
+        led = leaders(bootstrap, topic)
+        for b in brokers:
+            assert get(b.metrics_port, "/readyz") == (200, b"ready\n")
+        per_broker = {node: samples(b.metrics_port) for node, b in zip((1, 2, 3), brokers)}
+        controllers = 0
+        for node, ss in per_broker.items():
+            mine = {int(l["partition"]) for n, l, _ in ss if n == "kafka_log_log_size" and l["topic"] == topic}
+            assert mine == {p for p, leader in led.items() if leader == node}, (node, mine, led)
+            assert value(ss, "kafka_server_replicamanager_leadercount") == value(
+                ss, "kafka_server_replicamanager_partitioncount"
+            )
+            assert value(ss, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+            assert value(ss, "sluice_partition_acquisitions_total") >= len(mine)
+            info = [l for n, l, _ in ss if n == "sluice_broker_info"]
+            assert info and info[0]["mode"] == "cluster" and info[0]["node_id"] == str(node)
+            controllers += value(ss, "kafka_controller_kafkacontroller_activecontrollercount")
+        assert controllers == 1
+        total_in = sum(
+            value(ss, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) or 0
+            for ss in per_broker.values()
+        )
+        assert total_in == len(records)
+    finally:
+        etcd.kill()
