@@ -144,6 +144,8 @@ def test_consumer_lag_in_records_and_seconds(metrics_broker, topic):
                     last = m
         assert got == consumed, f"consumed {got} of {consumed}"
         c.commit(message=last, asynchronous=False)  # commits offset 400
+        live = samples(port)
+        assert value(live, "kafka_consumergroup_members", consumergroup=group) == 1
     finally:
         c.close()
     ss = samples(port)

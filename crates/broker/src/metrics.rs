@@ -394,6 +394,32 @@ impl Broker {
                 *lag as f64,
             );
         }
+        // Members of the groups this broker coordinates (classic and consumer protocol).
+        let topics = self.topic_infos();
+        let members: Vec<(String, usize)> = self.groups.read(|c| {
+            c.list_groups(&[], &[])
+                .into_iter()
+                .map(|g| {
+                    let n = match g.group_type.as_str() {
+                        "consumer" => c
+                            .describe_consumer_group(&g.group_id, &topics)
+                            .map_or(0, |v| v.members.len()),
+                        _ => c
+                            .describe_classic(&g.group_id)
+                            .map_or(0, |v| v.members.len()),
+                    };
+                    (g.group_id, n)
+                })
+                .collect()
+        });
+        e.family(
+            names::GROUP_MEMBERS,
+            Kind::Gauge,
+            "Members of a consumer group this broker coordinates.",
+        );
+        for (g, n) in &members {
+            e.sample(names::GROUP_MEMBERS, &[("consumergroup", g)], *n as f64);
+        }
         e.family(
             names::GROUP_LAG_SECONDS_MAX,
             Kind::Gauge,

@@ -42,6 +42,7 @@ pub const CONNECTION_COUNT: &str = "kafka_server_socket_server_metrics_connectio
 pub const GROUP_CURRENT_OFFSET: &str = "kafka_consumergroup_current_offset";
 pub const GROUP_CURRENT_OFFSET_SUM: &str = "kafka_consumergroup_current_offset_sum";
 pub const GROUP_LAG: &str = "kafka_consumergroup_lag";
+pub const GROUP_MEMBERS: &str = "kafka_consumergroup_members";
 pub const GROUP_LAG_SUM: &str = "kafka_consumergroup_lag_sum";
 pub const GROUP_LAG_SECONDS: &str = "kafka_consumergroup_lag_seconds";
 pub const GROUP_LAG_SECONDS_MAX: &str = "kafka_consumergroup_lag_seconds_max";
