@@ -517,11 +517,12 @@ impl Broker {
 
 /// The timestamp of the record at `offset` (the first at or after it), from the batch that
 /// holds it: its own timestamp in an uncompressed batch, the batch's first timestamp in a
-/// compressed one (read without decompressing; at most the batch's span older), the
-/// batch's time under LogAppendTime. None if nothing is there to read.
+/// compressed one or one over 256 KiB (read without decompressing; at most the batch's span
+/// older), the batch's time under LogAppendTime. None if nothing is there to read.
 fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
-    /// Largest uncompressed batch read whole to find a record inside it.
-    const WHOLE_BATCH_MAX: usize = 1 << 20;
+    /// Largest uncompressed batch read whole to find a record inside it (a scrape reads one
+    /// batch header, and at most this, per group and lagging partition).
+    const WHOLE_BATCH_MAX: usize = 256 << 10;
     let slice = log.read(offset, 1, true).ok()?.slice?;
     let head = FileSlice {
         file: slice.file.clone(),
