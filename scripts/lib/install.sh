@@ -6,6 +6,7 @@
 #   install_bindfs        bindfs (Debian) for the NFS-semantics tests
 #   install_etcd          etcd-server (Debian) for the cluster tests
 #   install_fincore       fincore (util-linux-extra or util-linux) for the drop-behind tests
+#   install_prometheus    prometheus and promtool (Debian) for the metrics tests
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -83,5 +84,15 @@ install_fincore() {
     log "installing fincore (util-linux-extra or util-linux; page-cache residency in the drop-behind tests)"
     as_root 'apt-get update -qq && { apt-get install -y -qq util-linux-extra || apt-get install -y -qq util-linux; }' >/dev/null || true
     command -v fincore >/dev/null || echo "fincore could not be installed; the drop-behind tests will fail" >&2
+  fi
+}
+
+# The metrics test starts its own Prometheus on 127.0.0.1 (the package's service, if the
+# package starts one, is not used).
+install_prometheus() {
+  if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+    log "installing prometheus (Debian; tests/integration/test_metrics.py scrapes a live broker with it)"
+    as_root 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus' >/dev/null || true
+    command -v prometheus >/dev/null || echo "prometheus could not be installed; the metrics test will fail" >&2
   fi
 }

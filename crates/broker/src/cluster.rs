@@ -128,6 +128,19 @@ impl Cluster {
             && self.held.read().contains_key(tp)
     }
 
+    /// Ready to serve (`/readyz`): not shutting down, and the lease surely alive.
+    pub(crate) fn readiness(&self) -> Result<(), String> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err("the broker is shutting down".into());
+        }
+        if Instant::now() >= *self.write_deadline.lock() {
+            return Err(
+                "the broker's etcd lease was not renewed in time (etcd unreachable?)".into(),
+            );
+        }
+        Ok(())
+    }
+
     /// True while `tp`'s ownership could not be confirmed since its last failed attempt
     /// (see `unconfirmed`): the produce path then asks for a confirmation round.
     pub(crate) fn is_unconfirmed(&self, tp: &TopicPartition) -> bool {
@@ -425,6 +438,7 @@ impl Cluster {
         }
         match store.hand_over(&tp.topic, tp.partition, record, to, recovery_point) {
             Ok(true) => {
+                broker.metrics.handed_over(1);
                 tracing::info!(
                     ?tp,
                     to,
@@ -458,6 +472,9 @@ impl Cluster {
     }
 
     fn release_files(&self, broker: &Broker, tp: &TopicPartition, deleted: bool) {
+        if !deleted {
+            broker.metrics.released(1);
+        }
         if tp.topic == OFFSETS_TOPIC {
             broker.groups.unload(tp.partition);
         }
@@ -533,6 +550,7 @@ impl Cluster {
                 if tp.topic == TXN_TOPIC && partition < broker.txns.partition_count() {
                     broker.load_txn_partition(partition, log.clone());
                 }
+                broker.metrics.acquired(started.elapsed());
                 tracing::info!(
                     ?tp,
                     epoch = record.owner.epoch,

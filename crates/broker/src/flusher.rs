@@ -11,6 +11,7 @@
 use std::io;
 use std::sync::Arc;
 
+use sluice_metrics::Metrics;
 use sluice_store::Log;
 use tokio::sync::{mpsc, oneshot};
 
@@ -54,9 +55,9 @@ impl std::fmt::Debug for FlushRequest {
 }
 
 impl Flusher {
-    pub(crate) fn start(confirm: Option<Confirm>) -> Flusher {
+    pub(crate) fn start(confirm: Option<Confirm>, metrics: Arc<Metrics>) -> Flusher {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, confirm));
+        tokio::spawn(run(rx, confirm, metrics));
         Flusher { tx }
     }
 
@@ -76,7 +77,11 @@ impl Flusher {
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Confirm>) {
+async fn run(
+    mut rx: mpsc::UnboundedReceiver<FlushRequest>,
+    confirm: Option<Confirm>,
+    metrics: Arc<Metrics>,
+) {
     while let Some(first) = rx.recv().await {
         let mut round = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -96,11 +101,14 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Conf
             .chunks(per_task)
             .map(|chunk| {
                 let chunk = chunk.to_vec();
+                let metrics = metrics.clone();
                 tokio::task::spawn_blocking(move || {
                     chunk
                         .into_iter()
                         .map(|l| {
+                            let started = std::time::Instant::now();
                             let r = l.sync_appended();
+                            metrics.fsync(started.elapsed(), r.is_ok());
                             (l, r)
                         })
                         .collect::<Vec<Flushed>>()
@@ -127,6 +135,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<FlushRequest>, confirm: Option<Conf
             }
             None => vec![Ok(()); logs.len()],
         };
+        metrics.round(round.len());
         tracing::debug!(
             requests = round.len(),
             logs = logs.len(),
@@ -189,7 +198,10 @@ mod tests {
             ..log_config(1, 0)
         };
         let (_dir, _manager, logs) = open_logs(3, &config);
-        let flusher = Arc::new(Flusher::start(None));
+        let flusher = Arc::new(Flusher::start(
+            None,
+            crate::metrics::new_metrics("PLAINTEXT"),
+        ));
         let mut tasks = Vec::new();
         for t in 0..24usize {
             let (flusher, logs) = (flusher.clone(), logs.clone());

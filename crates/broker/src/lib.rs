@@ -28,6 +28,7 @@ mod errors;
 mod flusher;
 mod groups;
 mod markers;
+mod metrics;
 mod peers;
 mod recompress;
 mod registry;
@@ -118,6 +119,8 @@ pub struct Broker {
     groups: groups::Groups,
     /// The transaction coordinator (`__transaction_state`).
     txns: txns::Txns,
+    /// What the request path counts (`metrics.rs` exports it with the state gauges).
+    metrics: Arc<sluice_metrics::Metrics>,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
     reopen_retry: parking_lot::Mutex<HashMap<sluice_store::TopicPartition, (Instant, Duration)>>,
     /// Carries requests to other brokers (set by the server at start).
@@ -214,25 +217,34 @@ impl Broker {
         // Cluster mode: each flush round ends with the ownership check, which publishes the
         // round's data to readers; fetches waiting on those logs are woken then.
         let myself: Arc<std::sync::OnceLock<std::sync::Weak<Broker>>> = Arc::default();
+        let metrics = metrics::new_metrics(
+            config
+                .listeners
+                .first()
+                .map_or("PLAINTEXT", |l| l.name.as_str()),
+        );
         let flusher = match (&cluster, meta.etcd()) {
             (Some(c), Some(_)) => {
                 let (c, meta, myself) = (c.clone(), meta.clone(), myself.clone());
-                flusher::Flusher::start(Some(Arc::new(move |logs: &[Arc<sluice_store::Log>]| {
-                    let Some(store) = meta.etcd() else {
-                        return vec![Ok(()); logs.len()];
-                    };
-                    let outcomes = c.confirm(store, logs);
-                    if let Some(b) = myself.get().and_then(std::sync::Weak::upgrade) {
-                        for (log, ok) in logs.iter().zip(&outcomes) {
-                            if ok.is_ok() {
-                                b.fetch_waiters.wake(log);
+                flusher::Flusher::start(
+                    Some(Arc::new(move |logs: &[Arc<sluice_store::Log>]| {
+                        let Some(store) = meta.etcd() else {
+                            return vec![Ok(()); logs.len()];
+                        };
+                        let outcomes = c.confirm(store, logs);
+                        if let Some(b) = myself.get().and_then(std::sync::Weak::upgrade) {
+                            for (log, ok) in logs.iter().zip(&outcomes) {
+                                if ok.is_ok() {
+                                    b.fetch_waiters.wake(log);
+                                }
                             }
                         }
-                    }
-                    outcomes
-                })))
+                        outcomes
+                    })),
+                    metrics.clone(),
+                )
             }
-            _ => flusher::Flusher::start(None),
+            _ => flusher::Flusher::start(None, metrics.clone()),
         };
         let groups = groups::Groups::new(&config);
         let broker = Arc::new(Broker {
@@ -248,6 +260,7 @@ impl Broker {
             sessions: sessions::FetchSessions::default(),
             groups,
             txns: txns::Txns::new(&config),
+            metrics,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             peers: std::sync::OnceLock::new(),
             this: std::sync::OnceLock::new(),
@@ -584,7 +597,10 @@ impl Broker {
         let mut moved = false;
         for log in self.logs.logs() {
             if log.flush_due_by_time(now) {
-                match log.flush() {
+                let started = Instant::now();
+                let flushed = log.flush();
+                self.metrics.fsync(started.elapsed(), flushed.is_ok());
+                match flushed {
                     Ok(_) => moved = true,
                     Err(e) => {
                         tracing::error!(tp = ?log.topic_partition(), "periodic flush failed: {e}")
@@ -596,7 +612,10 @@ impl Broker {
                 // much was written without a flush policy. (In a cluster every append joins a
                 // group-commit round, which syncs sealed segments and records the recovery
                 // point in etcd.)
-                match log.flush_sealed() {
+                let started = Instant::now();
+                let flushed = log.flush_sealed();
+                self.metrics.fsync(started.elapsed(), flushed.is_ok());
+                match flushed {
                     Ok(_) => moved = true,
                     Err(e) => {
                         tracing::error!(tp = ?log.topic_partition(), "flushing sealed segments failed: {e}")

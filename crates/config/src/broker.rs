@@ -334,6 +334,24 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         _ => None,
     };
 
+    let metrics_listener = match p.get("sluice.metrics.listener")? {
+        Some(Value::Str(s)) => {
+            let s = s.trim().to_string();
+            let ok = s
+                .rsplit_once(':')
+                .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid(
+                    "sluice.metrics.listener",
+                    &s,
+                    "the value is not of the form host:port (for example 127.0.0.1:9404)",
+                ));
+            }
+            Some(s)
+        }
+        _ => None,
+    };
+
     let cluster = match p.get("sluice.cluster.etcd.endpoints")? {
         Some(Value::Str(s)) => {
             let endpoints: Vec<String> = csv(&s);
@@ -400,6 +418,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
+        metrics_listener,
         cleaner: crate::CleanerSettings {
             enable: p.bool("log.cleaner.enable", true)?,
             threads: p.typed("log.cleaner.threads", 1)?,
@@ -498,6 +517,7 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
             Some(config.log_cache_min_partition_bytes.to_string())
         }
         "sluice.worker.threads" => Some(config.worker_threads.to_string()),
+        "sluice.metrics.listener" => return config.metrics_listener.clone(),
         "log.cleaner.enable" => Some(config.cleaner.enable.to_string()),
         "log.cleaner.threads" => Some(config.cleaner.threads.to_string()),
         "cluster.id" => return config.cluster_id.clone(),

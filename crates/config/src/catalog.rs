@@ -564,6 +564,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: page cache the broker keeps of its partition logs (drop-behind), split evenly over the open partitions; older data is made durable and advised out of the page cache. -1 leaves the page cache to the kernel, as Kafka does."),
     b("sluice.log.cache.min.partition.bytes", Type::Long, Some("8388608"), Check::AtLeast(0), false,
         "Sluice: smallest share of sluice.log.cache.bytes a partition keeps, however many partitions are open."),
+    b("sluice.metrics.listener", Type::String, None, Check::NonEmpty, false,
+        "Sluice: host:port of the HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz. Unset: no such listener."),
     b("sluice.offsets.snapshot.interval.records", Type::Long, Some("10000"), Check::AtLeast(1), false,
         "Sluice: records appended to a __consumer_offsets partition after which a snapshot of its live records is written and older records are dropped."),
     b("sluice.transaction.version", Type::Int, Some("2"), Check::Between(0, 2), false,

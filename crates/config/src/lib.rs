@@ -281,6 +281,9 @@ pub struct BrokerConfig {
     /// (file system calls that may block run on extra threads). 0 = one per CPU the process
     /// may run on. Default 0.
     pub worker_threads: u16,
+    /// `sluice.metrics.listener`: host:port of the HTTP listener for `/metrics`, `/healthz`
+    /// and `/readyz` (docs/operations.md). None (the default) = no such listener.
+    pub metrics_listener: Option<String>,
     /// The log cleaner (`log.cleaner.*`, docs/compaction.md).
     pub cleaner: CleanerSettings,
     /// `sluice.cluster.*`: the shared-storage cluster on etcd; None = single broker with the

@@ -587,3 +587,18 @@ fn log_cache_settings() {
         .unwrap();
     assert_eq!(entry.value.as_deref(), Some("-1"));
 }
+
+#[test]
+fn metrics_listener_setting() {
+    assert_eq!(build(&[]).metrics_listener, None);
+    let c = build(&[("sluice.metrics.listener", "127.0.0.1:9404")]);
+    assert_eq!(c.metrics_listener.as_deref(), Some("127.0.0.1:9404"));
+    assert!(c.unknown.is_empty());
+    for bad in ["9404", "host:", ":9404", "host:99999"] {
+        let (name, value, _) = build_err(&[("sluice.metrics.listener", bad)]);
+        assert_eq!(
+            (name.as_str(), value.as_str()),
+            ("sluice.metrics.listener", bad)
+        );
+    }
+}

@@ -12,6 +12,13 @@
 //! A frame that cannot be a request (bad size, unknown API key, unsupported version,
 //! malformed body) gets one log line and the connection is closed, as Kafka does; the only
 //! exception is an ApiVersions request newer than ours, which gets Kafka's fallback answer.
+//!
+//! The operations listener (`/metrics`, `/healthz`, `/readyz`) is `http.rs`, a minimal
+//! HTTP/1.1 server: [`serve_http`].
+
+mod http;
+
+pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
 
 use std::collections::VecDeque;
 use std::io;
@@ -96,7 +103,10 @@ pub async fn serve(
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
                 tokio::spawn(async move {
+                    let metrics = broker.metrics().clone();
+                    metrics.connection_opened();
                     let close = connection(broker, stream, peer.ip(), &limits, shutdown).await;
+                    metrics.connection_closed();
                     match close {
                         Close::Eof | Close::Shutdown => tracing::debug!(%peer, "connection closed: {close:?}"),
                         Close::Idle => tracing::info!(%peer, "connection closed: idle for longer than connections.max.idle.ms"),
@@ -119,6 +129,9 @@ struct InFlight {
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
+    /// When the request was read (its time, Kafka's TotalTimeMs, ends when the answer is
+    /// written).
+    received: std::time::Instant,
     reply: Answer,
 }
 
@@ -178,7 +191,7 @@ async fn connection(
     // Why reading stopped (then the queued requests are answered and the connection closes).
     let mut stopped: Option<Close> = None;
     // A request waiting for its gate (`Broker::prepare`) before its ordered part runs.
-    let mut gated: Option<(Gate, Request)> = None;
+    let mut gated: Option<(Gate, Request, std::time::Instant)> = None;
     loop {
         if stopped.is_some() && queue.is_empty() && gated.is_none() {
             break;
@@ -186,7 +199,7 @@ async fn connection(
         tokio::select! {
             biased;
             (head, response) = next_ready(&mut queue), if !queue.is_empty() => {
-                if let Err(e) = write_response(&mut writer, head, response).await {
+                if let Err(e) = write_response(&broker, &mut writer, head, response).await {
                     return match stopped {
                         None | Some(Close::Eof) => Close::Io(e),
                         Some(close) => close,
@@ -195,7 +208,7 @@ async fn connection(
                 idle.as_mut().reset(tokio::time::Instant::now() + limits.idle_timeout);
             }
             verdicts = open_gate(&mut gated), if gated.is_some() => {
-                if let Some((_, request)) = gated.take() {
+                if let Some((_, request, received)) = gated.take() {
                     let (api_key, version, correlation_id) =
                         (request.api_key, request.version(), request.correlation_id());
                     let reply = broker.handle_prepared(request, peer, verdicts);
@@ -203,6 +216,7 @@ async fn connection(
                         api_key,
                         version,
                         correlation_id,
+                        received,
                         reply,
                     }));
                 }
@@ -219,21 +233,26 @@ async fn connection(
                     }
                 };
                 match decode_request(frame) {
-                    Ok(request) => match broker.prepare(&request) {
-                        // Nothing more is read until the gate opens: appends stay in order.
-                        Some(gate) => gated = Some((gate, request)),
-                        None => {
-                            let (api_key, version, correlation_id) =
-                                (request.api_key, request.version(), request.correlation_id());
-                            let reply = broker.handle(request, peer);
-                            queue.push_back(Queued::Pending(InFlight {
-                                api_key,
-                                version,
-                                correlation_id,
-                                reply,
-                            }));
+                    Ok(request) => {
+                        let received = std::time::Instant::now();
+                        broker.metrics().request(request.api_key as i16, request.version());
+                        match broker.prepare(&request) {
+                            // Nothing more is read until the gate opens: appends stay in order.
+                            Some(gate) => gated = Some((gate, request, received)),
+                            None => {
+                                let (api_key, version, correlation_id) =
+                                    (request.api_key, request.version(), request.correlation_id());
+                                let reply = broker.handle(request, peer);
+                                queue.push_back(Queued::Pending(InFlight {
+                                    api_key,
+                                    version,
+                                    correlation_id,
+                                    received,
+                                    reply,
+                                }));
+                            }
                         }
-                    },
+                    }
                     Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
                         match sluice_wire::unsupported_api_versions_response(correlation_id) {
                             Ok(frame) => queue.push_back(Queued::Raw(frame)),
@@ -254,15 +273,16 @@ async fn connection(
 
 /// Wait for the gate of the request held back (the caller polls this only when one is).
 /// Cancel-safe: the gate stays in place until it yields.
-async fn open_gate(gated: &mut Option<(Gate, Request)>) -> Verdicts {
+async fn open_gate(gated: &mut Option<(Gate, Request, std::time::Instant)>) -> Verdicts {
     match gated.as_mut() {
-        Some((gate, _)) => gate.as_mut().await,
+        Some((gate, _, _)) => gate.as_mut().await,
         None => std::future::pending().await,
     }
 }
 
 /// Encode and write one response.
 async fn write_response(
+    broker: &Broker,
     writer: &mut OwnedWriteHalf,
     head: Queued,
     response: Option<Response>,
@@ -271,14 +291,28 @@ async fn write_response(
         Queued::Raw(frame) => return writer.write_all(&frame).await,
         Queued::Pending(f) => f,
     };
+    if let Some(r) = &response {
+        broker.count_errors(f.api_key as i16, r);
+    }
+    let written = write_answer(writer, f.api_key, f.version, f.correlation_id, response).await;
+    broker.request_done(f.api_key as i16, f.received.elapsed());
+    written
+}
+
+/// Encode and write one answer.
+async fn write_answer(
+    writer: &mut OwnedWriteHalf,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: Option<Response>,
+) -> io::Result<()> {
     let encoded = match response {
         None => return Ok(()),
-        Some(Response::Body(body)) => {
-            encode_response(f.api_key, f.version, f.correlation_id, &body)
-        }
+        Some(Response::Body(body)) => encode_response(api_key, version, correlation_id, &body),
         Some(Response::Fetch { mut body, regions }) => {
             let lens: Vec<(usize, u32)> = regions.iter().map(|(at, r)| (*at, r.len)).collect();
-            match encode_fetch_response(f.version, f.correlation_id, &mut body, &lens) {
+            match encode_fetch_response(version, correlation_id, &mut body, &lens) {
                 Ok(parts) => return write_parts(writer, parts, &regions).await,
                 Err(e) => Err(e),
             }

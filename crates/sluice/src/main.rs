@@ -1,4 +1,4 @@
-//! The `sluice` command line.
+//! The `sluice` command line (parsed with clap; `sluice help SUBCOMMAND` or `--help` on each).
 //!
 //! `sluice serve` runs one broker: with no arguments on 127.0.0.1:9092 with data under
 //! `./sluice-data` and the embedded metadata store; `--config server.properties` takes Kafka's
@@ -6,29 +6,91 @@
 //!
 //! `sluice volume check PATH` tells an operator what a mount will do to a log directory
 //! (silly rename, fsync latency, throughput); the logic is `sluice_store::volume`.
+//!
+//! `sluice stats` (`stats.rs`) prints periodic statistics scraped from brokers' metrics
+//! listeners; `sluice size` (`size.rs`) is the sizing calculator; `sluice bench` is the
+//! `sluice-bench` crate.
+
+mod size;
+mod stats;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
 use sluice_config::BrokerConfig;
 
-const USAGE: &str = "\
-usage: sluice serve [--config FILE] [--override NAME=VALUE]...
-       sluice volume check PATH [--size-mb N]
-       sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT] (see sluice bench --help)
+/// Sluice: a Kafka-compatible streaming broker built for shared storage.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    arg_required_else_help = true,
+    after_help = "Log verbosity: RUST_LOG (default info)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-  --config FILE          a Kafka server.properties file (Kafka's property names)
-  --override NAME=VALUE  set one property, after the file (may be repeated)
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a broker (with no options: 127.0.0.1:9092, data in ./sluice-data).
+    Serve(ServeArgs),
+    /// Check what a volume will do to a log directory.
+    #[command(subcommand)]
+    Volume(VolumeCommand),
+    /// Periodic statistics of running brokers, read from their metrics listeners.
+    Stats(stats::StatsArgs),
+    /// Sizing calculator: brokers and capacity for a produce rate, from the volume's throughput.
+    Size(size::SizeArgs),
+    /// Run an OpenMessaging Benchmark workload against a Kafka-compatible broker
+    /// (`sluice bench --help` for its options).
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The workload file and options (see `sluice bench --help`).
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+}
 
-`volume check` tests, in a scratch directory under PATH that it removes afterwards, whether
-files unlinked while open are silly-renamed (NFS, FUSE), fsync latency and rate, and
-sequential write/read throughput (N MiB, default 256), then prints a verdict.
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// A Kafka server.properties file (Kafka's property names).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Set one property, after the file (may be repeated).
+    #[arg(long = "override", value_name = "NAME=VALUE", value_parser = parse_override)]
+    overrides: Vec<(String, String)>,
+}
 
-With no arguments the broker listens on 127.0.0.1:9092 and keeps its data in ./sluice-data.
-Log verbosity: RUST_LOG (default info).";
+#[derive(Debug, Subcommand)]
+enum VolumeCommand {
+    /// Test, in a scratch directory under PATH that is removed afterwards, whether files
+    /// unlinked while open are silly-renamed (NFS, FUSE), fsync latency and rate, and
+    /// sequential write/read throughput, then print a verdict.
+    Check {
+        /// A directory on the volume (a log dir, or where one will be).
+        path: PathBuf,
+        /// MiB written and read back for the throughput test.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+        size_mb: u64,
+    },
+}
+
+fn parse_override(kv: &str) -> Result<(String, String), String> {
+    let (k, v) = kv
+        .split_once('=')
+        .ok_or_else(|| format!("{kv:?} is not NAME=VALUE"))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -38,8 +100,15 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(args) {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Volume(VolumeCommand::Check { path, size_mb }) => volume_check(path, size_mb),
+        Command::Stats(args) => stats::run(args),
+        Command::Size(args) => size::run(args),
+        Command::Bench { args } => sluice_bench::run(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice: {e:#}");
@@ -48,70 +117,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Vec<String>) -> Result<()> {
-    let Some((command, rest)) = args.split_first() else {
-        println!("{USAGE}");
-        return Ok(());
+fn volume_check(path: PathBuf, size_mb: u64) -> Result<()> {
+    let opts = sluice_store::volume::VolumeCheckOptions {
+        throughput_bytes: size_mb * 1024 * 1024,
+        ..Default::default()
     };
-    match command.as_str() {
-        "serve" => serve(rest),
-        "volume" => volume(rest),
-        "bench" => sluice_bench::run(rest),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        other => bail!("unknown command {other:?}\n{USAGE}"),
-    }
-}
-
-fn volume(args: &[String]) -> Result<()> {
-    let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("check") => {}
-        _ => bail!("usage: sluice volume check PATH [--size-mb N]"),
-    }
-    let mut path: Option<PathBuf> = None;
-    let mut opts = sluice_store::volume::VolumeCheckOptions::default();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--size-mb" => {
-                let n: u64 = it
-                    .next()
-                    .context("--size-mb needs a number")?
-                    .parse()
-                    .context("--size-mb needs a number")?;
-                opts.throughput_bytes = n.max(1) * 1024 * 1024;
-            }
-            other if path.is_none() && !other.starts_with("--") => path = Some(other.into()),
-            other => bail!("unknown argument {other:?}\n{USAGE}"),
-        }
-    }
-    let path = path.context("sluice volume check needs a PATH")?;
     let report = sluice_store::volume::check_volume(&path, opts)
         .with_context(|| format!("volume check of {}", path.display()))?;
     print!("{report}");
     Ok(())
 }
 
-fn parse_serve_args(args: &[String]) -> Result<BrokerConfig> {
-    let mut file: Option<PathBuf> = None;
-    let mut overrides = BTreeMap::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--config" => file = Some(it.next().context("--config needs a file")?.into()),
-            "--override" => {
-                let kv = it.next().context("--override needs NAME=VALUE")?;
-                let (k, v) = kv
-                    .split_once('=')
-                    .with_context(|| format!("--override {kv:?} is not NAME=VALUE"))?;
-                overrides.insert(k.trim().to_string(), v.trim().to_string());
-            }
-            other => bail!("unknown argument {other:?}\n{USAGE}"),
-        }
-    }
-    let mut props = match &file {
+fn broker_config(args: ServeArgs) -> Result<BrokerConfig> {
+    let mut props = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
@@ -119,12 +137,12 @@ fn parse_serve_args(args: &[String]) -> Result<BrokerConfig> {
         }
         None => BTreeMap::new(),
     };
-    props.extend(overrides);
+    props.extend(args.overrides);
     Ok(BrokerConfig::from_properties(props)?)
 }
 
-fn serve(args: &[String]) -> Result<()> {
-    let config = parse_serve_args(args)?;
+fn serve(args: ServeArgs) -> Result<()> {
+    let config = broker_config(args)?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if config.worker_threads > 0 {
         builder.worker_threads(usize::from(config.worker_threads));
@@ -177,6 +195,25 @@ fn serve(args: &[String]) -> Result<()> {
                 }
             })
         };
+        let metrics_server = match broker.config().metrics_listener.clone() {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(&addr)
+                    .await
+                    .with_context(|| {
+                        format!("cannot listen on {addr} (sluice.metrics.listener)")
+                    })?;
+                tracing::info!(
+                    "serving /metrics, /healthz and /readyz on http://{}",
+                    listener.local_addr()?
+                );
+                Some(tokio::spawn(sluice_server::serve_http(
+                    broker.clone(),
+                    listener,
+                    stop_rx.clone(),
+                )))
+            }
+            None => None,
+        };
         let server = tokio::spawn(sluice_server::serve(
             broker.clone(),
             listener,
@@ -188,6 +225,9 @@ fn serve(args: &[String]) -> Result<()> {
         let _ = stop_tx.send(true);
         let _ = server.await;
         let _ = maintenance.await;
+        if let Some(m) = metrics_server {
+            let _ = m.await;
+        }
         broker.shutdown()?;
         tracing::info!("shut down cleanly");
         Ok(())

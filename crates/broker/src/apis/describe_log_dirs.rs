@@ -1,4 +1,5 @@
-//! DescribeLogDirs: each log directory with the partitions it holds and their sizes.
+//! DescribeLogDirs: each log directory with the partitions it holds and their sizes, and
+//! (KIP-827, version 4) the total and usable bytes of the volume that holds it (statvfs).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use super::{str_bytes, topic_name};
 use crate::Broker;
 
-/// Kafka's "volume size unknown".
+/// Kafka's "volume size unknown" (the volume could not be asked).
 const UNKNOWN_BYTES: i64 = -1;
 
 pub(crate) fn handle(
@@ -30,6 +31,15 @@ pub(crate) fn handle(
         .dirs()
         .iter()
         .map(|dir| {
+            let (total, usable) = sluice_metrics::volume_bytes(dir).map_or(
+                (UNKNOWN_BYTES, UNKNOWN_BYTES),
+                |(t, u)| {
+                    (
+                        i64::try_from(t).unwrap_or(i64::MAX),
+                        i64::try_from(u).unwrap_or(i64::MAX),
+                    )
+                },
+            );
             let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
             for log in broker.logs.logs() {
                 let tp = log.topic_partition();
@@ -55,8 +65,8 @@ pub(crate) fn handle(
                         })
                         .collect(),
                 )
-                .with_total_bytes(UNKNOWN_BYTES)
-                .with_usable_bytes(UNKNOWN_BYTES)
+                .with_total_bytes(total)
+                .with_usable_bytes(usable)
         })
         .collect();
     Some(ResponseKind::DescribeLogDirs(

@@ -174,7 +174,35 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                 let mut topics: Vec<FetchableTopicResponse> = Vec::new();
                 let mut regions = Vec::new();
                 let mut ordinal = 0usize;
-                for (target, (data, slice)) in targets.iter_mut().zip(results) {
+                // Counted per topic run of the answer (per-topic counters exist for the
+                // topics that exist only), added to the shared counters once per run.
+                let mut run: Option<(usize, sluice_metrics::FetchCounts)> = None;
+                let count_run = |run: &Option<(usize, sluice_metrics::FetchCounts)>,
+                                 targets: &[Target]| {
+                    if let Some((at, counts)) = run {
+                        let topic = &targets[*at].topic;
+                        let c = broker
+                            .registry
+                            .get(topic)
+                            .map(|_| broker.metrics.topic(topic));
+                        broker.metrics.fetched(c.as_deref(), counts);
+                    }
+                };
+                for (i, (data, slice)) in results.into_iter().enumerate().take(targets.len()) {
+                    if run
+                        .as_ref()
+                        .is_none_or(|(at, _)| targets[*at].topic != targets[i].topic)
+                    {
+                        count_run(&run, &targets);
+                        run = Some((i, sluice_metrics::FetchCounts::default()));
+                    }
+                    if let Some((_, c)) = &mut run {
+                        c.add(
+                            slice.as_ref().map_or(0, |s| u64::from(s.len)),
+                            data.error_code != 0,
+                        );
+                    }
+                    let target = &mut targets[i];
                     let news = (data.error_code != 0)
                         || slice.is_some()
                         || target.reported != Some(reported(&data));
@@ -204,6 +232,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
                         ordinal += 1;
                     }
                 }
+                count_run(&run, &targets);
                 match incremental {
                     Some(mut session) => {
                         session.targets = targets;

@@ -142,19 +142,25 @@ pub(crate) fn handle(
             ResponseError::UnknownTopicOrPartition.code()
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        let mut counts = sluice_metrics::ProduceCounts::default();
         for (pi, p) in topic.partition_data.into_iter().enumerate() {
             let records = p.records.unwrap_or_default();
             let Some(s) = state.as_deref().filter(|s| s.has_partition(p.index)) else {
+                counts.add(0, 0, true);
                 partitions.push(error_partition(p.index, unknown_code, None));
                 continue;
             };
+            let (bytes, messages) = crate::metrics::batch_stats(&records);
             let txn = transactional.then_some((verdicts, version));
             let (response, flushed) = append_one(broker, s, p.index, records, acks, txn, now);
+            counts.add(bytes, messages, response.error_code != 0);
             if let Some(flushed) = flushed {
                 pending.push((ti, pi, flushed));
             }
             partitions.push(response);
         }
+        let counters = state.as_deref().map(|s| broker.metrics.topic(&s.meta.name));
+        broker.metrics.produced(counters.as_deref(), &counts);
         responses.push(
             TopicProduceResponse::default()
                 .with_name(topic.name)

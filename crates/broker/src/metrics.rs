@@ -1,0 +1,653 @@
+//! What the broker exports: the counters the request path updates (`sluice_metrics::Metrics`,
+//! one per broker) and, at scrape time, the gauges that describe its state: partitions and
+//! leaders, log sizes and offsets, consumer lag in offsets and in seconds (from the group
+//! coordinator's committed offsets and the record timestamps in the logs), deletions waiting
+//! on silly-renamed files, page-cache drop-behind, the volumes of the log dirs, and the
+//! process. Also readiness (`/readyz`) and the error codes of responses (ErrorsPerSec).
+//!
+//! The names live in `sluice_metrics::names`; docs/operations.md explains each.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::ResponseKind;
+use sluice_format::{BatchHeader, BatchTimestampType, HEADER_LEN};
+use sluice_metrics::exposition::{Exposition, Kind};
+use sluice_metrics::{names, Metrics};
+use sluice_store::{FileSlice, Log};
+
+use crate::{now_ms, Broker, Response, OFFSETS_TOPIC};
+
+/// The metrics of a broker serving the wire crate's APIs on `listener`.
+pub(crate) fn new_metrics(listener: &str) -> Arc<Metrics> {
+    Arc::new(Metrics::new(
+        sluice_wire::SUPPORTED_APIS
+            .iter()
+            .map(|(k, _, _)| *k as i16),
+        listener,
+    ))
+}
+
+/// Bytes and records of a produce request's records for one partition, from the batch
+/// headers alone (no per-record work). Unparseable input counts what parsed.
+pub(crate) fn batch_stats(records: &[u8]) -> (u64, u64) {
+    let mut messages = 0u64;
+    let mut at = 0usize;
+    while let Some(h) = records
+        .get(at..)
+        .and_then(|rest| BatchHeader::decode(rest).ok())
+    {
+        if h.batch_length < 0 {
+            break;
+        }
+        messages += u64::try_from(h.last_offset_delta).map_or(0, |d| d + 1);
+        at += h.total_len();
+    }
+    (records.len() as u64, messages)
+}
+
+impl Broker {
+    /// The counters the server and the request path update.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Count the error codes of a response (Kafka's ErrorsPerSec: one per error code found,
+    /// `NONE` included, per partition where the response has partitions).
+    pub fn count_errors(&self, api_key: i16, response: &Response) {
+        let mut tally = sluice_metrics::ErrorTally::new(&self.metrics, api_key);
+        let mut count = |code: i16| tally.count(code);
+        match response {
+            Response::Fetch { body, .. } => {
+                if body.error_code != 0 {
+                    count(body.error_code);
+                } else {
+                    for t in &body.responses {
+                        for p in &t.partitions {
+                            count(p.error_code);
+                        }
+                    }
+                }
+            }
+            Response::Body(body) => response_errors(body, &mut count),
+        }
+    }
+
+    /// Ready to serve: the logs are open (they are once the broker exists) and, in a
+    /// cluster, this broker's registration is alive (its lease renewed in time) and it is not
+    /// shutting down.
+    pub fn readiness(&self) -> Result<(), String> {
+        match &self.cluster {
+            Some(c) => c.readiness(),
+            None => Ok(()),
+        }
+    }
+
+    /// The page of metrics, in the Prometheus text format. Reads log state and the volumes;
+    /// run it off the async runtime.
+    pub fn render_metrics(&self) -> String {
+        let mut e = Exposition::new();
+        let topics = self.registry.all();
+        let names: std::collections::HashSet<&str> =
+            topics.iter().map(|t| t.meta.name.as_str()).collect();
+        self.metrics.expose(&mut e, |t| names.contains(t));
+
+        // Partitions this broker serves (every partition it serves, it leads).
+        let mut logs: Vec<(String, i32, Arc<Log>)> = Vec::new();
+        let mut unserved = 0u64;
+        for t in &topics {
+            for (p, log) in t.logs.iter().enumerate() {
+                match log {
+                    Some(log) => logs.push((t.meta.name.clone(), p as i32, log.clone())),
+                    None => unserved += 1,
+                }
+            }
+        }
+        let failed = logs
+            .iter()
+            .filter(|(_, _, l)| l.failure().is_some())
+            .count();
+        let served = logs.len() as f64;
+        e.single(
+            names::PARTITION_COUNT,
+            Kind::Gauge,
+            "Partitions this broker serves (ReplicaManager PartitionCount).",
+            served,
+        );
+        e.single(
+            names::LEADER_COUNT,
+            Kind::Gauge,
+            "Partitions this broker leads: every partition it serves (ReplicaManager LeaderCount).",
+            served,
+        );
+        e.single(
+            names::UNDER_REPLICATED,
+            Kind::Gauge,
+            "Always 0: a partition has one physical copy on the shared volume, which protects it (ReplicaManager UnderReplicatedPartitions).",
+            0.0,
+        );
+        let is_controller = self.controller_id() == self.node_id;
+        e.single(
+            names::ACTIVE_CONTROLLER,
+            Kind::Gauge,
+            "1 on the broker that is the controller (a single broker is its own).",
+            if is_controller { 1.0 } else { 0.0 },
+        );
+        let offline = if is_controller {
+            self.offline_partitions(unserved, failed as u64)
+        } else {
+            0
+        };
+        e.single(
+            names::OFFLINE_PARTITIONS,
+            Kind::Gauge,
+            "On the controller: partitions no live broker serves (no owner alive, or a failed log). 0 on other brokers.",
+            offline as f64,
+        );
+        e.single(
+            names::FAILED_LOGS,
+            Kind::Gauge,
+            "Partition logs of this broker that failed (a failed fsync or write) and wait to be re-opened from storage.",
+            failed as f64,
+        );
+        e.single(
+            names::OFFLINE_LOG_DIRS,
+            Kind::Gauge,
+            "Always 0: Sluice never takes a log directory offline (a failure fails one log, which is re-opened).",
+            0.0,
+        );
+
+        let mut physical: BTreeMap<&str, u64> = BTreeMap::new();
+        let per_log: [(&str, &str); 4] = [
+            (
+                names::LOG_SIZE,
+                "Bytes of a partition's segment files (Log Size).",
+            ),
+            (
+                names::LOG_END_OFFSET,
+                "A partition's log end offset (Log LogEndOffset).",
+            ),
+            (
+                names::LOG_START_OFFSET,
+                "A partition's log start offset (Log LogStartOffset).",
+            ),
+            (
+                names::LOG_SEGMENTS,
+                "A partition's segments (Log NumLogSegments).",
+            ),
+        ];
+        let values: Vec<[u64; 4]> = logs
+            .iter()
+            .map(|(_, _, l)| {
+                [
+                    l.size_bytes(),
+                    l.log_end_offset().max(0) as u64,
+                    l.log_start_offset().max(0) as u64,
+                    l.segment_count() as u64,
+                ]
+            })
+            .collect();
+        for (i, (name, help)) in per_log.iter().enumerate() {
+            e.family(name, Kind::Gauge, help);
+            for ((topic, p, _), v) in logs.iter().zip(&values) {
+                let partition = p.to_string();
+                e.sample_u64(name, &[("topic", topic), ("partition", &partition)], v[i]);
+            }
+        }
+        for ((topic, _, _), v) in logs.iter().zip(&values) {
+            *physical.entry(topic.as_str()).or_default() += v[0];
+        }
+        e.family(
+            names::TOPIC_PHYSICAL_BYTES,
+            Kind::Gauge,
+            "Bytes on the volume of a topic's partitions that this broker serves (the sum of kafka_log_log_size).",
+        );
+        for (topic, bytes) in &physical {
+            e.sample_u64(names::TOPIC_PHYSICAL_BYTES, &[("topic", topic)], *bytes);
+        }
+        // kafka_exporter's partition offsets.
+        e.family(
+            names::PARTITION_CURRENT_OFFSET,
+            Kind::Gauge,
+            "A partition's high watermark: the offset the next record gets that consumers will see.",
+        );
+        for (topic, p, l) in &logs {
+            let partition = p.to_string();
+            e.sample_u64(
+                names::PARTITION_CURRENT_OFFSET,
+                &[("topic", topic), ("partition", &partition)],
+                l.high_watermark().max(0) as u64,
+            );
+        }
+        e.family(
+            names::PARTITION_OLDEST_OFFSET,
+            Kind::Gauge,
+            "A partition's log start offset (kafka_exporter's oldest offset).",
+        );
+        for (topic, p, l) in &logs {
+            let partition = p.to_string();
+            e.sample_u64(
+                names::PARTITION_OLDEST_OFFSET,
+                &[("topic", topic), ("partition", &partition)],
+                l.log_start_offset().max(0) as u64,
+            );
+        }
+
+        self.expose_lag(&mut e);
+        self.expose_storage(&mut e);
+        sluice_metrics::process::expose(&mut e, &sluice_metrics::process::read());
+        e.family(
+            names::BROKER_INFO,
+            Kind::Gauge,
+            "1, labelled with the broker's node id, cluster id, mode and version.",
+        );
+        let node = self.node_id.to_string();
+        e.sample(
+            names::BROKER_INFO,
+            &[
+                ("node_id", &node),
+                ("cluster_id", &self.cluster_id),
+                (
+                    "mode",
+                    if self.cluster.is_some() {
+                        "cluster"
+                    } else {
+                        "single"
+                    },
+                ),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ],
+            1.0,
+        );
+        e.finish()
+    }
+
+    /// Partitions of existing topics that no live broker serves. A single broker: those with
+    /// no open log and those whose log failed. A cluster: those whose owner record names no
+    /// live broker.
+    fn offline_partitions(&self, unserved: u64, failed: u64) -> u64 {
+        match self.meta.etcd() {
+            None => unserved + failed,
+            Some(store) => {
+                let view = store.view();
+                let mut offline = 0u64;
+                for (name, t) in &view.topics {
+                    for p in 0..t.partitions() {
+                        let alive = view
+                            .owners
+                            .get(&(name.clone(), p))
+                            .is_some_and(|r| view.brokers.contains_key(&r.owner.node));
+                        if !alive {
+                            offline += 1;
+                        }
+                    }
+                }
+                offline + failed
+            }
+        }
+    }
+
+    /// Consumer lag of the groups this broker coordinates, in offsets (kafka_exporter's
+    /// names) and in seconds: the age of the oldest record the group has not consumed, from
+    /// the timestamp of the record at its committed offset.
+    fn expose_lag(&self, e: &mut Exposition) {
+        let now = now_ms();
+        let rows: Vec<(String, String, i32, i64, i64, f64)> = self
+            .consumer_lag()
+            .into_iter()
+            .filter(|(_, t, _, _, _, _)| t != OFFSETS_TOPIC)
+            .map(|(g, t, p, committed, _hw, lag)| {
+                let seconds = if lag > 0 {
+                    self.registry
+                        .get(&t)
+                        .and_then(|s| s.log(p).cloned())
+                        .and_then(|log| record_timestamp(&log, committed))
+                        .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0)
+                } else {
+                    0.0
+                };
+                (g, t, p, committed, lag, seconds)
+            })
+            .collect();
+        e.family(
+            names::GROUP_CURRENT_OFFSET,
+            Kind::Gauge,
+            "A consumer group's committed offset of a partition.",
+        );
+        for (g, t, p, committed, _, _) in &rows {
+            let partition = p.to_string();
+            e.sample(
+                names::GROUP_CURRENT_OFFSET,
+                &[
+                    ("consumergroup", g),
+                    ("topic", t),
+                    ("partition", &partition),
+                ],
+                *committed as f64,
+            );
+        }
+        e.family(
+            names::GROUP_LAG,
+            Kind::Gauge,
+            "Records of a partition a consumer group has not consumed: high watermark minus committed offset.",
+        );
+        for (g, t, p, _, lag, _) in &rows {
+            let partition = p.to_string();
+            e.sample(
+                names::GROUP_LAG,
+                &[
+                    ("consumergroup", g),
+                    ("topic", t),
+                    ("partition", &partition),
+                ],
+                *lag as f64,
+            );
+        }
+        e.family(
+            names::GROUP_LAG_SECONDS,
+            Kind::Gauge,
+            "Age of the oldest record of a partition a consumer group has not consumed, in seconds (0 when it has consumed everything).",
+        );
+        for (g, t, p, _, _, s) in &rows {
+            let partition = p.to_string();
+            e.sample(
+                names::GROUP_LAG_SECONDS,
+                &[
+                    ("consumergroup", g),
+                    ("topic", t),
+                    ("partition", &partition),
+                ],
+                *s,
+            );
+        }
+        let mut sums: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
+        let mut max_seconds: BTreeMap<&str, f64> = BTreeMap::new();
+        for (g, t, _, committed, lag, s) in &rows {
+            let e = sums.entry((g.as_str(), t.as_str())).or_default();
+            e.0 += committed;
+            e.1 += lag;
+            let m = max_seconds.entry(g.as_str()).or_default();
+            *m = m.max(*s);
+        }
+        e.family(
+            names::GROUP_CURRENT_OFFSET_SUM,
+            Kind::Gauge,
+            "Sum of a consumer group's committed offsets over a topic's partitions.",
+        );
+        for ((g, t), (committed, _)) in &sums {
+            e.sample(
+                names::GROUP_CURRENT_OFFSET_SUM,
+                &[("consumergroup", g), ("topic", t)],
+                *committed as f64,
+            );
+        }
+        e.family(
+            names::GROUP_LAG_SUM,
+            Kind::Gauge,
+            "A consumer group's lag summed over a topic's partitions.",
+        );
+        for ((g, t), (_, lag)) in &sums {
+            e.sample(
+                names::GROUP_LAG_SUM,
+                &[("consumergroup", g), ("topic", t)],
+                *lag as f64,
+            );
+        }
+        // Members of the groups this broker coordinates (classic and consumer protocol).
+        let topics = self.topic_infos();
+        let members: Vec<(String, usize)> = self.groups.read(|c| {
+            c.list_groups(&[], &[])
+                .into_iter()
+                .map(|g| {
+                    let n = match g.group_type.as_str() {
+                        "consumer" => c
+                            .describe_consumer_group(&g.group_id, &topics)
+                            .map_or(0, |v| v.members.len()),
+                        _ => c
+                            .describe_classic(&g.group_id)
+                            .map_or(0, |v| v.members.len()),
+                    };
+                    (g.group_id, n)
+                })
+                .collect()
+        });
+        e.family(
+            names::GROUP_MEMBERS,
+            Kind::Gauge,
+            "Members of a consumer group this broker coordinates.",
+        );
+        for (g, n) in &members {
+            e.sample(names::GROUP_MEMBERS, &[("consumergroup", g)], *n as f64);
+        }
+        e.family(
+            names::GROUP_LAG_SECONDS_MAX,
+            Kind::Gauge,
+            "A consumer group's largest lag in seconds over all its partitions.",
+        );
+        for (g, s) in &max_seconds {
+            e.sample(names::GROUP_LAG_SECONDS_MAX, &[("consumergroup", g)], *s);
+        }
+    }
+
+    /// Deferred deletions, drop-behind, and the volumes of the log dirs.
+    fn expose_storage(&self, e: &mut Exposition) {
+        let d = self.deletion_stats();
+        e.single(
+            names::DELETIONS_PENDING,
+            Kind::Gauge,
+            "Segments, directories and silly-renamed leftovers waiting to be removed (a file still open somewhere, .nfs*/.fuse_hidden*).",
+            d.pending as f64,
+        );
+        e.single(
+            names::DELETIONS_DEFERRED,
+            Kind::Counter,
+            "Removals that could not complete at the first attempt.",
+            d.deferred_total as f64,
+        );
+        e.single(
+            names::DELETION_RETRIES,
+            Kind::Counter,
+            "Retries of deferred removals.",
+            d.retries as f64,
+        );
+        e.single(
+            names::DELETIONS_COMPLETED,
+            Kind::Counter,
+            "Deferred removals that completed.",
+            d.completed as f64,
+        );
+        e.single(
+            names::LEFTOVERS_RECLAIMED,
+            Kind::Counter,
+            "Silly-renamed leftovers (.nfs*, .fuse_hidden*) this broker removed.",
+            d.leftovers_reclaimed as f64,
+        );
+        let c = self.page_cache_drops();
+        e.single(
+            names::CACHE_DROPPED_BYTES,
+            Kind::Counter,
+            "Bytes of segment data advised out of the page cache (drop-behind, sluice.log.cache.bytes).",
+            c.dropped_bytes as f64,
+        );
+        e.single(
+            names::CACHE_DROP_FDATASYNCS,
+            Kind::Counter,
+            "fdatasync calls made before dropping pages behind.",
+            c.fdatasyncs as f64,
+        );
+        e.single(
+            names::CACHE_DROP_ERRORS,
+            Kind::Counter,
+            "Drop-behind attempts that failed.",
+            c.errors as f64,
+        );
+        let volumes: Vec<(String, u64, u64)> = self
+            .config
+            .log_dirs
+            .iter()
+            .filter_map(|d| {
+                let (total, usable) = sluice_metrics::volume_bytes(d)?;
+                Some((d.display().to_string(), total, usable))
+            })
+            .collect();
+        e.family(
+            names::VOLUME_TOTAL_BYTES,
+            Kind::Gauge,
+            "Size of the volume holding a log dir.",
+        );
+        for (dir, total, _) in &volumes {
+            e.sample_u64(names::VOLUME_TOTAL_BYTES, &[("log_dir", dir)], *total);
+        }
+        e.family(
+            names::VOLUME_USABLE_BYTES,
+            Kind::Gauge,
+            "Bytes of the volume holding a log dir that the broker can still use.",
+        );
+        for (dir, _, usable) in &volumes {
+            e.sample_u64(names::VOLUME_USABLE_BYTES, &[("log_dir", dir)], *usable);
+        }
+    }
+
+    /// Time a request's answer (called by the server when it is written).
+    pub fn request_done(&self, api_key: i16, elapsed: Duration) {
+        self.metrics.request_time(api_key, elapsed);
+    }
+}
+
+/// The timestamp of the record at `offset` (the first at or after it), from the batch that
+/// holds it: its own timestamp in an uncompressed batch, the batch's first timestamp in a
+/// compressed one or one over 256 KiB (read without decompressing; at most the batch's span
+/// older), the batch's time under LogAppendTime. None if nothing is there to read.
+fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
+    /// Largest uncompressed batch read whole to find a record inside it (a scrape reads one
+    /// batch header, and at most this, per group and lagging partition).
+    const WHOLE_BATCH_MAX: usize = 256 << 10;
+    let slice = log.read(offset, 1, true).ok()?.slice?;
+    let head = FileSlice {
+        file: slice.file.clone(),
+        position: slice.position,
+        len: (HEADER_LEN as u32).min(slice.len),
+    }
+    .read_bytes()
+    .ok()?;
+    let h = BatchHeader::parse(&head).ok()?;
+    if h.timestamp_type() == BatchTimestampType::LogAppendTime {
+        return Some(h.max_timestamp);
+    }
+    if offset <= h.base_offset || h.compression_codec() != 0 || h.total_len() > WHOLE_BATCH_MAX {
+        return Some(h.base_timestamp);
+    }
+    let whole = FileSlice {
+        file: slice.file,
+        position: slice.position,
+        len: (h.total_len() as u32).min(slice.len),
+    }
+    .read_bytes()
+    .ok()?;
+    let records = sluice_format::records::record_timestamps(&whole).ok()?;
+    records
+        .iter()
+        .find(|(delta, _)| h.base_offset + i64::from(*delta) >= offset)
+        .or(records.last())
+        .map(|(_, ts)| *ts)
+}
+
+/// Error codes of the responses whose errors Kafka counts, with their per-partition or
+/// per-topic codes where they have them.
+fn response_errors(body: &ResponseKind, count: &mut impl FnMut(i16)) {
+    match body {
+        ResponseKind::Produce(r) => {
+            for t in &r.responses {
+                for p in &t.partition_responses {
+                    count(p.error_code);
+                }
+            }
+        }
+        ResponseKind::Fetch(r) => {
+            count(r.error_code);
+        }
+        ResponseKind::ListOffsets(r) => {
+            for t in &r.topics {
+                for p in &t.partitions {
+                    count(p.error_code);
+                }
+            }
+        }
+        ResponseKind::Metadata(r) => {
+            for t in &r.topics {
+                count(t.error_code);
+            }
+        }
+        ResponseKind::OffsetCommit(r) => {
+            for t in &r.topics {
+                for p in &t.partitions {
+                    count(p.error_code);
+                }
+            }
+        }
+        ResponseKind::OffsetFetch(r) => {
+            if r.groups.is_empty() {
+                count(r.error_code);
+            }
+            for g in &r.groups {
+                count(g.error_code);
+            }
+        }
+        ResponseKind::FindCoordinator(r) => {
+            if r.coordinators.is_empty() {
+                count(r.error_code);
+            }
+            for c in &r.coordinators {
+                count(c.error_code);
+            }
+        }
+        ResponseKind::JoinGroup(r) => count(r.error_code),
+        ResponseKind::SyncGroup(r) => count(r.error_code),
+        ResponseKind::Heartbeat(r) => count(r.error_code),
+        ResponseKind::LeaveGroup(r) => count(r.error_code),
+        ResponseKind::ApiVersions(r) => count(r.error_code),
+        ResponseKind::InitProducerId(r) => count(r.error_code),
+        ResponseKind::ListGroups(r) => count(r.error_code),
+        ResponseKind::ConsumerGroupHeartbeat(r) => count(r.error_code),
+        ResponseKind::DescribeGroups(r) => {
+            for g in &r.groups {
+                count(g.error_code);
+            }
+        }
+        ResponseKind::CreateTopics(r) => {
+            for t in &r.topics {
+                count(t.error_code);
+            }
+        }
+        ResponseKind::DeleteTopics(r) => {
+            for t in &r.responses {
+                count(t.error_code);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use sluice_format::BatchBuilder;
+
+    #[test]
+    fn batch_stats_count_records_from_headers() {
+        let mut records = BatchBuilder::new()
+            .record(1_700_000_000_000, None, Some(b"a"))
+            .record(1_700_000_000_001, None, Some(b"b"))
+            .build();
+        let second = BatchBuilder::new()
+            .record(1_700_000_000_002, None, Some(b"c"))
+            .build();
+        records.extend_from_slice(&second);
+        assert_eq!(batch_stats(&records), (records.len() as u64, 3));
+        assert_eq!(batch_stats(&[]), (0, 0));
+        assert_eq!(batch_stats(&[1, 2, 3]), (3, 0));
+    }
+}
