@@ -55,7 +55,7 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
         .with_name(Some(topic_name(&t.meta.name)))
         .with_topic_id(t.meta.id)
         .with_partitions(partitions)
-        .with_is_internal(t.meta.name == crate::OFFSETS_TOPIC)
+        .with_is_internal(crate::is_internal_topic(&t.meta.name))
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
 }
 
