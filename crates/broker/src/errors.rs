@@ -56,6 +56,7 @@ pub(crate) fn group_error_code(e: &sluice_group::GroupError) -> i16 {
         G::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId.code(),
         G::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor.code(),
         G::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        G::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression.code(),
         G::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge.code(),
         G::Internal(_) => ResponseError::UnknownServerError.code(),
     }

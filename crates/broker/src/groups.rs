@@ -474,12 +474,12 @@ impl Broker {
         }
     }
 
-    /// Topic name -> (id, partitions) for KIP-848 assignment.
+    /// Topic name -> (id, partitions) for KIP-848 assignment: every topic, the internal ones
+    /// too (Kafka resolves subscriptions, regular expressions included, against all of them).
     pub(crate) fn topic_infos(&self) -> BTreeMap<String, TopicInfo> {
         self.registry
             .all()
             .iter()
-            .filter(|t| t.meta.name != OFFSETS_TOPIC)
             .map(|t| {
                 (
                     t.meta.name.clone(),

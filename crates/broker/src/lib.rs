@@ -57,6 +57,11 @@ pub use groups::OFFSETS_TOPIC;
 pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
 pub use txns::TXN_TOPIC;
 
+/// Kafka's `Topic.isInternal`: the topics Kafka's own coordinators keep.
+pub(crate) fn is_internal_topic(name: &str) -> bool {
+    name == OFFSETS_TOPIC || name == TXN_TOPIC
+}
+
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
 pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -428,6 +433,16 @@ impl Broker {
             RequestKind::DescribeProducers(r) => {
                 ready(apis::describe_producers::handle(self, r, version))
             }
+            RequestKind::DescribeTopicPartitions(r) => {
+                ready(apis::describe_topic_partitions::handle(self, r, version))
+            }
+            RequestKind::DescribeAcls(r) => ready(apis::acls::describe(r, version)),
+            RequestKind::CreateAcls(r) => ready(apis::acls::create(r, version)),
+            RequestKind::DeleteAcls(r) => ready(apis::acls::delete(r, version)),
+            RequestKind::CreateDelegationToken(_) => ready(apis::delegation_tokens::create()),
+            RequestKind::RenewDelegationToken(_) => ready(apis::delegation_tokens::renew()),
+            RequestKind::ExpireDelegationToken(_) => ready(apis::delegation_tokens::expire()),
+            RequestKind::DescribeDelegationToken(_) => ready(apis::delegation_tokens::describe()),
             _ => {
                 // The wire layer only decodes APIs listed in SUPPORTED_APIS, all handled above;
                 // reaching this is a bug, answered by closing nothing and replying nothing.

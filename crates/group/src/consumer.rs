@@ -23,6 +23,7 @@ use crate::records::{
     self, ClassicMemberMetadata, ConsumerAssignmentRecord, ConsumerMemberRecord, ConsumerValue,
     Record,
 };
+use crate::topic_regex::TopicRegex;
 use crate::{GroupConfig, GroupError};
 
 /// The protocol type of groups that can change protocol.
@@ -70,6 +71,7 @@ pub struct ConsumerMemberView {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
     pub assignment: Vec<(uuid::Uuid, String, Vec<i32>)>,
     pub target_assignment: Vec<(uuid::Uuid, String, Vec<i32>)>,
     /// The member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat).
@@ -94,6 +96,8 @@ pub(crate) struct Member {
     client_host: String,
     rebalance_timeout_ms: i32,
     pub(crate) subscribed: BTreeSet<String>,
+    /// The member's regular expression subscription (KIP-848), beside `subscribed`.
+    regex: Option<String>,
     assignor: Option<String>,
     epoch: i32,
     previous_epoch: i32,
@@ -145,6 +149,7 @@ impl Member {
             client_host: String::new(),
             rebalance_timeout_ms: 0,
             subscribed: BTreeSet::new(),
+            regex: None,
             assignor: None,
             epoch: 0,
             previous_epoch: 0,
@@ -173,6 +178,12 @@ pub(crate) struct ConsumerGroup {
     subscribed_meta: BTreeMap<String, TopicInfo>,
     pub(crate) state_timestamp_ms: i64,
     assignor: String,
+    /// The topics each subscription expression of a member matches, as last resolved against
+    /// the topics (None until first resolved after the group was created or loaded). Kept in
+    /// memory only: resolving again gives the same answer from the same topics.
+    resolved: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// Compiled subscription expressions, by their text.
+    compiled: BTreeMap<String, Option<TopicRegex>>,
     /// The group's live records as last handed out for `__consumer_offsets` (key -> value).
     persisted: BTreeMap<Bytes, Bytes>,
 }
@@ -281,6 +292,8 @@ impl ConsumerGroup {
             subscribed_meta: BTreeMap::new(),
             state_timestamp_ms: now_ms,
             assignor: String::new(),
+            resolved: None,
+            compiled: BTreeMap::new(),
             persisted: BTreeMap::new(),
         }
     }
@@ -308,6 +321,7 @@ impl ConsumerGroup {
                     client_host: r.client_host,
                     rebalance_timeout_ms: r.rebalance_timeout_ms,
                     subscribed: r.subscribed_topic_names.into_iter().collect(),
+                    regex: r.subscribed_topic_regex,
                     assignor: r.server_assignor,
                     epoch: cur.map_or(0, |c| c.member_epoch),
                     previous_epoch: cur.map_or(0, |c| c.previous_member_epoch),
@@ -355,6 +369,8 @@ impl ConsumerGroup {
                 .collect(),
             state_timestamp_ms: now_ms,
             assignor: String::new(),
+            resolved: None,
+            compiled: BTreeMap::new(),
             persisted: l.raw,
         };
         g.assignor = g.voted_assignor().unwrap_or_default();
@@ -402,6 +418,7 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
+                    subscribed_topic_regex: m.regex.clone(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     server_assignor: m.assignor.clone(),
                     classic: m.classic.as_ref().map(|c| c.meta.clone()),
@@ -531,22 +548,25 @@ impl ConsumerGroup {
                 .cloned()
                 .unwrap_or_else(|| "uniform".into()),
         };
-        if req
+        // A new expression is compiled (and refused when invalid) before anything changes.
+        if let Some(r) = req
             .subscribed_topic_regex
             .as_deref()
-            .is_some_and(|r| !r.is_empty())
+            .filter(|r| !r.is_empty())
         {
-            return Err(GroupError::InvalidRequest(
-                "subscribed_topic_regex is not supported by Sluice yet".into(),
-            ));
+            if !self.compiled.contains_key(r) {
+                let compiled = TopicRegex::new(r).map_err(GroupError::InvalidRegularExpression)?;
+                self.compiled.insert(r.to_string(), Some(compiled));
+            }
         }
         let mut member_id = req.member_id.clone();
         let mut bump = false;
         match req.member_epoch {
             0 => {
-                if req.subscribed_topic_names.is_none() {
+                if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
                     return Err(GroupError::InvalidRequest(
-                        "subscribed_topic_names must be set when joining".into(),
+                        "SubscribedTopicNames or SubscribedTopicRegex must be set when joining"
+                            .into(),
                     ));
                 }
                 if member_id.is_empty() {
@@ -653,6 +673,14 @@ impl ConsumerGroup {
                     changed = true;
                 }
             }
+            if let Some(r) = &req.subscribed_topic_regex {
+                // An empty expression ends the member's regex subscription.
+                let regex = (!r.is_empty()).then(|| r.clone());
+                if regex != m.regex {
+                    m.regex = regex;
+                    changed = true;
+                }
+            }
             if req.server_assignor.is_some() && m.assignor != req.server_assignor {
                 m.assignor = req.server_assignor.clone();
                 changed = true;
@@ -701,10 +729,18 @@ impl ConsumerGroup {
         now_ms: i64,
         default_assignor: String,
     ) {
-        let meta: BTreeMap<String, TopicInfo> = self
-            .members
+        let first_resolution = self.resolved.is_none();
+        let resolved = self.resolve_regexes(topics);
+        if self.resolved.as_ref() != Some(&resolved) {
+            // A topic now matches or no longer matches some member's expression: its
+            // subscription changed (after a load, the resolution is only rebuilt).
+            bump |= !first_resolution;
+            self.resolved = Some(resolved);
+        }
+        let subs = self.subscriptions();
+        let meta: BTreeMap<String, TopicInfo> = subs
             .values()
-            .flat_map(|m| m.subscribed.iter())
+            .flatten()
             .filter_map(|t| topics.get(t).map(|i| (t.clone(), i.clone())))
             .collect();
         if meta != self.subscribed_meta {
@@ -717,14 +753,60 @@ impl ConsumerGroup {
         // The assignor: the one most members asked for, else the default.
         self.assignor = self.voted_assignor().unwrap_or(default_assignor);
         if self.group_epoch > self.assignment_epoch {
-            let subs: BTreeMap<String, BTreeSet<String>> = self
-                .members
-                .values()
-                .map(|m| (m.id.clone(), m.subscribed.clone()))
-                .collect();
             self.target = assignor::assign(&self.assignor, &subs, &self.target, topics);
             self.assignment_epoch = self.group_epoch;
         }
+    }
+
+    /// The topics each member's expression matches among `topics` (every topic the broker
+    /// has, internal ones included, as Kafka resolves them). An expression that does not
+    /// compile (one persisted by Kafka in RE2/J syntax the `regex` crate refuses) matches
+    /// nothing.
+    fn resolve_regexes(
+        &mut self,
+        topics: &BTreeMap<String, TopicInfo>,
+    ) -> BTreeMap<String, BTreeSet<String>> {
+        let used: BTreeSet<String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.clone())
+            .collect();
+        self.compiled.retain(|r, _| used.contains(r));
+        let mut out = BTreeMap::new();
+        for r in used {
+            let compiled = self
+                .compiled
+                .entry(r.clone())
+                .or_insert_with(|| TopicRegex::new(&r).ok());
+            let matched: BTreeSet<String> = match compiled {
+                Some(c) => topics.keys().filter(|t| c.matches(t)).cloned().collect(),
+                None => BTreeSet::new(),
+            };
+            out.insert(r, matched);
+        }
+        out
+    }
+
+    /// Every member's subscription: the topics it names and those its expression matched
+    /// when last resolved.
+    fn subscriptions(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.members
+            .values()
+            .map(|m| {
+                let mut s = m.subscribed.clone();
+                if let (Some(r), Some(resolved)) = (&m.regex, &self.resolved) {
+                    if let Some(ts) = resolved.get(r) {
+                        s.extend(ts.iter().cloned());
+                    }
+                }
+                (m.id.clone(), s)
+            })
+            .collect()
+    }
+
+    /// The topics any member subscribes to (by name or by a resolved expression).
+    pub(crate) fn subscribed_topics(&self) -> BTreeSet<String> {
+        self.subscriptions().into_values().flatten().collect()
     }
 
     fn owned_by_other(&self, id: &str, topic: &uuid::Uuid, p: i32) -> bool {
@@ -878,6 +960,7 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
+                    subscribed_topic_regex: m.regex.clone(),
                     assignment: named(&m.assigned),
                     target_assignment: named(&self.target.get(&m.id).cloned().unwrap_or_default()),
                     classic: m.uses_classic(),

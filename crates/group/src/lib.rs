@@ -28,6 +28,7 @@ mod classic;
 mod consumer;
 mod protocol;
 pub mod records;
+mod topic_regex;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -131,6 +132,9 @@ pub enum GroupError {
     UnsupportedAssignor(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// A `SubscribedTopicRegex` that does not compile (the text says why).
+    #[error("{0}")]
+    InvalidRegularExpression(String),
     #[error("the offset metadata is larger than offset.metadata.max.bytes")]
     OffsetMetadataTooLarge,
     #[error("the group is of another type: {0}")]
@@ -237,12 +241,7 @@ impl Group {
     fn subscribed_topics(&self) -> Option<BTreeSet<String>> {
         match self {
             Group::Classic(g) => g.subscribed_topics(),
-            Group::Consumer(g) => Some(
-                g.members
-                    .values()
-                    .flat_map(|m| m.subscribed.iter().cloned())
-                    .collect(),
-            ),
+            Group::Consumer(g) => Some(g.subscribed_topics()),
         }
     }
 }

@@ -60,6 +60,8 @@ pub struct ConsumerMemberRecord {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    /// The member's KIP-848 regular expression subscription, if any.
+    pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
     /// Set for a member that speaks the classic protocol (tagged field 0).
@@ -306,7 +308,7 @@ pub(crate) fn consumer_member_value(m: &ConsumerMemberRecord) -> Bytes {
     for t in &m.subscribed_topic_names {
         put_compact_str(&mut b, Some(t));
     }
-    put_compact_str(&mut b, None); // subscribed topic regex
+    put_compact_str(&mut b, m.subscribed_topic_regex.as_deref());
     b.put_i32(m.rebalance_timeout_ms);
     put_compact_str(&mut b, m.server_assignor.as_deref());
     match &m.classic {
@@ -593,7 +595,7 @@ fn decode_consumer_value(
             let client_id = r.compact_str()?;
             let client_host = r.compact_str()?;
             let subscribed_topic_names = r.compact_array(|r| r.compact_str())?;
-            let _regex = r.compact_nullable_str()?;
+            let subscribed_topic_regex = r.compact_nullable_str()?;
             let rebalance_timeout_ms = r.i32()?;
             let server_assignor = r.compact_nullable_str()?;
             let classic = r.member_tags()?;
@@ -605,6 +607,7 @@ fn decode_consumer_value(
                     client_id,
                     client_host,
                     subscribed_topic_names,
+                    subscribed_topic_regex,
                     rebalance_timeout_ms,
                     server_assignor,
                     classic,
@@ -897,6 +900,7 @@ mod tests {
             client_id: "c".into(),
             client_host: "/h".into(),
             subscribed_topic_names: vec!["a".into(), "b".into()],
+            subscribed_topic_regex: Some("c.*".into()),
             rebalance_timeout_ms: 300,
             server_assignor: Some("range".into()),
             classic: None,

@@ -816,3 +816,55 @@ fn loading_replays_transactional_offsets_and_markers() {
     d.complete_txn(0, 9, true);
     assert_eq!(committed(&d), Some(30));
 }
+
+#[test]
+fn regex_subscription_follows_matching_topics() {
+    let mut c = coordinator();
+    let mut t = topics();
+    t.insert(
+        "rx-1".into(),
+        TopicInfo {
+            id: uuid::Uuid::from_u128(8),
+            partitions: 2,
+        },
+    );
+    let regex = |epoch: i32, re: Option<&str>| ConsumerHeartbeat {
+        subscribed_topic_names: (epoch == 0).then(Vec::new),
+        subscribed_topic_regex: re.map(str::to_string),
+        ..hb("a", epoch, None)
+    };
+    let (a, _) = c
+        .consumer_heartbeat(regex(0, Some("rx-.*")), &t, 0)
+        .unwrap();
+    assert_eq!(count(&a), Some(2), "rx-1's partitions, not t's");
+    // A matching topic created later joins the subscription on the next heartbeat.
+    t.insert(
+        "rx-2".into(),
+        TopicInfo {
+            id: uuid::Uuid::from_u128(9),
+            partitions: 3,
+        },
+    );
+    let (a, _) = c
+        .consumer_heartbeat(regex(a.member_epoch, None), &t, 10)
+        .unwrap();
+    assert_eq!(count(&a), Some(5));
+    let described = c.describe_consumer_group("g", &t).unwrap();
+    assert_eq!(
+        described.members[0].subscribed_topic_regex.as_deref(),
+        Some("rx-.*")
+    );
+    let (a, _) = c
+        .consumer_heartbeat(regex(a.member_epoch, Some("")), &t, 20)
+        .unwrap();
+    assert_eq!(
+        count(&a),
+        Some(0),
+        "an empty expression ends the subscription"
+    );
+    // An invalid expression is refused and changes nothing.
+    assert!(matches!(
+        c.consumer_heartbeat(regex(a.member_epoch, Some("rx-(")), &t, 30),
+        Err(GroupError::InvalidRegularExpression(_))
+    ));
+}

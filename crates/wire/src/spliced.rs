@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn spliced_frame_equals_the_inline_encoding_for_every_version() {
-        for version in 4..=17 {
+        for version in 4..=18 {
             check(version, 1, 1, |_, _| Some(10));
             check(version, 3, 5, |t, p| Some((t * 5 + p) * 37 % 300));
             check(version, 2, 4, |t, p| {

@@ -75,6 +75,9 @@ pub(crate) fn handle(
                                             .map(|t| topic_name(t))
                                             .collect(),
                                     )
+                                    .with_subscribed_topic_regex(opt_str(
+                                        m.subscribed_topic_regex.as_deref(),
+                                    ))
                                     .with_assignment(assignment(m.assignment))
                                     .with_target_assignment(assignment(m.target_assignment))
                                     .with_member_type(if m.classic {

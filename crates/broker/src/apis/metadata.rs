@@ -55,7 +55,7 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
         .with_name(Some(topic_name(&t.meta.name)))
         .with_topic_id(t.meta.id)
         .with_partitions(partitions)
-        .with_is_internal(t.meta.name == crate::OFFSETS_TOPIC)
+        .with_is_internal(crate::is_internal_topic(&t.meta.name))
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
 }
 
@@ -65,6 +65,13 @@ fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic
         .with_name(name.map(topic_name))
         .with_topic_id(id)
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+fn by_id(broker: &Broker, id: Uuid) -> MetadataResponseTopic {
+    match broker.registry.get_by_id(id) {
+        Some(t) => topic_response(broker, &t),
+        None => error_topic(None, id, ResponseError::UnknownTopicId.code()),
+    }
 }
 
 pub(crate) fn handle(
@@ -89,6 +96,10 @@ pub(crate) fn handle(
         Some(list) => list
             .into_iter()
             .map(|requested| match requested.name {
+                // As Kafka: a topic id, when given, names the topic (the Java client sends an
+                // empty name beside the ids of topics it was assigned but does not know yet,
+                // e.g. under a regex subscription).
+                _ if !requested.topic_id.is_nil() => by_id(broker, requested.topic_id),
                 Some(name) => {
                     let name = name.0.as_str().to_string();
                     if let Some(t) = broker.registry.get(&name) {
@@ -138,14 +149,7 @@ pub(crate) fn handle(
                         Err(refusal) => error_topic(Some(&name), Uuid::nil(), refusal.code),
                     }
                 }
-                None => match broker.registry.get_by_id(requested.topic_id) {
-                    Some(t) => topic_response(broker, &t),
-                    None => error_topic(
-                        None,
-                        requested.topic_id,
-                        ResponseError::UnknownTopicId.code(),
-                    ),
-                },
+                None => by_id(broker, requested.topic_id),
             })
             .collect(),
     };

@@ -1,5 +1,6 @@
 //! One module per Kafka API.
 
+pub(crate) mod acls;
 pub(crate) mod alter_partition_reassignments;
 pub(crate) mod alter_replica_log_dirs;
 pub(crate) mod api_versions;
@@ -8,6 +9,7 @@ pub(crate) mod consumer_group_describe;
 pub(crate) mod consumer_group_heartbeat;
 pub(crate) mod create_partitions;
 pub(crate) mod create_topics;
+pub(crate) mod delegation_tokens;
 pub(crate) mod delete_groups;
 pub(crate) mod delete_records;
 pub(crate) mod delete_topics;
@@ -15,6 +17,7 @@ pub(crate) mod describe_cluster;
 pub(crate) mod describe_groups;
 pub(crate) mod describe_log_dirs;
 pub(crate) mod describe_producers;
+pub(crate) mod describe_topic_partitions;
 pub(crate) mod elect_leaders;
 pub(crate) mod fetch;
 pub(crate) mod find_coordinator;

@@ -382,6 +382,22 @@ pub(crate) fn list(
     _version: i16,
 ) -> Option<ResponseKind> {
     broker.ensure_txn_topic();
+    // v2 (KIP-1152): only the ids the expression matches whole, RE2 syntax (Kafka: RE2/J).
+    let pattern = req
+        .transactional_id_pattern
+        .as_ref()
+        .map(|p| p.to_string())
+        .filter(|p| !p.is_empty());
+    let id_filter = match pattern.as_deref().map(whole_match) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(_)) => {
+            return Some(ResponseKind::ListTransactions(
+                ListTransactionsResponse::default()
+                    .with_error_code(ResponseError::InvalidRegularExpression.code()),
+            ))
+        }
+    };
     let states: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let pids: Vec<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
     let list = broker
@@ -390,6 +406,11 @@ pub(crate) fn list(
     let rows = list
         .transactions
         .into_iter()
+        .filter(|t| {
+            id_filter
+                .as_ref()
+                .is_none_or(|r| r.is_match(&t.transactional_id))
+        })
         .map(|t| {
             ListedState::default()
                 .with_transactional_id(TransactionalId(str_bytes(t.transactional_id)))
@@ -407,4 +428,11 @@ pub(crate) fn list(
             )
             .with_transaction_states(rows),
     ))
+}
+
+/// `pattern` compiled to match whole strings only (Java's `Matcher.matches()`). It is first
+/// compiled as given, so that an unbalanced `)` cannot escape the anchors.
+fn whole_match(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::Regex::new(pattern)?;
+    regex::Regex::new(&format!("^(?:{pattern})$"))
 }
