@@ -89,6 +89,19 @@ pub fn json(o: &Outcome) -> String {
         pct_json(&o.publish_latency)
     );
     let _ = writeln!(s, "  \"e2e_latency\": {},", pct_json(&o.e2e_latency));
+    match &o.held {
+        Some(h) => {
+            let _ = writeln!(
+                s,
+                "  \"held\": {{\"target_rate_msgs\": {}, \"attempts\": {}, \"sustained\": {}, \"latency_bound_ms\": {}}},",
+                num(h.target),
+                h.attempts,
+                h.sustained,
+                num(h.latency_bound_ms)
+            );
+        }
+        None => s.push_str("  \"held\": null,\n"),
+    }
     match &o.backlog {
         Some(b) => {
             let _ = writeln!(

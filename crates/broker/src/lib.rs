@@ -37,6 +37,7 @@ mod sessions;
 mod testutil;
 mod txns;
 mod waiters;
+mod writeback;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -56,6 +57,7 @@ pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
 pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
 pub use txns::TXN_TOPIC;
+pub use writeback::WritebackTotals;
 
 /// Kafka's `Topic.isInternal`: the topics Kafka's own coordinators keep.
 pub(crate) fn is_internal_topic(name: &str) -> bool {
@@ -118,6 +120,8 @@ pub struct Broker {
     flusher: flusher::Flusher,
     /// Page-cache drop-behind (its task runs while the broker lives).
     cache: cache::DropBehind,
+    /// Write-behind and produce backpressure (its task runs while the broker lives).
+    writeback: Arc<writeback::WriteBehind>,
     /// Long-polling fetches, woken by appends to the logs they watch.
     fetch_waiters: waiters::FetchWaiters,
     sessions: sessions::FetchSessions,
@@ -261,6 +265,7 @@ impl Broker {
             cluster,
             flusher,
             cache: cache::DropBehind::new(&config),
+            writeback: Arc::new(writeback::WriteBehind::new(&config)),
             fetch_waiters: waiters::FetchWaiters::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
@@ -310,6 +315,7 @@ impl Broker {
             broker.ensure_txn_topic();
         }
         cache::start(&broker);
+        writeback::start(&broker);
         Ok(broker)
     }
 
@@ -330,7 +336,21 @@ impl Broker {
     /// [`Broker::handle_prepared`] with its answer.
     pub fn prepare(self: &Arc<Self>, request: &Request) -> Option<Gate> {
         match &request.body {
-            RequestKind::Produce(r) => apis::produce::prepare(self, r, request.version()),
+            RequestKind::Produce(r) => {
+                let txn = apis::produce::prepare(self, r, request.version());
+                let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
+                match (self.writeback.admit(timeout), txn) {
+                    (None, txn) => txn,
+                    (Some(room), None) => Some(Box::pin(async move {
+                        room.await;
+                        Verdicts::new()
+                    })),
+                    (Some(room), Some(txn)) => Some(Box::pin(async move {
+                        room.await;
+                        txn.await
+                    })),
+                }
+            }
             _ => None,
         }
     }
@@ -650,6 +670,11 @@ impl Broker {
     /// What the page-cache drop-behind did since start-up, for metrics.
     pub fn page_cache_drops(&self) -> CacheDropTotals {
         self.cache.totals()
+    }
+
+    /// What the write-behind did since start-up, for metrics.
+    pub fn writeback_totals(&self) -> WritebackTotals {
+        self.writeback.totals()
     }
 
     /// Counters of deferred deletions (pending, retries, ...), for the metrics module.

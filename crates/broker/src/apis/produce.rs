@@ -277,9 +277,11 @@ fn append_one(
             );
         }
     }
+    let bytes = records.len() as u64;
     match log.append(records, AppendOrigin::Client, now) {
         Ok(outcome) => {
             if !outcome.duplicate {
+                broker.writeback.appended(bytes);
                 broker.fetch_waiters.wake(log);
             }
             let response = PartitionProduceResponse::default()
