@@ -785,3 +785,21 @@ impl Broker {
             })
     }
 }
+
+/// Run `pass` on a blocking thread (it may do file I/O), one pass at a time, each starting at
+/// least `interval` after the previous one started (later if a pass takes longer), while the
+/// broker lives. A pass that panics (a bug) is logged and the schedule goes on.
+fn spawn_passes(broker: &Arc<Broker>, interval: Duration, what: &'static str, pass: fn(&Broker)) {
+    let weak = Arc::downgrade(broker);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(b) = weak.upgrade() else { return };
+            if let Err(e) = tokio::task::spawn_blocking(move || pass(&b)).await {
+                tracing::error!(error = %e, "{what} pass failed");
+            }
+        }
+    });
+}

@@ -7,7 +7,8 @@
 //! starts writeback of every log with at least `sluice.log.writeback.bytes` unwritten (of every
 //! log with anything unwritten once the total passes half the limit), then waits for all of
 //! it. A pass takes as long as the volume needs for what it started, so the passes pace
-//! themselves to the volume's rate; between passes the task sleeps [`PASS_INTERVAL`].
+//! themselves to the volume's rate: they start [`PASS_INTERVAL`] apart, or back to back when
+//! one takes longer.
 //!
 //! Backpressure: the broker keeps an estimate of the data appended but not written back,
 //! summed over its logs (recomputed by every pass, raised by every produce append in
@@ -25,7 +26,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -200,20 +201,7 @@ pub(crate) fn start(broker: &Arc<Broker>) {
     if broker.writeback.step.is_none() {
         return;
     }
-    let weak: Weak<Broker> = Arc::downgrade(broker);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(PASS_INTERVAL).await;
-            let Some(b) = weak.upgrade() else { return };
-            let done = tokio::task::spawn_blocking(move || {
-                let logs = b.logs.logs();
-                b.writeback.pass(&logs);
-            })
-            .await;
-            if let Err(e) = done {
-                // A panic in a pass (a bug): log it and keep the schedule.
-                tracing::error!(error = %e, "write-behind pass failed");
-            }
-        }
+    crate::spawn_passes(broker, PASS_INTERVAL, "write-behind", |b| {
+        b.writeback.pass(&b.logs.logs());
     });
 }

@@ -1466,6 +1466,14 @@ fn a_failed_log_is_reopened_in_place() {
     assert_eq!(new.synced_offset(), new.log_end_offset());
 }
 
+/// Append `n` batches of 5 records, `a0`, `a1`, ...
+fn append_batches(log: &Log, n: usize) {
+    for i in 0..n {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+}
+
 /// A drop-behind `fdatasync` that finds a segment of the log gone from the server (ESTALE)
 /// fails the log: that data is not on storage any more. (Before, it failed only the next
 /// flush, and the one after succeeded as if nothing had been lost.)
@@ -1480,10 +1488,7 @@ fn drop_behind_finding_a_live_segment_gone_fails_the_log() {
             ..small_cfg()
         },
     );
-    for i in 0..20 {
-        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
-            .unwrap();
-    }
+    append_batches(&log, 20);
     log.faults.lock().drop_sync_gone = true;
     assert!(log.drop_cache_behind(0).is_err());
     assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
@@ -1507,10 +1512,7 @@ fn failed_drop_behind_fdatasync_fails_the_log() {
             ..small_cfg()
         },
     );
-    for i in 0..20 {
-        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
-            .unwrap();
-    }
+    append_batches(&log, 20);
     log.faults.lock().drop_sync = true;
     assert!(log.drop_cache_behind(0).is_err());
     assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
@@ -2581,10 +2583,7 @@ fn failed_writeback_wait_fails_the_log() {
             ..small_cfg()
         },
     );
-    for i in 0..20 {
-        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
-            .unwrap();
-    }
+    append_batches(&log, 20);
     let started = log.start_writeback(1).unwrap().expect("something to write");
     log.faults.lock().writeback_wait = true;
     assert!(log.finish_writeback(started).is_err());
