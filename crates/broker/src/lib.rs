@@ -10,6 +10,7 @@
 //! - `cache`: page-cache drop-behind schedule (`sluice.log.cache.bytes`).
 //! - `sessions`: incremental fetch sessions (KIP-227).
 //! - `groups`: the group coordinator driver (`__consumer_offsets`, timers, parked replies).
+//! - `quotas`: client quotas (rates per user and client id, throttle times).
 //! - `errors`: the only place store/meta errors become Kafka error codes.
 //! - `apis/*`: one file per Kafka API.
 //!
@@ -30,6 +31,7 @@ mod groups;
 mod markers;
 mod metrics;
 mod peers;
+mod quotas;
 mod recompress;
 mod registry;
 mod sessions;
@@ -94,6 +96,20 @@ pub enum Response {
         body: FetchResponse,
         regions: Vec<(usize, FileSlice)>,
     },
+    /// No response (acks=0 produce), but the connection is throttled for `throttle_ms`.
+    Silent { throttle_ms: i32 },
+}
+
+impl Response {
+    /// How long the connection must read nothing more after this response (client quotas:
+    /// Kafka mutes a throttled client's channel for the throttle time it answers with).
+    pub fn throttle_time_ms(&mut self) -> i32 {
+        match self {
+            Response::Body(body) => quotas::throttle_slot(body).map_or(0, |t| *t),
+            Response::Fetch { body, .. } => body.throttle_time_ms,
+            Response::Silent { throttle_ms } => *throttle_ms,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +144,8 @@ pub struct Broker {
     groups: groups::Groups,
     /// The transaction coordinator (`__transaction_state`).
     txns: txns::Txns,
+    /// Client quotas and the rates measured against them.
+    quotas: quotas::Quotas,
     /// What the request path counts (`metrics.rs` exports it with the state gauges).
     metrics: Arc<sluice_metrics::Metrics>,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
@@ -270,6 +288,7 @@ impl Broker {
             sessions: sessions::FetchSessions::default(),
             groups,
             txns: txns::Txns::new(&config),
+            quotas: quotas::Quotas::new(&config.quotas),
             metrics,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             peers: std::sync::OnceLock::new(),
@@ -282,6 +301,7 @@ impl Broker {
         if broker.cluster.is_none() && broker.registry.get(OFFSETS_TOPIC).is_some() {
             broker.ensure_offsets_topic();
         }
+        broker.quotas.load(&broker.meta)?;
         let _ = myself.set(Arc::downgrade(&broker));
         let _ = broker.this.set(Arc::downgrade(&broker));
         // The log cleaner (compacted topics). In a cluster it cleans only the partitions this
@@ -362,12 +382,96 @@ impl Broker {
         peer: IpAddr,
         verdicts: Verdicts,
     ) -> Answer {
+        if !self.quotas.enabled() {
+            return self.answer(request, peer, verdicts);
+        }
+        // Client quotas: the time worked on the request and, for produce, its size count
+        // against the client's quotas once it is answered (as Kafka records them).
+        let client = apis::client_id(&request.header);
+        let api = request.api_key;
+        let size_bytes = request.size_bytes;
+        let acks_zero = matches!(&request.body, RequestKind::Produce(r) if r.acks == 0);
+        let started = Instant::now();
+        let inner = self.answer(request, peer, verdicts);
+        let busy = quotas::Busy {
+            inner,
+            busy: started.elapsed(),
+        };
+        let broker = self.clone();
+        Box::pin(async move {
+            let (response, busy) = busy.await;
+            broker.throttle(api, &client, size_bytes, acks_zero, busy, response)
+        })
+    }
+
+    fn answer(self: &Arc<Self>, request: Request, peer: IpAddr, verdicts: Verdicts) -> Answer {
         let version = request.version();
         if let RequestKind::Fetch(r) = request.body {
-            return apis::fetch::handle(self, r, version);
+            let client = apis::client_id(&request.header);
+            return apis::fetch::handle(self, r, version, client);
         }
         let reply = self.dispatch(request, peer, verdicts);
         Box::pin(async move { reply.await.map(Response::Body) })
+    }
+
+    /// Record a finished request against the client's quotas and set the throttle time of
+    /// its answer (Kafka's `KafkaApis`: the larger of the byte-rate and the request-time
+    /// throttle). A fetch throttled for request time is answered empty and its bytes are
+    /// taken back, as Kafka does (the byte-rate check is the fetch handler's).
+    fn throttle(
+        &self,
+        api: kafka_protocol::messages::ApiKey,
+        client: &str,
+        size_bytes: usize,
+        acks_zero: bool,
+        busy: Duration,
+        response: Option<Response>,
+    ) -> Option<Response> {
+        use kafka_protocol::messages::ApiKey;
+        let now = now_ms();
+        let bytes_throttle = if api == ApiKey::Produce {
+            self.quotas
+                .record(quotas::QuotaKind::Produce, client, size_bytes as f64, now)
+        } else {
+            0
+        };
+        // Percent of one thread, times seconds: the rate is a percentage.
+        let percent_seconds = busy.as_nanos() as f64 * 100.0 / 1e9;
+        let exempt = acks_zero || api == ApiKey::WriteTxnMarkers;
+        let request_throttle = if exempt {
+            0
+        } else {
+            self.quotas
+                .record(quotas::QuotaKind::Request, client, percent_seconds, now)
+        };
+        let throttle = bytes_throttle.max(request_throttle);
+        match response {
+            None if throttle > 0 => Some(Response::Silent {
+                throttle_ms: throttle,
+            }),
+            None => None,
+            Some(Response::Body(mut body)) => {
+                if let Some(slot) = quotas::throttle_slot(&mut body) {
+                    *slot = (*slot).max(throttle);
+                }
+                Some(Response::Body(body))
+            }
+            Some(Response::Fetch {
+                mut body,
+                mut regions,
+            }) => {
+                if request_throttle > body.throttle_time_ms && !body.responses.is_empty() {
+                    let bytes = quotas::fetch_response_bytes(&body, &regions);
+                    self.quotas
+                        .unrecord(quotas::QuotaKind::Fetch, client, bytes as f64, now);
+                    body.responses.clear();
+                    regions.clear();
+                }
+                body.throttle_time_ms = body.throttle_time_ms.max(throttle);
+                Some(Response::Fetch { body, regions })
+            }
+            Some(silent @ Response::Silent { .. }) => Some(silent),
+        }
     }
 
     fn dispatch(self: &Arc<Self>, request: Request, peer: IpAddr, verdicts: Verdicts) -> Reply {
@@ -455,6 +559,15 @@ impl Broker {
             }
             RequestKind::DescribeTopicPartitions(r) => {
                 ready(apis::describe_topic_partitions::handle(self, r, version))
+            }
+            RequestKind::DescribeClientQuotas(r) => {
+                ready(apis::client_quotas::describe(self, r, version))
+            }
+            RequestKind::AlterClientQuotas(r) => {
+                self.off_runtime(move |b| apis::client_quotas::alter(b, r, version))
+            }
+            RequestKind::DescribeUserScramCredentials(r) => {
+                ready(apis::scram_credentials::describe(r))
             }
             RequestKind::DescribeAcls(r) => ready(apis::acls::describe(r, version)),
             RequestKind::CreateAcls(r) => ready(apis::acls::create(r, version)),
@@ -547,6 +660,7 @@ impl Broker {
         }
         self.sessions.expire();
         self.fetch_waiters.sweep();
+        self.quotas.expire(now_ms());
     }
 
     /// Re-open every log that failed (a failed fsync, or a failed write that could not be cut

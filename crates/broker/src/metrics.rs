@@ -71,6 +71,7 @@ impl Broker {
                 }
             }
             Response::Body(body) => response_errors(body, &mut count),
+            Response::Silent { .. } => {}
         }
     }
 

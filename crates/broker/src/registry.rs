@@ -146,6 +146,7 @@ pub(crate) fn import_into_cluster(
 ) -> Result<(), BrokerError> {
     let embedded_dir = first_dir.join("__sluice_meta");
     let mut topics: BTreeMap<String, TopicMeta> = BTreeMap::new();
+    let mut quotas = sluice_meta::ClientQuotas::new();
     if embedded_dir.join("metadata.v1").is_file() {
         let embedded = sluice_meta::EmbeddedStore::open(&embedded_dir, || store.cluster_id())?;
         if embedded.cluster_id() != store.cluster_id() {
@@ -159,6 +160,7 @@ pub(crate) fn import_into_cluster(
         for t in embedded.topics() {
             topics.insert(t.name.clone(), t);
         }
+        quotas = embedded.client_quotas()?;
     }
     let known = store.refresh()?;
     let adopt_dirs = !topics.is_empty() || known.topics.is_empty();
@@ -194,6 +196,21 @@ pub(crate) fn import_into_cluster(
             Err(sluice_meta::MetaError::TopicExists(_)) => {}
             Err(e) => return Err(e.into()),
         }
+    }
+    // Client quotas come along unless the cluster already has its own.
+    if !quotas.is_empty() && store.client_quotas()?.is_empty() {
+        let alterations: Vec<sluice_meta::QuotaAlteration> = quotas
+            .into_iter()
+            .map(|(entity, values)| sluice_meta::QuotaAlteration {
+                entity,
+                ops: values.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            })
+            .collect();
+        store.alter_client_quotas(&alterations)?;
+        tracing::info!(
+            entities = alterations.len(),
+            "imported client quotas into the cluster"
+        );
     }
     if sluice_meta::EmbeddedStore::retire(&embedded_dir)? {
         tracing::info!(

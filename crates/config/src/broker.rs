@@ -455,6 +455,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
             offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
         },
+        quotas: crate::QuotaSettings {
+            window_num: p.typed("quota.window.num", 11)?,
+            window_size_seconds: p.typed("quota.window.size.seconds", 1)?,
+        },
         transactions: crate::TxnSettings {
             state_log_num_partitions: p.typed("transaction.state.log.num.partitions", 50)?,
             max_timeout_ms: p.typed("transaction.max.timeout.ms", 900_000)?,

@@ -304,6 +304,8 @@ pub struct BrokerConfig {
     pub groups: GroupSettings,
     /// The transaction coordinator (`transaction.*`).
     pub transactions: TxnSettings,
+    /// Client quotas' rate windows (`quota.window.*`, docs/quotas.md).
+    pub quotas: QuotaSettings,
     /// Topic-level defaults from the broker's `log.*` / `message.*` / `compression.type` etc.
     pub topic_defaults: TopicConfig,
     /// Every property as given, for DescribeConfigs on the broker resource.
@@ -329,6 +331,16 @@ pub struct CleanerSettings {
     pub io_buffer_load_factor: f64,
     /// `log.cleaner.io.max.bytes.per.second` (default Double.MAX_VALUE: unlimited).
     pub io_max_bytes_per_second: f64,
+}
+
+/// How client quota rates are measured (Kafka's names and defaults): over `window_num`
+/// samples of `window_size_seconds` each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaSettings {
+    /// `quota.window.num` (default 11).
+    pub window_num: u32,
+    /// `quota.window.size.seconds` (default 1).
+    pub window_size_seconds: u32,
 }
 
 /// Cluster mode (`sluice.cluster.*`, docs/cluster.md).

@@ -159,7 +159,7 @@ impl ClusterWatch {
 /// The metadata store of a cluster, in etcd.
 #[derive(Debug)]
 pub struct EtcdStore {
-    etcd: Etcd,
+    pub(crate) etcd: Etcd,
     prefix: String,
     node_id: i32,
     cluster_id: String,
@@ -170,7 +170,7 @@ pub struct EtcdStore {
     registration: Mutex<Option<(i64, i64)>>,
 }
 
-fn etcd_err(e: EtcdError) -> MetaError {
+pub(crate) fn etcd_err(e: EtcdError) -> MetaError {
     MetaError::Etcd(e.to_string())
 }
 
@@ -238,7 +238,7 @@ impl EtcdStore {
         self.node_id
     }
 
-    fn key(&self, rest: &str) -> String {
+    pub(crate) fn key(&self, rest: &str) -> String {
         format!("{}/{rest}", self.prefix)
     }
 

@@ -4,7 +4,8 @@
 //! Owns: the metadata store, behind one API ([`Meta`]): [`EmbeddedStore`], a small file inside
 //! the first log directory that needs no other process (a single broker), or [`EtcdStore`],
 //! the same records plus membership and partition ownership in etcd (the shared-storage
-//! cluster, `cluster.rs`; its client is `etcd.rs`).
+//! cluster, `cluster.rs`; its client is `etcd.rs`). Client quotas are kept beside the topics
+//! (`quotas.rs`).
 //! Does not own: partition data (the log store) or Kafka error codes (the broker).
 //!
 //! Architecture invariant: a broker serves a partition only under an ownership epoch it got
@@ -14,8 +15,10 @@
 
 pub mod cluster;
 pub mod etcd;
+pub mod quotas;
 
 pub use cluster::{BrokerInfo, ClusterView, ClusterWatch, EtcdStore, Owner, OwnerRecord};
+pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};
 
 use std::collections::BTreeMap;
 use std::fs;

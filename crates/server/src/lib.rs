@@ -192,6 +192,9 @@ async fn connection(
     let mut stopped: Option<Close> = None;
     // A request waiting for its gate (`Broker::prepare`) before its ordered part runs.
     let mut gated: Option<(Gate, Request, std::time::Instant)> = None;
+    // Client quotas: a throttled answer mutes the connection (nothing more is read) until
+    // this instant, as Kafka mutes a throttled client's channel (KIP-219).
+    let mut muted_until: Option<tokio::time::Instant> = None;
     loop {
         if stopped.is_some() && queue.is_empty() && gated.is_none() {
             break;
@@ -199,14 +202,23 @@ async fn connection(
         tokio::select! {
             biased;
             (head, response) = next_ready(&mut queue), if !queue.is_empty() => {
-                if let Err(e) = write_response(&broker, &mut writer, head, response).await {
-                    return match stopped {
-                        None | Some(Close::Eof) => Close::Io(e),
-                        Some(close) => close,
-                    };
+                let throttle_ms = match write_response(&broker, &mut writer, head, response).await {
+                    Ok(ms) => ms,
+                    Err(e) => {
+                        return match stopped {
+                            None | Some(Close::Eof) => Close::Io(e),
+                            Some(close) => close,
+                        };
+                    }
+                };
+                let now = tokio::time::Instant::now();
+                if throttle_ms > 0 {
+                    let until = now + Duration::from_millis(throttle_ms as u64);
+                    muted_until = Some(muted_until.map_or(until, |m| m.max(until)));
                 }
-                idle.as_mut().reset(tokio::time::Instant::now() + limits.idle_timeout);
+                idle.as_mut().reset(now + limits.idle_timeout);
             }
+            () = sleep_until_some(muted_until), if muted_until.is_some() => muted_until = None,
             verdicts = open_gate(&mut gated), if gated.is_some() => {
                 if let Some((_, request, received)) = gated.take() {
                     let (api_key, version, correlation_id) =
@@ -224,7 +236,8 @@ async fn connection(
             _ = shutdown.changed(), if stopped.is_none() => stopped = Some(Close::Shutdown),
             () = &mut idle, if stopped.is_none() && queue.is_empty() => stopped = Some(Close::Idle),
             read = read_frame(&mut reader, &mut inbuf, limits.max_request_bytes),
-                if stopped.is_none() && gated.is_none() && queue.len() < max_in_flight => {
+                if stopped.is_none() && gated.is_none() && muted_until.is_none()
+                    && queue.len() < max_in_flight => {
                 let frame = match read {
                     Ok(frame) => frame,
                     Err(close) => {
@@ -280,23 +293,33 @@ async fn open_gate(gated: &mut Option<(Gate, Request, std::time::Instant)>) -> V
     }
 }
 
-/// Encode and write one response.
+/// Sleep until `at` (the caller polls this only when it is set).
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Encode and write one response; returns its throttle time (client quotas), for which the
+/// connection reads nothing more.
 async fn write_response(
     broker: &Broker,
     writer: &mut OwnedWriteHalf,
     head: Queued,
-    response: Option<Response>,
-) -> io::Result<()> {
+    mut response: Option<Response>,
+) -> io::Result<i32> {
     let f = match head {
-        Queued::Raw(frame) => return writer.write_all(&frame).await,
+        Queued::Raw(frame) => return writer.write_all(&frame).await.map(|()| 0),
         Queued::Pending(f) => f,
     };
+    let throttle_ms = response.as_mut().map_or(0, Response::throttle_time_ms);
     if let Some(r) = &response {
         broker.count_errors(f.api_key as i16, r);
     }
     let written = write_answer(writer, f.api_key, f.version, f.correlation_id, response).await;
     broker.request_done(f.api_key as i16, f.received.elapsed());
-    written
+    written.map(|()| throttle_ms)
 }
 
 /// Encode and write one answer.
@@ -308,7 +331,7 @@ async fn write_answer(
     response: Option<Response>,
 ) -> io::Result<()> {
     let encoded = match response {
-        None => return Ok(()),
+        None | Some(Response::Silent { .. }) => return Ok(()),
         Some(Response::Body(body)) => encode_response(api_key, version, correlation_id, &body),
         Some(Response::Fetch { mut body, regions }) => {
             let lens: Vec<(usize, u32)> = regions.iter().map(|(at, r)| (*at, r.len)).collect();

@@ -69,6 +69,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
@@ -133,6 +136,8 @@ pub struct Request {
     pub api_key: ApiKey,
     pub header: RequestHeader,
     pub body: RequestKind,
+    /// The frame's size without its size prefix (what client quotas count for a produce).
+    pub size_bytes: usize,
 }
 
 impl Request {
@@ -149,6 +154,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, WireError> {
     if frame.len() < 8 {
         return Err(WireError::Truncated { len: frame.len() });
     }
+    let size_bytes = frame.len();
     let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -193,6 +199,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, WireError> {
         api_key,
         header,
         body,
+        size_bytes,
     })
 }
 

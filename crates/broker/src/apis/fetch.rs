@@ -41,7 +41,12 @@ fn error_response(code: i16) -> Answer {
     ))))
 }
 
-pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Answer {
+pub(crate) fn handle(
+    broker: &Arc<Broker>,
+    req: FetchRequest,
+    version: i16,
+    client: String,
+) -> Answer {
     let by_id = version >= 13;
     let mut requested = Vec::new();
     for t in &req.topics {
@@ -126,10 +131,16 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
     } else {
         req.max_bytes
     } as usize;
+    // A consumer byte-rate quota caps one answer at what the quota allows over its whole
+    // window, as Kafka caps fetch.max.bytes (more would be throttled whatever came before).
+    let max_bytes = broker
+        .quotas
+        .fetch_bytes_max(&client)
+        .map_or(max_bytes, |cap| max_bytes.min(cap));
     let read_committed = req.isolation_level == 1;
     Box::pin(async move {
         let deadline = Instant::now() + max_wait;
-        let (session_id, mut targets, incremental) = match mode {
+        let (session_id, mut targets, mut incremental) = match mode {
             Mode::Sessionless => (0, requested, None),
             Mode::New(id) => (id, requested, None),
             Mode::Incremental(id, session) => (id, session.targets.clone(), Some(session)),
@@ -170,6 +181,34 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> A
             }
             let (results, bytes, errors) = read_all(&broker, &targets, max_bytes, read_committed);
             if bytes >= min_bytes || errors || expired {
+                // The consumer byte-rate quota (Kafka's fetch quota manager): over it, the
+                // answer is empty with the throttle time, its bytes are not counted, and the
+                // session stays as the request left it (what this read found is sent later).
+                let answered = results
+                    .iter()
+                    .filter(|(d, slice)| slice.is_some() || d.error_code != 0)
+                    .count();
+                let size = crate::quotas::response_bytes(bytes, answered) as f64;
+                let now = crate::now_ms();
+                let throttle =
+                    broker
+                        .quotas
+                        .record(crate::quotas::QuotaKind::Fetch, &client, size, now);
+                if throttle > 0 {
+                    broker
+                        .quotas
+                        .unrecord(crate::quotas::QuotaKind::Fetch, &client, size, now);
+                    if let Some(session) = incremental.take() {
+                        broker.sessions.put(session_id, session);
+                    }
+                    let body = FetchResponse::default()
+                        .with_session_id(session_id)
+                        .with_throttle_time_ms(throttle);
+                    return Some(Response::Fetch {
+                        body,
+                        regions: Vec::new(),
+                    });
+                }
                 let incremental_mode = incremental.is_some();
                 let mut topics: Vec<FetchableTopicResponse> = Vec::new();
                 let mut regions = Vec::new();

@@ -4,6 +4,7 @@ pub(crate) mod acls;
 pub(crate) mod alter_partition_reassignments;
 pub(crate) mod alter_replica_log_dirs;
 pub(crate) mod api_versions;
+pub(crate) mod client_quotas;
 pub(crate) mod configs;
 pub(crate) mod consumer_group_describe;
 pub(crate) mod consumer_group_heartbeat;
@@ -34,6 +35,7 @@ pub(crate) mod offset_delete;
 pub(crate) mod offset_fetch;
 pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
+pub(crate) mod scram_credentials;
 pub(crate) mod sync_group;
 pub(crate) mod txn;
 pub(crate) mod txn_offset_commit;
@@ -55,14 +57,19 @@ pub(crate) struct Client {
 impl Client {
     pub(crate) fn new(header: &RequestHeader, peer: IpAddr) -> Client {
         Client {
-            id: header
-                .client_id
-                .as_ref()
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
+            id: client_id(header),
             host: java_host(peer),
         }
     }
+}
+
+/// The request's client id ("" when it has none).
+pub(crate) fn client_id(header: &RequestHeader) -> String {
+    header
+        .client_id
+        .as_ref()
+        .map(|s| s.to_string())
+        .unwrap_or_default()
 }
 
 /// `InetAddress.toString()` of an address without a host name: `/` and the address, IPv6 as
