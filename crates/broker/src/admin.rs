@@ -33,7 +33,7 @@ impl Broker {
         &self,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), Refusal> {
-        sluice_config::validate_topic_configs(&self.config, configs)
+        sluice_config::validate_topic_configs(&self.effective_config(), configs)
             .map_err(|e| Refusal::new(ResponseError::InvalidConfig, e.to_string()))
     }
 
@@ -124,7 +124,7 @@ impl Broker {
         }
         let state = self
             .registry
-            .open_topic(&self.config, &self.logs, meta)
+            .open_topic(&self.effective_config(), &self.logs, meta)
             .map_err(|e| {
                 tracing::error!(topic = name, "opening the logs of a new topic failed: {e}");
                 Refusal::new(ResponseError::KafkaStorageError, e.to_string())
@@ -246,7 +246,7 @@ impl Broker {
                 format!("Topic '{name}' does not exist."),
             )
         })?;
-        let config = sluice_config::topic_config(&self.config, &meta.configs);
+        let config = sluice_config::topic_config(&self.effective_config(), &meta.configs);
         for log in state.open_logs() {
             log.set_config(log_config(&config));
         }

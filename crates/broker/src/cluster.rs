@@ -264,6 +264,7 @@ impl Cluster {
             node_id: broker.node_id,
             host: l.host,
             port: l.port,
+            rack: broker.config.rack.clone(),
         }
     }
 
@@ -579,12 +580,13 @@ impl Cluster {
         // that saw a newer one must not undo it (see `EtcdStore::refresh`).
         let view = store.view();
         let view = view.as_ref();
+        let effective = broker.take_up_dynamic_configs(&view.broker_configs);
         let me = broker.node_id;
         let usable =
             !self.stopping.load(Ordering::Acquire) && !self.lease_lost.load(Ordering::Acquire);
         for topic in view.topics.values() {
             let existing = broker.registry.get(&topic.name);
-            let config = sluice_config::topic_config(&broker.config, &topic.configs);
+            let config = sluice_config::topic_config(&effective, &topic.configs);
             let mut meta = topic.clone();
             let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
             for p in 0..topic.partitions() {

@@ -25,6 +25,7 @@ mod admin;
 mod apis;
 mod cache;
 mod cluster;
+mod dynamic;
 mod errors;
 mod flusher;
 mod groups;
@@ -125,7 +126,10 @@ pub enum BrokerError {
 /// The broker: shared by every connection.
 #[derive(Debug)]
 pub struct Broker {
+    /// The static configuration (server.properties); the one in force, with the dynamic
+    /// broker configs, is [`Broker::effective_config`].
     config: BrokerConfig,
+    dynamic: dynamic::DynamicConfig,
     node_id: i32,
     cluster_id: String,
     meta: Arc<Meta>,
@@ -228,10 +232,11 @@ impl Broker {
             .cluster
             .clone()
             .map(|c| Arc::new(cluster::Cluster::new(c)));
+        let effective = dynamic::effective(&config, &meta.broker_configs());
         if cluster.is_none() {
             registry::adopt_discovered(&meta, &logs)?;
             for topic in meta.acquire_all()? {
-                registry.open_topic(&config, &logs, topic)?;
+                registry.open_topic(&effective, &logs, topic)?;
             }
         }
         tracing::info!(
@@ -295,6 +300,7 @@ impl Broker {
             this: std::sync::OnceLock::new(),
             runtime: tokio::runtime::Handle::current(),
             config,
+            dynamic: dynamic::DynamicConfig::new(effective),
         });
         // Groups of an existing __consumer_offsets are loaded now (this broker owns it); in a
         // cluster, as their partitions are acquired.
@@ -315,17 +321,9 @@ impl Broker {
                 },
             ));
         }
-        let c = &broker.config.cleaner;
-        broker.logs.start_cleaner(sluice_store::CleanerConfig {
-            enable: c.enable && c.threads > 0,
-            threads: usize::from(c.threads.max(1)),
-            dedupe_buffer_size: c.dedupe_buffer_size,
-            io_buffer_load_factor: c.io_buffer_load_factor,
-            io_buffer_size: c.io_buffer_size as usize,
-            io_max_bytes_per_second: c.io_max_bytes_per_second,
-            backoff_ms: c.backoff_ms,
-            ..sluice_store::CleanerConfig::default()
-        });
+        broker
+            .logs
+            .start_cleaner(dynamic::cleaner_config(&broker.effective_config()));
         cluster::Cluster::start(&broker)?;
         Broker::start_group_timers(&broker);
         Broker::start_txn_timers(&broker);
@@ -834,6 +832,16 @@ impl Broker {
                 let l = self.advertised();
                 vec![(self.node_id, l.host, l.port)]
             }
+        }
+    }
+
+    /// The `broker.rack` of a live broker (this one, or in a cluster any registered one).
+    pub(crate) fn broker_rack(&self, id: i32) -> Option<String> {
+        match self.meta.etcd() {
+            Some(store) => store.view().brokers.get(&id).and_then(|b| b.rack.clone()),
+            None => (id == self.node_id)
+                .then(|| self.config.rack.clone())
+                .flatten(),
         }
     }
 

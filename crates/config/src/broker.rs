@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use crate::catalog::{self, Value};
+use crate::dynamic;
 use crate::{BrokerConfig, ConfigEntry, ConfigError, ConfigSource, Listener, TopicConfig};
 
 const DEFAULT_LISTENERS: &str = "PLAINTEXT://127.0.0.1:9092";
@@ -398,8 +399,14 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         }
     }
 
+    let rack = match p.get("broker.rack")? {
+        Some(Value::Str(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        _ => None,
+    };
+
     Ok(BrokerConfig {
         node_id,
+        rack,
         listeners,
         advertised_listeners,
         log_dirs,
@@ -479,6 +486,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         },
         topic_defaults,
         given: props.clone(),
+        dynamic_default: BTreeMap::new(),
+        dynamic_broker: BTreeMap::new(),
         unknown,
     })
 }
@@ -534,7 +543,12 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
     if typed.is_some() {
         return typed;
     }
-    match config.given.get(def.name) {
+    let set = config
+        .dynamic_broker
+        .get(def.name)
+        .or_else(|| config.dynamic_default.get(def.name))
+        .or_else(|| config.given.get(def.name));
+    match set {
         Some(raw) => Some(
             catalog::parse_value(def.name, def.ty, def.check, raw)
                 .map(|v| v.render())
@@ -547,44 +561,72 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
 pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
     let mut entries: Vec<ConfigEntry> = catalog::BROKER_DEFS
         .iter()
-        .map(|def| ConfigEntry {
-            name: def.name.to_string(),
-            value: broker_value(config, def),
-            source: if config.given.contains_key(def.name) {
-                ConfigSource::StaticBroker
-            } else {
-                ConfigSource::Default
-            },
-            read_only: !def.dynamic,
-            sensitive: false,
-            config_type: def.ty.code(),
-            documentation: Some(def.doc.to_string()),
+        .map(|def| {
+            let synonyms = dynamic::config_synonyms(
+                config,
+                def.name,
+                &dynamic::broker_synonyms(def.name),
+                true,
+            );
+            ConfigEntry {
+                name: def.name.to_string(),
+                value: broker_value(config, def),
+                source: synonyms.first().map_or(ConfigSource::Default, |s| s.source),
+                read_only: !def.dynamic,
+                sensitive: false,
+                config_type: def.ty.code(),
+                documentation: Some(def.doc.to_string()),
+                synonyms,
+            }
         })
         .collect();
-    // Recognised Kafka properties that Sluice does not use are still reported as set.
+    // Properties Sluice does not use are still reported where they are set: recognised Kafka
+    // properties given in server.properties, and dynamic configs set through the admin API
+    // (Kafka's run-time configs Sluice has no use for, and names Kafka does not know, which it
+    // stores and shows as sensitive, with no value).
+    let mut unused: BTreeMap<&str, Vec<(ConfigSource, &str)>> = BTreeMap::new();
+    for (layer, source) in [
+        (&config.dynamic_broker, ConfigSource::DynamicBroker),
+        (&config.dynamic_default, ConfigSource::DynamicDefaultBroker),
+    ] {
+        for (name, raw) in layer {
+            if catalog::broker_def(name).is_none() {
+                unused.entry(name).or_default().push((source, raw));
+            }
+        }
+    }
     for (name, raw) in &config.given {
         if catalog::broker_def(name).is_some() || !catalog::is_ignored(name) {
             continue;
         }
-        let sensitive = name.contains("password");
+        unused
+            .entry(name)
+            .or_default()
+            .push((ConfigSource::StaticBroker, raw));
+    }
+    for (name, sources) in unused {
+        let sensitive = dynamic::is_sensitive_unused(name);
+        let value = |raw: &str| (!sensitive).then(|| raw.trim().to_string());
+        let synonyms: Vec<crate::ConfigSynonym> = sources
+            .iter()
+            .map(|(source, raw)| crate::ConfigSynonym {
+                name: name.to_string(),
+                value: value(raw),
+                source: *source,
+            })
+            .collect();
+        let (source, raw) = sources[0];
         entries.push(ConfigEntry {
-            name: name.clone(),
-            value: if sensitive {
-                None
-            } else {
-                Some(raw.trim().to_string())
-            },
-            source: ConfigSource::StaticBroker,
-            read_only: true,
+            name: name.to_string(),
+            value: value(raw),
+            source,
+            read_only: !dynamic::is_dynamic_unused(name),
             sensitive,
-            config_type: if sensitive {
-                catalog::Type::Password.code()
-            } else {
-                catalog::Type::String.code()
-            },
+            config_type: dynamic::unused_type_code(name, sensitive),
             documentation: Some(
                 "Accepted for compatibility with Kafka; not used by Sluice.".to_string(),
             ),
+            synonyms,
         });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));

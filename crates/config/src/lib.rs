@@ -10,10 +10,12 @@ use std::path::PathBuf;
 
 mod broker;
 mod catalog;
+mod dynamic;
 mod properties;
 mod topic;
 
 pub use broker::parse_listeners;
+pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -27,6 +29,12 @@ pub enum ConfigError {
     UnknownTopicConfig { name: String },
     #[error("cannot read {path}: {reason}")]
     Read { path: PathBuf, reason: String },
+    /// Kafka's answer to a dynamic change of a config that is read-only (`[a, b]`).
+    #[error("Cannot update these configs dynamically: [{}]", names.join(", "))]
+    NotDynamic { names: Vec<String> },
+    /// Kafka's answer to a cluster-wide default of a config that is set per broker only.
+    #[error("Cannot update these configs at default cluster level, broker id must be specified: [{}]", names.join(", "))]
+    PerBrokerOnly { names: Vec<String> },
 }
 
 /// One listener: `NAME://host:port` (e.g. `PLAINTEXT://127.0.0.1:9092`).
@@ -54,11 +62,16 @@ impl std::fmt::Display for Listener {
     }
 }
 
-/// Where a config value came from (DescribeConfigs `config_source`).
+/// Where a config value came from (DescribeConfigs `config_source`), highest precedence
+/// first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
     /// Set on the topic (code 1, DYNAMIC_TOPIC_CONFIG).
     Topic,
+    /// Set at run time for this broker (code 2, DYNAMIC_BROKER_CONFIG).
+    DynamicBroker,
+    /// Set at run time as the cluster-wide default (code 3, DYNAMIC_DEFAULT_BROKER_CONFIG).
+    DynamicDefaultBroker,
     /// Set in server.properties (code 4, STATIC_BROKER_CONFIG).
     StaticBroker,
     /// Built-in default (code 5, DEFAULT_CONFIG).
@@ -70,10 +83,21 @@ impl ConfigSource {
     pub fn code(self) -> i8 {
         match self {
             ConfigSource::Topic => 1,
+            ConfigSource::DynamicBroker => 2,
+            ConfigSource::DynamicDefaultBroker => 3,
             ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
         }
     }
+}
+
+/// One place a config is set (DescribeConfigs synonyms): a name (the config's own, or a broker
+/// property that supplies it) and its value at one source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigSynonym {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: ConfigSource,
 }
 
 /// One resolved config for DescribeConfigs.
@@ -88,6 +112,9 @@ pub struct ConfigEntry {
     /// 5 LONG, 6 DOUBLE, 7 LIST, 8 CLASS, 9 PASSWORD).
     pub config_type: i8,
     pub documentation: Option<String>,
+    /// Every place the config is set, highest precedence first (Kafka's synonyms; `source` is
+    /// the first one's, or DEFAULT_CONFIG when there is none).
+    pub synonyms: Vec<ConfigSynonym>,
 }
 
 /// `message.timestamp.type`.
@@ -242,6 +269,8 @@ pub struct TxnSettings {
 pub struct BrokerConfig {
     /// `node.id`, or `broker.id` if only that is set. Default 1.
     pub node_id: i32,
+    /// `broker.rack`; None when unset or empty.
+    pub rack: Option<String>,
     /// `listeners`. Default `PLAINTEXT://127.0.0.1:9092`. Names are upper-cased; an empty host
     /// (`PLAINTEXT://:9092`) becomes `0.0.0.0` (all interfaces). Listeners named in
     /// `controller.listener.names` are dropped (Sluice has no controller endpoint).
@@ -310,6 +339,12 @@ pub struct BrokerConfig {
     pub topic_defaults: TopicConfig,
     /// Every property as given, for DescribeConfigs on the broker resource.
     pub given: BTreeMap<String, String>,
+    /// Dynamic broker configs set as the cluster-wide default (`kafka-configs --entity-default`),
+    /// as stored in the metadata store; applied on top of `given` ([`BrokerConfig::with_dynamic`]).
+    pub dynamic_default: BTreeMap<String, String>,
+    /// Dynamic broker configs set for this broker (`--entity-name <node.id>`); they take
+    /// precedence over the cluster-wide ones.
+    pub dynamic_broker: BTreeMap<String, String>,
     /// Property names that were not recognised (each has been warned about once).
     pub unknown: Vec<String>,
 }
@@ -389,6 +424,26 @@ impl BrokerConfig {
     /// source.
     pub fn describe(&self) -> Vec<ConfigEntry> {
         broker::describe(self)
+    }
+
+    /// DescribeConfigs for the cluster-wide default broker resource (an empty name): the
+    /// dynamic defaults only, as Kafka lists them.
+    pub fn describe_dynamic_default(&self) -> Vec<ConfigEntry> {
+        dynamic::describe_default(self)
+    }
+
+    /// This configuration with these dynamic broker configs (cluster-wide `default`, then
+    /// this broker's `broker`, each already validated) applied on the static properties, as
+    /// Kafka applies them: a dynamic value overrides the static one of the same name, and
+    /// among the names of one setting (`log.retention.ms` over `log.retention.hours`) the
+    /// more precise wins wherever it is set. Configs that Sluice does not use are kept for
+    /// DescribeConfigs only.
+    pub fn with_dynamic(
+        &self,
+        default: &BTreeMap<String, String>,
+        broker: &BTreeMap<String, String>,
+    ) -> Result<BrokerConfig, ConfigError> {
+        dynamic::apply(self, default, broker)
     }
 
     /// The effective config of a topic with these overrides (same as [`topic_config`]).
@@ -515,8 +570,12 @@ pub fn topic_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>)
     config
 }
 
-/// DescribeConfigs for a topic resource: every topic-level config Kafka lists, with value and
-/// source (Topic if overridden, StaticBroker if its broker synonym was set, else Default).
+/// DescribeConfigs for a topic resource: every topic-level config Kafka lists, with value,
+/// source and synonyms as Kafka's `ConfigHelper` gives them: the topic's override, then the
+/// broker properties supplying its default by source (dynamic for this broker, dynamic
+/// cluster-wide default, static, built-in default), with the list starting at the first
+/// entry for the config's main broker property (Kafka drops entries before it, so a default
+/// supplied by `log.retention.hours` alone shows no synonym and DEFAULT_CONFIG).
 pub fn describe_topic(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
@@ -525,25 +584,28 @@ pub fn describe_topic(
     catalog::TOPIC_DEFS
         .iter()
         .map(|def| {
-            let source = if overrides.contains_key(def.name) {
-                ConfigSource::Topic
-            } else if def
-                .synonyms
-                .iter()
-                .any(|s| broker.given.contains_key(s.name))
-            {
-                ConfigSource::StaticBroker
-            } else {
-                ConfigSource::Default
-            };
+            let value = effective.get(def.name);
+            let mut synonyms = Vec::new();
+            if overrides.contains_key(def.name) {
+                synonyms.push(ConfigSynonym {
+                    name: def.name.to_string(),
+                    value: value.clone(),
+                    source: ConfigSource::Topic,
+                });
+            }
+            let names: Vec<&str> = def.synonyms.iter().map(|s| s.name).collect();
+            if let Some(first) = names.first() {
+                synonyms.extend(dynamic::config_synonyms(broker, first, &names, true));
+            }
             ConfigEntry {
                 name: def.name.to_string(),
-                value: effective.get(def.name),
-                source,
+                value,
+                source: synonyms.first().map_or(ConfigSource::Default, |s| s.source),
                 read_only: false,
                 sensitive: false,
                 config_type: def.ty.code(),
                 documentation: Some(def.doc.to_string()),
+                synonyms,
             }
         })
         .collect()

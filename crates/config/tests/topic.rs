@@ -233,21 +233,38 @@ fn describe_topic_sources_and_values() {
         (Some("compact,delete"), ConfigSource::Topic)
     );
     assert_eq!(e.config_type, 7);
+    // Set by log.retention.minutes alone: Kafka's synonym list starts at log.retention.ms,
+    // so it lists nothing and reports DEFAULT_CONFIG (ConfigHelper.configSynonyms).
     let e = get("retention.ms");
     assert_eq!(
         (e.value.as_deref(), e.source),
-        (Some("600000"), ConfigSource::StaticBroker)
+        (Some("600000"), ConfigSource::Default)
     );
+    assert!(e.synonyms.is_empty());
     assert_eq!(e.config_type, 5);
     let e = get("max.message.bytes");
     assert_eq!(
         (e.value.as_deref(), e.source),
         (Some("2000000"), ConfigSource::StaticBroker)
     );
+    assert_eq!(e.synonyms.len(), 2, "static then default: {:?}", e.synonyms);
     let e = get("flush.ms");
     assert_eq!(
         (e.value.as_deref(), e.source),
-        (Some("3000"), ConfigSource::StaticBroker)
+        (Some("3000"), ConfigSource::Default)
+    );
+    let e = get("segment.bytes");
+    let names: Vec<(&str, ConfigSource)> = e
+        .synonyms
+        .iter()
+        .map(|s| (s.name.as_str(), s.source))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("segment.bytes", ConfigSource::Topic),
+            ("log.segment.bytes", ConfigSource::Default)
+        ]
     );
     let e = get("segment.ms");
     assert_eq!(

@@ -10,6 +10,7 @@
 //! P/topics/<topic>           {"id":..,"partitions":..,"configs":{..}}
 //! P/owners/<topic>/<p>       {"node":..,"epoch":..}         node -1: no owner yet
 //! P/producer_ids             the first producer id not yet reserved
+//! P/broker_configs/<entity>  {"<name>":"<value>",..}       dynamic broker configs (broker_configs.rs)
 //! ```
 //!
 //! Architecture invariant: an owner record changes only by compare-and-swap on its mod
@@ -39,6 +40,9 @@ pub struct BrokerInfo {
     pub node_id: i32,
     pub host: String,
     pub port: u16,
+    /// `broker.rack`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +131,8 @@ pub struct ClusterView {
     pub topics: BTreeMap<String, TopicMeta>,
     /// Owner records by (topic, partition).
     pub owners: BTreeMap<(String, i32), OwnerRecord>,
+    /// Dynamic broker configs by entity (`broker_configs.rs`).
+    pub broker_configs: crate::broker_configs::BrokerConfigs,
 }
 
 impl ClusterView {
@@ -174,12 +180,12 @@ pub(crate) fn etcd_err(e: EtcdError) -> MetaError {
     MetaError::Etcd(e.to_string())
 }
 
-fn parse_json<T: for<'de> Deserialize<'de>>(kv: &Kv) -> Result<T, MetaError> {
+pub(crate) fn parse_json<T: for<'de> Deserialize<'de>>(kv: &Kv) -> Result<T, MetaError> {
     serde_json::from_slice(&kv.value)
         .map_err(|e| MetaError::Etcd(format!("the etcd record {} does not parse: {e}", kv.key)))
 }
 
-fn to_json(v: &impl Serialize) -> Vec<u8> {
+pub(crate) fn to_json(v: &impl Serialize) -> Vec<u8> {
     // Serializing these plain structs cannot fail (no maps with non-string keys).
     serde_json::to_vec(v).unwrap_or_default()
 }
@@ -279,6 +285,7 @@ impl EtcdStore {
                 if let Ok(id) = String::from_utf8_lossy(&kv.value).parse::<i32>() {
                     view.controller = Some((id, kv.create_revision));
                 }
+            } else if crate::broker_configs::read_view_record(rest, kv, &mut view)? {
             } else if let Some(name) = rest.strip_prefix("topics/") {
                 topics.insert(name.to_string(), parse_json(kv)?);
             } else if let Some(tp) = rest.strip_prefix("owners/") {
@@ -1005,6 +1012,7 @@ mod tests {
                     node_id: b,
                     host: "h".into(),
                     port: 1,
+                    rack: None,
                 },
             );
         }

@@ -13,6 +13,7 @@
 //! acquisition bumps the epoch, and the epoch is stamped into every batch the broker appends
 //! (Kafka's partition leader epoch). Only this crate talks to etcd.
 
+pub mod broker_configs;
 pub mod cluster;
 pub mod etcd;
 pub mod quotas;
@@ -90,6 +91,8 @@ struct State {
 pub struct EmbeddedStore {
     path: PathBuf,
     state: Mutex<State>,
+    /// Dynamic broker configs, in a file of their own (`broker_configs.rs`).
+    broker_configs: broker_configs::BrokerConfigFile,
 }
 
 /// Valid Kafka topic name: 1..=249 chars of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -180,6 +183,7 @@ impl EmbeddedStore {
         let store = EmbeddedStore {
             path,
             state: Mutex::new(state),
+            broker_configs: broker_configs::BrokerConfigFile::open(dir)?,
         };
         store.persist(&store.state.lock())?;
         Ok(store)

@@ -1,5 +1,5 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and describing the
-//! broker's static configs).
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers (dynamic
+//! broker configs: `crate::dynamic`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,10 +29,15 @@ const OP_SUBTRACT: i8 = 3;
 
 fn entry(e: ConfigEntry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
     let synonym_list = if synonyms {
-        vec![DescribeConfigsSynonym::default()
-            .with_name(str_bytes(e.name.clone()))
-            .with_value(e.value.clone().map(str_bytes))
-            .with_source(e.source.code())]
+        e.synonyms
+            .iter()
+            .map(|s| {
+                DescribeConfigsSynonym::default()
+                    .with_name(str_bytes(s.name.clone()))
+                    .with_value(s.value.clone().map(str_bytes))
+                    .with_source(s.source.code())
+            })
+            .collect()
     } else {
         Vec::new()
     };
@@ -51,20 +56,6 @@ fn entry(e: ConfigEntry, synonyms: bool, docs: bool) -> DescribeConfigsResourceR
         })
 }
 
-fn check_broker_name(broker: &Broker, name: &str) -> Result<(), Refusal> {
-    if name.is_empty() || name == broker.node_id.to_string() {
-        Ok(())
-    } else {
-        Err(Refusal::new(
-            ResponseError::InvalidRequest,
-            format!(
-                "unexpected broker id {name}, this is broker {}",
-                broker.node_id
-            ),
-        ))
-    }
-}
-
 pub(crate) fn describe(
     broker: &Arc<Broker>,
     req: DescribeConfigsRequest,
@@ -81,7 +72,7 @@ pub(crate) fn describe(
             let entries = match r.resource_type {
                 TOPIC => match broker.registry.get(&name) {
                     Some(t) => Ok(sluice_config::describe_topic(
-                        &broker.config,
+                        &broker.effective_config(),
                         &t.meta.configs,
                     )),
                     None => Err(Refusal::new(
@@ -89,7 +80,7 @@ pub(crate) fn describe(
                         format!("Topic '{name}' does not exist."),
                     )),
                 },
-                BROKER => check_broker_name(broker, &name).map(|()| broker.config.describe()),
+                BROKER => broker.describe_broker_configs(&name),
                 other => Err(Refusal::new(
                     ResponseError::InvalidRequest,
                     format!("resource type {other} is not supported"),
@@ -118,7 +109,8 @@ pub(crate) fn describe(
     ))
 }
 
-/// Apply a new set of overrides to a topic (or only validate it).
+/// Apply a new set of overrides to a topic, or of dynamic configs to a broker or the
+/// cluster-wide broker default (or only validate it).
 fn apply(
     broker: &Broker,
     resource_type: i8,
@@ -128,21 +120,7 @@ fn apply(
 ) -> Result<(), Refusal> {
     match resource_type {
         TOPIC => {}
-        BROKER => {
-            check_broker_name(broker, name)?;
-            // No broker config is ever set dynamically: a change that leaves none set (deleting,
-            // as kafka-reassign-partitions --verify does to clear its throttles) changes
-            // nothing, and Kafka answers it with success.
-            let mut dynamic = BTreeMap::new();
-            change(&mut dynamic)?;
-            if dynamic.is_empty() {
-                return Ok(());
-            }
-            return Err(Refusal::new(
-                ResponseError::InvalidRequest,
-                "dynamic broker configs are not supported; set them in server.properties",
-            ));
-        }
+        BROKER => return broker.alter_broker_configs(name, validate_only, change),
         other => {
             return Err(Refusal::new(
                 ResponseError::InvalidRequest,
@@ -241,11 +219,14 @@ pub(crate) fn incremental_alter(
                             }
                             OP_APPEND | OP_SUBTRACT => {
                                 let current = configs.get(&key).cloned().unwrap_or_else(|| {
-                                    sluice_config::describe_topic(&broker.config, &BTreeMap::new())
-                                        .into_iter()
-                                        .find(|e| e.name == key)
-                                        .and_then(|e| e.value)
-                                        .unwrap_or_default()
+                                    sluice_config::describe_topic(
+                                        &broker.effective_config(),
+                                        &BTreeMap::new(),
+                                    )
+                                    .into_iter()
+                                    .find(|e| e.name == key)
+                                    .and_then(|e| e.value)
+                                    .unwrap_or_default()
                                 });
                                 let mut items: Vec<String> = current
                                     .split(',')

@@ -83,7 +83,7 @@ pub(crate) fn handle(
             });
         match outcome {
             Ok(state) => {
-                let described = sluice_config::describe_topic(&broker.config, &configs)
+                let described = sluice_config::describe_topic(&broker.effective_config(), &configs)
                     .into_iter()
                     .map(|e| {
                         CreatableTopicConfigs::default()

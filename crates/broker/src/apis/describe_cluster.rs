@@ -24,6 +24,7 @@ pub(crate) fn handle(
                 .with_broker_id(BrokerId(id))
                 .with_host(str_bytes(host))
                 .with_port(i32::from(port))
+                .with_rack(broker.broker_rack(id).map(str_bytes))
         })
         .collect();
     let body = DescribeClusterResponse::default()

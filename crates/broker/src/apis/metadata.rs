@@ -161,6 +161,7 @@ pub(crate) fn handle(
                 .with_node_id(BrokerId(id))
                 .with_host(str_bytes(host))
                 .with_port(i32::from(port))
+                .with_rack(broker.broker_rack(id).map(str_bytes))
         })
         .collect();
     let body = MetadataResponse::default()
