@@ -4,9 +4,10 @@
 //! The store does the I/O ([`Log::start_writeback`], [`Log::finish_writeback`]:
 //! `sync_file_range`); this module decides when, and holds producers back when the volume
 //! falls behind. One task runs passes one after another, each on a blocking thread: a pass
-//! starts writeback of every log with at least `sluice.log.writeback.bytes` unwritten (of every
-//! log with anything unwritten once the total passes half the limit), then waits for all of
-//! it. A pass takes as long as the volume needs for what it started, so the passes pace
+//! starts writeback of every log with at least a step unwritten, then waits for all of it. The
+//! step is `sluice.log.writeback.bytes`, smaller with many logs (at most half the limit over
+//! the open logs, at least [`MIN_STEP_BYTES`]), so that what waits below it stays within half
+//! the limit. A pass takes as long as the volume needs for what it started, so the passes pace
 //! themselves to the volume's rate: they start [`PASS_INTERVAL`] apart, or back to back when
 //! one takes longer.
 //!
@@ -35,6 +36,9 @@ use sluice_store::{Log, TopicPartition};
 use tokio::sync::Notify;
 
 use crate::Broker;
+
+/// Smallest step a log is written back in (with many logs and a small limit).
+const MIN_STEP_BYTES: u64 = 64 * 1024;
 
 /// Pause between two writeback passes.
 pub(crate) const PASS_INTERVAL: Duration = Duration::from_millis(10);
@@ -146,12 +150,14 @@ impl WriteBehind {
     /// One pass over `logs`. Blocking (waits for writeback).
     pub(crate) fn pass(&self, logs: &[Arc<Log>]) {
         let Some(step) = self.step else { return };
-        let unwritten: u64 = logs.iter().map(|l| l.unwritten_bytes()).sum();
-        // Behind: write everything, however little per log.
+        // What waits below the step, over all logs, stays within half the limit: with many
+        // logs each one is written back in smaller steps.
+        let logs_n = u64::try_from(logs.len().max(1)).unwrap_or(u64::MAX);
         let min = match self.limit {
-            Some(limit) if unwritten > limit / 2 => 1,
-            _ => step.max(1),
-        };
+            Some(limit) => step.min(limit / 2 / logs_n),
+            None => step,
+        }
+        .max(MIN_STEP_BYTES);
         let mut started = Vec::new();
         for log in logs {
             match log.start_writeback(min) {

@@ -12,7 +12,9 @@
 //!
 //! 1. [`Log::start_writeback`]: for a log with at least `min_bytes` after its point,
 //!    `sync_file_range(SYNC_FILE_RANGE_WRITE)` over each segment's range from the point to the
-//!    current end. This only queues the I/O (it may wait for room in the device's queue).
+//!    current end, the active segment's end rounded down to a page (the partial last page
+//!    is written again by the next append). This only queues the I/O (it may wait for room
+//!    in the device's queue).
 //! 2. [`Log::finish_writeback`]: `sync_file_range(SYNC_FILE_RANGE_WAIT_AFTER)` over the same
 //!    ranges, then the point moves to where phase 1 ended.
 //!
@@ -33,6 +35,10 @@ use crate::cache::{gone, DropPoint};
 use crate::segment::{seg_path, Segment};
 use crate::sys::{sync_file_range, START_WRITE, WAIT_AFTER};
 use crate::Log;
+
+/// Page size the write-behind rounds the end of the active segment down to (x86-64, arm64's
+/// usual 4 KiB; a larger page only makes a pass write part of a page a second time).
+const PAGE_BYTES: u64 = 4096;
 
 /// The ranges one [`Log::start_writeback`] queued, to wait for with
 /// [`Log::finish_writeback`].
@@ -72,7 +78,10 @@ impl Log {
         let dir = self.dir();
         let (first, first_pos) = view.resolve(&point, &dir);
         drop(point);
-        let bytes = view.bytes_from((first, first_pos));
+        let end_pos = view.limit(n - 1) / PAGE_BYTES * PAGE_BYTES;
+        let bytes = view
+            .bytes_from((first, first_pos))
+            .saturating_sub(view.limit(n - 1) - end_pos);
         if bytes == 0 || bytes < min_bytes {
             return Ok(None);
         }
@@ -80,7 +89,14 @@ impl Log {
         for i in first..n {
             let seg = &view.segs[i];
             let from = if i == first { first_pos } else { 0 };
-            let to = view.limit(i);
+            // The active segment's last partial page is left for a later pass: the next
+            // append writes into it again, and writing it back every pass would be a small
+            // random write per log per pass.
+            let to = if i + 1 == n {
+                end_pos
+            } else {
+                view.limit(i)
+            };
             if to <= from {
                 continue;
             }
@@ -95,7 +111,7 @@ impl Log {
         let end = DropPoint {
             dir,
             segment: view.segs[n - 1].base_offset,
-            position: view.limit(n - 1),
+            position: end_pos.max(if first == n - 1 { first_pos } else { 0 }),
         };
         Ok(Some(WritebackStarted { ranges, end, bytes }))
     }
