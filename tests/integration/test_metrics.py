@@ -5,6 +5,8 @@
 - Consumer lag: librdkafka produces records with chosen timestamps, a group consumes and
   commits part of them; /metrics reports kafka_exporter's lag in records exactly and the lag
   in seconds from the timestamp of the first unconsumed record.
+- Logical bytes (records uncompressed) and physical bytes appended, per topic, for
+  uncompressed, gzip and lz4 producer batches and a topic the broker recompresses to zstd.
 - A real Prometheus (Debian's package; scripts/test installs it) scrapes the broker every
   second while librdkafka and Kafka's own producer-perf-test (the Java client) produce and a
   group consumes; every expression of ops/grafana/sluice-dashboard.json and of
@@ -160,6 +162,50 @@ def test_consumer_lag_in_records_and_seconds(metrics_broker, topic):
     assert value(ss, "kafka_log_log_logendoffset", topic=topic, partition=0) == n
     assert value(ss, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == n
     assert value(ss, "kafka_server_replicamanager_partitioncount") >= 1
+
+
+def test_logical_and_physical_bytes_in(metrics_broker, topic):
+    """Logical bytes (records uncompressed) against physical bytes (as written) per topic:
+    equal for uncompressed batches; for gzip batches from the frame's stated size, for lz4
+    ones (librdkafka states no size) from a sampled decompression, and for a topic whose
+    compression.type makes the broker recompress, from the decoded records."""
+    port = metrics_broker.metrics_port
+    n, size = 2000, 1000
+    payload = n * size
+    cases = {
+        f"{topic}-none": ("none", {}),
+        f"{topic}-gzip": ("gzip", {}),
+        f"{topic}-lz4": ("lz4", {}),
+        f"{topic}-zstd": ("none", {"compression.type": "zstd"}),
+    }
+    for name, (codec, config) in cases.items():
+        harness.create_topic(metrics_broker.bootstrap, name, partitions=1, config=config)
+        p = Producer(
+            {"bootstrap.servers": metrics_broker.bootstrap, "compression.type": codec, "linger.ms": 20}
+        )
+        for i in range(n):
+            event = b'{"user": %6d, "action": "click", "page": "/products/%04d", "ok": true}' % (i % 97, i % 13)
+            p.produce(name, value=(event * 20)[:size], key=b"%d" % i)
+            if i % 500 == 0:
+                p.poll(0)
+        assert p.flush(30) == 0
+    ss = samples(port)
+    for name, (codec, config) in cases.items():
+        logical = value(ss, "sluice_topic_logical_bytes_in_total", topic=name)
+        physical = value(ss, "sluice_topic_physical_bytes_in_total", topic=name)
+        on_disk = value(ss, "kafka_log_log_size", topic=name, partition=0)
+        assert physical == on_disk, (name, physical, on_disk)
+        # Records add their key, lengths and deltas (under 20 bytes each), batches 61 bytes.
+        assert payload < logical < payload * 1.1, (name, logical)
+        if codec == "none" and not config:
+            assert logical == physical, name
+        else:
+            assert physical * 2 < logical, (name, physical, logical)
+    # The broker-wide series sum the topics.
+    total_logical = value(ss, "sluice_topic_logical_bytes_in_total")
+    assert total_logical >= sum(
+        value(ss, "sluice_topic_logical_bytes_in_total", topic=t) for t in cases
+    )
 
 
 # ---- a real Prometheus -------------------------------------------------------------------
