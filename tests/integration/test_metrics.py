@@ -501,3 +501,86 @@ def test_cluster_brokers_each_export_their_own(broker_factory, tmp_path, topic):
         assert total_in == len(records)
     finally:
         etcd.kill()
+
+
+def test_cluster_coordinator_reports_lag_of_partitions_other_brokers_own(broker_factory, tmp_path, topic):
+    """Two brokers on one volume: the group's coordinator reports lag in records and seconds
+    for every partition, those the other broker owns included (asked with a Fetch)."""
+    from confluent_kafka import TopicPartition
+    from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
+
+    partitions, n = 4, 200
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        shared = tmp_path / "shared"
+        brokers = {}
+        for node in (1, 2):
+            overrides = cluster_overrides(etcd, node, shared, "/sluice-lag-test")
+            port = harness.free_port()
+            overrides["sluice.metrics.listener"] = f"127.0.0.1:{port}"
+            overrides["sluice.metrics.lag.remote.cache.ms"] = 0
+            b = broker_factory(overrides=overrides, log_dir=shared, kind="sluice", name=f"node{node}")
+            b.metrics_port = port
+            brokers[node] = b
+        bootstrap = bootstrap_of(list(brokers.values()))
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 2, 30, "2 brokers in the cluster's metadata")
+        harness.create_topic(bootstrap, topic, partitions=partitions)
+        wait_all_led(bootstrap, topic, partitions)
+        led = leaders(bootstrap, topic)
+        assert set(led.values()) == {1, 2}, led
+        now_ms = int(time.time() * 1000)
+        age_ms = 3_600_000
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        for part in range(partitions):
+            for i in range(n):
+                p.produce(topic, value=b"v%d" % i, partition=part, timestamp=now_ms - age_ms + i)
+        assert p.flush(30) == 0
+        group = f"lag-{topic}"
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        committed = {part: 50 * (part + 1) for part in range(partitions)}  # 50, 100, 150, 200
+        try:
+            c.commit(offsets=[TopicPartition(topic, part, o) for part, o in committed.items()], asynchronous=False)
+        finally:
+            c.close()
+        expected_lags = {part: n - o for part, o in committed.items()}
+
+        def lag_rows(node):
+            ss = samples(brokers[node].metrics_port)
+            return ss, {
+                int(l["partition"]): v
+                for name, l, v in ss
+                if name == "kafka_consumergroup_lag" and l.get("consumergroup") == group
+            }
+
+        def coordinator_reports_all():
+            # The coordinator is the broker that reports the group (while the cluster settles
+            # after start, the __consumer_offsets partition may still move once).
+            for node in brokers:
+                ss, lags = lag_rows(node)
+                if lags:
+                    return node, ss, lags
+            return None
+
+        coordinator, ss, lags = harness.wait_until(
+            lambda: (r := coordinator_reports_all()) and r[2] == expected_lags and r,
+            30,
+            "the coordinator reports the lag of every partition",
+        )
+        other = 3 - coordinator
+        assert any(owner == other for owner in led.values()), (led, coordinator)
+        for part, o in committed.items():
+            seconds = value(ss, "kafka_consumergroup_lag_seconds", consumergroup=group, topic=topic, partition=part)
+            if o == n:
+                assert seconds == 0, (part, seconds)
+            else:
+                # The first unconsumed record was stamped an hour ago plus o ms.
+                expected = (time.time() * 1000 - (now_ms - age_ms + o)) / 1000
+                assert seconds is not None and abs(seconds - expected) < 30, (part, led[part], seconds, expected)
+            assert value(ss, "kafka_consumergroup_current_offset", consumergroup=group, topic=topic, partition=part) == o
+        assert value(ss, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == sum(
+            n - o for o in committed.values()
+        )
+        # The other broker does not coordinate the group: it reports no lag for it.
+        assert lag_rows(other)[1] == {}
+    finally:
+        etcd.kill()

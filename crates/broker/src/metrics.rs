@@ -349,7 +349,7 @@ impl Broker {
     /// the timestamp of the record at its committed offset.
     fn expose_lag(&self, e: &mut Exposition) {
         let now = now_ms();
-        let rows: Vec<(String, String, i32, i64, i64, f64)> = self
+        let mut rows: Vec<crate::lag::LagRow> = self
             .consumer_lag()
             .into_iter()
             .filter(|(_, t, _, _, _, _)| t != OFFSETS_TOPIC)
@@ -366,6 +366,8 @@ impl Broker {
                 (g, t, p, committed, lag, seconds)
             })
             .collect();
+        // In a cluster: partitions of the groups coordinated here that other brokers own.
+        rows.extend(self.remote_lag());
         e.family(
             names::GROUP_CURRENT_OFFSET,
             Kind::Gauge,
@@ -588,11 +590,12 @@ fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
     .read_bytes()
     .ok()?;
     let h = BatchHeader::parse(&head).ok()?;
-    if h.timestamp_type() == BatchTimestampType::LogAppendTime {
-        return Some(h.max_timestamp);
-    }
-    if offset <= h.base_offset || h.compression_codec() != 0 || h.total_len() > WHOLE_BATCH_MAX {
-        return Some(h.base_timestamp);
+    if h.timestamp_type() == BatchTimestampType::LogAppendTime
+        || offset <= h.base_offset
+        || h.compression_codec() != 0
+        || h.total_len() > WHOLE_BATCH_MAX
+    {
+        return batch_timestamp(&h, None, offset);
     }
     let whole = FileSlice {
         file: slice.file,
@@ -601,7 +604,23 @@ fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
     }
     .read_bytes()
     .ok()?;
-    let records = sluice_format::records::record_timestamps(&whole).ok()?;
+    batch_timestamp(&h, Some(&whole), offset)
+}
+
+/// The timestamp of the record at `offset` in the batch `h` (`whole`: the batch's bytes, if
+/// read): the batch's time under LogAppendTime; its first timestamp when the offset is its
+/// first, when it is compressed, or when its bytes were not read; else the record's own.
+pub(crate) fn batch_timestamp(h: &BatchHeader, whole: Option<&[u8]>, offset: i64) -> Option<i64> {
+    if h.timestamp_type() == BatchTimestampType::LogAppendTime {
+        return Some(h.max_timestamp);
+    }
+    let whole = match whole {
+        Some(w) if offset > h.base_offset && h.compression_codec() == 0 => w,
+        _ => return Some(h.base_timestamp),
+    };
+    let Ok(records) = sluice_format::records::record_timestamps(whole) else {
+        return Some(h.base_timestamp);
+    };
     records
         .iter()
         .find(|(delta, _)| h.base_offset + i64::from(*delta) >= offset)
