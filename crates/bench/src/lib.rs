@@ -46,8 +46,11 @@ usage: sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT]
                          127.0.0.1:9092)
   --duration SECS        measured time, overriding testDurationMinutes
   --warmup SECS          warm-up time, overriding warmupDurationMinutes
-  --rate MSG_PER_SEC     total producer rate, overriding producerRate (0 = search for the
-                         highest rate that producers reach and consumers keep up with)
+  --rate MSG_PER_SEC     total producer rate, overriding producerRate (0 = search, during
+                         the warm-up, for the highest rate that producers reach with a
+                         publish p99.9 within the latency bound and consumers keep up with,
+                         then measure at that rate, 10% lower again if it did not hold)
+  --latency-bound-ms MS  the publish p99.9 a sustainable rate must keep (default 100)
   --unthrottled          with rate 0: no search, producers send as fast as acknowledgements
                          come back (the highest publish rate, consumers may fall behind)
   --backlog-gb GB        overriding consumerBacklogSizeGB
@@ -86,6 +89,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut name: Option<String> = None;
     let mut keep_topics = false;
     let mut unthrottled = false;
+    let mut latency_bound_ms = run::DEFAULT_LATENCY_BOUND_MS;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -132,6 +136,14 @@ pub fn run(args: &[String]) -> Result<()> {
             "--name" => name = Some(it.next().context("--name needs a name")?.clone()),
             "--keep-topics" => keep_topics = true,
             "--unthrottled" => unthrottled = true,
+            "--latency-bound-ms" => {
+                let v = it.next().context("--latency-bound-ms needs a value")?;
+                latency_bound_ms = v
+                    .parse()
+                    .ok()
+                    .filter(|b: &f64| *b > 0.0 && b.is_finite())
+                    .with_context(|| format!("--latency-bound-ms {v:?}: expected a number > 0"))?;
+            }
             s if s.starts_with('-') => bail!("unknown option {s:?}\n{USAGE}"),
             s => {
                 if workload_path.replace(s.into()).is_some() {
@@ -175,6 +187,7 @@ pub fn run(args: &[String]) -> Result<()> {
         report_interval: interval,
         keep_topics,
         unthrottled,
+        latency_bound_ms,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

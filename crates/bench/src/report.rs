@@ -47,6 +47,14 @@ pub fn json(o: &Outcome) -> String {
             "drain_mb_s": num(b.drain_mb_per_s),
         })
     });
+    let held = o.held.as_ref().map_or(Value::Null, |h| {
+        json!({
+            "target_rate_msgs": num(h.target),
+            "attempts": h.attempts,
+            "sustained": h.sustained,
+            "latency_bound_ms": num(h.latency_bound_ms),
+        })
+    });
     let intervals: Vec<Value> = o
         .intervals
         .iter()
@@ -93,6 +101,7 @@ pub fn json(o: &Outcome) -> String {
         "total_publish_bytes": o.total_publish_bytes,
         "publish_latency": pct_json(&o.publish_latency),
         "e2e_latency": pct_json(&o.e2e_latency),
+        "held": held,
         "backlog": backlog,
         "intervals": intervals,
     });

@@ -35,7 +35,18 @@ pub struct Plan {
     /// With producerRate 0: run producers unthrottled (paced only by acknowledgements)
     /// instead of searching for the highest rate the consumers also sustain.
     pub unthrottled: bool,
+    /// With producerRate 0: the publish p99.9 a sustainable rate must keep, in milliseconds.
+    pub latency_bound_ms: f64,
 }
+
+/// Default of [`Plan::latency_bound_ms`].
+pub const DEFAULT_LATENCY_BOUND_MS: f64 = 100.0;
+/// How many times a measured window at the settled rate is run again 10% lower when the
+/// rate did not hold.
+const SETTLE_ATTEMPTS: u32 = 3;
+/// Time at the rate to hold before each measured window of the search, for the backlog and
+/// queues of what came before to drain.
+const SETTLE_TIME: Duration = Duration::from_secs(3);
 
 /// First rate tried by the sustainable-rate search, msg/s over all producers.
 const SEARCH_START_RATE: f64 = 50_000.0;
@@ -45,12 +56,12 @@ const SEARCH_STEP: Duration = Duration::from_secs(1);
 const SEARCH_MIN_RATE: f64 = 1_000.0;
 
 /// The search for the highest sustainable rate (OMB's producerRate 0), a bisection as in
-/// OMB's own search: every [`SEARCH_STEP`] the step is judged. It passed when producers
-/// reached the rate and consumers kept up (read at least 95% of it, the backlog grew by at
-/// most 5% of a step's messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it
-/// missed when producers fell
-/// short or the backlog grew (above that bound: did not shrink). A step that drains an
-/// earlier backlog is not judged.
+/// OMB's own search, during the warm-up: every [`SEARCH_STEP`] the step is judged. It
+/// passed when producers reached the rate with a publish p99.9 within the latency bound and
+/// consumers kept up (read at least 95% of it, the backlog grew by at most 5% of a step's
+/// messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it missed when producers
+/// fell short, the p99.9 passed the bound, or the backlog grew (above that bound: did not
+/// shrink). A step that drains an earlier backlog is not judged.
 /// Passing rates raise the floor, missed rates lower the ceiling, and the next rate is
 /// halfway between (doubling while no ceiling is known). A ceiling the rate keeps reaching
 /// is raised by [`SEARCH_PROBE`] (more with every pass in a row), so the search follows a broker that speeds up (a JVM
@@ -69,6 +80,8 @@ struct RateSearch {
     ceiling: Option<f64>,
     /// Passes in a row at the ceiling: each doubles the next probe above it.
     probes: u32,
+    /// Publish p99.9 a passing step must keep, in milliseconds.
+    bound_ms: f64,
 }
 
 /// Backlog, in seconds of the current rate, above which a step cannot pass.
@@ -80,8 +93,9 @@ const SEARCH_PROBE: f64 = 0.05;
 impl RateSearch {
     /// A search starting at `total` msg/s over `producers` producers, each reading its share
     /// from `per_producer` (f64 bits).
-    fn new(total: f64, per_producer: Arc<AtomicU64>, producers: f64) -> RateSearch {
+    fn new(total: f64, per_producer: Arc<AtomicU64>, producers: f64, bound_ms: f64) -> RateSearch {
         RateSearch {
+            bound_ms,
             total,
             per_producer,
             producers,
@@ -115,15 +129,16 @@ impl RateSearch {
         let read = (consumed - self.consumed) as f64 / dt;
         let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
         let backlog = acked.saturating_sub(consumed) as f64;
-        let next = self.judge(dt, published, read, backlog_before, backlog);
+        let p999 = stats.take_step().p999;
+        let next = self.judge(dt, published, read, backlog_before, backlog, p999);
         self.set(next);
         self.at = now;
         self.acked = acked;
         self.consumed = consumed;
     }
 
-    /// Judge one step (`dt` seconds at `self.total`, with the rates and backlogs measured
-    /// over it) and return the next target.
+    /// Judge one step (`dt` seconds at `self.total`, with the rates, backlogs and publish
+    /// p99.9 in milliseconds measured over it) and return the next target.
     fn judge(
         &mut self,
         dt: f64,
@@ -131,8 +146,9 @@ impl RateSearch {
         read: f64,
         backlog_before: f64,
         backlog: f64,
+        p999_ms: f64,
     ) -> f64 {
-        let reached = published >= 0.95 * self.total;
+        let reached = published >= 0.95 * self.total && p999_ms <= self.bound_ms;
         // Above SEARCH_BACKLOG_S the backlog must shrink: consumers that only nearly keep up
         // would otherwise let it grow for the whole run.
         let growing = backlog - backlog_before > 0.05 * self.total * dt
@@ -178,6 +194,29 @@ impl RateSearch {
         }
         next
     }
+
+    /// The rate to hold once the search ends: the highest that passed since conditions last
+    /// changed, else 90% of the current target.
+    fn settled(&self) -> f64 {
+        if self.floor > 0.0 {
+            self.floor
+        } else {
+            0.9 * self.total
+        }
+    }
+}
+
+/// How a measured window at a fixed rate went, for the sustainable-rate search.
+#[derive(Clone, Copy, Debug)]
+pub struct Held {
+    /// The rate held (msg/s over all producers).
+    pub target: f64,
+    /// Windows measured (the first at the settled rate, each further one 10% lower).
+    pub attempts: u32,
+    /// The last window kept the latency bound, reached the rate and did not let the backlog
+    /// grow.
+    pub sustained: bool,
+    pub latency_bound_ms: f64,
 }
 
 /// One reporting interval.
@@ -210,6 +249,9 @@ pub struct Outcome {
     pub publish_latency: Percentiles,
     pub e2e_latency: Percentiles,
     pub backlog: Option<Backlog>,
+    /// With producerRate 0 (and no --unthrottled): the rate the search settled on and
+    /// whether the measured window held it.
+    pub held: Option<Held>,
     /// Bytes of record batches published over the whole run (warm-up and backlog included),
     /// for per-byte costs measured over the whole run.
     pub total_publish_bytes: u64,
@@ -402,6 +444,7 @@ async fn measure(
             first_rate,
             per_producer.clone(),
             f64::from(w.producer_count()),
+            plan.latency_bound_ms,
         )
     });
     for layout in layouts {
@@ -549,18 +592,64 @@ async fn measure(
         );
         backlog = Some(b);
     }
-    stats.reset_totals();
-    let m0 = Snapshot::take(&stats);
-    println!("measuring for {:.0} s", w.test_duration.as_secs_f64());
-    phase!("test", Instant::now() + w.test_duration, false);
-    let m1 = Snapshot::take(&stats);
-    if let Some(s) = &search {
+    // With a search: it ends with the warm-up, and the measured window holds the rate it
+    // settled on (no adjustment); a window that does not hold it is measured again 10% lower.
+    let mut held = None;
+    let mut searched = search.take();
+    if let Some(s) = &mut searched {
+        let rate = s.settled();
         println!(
-            "sustainable-rate search ended at a target of {:.0} msg/s",
-            s.total
+            "sustainable-rate search settled on {rate:.0} msg/s (publish p99.9 bound {} ms)",
+            plan.latency_bound_ms
         );
+        s.set(rate);
+        // The search's last probes may have left a backlog and full queues behind.
+        phase!("settle", Instant::now() + SETTLE_TIME, false);
+        held = Some(Held {
+            target: rate,
+            attempts: 0,
+            sustained: false,
+            latency_bound_ms: plan.latency_bound_ms,
+        });
     }
-    let (pub_h, e2e_h) = stats.totals();
+    let (m0, m1, pub_h, e2e_h) = loop {
+        stats.reset_totals();
+        let m0 = Snapshot::take(&stats);
+        println!("measuring for {:.0} s", w.test_duration.as_secs_f64());
+        phase!("test", Instant::now() + w.test_duration, false);
+        let m1 = Snapshot::take(&stats);
+        let (pub_h, e2e_h) = stats.totals();
+        let (Some(h), Some(s)) = (held.as_mut(), searched.as_mut()) else {
+            break (m0, m1, pub_h, e2e_h);
+        };
+        h.attempts += 1;
+        let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
+        let rate = (m1.acked - m0.acked) as f64 / secs;
+        let p999 = Percentiles::of(&pub_h).p999;
+        let backlog = |m: &Snapshot| m.acked.saturating_sub(m.consumed) as f64;
+        let grew = backlog(&m1) > backlog(&m0).max(SEARCH_BACKLOG_S * h.target) * 1.05;
+        h.sustained = rate >= 0.95 * h.target && p999 <= h.latency_bound_ms && !grew;
+        if h.sustained || h.attempts >= SETTLE_ATTEMPTS {
+            println!(
+                "rate {:.0} msg/s {} (publish {rate:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg)",
+                h.target,
+                if h.sustained { "held" } else { "NOT held; giving up" },
+                backlog(&m0),
+                backlog(&m1)
+            );
+            break (m0, m1, pub_h, e2e_h);
+        }
+        println!(
+            "rate {:.0} msg/s not held (publish {rate:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg); measuring again 10% lower",
+            h.target,
+            backlog(&m0),
+            backlog(&m1)
+        );
+        h.target *= 0.9;
+        s.set(h.target);
+        // Let the backlog and queues of the missed window drain before measuring again.
+        phase!("settle", Instant::now() + SETTLE_TIME, false);
+    };
     stop_producers.store(true, Ordering::Relaxed);
     while let Some(r) = producers.join_next().await {
         check_task("producer", r)?;
@@ -583,6 +672,7 @@ async fn measure(
         publish_latency: Percentiles::of(&pub_h),
         e2e_latency: Percentiles::of(&e2e_h),
         backlog,
+        held,
         total_publish_bytes: Counters::get(&stats.counters.sent_bytes),
         intervals: rep.intervals,
     };
@@ -614,7 +704,19 @@ mod tests {
     /// Run the search against a simulated system for `steps` one-second steps; `capacity(i)`
     /// is what producers and consumers can do in step `i`. Returns the targets.
     fn simulate(steps: usize, capacity: impl Fn(usize) -> f64) -> Vec<f64> {
-        let mut s = RateSearch::new(SEARCH_START_RATE, Arc::new(AtomicU64::new(0)), 1.0);
+        // Latency is fine up to 80% of the capacity.
+        simulate_with_latency(steps, capacity, 0.8)
+    }
+
+    /// Throughput up to `capacity(step)`; publish p99 within the 100 ms bound up to
+    /// `knee` x the capacity, far above it beyond.
+    fn simulate_with_latency(steps: usize, capacity: impl Fn(usize) -> f64, knee: f64) -> Vec<f64> {
+        let mut s = RateSearch::new(
+            SEARCH_START_RATE,
+            Arc::new(AtomicU64::new(0)),
+            1.0,
+            DEFAULT_LATENCY_BOUND_MS,
+        );
         let mut backlog = 0.0f64;
         let mut targets = Vec::new();
         for i in 0..steps {
@@ -624,7 +726,8 @@ mod tests {
             let read = (published + backlog).min(cap);
             let before = backlog;
             backlog = (backlog + published - read).max(0.0);
-            let next = s.judge(1.0, published, read, before, backlog);
+            let p99 = if s.total <= knee * cap { 5.0 } else { 800.0 };
+            let next = s.judge(1.0, published, read, before, backlog, p99);
             s.set(next);
             targets.push(s.total);
         }
@@ -633,10 +736,21 @@ mod tests {
 
     #[test]
     fn search_settles_near_capacity() {
-        let t = simulate(40, |_| 1_000_000.0);
+        let t = simulate_with_latency(40, |_| 1_000_000.0, 1.0);
         let last = &t[30..];
         assert!(
             last.iter().all(|r| *r > 800_000.0 && *r < 1_200_000.0),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn search_settles_below_the_latency_knee() {
+        // Throughput up to 1M, but the p99 bound holds only up to 600k.
+        let t = simulate_with_latency(40, |_| 1_000_000.0, 0.6);
+        let last = &t[30..];
+        assert!(
+            last.iter().all(|r| *r > 450_000.0 && *r < 700_000.0),
             "{t:?}"
         );
     }

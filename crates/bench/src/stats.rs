@@ -16,10 +16,12 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).unwrap_or_else(|_| unreachable!())
 }
 
-/// Interval and cumulative histograms of one kind of latency, for one task.
+/// Interval, search-step and cumulative histograms of one kind of latency, for one task.
 #[derive(Debug)]
 pub struct Latency {
     pub interval: Histogram<u64>,
+    /// Since the sustainable-rate search last judged a step.
+    pub step: Histogram<u64>,
     pub total: Histogram<u64>,
 }
 
@@ -27,6 +29,7 @@ impl Default for Latency {
     fn default() -> Self {
         Latency {
             interval: new_histogram(),
+            step: new_histogram(),
             total: new_histogram(),
         }
     }
@@ -37,6 +40,7 @@ impl Latency {
         let v = us.clamp(1, MAX_LATENCY_US);
         // Within bounds by the clamp above.
         let _ = self.interval.record(v);
+        let _ = self.step.record(v);
         let _ = self.total.record(v);
     }
 
@@ -51,10 +55,18 @@ impl Latency {
             let n = run as u64;
             // Within bounds by the clamp above.
             let _ = self.interval.record_n(v, n);
+            let _ = self.step.record_n(v, n);
             let _ = self.total.record_n(v, n);
             rest = &rest[run..];
         }
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Which {
+    Interval,
+    Step,
+    Total,
 }
 
 /// One task's latency recorder.
@@ -128,15 +140,19 @@ impl Stats {
         r
     }
 
-    fn merge(list: &Mutex<Vec<Recorder>>, interval: bool, reset_interval: bool) -> Histogram<u64> {
+    fn merge(list: &Mutex<Vec<Recorder>>, which: Which) -> Histogram<u64> {
         let mut out = new_histogram();
         for r in list.lock().iter() {
             let mut l = r.lock();
-            let h = if interval { &l.interval } else { &l.total };
+            let h = match which {
+                Which::Interval => &mut l.interval,
+                Which::Step => &mut l.step,
+                Which::Total => &mut l.total,
+            };
             // Same bounds on both sides: adding cannot fail.
-            let _ = out.add(h);
-            if reset_interval {
-                l.interval.reset();
+            let _ = out.add(&*h);
+            if which != Which::Total {
+                h.reset();
             }
         }
         out
@@ -145,16 +161,21 @@ impl Stats {
     /// (publish, end-to-end) percentiles since the last call; resets the interval histograms.
     pub fn take_interval(&self) -> (Percentiles, Percentiles) {
         (
-            Percentiles::of(&Self::merge(&self.publish, true, true)),
-            Percentiles::of(&Self::merge(&self.end_to_end, true, true)),
+            Percentiles::of(&Self::merge(&self.publish, Which::Interval)),
+            Percentiles::of(&Self::merge(&self.end_to_end, Which::Interval)),
         )
+    }
+
+    /// Publish percentiles since the last call (the search's step); resets the step histograms.
+    pub fn take_step(&self) -> Percentiles {
+        Percentiles::of(&Self::merge(&self.publish, Which::Step))
     }
 
     /// (publish, end-to-end) histograms since the last [`Stats::reset_totals`].
     pub fn totals(&self) -> (Histogram<u64>, Histogram<u64>) {
         (
-            Self::merge(&self.publish, false, false),
-            Self::merge(&self.end_to_end, false, false),
+            Self::merge(&self.publish, Which::Total),
+            Self::merge(&self.end_to_end, Which::Total),
         )
     }
 

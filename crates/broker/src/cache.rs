@@ -17,7 +17,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -131,24 +131,14 @@ pub(crate) fn start(broker: &Arc<Broker>) {
     if broker.cache.budget.is_none() {
         return;
     }
-    let weak: Weak<Broker> = Arc::downgrade(broker);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(CACHE_CHECK_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let Some(b) = weak.upgrade() else { return };
-            let done = tokio::task::spawn_blocking(move || {
-                let logs = b.logs.logs();
-                b.cache.pass(&logs);
-            })
-            .await;
-            if let Err(e) = done {
-                // A panic in a pass (a bug): log it and keep the schedule.
-                tracing::error!(error = %e, "page-cache drop-behind pass failed");
-            }
-        }
-    });
+    crate::spawn_passes(
+        broker,
+        CACHE_CHECK_INTERVAL,
+        "page-cache drop-behind",
+        |b| {
+            b.cache.pass(&b.logs.logs());
+        },
+    );
 }
 
 #[cfg(test)]

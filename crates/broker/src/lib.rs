@@ -38,6 +38,7 @@ mod sessions;
 mod testutil;
 mod txns;
 mod waiters;
+mod writeback;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -57,6 +58,7 @@ pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
 pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
 pub use txns::TXN_TOPIC;
+pub use writeback::WritebackTotals;
 
 /// Kafka's `Topic.isInternal`: the topics Kafka's own coordinators keep.
 pub(crate) fn is_internal_topic(name: &str) -> bool {
@@ -119,6 +121,8 @@ pub struct Broker {
     flusher: flusher::Flusher,
     /// Page-cache drop-behind (its task runs while the broker lives).
     cache: cache::DropBehind,
+    /// Write-behind and produce backpressure (its task runs while the broker lives).
+    writeback: Arc<writeback::WriteBehind>,
     /// Long-polling fetches, woken by appends to the logs they watch.
     fetch_waiters: waiters::FetchWaiters,
     sessions: sessions::FetchSessions,
@@ -264,6 +268,7 @@ impl Broker {
             cluster,
             flusher,
             cache: cache::DropBehind::new(&config),
+            writeback: Arc::new(writeback::WriteBehind::new(&config)),
             fetch_waiters: waiters::FetchWaiters::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
@@ -314,6 +319,7 @@ impl Broker {
             broker.ensure_txn_topic();
         }
         cache::start(&broker);
+        writeback::start(&broker);
         Ok(broker)
     }
 
@@ -334,7 +340,21 @@ impl Broker {
     /// [`Broker::handle_prepared`] with its answer.
     pub fn prepare(self: &Arc<Self>, request: &Request) -> Option<Gate> {
         match &request.body {
-            RequestKind::Produce(r) => apis::produce::prepare(self, r, request.version()),
+            RequestKind::Produce(r) => {
+                let txn = apis::produce::prepare(self, r, request.version());
+                let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
+                match (self.writeback.admit(timeout), txn) {
+                    (None, txn) => txn,
+                    (Some(room), None) => Some(Box::pin(async move {
+                        room.await;
+                        Verdicts::new()
+                    })),
+                    (Some(room), Some(txn)) => Some(Box::pin(async move {
+                        room.await;
+                        txn.await
+                    })),
+                }
+            }
             _ => None,
         }
     }
@@ -656,6 +676,11 @@ impl Broker {
         self.cache.totals()
     }
 
+    /// What the write-behind did since start-up, for metrics.
+    pub fn writeback_totals(&self) -> WritebackTotals {
+        self.writeback.totals()
+    }
+
     /// Counters of deferred deletions (pending, retries, ...), for the metrics module.
     pub fn deletion_stats(&self) -> DeletionStats {
         self.logs.deletion_stats()
@@ -763,4 +788,22 @@ impl Broker {
                 port: 9092,
             })
     }
+}
+
+/// Run `pass` on a blocking thread (it may do file I/O), one pass at a time, each starting at
+/// least `interval` after the previous one started (later if a pass takes longer), while the
+/// broker lives. A pass that panics (a bug) is logged and the schedule goes on.
+fn spawn_passes(broker: &Arc<Broker>, interval: Duration, what: &'static str, pass: fn(&Broker)) {
+    let weak = Arc::downgrade(broker);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(b) = weak.upgrade() else { return };
+            if let Err(e) = tokio::task::spawn_blocking(move || pass(&b)).await {
+                tracing::error!(error = %e, "{what} pass failed");
+            }
+        }
+    });
 }

@@ -540,6 +540,37 @@ impl Broker {
             "Drop-behind attempts that failed.",
             c.errors as f64,
         );
+        let w = self.writeback_totals();
+        e.single(
+            names::WRITEBACK_BYTES,
+            Kind::Counter,
+            "Bytes of log data the write-behind wrote back to the volume (sluice.log.writeback.bytes).",
+            w.written_bytes as f64,
+        );
+        e.single(
+            names::WRITEBACK_ERRORS,
+            Kind::Counter,
+            "Write-behind attempts that failed.",
+            w.errors as f64,
+        );
+        e.single(
+            names::UNWRITTEN_BYTES,
+            Kind::Gauge,
+            "Log data appended but not yet written back to the volume, over all partitions, at the last write-behind pass.",
+            w.unwritten_bytes as f64,
+        );
+        e.single(
+            names::PRODUCE_BACKPRESSURE_WAITS,
+            Kind::Counter,
+            "Produce requests held back because unwritten data passed sluice.log.unwritten.bytes.max.",
+            w.produce_waits as f64,
+        );
+        e.single(
+            names::PRODUCE_BACKPRESSURE_SECONDS,
+            Kind::Counter,
+            "Time produce requests were held back by the write-behind.",
+            w.produce_wait_us as f64 / 1e6,
+        );
         let volumes: Vec<(String, u64, u64)> = self
             .config
             .log_dirs

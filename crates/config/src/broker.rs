@@ -417,6 +417,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
         log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
+        log_writeback_bytes: p.typed("sluice.log.writeback.bytes", 1 << 20)?,
+        log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 256 << 20)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
         metrics_listener,
         metrics_lag_remote_partitions_max: p
@@ -519,6 +521,8 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.log.cache.min.partition.bytes" => {
             Some(config.log_cache_min_partition_bytes.to_string())
         }
+        "sluice.log.writeback.bytes" => Some(config.log_writeback_bytes.to_string()),
+        "sluice.log.unwritten.bytes.max" => Some(config.log_unwritten_bytes_max.to_string()),
         "sluice.worker.threads" => Some(config.worker_threads.to_string()),
         "sluice.metrics.listener" => return config.metrics_listener.clone(),
         "sluice.metrics.lag.remote.partitions.max" => {

@@ -277,6 +277,15 @@ pub struct BrokerConfig {
     /// `log_cache_bytes` (so with many partitions the total kept may exceed it). Default
     /// 8388608 (8 MiB).
     pub log_cache_min_partition_bytes: u64,
+    /// `sluice.log.writeback.bytes`: bytes appended to a partition log after which the broker
+    /// starts their writeback to the volume and waits for it (write-behind), rather than
+    /// leaving them to the kernel's dirty-page thresholds. -1 = disabled. Default 1048576.
+    pub log_writeback_bytes: i64,
+    /// `sluice.log.unwritten.bytes.max`: data appended but not yet written back (summed over
+    /// the broker's logs) above which produce requests wait for the write-behind before being
+    /// appended (backpressure instead of the kernel's dirty-page throttle). -1 = no limit.
+    /// Default 268435456 (256 MiB).
+    pub log_unwritten_bytes_max: i64,
     /// `sluice.worker.threads`: threads of the runtime that serves connections and requests
     /// (file system calls that may block run on extra threads). 0 = one per CPU the process
     /// may run on. Default 0.

@@ -5,7 +5,9 @@
 //! (`posix_fadvise(POSIX_FADV_DONTNEED)`); everything above it was written since. A call of
 //! [`Log::drop_cache_behind`] moves the drop point to `keep_bytes` before the end: for every
 //! byte range in between it first makes the segment file durable with `fdatasync` (DONTNEED
-//! only evicts clean pages; a dirty page would stay), then advises the range out. Sealed
+//! only evicts clean pages; a dirty page would stay), unless the range lies below the
+//! write-behind's writeback point (`writeback.rs`: written back, so clean already), then
+//! advises the range out. Sealed
 //! segments wholly below the new point are advised out whole; the segment holding the new
 //! point from its start up to the point.
 //!
@@ -73,7 +75,7 @@ impl std::ops::AddAssign for DropStats {
 }
 
 /// The file is gone from the server (deleted; NFS answers ESTALE).
-fn gone(e: Errno) -> bool {
+pub(crate) fn gone(e: Errno) -> bool {
     e == Errno::NOENT || e == Errno::STALE
 }
 
@@ -98,13 +100,13 @@ fn dont_need(file: &File, to: Option<u64>) -> Result<(), Errno> {
 }
 
 /// A snapshot of the segments with the byte count readers may see in each.
-struct View {
-    segs: Arc<Vec<Arc<Segment>>>,
-    active_size: u64,
+pub(crate) struct View {
+    pub(crate) segs: Arc<Vec<Arc<Segment>>>,
+    pub(crate) active_size: u64,
 }
 
 impl View {
-    fn limit(&self, i: usize) -> u64 {
+    pub(crate) fn limit(&self, i: usize) -> u64 {
         if i + 1 == self.segs.len() {
             self.active_size
         } else {
@@ -114,7 +116,7 @@ impl View {
 
     /// (index of the segment holding the drop point, position in it). A point in a segment
     /// that was deleted since lies before the first remaining segment.
-    fn resolve(&self, p: &DropPoint, dir_now: &std::path::Path) -> (usize, u64) {
+    pub(crate) fn resolve(&self, p: &DropPoint, dir_now: &std::path::Path) -> (usize, u64) {
         if p.dir != dir_now {
             return (0, 0);
         }
@@ -127,7 +129,7 @@ impl View {
         }
     }
 
-    fn bytes_from(&self, (i, pos): (usize, u64)) -> u64 {
+    pub(crate) fn bytes_from(&self, (i, pos): (usize, u64)) -> u64 {
         (i..self.segs.len()).map(|j| self.limit(j)).sum::<u64>() - pos
     }
 }
@@ -141,7 +143,7 @@ impl Log {
         }
     }
 
-    fn view(&self) -> (View, i64, i64) {
+    pub(crate) fn view(&self) -> (View, i64, i64) {
         let s = self.shared.read();
         (
             View {
@@ -179,6 +181,9 @@ impl Log {
         }
         let dir = self.dir();
         let (first, first_pos) = view.resolve(&point, &dir);
+        // What the write-behind has written back is clean already: DONTNEED drops it
+        // without an fdatasync first (see `writeback.rs`). Taken alone, never held with I/O.
+        let written_back = view.resolve(&self.writeback_point.lock(), &dir);
         *point = DropPoint {
             dir,
             segment: view.segs[first].base_offset,
@@ -204,13 +209,16 @@ impl Log {
             let whole = i < cut;
             let to = if whole { view.limit(i) } else { cut_pos };
             if to > from {
-                // Data below the synced offset was fsynced by a flush already.
+                // Data below the synced offset was fsynced by a flush already; data below the
+                // writeback point was written back (its pages are clean, and bytes below the
+                // end are never rewritten), so no fdatasync is needed to drop it.
                 let durable = if i + 1 == n {
                     leo <= synced_offset
                 } else {
                     seg.next_offset() <= synced_offset
                 };
-                if !durable {
+                let clean = i < written_back.0 || (i == written_back.0 && to <= written_back.1);
+                if !durable && !clean {
                     stats.fdatasyncs += 1;
                     // Under the flush lock: this fdatasync may be the one that sees (and so
                     // clears) a writeback error of the file; a flush in flight must not then
@@ -272,7 +280,7 @@ impl Log {
     }
 
     /// True while `seg` is one of this log's segments (not deleted since the view was taken).
-    fn holds_segment(&self, seg: &Arc<Segment>) -> bool {
+    pub(crate) fn holds_segment(&self, seg: &Arc<Segment>) -> bool {
         self.shared
             .read()
             .segments

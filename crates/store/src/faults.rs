@@ -21,6 +21,8 @@ pub(crate) struct Faults {
     pub drop_sync: bool,
     /// The next `fdatasync` of the page-cache drop-behind finds the file gone (ESTALE).
     pub drop_sync_gone: bool,
+    /// The next wait for writeback of the write-behind fails (EIO).
+    pub writeback_wait: bool,
 }
 
 /// Fire (and disarm) a boolean fault.

@@ -31,7 +31,9 @@ mod recent;
 mod relocate;
 mod segment;
 mod snapshots;
+mod sys;
 mod txn;
+mod writeback;
 
 pub mod volume;
 
@@ -46,6 +48,7 @@ pub use cache::DropStats;
 pub use cleaner::{CleanStats, CleanerConfig, OwnershipCheck};
 pub use deferred::{DeleteRetry, DeletionStats};
 pub use manager::existing_cluster_id;
+pub use writeback::WritebackStarted;
 
 /// A topic name and partition index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -404,6 +407,9 @@ pub struct Log {
     /// through a drop's I/O, which takes `flush_lock` (after it) around each `fdatasync`;
     /// never together with `writer`.
     drop_point: Mutex<cache::DropPoint>,
+    /// How far writeback of the log's data has been started and waited for (in memory only;
+    /// see `writeback.rs`). Held only briefly, never through I/O.
+    writeback_point: Mutex<cache::DropPoint>,
     /// Set when the log can no longer be written safely; it then refuses appends and rolls
     /// until it is re-opened (see [`LogFailure`]).
     failure: Mutex<Option<LogFailure>>,
@@ -677,6 +683,25 @@ impl Log {
     /// the drop point; an error on a failed log.
     pub fn drop_cache_behind(&self, keep_bytes: u64) -> io::Result<DropStats> {
         self.drop_cache_behind_impl(keep_bytes)
+    }
+
+    /// Bytes appended after the writeback point: written to the page cache, not yet known to
+    /// be written back to the volume. Cheap (no I/O).
+    pub fn unwritten_bytes(&self) -> u64 {
+        self.unwritten_bytes_impl()
+    }
+    /// Write-behind, phase 1 (see `writeback.rs`): when at least `min_bytes` lie after the
+    /// writeback point, start writeback of all of them (`SYNC_FILE_RANGE_WRITE`) and return
+    /// what was started; None otherwise, and on a closed log. An error on a failed log, or
+    /// when the kernel refuses to start writeback (the log is not failed by that).
+    pub fn start_writeback(&self, min_bytes: u64) -> io::Result<Option<WritebackStarted>> {
+        self.start_writeback_impl(min_bytes)
+    }
+    /// Write-behind, phase 2: wait until what `started` queued is written back, then move
+    /// the writeback point past it; returns its bytes. A failed wait fails the log, as a
+    /// failed `fdatasync` does.
+    pub fn finish_writeback(&self, started: WritebackStarted) -> io::Result<u64> {
+        self.finish_writeback_impl(started)
     }
 }
 

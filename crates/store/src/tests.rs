@@ -1466,6 +1466,14 @@ fn a_failed_log_is_reopened_in_place() {
     assert_eq!(new.synced_offset(), new.log_end_offset());
 }
 
+/// Append `n` batches of 5 records, `a0`, `a1`, ...
+fn append_batches(log: &Log, n: usize) {
+    for i in 0..n {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+}
+
 /// A drop-behind `fdatasync` that finds a segment of the log gone from the server (ESTALE)
 /// fails the log: that data is not on storage any more. (Before, it failed only the next
 /// flush, and the one after succeeded as if nothing had been lost.)
@@ -1480,10 +1488,7 @@ fn drop_behind_finding_a_live_segment_gone_fails_the_log() {
             ..small_cfg()
         },
     );
-    for i in 0..20 {
-        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
-            .unwrap();
-    }
+    append_batches(&log, 20);
     log.faults.lock().drop_sync_gone = true;
     assert!(log.drop_cache_behind(0).is_err());
     assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
@@ -1507,10 +1512,7 @@ fn failed_drop_behind_fdatasync_fails_the_log() {
             ..small_cfg()
         },
     );
-    for i in 0..20 {
-        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
-            .unwrap();
-    }
+    append_batches(&log, 20);
     log.faults.lock().drop_sync = true;
     assert!(log.drop_cache_behind(0).is_err());
     assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
@@ -2532,4 +2534,72 @@ fn drop_cache_behind_starts_over_after_a_move() {
     let s = log.drop_cache_behind(0).unwrap();
     assert_eq!(s.dropped_bytes, log.size_bytes());
     assert_eq!(read_all(&log, 0), before);
+}
+
+// ---- write-behind ----
+
+/// The writeback point starts at the end of the log at open, moves over everything a pass
+/// started and waited for (across segments), and a log with less than `min_bytes` after it
+/// is left alone. Nothing about durability moves.
+#[test]
+fn writeback_moves_its_point_over_what_it_wrote() {
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    assert_eq!(log.unwritten_bytes(), 0);
+    assert!(log.start_writeback(1).unwrap().is_none());
+    for i in 0..40 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 1, "the appends span segments");
+    let size = log.size_bytes();
+    assert_eq!(log.unwritten_bytes(), size);
+    assert!(log.start_writeback(size + 1).unwrap().is_none());
+    let started = log.start_writeback(size).unwrap().expect("enough to write");
+    assert_eq!(started.bytes, size);
+    // Appends between the two phases stay unwritten.
+    log.append(batch(3, NOW, "late"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(log.finish_writeback(started).unwrap(), size);
+    assert_eq!(log.unwritten_bytes(), log.size_bytes() - size);
+    let rest = log.start_writeback(1).unwrap().expect("the late batch");
+    log.finish_writeback(rest).unwrap();
+    assert_eq!(log.unwritten_bytes(), 0);
+    assert_eq!(log.synced_offset(), 0, "write-behind is not a flush");
+    assert!(log.failure().is_none());
+}
+
+/// Waiting for writeback can report (and clear) a writeback error of the open file, as an
+/// `fdatasync` does: a failed wait fails the log, and no later flush succeeds.
+#[test]
+fn failed_writeback_wait_fails_the_log() {
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            flush_messages: 1,
+            ..small_cfg()
+        },
+    );
+    append_batches(&log, 20);
+    let started = log.start_writeback(1).unwrap().expect("something to write");
+    log.faults.lock().writeback_wait = true;
+    assert!(log.finish_writeback(started).is_err());
+    assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+    assert!(flush_refused(log.sync_appended()));
+    assert!(
+        flush_refused(log.sync_appended()),
+        "a later flush trusted the page cache"
+    );
+    assert!(
+        log.start_writeback(1).is_err(),
+        "a failed log is not written back"
+    );
+    assert!(refused_by_failed_log(log.append(
+        batch(1, NOW, "c"),
+        AppendOrigin::Client,
+        NOW
+    )));
 }

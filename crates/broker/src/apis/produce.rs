@@ -300,6 +300,7 @@ fn append_one(
     match log.append(records, AppendOrigin::Client, now) {
         Ok(outcome) => {
             if !outcome.duplicate {
+                broker.writeback.appended(physical);
                 broker.fetch_waiters.wake(log);
                 appended.counts.logical += logical.unwrap_or(physical);
                 appended.counts.physical += physical;

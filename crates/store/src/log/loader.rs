@@ -513,6 +513,7 @@ impl Log {
         cursor.base = segments.last().map_or(0, |s| s.base_offset);
         // Drop-behind starts at the end: what is cached now is left to the kernel.
         let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
+        let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
             clean = p.clean, "log loaded");
         Ok(Log {
@@ -542,6 +543,7 @@ impl Log {
             deleted: AtomicBool::new(false),
             del: p.del,
             drop_point: Mutex::new(drop_point),
+            writeback_point: Mutex::new(writeback_point),
             failure: Mutex::new(None),
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),

@@ -1,0 +1,207 @@
+//! Write-behind schedule and produce backpressure (`sluice.log.writeback.bytes`,
+//! `sluice.log.unwritten.bytes.max`).
+//!
+//! The store does the I/O ([`Log::start_writeback`], [`Log::finish_writeback`]:
+//! `sync_file_range`); this module decides when, and holds producers back when the volume
+//! falls behind. One task runs passes one after another, each on a blocking thread: a pass
+//! starts writeback of every log with at least `sluice.log.writeback.bytes` unwritten (of every
+//! log with anything unwritten once the total passes half the limit), then waits for all of
+//! it. A pass takes as long as the volume needs for what it started, so the passes pace
+//! themselves to the volume's rate: they start [`PASS_INTERVAL`] apart, or back to back when
+//! one takes longer.
+//!
+//! Backpressure: the broker keeps an estimate of the data appended but not written back,
+//! summed over its logs (recomputed by every pass, raised by every produce append in
+//! between). While it is above `sluice.log.unwritten.bytes.max`, a produce request waits
+//! before it is appended (the connection reads nothing more meanwhile, as with any produce
+//! waiting for its turn), until a pass brings it below, or for at most the request's own
+//! timeout. Producers that outrun the volume therefore see their latency rise with the
+//! amount queued, instead of every thread that writes being stopped for seconds in the
+//! kernel's dirty-page throttle once gigabytes of dirty pages have piled up.
+//!
+//! Why not leave it to the kernel: it starts writing only at its background threshold (10%
+//! of memory by default) or after 30 s, then queues gigabytes at once, and each `fdatasync`
+//! (a flush, the drop-behind) then waits behind all of it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sluice_config::BrokerConfig;
+use sluice_store::{Log, TopicPartition};
+use tokio::sync::Notify;
+
+use crate::Broker;
+
+/// Pause between two writeback passes.
+pub(crate) const PASS_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Totals since start-up, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WritebackTotals {
+    /// Bytes written back by the write-behind.
+    pub written_bytes: u64,
+    /// Passes that started any writeback.
+    pub passes: u64,
+    /// Writebacks that failed (each logged; a failed wait fails its log).
+    pub errors: u64,
+    /// Data appended but not yet written back, at the last pass.
+    pub unwritten_bytes: u64,
+    /// Produce requests that waited for the write-behind (backpressure).
+    pub produce_waits: u64,
+    /// Total time produce requests waited for it, in microseconds.
+    pub produce_wait_us: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct WriteBehind {
+    /// None: disabled (`sluice.log.writeback.bytes` = -1).
+    step: Option<u64>,
+    /// None: no backpressure (`sluice.log.unwritten.bytes.max` = -1, or write-behind disabled).
+    limit: Option<u64>,
+    /// Estimate of the data appended and not yet written back, over all logs.
+    unwritten: AtomicU64,
+    /// Woken after every pass.
+    room: Notify,
+    written_bytes: AtomicU64,
+    passes: AtomicU64,
+    errors: AtomicU64,
+    produce_waits: AtomicU64,
+    produce_wait_us: AtomicU64,
+    /// Logs whose last writeback failed (warned about once until one succeeds).
+    failing: Mutex<std::collections::HashSet<TopicPartition>>,
+}
+
+impl WriteBehind {
+    pub(crate) fn new(config: &BrokerConfig) -> WriteBehind {
+        let step = u64::try_from(config.log_writeback_bytes).ok();
+        WriteBehind {
+            step,
+            limit: step.and(u64::try_from(config.log_unwritten_bytes_max).ok()),
+            unwritten: AtomicU64::new(0),
+            room: Notify::new(),
+            written_bytes: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            produce_waits: AtomicU64::new(0),
+            produce_wait_us: AtomicU64::new(0),
+            failing: Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    pub(crate) fn totals(&self) -> WritebackTotals {
+        WritebackTotals {
+            written_bytes: self.written_bytes.load(Ordering::Relaxed),
+            passes: self.passes.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            unwritten_bytes: self.unwritten.load(Ordering::Relaxed),
+            produce_waits: self.produce_waits.load(Ordering::Relaxed),
+            produce_wait_us: self.produce_wait_us.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A produce append of `bytes` (raises the estimate until the next pass recomputes it).
+    pub(crate) fn appended(&self, bytes: u64) {
+        if self.limit.is_some() {
+            self.unwritten.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// What a produce request must wait for before it is appended: None while the unwritten
+    /// data is within the limit (one atomic load), else a wait until a pass brings it below
+    /// the limit or `timeout` passes (then the append goes ahead anyway).
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send>>> {
+        let limit = self.limit?;
+        if self.unwritten.load(Ordering::Relaxed) <= limit {
+            return None;
+        }
+        let me = self.clone();
+        Some(Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let deadline = started + timeout;
+            loop {
+                let room = me.room.notified();
+                tokio::pin!(room);
+                room.as_mut().enable();
+                if me.unwritten.load(Ordering::Relaxed) <= limit {
+                    break;
+                }
+                tokio::select! {
+                    _ = room => {}
+                    _ = tokio::time::sleep_until(deadline) => break,
+                }
+            }
+            me.produce_waits.fetch_add(1, Ordering::Relaxed);
+            let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            me.produce_wait_us.fetch_add(us, Ordering::Relaxed);
+        }))
+    }
+
+    /// One pass over `logs`. Blocking (waits for writeback).
+    pub(crate) fn pass(&self, logs: &[Arc<Log>]) {
+        let Some(step) = self.step else { return };
+        let unwritten: u64 = logs.iter().map(|l| l.unwritten_bytes()).sum();
+        // Behind: write everything, however little per log.
+        let min = match self.limit {
+            Some(limit) if unwritten > limit / 2 => 1,
+            _ => step.max(1),
+        };
+        let mut started = Vec::new();
+        for log in logs {
+            match log.start_writeback(min) {
+                Ok(Some(s)) => started.push((log, s)),
+                Ok(None) => {}
+                Err(e) => self.failed(log, &e),
+            }
+        }
+        let mut written = 0;
+        for (log, s) in started {
+            match log.finish_writeback(s) {
+                Ok(n) => {
+                    written += n;
+                    if self.failing.lock().remove(log.topic_partition()) {
+                        tracing::info!(tp = ?log.topic_partition(), "write-behind works again");
+                    }
+                }
+                Err(e) => self.failed(log, &e),
+            }
+        }
+        if written > 0 {
+            self.passes.fetch_add(1, Ordering::Relaxed);
+            self.written_bytes.fetch_add(written, Ordering::Relaxed);
+        }
+        let now: u64 = logs
+            .iter()
+            .filter(|l| !l.is_closed() && l.failure().is_none())
+            .map(|l| l.unwritten_bytes())
+            .sum();
+        self.unwritten.store(now, Ordering::Relaxed);
+        self.room.notify_waiters();
+    }
+
+    fn failed(&self, log: &Log, e: &std::io::Error) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let tp = log.topic_partition();
+        if self.failing.lock().insert(tp.clone()) {
+            tracing::warn!(?tp, error = %e, "write-behind failed; the next flush of this partition reports it");
+        } else {
+            tracing::debug!(?tp, error = %e, "write-behind failed again");
+        }
+    }
+}
+
+/// Start the write-behind task (nothing when disabled). It stops once the broker is dropped.
+pub(crate) fn start(broker: &Arc<Broker>) {
+    if broker.writeback.step.is_none() {
+        return;
+    }
+    crate::spawn_passes(broker, PASS_INTERVAL, "write-behind", |b| {
+        b.writeback.pass(&b.logs.logs());
+    });
+}
