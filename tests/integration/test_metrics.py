@@ -5,6 +5,8 @@
 - Consumer lag: librdkafka produces records with chosen timestamps, a group consumes and
   commits part of them; /metrics reports kafka_exporter's lag in records exactly and the lag
   in seconds from the timestamp of the first unconsumed record.
+- Logical bytes (records uncompressed) and physical bytes appended, per topic, for
+  uncompressed, gzip and lz4 producer batches and a topic the broker recompresses to zstd.
 - A real Prometheus (Debian's package; scripts/test installs it) scrapes the broker every
   second while librdkafka and Kafka's own producer-perf-test (the Java client) produce and a
   group consumes; every expression of ops/grafana/sluice-dashboard.json and of
@@ -160,6 +162,50 @@ def test_consumer_lag_in_records_and_seconds(metrics_broker, topic):
     assert value(ss, "kafka_log_log_logendoffset", topic=topic, partition=0) == n
     assert value(ss, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == n
     assert value(ss, "kafka_server_replicamanager_partitioncount") >= 1
+
+
+def test_logical_and_physical_bytes_in(metrics_broker, topic):
+    """Logical bytes (records uncompressed) against physical bytes (as written) per topic:
+    equal for uncompressed batches; for gzip batches from the frame's stated size, for lz4
+    ones (librdkafka states no size) from a sampled decompression, and for a topic whose
+    compression.type makes the broker recompress, from the decoded records."""
+    port = metrics_broker.metrics_port
+    n, size = 2000, 1000
+    payload = n * size
+    cases = {
+        f"{topic}-none": ("none", {}),
+        f"{topic}-gzip": ("gzip", {}),
+        f"{topic}-lz4": ("lz4", {}),
+        f"{topic}-zstd": ("none", {"compression.type": "zstd"}),
+    }
+    for name, (codec, config) in cases.items():
+        harness.create_topic(metrics_broker.bootstrap, name, partitions=1, config=config)
+        p = Producer(
+            {"bootstrap.servers": metrics_broker.bootstrap, "compression.type": codec, "linger.ms": 20}
+        )
+        for i in range(n):
+            event = b'{"user": %6d, "action": "click", "page": "/products/%04d", "ok": true}' % (i % 97, i % 13)
+            p.produce(name, value=(event * 20)[:size], key=b"%d" % i)
+            if i % 500 == 0:
+                p.poll(0)
+        assert p.flush(30) == 0
+    ss = samples(port)
+    for name, (codec, config) in cases.items():
+        logical = value(ss, "sluice_topic_logical_bytes_in_total", topic=name)
+        physical = value(ss, "sluice_topic_physical_bytes_in_total", topic=name)
+        on_disk = value(ss, "kafka_log_log_size", topic=name, partition=0)
+        assert physical == on_disk, (name, physical, on_disk)
+        # Records add their key, lengths and deltas (under 20 bytes each), batches 61 bytes.
+        assert payload < logical < payload * 1.1, (name, logical)
+        if codec == "none" and not config:
+            assert logical == physical, name
+        else:
+            assert physical * 2 < logical, (name, physical, logical)
+    # The broker-wide series sum the topics.
+    total_logical = value(ss, "sluice_topic_logical_bytes_in_total")
+    assert total_logical >= sum(
+        value(ss, "sluice_topic_logical_bytes_in_total", topic=t) for t in cases
+    )
 
 
 # ---- a real Prometheus -------------------------------------------------------------------
@@ -453,5 +499,88 @@ def test_cluster_brokers_each_export_their_own(broker_factory, tmp_path, topic):
             for ss in per_broker.values()
         )
         assert total_in == len(records)
+    finally:
+        etcd.kill()
+
+
+def test_cluster_coordinator_reports_lag_of_partitions_other_brokers_own(broker_factory, tmp_path, topic):
+    """Two brokers on one volume: the group's coordinator reports lag in records and seconds
+    for every partition, those the other broker owns included (asked with a Fetch)."""
+    from confluent_kafka import TopicPartition
+    from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
+
+    partitions, n = 4, 200
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        shared = tmp_path / "shared"
+        brokers = {}
+        for node in (1, 2):
+            overrides = cluster_overrides(etcd, node, shared, "/sluice-lag-test")
+            port = harness.free_port()
+            overrides["sluice.metrics.listener"] = f"127.0.0.1:{port}"
+            overrides["sluice.metrics.lag.remote.cache.ms"] = 0
+            b = broker_factory(overrides=overrides, log_dir=shared, kind="sluice", name=f"node{node}")
+            b.metrics_port = port
+            brokers[node] = b
+        bootstrap = bootstrap_of(list(brokers.values()))
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 2, 30, "2 brokers in the cluster's metadata")
+        harness.create_topic(bootstrap, topic, partitions=partitions)
+        wait_all_led(bootstrap, topic, partitions)
+        led = leaders(bootstrap, topic)
+        assert set(led.values()) == {1, 2}, led
+        now_ms = int(time.time() * 1000)
+        age_ms = 3_600_000
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        for part in range(partitions):
+            for i in range(n):
+                p.produce(topic, value=b"v%d" % i, partition=part, timestamp=now_ms - age_ms + i)
+        assert p.flush(30) == 0
+        group = f"lag-{topic}"
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        committed = {part: 50 * (part + 1) for part in range(partitions)}  # 50, 100, 150, 200
+        try:
+            c.commit(offsets=[TopicPartition(topic, part, o) for part, o in committed.items()], asynchronous=False)
+        finally:
+            c.close()
+        expected_lags = {part: n - o for part, o in committed.items()}
+
+        def lag_rows(node):
+            ss = samples(brokers[node].metrics_port)
+            return ss, {
+                int(l["partition"]): v
+                for name, l, v in ss
+                if name == "kafka_consumergroup_lag" and l.get("consumergroup") == group
+            }
+
+        def coordinator_reports_all():
+            # The coordinator is the broker that reports the group (while the cluster settles
+            # after start, the __consumer_offsets partition may still move once).
+            for node in brokers:
+                ss, lags = lag_rows(node)
+                if lags:
+                    return node, ss, lags
+            return None
+
+        coordinator, ss, lags = harness.wait_until(
+            lambda: (r := coordinator_reports_all()) and r[2] == expected_lags and r,
+            30,
+            "the coordinator reports the lag of every partition",
+        )
+        other = 3 - coordinator
+        assert any(owner == other for owner in led.values()), (led, coordinator)
+        for part, o in committed.items():
+            seconds = value(ss, "kafka_consumergroup_lag_seconds", consumergroup=group, topic=topic, partition=part)
+            if o == n:
+                assert seconds == 0, (part, seconds)
+            else:
+                # The first unconsumed record was stamped an hour ago plus o ms.
+                expected = (time.time() * 1000 - (now_ms - age_ms + o)) / 1000
+                assert seconds is not None and abs(seconds - expected) < 30, (part, led[part], seconds, expected)
+            assert value(ss, "kafka_consumergroup_current_offset", consumergroup=group, topic=topic, partition=part) == o
+        assert value(ss, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == sum(
+            n - o for o in committed.values()
+        )
+        # The other broker does not coordinate the group: it reports no lag for it.
+        assert lag_rows(other)[1] == {}
     finally:
         etcd.kill()

@@ -407,6 +407,24 @@ impl Driver {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_repository_workload_and_driver_files_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench");
+        let mut n = 0;
+        for (dir, is_workload) in [("workloads", true), ("drivers", false)] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = e.unwrap().path();
+                if is_workload {
+                    Workload::from_file(&path).unwrap();
+                } else {
+                    Driver::from_file(&path).unwrap();
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 8, "{n} files");
+    }
+
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();

@@ -3,143 +3,111 @@
 
 use std::fmt::Write as _;
 
+use serde_json::{json, Value};
+
 use crate::run::{Interval, Outcome};
 use crate::stats::Percentiles;
 
-fn esc_json(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-fn num(v: f64) -> String {
+/// A figure rounded to 3 decimals (what the results need), null when not finite.
+fn num(v: f64) -> Value {
     if v.is_finite() {
-        format!("{v:.3}")
+        json!((v * 1000.0).round() / 1000.0)
     } else {
-        "null".into()
+        Value::Null
     }
 }
 
-fn pct_json(p: &Percentiles) -> String {
-    format!(
-        "{{\"count\": {}, \"avg_ms\": {}, \"p50_ms\": {}, \"p99_ms\": {}, \"p999_ms\": {}, \"max_ms\": {}}}",
-        p.count,
-        num(p.avg),
-        num(p.p50),
-        num(p.p99),
-        num(p.p999),
-        num(p.max)
-    )
+fn pct_json(p: &Percentiles) -> Value {
+    json!({
+        "count": p.count,
+        "avg_ms": num(p.avg),
+        "p50_ms": num(p.p50),
+        "p99_ms": num(p.p99),
+        "p999_ms": num(p.p999),
+        "max_ms": num(p.max),
+    })
 }
 
+/// The JSON result (serde_json; keys in alphabetical order).
 pub fn json(o: &Outcome) -> String {
     let w = &o.plan.workload;
     let d = &o.plan.driver;
-    let mut s = String::new();
-    s.push_str("{\n");
-    let _ = writeln!(s, "  \"workload\": {},", esc_json(&w.name));
-    let _ = writeln!(s, "  \"driver\": {},", esc_json(&d.name));
-    let _ = writeln!(s, "  \"bootstrap\": {},", esc_json(&o.plan.bootstrap));
-    let _ = writeln!(s, "  \"started_unix_s\": {},", o.started_unix_s);
-    let _ = writeln!(
-        s,
-        "  \"shape\": {{\"topics\": {}, \"partitions_per_topic\": {}, \"message_size\": {}, \"producers_per_topic\": {}, \"subscriptions_per_topic\": {}, \"consumer_per_subscription\": {}, \"producer_rate\": {}, \"acks\": {}, \"linger_ms\": {}, \"batch_size\": {}, \"topic_config\": {{{}}}}},",
-        w.topics,
-        w.partitions_per_topic,
-        w.message_size,
-        w.producers_per_topic,
-        w.subscriptions_per_topic,
-        w.consumer_per_subscription,
-        num(w.producer_rate),
-        d.acks.wire(),
-        d.linger.as_millis(),
-        d.batch_bytes,
-        d.topic_config
-            .iter()
-            .map(|(k, v)| format!("{}: {}", esc_json(k), esc_json(v)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(
-        s,
-        "  \"warmup_s\": {},",
-        num(w.warmup_duration.as_secs_f64())
-    );
-    let _ = writeln!(s, "  \"measured_s\": {},", num(o.measured_s));
-    let _ = writeln!(s, "  \"publish_rate_msgs\": {},", num(o.publish_rate));
-    let _ = writeln!(s, "  \"publish_mb_s\": {},", num(o.publish_mb));
-    let _ = writeln!(s, "  \"consume_rate_msgs\": {},", num(o.consume_rate));
-    let _ = writeln!(s, "  \"consume_mb_s\": {},", num(o.consume_mb));
-    let _ = writeln!(s, "  \"publish_errors\": {},", o.publish_errors);
-    let _ = writeln!(s, "  \"total_publish_bytes\": {},", o.total_publish_bytes);
-    let _ = writeln!(
-        s,
-        "  \"publish_latency\": {},",
-        pct_json(&o.publish_latency)
-    );
-    let _ = writeln!(s, "  \"e2e_latency\": {},", pct_json(&o.e2e_latency));
-    match &o.held {
-        Some(h) => {
-            let _ = writeln!(
-                s,
-                "  \"held\": {{\"target_rate_msgs\": {}, \"attempts\": {}, \"sustained\": {}, \"latency_bound_ms\": {}}},",
-                num(h.target),
-                h.attempts,
-                h.sustained,
-                num(h.latency_bound_ms)
-            );
-        }
-        None => s.push_str("  \"held\": null,\n"),
-    }
-    match &o.backlog {
-        Some(b) => {
-            let _ = writeln!(
-                s,
-                "  \"backlog\": {{\"target_bytes\": {}, \"built_bytes\": {}, \"build_s\": {}, \"drain_s\": {}, \"drain_rate_msgs\": {}, \"drain_mb_s\": {}}},",
-                b.target_bytes,
-                b.built_bytes,
-                num(b.build_s),
-                num(b.drain_s),
-                num(b.drain_msgs_per_s),
-                num(b.drain_mb_per_s)
-            );
-        }
-        None => s.push_str("  \"backlog\": null,\n"),
-    }
-    s.push_str("  \"intervals\": [\n");
-    for (k, i) in o.intervals.iter().enumerate() {
-        let _ = write!(
-            s,
-            "    {{\"phase\": {}, \"t\": {}, \"publish_rate_msgs\": {}, \"publish_mb_s\": {}, \"consume_rate_msgs\": {}, \"consume_mb_s\": {}, \"backlog_msgs\": {}, \"publish_errors\": {}, \"publish_latency\": {}, \"e2e_latency\": {}}}",
-            esc_json(i.phase),
-            num(i.t),
-            num(i.publish_rate),
-            num(i.publish_mb),
-            num(i.consume_rate),
-            num(i.consume_mb),
-            i.backlog_msgs,
-            i.publish_errors,
-            pct_json(&i.publish_latency),
-            pct_json(&i.e2e_latency)
-        );
-        s.push_str(if k + 1 < o.intervals.len() {
-            ",\n"
-        } else {
-            "\n"
-        });
-    }
-    s.push_str("  ]\n}\n");
+    let topic_config: serde_json::Map<String, Value> = d
+        .topic_config
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+        .collect();
+    let backlog = o.backlog.map_or(Value::Null, |b| {
+        json!({
+            "target_bytes": b.target_bytes,
+            "built_bytes": b.built_bytes,
+            "build_s": num(b.build_s),
+            "drain_s": num(b.drain_s),
+            "drain_rate_msgs": num(b.drain_msgs_per_s),
+            "drain_mb_s": num(b.drain_mb_per_s),
+        })
+    });
+    let held = o.held.as_ref().map_or(Value::Null, |h| {
+        json!({
+            "target_rate_msgs": num(h.target),
+            "attempts": h.attempts,
+            "sustained": h.sustained,
+            "latency_bound_ms": num(h.latency_bound_ms),
+        })
+    });
+    let intervals: Vec<Value> = o
+        .intervals
+        .iter()
+        .map(|i| {
+            json!({
+                "phase": i.phase,
+                "t": num(i.t),
+                "publish_rate_msgs": num(i.publish_rate),
+                "publish_mb_s": num(i.publish_mb),
+                "consume_rate_msgs": num(i.consume_rate),
+                "consume_mb_s": num(i.consume_mb),
+                "backlog_msgs": i.backlog_msgs,
+                "publish_errors": i.publish_errors,
+                "publish_latency": pct_json(&i.publish_latency),
+                "e2e_latency": pct_json(&i.e2e_latency),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "workload": w.name,
+        "driver": d.name,
+        "bootstrap": o.plan.bootstrap,
+        "started_unix_s": o.started_unix_s,
+        "shape": {
+            "topics": w.topics,
+            "partitions_per_topic": w.partitions_per_topic,
+            "message_size": w.message_size,
+            "producers_per_topic": w.producers_per_topic,
+            "subscriptions_per_topic": w.subscriptions_per_topic,
+            "consumer_per_subscription": w.consumer_per_subscription,
+            "producer_rate": num(w.producer_rate),
+            "acks": d.acks.wire(),
+            "linger_ms": d.linger.as_millis() as u64,
+            "batch_size": d.batch_bytes,
+            "topic_config": topic_config,
+        },
+        "warmup_s": num(w.warmup_duration.as_secs_f64()),
+        "measured_s": num(o.measured_s),
+        "publish_rate_msgs": num(o.publish_rate),
+        "publish_mb_s": num(o.publish_mb),
+        "consume_rate_msgs": num(o.consume_rate),
+        "consume_mb_s": num(o.consume_mb),
+        "publish_errors": o.publish_errors,
+        "total_publish_bytes": o.total_publish_bytes,
+        "publish_latency": pct_json(&o.publish_latency),
+        "e2e_latency": pct_json(&o.e2e_latency),
+        "held": held,
+        "backlog": backlog,
+        "intervals": intervals,
+    });
+    let mut s =
+        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
     s
 }
 

@@ -29,6 +29,7 @@ mod dynamic;
 mod errors;
 mod flusher;
 mod groups;
+mod lag;
 mod markers;
 mod metrics;
 mod peers;
@@ -156,6 +157,8 @@ pub struct Broker {
     reopen_retry: parking_lot::Mutex<HashMap<sluice_store::TopicPartition, (Instant, Duration)>>,
     /// Carries requests to other brokers (set by the server at start).
     peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
+    /// Consumer lag of partitions other brokers own, as the last scrape computed it.
+    remote_lag: lag::RemoteLagCache,
     /// This broker, for work started from threads that hold only a reference (the cluster
     /// thread loading `__transaction_state`), and the runtime such work runs on.
     this: std::sync::OnceLock<std::sync::Weak<Broker>>,
@@ -297,6 +300,7 @@ impl Broker {
             metrics,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             peers: std::sync::OnceLock::new(),
+            remote_lag: parking_lot::Mutex::new(None),
             this: std::sync::OnceLock::new(),
             runtime: tokio::runtime::Handle::current(),
             config,

@@ -5,7 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
 };
 
 /// The codec a topic's `compression.type` asks for, or None for `producer`.
@@ -30,23 +30,30 @@ fn codec_id(c: Compression) -> u8 {
     }
 }
 
-/// Re-encode `records` with `target` if any batch uses another codec. Batches that do not
+/// Re-encode `records` with `target` if any batch uses another codec, with the bytes the
+/// batches take uncompressed (their logical size, computed from the decoded records: no
+/// further pass over the data); None when they were left as they are. Batches that do not
 /// parse are returned unchanged so that the log store rejects them with the precise error.
-pub(crate) fn recompress(records: Bytes, target: Compression) -> Result<Bytes, String> {
+pub(crate) fn recompress(
+    records: Bytes,
+    target: Compression,
+) -> Result<(Bytes, Option<u64>), String> {
     let Ok(batches) = sluice_format::batch::parse_batches(&records, None) else {
-        return Ok(records);
+        return Ok((records, None));
     };
     if batches
         .iter()
         .all(|b| b.header.compression_codec() == codec_id(target) || b.header.is_control())
     {
-        return Ok(records);
+        return Ok((records, None));
     }
     let mut input = records.clone();
     let sets = RecordBatchDecoder::decode_all(&mut input)
         .map_err(|e| format!("cannot decode batch for recompression: {e}"))?;
     let mut out = BytesMut::with_capacity(records.len());
+    let mut logical = 0u64;
     for set in sets {
+        logical += uncompressed_len(&set.records);
         RecordBatchEncoder::encode(
             &mut out,
             &set.records,
@@ -57,14 +64,49 @@ pub(crate) fn recompress(records: Bytes, target: Compression) -> Result<Bytes, S
         )
         .map_err(|e| format!("cannot recompress batch: {e}"))?;
     }
-    Ok(out.freeze())
+    Ok((out.freeze(), Some(logical)))
+}
+
+/// Bytes of a batch holding `records` uncompressed: the 61-byte header and each record as
+/// RecordBatch v2 encodes it (a varint length, then attributes, timestamp and offset deltas
+/// from the first record, key, value and headers with varint lengths).
+fn uncompressed_len(records: &[Record]) -> u64 {
+    fn varint(v: i64) -> u64 {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        let mut n = 1;
+        while z >= 0x80 {
+            z >>= 7;
+            n += 1;
+        }
+        n
+    }
+    fn bytes(b: Option<&[u8]>) -> u64 {
+        b.map_or(varint(-1), |b| varint(b.len() as i64) + b.len() as u64)
+    }
+    let Some(first) = records.first() else {
+        return sluice_format::HEADER_LEN as u64;
+    };
+    let mut total = sluice_format::HEADER_LEN as u64;
+    for r in records {
+        let mut len = 1
+            + varint(r.timestamp.wrapping_sub(first.timestamp))
+            + varint(r.offset.wrapping_sub(first.offset))
+            + bytes(r.key.as_deref())
+            + bytes(r.value.as_deref())
+            + varint(r.headers.len() as i64);
+        for (k, v) in &r.headers {
+            len += bytes(Some(k.as_bytes())) + bytes(v.as_deref());
+        }
+        total += varint(len as i64) + len;
+    }
+    total
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use indexmap::IndexMap;
-    use kafka_protocol::records::{Record, TimestampType};
+    use kafka_protocol::records::TimestampType;
 
     fn records(compression: Compression) -> Bytes {
         let recs: Vec<Record> = (0..5)
@@ -81,7 +123,14 @@ mod tests {
                 timestamp: 1_000 + i,
                 key: Some(Bytes::from(format!("k{i}"))),
                 value: Some(Bytes::from(vec![b'v'; 200])),
-                headers: IndexMap::new(),
+                headers: if i % 2 == 1 {
+                    IndexMap::from([(
+                        kafka_protocol::protocol::StrBytes::from_static_str("h"),
+                        Some(Bytes::from_static(b"header value")),
+                    )])
+                } else {
+                    IndexMap::new()
+                },
             })
             .collect();
         let mut buf = BytesMut::new();
@@ -105,7 +154,9 @@ mod tests {
             (Compression::Snappy, Compression::None),
         ] {
             let input = records(from);
-            let out = recompress(input.clone(), to).expect("recompress");
+            let (out, logical) = recompress(input.clone(), to).expect("recompress");
+            // The logical size is the batch's size uncompressed, byte for byte.
+            assert_eq!(logical, Some(records(Compression::None).len() as u64));
             let batches = sluice_format::batch::parse_batches(&out, None).expect("valid output");
             assert_eq!(batches.len(), 1);
             let h = batches[0].header;
@@ -142,12 +193,12 @@ mod tests {
         let input = records(Compression::Gzip);
         assert_eq!(
             recompress(input.clone(), Compression::Gzip).expect("same"),
-            input
+            (input, None)
         );
         let garbage = Bytes::from_static(b"not a batch at all, not at all");
         assert_eq!(
             recompress(garbage.clone(), Compression::Zstd).expect("garbage"),
-            garbage
+            (garbage, None)
         );
     }
 }

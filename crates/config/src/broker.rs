@@ -428,6 +428,9 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 256 << 20)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
         metrics_listener,
+        metrics_lag_remote_partitions_max: p
+            .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,
+        metrics_lag_remote_cache_ms: p.typed("sluice.metrics.lag.remote.cache.ms", 5000)?,
         cleaner: crate::CleanerSettings {
             enable: p.bool("log.cleaner.enable", true)?,
             threads: p.typed("log.cleaner.threads", 1)?,
@@ -535,6 +538,12 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.log.unwritten.bytes.max" => Some(config.log_unwritten_bytes_max.to_string()),
         "sluice.worker.threads" => Some(config.worker_threads.to_string()),
         "sluice.metrics.listener" => return config.metrics_listener.clone(),
+        "sluice.metrics.lag.remote.partitions.max" => {
+            Some(config.metrics_lag_remote_partitions_max.to_string())
+        }
+        "sluice.metrics.lag.remote.cache.ms" => {
+            Some(config.metrics_lag_remote_cache_ms.to_string())
+        }
         "log.cleaner.enable" => Some(config.cleaner.enable.to_string()),
         "log.cleaner.threads" => Some(config.cleaner.threads.to_string()),
         "cluster.id" => return config.cluster_id.clone(),

@@ -322,6 +322,13 @@ pub struct BrokerConfig {
     /// `sluice.metrics.listener`: host:port of the HTTP listener for `/metrics`, `/healthz`
     /// and `/readyz` (docs/operations.md). None (the default) = no such listener.
     pub metrics_listener: Option<String>,
+    /// `sluice.metrics.lag.remote.partitions.max`: cluster mode, most partitions owned by
+    /// other brokers whose consumer lag one scrape asks their owners for (ListOffsets, and a
+    /// Fetch at the committed offset for lag in seconds). Default 1000; 0 = none.
+    pub metrics_lag_remote_partitions_max: u32,
+    /// `sluice.metrics.lag.remote.cache.ms`: how long the lag of those partitions is reused
+    /// by later scrapes before their owners are asked again. Default 5000.
+    pub metrics_lag_remote_cache_ms: u32,
     /// The log cleaner (`log.cleaner.*`, docs/compaction.md).
     pub cleaner: CleanerSettings,
     /// `sluice.cluster.*`: the shared-storage cluster on etcd; None = single broker with the

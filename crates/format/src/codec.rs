@@ -102,6 +102,62 @@ pub fn decompress(codec: u8, data: &[u8], max_len: usize) -> Result<Vec<u8>, For
     }
 }
 
+/// The length of a compressed records section once decompressed, when the compressed bytes
+/// say it without decompressing them: gzip's trailer (ISIZE, the length modulo 2^32: exact
+/// for any batch Kafka accepts), the length prefix of every snappy block, and the content
+/// size of an lz4 frame or a single zstd frame when the producer wrote one (the Java client
+/// and librdkafka usually do not: then None). Cost: a few header bytes (snappy: one varint
+/// per 32 KiB block); never decompresses. `NONE` is the data's own length.
+pub fn stated_len(codec: u8, data: &[u8]) -> Option<u64> {
+    match codec {
+        NONE => Some(data.len() as u64),
+        GZIP => {
+            // RFC 1952: ... CRC32 (4 bytes), ISIZE (4 bytes, little-endian). One member.
+            if data.len() < 18 || data[..2] != [0x1f, 0x8b] {
+                return None;
+            }
+            let isize = data.last_chunk::<4>()?;
+            Some(u64::from(u32::from_le_bytes(*isize)))
+        }
+        SNAPPY => {
+            let Some(mut rest) = data.strip_prefix(&SNAPPY_MAGIC[..]) else {
+                return snap::raw::decompress_len(data).ok().map(|n| n as u64);
+            };
+            let mut total = 0u64;
+            while !rest.is_empty() {
+                let (len, tail) = rest.split_first_chunk::<4>()?;
+                let len = u32::from_be_bytes(*len) as usize;
+                let block = tail.get(..len)?;
+                total += snap::raw::decompress_len(block).ok()? as u64;
+                rest = &tail[len..];
+            }
+            Some(total)
+        }
+        LZ4 => {
+            // LZ4 frame: magic (4, LE 0x184D2204), FLG (bit 3: content size present), BD,
+            // then the content size (8 bytes, little-endian) when present.
+            let (magic, rest) = data.split_first_chunk::<4>()?;
+            if u32::from_le_bytes(*magic) != 0x184D_2204 {
+                return None;
+            }
+            let flg = *rest.first()?;
+            if flg & 0x08 == 0 {
+                return None;
+            }
+            let size = rest.get(2..10)?;
+            Some(u64::from_le_bytes(size.try_into().ok()?))
+        }
+        ZSTD => {
+            let frame = zstd::zstd_safe::find_frame_compressed_size(data).ok()?;
+            if frame != data.len() {
+                return None; // several frames: the first one's size would not be the whole
+            }
+            zstd::zstd_safe::get_frame_content_size(data).ok().flatten()
+        }
+        _ => None,
+    }
+}
+
 /// Compress a records section with `codec`, framed as Kafka's clients read it.
 pub fn compress(codec: u8, data: &[u8]) -> Result<Vec<u8>, FormatError> {
     match codec {
@@ -166,5 +222,39 @@ mod tests {
         // Raw snappy (no xerial header) is read too.
         let raw = snap::raw::Encoder::new().compress_vec(b"hello").unwrap();
         assert_eq!(decompress(SNAPPY, &raw, 5).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn stated_lengths_come_from_headers_or_are_none() {
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_be_bytes())
+            .collect();
+        let n = data.len() as u64;
+        for codec in [NONE, GZIP, SNAPPY] {
+            let c = compress(codec, &data).unwrap();
+            assert_eq!(stated_len(codec, &c), Some(n), "codec {codec}");
+        }
+        // zstd's bulk compression states the content size; its streaming encoder (as the
+        // Java client's) does not.
+        let z = compress(ZSTD, &data).unwrap();
+        assert_eq!(stated_len(ZSTD, &z), Some(n));
+        let streamed = zstd::stream::encode_all(&data[..], 3).unwrap();
+        assert_eq!(stated_len(ZSTD, &streamed), None);
+        // Two frames: not the whole.
+        let mut two = z.clone();
+        two.extend_from_slice(&z);
+        assert_eq!(stated_len(ZSTD, &two), None);
+        // lz4 frames without a content size (the lz4 crate's and Kafka's clients').
+        let l = compress(LZ4, &data).unwrap();
+        assert_eq!(stated_len(LZ4, &l), None);
+        let mut sized = l.clone();
+        sized[4] |= 0x08;
+        sized.splice(6..6, n.to_le_bytes());
+        assert_eq!(stated_len(LZ4, &sized), Some(n));
+        let raw = snap::raw::Encoder::new().compress_vec(b"hello").unwrap();
+        assert_eq!(stated_len(SNAPPY, &raw), Some(5));
+        for codec in [GZIP, LZ4, ZSTD, 9] {
+            assert_eq!(stated_len(codec, b"garbage"), None, "codec {codec}");
+        }
     }
 }

@@ -222,6 +222,11 @@ fn text_files() {
     assert_eq!(s, "ABEiM0RVZneImaq7zN3u_w");
     assert_eq!(uuid_from_kafka_string(&s).unwrap(), id);
     assert!(uuid_from_kafka_string("short").is_err());
+    // Non-canonical (unused bits set) and the standard alphabet's characters are refused,
+    // as Kafka's URL-safe decoder refuses '+' and '/'.
+    assert!(uuid_from_kafka_string("ABEiM0RVZneImaq7zN3u_x").is_err());
+    assert!(uuid_from_kafka_string("ABEiM0RVZneImaq7zN3u/w").is_err());
+    assert!(uuid_from_kafka_string("+BEiM0RVZneImaq7zN3u_w").is_err());
     let md = format_partition_metadata(&id);
     assert!(md.starts_with("version: 0\ntopic_id: "));
     assert_eq!(parse_partition_metadata(&md).unwrap(), id);

@@ -3,65 +3,29 @@
 
 use crate::FormatError;
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 
 /// Kafka's `Uuid.toString()`: the 16 bytes (most significant first) in URL-safe base64
 /// without padding (22 characters).
 pub fn uuid_to_kafka_string(bytes: &[u8; 16]) -> String {
-    let mut out = String::with_capacity(22);
-    for chunk in bytes.chunks(3) {
-        let b0 = u32::from(chunk[0]);
-        let b1 = u32::from(chunk.get(1).copied().unwrap_or(0));
-        let b2 = u32::from(chunk.get(2).copied().unwrap_or(0));
-        let n = (b0 << 16) | (b1 << 8) | b2;
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            let idx = ((n >> (18 - 6 * i)) & 0x3f) as usize;
-            out.push(B64[idx] as char);
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// Parse Kafka's 22-character URL-safe base64 UUID form.
+/// Parse Kafka's 22-character URL-safe base64 UUID form (as Kafka's `Uuid.fromString`, with
+/// the URL-safe alphabet only; the 4 unused bits of the last character must be zero, as in
+/// a canonical encoding).
 pub fn uuid_from_kafka_string(s: &str) -> Result<[u8; 16], FormatError> {
     let s = s.trim();
     let bad = || FormatError::Text(format!("invalid Kafka UUID {s:?}"));
     if s.len() != 22 {
         return Err(bad());
     }
-    let mut vals = Vec::with_capacity(22);
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return Err(bad()),
-        };
-        vals.push(u32::from(v));
-    }
     let mut out = [0u8; 16];
-    let mut o = 0;
-    for chunk in vals.chunks(4) {
-        let mut n = 0u32;
-        for (i, v) in chunk.iter().enumerate() {
-            n |= v << (18 - 6 * i);
-        }
-        let bytes = chunk.len() - 1;
-        for i in 0..bytes {
-            if o < 16 {
-                out[o] = (n >> (16 - 8 * i)) as u8;
-                o += 1;
-            }
-        }
+    match URL_SAFE_NO_PAD.decode_slice(s, &mut out) {
+        Ok(16) => Ok(out),
+        _ => Err(bad()),
     }
-    // The last character carries 4 unused bits, which must be zero in a canonical encoding.
-    if vals[21] & 0x0f != 0 {
-        return Err(bad());
-    }
-    Ok(out)
 }
 
 /// `partition.metadata` content: `version: 0\ntopic_id: <uuid>\n`.

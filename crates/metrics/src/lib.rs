@@ -76,10 +76,19 @@ pub struct TopicCounters {
     pub failed_produce_requests: AtomicU64,
     pub fetch_requests: AtomicU64,
     pub failed_fetch_requests: AtomicU64,
+    /// Bytes of the appended batches with their records uncompressed, and the bytes they
+    /// take in the log as written (after any broker-side recompression).
+    pub logical_bytes_in: AtomicU64,
+    pub physical_bytes_in: AtomicU64,
+    /// Batches whose uncompressed size their compression frame does not state, and the
+    /// last sampled ratio of uncompressed to stored bytes (x 1024; 0: none yet), kept by the
+    /// broker to estimate the size of those batches (`crates/broker/src/metrics.rs`).
+    pub unstated_batches: AtomicU64,
+    pub sampled_ratio_1024: AtomicU64,
 }
 
 impl TopicCounters {
-    fn load(&self) -> [u64; 7] {
+    fn load(&self) -> [u64; 9] {
         [
             self.bytes_in.load(Ordering::Relaxed),
             self.bytes_out.load(Ordering::Relaxed),
@@ -88,6 +97,8 @@ impl TopicCounters {
             self.failed_produce_requests.load(Ordering::Relaxed),
             self.fetch_requests.load(Ordering::Relaxed),
             self.failed_fetch_requests.load(Ordering::Relaxed),
+            self.logical_bytes_in.load(Ordering::Relaxed),
+            self.physical_bytes_in.load(Ordering::Relaxed),
         ]
     }
 }
@@ -101,6 +112,9 @@ pub struct ProduceCounts {
     /// Bytes and records appended (of the partitions that did not fail).
     pub bytes: u64,
     pub messages: u64,
+    /// Bytes appended uncompressed, and as stored (set by the caller; duplicates excluded).
+    pub logical: u64,
+    pub physical: u64,
 }
 
 impl ProduceCounts {
@@ -181,7 +195,7 @@ impl Drop for ErrorTally<'_> {
 }
 
 /// The BrokerTopicMetrics families, in [`TopicCounters::load`] order.
-const TOPIC_FAMILIES: [(&str, &str); 7] = [
+const TOPIC_FAMILIES: [(&str, &str); 9] = [
     (
         names::BYTES_IN,
         "Bytes of record batches appended, as produced (BytesInPerSec).",
@@ -206,6 +220,14 @@ const TOPIC_FAMILIES: [(&str, &str); 7] = [
     (
         names::FAILED_FETCH_REQUESTS,
         "Fetch requests that failed, per partition (FailedFetchRequestsPerSec).",
+    ),
+    (
+        names::LOGICAL_BYTES_IN,
+        "Bytes of the record batches appended, with their records uncompressed (as produced, before any compression; estimated for batches whose compression frame does not state it: docs/operations.md).",
+    ),
+    (
+        names::PHYSICAL_BYTES_IN,
+        "Bytes the appended record batches take in the log, as written (after broker-side recompression).",
     ),
 ];
 
@@ -340,6 +362,10 @@ impl Metrics {
                 t.bytes_in.fetch_add(c.bytes, Ordering::Relaxed);
                 t.messages_in.fetch_add(c.messages, Ordering::Relaxed);
             }
+            if c.physical > 0 {
+                t.logical_bytes_in.fetch_add(c.logical, Ordering::Relaxed);
+                t.physical_bytes_in.fetch_add(c.physical, Ordering::Relaxed);
+            }
         }
     }
 
@@ -400,7 +426,7 @@ impl Metrics {
     /// Write every counter and histogram. Per-topic series are written for the topics for
     /// which `keep_topic` is true (the topics that exist).
     pub fn expose(&self, e: &mut Exposition, keep_topic: impl Fn(&str) -> bool) {
-        let mut topics: Vec<(String, [u64; 7])> = self
+        let mut topics: Vec<(String, [u64; 9])> = self
             .topics
             .read()
             .iter()

@@ -85,3 +85,6 @@ pub const HANDOVERS: &str = "sluice_partition_handovers_total";
 pub const VOLUME_TOTAL_BYTES: &str = "sluice_log_dir_total_bytes";
 pub const VOLUME_USABLE_BYTES: &str = "sluice_log_dir_usable_bytes";
 pub const TOPIC_PHYSICAL_BYTES: &str = "sluice_topic_physical_bytes";
+// Per topic (label `topic`) and broker-wide, like BrokerTopicMetrics.
+pub const LOGICAL_BYTES_IN: &str = "sluice_topic_logical_bytes_in_total";
+pub const PHYSICAL_BYTES_IN: &str = "sluice_topic_physical_bytes_in_total";

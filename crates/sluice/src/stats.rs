@@ -30,14 +30,18 @@ pub(crate) struct StatsArgs {
     per_broker: bool,
 }
 
+/// Number of columns.
+const N: usize = 13;
+
 /// The columns, in order.
-const COLUMNS: [(&str, Unit); 12] = [
+const COLUMNS: [(&str, Unit); N] = [
     ("cpu", Unit::Percent),
     ("prod/s", Unit::Count),
     ("fetch/s", Unit::Count),
     ("msg-in/s", Unit::Count),
     ("in/s", Unit::Bytes),
     ("out/s", Unit::Bytes),
+    ("log:phys", Unit::Ratio),
     ("st-read/s", Unit::Bytes),
     ("st-write/s", Unit::Bytes),
     ("fsync/s", Unit::Count),
@@ -52,6 +56,8 @@ enum Unit {
     Count,
     Bytes,
     Micros,
+    /// x:1; `-` for 0 (nothing to compare).
+    Ratio,
 }
 
 /// What one scrape of one broker says, reduced to the numbers the columns need.
@@ -63,6 +69,8 @@ pub(crate) struct Reading {
     messages_in: f64,
     bytes_in: f64,
     bytes_out: f64,
+    logical_in: f64,
+    physical_in: f64,
     storage_read: f64,
     storage_write: f64,
     fsyncs: f64,
@@ -87,6 +95,8 @@ impl Reading {
                 names::MESSAGES_IN if no_topic => r.messages_in += s.value,
                 names::BYTES_IN if no_topic => r.bytes_in += s.value,
                 names::BYTES_OUT if no_topic => r.bytes_out += s.value,
+                names::LOGICAL_BYTES_IN if no_topic => r.logical_in += s.value,
+                names::PHYSICAL_BYTES_IN if no_topic => r.physical_in += s.value,
                 names::STORAGE_READ_BYTES => r.storage_read += s.value,
                 names::STORAGE_WRITE_BYTES => r.storage_write += s.value,
                 names::CONNECTION_COUNT => r.connections += s.value,
@@ -116,6 +126,8 @@ impl Reading {
             t.messages_in += r.messages_in;
             t.bytes_in += r.bytes_in;
             t.bytes_out += r.bytes_out;
+            t.logical_in += r.logical_in;
+            t.physical_in += r.physical_in;
             t.storage_read += r.storage_read;
             t.storage_write += r.storage_write;
             t.fsyncs += r.fsyncs;
@@ -170,8 +182,14 @@ fn fsync_p99_us(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// One row of rates from two readings `secs` apart.
-pub(crate) fn row(before: &Reading, after: &Reading, secs: f64) -> [f64; 12] {
+pub(crate) fn row(before: &Reading, after: &Reading, secs: f64) -> [f64; N] {
     let rate = |a: f64, b: f64| ((b - a) / secs).max(0.0);
+    let physical = after.physical_in - before.physical_in;
+    let ratio = if physical > 0.0 {
+        ((after.logical_in - before.logical_in) / physical).max(0.0)
+    } else {
+        0.0
+    };
     [
         rate(before.cpu_seconds, after.cpu_seconds) * 100.0,
         rate(before.produce_requests, after.produce_requests),
@@ -179,6 +197,7 @@ pub(crate) fn row(before: &Reading, after: &Reading, secs: f64) -> [f64; 12] {
         rate(before.messages_in, after.messages_in),
         rate(before.bytes_in, after.bytes_in),
         rate(before.bytes_out, after.bytes_out),
+        ratio,
         rate(before.storage_read, after.storage_read),
         rate(before.storage_write, after.storage_write),
         rate(before.fsyncs, after.fsyncs),
@@ -207,6 +226,8 @@ fn format(v: f64, unit: Unit) -> String {
         Unit::Percent => format!("{v:.0}%"),
         Unit::Count => scaled(v, &["", "K", "M", "G"], 1000.0),
         Unit::Bytes => scaled(v, &["B", "KB", "MB", "GB", "TB"], 1024.0),
+        Unit::Ratio if v <= 0.0 => "-".into(),
+        Unit::Ratio => format!("{v:.2}:1"),
         Unit::Micros => {
             if v >= 1000.0 {
                 format!("{:.1}ms", v / 1000.0)
@@ -220,7 +241,7 @@ fn format(v: f64, unit: Unit) -> String {
 /// Rows printed so far, for the summary.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    rows: Vec<[f64; 12]>,
+    rows: Vec<[f64; N]>,
 }
 
 impl Table {
@@ -232,7 +253,7 @@ impl Table {
         s
     }
 
-    pub(crate) fn add(&mut self, label: &str, values: [f64; 12]) -> String {
+    pub(crate) fn add(&mut self, label: &str, values: [f64; N]) -> String {
         self.rows.push(values);
         line(label, &values)
     }
@@ -243,11 +264,11 @@ impl Table {
             return Vec::new();
         }
         let n = self.rows.len() as f64;
-        let mut min = [f64::INFINITY; 12];
-        let mut max = [f64::NEG_INFINITY; 12];
-        let mut avg = [0.0; 12];
+        let mut min = [f64::INFINITY; N];
+        let mut max = [f64::NEG_INFINITY; N];
+        let mut avg = [0.0; N];
         for r in &self.rows {
-            for i in 0..12 {
+            for i in 0..N {
                 min[i] = min[i].min(r[i]);
                 max[i] = max[i].max(r[i]);
                 avg[i] += r[i] / n;
@@ -266,7 +287,7 @@ impl Table {
     }
 }
 
-fn line(label: &str, values: &[f64; 12]) -> String {
+fn line(label: &str, values: &[f64; N]) -> String {
     let mut s = format!("{label:>10}");
     for ((_, unit), v) in COLUMNS.iter().zip(values) {
         s.push_str(&format!(" {:>10}", format(*v, *unit)));
@@ -375,12 +396,15 @@ mod tests {
     use super::*;
 
     fn page(cpu: f64, produce: f64, bytes_in: f64, fsync_buckets: &[(f64, f64)]) -> Reading {
+        let logical = bytes_in * 2.5;
         let mut text = format!(
             "process_cpu_seconds_total {cpu}\n\
              kafka_network_requestmetrics_requests_total{{request=\"Produce\",version=\"9\"}} {produce}\n\
              kafka_network_requestmetrics_requests_total{{request=\"Fetch\",version=\"16\"}} 5\n\
              kafka_server_brokertopicmetrics_bytesin_total {bytes_in}\n\
              kafka_server_brokertopicmetrics_bytesin_total{{topic=\"t\"}} {bytes_in}\n\
+             sluice_topic_logical_bytes_in_total {logical}\n\
+             sluice_topic_physical_bytes_in_total {bytes_in}\n\
              kafka_consumergroup_lag{{consumergroup=\"g\",topic=\"t\",partition=\"0\"}} 7\n"
         );
         let mut total = 0.0;
@@ -405,21 +429,28 @@ mod tests {
         assert_eq!(r[1], 100.0); // produce/s
         assert_eq!(r[2], 0.0); // fetch/s
         assert_eq!(r[4], 1024.0); // bytes in/s, the broker-wide series only
-        assert_eq!(r[8], 50.0); // fsyncs/s
+        assert_eq!(r[6], 2.5); // logical to physical bytes appended
+        assert_eq!(r[9], 50.0); // fsyncs/s
                                 // p99 of 100 fsyncs, 50 under 1 ms and 50 in (1 ms, 10 ms]: 9.82 ms interpolated.
-        assert!((r[9] - 9820.0).abs() < 1.0, "{}", r[9]);
-        assert_eq!(r[11], 7.0);
+        assert!((r[10] - 9820.0).abs() < 1.0, "{}", r[10]);
+        assert_eq!(r[12], 7.0);
         let line = Table::default().add("", r);
         assert!(
-            line.contains("1.0KB") && line.contains("9.8ms") && line.contains("25%"),
+            line.contains("1.0KB")
+                && line.contains("9.8ms")
+                && line.contains("25%")
+                && line.contains("2.50:1"),
             "{line}"
         );
+        // Nothing appended: no ratio.
+        assert_eq!(row(&a, &a, 1.0)[6], 0.0);
+        assert_eq!(format(0.0, Unit::Ratio), "-");
     }
 
     #[test]
     fn the_summary_has_minimum_average_and_maximum() {
         let mut t = Table::default();
-        let mut r = [0.0; 12];
+        let mut r = [0.0; N];
         r[1] = 10.0;
         t.add("", r);
         r[1] = 30.0;

@@ -143,6 +143,7 @@ pub(crate) fn handle(
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         let mut counts = sluice_metrics::ProduceCounts::default();
+        let counters = state.as_deref().map(|s| broker.metrics.topic(&s.meta.name));
         for (pi, p) in topic.partition_data.into_iter().enumerate() {
             let records = p.records.unwrap_or_default();
             let Some(s) = state.as_deref().filter(|s| s.has_partition(p.index)) else {
@@ -152,14 +153,18 @@ pub(crate) fn handle(
             };
             let (bytes, messages) = crate::metrics::batch_stats(&records);
             let txn = transactional.then_some((verdicts, version));
-            let (response, flushed) = append_one(broker, s, p.index, records, acks, txn, now);
+            let appended = Appended {
+                counters: counters.as_deref(),
+                counts: &mut counts,
+            };
+            let (response, flushed) =
+                append_one(broker, s, p.index, records, acks, txn, now, appended);
             counts.add(bytes, messages, response.error_code != 0);
             if let Some(flushed) = flushed {
                 pending.push((ti, pi, flushed));
             }
             partitions.push(response);
         }
-        let counters = state.as_deref().map(|s| broker.metrics.topic(&s.meta.name));
         broker.metrics.produced(counters.as_deref(), &counts);
         responses.push(
             TopicProduceResponse::default()
@@ -202,8 +207,15 @@ pub(crate) fn handle(
     })
 }
 
+/// Where [`append_one`] counts the logical and physical bytes it appends.
+struct Appended<'a> {
+    counters: Option<&'a sluice_metrics::TopicCounters>,
+    counts: &'a mut sluice_metrics::ProduceCounts,
+}
+
 /// Append one partition's records. Returns its answer and, for acks=all data that must be on
 /// storage first, the flush round to wait for.
+#[allow(clippy::too_many_arguments)]
 fn append_one(
     broker: &Broker,
     state: &TopicState,
@@ -212,6 +224,7 @@ fn append_one(
     acks: i16,
     txn: Option<(&Verdicts, i16)>,
     now: i64,
+    appended: Appended<'_>,
 ) -> (
     PartitionProduceResponse,
     Option<impl std::future::Future<Output = Result<(), FlushError>>>,
@@ -257,9 +270,10 @@ fn append_one(
             return (error_partition(index, code, Some(message)), None);
         }
     }
+    let mut logical = None;
     if let Some(target) = crate::recompress::target_codec(&state.config.compression_type) {
         match crate::recompress::recompress(records, target) {
-            Ok(r) => records = r,
+            Ok((r, l)) => (records, logical) = (r, l),
             Err(e) => {
                 return (
                     error_partition(index, ResponseError::CorruptMessage.code(), Some(e)),
@@ -277,12 +291,19 @@ fn append_one(
             );
         }
     }
-    let bytes = records.len() as u64;
+    let physical = records.len() as u64;
+    let logical = logical.or_else(|| {
+        appended
+            .counters
+            .map(|t| crate::metrics::logical_len(&records, t))
+    });
     match log.append(records, AppendOrigin::Client, now) {
         Ok(outcome) => {
             if !outcome.duplicate {
-                broker.writeback.appended(bytes);
+                broker.writeback.appended(physical);
                 broker.fetch_waiters.wake(log);
+                appended.counts.logical += logical.unwrap_or(physical);
+                appended.counts.physical += physical;
             }
             let response = PartitionProduceResponse::default()
                 .with_index(index)
