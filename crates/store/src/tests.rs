@@ -2557,11 +2557,17 @@ fn writeback_moves_its_point_over_what_it_wrote() {
     let size = log.size_bytes();
     assert_eq!(log.unwritten_bytes(), size);
     assert!(log.start_writeback(size + 1).unwrap().is_none());
-    assert!(log.start_writeback(size).unwrap().is_none(), "the partial last page waits");
+    assert!(
+        log.start_writeback(size).unwrap().is_none(),
+        "the partial last page waits"
+    );
     let started = log.start_writeback(1).unwrap().expect("enough to write");
     // All of it but the active segment's last partial page.
     let written = started.bytes;
-    assert!(written <= size && size - written < 4096, "{written} of {size}");
+    assert!(
+        written <= size && size - written < 4096,
+        "{written} of {size}"
+    );
     // Appends between the two phases stay unwritten.
     append_batches(&log, 40);
     assert_eq!(log.finish_writeback(started).unwrap(), written);

@@ -92,11 +92,7 @@ impl Log {
             // The active segment's last partial page is left for a later pass: the next
             // append writes into it again, and writing it back every pass would be a small
             // random write per log per pass.
-            let to = if i + 1 == n {
-                end_pos
-            } else {
-                view.limit(i)
-            };
+            let to = if i + 1 == n { end_pos } else { view.limit(i) };
             if to <= from {
                 continue;
             }
