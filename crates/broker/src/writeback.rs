@@ -160,6 +160,10 @@ impl WriteBehind {
         .max(MIN_STEP_BYTES);
         let mut started = Vec::new();
         for log in logs {
+            // A failed log waits to be re-opened (a new log); a closed one is going away.
+            if log.is_closed() || log.failure().is_some() {
+                continue;
+            }
             match log.start_writeback(min) {
                 Ok(Some(s)) => started.push((log, s)),
                 Ok(None) => {}
