@@ -7,7 +7,8 @@
 //! starts writeback of every log with at least a step unwritten, then waits for all of it. The
 //! step is `sluice.log.writeback.bytes`, smaller with many logs (at most half the limit over
 //! the open logs, at least [`MIN_STEP_BYTES`]), so that what waits below it stays within half
-//! the limit. A pass takes as long as the volume needs for what it started, so the passes pace
+//! the limit; the active segment's partial last page waits for a later pass. While the
+//! unwritten data is over the limit, a pass writes back everything, partial pages included. A pass takes as long as the volume needs for what it started, so the passes pace
 //! themselves to the volume's rate: they start [`PASS_INTERVAL`] apart, or back to back when
 //! one takes longer.
 //!
@@ -32,7 +33,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use sluice_config::BrokerConfig;
-use sluice_store::{Log, TopicPartition};
+use sluice_store::{Log, TopicPartition, WritebackEnd};
 use tokio::sync::Notify;
 
 use crate::Broker;
@@ -153,18 +154,23 @@ impl WriteBehind {
         // What waits below the step, over all logs, stays within half the limit: with many
         // logs each one is written back in smaller steps.
         let logs_n = u64::try_from(logs.len().max(1)).unwrap_or(u64::MAX);
-        let min = match self.limit {
-            Some(limit) => step.min(limit / 2 / logs_n),
-            None => step,
-        }
-        .max(MIN_STEP_BYTES);
+        let (min, end) = match self.limit {
+            // Over the limit (producers wait): everything, partial pages included, so the
+            // unwritten data can come down to nothing whatever the limit.
+            Some(limit) if self.unwritten.load(Ordering::Relaxed) > limit => (1, WritebackEnd::End),
+            Some(limit) => (
+                step.min(limit / 2 / logs_n).max(MIN_STEP_BYTES),
+                WritebackEnd::PageBoundary,
+            ),
+            None => (step.max(MIN_STEP_BYTES), WritebackEnd::PageBoundary),
+        };
         let mut started = Vec::new();
         for log in logs {
             // A failed log waits to be re-opened (a new log); a closed one is going away.
             if log.is_closed() || log.failure().is_some() {
                 continue;
             }
-            match log.start_writeback(min) {
+            match log.start_writeback(min, end) {
                 Ok(Some(s)) => started.push((log, s)),
                 Ok(None) => {}
                 Err(e) => self.failed(log, &e),

@@ -48,7 +48,7 @@ pub use cache::DropStats;
 pub use cleaner::{CleanStats, CleanerConfig, OwnershipCheck};
 pub use deferred::{DeleteRetry, DeletionStats};
 pub use manager::existing_cluster_id;
-pub use writeback::WritebackStarted;
+pub use writeback::{WritebackEnd, WritebackStarted};
 
 /// A topic name and partition index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -694,8 +694,12 @@ impl Log {
     /// writeback point, start writeback of all of them (`SYNC_FILE_RANGE_WRITE`) and return
     /// what was started; None otherwise, and on a closed log. An error on a failed log, or
     /// when the kernel refuses to start writeback (the log is not failed by that).
-    pub fn start_writeback(&self, min_bytes: u64) -> io::Result<Option<WritebackStarted>> {
-        self.start_writeback_impl(min_bytes)
+    pub fn start_writeback(
+        &self,
+        min_bytes: u64,
+        end: WritebackEnd,
+    ) -> io::Result<Option<WritebackStarted>> {
+        self.start_writeback_impl(min_bytes, end)
     }
     /// Write-behind, phase 2: wait until what `started` queued is written back, then move
     /// the writeback point past it; returns its bytes. A failed wait fails the log, as a

@@ -2548,7 +2548,10 @@ fn writeback_moves_its_point_over_what_it_wrote() {
     let m = open_mgr(d.path());
     let log = open(&m, small_cfg());
     assert_eq!(log.unwritten_bytes(), 0);
-    assert!(log.start_writeback(1).unwrap().is_none());
+    assert!(log
+        .start_writeback(1, WritebackEnd::PageBoundary)
+        .unwrap()
+        .is_none());
     for i in 0..40 {
         log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
             .unwrap();
@@ -2556,12 +2559,20 @@ fn writeback_moves_its_point_over_what_it_wrote() {
     assert!(log.segment_count() > 1, "the appends span segments");
     let size = log.size_bytes();
     assert_eq!(log.unwritten_bytes(), size);
-    assert!(log.start_writeback(size + 1).unwrap().is_none());
+    assert!(log
+        .start_writeback(size + 1, WritebackEnd::PageBoundary)
+        .unwrap()
+        .is_none());
     assert!(
-        log.start_writeback(size).unwrap().is_none(),
+        log.start_writeback(size, WritebackEnd::PageBoundary)
+            .unwrap()
+            .is_none(),
         "the partial last page waits"
     );
-    let started = log.start_writeback(1).unwrap().expect("enough to write");
+    let started = log
+        .start_writeback(1, WritebackEnd::PageBoundary)
+        .unwrap()
+        .expect("enough to write");
     // All of it but the active segment's last partial page.
     let written = started.bytes;
     assert!(
@@ -2572,9 +2583,17 @@ fn writeback_moves_its_point_over_what_it_wrote() {
     append_batches(&log, 40);
     assert_eq!(log.finish_writeback(started).unwrap(), written);
     assert_eq!(log.unwritten_bytes(), log.size_bytes() - written);
-    let rest = log.start_writeback(1).unwrap().expect("the later batches");
+    let rest = log
+        .start_writeback(1, WritebackEnd::PageBoundary)
+        .unwrap()
+        .expect("the later batches");
     log.finish_writeback(rest).unwrap();
     assert!(log.unwritten_bytes() < 4096, "{}", log.unwritten_bytes());
+    // To the end, partial page included: nothing is left.
+    if let Some(tail) = log.start_writeback(1, WritebackEnd::End).unwrap() {
+        log.finish_writeback(tail).unwrap();
+    }
+    assert_eq!(log.unwritten_bytes(), 0);
     assert_eq!(log.synced_offset(), 0, "write-behind is not a flush");
     assert!(log.failure().is_none());
 }
@@ -2593,7 +2612,10 @@ fn failed_writeback_wait_fails_the_log() {
         },
     );
     append_batches(&log, 20);
-    let started = log.start_writeback(1).unwrap().expect("something to write");
+    let started = log
+        .start_writeback(1, WritebackEnd::PageBoundary)
+        .unwrap()
+        .expect("something to write");
     log.faults.lock().writeback_wait = true;
     assert!(log.finish_writeback(started).is_err());
     assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
@@ -2603,7 +2625,7 @@ fn failed_writeback_wait_fails_the_log() {
         "a later flush trusted the page cache"
     );
     assert!(
-        log.start_writeback(1).is_err(),
+        log.start_writeback(1, WritebackEnd::End).is_err(),
         "a failed log is not written back"
     );
     assert!(refused_by_failed_log(log.append(

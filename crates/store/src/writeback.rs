@@ -40,6 +40,16 @@ use crate::Log;
 /// usual 4 KiB; a larger page only makes a pass write part of a page a second time).
 const PAGE_BYTES: u64 = 4096;
 
+/// Where a write-behind pass stops in the active segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritebackEnd {
+    /// At the last page boundary: the partial last page waits for a later pass (the next
+    /// append writes into it again).
+    PageBoundary,
+    /// At the end, partial page included (to bring the unwritten data down to nothing).
+    End,
+}
+
 /// The ranges one [`Log::start_writeback`] queued, to wait for with
 /// [`Log::finish_writeback`].
 #[derive(Debug)]
@@ -64,6 +74,7 @@ impl Log {
     pub(crate) fn start_writeback_impl(
         &self,
         min_bytes: u64,
+        end: WritebackEnd,
     ) -> io::Result<Option<WritebackStarted>> {
         if self.is_closed() {
             return Ok(None);
@@ -78,7 +89,10 @@ impl Log {
         let dir = self.dir();
         let (first, first_pos) = view.resolve(&point, &dir);
         drop(point);
-        let end_pos = view.limit(n - 1) / PAGE_BYTES * PAGE_BYTES;
+        let end_pos = match end {
+            WritebackEnd::PageBoundary => view.limit(n - 1) / PAGE_BYTES * PAGE_BYTES,
+            WritebackEnd::End => view.limit(n - 1),
+        };
         let bytes = view
             .bytes_from((first, first_pos))
             .saturating_sub(view.limit(n - 1) - end_pos);
