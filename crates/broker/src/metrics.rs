@@ -49,10 +49,16 @@ pub(crate) fn batch_stats(records: &[u8]) -> (u64, u64) {
 
 /// One in this many batches whose compression frame does not state their uncompressed size
 /// (lz4 and zstd as the Java client and librdkafka write them) is decompressed to measure
-/// it; the others are estimated at the topic's last measured ratio. At 1 in 64 the sampling
-/// costs about 1.5% of a decompression of everything produced, far below the produce path's
-/// own cost per byte.
+/// it; the others are estimated at the ratio of the topic's samples, weighted by their bytes.
+/// At 1 in 64 the sampling costs about 1.5% of a decompression of everything produced, far
+/// below the produce path's own cost per byte.
 const LOGICAL_SAMPLE_EVERY: u64 = 64;
+/// Every such batch is sampled until a topic's samples add up to this many stored bytes, so
+/// that no small first batch sets the ratio for the many after it.
+const LOGICAL_SAMPLE_FIRST_BYTES: u64 = 1 << 20;
+/// Once a topic's samples add up to this many stored bytes, both sums halve: the ratio
+/// follows the data as it changes.
+const LOGICAL_SAMPLE_DECAY_BYTES: u64 = 64 << 20;
 /// Largest records section a sample decompresses (a larger one is estimated as stored).
 const LOGICAL_SAMPLE_MAX_BYTES: usize = 16 << 20;
 
@@ -84,20 +90,34 @@ pub(crate) fn logical_len(records: &[u8], t: &sluice_metrics::TopicCounters) -> 
             continue;
         }
         let k = t.unstated_batches.fetch_add(1, Relaxed);
-        if k.is_multiple_of(LOGICAL_SAMPLE_EVERY) || t.sampled_ratio_1024.load(Relaxed) == 0 {
+        let sampled = t.sampled_stored_bytes.load(Relaxed);
+        if k.is_multiple_of(LOGICAL_SAMPLE_EVERY) || sampled < LOGICAL_SAMPLE_FIRST_BYTES {
             if let Ok(section) =
                 sluice_format::codec::decompress(codec, body, LOGICAL_SAMPLE_MAX_BYTES)
             {
                 let n = (HEADER_LEN + section.len()) as u64;
-                t.sampled_ratio_1024
-                    .store((n * 1024 / stored as u64).max(1), Relaxed);
+                if sampled >= LOGICAL_SAMPLE_DECAY_BYTES {
+                    // Racing appends may halve twice or add to a sum being halved: an
+                    // estimate's weights, not a count.
+                    t.sampled_stored_bytes.store(sampled / 2, Relaxed);
+                    let l = t.sampled_logical_bytes.load(Relaxed);
+                    t.sampled_logical_bytes.store(l / 2, Relaxed);
+                }
+                t.sampled_stored_bytes.fetch_add(stored as u64, Relaxed);
+                t.sampled_logical_bytes.fetch_add(n, Relaxed);
                 logical += n;
                 continue;
             }
         }
-        logical += match t.sampled_ratio_1024.load(Relaxed) {
-            0 => stored as u64,
-            r => stored as u64 * r / 1024,
+        let (s, l) = (
+            t.sampled_stored_bytes.load(Relaxed),
+            t.sampled_logical_bytes.load(Relaxed),
+        );
+        logical += if s == 0 {
+            stored as u64
+        } else {
+            u64::try_from(u128::from(stored as u64) * u128::from(l) / u128::from(s))
+                .unwrap_or(u64::MAX)
         };
     }
     logical
@@ -779,20 +799,41 @@ mod tests {
             assert_eq!(logical_len(&z, &t), n);
         }
         assert_eq!(t.unstated_batches.load(Relaxed), 0);
-        // lz4 as Kafka's clients frame it states nothing: the first batch is decompressed,
-        // the next 63 estimated at its ratio, the 65th measured again.
+        // lz4 as Kafka's clients frame it states nothing: every batch is decompressed until
+        // the samples add up to LOGICAL_SAMPLE_FIRST_BYTES stored, then one in 64; the others
+        // are estimated at the samples' ratio.
         let l = encoded(LZ4);
-        let mut two = l.clone();
-        two.extend_from_slice(&l);
-        let estimate = logical_len(&two, &t);
-        assert!(estimate.abs_diff(2 * n) <= n / 100, "{estimate} vs {n}");
-        assert_ne!(estimate, 2 * n, "the second batch is estimated");
-        assert_eq!(t.unstated_batches.load(Relaxed), 2);
-        for _ in 2..LOGICAL_SAMPLE_EVERY {
-            logical_len(&l, &t);
+        let lz = l.len() as u64;
+        let first = LOGICAL_SAMPLE_FIRST_BYTES.div_ceil(lz);
+        for _ in 0..first {
+            assert_eq!(logical_len(&l, &t), n, "measured while the samples are few");
         }
-        t.sampled_ratio_1024.store(1024, Relaxed); // as if the samples had not compressed
-        assert_eq!(logical_len(&l, &t), n, "the 65th batch is measured again");
+        assert_eq!(t.sampled_stored_bytes.load(Relaxed), first * lz);
+        // From here on, batch k is measured when k is a multiple of 64, else estimated.
+        let mut estimated = 0;
+        for _ in 0..LOGICAL_SAMPLE_EVERY {
+            let k = t.unstated_batches.load(Relaxed);
+            let got = logical_len(&l, &t);
+            assert!(got.abs_diff(n) <= n / 100, "{got} vs {n}");
+            if !k.is_multiple_of(LOGICAL_SAMPLE_EVERY) {
+                estimated += 1;
+                // Estimated exactly: every sample had this ratio.
+                assert_eq!(got, n);
+            }
+        }
+        assert_eq!(estimated, LOGICAL_SAMPLE_EVERY - 1);
+        assert_eq!(t.sampled_stored_bytes.load(Relaxed), (first + 1) * lz);
+        // The sums halve once they reach LOGICAL_SAMPLE_DECAY_BYTES, at the next sample.
+        t.sampled_stored_bytes.store(LOGICAL_SAMPLE_DECAY_BYTES, Relaxed);
+        t.sampled_logical_bytes.store(3 * LOGICAL_SAMPLE_DECAY_BYTES, Relaxed);
+        while !t.unstated_batches.load(Relaxed).is_multiple_of(LOGICAL_SAMPLE_EVERY) {
+            t.unstated_batches.fetch_add(1, Relaxed);
+        }
+        assert_eq!(logical_len(&l, &t), n, "a sample is measured");
+        let (s, lg) = (LOGICAL_SAMPLE_DECAY_BYTES / 2 + lz, 3 * LOGICAL_SAMPLE_DECAY_BYTES / 2 + n);
+        assert_eq!(t.sampled_stored_bytes.load(Relaxed), s);
+        assert_eq!(t.sampled_logical_bytes.load(Relaxed), lg);
+        assert_eq!(logical_len(&l, &t), lz * lg / s, "estimated at the samples' ratio");
         // Garbage counts what parsed.
         assert_eq!(logical_len(&[1, 2, 3], &t), 0);
     }

@@ -81,10 +81,12 @@ pub struct TopicCounters {
     pub logical_bytes_in: AtomicU64,
     pub physical_bytes_in: AtomicU64,
     /// Batches whose uncompressed size their compression frame does not state, and the
-    /// last sampled ratio of uncompressed to stored bytes (x 1024; 0: none yet), kept by the
-    /// broker to estimate the size of those batches (`crates/broker/src/metrics.rs`).
+    /// stored and uncompressed bytes of those the broker decompressed to measure it (recent
+    /// ones weigh more: both halve from time to time), from which it estimates the others
+    /// (`crates/broker/src/metrics.rs`).
     pub unstated_batches: AtomicU64,
-    pub sampled_ratio_1024: AtomicU64,
+    pub sampled_stored_bytes: AtomicU64,
+    pub sampled_logical_bytes: AtomicU64,
 }
 
 impl TopicCounters {
