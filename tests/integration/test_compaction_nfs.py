@@ -38,9 +38,14 @@ ERROR_LINE = re.compile(r"^\S+\s+ERROR\b.*$", re.M)
 
 
 def base_segment_inode(src_partition_dir):
-    """The inode of the partition's first segment (a cleaning replaces it with a new file)."""
+    """The inode of the partition's first segment (a cleaning replaces it with a new file).
+    None if there is none, or if it was swapped away between listing and stat (the caller
+    asks again at its next round)."""
     logs = sorted(src_partition_dir.glob("*.log"))
-    return logs[0].stat().st_ino if logs else None
+    try:
+        return logs[0].stat().st_ino if logs else None
+    except FileNotFoundError:
+        return None
 
 
 def hold_current_files(hold, mnt_partition_dir, handles):
