@@ -824,16 +824,29 @@ mod tests {
         assert_eq!(estimated, LOGICAL_SAMPLE_EVERY - 1);
         assert_eq!(t.sampled_stored_bytes.load(Relaxed), (first + 1) * lz);
         // The sums halve once they reach LOGICAL_SAMPLE_DECAY_BYTES, at the next sample.
-        t.sampled_stored_bytes.store(LOGICAL_SAMPLE_DECAY_BYTES, Relaxed);
-        t.sampled_logical_bytes.store(3 * LOGICAL_SAMPLE_DECAY_BYTES, Relaxed);
-        while !t.unstated_batches.load(Relaxed).is_multiple_of(LOGICAL_SAMPLE_EVERY) {
+        t.sampled_stored_bytes
+            .store(LOGICAL_SAMPLE_DECAY_BYTES, Relaxed);
+        t.sampled_logical_bytes
+            .store(3 * LOGICAL_SAMPLE_DECAY_BYTES, Relaxed);
+        while !t
+            .unstated_batches
+            .load(Relaxed)
+            .is_multiple_of(LOGICAL_SAMPLE_EVERY)
+        {
             t.unstated_batches.fetch_add(1, Relaxed);
         }
         assert_eq!(logical_len(&l, &t), n, "a sample is measured");
-        let (s, lg) = (LOGICAL_SAMPLE_DECAY_BYTES / 2 + lz, 3 * LOGICAL_SAMPLE_DECAY_BYTES / 2 + n);
+        let (s, lg) = (
+            LOGICAL_SAMPLE_DECAY_BYTES / 2 + lz,
+            3 * LOGICAL_SAMPLE_DECAY_BYTES / 2 + n,
+        );
         assert_eq!(t.sampled_stored_bytes.load(Relaxed), s);
         assert_eq!(t.sampled_logical_bytes.load(Relaxed), lg);
-        assert_eq!(logical_len(&l, &t), lz * lg / s, "estimated at the samples' ratio");
+        assert_eq!(
+            logical_len(&l, &t),
+            lz * lg / s,
+            "estimated at the samples' ratio"
+        );
         // Garbage counts what parsed.
         assert_eq!(logical_len(&[1, 2, 3], &t), 0);
     }

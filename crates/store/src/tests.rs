@@ -2634,3 +2634,59 @@ fn failed_writeback_wait_fails_the_log() {
         NOW
     )));
 }
+
+/// A new segment's `.log` gets its extent anchors (where the volume supports
+/// `fallocate(KEEP_SIZE)`) without any change to its length or its data.
+#[test]
+fn new_segments_are_anchored_and_their_length_is_the_data() {
+    use std::os::unix::fs::MetadataExt;
+    let d = disk_tempdir();
+    // Does this volume keep KEEP_SIZE allocations? Asked of a scratch file beside the log.
+    let probe = std::fs::File::create(d.path().join("probe")).unwrap();
+    let supported = rustix::fs::fallocate(
+        &probe,
+        rustix::fs::FallocateFlags::KEEP_SIZE,
+        crate::segment::ANCHOR_OFFSET,
+        4096,
+    )
+    .is_ok();
+    drop(probe);
+    std::fs::remove_file(d.path().join("probe")).unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    let seg0 = log.dir().join(sluice_format::segment_file_name(
+        0,
+        sluice_format::SegmentFileKind::Log,
+    ));
+    let stat = std::fs::metadata(&seg0).unwrap();
+    assert_eq!(stat.len(), 0);
+    if supported {
+        assert!(
+            stat.blocks() * 512 >= crate::segment::ANCHORS * 4096,
+            "{} blocks of 512 bytes",
+            stat.blocks()
+        );
+    }
+    for i in 0..40 {
+        log.append(batch(5, NOW, &format!("a{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 1, "rolled");
+    let on_disk: u64 = std::fs::read_dir(log.dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert_eq!(
+        on_disk,
+        log.size_bytes(),
+        "the anchors add nothing to the lengths"
+    );
+    drop(log);
+    drop(m);
+    // Recovered (it reads each `.log` to its length), every batch reads back.
+    let (_m, log) = unclean_reopen(d.path());
+    assert_eq!(log.log_end_offset(), 200);
+    assert_eq!(read_all(&log, 0).len(), 40);
+}
