@@ -41,9 +41,14 @@ pub struct Plan {
 
 /// Default of [`Plan::latency_bound_ms`].
 pub const DEFAULT_LATENCY_BOUND_MS: f64 = 100.0;
-/// How many times a measured window at the settled rate is run again 10% lower when the
-/// rate did not hold.
-const SETTLE_ATTEMPTS: u32 = 3;
+/// How many windows the hold measures at most: the first at the settled rate, each further
+/// one [`SETTLE_STEP`] lower than the last when the rate did not hold (the last at 0.81 of
+/// the settled rate).
+const SETTLE_ATTEMPTS: u32 = 5;
+/// How much lower each further window of the hold is. It bounds how precisely the reported
+/// rate finds the highest one held: with 10% steps a run that held at the settled rate and a
+/// run whose first window stalled once landed a whole step, 10%, apart.
+const SETTLE_STEP: f64 = 0.05;
 /// Time at the rate to hold before each measured window of the search, for the backlog and
 /// queues of what came before to drain.
 const SETTLE_TIME: Duration = Duration::from_secs(3);
@@ -211,7 +216,7 @@ impl RateSearch {
 pub struct Held {
     /// The rate held (msg/s over all producers).
     pub target: f64,
-    /// Windows measured (the first at the settled rate, each further one 10% lower).
+    /// Windows measured (the first at the settled rate, each further one [`SETTLE_STEP`] lower).
     pub attempts: u32,
     /// The last window kept the latency bound, reached the rate and did not let the backlog
     /// grow.
@@ -593,7 +598,7 @@ async fn measure(
         backlog = Some(b);
     }
     // With a search: it ends with the warm-up, and the measured window holds the rate it
-    // settled on (no adjustment); a window that does not hold it is measured again 10% lower.
+    // settled on (no adjustment); a window that does not hold it is measured again 5% lower.
     let mut held = None;
     let mut searched = search.take();
     if let Some(s) = &mut searched {
@@ -640,12 +645,13 @@ async fn measure(
             break (m0, m1, pub_h, e2e_h);
         }
         println!(
-            "rate {:.0} msg/s not held (publish {rate:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg); measuring again 10% lower",
+            "rate {:.0} msg/s not held (publish {rate:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg); measuring again {:.0}% lower",
             h.target,
             backlog(&m0),
-            backlog(&m1)
+            backlog(&m1),
+            SETTLE_STEP * 100.0
         );
-        h.target *= 0.9;
+        h.target *= 1.0 - SETTLE_STEP;
         s.set(h.target);
         // Let the backlog and queues of the missed window drain before measuring again.
         phase!("settle", Instant::now() + SETTLE_TIME, false);
