@@ -8,7 +8,8 @@
 #   install_fincore       fincore (util-linux-extra or util-linux) for the drop-behind tests
 #   install_prometheus    prometheus and promtool (Debian) for the metrics tests
 
-log() { printf '\n==> %s\n' "$*" >&2; }
+# Each step names the seconds since the script started, so a CI log shows where its time went.
+log() { printf '\n==> [%4ds] %s\n' "$SECONDS" "$*" >&2; }
 
 hash_of() { sha256sum "$@" | sha256sum | cut -c1-16; }
 

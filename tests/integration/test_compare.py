@@ -83,3 +83,21 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     assert cells[2].startswith(f"{med['kafka']:,.1f} ("), row
     assert cells[4] == f"{med['sluice'] / med['kafka']:.2f}x", row
     assert "median (min-max)" in table
+
+
+def test_a_run_stops_at_the_disk_floor_and_its_data_goes(tmp_path):
+    """A floor above the volume's free space stops the run at once: the broker and the client
+    are killed, the run is reported as failed with why, and its data dir is removed. Without
+    --disk-budget-gb the budget is a third of the free space, and says so."""
+    out = tmp_path / "results"
+    cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k", "--targets", "sluice",
+           "--duration", "30", "--warmup", "30", "--no-build", "--disk-floor-gb", "1000000", "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert re.search(r"disk budget [\d.]+ GB per run: a third of the [\d.]+ GB free", p.stderr + p.stdout)
+    summary = json.loads((out / "summary.json").read_text())
+    (run,) = summary["results"]["a10k"]["sluice"]
+    assert run["error"].startswith("stopped: ") and "below the 1e+06 GB floor" in run["error"], run
+    assert 0 < summary["meta"]["disk_budget_gb"] < 1e6
+    assert not (out / "data-a10k-sluice").exists()
+    assert "| a10k | error | stopped: " in (out / "summary.md").read_text()

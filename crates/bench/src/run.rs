@@ -42,9 +42,9 @@ pub struct Plan {
 /// Default of [`Plan::latency_bound_ms`].
 pub const DEFAULT_LATENCY_BOUND_MS: f64 = 100.0;
 /// How many windows the hold measures at most: the first at the settled rate, each further
-/// one [`SETTLE_STEP`] lower than the last when the rate did not hold (the last at 0.81 of
-/// the settled rate).
-const SETTLE_ATTEMPTS: u32 = 5;
+/// one [`SETTLE_STEP`] lower than the last (or than what the last one reached) when the rate
+/// did not hold.
+const SETTLE_ATTEMPTS: u32 = 3;
 /// How much lower each further window of the hold is. It bounds how precisely the reported
 /// rate finds the highest one held: with 10% steps a run that held at the settled rate and a
 /// run whose first window stalled once landed a whole step, 10%, apart.
@@ -52,6 +52,11 @@ const SETTLE_STEP: f64 = 0.05;
 /// Time at the rate to hold before each measured window of the search, for the backlog and
 /// queues of what came before to drain.
 const SETTLE_TIME: Duration = Duration::from_secs(3);
+/// Longest wait before a measured window for the backlog to come down to a second of the
+/// rate (a window that overran the broker leaves one behind, and its consumers then read
+/// from storage; measured on top of it, the next window would judge that backlog, not its
+/// own rate).
+const SETTLE_DRAIN_MAX: Duration = Duration::from_secs(20);
 
 /// First rate tried by the sustainable-rate search, msg/s over all producers.
 const SEARCH_START_RATE: f64 = 50_000.0;
@@ -542,7 +547,11 @@ async fn measure(
     if !w.warmup_duration.is_zero() {
         println!("warm-up for {:.0} s", w.warmup_duration.as_secs_f64());
         phase!("warmup", Instant::now() + w.warmup_duration, false);
-        rep.tick("warmup");
+        // The warm-up's last part, unless the ticker has just reported it (an interval of a
+        // few milliseconds gives rates that mean nothing).
+        if rep.last.at.elapsed() >= Duration::from_millis(500) {
+            rep.tick("warmup");
+        }
         ticker.reset();
     }
     let mut backlog = None;
@@ -599,6 +608,23 @@ async fn measure(
     }
     // With a search: it ends with the warm-up, and the measured window holds the rate it
     // settled on (no adjustment); a window that does not hold it is measured again 5% lower.
+    let backlog_now = |s: &Stats| {
+        let c = &s.counters;
+        Counters::get(&c.acked_msgs).saturating_sub(Counters::get(&c.consumed_msgs)) as f64
+    };
+    // Before a measured window at `rate`: at least SETTLE_TIME, then until the backlog is at
+    // most a second of the rate, for at most SETTLE_DRAIN_MAX.
+    macro_rules! settle {
+        ($rate:expr) => {{
+            let rate: f64 = $rate;
+            let start = Instant::now();
+            phase!(
+                "settle",
+                start + SETTLE_TIME + SETTLE_DRAIN_MAX,
+                start.elapsed() >= SETTLE_TIME && backlog_now(&stats) <= SEARCH_BACKLOG_S * rate
+            );
+        }};
+    }
     let mut held = None;
     let mut searched = search.take();
     if let Some(s) = &mut searched {
@@ -609,7 +635,7 @@ async fn measure(
         );
         s.set(rate);
         // The search's last probes may have left a backlog and full queues behind.
-        phase!("settle", Instant::now() + SETTLE_TIME, false);
+        settle!(rate);
         held = Some(Held {
             target: rate,
             attempts: 0,
@@ -644,17 +670,21 @@ async fn measure(
             );
             break (m0, m1, pub_h, e2e_h);
         }
+        // The next window is SETTLE_STEP lower than this one's target, or than what its
+        // producers and consumers reached when they fell short of it (a window far over the
+        // broker's rate would otherwise take many steps), but not below half the target.
+        let read = (m1.consumed - m0.consumed) as f64 / secs;
+        let next = (1.0 - SETTLE_STEP) * h.target.min(rate.min(read).max(0.5 * h.target));
         println!(
-            "rate {:.0} msg/s not held (publish {rate:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg); measuring again {:.0}% lower",
+            "rate {:.0} msg/s not held (publish {rate:.0} msg/s, read {read:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg); measuring again at {next:.0} msg/s",
             h.target,
             backlog(&m0),
             backlog(&m1),
-            SETTLE_STEP * 100.0
         );
-        h.target *= 1.0 - SETTLE_STEP;
+        h.target = next;
         s.set(h.target);
         // Let the backlog and queues of the missed window drain before measuring again.
-        phase!("settle", Instant::now() + SETTLE_TIME, false);
+        settle!(h.target);
     };
     stop_producers.store(true, Ordering::Relaxed);
     while let Some(r) = producers.join_next().await {
