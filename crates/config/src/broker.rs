@@ -425,7 +425,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         log_writeback_bytes: p.typed("sluice.log.writeback.bytes", 1 << 20)?,
-        log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 256 << 20)?,
+        log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 1 << 30)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
         metrics_listener,
         metrics_lag_remote_partitions_max: p

@@ -573,7 +573,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: page cache the broker keeps of its partition logs (drop-behind), split evenly over the open partitions; older data is made durable and advised out of the page cache. -1 leaves the page cache to the kernel, as Kafka does."),
     b("sluice.log.cache.min.partition.bytes", Type::Long, Some("8388608"), Check::AtLeast(0), false,
         "Sluice: smallest share of sluice.log.cache.bytes a partition keeps, however many partitions are open."),
-    b("sluice.log.unwritten.bytes.max", Type::Long, Some("268435456"), Check::AtLeast(-1), false,
+    b("sluice.log.unwritten.bytes.max", Type::Long, Some("1073741824"), Check::AtLeast(-1), false,
         "Sluice: data appended but not yet written back, over all of the broker's partition logs, above which produce requests wait for the write-behind before they are appended: producers that outrun the volume see rising latency instead of a stall in the kernel's dirty-page throttle. -1: no limit."),
     b("sluice.log.writeback.bytes", Type::Long, Some("1048576"), Check::AtLeast(-1), false,
         "Sluice: bytes appended to a partition log after which the broker starts their writeback to the volume and waits for it (write-behind), so unwritten data stays small and moving instead of piling up to the kernel's dirty-page thresholds. -1 leaves writeback to the kernel, as Kafka does."),
