@@ -130,9 +130,15 @@ impl EpochCache {
     }
 
     pub(crate) fn persist(&self) -> io::Result<()> {
-        write_atomic(
-            &self.path,
-            format_leader_epoch_checkpoint(&self.entries).as_bytes(),
+        let (path, text) = self.contents();
+        write_atomic(&path, text.as_bytes())
+    }
+
+    /// Where the checkpoint goes and what it holds now, to write outside the cache's lock.
+    pub(crate) fn contents(&self) -> (PathBuf, String) {
+        (
+            self.path.clone(),
+            format_leader_epoch_checkpoint(&self.entries),
         )
     }
 }

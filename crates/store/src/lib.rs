@@ -399,6 +399,8 @@ pub struct Log {
     /// released, before `pending`). Appends never take it.
     files_lock: Mutex<()>,
     epochs: Mutex<epoch::EpochCache>,
+    /// Held while `leader-epoch-checkpoint` is written (taken before `epochs`).
+    epoch_file: Mutex<()>,
     pending: Mutex<Vec<log::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,

@@ -709,11 +709,12 @@ impl Log {
 
         // A new leader epoch starts at this append.
         if epoch >= 0 {
-            let mut ep = self.epochs.lock();
-            if ep.latest_epoch().is_none_or(|l| epoch > l) && ep.assign(epoch, leo) {
-                if let Err(e) = ep.persist() {
-                    tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
-                }
+            let assigned = {
+                let mut ep = self.epochs.lock();
+                ep.latest_epoch().is_none_or(|l| epoch > l) && ep.assign(epoch, leo)
+            };
+            if assigned {
+                self.persist_epochs();
             }
         }
         drop(w);
@@ -1427,18 +1428,26 @@ impl Log {
             return Ok(log_start);
         }
         self.shared.write().log_start = offset;
-        self.after_log_start_moved(offset);
+        let epochs_moved = self.epochs.lock().truncate_from_start(offset);
         drop(w);
+        if epochs_moved {
+            self.persist_epochs();
+        }
         self.delete_below_log_start();
         Ok(self.shared.read().log_start)
     }
 
-    fn after_log_start_moved(&self, new_start: i64) {
-        let mut ep = self.epochs.lock();
-        if ep.truncate_from_start(new_start) {
-            if let Err(e) = ep.persist() {
-                tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
-            }
+    /// Write `leader-epoch-checkpoint` as the cache holds it now. Its `fsync`s can take a
+    /// device cache flush, so neither the writer nor the cache's lock is held here when the
+    /// log start moved (every retention deletion): appends take both. Writers of the file
+    /// take turns, each writing what the cache held when its turn came, so the newest
+    /// content lands last. A failure is logged: the cache is rebuilt from the batches'
+    /// epochs where recovery scans, and a stale first entry only starts below the log start.
+    fn persist_epochs(&self) {
+        let _turn = self.epoch_file.lock();
+        let (path, text) = self.epochs.lock().contents();
+        if let Err(e) = crate::fsutil::write_atomic(&path, text.as_bytes()) {
+            tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
         }
     }
 
@@ -1481,9 +1490,12 @@ impl Log {
             removed
         };
         let new_start = self.shared.read().log_start;
-        self.after_log_start_moved(new_start);
+        let epochs_moved = self.epochs.lock().truncate_from_start(new_start);
         w.producers.truncate_head(new_start);
         drop(w);
+        if epochs_moved {
+            self.persist_epochs();
+        }
         // Renames by name: not while a cleaned segment is being switched in (cleaner/swap.rs).
         let files = self.files_lock.lock();
         let mut retired = Vec::with_capacity(removed.len());

@@ -156,7 +156,11 @@ impl Log {
         for seg in segs.iter() {
             new_segs.push(Arc::new(seg.reopen_in(final_dir)?));
         }
-        if let Err(e) = self.epochs.lock().move_to(final_dir) {
+        let moved = {
+            let _turn = self.epoch_file.lock();
+            self.epochs.lock().move_to(final_dir)
+        };
+        if let Err(e) = moved {
             // Derived data (rebuilt from batch headers when missing); not worth failing for.
             tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint after move");
         }

@@ -538,6 +538,7 @@ impl Log {
             flush_lock: Mutex::new(()),
             files_lock: Mutex::new(()),
             epochs: Mutex::new(epochs),
+            epoch_file: Mutex::new(()),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
