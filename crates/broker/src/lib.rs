@@ -741,7 +741,8 @@ impl Broker {
 
     /// Re-open the logs that failed, then flush every log whose `flush.ms` has passed since
     /// its oldest unflushed append, and (one broker) the segments sealed since the last
-    /// flush. Runs every [`FLUSH_CHECK_INTERVAL`].
+    /// flush; make the next segment's files of each log whose active segment is half full.
+    /// Runs every [`FLUSH_CHECK_INTERVAL`].
     pub fn flush_due_logs(&self) {
         self.reopen_failed_logs();
         let now = now_ms();
@@ -773,6 +774,8 @@ impl Broker {
                     }
                 }
             }
+            // The next segment's files, ahead of its roll on the append path.
+            log.prepare_spare();
         }
         // Recovery points moved: write them down now rather than at the next periodic
         // checkpoint (`log.flush.offset.checkpoint.interval.ms`), so the bound holds.

@@ -401,6 +401,9 @@ pub struct Log {
     epochs: Mutex<epoch::EpochCache>,
     /// Held while `leader-epoch-checkpoint` is written (taken before `epochs`).
     epoch_file: Mutex<()>,
+    /// The next segment's files, made ahead of the roll (held while they are made; a roll
+    /// only tries it, so it never waits for that).
+    spare: Mutex<Option<segment::Spare>>,
     pending: Mutex<Vec<log::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,
@@ -685,6 +688,15 @@ impl Log {
     /// the drop point; an error on a failed log.
     pub fn drop_cache_behind(&self, keep_bytes: u64) -> io::Result<DropStats> {
         self.drop_cache_behind_impl(keep_bytes)
+    }
+
+    /// Make the files of the next segment ahead of its roll (`segment::Spare`) once the
+    /// active segment is half full, so that the roll, on the append path, only renames them;
+    /// also removes producer snapshots past the newest kept. Blocking (it creates files); call
+    /// it off the async runtime, periodically. A no-op when a spare is ready, and on a
+    /// closed, deleted or failed log. A failure is logged: the roll then creates the files.
+    pub fn prepare_spare(&self) {
+        self.prepare_spare_impl()
     }
 
     /// Bytes appended after the writeback point: written to the page cache, not yet known to

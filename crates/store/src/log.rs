@@ -905,7 +905,18 @@ impl Log {
         self.check_not_failed()?;
         self.seal(w, active)?;
         let dir = self.dir();
-        let seg = Segment::create(&dir, leo, now_ms)?;
+        let mut spare = self.spare.try_lock().and_then(|mut s| s.take());
+        let seg = match spare
+            .as_mut()
+            .map(|sp| Segment::from_spare(sp, &dir, leo, now_ms))
+        {
+            Some(Ok(seg)) => seg,
+            Some(Err(e)) => {
+                tracing::warn!(tp = ?self.tp, error = %e, "could not rename the spare segment files; creating the segment's");
+                Segment::create(&dir, leo, now_ms)?
+            }
+            None => Segment::create(&dir, leo, now_ms)?,
+        };
         let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();
         new_list.push(Arc::new(seg));
         w.cursor = IndexCursor::new(leo);
@@ -915,15 +926,64 @@ impl Log {
             s.active_size = 0;
             s.dir_dirty = true;
         }
-        self.write_producer_snapshot(w, leo);
+        self.write_producer_snapshot(w, leo, spare.as_mut());
+        if let Some(sp) = spare {
+            sp.discard();
+        }
         Ok(())
+    }
+
+    pub(crate) fn prepare_spare_impl(&self) {
+        if self.deleted.load(Ordering::Acquire) || self.failure().is_some() {
+            return;
+        }
+        let Some(mut slot) = self.spare.try_lock() else {
+            return;
+        };
+        if slot.is_some() {
+            return;
+        }
+        let half = self.config.read().segment_bytes / 2;
+        if self.shared.read().active_size < half {
+            return;
+        }
+        let dir = self.dir();
+        if let Err(e) = crate::snapshots::prune(&dir) {
+            tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let token = format!("{:x}-{now:x}", std::process::id());
+        match crate::segment::Spare::create(&dir, &token) {
+            Ok(spare) => *slot = Some(spare),
+            Err(e) => {
+                tracing::warn!(tp = ?self.tp, dir = %dir.display(), error = %e, "could not make the next segment's files ahead of its roll")
+            }
+        }
     }
 
     /// The producer state as of `leo` (the writer is held, so nothing was appended past it)
     /// into `<leo>.snapshot`. A failure is logged: the next open replays from an older
     /// snapshot (`crate::snapshots`).
-    pub(crate) fn write_producer_snapshot(&self, w: &Writer, leo: i64) {
-        if let Err(e) = crate::snapshots::write(&self.dir(), leo, &w.producers) {
+    pub(crate) fn write_producer_snapshot(
+        &self,
+        w: &Writer,
+        leo: i64,
+        spare: Option<&mut crate::segment::Spare>,
+    ) {
+        let dir = self.dir();
+        let written = match spare.and_then(|sp| {
+            let file = sp.take(SegmentFileKind::Snapshot)?;
+            Some((file, sp.path(SegmentFileKind::Snapshot)))
+        }) {
+            Some((file, from)) => {
+                crate::snapshots::write_spare(file, &from, &dir, leo, &w.producers)
+            }
+            None => crate::snapshots::write(&dir, leo, &w.producers),
+        };
+        if let Err(e) = written {
             tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot");
         }
     }
@@ -967,7 +1027,7 @@ impl Log {
         };
         if let Some(active) = segs.last() {
             self.seal(&mut w, active)?;
-            self.write_producer_snapshot(&w, leo);
+            self.write_producer_snapshot(&w, leo, None);
         }
         Ok(())
     }
@@ -1689,6 +1749,9 @@ impl Log {
 
     pub(crate) fn mark_deleted(&self) {
         self.deleted.store(true, Ordering::Release);
+        // Its files are closed, not removed: in a shared directory the next owner's open
+        // removes them (this broker writes nothing there any more).
+        drop(self.spare.lock().take());
     }
 
     /// Mark deleted while holding the writer lock (so no move switches directories at the

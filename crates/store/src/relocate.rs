@@ -156,6 +156,8 @@ impl Log {
         for seg in segs.iter() {
             new_segs.push(Arc::new(seg.reopen_in(final_dir)?));
         }
+        // A spare made in the old directory goes with it.
+        drop(self.spare.lock().take());
         let moved = {
             let _turn = self.epoch_file.lock();
             self.epochs.lock().move_to(final_dir)
@@ -171,7 +173,7 @@ impl Log {
             (std::mem::replace(&mut *d, final_dir.to_path_buf()), s.leo)
         };
         // The old directory's producer snapshots stay behind; the state as of now replaces them.
-        self.write_producer_snapshot(&w, leo);
+        self.write_producer_snapshot(&w, leo, None);
         Ok(Retired {
             old_dir,
             segments: segs.iter().cloned().collect(),

@@ -335,6 +335,78 @@ fn anchor_extent_tree(log: &File) {
     }
 }
 
+/// Suffix of a spare's files (`next.<token><kind suffix>.spare`): no Kafka broker or tool
+/// reads them, and an open removes any it finds.
+pub(crate) const SPARE_SUFFIX: &str = ".spare";
+
+/// The files of the next segment and its producer snapshot, made ahead of a roll by
+/// [`crate::Log`]'s preparation, off the append path: creating a file allocates an inode,
+/// and the extent anchors take blocks, and under a saturated volume either can wait hundreds
+/// of milliseconds for reads of the file system's bitmaps. A roll then only renames them
+/// (`Segment::from_spare`). The token makes the names this open log's own: in a shared
+/// directory another broker's spare (a former owner's) is never renamed by this one.
+#[derive(Debug)]
+pub(crate) struct Spare {
+    pub(crate) dir: PathBuf,
+    token: String,
+    files: [Option<File>; 4],
+}
+
+impl Spare {
+    const KINDS: [SegmentFileKind; 4] = [
+        SegmentFileKind::Log,
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+        SegmentFileKind::Snapshot,
+    ];
+
+    /// Create (or empty, if left over) the spare files in `dir`; `token` names them.
+    pub(crate) fn create(dir: &Path, token: &str) -> io::Result<Spare> {
+        let mut spare = Spare {
+            dir: dir.to_path_buf(),
+            token: token.to_string(),
+            files: [None, None, None, None],
+        };
+        for (i, kind) in Spare::KINDS.into_iter().enumerate() {
+            let file = open_rw(&spare.path(kind))?;
+            file.set_len(0)?;
+            if kind == SegmentFileKind::Log {
+                anchor_extent_tree(&file);
+            }
+            spare.files[i] = Some(file);
+        }
+        Ok(spare)
+    }
+
+    pub(crate) fn path(&self, kind: SegmentFileKind) -> PathBuf {
+        self.dir.join(format!(
+            "next.{}{}{SPARE_SUFFIX}",
+            self.token,
+            kind.suffix()
+        ))
+    }
+
+    /// Take the open file of `kind` (to rename it into use).
+    pub(crate) fn take(&mut self, kind: SegmentFileKind) -> Option<File> {
+        let i = Spare::KINDS.iter().position(|k| *k == kind)?;
+        self.files[i].take()
+    }
+
+    /// Remove the files not taken (best effort: an open removes leftovers).
+    pub(crate) fn discard(mut self) {
+        for (i, kind) in Spare::KINDS.into_iter().enumerate() {
+            if self.files[i].take().is_some() {
+                let path = self.path(kind);
+                if let Err(e) = std::fs::remove_file(&path) {
+                    if e.kind() != io::ErrorKind::NotFound {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove a spare segment file");
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
@@ -382,7 +454,52 @@ impl Segment {
         index_file.set_len(0)?;
         let time_file = open_rw(&seg_path(dir, base, SegmentFileKind::TimeIndex))?;
         time_file.set_len(0)?;
-        Ok(Segment {
+        Ok(Segment::empty(dir, base, now_ms, log, index_file, time_file))
+    }
+
+    /// A new segment from a spare's files ([`Spare`]): renamed to the segment's names, never
+    /// over an existing file. On an error the caller creates the segment as
+    /// [`Segment::create`] does (which takes any file renamed so far as it is: empty).
+    pub(crate) fn from_spare(
+        spare: &mut Spare,
+        dir: &Path,
+        base: i64,
+        now_ms: i64,
+    ) -> io::Result<Segment> {
+        if spare.dir != dir {
+            return Err(io::Error::other("the spare is in another directory"));
+        }
+        let mut files = Vec::with_capacity(3);
+        for kind in [
+            SegmentFileKind::Log,
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+        ] {
+            let file = spare.take(kind).ok_or_else(|| io::Error::other("spare used"))?;
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &spare.path(kind),
+                rustix::fs::CWD,
+                &seg_path(dir, base, kind),
+                rustix::fs::RenameFlags::NOREPLACE,
+            )?;
+            files.push(file);
+        }
+        let time_file = files.pop().expect("three files");
+        let index_file = files.pop().expect("three files");
+        let log = files.pop().expect("three files");
+        Ok(Segment::empty(dir, base, now_ms, log, index_file, time_file))
+    }
+
+    fn empty(
+        dir: &Path,
+        base: i64,
+        now_ms: i64,
+        log: File,
+        index_file: File,
+        time_file: File,
+    ) -> Segment {
+        Segment {
             base_offset: base,
             dir: dir.to_path_buf(),
             log: Arc::new(log),
@@ -404,7 +521,7 @@ impl Segment {
                 entries: Some(Arc::new(Vec::new())),
                 file: None,
             }),
-        })
+        }
     }
 
     /// Open the files of an existing segment without reading its content. Index files are

@@ -11,8 +11,9 @@
 //! The files are written without fsync: a snapshot that a crash tore or lost fails its CRC or
 //! is missing, and the open falls back to an older one (or to the newest segments), replaying
 //! more. One above the log end (the log was cut back by recovery) is removed at open. Only the
-//! newest [`SNAPSHOTS_KEPT`] are kept. No snapshot file is ever held open, so removing one is
-//! safe on NFS.
+//! newest [`SNAPSHOTS_KEPT`] are kept (a roll leaves the pruning to the preparation of the next
+//! spare). No snapshot file is held open under its snapshot name (a spare's is closed before
+//! its rename), so removing one is safe on NFS.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,28 @@ fn remove(dir: &Path, offset: i64) {
 pub(crate) fn write(dir: &Path, offset: i64, producers: &ProducerStates) -> io::Result<()> {
     let bytes = encode_snapshot(&producers.to_snapshot());
     std::fs::write(snapshot_path(dir, offset), bytes)?;
+    prune(dir)
+}
+
+/// As [`write`], into `file`, a spare's (`crate::segment::Spare`: created empty ahead of the
+/// roll, at `spare_path`), then renamed to the snapshot's name. Older snapshots are left for
+/// [`prune`], off the append path: removing a file can wait for the volume.
+pub(crate) fn write_spare(
+    file: std::fs::File,
+    spare_path: &Path,
+    dir: &Path,
+    offset: i64,
+    producers: &ProducerStates,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let bytes = encode_snapshot(&producers.to_snapshot());
+    file.write_all_at(&bytes, 0)?;
+    drop(file);
+    std::fs::rename(spare_path, snapshot_path(dir, offset))
+}
+
+/// Remove all but the newest [`SNAPSHOTS_KEPT`] snapshots.
+pub(crate) fn prune(dir: &Path) -> io::Result<()> {
     let all = list(dir)?;
     for &old in all.iter().rev().skip(SNAPSHOTS_KEPT) {
         remove(dir, old);

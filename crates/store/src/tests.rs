@@ -2690,3 +2690,86 @@ fn new_segments_are_anchored_and_their_length_is_the_data() {
     assert_eq!(log.log_end_offset(), 200);
     assert_eq!(read_all(&log, 0).len(), 40);
 }
+
+/// The spare files in a partition directory: (name, inode).
+fn spares(pdir: &Path) -> Vec<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<(String, u64)> = std::fs::read_dir(pdir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".spare"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().ino(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_roll_renames_the_files_made_ahead_of_it() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    log.prepare_spare();
+    assert!(spares(&pdir).is_empty(), "none while the active segment is under half full");
+    let mut seq = 0;
+    while log.shared.read().active_size < 500 {
+        log.append(pbatch(7, 0, seq, 2), AppendOrigin::Client, NOW)
+            .unwrap();
+        seq += 2;
+    }
+    log.prepare_spare();
+    let made = spares(&pdir);
+    let kinds: Vec<&str> = made
+        .iter()
+        .map(|(n, _)| n.rsplit('.').nth(1).unwrap())
+        .collect();
+    assert_eq!(kinds, ["index", "log", "snapshot", "timeindex"], "{made:?}");
+    let ino = |suffix: &str| made.iter().find(|(n, _)| n.ends_with(suffix)).unwrap().1;
+    let (log_ino, snap_ino) = (ino(".log.spare"), ino(".snapshot.spare"));
+    log.prepare_spare();
+    assert_eq!(spares(&pdir), made, "one spare at a time");
+
+    let first_base = log.shared.read().segments.last().unwrap().base_offset;
+    while log.shared.read().segments.last().unwrap().base_offset == first_base {
+        log.append(pbatch(7, 0, seq, 2), AppendOrigin::Client, NOW)
+            .unwrap();
+        seq += 2;
+    }
+    let base = log.shared.read().segments.last().unwrap().base_offset;
+    assert!(spares(&pdir).is_empty(), "the roll used them all");
+    let meta = |name: String| std::fs::metadata(pdir.join(name)).unwrap();
+    assert_eq!(meta(format!("{base:020}.log")).ino(), log_ino);
+    assert_eq!(meta(format!("{base:020}.snapshot")).ino(), snap_ino);
+    for kind in ["index", "timeindex"] {
+        assert!(pdir.join(format!("{base:020}.{kind}")).exists());
+    }
+    let leo = log.log_end_offset();
+
+    // Half full again, a spare is made; then a crash. The open removes the spare and finds
+    // the producer state in the snapshot the roll wrote (a duplicate is recognised).
+    while log.shared.read().active_size < 500 {
+        log.append(pbatch(7, 0, seq, 2), AppendOrigin::Client, NOW)
+            .unwrap();
+        seq += 2;
+    }
+    log.prepare_spare();
+    assert_eq!(spares(&pdir).len(), 4);
+    let leo2 = log.log_end_offset();
+    drop(log);
+    drop(m);
+    let (_m, log) = unclean_reopen(d.path());
+    assert!(spares(&pdir).is_empty(), "an open removes spares");
+    assert_eq!(log.log_end_offset(), leo2);
+    assert!(leo < leo2);
+    let dup = log
+        .append(pbatch(7, 0, seq - 2, 2), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(dup.duplicate, "producer state survived: {dup:?}");
+}

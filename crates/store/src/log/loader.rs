@@ -70,6 +70,14 @@ impl Log {
                 }
                 continue;
             }
+            if name.ends_with(crate::segment::SPARE_SUFFIX) {
+                // Made ahead of a roll that did not come (by this broker before a restart, or
+                // by a former owner of a shared directory).
+                if let Err(e) = std::fs::remove_file(entry.path()) {
+                    tracing::warn!(file = %entry.path().display(), error = %e, "could not remove a spare segment file");
+                }
+                continue;
+            }
             if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
                 bases.push(base);
             }
@@ -539,6 +547,7 @@ impl Log {
             files_lock: Mutex::new(()),
             epochs: Mutex::new(epochs),
             epoch_file: Mutex::new(()),
+            spare: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
