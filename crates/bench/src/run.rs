@@ -73,7 +73,11 @@ const SEARCH_MIN_RATE: f64 = 1_000.0;
 /// fell short, the p99.9 passed the bound, or the backlog grew (above that bound: did not
 /// shrink). A step that drains an earlier backlog is not judged.
 /// Passing rates raise the floor, missed rates lower the ceiling, and the next rate is
-/// halfway between (doubling while no ceiling is known). A ceiling the rate keeps reaching
+/// halfway between (doubling while no ceiling is known). After a miss the search first goes
+/// back to the floor for up to [`SEARCH_RECOVERY_STEPS`] steps in which a miss is not held
+/// against anything: what an overrun left behind (a backlog, writes the broker queued)
+/// drains there, instead of failing the next rates tried and driving the search far below
+/// what the broker holds. A ceiling the rate keeps reaching
 /// is raised by [`SEARCH_PROBE`] (more with every pass in a row), so the search follows a broker that speeds up (a JVM
 /// after its warm-up) as well as one that slows down.
 #[derive(Debug)]
@@ -92,7 +96,14 @@ struct RateSearch {
     probes: u32,
     /// Publish p99.9 a passing step must keep, in milliseconds.
     bound_ms: f64,
+    /// Steps left at the floor after a miss (see [`SEARCH_RECOVERY_STEPS`]), and the rate to
+    /// try once they are over.
+    recovering: Option<(u32, f64)>,
 }
+
+/// Steps at the floor after a missed step, at most, before the search goes on; the first
+/// that passes ends them.
+const SEARCH_RECOVERY_STEPS: u32 = 3;
 
 /// Backlog, in seconds of the current rate, above which a step cannot pass.
 const SEARCH_BACKLOG_S: f64 = 1.0;
@@ -115,6 +126,7 @@ impl RateSearch {
             floor: 0.0,
             ceiling: None,
             probes: 0,
+            recovering: None,
         }
     }
 
@@ -165,28 +177,34 @@ impl RateSearch {
             || read < 0.95 * self.total.min(published)
             || (backlog > SEARCH_BACKLOG_S * self.total && backlog >= backlog_before);
         let missed = !reached || growing;
-        if missed && published.min(read) < 0.95 * self.floor {
-            // Far below the floor: the rate that passed there does not hold now (a first
-            // second into an empty page cache passes rates the disk cannot sustain), so
-            // bisecting above it would never come down to what does.
+        if let Some((left, then)) = self.recovering {
+            // At the floor after a miss. A pass ends the recovery: the search goes on with
+            // the rate it was about to try. A miss is what the overrun left behind, until the
+            // steps run out: then the floor itself does not hold any more (a first second
+            // into an empty page cache passes rates the disk cannot sustain), so it is
+            // forgotten and the search starts again below what was reached.
+            if !missed {
+                self.recovering = None;
+                return then;
+            }
+            if left > 1 {
+                self.recovering = Some((left - 1, then));
+                return self.total;
+            }
+            self.recovering = None;
             self.floor = 0.0;
-        }
-        let next = if missed {
-            // Missed: the ceiling comes down to this rate, try halfway to the floor.
             self.probes = 0;
             self.ceiling = Some(self.ceiling.map_or(self.total, |c| c.min(self.total)));
-            if self.floor > 0.0 {
-                (self.floor + self.total) / 2.0
-            } else {
-                0.9 * published.min(read)
+            return 0.9 * published.min(read);
+        }
+        if !missed {
+            if backlog > SEARCH_BACKLOG_S * self.total {
+                // Draining an earlier backlog: hold the rate until it is gone.
+                return self.total;
             }
-        } else if backlog > SEARCH_BACKLOG_S * self.total {
-            // Draining an earlier backlog: hold the rate until it is gone.
-            self.total
-        } else {
             // Passed: the floor comes up; halfway to the ceiling, or double without one.
             self.floor = self.total;
-            match self.ceiling {
+            return match self.ceiling {
                 None => self.total * 2.0,
                 Some(c) if c <= self.total * (1.0 + SEARCH_PROBE) => {
                     let step = (SEARCH_PROBE * f64::from(1u32 << self.probes.min(3))).min(1.0);
@@ -196,13 +214,20 @@ impl RateSearch {
                     raised
                 }
                 Some(c) => (self.total + c) / 2.0,
-            }
-        };
-        if missed && self.floor >= self.total {
-            // The floor itself missed (conditions changed): forget it.
-            self.floor = 0.0;
+            };
         }
-        next
+        // Missed: the ceiling comes down to this rate. With a floor below it, recover there,
+        // then try halfway between.
+        self.probes = 0;
+        self.ceiling = Some(self.ceiling.map_or(self.total, |c| c.min(self.total)));
+        if self.floor > 0.0 && self.floor < self.total {
+            self.recovering = Some((SEARCH_RECOVERY_STEPS, (self.floor + self.total) / 2.0));
+            return self.floor;
+        }
+        // No floor, or the floor itself missed (conditions changed): start below what was
+        // reached.
+        self.floor = 0.0;
+        0.9 * published.min(read)
     }
 
     /// The rate to hold once the search ends: the highest that passed since conditions last
@@ -768,6 +793,43 @@ mod tests {
             targets.push(s.total);
         }
         targets
+    }
+
+    #[test]
+    fn search_recovers_at_the_floor_after_an_overrun() {
+        // A broker that holds 400k with a p99.9 within the bound, and whose every overrun
+        // stalls (half the rate acknowledged, a p99.9 far past the bound) and leaves two
+        // seconds of the same behind it (writes it queued), whatever the rate then.
+        let cap = 400_000.0;
+        let mut s = RateSearch::new(
+            SEARCH_START_RATE,
+            Arc::new(AtomicU64::new(0)),
+            1.0,
+            DEFAULT_LATENCY_BOUND_MS,
+        );
+        let mut slow_for = 0;
+        let mut settled = Vec::new();
+        for _ in 0..40 {
+            let mut published = s.total.min(cap);
+            let p999 = if s.total > cap {
+                slow_for = 2;
+                published *= 0.5;
+                800.0
+            } else if slow_for > 0 {
+                slow_for -= 1;
+                published *= 0.5;
+                800.0
+            } else {
+                5.0
+            };
+            let next = s.judge(1.0, published, published, 0.0, 0.0, p999);
+            s.set(next);
+            settled.push(s.settled());
+        }
+        assert!(
+            settled[30..].iter().all(|r| *r > 300_000.0 && *r <= cap),
+            "{settled:?}"
+        );
     }
 
     #[test]
