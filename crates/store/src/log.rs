@@ -1751,6 +1751,11 @@ impl Log {
         self.deleted.store(true, Ordering::Release);
         // Its files are closed, not removed: in a shared directory the next owner's open
         // removes them (this broker writes nothing there any more).
+        self.drop_spare();
+    }
+
+    /// Close the spare's files, if any (an open of the partition removes them).
+    pub(crate) fn drop_spare(&self) {
         drop(self.spare.lock().take());
     }
 

@@ -556,6 +556,8 @@ impl Inner {
         // A cleaning of the failed log stops (it checks the failure) before the re-open
         // reads the files.
         self.cleaner.abort_and_wait(tp);
+        // Its spare files are closed before the open removes them.
+        log.drop_spare();
         let rp = log.recovery_point();
         if let Some(idx) = self.dir_index_of(tp) {
             let mut st = self.states[idx].lock();

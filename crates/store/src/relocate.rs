@@ -157,7 +157,7 @@ impl Log {
             new_segs.push(Arc::new(seg.reopen_in(final_dir)?));
         }
         // A spare made in the old directory goes with it.
-        drop(self.spare.lock().take());
+        self.drop_spare();
         let moved = {
             let _turn = self.epoch_file.lock();
             self.epochs.lock().move_to(final_dir)

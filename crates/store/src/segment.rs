@@ -395,7 +395,9 @@ impl Spare {
     /// Remove the files not taken (best effort: an open removes leftovers).
     pub(crate) fn discard(mut self) {
         for (i, kind) in Spare::KINDS.into_iter().enumerate() {
-            if self.files[i].take().is_some() {
+            if let Some(file) = self.files[i].take() {
+                // Closed before the unlink.
+                drop(file);
                 let path = self.path(kind);
                 if let Err(e) = std::fs::remove_file(&path) {
                     if e.kind() != io::ErrorKind::NotFound {
