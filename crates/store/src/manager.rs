@@ -34,6 +34,9 @@ pub(crate) struct DirState {
     pub clean: bool,
     pub recovery_points: HashMap<TopicPartition, i64>,
     pub log_starts: HashMap<TopicPartition, i64>,
+    /// What this process last wrote to each checkpoint file of the dir: one that would not
+    /// change is not written again (each write is two `fsync`s).
+    pub written: HashMap<&'static str, String>,
 }
 
 #[derive(Debug)]
@@ -357,6 +360,7 @@ impl Inner {
                 clean,
                 recovery_points,
                 log_starts,
+                written: HashMap::new(),
             }));
         }
         discovered.sort_by(|a, b| a.tp.cmp(&b.tp));
@@ -982,22 +986,30 @@ impl Inner {
             let cleaner = self
                 .cleaner
                 .first_dirty_of(|tp| placement.get(tp) == Some(&idx));
-            let path = dir.join(crate::cleaner::schedule::CLEANER_CHECKPOINT);
-            if let Err(source) = write_atomic(&path, format_offset_checkpoint(&cleaner).as_bytes())
-            {
-                tracing::warn!(path = %path.display(), error = %source, "checkpoint write failed");
-                first_err.get_or_insert(StoreError::Io { path, source });
-            }
-            for (name, map) in [
-                (RECOVERY_POINT_CHECKPOINT, &rps),
-                (LOG_START_CHECKPOINT, &starts),
+            for (name, text) in [
+                (
+                    crate::cleaner::schedule::CLEANER_CHECKPOINT,
+                    format_offset_checkpoint(&cleaner),
+                ),
+                (
+                    RECOVERY_POINT_CHECKPOINT,
+                    format_offset_checkpoint(&to_vec(&rps)),
+                ),
+                (LOG_START_CHECKPOINT, format_offset_checkpoint(&to_vec(&starts))),
             ] {
+                if self.states[idx].lock().written.get(name) == Some(&text) {
+                    continue;
+                }
                 let path = dir.join(name);
-                if let Err(source) =
-                    write_atomic(&path, format_offset_checkpoint(&to_vec(map)).as_bytes())
-                {
-                    tracing::warn!(path = %path.display(), error = %source, "checkpoint write failed");
-                    first_err.get_or_insert(StoreError::Io { path, source });
+                match write_atomic(&path, text.as_bytes()) {
+                    Ok(()) => {
+                        self.states[idx].lock().written.insert(name, text);
+                    }
+                    Err(source) => {
+                        tracing::warn!(path = %path.display(), error = %source, "checkpoint write failed");
+                        self.states[idx].lock().written.remove(name);
+                        first_err.get_or_insert(StoreError::Io { path, source });
+                    }
                 }
             }
         }

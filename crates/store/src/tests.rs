@@ -2773,3 +2773,31 @@ fn a_roll_renames_the_files_made_ahead_of_it() {
         .unwrap();
     assert!(dup.duplicate, "producer state survived: {dup:?}");
 }
+
+#[test]
+fn a_checkpoint_file_that_would_not_change_is_not_written_again() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    log.append(batch(2, NOW, "x"), AppendOrigin::Client, NOW)
+        .unwrap();
+    let ino = |name: &str| std::fs::metadata(d.path().join(name)).unwrap().ino();
+    let names = [
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+    ];
+    m.checkpoint().unwrap();
+    let first: Vec<u64> = names.iter().map(|n| ino(n)).collect();
+    m.checkpoint().unwrap();
+    let again: Vec<u64> = names.iter().map(|n| ino(n)).collect();
+    assert_eq!(first, again, "nothing changed, nothing written (a write renames a new file in)");
+    log.flush().unwrap();
+    m.checkpoint().unwrap();
+    assert_ne!(ino(names[0]), first[0], "the recovery point moved");
+    assert_eq!(ino(names[1]), first[1]);
+    assert_eq!(ino(names[2]), first[2]);
+    let text = std::fs::read_to_string(d.path().join(names[0])).unwrap();
+    assert!(text.contains("topic 0 2"), "{text}");
+}

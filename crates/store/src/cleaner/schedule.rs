@@ -304,8 +304,18 @@ impl Shared {
         for (idx, dir) in inner.dirs.iter().enumerate() {
             let entries = self.first_dirty_of(|tp| placement.get(tp) == Some(&idx));
             let path = dir.join(CLEANER_CHECKPOINT);
-            if let Err(e) = write_atomic(&path, format_offset_checkpoint(&entries).as_bytes()) {
-                tracing::warn!(path = %path.display(), error = %e, "cleaner checkpoint write failed");
+            let text = format_offset_checkpoint(&entries);
+            // What the log manager's checkpoints compare with before writing it again.
+            let mut st = inner.states[idx].lock();
+            st.written.remove(CLEANER_CHECKPOINT);
+            drop(st);
+            match write_atomic(&path, text.as_bytes()) {
+                Ok(()) => {
+                    inner.states[idx].lock().written.insert(CLEANER_CHECKPOINT, text);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cleaner checkpoint write failed")
+                }
             }
         }
     }
