@@ -995,7 +995,10 @@ impl Inner {
                     RECOVERY_POINT_CHECKPOINT,
                     format_offset_checkpoint(&to_vec(&rps)),
                 ),
-                (LOG_START_CHECKPOINT, format_offset_checkpoint(&to_vec(&starts))),
+                (
+                    LOG_START_CHECKPOINT,
+                    format_offset_checkpoint(&to_vec(&starts)),
+                ),
             ] {
                 if self.states[idx].lock().written.get(name) == Some(&text) {
                     continue;

@@ -456,7 +456,9 @@ impl Segment {
         index_file.set_len(0)?;
         let time_file = open_rw(&seg_path(dir, base, SegmentFileKind::TimeIndex))?;
         time_file.set_len(0)?;
-        Ok(Segment::empty(dir, base, now_ms, log, index_file, time_file))
+        Ok(Segment::empty(
+            dir, base, now_ms, log, index_file, time_file,
+        ))
     }
 
     /// A new segment from a spare's files ([`Spare`]): renamed to the segment's names, never
@@ -477,7 +479,9 @@ impl Segment {
             SegmentFileKind::Index,
             SegmentFileKind::TimeIndex,
         ] {
-            let file = spare.take(kind).ok_or_else(|| io::Error::other("spare used"))?;
+            let file = spare
+                .take(kind)
+                .ok_or_else(|| io::Error::other("spare used"))?;
             rustix::fs::renameat_with(
                 rustix::fs::CWD,
                 &spare.path(kind),
@@ -490,7 +494,9 @@ impl Segment {
         let time_file = files.pop().expect("three files");
         let index_file = files.pop().expect("three files");
         let log = files.pop().expect("three files");
-        Ok(Segment::empty(dir, base, now_ms, log, index_file, time_file))
+        Ok(Segment::empty(
+            dir, base, now_ms, log, index_file, time_file,
+        ))
     }
 
     fn empty(

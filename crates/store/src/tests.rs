@@ -2717,7 +2717,10 @@ fn a_roll_renames_the_files_made_ahead_of_it() {
     let m = open_mgr(d.path());
     let log = open(&m, small_cfg());
     log.prepare_spare();
-    assert!(spares(&pdir).is_empty(), "none while the active segment is under half full");
+    assert!(
+        spares(&pdir).is_empty(),
+        "none while the active segment is under half full"
+    );
     let mut seq = 0;
     while log.shared.read().active_size < 500 {
         log.append(pbatch(7, 0, seq, 2), AppendOrigin::Client, NOW)
@@ -2792,7 +2795,10 @@ fn a_checkpoint_file_that_would_not_change_is_not_written_again() {
     let first: Vec<u64> = names.iter().map(|n| ino(n)).collect();
     m.checkpoint().unwrap();
     let again: Vec<u64> = names.iter().map(|n| ino(n)).collect();
-    assert_eq!(first, again, "nothing changed, nothing written (a write renames a new file in)");
+    assert_eq!(
+        first, again,
+        "nothing changed, nothing written (a write renames a new file in)"
+    );
     log.flush().unwrap();
     m.checkpoint().unwrap();
     assert_ne!(ino(names[0]), first[0], "the recovery point moved");

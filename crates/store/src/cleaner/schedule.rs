@@ -311,7 +311,10 @@ impl Shared {
             drop(st);
             match write_atomic(&path, text.as_bytes()) {
                 Ok(()) => {
-                    inner.states[idx].lock().written.insert(CLEANER_CHECKPOINT, text);
+                    inner.states[idx]
+                        .lock()
+                        .written
+                        .insert(CLEANER_CHECKPOINT, text);
                 }
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "cleaner checkpoint write failed")
