@@ -484,9 +484,9 @@ impl Segment {
                 .ok_or_else(|| io::Error::other("spare used"))?;
             rustix::fs::renameat_with(
                 rustix::fs::CWD,
-                &spare.path(kind),
+                spare.path(kind),
                 rustix::fs::CWD,
-                &seg_path(dir, base, kind),
+                seg_path(dir, base, kind),
                 rustix::fs::RenameFlags::NOREPLACE,
             )?;
             files.push(file);
