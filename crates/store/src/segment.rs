@@ -409,6 +409,25 @@ impl Spare {
     }
 }
 
+/// Rename `from` to `to` unless `to` exists. Where the file system does not take the flag
+/// for that (NFS, some FUSE file systems answer EINVAL), a check then a plain rename: a
+/// log's directory has one writer, and the roll that renames holds its writer lock.
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+            if to.symlink_metadata().is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists", to.display()),
+                ));
+            }
+            std::fs::rename(from, to)
+        }
+        r => r.map_err(io::Error::from),
+    }
+}
+
 fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
@@ -474,21 +493,15 @@ impl Segment {
             return Err(io::Error::other("the spare is in another directory"));
         }
         let mut files = Vec::with_capacity(3);
-        for kind in [
-            SegmentFileKind::Log,
-            SegmentFileKind::Index,
-            SegmentFileKind::TimeIndex,
-        ] {
-            let file = spare
-                .take(kind)
+        for (i, kind) in Spare::KINDS[..3].iter().copied().enumerate() {
+            let file = spare.files[i]
+                .take()
                 .ok_or_else(|| io::Error::other("spare used"))?;
-            rustix::fs::renameat_with(
-                rustix::fs::CWD,
-                spare.path(kind),
-                rustix::fs::CWD,
-                seg_path(dir, base, kind),
-                rustix::fs::RenameFlags::NOREPLACE,
-            )?;
+            if let Err(e) = rename_no_replace(&spare.path(kind), &seg_path(dir, base, kind)) {
+                // Still the spare's: `Spare::discard` removes it.
+                spare.files[i] = Some(file);
+                return Err(e);
+            }
             files.push(file);
         }
         let time_file = files.pop().expect("three files");
