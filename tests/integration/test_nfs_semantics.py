@@ -288,3 +288,30 @@ def test_volume_check_reports_the_silly_rename_of_a_fuse_mount(bindfs_mounts):
         assert 0 < float(m.group(1)) <= float(m.group(2)) and int(m.group(4)) >= 1, out
     assert "verdict:" in out and "Sluice defers and retries the removal" in out, out
     assert list(src.iterdir()) == [], list(src.iterdir())
+
+
+def test_a_roll_on_a_mount_renames_the_files_made_ahead_of_it(bindfs_mounts, broker_factory, topic):
+    """Once the active segment is half full the broker makes the next segment's files ahead of
+    the roll (docs/log-format.md). bindfs, like NFS, refuses rename(2)'s RENAME_NOREPLACE; the
+    roll still renames them in (after a check of its own): the new segment's .log is the
+    spare's file, and no spare is left behind."""
+    mounts = bindfs_mounts(1)
+    broker, dirs, srcs = start_on_mounts(broker_factory, mounts)
+    create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": str(SEGMENT_BYTES)})
+    pdir = srcs[0] / f"{topic}-0"
+    p = producer(broker.bootstrap, acks="all", **{"linger.ms": 5})
+    produce_all(p, topic, [{"partition": 0, "value": b"a" * 1000}] * 600)
+
+    def spare_log():
+        found = [f for f in pdir.iterdir() if f.name.endswith(".log.spare")]
+        return found[0] if found else None
+
+    spare = wait_until(spare_log, 15, "the next segment's files, made once the active segment is half full")
+    spare_ino = spare.stat().st_ino
+    produce_all(p, topic, [{"partition": 0, "value": b"b" * 1000}] * 600)
+    logs = sorted(pdir.glob("*.log"))
+    assert len(logs) == 2, [f.name for f in pdir.iterdir()]
+    assert logs[1].stat().st_ino == spare_ino, "the roll renamed the spare's .log into place"
+    assert not [f.name for f in pdir.iterdir() if f.name.endswith(".spare")]
+    assert "could not rename the spare" not in broker.log_text()
+    assert watermarks(broker.bootstrap, topic, 0) == (0, 1200)
