@@ -77,9 +77,10 @@ const SEARCH_MIN_RATE: f64 = 1_000.0;
 /// the search first goes below the floor ([`SEARCH_RECOVERY_RATE`]) for up to
 /// [`SEARCH_RECOVERY_STEPS`] steps in which a miss is not held against anything: what an
 /// overrun left behind (a backlog, writes the broker queued) drains there, instead of
-/// failing the next rates tried and driving the search far below what the broker holds. A ceiling the rate keeps reaching
-/// is raised by [`SEARCH_PROBE`] (more with every pass in a row), so the search follows a broker that speeds up (a JVM
-/// after its warm-up) as well as one that slows down.
+/// failing the next rates tried and driving the search far below what the broker holds. A
+/// ceiling the rate keeps reaching is raised by [`SEARCH_PROBE`] (more with every pass in a
+/// row), so the search follows a broker that speeds up (a JVM after its warm-up) as well as
+/// one that slows down.
 #[derive(Debug)]
 struct RateSearch {
     total: f64,
@@ -96,8 +97,8 @@ struct RateSearch {
     probes: u32,
     /// Publish p99.9 a passing step must keep, in milliseconds.
     bound_ms: f64,
-    /// Steps left at the floor after a miss (see [`SEARCH_RECOVERY_STEPS`]), and the rate to
-    /// try once they are over.
+    /// Steps left below the floor after a miss (see [`SEARCH_RECOVERY_STEPS`]), and the rate
+    /// to try once they are over.
     recovering: Option<(u32, f64)>,
 }
 
@@ -185,7 +186,7 @@ impl RateSearch {
             || (backlog > SEARCH_BACKLOG_S * self.total && backlog >= backlog_before);
         let missed = !reached || growing;
         if let Some((left, then)) = self.recovering {
-            // At the floor after a miss. A pass ends the recovery: the search goes on with
+            // Below the floor after a miss. A pass ends the recovery: the search goes on with
             // the rate it was about to try. A miss is what the overrun left behind, until the
             // steps run out: then the floor itself does not hold any more (a first second
             // into an empty page cache passes rates the disk cannot sustain), so it is
@@ -209,7 +210,7 @@ impl RateSearch {
                 // Draining an earlier backlog: hold the rate until it is gone.
                 return self.total;
             }
-            // Passed: the floor comes up; halfway to the ceiling, or double without one.
+            // Passed: the floor comes up; halfway to the ceiling, or grow without one.
             self.floor = self.total;
             return match self.ceiling {
                 None => self.total * SEARCH_GROWTH,
@@ -223,8 +224,8 @@ impl RateSearch {
                 Some(c) => (self.total + c) / 2.0,
             };
         }
-        // Missed: the ceiling comes down to this rate. With a floor below it, recover there,
-        // then try halfway between.
+        // Missed: the ceiling comes down to this rate. With a floor below it, recover below
+        // the floor, then try halfway between the two.
         self.probes = 0;
         self.ceiling = Some(self.ceiling.map_or(self.total, |c| c.min(self.total)));
         if self.floor > 0.0 && self.floor < self.total {
@@ -804,7 +805,7 @@ mod tests {
     }
 
     #[test]
-    fn search_recovers_at_the_floor_after_an_overrun() {
+    fn search_recovers_below_the_floor_after_an_overrun() {
         // A broker that holds 400k with a p99.9 within the bound, and whose every overrun
         // stalls (half the rate acknowledged, a p99.9 far past the bound) and leaves two
         // seconds of the same behind it (writes it queued), whatever the rate then.
