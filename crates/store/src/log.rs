@@ -1764,6 +1764,7 @@ impl Log {
     pub(crate) fn mark_deleted_locked(&self) -> PathBuf {
         let _w = self.writer.lock();
         self.deleted.store(true, Ordering::Release);
+        self.drop_spare();
         self.dir()
     }
 
