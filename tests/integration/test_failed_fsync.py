@@ -71,3 +71,83 @@ def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
         if broker is not None:
             broker.kill()
         mount.stop()
+
+
+def test_writes_refused_for_space_keep_the_idempotent_producers_epoch(broker_factory, tmp_path, topic):
+    """While the volume refuses writes (ENOSPC), a librdkafka idempotent producer with several
+    requests in flight gets the same retriable storage error for every one of them, retries
+    them in order once there is space, and keeps its producer epoch. If the requests behind
+    the failed one were refused as out of order, librdkafka would bump the epoch and re-send
+    every partition's unanswered batches under new sequences: a batch that had been written
+    but whose answer was lost (a broker restart, a failover) is then written twice. A cluster
+    fault run duplicated a record exactly so."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("FUSE unavailable: no /dev/fuse")
+    import logging
+    import threading
+
+    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log")
+    broker = None
+    try:
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
+        harness.create_topic(broker.bootstrap, topic, partitions=2)
+        eos_lines: list = []
+
+        class Collect(logging.Handler):
+            def emit(self, record):
+                eos_lines.append(record.getMessage())
+
+        logger = logging.getLogger(f"rdkafka-eos-{topic}")
+        logger.addHandler(Collect())
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        acked: dict = {}
+        errors: list = []
+
+        def on_delivery(err, msg):
+            if err is None:
+                acked[msg.value().decode()] = (msg.partition(), msg.offset())
+            else:
+                errors.append(str(err))
+
+        p = harness.producer(broker.bootstrap, **{
+            "acks": "all", "enable.idempotence": True, "linger.ms": 0,
+            "max.in.flight.requests.per.connection": 5, "message.timeout.ms": 60000,
+            "debug": "eos", "log_level": 7, "logger": logger})
+        refused = threading.Event()
+        sent = 0
+        start = time.monotonic()
+        # Records to both partitions, one request each, for 1.5 s before, 2 s during and 1.5 s
+        # after the refusal: requests are in flight when the first write fails.
+        while time.monotonic() - start < 5:
+            elapsed = time.monotonic() - start
+            if 1.5 <= elapsed < 3.5 and not refused.is_set():
+                mount.enospc(True)
+                refused.set()
+            elif elapsed >= 3.5 and refused.is_set():
+                mount.enospc(False)
+                refused.clear()
+            p.produce(topic, value=f"r-{sent}".encode(), partition=sent % 2, on_delivery=on_delivery)
+            sent += 1
+            p.poll(0)
+            time.sleep(0.002)
+        if refused.is_set():
+            mount.enospc(False)
+        assert p.flush(90) == 0, "records still unacknowledged"
+
+        assert mount.stats()["enospc_injected"] > 0, "no write was refused: the test proved nothing"
+        assert not errors, errors[:5]
+        assert len(acked) == sent
+        bumps = [line for line in eos_lines if "bump" in line.lower()]
+        assert not bumps, f"the producer bumped its epoch: {bumps[:3]}"
+
+        got: dict = {}
+        for m in harness.consume_partitions(broker.bootstrap, topic, [0, 1], expected=len(acked)):
+            value = m.value().decode()
+            assert value not in got, f"{value} read twice"
+            got[value] = (m.partition(), m.offset())
+        assert got == acked
+    finally:
+        if broker is not None:
+            broker.kill()
+        mount.stop()

@@ -1,5 +1,6 @@
 //! The partition log: append, read, flush, retention (opening and recovery: `log/loader.rs`).
 
+use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -138,7 +139,13 @@ pub(crate) struct PendingSegment {
 pub(crate) struct Writer {
     pub cursor: IndexCursor,
     pub producers: ProducerStates,
+    /// Producers whose newest append failed on storage: the epoch and first sequence of
+    /// what failed ([`Log::note_failed_write`]).
+    pub failed_writes: HashMap<i64, (i16, i32)>,
 }
+
+/// Producers remembered in [`Writer::failed_writes`] at most (a full map starts again).
+const FAILED_WRITES_KEPT: usize = 4096;
 
 /// What a flush makes durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,7 +294,58 @@ impl Log {
         origin: AppendOrigin,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        self.append_inner(records, None, origin, now_ms)
+        let appended = self.append_inner(&records, None, origin, now_ms);
+        if let Err(AppendError::Io { .. }) = &appended {
+            self.note_failed_write(&records);
+        }
+        appended
+    }
+
+    /// An append failed on storage (a write, a roll, a refused log): remember, for each
+    /// producer in it, the sequence its first batch started at. A client keeps up to five
+    /// requests in flight; those behind the failed one arrive with later sequences, and
+    /// without this they would be refused as out of order, which the Kafka clients answer
+    /// with a new producer epoch (librdkafka) that re-sends, under new sequences, batches of
+    /// other partitions whose answers were lost: duplicates. Kafka takes the partition
+    /// offline after a storage failure, so they get the same retriable storage error; here
+    /// a batch that follows the failed one does ([`Self::failed_write_gap`]).
+    fn note_failed_write(&self, records: &[u8]) {
+        let Ok(batches) = parse_batches(records, None) else {
+            return;
+        };
+        let mut w = self.writer.lock();
+        if w.failed_writes.len() >= FAILED_WRITES_KEPT {
+            w.failed_writes.clear();
+        }
+        let mut seen: Vec<i64> = Vec::new();
+        for b in &batches {
+            let h = &b.header;
+            if !h.has_producer_id() || h.base_sequence < 0 || seen.contains(&h.producer_id) {
+                continue;
+            }
+            seen.push(h.producer_id);
+            // Only the batch the producer's state expected next (one refused for the gap
+            // behind it would move the mark past the batch still missing).
+            let next = ProducerStates::check(w.producers.get(h.producer_id), h);
+            if next == Ok(SeqCheck::Accept) {
+                w.failed_writes
+                    .insert(h.producer_id, (h.producer_epoch, h.base_sequence));
+            }
+        }
+    }
+
+    /// A batch of `h`'s producer arrived out of order because the batch it expected
+    /// (`expected`) failed on storage: the storage error that refused that batch, for
+    /// this one too (it is retried after the failed one, in order).
+    fn failed_write_gap(&self, w: &Writer, h: &BatchHeader, expected: i32) -> Option<AppendError> {
+        let &(epoch, first) = w.failed_writes.get(&h.producer_id)?;
+        (epoch == h.producer_epoch && first == expected).then(|| {
+            self.aio(io::Error::other(format!(
+                "producer {} sequence {}: its batch at sequence {expected} failed on storage; \
+                 it must be written first",
+                h.producer_id, h.base_sequence
+            )))
+        })
     }
 
     pub(crate) fn append_marker_impl(
@@ -316,7 +374,7 @@ impl Log {
             now_ms,
         );
         self.append_inner(
-            Bytes::from(bytes),
+            &bytes,
             Some(MarkerArgs {
                 producer_id,
                 producer_epoch,
@@ -332,7 +390,7 @@ impl Log {
     /// [`Log::append_marker`].
     fn append_inner(
         &self,
-        records: Bytes,
+        records: &[u8],
         marker: Option<MarkerArgs>,
         origin: AppendOrigin,
         now_ms: i64,
@@ -346,7 +404,7 @@ impl Log {
         }
         self.check_not_failed().map_err(|e| self.aio(e))?;
         let cfg = self.config.read().clone();
-        let batches = parse_batches(&records, None).map_err(|e| self.format_error(e))?;
+        let batches = parse_batches(records, None).map_err(|e| self.format_error(e))?;
         if batches.is_empty() {
             return Err(AppendError::Invalid {
                 tp: self.tp.clone(),
@@ -479,6 +537,9 @@ impl Log {
                         });
                     }
                     Err(SeqError::OutOfOrder { expected, got }) => {
+                        if let Some(e) = self.failed_write_gap(&w, h, expected) {
+                            return Err(e);
+                        }
                         return Err(AppendError::OutOfOrderSequence {
                             tp: self.tp.clone(),
                             producer_id: h.producer_id,

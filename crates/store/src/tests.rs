@@ -1247,6 +1247,67 @@ fn failed_write_is_cut_back_before_the_next_append() {
     }
 }
 
+/// The requests an idempotent producer had in flight behind one that failed on storage
+/// (ENOSPC) get the same retriable storage error, not OUT_OF_ORDER_SEQUENCE_NUMBER: librdkafka
+/// answers that with a new producer epoch, which re-sends other partitions' unanswered
+/// batches under new sequences (a fault run duplicated a record so). Once the failed batch is
+/// written, the rest follow in order; a gap nothing failed behind is still out of order.
+#[test]
+fn batches_behind_one_that_failed_on_storage_are_retried_not_out_of_order() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let a = |b: Bytes| log.append(b, AppendOrigin::Client, NOW);
+    a(pbatch(10, 0, 0, 2)).unwrap();
+    a(pbatch(11, 0, 0, 1)).unwrap();
+    log.faults.lock().data_write = Some(10);
+    assert!(matches!(
+        a(pbatch(10, 0, 2, 2)),
+        Err(AppendError::Io { .. })
+    ));
+    // Requests 2 and 3 in flight behind it.
+    for seq in [4, 6] {
+        match a(pbatch(10, 0, seq, 2)) {
+            Err(AppendError::Io { source, .. }) => {
+                assert!(
+                    source.to_string().contains("sequence 2 failed on storage"),
+                    "{source}"
+                )
+            }
+            other => panic!("sequence {seq}: {other:?}"),
+        }
+    }
+    // Another producer's gap is not explained by producer 10's failure.
+    assert!(matches!(
+        a(pbatch(11, 0, 3, 1)),
+        Err(AppendError::OutOfOrderSequence {
+            expected: 1,
+            got: 3,
+            ..
+        })
+    ));
+    // The retries, in order.
+    for (seq, base) in [(2, 3), (4, 5), (6, 7)] {
+        let r = a(pbatch(10, 0, seq, 2)).unwrap();
+        assert_eq!(
+            (r.base_offset, r.duplicate),
+            (base, false),
+            "sequence {seq}"
+        );
+    }
+    // Once written, a later gap is out of order again, and the same epoch's stale entry
+    // explains nothing; neither does it for a new epoch.
+    assert!(matches!(
+        a(pbatch(10, 0, 12, 1)),
+        Err(AppendError::OutOfOrderSequence { expected: 8, .. })
+    ));
+    assert!(matches!(
+        a(pbatch(10, 1, 4, 1)),
+        Err(AppendError::OutOfOrderSequence { expected: 0, .. })
+    ));
+    assert_eq!(log.log_end_offset(), 9);
+}
+
 /// An index write that fails after the data write fails the append, and the data it wrote is
 /// cut back too.
 #[test]

@@ -542,7 +542,11 @@ impl Log {
                 dir_dirty: false,
                 txns,
             }),
-            writer: Mutex::new(Writer { cursor, producers }),
+            writer: Mutex::new(Writer {
+                cursor,
+                producers,
+                failed_writes: Default::default(),
+            }),
             flush_lock: Mutex::new(()),
             files_lock: Mutex::new(()),
             epochs: Mutex::new(epochs),
