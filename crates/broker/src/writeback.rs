@@ -17,7 +17,9 @@
 //! between). While it is above `sluice.log.unwritten.bytes.max`, a produce request waits
 //! before it is appended (the connection reads nothing more meanwhile, as with any produce
 //! waiting for its turn), until a pass brings it below, or for at most the request's own
-//! timeout. Producers that outrun the volume therefore see their latency rise with the
+//! timeout. A pass keeps at most a sixteenth of the limit in flight and lowers the estimate
+//! as each log's writeback completes, so a held producer waits for the excess to be written,
+//! not for the whole pass. Producers that outrun the volume therefore see their latency rise with the
 //! amount queued, instead of every thread that writes being stopped for seconds in the
 //! kernel's dirty-page throttle once gigabytes of dirty pages have piled up.
 //!
@@ -33,13 +35,17 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use sluice_config::BrokerConfig;
-use sluice_store::{Log, TopicPartition, WritebackEnd};
+use sluice_store::{Log, TopicPartition, WritebackEnd, WritebackStarted};
 use tokio::sync::Notify;
 
 use crate::Broker;
 
 /// Smallest step a log is written back in (with many logs and a small limit).
 const MIN_STEP_BYTES: u64 = 64 * 1024;
+
+/// Least writeback a pass keeps in flight before it waits for the oldest log's (with a small
+/// limit; else a sixteenth of the limit).
+const WINDOW_MIN_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Pause between two writeback passes.
 pub(crate) const PASS_INTERVAL: Duration = Duration::from_millis(10);
@@ -164,29 +170,41 @@ impl WriteBehind {
             ),
             None => (step.max(MIN_STEP_BYTES), WritebackEnd::PageBoundary),
         };
-        let mut started = Vec::new();
+        // Writeback in flight is bounded (a window of the limit): each log's wait, as it
+        // completes, lowers the estimate and wakes the producers held back, so they go on as
+        // soon as what is left falls below the limit. A pass over the limit writes back
+        // everything (a second or more of the volume's time); started all at once, nothing
+        // completed before all of it was queued, and every waiting producer stalled for it.
+        let window = self
+            .limit
+            .map_or(u64::MAX, |l| (l / 16).max(WINDOW_MIN_BYTES));
+        let mut started: std::collections::VecDeque<(&Arc<Log>, WritebackStarted)> =
+            std::collections::VecDeque::new();
+        let mut in_flight = 0u64;
+        let mut written = 0;
         for log in logs {
             // A failed log waits to be re-opened (a new log); a closed one is going away.
             if log.is_closed() || log.failure().is_some() {
                 continue;
             }
             match log.start_writeback(min, end) {
-                Ok(Some(s)) => started.push((log, s)),
+                Ok(Some(s)) => {
+                    in_flight += s.bytes;
+                    started.push_back((log, s));
+                }
                 Ok(None) => {}
                 Err(e) => self.failed(log, &e),
             }
-        }
-        let mut written = 0;
-        for (log, s) in started {
-            match log.finish_writeback(s) {
-                Ok(n) => {
-                    written += n;
-                    if self.failing.lock().remove(log.topic_partition()) {
-                        tracing::info!(tp = ?log.topic_partition(), "write-behind works again");
-                    }
-                }
-                Err(e) => self.failed(log, &e),
+            while in_flight > window {
+                let Some((log, s)) = started.pop_front() else {
+                    break;
+                };
+                in_flight -= s.bytes;
+                written += self.finish(log, s);
             }
+        }
+        for (log, s) in started {
+            written += self.finish(log, s);
         }
         if written > 0 {
             self.passes.fetch_add(1, Ordering::Relaxed);
@@ -199,6 +217,31 @@ impl WriteBehind {
             .sum();
         self.unwritten.store(now, Ordering::Relaxed);
         self.room.notify_waiters();
+    }
+
+    /// Wait for a log's writeback; returns the bytes written back. Lowers the estimate by
+    /// them and wakes the producers waiting for room.
+    fn finish(&self, log: &Log, started: WritebackStarted) -> u64 {
+        match log.finish_writeback(started) {
+            Ok(n) => {
+                if self.failing.lock().remove(log.topic_partition()) {
+                    tracing::info!(tp = ?log.topic_partition(), "write-behind works again");
+                }
+                if self.limit.is_some() {
+                    let _ =
+                        self.unwritten
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                                Some(u.saturating_sub(n))
+                            });
+                    self.room.notify_waiters();
+                }
+                n
+            }
+            Err(e) => {
+                self.failed(log, &e);
+                0
+            }
+        }
     }
 
     fn failed(&self, log: &Log, e: &std::io::Error) {
