@@ -41,14 +41,21 @@ pub struct Plan {
 
 /// Default of [`Plan::latency_bound_ms`].
 pub const DEFAULT_LATENCY_BOUND_MS: f64 = 100.0;
-/// How many windows the hold measures at most: the first at the settled rate, each further
-/// one [`SETTLE_STEP`] lower than the last (or than what the last one reached) when the rate
-/// did not hold.
-const SETTLE_ATTEMPTS: u32 = 3;
-/// How much lower each further window of the hold is. It bounds how precisely the reported
-/// rate finds the highest one held: with 10% steps a run that held at the settled rate and a
-/// run whose first window stalled once landed a whole step, 10%, apart.
+/// How many windows the hold measures at most ([`Held::judge`]): it looks for the highest
+/// rate a whole window holds, from the rate the search settled on, upwards while every
+/// window held and downwards while none did, then between the two.
+const SETTLE_ATTEMPTS: u32 = 7;
+/// How much lower the next window is after a miss while none has held (than the window's
+/// target, or than what it reached). It bounds how precisely a hold coming down finds the
+/// highest rate held: with 10% steps a run that held at the settled rate and a run whose
+/// first window stalled once landed a whole step, 10%, apart.
 const SETTLE_STEP: f64 = 0.05;
+/// How much higher the next window is while every window held: the search's one-second
+/// steps miss on one bad second, and then settle far below what a whole window holds (three
+/// runs of one broker settled at 200k and 585k msg/s).
+const SETTLE_RAISE: f64 = 0.25;
+/// The hold stops once the lowest rate missed is within this of the highest held.
+const SETTLE_PRECISION: f64 = 0.05;
 /// Time at the rate to hold before each measured window of the search, for the backlog and
 /// queues of what came before to drain.
 const SETTLE_TIME: Duration = Duration::from_secs(3);
@@ -71,7 +78,8 @@ const SEARCH_MIN_RATE: f64 = 1_000.0;
 /// consumers kept up (read at least 95% of it, the backlog grew by at most 5% of a step's
 /// messages and is at most [`SEARCH_BACKLOG_S`] seconds' worth); it missed when producers
 /// fell short, the p99.9 passed the bound, or the backlog grew (above that bound: did not
-/// shrink). A step that drains an earlier backlog is not judged.
+/// shrink). A step that drains an earlier backlog is not judged; one that missed the latency
+/// bound only is tried again before the miss counts.
 /// Passing rates raise the floor, missed rates lower the ceiling, and the next rate is
 /// halfway between (growing by [`SEARCH_GROWTH`] while no ceiling is known). After a miss
 /// the search first goes below the floor ([`SEARCH_RECOVERY_RATE`]) for up to
@@ -100,6 +108,8 @@ struct RateSearch {
     /// Steps left below the floor after a miss (see [`SEARCH_RECOVERY_STEPS`]), and the rate
     /// to try once they are over.
     recovering: Option<(u32, f64)>,
+    /// The last step missed the latency bound only, and is being tried again.
+    suspect: bool,
 }
 
 /// Steps below the floor after a missed step, at most, before the search goes on; the first
@@ -135,6 +145,7 @@ impl RateSearch {
             ceiling: None,
             probes: 0,
             recovering: None,
+            suspect: false,
         }
     }
 
@@ -185,6 +196,15 @@ impl RateSearch {
             || read < 0.95 * self.total.min(published)
             || (backlog > SEARCH_BACKLOG_S * self.total && backlog >= backlog_before);
         let missed = !reached || growing;
+        // A step that reached the rate and kept up but missed the latency bound is tried
+        // again before it counts: one bad second (a burst of segment deletions, a stalled
+        // write) would otherwise set a ceiling far below what the broker holds.
+        let latency_only = missed && published >= 0.95 * self.total && !growing;
+        if latency_only && !self.suspect && self.recovering.is_none() {
+            self.suspect = true;
+            return self.total;
+        }
+        self.suspect = false;
         if let Some((left, then)) = self.recovering {
             // Below the floor after a miss. A pass ends the recovery: the search goes on with
             // the rate it was about to try. A miss is what the overrun left behind, until the
@@ -249,17 +269,98 @@ impl RateSearch {
     }
 }
 
-/// How a measured window at a fixed rate went, for the sustainable-rate search.
+/// How the measured windows at fixed rates went, for the sustainable-rate search.
 #[derive(Clone, Copy, Debug)]
 pub struct Held {
-    /// The rate held (msg/s over all producers).
+    /// The rate of the window reported: the highest one held, else the last one tried (msg/s
+    /// over all producers).
     pub target: f64,
-    /// Windows measured (the first at the settled rate, each further one [`SETTLE_STEP`] lower).
+    /// Windows measured.
     pub attempts: u32,
-    /// The last window kept the latency bound, reached the rate and did not let the backlog
-    /// grow.
+    /// The reported window kept the latency bound, reached the rate and did not let the
+    /// backlog grow.
     pub sustained: bool,
     pub latency_bound_ms: f64,
+    /// The highest rate a window held (0: none), and the lowest one that did not.
+    highest_held: f64,
+    lowest_missed: Option<f64>,
+}
+
+/// A measured window of the hold, as [`Held::judge`] sees it.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    /// Acknowledged and consumed msg/s over the window.
+    published: f64,
+    read: f64,
+    /// Publish p99.9, milliseconds.
+    p999: f64,
+    /// Backlog (acknowledged, not consumed) at its start and end, messages.
+    backlog_before: f64,
+    backlog_after: f64,
+}
+
+impl Held {
+    fn new(target: f64, latency_bound_ms: f64) -> Held {
+        Held {
+            target,
+            attempts: 0,
+            sustained: false,
+            latency_bound_ms,
+            highest_held: 0.0,
+            lowest_missed: None,
+        }
+    }
+
+    /// Judge a window measured at `self.target`: it held if it reached the rate, kept the
+    /// latency bound and did not let the backlog grow. Returns whether it held, and the
+    /// next rate to measure (None: the hold is done; `target` and `sustained` are then the
+    /// highest rate held, or the last one tried when none held).
+    ///
+    /// While every window held, the next is [`SETTLE_RAISE`] higher. While none held, the
+    /// next is [`SETTLE_STEP`] lower than this one's target, or than what the window reached
+    /// when it fell short (a window far over the broker's rate would otherwise take many
+    /// steps), but not below half the target; what it reached is the publish rate when the
+    /// window overran (the backlog grew: its consumers fell behind to read from storage,
+    /// and their rate says little about reading at the tail; the next window starts after
+    /// the backlog drained), else the lower of the publish and read rates. Once one held and
+    /// one missed, the next is halfway between, until they are within
+    /// [`SETTLE_PRECISION`] of each other or [`SETTLE_ATTEMPTS`] windows were measured.
+    fn judge(&mut self, w: &Window) -> (bool, Option<f64>) {
+        self.attempts += 1;
+        let grew = w.backlog_after > w.backlog_before.max(SEARCH_BACKLOG_S * self.target) * 1.05;
+        let held = w.published >= 0.95 * self.target && w.p999 <= self.latency_bound_ms && !grew;
+        if held {
+            self.highest_held = self.highest_held.max(self.target);
+        } else {
+            self.lowest_missed = Some(
+                self.lowest_missed
+                    .map_or(self.target, |m| m.min(self.target)),
+            );
+        }
+        let next = match self.lowest_missed {
+            _ if self.attempts >= SETTLE_ATTEMPTS => None,
+            None => Some(self.target * (1.0 + SETTLE_RAISE)),
+            Some(_) if self.highest_held == 0.0 => {
+                let reached = if grew {
+                    w.published
+                } else {
+                    w.published.min(w.read)
+                };
+                Some((1.0 - SETTLE_STEP) * self.target.min(reached.max(0.5 * self.target)))
+            }
+            Some(missed) if missed <= self.highest_held * (1.0 + SETTLE_PRECISION) => None,
+            Some(missed) => Some((self.highest_held + missed) / 2.0),
+        };
+        match next {
+            Some(rate) => self.target = rate,
+            None if self.highest_held > 0.0 => {
+                self.target = self.highest_held;
+                self.sustained = true;
+            }
+            None => {}
+        }
+        (held, next)
+    }
 }
 
 /// One reporting interval.
@@ -669,13 +770,10 @@ async fn measure(
         s.set(rate);
         // The search's last probes may have left a backlog and full queues behind.
         settle!(rate);
-        held = Some(Held {
-            target: rate,
-            attempts: 0,
-            sustained: false,
-            latency_bound_ms: plan.latency_bound_ms,
-        });
+        held = Some(Held::new(rate, plan.latency_bound_ms));
     }
+    // The window reported: with a hold, the one at the highest rate held (else the last).
+    let mut windows = Vec::new();
     let (m0, m1, pub_h, e2e_h) = loop {
         stats.reset_totals();
         let m0 = Snapshot::take(&stats);
@@ -686,38 +784,42 @@ async fn measure(
         let (Some(h), Some(s)) = (held.as_mut(), searched.as_mut()) else {
             break (m0, m1, pub_h, e2e_h);
         };
-        h.attempts += 1;
         let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
-        let rate = (m1.acked - m0.acked) as f64 / secs;
-        let p999 = Percentiles::of(&pub_h).p999;
         let backlog = |m: &Snapshot| m.acked.saturating_sub(m.consumed) as f64;
-        let grew = backlog(&m1) > backlog(&m0).max(SEARCH_BACKLOG_S * h.target) * 1.05;
-        h.sustained = rate >= 0.95 * h.target && p999 <= h.latency_bound_ms && !grew;
-        if h.sustained || h.attempts >= SETTLE_ATTEMPTS {
-            println!(
-                "rate {:.0} msg/s {} (publish {rate:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg)",
-                h.target,
-                if h.sustained { "held" } else { "NOT held; giving up" },
-                backlog(&m0),
-                backlog(&m1)
-            );
-            break (m0, m1, pub_h, e2e_h);
-        }
-        // The next window is SETTLE_STEP lower than this one's target, or than what its
-        // producers and consumers reached when they fell short of it (a window far over the
-        // broker's rate would otherwise take many steps), but not below half the target.
-        let read = (m1.consumed - m0.consumed) as f64 / secs;
-        let next = (1.0 - SETTLE_STEP) * h.target.min(rate.min(read).max(0.5 * h.target));
+        let window = Window {
+            published: (m1.acked - m0.acked) as f64 / secs,
+            read: (m1.consumed - m0.consumed) as f64 / secs,
+            p999: Percentiles::of(&pub_h).p999,
+            backlog_before: backlog(&m0),
+            backlog_after: backlog(&m1),
+        };
+        let tried = h.target;
+        let (ok, next) = h.judge(&window);
         println!(
-            "rate {:.0} msg/s not held (publish {rate:.0} msg/s, read {read:.0} msg/s, p99.9 {p999:.2} ms, backlog {:.0} -> {:.0} msg); measuring again at {next:.0} msg/s",
-            h.target,
-            backlog(&m0),
-            backlog(&m1),
+            "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99.9 {:.2} ms, backlog {:.0} -> {:.0} msg){}",
+            if ok { "held" } else { "not held" },
+            window.published,
+            window.read,
+            window.p999,
+            window.backlog_before,
+            window.backlog_after,
+            match next {
+                Some(rate) => format!("; measuring at {rate:.0} msg/s"),
+                None if h.sustained => format!("; highest rate held: {:.0} msg/s", h.target),
+                None => "; none held, giving up".to_string(),
+            }
         );
-        h.target = next;
-        s.set(h.target);
-        // Let the backlog and queues of the missed window drain before measuring again.
-        settle!(h.target);
+        windows.push((tried, ok, (m0, m1, pub_h, e2e_h)));
+        let Some(rate) = next else {
+            let at = windows
+                .iter()
+                .position(|(rate, ok, _)| h.sustained && *ok && *rate == h.target)
+                .unwrap_or(windows.len() - 1);
+            break windows.swap_remove(at).2;
+        };
+        s.set(rate);
+        // Let the backlog and queues of the window drain before measuring again.
+        settle!(rate);
     };
     stop_producers.store(true, Ordering::Relaxed);
     while let Some(r) = producers.join_next().await {
@@ -837,6 +939,124 @@ mod tests {
         }
         assert!(
             settled[30..].iter().all(|r| *r > 300_000.0 && *r <= cap),
+            "{settled:?}"
+        );
+    }
+
+    fn window(published: f64, read: f64, p999: f64, backlog: (f64, f64)) -> Window {
+        Window {
+            published,
+            read,
+            p999,
+            backlog_before: backlog.0,
+            backlog_after: backlog.1,
+        }
+    }
+
+    /// Run the hold against a broker that holds `capacity` msg/s with a p99.9 within the
+    /// bound, whose windows past it miss (the latency), starting at `settled`. Returns the
+    /// rates tried and the hold's outcome.
+    fn hold(settled: f64, capacity: f64) -> (Vec<f64>, Held) {
+        let mut h = Held::new(settled, DEFAULT_LATENCY_BOUND_MS);
+        let mut tried = Vec::new();
+        loop {
+            let rate = h.target;
+            tried.push(rate.round());
+            // Past the capacity producers are held back: a little over it is acknowledged.
+            let (published, p999) = if rate <= capacity {
+                (rate, 40.0)
+            } else {
+                (rate.min(1.1 * capacity), 300.0)
+            };
+            let (ok, next) = h.judge(&window(published, published, p999, (0.0, 0.0)));
+            assert_eq!(ok, rate <= capacity);
+            if next.is_none() {
+                return (tried, h);
+            }
+        }
+    }
+
+    #[test]
+    fn hold_finds_the_highest_rate_a_window_holds_from_either_side() {
+        // From far below (the search missed on one bad second): up 25% a window, then
+        // halfway between, to within 5% (or the windows run out).
+        let (tried, h) = hold(200_000.0, 445_000.0);
+        assert_eq!(
+            tried,
+            [200_000.0, 250_000.0, 312_500.0, 390_625.0, 488_281.0, 439_453.0, 463_867.0]
+        );
+        assert!(h.sustained && h.target.round() == 439_453.0, "{h:?}");
+        // From above (a search a buffer fooled): down 5% a window, then between.
+        let (tried, h) = hold(500_000.0, 445_000.0);
+        assert_eq!(tried, [500_000.0, 465_025.0, 441_774.0, 453_399.0]);
+        assert!(h.sustained && h.target.round() == 441_774.0, "{h:?}");
+        // Wherever the search settled, runs end within 10% of each other.
+        let ends: Vec<f64> = [150_000.0, 250_000.0, 380_000.0, 450_000.0, 600_000.0]
+            .iter()
+            .map(|s| hold(*s, 445_000.0).1.target)
+            .collect();
+        let (lo, hi) = ends
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        assert!(hi <= 445_000.0 && hi / lo <= 1.1, "{ends:?}");
+        // Nothing held: the last window tried is reported, not held.
+        let (tried, h) = hold(400_000.0, 1_000.0);
+        assert_eq!(tried.len() as u32, SETTLE_ATTEMPTS);
+        assert!(
+            !h.sustained && h.target.round() == *tried.last().unwrap(),
+            "{h:?}"
+        );
+    }
+
+    #[test]
+    fn hold_steps_down_from_what_a_window_reached() {
+        let next = |target: f64, w: Window| Held::new(target, DEFAULT_LATENCY_BOUND_MS).judge(&w);
+        // Held: rate reached, p99.9 within the bound, backlog a second's worth at most.
+        let (ok, _) = next(
+            300_000.0,
+            window(299_000.0, 299_000.0, 40.0, (0.0, 200_000.0)),
+        );
+        assert!(ok);
+        // Only the latency missed: 5% lower.
+        let (ok, rate) = next(300_000.0, window(300_000.0, 300_000.0, 150.0, (0.0, 0.0)));
+        assert!(!ok);
+        assert_eq!(rate.map(f64::round), Some(285_000.0));
+        // Producers and consumers fell short without a growing backlog: 5% below the lower.
+        let (_, rate) = next(300_000.0, window(250_000.0, 240_000.0, 40.0, (0.0, 0.0)));
+        assert_eq!(rate.map(f64::round), Some(228_000.0));
+        // An overrun (the backlog grew by millions, consumers reading from storage at 180k):
+        // 5% below what was published, not below the consumers' rate.
+        let (_, rate) = next(
+            430_000.0,
+            window(300_000.0, 180_000.0, 2000.0, (10_000.0, 2_500_000.0)),
+        );
+        assert_eq!(rate.map(f64::round), Some(285_000.0));
+        // Never below half the target.
+        let (_, rate) = next(400_000.0, window(50_000.0, 50_000.0, 2000.0, (0.0, 0.0)));
+        assert_eq!(rate.map(f64::round), Some(190_000.0));
+    }
+
+    #[test]
+    fn one_slow_second_does_not_set_the_ceiling() {
+        // A broker that holds 400k with its latency within the bound, except for one second
+        // of a 300 ms p99.9 (a burst of segment deletions) at step 2, whatever the rate.
+        let cap = 400_000.0;
+        let mut s = RateSearch::new(
+            SEARCH_START_RATE,
+            Arc::new(AtomicU64::new(0)),
+            1.0,
+            DEFAULT_LATENCY_BOUND_MS,
+        );
+        let mut settled = Vec::new();
+        for i in 0..30 {
+            let published = s.total.min(cap);
+            let p999 = if i == 2 || s.total > cap { 300.0 } else { 5.0 };
+            let next = s.judge(1.0, published, published, 0.0, 0.0, p999);
+            s.set(next);
+            settled.push(s.settled());
+        }
+        assert!(
+            settled[12..].iter().all(|r| *r > 340_000.0 && *r <= cap),
             "{settled:?}"
         );
     }
