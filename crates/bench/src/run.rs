@@ -872,6 +872,16 @@ fn check_task(
 mod tests {
     use super::*;
 
+    /// A search from the start rate, one producer, the default latency bound.
+    fn search() -> RateSearch {
+        RateSearch::new(
+            SEARCH_START_RATE,
+            Arc::new(AtomicU64::new(0)),
+            1.0,
+            DEFAULT_LATENCY_BOUND_MS,
+        )
+    }
+
     /// Run the search against a simulated system for `steps` one-second steps; `capacity(i)`
     /// is what producers and consumers can do in step `i`. Returns the rate the search would
     /// settle on after each step.
@@ -883,12 +893,7 @@ mod tests {
     /// Throughput up to `capacity(step)`; publish p99 within the 100 ms bound up to
     /// `knee` x the capacity, far above it beyond.
     fn simulate_with_latency(steps: usize, capacity: impl Fn(usize) -> f64, knee: f64) -> Vec<f64> {
-        let mut s = RateSearch::new(
-            SEARCH_START_RATE,
-            Arc::new(AtomicU64::new(0)),
-            1.0,
-            DEFAULT_LATENCY_BOUND_MS,
-        );
+        let mut s = search();
         let mut backlog = 0.0f64;
         let mut settled = Vec::new();
         for i in 0..steps {
@@ -912,12 +917,7 @@ mod tests {
         // stalls (half the rate acknowledged, a p99.9 far past the bound) and leaves two
         // seconds of the same behind it (writes it queued), whatever the rate then.
         let cap = 400_000.0;
-        let mut s = RateSearch::new(
-            SEARCH_START_RATE,
-            Arc::new(AtomicU64::new(0)),
-            1.0,
-            DEFAULT_LATENCY_BOUND_MS,
-        );
+        let mut s = search();
         let mut slow_for = 0;
         let mut settled = Vec::new();
         for _ in 0..40 {
@@ -1041,12 +1041,7 @@ mod tests {
         // A broker that holds 400k with its latency within the bound, except for one second
         // of a 300 ms p99.9 (a burst of segment deletions) at step 2, whatever the rate.
         let cap = 400_000.0;
-        let mut s = RateSearch::new(
-            SEARCH_START_RATE,
-            Arc::new(AtomicU64::new(0)),
-            1.0,
-            DEFAULT_LATENCY_BOUND_MS,
-        );
+        let mut s = search();
         let mut settled = Vec::new();
         for i in 0..30 {
             let published = s.total.min(cap);

@@ -19,9 +19,9 @@
 //! waiting for its turn), until a pass brings it below, or for at most the request's own
 //! timeout. A pass keeps at most a sixteenth of the limit in flight and lowers the estimate
 //! as each log's writeback completes, so a held producer waits for the excess to be written,
-//! not for the whole pass. Producers that outrun the volume therefore see their latency rise with the
-//! amount queued, instead of every thread that writes being stopped for seconds in the
-//! kernel's dirty-page throttle once gigabytes of dirty pages have piled up.
+//! not for the whole pass. Producers that outrun the volume therefore see their latency rise
+//! with the amount queued, instead of every thread that writes being stopped for seconds in
+//! the kernel's dirty-page throttle once gigabytes of dirty pages have piled up.
 //!
 //! Why not leave it to the kernel: it starts writing only at its background threshold (10%
 //! of memory by default) or after 30 s, then queues gigabytes at once, and each `fdatasync`
