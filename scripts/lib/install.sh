@@ -31,7 +31,7 @@ install_venv() {
     log "creating $VENV"
     python3 -m venv "$VENV"
   fi
-  if [[ ! -f "$req_stamp" ]] || ! "$VENV/bin/python" -c 'import pytest, confluent_kafka, kafka, importlib.util as u, sys; sys.exit(u.find_spec("mfusepy") is None)' 2>/dev/null; then
+  if [[ ! -f "$req_stamp" ]] || ! "$VENV/bin/python" -c 'import pytest, xdist, confluent_kafka, kafka, importlib.util as u, sys; sys.exit(u.find_spec("mfusepy") is None)' 2>/dev/null; then
     log "installing Python test dependencies ($req)"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
     rm -f "$VENV"/.sluice-requirements-*

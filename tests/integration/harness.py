@@ -55,11 +55,34 @@ class HarnessError(AssertionError):
 # small utilities
 # --------------------------------------------------------------------------
 
+# Ports handed out by free_port: below Linux's default ephemeral range (32768-60999), so that
+# no client's outgoing connection takes one between free_port and the bind of whatever it was
+# for, and split between the pytest-xdist workers (scripts/test runs two), so that two workers
+# never hand out the same port. Within a slice, ports go round from a random start.
+PORT_RANGE = (20000, 32000)
+_port_cursor: Optional[int] = None
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago, from this process's slice of
+    PORT_RANGE (a bench/compare run by a test inherits its worker's slice)."""
+    global _port_cursor
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    span = (PORT_RANGE[1] - PORT_RANGE[0]) // max(workers, 1)
+    low = PORT_RANGE[0] + (int(worker) if worker.isdigit() else 0) % max(workers, 1) * span
+    if _port_cursor is None:
+        _port_cursor = int.from_bytes(os.urandom(2), "little")
+    for _ in range(span):
+        _port_cursor += 1
+        port = low + _port_cursor % span
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise HarnessError(f"no free port in {low}-{low + span - 1}")
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
