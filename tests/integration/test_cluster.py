@@ -280,7 +280,8 @@ def test_etcd_outage_stops_acknowledgements_and_service_resumes(broker_factory, 
     restarted_at = time.monotonic()
     etcd.start()
     # Requests already confirmed when etcd went away may still be answered for a moment.
-    during = [v for v, (_, _, t) in load.acked.items() if stopped_at + 1.0 < t < restarted_at]
+    # A copy: the producer's delivery callbacks add to load.acked from their own thread.
+    during = [v for v, (_, _, t) in list(load.acked.items()) if stopped_at + 1.0 < t < restarted_at]
     assert not during, f"{len(during)} records acknowledged while etcd was down, e.g. {during[:5]}"
     wait_all_led(bootstrap_of(brokers), topic, PARTITIONS, timeout=60)
 
