@@ -50,7 +50,7 @@ usage: sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT]
                          the warm-up, for the highest rate that producers reach with a
                          publish p99.9 within the latency bound and consumers keep up with,
                          then measure whole windows from that rate, up while they hold
-                         and down while they do not, up to seven; the window at the
+                         and down while they do not, up to nine; the window at the
                          highest rate held is reported)
   --latency-bound-ms MS  the publish p99.9 a sustainable rate must keep (default 100)
   --unthrottled          with rate 0: no search, producers send as fast as acknowledgements

@@ -43,13 +43,20 @@ pub struct Plan {
 pub const DEFAULT_LATENCY_BOUND_MS: f64 = 100.0;
 /// How many windows the hold measures at most ([`Held::judge`]): it looks for the highest
 /// rate a whole window holds, from the rate the search settled on, upwards while every
-/// window held and downwards while none did, then between the two.
-const SETTLE_ATTEMPTS: u32 = 7;
-/// How much lower the next window is after a miss while none has held (than the window's
-/// target, or than what it reached). It bounds how precisely a hold coming down finds the
-/// highest rate held: with 10% steps a run that held at the settled rate and a run whose
-/// first window stalled once landed a whole step, 10%, apart.
+/// window held and downwards while none did, then between the two. Seven were too few for a
+/// broker whose one-second steps pass at three times what a whole window holds (Kafka's
+/// search settled at 130k-232k msg/s, its windows held at most 65k): coming down 5% a window,
+/// none held.
+const SETTLE_ATTEMPTS: u32 = 9;
+/// How much lower the next window is after the first miss while none has held (than the
+/// window's target, or than what it reached); each further miss in a row doubles it, up to
+/// [`SETTLE_STEP_MAX`]. The first step bounds how precisely a hold coming down finds the
+/// highest rate held when the search settled close to it: with 10% steps a run that held at
+/// the settled rate and a run whose first window stalled once landed a whole step, 10%,
+/// apart; the bisection that follows the first window held makes up for the larger steps.
 const SETTLE_STEP: f64 = 0.05;
+/// Largest step down while none has held.
+const SETTLE_STEP_MAX: f64 = 0.4;
 /// How much higher the next window is while every window held: the search's one-second
 /// steps miss on one bad second, and then settle far below what a whole window holds (three
 /// runs of one broker settled at 200k and 585k msg/s).
@@ -329,7 +336,8 @@ impl Held {
     /// highest rate held, or the last one tried when none held).
     ///
     /// While every window held, the next is [`SETTLE_RAISE`] higher. While none held, the
-    /// next is [`SETTLE_STEP`] lower than this one's target, or than what the window reached
+    /// next is [`SETTLE_STEP`] lower (doubling with every miss in a row, up to
+    /// [`SETTLE_STEP_MAX`]) than this one's target, or than what the window reached
     /// when it fell short (a window far over the broker's rate would otherwise take many
     /// steps), but not below half the target; what it reached is the publish rate when the
     /// window overran (the backlog grew: its consumers fell behind to read from storage,
@@ -358,7 +366,9 @@ impl Held {
                 } else {
                     w.published.min(w.read)
                 };
-                Some((1.0 - SETTLE_STEP) * self.target.min(reached.max(0.5 * self.target)))
+                let doublings = (self.attempts - 1).min(4);
+                let step = (SETTLE_STEP * f64::from(1u32 << doublings)).min(SETTLE_STEP_MAX);
+                Some((1.0 - step) * self.target.min(reached.max(0.5 * self.target)))
             }
             Some(missed) if missed <= self.highest_held * (1.0 + SETTLE_PRECISION) => None,
             Some(missed) => Some((self.highest_held + missed) / 2.0),
@@ -763,19 +773,14 @@ async fn measure(
     // overrun, wait SETTLE_QUIET; then hold the rate for SETTLE_TIME, and say so when the
     // window still starts with a backlog.
     macro_rules! settle {
-        ($rate:expr, $overrun:expr) => {{
+        ($searched:expr, $rate:expr, $overrun:expr) => {{
+            let searched: &mut RateSearch = $searched;
             let rate: f64 = $rate;
             let overrun: bool = $overrun;
-            let set = |total: f64| {
-                per_producer.store(
-                    (total / f64::from(w.producer_count())).to_bits(),
-                    Ordering::Relaxed,
-                )
-            };
             let drained = |s: &Stats| backlog_now(s) <= SEARCH_BACKLOG_S * rate;
             if overrun || !drained(&stats) {
                 let (before, t0) = (backlog_now(&stats), Instant::now());
-                set(SETTLE_DRAIN_RATE * rate);
+                searched.set(SETTLE_DRAIN_RATE * rate);
                 phase!(
                     "settle",
                     t0 + SETTLE_DRAIN_MAX,
@@ -787,7 +792,7 @@ async fn measure(
                     t0.elapsed().as_secs_f64(),
                     backlog_now(&stats),
                 );
-                set(rate);
+                searched.set(rate);
             }
             phase!("settle", Instant::now() + SETTLE_TIME, false);
             if !drained(&stats) {
@@ -809,7 +814,7 @@ async fn measure(
         );
         s.set(rate);
         // The search's last probes may have left a backlog and full queues behind.
-        settle!(rate, true);
+        settle!(s, rate, true);
         held = Some(Held::new(rate, plan.latency_bound_ms));
     }
     // The window reported: with a hold, the one at the highest rate held (else the last).
@@ -859,7 +864,7 @@ async fn measure(
         };
         s.set(rate);
         // Let the backlog and queues of the window drain before measuring again.
-        settle!(rate, !ok);
+        settle!(s, rate, !ok);
     };
     stop_producers.store(true, Ordering::Relaxed);
     while let Some(r) = producers.join_next().await {
@@ -1023,12 +1028,18 @@ mod tests {
         let (tried, h) = hold(200_000.0, 445_000.0);
         assert_eq!(
             tried,
-            [200_000.0, 250_000.0, 312_500.0, 390_625.0, 488_281.0, 439_453.0, 463_867.0]
+            [
+                200_000.0, 250_000.0, 312_500.0, 390_625.0, 488_281.0, 439_453.0, 463_867.0,
+                451_660.0
+            ]
         );
         assert!(h.sustained && h.target.round() == 439_453.0, "{h:?}");
         // From above (a search a buffer fooled): down 5% a window, then between.
         let (tried, h) = hold(500_000.0, 445_000.0);
-        assert_eq!(tried, [500_000.0, 465_025.0, 441_774.0, 453_399.0]);
+        assert_eq!(
+            tried,
+            [500_000.0, 465_025.0, 418_523.0, 441_774.0, 453_399.0]
+        );
         assert!(h.sustained && h.target.round() == 441_774.0, "{h:?}");
         // Wherever the search settled, runs end within 10% of each other.
         let ends: Vec<f64> = [150_000.0, 250_000.0, 380_000.0, 450_000.0, 600_000.0]
@@ -1040,12 +1051,42 @@ mod tests {
             .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
         assert!(hi <= 445_000.0 && hi / lo <= 1.1, "{ends:?}");
         // Nothing held: the last window tried is reported, not held.
-        let (tried, h) = hold(400_000.0, 1_000.0);
+        let (tried, h) = hold(400_000.0, 10.0);
         assert_eq!(tried.len() as u32, SETTLE_ATTEMPTS);
         assert!(
             !h.sustained && h.target.round() == *tried.last().unwrap(),
             "{h:?}"
         );
+    }
+
+    #[test]
+    fn hold_comes_down_from_a_search_that_settled_far_too_high() {
+        // Kafka: one-second steps passed at 232k msg/s, whole windows reach any rate but
+        // keep the latency bound only up to the capacity. The steps down grow (5%, 10%,
+        // 20%, 40%) until a window holds, then the hold bisects.
+        for capacity in [40_000.0, 65_000.0, 100_000.0, 150_000.0] {
+            let mut h = Held::new(232_000.0, DEFAULT_LATENCY_BOUND_MS);
+            let mut tried = Vec::new();
+            loop {
+                let rate = h.target;
+                tried.push(rate.round());
+                let p999 = if rate <= capacity { 40.0 } else { 300.0 };
+                let (_, next) = h.judge(&window(rate, rate, p999, (0.0, 0.0)));
+                if next.is_none() {
+                    break;
+                }
+            }
+            assert!(
+                h.sustained && h.target <= capacity && h.target >= 0.9 * capacity,
+                "capacity {capacity}: {tried:?} -> {h:?}"
+            );
+            if capacity == 65_000.0 {
+                assert_eq!(
+                    tried[..5],
+                    [232_000.0, 220_400.0, 198_360.0, 158_688.0, 95_213.0]
+                );
+            }
+        }
     }
 
     #[test]
