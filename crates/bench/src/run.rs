@@ -1034,7 +1034,7 @@ mod tests {
             ]
         );
         assert!(h.sustained && h.target.round() == 439_453.0, "{h:?}");
-        // From above (a search a buffer fooled): down 5% a window, then between.
+        // From above (a search a buffer fooled): down 5%, then 10%, then between.
         let (tried, h) = hold(500_000.0, 445_000.0);
         assert_eq!(
             tried,
