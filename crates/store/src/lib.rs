@@ -404,6 +404,10 @@ pub struct Log {
     /// The next segment's files, made ahead of the roll (held while they are made; a roll
     /// only tries it, so it never waits for that).
     spare: Mutex<Option<segment::Spare>>,
+    /// A producer snapshot was written since the old ones were last removed: the next
+    /// [`Log::prepare_spare`] removes them, off the append path (removing a file can wait for
+    /// the volume: on ext4 without a journal, mounted `discard`, the unlink discards).
+    snapshots_unpruned: std::sync::atomic::AtomicBool,
     pending: Mutex<Vec<log::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,
@@ -692,9 +696,9 @@ impl Log {
 
     /// Make the files of the next segment ahead of its roll (`segment::Spare`) once the
     /// active segment is half full, so that the roll, on the append path, only renames them;
-    /// also removes producer snapshots past the newest kept. Blocking (it creates files); call
-    /// it off the async runtime, periodically. A no-op when a spare is ready, and on a
-    /// closed, deleted or failed log. A failure is logged: the roll then creates the files.
+    /// also removes producer snapshots past the newest kept once a roll wrote one. Blocking
+    /// (it creates and removes files); call it off the async runtime, periodically. A no-op
+    /// when a spare is ready, and on a closed, deleted or failed log. A failure is logged: the roll then creates the files.
     pub fn prepare_spare(&self) {
         self.prepare_spare_impl()
     }

@@ -1001,16 +1001,18 @@ impl Log {
         let Some(mut slot) = self.spare.try_lock() else {
             return;
         };
+        let dir = self.dir();
+        if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
+            if let Err(e) = crate::snapshots::prune(&dir) {
+                tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
+            }
+        }
         if slot.is_some() {
             return;
         }
         let half = self.config.read().segment_bytes / 2;
         if self.shared.read().active_size < half {
             return;
-        }
-        let dir = self.dir();
-        if let Err(e) = crate::snapshots::prune(&dir) {
-            tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
         }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -1047,6 +1049,8 @@ impl Log {
         if let Err(e) = written {
             tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot");
         }
+        // The old ones go in the next `prepare_spare`, off the append path.
+        self.snapshots_unpruned.store(true, Ordering::Release);
     }
 
     /// Kafka's onBecomeInactiveSegment / close: a final time index entry for the segment's max
@@ -1089,6 +1093,12 @@ impl Log {
         if let Some(active) = segs.last() {
             self.seal(&mut w, active)?;
             self.write_producer_snapshot(&w, leo, None);
+            // Closing is off the append path: the old snapshots go now.
+            if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
+                if let Err(e) = crate::snapshots::prune(&self.dir()) {
+                    tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
+                }
+            }
         }
         Ok(())
     }

@@ -11,8 +11,8 @@
 //! The files are written without fsync: a snapshot that a crash tore or lost fails its CRC or
 //! is missing, and the open falls back to an older one (or to the newest segments), replaying
 //! more. One above the log end (the log was cut back by recovery) is removed at open. Only the
-//! newest [`SNAPSHOTS_KEPT`] are kept (a roll leaves the pruning to the preparation of the next
-//! spare). No snapshot file is held open under its snapshot name (a spare's is closed before
+//! newest [`SNAPSHOTS_KEPT`] are kept (a roll leaves the removal of older ones to the periodic
+//! `Log::prepare_spare`, off the append path). No snapshot file is held open under its snapshot name (a spare's is closed before
 //! its rename), so removing one is safe on NFS.
 
 use std::io;
@@ -54,17 +54,15 @@ fn remove(dir: &Path, offset: i64) {
     }
 }
 
-/// Write the snapshot of `producers` as of `offset`, then remove all but the newest
-/// [`SNAPSHOTS_KEPT`].
+/// Write the snapshot of `producers` as of `offset`. Older snapshots are left for [`prune`],
+/// off the append path: removing a file can wait for the volume.
 pub(crate) fn write(dir: &Path, offset: i64, producers: &ProducerStates) -> io::Result<()> {
     let bytes = encode_snapshot(&producers.to_snapshot());
-    std::fs::write(snapshot_path(dir, offset), bytes)?;
-    prune(dir)
+    std::fs::write(snapshot_path(dir, offset), bytes)
 }
 
 /// As [`write`], into `file`, a spare's (`crate::segment::Spare`: created empty ahead of the
-/// roll, at `spare_path`), then renamed to the snapshot's name. Older snapshots are left for
-/// [`prune`], off the append path: removing a file can wait for the volume.
+/// roll, at `spare_path`), then renamed to the snapshot's name.
 pub(crate) fn write_spare(
     file: std::fs::File,
     spare_path: &Path,

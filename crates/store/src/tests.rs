@@ -945,6 +945,20 @@ fn idempotent_producer() {
     ));
 }
 
+/// Producer snapshot files in a partition directory.
+fn snapshot_count(pdir: &std::path::Path) -> usize {
+    std::fs::read_dir(pdir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".snapshot")
+        })
+        .count()
+}
+
 /// Issue 17's reading list: producer state rebuilt from the newest segments alone forgot a
 /// producer that had not written for two rolls, so after a crash its retry was appended again
 /// and its stale epoch was not fenced. The snapshot written at each roll keeps it.
@@ -961,20 +975,17 @@ fn producer_state_survives_rolls_and_a_crash() {
                 .unwrap();
         }
         assert!(log.segment_count() >= 4, "the appends rolled");
+        assert!(
+            snapshot_count(&d.path().join("topic-0")) > crate::snapshots::SNAPSHOTS_KEPT,
+            "a roll leaves the removal of old snapshots to the periodic check, off the append path"
+        );
+        log.prepare_spare();
         // No shutdown: a crash.
     }
-    let pdir = d.path().join("topic-0");
-    let snapshots = std::fs::read_dir(&pdir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".snapshot")
-        })
-        .count();
-    assert_eq!(snapshots, crate::snapshots::SNAPSHOTS_KEPT);
+    assert_eq!(
+        snapshot_count(&d.path().join("topic-0")),
+        crate::snapshots::SNAPSHOTS_KEPT
+    );
     let (_m, log) = unclean_reopen(d.path());
     let r = log
         .append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)

@@ -552,6 +552,7 @@ impl Log {
             epochs: Mutex::new(epochs),
             epoch_file: Mutex::new(()),
             spare: Mutex::new(None),
+            snapshots_unpruned: AtomicBool::new(true),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
