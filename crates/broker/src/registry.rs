@@ -79,6 +79,7 @@ pub(crate) fn log_config(c: &TopicConfig) -> LogConfig {
     LogConfig {
         segment_bytes: c.segment_bytes,
         segment_ms: c.segment_ms,
+        segment_jitter_ms: c.segment_jitter_ms,
         retention_ms: c.retention_ms,
         retention_bytes: c.retention_bytes,
         index_interval_bytes: c.index_interval_bytes,

@@ -11,6 +11,7 @@ pub(crate) fn log_config(flush_messages: i64, flush_ms: i64) -> LogConfig {
     LogConfig {
         segment_bytes: 1024 * 1024,
         segment_ms: i64::MAX,
+        segment_jitter_ms: 0,
         retention_ms: -1,
         retention_bytes: -1,
         index_interval_bytes: 4096,

@@ -86,6 +86,9 @@ pub struct LogConfig {
     pub segment_bytes: u64,
     /// `segment.ms`: roll when the active segment's first batch is older than this.
     pub segment_ms: i64,
+    /// `segment.jitter.ms`: each segment's time roll comes a share of this earlier (as
+    /// Kafka's, below `segment_ms`), so that partitions created together do not roll together.
+    pub segment_jitter_ms: i64,
     /// `retention.ms`; -1 = unlimited.
     pub retention_ms: i64,
     /// `retention.bytes` per partition; -1 = unlimited.

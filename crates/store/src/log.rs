@@ -930,7 +930,9 @@ impl Log {
         let max_ti = (cfg.segment_index_bytes as usize / TIME_INDEX_ENTRY_LEN).max(1);
         let reason = if active_size + append_bytes > cfg.segment_bytes {
             Some("size")
-        } else if now_ms.saturating_sub(rolling_ts) > cfg.segment_ms {
+        } else if now_ms.saturating_sub(rolling_ts)
+            > cfg.segment_ms - roll_jitter_ms(&self.tp, active.base_offset, cfg)
+        {
             Some("time")
         } else if n_oi + n_batches > max_oi || n_ti + n_batches + 1 > max_ti {
             Some("index full")
@@ -1952,4 +1954,18 @@ pub(crate) fn rebuild_walkback(
         }
     }
     Ok(out)
+}
+
+/// The segment's share of `segment.jitter.ms`: as Kafka's, below the smaller of it and
+/// `segment.ms`; a hash of the partition and the segment's base offset rather than a random
+/// draw, so that it is the same every time the segment is asked (and after a restart).
+fn roll_jitter_ms(tp: &TopicPartition, base_offset: i64, cfg: &LogConfig) -> i64 {
+    use std::hash::{Hash, Hasher};
+    let max = cfg.segment_jitter_ms.min(cfg.segment_ms);
+    if max <= 0 {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&tp.topic, tp.partition, base_offset).hash(&mut h);
+    (h.finish() % max as u64) as i64
 }

@@ -17,6 +17,7 @@ pub(crate) fn cfg() -> LogConfig {
     LogConfig {
         segment_bytes: 1024 * 1024,
         segment_ms: 7 * 24 * 3600 * 1000,
+        segment_jitter_ms: 0,
         retention_ms: -1,
         retention_bytes: -1,
         index_interval_bytes: 4096,
@@ -296,6 +297,40 @@ fn log_append_time() {
     assert_eq!(h.max_timestamp, NOW);
     assert_eq!(h.timestamp_type(), BatchTimestampType::LogAppendTime);
     assert_eq!(log.offset_for_timestamp(NOW).unwrap(), Some((0, NOW)));
+}
+
+/// `segment.jitter.ms`, as Kafka's: a segment rolls on time a share of the jitter before
+/// `segment.ms` (a different share per partition), never after it; without jitter, exactly
+/// at `segment.ms`.
+#[test]
+fn time_rolls_come_a_share_of_the_jitter_early() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let mut next = 0;
+    // Of 40 new partitions, how many a second append `wait` ms after the first rolled.
+    let mut rolled_after = |jitter_ms: i64, wait: i64| -> usize {
+        let c = LogConfig {
+            segment_ms: 10_000,
+            segment_jitter_ms: jitter_ms,
+            ..cfg()
+        };
+        (0..40)
+            .filter(|_| {
+                next += 1;
+                let log = m.open_log(&tp(next), topic_id(), c.clone(), 3).unwrap();
+                log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
+                    .unwrap();
+                log.append(batch(1, NOW + wait, "b"), AppendOrigin::Client, NOW + wait)
+                    .unwrap();
+                log.segment_count() == 2
+            })
+            .count()
+    };
+    assert_eq!(rolled_after(0, 9_000), 0);
+    assert_eq!(rolled_after(0, 10_001), 40);
+    let early = rolled_after(10_000, 5_000);
+    assert!((5..=35).contains(&early), "{early} of 40 rolled halfway");
+    assert_eq!(rolled_after(10_000, 10_001), 40);
 }
 
 #[test]
