@@ -701,7 +701,8 @@ impl Log {
     /// active segment is half full, so that the roll, on the append path, only renames them;
     /// also removes producer snapshots past the newest kept once a roll wrote one. Blocking
     /// (it creates and removes files); call it off the async runtime, periodically. A no-op
-    /// when a spare is ready, and on a closed, deleted or failed log. A failure is logged: the roll then creates the files.
+    /// when a spare is ready, and on a closed, deleted or failed log. A failure is logged: the
+    /// roll then creates the files.
     pub fn prepare_spare(&self) {
         self.prepare_spare_impl()
     }

@@ -12,8 +12,8 @@
 //! is missing, and the open falls back to an older one (or to the newest segments), replaying
 //! more. One above the log end (the log was cut back by recovery) is removed at open. Only the
 //! newest [`SNAPSHOTS_KEPT`] are kept (a roll leaves the removal of older ones to the periodic
-//! `Log::prepare_spare`, off the append path). No snapshot file is held open under its snapshot name (a spare's is closed before
-//! its rename), so removing one is safe on NFS.
+//! `Log::prepare_spare`, off the append path). No snapshot file is held open under its
+//! snapshot name (a spare's is closed before its rename), so removing one is safe on NFS.
 
 use std::io;
 use std::path::{Path, PathBuf};
