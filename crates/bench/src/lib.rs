@@ -50,8 +50,11 @@ usage: sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT]
                          the warm-up, for the highest rate that producers reach with a
                          publish p99.9 within the latency bound and consumers keep up with,
                          then measure whole windows from that rate, up while they hold
-                         and down while they do not, up to nine; the window at the
-                         highest rate held is reported)
+                         and down while they do not, up to nine rates; a window that
+                         missed on one stall only (reached the rate, at most a tenth of
+                         its seconds over the bound) is measured again and the second
+                         decides, up to three times; the window at the highest rate
+                         held is reported)
   --latency-bound-ms MS  the publish p99.9 a sustainable rate must keep (default 100)
   --unthrottled          with rate 0: no search, producers send as fast as acknowledgements
                          come back (the highest publish rate, consumers may fall behind)

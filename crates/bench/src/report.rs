@@ -52,6 +52,9 @@ pub fn json(o: &Outcome) -> String {
             "target_rate_msgs": num(h.target),
             "attempts": h.attempts,
             "sustained": h.sustained,
+            "remeasured": h.remeasured,
+            "missed_at_target": h.missed_at_target,
+            "max_at_target_ms": num(h.max_at_target_ms),
             "latency_bound_ms": num(h.latency_bound_ms),
         })
     });
