@@ -20,7 +20,7 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     out = tmp_path / "results"
     cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k,perf", "--repeat", "2",
            "--duration", "3", "--warmup", "1", "--perf-records", str(PERF_RECORDS), "--no-build",
-           "--disk-budget-gb", "0.5", "--sluice-config", "sluice.worker.threads=1",
+           "--disk-budget-gb", "0.5", "--volume-check-mb", "32", "--sluice-config", "sluice.worker.threads=1",
            "--kafka-config", "num.io.threads=2", "--out", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -58,6 +58,8 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
         assert len(runs) == 2
         for i, r in enumerate(runs, 1):
             assert "error" not in r, r
+            # The volume was checked before the run.
+            assert r["volume"]["write_mib_s"] > 0 and r["volume"]["append_sync_p99_ms"] > 0, r["volume"]
             assert r["publish_rate_msgs"] > 0 and r["publish_errors"] == 0, r
             assert r["broker_cpu_measured_s"] > 0 and r["broker_peak_rss_mb"] > 0, r
             assert 0 <= r["machine_steal_pct"] <= 100, r
