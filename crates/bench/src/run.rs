@@ -99,6 +99,14 @@ const SETTLE_QUIET: Duration = Duration::from_secs(5);
 
 /// First rate tried by the sustainable-rate search, msg/s over all producers.
 const SEARCH_START_RATE: f64 = 50_000.0;
+/// Steps at the start of the search, at [`SEARCH_PRIME_RATE`], that are not judged: a
+/// broker's first seconds of load are its start-up, not its capacity. Kafka's first two
+/// seconds at 15k msg/s had a publish p99.9 of 0.7 s and 0.3 s, then 4-50 ms (a JVM compiling
+/// its produce path); judged, they sent one search down to 900 msg/s, and its hold climbed
+/// back only to 5.4k where other runs held 33k-80k.
+const SEARCH_PRIME_STEPS: u32 = 5;
+/// The rate of those steps, msg/s over all producers.
+const SEARCH_PRIME_RATE: f64 = 10_000.0;
 /// How often the search adjusts the rate.
 const SEARCH_STEP: Duration = Duration::from_secs(1);
 /// Slowest rate the search goes down to.
@@ -120,7 +128,10 @@ const SEARCH_MIN_RATE: f64 = 1_000.0;
 /// failing the next rates tried and driving the search far below what the broker holds. A
 /// ceiling the rate keeps reaching is raised by [`SEARCH_PROBE`] (more with every pass in a
 /// row), so the search follows a broker that speeds up (a JVM after its warm-up) as well as
-/// one that slows down.
+/// one that slows down. It begins with [`SEARCH_PRIME_STEPS`] unjudged steps, and a miss
+/// without a floor to return to goes down to 90% of what was reached but never below half
+/// the rate: one stalled second (nothing acknowledged) would otherwise send it to the
+/// slowest rate.
 #[derive(Debug)]
 struct RateSearch {
     total: f64,
@@ -142,6 +153,9 @@ struct RateSearch {
     recovering: Option<(u32, f64)>,
     /// The last step missed the latency bound only, and is being tried again.
     suspect: bool,
+    /// Start-up steps left, not judged ([`SEARCH_PRIME_STEPS`]), and the rate after them.
+    priming: u32,
+    start: f64,
 }
 
 /// Steps below the floor after a missed step, at most, before the search goes on; the first
@@ -162,12 +176,12 @@ const SEARCH_BACKLOG_S: f64 = 1.0;
 const SEARCH_PROBE: f64 = 0.05;
 
 impl RateSearch {
-    /// A search starting at `total` msg/s over `producers` producers, each reading its share
-    /// from `per_producer` (f64 bits).
-    fn new(total: f64, per_producer: Arc<AtomicU64>, producers: f64, bound_ms: f64) -> RateSearch {
-        RateSearch {
+    /// A search over `producers` producers, each reading its share from `per_producer` (f64
+    /// bits), at the priming rate first and then from `start` msg/s.
+    fn new(start: f64, per_producer: Arc<AtomicU64>, producers: f64, bound_ms: f64) -> RateSearch {
+        let mut s = RateSearch {
             bound_ms,
-            total,
+            total: start,
             per_producer,
             producers,
             at: Instant::now(),
@@ -178,7 +192,11 @@ impl RateSearch {
             probes: 0,
             recovering: None,
             suspect: false,
-        }
+            priming: SEARCH_PRIME_STEPS,
+            start,
+        };
+        s.set(SEARCH_PRIME_RATE.min(start));
+        s
     }
 
     fn set(&mut self, total: f64) {
@@ -221,6 +239,17 @@ impl RateSearch {
         backlog: f64,
         p999_ms: f64,
     ) -> f64 {
+        if self.priming > 0 {
+            self.priming -= 1;
+            return if self.priming == 0 {
+                self.start
+            } else {
+                self.total
+            };
+        }
+        // Where a miss with no floor to return to goes: below what was reached, not below
+        // half the rate.
+        let restart = 0.9 * published.min(read).max(0.5 * self.total);
         let reached = published >= 0.95 * self.total && p999_ms <= self.bound_ms;
         // Above SEARCH_BACKLOG_S the backlog must shrink: consumers that only nearly keep up
         // would otherwise let it grow for the whole run.
@@ -255,7 +284,7 @@ impl RateSearch {
             self.floor = 0.0;
             self.probes = 0;
             self.ceiling = Some(self.ceiling.map_or(self.total, |c| c.min(self.total)));
-            return 0.9 * published.min(read);
+            return restart;
         }
         if !missed {
             if backlog > SEARCH_BACKLOG_S * self.total {
@@ -287,7 +316,7 @@ impl RateSearch {
         // No floor, or the floor itself missed (conditions changed): start below what was
         // reached.
         self.floor = 0.0;
-        0.9 * published.min(read)
+        restart
     }
 
     /// The rate to hold once the search ends: the highest that passed since conditions last
@@ -645,17 +674,13 @@ async fn measure(
     let mut consumers = JoinSet::new();
     let mut producers = JoinSet::new();
     let searching = w.producer_rate == 0.0 && !plan.unthrottled;
-    let first_rate = if searching {
-        SEARCH_START_RATE
-    } else {
-        w.producer_rate
-    };
     let per_producer = Arc::new(AtomicU64::new(
-        (first_rate / f64::from(w.producer_count())).to_bits(),
+        (w.producer_rate / f64::from(w.producer_count())).to_bits(),
     ));
+    // The search sets the producers' rate itself, from its priming rate on.
     let mut search = searching.then(|| {
         RateSearch::new(
-            first_rate,
+            SEARCH_START_RATE,
             per_producer.clone(),
             f64::from(w.producer_count()),
             plan.latency_bound_ms,
@@ -1263,13 +1288,60 @@ mod tests {
         let mut settled = Vec::new();
         for i in 0..30 {
             let published = s.total.min(cap);
-            let p999 = if i == 2 || s.total > cap { 300.0 } else { 5.0 };
+            let p999 = if i == SEARCH_PRIME_STEPS as usize + 2 || s.total > cap {
+                300.0
+            } else {
+                5.0
+            };
             let next = s.judge(1.0, published, published, 0.0, 0.0, p999);
             s.set(next);
             settled.push(s.settled());
         }
         assert!(
             settled[12..].iter().all(|r| *r > 340_000.0 && *r <= cap),
+            "{settled:?}"
+        );
+    }
+
+    #[test]
+    fn a_start_up_stall_neither_sets_a_ceiling_nor_sinks_the_search() {
+        // Kafka's first seconds of load: two seconds of a 0.7 s and 0.3 s p99.9 with little
+        // acknowledged, then 100k msg/s within the bound. The priming steps take them.
+        let cap = 100_000.0;
+        let run = |stalls: &[usize]| {
+            let mut s = search();
+            let mut tried = Vec::new();
+            let mut settled = Vec::new();
+            for i in 0..40 {
+                tried.push(s.total);
+                let stalled = stalls.contains(&i);
+                let published = if stalled { 0.1 } else { 1.0 } * s.total.min(cap);
+                let p999 = if stalled || s.total > cap { 700.0 } else { 5.0 };
+                let next = s.judge(1.0, published, published, 0.0, 0.0, p999);
+                s.set(next);
+                settled.push(s.settled());
+            }
+            (tried, settled)
+        };
+        let (tried, settled) = run(&[0, 1]);
+        let primed = SEARCH_PRIME_STEPS as usize;
+        assert!(
+            tried[..primed].iter().all(|r| *r == SEARCH_PRIME_RATE),
+            "{tried:?}"
+        );
+        assert_eq!(tried[primed], SEARCH_START_RATE);
+        assert!(
+            settled[30..].iter().all(|r| *r > 80_000.0 && *r <= cap),
+            "{settled:?}"
+        );
+        // The same two seconds once judged (right after the priming): each miss with
+        // little reached takes the rate down to 90% of half, not to the slowest rate (1k),
+        // and the search climbs back.
+        let (tried, settled) = run(&[primed, primed + 1]);
+        let lowest = tried[primed..].iter().copied().fold(f64::MAX, f64::min);
+        assert!(lowest >= 0.45 * 0.45 * SEARCH_START_RATE, "{tried:?}");
+        assert!(
+            settled[30..].iter().all(|r| *r > 80_000.0 && *r <= cap),
             "{settled:?}"
         );
     }
@@ -1298,8 +1370,9 @@ mod tests {
     #[test]
     fn search_comes_down_when_a_passed_rate_stops_holding() {
         // A first fast burst passes 4M; afterwards the system does 2M.
-        let t = simulate(40, |i| if i < 14 { 8_000_000.0 } else { 2_000_000.0 });
-        assert!(t[..14].iter().any(|r| *r >= 4_000_000.0), "{t:?}");
+        let burst = SEARCH_PRIME_STEPS as usize + 14;
+        let t = simulate(45, |i| if i < burst { 8_000_000.0 } else { 2_000_000.0 });
+        assert!(t[..burst].iter().any(|r| *r >= 4_000_000.0), "{t:?}");
         let last = &t[30..];
         assert!(
             last.iter().all(|r| *r < 2_400_000.0 && *r > 1_500_000.0),
