@@ -102,8 +102,9 @@ const SEARCH_START_RATE: f64 = 50_000.0;
 /// Steps at the start of the search, at [`SEARCH_PRIME_RATE`], that are not judged: a
 /// broker's first seconds of load are its start-up, not its capacity. Kafka's first two
 /// seconds at 15k msg/s had a publish p99.9 of 0.7 s and 0.3 s, then 4-50 ms (a JVM compiling
-/// its produce path); judged, they sent one search down to 900 msg/s, and its hold climbed
-/// back only to 5.4k where other runs held 33k-80k.
+/// its produce path). One Kafka search judged from its first second missed from then on and
+/// settled at 900 msg/s, and its hold climbed back only to 5.4k where other runs held
+/// 33k-80k (its per-second log is gone, so which seconds sank it is not known).
 const SEARCH_PRIME_STEPS: u32 = 5;
 /// The rate of those steps, msg/s over all producers.
 const SEARCH_PRIME_RATE: f64 = 10_000.0;
