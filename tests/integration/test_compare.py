@@ -20,7 +20,7 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     out = tmp_path / "results"
     cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k,perf", "--repeat", "2",
            "--duration", "3", "--warmup", "1", "--perf-records", str(PERF_RECORDS), "--no-build",
-           "--disk-budget-gb", "0.5", "--volume-check-mb", "32", "--sluice-config", "sluice.worker.threads=1",
+           "--disk-budget-gb", "0.5", "--volume-check-mb", "32", "--machine-check-s", "2", "--sluice-config", "sluice.worker.threads=1",
            "--kafka-config", "num.io.threads=2", "--out", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -60,6 +60,11 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
             assert "error" not in r, r
             # The volume was checked before the run.
             assert r["volume"]["write_mib_s"] > 0 and r["volume"]["append_sync_p99_ms"] > 0, r["volume"]
+            # And the machine's memory copy rate.
+            m = r["machine"]
+            for kind_ in ("dram", "cache"):
+                assert 0 < m[f"{kind_}_p10_gb_s"] <= m[f"{kind_}_median_gb_s"] <= m[f"{kind_}_p90_gb_s"], m
+                assert 0 < m[f"{kind_}_second_min_gb_s"] <= m[f"{kind_}_second_max_gb_s"], m
             assert r["publish_rate_msgs"] > 0 and r["publish_errors"] == 0, r
             assert r["broker_cpu_measured_s"] > 0 and r["broker_peak_rss_mb"] > 0, r
             assert 0 <= r["machine_steal_pct"] <= 100, r
@@ -85,6 +90,9 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     assert cells[2].startswith(f"{med['kafka']:,.1f} ("), row
     assert cells[4] == f"{med['sluice'] / med['kafka']:.2f}x", row
     assert "median (min-max)" in table
+    assert "| machine memory copy GB/s before the run (dram, median) |" in table, table
+    spread = next(line for line in table.splitlines() if line.startswith("- a10k: Sluice's 2 runs"))
+    assert re.search(r"the machine's memory copy rate before them [\d.]+ to [\d.]+ GB/s", spread), spread
 
 
 def test_a_run_stops_at_the_disk_floor_and_its_data_goes(tmp_path):

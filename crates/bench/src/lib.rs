@@ -15,6 +15,7 @@
 //! - [`producer`], [`consumer`]: the load.
 //! - [`stats`]: counters and HDR histograms.
 //! - [`timer`]: a sub-millisecond sleep for `linger.ms`.
+//! - [`machine`]: `sluice machine check`, the machine's memory copy rate over time.
 //! - [`run`]: the phases (warm-up, backlog build and drain, measurement) and reporting.
 //! - [`report`]: result files.
 
@@ -23,6 +24,7 @@ pub mod batch;
 pub mod client;
 pub mod config;
 pub mod consumer;
+pub mod machine;
 pub mod producer;
 pub mod report;
 pub mod run;

@@ -7,6 +7,9 @@
 //! `sluice volume check PATH` tells an operator what a mount will do to a log directory
 //! (silly rename, fsync latency, throughput); the logic is `sluice_store::volume`.
 //!
+//! `sluice machine check` samples how fast this machine copies memory (for telling a
+//! benchmark's spread from the machine's own); the logic is `sluice_bench::machine`.
+//!
 //! `sluice stats` (`stats.rs`) prints periodic statistics scraped from brokers' metrics
 //! listeners; `sluice size` (`size.rs`) is the sizing calculator; `sluice bench` is the
 //! `sluice-bench` crate.
@@ -43,6 +46,9 @@ enum Command {
     /// Check what a volume will do to a log directory.
     #[command(subcommand)]
     Volume(VolumeCommand),
+    /// Check how fast this machine copies memory, sampled over time.
+    #[command(subcommand)]
+    Machine(MachineCommand),
     /// Periodic statistics of running brokers, read from their metrics listeners.
     Stats(stats::StatsArgs),
     /// Sizing calculator: brokers and capacity for a produce rate, from the volume's throughput.
@@ -85,6 +91,18 @@ enum VolumeCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum MachineCommand {
+    /// Time a copy of a buffer larger than the caches and of one that fits in them, every
+    /// 100 ms, and print the rates' percentiles and how far they move from second to second
+    /// (a shared host's other tenants move them; steal time does not show it).
+    Check {
+        /// How long to sample, in seconds.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        seconds: u64,
+    },
+}
+
 fn parse_override(kv: &str) -> Result<(String, String), String> {
     let (k, v) = kv
         .split_once('=')
@@ -104,6 +122,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Volume(VolumeCommand::Check { path, size_mb }) => volume_check(path, size_mb),
+        Command::Machine(MachineCommand::Check { seconds }) => machine_check(seconds),
         Command::Stats(args) => stats::run(args),
         Command::Size(args) => size::run(args),
         Command::Bench { args } => sluice_bench::run(&args),
@@ -125,6 +144,14 @@ fn volume_check(path: PathBuf, size_mb: u64) -> Result<()> {
     let report = sluice_store::volume::check_volume(&path, opts)
         .with_context(|| format!("volume check of {}", path.display()))?;
     print!("{report}");
+    Ok(())
+}
+
+fn machine_check(seconds: u64) -> Result<()> {
+    use sluice_bench::machine;
+    let samples = machine::sample(Duration::from_secs(seconds), Duration::from_millis(100));
+    let summary = machine::summarize(&samples).context("no samples taken")?;
+    print!("{summary}");
     Ok(())
 }
 
