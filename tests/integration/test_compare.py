@@ -111,3 +111,47 @@ def test_a_run_stops_at_the_disk_floor_and_its_data_goes(tmp_path):
     assert 0 < summary["meta"]["disk_budget_gb"] < 1e6
     assert not (out / "data-a10k-sluice").exists()
     assert "| a10k | error | stopped: " in (out / "summary.md").read_text()
+
+
+def load_compare():
+    """bench/compare as a module (it has no .py suffix)."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("bench_compare", str(REPO_ROOT / "bench" / "compare"))
+    spec = importlib.util.spec_from_loader("bench_compare", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_the_windows_of_a_hold_run_one_kernel_sampler_at_a_time():
+    """The search's hold announces each of its windows with "measuring for": each window's
+    sampler of the kernel's counters replaces the last one's instead of running beside it (a
+    sampler left running per window loaded the machine the later windows measured), and none
+    runs after the result or after the client ended without one."""
+    import os
+    import threading
+
+    compare = load_compare()
+
+    def samplers() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "kernel-sampler" and t.is_alive())
+
+    assert samplers() == 0
+    marks = compare.WindowMarks(os.getpid())
+    for _ in range(3):
+        marks.on_line("measuring for 20 s")
+        assert samplers() == 1
+    import time
+    deadline = time.monotonic() + 10
+    while not marks.sampler.dirty and time.monotonic() < deadline:
+        time.sleep(0.02)
+    marks.on_line("result over 20.0 s")
+    assert samplers() == 0
+    counters = marks.marks["kernel_counters"]
+    assert counters["dirty_peak_mb"] is not None, counters
+    assert marks.marks["end"] >= marks.marks["start"]
+    marks.on_line("measuring for 20 s")
+    assert samplers() == 1
+    marks.close()
+    assert samplers() == 0
