@@ -5,14 +5,16 @@
 //! `bench/compare` runs this before every run, as it runs `sluice volume check`, so that a
 //! spread between runs can be told from the machine's own.
 //!
-//! Every `interval` one copy of a buffer larger than the caches (DRAM) and 128 copies of one
-//! that fits in them (cache) are timed; [`summarize`] is pure and unit-tested.
+//! Every `interval` one 32 MiB copy, whose source and destination overflow the caches (DRAM),
+//! and 128 copies of 256 KiB, in them (cache), are timed; [`summarize`] is pure and
+//! unit-tested.
 
 use std::fmt;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// Copied once per sample: larger than the last-level cache of the machines this runs on.
+/// Copied once per sample: source and destination together (64 MiB) are twice the
+/// last-level cache of the machines this runs on (32 MiB of L3 on their AMD EPYC).
 pub const DRAM_BYTES: usize = 32 << 20;
 /// Copied [`CACHE_COPIES`] times per sample: fits in a core's L2.
 pub const CACHE_BYTES: usize = 256 << 10;
@@ -92,36 +94,30 @@ pub fn summarize(samples: &[Sample]) -> Option<Summary> {
 }
 
 fn spread(samples: &[Sample], value: impl Fn(&Sample) -> f64) -> Spread {
-    let all: Vec<f64> = samples.iter().map(&value).collect();
-    let mut seconds: Vec<f64> = Vec::new();
-    let mut i = 0;
-    while i < samples.len() {
-        let second = samples[i].at_s.floor();
-        let j = samples[i..]
-            .iter()
-            .position(|s| s.at_s.floor() != second)
-            .map_or(samples.len(), |n| i + n);
-        seconds.push(quantile(samples[i..j].iter().map(&value).collect(), 0.5));
-        i = j;
-    }
-    let (second_min, second_max) = seconds
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+    let (second_min, second_max) = samples
+        .chunk_by(|a, b| a.at_s.floor() == b.at_s.floor())
+        .map(|second| {
+            let mut v: Vec<f64> = second.iter().map(&value).collect();
+            v.sort_by(f64::total_cmp);
+            quantile(&v, 0.5)
+        })
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
             (lo.min(x), hi.max(x))
         });
+    let mut all: Vec<f64> = samples.iter().map(&value).collect();
+    all.sort_by(f64::total_cmp);
     Spread {
-        median: quantile(all.clone(), 0.5),
-        p10: quantile(all.clone(), 0.1),
-        p90: quantile(all, 0.9),
+        median: quantile(&all, 0.5),
+        p10: quantile(&all, 0.1),
+        p90: quantile(&all, 0.9),
         second_min,
         second_max,
     }
 }
 
-/// The `q` quantile by nearest rank (the lower of two middle values for the median of an
-/// even count); `values` is not empty.
-fn quantile(mut values: Vec<f64>, q: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
+/// The `q` quantile of sorted, non-empty `values` by nearest rank (the lower of two middle
+/// values for the median of an even count).
+fn quantile(values: &[f64], q: f64) -> f64 {
     let rank = (q * (values.len() - 1) as f64).floor() as usize;
     values[rank]
 }

@@ -93,7 +93,7 @@ enum VolumeCommand {
 
 #[derive(Debug, Subcommand)]
 enum MachineCommand {
-    /// Time a copy of a buffer larger than the caches and of one that fits in them, every
+    /// Time a 32 MiB memory copy (more than the caches hold) and 256 KiB ones (in them), every
     /// 100 ms, and print the rates' percentiles and how far they move from second to second
     /// (a shared host's other tenants move them; steal time does not show it).
     Check {
