@@ -151,3 +151,65 @@ def test_writes_refused_for_space_keep_the_idempotent_producers_epoch(broker_fac
         if broker is not None:
             broker.kill()
         mount.stop()
+
+
+def test_a_failed_log_waits_for_its_volume_to_come_back(broker_factory, tmp_path, topic):
+    """The volume goes away under a running broker (the file system process dies, an export
+    is unmounted: the bare mount point is left). The partition's log fails at its next write,
+    and the broker does not re-open it on the empty mount point (which would serve an empty
+    log, from offset 0, where acknowledged records were): it keeps the partition offline and
+    says why, and once the volume is back it re-opens the log with everything that was
+    acknowledged."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("FUSE unavailable: no /dev/fuse")
+    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
+    mount = mount_faultfs(backing, mnt, log_path=tmp_path / "faultfs.log", stop_timeout=1.0)
+    broker = None
+    try:
+        broker = broker_factory(log_dir=mnt / "data")
+        harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
+        acked: dict = {}
+        errors: list = []
+
+        def on_delivery(err, msg):
+            if err is None:
+                acked[msg.value().decode()] = msg.offset()
+            else:
+                errors.append(str(err))
+
+        p = harness.producer(broker.bootstrap, **{"acks": "all", "enable.idempotence": True,
+                                                  "linger.ms": 0, "message.timeout.ms": 90000})
+        for i in range(50):
+            p.produce(topic, value=f"before-{i}".encode(), partition=0, on_delivery=on_delivery)
+        assert p.flush(60) == 0, "records still unacknowledged"
+        assert len(acked) == 50
+
+        mount.stop()  # the broker's files stay open on a dead mount; the mount point is bare
+        for i in range(20):
+            p.produce(topic, value=f"after-{i}".encode(), partition=0, on_delivery=on_delivery)
+            p.poll(0)
+        deadline = time.monotonic() + 30
+        while "refusing to re-open it empty" not in broker.log_text():
+            assert time.monotonic() < deadline, "no refused re-open in the broker log"
+            assert broker.running, "the broker exited"
+            p.poll(0.2)
+        assert len(acked) == 50, "a record was acknowledged while the volume was away"
+        assert not list(mnt.iterdir()), "the broker wrote into the bare mount point"
+
+        mount = mount_faultfs(backing, mnt, log_path=tmp_path / "faultfs2.log")
+        assert p.flush(90) == 0, "records still unacknowledged after the volume came back"
+        assert not errors, errors[:5]
+        assert len(acked) == 70
+        assert "re-opened a failed log" in broker.log_text(), "the log was not re-opened"
+
+        got: dict = {}
+        for m in harness.consume_partitions(broker.bootstrap, topic, [0], expected=len(acked)):
+            value = m.value().decode()
+            assert value not in got, f"{value} read twice"
+            got[value] = m.offset()
+        assert got == acked
+        assert [acked[f"before-{i}"] for i in range(50)] == list(range(50))
+    finally:
+        if broker is not None:
+            broker.kill()
+        mount.stop()

@@ -562,6 +562,14 @@ impl Inner {
         self.cleaner.abort_and_wait(tp);
         // Its spare files are closed before the open removes them.
         log.drop_spare();
+        // What the failed log made durable must still be there: a volume that went away
+        // (an unmounted export, a file system process that died) leaves the bare mount point,
+        // and opening on it would serve an empty log where acknowledged records were.
+        let durable = log.synced_offset();
+        if let Err(e) = self.storage_still_holds(&log, durable) {
+            self.reg.lock().logs.insert(tp.clone(), log);
+            return Err(e);
+        }
         let rp = log.recovery_point();
         if let Some(idx) = self.dir_index_of(tp) {
             let mut st = self.states[idx].lock();
@@ -585,6 +593,21 @@ impl Inner {
                     })
                 }
             });
+        let opened = opened.and_then(|new| {
+            if new.log_end_offset() >= durable {
+                return Ok(new);
+            }
+            self.reg.lock().logs.remove(tp);
+            new.mark_deleted();
+            Err(StoreError::Invalid {
+                path: new.dir().to_path_buf(),
+                reason: format!(
+                    "storage holds offsets up to {} but offsets up to {durable} were made durable: \
+                     refusing to serve less",
+                    new.log_end_offset()
+                ),
+            })
+        });
         match opened {
             Ok(new) => {
                 log.mark_deleted_locked();
@@ -597,6 +620,39 @@ impl Inner {
                 Err(e)
             }
         }
+    }
+
+    /// Checked before a failed log is re-opened, touching nothing: its log directory still has
+    /// its `meta.properties` (the volume is the one the log was on) and, if the log made
+    /// records durable (`durable` above its log start), the partition's directory is there.
+    fn storage_still_holds(&self, log: &Log, durable: i64) -> Result<(), StoreError> {
+        let Some(root) = self
+            .dir_index_of(log.topic_partition())
+            .map(|i| &self.dirs[i])
+        else {
+            return Ok(());
+        };
+        let gone = |path: &Path, what: &str| -> Result<(), StoreError> {
+            match std::fs::metadata(path) {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StoreError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "{what} is gone (an unmounted or replaced volume?) but offsets up to \
+                         {durable} of the failed log were made durable: refusing to re-open it empty"
+                    ),
+                }),
+                Err(source) => Err(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }),
+            }
+        };
+        gone(&root.join(META_PROPERTIES), "meta.properties")?;
+        if durable > log.log_start_offset() {
+            gone(&log.dir(), "the partition's directory")?;
+        }
+        Ok(())
     }
 
     /// Hand `tp` over to the broker that owns it next (cluster mode, a planned move): the log

@@ -1573,6 +1573,96 @@ fn a_failed_log_is_reopened_in_place() {
     assert_eq!(new.synced_offset(), new.log_end_offset());
 }
 
+/// A failed log whose volume went away (an unmounted export, a file system process that
+/// died: the bare mount point is left) is not re-opened empty: the re-open is refused and
+/// writes nothing there, the failed log stays, and once the volume is back a re-open finds
+/// everything that was made durable.
+#[test]
+fn a_failed_log_is_not_reopened_on_an_emptied_volume() {
+    let d = tempfile::tempdir().unwrap();
+    let vol = d.path().join("vol");
+    let away = d.path().join("away");
+    std::fs::create_dir(&vol).unwrap();
+    let c = LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    };
+    let m = open_mgr(&vol);
+    let log = open(&m, c.clone());
+    log.append(batch(3, NOW, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.sync_appended().unwrap();
+    assert_eq!(log.synced_offset(), 5);
+    log.faults.lock().flush_sync = true;
+    log.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(log.sync_appended().is_err());
+    let tp = log.topic_partition().clone();
+
+    std::fs::rename(&vol, &away).unwrap();
+    std::fs::create_dir(&vol).unwrap();
+    let refused = m.reopen_log(&tp, c.clone()).unwrap_err().to_string();
+    assert!(refused.contains("meta.properties"), "{refused}");
+    assert!(Arc::ptr_eq(&m.get(&tp).unwrap(), &log));
+    assert!(log.failure().is_some());
+    assert_eq!(std::fs::read_dir(&vol).unwrap().count(), 0);
+
+    // The volume's identity is there but the partition's directory is not.
+    std::fs::copy(away.join("meta.properties"), vol.join("meta.properties")).unwrap();
+    let refused = m.reopen_log(&tp, c.clone()).unwrap_err().to_string();
+    assert!(refused.contains("partition's directory"), "{refused}");
+    assert!(Arc::ptr_eq(&m.get(&tp).unwrap(), &log));
+    assert_eq!(std::fs::read_dir(&vol).unwrap().count(), 1);
+
+    // The volume comes back.
+    std::fs::remove_dir_all(&vol).unwrap();
+    std::fs::rename(&away, &vol).unwrap();
+    let new = m.reopen_log(&tp, c).unwrap().unwrap();
+    assert!(new.failure().is_none());
+    assert!(log.is_closed());
+    assert!(new.log_end_offset() >= 5);
+    assert_eq!(read_all(&new, 0)[..2], [(0, 2), (3, 4)]);
+}
+
+/// A re-open that finds less than the failed log made durable (a segment cut short behind
+/// the broker's back) is refused: the partition stays offline rather than serving fewer
+/// records than were acknowledged.
+#[test]
+fn a_reopen_finding_less_than_was_made_durable_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    };
+    let m = open_mgr(d.path());
+    let log = open(&m, c.clone());
+    log.append(batch(3, NOW, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.sync_appended().unwrap();
+    log.faults.lock().flush_sync = true;
+    log.append(batch(1, NOW, "b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(log.sync_appended().is_err());
+    let tp = log.topic_partition().clone();
+    for entry in std::fs::read_dir(log.dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+        }
+    }
+    let refused = m.reopen_log(&tp, c).unwrap_err().to_string();
+    assert!(refused.contains("made durable"), "{refused}");
+    assert!(Arc::ptr_eq(&m.get(&tp).unwrap(), &log));
+    assert!(log.failure().is_some());
+}
+
 /// Append `n` batches of 5 records, `a0`, `a1`, ...
 fn append_batches(log: &Log, n: usize) {
     for i in 0..n {
