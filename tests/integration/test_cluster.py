@@ -523,3 +523,81 @@ def test_replacement_with_the_dead_brokers_node_id_serves_at_once(broker_factory
     assert "ghost" not in harness.admin(bootstrap).list_topics(timeout=10).topics
     load.finish()
     check_all_readable(bootstrap, topic, load.acked)
+
+
+def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd, tmp_path, topic):
+    """A broker whose mount of the shared volume has gone (unmounted under it: it sees the bare
+    mount point) is given the partitions of a broker that died. It must not serve them empty
+    from offset 0, nor record a recovery point that forgets the acknowledged records: it
+    refuses the takeover, keeps the partitions offline and says why, and once the volume is
+    mounted again it takes them over with every acknowledged record."""
+    import shutil
+    import subprocess
+    from nfs_support import _is_mounted, _unmount
+
+    if shutil.which("bindfs") is None or not Path("/dev/fuse").exists():
+        pytest.skip("bindfs or FUSE unavailable (scripts/test installs bindfs)")
+    shared, mnt = tmp_path / "shared", tmp_path / "mount2"
+    shared.mkdir()
+    mnt.mkdir()
+
+    def mount():
+        r = subprocess.run(["bindfs", str(shared), str(mnt)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise harness.HarnessError(f"bindfs {shared} {mnt} failed: {r.stderr}")
+        harness.wait_until(lambda: _is_mounted(mnt), 10, f"bindfs mount at {mnt}")
+
+    mount()
+    try:
+        brokers = start_cluster(broker_factory, etcd, lambda node: shared if node == 1 else mnt, n=2,
+                                **{"sluice.cluster.balance.enable": "false"})
+        bootstrap = bootstrap_of(brokers)
+        harness.create_topic(bootstrap, topic, partitions=2)
+        before = wait_all_led(bootstrap, topic, 2)
+        theirs = [p for p, o in before.items() if o == 1]
+        assert theirs and len(theirs) < 2, before
+        acked: dict = {}
+        errors: list = []
+
+        def on_delivery(err, msg):
+            if err is None:
+                acked[msg.value().decode()] = (msg.partition(), msg.offset())
+            else:
+                errors.append(str(err))
+
+        p = harness.producer(bootstrap, **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                                           "message.timeout.ms": 90000,
+                                           "topic.metadata.refresh.interval.ms": 1000})
+        for i in range(200):
+            p.produce(topic, value=f"before-{i}".encode(), partition=i % 2, on_delivery=on_delivery)
+        assert p.flush(60) == 0 and len(acked) == 200, errors[:5]
+
+        _unmount(mnt)  # lazily: broker 2's open files still work; new paths find the bare dir
+        harness.wait_until(lambda: not _is_mounted(mnt), 10, "the mount gone")
+        brokers[0].kill()
+        survivor = brokers[1]
+        harness.wait_until(lambda: "is the volume mounted?" in survivor.log_text(), 60,
+                           "a refused takeover in the survivor's log")
+        for i in range(40):
+            p.produce(topic, value=f"after-{i}".encode(), partition=theirs[0], on_delivery=on_delivery)
+            p.poll(0)
+        time.sleep(2)
+        p.poll(0)
+        assert not any(v.startswith("after-") for v in acked), "acknowledged while its files were not there"
+        assert not any(mnt.glob(f"{topic}-*")), "the takeover created the partition in the bare mount point"
+        assert survivor.running, "the survivor exited"
+
+        mount()
+        assert p.flush(90) == 0, "records still unacknowledged after the volume came back"
+        assert not errors, errors[:5]
+        assert len(acked) == 240
+        after = sorted(o for v, (part, o) in acked.items() if v.startswith("after-"))
+        assert after == list(range(100, 140)), after[:5]
+        got: dict = {}
+        for m in harness.consume_partitions(survivor.bootstrap, topic, [0, 1], expected=len(acked), timeout=60):
+            value = m.value().decode()
+            assert value not in got, f"{value} read twice"
+            got[value] = (m.partition(), m.offset())
+        assert got == acked
+    finally:
+        _unmount(mnt)

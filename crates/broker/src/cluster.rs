@@ -37,6 +37,11 @@ use crate::{now_ms, Broker, OFFSETS_TOPIC, TXN_TOPIC};
 /// Most ownership changes the controller makes to balance load in one round.
 const BALANCE_MOVES_MAX: usize = 8;
 
+/// First wait before acquiring again a partition whose files could not be opened (at least
+/// the cluster poll), doubled at each failure up to [`ACQUIRE_RETRY_MAX`].
+const ACQUIRE_RETRY_MIN: Duration = Duration::from_millis(500);
+const ACQUIRE_RETRY_MAX: Duration = Duration::from_secs(30);
+
 /// This broker's view of its place in the cluster.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -51,6 +56,11 @@ pub(crate) struct Cluster {
     /// confirmed, so every further append would only add records that a client re-sending
     /// under a new producer epoch stores twice.
     unconfirmed: RwLock<HashSet<TopicPartition>>,
+    /// Partitions assigned to this broker whose files could not be opened (storage refuses,
+    /// or holds less than was recorded durable: a volume not mounted), with when to try
+    /// again and the wait after that (doubling up to [`ACQUIRE_RETRY_MAX`]): each try bumps
+    /// the partition's epoch in etcd and logs an error.
+    acquire_retry: Mutex<HashMap<TopicPartition, (Instant, Duration)>>,
     /// Set when etcd says the lease has expired: every partition is released and the broker
     /// registers anew.
     lease_lost: AtomicBool,
@@ -106,6 +116,7 @@ impl Cluster {
             held: RwLock::new(HashMap::new()),
             write_deadline: Mutex::new(Instant::now()),
             unconfirmed: RwLock::new(HashSet::new()),
+            acquire_retry: Mutex::new(HashMap::new()),
             lease_lost: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             reconcile_lock: Mutex::new(()),
@@ -542,6 +553,7 @@ impl Cluster {
         });
         match opened {
             Ok(log) => {
+                self.acquire_retry.lock().remove(&tp);
                 self.unconfirmed.write().remove(&tp);
                 self.held.write().insert(tp.clone(), record);
                 self.record_recovery_point(store, &log);
@@ -562,7 +574,18 @@ impl Cluster {
                 Some((record, log))
             }
             Err(e) => {
-                tracing::error!(?tp, "opening an acquired partition failed: {e}");
+                let mut retry = self.acquire_retry.lock();
+                let first = Duration::from_millis(self.settings.poll_ms).max(ACQUIRE_RETRY_MIN);
+                let wait = retry
+                    .get(&tp)
+                    .map_or(first, |(_, w)| (*w * 2).min(ACQUIRE_RETRY_MAX));
+                retry.insert(tp.clone(), (Instant::now() + wait, wait));
+                drop(retry);
+                tracing::error!(
+                    ?tp,
+                    retry_ms = wait.as_millis() as u64,
+                    "opening an acquired partition failed; it stays offline until a later attempt succeeds: {e}"
+                );
                 let _ = broker.logs.release_log(&tp);
                 None
             }
@@ -597,6 +620,12 @@ impl Cluster {
                 let record = view.owners.get(&(topic.name.clone(), p)).copied();
                 let held = self.held.read().get(&tp).copied();
                 let mine = usable && record.is_some_and(|r| r.owner.node == me);
+                if !mine {
+                    let mut retry = self.acquire_retry.lock();
+                    if !retry.is_empty() {
+                        retry.remove(&tp);
+                    }
+                }
                 // A planned move to a live broker: hand the partition over (files or not).
                 let moving = record
                     .and_then(|r| r.owner.to)
@@ -645,6 +674,17 @@ impl Cluster {
                                 logs.push(None);
                             }
                         }
+                    }
+                    (None, Some(_))
+                        if mine
+                            && self
+                                .acquire_retry
+                                .lock()
+                                .get(&tp)
+                                .is_some_and(|(at, _)| Instant::now() < *at) =>
+                    {
+                        // Its files could not be opened a moment ago: not yet again.
+                        logs.push(None);
                     }
                     (held, Some(r)) if mine => {
                         if held.is_some() {

@@ -421,6 +421,14 @@ impl Inner {
                 reason: format!("illegal topic partition {tp:?}"),
             });
         }
+        let name = format!("{}-{}", tp.topic, tp.partition);
+        // In shared dirs another broker may have created the partition after this one
+        // started: its files are where they are, whatever this broker would have chosen.
+        let found = if self.shared {
+            self.dirs.iter().position(|d| d.join(&name).is_dir())
+        } else {
+            None
+        };
         let (idx, clean) = {
             let mut reg = self.reg.lock();
             loop {
@@ -446,8 +454,11 @@ impl Inner {
                 self.opened.wait(&mut reg);
             }
             reg.opening.insert(tp.clone());
-            let idx = match reg.placement.get(tp) {
-                Some(&i) => i,
+            let idx = match reg.placement.get(tp).copied().or(found) {
+                Some(i) => {
+                    reg.placement.insert(tp.clone(), i);
+                    i
+                }
                 None => {
                     let mut counts = vec![0usize; self.dirs.len()];
                     for &i in reg.placement.values() {
@@ -474,7 +485,33 @@ impl Inner {
                     st.log_starts.get(tp).copied(),
                 )
             };
-            let dir = self.dirs[idx].join(format!("{}-{}", tp.topic, tp.partition));
+            let dir = self.dirs[idx].join(&name);
+            // A recovery point handed in (a takeover's, from its previous owner; a re-open's)
+            // says what storage held durably: opening finds it or refuses, rather than
+            // serve less (a shared volume not mounted leaves the bare mount point).
+            let required = recovery_point.filter(|&rp| rp > 0);
+            // A shared dir is checked at each open (an acquisition): a volume unmounted since
+            // the start leaves the bare mount point, where a partition would open empty even
+            // if its owner recorded no recovery point yet.
+            if self.shared && !self.dirs[idx].join(META_PROPERTIES).is_file() {
+                return Err(StoreError::Invalid {
+                    path: self.dirs[idx].clone(),
+                    reason: "no meta.properties in this shared log dir: refusing to open a \
+                             partition in it (is the volume mounted?)"
+                        .into(),
+                });
+            }
+            if let Some(rp) = required {
+                if !dir.is_dir() {
+                    return Err(StoreError::Invalid {
+                        path: dir,
+                        reason: format!(
+                            "no such partition directory, but offsets up to {rp} were made \
+                             durable: refusing to open it empty (is the volume mounted?)"
+                        ),
+                    });
+                }
+            }
             let log = Log::open(OpenParams {
                 dir,
                 tp: tp.clone(),
@@ -488,6 +525,17 @@ impl Inner {
                 del: self.del.clone(),
                 shared: self.shared,
             })?;
+            if let Some(rp) = required.filter(|&rp| log.log_end_offset() < rp) {
+                log.mark_deleted();
+                return Err(StoreError::Invalid {
+                    path: log.dir(),
+                    reason: format!(
+                        "storage holds offsets up to {} but offsets up to {rp} were made \
+                         durable: refusing to serve less",
+                        log.log_end_offset()
+                    ),
+                });
+            }
             Ok(Arc::new(log))
         })();
         let mut reg = self.reg.lock();

@@ -314,3 +314,101 @@ fn brokers_starting_together_on_a_fresh_dir_all_open() {
         );
     }
 }
+
+fn broker_of(dirs: &[&Path], node_id: i32) -> LogManager {
+    LogManager::open_sharing(
+        dirs.iter().map(|d| d.to_path_buf()).collect(),
+        MetaProperties {
+            node_id,
+            cluster_id: "shared-cluster-id-0000A".into(),
+        },
+        DeleteRetry::default(),
+        Sharing::Shared,
+    )
+    .unwrap()
+}
+
+/// A takeover on a broker whose shared volume is not mounted (it sees the bare mount point)
+/// is refused, creating no partition there: serving an empty log would lose every record
+/// the previous owner made durable, and recording its recovery point would forget them.
+#[test]
+fn a_takeover_on_a_volume_that_is_not_there_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bare = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    assert_eq!(rp, 3);
+
+    let b = broker(bare.path(), 2);
+    let refused = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("refusing to open it empty"), "{refused}");
+    assert!(b.get(&tp()).is_none());
+    assert!(!bare.path().join("t-0").exists());
+
+    // On the volume itself the takeover finds everything.
+    let c = broker(dir.path(), 3);
+    let new = c
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
+        .unwrap();
+    assert_eq!(batches(&new), vec![(0, "a-0")]);
+}
+
+/// A takeover whose files hold less than the previous owner recorded as durable (here the
+/// partition's directory is there but its files are not: a volume restored in part) is
+/// refused rather than served short.
+#[test]
+fn a_takeover_finding_less_than_was_recorded_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    assert_eq!(rp, 6);
+    for entry in std::fs::read_dir(dir.path().join("t-0")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let b = broker(dir.path(), 2);
+    let refused = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("refusing to serve less"), "{refused}");
+    assert!(b.get(&tp()).is_none());
+}
+
+/// With several shared log dirs, a partition another broker created after this one started
+/// is opened where its files are, not in the dir this broker would have picked for a new one.
+#[test]
+fn a_takeover_finds_the_partition_in_whichever_shared_dir_holds_it() {
+    let d0 = tempfile::tempdir().unwrap();
+    let d1 = tempfile::tempdir().unwrap();
+    let dirs = [d0.path(), d1.path()];
+    let a = broker_of(&dirs, 1);
+    let b = broker_of(&dirs, 2);
+    // b places a partition of its own in the first dir: its pick for a new one is the second.
+    let other = TopicPartition {
+        topic: "u".into(),
+        partition: 0,
+    };
+    b.open_log(&other, uuid::Uuid::from_u128(8), cfg(), 1)
+        .unwrap();
+    // a started before that partition existed: its pick is the first dir.
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    let held_in = |d: &Path| d.join("t-0").is_dir();
+    assert_eq!((held_in(d0.path()), held_in(d1.path())), (true, false));
+
+    let new = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
+        .unwrap();
+    assert_eq!(batches(&new), vec![(0, "a-0")]);
+    assert_eq!(new.dir(), d0.path().join("t-0"));
+    assert!(!held_in(d1.path()));
+}
