@@ -601,3 +601,26 @@ def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd,
         assert got == acked
     finally:
         _unmount(mnt)
+
+
+def test_a_broker_on_a_bare_mount_point_does_not_join(broker_factory, etcd, tmp_path, topic):
+    """A broker started where the shared volume is not mounted (an empty directory) must not
+    join the cluster: it would take partitions over and serve them empty. Its log dir's fresh
+    meta.properties has another directory.id than the one the cluster recorded in etcd, so it
+    stops at startup and says why; the cluster goes on serving."""
+    from cluster_support import cluster_overrides
+
+    shared, bare = tmp_path / "shared", tmp_path / "bare"
+    brokers = start_cluster(broker_factory, etcd, shared, n=1)
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=2)
+    wait_all_led(bootstrap, topic, 2)
+    bare.mkdir()
+    stray = broker_factory(overrides=cluster_overrides(etcd, 2, bare, "/sluice-test"), log_dir=bare,
+                           kind="sluice", name="node2", start=False)
+    with pytest.raises(harness.HarnessError):
+        stray.start(timeout=30)
+    assert "not the cluster's shared volume" in stray.log_text()
+    assert not any(bare.glob(f"{topic}-*"))
+    assert leaders(bootstrap, topic) == {0: 1, 1: 1}
+    assert [b.id for b in harness.admin(bootstrap).list_topics(timeout=10).brokers.values()] == [1]

@@ -29,7 +29,9 @@ pub(crate) fn meta_error_code(e: &sluice_meta::MetaError) -> i16 {
         MetaError::TopicExists(_) => ResponseError::TopicAlreadyExists.code(),
         MetaError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
         MetaError::InvalidPartitions { .. } => ResponseError::InvalidPartitions.code(),
-        MetaError::Io { .. } | MetaError::Parse { .. } => ResponseError::KafkaStorageError.code(),
+        MetaError::Io { .. } | MetaError::Parse { .. } | MetaError::WrongVolume(_) => {
+            ResponseError::KafkaStorageError.code()
+        }
         // etcd unreachable, or a record changed under a compare-and-swap: retriable.
         MetaError::Etcd(_) => ResponseError::RequestTimedOut.code(),
     }

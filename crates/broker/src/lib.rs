@@ -114,11 +114,12 @@ impl Response {
     }
 }
 
+/// Shown with its source (`{:#}` in the binary): the variants name only where it failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
-    #[error("metadata store: {0}")]
+    #[error("metadata store")]
     Meta(#[from] sluice_meta::MetaError),
-    #[error("log store: {0}")]
+    #[error("log store")]
     Store(#[from] sluice_store::StoreError),
     #[error("{0}")]
     Startup(String),
@@ -228,6 +229,16 @@ impl Broker {
             sharing,
         )?;
         if let Some(store) = meta.etcd() {
+            // Before anything is imported or acquired: these dirs are the cluster's volume
+            // (not a bare mount point, where the open above just wrote a fresh
+            // meta.properties).
+            let ids = logs.directory_ids()?;
+            match ids.iter().cloned().collect::<Option<Vec<String>>>() {
+                Some(ids) => store.check_volume(&ids)?,
+                None => tracing::warn!(
+                    "a log dir's meta.properties has no directory.id: the shared volume is not checked against the cluster's"
+                ),
+            }
             registry::import_into_cluster(store, &first, &logs)?;
         }
         let registry = registry::Registry::default();

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! P/cluster_id               the cluster id (created once)
+//! P/volume                   the shared log dirs' directory.ids, sorted, comma-separated (created once)
 //! P/brokers/<node>           {"host":..,"port":..}          under the broker's lease
 //! P/controller               "<node>"                       under the controller's lease
 //! P/topics/<topic>           {"id":..,"partitions":..,"configs":{..}}
@@ -238,6 +239,42 @@ impl EtcdStore {
 
     pub fn cluster_id(&self) -> String {
         self.cluster_id.clone()
+    }
+
+    /// Check that `directory_ids` (the `directory.id` of each of this broker's log dirs, from
+    /// their `meta.properties`) are the cluster's shared volume: the first broker to ask
+    /// records them; every later one must see the same set. A broker whose mount of the
+    /// volume is missing sees a bare mount point, where a fresh `meta.properties` (a new
+    /// directory id) was just written: it gets an error naming both sets.
+    pub fn check_volume(&self, directory_ids: &[String]) -> Result<(), MetaError> {
+        let mut ids = directory_ids.to_vec();
+        ids.sort();
+        let mine = ids.join(",");
+        let key = self.key("volume");
+        self.etcd
+            .txn(
+                &[Compare::CreateRevision(key.clone(), 0)],
+                &[Op::Put {
+                    key: key.clone(),
+                    value: mine.clone().into_bytes(),
+                    lease: 0,
+                }],
+                &[],
+            )
+            .map_err(etcd_err)?;
+        let recorded = self
+            .etcd
+            .get(&key)
+            .map_err(etcd_err)?
+            .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+            .unwrap_or_default();
+        if recorded == mine {
+            return Ok(());
+        }
+        Err(MetaError::WrongVolume(format!(
+            "these log dirs (directory.id {mine}) are not the cluster's shared volume \
+             (directory.id {recorded} recorded in etcd): is the volume mounted at every log dir?"
+        )))
     }
 
     pub fn node_id(&self) -> i32 {

@@ -48,6 +48,9 @@ pub enum MetaError {
     UnknownTopic(String),
     #[error("etcd: {0}")]
     Etcd(String),
+    /// The log dirs are not the cluster's shared volume ([`EtcdStore::check_volume`]).
+    #[error("{0}")]
+    WrongVolume(String),
     #[error("topic {topic} has {current} partitions; cannot change to {requested}")]
     InvalidPartitions {
         topic: String,

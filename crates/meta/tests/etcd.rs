@@ -230,3 +230,25 @@ fn a_watch_reports_changes_until_cancelled() {
         .run(&cancel, || panic!("watched after cancel"))
         .is_ok());
 }
+
+/// The first broker records its log dirs' directory ids as the cluster's volume; a broker
+/// with the same set (in any order) joins, one with another set (a bare mount point, where a
+/// fresh meta.properties was just written) is refused with both sets named.
+#[test]
+fn the_first_broker_records_the_volume_and_others_must_match() {
+    let etcd = start_etcd();
+    let a = store(&etcd, 1);
+    a.check_volume(&["dirB".into(), "dirA".into()]).unwrap();
+    a.check_volume(&["dirA".into(), "dirB".into()]).unwrap();
+    let b = store(&etcd, 2);
+    b.check_volume(&["dirA".into(), "dirB".into()]).unwrap();
+    let err = b
+        .check_volume(&["dirA".into(), "fresh".into()])
+        .unwrap_err();
+    assert!(matches!(err, MetaError::WrongVolume(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("dirA,fresh") && text.contains("dirA,dirB"),
+        "{text}"
+    );
+}

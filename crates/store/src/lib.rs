@@ -983,6 +983,15 @@ impl LogManager {
     pub fn dirs(&self) -> &[PathBuf] {
         &self.inner.dirs
     }
+    /// The `directory.id` of each log dir, from its `meta.properties` (None where the file,
+    /// written by an older Kafka, has none).
+    pub fn directory_ids(&self) -> Result<Vec<Option<String>>, StoreError> {
+        self.inner
+            .dirs
+            .iter()
+            .map(|d| manager::directory_id(d))
+            .collect()
+    }
     /// Release: flush and close, keep the data (ownership moves elsewhere).
     pub fn close_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.close_log(tp)

@@ -185,6 +185,16 @@ pub fn existing_cluster_id(dirs: &[PathBuf]) -> Option<String> {
     })
 }
 
+/// The `directory.id` recorded in `dir`'s `meta.properties`.
+pub(crate) fn directory_id(dir: &Path) -> Result<Option<String>, StoreError> {
+    let path = dir.join(META_PROPERTIES);
+    let text = std::fs::read_to_string(&path).map_err(|source| StoreError::Io { path, source })?;
+    Ok(parse_properties(&text)
+        .into_iter()
+        .find(|(k, _)| k == "directory.id")
+        .map(|(_, v)| v))
+}
+
 pub(crate) fn ensure_meta_properties(
     dir: &Path,
     meta: &MetaProperties,
