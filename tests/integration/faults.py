@@ -815,6 +815,11 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
     env = None
     result: dict = {"brokers": brokers, "seed": seed, "seconds": seconds, "workdir": str(workdir),
                     "binary": binary_stamp(), "git_head": git_head()}
+    # What the client library writes to fd 2 (librdkafka's assertion text before an abort) is
+    # kept in the workdir: pytest's capture file of a worker that died with it is lost.
+    saved_stderr = os.dup(2)
+    clients_stderr = os.open(workdir / "clients.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(clients_stderr, 2)
     try:
         env = Env(workdir, brokers, seed)
         wls = workloads_for(env.cluster, run_id, rate)
@@ -867,6 +872,9 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         result["violations"] = violations(result)
         return result
     finally:
+        os.dup2(saved_stderr, 2)
+        os.close(saved_stderr)
+        os.close(clients_stderr)
         if env is not None:
             for b in env.brokers:
                 # keep the errors and warnings of each broker in the result
