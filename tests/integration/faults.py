@@ -22,7 +22,8 @@ fsync fails; the broker re-opens the failed log from storage by itself, docs/rel
 ``enospc`` (faultfs fails writes for a while), ``disk-full`` (the hosts' data lives on a small
 ext4 volume on a loop device; a ballast file takes every free block for a while, so writes and
 the write-back of fsyncs fail with ENOSPC; skipped with a message where loop devices cannot be
-used), and in a cluster ``etcd-stop`` (etcd SIGTERMed and started
+used), ``unmount`` (the host's faultfs stopped under the running broker, its unsynced writes
+with it, then mounted again), and in a cluster ``etcd-stop`` (etcd SIGTERMed and started
 again) and ``etcd-cutoff`` (one broker's etcd connection, through a TCP proxy on 127.0.0.1,
 black-holed for longer than the lease). Then every fault is healed, producers flush, a final
 read takes everything, and History.check() reports.
@@ -62,7 +63,7 @@ WEDGED_PRODUCER_S = 60
 # librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
 QUIET = {"log_level": 2}
 
-SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc", "disk-full")
+SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc", "disk-full", "unmount")
 # the loop-device volume the hosts' data lives on (disk-full fills it)
 VOLUME_MB = int(os.environ.get("SLUICE_FAULTS_VOLUME_MB", "2048"))
 CLUSTER_FAULTS = SINGLE_FAULTS + ("etcd-stop", "etcd-cutoff")
@@ -770,6 +771,20 @@ class Nemesis:
                 "failed_fsyncs": after["fsyncs_failed_injected"] - before.get("fsyncs_failed_injected", 0),
                 "dropped_bytes": after["bytes_dropped"] - before.get("bytes_dropped", 0)}
 
+    def _unmount(self, h):
+        # the host's mount of the volume goes away under the running broker (its file system
+        # process ends, unsynced writes with it; an NFS export unmounted): the broker sees the
+        # bare mount point until it is mounted again, and must serve nothing less meanwhile
+        from faultfs import mount_faultfs
+        m = self.env.mounts[h]
+        before = m.stats()
+        m.stop_timeout = 1.0  # busy (the broker's open files): unmounted lazily after 1 s
+        m.stop()
+        d = self._dur()
+        time.sleep(d)
+        self.env.mounts[h] = mount_faultfs(m.backing, m.mountpoint, log_path=m.log_path)
+        return {"away_s": round(d, 1), "unsynced_bytes": before.get("pending_bytes", 0)}
+
     def _enospc(self, h):
         m = self.env.mounts[h]
         m.enospc(True)
@@ -973,6 +988,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=150, help="records/s per workload")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the full result here")
+    ap.add_argument("--kinds", default=None,
+                    help="comma-separated fault kinds (default: all of the mode's: "
+                         f"{','.join(CLUSTER_FAULTS)})")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 20)
 
@@ -980,7 +998,9 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    res = run(args.minutes * 60, brokers=args.brokers, seed=seed, workdir=args.workdir, rate=args.rate)
+    kinds = args.kinds.split(",") if args.kinds else None
+    res = run(args.minutes * 60, brokers=args.brokers, seed=seed, workdir=args.workdir, rate=args.rate,
+              kinds=kinds)
     out = args.json or Path(res["workdir"]) / "result.json"
     out.write_text(json.dumps(res, indent=1, default=str))
     print(table(res))

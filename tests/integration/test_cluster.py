@@ -576,7 +576,7 @@ def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd,
         harness.wait_until(lambda: not _is_mounted(mnt), 10, "the mount gone")
         brokers[0].kill()
         survivor = brokers[1]
-        harness.wait_until(lambda: "is the volume mounted?" in survivor.log_text(), 60,
+        harness.wait_until(lambda: "its volume is not mounted" in survivor.log_text(), 60,
                            "a refused takeover in the survivor's log")
         for i in range(40):
             p.produce(topic, value=f"after-{i}".encode(), partition=theirs[0], on_delivery=on_delivery)

@@ -189,7 +189,7 @@ def test_a_failed_log_waits_for_its_volume_to_come_back(broker_factory, tmp_path
             p.produce(topic, value=f"after-{i}".encode(), partition=0, on_delivery=on_delivery)
             p.poll(0)
         deadline = time.monotonic() + 30
-        while "refusing to re-open it empty" not in broker.log_text():
+        while "its volume is not mounted" not in broker.log_text():
             assert time.monotonic() < deadline, "no refused re-open in the broker log"
             assert broker.running, "the broker exited"
             p.poll(0.2)

@@ -607,6 +607,10 @@ impl Cluster {
         let me = broker.node_id;
         let usable =
             !self.stopping.load(Ordering::Acquire) && !self.lease_lost.load(Ordering::Acquire);
+        // Without the shared volume nothing is acquired (an acquisition bumps the epoch in
+        // etcd before it opens the files): held partitions stay held, and the first round
+        // after the volume is back acquires.
+        let volume_missing = broker.log_dir_volume_missing("partitions are taken over");
         for topic in view.topics.values() {
             let existing = broker.registry.get(&topic.name);
             let config = sluice_config::topic_config(&effective, &topic.configs);
@@ -677,13 +681,14 @@ impl Cluster {
                     }
                     (None, Some(_))
                         if mine
-                            && self
-                                .acquire_retry
-                                .lock()
-                                .get(&tp)
-                                .is_some_and(|(at, _)| Instant::now() < *at) =>
+                            && (volume_missing
+                                || self
+                                    .acquire_retry
+                                    .lock()
+                                    .get(&tp)
+                                    .is_some_and(|(at, _)| Instant::now() < *at)) =>
                     {
-                        // Its files could not be opened a moment ago: not yet again.
+                        // No volume, or its files could not be opened a moment ago: not yet.
                         logs.push(None);
                     }
                     (held, Some(r)) if mine => {

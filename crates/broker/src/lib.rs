@@ -156,6 +156,9 @@ pub struct Broker {
     metrics: Arc<sluice_metrics::Metrics>,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
     reopen_retry: parking_lot::Mutex<HashMap<sluice_store::TopicPartition, (Instant, Duration)>>,
+    /// When the broker last said that a log dir's volume is not there (said once every
+    /// [`VOLUME_MISSING_LOG_EVERY`] while it lasts).
+    volume_missing_logged: parking_lot::Mutex<Option<Instant>>,
     /// Carries requests to other brokers (set by the server at start).
     peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
     /// Consumer lag of partitions other brokers own, as the last scrape computed it.
@@ -168,6 +171,8 @@ pub struct Broker {
 
 /// Longest wait between two attempts to re-open a failed log (storage still refuses).
 const REOPEN_RETRY_MAX: Duration = Duration::from_secs(30);
+/// How often the broker repeats that a log dir's volume is not there.
+const VOLUME_MISSING_LOG_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
@@ -310,6 +315,7 @@ impl Broker {
             quotas: quotas::Quotas::new(&config.quotas),
             metrics,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
+            volume_missing_logged: parking_lot::Mutex::new(None),
             peers: std::sync::OnceLock::new(),
             remote_lag: parking_lot::Mutex::new(None),
             this: std::sync::OnceLock::new(),
@@ -681,6 +687,11 @@ impl Broker {
     /// without one (docs/reliability.md). In a cluster the recovered data is published once an
     /// ownership confirmation covers it.
     fn reopen_failed_logs(&self) {
+        if self.log_dir_volume_missing("failed logs are re-opened") {
+            // Nothing to re-open from until it is back: no attempt, no backoff growing, so the
+            // first check after it returns (within FLUSH_CHECK_INTERVAL) re-opens them.
+            return;
+        }
         for log in self.logs.logs() {
             let Some(failure) = log.failure() else {
                 continue;
@@ -748,6 +759,24 @@ impl Broker {
             }
             self.fetch_waiters.wake(&log);
         }
+    }
+
+    /// True while a log dir's `meta.properties` is gone (its volume is not mounted), said
+    /// in the log at most every [`VOLUME_MISSING_LOG_EVERY`], with what waits for it.
+    pub(crate) fn log_dir_volume_missing(&self, waiting: &str) -> bool {
+        let Some(dir) = self.logs.volume_missing() else {
+            *self.volume_missing_logged.lock() = None;
+            return false;
+        };
+        let mut logged = self.volume_missing_logged.lock();
+        if logged.is_none_or(|at| at.elapsed() >= VOLUME_MISSING_LOG_EVERY) {
+            *logged = Some(Instant::now());
+            tracing::error!(
+                dir = %dir.display(),
+                "the log dir has no meta.properties: its volume is not mounted (the bare mount point?); {waiting} once it is back"
+            );
+        }
+        true
     }
 
     /// Re-open the logs that failed, then flush every log whose `flush.ms` has passed since

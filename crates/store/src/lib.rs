@@ -983,6 +983,15 @@ impl LogManager {
     pub fn dirs(&self) -> &[PathBuf] {
         &self.inner.dirs
     }
+    /// The first log dir whose `meta.properties` is not there: a volume that is not mounted
+    /// (the bare mount point). Opens and re-opens wait while it is gone.
+    pub fn volume_missing(&self) -> Option<PathBuf> {
+        self.inner
+            .dirs
+            .iter()
+            .find(|d| !d.join(manager::META_PROPERTIES).is_file())
+            .cloned()
+    }
     /// The `directory.id` of each log dir, from its `meta.properties` (None where the file,
     /// written by an older Kafka, has none).
     pub fn directory_ids(&self) -> Result<Vec<Option<String>>, StoreError> {
