@@ -989,8 +989,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the full result here")
     ap.add_argument("--kinds", default=None,
-                    help="comma-separated fault kinds (default: all of the mode's: "
-                         f"{','.join(CLUSTER_FAULTS)})")
+                    help="comma-separated fault kinds (default: every kind of the mode; one broker: "
+                         f"{','.join(SINGLE_FAULTS)}; a cluster adds "
+                         f"{','.join(k for k in CLUSTER_FAULTS if k not in SINGLE_FAULTS)})")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 20)
 
@@ -999,6 +1000,9 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     kinds = args.kinds.split(",") if args.kinds else None
+    unknown = sorted(set(kinds or ()) - set(CLUSTER_FAULTS if args.brokers > 1 else SINGLE_FAULTS))
+    if unknown:
+        ap.error(f"unknown fault kinds for {args.brokers} broker(s): {','.join(unknown)}")
     res = run(args.minutes * 60, brokers=args.brokers, seed=seed, workdir=args.workdir, rate=args.rate,
               kinds=kinds)
     out = args.json or Path(res["workdir"]) / "result.json"
