@@ -624,3 +624,47 @@ def test_a_broker_on_a_bare_mount_point_does_not_join(broker_factory, etcd, tmp_
     assert not any(bare.glob(f"{topic}-*"))
     assert leaders(bootstrap, topic) == {0: 1, 1: 1}
     assert [b.id for b in harness.admin(bootstrap).list_topics(timeout=10).brokers.values()] == [1]
+
+
+def test_a_broker_whose_volume_goes_away_leaves_and_its_partitions_move(broker_factory, etcd, tmp_path, topic):
+    """One broker's mount of the shared volume goes away under load (its faultfs stops: the
+    bare mount point is left, unsynced writes lost) while the other still sees the volume. That
+    broker leaves the cluster, so its partitions move to the one that can serve them, with no
+    acknowledged record lost; when its mount is back it joins again."""
+    import sys
+    if not Path("/dev/fuse").exists():
+        pytest.skip("FUSE unavailable: no /dev/fuse")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the faultfs package
+    from faultfs import mount_faultfs
+    from cluster_support import live_brokers
+
+    shared, mnt = tmp_path / "shared", tmp_path / "mount2"
+    shared.mkdir()
+    mount = mount_faultfs(shared, mnt, log_path=tmp_path / "faultfs.log", stop_timeout=1.0)
+    try:
+        brokers = start_cluster(broker_factory, etcd, lambda node: shared if node == 1 else mnt, n=2,
+                                **{"sluice.cluster.balance.enable": "false"})
+        bootstrap = bootstrap_of(brokers)
+        harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
+        before = wait_all_led(bootstrap, topic, PARTITIONS)
+        theirs = [p for p, o in before.items() if o == 2]
+        assert theirs and len(theirs) < PARTITIONS, before
+        load = Load(bootstrap, topic).start()
+        time.sleep(2)
+        gone_at = time.monotonic()
+        mount.stop()
+        after = wait_all_led(bootstrap, topic, PARTITIONS, exclude=(2,), timeout=60)
+        assert set(after.values()) == {1}, after
+        assert "leaving the cluster while the shared volume is not mounted" in brokers[1].log_text()
+        time.sleep(2)
+        for p in theirs:
+            assert any(part == p and t > gone_at for (part, _, t) in list(load.acked.values())), \
+                f"nothing acknowledged on partition {p} after its broker's volume went away"
+        assert brokers[1].running, "the broker without its volume exited"
+
+        mount = mount_faultfs(shared, mnt, log_path=tmp_path / "faultfs2.log", stop_timeout=1.0)
+        harness.wait_until(lambda: live_brokers(bootstrap) == [1, 2], 30, "the broker back in the cluster")
+        load.finish()
+        check_all_readable(bootstrap, topic, load.acked)
+    finally:
+        mount.stop()

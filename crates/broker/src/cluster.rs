@@ -64,6 +64,10 @@ pub(crate) struct Cluster {
     /// Set when etcd says the lease has expired: every partition is released and the broker
     /// registers anew.
     lease_lost: AtomicBool,
+    /// Set while a log dir's volume is not there (`Broker::log_dir_volume_missing`): the
+    /// broker has left the cluster (its registration revoked, so its partitions go to brokers
+    /// that see the volume) and registers again once the volume is back.
+    volume_away: AtomicBool,
     /// Set by a controlled shutdown.
     stopping: AtomicBool,
     /// One reconciliation at a time (the cluster thread, or a topic change on a request).
@@ -118,6 +122,7 @@ impl Cluster {
             unconfirmed: RwLock::new(HashSet::new()),
             acquire_retry: Mutex::new(HashMap::new()),
             lease_lost: AtomicBool::new(false),
+            volume_away: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             reconcile_lock: Mutex::new(()),
             wakeup: Arc::new(Wakeup::default()),
@@ -605,8 +610,9 @@ impl Cluster {
         let view = view.as_ref();
         let effective = broker.take_up_dynamic_configs(&view.broker_configs);
         let me = broker.node_id;
-        let usable =
-            !self.stopping.load(Ordering::Acquire) && !self.lease_lost.load(Ordering::Acquire);
+        let usable = !self.stopping.load(Ordering::Acquire)
+            && !self.lease_lost.load(Ordering::Acquire)
+            && !self.volume_away.load(Ordering::Acquire);
         // Without the shared volume nothing is acquired (an acquisition bumps the epoch in
         // etcd before it opens the files): held partitions stay held, and the first round
         // after the volume is back acquires.
@@ -705,13 +711,22 @@ impl Cluster {
                         }
                     }
                     (Some(_), _) => {
-                        // Assigned elsewhere: stop appending at once, then let go.
+                        // Assigned elsewhere, or this broker cannot serve it now (leaving, a
+                        // lost lease): stop appending at once, then let go.
                         self.held.write().remove(&tp);
-                        tracing::info!(
-                            ?tp,
-                            new_owner = record.map_or(-1, |r| r.owner.node),
-                            "partition moved to another broker; releasing it"
-                        );
+                        let new_owner = record.map_or(-1, |r| r.owner.node);
+                        if new_owner == me {
+                            tracing::info!(
+                                ?tp,
+                                "letting go of a partition this broker cannot serve now"
+                            );
+                        } else {
+                            tracing::info!(
+                                ?tp,
+                                new_owner,
+                                "partition moved to another broker; releasing it"
+                            );
+                        }
                         self.release_files(broker, &tp, false);
                         logs.push(None);
                     }
@@ -744,7 +759,10 @@ impl Cluster {
     /// The controller's round: take the controller key if nobody holds it, and, holding it,
     /// assign partitions without a live owner and balance.
     fn control(&self, broker: &Broker, store: &EtcdStore, view: &ClusterView) {
-        if self.stopping.load(Ordering::Acquire) || self.lease_lost.load(Ordering::Acquire) {
+        if self.stopping.load(Ordering::Acquire)
+            || self.lease_lost.load(Ordering::Acquire)
+            || self.volume_away.load(Ordering::Acquire)
+        {
             return;
         }
         let rev = match view.controller {
@@ -840,7 +858,9 @@ fn lease_loop(weak: Weak<Broker>) {
             match store.keep_alive() {
                 Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
                 Ok(false) => {
-                    if !cluster.lease_lost.swap(true, Ordering::AcqRel) {
+                    if !cluster.lease_lost.swap(true, Ordering::AcqRel)
+                        && !cluster.volume_away.load(Ordering::Acquire)
+                    {
                         tracing::error!("the etcd lease expired: this broker lost its partitions; releasing them and registering again");
                     }
                 }
@@ -874,7 +894,21 @@ fn cluster_loop(weak: Weak<Broker>) {
         true,
         |cluster| Duration::from_millis(cluster.settings.poll_ms),
         |broker, cluster, store| {
-            if cluster.lease_lost.load(Ordering::Acquire) {
+            let away = broker.log_dir_volume_missing("the broker joins the cluster again");
+            if away && !cluster.volume_away.swap(true, Ordering::AcqRel) {
+                // Its partitions are served from files it cannot reach: leave, so that the
+                // controller gives them to brokers that can (the reconciliation below lets go
+                // of them here, writing nothing).
+                tracing::error!("leaving the cluster while the shared volume is not mounted");
+                if let Err(e) = store.deregister() {
+                    tracing::warn!("leaving the cluster failed (the lease expires instead): {e}");
+                }
+            }
+            if !away && cluster.volume_away.swap(false, Ordering::AcqRel) {
+                tracing::info!("the shared volume is back: joining the cluster again");
+                cluster.lease_lost.store(true, Ordering::Release);
+            }
+            if !away && cluster.lease_lost.load(Ordering::Acquire) {
                 cluster.release_all(broker);
                 if let Err(e) = cluster.register(broker, store) {
                     tracing::warn!("registering again failed: {e}");
