@@ -527,10 +527,11 @@ def test_replacement_with_the_dead_brokers_node_id_serves_at_once(broker_factory
 
 def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd, tmp_path, topic):
     """A broker whose mount of the shared volume has gone (unmounted under it: it sees the bare
-    mount point) is given the partitions of a broker that died. It must not serve them empty
-    from offset 0, nor record a recovery point that forgets the acknowledged records: it
-    refuses the takeover, keeps the partitions offline and says why, and once the volume is
-    mounted again it takes them over with every acknowledged record."""
+    mount point) is the only one left when the other dies. It must not serve the dead broker's
+    partitions empty from offset 0, nor record a recovery point that forgets the acknowledged
+    records: it takes nothing over (it has left the cluster until its volume is back), says
+    why, and once the volume is mounted again it joins and takes them over with every
+    acknowledged record."""
     import shutil
     import subprocess
     from nfs_support import _is_mounted, _unmount
