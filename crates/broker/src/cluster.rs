@@ -614,8 +614,8 @@ impl Cluster {
             && !self.lease_lost.load(Ordering::Acquire)
             && !self.volume_away.load(Ordering::Acquire);
         // Without the shared volume nothing is acquired (an acquisition bumps the epoch in
-        // etcd before it opens the files): held partitions stay held, and the first round
-        // after the volume is back acquires.
+        // etcd before it opens the files), also in a round that runs before the cluster
+        // thread has seen the volume go (and made the broker leave, `volume_away`).
         let volume_missing = broker.log_dir_volume_missing("partitions are taken over");
         for topic in view.topics.values() {
             let existing = broker.registry.get(&topic.name);
