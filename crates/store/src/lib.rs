@@ -971,8 +971,16 @@ impl LogManager {
         leader_epoch: i32,
         recovery_point: i64,
     ) -> Result<Arc<Log>, StoreError> {
-        self.inner
-            .open_log(tp, topic_id, config, leader_epoch, Some(recovery_point))
+        self.inner.open_log(
+            tp,
+            topic_id,
+            config,
+            leader_epoch,
+            Some(manager::Known {
+                recovery_point,
+                durable: recovery_point,
+            }),
+        )
     }
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
         self.inner.get(tp)

@@ -28,6 +28,17 @@ pub(crate) const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
 /// Kafka's KRaft metadata log topic; its directory is never ours.
 pub(crate) const METADATA_TOPIC: &str = "__cluster_metadata";
 
+/// What storage is known to hold of a log being opened: a takeover's recovery point recorded
+/// by the previous owner, or a failed log's being re-opened.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Known {
+    /// Where recovery starts: everything below it was durable when recorded.
+    pub(crate) recovery_point: i64,
+    /// The log must reach this offset (a re-open: what the failed log synced), or the open is
+    /// refused rather than serve less.
+    pub(crate) durable: i64,
+}
+
 #[derive(Debug)]
 pub(crate) struct DirState {
     /// The marker was present at open.
@@ -415,7 +426,7 @@ impl Inner {
         topic_id: uuid::Uuid,
         config: LogConfig,
         leader_epoch: i32,
-        recovery_point: Option<i64>,
+        known: Option<Known>,
     ) -> Result<Arc<Log>, StoreError> {
         let legal = !tp.topic.is_empty()
             && tp.topic.len() <= 249
@@ -491,33 +502,35 @@ impl Inner {
             let (rp, ls) = {
                 let st = self.states[idx].lock();
                 (
-                    recovery_point.or_else(|| st.recovery_points.get(tp).copied()),
+                    known
+                        .map(|k| k.recovery_point)
+                        .or_else(|| st.recovery_points.get(tp).copied()),
                     st.log_starts.get(tp).copied(),
                 )
             };
             let dir = self.dirs[idx].join(&name);
-            // A recovery point handed in (a takeover's, from its previous owner; a re-open's)
-            // says what storage held durably: opening finds it or refuses, rather than
-            // serve less (a shared volume not mounted leaves the bare mount point).
-            let required = recovery_point.filter(|&rp| rp > 0);
-            // A shared dir is checked at each open (an acquisition): a volume unmounted since
-            // the start leaves the bare mount point, where a partition would open empty even
-            // if its owner recorded no recovery point yet.
-            if self.shared && !self.dirs[idx].join(META_PROPERTIES).is_file() {
+            // What storage is known to hold (a takeover's recovery point, from the previous
+            // owner; a re-open's synced offset) is found, or the open refuses rather than
+            // serve less: a volume that went away (an unmounted export, a file system process
+            // that died) leaves the bare mount point, where the partition would open empty.
+            let required = known.map(|k| k.durable).filter(|&d| d > 0);
+            // The dir's identity is checked at each open in a shared dir (an acquisition: its
+            // previous owner may have recorded no recovery point yet) and at each re-open.
+            if (self.shared || known.is_some()) && !self.dirs[idx].join(META_PROPERTIES).is_file() {
                 return Err(StoreError::Invalid {
                     path: self.dirs[idx].clone(),
-                    reason: "no meta.properties in this shared log dir: refusing to open a \
-                             partition in it (is the volume mounted?)"
+                    reason: "no meta.properties in this log dir: refusing to open a partition \
+                             in it (is the volume mounted?)"
                         .into(),
                 });
             }
-            if let Some(rp) = required {
+            if let Some(durable) = required {
                 if !dir.is_dir() {
                     return Err(StoreError::Invalid {
                         path: dir,
                         reason: format!(
-                            "no such partition directory, but offsets up to {rp} were made \
-                             durable: refusing to open it empty (is the volume mounted?)"
+                            "the partition's directory is not there, but offsets up to {durable} \
+                             were made durable: refusing to open it empty (is the volume mounted?)"
                         ),
                     });
                 }
@@ -535,12 +548,12 @@ impl Inner {
                 del: self.del.clone(),
                 shared: self.shared,
             })?;
-            if let Some(rp) = required.filter(|&rp| log.log_end_offset() < rp) {
+            if let Some(durable) = required.filter(|&d| log.log_end_offset() < d) {
                 log.mark_deleted();
                 return Err(StoreError::Invalid {
                     path: log.dir(),
                     reason: format!(
-                        "storage holds offsets up to {} but offsets up to {rp} were made \
+                        "storage holds offsets up to {} but offsets up to {durable} were made \
                          durable: refusing to serve less",
                         log.log_end_offset()
                     ),
@@ -620,14 +633,6 @@ impl Inner {
         self.cleaner.abort_and_wait(tp);
         // Its spare files are closed before the open removes them.
         log.drop_spare();
-        // What the failed log made durable must still be there: a volume that went away
-        // (an unmounted export, a file system process that died) leaves the bare mount point,
-        // and opening on it would serve an empty log where acknowledged records were.
-        let durable = log.synced_offset();
-        if let Err(e) = self.storage_still_holds(&log, durable) {
-            self.reg.lock().logs.insert(tp.clone(), log);
-            return Err(e);
-        }
         let rp = log.recovery_point();
         if let Some(idx) = self.dir_index_of(tp) {
             let mut st = self.states[idx].lock();
@@ -635,11 +640,17 @@ impl Inner {
             st.log_starts.insert(tp.clone(), log.log_start_offset());
         }
         self.reg.lock().closed_clean.remove(tp);
+        // What the failed log made durable must be found: `open_log` refuses a volume that
+        // went away rather than open the partition empty on the bare mount point.
+        let known = Known {
+            recovery_point: rp,
+            durable: log.synced_offset(),
+        };
         // Appends go to a new segment: recovery may have cut the failed log's active segment
         // short, and positions in it that a reader of the failed log may still be sending
         // (its file regions are sent after the read) must not get other bytes.
         let opened = self
-            .open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(rp))
+            .open_log(tp, log.topic_id(), config, log.leader_epoch(), Some(known))
             .and_then(|new| match new.roll(now_ms()) {
                 Ok(()) => Ok(new),
                 Err(source) => {
@@ -651,21 +662,6 @@ impl Inner {
                     })
                 }
             });
-        let opened = opened.and_then(|new| {
-            if new.log_end_offset() >= durable {
-                return Ok(new);
-            }
-            self.reg.lock().logs.remove(tp);
-            new.mark_deleted();
-            Err(StoreError::Invalid {
-                path: new.dir().to_path_buf(),
-                reason: format!(
-                    "storage holds offsets up to {} but offsets up to {durable} were made durable: \
-                     refusing to serve less",
-                    new.log_end_offset()
-                ),
-            })
-        });
         match opened {
             Ok(new) => {
                 log.mark_deleted_locked();
@@ -678,39 +674,6 @@ impl Inner {
                 Err(e)
             }
         }
-    }
-
-    /// Checked before a failed log is re-opened, touching nothing: its log directory still has
-    /// its `meta.properties` (the volume is the one the log was on) and, if the log made
-    /// records durable (`durable` above its log start), the partition's directory is there.
-    fn storage_still_holds(&self, log: &Log, durable: i64) -> Result<(), StoreError> {
-        let Some(root) = self
-            .dir_index_of(log.topic_partition())
-            .map(|i| &self.dirs[i])
-        else {
-            return Ok(());
-        };
-        let gone = |path: &Path, what: &str| -> Result<(), StoreError> {
-            match std::fs::metadata(path) {
-                Ok(_) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StoreError::Invalid {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "{what} is gone (an unmounted or replaced volume?) but offsets up to \
-                         {durable} of the failed log were made durable: refusing to re-open it empty"
-                    ),
-                }),
-                Err(source) => Err(StoreError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                }),
-            }
-        };
-        gone(&root.join(META_PROPERTIES), "meta.properties")?;
-        if durable > log.log_start_offset() {
-            gone(&log.dir(), "the partition's directory")?;
-        }
-        Ok(())
     }
 
     /// Hand `tp` over to the broker that owns it next (cluster mode, a planned move): the log
