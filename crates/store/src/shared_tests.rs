@@ -36,6 +36,21 @@ fn open(m: &LogManager, epoch: i32) -> Arc<Log> {
         .unwrap()
 }
 
+/// Take the partition over under `epoch` at the recovery point its previous owner recorded.
+fn take_over(m: &LogManager, epoch: i32, rp: i64) -> Result<Arc<Log>, StoreError> {
+    m.open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), epoch, rp)
+}
+
+/// A planned move off `m`: the owner appends a batch per tag, then hands the partition over;
+/// returns the recovery point it recorded.
+fn append_and_hand_over(m: &LogManager, tags: &[&str]) -> i64 {
+    let old = open(m, 1);
+    for tag in tags {
+        old.append(batch(tag), AppendOrigin::Client, NOW).unwrap();
+    }
+    m.hand_over_log(&tp(), NOW).unwrap().unwrap()
+}
+
 fn batch(tag: &str) -> Bytes {
     let mut b = BatchBuilder::new();
     for i in 0..3 {
@@ -235,9 +250,7 @@ fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
     b.release_log(&tp()).unwrap();
 
     let c = broker(dir.path(), 3);
-    let log = c
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 3, rp)
-        .unwrap();
+    let log = take_over(&c, 3, rp).unwrap();
     assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
     assert_eq!(log.log_end_offset(), 9);
 }
@@ -261,9 +274,7 @@ fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
     assert_eq!(a.hand_over_log(&tp(), NOW).unwrap(), None);
 
     let b = broker(dir.path(), 2);
-    let new = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
-        .unwrap();
+    let new = take_over(&b, 2, rp).unwrap();
     assert_eq!(new.segment_count(), 2);
     assert_eq!(new.log_end_offset(), 6);
     new.roll(NOW).unwrap();
@@ -335,26 +346,18 @@ fn broker_of(dirs: &[&Path], node_id: i32) -> LogManager {
 fn a_takeover_on_a_volume_that_is_not_there_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let bare = tempfile::tempdir().unwrap();
-    let a = broker(dir.path(), 1);
-    let old = open(&a, 1);
-    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
-    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    let rp = append_and_hand_over(&broker(dir.path(), 1), &["a"]);
     assert_eq!(rp, 3);
 
     let b = broker(bare.path(), 2);
-    let refused = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
-        .unwrap_err()
-        .to_string();
+    let refused = take_over(&b, 2, rp).unwrap_err().to_string();
     assert!(refused.contains("refusing to open it empty"), "{refused}");
     assert!(b.get(&tp()).is_none());
     assert!(!bare.path().join("t-0").exists());
 
     // On the volume itself the takeover finds everything.
     let c = broker(dir.path(), 3);
-    let new = c
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
-        .unwrap();
+    let new = take_over(&c, 2, rp).unwrap();
     assert_eq!(batches(&new), vec![(0, "a-0")]);
 }
 
@@ -364,20 +367,13 @@ fn a_takeover_on_a_volume_that_is_not_there_is_refused() {
 #[test]
 fn a_takeover_finding_less_than_was_recorded_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let a = broker(dir.path(), 1);
-    let old = open(&a, 1);
-    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
-    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
-    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    let rp = append_and_hand_over(&broker(dir.path(), 1), &["a", "b"]);
     assert_eq!(rp, 6);
     for entry in std::fs::read_dir(dir.path().join("t-0")).unwrap() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
     let b = broker(dir.path(), 2);
-    let refused = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
-        .unwrap_err()
-        .to_string();
+    let refused = take_over(&b, 2, rp).unwrap_err().to_string();
     assert!(refused.contains("refusing to serve less"), "{refused}");
     assert!(b.get(&tp()).is_none());
 }
@@ -399,15 +395,11 @@ fn a_takeover_finds_the_partition_in_whichever_shared_dir_holds_it() {
     b.open_log(&other, uuid::Uuid::from_u128(8), cfg(), 1)
         .unwrap();
     // a started before that partition existed: its pick is the first dir.
-    let old = open(&a, 1);
-    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
-    let rp = a.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    let rp = append_and_hand_over(&a, &["a"]);
     let held_in = |d: &Path| d.join("t-0").is_dir();
     assert_eq!((held_in(d0.path()), held_in(d1.path())), (true, false));
 
-    let new = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, rp)
-        .unwrap();
+    let new = take_over(&b, 2, rp).unwrap();
     assert_eq!(batches(&new), vec![(0, "a-0")]);
     assert_eq!(new.dir(), d0.path().join("t-0"));
     assert!(!held_in(d1.path()));

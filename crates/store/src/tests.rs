@@ -1541,26 +1541,43 @@ fn failed_fsync_fails_the_log_until_reopened() {
     assert_eq!(log.synced_offset(), 4);
 }
 
+/// `flush.messages=1`: every batch is synced before it is acknowledged.
+fn synced_each() -> LogConfig {
+    LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    }
+}
+
+/// A log of `m` (with [`synced_each`]) that synced a batch of each `(records, tag)` in
+/// `synced`, then failed the fsync of one more, of `unsynced`.
+fn failed_log(m: &LogManager, synced: &[(usize, &str)], unsynced: (usize, &str)) -> Arc<Log> {
+    let log = open(m, synced_each());
+    for &(n, tag) in synced {
+        log.append(batch(n, NOW, tag), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.sync_appended().unwrap();
+    log.faults.lock().flush_sync = true;
+    log.append(
+        batch(unsynced.0, NOW, unsynced.1),
+        AppendOrigin::Client,
+        NOW,
+    )
+    .unwrap();
+    assert!(log.sync_appended().is_err());
+    log
+}
+
 /// A failed log is re-opened in place (what the broker does by itself): the new log recovers
 /// from storage and takes appends again; the failed one is closed.
 #[test]
 fn a_failed_log_is_reopened_in_place() {
     let d = tempfile::tempdir().unwrap();
-    let c = LogConfig {
-        flush_messages: 1,
-        ..cfg()
-    };
     let m = open_mgr(d.path());
-    let log = open(&m, c.clone());
-    log.append(batch(1, NOW, "a"), AppendOrigin::Client, NOW)
-        .unwrap();
-    log.sync_appended().unwrap();
-    log.faults.lock().flush_sync = true;
-    log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
-        .unwrap();
-    assert!(log.sync_appended().is_err());
+    let log = failed_log(&m, &[(1, "a")], (2, "b"));
     let tp = log.topic_partition().clone();
-    let new = m.reopen_log(&tp, c).unwrap().unwrap();
+    let new = m.reopen_log(&tp, synced_each()).unwrap().unwrap();
     assert!(new.failure().is_none());
     // Appends go to a new segment: nothing the failed log may have handed a reader as a file
     // region is rewritten with other bytes.
@@ -1583,22 +1600,10 @@ fn a_failed_log_is_not_reopened_on_an_emptied_volume() {
     let vol = d.path().join("vol");
     let away = d.path().join("away");
     std::fs::create_dir(&vol).unwrap();
-    let c = LogConfig {
-        flush_messages: 1,
-        ..cfg()
-    };
+    let c = synced_each();
     let m = open_mgr(&vol);
-    let log = open(&m, c.clone());
-    log.append(batch(3, NOW, "a"), AppendOrigin::Client, NOW)
-        .unwrap();
-    log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
-        .unwrap();
-    log.sync_appended().unwrap();
+    let log = failed_log(&m, &[(3, "a"), (2, "b")], (1, "c"));
     assert_eq!(log.synced_offset(), 5);
-    log.faults.lock().flush_sync = true;
-    log.append(batch(1, NOW, "c"), AppendOrigin::Client, NOW)
-        .unwrap();
-    assert!(log.sync_appended().is_err());
     let tp = log.topic_partition().clone();
 
     std::fs::rename(&vol, &away).unwrap();
@@ -1632,19 +1637,8 @@ fn a_failed_log_is_not_reopened_on_an_emptied_volume() {
 #[test]
 fn a_reopen_finding_less_than_was_made_durable_is_refused() {
     let d = tempfile::tempdir().unwrap();
-    let c = LogConfig {
-        flush_messages: 1,
-        ..cfg()
-    };
     let m = open_mgr(d.path());
-    let log = open(&m, c.clone());
-    log.append(batch(3, NOW, "a"), AppendOrigin::Client, NOW)
-        .unwrap();
-    log.sync_appended().unwrap();
-    log.faults.lock().flush_sync = true;
-    log.append(batch(1, NOW, "b"), AppendOrigin::Client, NOW)
-        .unwrap();
-    assert!(log.sync_appended().is_err());
+    let log = failed_log(&m, &[(3, "a")], (1, "b"));
     let tp = log.topic_partition().clone();
     for entry in std::fs::read_dir(log.dir()).unwrap() {
         let path = entry.unwrap().path();
@@ -1657,7 +1651,7 @@ fn a_reopen_finding_less_than_was_made_durable_is_refused() {
                 .unwrap();
         }
     }
-    let refused = m.reopen_log(&tp, c).unwrap_err().to_string();
+    let refused = m.reopen_log(&tp, synced_each()).unwrap_err().to_string();
     assert!(refused.contains("made durable"), "{refused}");
     assert!(Arc::ptr_eq(&m.get(&tp).unwrap(), &log));
     assert!(log.failure().is_some());
