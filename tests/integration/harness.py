@@ -742,6 +742,32 @@ def consumer(bootstrap: str, **conf):
     return Consumer(base)
 
 
+class Deliveries:
+    """A producer's delivery callback that keeps what was acknowledged (value -> (partition,
+    offset)) and the delivery errors."""
+
+    def __init__(self):
+        self.acked: dict = {}
+        self.errors: list = []
+
+    def __call__(self, err, msg):
+        if err is None:
+            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
+        else:
+            self.errors.append(str(err))
+
+
+def read_back(bootstrap: str, topic: str, partitions: Iterable[int], expected: int, timeout: float = 60) -> dict:
+    """Every record of ``partitions`` from the beginning: value -> (partition, offset), each value
+    read once (a value read twice fails)."""
+    got: dict = {}
+    for m in consume_partitions(bootstrap, topic, partitions, expected=expected, timeout=timeout):
+        value = m.value().decode()
+        assert value not in got, f"{value} read twice: at {got[value]} and {(m.partition(), m.offset())}"
+        got[value] = (m.partition(), m.offset())
+    return got
+
+
 def consume_partitions(bootstrap: str, topic: str, partitions: Iterable[int], expected: Optional[int] = None,
                        timeout: float = 60, start_offset: Optional[int] = None, keep: bool = True,
                        **conf) -> list:

@@ -557,14 +557,8 @@ def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd,
         before = wait_all_led(bootstrap, topic, 2)
         theirs = [p for p, o in before.items() if o == 1]
         assert theirs and len(theirs) < 2, before
-        acked: dict = {}
-        errors: list = []
-
-        def on_delivery(err, msg):
-            if err is None:
-                acked[msg.value().decode()] = (msg.partition(), msg.offset())
-            else:
-                errors.append(str(err))
+        on_delivery = harness.Deliveries()
+        acked, errors = on_delivery.acked, on_delivery.errors
 
         p = harness.producer(bootstrap, **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
                                            "message.timeout.ms": 90000,
@@ -594,12 +588,7 @@ def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd,
         assert len(acked) == 240
         after = sorted(o for v, (part, o) in acked.items() if v.startswith("after-"))
         assert after == list(range(100, 140)), after[:5]
-        got: dict = {}
-        for m in harness.consume_partitions(survivor.bootstrap, topic, [0, 1], expected=len(acked), timeout=60):
-            value = m.value().decode()
-            assert value not in got, f"{value} read twice"
-            got[value] = (m.partition(), m.offset())
-        assert got == acked
+        assert harness.read_back(survivor.bootstrap, topic, [0, 1], expected=len(acked), timeout=60) == acked
     finally:
         _unmount(mnt)
 

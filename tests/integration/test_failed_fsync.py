@@ -29,14 +29,8 @@ def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
         harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
-        acked: dict = {}
-        errors: list = []
-
-        def on_delivery(err, msg):
-            if err is None:
-                acked[msg.value().decode()] = msg.offset()
-            else:
-                errors.append(str(err))
+        on_delivery = harness.Deliveries()
+        acked, errors = on_delivery.acked, on_delivery.errors
 
         p = harness.producer(broker.bootstrap, **{"acks": "all", "enable.idempotence": True,
                                                   "linger.ms": 0, "message.timeout.ms": 60000})
@@ -61,12 +55,7 @@ def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
         assert broker.running, "the broker exited"
 
         # Read back: every acknowledged record once, at its acknowledged offset.
-        got: dict = {}
-        for m in harness.consume_partitions(broker.bootstrap, topic, [0], expected=len(acked)):
-            value = m.value().decode()
-            assert value not in got, f"{value} read twice"
-            got[value] = m.offset()
-        assert got == acked
+        assert harness.read_back(broker.bootstrap, topic, [0], expected=len(acked)) == acked
     finally:
         if broker is not None:
             broker.kill()
@@ -101,14 +90,8 @@ def test_writes_refused_for_space_keep_the_idempotent_producers_epoch(broker_fac
         logger.addHandler(Collect())
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
-        acked: dict = {}
-        errors: list = []
-
-        def on_delivery(err, msg):
-            if err is None:
-                acked[msg.value().decode()] = (msg.partition(), msg.offset())
-            else:
-                errors.append(str(err))
+        on_delivery = harness.Deliveries()
+        acked, errors = on_delivery.acked, on_delivery.errors
 
         p = harness.producer(broker.bootstrap, **{
             "acks": "all", "enable.idempotence": True, "linger.ms": 0,
@@ -141,12 +124,7 @@ def test_writes_refused_for_space_keep_the_idempotent_producers_epoch(broker_fac
         bumps = [line for line in eos_lines if "bump" in line.lower()]
         assert not bumps, f"the producer bumped its epoch: {bumps[:3]}"
 
-        got: dict = {}
-        for m in harness.consume_partitions(broker.bootstrap, topic, [0, 1], expected=len(acked)):
-            value = m.value().decode()
-            assert value not in got, f"{value} read twice"
-            got[value] = (m.partition(), m.offset())
-        assert got == acked
+        assert harness.read_back(broker.bootstrap, topic, [0, 1], expected=len(acked)) == acked
     finally:
         if broker is not None:
             broker.kill()
@@ -168,14 +146,8 @@ def test_a_failed_log_waits_for_its_volume_to_come_back(broker_factory, tmp_path
     try:
         broker = broker_factory(log_dir=mnt / "data")
         harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
-        acked: dict = {}
-        errors: list = []
-
-        def on_delivery(err, msg):
-            if err is None:
-                acked[msg.value().decode()] = msg.offset()
-            else:
-                errors.append(str(err))
+        on_delivery = harness.Deliveries()
+        acked, errors = on_delivery.acked, on_delivery.errors
 
         p = harness.producer(broker.bootstrap, **{"acks": "all", "enable.idempotence": True,
                                                   "linger.ms": 0, "message.timeout.ms": 90000})
@@ -202,13 +174,8 @@ def test_a_failed_log_waits_for_its_volume_to_come_back(broker_factory, tmp_path
         assert len(acked) == 70
         assert "re-opened a failed log" in broker.log_text(), "the log was not re-opened"
 
-        got: dict = {}
-        for m in harness.consume_partitions(broker.bootstrap, topic, [0], expected=len(acked)):
-            value = m.value().decode()
-            assert value not in got, f"{value} read twice"
-            got[value] = m.offset()
-        assert got == acked
-        assert [acked[f"before-{i}"] for i in range(50)] == list(range(50))
+        assert harness.read_back(broker.bootstrap, topic, [0], expected=len(acked)) == acked
+        assert [acked[f"before-{i}"] for i in range(50)] == [(0, o) for o in range(50)]
     finally:
         if broker is not None:
             broker.kill()
