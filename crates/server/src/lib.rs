@@ -404,6 +404,11 @@ async fn read_frame(
 /// costs fewer system calls.
 const SENDFILE_MIN_BYTES: u32 = 64 * 1024;
 
+/// Most bytes handed to one `sendfile`; the connection's task lets the runtime thread serve
+/// others between calls. On loopback, a call runs the reader's receive path too, and one of
+/// 650 KB was seen to hold a runtime thread for 31 ms while produce requests waited unread.
+const SENDFILE_CHUNK_BYTES: usize = 128 * 1024;
+
 /// Largest number of buffers handed to one vectored write (Linux's IOV_MAX is 1024).
 const MAX_IOVECS: usize = 1024;
 
@@ -466,7 +471,7 @@ async fn send_region(writer: &OwnedWriteHalf, region: &FileSlice) -> io::Result<
     let end = region.position + region.len as u64;
     while offset < end {
         stream.writable().await?;
-        let want = (end - offset) as usize;
+        let want = ((end - offset) as usize).min(SENDFILE_CHUNK_BYTES);
         let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
             rustix::fs::sendfile(stream, &*region.file, Some(&mut offset), want)
                 .map_err(io::Error::from)
@@ -480,7 +485,11 @@ async fn send_region(writer: &OwnedWriteHalf, region: &FileSlice) -> io::Result<
                     "segment file ended inside a fetched region",
                 ));
             }
-            Ok(_) => {}
+            Ok(_) => {
+                if offset < end {
+                    tokio::task::yield_now().await;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
