@@ -68,6 +68,9 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
             assert r["publish_rate_msgs"] > 0 and r["publish_errors"] == 0, r
             assert r["broker_cpu_measured_s"] > 0 and r["broker_peak_rss_mb"] > 0, r
             assert 0 <= r["machine_steal_pct"] <= 100, r
+            # What the volume did during the run: the data dir's block device was found.
+            d = r["device_run"]
+            assert d["write_mb_s"] >= 0 and 0 <= d["busy_pct"] <= 100 and "write_ms_per_request" in d, d
             assert (out / f"a10k-{kind}-{i}.json").is_file()
         perf = summary["results"]["perf"][kind]
         assert len(perf) == 2
@@ -91,6 +94,7 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     assert cells[4] == f"{med['sluice'] / med['kafka']:.2f}x", row
     assert "median (min-max)" in table
     assert "| machine memory copy GB/s before the run (dram, median) |" in table, table
+    assert "| volume busy % (whole run) |" in table, table
     spread = next(line for line in table.splitlines() if line.startswith("- a10k: Sluice's 2 runs"))
     assert re.search(r"the machine's memory copy rate before them [\d.]+ to [\d.]+ GB/s", spread), spread
 
@@ -138,7 +142,7 @@ def test_the_windows_of_a_hold_run_one_kernel_sampler_at_a_time():
         return sum(1 for t in threading.enumerate() if t.name == "kernel-sampler" and t.is_alive())
 
     assert samplers() == 0
-    marks = compare.WindowMarks(os.getpid())
+    marks = compare.WindowMarks(os.getpid(), REPO_ROOT)
     for _ in range(3):
         marks.on_line("measuring for 20 s")
         assert samplers() == 1
@@ -151,6 +155,8 @@ def test_the_windows_of_a_hold_run_one_kernel_sampler_at_a_time():
     counters = marks.marks["kernel_counters"]
     assert counters["dirty_peak_mb"] is not None, counters
     assert marks.marks["end"] >= marks.marks["start"]
+    # The volume's counters at both marks (this file's device is a listed block device).
+    assert marks.marks["device_start"] is not None and marks.marks["device_end"] is not None, marks.marks
     marks.on_line("measuring for 20 s")
     assert samplers() == 1
     marks.close()
