@@ -96,7 +96,9 @@ def test_compare_repeats_alternate_and_report_medians(tmp_path):
     assert "| machine memory copy GB/s before the run (dram, median) |" in table, table
     assert "| volume busy % (whole run) |" in table, table
     spread = next(line for line in table.splitlines() if line.startswith("- a10k: Sluice's 2 runs"))
-    assert re.search(r"the machine's memory copy rate before them [\d.]+ to [\d.]+ GB/s", spread), spread
+    assert re.search(r"\((\d+\.\d)% apart\); the volume's write rate before them [\d,]+ to [\d,]+ MiB/s "
+                     r"\(\d+\.\d% apart\); the volume's mean write request during them [\d.]+ to [\d.]+ ms "
+                     r"\(\d+\.\d% apart\); the machine's memory copy rate before them [\d.]+ to [\d.]+ GB/s", spread), spread
 
 
 def test_a_run_stops_at_the_disk_floor_and_its_data_goes(tmp_path):
