@@ -1,7 +1,8 @@
 """Page-cache drop-behind (sluice.log.cache.bytes): with a 16 MiB budget, ~200 MB produced to a
 2-partition topic leaves at most the budget (plus the drop step) of its segment files in the
 page cache, as util-linux fincore sees it, and every record still reads back intact from the
-beginning; with -1 (Kafka's behaviour) what was written stays cached."""
+beginning, read from the volume on blocking threads (the broker's cold-read counters say so);
+with -1 (Kafka's behaviour) what was written stays cached."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import harness
+from test_metrics import samples, value
 
 pytestmark = pytest.mark.sluice_only
 
@@ -121,7 +123,9 @@ def consume_and_check(bootstrap: str, topic: str, n: int, timeout: float = 300) 
 )
 def test_page_cache_drop_behind(broker_factory, topic, cache_bytes, records):
     fincore_bin()
-    broker = broker_factory(overrides={"sluice.log.cache.bytes": cache_bytes})
+    port = harness.free_port()
+    broker = broker_factory(overrides={"sluice.log.cache.bytes": cache_bytes,
+                                       "sluice.metrics.listener": f"127.0.0.1:{port}"})
     harness.create_topic(broker.bootstrap, topic, partitions=PARTITIONS,
                          config={"segment.bytes": str(SEGMENT_BYTES)})
     produce(broker.bootstrap, topic, records)
@@ -156,3 +160,16 @@ def test_page_cache_drop_behind(broker_factory, topic, cache_bytes, records):
         assert res >= PARTITIONS * share // 2, f"only {res} bytes resident; the tail should be kept"
 
     consume_and_check(broker.bootstrap, topic, records)
+    if cache_bytes >= 0:
+        # What was dropped was read from the volume off the runtime threads: fetches read
+        # again on a blocking thread, their regions read there too.
+        ss = samples(port)
+        cold = {n: value(ss, n) for n in ("sluice_fetch_cold_requests_total",
+                                          "sluice_fetch_cold_partition_reads_total",
+                                          "sluice_fetch_cold_bytes_total")}
+        print(f"cold reads: {cold}")
+        assert cold["sluice_fetch_cold_requests_total"] > 0, cold
+        assert cold["sluice_fetch_cold_partition_reads_total"] >= cold["sluice_fetch_cold_requests_total"], cold
+        # Not all of what was dropped: a cold read's readahead brings in what the next
+        # fetches read.
+        assert cold["sluice_fetch_cold_bytes_total"] > 0, cold

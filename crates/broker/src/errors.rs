@@ -20,6 +20,8 @@ pub(crate) fn read_error_code(e: &ReadError) -> i16 {
     match e {
         ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
         ReadError::Io { .. } => ResponseError::KafkaStorageError.code(),
+        // The fetch path reads again on a blocking thread instead; retriable if it ever got here.
+        ReadError::WouldBlock { .. } => ResponseError::KafkaStorageError.code(),
     }
 }
 

@@ -146,6 +146,8 @@ pub struct Broker {
     writeback: Arc<writeback::WriteBehind>,
     /// Long-polling fetches, woken by appends to the logs they watch.
     fetch_waiters: waiters::FetchWaiters,
+    /// Fetch reads that waited for the volume (on a blocking thread).
+    cold_reads: apis::fetch::ColdReads,
     sessions: sessions::FetchSessions,
     groups: groups::Groups,
     /// The transaction coordinator (`__transaction_state`).
@@ -309,6 +311,7 @@ impl Broker {
             cache: cache::DropBehind::new(&config),
             writeback: Arc::new(writeback::WriteBehind::new(&config)),
             fetch_waiters: waiters::FetchWaiters::default(),
+            cold_reads: apis::fetch::ColdReads::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
             txns: txns::Txns::new(&config),
@@ -829,6 +832,17 @@ impl Broker {
     /// What the page-cache drop-behind did since start-up, for metrics.
     pub fn page_cache_drops(&self) -> CacheDropTotals {
         self.cache.totals()
+    }
+
+    /// Fetch reads that waited for the volume since start-up: (fetch requests read on a
+    /// blocking thread, partition reads among them that waited, their bytes).
+    pub fn cold_reads(&self) -> (u64, u64, u64) {
+        let c = &self.cold_reads;
+        (
+            c.fetches.load(std::sync::atomic::Ordering::Relaxed),
+            c.partitions.load(std::sync::atomic::Ordering::Relaxed),
+            c.bytes.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// What the write-behind did since start-up, for metrics.

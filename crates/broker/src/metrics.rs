@@ -15,7 +15,7 @@ use kafka_protocol::messages::ResponseKind;
 use sluice_format::{BatchHeader, BatchTimestampType, HEADER_LEN};
 use sluice_metrics::exposition::{Exposition, Kind};
 use sluice_metrics::{names, Metrics};
-use sluice_store::{FileSlice, Log};
+use sluice_store::Log;
 
 use crate::{now_ms, Broker, Response, OFFSETS_TOPIC};
 
@@ -561,6 +561,25 @@ impl Broker {
             "Drop-behind attempts that failed.",
             c.errors as f64,
         );
+        let (fetches, partitions, bytes) = self.cold_reads();
+        e.single(
+            names::FETCH_COLD_REQUESTS,
+            Kind::Counter,
+            "Fetch requests read on a blocking thread because some partition's data was not in the page cache.",
+            fetches as f64,
+        );
+        e.single(
+            names::FETCH_COLD_PARTITIONS,
+            Kind::Counter,
+            "Partition reads of fetches that waited for the volume (and brought their data into the page cache on a blocking thread).",
+            partitions as f64,
+        );
+        e.single(
+            names::FETCH_COLD_BYTES,
+            Kind::Counter,
+            "Bytes those partition reads returned.",
+            bytes as f64,
+        );
         let w = self.writeback_totals();
         e.single(
             names::WRITEBACK_BYTES,
@@ -634,13 +653,7 @@ fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
     /// batch header, and at most this, per group and lagging partition).
     const WHOLE_BATCH_MAX: usize = 256 << 10;
     let slice = log.read(offset, 1, true).ok()?.slice?;
-    let head = FileSlice {
-        file: slice.file.clone(),
-        position: slice.position,
-        len: (HEADER_LEN as u32).min(slice.len),
-    }
-    .read_bytes()
-    .ok()?;
+    let head = slice.read_range(0, HEADER_LEN as u32).ok()?;
     let h = BatchHeader::parse(&head).ok()?;
     if h.timestamp_type() == BatchTimestampType::LogAppendTime
         || offset <= h.base_offset
@@ -649,13 +662,7 @@ fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
     {
         return batch_timestamp(&h, None, offset);
     }
-    let whole = FileSlice {
-        file: slice.file,
-        position: slice.position,
-        len: (h.total_len() as u32).min(slice.len),
-    }
-    .read_bytes()
-    .ok()?;
+    let whole = slice.read_range(0, h.total_len() as u32).ok()?;
     batch_timestamp(&h, Some(&whole), offset)
 }
 

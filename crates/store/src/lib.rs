@@ -335,6 +335,20 @@ pub enum ReadError {
         tp: TopicPartition,
         source: io::Error,
     },
+    /// Only from [`Log::read_cached`]: the read needs data that is not in memory or the page
+    /// cache, and would have waited for the volume.
+    #[error("reading {tp:?} would wait for the volume")]
+    WouldBlock { tp: TopicPartition },
+}
+
+/// Scratch buffer of [`FileSlice::load`] where `sendfile` to `/dev/null` is refused.
+const LOAD_SCRATCH_BYTES: usize = 256 * 1024;
+
+fn ended_inside() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "segment file ended inside a fetched region",
+    )
 }
 
 /// A region of a segment file: what a fetch hands back. Holding it keeps the file open (a
@@ -350,17 +364,56 @@ pub struct FileSlice {
 impl FileSlice {
     /// Read the region into memory (pread straight into fresh capacity, no zeroing; no mmap).
     pub fn read_bytes(&self) -> io::Result<Bytes> {
-        let len = self.len as usize;
+        self.read_range(0, self.len)
+    }
+
+    /// Bring the region into the page cache, waiting for the volume, without copying it out:
+    /// `sendfile` to `/dev/null` (the kernel reads the pages in, and the null device takes
+    /// them without a copy); where that is refused, reads into a scratch buffer. For a
+    /// blocking thread, so that a runtime thread then sends the region from the page cache
+    /// instead of waiting there for the volume (Kafka's KAFKA-7504 does the same).
+    pub fn load(&self) -> io::Result<()> {
+        static NULL: std::sync::OnceLock<Option<File>> = std::sync::OnceLock::new();
+        let end = self.position + u64::from(self.len);
+        let mut at = self.position;
+        let null = NULL.get_or_init(|| File::options().write(true).open("/dev/null").ok());
+        if let Some(null) = null {
+            while at < end {
+                let want = usize::try_from(end - at).unwrap_or(usize::MAX);
+                match rustix::fs::sendfile(null, &*self.file, Some(&mut at), want) {
+                    Ok(0) => return Err(ended_inside()),
+                    Ok(_) => {}
+                    Err(rustix::io::Errno::INTR) => {}
+                    // Refused (EINVAL: a file system without splice reads): read it instead.
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut scratch = vec![0u8; LOAD_SCRATCH_BYTES.min(self.len as usize)];
+        while at < end {
+            let want = scratch
+                .len()
+                .min(usize::try_from(end - at).unwrap_or(usize::MAX));
+            match rustix::io::pread(&*self.file, &mut scratch[..want], at)? {
+                0 => return Err(ended_inside()),
+                n => at += n as u64,
+            }
+        }
+        Ok(())
+    }
+
+    /// Read `len` bytes of the region from `from` bytes into it (clamped to the region).
+    pub fn read_range(&self, from: u32, len: u32) -> io::Result<Bytes> {
+        let from = from.min(self.len);
+        let len = len.min(self.len - from) as usize;
+        let start = self.position + u64::from(from);
         let mut buf: Vec<u8> = Vec::with_capacity(len);
         while buf.len() < len {
-            let at = self.position + buf.len() as u64;
+            let at = start + buf.len() as u64;
             let read =
                 rustix::io::pread(&*self.file, rustix::buffer::spare_capacity(&mut buf), at)?;
             if read == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "segment file ended inside a fetched region",
-                ));
+                return Err(ended_inside());
             }
         }
         // The allocation may be larger than asked for, and the read fills all of it.
@@ -472,6 +525,22 @@ impl Log {
         isolation: Isolation,
     ) -> Result<ReadResult, ReadError> {
         self.read_isolated_impl(offset, max_bytes, min_one_batch, isolation)
+    }
+    /// As [`Log::read_isolated`], but never waits for the volume: when something the read
+    /// needs (batch headers, sparse or transaction indexes) is in neither memory nor the page
+    /// cache, [`ReadError::WouldBlock`] (checked with `preadv2(RWF_NOWAIT)`; on a file
+    /// system that cannot say, the read waits as [`Log::read_isolated`] does). For the fetch
+    /// path on a runtime thread, which then reads on a blocking thread (and
+    /// [`FileSlice::load`]s what it found there): a consumer reading what was evicted must not
+    /// hold up the requests that thread serves.
+    pub fn read_cached(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+        isolation: Isolation,
+    ) -> Result<ReadResult, ReadError> {
+        self.read_isolated_from(offset, max_bytes, min_one_batch, isolation, true)
     }
     /// Append one COMMIT or ABORT marker for the producer's transaction (Kafka's
     /// WriteTxnMarkers on a partition leader; the batch layout is in docs/log-format.md). It

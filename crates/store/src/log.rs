@@ -1125,11 +1125,36 @@ impl Log {
         min_one_batch: bool,
         isolation: crate::Isolation,
     ) -> Result<ReadResult, ReadError> {
+        self.read_isolated_from(offset, max_bytes, min_one_batch, isolation, false)
+    }
+
+    /// As [`Log::read_isolated`]; `cached_only`: never wait for the volume, fail with
+    /// [`ReadError::WouldBlock`] instead when something the read needs (batch headers,
+    /// sparse or transaction indexes) is not in memory or the page cache.
+    pub(crate) fn read_isolated_from(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+        isolation: crate::Isolation,
+        cached_only: bool,
+    ) -> Result<ReadResult, ReadError> {
         let committed = isolation == crate::Isolation::ReadCommitted;
-        let (mut r, upper) =
-            self.read_bounded(offset, max_bytes, min_one_batch, true, committed)?;
+        let (mut r, upper) = self.read_bounded(
+            offset,
+            max_bytes,
+            min_one_batch,
+            true,
+            committed,
+            cached_only,
+        )?;
         if committed {
             let aborted = if r.slice.is_some() {
+                if cached_only && !self.aborted_loaded(offset) {
+                    return Err(ReadError::WouldBlock {
+                        tp: self.tp.clone(),
+                    });
+                }
                 self.collect_aborted(offset, upper)
                     .map_err(|source| ReadError::Io {
                         tp: self.tp.clone(),
@@ -1161,6 +1186,16 @@ impl Log {
         t.file = None;
         t.replace(&seg.dir, seg.base_offset, out)?;
         t.load(&seg.dir, seg.base_offset)
+    }
+
+    /// Every transaction index [`Log::collect_aborted`] may read from `fetch_offset` on is in
+    /// memory.
+    fn aborted_loaded(&self, fetch_offset: i64) -> bool {
+        let segs = self.shared.read().segments.clone();
+        let from = segs
+            .partition_point(|s| s.base_offset <= fetch_offset)
+            .saturating_sub(1);
+        segs[from..].iter().all(|s| s.txns_loaded())
     }
 
     /// Kafka's `collectAbortedTransactions(fetchOffset, upperBoundOffset)`: the aborted
@@ -1211,13 +1246,13 @@ impl Log {
         min_one_batch: bool,
         use_recent: bool,
     ) -> Result<ReadResult, ReadError> {
-        self.read_bounded(offset, max_bytes, min_one_batch, use_recent, false)
+        self.read_bounded(offset, max_bytes, min_one_batch, use_recent, false, false)
             .map(|(r, _)| r)
     }
 
     /// A read, and the offset after the last batch it returns (the upper bound of the
     /// aborted transactions a read_committed fetch needs). `committed`: stop at the last
-    /// stable offset.
+    /// stable offset. `cached_only`: as in [`Log::read_isolated_from`].
     pub(crate) fn read_bounded(
         &self,
         offset: i64,
@@ -1225,6 +1260,7 @@ impl Log {
         min_one_batch: bool,
         use_recent: bool,
         committed: bool,
+        cached_only: bool,
     ) -> Result<(ReadResult, i64), ReadError> {
         let (segs, log_start, log_end, leo, active_size, hw, lso) = self.visible(committed);
         let result = |slice: Option<FileSlice>| ReadResult {
@@ -1234,10 +1270,26 @@ impl Log {
             last_stable_offset: lso,
             aborted: None,
         };
-        let rio = |source: io::Error| ReadError::Io {
-            tp: self.tp.clone(),
-            source,
+        let rio = |source: io::Error| {
+            if cached_only && source.kind() == io::ErrorKind::WouldBlock {
+                ReadError::WouldBlock {
+                    tp: self.tp.clone(),
+                }
+            } else {
+                ReadError::Io {
+                    tp: self.tp.clone(),
+                    source,
+                }
+            }
         };
+        fn scanner(seg: &Segment, from: u64, limit: u64, cached_only: bool) -> BatchScanner<'_> {
+            let s = BatchScanner::new(&seg.log, from, limit, false);
+            if cached_only {
+                s.cached_only()
+            } else {
+                s
+            }
+        }
         if offset < log_start || offset > log_end {
             return Err(ReadError::OffsetOutOfRange {
                 tp: self.tp.clone(),
@@ -1291,10 +1343,13 @@ impl Log {
                 }
                 None => {}
             }
+            if cached_only && !seg.indexes_loaded() {
+                return Err(rio(io::ErrorKind::WouldBlock.into()));
+            }
             let start = seg.lookup_position(offset, limit, interval).map_err(rio)?;
-            let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
+            let mut batches = scanner(seg, start, limit, cached_only);
             let found = loop {
-                match scanner.next_batch() {
+                match batches.next_batch() {
                     Ok(Some((pos, h))) => {
                         if h.last_offset() >= offset {
                             break Some((pos, h));
@@ -1320,14 +1375,14 @@ impl Log {
                 let from = seg
                     .boundary_at_or_below(target, pos, interval)
                     .map_err(rio)?;
-                let mut scanner = BatchScanner::new(&seg.log, from, limit, false);
+                let mut batches = scanner(seg, from, limit, cached_only);
                 // Every batch before `from` (a batch start at or below the cap) fits whole.
                 let mut end = (pos + first_len).max(from);
                 // The first batch left out starts the range no aborted transaction of this
                 // read needs to reach.
                 let mut upper = seg_end;
                 loop {
-                    match scanner.next_batch() {
+                    match batches.next_batch() {
                         Ok(Some((p, h))) => {
                             let e = p + h.total_len() as u64;
                             if e > target {

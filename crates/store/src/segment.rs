@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -183,6 +184,27 @@ impl ScanError {
     }
 }
 
+/// Whether the file system turned down `RWF_NOWAIT` (then [`pread_cached`] reads as `pread`).
+static NOWAIT_UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+/// `pread` that never waits for the volume: `preadv2(RWF_NOWAIT)`, which copies what the
+/// page cache holds from `pos` on and stops at the first page it does not (an error of kind
+/// `WouldBlock` when that is the first one). A file system that cannot say (`EOPNOTSUPP`)
+/// gets a plain `pread`, as before this existed.
+pub(crate) fn pread_cached(file: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
+    if !NOWAIT_UNSUPPORTED.load(Ordering::Relaxed) {
+        use rustix::io::{Errno, ReadWriteFlags};
+        let mut bufs = [io::IoSliceMut::new(buf)];
+        match rustix::io::preadv2(file, &mut bufs, pos, ReadWriteFlags::NOWAIT) {
+            Ok(n) => return Ok(n),
+            Err(e) if e == Errno::OPNOTSUPP => NOWAIT_UNSUPPORTED.store(true, Ordering::Relaxed),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    file.read_at(buf, pos)
+}
+
 /// Walks the batches of a file region with buffered positional reads.
 pub(crate) struct BatchScanner<'a> {
     file: &'a File,
@@ -192,6 +214,8 @@ pub(crate) struct BatchScanner<'a> {
     buf_start: u64,
     chunk: usize,
     verify: bool,
+    /// Read only what the page cache holds ([`BatchScanner::cached_only`]).
+    cached_only: bool,
 }
 
 impl<'a> BatchScanner<'a> {
@@ -205,7 +229,15 @@ impl<'a> BatchScanner<'a> {
             buf_start: 0,
             chunk: if verify { VERIFY_CHUNK } else { SCAN_CHUNK },
             verify,
+            cached_only: false,
         }
+    }
+
+    /// Never wait for the volume: a read of a page that is not in the page cache fails with
+    /// an error of kind `WouldBlock` instead (the fetch path on a runtime thread).
+    pub(crate) fn cached_only(mut self) -> Self {
+        self.cached_only = true;
+        self
     }
 
     pub(crate) fn position(&self) -> u64 {
@@ -220,6 +252,23 @@ impl<'a> BatchScanner<'a> {
         let avail = usize::try_from(self.end - pos).unwrap_or(usize::MAX);
         let want = need.max(self.chunk).min(avail);
         self.buf.resize(want, 0);
+        if self.cached_only {
+            let got = match pread_cached(self.file, &mut self.buf, pos) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.buf.clear();
+                    return Err(ScanError::Io(e));
+                }
+            };
+            if got < need {
+                // Not cached (or the file ended early: the waiting read will say which).
+                self.buf.clear();
+                return Err(ScanError::Io(io::ErrorKind::WouldBlock.into()));
+            }
+            self.buf.truncate(got);
+            self.buf_start = pos;
+            return Ok(());
+        }
         match self.file.read_exact_at(&mut self.buf, pos) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
@@ -622,6 +671,17 @@ impl Segment {
     /// damaged file is an error of kind `InvalidData`: the caller rebuilds it from the log.
     pub(crate) fn aborted_txns(&self) -> io::Result<Arc<Vec<sluice_format::txn::TxnIndexEntry>>> {
         self.txn.lock().load(&self.dir, self.base_offset)
+    }
+
+    /// The transaction index is in memory ([`Segment::aborted_txns`] reads no file).
+    pub(crate) fn txns_loaded(&self) -> bool {
+        self.txn.lock().entries.is_some()
+    }
+
+    /// The offset and time indexes are in memory ([`Segment::ensure_loaded`] reads no file).
+    pub(crate) fn indexes_loaded(&self) -> bool {
+        let m = self.meta.read();
+        m.offset_index.is_some() && m.time_index.is_some()
     }
 
     pub(crate) fn next_offset(&self) -> i64 {

@@ -2998,3 +2998,126 @@ fn a_checkpoint_file_that_would_not_change_is_not_written_again() {
     let text = std::fs::read_to_string(d.path().join(names[0])).unwrap();
     assert!(text.contains("topic 0 2"), "{text}");
 }
+
+/// A read that would wait for the volume is refused by `read_cached`, and answered the same
+/// by `read_isolated`, which then leaves what it read in the page cache.
+#[test]
+fn read_cached_refuses_what_is_not_in_the_page_cache() {
+    const MIB: u64 = 1 << 20;
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let value = "v".repeat(1000);
+    let log = open(&m, cfg());
+    let mut n = 0usize;
+    while log.size_bytes() < 4 * MIB {
+        let mut b = BatchBuilder::new();
+        for i in 0..16 {
+            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
+        }
+        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+            .unwrap();
+        n += 1;
+    }
+    assert!(log.segment_count() >= 3, "{} segments", log.segment_count());
+    let read = |cached: bool, offset: i64| {
+        let r = if cached {
+            log.read_cached(offset, 256 * 1024, true, Isolation::ReadUncommitted)
+        } else {
+            log.read_isolated(offset, 256 * 1024, true, Isolation::ReadUncommitted)
+        };
+        r.map(|r| {
+            let s = r.slice.unwrap();
+            (s.position, s.len, s.read_bytes().unwrap())
+        })
+    };
+    let middle = log.log_end_offset() / 2;
+    // Just written: in the page cache, and the same answer either way.
+    let warm = read(false, middle).unwrap();
+    assert_eq!(read(true, middle).unwrap(), warm);
+    assert!(warm.1 > 0);
+
+    log.drop_cache_behind(0).unwrap();
+    match read(true, middle) {
+        Err(ReadError::WouldBlock { tp: t }) => assert_eq!(t, tp(0)),
+        other => panic!("a read of evicted data was answered from the cache: {other:?}"),
+    }
+    // The waiting read finds the same batches, and brings their headers back in.
+    assert_eq!(read(false, middle).unwrap(), warm);
+    assert_eq!(read(true, middle).unwrap(), warm);
+
+    // After a restart the sealed segments' indexes are not loaded yet: reading them is
+    // refused until a waiting read has loaded them, cached pages or not.
+    drop(log);
+    m.shutdown().unwrap();
+    drop(m);
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let r = log.read_cached(0, 1024, true, Isolation::ReadUncommitted);
+    assert!(matches!(r, Err(ReadError::WouldBlock { .. })), "{r:?}");
+    let first = log
+        .read_isolated(0, 1024, true, Isolation::ReadUncommitted)
+        .unwrap()
+        .slice
+        .unwrap();
+    let again = log
+        .read_cached(0, 1024, true, Isolation::ReadUncommitted)
+        .unwrap()
+        .slice
+        .unwrap();
+    assert_eq!((again.position, again.len), (first.position, first.len));
+}
+
+#[test]
+fn file_slice_reads_a_range_of_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("f");
+    std::fs::write(&path, (0..=255u8).collect::<Vec<u8>>()).unwrap();
+    let slice = FileSlice {
+        file: Arc::new(std::fs::File::open(&path).unwrap()),
+        position: 16,
+        len: 32,
+    };
+    assert_eq!(
+        &slice.read_bytes().unwrap()[..],
+        &(16..48u8).collect::<Vec<u8>>()[..]
+    );
+    assert_eq!(&slice.read_range(8, 4).unwrap()[..], &[24, 25, 26, 27]);
+    // Clamped to the region.
+    assert_eq!(&slice.read_range(30, 100).unwrap()[..], &[46, 47]);
+    assert!(slice.read_range(40, 4).unwrap().is_empty());
+}
+
+/// `FileSlice::load` brings a region that is not in the page cache back into it, whole.
+#[test]
+fn file_slice_load_brings_the_region_into_the_page_cache() {
+    const MIB: usize = 1 << 20;
+    let d = disk_tempdir();
+    let path = d.path().join("f");
+    let data: Vec<u8> = (0..4 * MIB).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    // DONTNEED evicts clean pages only.
+    file.sync_all().unwrap();
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    let cached = |pos: u64, len: usize| {
+        crate::segment::pread_cached(&file, &mut vec![0; len], pos).unwrap_or(0)
+    };
+    assert_eq!(cached(MIB as u64, 4096), 0, "still cached after DONTNEED");
+    let slice = FileSlice {
+        file: Arc::new(file.try_clone().unwrap()),
+        position: MIB as u64,
+        len: 2 * MIB as u32,
+    };
+    slice.load().unwrap();
+    assert_eq!(cached(MIB as u64, 2 * MIB), 2 * MIB);
+    assert_eq!(&slice.read_bytes().unwrap()[..], &data[MIB..3 * MIB]);
+    // A region past the end of the file is an error, not a hang.
+    let past = FileSlice {
+        position: 3 * MIB as u64,
+        ..slice
+    };
+    assert_eq!(
+        past.load().unwrap_err().kind(),
+        std::io::ErrorKind::UnexpectedEof
+    );
+}

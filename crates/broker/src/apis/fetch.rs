@@ -2,6 +2,7 @@
 //! or max.wait.ms passes, within max.bytes and per-partition limits, with incremental fetch
 //! sessions (KIP-227).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind};
 use kafka_protocol::ResponseError;
-use sluice_store::{FileSlice, Isolation};
+use sluice_store::{FileSlice, Isolation, ReadError};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -179,7 +180,32 @@ pub(crate) fn handle(
                 }
                 continue;
             }
-            let (results, bytes, errors) = read_all(&broker, &targets, max_bytes, read_committed);
+            let (results, bytes, errors) =
+                match read_all(&broker, &targets, max_bytes, read_committed, Reads::Cached) {
+                    Some(read) => read,
+                    None => {
+                        // Some partition's data is not in the page cache (a consumer behind
+                        // the drop-behind's tail): read on a blocking thread, so that this
+                        // runtime thread goes on serving produce requests meanwhile.
+                        let b = broker.clone();
+                        let t = std::mem::take(&mut targets);
+                        let done = tokio::task::spawn_blocking(move || {
+                            let read = read_all(&b, &t, max_bytes, read_committed, Reads::Waiting);
+                            (read, t)
+                        })
+                        .await;
+                        match done {
+                            Ok((Some(read), t)) => {
+                                targets = t;
+                                read
+                            }
+                            Ok((None, _)) | Err(_) => {
+                                tracing::error!("a fetch's read on a blocking thread failed");
+                                return None;
+                            }
+                        }
+                    }
+                };
             if bytes >= min_bytes || errors || expired {
                 // The consumer byte-rate quota (Kafka's fetch quota manager): over it, the
                 // answer is empty with the throttle time, its bytes are not counted, and the
@@ -372,15 +398,42 @@ fn lookup(broker: &Broker, t: &Target) -> Option<Arc<sluice_store::Log>> {
         .and_then(|s| s.log(t.partition).cloned())
 }
 
+/// How [`read_all`] reads the logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reads {
+    /// On a runtime thread: from memory and the page cache only ([`sluice_store::Log::read_cached`]);
+    /// nothing at all as soon as one partition's read would wait for the volume.
+    Cached,
+    /// On a blocking thread: each partition from the page cache if it can, else waiting for
+    /// the volume, its region then brought into the page cache ([`FileSlice::load`]).
+    Waiting,
+}
+
+/// Totals of fetch reads that had to wait for the volume, for metrics.
+#[derive(Debug, Default)]
+pub(crate) struct ColdReads {
+    /// Fetch requests read again on a blocking thread.
+    pub fetches: AtomicU64,
+    /// Partition reads among them that waited for the volume, and the bytes they found.
+    pub partitions: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// What [`read_all`] found: per target, its answer and the file region holding its records;
+/// the records' total bytes; whether any partition had an error.
+type ReadAll = (Vec<(PartitionData, Option<FileSlice>)>, usize, bool);
+
 /// Read every target once. Returns per-target data with the file region holding its records
 /// (left in the file: the server sends it), total record bytes, and whether any partition
-/// had an error (which answers at once, like Kafka).
+/// had an error (which answers at once, like Kafka); None when `reads` is
+/// [`Reads::Cached`] and some partition's read would have waited for the volume.
 fn read_all(
     broker: &Broker,
     targets: &[Target],
     max_bytes: usize,
     read_committed: bool,
-) -> (Vec<(PartitionData, Option<FileSlice>)>, usize, bool) {
+    reads: Reads,
+) -> Option<ReadAll> {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
@@ -424,8 +477,27 @@ fn read_all(
             // Response full: report offsets only.
             Ok(None)
         } else {
-            log.read_isolated(t.fetch_offset, budget, total == 0, isolation)
-                .map(Some)
+            match log.read_cached(t.fetch_offset, budget, total == 0, isolation) {
+                Err(ReadError::WouldBlock { .. }) if reads == Reads::Cached => return None,
+                Err(ReadError::WouldBlock { .. }) => {
+                    // Read, and bring what it found into the page cache, here: the server
+                    // then sends it from the cache on a runtime thread.
+                    let read = log.read_isolated(t.fetch_offset, budget, total == 0, isolation);
+                    read.and_then(|r| {
+                        if let Some(slice) = &r.slice {
+                            let c = &broker.cold_reads;
+                            c.partitions.fetch_add(1, Ordering::Relaxed);
+                            c.bytes.fetch_add(u64::from(slice.len), Ordering::Relaxed);
+                            slice.load().map_err(|source| ReadError::Io {
+                                tp: log.topic_partition().clone(),
+                                source,
+                            })?;
+                        }
+                        Ok(Some(r))
+                    })
+                }
+                read => read.map(Some),
+            }
         };
         let base = base
             .with_high_watermark(log.high_watermark())
@@ -459,5 +531,8 @@ fn read_all(
             }
         }
     }
-    (out, total, errors)
+    if reads == Reads::Waiting {
+        broker.cold_reads.fetches.fetch_add(1, Ordering::Relaxed);
+    }
+    Some((out, total, errors))
 }
