@@ -79,8 +79,8 @@ const STALL_SHARE: f64 = 0.1;
 /// Time at the rate to hold before each measured window of the search, for the backlog and
 /// queues of what came before to drain.
 const SETTLE_TIME: Duration = Duration::from_secs(3);
-/// Longest wait before a measured window for the backlog to come down to a second of the
-/// rate (a window that overran the broker leaves one behind, and its consumers then read
+/// Longest wait before a measured window for the backlog to come down to
+/// [`SETTLE_BACKLOG_S`] of the rate (a window that overran the broker leaves one behind, and its consumers then read
 /// from storage; measured on top of it, the next window would judge that backlog, not its
 /// own rate). A search that overran by half left 4-5 million messages, which consumers
 /// reading from storage while producers went on at the rate had not cleared in 20 s.
@@ -89,6 +89,15 @@ const SETTLE_DRAIN_MAX: Duration = Duration::from_secs(90);
 /// rate, so that consumers catch up in seconds rather than minutes; the window's rate is
 /// then held for [`SETTLE_TIME`] before it is measured.
 const SETTLE_DRAIN_RATE: f64 = 0.25;
+/// Backlog, in seconds of the window's rate, that a drain before a window comes down to:
+/// consumers at the tail, reading what is still in the page cache. Until 2026-11-27 the drain
+/// stopped at a second of the rate ([`SEARCH_BACKLOG_S`]): windows after an overrun then began
+/// with 0.7-0.8 million messages still to read, which for Sluice is most of its page-cache
+/// budget (`sluice.log.cache.bytes`, 1 GiB), so consumers of the partitions furthest behind
+/// read from storage from the window's first second: in one run two such windows, at 759k
+/// and 683k msg/s, collapsed (consumers at 446k and 392k) where the run's repeats held 671k
+/// and 717k.
+const SETTLE_BACKLOG_S: f64 = 0.1;
 /// Time at [`SETTLE_DRAIN_RATE`] after a window that did not hold (and after the search),
 /// backlog or not: what the broker queued while it was overrun (data written but not yet
 /// on the volume, Sluice's up to `sluice.log.unwritten.bytes.max`, Kafka's dirty pages) is
@@ -842,10 +851,11 @@ async fn measure(
         let c = &s.counters;
         Counters::get(&c.acked_msgs).saturating_sub(Counters::get(&c.consumed_msgs)) as f64
     };
-    // Before a measured window at `rate`: with producers slowed to SETTLE_DRAIN_RATE of it,
-    // drain the backlog to a second of the rate (at most SETTLE_DRAIN_MAX) and, after an
-    // overrun, wait SETTLE_QUIET; then hold the rate for SETTLE_TIME, and say so when the
-    // window still starts with a backlog.
+    // Before a measured window at `rate`: after an overrun, or with a backlog of more than a
+    // second of the rate, slow producers to SETTLE_DRAIN_RATE of it until consumers have
+    // caught up (SETTLE_BACKLOG_S; at most SETTLE_DRAIN_MAX) and, after an overrun,
+    // SETTLE_QUIET has passed; then hold the rate for SETTLE_TIME, and say so when the window
+    // still starts with a backlog.
     macro_rules! settle {
         ($searched:expr, $rate:expr, $overrun:expr) => {{
             let searched: &mut RateSearch = $searched;
@@ -858,7 +868,8 @@ async fn measure(
                 phase!(
                     "settle",
                     t0 + SETTLE_DRAIN_MAX,
-                    drained(&stats) && (!overrun || t0.elapsed() >= SETTLE_QUIET)
+                    backlog_now(&stats) <= SETTLE_BACKLOG_S * rate
+                        && (!overrun || t0.elapsed() >= SETTLE_QUIET)
                 );
                 println!(
                     "at {:.0} msg/s for {:.1} s: backlog {before:.0} -> {:.0} msg",
