@@ -173,3 +173,14 @@ def test_page_cache_drop_behind(broker_factory, topic, cache_bytes, records):
         # Not all of what was dropped: a cold read's readahead brings in what the next
         # fetches read.
         assert cold["sluice_fetch_cold_bytes_total"] > 0, cold
+        # What the consumer read back is advised out again by the next passes: the budget
+        # still holds after the whole log was read from the beginning.
+        deadline = time.monotonic() + 10
+        res = resident(segment_files(broker.log_dir, topic))
+        while res > bound and time.monotonic() < deadline:
+            time.sleep(0.5)
+            res = resident(segment_files(broker.log_dir, topic))
+        read_back = value(samples(port), "sluice_page_cache_read_back_dropped_bytes_total")
+        print(f"after reading it all back: {res} bytes resident (bound {bound}), {read_back} read-back bytes dropped")
+        assert read_back > 0
+        assert res <= bound, f"{res} bytes of {topic} resident after reading it back, more than {bound}"

@@ -39,6 +39,9 @@ pub struct CacheDropTotals {
     pub dropped_bytes: u64,
     /// `fdatasync` calls made for it.
     pub fdatasyncs: u64,
+    /// Bytes that reads brought back from below the drop point and that were advised out
+    /// again ([`Log::drop_read_back`]).
+    pub read_back_bytes: u64,
     /// Drops that failed (each logged; a log's first failure in a row at WARN).
     pub errors: u64,
 }
@@ -50,6 +53,7 @@ pub(crate) struct DropBehind {
     min_partition: u64,
     dropped_bytes: AtomicU64,
     fdatasyncs: AtomicU64,
+    read_back_bytes: AtomicU64,
     errors: AtomicU64,
     /// Logs whose last drop failed (warned about once until one succeeds).
     failing: Mutex<HashSet<TopicPartition>>,
@@ -69,6 +73,7 @@ impl DropBehind {
             min_partition: config.log_cache_min_partition_bytes,
             dropped_bytes: AtomicU64::new(0),
             fdatasyncs: AtomicU64::new(0),
+            read_back_bytes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             failing: Mutex::new(HashSet::new()),
         }
@@ -78,6 +83,7 @@ impl DropBehind {
         CacheDropTotals {
             dropped_bytes: self.dropped_bytes.load(Ordering::Relaxed),
             fdatasyncs: self.fdatasyncs.load(Ordering::Relaxed),
+            read_back_bytes: self.read_back_bytes.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
         }
     }
@@ -87,7 +93,9 @@ impl DropBehind {
         let Some(budget) = self.budget else { return };
         let (share, step) = share_and_step(budget, self.min_partition, logs.len());
         let mut pass = DropStats::default();
+        let mut read_back = 0;
         for log in logs {
+            read_back += log.drop_read_back();
             if log.is_closed() || log.cache_undropped_bytes() <= share.saturating_add(step) {
                 continue;
             }
@@ -109,6 +117,9 @@ impl DropBehind {
                     }
                 }
             }
+        }
+        if read_back > 0 {
+            self.read_back_bytes.fetch_add(read_back, Ordering::Relaxed);
         }
         if pass.dropped_bytes > 0 || pass.fdatasyncs > 0 {
             self.dropped_bytes

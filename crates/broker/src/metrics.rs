@@ -550,6 +550,12 @@ impl Broker {
             c.dropped_bytes as f64,
         );
         e.single(
+            names::CACHE_READ_BACK_DROPPED_BYTES,
+            Kind::Counter,
+            "Bytes of reads from below the drop-behind's point (a consumer far behind) whose pages were advised out of the page cache again.",
+            c.read_back_bytes as f64,
+        );
+        e.single(
             names::CACHE_DROP_FDATASYNCS,
             Kind::Counter,
             "fdatasync calls made before dropping pages behind.",

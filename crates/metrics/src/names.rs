@@ -70,6 +70,7 @@ pub const DELETION_RETRIES: &str = "sluice_deletion_retries_total";
 pub const DELETIONS_COMPLETED: &str = "sluice_deletions_completed_total";
 pub const LEFTOVERS_RECLAIMED: &str = "sluice_silly_rename_leftovers_reclaimed_total";
 pub const CACHE_DROPPED_BYTES: &str = "sluice_page_cache_dropped_bytes_total";
+pub const CACHE_READ_BACK_DROPPED_BYTES: &str = "sluice_page_cache_read_back_dropped_bytes_total";
 pub const CACHE_DROP_FDATASYNCS: &str = "sluice_page_cache_drop_fdatasyncs_total";
 pub const CACHE_DROP_ERRORS: &str = "sluice_page_cache_drop_errors_total";
 pub const FETCH_COLD_REQUESTS: &str = "sluice_fetch_cold_requests_total";

@@ -26,8 +26,14 @@
 //!   (ENOENT, ESTALE) is ignored if the segment was deleted meanwhile (retention); if the
 //!   segment is still part of the log, its data is gone from storage and the log fails the
 //!   same way.
-//! - Pages read back later (a consumer far behind, a move's copy) are not dropped again:
-//!   only what was written after the drop point is. Those are left to the kernel.
+//! - Pages read back later from below the point (a consumer far behind, and the kernel's
+//!   readahead for it) are advised out again by [`Log::drop_read_back`]: a read records the
+//!   end of what it found there ([`ReadBack`]), and the call after next drops each segment
+//!   concerned up to that end. Left to the kernel, they stayed: consumers catching up
+//!   through a backlog while producers went on grew the page cache by 12 GB in 47 s, most of
+//!   it on the kernel's active list (read once to be loaded off the runtime threads, once to
+//!   be sent), until free memory was down to 1 GB and allocations waited for reclaim and
+//!   compaction. A move's copy reads through its own files and is not recorded.
 //! - At open the drop point starts at the end of the log (no burst of drops after a restart);
 //!   after a move to another log dir it restarts at the log start, so the copy does not stay
 //!   cached.
@@ -55,6 +61,19 @@ pub(crate) struct DropPoint {
     pub segment: i64,
     /// Bytes of that segment below the point.
     pub position: u64,
+}
+
+/// Most segments one generation of [`ReadBack`] remembers (a consumer crosses one or two in
+/// a drop-behind interval; more readers far behind in more segments are left to the kernel).
+const READ_BACK_SEGMENTS: usize = 16;
+
+/// Reads from below the drop point: per segment (base offset), the end of what was read and
+/// the bytes read, since the last [`Log::drop_read_back`] call (`current`) and before it
+/// (`previous`, advised out by the next call).
+#[derive(Debug, Default)]
+pub(crate) struct ReadBack {
+    current: Vec<(i64, u64, u64)>,
+    previous: Vec<(i64, u64, u64)>,
 }
 
 /// What one [`Log::drop_cache_behind`] call did.
@@ -277,6 +296,51 @@ impl Log {
             };
         }
         Ok(stats)
+    }
+
+    /// A read found `[pos, pos + len)` of segment `segment`: remember what of it lies below
+    /// the drop point. Skipped while a drop-behind pass holds the point (its I/O must not hold
+    /// up a read; the next read records the same segment).
+    pub(crate) fn note_read_back(&self, segment: i64, pos: u64, len: u64) {
+        let end = match self.drop_point.try_lock() {
+            Some(p) if segment < p.segment => pos + len,
+            Some(p) if segment == p.segment && pos < p.position => (pos + len).min(p.position),
+            _ => return,
+        };
+        let len = end - pos;
+        let mut rb = self.read_back.lock();
+        if let Some(e) = rb.current.iter_mut().find(|e| e.0 == segment) {
+            e.1 = e.1.max(end);
+            e.2 += len;
+        } else if rb.current.len() < READ_BACK_SEGMENTS {
+            rb.current.push((segment, end, len));
+        }
+    }
+
+    pub(crate) fn drop_read_back_impl(&self) -> u64 {
+        let older = {
+            let mut rb = self.read_back.lock();
+            let current = std::mem::take(&mut rb.current);
+            std::mem::replace(&mut rb.previous, current)
+        };
+        if older.is_empty() || self.is_closed() {
+            return 0;
+        }
+        let (view, _, _) = self.view();
+        let mut bytes = 0;
+        for (segment, end, len) in older {
+            let Ok(i) = view.segs.binary_search_by_key(&segment, |s| s.base_offset) else {
+                // Deleted since: its pages went with it.
+                continue;
+            };
+            // From the start of the file, as the drop-behind does: the kernel keeps a folio
+            // only partly inside the range, and visits resident pages only. What lies below
+            // the point is durable, so its pages are clean and DONTNEED drops them.
+            if dont_need(&view.segs[i].log, Some(end)).is_ok() {
+                bytes += len;
+            }
+        }
+        bytes
     }
 
     /// True while `seg` is one of this log's segments (not deleted since the view was taken).

@@ -472,6 +472,9 @@ pub struct Log {
     /// through a drop's I/O, which takes `flush_lock` (after it) around each `fdatasync`;
     /// never together with `writer`.
     drop_point: Mutex<cache::DropPoint>,
+    /// What reads brought back into the page cache from below the drop point, for the next
+    /// passes to advise out again (see `cache.rs`). Held only briefly, never through I/O.
+    read_back: Mutex<cache::ReadBack>,
     /// How far writeback of the log's data has been started and waited for (in memory only;
     /// see `writeback.rs`). Held only briefly, never through I/O.
     writeback_point: Mutex<cache::DropPoint>,
@@ -764,6 +767,16 @@ impl Log {
     /// the drop point; an error on a failed log.
     pub fn drop_cache_behind(&self, keep_bytes: u64) -> io::Result<DropStats> {
         self.drop_cache_behind_impl(keep_bytes)
+    }
+
+    /// Advise out of the page cache what reads brought back from below the drop point (a
+    /// consumer far behind, and the kernel's readahead for it) and what was recorded one call
+    /// or more ago: in each segment concerned, everything up to the end of those reads. Reads
+    /// recorded since the last call wait for the next one, so that a region is not evicted
+    /// between its read and its sending. Returns the bytes of the reads advised out.
+    /// Blocking (`fadvise`); call it off the async runtime, as often as the drop-behind.
+    pub fn drop_read_back(&self) -> u64 {
+        self.drop_read_back_impl()
     }
 
     /// Make the files of the next segment ahead of its roll (`segment::Spare`) once the

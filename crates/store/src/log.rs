@@ -1397,6 +1397,7 @@ impl Log {
                 }
                 (end - pos, upper.max(h.next_offset()))
             };
+            self.note_read_back(seg.base_offset, pos, len);
             return Ok((result(slice(pos, len)), upper));
         }
         Ok((result(None), offset))

@@ -3067,6 +3067,61 @@ fn read_cached_refuses_what_is_not_in_the_page_cache() {
     assert_eq!((again.position, again.len), (first.position, first.len));
 }
 
+/// What a read brings back from below the drop point (a consumer far behind) is advised out
+/// again by the second `drop_read_back` after it, not by the first (the region may not have
+/// been sent yet); a read at the tail is not recorded.
+#[test]
+fn reads_from_below_the_drop_point_are_advised_out_again() {
+    const MIB: u64 = 1 << 20;
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let value = "v".repeat(1000);
+    let log = open(&m, cfg());
+    let mut n = 0usize;
+    while log.size_bytes() < 4 * MIB {
+        let mut b = BatchBuilder::new();
+        for i in 0..16 {
+            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
+        }
+        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+            .unwrap();
+        n += 1;
+    }
+    let read = |offset: i64| {
+        log.read_isolated(offset, 256 * 1024, true, Isolation::ReadUncommitted)
+            .unwrap()
+            .slice
+            .unwrap()
+    };
+    let resident = |s: &FileSlice| {
+        crate::segment::pread_cached(&s.file, &mut vec![0; s.len as usize], s.position).unwrap_or(0)
+    };
+    // Everything but the last 256 KiB dropped.
+    log.drop_cache_behind(256 * 1024).unwrap();
+    let old = read(0);
+    old.load().unwrap();
+    assert_eq!(resident(&old), old.len as usize);
+    let tail = read(log.log_end_offset() - 1);
+    assert!(resident(&tail) > 0);
+    // Recorded now: the first call only ages it.
+    assert_eq!(log.drop_read_back(), 0);
+    assert_eq!(
+        resident(&old),
+        old.len as usize,
+        "evicted before it could be sent"
+    );
+    assert_eq!(log.drop_read_back(), u64::from(old.len));
+    assert_eq!(
+        resident(&old),
+        0,
+        "the read-back region is still in the page cache"
+    );
+    assert!(resident(&tail) > 0, "the tail was evicted");
+    // Nothing more to do until something is read back again.
+    assert_eq!(log.drop_read_back(), 0);
+    assert_eq!(log.drop_read_back(), 0);
+}
+
 #[test]
 fn file_slice_reads_a_range_of_itself() {
     let d = tempfile::tempdir().unwrap();

@@ -558,6 +558,7 @@ impl Log {
             deleted: AtomicBool::new(false),
             del: p.del,
             drop_point: Mutex::new(drop_point),
+            read_back: Mutex::new(crate::cache::ReadBack::default()),
             writeback_point: Mutex::new(writeback_point),
             failure: Mutex::new(None),
             #[cfg(test)]
