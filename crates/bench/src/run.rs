@@ -80,9 +80,9 @@ const STALL_SHARE: f64 = 0.1;
 /// queues of what came before to drain.
 const SETTLE_TIME: Duration = Duration::from_secs(3);
 /// Longest wait before a measured window for the backlog to come down to
-/// [`SETTLE_BACKLOG_S`] of the rate (a window that overran the broker leaves one behind, and its consumers then read
-/// from storage; measured on top of it, the next window would judge that backlog, not its
-/// own rate). A search that overran by half left 4-5 million messages, which consumers
+/// [`SETTLE_BACKLOG_S`] of the rate (a window that overran the broker leaves one behind, and
+/// its consumers then read from storage; measured on top of it, the next window would judge
+/// that backlog, not its own rate). A search that overran by half left 4-5 million messages, which consumers
 /// reading from storage while producers went on at the rate had not cleared in 20 s.
 const SETTLE_DRAIN_MAX: Duration = Duration::from_secs(90);
 /// While a backlog drains before a window, producers run at this fraction of the window's

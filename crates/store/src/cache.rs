@@ -29,11 +29,13 @@
 //! - Pages read back later from below the point (a consumer far behind, and the kernel's
 //!   readahead for it) are advised out again by [`Log::drop_read_back`]: a read records the
 //!   end of what it found there ([`ReadBack`]), and the call after next drops each segment
-//!   concerned up to that end. Left to the kernel, they stayed: consumers catching up
+//!   concerned up to that end: 200-400 ms after the read, by when its response has been
+//!   sent unless the client's socket held it up (a send after that reads the region from the
+//!   volume again, on the runtime thread). Left to the kernel, they stayed: consumers catching up
 //!   through a backlog while producers went on grew the page cache by 12 GB in 47 s, most of
 //!   it on the kernel's active list (read once to be loaded off the runtime threads, once to
-//!   be sent), until free memory was down to 1 GB and allocations waited for reclaim and
-//!   compaction. A move's copy reads through its own files and is not recorded.
+//!   be sent), until free memory was down to about 1 GB and allocations waited for reclaim
+//!   and compaction. A move's copy reads through its own files and is not recorded.
 //! - At open the drop point starts at the end of the log (no burst of drops after a restart);
 //!   after a move to another log dir it restarts at the log start, so the copy does not stay
 //!   cached.

@@ -772,8 +772,8 @@ impl Log {
     /// Advise out of the page cache what reads brought back from below the drop point (a
     /// consumer far behind, and the kernel's readahead for it) and what was recorded one call
     /// or more ago: in each segment concerned, everything up to the end of those reads. Reads
-    /// recorded since the last call wait for the next one, so that a region is not evicted
-    /// between its read and its sending. Returns the bytes of the reads advised out.
+    /// recorded since the last call wait for the next one, so that a region read is normally
+    /// sent before it is evicted. Returns the bytes of the reads advised out.
     /// Blocking (`fadvise`); call it off the async runtime, as often as the drop-behind.
     pub fn drop_read_back(&self) -> u64 {
         self.drop_read_back_impl()
