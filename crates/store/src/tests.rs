@@ -2500,6 +2500,23 @@ fn leftovers_in_log_dirs_are_ignored_and_reclaimed() {
 
 // ---- page-cache drop-behind ----
 
+/// Append batches of `per_batch` records with ~1 KiB values (`b{batch}-r{record}-xxx...`)
+/// until the log holds `bytes`; returns the number of batches.
+fn fill_log(log: &Log, bytes: u64, per_batch: usize) -> usize {
+    let value = "x".repeat(1000);
+    let mut n = 0usize;
+    while log.size_bytes() < bytes {
+        let mut b = BatchBuilder::new();
+        for i in 0..per_batch {
+            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
+        }
+        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+            .unwrap();
+        n += 1;
+    }
+    n
+}
+
 /// Resident page-cache bytes of `file` as util-linux `fincore` reports them.
 fn resident(file: &Path) -> u64 {
     let out = std::process::Command::new("fincore")
@@ -2565,17 +2582,7 @@ fn drop_cache_behind_evicts_old_segments_and_keeps_the_tail() {
         },
     );
     // 40 MiB in batches of 64 records of ~1 KiB values, each value naming its batch.
-    let value = "x".repeat(1000);
-    let mut n = 0usize;
-    while log.size_bytes() < 40 * MIB {
-        let mut b = BatchBuilder::new();
-        for i in 0..64 {
-            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
-        }
-        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
-            .unwrap();
-        n += 1;
-    }
+    let n = fill_log(&log, 40 * MIB, 64);
     assert!(log.segment_count() >= 5, "{} segments", log.segment_count());
     let before = read_batches(&log);
     assert_eq!(before.len(), n);
@@ -3006,18 +3013,8 @@ fn read_cached_refuses_what_is_not_in_the_page_cache() {
     const MIB: u64 = 1 << 20;
     let d = disk_tempdir();
     let m = open_mgr(d.path());
-    let value = "v".repeat(1000);
     let log = open(&m, cfg());
-    let mut n = 0usize;
-    while log.size_bytes() < 4 * MIB {
-        let mut b = BatchBuilder::new();
-        for i in 0..16 {
-            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
-        }
-        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
-            .unwrap();
-        n += 1;
-    }
+    fill_log(&log, 4 * MIB, 16);
     assert!(log.segment_count() >= 3, "{} segments", log.segment_count());
     let read = |cached: bool, offset: i64| {
         let r = if cached {
@@ -3075,18 +3072,8 @@ fn reads_from_below_the_drop_point_are_advised_out_again() {
     const MIB: u64 = 1 << 20;
     let d = disk_tempdir();
     let m = open_mgr(d.path());
-    let value = "v".repeat(1000);
     let log = open(&m, cfg());
-    let mut n = 0usize;
-    while log.size_bytes() < 4 * MIB {
-        let mut b = BatchBuilder::new();
-        for i in 0..16 {
-            b = b.record(NOW, None, Some(format!("b{n}-r{i}-{value}").as_bytes()));
-        }
-        log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
-            .unwrap();
-        n += 1;
-    }
+    fill_log(&log, 4 * MIB, 16);
     let read = |offset: i64| {
         log.read_isolated(offset, 256 * 1024, true, Isolation::ReadUncommitted)
             .unwrap()
