@@ -163,3 +163,27 @@ def test_the_windows_of_a_hold_run_one_kernel_sampler_at_a_time():
     assert samplers() == 1
     marks.close()
     assert samplers() == 0
+
+
+def test_the_spread_line_says_how_often_each_run_stalled_while_keeping_pace():
+    """Next to how far apart a broker's runs are, the share of the seconds it kept pace in
+    (hold windows that reached their rate without a growing backlog) whose publish p99.9
+    missed the bound: a broker that stalls below its capacity holds a window only between
+    stalls, and that, not the method, then sets its spread."""
+    compare = load_compare()
+
+    def run(rate, seconds, over):
+        return {"publish_rate_msgs": rate,
+                "held": {"sustained": True, "paced_seconds": seconds, "paced_seconds_over": over}}
+
+    results = {"b": {"kafka": [run(150_000, 160, 12), run(248_000, 180, 42), run(183_000, 200, 64)],
+                     "sluice": [run(1_000_000, 120, 0), run(1_030_000, 100, 1)]}}
+    lines = compare.spreads(results, ["kafka", "sluice"])
+    kafka = next(line for line in lines if line.startswith("b: Kafka's 3 runs NOT within 10%"))
+    assert kafka.endswith("seconds over the latency bound while keeping pace, per run: 8%, 23%, 32%"), kafka
+    sluice = next(line for line in lines if line.startswith("b: Sluice's 2 runs within 10%"))
+    assert sluice.endswith("per run: 0%, 1%"), sluice
+    # A run without a hold (a fixed rate) has no such share, and the line says nothing of it.
+    results["b"]["sluice"][1].pop("held")
+    sluice = next(line for line in compare.spreads(results, ["sluice"]) if line.startswith("b: Sluice's"))
+    assert "keeping pace" not in sluice, sluice

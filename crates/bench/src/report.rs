@@ -55,6 +55,8 @@ pub fn json(o: &Outcome) -> String {
             "remeasured": h.remeasured,
             "missed_at_target": h.missed_at_target,
             "max_at_target_ms": num(h.max_at_target_ms),
+            "paced_seconds": h.paced_seconds,
+            "paced_seconds_over": h.paced_seconds_over,
             "latency_bound_ms": num(h.latency_bound_ms),
         })
     });

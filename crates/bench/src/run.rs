@@ -359,6 +359,12 @@ pub struct Held {
     /// hold is done, so that a stall measured again is still reported.
     pub missed_at_target: u32,
     pub max_at_target_ms: f64,
+    /// Seconds measured in windows that reached their rate without the backlog growing (the
+    /// broker kept pace; only latency could miss), and how many of those missed the latency
+    /// bound: how often a broker stalls below its capacity, which decides how far apart
+    /// runs of the hold can land (a window holds only between stalls).
+    pub paced_seconds: u32,
+    pub paced_seconds_over: u32,
     /// The highest rate a window held (0: none), and the lowest one that did not.
     highest_held: f64,
     lowest_missed: Option<f64>,
@@ -393,6 +399,8 @@ impl Held {
             remeasured: 0,
             missed_at_target: 0,
             max_at_target_ms: 0.0,
+            paced_seconds: 0,
+            paced_seconds_over: 0,
             highest_held: 0.0,
             lowest_missed: None,
             remeasuring: false,
@@ -424,6 +432,10 @@ impl Held {
         let grew = w.backlog_after > w.backlog_before.max(SEARCH_BACKLOG_S * self.target) * 1.05;
         let reached = w.published >= 0.95 * self.target;
         let held = reached && w.p999 <= self.latency_bound_ms && !grew;
+        if reached && !grew {
+            self.paced_seconds += w.seconds;
+            self.paced_seconds_over += w.seconds_over;
+        }
         let stalled = reached
             && !grew
             && !held
@@ -1170,6 +1182,26 @@ mod tests {
         assert_eq!(again, SETTLE_REMEASURE_MAX);
         assert_eq!(h.attempts, SETTLE_ATTEMPTS + SETTLE_REMEASURE_MAX);
         assert!(!h.sustained);
+    }
+
+    #[test]
+    fn paced_seconds_count_the_windows_the_broker_kept_pace_in() {
+        let mut h = Held::new(300_000.0, DEFAULT_LATENCY_BOUND_MS);
+        // Kept pace: a stall (2 of 20 s over), then a window that held.
+        h.judge(&stalled(300_000.0, 2));
+        h.judge(&window(300_000.0, 300_000.0, 40.0, (0.0, 0.0)));
+        assert_eq!((h.paced_seconds, h.paced_seconds_over), (40, 2));
+        // Did not: the backlog grew, or the rate was not reached; their seconds over the
+        // bound are an overload's, not stalls below capacity.
+        let rate = h.target;
+        h.judge(&window(rate, rate, 700.0, (0.0, 2_000_000.0)));
+        let rate = h.target;
+        h.judge(&window(0.8 * rate, 0.8 * rate, 700.0, (0.0, 0.0)));
+        assert_eq!((h.paced_seconds, h.paced_seconds_over), (40, 2));
+        // Kept pace and missed on latency in most seconds: counted.
+        let rate = h.target;
+        h.judge(&window(rate, rate, 700.0, (0.0, 0.0)));
+        assert_eq!((h.paced_seconds, h.paced_seconds_over), (60, 22));
     }
 
     /// Run the hold against a broker that holds `capacity` msg/s with a p99.9 within the
