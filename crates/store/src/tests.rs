@@ -2662,6 +2662,53 @@ fn drop_cache_behind_evicts_old_segments_and_keeps_the_tail() {
     assert_eq!(log.cache_undropped_bytes(), 0);
 }
 
+/// Pages below the drop point that a reader brought back (here a plain read of the file, as
+/// the kernel's readahead for a lagging consumer does) are not advised out by the next
+/// drop-behind pass, also when the point passes the end of their segment: only what lies
+/// above the previous point is. They are the read-back's to drop once read.
+#[test]
+fn drop_cache_behind_leaves_pages_read_back_below_the_point() {
+    use std::os::unix::fs::FileExt;
+    const MIB: u64 = 1 << 20;
+    const KEEP: u64 = 4 * MIB;
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 32 * MIB,
+            ..cfg()
+        },
+    );
+    fill_log(&log, 24 * MIB, 64);
+    assert_eq!(log.segment_count(), 1);
+    let first = segment_logs(&log.dir()).remove(0);
+    log.drop_cache_behind(KEEP).unwrap();
+    let point = log.size_bytes() - KEEP;
+    assert!(resident(&first) <= KEEP + 2 * MIB);
+
+    // A reader behind the point: [4 MiB, 12 MiB) comes back into the page cache.
+    let f = std::fs::File::open(&first).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    for i in 4..12 {
+        f.read_exact_at(&mut buf, i * MIB).unwrap();
+    }
+    // Producers go on: the first segment is sealed, and the next pass moves the point into
+    // the second, past the first's end.
+    fill_log(&log, 48 * MIB, 64);
+    assert!(log.segment_count() >= 2);
+    let s = log.drop_cache_behind(KEEP).unwrap();
+    assert_eq!(s.dropped_bytes, log.size_bytes() - KEEP - point);
+    let r = resident(&first);
+    // What was read back stays (readahead may have brought a little more, below the old
+    // point); what was written above the old point is out.
+    assert!(
+        r + 4096 >= 8 * MIB && r <= point + 2 * MIB - 4 * MIB,
+        "{r} bytes of the sealed segment resident; the read-back region is 8 MiB, the old \
+         point at {point}"
+    );
+}
+
 #[test]
 fn drop_cache_behind_survives_deletion_roll_and_restart() {
     let d = disk_tempdir();
