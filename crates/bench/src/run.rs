@@ -431,15 +431,15 @@ impl Held {
         self.attempts += 1;
         let grew = w.backlog_after > w.backlog_before.max(SEARCH_BACKLOG_S * self.target) * 1.05;
         let reached = w.published >= 0.95 * self.target;
-        let held = reached && w.p999 <= self.latency_bound_ms && !grew;
-        if reached && !grew {
+        // Kept pace: reached the rate without a growing backlog.
+        let paced = reached && !grew;
+        let held = paced && w.p999 <= self.latency_bound_ms;
+        if paced {
             self.paced_seconds += w.seconds;
             self.paced_seconds_over += w.seconds_over;
         }
-        let stalled = reached
-            && !grew
-            && !held
-            && f64::from(w.seconds_over) <= STALL_SHARE * f64::from(w.seconds);
+        let stalled =
+            paced && !held && f64::from(w.seconds_over) <= STALL_SHARE * f64::from(w.seconds);
         if stalled && !self.remeasuring && self.remeasured < SETTLE_REMEASURE_MAX {
             self.remeasured += 1;
             self.remeasuring = true;
