@@ -30,8 +30,10 @@
 //!   same way.
 //! - Pages read back later from below the point (a consumer far behind, and the kernel's
 //!   readahead for it) are advised out again by [`Log::drop_read_back`]: a read records the
-//!   end of what it found there ([`ReadBack`]), and the call after next drops each segment
-//!   concerned up to that end: 200-400 ms after the read, by when its response has been
+//!   range it found there ([`ReadBack`]), and the call after next advises out the ranges
+//!   recorded, not the files from their start (that dropped the readahead of a second reader
+//!   further behind in the same segment, another consumer group): 200-400 ms after the
+//!   read, by when its response has been
 //!   sent unless the client's socket held it up (a send after that reads the region from the
 //!   volume again, on the runtime thread). Left to the kernel, they stayed: consumers catching up
 //!   through a backlog while producers went on grew the page cache by 12 GB in 47 s, most of
@@ -67,17 +69,29 @@ pub(crate) struct DropPoint {
     pub position: u64,
 }
 
-/// Most segments one generation of [`ReadBack`] remembers (a consumer crosses one or two in
-/// a drop-behind interval; more readers far behind in more segments are left to the kernel).
-const READ_BACK_SEGMENTS: usize = 16;
+/// Most ranges one generation of [`ReadBack`] remembers: one per reader behind the point and
+/// segment it reads in (a consumer crosses one or two segments in a drop-behind interval);
+/// more readers far behind are left to the kernel.
+const READ_BACK_RANGES: usize = 32;
 
-/// Reads from below the drop point: per segment (base offset), the end of what was read and
-/// the bytes read, since the last [`Log::drop_read_back`] call (`current`) and before it
-/// (`previous`, advised out by the next call).
+/// A byte range of one segment that reads found below the drop point.
+#[derive(Clone, Copy, Debug)]
+struct ReadRange {
+    /// The segment's base offset.
+    segment: i64,
+    start: u64,
+    end: u64,
+    /// Bytes the reads returned (a re-read counts again).
+    bytes: u64,
+}
+
+/// Reads from below the drop point: the ranges read since the last [`Log::drop_read_back`]
+/// call (`current`) and before it (`previous`, advised out by the next call). A reader's
+/// reads follow one another, so each reader adds to one range per segment.
 #[derive(Debug, Default)]
 pub(crate) struct ReadBack {
-    current: Vec<(i64, u64, u64)>,
-    previous: Vec<(i64, u64, u64)>,
+    current: Vec<ReadRange>,
+    previous: Vec<ReadRange>,
 }
 
 /// What one [`Log::drop_cache_behind`] call did.
@@ -310,21 +324,36 @@ impl Log {
     }
 
     /// A read found `[pos, pos + len)` of segment `segment`: remember what of it lies below
-    /// the drop point. Skipped while a drop-behind pass holds the point (its I/O must not hold
-    /// up a read; the next read records the same segment).
+    /// the drop point. While a drop-behind pass holds the point (its I/O must not hold up a
+    /// read) the whole read is remembered, and [`Log::drop_read_back`] leaves out what lies
+    /// above the point.
     pub(crate) fn note_read_back(&self, segment: i64, pos: u64, len: u64) {
         let end = match self.drop_point.try_lock() {
             Some(p) if segment < p.segment => pos + len,
             Some(p) if segment == p.segment && pos < p.position => (pos + len).min(p.position),
-            _ => return,
+            // At or above the point: the drop-behind's.
+            Some(_) => return,
+            None => pos + len,
         };
         let len = end - pos;
         let mut rb = self.read_back.lock();
-        if let Some(e) = rb.current.iter_mut().find(|e| e.0 == segment) {
-            e.1 = e.1.max(end);
-            e.2 += len;
-        } else if rb.current.len() < READ_BACK_SEGMENTS {
-            rb.current.push((segment, end, len));
+        // A reader's next read starts where its last one ended (or inside it, for a batch it
+        // had only part of): the same range.
+        let touching = rb
+            .current
+            .iter_mut()
+            .find(|r| r.segment == segment && pos <= r.end && end >= r.start);
+        if let Some(r) = touching {
+            r.start = r.start.min(pos);
+            r.end = r.end.max(end);
+            r.bytes += len;
+        } else if rb.current.len() < READ_BACK_RANGES {
+            rb.current.push(ReadRange {
+                segment,
+                start: pos,
+                end,
+                bytes: len,
+            });
         }
     }
 
@@ -338,18 +367,41 @@ impl Log {
             return 0;
         }
         let (view, _, _) = self.view();
+        let dir = self.dir();
+        let (point_segment, point_position) = {
+            let p = self.drop_point.lock();
+            if p.dir != dir {
+                // Moved: the point starts over, nothing lies below it.
+                return 0;
+            }
+            (p.segment, p.position)
+        };
         let mut bytes = 0;
-        for (segment, end, len) in older {
-            let Ok(i) = view.segs.binary_search_by_key(&segment, |s| s.base_offset) else {
+        for r in older {
+            // Only what lies below the point, which only moves up: a read recorded while a
+            // pass held the point may have been at the tail.
+            let end = match r.segment.cmp(&point_segment) {
+                std::cmp::Ordering::Less => r.end,
+                std::cmp::Ordering::Equal => r.end.min(point_position),
+                std::cmp::Ordering::Greater => continue,
+            };
+            let Ok(i) = view
+                .segs
+                .binary_search_by_key(&r.segment, |s| s.base_offset)
+            else {
                 // Deleted since: its pages went with it.
                 continue;
             };
-            // From the start of the file: it also covers what a read skipped while a pass held
-            // the point brought back, and the kernel visits resident pages only. The reader's
-            // readahead lies above `end` and stays for it. What lies below the point is
-            // durable, so its pages are clean and DONTNEED drops them.
-            if dont_need(&view.segs[i].log, 0, Some(end)).is_ok() {
-                bytes += len;
+            // Only the range read: below it another reader further behind may be about to
+            // read what the kernel's readahead brought in for it, and the reader's own
+            // readahead lies above it. What lies below the point is durable, so its pages
+            // are clean and DONTNEED drops them.
+            if end > r.start && dont_need(&view.segs[i].log, r.start, Some(end)).is_ok() {
+                bytes += if end < r.end {
+                    r.bytes.min(end - r.start)
+                } else {
+                    r.bytes
+                };
             }
         }
         bytes

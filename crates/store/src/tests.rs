@@ -3157,6 +3157,70 @@ fn reads_from_below_the_drop_point_are_advised_out_again() {
     assert_eq!(log.drop_read_back(), 0);
 }
 
+/// Two readers behind the drop point in one segment (two consumer groups): dropping what
+/// the one further ahead read leaves what the kernel's readahead brought in for the one
+/// behind it; a read recorded while a pass held the point is dropped only below the point.
+#[test]
+fn read_back_drops_the_ranges_read_only() {
+    use std::os::unix::fs::FileExt;
+    const MIB: u64 = 1 << 20;
+    let d = disk_tempdir();
+    let m = open_mgr(d.path());
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 64 * MIB,
+            ..cfg()
+        },
+    );
+    fill_log(&log, 40 * MIB, 64);
+    assert_eq!(log.segment_count(), 1);
+    let path = segment_logs(&log.dir()).remove(0);
+    log.drop_cache_behind(4 * MIB).unwrap();
+    let point = log.size_bytes() - 4 * MIB;
+    assert!(point > 36 * MIB && point < 37 * MIB, "{point}");
+    let tail = resident(&path);
+    assert!(tail <= 6 * MIB, "{tail}");
+
+    // Brought in with readahead off, so that the page cache holds exactly these: the reader
+    // behind read [4, 5) MiB and its readahead took [5, 20) MiB; the reader ahead read
+    // [24, 28) MiB.
+    let f = std::fs::File::open(&path).unwrap();
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::Random).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    for i in (4..20).chain(24..28) {
+        f.read_exact_at(&mut buf, i * MIB).unwrap();
+    }
+    assert!(resident(&path) >= tail + 20 * MIB - 4096);
+    log.note_read_back(0, 4 * MIB, MIB);
+    log.note_read_back(0, 24 * MIB, 2 * MIB);
+    log.note_read_back(0, 26 * MIB, 2 * MIB);
+    // A read at the tail while a pass holds the point: recorded whole, dropped only below the
+    // point.
+    {
+        let _pass = log.drop_point.lock();
+        log.note_read_back(0, point - 2 * MIB, 4 * MIB);
+    }
+    assert_eq!(log.drop_read_back(), 0);
+    // 1 + 4 MiB, and the 2 MiB of the tail read below the point.
+    assert_eq!(log.drop_read_back(), 7 * MIB);
+    let r = resident(&path);
+    // The readahead of the reader behind stays: [5, 20) MiB, and the 2 MiB folio holding
+    // 5 MiB may keep [4, 5) too. The reader ahead's range, and the region below the point
+    // read at the tail, are out; the tail above the point is not.
+    assert!(
+        r + 4096 >= 15 * MIB && r <= 16 * MIB + tail,
+        "{r} bytes resident: 15-16 MiB of readahead and {tail} of the tail expected"
+    );
+    let above = (point + 2 * MIB - point % (2 * MIB), log.size_bytes());
+    let mut buf = vec![0u8; (above.1 - above.0) as usize];
+    assert_eq!(
+        crate::segment::pread_cached(&f, &mut buf, above.0).unwrap(),
+        buf.len(),
+        "the tail above the point was advised out"
+    );
+}
+
 #[test]
 fn file_slice_reads_a_range_of_itself() {
     let d = tempfile::tempdir().unwrap();
