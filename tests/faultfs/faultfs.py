@@ -55,8 +55,12 @@ Faults (control commands)
     shows without a crash.)
 ``enospc on|off``
     While on, every write fails with ENOSPC (and ``statfs`` shows no free space).
+``slow-unlink SECONDS``
+    Every unlink waits SECONDS before it is done (0: none), as one does on a volume that
+    discards the freed blocks synchronously, or over a slow network. Other operations go on
+    meanwhile.
 ``clear-faults``
-    ENOSPC off, no armed fsync failures.
+    ENOSPC off, no armed fsync failures, no unlink delay.
 ``writeback``
     Write every pending byte to the backing files (as ``sync`` would on a normal system).
 ``stats``
@@ -64,8 +68,8 @@ Faults (control commands)
 
 Not simulated: reordering of metadata operations, loss of metadata (directory entries are
 durable at once), partial sector writes inside one write other than the prefix rule above,
-read errors, latency, mmap of files (``direct_io``), xattrs, locks across hosts (POSIX and
-flock locks are handled by the kernel, per mount).
+read errors, latency other than ``slow-unlink``, mmap of files (``direct_io``), xattrs, locks
+across hosts (POSIX and flock locks are handled by the kernel, per mount).
 
 Client side (importable without libfuse): :func:`mount_faultfs`, :class:`FaultFSMount`,
 :class:`FaultFSControl`. The FUSE server part imports ``mfusepy`` (libfuse 3 via ctypes)
@@ -280,11 +284,12 @@ class FaultOps:
         self.pending_total = 0
         # faults
         self.enospc = False
+        self.unlink_delay = 0.0
         self.fail_fsyncs = 0
         self.fail_match: Optional[str] = None
         self.counters = dict(writes=0, fsyncs=0, fsyncs_failed_injected=0, enospc_injected=0,
                              crashes=0, torn_crashes=0, bytes_dropped=0, bytes_kept_torn=0,
-                             writebacks=0)
+                             writebacks=0, unlinks=0)
 
     # ---- helpers ---------------------------------------------------------
 
@@ -443,6 +448,10 @@ class FaultOps:
         return 0
 
     def unlink(self, path: str) -> int:
+        with self._mu:
+            self.counters["unlinks"] += 1
+        if self.unlink_delay > 0:
+            time.sleep(self.unlink_delay)  # outside the lock: other operations go on
         with self._mu:
             real = self._real(path)
             st = os.lstat(real)
@@ -612,8 +621,12 @@ class FaultOps:
             if op == "enospc":
                 self.enospc = bool(req.get("on", True))
                 return {}
+            if op == "slow_unlink":
+                self.unlink_delay = max(0.0, float(req.get("seconds", 0)))
+                return {}
             if op == "clear_faults":
                 self.enospc, self.fail_fsyncs, self.fail_match = False, 0, None
+                self.unlink_delay = 0.0
                 return {}
             if op == "writeback":
                 return {"bytes": self._writeback_all()}
@@ -771,6 +784,10 @@ class FaultFSControl:
 
     def enospc(self, on: bool = True) -> None:
         self.call("enospc", on=on)
+
+    def slow_unlink(self, seconds: float) -> None:
+        """Every unlink from now on waits ``seconds`` first (0: none)."""
+        self.call("slow_unlink", seconds=seconds)
 
     def clear_faults(self) -> None:
         self.call("clear_faults")
@@ -934,6 +951,8 @@ def _ctl_main(argv: List[str]) -> int:
     f.add_argument("--match")
     e = sub.add_parser("enospc")
     e.add_argument("state", choices=["on", "off"])
+    u = sub.add_parser("slow-unlink")
+    u.add_argument("seconds", type=float)
     for name in ("stats", "writeback", "clear-faults", "ping"):
         sub.add_parser(name)
     a = p.parse_args(argv)
@@ -944,6 +963,8 @@ def _ctl_main(argv: List[str]) -> int:
         out = ctl.call("fail_next_fsync", count=a.count, match=a.match)
     elif a.cmd == "enospc":
         out = ctl.call("enospc", on=a.state == "on")
+    elif a.cmd == "slow-unlink":
+        out = ctl.call("slow_unlink", seconds=a.seconds)
     else:
         out = ctl.call(a.cmd.replace("-", "_"))
     print(json.dumps(out, indent=2))

@@ -326,6 +326,34 @@ def test_enospc_fails_writes(ffs):
     assert ffs.stats()["enospc_injected"] == 1
 
 
+def test_slow_unlink_holds_up_the_unlink_only(ffs):
+    import threading
+
+    slow, other = ffs.mountpoint / "slow", ffs.mountpoint / "other"
+    slow.write_bytes(b"s")
+    other.write_bytes(b"o")
+    ffs.slow_unlink(3.0)
+    before = ffs.stats()["unlinks"]
+    t = threading.Thread(target=os.unlink, args=(slow,))
+    t.start()
+    assert _eventually(lambda: ffs.stats()["unlinks"] > before), "the unlink never reached faultfs"
+    # While it waits, other operations (and the control socket) are served.
+    fd = _open(other)
+    try:
+        _write(fd, b"-more", 1)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert _read(other) == b"o-more"
+    assert t.is_alive(), "the unlink did not wait"
+    t.join(30)
+    assert not t.is_alive() and not slow.exists()
+    ffs.clear_faults()
+    before = ffs.stats()["unlinks"]
+    os.unlink(other)
+    assert ffs.stats()["unlinks"] == before + 1 and not other.exists()
+
+
 def test_unknown_control_command_is_an_error(ffs):
     with pytest.raises(FaultFSError):
         ffs.call("no-such-command")

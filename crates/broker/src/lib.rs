@@ -652,16 +652,15 @@ impl Broker {
         }
     }
 
-    /// Run a handler that talks to etcd in a cluster (topic and config changes, producer-id
-    /// blocks, reassignments) on tokio's blocking pool, so that a slow etcd holds no runtime
-    /// thread and produce and fetch requests go on; on a single broker, at once.
+    /// Run an administrative handler (topic and config changes, producer-id blocks,
+    /// reassignments) on tokio's blocking pool, so that produce and fetch requests go on
+    /// meanwhile: in a cluster it talks to etcd, and on any broker it writes and removes files
+    /// (a topic's deletion unlinks every file of its partitions, which on a volume mounted with
+    /// `discard` held a runtime thread for seconds).
     fn off_runtime(
         self: &Arc<Self>,
         handler: impl FnOnce(&Arc<Broker>) -> Option<ResponseKind> + Send + 'static,
     ) -> Reply {
-        if self.cluster.is_none() {
-            return ready(handler(self));
-        }
         let broker = self.clone();
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || handler(&broker)).await {
