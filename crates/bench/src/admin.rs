@@ -242,3 +242,118 @@ pub async fn probe_partitions(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Filler batches of a stagger (records of the workload's size, zeros) are about this large.
+const STAGGER_BATCH_BYTES: usize = 256 * 1024;
+/// Produce requests of a stagger in flight per leader.
+const STAGGER_LANES: usize = 4;
+/// Failed produce answers a stagger tolerates per partition before it gives up.
+const STAGGER_FAILURES_MAX: u32 = 10;
+
+/// Spread the partitions' segment rolls over time: write `p * segment_bytes / n` bytes of
+/// filler records to partition `p` of `n` (acks=1, one batch per partition per request), so
+/// that partitions written evenly afterwards fill their segments one after another instead
+/// of all at once. A new topic written evenly rolls every partition in the same second, a
+/// wave whose flushes a long-running log, whose partitions' segments started at different
+/// times, does not have. `next` holds each partition's next offset (from the probe) and
+/// is advanced past the filler, so the consumers start after it. Returns the bytes written.
+pub async fn stagger_rolls(
+    conns: &BTreeMap<i32, std::sync::Arc<Connection>>,
+    layout: &TopicLayout,
+    segment_bytes: u64,
+    message_size: usize,
+    next: &mut [i64],
+    timeout: Duration,
+) -> Result<u64> {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+    let n = layout.leaders.len() as u64;
+    let payload = vec![0u8; message_size];
+    let mut enc = crate::batch::BatchEncoder::new();
+    let now_ms = (crate::producer::now_us() / 1000) as i64;
+    enc.begin(now_ms, STAGGER_BATCH_BYTES + message_size);
+    while enc.len() < STAGGER_BATCH_BYTES {
+        enc.push(now_ms, None, &payload, 0);
+    }
+    let records = i64::from(enc.count());
+    let batch = enc.finish();
+    let batch_len = batch.len() as u64;
+    // Whole batches per partition: the filler of partition p rounded to the nearest batch.
+    let wanted: Vec<u64> = (0..n)
+        .map(|p| (p * segment_bytes / n + batch_len / 2) / batch_len)
+        .collect();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut lanes = tokio::task::JoinSet::new();
+    for (leader, conn) in conns {
+        let mine: Vec<usize> = (0..layout.leaders.len())
+            .filter(|p| layout.leaders[*p] == *leader && wanted[*p] > 0)
+            .collect();
+        for lane in 0..STAGGER_LANES {
+            let partitions: Vec<(usize, u64)> = mine
+                .iter()
+                .skip(lane)
+                .step_by(STAGGER_LANES)
+                .map(|p| (*p, wanted[*p]))
+                .collect();
+            if partitions.is_empty() {
+                continue;
+            }
+            let (conn, batch, topic) = (conn.clone(), batch.clone(), name(&layout.name));
+            lanes.spawn(async move {
+                // (partition, batches still to write, failures, next offset).
+                let mut left: Vec<(usize, u64, u32, i64)> =
+                    partitions.into_iter().map(|(p, b)| (p, b, 0, -1)).collect();
+                while left.iter().any(|l| l.1 > 0) {
+                    let mut t = TopicProduceData::default();
+                    t.name = topic.clone();
+                    for (p, _, _, _) in left.iter().filter(|l| l.1 > 0) {
+                        let mut d = PartitionProduceData::default();
+                        d.index = *p as i32;
+                        d.records = Some(batch.clone());
+                        t.partition_data.push(d);
+                    }
+                    let mut req = ProduceRequest::default();
+                    req.acks = 1;
+                    req.timeout_ms = 30_000;
+                    req.topic_data = vec![t];
+                    let call = conn.call(ApiKey::Produce, conn.versions.produce, &req);
+                    let resp: ProduceResponse = tokio::time::timeout_at(deadline, call)
+                        .await
+                        .context("staggering the segment rolls took too long")??;
+                    let mut failed = false;
+                    for r in resp.responses.iter().flat_map(|t| t.partition_responses.iter()) {
+                        let Some(l) = left.iter_mut().find(|l| l.0 as i32 == r.index) else {
+                            continue;
+                        };
+                        if r.error_code == 0 {
+                            l.1 = l.1.saturating_sub(1);
+                            l.3 = r.base_offset + records;
+                        } else {
+                            failed = true;
+                            l.2 += 1;
+                            if l.2 > STAGGER_FAILURES_MAX {
+                                bail!(
+                                    "staggering the segment rolls: partition {} answered error code {} {} times",
+                                    r.index, r.error_code, l.2
+                                );
+                            }
+                        }
+                    }
+                    if failed {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+                Ok::<_, anyhow::Error>(
+                    left.into_iter().map(|l| (l.0, l.3)).collect::<Vec<_>>(),
+                )
+            });
+        }
+    }
+    while let Some(done) = lanes.join_next().await {
+        for (p, offset) in done.context("stagger task")?? {
+            next[p] = next[p].max(offset);
+        }
+    }
+    Ok(wanted.iter().sum::<u64>() * batch_len)
+}

@@ -11,7 +11,7 @@
 //! - [`config`]: workload and driver files, validated, every limit explicit.
 //! - [`batch`]: payload pool, RecordBatch v2 encoder, fetched-batch scanner.
 //! - [`client`]: one pipelined connection with API version negotiation.
-//! - [`admin`]: topic creation, leaders, deletion.
+//! - [`admin`]: topic creation, leaders, deletion, the readiness probe and the roll stagger.
 //! - [`producer`], [`consumer`]: the load.
 //! - [`stats`]: counters and HDR histograms.
 //! - [`timer`]: a sub-millisecond sleep for `linger.ms`.
@@ -65,10 +65,16 @@ usage: sluice bench WORKLOAD.yaml [--driver DRIVER.yaml] [--bootstrap HOST:PORT]
   --out DIR              where the JSON and HTML results go (default bench-results)
   --name NAME            result file base name (default: workload-driver-timestamp)
   --keep-topics          do not delete the benchmark topics afterwards
+  --stagger-rolls BYTES  the brokers' segment size: before the run, write partition p of n
+                         p/n of it in filler records (not consumed), so that partitions
+                         written evenly roll one after another, as in a log that has been
+                         running, not all in the same second as a new topic does
 
 Prints a progress line every interval and a summary at the end, and writes
 DIR/NAME.json and DIR/NAME.html (self-contained: open it in a browser).";
 
+/// Largest segment size `--stagger-rolls` takes (Kafka's segment.bytes is an int).
+const MAX_STAGGER_BYTES: u64 = i32::MAX as u64;
 /// Longest duration accepted on the command line.
 const MAX_CLI_SECS: f64 = 24.0 * 3600.0;
 
@@ -97,6 +103,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut keep_topics = false;
     let mut unthrottled = false;
     let mut latency_bound_ms = run::DEFAULT_LATENCY_BOUND_MS;
+    let mut stagger_segment_bytes = 0u64;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -151,6 +158,18 @@ pub fn run(args: &[String]) -> Result<()> {
                     .filter(|b: &f64| *b > 0.0 && b.is_finite())
                     .with_context(|| format!("--latency-bound-ms {v:?}: expected a number > 0"))?;
             }
+            "--stagger-rolls" => {
+                let v = it
+                    .next()
+                    .context("--stagger-rolls needs a segment size in bytes")?;
+                stagger_segment_bytes = v
+                    .parse()
+                    .ok()
+                    .filter(|b: &u64| *b <= MAX_STAGGER_BYTES)
+                    .with_context(|| {
+                        format!("--stagger-rolls {v:?}: expected bytes in 0..={MAX_STAGGER_BYTES}")
+                    })?;
+            }
             s if s.starts_with('-') => bail!("unknown option {s:?}\n{USAGE}"),
             s => {
                 if workload_path.replace(s.into()).is_some() {
@@ -195,6 +214,7 @@ pub fn run(args: &[String]) -> Result<()> {
         keep_topics,
         unthrottled,
         latency_bound_ms,
+        stagger_segment_bytes,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

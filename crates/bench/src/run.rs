@@ -21,6 +21,8 @@ use crate::stats::{Counters, Percentiles, Stats};
 
 /// Longest wait for a new topic's partitions to have leaders.
 const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest stagger of the segment rolls ([`admin::stagger_rolls`]).
+const STAGGER_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest backlog build-up or drain phase.
 const BACKLOG_PHASE_MAX: Duration = Duration::from_secs(3600);
 
@@ -37,6 +39,9 @@ pub struct Plan {
     pub unthrottled: bool,
     /// With producerRate 0: the publish p99.9 a sustainable rate must keep, in milliseconds.
     pub latency_bound_ms: f64,
+    /// The brokers' segment size, to spread the partitions' rolls over time before the run
+    /// ([`admin::stagger_rolls`]); 0: no stagger.
+    pub stagger_segment_bytes: u64,
 }
 
 /// Default of [`Plan::latency_bound_ms`].
@@ -710,9 +715,28 @@ async fn measure(
     });
     for layout in layouts {
         let n = layout.leaders.len();
-        let start_offsets =
-            admin::probe_partitions(&connect_all(layout).await?, layout, TOPIC_READY_TIMEOUT)
-                .await?;
+        let conns = connect_all(layout).await?;
+        let mut start_offsets =
+            admin::probe_partitions(&conns, layout, TOPIC_READY_TIMEOUT).await?;
+        if plan.stagger_segment_bytes > 0 {
+            let t = Instant::now();
+            let bytes = admin::stagger_rolls(
+                &conns,
+                layout,
+                plan.stagger_segment_bytes,
+                w.message_size as usize,
+                &mut start_offsets,
+                STAGGER_TIMEOUT,
+            )
+            .await?;
+            println!(
+                "sluice bench: {}: segment rolls staggered, partition p of {n} given p/{n} of {:.1} MB ({:.0} MB in {:.1} s)",
+                layout.name,
+                plan.stagger_segment_bytes as f64 / 1e6,
+                bytes as f64 / 1e6,
+                t.elapsed().as_secs_f64()
+            );
+        }
         for _sub in 0..w.subscriptions_per_topic {
             let k = w.consumer_per_subscription as usize;
             for c in 0..k {

@@ -7,12 +7,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Ignored by default (about 6 s of wall time plus its build); run with
-/// `cargo test -p sluice-bench --test smoke -- --ignored`.
-#[test]
-#[ignore = "5-second benchmark smoke run; opt in with --ignored"]
-fn five_second_workload_against_sluice() {
-    let dir = tempfile::tempdir().unwrap();
+/// An in-process Sluice broker on 127.0.0.1 with its log directory under `dir`; it stops when
+/// the returned sender sends true (or is dropped with the runtime).
+fn start_broker(
+    dir: &std::path::Path,
+) -> (
+    std::net::SocketAddr,
+    tokio::runtime::Runtime,
+    tokio::sync::watch::Sender<bool>,
+) {
     // Bind first: metadata must advertise the real port, not 0.
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = std_listener.local_addr().unwrap();
@@ -20,7 +23,7 @@ fn five_second_workload_against_sluice() {
     let mut props = BTreeMap::new();
     props.insert(
         "log.dirs".to_string(),
-        dir.path().join("data").display().to_string(),
+        dir.join("data").display().to_string(),
     );
     props.insert("listeners".to_string(), format!("PLAINTEXT://{addr}"));
     let config = sluice_config::BrokerConfig::from_properties(props).unwrap();
@@ -41,6 +44,16 @@ fn five_second_workload_against_sluice() {
         let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
         tokio::spawn(sluice_server::serve(broker, listener, limits, stop_rx));
     });
+    (addr, runtime, stop)
+}
+
+/// Ignored by default (about 6 s of wall time plus its build); run with
+/// `cargo test -p sluice-bench --test smoke -- --ignored`.
+#[test]
+#[ignore = "5-second benchmark smoke run; opt in with --ignored"]
+fn five_second_workload_against_sluice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _runtime, stop) = start_broker(dir.path());
 
     let workload = dir.path().join("w.yaml");
     std::fs::write(
@@ -78,4 +91,78 @@ fn five_second_workload_against_sluice() {
     let html = std::fs::read_to_string(out.join("smoke.html")).unwrap();
     assert!(html.contains("<svg"));
     let _ = stop.send(true);
+}
+
+/// `--stagger-rolls`: partition p of n gets p/n of the segment size in filler, the consumers'
+/// start offsets move past it, and partition 0 gets none.
+#[test]
+fn stagger_gives_each_partition_its_share_of_a_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, runtime, stop) = start_broker(dir.path());
+    let segment: u64 = 8 << 20;
+    let n = 4u32;
+    let (offsets, written) = runtime.block_on(async {
+        use sluice_bench::{admin, client::Connection};
+        let conn = Connection::connect(&addr.to_string()).await.unwrap();
+        let topic = "stagger".to_string();
+        admin::create_topics(&conn, std::slice::from_ref(&topic), n, 1, &BTreeMap::new())
+            .await
+            .unwrap();
+        let layout = admin::wait_for_layout(&conn, &[topic], n, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .remove(0);
+        let mut conns = BTreeMap::new();
+        conns.insert(layout.leaders[0], conn);
+        let mut next = admin::probe_partitions(&conns, &layout, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(next, vec![1; n as usize]);
+        let written = admin::stagger_rolls(
+            &conns,
+            &layout,
+            segment,
+            1000,
+            &mut next,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        (next, written)
+    });
+    let _ = stop.send(true);
+    // Bytes of each partition's log files: the probe record and the filler.
+    let sizes: Vec<u64> = (0..n)
+        .map(|p| {
+            std::fs::read_dir(dir.path().join("data").join(format!("stagger-{p}")))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|f| f.extension().is_some_and(|x| x == "log"))
+                .map(|f| std::fs::metadata(f).unwrap().len())
+                .sum()
+        })
+        .collect();
+    assert!(sizes[0] < 1024, "{sizes:?}");
+    assert_eq!(offsets[0], 1, "{offsets:?}");
+    for p in 1..n as usize {
+        let share = p as u64 * segment / u64::from(n);
+        // Whole batches of about 256 KiB: within half a batch (and the probe) of the share.
+        assert!(
+            sizes[p].abs_diff(share) < 160 * 1024,
+            "partition {p}: {sizes:?}"
+        );
+        assert!(offsets[p] > offsets[p - 1], "{offsets:?}");
+        // About one record of 1000 bytes per kilobyte written, after the probe's.
+        let records = (offsets[p] - 1) as u64;
+        assert!(
+            records * 1000 <= sizes[p] && sizes[p] < records * 1100,
+            "{records} records, {sizes:?}"
+        );
+    }
+    // What it reports written is the filler: all but the probe batches, alike in size.
+    assert_eq!(
+        written,
+        sizes.iter().sum::<u64>() - u64::from(n) * sizes[0],
+        "{written} {sizes:?}"
+    );
 }
