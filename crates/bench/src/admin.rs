@@ -253,10 +253,10 @@ const STAGGER_FAILURES_MAX: u32 = 10;
 /// Spread the partitions' segment rolls over time: write `p * segment_bytes / n` bytes of
 /// filler records to partition `p` of `n` (acks=1, one batch per partition per request), so
 /// that partitions written evenly afterwards fill their segments one after another instead
-/// of all at once. A new topic written evenly rolls every partition in the same second, a
-/// wave whose flushes a long-running log, whose partitions' segments started at different
-/// times, does not have. `next` holds each partition's next offset (from the probe) and
-/// is advanced past the filler, so the consumers start after it. Returns the bytes written.
+/// of all at once. A new topic written evenly rolls every partition in the same second; a
+/// log that has been running, its partitions' segments begun at different times, does not.
+/// `next` holds each partition's next offset (from the probe) and is advanced past the
+/// filler, so the consumers start after it. Returns the bytes written.
 pub async fn stagger_rolls(
     conns: &BTreeMap<i32, std::sync::Arc<Connection>>,
     layout: &TopicLayout,
