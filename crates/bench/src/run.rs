@@ -66,6 +66,17 @@ const SETTLE_STEP_MAX: f64 = 0.4;
 /// steps miss on one bad second, and then settle far below what a whole window holds (three
 /// runs of one broker settled at 200k and 585k msg/s).
 const SETTLE_RAISE: f64 = 0.25;
+/// After this many raises in a row, each further raise is [`SETTLE_RAISE_FAST`]: searches
+/// that settled at a fifth of what windows hold, after slow seconds in their first minute,
+/// climbed 25% a window until the budget ran out, below the same broker's other runs: a
+/// Sluice run from 75k msg/s at 447k still holding (others 541k-555k), a Kafka run from 94k
+/// at 450k, its first miss (562k) the last window (others 475k-513k).
+const SETTLE_RAISES_SLOW: u32 = 3;
+const SETTLE_RAISE_FAST: f64 = 0.5;
+/// Windows the hold may measure beyond [`SETTLE_ATTEMPTS`] once a window held and a higher
+/// one missed, to halve the gap between them until it is within [`SETTLE_PRECISION`]: from
+/// a raise's 50% that takes four.
+const SETTLE_BISECT_EXTRA: u32 = 4;
 /// The hold stops once the lowest rate missed is within this of the highest held.
 const SETTLE_PRECISION: f64 = 0.05;
 /// How many windows of a hold may be measured again after a stall ([`Held::judge`]): a
@@ -417,7 +428,8 @@ impl Held {
     /// next rate to measure (None: the hold is done; `target` and `sustained` are then the
     /// highest rate held, or the last one tried when none held).
     ///
-    /// While every window held, the next is [`SETTLE_RAISE`] higher. While none held, the
+    /// While every window held, the next is [`SETTLE_RAISE`] higher ([`SETTLE_RAISE_FAST`]
+    /// after [`SETTLE_RAISES_SLOW`] raises). While none held, the
     /// next is [`SETTLE_STEP`] lower (doubling with every miss in a row, up to
     /// [`SETTLE_STEP_MAX`]) than this one's target, or than what the window reached
     /// when it fell short (a window far over the broker's rate would otherwise take many
@@ -426,7 +438,8 @@ impl Held {
     /// and their rate says little about reading at the tail; the next window starts after
     /// the backlog drained), else the lower of the publish and read rates. Once one held and
     /// one missed, the next is halfway between, until they are within
-    /// [`SETTLE_PRECISION`] of each other or [`SETTLE_ATTEMPTS`] windows were measured.
+    /// [`SETTLE_PRECISION`] of each other or [`SETTLE_ATTEMPTS`] windows were measured
+    /// ([`SETTLE_BISECT_EXTRA`] more once one held and one missed).
     ///
     /// A window that missed on one stall only (it reached the rate, the backlog did not
     /// grow, and at most [`STALL_SHARE`] of its seconds missed the bound) is measured again
@@ -461,9 +474,16 @@ impl Held {
                     .map_or(self.target, |m| m.min(self.target)),
             );
         }
+        let budget = if self.highest_held > 0.0 && self.lowest_missed.is_some() {
+            SETTLE_ATTEMPTS + SETTLE_BISECT_EXTRA
+        } else {
+            SETTLE_ATTEMPTS
+        };
         let next = match self.lowest_missed {
-            _ if rates >= SETTLE_ATTEMPTS => None,
-            None => Some(self.target * (1.0 + SETTLE_RAISE)),
+            _ if rates >= budget => None,
+            // Every window so far held: this was raise number `rates`.
+            None if rates <= SETTLE_RAISES_SLOW => Some(self.target * (1.0 + SETTLE_RAISE)),
+            None => Some(self.target * (1.0 + SETTLE_RAISE_FAST)),
             Some(_) if self.highest_held == 0.0 => {
                 let reached = if grew {
                     w.published
@@ -1253,14 +1273,14 @@ mod tests {
 
     #[test]
     fn hold_finds_the_highest_rate_a_window_holds_from_either_side() {
-        // From far below (the search missed on one bad second): up 25% a window, then
-        // halfway between, to within 5% (or the windows run out).
+        // From far below (the search missed on one bad second): up 25% a window, 50% after
+        // three raises, then halfway between, to within 5% (or the windows run out).
         let (tried, h) = hold(200_000.0, 445_000.0);
         assert_eq!(
             tried,
             [
-                200_000.0, 250_000.0, 312_500.0, 390_625.0, 488_281.0, 439_453.0, 463_867.0,
-                451_660.0
+                200_000.0, 250_000.0, 312_500.0, 390_625.0, 585_938.0, 488_281.0, 439_453.0,
+                463_867.0, 451_660.0
             ]
         );
         assert!(h.sustained && h.target.round() == 439_453.0, "{h:?}");
@@ -1287,6 +1307,24 @@ mod tests {
             !h.sustained && h.target.round() == *tried.last().unwrap(),
             "{h:?}"
         );
+    }
+
+    #[test]
+    fn hold_climbs_from_a_search_that_settled_far_too_low() {
+        // Searches that settled at 75k-94k msg/s after slow seconds in their first minute,
+        // where windows held 450k-570k: 25% a window, the budget ran out at 447k still
+        // holding, or at 450k on the first miss (562k) with no window between.
+        let capacity = 530_000.0;
+        for settled in [75_000.0, 94_276.0, 124_523.0, 200_000.0] {
+            let (tried, h) = hold(settled, capacity);
+            assert!(
+                h.sustained
+                    && h.target <= capacity
+                    && h.target * (1.0 + SETTLE_PRECISION) >= capacity,
+                "settled {settled}: {tried:?} -> {h:?}"
+            );
+            assert!(tried.len() as u32 <= SETTLE_ATTEMPTS + SETTLE_BISECT_EXTRA);
+        }
     }
 
     #[test]
