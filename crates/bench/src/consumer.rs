@@ -114,8 +114,16 @@ impl Consumer {
                         continue;
                     };
                     if pd.error_code == OFFSET_OUT_OF_RANGE {
-                        // Start over from the log start (retention moved it).
-                        offsets[i] = pd.log_start_offset.max(0);
+                        // Start over from the log start (retention moved it); what lay
+                        // between was deleted unread.
+                        let start = pd.log_start_offset.max(0);
+                        if start > offsets[i] {
+                            Counters::add(
+                                &self.stats.counters.skipped_msgs,
+                                (start - offsets[i]) as u64,
+                            );
+                        }
+                        offsets[i] = start;
                         continue;
                     }
                     let Some(records) = &pd.records else { continue };

@@ -103,6 +103,7 @@ pub fn json(o: &Outcome) -> String {
         "consume_rate_msgs": num(o.consume_rate),
         "consume_mb_s": num(o.consume_mb),
         "publish_errors": o.publish_errors,
+        "skipped_msgs": o.skipped_msgs,
         "total_publish_bytes": o.total_publish_bytes,
         "publish_latency": pct_json(&o.publish_latency),
         "e2e_latency": pct_json(&o.e2e_latency),

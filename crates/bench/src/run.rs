@@ -166,6 +166,8 @@ struct RateSearch {
     at: Instant,
     acked: u64,
     consumed: u64,
+    /// Messages deleted unread ([`Counters::skipped_msgs`]), for the backlog.
+    skipped: u64,
     /// Highest rate that passed (0: none yet).
     floor: f64,
     /// Lowest rate that missed since the floor last passed it (None: none yet).
@@ -213,6 +215,7 @@ impl RateSearch {
             at: Instant::now(),
             acked: 0,
             consumed: 0,
+            skipped: 0,
             floor: 0.0,
             ceiling: None,
             probes: 0,
@@ -238,20 +241,23 @@ impl RateSearch {
             return;
         }
         let c = &stats.counters;
-        let (acked, consumed) = (
+        let (acked, consumed, skipped) = (
             Counters::get(&c.acked_msgs),
             Counters::get(&c.consumed_msgs),
+            Counters::get(&c.skipped_msgs),
         );
         let published = (acked - self.acked) as f64 / dt;
         let read = (consumed - self.consumed) as f64 / dt;
-        let backlog_before = self.acked.saturating_sub(self.consumed) as f64;
-        let backlog = acked.saturating_sub(consumed) as f64;
+        let backlog_of = |a: u64, c: u64, s: u64| a.saturating_sub(c).saturating_sub(s) as f64;
+        let backlog_before = backlog_of(self.acked, self.consumed, self.skipped);
+        let backlog = backlog_of(acked, consumed, skipped);
         let p999 = stats.take_step().p999;
         let next = self.judge(dt, published, read, backlog_before, backlog, p999);
         self.set(next);
         self.at = now;
         self.acked = acked;
         self.consumed = consumed;
+        self.skipped = skipped;
     }
 
     /// Judge one step (`dt` seconds at `self.total`, with the rates, backlogs and publish
@@ -396,9 +402,13 @@ struct Window {
     read: f64,
     /// Publish p99.9, milliseconds.
     p999: f64,
-    /// Backlog (acknowledged, not consumed) at its start and end, messages.
+    /// Backlog (acknowledged, not consumed, not deleted unread) at its start and end,
+    /// messages.
     backlog_before: f64,
     backlog_after: f64,
+    /// Messages retention deleted before the consumers read them, during the window: the
+    /// consumers fell a whole retention behind, however the backlog looks at its end.
+    skipped: f64,
     /// The window's seconds, and how many of them missed the latency bound (a publish p99.9
     /// over it, or nothing acknowledged).
     seconds: u32,
@@ -447,7 +457,8 @@ impl Held {
     /// decides, whatever it misses on.
     fn judge(&mut self, w: &Window) -> (bool, Option<f64>) {
         self.attempts += 1;
-        let grew = w.backlog_after > w.backlog_before.max(SEARCH_BACKLOG_S * self.target) * 1.05;
+        let grew = w.backlog_after > w.backlog_before.max(SEARCH_BACKLOG_S * self.target) * 1.05
+            || w.skipped > 0.0;
         let reached = w.published >= 0.95 * self.target;
         // Kept pace: reached the rate without a growing backlog.
         let paced = reached && !grew;
@@ -536,6 +547,8 @@ pub struct Outcome {
     pub consume_rate: f64,
     pub consume_mb: f64,
     pub publish_errors: u64,
+    /// Messages retention deleted before the consumers read them, over the whole run.
+    pub skipped_msgs: u64,
     pub publish_latency: Percentiles,
     pub e2e_latency: Percentiles,
     pub backlog: Option<Backlog>,
@@ -564,6 +577,7 @@ struct Snapshot {
     sent_bytes: u64,
     consumed: u64,
     consumed_bytes: u64,
+    skipped: u64,
     errors: u64,
 }
 
@@ -576,8 +590,16 @@ impl Snapshot {
             sent_bytes: Counters::get(&c.sent_bytes),
             consumed: Counters::get(&c.consumed_msgs),
             consumed_bytes: Counters::get(&c.consumed_bytes),
+            skipped: Counters::get(&c.skipped_msgs),
             errors: Counters::get(&c.publish_errors),
         }
+    }
+
+    /// Messages acknowledged and neither consumed nor deleted unread.
+    fn backlog(&self) -> u64 {
+        self.acked
+            .saturating_sub(self.consumed)
+            .saturating_sub(self.skipped)
     }
 }
 
@@ -602,7 +624,7 @@ impl Reporter {
             publish_mb: (now.sent_bytes - self.last.sent_bytes) as f64 / dt / MB,
             consume_rate: (now.consumed - self.last.consumed) as f64 / dt,
             consume_mb: (now.consumed_bytes - self.last.consumed_bytes) as f64 / dt / MB,
-            backlog_msgs: now.acked.saturating_sub(now.consumed),
+            backlog_msgs: now.backlog(),
             publish_errors: now.errors - self.last.errors,
             publish_latency,
             e2e_latency,
@@ -853,10 +875,7 @@ async fn measure(
     if backlog_wanted {
         let target_bytes = (w.consumer_backlog_size_gb * 1024.0 * 1024.0 * 1024.0) as u64;
         let msg = u64::from(w.message_size);
-        let backlog_bytes = |s: &Stats| {
-            let c = &s.counters;
-            Counters::get(&c.acked_msgs).saturating_sub(Counters::get(&c.consumed_msgs)) * msg
-        };
+        let backlog_bytes = |s: &Stats| s.counters.backlog() * msg;
         println!(
             "building a backlog of {:.2} GB with the consumers held back",
             w.consumer_backlog_size_gb
@@ -903,10 +922,7 @@ async fn measure(
     }
     // With a search: it ends with the warm-up, and the measured window holds the rate it
     // settled on (no adjustment); a window that does not hold it is measured again 5% lower.
-    let backlog_now = |s: &Stats| {
-        let c = &s.counters;
-        Counters::get(&c.acked_msgs).saturating_sub(Counters::get(&c.consumed_msgs)) as f64
-    };
+    let backlog_now = |s: &Stats| s.counters.backlog() as f64;
     // Before a measured window at `rate`: after an overrun, or with a backlog of more than a
     // second of the rate, slow producers to SETTLE_DRAIN_RATE of it until consumers have
     // caught up (SETTLE_BACKLOG_S; at most SETTLE_DRAIN_MAX) and, after an overrun,
@@ -983,20 +999,21 @@ async fn measure(
             break (m0, m1, pub_h, e2e_h);
         };
         let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
-        let backlog = |m: &Snapshot| m.acked.saturating_sub(m.consumed) as f64;
+        let backlog = |m: &Snapshot| m.backlog() as f64;
         let window = Window {
             published: (m1.acked - m0.acked) as f64 / secs,
             read: (m1.consumed - m0.consumed) as f64 / secs,
             p999: Percentiles::of(&pub_h).p999,
             backlog_before: backlog(&m0),
             backlog_after: backlog(&m1),
+            skipped: (m1.skipped - m0.skipped) as f64,
             seconds,
             seconds_over,
         };
         let tried = h.target;
         let (ok, next) = h.judge(&window);
         println!(
-            "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99.9 {:.2} ms, max {:.2} ms, {seconds_over} of {seconds} s over the bound, backlog {:.0} -> {:.0} msg){}",
+            "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99.9 {:.2} ms, max {:.2} ms, {seconds_over} of {seconds} s over the bound, backlog {:.0} -> {:.0} msg{}){}",
             if ok { "held" } else { "not held" },
             window.published,
             window.read,
@@ -1004,6 +1021,11 @@ async fn measure(
             Percentiles::of(&pub_h).max,
             window.backlog_before,
             window.backlog_after,
+            if window.skipped > 0.0 {
+                format!(", {:.0} msg deleted by retention unread", window.skipped)
+            } else {
+                String::new()
+            },
             match next {
                 Some(rate) if rate == tried => {
                     format!("; one stall only: measuring again at {rate:.0} msg/s")
@@ -1050,6 +1072,7 @@ async fn measure(
         consume_rate: (m1.consumed - m0.consumed) as f64 / secs,
         consume_mb: (m1.consumed_bytes - m0.consumed_bytes) as f64 / secs / MB,
         publish_errors: m1.errors - m0.errors,
+        skipped_msgs: Counters::get(&stats.counters.skipped_msgs),
         publish_latency: Percentiles::of(&pub_h),
         e2e_latency: Percentiles::of(&e2e_h),
         backlog,
@@ -1064,6 +1087,12 @@ async fn measure(
         out.measured_s, out.publish_rate, out.publish_mb, out.consume_rate, out.consume_mb,
         out.publish_errors, p.avg, p.p50, p.p99, p.p999, p.max, e.avg, e.p50, e.p99, e.p999, e.max
     );
+    if out.skipped_msgs > 0 {
+        println!(
+            "retention deleted {} msg before the consumers read them (over the whole run)",
+            out.skipped_msgs
+        );
+    }
     Ok(out)
 }
 
@@ -1162,6 +1191,7 @@ mod tests {
             p999,
             backlog_before: backlog.0,
             backlog_after: backlog.1,
+            skipped: 0.0,
             seconds: 20,
             seconds_over: if p999 > DEFAULT_LATENCY_BOUND_MS {
                 20
@@ -1307,6 +1337,20 @@ mod tests {
             !h.sustained && h.target.round() == *tried.last().unwrap(),
             "{h:?}"
         );
+    }
+
+    #[test]
+    fn a_window_whose_consumers_lost_messages_to_retention_did_not_hold() {
+        // Consumers a whole retention behind restart from the log start: the messages
+        // deleted unread leave the backlog without being read, so its end can look flat.
+        let mut h = Held::new(1_000_000.0, DEFAULT_LATENCY_BOUND_MS);
+        let w = Window {
+            skipped: 2_000_000.0,
+            ..window(1_000_000.0, 1_000_000.0, 40.0, (100_000.0, 100_000.0))
+        };
+        let (ok, next) = h.judge(&w);
+        assert!(!ok && next.is_some_and(|r| r < 1_000_000.0), "{next:?}");
+        assert_eq!(h.paced_seconds, 0);
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub struct Counters {
     pub publish_errors: AtomicU64,
     pub consumed_msgs: AtomicU64,
     pub consumed_bytes: AtomicU64,
+    /// Messages the consumers never read because retention deleted them first (a fetch
+    /// answered OFFSET_OUT_OF_RANGE below the log start): they leave the backlog without
+    /// being consumed.
+    pub skipped_msgs: AtomicU64,
 }
 
 impl Counters {
@@ -89,6 +93,12 @@ impl Counters {
     }
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+    /// Messages acknowledged and neither consumed nor deleted unread.
+    pub fn backlog(&self) -> u64 {
+        Self::get(&self.acked_msgs)
+            .saturating_sub(Self::get(&self.consumed_msgs))
+            .saturating_sub(Self::get(&self.skipped_msgs))
     }
 }
 
