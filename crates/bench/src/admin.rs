@@ -6,10 +6,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    MetadataRequest, MetadataResponse, TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -93,6 +95,49 @@ pub async fn delete_topics(conn: &Connection, names: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The log start offset of each of `partitions` of `topic` on the broker behind `conn` (their
+/// leader): ListOffsets with the earliest timestamp (-2), as a consumer resetting to the
+/// earliest offset asks. For a fetch answered OFFSET_OUT_OF_RANGE without the log start
+/// (Kafka sends -1 there).
+pub async fn earliest_offsets(
+    conn: &Connection,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<(i32, i64)>> {
+    let mut t = ListOffsetsTopic::default();
+    t.name = name(topic);
+    t.partitions = partitions
+        .iter()
+        .map(|p| {
+            let mut lp = ListOffsetsPartition::default();
+            lp.partition_index = *p;
+            lp.current_leader_epoch = -1;
+            lp.timestamp = -2;
+            lp
+        })
+        .collect();
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp: ListOffsetsResponse = conn
+        .call(ApiKey::ListOffsets, conn.versions.list_offsets, &req)
+        .await?;
+    let mut out = Vec::new();
+    for t in resp.topics {
+        for p in t.partitions {
+            if p.error_code != 0 {
+                bail!(
+                    "cannot list the earliest offset of {topic}-{}: error code {}",
+                    p.partition_index,
+                    p.error_code
+                );
+            }
+            out.push((p.partition_index, p.offset));
+        }
+    }
+    Ok(out)
 }
 
 /// Metadata of `topics`, retried until every partition has a leader or `timeout` passes.

@@ -34,6 +34,7 @@ const OUR_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, 1, 12),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::ListOffsets, 1, 9),
 ];
 
 /// The versions chosen for one broker (highest both sides speak).
@@ -44,6 +45,7 @@ pub struct Versions {
     pub metadata: i16,
     pub create_topics: i16,
     pub delete_topics: i16,
+    pub list_offsets: i16,
 }
 
 /// Requests waiting for their responses, in send order; `None` once the connection is lost.
@@ -108,6 +110,7 @@ impl Connection {
                 metadata: 1,
                 create_topics: 2,
                 delete_topics: 1,
+                list_offsets: 1,
             },
         };
         let resp: ApiVersionsResponse = conn
@@ -154,6 +157,7 @@ impl Connection {
             metadata: pick(ApiKey::Metadata)?,
             create_topics: pick(ApiKey::CreateTopics)?,
             delete_topics: pick(ApiKey::DeleteTopics)?,
+            list_offsets: pick(ApiKey::ListOffsets)?,
         };
         Ok(Arc::new(conn))
     }

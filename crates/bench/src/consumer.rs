@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, To
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 
+use crate::admin;
 use crate::batch::scan;
 use crate::client::Connection;
 use crate::config::Driver;
@@ -43,6 +44,8 @@ impl Consumer {
         let version = self.conn.versions.fetch;
         let mut failures = 0u32;
         let mut send_times: Vec<u64> = Vec::with_capacity(1 << 16);
+        // Partitions answered out of range without their log start, in this response.
+        let mut unknown_start: Vec<i32> = Vec::new();
         while !self.stop.load(Ordering::Relaxed) {
             if !*self.resume.borrow() {
                 tokio::select! {
@@ -115,15 +118,13 @@ impl Consumer {
                     };
                     if pd.error_code == OFFSET_OUT_OF_RANGE {
                         // Start over from the log start (retention moved it); what lay
-                        // between was deleted unread.
-                        let start = pd.log_start_offset.max(0);
-                        if start > offsets[i] {
-                            Counters::add(
-                                &self.stats.counters.skipped_msgs,
-                                (start - offsets[i]) as u64,
-                            );
+                        // between was deleted unread. A broker that does not say where the
+                        // log starts (Kafka sends -1) is asked below.
+                        if pd.log_start_offset < 0 {
+                            unknown_start.push(pd.partition_index);
+                        } else {
+                            self.restart_at(&mut offsets[i], pd.log_start_offset);
                         }
-                        offsets[i] = start;
                         continue;
                     }
                     let Some(records) = &pd.records else { continue };
@@ -135,6 +136,16 @@ impl Consumer {
                     bytes += s.bytes;
                 }
             }
+            if !unknown_start.is_empty() {
+                let starts =
+                    admin::earliest_offsets(&self.conn, &self.topic, &unknown_start).await?;
+                unknown_start.clear();
+                for (p, start) in starts {
+                    if let Some(i) = self.partitions.iter().position(|(q, _)| *q == p) {
+                        self.restart_at(&mut offsets[i], start);
+                    }
+                }
+            }
             if !send_times.is_empty() {
                 e2e.lock().record_since(now, &send_times);
             }
@@ -143,5 +154,15 @@ impl Consumer {
             Counters::add(&c.consumed_bytes, bytes);
         }
         Ok(())
+    }
+
+    /// Move a partition's next offset to its log start after an out-of-range fetch, counting
+    /// what lay between as deleted unread.
+    fn restart_at(&self, offset: &mut i64, log_start: i64) {
+        let start = log_start.max(0);
+        if start > *offset {
+            Counters::add(&self.stats.counters.skipped_msgs, (start - *offset) as u64);
+        }
+        *offset = start;
     }
 }

@@ -248,3 +248,73 @@ fn messages_retention_deleted_unread_leave_the_backlog() {
     assert!(doc["backlog"]["drain_s"].is_number(), "{json}");
     let _ = stop.send(true);
 }
+
+/// `admin::earliest_offsets` (what a consumer asks when an out-of-range fetch does not say
+/// where the log starts, as Kafka's does not) gives the log start after retention moved it.
+#[test]
+fn earliest_offsets_follow_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, runtime, stop) = start_broker(
+        dir.path(),
+        &[
+            ("log.retention.check.interval.ms", "100"),
+            ("log.segment.delete.delay.ms", "0"),
+        ],
+    );
+    let starts = runtime.block_on(async {
+        use sluice_bench::{admin, client::Connection};
+        let conn = Connection::connect(&addr.to_string()).await.unwrap();
+        let topic = "earliest".to_string();
+        let mut config = BTreeMap::new();
+        config.insert("retention.bytes".to_string(), "1048576".to_string());
+        config.insert("segment.bytes".to_string(), "1048576".to_string());
+        admin::create_topics(&conn, std::slice::from_ref(&topic), 2, 1, &config)
+            .await
+            .unwrap();
+        let layout = admin::wait_for_layout(
+            &conn,
+            std::slice::from_ref(&topic),
+            2,
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap()
+        .remove(0);
+        let mut conns = BTreeMap::new();
+        conns.insert(layout.leaders[0], conn);
+        let mut next = admin::probe_partitions(&conns, &layout, Duration::from_secs(30))
+            .await
+            .unwrap();
+        // Partition 1 gets half of 8 MiB, four segments past its retention.
+        admin::stagger_rolls(
+            &conns,
+            &layout,
+            8 << 20,
+            1000,
+            &mut next,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        let conn = &conns[&layout.leaders[0]];
+        // Retention runs every 100 ms; wait for it to move partition 1's start.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let starts = admin::earliest_offsets(conn, &topic, &[0, 1])
+                .await
+                .unwrap();
+            if starts.iter().any(|(p, o)| *p == 1 && *o > 1) || std::time::Instant::now() > deadline
+            {
+                break (starts, next);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let _ = stop.send(true);
+    let (starts, next) = starts;
+    // Partition 0 holds only the probe record; partition 1's start moved past most of the
+    // filler but not past its end.
+    assert!(starts.contains(&(0, 0)), "{starts:?}");
+    let s1 = starts.iter().find(|(p, _)| *p == 1).unwrap().1;
+    assert!(s1 > 1 && s1 < next[1], "{starts:?} {next:?}");
+}
