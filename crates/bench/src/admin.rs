@@ -100,7 +100,7 @@ pub async fn delete_topics(conn: &Connection, names: &[String]) -> Result<()> {
 /// The log start offset of each of `partitions` of `topic` on the broker behind `conn` (their
 /// leader): ListOffsets with the earliest timestamp (-2), as a consumer resetting to the
 /// earliest offset asks. For a fetch answered OFFSET_OUT_OF_RANGE without the log start
-/// (Kafka sends -1 there).
+/// (-1).
 pub async fn earliest_offsets(
     conn: &Connection,
     topic: &str,

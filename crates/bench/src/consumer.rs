@@ -119,7 +119,7 @@ impl Consumer {
                     if pd.error_code == OFFSET_OUT_OF_RANGE {
                         // Start over from the log start (retention moved it); what lay
                         // between was deleted unread. A broker that does not say where the
-                        // log starts (Kafka sends -1) is asked below.
+                        // log starts (-1) is asked below.
                         if pd.log_start_offset < 0 {
                             unknown_start.push(pd.partition_index);
                         } else {

@@ -250,7 +250,7 @@ fn messages_retention_deleted_unread_leave_the_backlog() {
 }
 
 /// `admin::earliest_offsets` (what a consumer asks when an out-of-range fetch does not say
-/// where the log starts, as Kafka's does not) gives the log start after retention moved it.
+/// where the log starts) gives the log start after retention moved it.
 #[test]
 fn earliest_offsets_follow_retention() {
     let dir = tempfile::tempdir().unwrap();
