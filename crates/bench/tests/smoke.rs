@@ -182,6 +182,13 @@ fn stagger_gives_each_partition_its_share_of_a_segment() {
     );
 }
 
+/// Broker settings for the retention tests: a check every 100 ms, deleted segments removed
+/// at once.
+const RETENTION_EVERY_100_MS: &[(&str, &str)] = &[
+    ("log.retention.check.interval.ms", "100"),
+    ("log.segment.delete.delay.ms", "0"),
+];
+
 /// Consumers held back until retention has deleted most of the backlog: when they start, the
 /// fetch from their first offset is out of range, and what retention deleted unread leaves
 /// the backlog as skipped, not consumed, so the drain ends (it waited for messages no
@@ -189,13 +196,7 @@ fn stagger_gives_each_partition_its_share_of_a_segment() {
 #[test]
 fn messages_retention_deleted_unread_leave_the_backlog() {
     let dir = tempfile::tempdir().unwrap();
-    let (addr, _runtime, stop) = start_broker(
-        dir.path(),
-        &[
-            ("log.retention.check.interval.ms", "100"),
-            ("log.segment.delete.delay.ms", "0"),
-        ],
-    );
+    let (addr, _runtime, stop) = start_broker(dir.path(), RETENTION_EVERY_100_MS);
     let workload = dir.path().join("w.yaml");
     std::fs::write(
         &workload,
@@ -254,13 +255,7 @@ fn messages_retention_deleted_unread_leave_the_backlog() {
 #[test]
 fn earliest_offsets_follow_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let (addr, runtime, stop) = start_broker(
-        dir.path(),
-        &[
-            ("log.retention.check.interval.ms", "100"),
-            ("log.segment.delete.delay.ms", "0"),
-        ],
-    );
+    let (addr, runtime, stop) = start_broker(dir.path(), RETENTION_EVERY_100_MS);
     let starts = runtime.block_on(async {
         use sluice_bench::{admin, client::Connection};
         let conn = Connection::connect(&addr.to_string()).await.unwrap();
