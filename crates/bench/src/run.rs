@@ -108,8 +108,8 @@ const SETTLE_DRAIN_RATE: f64 = 0.25;
 /// Backlog, in seconds of the window's rate, that a drain before a window comes down to:
 /// consumers at the tail, reading what is still in the page cache. Until 2026-11-27 the drain
 /// stopped at a second of the rate ([`SEARCH_BACKLOG_S`]): windows after an overrun then began
-/// with 0.7-0.8 million messages still to read, which for Sluice is most of its page-cache
-/// budget (`sluice.log.cache.bytes`, 1 GiB), so consumers of the partitions furthest behind
+/// with 0.7-0.8 million messages still to read, which for Sluice was most of its page-cache
+/// budget (`sluice.log.cache.bytes`, then 1 GiB), so consumers of the partitions furthest behind
 /// read from storage from the window's first second: in one run two such windows, at 759k
 /// and 683k msg/s, collapsed (consumers at 446k and 392k) where the run's repeats held 671k
 /// and 717k.

@@ -422,7 +422,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
         delete_retry_initial_ms: p.typed("sluice.delete.retry.initial.ms", 500)?,
         delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
-        log_cache_bytes: p.typed("sluice.log.cache.bytes", 1 << 30)?,
+        log_cache_bytes: p.typed(
+            "sluice.log.cache.bytes",
+            crate::memory::log_cache_default(crate::memory::available_memory()),
+        )?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         log_writeback_bytes: p.typed("sluice.log.writeback.bytes", 1 << 20)?,
         log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 1 << 30)?,

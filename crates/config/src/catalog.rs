@@ -569,8 +569,9 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: delay before retrying a deletion that could not complete (for example a directory still holding a silly-renamed .nfs*/.fuse_hidden* file); doubled after each failure."),
     b("sluice.delete.retry.max.ms", Type::Long, Some("30000"), Check::AtLeast(1), false,
         "Sluice: upper bound of the delay between retries of a deferred deletion."),
-    b("sluice.log.cache.bytes", Type::Long, Some("1073741824"), Check::AtLeast(-1), false,
-        "Sluice: page cache the broker keeps of its partition logs (drop-behind), split evenly over the open partitions; older data is made durable and advised out of the page cache. -1 leaves the page cache to the kernel, as Kafka does."),
+    // No fixed default: an eighth of the broker's memory, at least 1 GiB (memory.rs).
+    b("sluice.log.cache.bytes", Type::Long, None, Check::AtLeast(-1), false,
+        "Sluice: page cache the broker keeps of its partition logs (drop-behind), split evenly over the open partitions; older data is made durable and advised out of the page cache. Default: an eighth of the memory the broker has (the machine's, or its cgroup's limit when smaller), at least 1 GiB. -1 leaves the page cache to the kernel, as Kafka does."),
     b("sluice.log.cache.min.partition.bytes", Type::Long, Some("8388608"), Check::AtLeast(0), false,
         "Sluice: smallest share of sluice.log.cache.bytes a partition keeps, however many partitions are open."),
     b("sluice.log.unwritten.bytes.max", Type::Long, Some("1073741824"), Check::AtLeast(-1), false,

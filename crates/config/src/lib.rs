@@ -11,11 +11,13 @@ use std::path::PathBuf;
 mod broker;
 mod catalog;
 mod dynamic;
+mod memory;
 mod properties;
 mod topic;
 
 pub use broker::parse_listeners;
 pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
+pub use memory::{available_memory, log_cache_default, LOG_CACHE_FLOOR_BYTES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -300,7 +302,8 @@ pub struct BrokerConfig {
     pub delete_retry_max_ms: u64,
     /// `sluice.log.cache.bytes`: page-cache budget for partition log data (drop-behind),
     /// split evenly over the open partition logs. -1 = disabled (the kernel decides, as with
-    /// Kafka). Default 1073741824 (1 GiB).
+    /// Kafka). Default an eighth of the memory the broker has (the machine's, or its cgroup's
+    /// limit when smaller), at least 1 GiB ([`log_cache_default`]).
     pub log_cache_bytes: i64,
     /// `sluice.log.cache.min.partition.bytes`: floor of each partition's share of
     /// `log_cache_bytes` (so with many partitions the total kept may exceed it). Default

@@ -563,7 +563,19 @@ fn worker_threads_setting() {
 #[test]
 fn log_cache_settings() {
     let c = build(&[]);
-    assert_eq!(c.log_cache_bytes, 1 << 30);
+    // The default scales with the machine: an eighth of its memory, at least 1 GiB.
+    let memory = sluice_config::available_memory();
+    assert_eq!(c.log_cache_bytes, sluice_config::log_cache_default(memory));
+    assert!(c.log_cache_bytes >= sluice_config::LOG_CACHE_FLOOR_BYTES);
+    if let Some(m) = memory {
+        assert!(c.log_cache_bytes >= i64::try_from(m / 8).unwrap());
+    }
+    let entry = c
+        .describe()
+        .into_iter()
+        .find(|e| e.name == "sluice.log.cache.bytes")
+        .unwrap();
+    assert_eq!(entry.value, Some(c.log_cache_bytes.to_string()));
     assert_eq!(c.log_cache_min_partition_bytes, 8 << 20);
     let c = build(&[
         ("sluice.log.cache.bytes", "-1"),

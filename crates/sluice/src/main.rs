@@ -190,7 +190,18 @@ fn serve(args: ServeArgs) -> Result<()> {
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
             max_in_flight: 64,
         };
+        let cache_bytes = config.log_cache_bytes;
         let broker = sluice_broker::Broker::open(config)?;
+        if cache_bytes >= 0 {
+            tracing::info!(
+                "page cache kept of the partition logs: {} MiB (sluice.log.cache.bytes)",
+                cache_bytes >> 20
+            );
+        } else {
+            tracing::info!(
+                "page cache of the partition logs left to the kernel (sluice.log.cache.bytes=-1)"
+            );
+        }
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
