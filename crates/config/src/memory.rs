@@ -23,8 +23,8 @@ pub fn log_cache_default(memory: Option<u64>) -> i64 {
         .map_or(LOG_CACHE_FLOOR_BYTES, |b| b.max(LOG_CACHE_FLOOR_BYTES))
 }
 
-/// Memory available to this process, in bytes: the smaller of `MemTotal` and the cgroup's
-/// `memory.max`; None when neither can be read.
+/// Memory available to this process, in bytes: the smaller of `MemTotal` and its cgroup's
+/// memory limit; None when neither can be read.
 pub fn available_memory() -> Option<u64> {
     let total = std::fs::read_to_string("/proc/meminfo")
         .ok()
