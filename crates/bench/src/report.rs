@@ -58,6 +58,7 @@ pub fn json(o: &Outcome) -> String {
             "paced_seconds": h.paced_seconds,
             "paced_seconds_over": h.paced_seconds_over,
             "latency_bound_ms": num(h.latency_bound_ms),
+            "latency_percentile": h.latency_percentile.label(),
         })
     });
     let intervals: Vec<Value> = o

@@ -37,8 +37,10 @@ pub struct Plan {
     /// With producerRate 0: run producers unthrottled (paced only by acknowledgements)
     /// instead of searching for the highest rate the consumers also sustain.
     pub unthrottled: bool,
-    /// With producerRate 0: the publish p99.9 a sustainable rate must keep, in milliseconds.
+    /// With producerRate 0: the publish latency a sustainable rate must keep, in
+    /// milliseconds, at the percentile [`Plan::latency_percentile`].
     pub latency_bound_ms: f64,
+    pub latency_percentile: LatencyPercentile,
     /// The brokers' segment size, to spread the partitions' rolls over time before the run
     /// ([`admin::stagger_rolls`]); 0: no stagger.
     pub stagger_segment_bytes: u64,
@@ -46,6 +48,41 @@ pub struct Plan {
 
 /// Default of [`Plan::latency_bound_ms`].
 pub const DEFAULT_LATENCY_BOUND_MS: f64 = 100.0;
+
+/// The publish-latency percentile that the sustainable-rate search, its windows and their
+/// seconds are judged on against [`Plan::latency_bound_ms`]. Both are reported whichever
+/// is judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LatencyPercentile {
+    P99,
+    #[default]
+    P999,
+}
+
+impl LatencyPercentile {
+    pub fn parse(s: &str) -> Option<LatencyPercentile> {
+        match s {
+            "99" | "p99" => Some(LatencyPercentile::P99),
+            "99.9" | "p99.9" | "p999" => Some(LatencyPercentile::P999),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            LatencyPercentile::P99 => "p99",
+            LatencyPercentile::P999 => "p99.9",
+        }
+    }
+
+    /// This percentile of `p`, milliseconds.
+    pub fn of(self, p: &Percentiles) -> f64 {
+        match self {
+            LatencyPercentile::P99 => p.p99,
+            LatencyPercentile::P999 => p.p999,
+        }
+    }
+}
 /// How many windows the hold measures at most ([`Held::judge`]): it looks for the highest
 /// rate a whole window holds, from the rate the search settled on, upwards while every
 /// window held and downwards while none did, then between the two. Seven were too few for a
@@ -176,6 +213,7 @@ struct RateSearch {
     probes: u32,
     /// Publish p99.9 a passing step must keep, in milliseconds.
     bound_ms: f64,
+    percentile: LatencyPercentile,
     /// Steps left below the floor after a miss (see [`SEARCH_RECOVERY_STEPS`]), and the rate
     /// to try once they are over.
     recovering: Option<(u32, f64)>,
@@ -206,9 +244,16 @@ const SEARCH_PROBE: f64 = 0.05;
 impl RateSearch {
     /// A search over `producers` producers, each reading its share from `per_producer` (f64
     /// bits), at the priming rate first and then from `start` msg/s.
-    fn new(start: f64, per_producer: Arc<AtomicU64>, producers: f64, bound_ms: f64) -> RateSearch {
+    fn new(
+        start: f64,
+        per_producer: Arc<AtomicU64>,
+        producers: f64,
+        bound_ms: f64,
+        percentile: LatencyPercentile,
+    ) -> RateSearch {
         let mut s = RateSearch {
             bound_ms,
+            percentile,
             total: start,
             per_producer,
             producers,
@@ -251,8 +296,8 @@ impl RateSearch {
         let backlog_of = |a: u64, c: u64, s: u64| a.saturating_sub(c).saturating_sub(s) as f64;
         let backlog_before = backlog_of(self.acked, self.consumed, self.skipped);
         let backlog = backlog_of(acked, consumed, skipped);
-        let p999 = stats.take_step().p999;
-        let next = self.judge(dt, published, read, backlog_before, backlog, p999);
+        let latency = self.percentile.of(&stats.take_step());
+        let next = self.judge(dt, published, read, backlog_before, backlog, latency);
         self.set(next);
         self.at = now;
         self.acked = acked;
@@ -261,7 +306,8 @@ impl RateSearch {
     }
 
     /// Judge one step (`dt` seconds at `self.total`, with the rates, backlogs and publish
-    /// p99.9 in milliseconds measured over it) and return the next target.
+    /// latency at the judged percentile in milliseconds measured over it) and return the
+    /// next target.
     fn judge(
         &mut self,
         dt: f64,
@@ -269,7 +315,7 @@ impl RateSearch {
         read: f64,
         backlog_before: f64,
         backlog: f64,
-        p999_ms: f64,
+        latency_ms: f64,
     ) -> f64 {
         if self.priming > 0 {
             self.priming -= 1;
@@ -282,7 +328,7 @@ impl RateSearch {
         // Where a miss with no floor to return to goes: below what was reached, not below
         // half the rate.
         let restart = 0.9 * published.min(read).max(0.5 * self.total);
-        let reached = published >= 0.95 * self.total && p999_ms <= self.bound_ms;
+        let reached = published >= 0.95 * self.total && latency_ms <= self.bound_ms;
         // Above SEARCH_BACKLOG_S the backlog must shrink: consumers that only nearly keep up
         // would otherwise let it grow for the whole run.
         let growing = backlog - backlog_before > 0.05 * self.total * dt
@@ -374,6 +420,7 @@ pub struct Held {
     /// backlog grow.
     pub sustained: bool,
     pub latency_bound_ms: f64,
+    pub latency_percentile: LatencyPercentile,
     /// Windows measured again after a stall ([`SETTLE_REMEASURE_MAX`]).
     pub remeasured: u32,
     /// Windows at the reported rate that missed (a stall measured again), and the highest
@@ -400,8 +447,8 @@ struct Window {
     /// Acknowledged and consumed msg/s over the window.
     published: f64,
     read: f64,
-    /// Publish p99.9, milliseconds.
-    p999: f64,
+    /// Publish latency at the judged percentile, milliseconds.
+    latency: f64,
     /// Backlog (acknowledged, not consumed, not deleted unread) at its start and end,
     /// messages.
     backlog_before: f64,
@@ -409,19 +456,20 @@ struct Window {
     /// Messages retention deleted before the consumers read them, during the window: the
     /// consumers fell a whole retention behind, however the backlog looks at its end.
     skipped: f64,
-    /// The window's seconds, and how many of them missed the latency bound (a publish p99.9
-    /// over it, or nothing acknowledged).
+    /// The window's seconds, and how many of them missed the latency bound (a publish
+    /// latency at the judged percentile over it, or nothing acknowledged).
     seconds: u32,
     seconds_over: u32,
 }
 
 impl Held {
-    fn new(target: f64, latency_bound_ms: f64) -> Held {
+    fn new(target: f64, latency_bound_ms: f64, latency_percentile: LatencyPercentile) -> Held {
         Held {
             target,
             attempts: 0,
             sustained: false,
             latency_bound_ms,
+            latency_percentile,
             remeasured: 0,
             missed_at_target: 0,
             max_at_target_ms: 0.0,
@@ -462,7 +510,7 @@ impl Held {
         let reached = w.published >= 0.95 * self.target;
         // Kept pace: reached the rate without a growing backlog.
         let paced = reached && !grew;
-        let held = paced && w.p999 <= self.latency_bound_ms;
+        let held = paced && w.latency <= self.latency_bound_ms;
         if paced {
             self.paced_seconds += w.seconds;
             self.paced_seconds_over += w.seconds_over;
@@ -753,6 +801,7 @@ async fn measure(
             per_producer.clone(),
             f64::from(w.producer_count()),
             plan.latency_bound_ms,
+            plan.latency_percentile,
         )
     });
     for layout in layouts {
@@ -966,13 +1015,18 @@ async fn measure(
     if let Some(s) = &mut searched {
         let rate = s.settled();
         println!(
-            "sustainable-rate search settled on {rate:.0} msg/s (publish p99.9 bound {} ms)",
+            "sustainable-rate search settled on {rate:.0} msg/s (publish {} bound {} ms)",
+            plan.latency_percentile.label(),
             plan.latency_bound_ms
         );
         s.set(rate);
         // The search's last probes may have left a backlog and full queues behind.
         settle!(s, rate, true);
-        held = Some(Held::new(rate, plan.latency_bound_ms));
+        held = Some(Held::new(
+            rate,
+            plan.latency_bound_ms,
+            plan.latency_percentile,
+        ));
     }
     // The window reported: with a hold, the one at the highest rate held (else the last).
     let mut windows = Vec::new();
@@ -989,7 +1043,7 @@ async fn measure(
             phase!("test", (Instant::now() + SEARCH_STEP).min(end), false);
             let second = stats.take_step();
             seconds += 1;
-            if second.count == 0 || second.p999 > plan.latency_bound_ms {
+            if second.count == 0 || plan.latency_percentile.of(&second) > plan.latency_bound_ms {
                 seconds_over += 1;
             }
         }
@@ -1003,7 +1057,7 @@ async fn measure(
         let window = Window {
             published: (m1.acked - m0.acked) as f64 / secs,
             read: (m1.consumed - m0.consumed) as f64 / secs,
-            p999: Percentiles::of(&pub_h).p999,
+            latency: plan.latency_percentile.of(&Percentiles::of(&pub_h)),
             backlog_before: backlog(&m0),
             backlog_after: backlog(&m1),
             skipped: (m1.skipped - m0.skipped) as f64,
@@ -1013,11 +1067,12 @@ async fn measure(
         let tried = h.target;
         let (ok, next) = h.judge(&window);
         println!(
-            "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99.9 {:.2} ms, max {:.2} ms, {seconds_over} of {seconds} s over the bound, backlog {:.0} -> {:.0} msg{}){}",
+            "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms, {seconds_over} of {seconds} s over the bound, backlog {:.0} -> {:.0} msg{}){}",
             if ok { "held" } else { "not held" },
             window.published,
             window.read,
-            window.p999,
+            Percentiles::of(&pub_h).p99,
+            Percentiles::of(&pub_h).p999,
             Percentiles::of(&pub_h).max,
             window.backlog_before,
             window.backlog_after,
@@ -1118,6 +1173,45 @@ mod tests {
             Arc::new(AtomicU64::new(0)),
             1.0,
             DEFAULT_LATENCY_BOUND_MS,
+            LatencyPercentile::P999,
+        )
+    }
+
+    #[test]
+    fn the_judged_percentile_is_the_one_named() {
+        let p = Percentiles {
+            p99: 40.0,
+            p999: 120.0,
+            ..Percentiles::default()
+        };
+        let p99 = LatencyPercentile::parse("99").unwrap();
+        let p999 = LatencyPercentile::parse("99.9").unwrap();
+        assert_eq!((p99.of(&p), p999.of(&p)), (40.0, 120.0));
+        assert_eq!(LatencyPercentile::default(), p999);
+        assert_eq!(LatencyPercentile::parse("p99"), Some(p99));
+        assert_eq!(LatencyPercentile::parse("95"), None);
+        // A step within the bound at p99 but not at p99.9 passes only when p99 is judged.
+        for (percentile, passes) in [(p99, true), (p999, false)] {
+            let mut s = RateSearch::new(
+                SEARCH_START_RATE,
+                Arc::new(AtomicU64::new(0)),
+                1.0,
+                DEFAULT_LATENCY_BOUND_MS,
+                percentile,
+            );
+            s.priming = 0;
+            s.total = 100_000.0;
+            let next = s.judge(1.0, 100_000.0, 100_000.0, 0.0, 0.0, percentile.of(&p));
+            assert_eq!(next > 100_000.0, passes, "{percentile:?}: next {next}");
+        }
+    }
+
+    /// A hold from `target`, the default latency bound on the default percentile.
+    fn held_from(target: f64) -> Held {
+        Held::new(
+            target,
+            DEFAULT_LATENCY_BOUND_MS,
+            LatencyPercentile::default(),
         )
     }
 
@@ -1184,16 +1278,16 @@ mod tests {
 
     /// A 20 s window whose latency, when it misses the bound, misses it in every second
     /// (an overload).
-    fn window(published: f64, read: f64, p999: f64, backlog: (f64, f64)) -> Window {
+    fn window(published: f64, read: f64, latency: f64, backlog: (f64, f64)) -> Window {
         Window {
             published,
             read,
-            p999,
+            latency,
             backlog_before: backlog.0,
             backlog_after: backlog.1,
             skipped: 0.0,
             seconds: 20,
-            seconds_over: if p999 > DEFAULT_LATENCY_BOUND_MS {
+            seconds_over: if latency > DEFAULT_LATENCY_BOUND_MS {
                 20
             } else {
                 0
@@ -1214,7 +1308,7 @@ mod tests {
         let held = window(300_000.0, 300_000.0, 40.0, (0.0, 0.0));
         // A stall (2 of 20 s over the bound): the same rate again, and a window that holds
         // there makes it the highest held so far.
-        let mut h = Held::new(300_000.0, DEFAULT_LATENCY_BOUND_MS);
+        let mut h = held_from(300_000.0);
         assert_eq!(h.judge(&stalled(300_000.0, 2)), (false, Some(300_000.0)));
         let (ok, next) = h.judge(&held);
         assert!(ok);
@@ -1222,7 +1316,7 @@ mod tests {
         assert_eq!((h.attempts, h.remeasured), (2, 1));
         // The second window stalls as well: the rate missed, 5% lower next (the step of a
         // first miss: the window measured again does not count as a rate tried).
-        let mut h = Held::new(300_000.0, DEFAULT_LATENCY_BOUND_MS);
+        let mut h = held_from(300_000.0);
         h.judge(&stalled(300_000.0, 1));
         assert_eq!(
             h.judge(&stalled(300_000.0, 1)).1.map(f64::round),
@@ -1235,7 +1329,7 @@ mod tests {
             window(300_000.0, 300_000.0, 700.0, (0.0, 2_000_000.0)),
             window(250_000.0, 250_000.0, 700.0, (0.0, 0.0)),
         ] {
-            let mut h = Held::new(300_000.0, DEFAULT_LATENCY_BOUND_MS);
+            let mut h = held_from(300_000.0);
             let (ok, next) = h.judge(&w);
             assert!(
                 !ok && next.is_some_and(|r| r < 300_000.0),
@@ -1243,7 +1337,7 @@ mod tests {
             );
         }
         // At most SETTLE_REMEASURE_MAX windows of a hold are measured again.
-        let mut h = Held::new(300_000.0, DEFAULT_LATENCY_BOUND_MS);
+        let mut h = held_from(300_000.0);
         let mut again = 0;
         for _ in 0..20 {
             let rate = h.target;
@@ -1260,7 +1354,7 @@ mod tests {
 
     #[test]
     fn paced_seconds_count_the_windows_the_broker_kept_pace_in() {
-        let mut h = Held::new(300_000.0, DEFAULT_LATENCY_BOUND_MS);
+        let mut h = held_from(300_000.0);
         // Kept pace: a stall (2 of 20 s over), then a window that held.
         h.judge(&stalled(300_000.0, 2));
         h.judge(&window(300_000.0, 300_000.0, 40.0, (0.0, 0.0)));
@@ -1282,7 +1376,7 @@ mod tests {
     /// bound, whose windows past it miss (the latency), starting at `settled`. Returns the
     /// rates tried and the hold's outcome.
     fn hold(settled: f64, capacity: f64) -> (Vec<f64>, Held) {
-        let mut h = Held::new(settled, DEFAULT_LATENCY_BOUND_MS);
+        let mut h = held_from(settled);
         let mut tried = Vec::new();
         loop {
             let rate = h.target;
@@ -1343,7 +1437,7 @@ mod tests {
     fn a_window_whose_consumers_lost_messages_to_retention_did_not_hold() {
         // Consumers a whole retention behind restart from the log start: the messages
         // deleted unread leave the backlog without being read, so its end can look flat.
-        let mut h = Held::new(1_000_000.0, DEFAULT_LATENCY_BOUND_MS);
+        let mut h = held_from(1_000_000.0);
         let w = Window {
             skipped: 2_000_000.0,
             ..window(1_000_000.0, 1_000_000.0, 40.0, (100_000.0, 100_000.0))
@@ -1377,7 +1471,7 @@ mod tests {
         // keep the latency bound only up to the capacity. The steps down grow (5%, 10%,
         // 20%, 40%) until a window holds, then the hold bisects.
         for capacity in [40_000.0, 65_000.0, 100_000.0, 150_000.0] {
-            let mut h = Held::new(232_000.0, DEFAULT_LATENCY_BOUND_MS);
+            let mut h = held_from(232_000.0);
             let mut tried = Vec::new();
             loop {
                 let rate = h.target;
@@ -1403,7 +1497,7 @@ mod tests {
 
     #[test]
     fn hold_steps_down_from_what_a_window_reached() {
-        let next = |target: f64, w: Window| Held::new(target, DEFAULT_LATENCY_BOUND_MS).judge(&w);
+        let next = |target: f64, w: Window| held_from(target).judge(&w);
         // Held: rate reached, p99.9 within the bound, backlog a second's worth at most.
         let (ok, _) = next(
             300_000.0,
