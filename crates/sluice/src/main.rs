@@ -20,6 +20,8 @@ mod stats;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -171,12 +173,34 @@ fn broker_config(args: ServeArgs) -> Result<BrokerConfig> {
 fn serve(args: ServeArgs) -> Result<()> {
     let config = broker_config(args)?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.worker_threads > 0 {
-        builder.worker_threads(usize::from(config.worker_threads));
-    }
+    // 0 in the config means one per CPU.
+    let workers = match config.worker_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => usize::from(n),
+    };
+    builder.worker_threads(workers);
+    // tokio gives its workers and its blocking pool's threads one name. A worker blocked in
+    // the kernel stalls every connection it serves, a blocking-pool thread only its own
+    // call, so profiles and the benchmark's blocked-time sampler need them apart. The
+    // runtime starts its workers while it is built, before any blocking thread.
+    let named = Arc::new(AtomicUsize::new(0));
+    let counter = named.clone();
+    builder.thread_name_fn(move || {
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        if n < workers {
+            format!("sluice-worker-{n}")
+        } else {
+            "sluice-blocking".to_string()
+        }
+    });
     let runtime = builder.enable_all().build()?;
-    // What the runtime runs with, as it reports it (0 in the config means one per CPU).
-    let workers = runtime.metrics().num_workers();
+    if named.load(Ordering::Relaxed) != workers || runtime.metrics().num_workers() != workers {
+        tracing::warn!(
+            "the runtime started {} thread(s) while built for {} worker(s): its threads' names may not tell workers from blocking calls",
+            named.load(Ordering::Relaxed),
+            runtime.metrics().num_workers()
+        );
+    }
     runtime.block_on(async move {
         let listener_conf = config
             .listeners
