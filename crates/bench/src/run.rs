@@ -1054,10 +1054,11 @@ async fn measure(
         };
         let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
         let backlog = |m: &Snapshot| m.backlog() as f64;
+        let publish = Percentiles::of(&pub_h);
         let window = Window {
             published: (m1.acked - m0.acked) as f64 / secs,
             read: (m1.consumed - m0.consumed) as f64 / secs,
-            latency: plan.latency_percentile.of(&Percentiles::of(&pub_h)),
+            latency: plan.latency_percentile.of(&publish),
             backlog_before: backlog(&m0),
             backlog_after: backlog(&m1),
             skipped: (m1.skipped - m0.skipped) as f64,
@@ -1071,9 +1072,9 @@ async fn measure(
             if ok { "held" } else { "not held" },
             window.published,
             window.read,
-            Percentiles::of(&pub_h).p99,
-            Percentiles::of(&pub_h).p999,
-            Percentiles::of(&pub_h).max,
+            publish.p99,
+            publish.p999,
+            publish.max,
             window.backlog_before,
             window.backlog_after,
             if window.skipped > 0.0 {
