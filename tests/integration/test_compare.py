@@ -187,3 +187,26 @@ def test_the_spread_line_says_how_often_each_run_stalled_while_keeping_pace():
     results["b"]["sluice"][1].pop("held")
     sluice = next(line for line in compare.spreads(results, ["sluice"]) if line.startswith("b: Sluice's"))
     assert "keeping pace" not in sluice, sluice
+
+
+def test_quick_runs_keep_the_rate_searches_warm_up():
+    """--quick shortens every run's warm-up to 15 s except the rate searches' (b, c), which keep
+    a minute: a JVM's first 45 s under load are slower than the rest, and a hold whose first
+    window fell in them missed it at a rate its later windows held. --warmup, when given,
+    is every run's, the searches' too."""
+    import argparse
+    compare = load_compare()
+
+    def lengths(**given):
+        args = argparse.Namespace(quick=False, duration=None, warmup=None)
+        vars(args).update(given)
+        compare.run_lengths(args)
+        return args.duration, args.warmup, args.search_warmup
+
+    assert lengths(quick=True) == (20, 15, compare.SEARCH_WARMUP_QUICK_S)
+    assert compare.SEARCH_WARMUP_QUICK_S >= 60
+    assert lengths(quick=True, warmup=40) == (20, 40, 40)
+    assert lengths(quick=True, duration=60) == (60, 15, compare.SEARCH_WARMUP_QUICK_S)
+    # Without --quick, the workload's own warm-up (None: sluice bench reads it from the file).
+    assert lengths() == (None, None, None)
+    assert lengths(warmup=30) == (None, 30, 30)
