@@ -190,10 +190,10 @@ def test_the_spread_line_says_how_often_each_run_stalled_while_keeping_pace():
 
 
 def test_quick_runs_keep_the_rate_searches_warm_up():
-    """--quick shortens every run's warm-up to 15 s except the rate searches' (b, c), which keep
-    a minute: a JVM's first 45 s under load are slower than the rest, and a hold whose first
-    window fell in them missed it at a rate its later windows held. --warmup, when given,
-    is every run's, the searches' too."""
+    """--quick shortens every run's warm-up to 15 s except the rate searches' (b, c, d-sync),
+    which keep a minute: a JVM's first 45 s under load are slower than the rest, and a hold
+    whose first window fell in them missed it at a rate its later windows held. --warmup,
+    when given, is every run's, the searches' too."""
     import argparse
     compare = load_compare()
 
