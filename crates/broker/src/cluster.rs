@@ -46,8 +46,16 @@ const ACQUIRE_RETRY_MAX: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct Cluster {
     settings: ClusterSettings,
-    /// Partitions this broker serves, with the owner record it acquired.
+    /// Partitions this broker serves, with the owner record it acquired. The write gate
+    /// ([`Gate`]) lets a partition's files be written only while it is here, under the epoch
+    /// of its log.
     held: RwLock<HashMap<TopicPartition, OwnerRecord>>,
+    /// Held partitions being handed over: no new append is taken ([`Cluster::may_write`]),
+    /// while the hand-over itself seals and fsyncs through the gate.
+    handing_over: RwLock<HashSet<TopicPartition>>,
+    /// Held partitions whose log failed, to let go and acquire again at the next
+    /// reconciliation ([`Cluster::acquire_again`]).
+    failed_logs: Mutex<HashSet<TopicPartition>>,
     /// Until when appends are allowed (see the module doc).
     write_deadline: Mutex<Instant>,
     /// Held partitions whose last confirmation could not reach etcd. Their appends are
@@ -77,6 +85,17 @@ pub(crate) struct Cluster {
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// The write gate of a broker in a cluster (`sluice_store::WriteGate`): every write to a
+/// partition's files asks it immediately before it writes.
+#[derive(Debug)]
+pub(crate) struct Gate(pub(crate) Arc<Cluster>);
+
+impl sluice_store::WriteGate for Gate {
+    fn check(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+        self.0.may_write_files(tp, leader_epoch)
+    }
 }
 
 /// Why a confirmation did not confirm a partition.
@@ -118,6 +137,8 @@ impl Cluster {
         Cluster {
             settings,
             held: RwLock::new(HashMap::new()),
+            handing_over: RwLock::new(HashSet::new()),
+            failed_logs: Mutex::new(HashSet::new()),
             write_deadline: Mutex::new(Instant::now()),
             unconfirmed: RwLock::new(HashSet::new()),
             acquire_retry: Mutex::new(HashMap::new()),
@@ -142,6 +163,41 @@ impl Cluster {
         !self.stopping.load(Ordering::Acquire)
             && Instant::now() < *self.write_deadline.lock()
             && self.held.read().contains_key(tp)
+            && !self.handing_over.read().contains(tp)
+    }
+
+    /// The write gate's answer ([`Gate`]): this broker holds `tp` under the epoch its log was
+    /// opened (or acquired again) with, and its lease is surely alive. Unlike
+    /// [`Cluster::may_write`], a hand-over and a controlled shutdown pass it: they seal and
+    /// fsync what they hold before they let go.
+    fn may_write_files(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+        if Instant::now() >= *self.write_deadline.lock() {
+            return Err("the broker's etcd lease was not renewed in time".into());
+        }
+        match self.held.read().get(tp) {
+            Some(r) if r.owner.epoch == leader_epoch => Ok(()),
+            Some(r) => Err(format!(
+                "the log was opened under epoch {leader_epoch}, the partition is held under {}",
+                r.owner.epoch
+            )),
+            None => Err("the partition is not held by this broker".into()),
+        }
+    }
+
+    /// The lease could not be renewed: once the write deadline has passed, nothing may be
+    /// written (the write gate already refuses), and the partitions go: their coordinators
+    /// unload (their clients get NOT_COORDINATOR and look for the new one), reads end
+    /// (NOT_LEADER_OR_FOLLOWER), and the broker registers again when etcd answers, as after
+    /// an expired lease. A later renewal may still find the lease alive; the partitions are
+    /// then acquired again, under a new epoch.
+    fn fence_if_past_deadline(&self) {
+        if Instant::now() < *self.write_deadline.lock() {
+            return;
+        }
+        if !self.lease_lost.swap(true, Ordering::AcqRel) {
+            tracing::error!("the etcd lease was not renewed before the write deadline: this broker writes nothing more and lets its partitions go; it registers again once etcd answers");
+            self.wakeup.wake();
+        }
     }
 
     /// Ready to serve (`/readyz`): not shutting down, and the lease surely alive.
@@ -240,10 +296,15 @@ impl Cluster {
             for (i, log) in logs.iter().enumerate() {
                 let tp = log.topic_partition();
                 match records.get(tp) {
-                    Some(r) => {
+                    // Held under the epoch of this log object: data appended to the log of an
+                    // earlier acquisition is never confirmed by a later one.
+                    Some(r) if r.owner.epoch == log.leader_epoch() => {
                         held.push((i, (tp.topic.clone(), tp.partition, r.mod_revision)));
                         out.push(Ok(()));
                     }
+                    Some(_) => out.push(Err(ConfirmError::NotOwner(format!(
+                        "{tp:?} was acquired again since this log was opened"
+                    )))),
                     None => out.push(Err(ConfirmError::NotOwner(format!(
                         "{tp:?} is no longer owned by this broker"
                     )))),
@@ -434,7 +495,8 @@ impl Cluster {
         let started = Instant::now();
         // Appends stop here; acknowledgements of rounds under way fail their confirmation
         // (the record changed when the move was asked for) and are retried at the new owner.
-        self.held.write().remove(tp);
+        // The partition stays held until it is sealed: the seal passes the write gate.
+        self.handing_over.write().insert(tp.clone());
         if tp.topic == OFFSETS_TOPIC {
             broker.groups.unload(tp.partition);
         }
@@ -450,6 +512,8 @@ impl Cluster {
                 record.owner.recovery_point
             }
         };
+        self.held.write().remove(tp);
+        self.handing_over.write().remove(tp);
         if let Some(log) = &log {
             broker.fetch_waiters.wake(log);
         }
@@ -477,6 +541,31 @@ impl Cluster {
                 false
             }
         }
+    }
+
+    /// Load the group or transaction coordinator's partition of `log`, if it is one and is
+    /// not loaded (the partition acquired again in place).
+    fn load_coordinator(&self, broker: &Broker, tp: &TopicPartition, log: &Arc<Log>) {
+        let p = tp.partition;
+        if tp.topic == OFFSETS_TOPIC
+            && p < broker.groups.partition_count()
+            && !broker.groups.is_loaded(p)
+        {
+            broker.groups.load(p, log.clone());
+        }
+        if tp.topic == TXN_TOPIC && p < broker.txns.partition_count() && !broker.txns.is_loaded(p) {
+            broker.load_txn_partition(p, log.clone());
+        }
+    }
+
+    /// A held log failed (a failed fsync, a write that could not be cut back): the next
+    /// reconciliation lets it go and acquires the partition again (a new epoch, then the
+    /// recovery from what storage holds, as at any acquisition).
+    pub(crate) fn acquire_again(&self, tp: &TopicPartition, failure: &sluice_store::LogFailure) {
+        if self.failed_logs.lock().insert(tp.clone()) {
+            tracing::warn!(?tp, %failure, "a failed log is let go and acquired again");
+        }
+        self.wakeup.wake();
     }
 
     /// Stop serving every partition (shutdown, or the lease was lost). Returns how many.
@@ -538,6 +627,13 @@ impl Cluster {
             topic: topic.name.clone(),
             partition,
         };
+        if Instant::now() >= *self.write_deadline.lock() {
+            // The etcd call outlasted the deadline: recovering now could race the broker that
+            // takes the partition once this lease expires. The record stays; a later round
+            // acquires it again if it still names this broker.
+            tracing::warn!(?tp, "acquired past the write deadline; not opening the partition");
+            return None;
+        }
         let opened = match record.owner.recovery_point {
             0 => broker
                 .logs
@@ -548,6 +644,9 @@ impl Cluster {
                     .open_log_at(&tp, topic.id, log_config(config), record.owner.epoch, rp)
             }
         };
+        // Held from here: the new segment and the flush pass the write gate under the epoch
+        // just acquired (the log was opened with it).
+        self.held.write().insert(tp.clone(), record);
         let opened = opened.map_err(|e| e.to_string()).and_then(|log| {
             log.roll(now_ms()).map_err(|e| e.to_string())?;
             log.flush().map_err(|e| e.to_string())?;
@@ -560,7 +659,6 @@ impl Cluster {
             Ok(log) => {
                 self.acquire_retry.lock().remove(&tp);
                 self.unconfirmed.write().remove(&tp);
-                self.held.write().insert(tp.clone(), record);
                 self.record_recovery_point(store, &log);
                 if tp.topic == OFFSETS_TOPIC && partition < broker.groups.partition_count() {
                     broker.groups.load(partition, log.clone());
@@ -579,6 +677,7 @@ impl Cluster {
                 Some((record, log))
             }
             Err(e) => {
+                self.held.write().remove(&tp);
                 let mut retry = self.acquire_retry.lock();
                 let first = Duration::from_millis(self.settings.poll_ms).max(ACQUIRE_RETRY_MIN);
                 let wait = retry
@@ -610,9 +709,12 @@ impl Cluster {
         let view = view.as_ref();
         let effective = broker.take_up_dynamic_configs(&view.broker_configs);
         let me = broker.node_id;
+        // Past the write deadline nothing is acquired (an acquisition recovers, so writes,
+        // the partition's files) and what is held is let go: the lease may expire any moment.
         let usable = !self.stopping.load(Ordering::Acquire)
             && !self.lease_lost.load(Ordering::Acquire)
-            && !self.volume_away.load(Ordering::Acquire);
+            && !self.volume_away.load(Ordering::Acquire)
+            && Instant::now() < *self.write_deadline.lock();
         // Without the shared volume nothing is acquired (an acquisition bumps the epoch in
         // etcd before it opens the files), also in a round that runs before the cluster
         // thread has seen the volume go (and made the broker leave, `volume_away`).
@@ -628,6 +730,10 @@ impl Cluster {
                     partition: p,
                 };
                 let record = view.owners.get(&(topic.name.clone(), p)).copied();
+                if self.failed_logs.lock().remove(&tp) && self.held.write().remove(&tp).is_some() {
+                    // A failed log (`acquire_again`): let go, then acquired again below.
+                    self.release_files(broker, &tp, false);
+                }
                 let held = self.held.read().get(&tp).copied();
                 let mine = usable && record.is_some_and(|r| r.owner.node == me);
                 if !mine {
@@ -670,8 +776,15 @@ impl Cluster {
                         let log = existing.as_ref().and_then(|s| s.log(p).cloned());
                         match (store.acquire(&topic.name, p, r), log) {
                             (Ok(Some(rec)), Some(log)) => {
-                                log.set_leader_epoch(rec.owner.epoch);
-                                self.held.write().insert(tp.clone(), rec);
+                                {
+                                    // Both under the lock the write gate reads `held` with.
+                                    let mut held = self.held.write();
+                                    log.set_leader_epoch(rec.owner.epoch);
+                                    held.insert(tp.clone(), rec);
+                                }
+                                // A coordinator that unloaded while the epochs differed (the
+                                // write gate refused meanwhile) loads again.
+                                self.load_coordinator(broker, &tp, &log);
                                 meta.epochs[p as usize] = rec.owner.epoch;
                                 logs.push(Some(log));
                             }
@@ -855,7 +968,14 @@ fn lease_loop(weak: Weak<Broker>) {
         |cluster| cluster.lease() / 4,
         |_, cluster, store| {
             let sent = Instant::now();
-            match store.keep_alive() {
+            let renewed = store.keep_alive();
+            match renewed {
+                // A renewal that answers after the deadline does not open the gate again:
+                // the coordinators have unloaded and nothing was written meanwhile, so the
+                // broker lets go of its partitions and acquires them again (a new epoch).
+                Ok(true) if Instant::now() >= *cluster.write_deadline.lock() => {
+                    cluster.fence_if_past_deadline();
+                }
                 Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
                 Ok(false) => {
                     if !cluster.lease_lost.swap(true, Ordering::AcqRel)
@@ -864,7 +984,10 @@ fn lease_loop(weak: Weak<Broker>) {
                         tracing::error!("the etcd lease expired: this broker lost its partitions; releasing them and registering again");
                     }
                 }
-                Err(e) => tracing::warn!("renewing the etcd lease failed: {e}"),
+                Err(e) => {
+                    tracing::warn!("renewing the etcd lease failed: {e}");
+                    cluster.fence_if_past_deadline();
+                }
             }
         },
     );

@@ -13,6 +13,9 @@ pub(crate) fn append_error_code(e: &AppendError) -> i16 {
         AppendError::InvalidTxnState { .. } => ResponseError::InvalidTxnState.code(),
         AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced.code(),
         AppendError::Io { .. } => ResponseError::KafkaStorageError.code(),
+        // The write gate refused: this broker does not own the partition (now). Nothing was
+        // written; the client refreshes its metadata and finds the owner.
+        AppendError::Fenced(_) => ResponseError::NotLeaderOrFollower.code(),
     }
 }
 
@@ -22,6 +25,7 @@ pub(crate) fn read_error_code(e: &ReadError) -> i16 {
         ReadError::Io { .. } => ResponseError::KafkaStorageError.code(),
         // The fetch path reads again on a blocking thread instead; retriable if it ever got here.
         ReadError::WouldBlock { .. } => ResponseError::KafkaStorageError.code(),
+        ReadError::Fenced(_) => ResponseError::NotLeaderOrFollower.code(),
     }
 }
 

@@ -211,6 +211,32 @@ impl Groups {
         );
     }
 
+    /// Unload every partition whose log this broker may no longer write (the write gate: the
+    /// lease was not renewed in time, or the partition is no longer held here), so that its
+    /// groups answer NOT_COORDINATOR and nothing is answered from state in memory that a new
+    /// coordinator does not have. Asked before every call on the coordinator.
+    fn unload_fenced(&self) {
+        let fenced: Vec<i32> = self
+            .logs
+            .lock()
+            .iter()
+            .filter(|(_, log)| !log.writable())
+            .map(|(p, _)| *p)
+            .collect();
+        for p in fenced {
+            tracing::warn!(
+                partition = p,
+                "this broker may no longer write __consumer_offsets-{p}: its groups are unloaded"
+            );
+            self.unload(p);
+        }
+    }
+
+    /// True if `partition` is loaded here.
+    pub(crate) fn is_loaded(&self, partition: i32) -> bool {
+        self.logs.lock().contains_key(&partition)
+    }
+
     /// The loaded `__consumer_offsets` log holding `group_id`, if any.
     pub(crate) fn log_of(&self, group_id: &str) -> Option<Arc<Log>> {
         let p = self.coordinator.lock().partition_for(group_id);
@@ -239,6 +265,7 @@ impl Groups {
         &self,
         f: impl FnOnce(&mut Coordinator) -> (T, Effects),
     ) -> (T, Vec<Arc<Log>>) {
+        self.unload_fenced();
         let (value, replies, written) = {
             let mut c = self.coordinator.lock();
             let (value, effects) = f(&mut c);
@@ -270,6 +297,7 @@ impl Groups {
         commits: &[sluice_group::OffsetCommit],
     ) -> Result<TxnOffsetsWritten, i16> {
         let now = now_ms();
+        self.unload_fenced();
         let mut c = self.coordinator.lock();
         let (results, partition, records, pending) = c
             .txn_commit_offsets(
@@ -316,6 +344,7 @@ impl Groups {
 
     /// Read-only access.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        self.unload_fenced();
         f(&self.coordinator.lock())
     }
 
@@ -539,7 +568,18 @@ impl Broker {
         &self,
         group_id: &str,
     ) -> impl std::future::Future<Output = Result<(), crate::flusher::FlushError>> {
-        self.flush_logs(self.groups.log_of(group_id).into_iter().collect())
+        // Unloaded since the answer was made (released, or the write gate closed): nothing
+        // can make it durable here, so it is not given.
+        let log = self.groups.log_of(group_id);
+        let flushed = self.flush_logs(log.iter().cloned().collect());
+        async move {
+            if log.is_none() {
+                return Err(crate::flusher::FlushError::NotOwner(
+                    "the group's partition is no longer loaded on this broker".into(),
+                ));
+            }
+            flushed.await
+        }
     }
 
     /// Wait for the fsync of every log written.

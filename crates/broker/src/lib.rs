@@ -334,16 +334,11 @@ impl Broker {
         broker.quotas.load(&broker.meta)?;
         let _ = myself.set(Arc::downgrade(&broker));
         let _ = broker.this.set(Arc::downgrade(&broker));
-        // The log cleaner (compacted topics). In a cluster it cleans only the partitions this
-        // broker holds, and checks, as appends do, that it still may write immediately
-        // before a cleaned segment replaces others.
-        if broker.cluster.is_some() {
-            let weak = Arc::downgrade(&broker);
-            broker.logs.set_cleaner_ownership_check(Arc::new(
-                move |tp: &sluice_store::TopicPartition| {
-                    weak.upgrade().is_some_and(|b| b.may_write(tp))
-                },
-            ));
+        // In a cluster every write to a partition's files (appends of every origin, rolls,
+        // snapshots, retention, DeleteRecords, the cleaner's swaps) asks the cluster, under
+        // the log's writer lock, whether this broker still may write it (`cluster::Gate`).
+        if let Some(cluster) = &broker.cluster {
+            broker.logs.set_write_gate(Arc::new(cluster::Gate(cluster.clone())));
         }
         broker
             .logs
@@ -714,6 +709,13 @@ impl Broker {
                 .get(&tp)
                 .is_some_and(|(at, _)| Instant::now() < *at)
             {
+                continue;
+            }
+            if let Some(cluster) = &self.cluster {
+                // In a cluster a failed log is acquired again, its epoch bumped in etcd before
+                // its files are read, as any acquisition: the recovery that rewrites them is
+                // fenced by the acquisition, and what it recovered is published by it.
+                cluster.acquire_again(&tp, &failure);
                 continue;
             }
             let config = registry::log_config(&state.config);

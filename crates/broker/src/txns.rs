@@ -95,6 +95,7 @@ impl Txns {
     }
 
     pub(crate) fn is_loaded(&self, partition: i32) -> bool {
+        self.unload_fenced();
         self.coordinator.lock().is_loaded(partition)
     }
 
@@ -105,7 +106,29 @@ impl Txns {
 
     /// Read-only access.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        self.unload_fenced();
         f(&self.coordinator.lock())
+    }
+
+    /// Unload every partition whose log this broker may no longer write (the write gate: the
+    /// lease was not renewed in time, or the partition is no longer held here): its
+    /// transactional ids answer NOT_COORDINATOR from then on, and its marker jobs stop at
+    /// their next step. Asked before every call on the coordinator.
+    fn unload_fenced(&self) {
+        let fenced: Vec<i32> = self
+            .logs
+            .lock()
+            .iter()
+            .filter(|(_, log)| !log.writable())
+            .map(|(p, _)| *p)
+            .collect();
+        for p in fenced {
+            tracing::warn!(
+                partition = p,
+                "this broker may no longer write {TXN_TOPIC}-{p}: its transactions are unloaded"
+            );
+            self.unload(p);
+        }
     }
 
     /// Forget one `__transaction_state` partition (another broker coordinates it now; its
@@ -121,6 +144,7 @@ impl Txns {
     /// An append that fails marks the log failed: the partition is re-opened and loaded
     /// again from what the log holds, and the answer is a retriable error.
     fn run<T>(&self, f: impl FnOnce(&mut Coordinator) -> (T, Effects)) -> Result<Ran<T>, ()> {
+        self.unload_fenced();
         let mut c = self.coordinator.lock();
         let (value, effects) = f(&mut c);
         let mut by_partition: BTreeMap<i32, Vec<(Bytes, Option<Bytes>)>> = BTreeMap::new();

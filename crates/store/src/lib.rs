@@ -24,6 +24,7 @@ mod epoch;
 #[cfg(test)]
 mod faults;
 mod fsutil;
+mod gate;
 mod log;
 mod manager;
 mod producer;
@@ -38,6 +39,8 @@ mod writeback;
 pub mod volume;
 
 #[cfg(test)]
+mod gate_tests;
+#[cfg(test)]
 mod shared_tests;
 #[cfg(test)]
 mod tests;
@@ -45,7 +48,8 @@ mod tests;
 mod txn_tests;
 
 pub use cache::DropStats;
-pub use cleaner::{CleanStats, CleanerConfig, OwnershipCheck};
+pub use cleaner::{CleanStats, CleanerConfig};
+pub use gate::{Fenced, WriteGate};
 pub use deferred::{DeleteRetry, DeletionStats};
 pub use manager::existing_cluster_id;
 pub use writeback::{WritebackEnd, WritebackStarted};
@@ -278,6 +282,10 @@ pub enum AppendError {
         tp: TopicPartition,
         source: io::Error,
     },
+    /// This broker may not write the partition's files now (the write gate, `gate.rs`):
+    /// nothing was written.
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
 }
 
 /// Why a log refuses writes until it is re-opened, which recovers it from what storage holds.
@@ -339,6 +347,10 @@ pub enum ReadError {
     /// cache, and would have waited for the volume.
     #[error("reading {tp:?} would wait for the volume")]
     WouldBlock { tp: TopicPartition },
+    /// Only from [`Log::delete_records_before`]: this broker may not write the partition's
+    /// files now (the write gate, `gate.rs`).
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
 }
 
 /// Scratch buffer of [`FileSlice::load`] where `sendfile` to `/dev/null` is refused.
@@ -481,6 +493,8 @@ pub struct Log {
     /// Set when the log can no longer be written safely; it then refuses appends and rolls
     /// until it is re-opened (see [`LogFailure`]).
     failure: Mutex<Option<LogFailure>>,
+    /// Asked immediately before every write to the log's files (`gate.rs`).
+    gate: Arc<gate::GateSlot>,
     #[cfg(test)]
     faults: Mutex<faults::Faults>,
 }
@@ -966,10 +980,11 @@ impl LogManager {
             *threads = cleaner::schedule::start_threads(&self.inner);
         }
     }
-    /// Cluster mode: the check a cleaned segment must pass, immediately before it replaces
-    /// others, that this broker still owns the partition (the one appends use).
-    pub fn set_cleaner_ownership_check(&self, check: OwnershipCheck) {
-        self.inner.cleaner.set_ownership_check(check);
+    /// Cluster mode: the check every write to a partition's files passes immediately before
+    /// it writes (`gate.rs`): appends, rolls, snapshots, indexes and checkpoints, retention,
+    /// DeleteRecords, the cleaner's swaps. Installed before any log is opened for writing.
+    pub fn set_write_gate(&self, gate: Arc<dyn WriteGate>) {
+        self.inner.gate.set(gate);
     }
     /// Clean the compacted log of `tp` now, whatever its dirty ratio, on this thread (with a
     /// key map of one cleaner thread's share). Returns what was done, None if the log is not

@@ -21,6 +21,7 @@ use sluice_format::{
 
 use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
+use crate::gate::Fenced;
 use crate::fsutil::{sync_dir, write_all_vectored_at, write_atomic};
 use crate::producer::{MarkerError, ProducerEntry, ProducerStates, SeqCheck, SeqError};
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
@@ -176,6 +177,8 @@ pub(crate) struct OpenParams {
     /// recovery point still gets its tail checked, since a former owner may have appended to
     /// it after a takeover sealed it (see `verified_sealed_size`).
     pub shared: bool,
+    /// The write gate of the log's manager (`crate::gate`).
+    pub gate: Arc<crate::gate::GateSlot>,
 }
 
 fn io_err(msg: String) -> io::Error {
@@ -282,6 +285,9 @@ impl Log {
     }
 
     fn aio(&self, source: io::Error) -> AppendError {
+        if let Some(fenced) = Fenced::in_io(&source) {
+            return AppendError::Fenced(fenced.clone());
+        }
         AppendError::Io {
             tp: self.tp.clone(),
             source,
@@ -450,6 +456,13 @@ impl Log {
         }
 
         let mut w = self.writer.lock();
+        // Again under the lock: a hand-over or a close marks the log while holding it.
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(self.aio(io::Error::new(
+                io::ErrorKind::NotFound,
+                "log has been deleted or closed",
+            )));
+        }
         let (leo, log_start, active_size) = {
             let s = self.shared.read();
             (s.leo, s.log_start, s.active_size)
@@ -580,6 +593,8 @@ impl Log {
         }
         let last_offset = next - 1;
 
+        // The write gate, immediately before anything is written (the roll asks again).
+        self.gate()?;
         // Roll first if this append does not fit the active segment.
         let active_size = self.maybe_roll(
             &mut w,
@@ -642,7 +657,10 @@ impl Log {
             off = h.next_offset();
         }
 
-        // One write for the data, then the index entries.
+        // One write for the data, then the index entries; the gate again if a roll wrote.
+        if active_size == 0 {
+            self.gate()?;
+        }
         let mut parts = Vec::with_capacity(2 * batches.len());
         match &copy {
             Some(buf) => parts.push(IoSlice::new(buf)),
@@ -966,7 +984,10 @@ impl Log {
             return Ok(());
         }
         self.check_not_failed()?;
+        self.gate_io()?;
         self.seal(w, active)?;
+        // Again before a new file appears: the seal wrote and may have waited on the volume.
+        self.gate_io()?;
         let dir = self.dir();
         let mut spare = self.spare.try_lock().and_then(|mut s| s.take());
         let seg = match spare
@@ -997,7 +1018,7 @@ impl Log {
     }
 
     pub(crate) fn prepare_spare_impl(&self) {
-        if self.deleted.load(Ordering::Acquire) || self.failure().is_some() {
+        if self.deleted.load(Ordering::Acquire) || self.failure().is_some() || !self.writable() {
             return;
         }
         let Some(mut slot) = self.spare.try_lock() else {
@@ -1093,6 +1114,7 @@ impl Log {
             (s.segments.clone(), s.leo)
         };
         if let Some(active) = segs.last() {
+            self.gate_io()?;
             self.seal(&mut w, active)?;
             self.write_producer_snapshot(&w, leo, None);
             // Closing is off the append path: the old snapshots go now.
@@ -1540,6 +1562,10 @@ impl Log {
             }
             return Ok(rp);
         }
+        // Index entries held back are written only through the gate; fsyncs write nothing
+        // new. A log that may not write keeps its recovery point (its index files are not
+        // known complete), while what it appended becomes durable.
+        let mut writable = self.writable();
         let res = (|| {
             let n = segs.len();
             for (i, seg) in segs.iter().enumerate() {
@@ -1556,7 +1582,10 @@ impl Log {
                         .sync_data()
                         .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     if full || !active {
-                        seg.write_pending_index()?;
+                        writable = writable && self.writable();
+                        if writable {
+                            seg.write_pending_index()?;
+                        }
                         seg.index_file.sync_data().map_err(|e| {
                             self.sync_failed(path(SegmentFileKind::Index), synced, e)
                         })?;
@@ -1581,7 +1610,9 @@ impl Log {
             return Err(e);
         }
         let indexed = if full { leo } else { active_base };
-        s.recovery_point = s.recovery_point.max(indexed);
+        if writable {
+            s.recovery_point = s.recovery_point.max(indexed);
+        }
         if scope == FlushScope::Sealed {
             // The active segment was not synced: only what lies below it is known durable.
             s.synced = s.synced.max(s.recovery_point);
@@ -1601,6 +1632,7 @@ impl Log {
 
     pub(crate) fn delete_records_impl(&self, offset: i64) -> Result<i64, ReadError> {
         let w = self.writer.lock();
+        self.gate().map_err(ReadError::Fenced)?;
         let (log_start, leo) = {
             let s = self.shared.read();
             (s.log_start, s.leo)
@@ -1634,6 +1666,10 @@ impl Log {
     /// epochs where recovery scans, and a stale first entry only starts below the log start.
     fn persist_epochs(&self) {
         let _turn = self.epoch_file.lock();
+        if let Err(e) = self.gate() {
+            tracing::debug!(tp = ?self.tp, "leader-epoch-checkpoint not written: {e}");
+            return;
+        }
         let (path, text) = self.epochs.lock().contents();
         if let Err(e) = crate::fsutil::write_atomic(&path, text.as_bytes()) {
             tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
@@ -1659,6 +1695,10 @@ impl Log {
     /// active one) and schedule their files for deletion.
     fn delete_oldest(&self, last_base: i64, why: &str) {
         let mut w = self.writer.lock();
+        if let Err(e) = self.gate() {
+            tracing::debug!(tp = ?self.tp, reason = why, "segments not deleted: {e}");
+            return;
+        }
         let removed: Vec<Arc<Segment>> = {
             let mut s = self.shared.write();
             let sealed = s.segments.len().saturating_sub(1);
@@ -1691,8 +1731,11 @@ impl Log {
         for seg in removed {
             tracing::info!(tp = ?self.tp, segment = seg.base_offset, reason = why, "deleting segment");
             let mut attempt = Attempt::default();
-            let renamed = match seg.rename_deleted() {
+            // Through the gate again: the writer lock was let go since it was asked. A refused
+            // rename is left (the partition's owner deletes the files).
+            let renamed = match self.gate_io().and_then(|()| seg.rename_deleted()) {
                 Ok(()) => true,
+                Err(e) if Fenced::in_io(&e).is_some() => false,
                 Err(e) => {
                     attempt.failed(
                         self.del.retry,
@@ -1732,6 +1775,10 @@ impl Log {
             }
             let path = seg_path(&p.dir, p.base, SegmentFileKind::Log);
             if !p.renamed {
+                if !self.writable() {
+                    // Not this broker's to rename any more: left as they are.
+                    return true;
+                }
                 let _files = self.files_lock.lock();
                 match rename_deleted_in(&p.dir, p.base, p.tag.as_deref()) {
                     Ok(()) => p.renamed = true,
@@ -1779,6 +1826,11 @@ impl Log {
         let cfg = self.config.read().clone();
         // Producer expiry.
         self.writer.lock().producers.expire(now_ms);
+        // Nothing below is this broker's to do while the gate is closed (each write asks it
+        // again under the writer lock).
+        if !self.writable() {
+            return Ok(());
+        }
         // Time-based roll of the active segment, also when its data is all past retention.
         {
             let mut w = self.writer.lock();

@@ -297,6 +297,8 @@ pub(crate) struct Inner {
     pub shared: bool,
     /// The log cleaner's state (compacted topics; `cleaner/schedule.rs`).
     pub cleaner: crate::cleaner::schedule::Shared,
+    /// The write gate every log of this manager asks before it writes (`gate.rs`).
+    pub gate: Arc<crate::gate::GateSlot>,
 }
 
 impl Inner {
@@ -408,6 +410,7 @@ impl Inner {
             del,
             shared,
             cleaner: crate::cleaner::schedule::Shared::new(first_dirty),
+            gate: Arc::default(),
         };
         // Leftovers of silly renames, in the log dir roots and in every partition directory.
         for dir in &inner.dirs {
@@ -547,6 +550,7 @@ impl Inner {
                 now_ms: now_ms(),
                 del: self.del.clone(),
                 shared: self.shared,
+                gate: self.gate.clone(),
             })?;
             if let Some(durable) = required.filter(|&d| log.log_end_offset() < d) {
                 log.mark_deleted();
@@ -625,9 +629,16 @@ impl Inner {
         tp: &TopicPartition,
         config: LogConfig,
     ) -> Result<Option<Arc<Log>>, StoreError> {
-        let Some(log) = self.reg.lock().logs.remove(tp) else {
+        let Some(log) = self.reg.lock().logs.get(tp).cloned() else {
             return Ok(None);
         };
+        // A re-open rewrites the partition's files: only through the write gate (in a
+        // cluster, the broker acquires a failed log again instead, bumping its epoch).
+        log.gate_io().map_err(|source| StoreError::Io {
+            path: log.dir().to_path_buf(),
+            source,
+        })?;
+        self.reg.lock().logs.remove(tp);
         // A cleaning of the failed log stops (it checks the failure) before the re-open
         // reads the files.
         self.cleaner.abort_and_wait(tp);
@@ -922,6 +933,11 @@ impl Inner {
         let log = self.get(tp).ok_or_else(|| StoreError::Invalid {
             path: target_dir.clone(),
             reason: format!("{tp:?} is not open on this broker"),
+        })?;
+        // A move rewrites and removes the partition's files: only through the write gate.
+        log.gate_io().map_err(|source| StoreError::Io {
+            path: log.dir(),
+            source,
         })?;
         if log.dir().parent() == Some(target_dir.as_path()) {
             return Ok(());

@@ -387,7 +387,10 @@ fn leader_hints(broker: &Broker, topics: &mut [FetchableTopicResponse]) -> Vec<N
         .collect()
 }
 
-/// The log a fetch target names, if this broker serves it.
+/// The log a fetch target names, if this broker serves it. In a cluster, only while this
+/// broker may write it (the write gate: the partition held under the log's epoch, the write
+/// deadline not passed): a broker cut off from etcd stops serving reads when it stops
+/// writing, and its clients, answered NOT_LEADER_OR_FOLLOWER, look for the new owner.
 fn lookup(broker: &Broker, t: &Target) -> Option<Arc<sluice_store::Log>> {
     if t.topic.is_empty() {
         return None;
@@ -396,6 +399,7 @@ fn lookup(broker: &Broker, t: &Target) -> Option<Arc<sluice_store::Log>> {
         .registry
         .get(&t.topic)
         .and_then(|s| s.log(t.partition).cloned())
+        .filter(|log| log.writable())
 }
 
 /// How [`read_all`] reads the logs.

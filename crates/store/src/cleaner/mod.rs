@@ -16,7 +16,6 @@
 //! point, or a segment younger than `min.compaction.lag.ms`. Appends wait for it only during
 //! the in-memory switch of the segment list.
 
-use std::sync::Arc;
 
 mod clean;
 mod filter;
@@ -67,10 +66,6 @@ impl Default for CleanerConfig {
         }
     }
 }
-
-/// Asked just before a cleaned segment replaces others (cluster mode): does this broker still
-/// own the partition and may write to it? The same check appends use.
-pub type OwnershipCheck = Arc<dyn Fn(&crate::TopicPartition) -> bool + Send + Sync>;
 
 /// What one cleaning did (for logs and tests).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use sluice_format::text::{format_offset_checkpoint, parse_offset_checkpoint};
 
 use super::clean::Throttle;
-use super::{CleanCtx, CleanStats, CleanStop, CleanerConfig, OffsetMap, OwnershipCheck};
+use super::{CleanCtx, CleanStats, CleanStop, CleanerConfig, OffsetMap};
 use crate::fsutil::{now_ms, write_atomic};
 use crate::manager::Inner;
 use crate::{Log, TopicPartition};
@@ -49,7 +49,6 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Signalled when a cleaning ends.
     idle: Condvar,
-    owns: RwLock<Option<OwnershipCheck>>,
     throttle: RwLock<Arc<Throttle>>,
     stop: AtomicBool,
     wake: (Mutex<()>, Condvar),
@@ -101,7 +100,6 @@ impl Shared {
                 ..State::default()
             }),
             idle: Condvar::new(),
-            owns: RwLock::new(None),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
             checkpoint_lock: Mutex::new(()),
@@ -115,10 +113,6 @@ impl Shared {
 
     pub(crate) fn config(&self) -> CleanerConfig {
         self.config.read().clone()
-    }
-
-    pub(crate) fn set_ownership_check(&self, check: OwnershipCheck) {
-        *self.owns.write() = Some(check);
     }
 
     /// Stop a cleaning of `tp` under way and wait until it has stopped (the log was marked
@@ -252,16 +246,17 @@ impl Shared {
         let tp = job.log.topic_partition().clone();
         let config = self.config();
         let throttle = self.throttle.read().clone();
-        let owns_check = self.owns.read().clone();
         let log = &job.log;
         let aborted = || {
             job.abort.load(Ordering::Acquire)
                 || self.stopped()
                 || log.is_closed()
                 || log.failure().is_some()
+                || !log.writable()
                 || inner.moving.lock().contains(&tp)
         };
-        let owns = || owns_check.as_ref().is_none_or(|f| f(&tp));
+        // The write gate (`crate::gate`), immediately before a cleaned segment replaces others.
+        let owns = || log.writable();
         let mut ctx = CleanCtx {
             first_dirty: job.first_dirty,
             now_ms: now,

@@ -325,8 +325,12 @@ impl Log {
         };
         if !switched {
             // Retention removed part of the group meanwhile, or the log is going away: the
-            // old segments stay; the swap files go.
-            remove_all(&dir, base, |k| swap_path(&dir, base, k));
+            // old segments stay; the swap files go, unless the write gate refuses (the
+            // partition's files are another broker's now, and an open of theirs completes
+            // the swap or removes it).
+            if (ctx.owns)() {
+                remove_all(&dir, base, |k| swap_path(&dir, base, k));
+            }
             drop(files);
             return Err(CleanStop::Aborted(
                 "the segments changed during the cleaning",

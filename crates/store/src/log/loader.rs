@@ -561,6 +561,7 @@ impl Log {
             read_back: Mutex::new(crate::cache::ReadBack::default()),
             writeback_point: Mutex::new(writeback_point),
             failure: Mutex::new(None),
+            gate: p.gate,
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
         })

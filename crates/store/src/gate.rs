@@ -1,0 +1,89 @@
+//! The write gate: one check that every write to a partition's files passes.
+//!
+//! In a cluster, a partition's files are written by its owner only, and a broker that lost
+//! a partition (its lease could not be renewed, a takeover, a release) must write nothing
+//! more into them: not an append, a roll, a producer snapshot, an index or checkpoint, a
+//! retention deletion, a cleaned segment's swap. The store cannot know who owns what; the
+//! broker can. So the broker installs a [`WriteGate`] on the [`crate::LogManager`], and every
+//! mutation of a log's files asks it, under the log's writer lock, immediately before it
+//! writes (`Log::gate`). A single broker installs none: every write passes.
+//!
+//! Architecture invariant: every write to a partition's files after the log was opened passes
+//! [`Log::gate`] first, on the same thread, with nothing but computation in between. The
+//! opening itself (recovery, which may cut and rewrite) is fenced by the acquisition that
+//! precedes it: the owner record's epoch is bumped in etcd before the files are read.
+//!
+//! What the gate cannot stop is a write that passed it and then stalled in the kernel past
+//! the broker's deadline; docs/cluster.md's fencing section says why that write cannot harm
+//! the next owner (it starts a new segment past everything it recovered).
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::{Log, TopicPartition};
+
+/// Decides whether this process may write a partition's files now.
+pub trait WriteGate: Send + Sync + fmt::Debug {
+    /// Ok if this process may write `tp`'s files now, the log having been opened (or
+    /// acquired again) under `leader_epoch`; otherwise why not.
+    fn check(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String>;
+}
+
+/// The gate installed on a log manager, shared by all its logs (none: every write passes).
+#[derive(Debug, Default)]
+pub(crate) struct GateSlot(RwLock<Option<Arc<dyn WriteGate>>>);
+
+impl GateSlot {
+    pub(crate) fn set(&self, gate: Arc<dyn WriteGate>) {
+        *self.0.write() = Some(gate);
+    }
+
+    fn check(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+        match &*self.0.read() {
+            None => Ok(()),
+            Some(g) => g.check(tp, leader_epoch),
+        }
+    }
+}
+
+/// A write refused by the gate: this broker may no longer write the partition's files.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{tp:?}: this broker may not write the partition's files: {reason}")]
+pub struct Fenced {
+    pub tp: TopicPartition,
+    pub reason: String,
+}
+
+impl Fenced {
+    /// The refusal inside an `io::Error` (the paths that return one), if it is one.
+    pub fn in_io(e: &io::Error) -> Option<&Fenced> {
+        e.get_ref().and_then(|inner| inner.downcast_ref::<Fenced>())
+    }
+}
+
+impl Log {
+    /// Ask the write gate whether this process may write the log's files now. Every write to
+    /// them calls this immediately before it writes (see the module doc).
+    pub(crate) fn gate(&self) -> Result<(), Fenced> {
+        self.gate
+            .check(&self.tp, self.leader_epoch())
+            .map_err(|reason| Fenced {
+                tp: self.tp.clone(),
+                reason,
+            })
+    }
+
+    /// [`Log::gate`] for the paths that return an `io::Error`.
+    pub(crate) fn gate_io(&self) -> io::Result<()> {
+        self.gate().map_err(io::Error::other)
+    }
+
+    /// True if the write gate lets this process write the log's files now (the group and
+    /// transaction coordinators ask before they answer from what they hold in memory).
+    pub fn writable(&self) -> bool {
+        self.gate().is_ok()
+    }
+}

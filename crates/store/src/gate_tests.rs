@@ -1,0 +1,178 @@
+//! The write gate (`gate.rs`): once it is closed, nothing of a partition's files changes,
+//! whichever path asks to write them.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sluice_format::BatchBuilder;
+
+use crate::tests::{cfg, NOW};
+use crate::*;
+
+/// A gate a test opens and closes, that also lets only one leader epoch write.
+#[derive(Debug, Default)]
+struct TestGate {
+    closed: AtomicBool,
+    epoch: AtomicI32,
+}
+
+impl WriteGate for TestGate {
+    fn check(&self, _tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err("closed by the test".into());
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if leader_epoch != epoch {
+            return Err(format!("epoch {leader_epoch} is not the held {epoch}"));
+        }
+        Ok(())
+    }
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition {
+        topic: "g".into(),
+        partition: 0,
+    }
+}
+
+fn manager(dir: &Path, gate: &Arc<TestGate>) -> LogManager {
+    let m = LogManager::open_sharing(
+        vec![dir.to_path_buf()],
+        MetaProperties {
+            node_id: 1,
+            cluster_id: "gate-cluster-id-000000A".into(),
+        },
+        DeleteRetry::default(),
+        Sharing::Shared,
+    )
+    .unwrap();
+    m.set_write_gate(gate.clone());
+    m
+}
+
+fn small() -> LogConfig {
+    LogConfig {
+        segment_bytes: 600,
+        index_interval_bytes: 100,
+        ..cfg()
+    }
+}
+
+fn batch(tag: &str) -> Bytes {
+    let mut b = BatchBuilder::new();
+    for i in 0..4 {
+        b = b.record(NOW + i, Some(b"k"), Some(format!("{tag}-{i}").as_bytes()));
+    }
+    Bytes::from(b.build())
+}
+
+/// Every file of the partition directory, by name, with its bytes.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn is_fenced(e: &std::io::Error) -> bool {
+    Fenced::in_io(e).is_some()
+}
+
+#[test]
+fn a_closed_gate_leaves_every_file_as_it_was() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(4, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 4)
+        .unwrap();
+    for i in 0..12 {
+        log.append(batch(&format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 2, "the test needs sealed segments");
+    // Index entries held back, a spare made, a transaction open: work waiting to be written.
+    let mut txn = BatchBuilder::new().producer(7, 0, 0);
+    txn.transactional = true;
+    let txn = txn.record(NOW, None, Some(b"t"));
+    log.append(Bytes::from(txn.build()), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.flush().unwrap();
+    let rp = log.recovery_point_offset();
+    let dir = log.dir();
+    gate.closed.store(true, Ordering::Release);
+    let before = files(&dir);
+    let leo = log.log_end_offset();
+
+    let appended = log.append(batch("late"), AppendOrigin::Client, NOW);
+    assert!(
+        matches!(appended, Err(AppendError::Fenced(_))),
+        "{appended:?}"
+    );
+    let marker = log.append_marker(7, 0, 0, ControlType::Commit, NOW);
+    assert!(matches!(marker, Err(AppendError::Fenced(_))), "{marker:?}");
+    let rolled = log.roll(NOW);
+    assert!(rolled.as_ref().is_err_and(is_fenced), "{rolled:?}");
+    let deleted = log.delete_records_before(leo - 1);
+    assert!(
+        matches!(deleted, Err(ReadError::Fenced(_))),
+        "{deleted:?}"
+    );
+    // Retention due on every sealed segment, and a time roll due on the active one.
+    log.set_config(LogConfig {
+        retention_ms: 1,
+        segment_ms: 1,
+        ..small()
+    });
+    log.maintain(NOW + 10_000_000).unwrap();
+    m.maintain(NOW + 10_000_000);
+    log.prepare_spare();
+    log.flush().unwrap();
+    assert_eq!(log.recovery_point_offset(), rp, "no index was written");
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(files(&dir), before, "a file changed behind a closed gate");
+
+    // Open again: the same writes go through.
+    gate.closed.store(false, Ordering::Release);
+    log.append(batch("after"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(log.log_end_offset(), leo + 4);
+}
+
+#[test]
+fn a_log_opened_under_an_older_epoch_may_not_write() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(5, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 5)
+        .unwrap();
+    log.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    // The partition was acquired again under a newer epoch: the log object of the older
+    // acquisition writes nothing.
+    gate.epoch.store(6, Ordering::Release);
+    let dir = log.dir();
+    let before = files(&dir);
+    let appended = log.append(batch("b"), AppendOrigin::Client, NOW);
+    assert!(
+        matches!(appended, Err(AppendError::Fenced(_))),
+        "{appended:?}"
+    );
+    assert_eq!(files(&dir), before);
+    // Moved in place to the newer epoch (an acquisition again at the same owner), it writes.
+    log.set_leader_epoch(6);
+    log.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+}
