@@ -21,13 +21,13 @@ from faultfs import mount_faultfs  # noqa: E402
 pytestmark = pytest.mark.skipif(harness.TARGET != "sluice", reason="Sluice's behaviour after a failed fsync")
 
 
-def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
+def _failed_fsync_run(broker_factory, tmp_path, topic, overrides, recovered_line: str):
     if not os.path.exists("/dev/fuse"):
         pytest.skip("FUSE unavailable: no /dev/fuse")
     mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log")
     broker = None
     try:
-        broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data", overrides=overrides)
         harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
         on_delivery = harness.Deliveries()
         acked, errors = on_delivery.acked, on_delivery.errors
@@ -51,7 +51,7 @@ def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
         assert len(acked) == 100
         text = broker.log_text()
         assert "log refuses writes until it is re-opened" in text, "the fsync failure was not seen"
-        assert "re-opened a failed log" in text, "the log was not re-opened in place"
+        assert recovered_line in text, f"no {recovered_line!r} in the broker's log"
         assert broker.running, "the broker exited"
 
         # Read back: every acknowledged record once, at its acknowledged offset.
@@ -60,6 +60,25 @@ def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
         if broker is not None:
             broker.kill()
         mount.stop()
+
+
+def test_a_failed_fsync_is_recovered_in_place(broker_factory, tmp_path, topic):
+    _failed_fsync_run(broker_factory, tmp_path, topic, None, "re-opened a failed log")
+
+
+def test_a_failed_fsync_in_a_cluster_is_recovered_by_acquiring_the_partition_again(broker_factory, tmp_path,
+                                                                                    topic):
+    """In a cluster the failed log is not re-opened in place: the owner lets it go and acquires
+    the partition again (a new epoch in etcd before the files are read), so the recovery that
+    rewrites its files is fenced like every other write (docs/cluster.md, Fencing)."""
+    from cluster_support import EtcdServer, cluster_overrides
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        overrides = cluster_overrides(etcd, 1, tmp_path / "mnt" / "data", "/sluice-failed-fsync")
+        _failed_fsync_run(broker_factory, tmp_path, topic, overrides,
+                          "a failed log is let go and acquired again")
+    finally:
+        etcd.kill()
 
 
 def test_writes_refused_for_space_keep_the_idempotent_producers_epoch(broker_factory, tmp_path, topic):
