@@ -210,11 +210,12 @@ class PendingFile:
         """Replay the pending ops in order until ``keep`` bytes of writes; returns bytes kept."""
         fd, kept = self.wfd, 0
         for op in self.ops:
+            # Nothing after the cut point reaches storage, a truncate no more than a write.
+            if kept >= keep:
+                break
             if op[0] == "t":
                 os.ftruncate(fd, op[1])
                 continue
-            if kept >= keep:
-                break
             _, off, data = op
             n = min(len(data), keep - kept)
             _pwrite_all(fd, memoryview(data)[:n], off)

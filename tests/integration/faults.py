@@ -60,6 +60,13 @@ LEASE_MS = 3000
 # A producer client with records outstanding and no delivery report for this long is replaced
 # (reported with the fatal errors).
 WEDGED_PRODUCER_S = 60
+# Every partition of a guaranteed workload acknowledges again within this many seconds of a
+# fault being healed (a failover takes 3-4 s, a broker restart under load up to ~10 s here).
+AVAILABILITY_S = 45
+# Harness findings that are violations: a broker that exited by itself or did not start, a
+# partition that did not recover by itself, a group consumer that did not catch up.
+VIOLATING_FINDINGS = ("broker-died", "broker-start-failed", "partition-unavailable",
+                      "group-consumer-behind")
 # librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
 QUIET = {"log_level": 2}
 
@@ -356,6 +363,16 @@ class Env:
             self.finding("unclean-stop", broker=b.name, after=why, error=str(e)[:1500])
             b.kill()
         self.start_broker(b, why)
+
+    def check_alive(self, why: str) -> None:
+        """A broker that exited by itself (on a failed fsync, a full disk, an unmount, a bug)
+        is a finding, whatever fault comes next; it is started again."""
+        for i, b in enumerate(self.brokers):
+            if b.proc is not None and not b.running and i not in self.paused:
+                b.kill()
+                self.finding("broker-died", broker=b.name, exit=b.last_exit, noticed=why,
+                             log_tail=harness.tail(b.log_file, 40))
+                self.start_broker(b, f"died ({why})")
 
     def heal(self) -> None:
         """Undo whatever fault may still be in effect."""
@@ -694,6 +711,9 @@ class Nemesis:
         self.env, self.rng, self.kinds = env, rng, list(kinds)
         self.quiet, self.active = quiet, active
         self.counts: Counter = Counter()
+        # injections that took effect (a failed fsync that fired, an ENOSPC a write met, a
+        # crash that dropped unsynced bytes); kinds without such a measure count every one
+        self.effective: Counter = Counter()
         self.timeline: List[dict] = []
         self.stalls: List[dict] = []
 
@@ -710,6 +730,7 @@ class Nemesis:
                 self.rng.shuffle(order)
             kind = order.pop(0)
             host = self.rng.randrange(self.env.n)
+            self.env.check_alive(f"before {kind}")
             t_start = now()
             detail = getattr(self, "_" + kind.replace("-", "_"))(host)
             healed = now()
@@ -717,16 +738,35 @@ class Nemesis:
             ev.update(detail or {})
             self.timeline.append(ev)
             self.counts[kind] += 1
+            if (detail or {}).get("effective", True):
+                self.effective[kind] += 1
             log(f"fault {kind} host{host + 1} {t_start:.1f}-{healed:.1f}s {detail or ''}")
             time.sleep(self.rng.uniform(*self.quiet))
-            # availability, reported only: partitions of a guaranteed workload with no
-            # acknowledgement since the fault was healed
-            for pr in producers:
-                if pr.wl.guaranteed:
-                    stalled = [p for p in range(PARTITIONS) if pr.last_ack.get(p, -1) < healed]
-                    if stalled:
-                        self.stalls.append({"after": kind, "host": host + 1, "healed": round(healed, 1),
-                                            "workload": pr.wl.name, "partitions": stalled})
+            self.env.check_alive(f"after {kind}")
+            self._check_available(kind, host, healed, producers)
+
+    def _check_available(self, kind: str, host: int, healed: float, producers: List["Producer"]) -> None:
+        """Every partition of a guaranteed workload acknowledges again after a fault is healed:
+        those without an acknowledgement at the end of the quiet period are reported (stalls),
+        and one still without after AVAILABILITY_S is a finding (the broker did not recover by
+        itself). The next fault waits for it."""
+        for pr in producers:
+            if not pr.wl.guaranteed:
+                continue
+
+            def stalled():
+                return [p for p in range(PARTITIONS) if pr.last_ack.get(p, -1) < healed]
+
+            if not stalled():
+                continue
+            self.stalls.append({"after": kind, "host": host + 1, "healed": round(healed, 1),
+                                "workload": pr.wl.name, "partitions": stalled()})
+            while stalled() and now() - healed < AVAILABILITY_S:
+                time.sleep(0.2)
+            if stalled():
+                self.env.finding("partition-unavailable", after=kind, host=host + 1,
+                                 healed=round(healed, 1), workload=pr.wl.name, partitions=stalled(),
+                                 seconds=AVAILABILITY_S)
 
     # each fault: inject, hold, heal; returns details for the timeline
     def _kill(self, h):
@@ -755,7 +795,7 @@ class Nemesis:
         dropped = sum(f["pending"] - f["kept"] for f in files)
         time.sleep(self._dur(0.5, 2))
         self.env.start_broker(b, "crash")
-        return {"torn": torn, "files": len(files), "dropped_bytes": dropped}
+        return {"torn": torn, "files": len(files), "dropped_bytes": dropped, "effective": dropped > 0}
 
     def _fsync_eio(self, h):
         m = self.env.mounts[h]
@@ -767,8 +807,8 @@ class Nemesis:
         m.clear_faults()
         # a failed fsync fails the log until it is re-opened, which the broker does by itself
         # (docs/reliability.md): no restart
-        return {"match": match,
-                "failed_fsyncs": after["fsyncs_failed_injected"] - before.get("fsyncs_failed_injected", 0),
+        failed = after["fsyncs_failed_injected"] - before.get("fsyncs_failed_injected", 0)
+        return {"match": match, "failed_fsyncs": failed, "effective": failed > 0,
                 "dropped_bytes": after["bytes_dropped"] - before.get("bytes_dropped", 0)}
 
     def _unmount(self, h):
@@ -787,9 +827,12 @@ class Nemesis:
 
     def _enospc(self, h):
         m = self.env.mounts[h]
+        before = m.stats()
         m.enospc(True)
         time.sleep(self._dur())
         m.enospc(False)
+        hits = m.stats()["enospc_injected"] - before.get("enospc_injected", 0)
+        return {"enospc_hits": hits, "effective": hits > 0}
 
     def _disk_full(self, h):
         # the shared volume itself fills up: every host sees it (on NFS: the export is full)
@@ -874,6 +917,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         group.finish()
         result.update({
             "faults": dict(nemesis.counts),
+            "effective": dict(nemesis.effective),
             "timeline": nemesis.timeline,
             "stalls": nemesis.stalls,
             "workloads": {w.name: dict(hist.check(w.name), guaranteed=w.guaranteed, topic=w.topic,
@@ -929,6 +973,16 @@ def violations(result: dict) -> Dict[str, int]:
             for c in CHECKS:
                 if r[c]:
                     out[f"{name}.{c}"] = r[c]
+            if not r["acked"]:
+                out[f"{name}.nothing_acknowledged"] = 1
+    for kind, n in Counter(f["kind"] for f in result.get("findings", [])).items():
+        if kind in VIOLATING_FINDINGS:
+            out[kind] = n
+    if result.get("unavailable"):
+        out["fault_kinds_not_injected"] = len(result["unavailable"])
+    without_effect = [k for k in result.get("faults", {}) if not result.get("effective", {}).get(k)]
+    if without_effect:
+        out["fault_kinds_without_effect"] = len(without_effect)
     return out
 
 
@@ -939,16 +993,16 @@ def table(result: dict) -> str:
                                                   if result.get("binary_at_end") else "")
              + f"; git HEAD at the start {result.get('git_head')}"]
     lines.append("")
-    lines.append("| fault | injected |")
-    lines.append("| --- | ---: |")
+    lines.append("| fault | injected | took effect |")
+    lines.append("| --- | ---: | ---: |")
     for k, v in sorted(result.get("faults", {}).items()):
-        lines.append(f"| {k} | {v} |")
+        lines.append(f"| {k} | {v} | {result.get('effective', {}).get(k, 0)} |")
     lines.append(f"| total | {sum(result.get('faults', {}).values())} |")
     lines.append("")
     cols = ["sent", "acked", "failed", "unacked_at_end", "lost", "duplicated", "reordered",
-            "inconsistent_offsets", "vanished", "vanished_acked", "group_missed"]
+            "inconsistent_offsets", "vanished", "vanished_acked", "group_missed", "uncounted"]
     heads = ["sent", "acked", "failed", "unacked", "lost", "dup", "reordered", "offset reused",
-             "vanished", "of them acked", "group missed"]
+             "vanished", "of them acked", "group missed", "uncounted"]
     lines.append("| workload | " + " | ".join(heads) + " |")
     lines.append("| --- |" + " ---: |" * len(heads))
     for name, r in result.get("workloads", {}).items():

@@ -27,7 +27,8 @@ import threading
 from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Tuple
 
-CHECKS = ("lost", "duplicated", "reordered", "inconsistent_offsets", "vanished", "group_missed")
+CHECKS = ("lost", "duplicated", "reordered", "inconsistent_offsets", "vanished", "group_missed",
+          "uncounted")
 
 
 def parse_value(value: str) -> Optional[Tuple[str, int, int]]:
@@ -150,10 +151,12 @@ class History:
             conflicts = self.offset_conflicts[wl]
             # offsets that served two values, counted once per offset
             conflict_offsets = sorted({c[0] for c in conflicts})
-            group_missed = []
-            if self.group_read[wl]:
-                group_missed = sorted((v for v in acked if v not in self.group_read[wl]),
-                                      key=lambda v: acked[v][2])
+            # A group consumer that read nothing missed everything acknowledged.
+            group_missed = sorted((v for v in acked if v not in self.group_read[wl]),
+                                  key=lambda v: acked[v][2])
+            # Every record sent ends acknowledged or failed (a purge at the end, or of a
+            # replaced producer, reports it failed); one with neither went uncounted.
+            uncounted = self.sent[wl] - len(set(acked) | set(self.failed[wl]))
             return {
                 "sent": self.sent[wl],
                 "acked": len(acked),
@@ -183,5 +186,6 @@ class History:
                 "group_missed": len(group_missed),
                 "group_missed_examples": [{"value": v, "partition": acked[v][0], "offset": acked[v][1]}
                                           for v in group_missed[:examples]],
+                "uncounted": uncounted,
                 "errors": dict(self.error_counts[wl].most_common(8)),
             }

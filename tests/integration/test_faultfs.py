@@ -263,6 +263,20 @@ def test_torn_crash_keeps_truncates_in_order(ffs):
         os.close(fd)
 
 
+def test_torn_crash_drops_a_truncate_after_the_cut_point(ffs):
+    path = ffs.mountpoint / "tc"
+    fd = _open(path)
+    try:
+        os.write(fd, b"a" * 10)
+        os.fsync(fd)
+        _write(fd, b"b" * 30, 10)     # pending op 1
+        os.ftruncate(fd, 5)           # pending op 2, after the cut point below
+        ffs.crash(torn=30)            # all of b, nothing after it
+        assert _read(path) == b"a" * 10 + b"b" * 30
+    finally:
+        os.close(fd)
+
+
 # ---------------------------------------------------------------------------
 # failed fsync, ENOSPC
 # ---------------------------------------------------------------------------

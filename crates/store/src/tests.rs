@@ -620,10 +620,13 @@ fn recovery_only_after_recovery_point() {
         log.append(batch(2, NOW, "late"), AppendOrigin::Client, NOW)
             .unwrap();
     }
-    // Corrupt the first segment (below the recovery point): it must not be re-validated.
+    // Corrupt the first segment (below the recovery point) inside its first batch's records,
+    // bytes the CRC covers: a validation would cut the log there. It must not be re-validated.
     let first = d.path().join("topic-0/00000000000000000000.log");
     let mut c = std::fs::read(&first).unwrap();
-    c[100] ^= 0xff;
+    let len = parse_batches(&c, None).unwrap()[0].header.total_len();
+    c[sluice_format::HEADER_LEN + 5] ^= 0xff;
+    assert!(validate_batch(&c[..len]).is_err(), "the flipped byte is under the CRC");
     std::fs::write(&first, &c).unwrap();
     let (_m, log) = unclean_reopen(d.path());
     assert_eq!(log.log_end_offset(), 82);
