@@ -707,9 +707,11 @@ def final_read(env: Env, wl: Workload, hist: History, timeout: float = 180) -> N
 # --------------------------------------------------------------------------
 
 class Nemesis:
-    def __init__(self, env: Env, rng: random.Random, kinds, quiet=(3.0, 6.0), active=(2.0, 6.0)):
+    def __init__(self, env: Env, rng: random.Random, kinds, quiet=(3.0, 6.0), active=(2.0, 6.0),
+                 availability_s: float = AVAILABILITY_S):
         self.env, self.rng, self.kinds = env, rng, list(kinds)
         self.quiet, self.active = quiet, active
+        self.availability_s = availability_s
         self.counts: Counter = Counter()
         # injections that took effect (a failed fsync that fired, an ENOSPC a write met, a
         # crash that dropped unsynced bytes); kinds without such a measure count every one
@@ -748,7 +750,7 @@ class Nemesis:
     def _check_available(self, kind: str, host: int, healed: float, producers: List["Producer"]) -> None:
         """Every partition of a guaranteed workload acknowledges again after a fault is healed:
         those without an acknowledgement at the end of the quiet period are reported (stalls),
-        and one still without after AVAILABILITY_S is a finding (the broker did not recover by
+        and one still without after ``availability_s`` is a finding (the broker did not recover by
         itself). The next fault waits for it."""
         for pr in producers:
             if not pr.wl.guaranteed:
@@ -761,12 +763,12 @@ class Nemesis:
                 continue
             self.stalls.append({"after": kind, "host": host + 1, "healed": round(healed, 1),
                                 "workload": pr.wl.name, "partitions": stalled()})
-            while stalled() and now() - healed < AVAILABILITY_S:
+            while stalled() and now() - healed < self.availability_s:
                 time.sleep(0.2)
             if stalled():
                 self.env.finding("partition-unavailable", after=kind, host=host + 1,
                                  healed=round(healed, 1), workload=pr.wl.name, partitions=stalled(),
-                                 seconds=AVAILABILITY_S)
+                                 seconds=self.availability_s)
 
     # each fault: inject, hold, heal; returns details for the timeline
     def _kill(self, h):
@@ -860,7 +862,8 @@ class Nemesis:
 # --------------------------------------------------------------------------
 
 def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path] = None, rate: float = 150,
-        quiet=(3.0, 6.0), active=(2.0, 6.0), regroup_s: float = 20.0, kinds=None) -> dict:
+        quiet=(3.0, 6.0), active=(2.0, 6.0), regroup_s: float = 20.0, kinds=None,
+        availability_s: float = AVAILABILITY_S) -> dict:
     """Start the system, run the workload for ``seconds`` of faults, heal, drain, check."""
     global T0
     T0 = time.monotonic()
@@ -891,7 +894,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         time.sleep(3)  # a quiet start
         kinds = [k for k in kinds or (CLUSTER_FAULTS if env.cluster else SINGLE_FAULTS) if k not in env.unavailable]
         result["unavailable"] = env.unavailable
-        nemesis = Nemesis(env, rng, kinds, quiet, active)
+        nemesis = Nemesis(env, rng, kinds, quiet, active, availability_s)
         log(f"faults for {seconds:.0f}s against {brokers} broker(s), seed {seed}, workdir {workdir}")
         nemesis.run(time.monotonic() + seconds, producers)
         log("healing")
@@ -1027,6 +1030,60 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------
+# self-test: deliberately broken brokers that the suite must catch
+# --------------------------------------------------------------------------
+
+# Violations that say the harness could not do its job, not that the broker broke a guarantee:
+# a variant caught only by these was not caught.
+HARNESS_HEALTH = ("fault_kinds_not_injected", "fault_kinds_without_effect")
+
+# Each broken variant (crates/store/src/mutation.rs) and the check that must catch it: a short
+# fault run (which must report a violation), or an integration test file (which must fail).
+SELF_TEST = (
+    ("skip-fsync", {"faults": {"brokers": 1, "kinds": ["crash"], "seconds": 25}}),
+    ("exit-on-enospc", {"faults": {"brokers": 1, "kinds": ["enospc"], "seconds": 15}}),
+    ("no-reopen", {"faults": {"brokers": 1, "kinds": ["fsync-eio"], "seconds": 15}}),
+    ("open-gate", {"pytest": "test_cluster_fencing.py"}),
+)
+
+
+def self_test(mutations_bin: Path, workdir: Path, seed: int = 1) -> List[dict]:
+    """Run each broken variant of SELF_TEST against its check; one row per variant:
+    ``{"variant", "caught_by"}`` (empty: not caught)."""
+    import subprocess
+    rows = []
+    saved_bin, saved_env = harness.SLUICE_BIN, os.environ.get("SLUICE_MUTATION")
+    try:
+        harness.SLUICE_BIN = Path(mutations_bin)
+        for variant, how in SELF_TEST:
+            os.environ["SLUICE_MUTATION"] = variant
+            caught: List[str] = []
+            if "faults" in how:
+                f = how["faults"]
+                res = run(f["seconds"], brokers=f["brokers"], seed=seed, workdir=workdir / variant, rate=100,
+                          quiet=(2.0, 3.0), active=(1.5, 3.0), regroup_s=10, kinds=f["kinds"],
+                          availability_s=20)
+                caught = [k for k in res.get("violations", {}) if k not in HARNESS_HEALTH]
+            else:
+                env = {**os.environ, "SLUICE_BIN": str(mutations_bin)}
+                r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                    str(HERE / how["pytest"])], cwd=HERE, env=env, capture_output=True,
+                                   text=True, timeout=900)
+                if r.returncode != 0:
+                    first = next((l for l in r.stdout.splitlines() if l.startswith("E ")), "failed")
+                    caught = [f"{how['pytest']}: {first[1:].strip()[:200]}"]
+            log(f"self-test {variant}: {'caught by ' + ', '.join(caught) if caught else 'NOT CAUGHT'}")
+            rows.append({"variant": variant, "caught_by": caught})
+    finally:
+        harness.SLUICE_BIN = saved_bin
+        if saved_env is None:
+            os.environ.pop("SLUICE_MUTATION", None)
+        else:
+            os.environ["SLUICE_MUTATION"] = saved_env
+    return rows
+
+
 def raise_fd_limit() -> None:
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -1036,7 +1093,11 @@ def raise_fd_limit() -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--minutes", type=float, required=True, help="minutes of faults")
+    ap.add_argument("--minutes", type=float, help="minutes of faults")
+    ap.add_argument("--self-test", metavar="BIN", type=Path, default=None,
+                    help="run each deliberately broken variant (a binary built with --features "
+                         "sluice/mutations) against the check that must catch it; exit 0 only if "
+                         "every one is caught")
     ap.add_argument("--brokers", type=int, choices=(1, 3), default=1)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rate", type=float, default=150, help="records/s per workload")
@@ -1048,6 +1109,16 @@ def main(argv=None) -> int:
                          f"{','.join(k for k in CLUSTER_FAULTS if k not in SINGLE_FAULTS)})")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 20)
+    if args.self_test is not None:
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluice-faults-self-test-"))
+        rows = self_test(args.self_test, workdir, seed=args.seed or 1)
+        print("| broken variant | caught by |")
+        print("| --- | --- |")
+        for r in rows:
+            print(f"| {r['variant']} | {', '.join(r['caught_by']) or 'NOT CAUGHT'} |")
+        return 0 if all(r["caught_by"] for r in rows) else 1
+    if args.minutes is None:
+        ap.error("--minutes is required (or --self-test BIN)")
 
     def on_term(*_):
         raise KeyboardInterrupt

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 import faults
+import harness
 from queue_checker import CHECKS
 
 pytestmark = pytest.mark.sluice_only
@@ -93,3 +95,19 @@ def test_every_fault_kind_took_effect_and_every_harness_check_holds(mode, tmp_pa
     harness_checks = {k: v for k, v in res["violations"].items() if "." not in k}
     found = [f for f in res["findings"] if f["kind"] in faults.VIOLATING_FINDINGS]
     assert not harness_checks, f"{harness_checks}: {json.dumps(found, default=str)[:4000]}"
+
+
+def test_self_test_catches_every_broken_variant(tmp_path):
+    """Each deliberately broken variant of the broker (crates/store/src/mutation.rs: acks=all
+    before the fsync, an exit on a full disk, failed logs never re-opened, a write gate that
+    lets a deposed broker write) is caught by the check meant for it (faults.SELF_TEST): a
+    check that cannot fail proves nothing (docs/reliability.md)."""
+    default = harness.REPO_ROOT / "target" / "ci" / "sluice-mutations"
+    mutations_bin = Path(os.environ.get("SLUICE_MUTATIONS_BIN", default))
+    if not mutations_bin.is_file():
+        pytest.fail(f"{mutations_bin} missing: scripts/test builds it "
+                    "(cargo build --profile ci -p sluice --features sluice/mutations)")
+    rows = faults.self_test(mutations_bin, tmp_path, seed=SEED)
+    print("\n".join(f"{r['variant']}: caught by {', '.join(r['caught_by']) or 'NOTHING'}" for r in rows))
+    missed = [r["variant"] for r in rows if not r["caught_by"]]
+    assert not missed, f"broken variants no check caught: {missed}"

@@ -684,6 +684,10 @@ impl Broker {
     /// without one (docs/reliability.md). In a cluster the recovered data is published once an
     /// ownership confirmation covers it.
     fn reopen_failed_logs(&self) {
+        use sluice_store::mutation::{active, Mutation};
+        if active(Mutation::NoReopen) {
+            return;
+        }
         if self.log_dir_volume_missing("failed logs are re-opened") {
             // Nothing to re-open from until it is back: no attempt, no backoff growing, so the
             // first check after it returns (within FLUSH_CHECK_INTERVAL) re-opens them.

@@ -27,6 +27,7 @@ mod fsutil;
 mod gate;
 mod log;
 mod manager;
+pub mod mutation;
 mod producer;
 mod recent;
 mod relocate;

@@ -869,6 +869,11 @@ impl Log {
     /// later append or roll leaves them inside the log. If that fails too, the log refuses
     /// every later append (nothing is ever written after garbage); re-opening recovers it.
     fn write_failed(&self, seg: &Segment, size: u64, e: io::Error) -> AppendError {
+        if crate::mutation::active(crate::mutation::Mutation::ExitOnEnospc)
+            && e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
+        {
+            std::process::exit(1);
+        }
         if let Err(cut) = self.cut_log(seg, size) {
             self.fail(LogFailure::UntrimmedWrite {
                 path: seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log),
@@ -1578,9 +1583,11 @@ impl Log {
                     #[cfg(test)]
                     crate::faults::fire(&mut self.faults.lock().flush_sync, rustix::io::Errno::IO)
                         .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
-                    seg.log
-                        .sync_data()
-                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
+                    if !crate::mutation::active(crate::mutation::Mutation::SkipFsync) {
+                        seg.log
+                            .sync_data()
+                            .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
+                    }
                     if full || !active {
                         writable = writable && self.writable();
                         if writable {
