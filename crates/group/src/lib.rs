@@ -246,18 +246,45 @@ impl Group {
     }
 }
 
+/// The place of an offset record in its `__consumer_offsets` partition's log: a number that
+/// grows with every offset record the coordinator applies to the partition, and that a load
+/// gives each item it replays, in log order, before going on from there.
+///
+/// Only the order of two records of one partition is ever compared (which of a committed
+/// and a pending offset is newer, Kafka's `olderThan`), and that order is the log's: the
+/// driver appends every record of a partition under the coordinator's mutex in the order
+/// the coordinator applied them (`crates/broker/src/groups.rs`; markers too,
+/// `crates/broker/src/markers.rs`), so live and after a reload the comparison gives the
+/// same answer. Why not the record's log offset: OffsetCommit changes the state before the
+/// driver appends the records it returns, when no offset is known yet, and a number of our
+/// own keeps the crate free of the log. Compaction drops records but never reorders the
+/// ones it keeps; a snapshot (Sluice's compaction) renumbers the live offsets at a reload,
+/// but is written only while no transaction has offsets pending, so every pending offset
+/// is newer than them either way.
+type LogSeq = u64;
+
+/// An offset and the place in the log of the record that wrote it.
+#[derive(Clone, Debug)]
+pub(crate) struct PlacedOffset {
+    pub(crate) value: CommittedOffset,
+    pub(crate) seq: LogSeq,
+}
+
 /// One group's offsets by (topic, partition).
-type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
+type GroupOffsets = BTreeMap<(String, i32), PlacedOffset>;
 
 /// The groups and offsets of one `__consumer_offsets` partition.
 #[derive(Debug, Default)]
 pub struct Shard {
     pub(crate) groups: BTreeMap<String, Group>,
-    pub(crate) offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
+    pub(crate) offsets: BTreeMap<String, GroupOffsets>,
     /// Offsets committed by open transactions (TxnOffsetCommit), per producer id, per group:
-    /// they become committed offsets when the transaction's COMMIT marker reaches this
-    /// partition and are dropped at its ABORT marker.
+    /// at the transaction's COMMIT marker each replaces the group's committed offset unless
+    /// that one's record is newer in the log (a plain OffsetCommit written after it); at its
+    /// ABORT marker they are dropped.
     pub(crate) pending_txn: BTreeMap<i64, BTreeMap<String, GroupOffsets>>,
+    /// The [`LogSeq`] of the next offset record applied to this partition.
+    next_seq: LogSeq,
     /// Records appended since the last snapshot (or load).
     records_since_snapshot: u64,
 }
@@ -287,8 +314,17 @@ impl From<(Bytes, Option<Bytes>)> for LoadItem {
 }
 
 impl Shard {
-    /// A transaction marker of `producer_id` reached this partition: its pending offsets
-    /// become committed offsets (COMMIT) or are dropped (ABORT).
+    /// The [`LogSeq`] for the offset record being applied now.
+    fn next_seq(&mut self) -> LogSeq {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// A transaction marker of `producer_id` reached this partition. COMMIT: each of its
+    /// pending offsets becomes the committed offset unless the committed one's record is
+    /// newer in the log, so that whichever record is newer wins, as in Kafka, and as the log
+    /// says after compaction (which keeps only the newer of the two). ABORT: they are dropped.
     fn complete_txn(&mut self, producer_id: i64, commit: bool) {
         let Some(pending) = self.pending_txn.remove(&producer_id) else {
             return;
@@ -297,7 +333,16 @@ impl Shard {
             return;
         }
         for (group, offsets) in pending {
-            self.offsets.entry(group).or_default().extend(offsets);
+            for (tp, offset) in offsets {
+                let committed = self.offsets.get(&group).and_then(|o| o.get(&tp));
+                debug_assert!(committed.is_none_or(|c| c.seq != offset.seq));
+                if committed.is_none_or(|c| c.seq < offset.seq) {
+                    self.offsets
+                        .entry(group.clone())
+                        .or_default()
+                        .insert(tp, offset);
+                }
+            }
         }
     }
 }
@@ -477,6 +522,8 @@ impl Coordinator {
         let mut groups: BTreeMap<String, Option<records::GroupRecord>> = BTreeMap::new();
         let mut consumer_groups: BTreeMap<String, consumer::Loaded> = BTreeMap::new();
         for item in records {
+            // Every item gets its place in the log, whatever it holds.
+            let seq = shard.next_seq();
             let (key, value) = match item.into() {
                 LoadItem::Record {
                     key,
@@ -501,7 +548,7 @@ impl Coordinator {
                                 .or_default()
                                 .entry(group)
                                 .or_default()
-                                .insert((topic, partition), v);
+                                .insert((topic, partition), PlacedOffset { value: v, seq });
                         }
                         Ok(_) => {}
                         Err(_) => bad += 1,
@@ -526,7 +573,7 @@ impl Coordinator {
                     let per_group = shard.offsets.entry(group).or_default();
                     match value {
                         Some(v) => {
-                            per_group.insert((topic, partition), v);
+                            per_group.insert((topic, partition), PlacedOffset { value: v, seq });
                         }
                         None => {
                             per_group.remove(&(topic, partition));
@@ -877,7 +924,6 @@ impl Coordinator {
         }
         let mut results = Vec::with_capacity(commits.len());
         let mut effects = Effects::default();
-        let per_group = shard.offsets.entry(id.clone()).or_default();
         for c in commits {
             let v = match c.value(max_meta, now_ms) {
                 Ok(v) => v,
@@ -893,7 +939,11 @@ impl Coordinator {
                     value: Some(records::offset_value(&v)),
                 },
             ));
-            per_group.insert((c.topic.clone(), c.partition), v);
+            let seq = shard.next_seq();
+            shard.offsets.entry(id.clone()).or_default().insert(
+                (c.topic.clone(), c.partition),
+                PlacedOffset { value: v, seq },
+            );
             results.push(Ok(()));
         }
         shard.records_since_snapshot += effects.records.len() as u64;
@@ -968,13 +1018,26 @@ impl Coordinator {
         shard.groups.entry(t.group_id.clone()).or_insert_with(|| {
             Group::Classic(classic::ClassicGroup::new(t.group_id.clone(), t.now_ms))
         });
+        let placed: Vec<((String, i32), PlacedOffset)> = t
+            .offsets
+            .into_iter()
+            .map(|(tp, value)| {
+                (
+                    tp,
+                    PlacedOffset {
+                        value,
+                        seq: shard.next_seq(),
+                    },
+                )
+            })
+            .collect();
         shard
             .pending_txn
             .entry(t.producer_id)
             .or_default()
             .entry(t.group_id)
             .or_default()
-            .extend(t.offsets);
+            .extend(placed);
     }
 
     /// A transaction marker of `producer_id` was appended to `__consumer_offsets` partition
@@ -1013,11 +1076,11 @@ impl Coordinator {
         Ok(match partitions {
             Some(list) => list
                 .iter()
-                .map(|tp| (tp.clone(), offsets.get(tp).cloned()))
+                .map(|tp| (tp.clone(), offsets.get(tp).map(|o| o.value.clone())))
                 .collect(),
             None => offsets
                 .iter()
-                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .map(|(k, v)| (k.clone(), Some(v.value.clone())))
                 .collect(),
         })
     }
@@ -1216,7 +1279,7 @@ impl Coordinator {
                     let expired: Vec<(String, i32)> = offsets
                         .iter()
                         .filter(|(_, v)| {
-                            now_ms.saturating_sub(v.commit_timestamp_ms.max(empty_since))
+                            now_ms.saturating_sub(v.value.commit_timestamp_ms.max(empty_since))
                                 >= retention
                         })
                         .map(|(k, _)| k.clone())
@@ -1284,7 +1347,7 @@ impl Coordinator {
             for ((topic, partition), v) in offsets {
                 out.push(Record {
                     key: records::offset_key(id, topic, *partition),
-                    value: Some(records::offset_value(v)),
+                    value: Some(records::offset_value(&v.value)),
                 });
             }
         }
@@ -1298,7 +1361,7 @@ impl Coordinator {
         for shard in self.shards.values() {
             for (g, offsets) in &shard.offsets {
                 for ((t, p), v) in offsets {
-                    out.push((g.clone(), t.clone(), *p, v.offset));
+                    out.push((g.clone(), t.clone(), *p, v.value.offset));
                 }
             }
         }

@@ -817,6 +817,218 @@ fn loading_replays_transactional_offsets_and_markers() {
     assert_eq!(committed(&d), Some(30));
 }
 
+/// A live coordinator and the `__consumer_offsets` log its calls wrote, in the order they were
+/// applied (the broker appends under the coordinator's mutex, so that is the log order).
+struct Logged {
+    c: Coordinator,
+    log: Vec<LoadItem>,
+}
+
+impl Logged {
+    fn new() -> Logged {
+        Logged {
+            c: coordinator(),
+            log: Vec::new(),
+        }
+    }
+
+    /// A plain OffsetCommit (no member: an admin or assign()-only consumer's commit).
+    fn plain(&mut self, offset: i64) {
+        let commit = OffsetCommit {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+        };
+        let (results, eff) = self
+            .c
+            .commit_offsets("g", "", None, -1, &[commit], 1)
+            .unwrap();
+        assert!(results.iter().all(Result::is_ok));
+        self.log.extend(
+            eff.records
+                .into_iter()
+                .map(|(_, r)| (r.key, r.value).into()),
+        );
+    }
+
+    /// A TxnOffsetCommit of producer `pid`, written and applied.
+    fn txn(&mut self, pid: i64, offset: i64) {
+        let records = txn_commit(&mut self.c, pid, offset);
+        self.log
+            .extend(records.into_iter().map(|r| LoadItem::Record {
+                key: r.key,
+                value: r.value,
+                producer_id: Some(pid),
+            }));
+    }
+
+    /// Producer `pid`'s COMMIT or ABORT marker, written and applied.
+    fn marker(&mut self, pid: i64, commit: bool) {
+        self.c.complete_txn(0, pid, commit);
+        self.log.push(LoadItem::Marker {
+            producer_id: pid,
+            commit,
+        });
+    }
+
+    /// A coordinator loaded from `items`.
+    fn load(items: Vec<LoadItem>) -> Coordinator {
+        let mut d = Coordinator::new(GroupConfig::default(), 1);
+        assert_eq!(d.load(0, items, 2), 0);
+        d
+    }
+
+    /// What the log cleaner leaves of the log once every transaction in it has ended: the
+    /// records of aborted transactions dropped, then the newest record of each key, and every
+    /// marker.
+    fn compacted(&self) -> Vec<LoadItem> {
+        let aborted = |i: usize, pid: i64| {
+            self.log[i..].iter().find_map(|item| match item {
+                LoadItem::Marker {
+                    producer_id,
+                    commit,
+                } if *producer_id == pid => Some(!commit),
+                _ => None,
+            }) == Some(true)
+        };
+        let key_of = |item: &LoadItem| match item {
+            LoadItem::Record { key, .. } => Some(key.clone()),
+            LoadItem::Marker { .. } => None,
+        };
+        let kept: Vec<(usize, &LoadItem)> = self
+            .log
+            .iter()
+            .enumerate()
+            .filter(|(i, item)| match item {
+                LoadItem::Record {
+                    producer_id: Some(pid),
+                    ..
+                } => !aborted(*i, *pid),
+                _ => true,
+            })
+            .collect();
+        kept.iter()
+            .enumerate()
+            .filter(|(j, (_, item))| {
+                let Some(key) = key_of(item) else {
+                    return true;
+                };
+                !kept[j + 1..]
+                    .iter()
+                    .any(|(_, later)| key_of(later).as_ref() == Some(&key))
+            })
+            .map(|(_, (_, item))| (*item).clone())
+            .collect()
+    }
+}
+
+#[test]
+fn the_newer_record_in_the_log_wins_between_plain_and_transactional_offsets() {
+    // (what happens in log order, the committed offset after it). Kafka keeps whichever
+    // record is newer in the log (its `olderThan` comparison at the COMMIT marker).
+    enum Step {
+        Plain(i64),
+        Txn(i64, i64),
+        Commit(i64),
+        Abort(i64),
+    }
+    use Step::*;
+    let cases: Vec<(&str, Vec<Step>, Option<i64>)> = vec![
+        (
+            "a plain commit after the transactional one wins at the COMMIT",
+            vec![Txn(7, 100), Plain(50), Commit(7)],
+            Some(50),
+        ),
+        (
+            "a transactional commit after the plain one wins at the COMMIT",
+            vec![Plain(50), Txn(7, 100), Commit(7)],
+            Some(100),
+        ),
+        (
+            "an ABORT drops the pending offset",
+            vec![Plain(50), Txn(7, 100), Abort(7)],
+            Some(50),
+        ),
+        (
+            "an ABORT drops the pending offset, the later plain one stays",
+            vec![Txn(7, 100), Plain(50), Abort(7)],
+            Some(50),
+        ),
+        (
+            "with nothing committed the pending offset is taken",
+            vec![Txn(7, 100), Commit(7)],
+            Some(100),
+        ),
+        (
+            "transactions ending out of order: the newest record wins",
+            vec![Txn(7, 100), Plain(50), Txn(9, 200), Commit(9), Commit(7)],
+            Some(200),
+        ),
+        (
+            "a later transaction's older-record ending does not undo a newer plain commit",
+            vec![Txn(7, 100), Txn(9, 200), Plain(50), Commit(9), Commit(7)],
+            Some(50),
+        ),
+    ];
+    for (what, steps, want) in cases {
+        let mut l = Logged::new();
+        for step in steps {
+            match step {
+                Plain(o) => l.plain(o),
+                Txn(pid, o) => l.txn(pid, o),
+                Commit(pid) => l.marker(pid, true),
+                Abort(pid) => l.marker(pid, false),
+            }
+        }
+        assert_eq!(committed(&l.c), want, "live: {what}");
+        assert!(!l.c.has_pending_offset("g", &("t".to_string(), 0)));
+        let reloaded = Logged::load(l.log.clone());
+        assert_eq!(committed(&reloaded), want, "reloaded from the log: {what}");
+        let compacted = Logged::load(l.compacted());
+        assert_eq!(
+            committed(&compacted),
+            want,
+            "reloaded after compaction: {what}"
+        );
+    }
+}
+
+#[test]
+fn a_plain_commit_while_a_transaction_is_open_survives_a_reload_mid_transaction() {
+    // Reloaded between the plain commit and the marker: the pending offset's place in the
+    // log is known from the replay, so the marker that follows the load decides as the live
+    // coordinator would have.
+    let mut l = Logged::new();
+    l.txn(7, 100);
+    l.plain(50);
+    let mut reloaded = Logged::load(l.log.clone());
+    assert_eq!(committed(&reloaded), Some(50));
+    assert!(reloaded.has_pending_offset("g", &("t".to_string(), 0)));
+    reloaded.complete_txn(0, 7, true);
+    l.marker(7, true);
+    assert_eq!(committed(&reloaded), Some(50));
+    assert_eq!(committed(&l.c), Some(50));
+
+    let mut l = Logged::new();
+    l.plain(50);
+    l.txn(7, 100);
+    let mut reloaded = Logged::load(l.log.clone());
+    reloaded.complete_txn(0, 7, true);
+    assert_eq!(committed(&reloaded), Some(100));
+
+    // Records applied after a load come after everything it replayed.
+    let mut l = Logged::new();
+    l.plain(10);
+    l.txn(7, 100);
+    l.c = Logged::load(l.log.clone());
+    l.plain(50);
+    l.marker(7, true);
+    assert_eq!(committed(&l.c), Some(50));
+    assert_eq!(committed(&Logged::load(l.log.clone())), Some(50));
+}
+
 #[test]
 fn regex_subscription_follows_matching_topics() {
     let mut c = coordinator();
