@@ -336,6 +336,37 @@ def test_librdkafka_transactions_with_offsets(sbroker, topic):
     assert len(everything) == n + 5 * aborted
 
 
+def test_plain_commit_newer_than_a_transactions_offsets_wins_across_a_restart(sbroker, topic):
+    """A transaction's offset (100) is written, then a plain OffsetCommit (50) of the same group
+    and partition, then the transaction commits: the record newer in __consumer_offsets wins
+    (Kafka 4.3.1 reports 50), and still does after the broker reloads the partition."""
+    from confluent_kafka import TopicPartition
+
+    group = f"{topic}-group"
+    create_topic(sbroker.bootstrap, topic, partitions=1)
+    produce_all(producer(sbroker.bootstrap), topic, [{"value": f"v{i}".encode()} for i in range(200)])
+    p = producer(sbroker.bootstrap, **{"transactional.id": f"{topic}-rk", "transaction.timeout.ms": 60000})
+    # Not subscribed: its commits carry no member (generation -1), on an empty group.
+    c = harness.consumer(sbroker.bootstrap, **{"group.id": group})
+    try:
+        p.init_transactions(60)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 100)], c.consumer_group_metadata(), 30)
+        c.commit(offsets=[TopicPartition(topic, 0, 50)], asynchronous=False)
+        p.commit_transaction(30)
+        committed = c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+        assert committed == 50, "the plain commit is newer in the log than the transaction's offset"
+    finally:
+        c.close()
+    sbroker.restart()
+    c = harness.consumer(sbroker.bootstrap, **{"group.id": group})
+    try:
+        committed = c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+        assert committed == 50, "the same offset after __consumer_offsets is loaded again"
+    finally:
+        c.close()
+
+
 # --------------------------------------------------------------------------
 # 4. zombie fencing
 # --------------------------------------------------------------------------
