@@ -477,6 +477,11 @@ pub struct Log {
     /// [`Log::prepare_spare`] removes them, off the append path (removing a file can wait for
     /// the volume: on ext4 without a journal, mounted `discard`, the unlink discards).
     snapshots_unpruned: std::sync::atomic::AtomicBool,
+    /// Offsets of the producer snapshots written and not yet fsynced with their directory
+    /// entries: the next flush that covers the segments below one makes it durable
+    /// (`Log::sync_snapshots`); pruning never removes one. Short critical sections only, never
+    /// held through I/O (a roll on the append path adds to it).
+    snapshots_unsynced: Mutex<Vec<i64>>,
     pending: Mutex<Vec<log::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,

@@ -1030,11 +1030,7 @@ impl Log {
             return;
         };
         let dir = self.dir();
-        if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
-            if let Err(e) = crate::snapshots::prune(&dir) {
-                tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
-            }
-        }
+        self.prune_snapshots();
         if slot.is_some() {
             return;
         }
@@ -1056,7 +1052,8 @@ impl Log {
     }
 
     /// The producer state as of `leo` (the writer is held, so nothing was appended past it)
-    /// into `<leo>.snapshot`. A failure is logged: the next open replays from an older
+    /// into `<leo>.snapshot`, without fsync: it is listed as unsynced for the next flush
+    /// ([`Log::sync_snapshots`]). A failure is logged: the next open replays from an older
     /// snapshot (`crate::snapshots`).
     pub(crate) fn write_producer_snapshot(
         &self,
@@ -1074,11 +1071,65 @@ impl Log {
             }
             None => crate::snapshots::write(&dir, leo, &w.producers),
         };
-        if let Err(e) = written {
-            tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot");
+        match written {
+            Ok(()) => self.snapshots_unsynced.lock().push(leo),
+            Err(e) => {
+                tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot")
+            }
         }
         // The old ones go in the next `prepare_spare`, off the append path.
         self.snapshots_unpruned.store(true, Ordering::Release);
+    }
+
+    /// The snapshots written at or below `upto` and not yet fsynced. They stay listed (and
+    /// pruning leaves them) until [`Log::snapshots_durable`].
+    fn snapshots_unsynced_upto(&self, upto: i64) -> Vec<i64> {
+        let mut v: Vec<i64> = self
+            .snapshots_unsynced
+            .lock()
+            .iter()
+            .copied()
+            .filter(|o| *o <= upto)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// fsync the snapshot files `offsets`; the caller fsyncs the directory after. A failure
+    /// fails the log, as a failed fsync of any of its files does (the kernel may have dropped
+    /// the pages it could not write, and a later fsync would report nothing).
+    fn sync_snapshots(&self, offsets: &[i64], synced: i64) -> io::Result<()> {
+        let dir = self.dir();
+        for &offset in offsets {
+            crate::snapshots::sync(&dir, offset).map_err(|e| {
+                self.sync_failed(seg_path(&dir, offset, SegmentFileKind::Snapshot), synced, e)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `offsets` were fsynced, and their directory entries after them: they leave the
+    /// unsynced list, and the old snapshots they replace may go at the next prune.
+    fn snapshots_durable(&self, offsets: &[i64]) {
+        if offsets.is_empty() {
+            return;
+        }
+        self.snapshots_unsynced
+            .lock()
+            .retain(|o| !offsets.contains(o));
+        self.snapshots_unpruned.store(true, Ordering::Release);
+    }
+
+    /// Remove all but the newest durable snapshots, if a snapshot was written or made durable
+    /// since the last prune; never one not yet fsynced (`crate::snapshots::prune`). Off the
+    /// append path: removing a file can wait for the volume.
+    pub(crate) fn prune_snapshots(&self) {
+        if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
+            if let Err(e) = crate::snapshots::prune(&self.dir(), &self.snapshots_unsynced) {
+                tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
+            }
+        }
     }
 
     /// Kafka's onBecomeInactiveSegment / close: a final time index entry for the segment's max
@@ -1111,24 +1162,41 @@ impl Log {
         Ok(())
     }
 
-    /// Close semantics for shutdown/close_log: final time index entry on the active segment.
+    /// Close semantics for shutdown/close_log: final time index entry on the active segment,
+    /// and the producer snapshot at the end, made durable at once (closing is off the append
+    /// path; its caller flushed the data below it first), before the old snapshots go.
     pub(crate) fn close_active(&self) -> io::Result<()> {
-        let mut w = self.writer.lock();
-        let (segs, leo) = {
-            let s = self.shared.read();
-            (s.segments.clone(), s.leo)
-        };
-        if let Some(active) = segs.last() {
+        {
+            let mut w = self.writer.lock();
+            let (segs, leo) = {
+                let s = self.shared.read();
+                (s.segments.clone(), s.leo)
+            };
+            let Some(active) = segs.last() else {
+                return Ok(());
+            };
             self.gate_io()?;
             self.seal(&mut w, active)?;
             self.write_producer_snapshot(&w, leo, None);
-            // Closing is off the append path: the old snapshots go now.
-            if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
-                if let Err(e) = crate::snapshots::prune(&self.dir()) {
-                    tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
-                }
-            }
         }
+        self.make_snapshots_durable()?;
+        self.prune_snapshots();
+        Ok(())
+    }
+
+    /// fsync every snapshot written and not yet durable, then the directory: for the paths
+    /// off the append path that write one and must not leave it to the next flush (a close,
+    /// a move to another log dir).
+    pub(crate) fn make_snapshots_durable(&self) -> io::Result<()> {
+        let snapshots = self.snapshots_unsynced_upto(i64::MAX);
+        if snapshots.is_empty() {
+            return Ok(());
+        }
+        let synced = self.shared.read().synced;
+        self.sync_snapshots(&snapshots, synced)?;
+        let dir = self.dir();
+        sync_dir(&dir).map_err(|e| self.sync_failed(dir, synced, e))?;
+        self.snapshots_durable(&snapshots);
         Ok(())
     }
 
@@ -1559,7 +1627,11 @@ impl Log {
             FlushScope::Appended => leo <= synced,
             FlushScope::Sealed => active_base <= rp,
         };
-        if done && !dir_dirty {
+        // The producer snapshots of the rolls this flush covers: durable after the segments
+        // below them, as Kafka flushes the snapshot with the rolled segment. (A roll writes
+        // one at the new active segment's base; a flush of everything covers one at the end.)
+        let snapshots = self.snapshots_unsynced_upto(if full { leo } else { active_base });
+        if done && !dir_dirty && snapshots.is_empty() {
             // Everything up to `leo` is durable already; the mark may not say so yet (a log
             // just opened). Not so for `Sealed`, which says nothing of the active segment.
             if scope != FlushScope::Sealed {
@@ -1605,12 +1677,16 @@ impl Log {
                     }
                 }
             }
-            if dir_dirty {
+            self.sync_snapshots(&snapshots, synced)?;
+            if dir_dirty || !snapshots.is_empty() {
                 let dir = self.dir();
                 sync_dir(&dir).map_err(|e| self.sync_failed(dir, synced, e))?;
             }
             Ok(())
         })();
+        if res.is_ok() {
+            self.snapshots_durable(&snapshots);
+        }
         let mut s = self.shared.write();
         if let Err(e) = res {
             s.dir_dirty |= dir_dirty;

@@ -174,6 +174,10 @@ impl Log {
         };
         // The old directory's producer snapshots stay behind; the state as of now replaces them.
         self.write_producer_snapshot(&w, leo, None);
+        if let Err(e) = self.make_snapshots_durable() {
+            // The move is done; the log is failed (a failed fsync) and re-opens from the copy.
+            tracing::warn!(tp = ?self.tp, error = %e, "could not make the moved log's producer snapshot durable");
+        }
         Ok(Retired {
             old_dir,
             segments: segs.iter().cloned().collect(),

@@ -8,15 +8,22 @@
 //! number of rolls, where a rebuild from the newest segments alone forgot producers that had
 //! not written lately.
 //!
-//! The files are written without fsync: a snapshot that a crash tore or lost fails its CRC or
-//! is missing, and the open falls back to an older one (or to the newest segments), replaying
-//! more. One above the log end (the log was cut back by recovery) is removed at open. Only the
-//! newest [`SNAPSHOTS_KEPT`] are kept (a roll leaves the removal of older ones to the periodic
-//! `Log::prepare_spare`, off the append path). No snapshot file is held open under its
-//! snapshot name (a spare's is closed before its rename), so removing one is safe on NFS.
+//! A roll writes its snapshot without fsync (the append path waits for no fsync of it); the
+//! flush that follows the roll makes it durable, after the segments below it ([`sync`], as
+//! Kafka flushes the snapshot with the rolled segment), and a close makes its own durable at
+//! once. A snapshot that a crash tore or lost fails its CRC or is missing, and the open falls
+//! back to an older one (or to the newest segments), replaying more. One above the log end
+//! (the log was cut back by recovery) is removed at open. Only the newest
+//! [`SNAPSHOTS_KEPT`] durable ones are kept, with every one not yet durable
+//! (`Log::prune_snapshots`, off the append path), so once one was flushed a crash always
+//! leaves one. No snapshot file is held open under its snapshot name when it may be removed
+//! (a spare's is closed before its rename; [`sync`] opens only one not yet durable, which
+//! pruning leaves), so removing one is safe on NFS.
 
 use std::io;
 use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
 
 use sluice_format::names::{parse_segment_file_name, segment_file_name, SegmentFileKind};
 use sluice_format::snapshot::{decode_snapshot, encode_snapshot};
@@ -77,10 +84,36 @@ pub(crate) fn write_spare(
     std::fs::rename(spare_path, snapshot_path(dir, offset))
 }
 
-/// Remove all but the newest [`SNAPSHOTS_KEPT`] snapshots.
-pub(crate) fn prune(dir: &Path) -> io::Result<()> {
+/// fsync the snapshot as of `offset` (its directory entry is the caller's to fsync). One
+/// removed meanwhile is no error: nothing is left to make durable.
+pub(crate) fn sync(dir: &Path, offset: i64) -> io::Result<()> {
+    let file = match std::fs::File::open(snapshot_path(dir, offset)) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    file.sync_data()?;
+    #[cfg(test)]
+    SYNCED.with(|s| s.borrow_mut().push(offset));
+    Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test builds: the offsets of the snapshots this thread fsynced.
+    pub(crate) static SYNCED: std::cell::RefCell<Vec<i64>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Remove the durable snapshots older than the newest [`SNAPSHOTS_KEPT`] durable ones. One
+/// listed in `unsynced` (written, not yet fsynced; read after the directory is listed, so a
+/// snapshot written meanwhile is either in it or newer than every one listed) is neither
+/// removed nor counted: a crash that loses it leaves the durable ones.
+pub(crate) fn prune(dir: &Path, unsynced: &Mutex<Vec<i64>>) -> io::Result<()> {
     let all = list(dir)?;
-    for &old in all.iter().rev().skip(SNAPSHOTS_KEPT) {
+    let unsynced = unsynced.lock().clone();
+    let durable = all.iter().rev().filter(|o| !unsynced.contains(o));
+    for &old in durable.skip(SNAPSHOTS_KEPT) {
         remove(dir, old);
     }
     Ok(())

@@ -1017,6 +1017,8 @@ fn producer_state_survives_rolls_and_a_crash() {
             snapshot_count(&d.path().join("topic-0")) > crate::snapshots::SNAPSHOTS_KEPT,
             "a roll leaves the removal of old snapshots to the periodic check, off the append path"
         );
+        // The broker's periodic check: the flush after the rolls, then the prune.
+        log.flush_sealed().unwrap();
         log.prepare_spare();
         // No shutdown: a crash.
     }
@@ -1038,6 +1040,62 @@ fn producer_state_survives_rolls_and_a_crash() {
         log.append(pbatch(10, 2, 5, 1), AppendOrigin::Client, NOW),
         Err(AppendError::OutOfOrderSequence { expected: 3, .. })
     ));
+}
+
+/// Issue 53: the snapshot a roll writes is not fsynced on the append path; the flush that
+/// follows the roll fsyncs it after the segments below it, and its directory entry. Until
+/// then the prune leaves it and does not count it, so a crash that loses it leaves the
+/// newest durable ones. A close makes its own snapshot durable before it prunes.
+#[test]
+fn snapshots_are_fsynced_by_the_flush_after_the_roll() {
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let synced = || crate::snapshots::SYNCED.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    let mut bases = Vec::new();
+    for k in 0..3i64 {
+        log.append(pbatch(10, 0, k as i32, 1), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.roll(NOW).unwrap();
+        bases.push(log.log_end_offset());
+        assert_eq!(synced(), Vec::<i64>::new(), "a roll fsyncs no snapshot");
+        if k == 0 {
+            crate::fsutil::SYNCED_DIRS.with(|s| s.borrow_mut().clear());
+            log.flush_sealed().unwrap();
+            assert_eq!(synced(), vec![bases[0]]);
+            let dirs = crate::fsutil::SYNCED_DIRS.with(|s| s.borrow().clone());
+            let name = format!("{:020}.snapshot", bases[0]);
+            assert!(
+                dirs.iter()
+                    .any(|(dir, names)| *dir == pdir && names.contains(&name)),
+                "the directory was not fsynced with the snapshot in it: {dirs:?}"
+            );
+            // Nothing left to sync: the next flush syncs no snapshot.
+            log.flush().unwrap();
+            assert_eq!(synced(), Vec::<i64>::new());
+        }
+    }
+    // Two snapshots not yet durable: the prune keeps them and the durable one.
+    log.prepare_spare();
+    assert_eq!(snapshot_count(&pdir), 3);
+    log.flush_sealed().unwrap();
+    assert_eq!(synced(), bases[1..].to_vec());
+    log.prepare_spare();
+    assert_eq!(snapshot_count(&pdir), crate::snapshots::SNAPSHOTS_KEPT);
+    // A roll with nothing appended since the last flush still gets its snapshot synced.
+    log.append(pbatch(10, 0, 3, 1), AppendOrigin::Client, NOW)
+        .unwrap();
+    log.flush().unwrap();
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    assert_eq!(synced(), vec![log.log_end_offset()]);
+    // A close: the snapshot at the end is durable before the old ones go.
+    log.append(pbatch(10, 0, 4, 1), AppendOrigin::Client, NOW)
+        .unwrap();
+    m.shutdown().unwrap();
+    assert_eq!(synced(), vec![log.log_end_offset()]);
+    assert_eq!(snapshot_count(&pdir), crate::snapshots::SNAPSHOTS_KEPT);
 }
 
 /// A torn newest snapshot is removed and the one before it is used, replaying more; a

@@ -553,6 +553,7 @@ impl Log {
             epoch_file: Mutex::new(()),
             spare: Mutex::new(None),
             snapshots_unpruned: AtomicBool::new(true),
+            snapshots_unsynced: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
