@@ -1054,7 +1054,7 @@ impl Log {
     /// The producer state as of `leo` (the writer is held, so nothing was appended past it)
     /// into `<leo>.snapshot`, without fsync: it is listed as unsynced for the next flush
     /// ([`Log::sync_snapshots`]). A failure is logged: the next open replays from an older
-    /// snapshot (`crate::snapshots`).
+    /// snapshot, or from the log start (`crate::snapshots`).
     pub(crate) fn write_producer_snapshot(
         &self,
         w: &Writer,

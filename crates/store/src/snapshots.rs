@@ -2,7 +2,8 @@
 //! in a partition directory.
 //!
 //! A log writes one at every roll (for the new segment's base, under the writer lock, so the
-//! state is exactly that of the log end) and when its active segment is sealed at shutdown.
+//! state is exactly that of the log end), when its active segment is sealed at shutdown, and
+//! at open after it rebuilt the state from the log start.
 //! Opening a log loads the newest readable snapshot at or below the log end and replays the
 //! batches from its offset on: producer state (idempotence, epoch fencing) then survives any
 //! number of rolls, where a rebuild from the newest segments alone forgot producers that had
@@ -12,8 +13,8 @@
 //! flush that follows the roll makes it durable, after the segments below it ([`sync`], as
 //! Kafka flushes the snapshot with the rolled segment), and a close makes its own durable at
 //! once. A snapshot that a crash tore or lost fails its CRC or is missing, and the open falls
-//! back to an older one (or to the newest segments), replaying more. One above the log end
-//! (the log was cut back by recovery) is removed at open. Only the newest
+//! back to an older one, or with none to a replay from the log start (`Log::open`). One above
+//! the log end (the log was cut back by recovery) is removed at open. Only the newest
 //! [`SNAPSHOTS_KEPT`] durable ones are kept, with every one not yet durable
 //! (`Log::prune_snapshots`, off the append path), so once one was flushed a crash always
 //! leaves one. No snapshot file is held open under its snapshot name when it may be removed

@@ -440,6 +440,138 @@ fn restart_mid_transaction_keeps_it_open_and_rebuilds_indexes() {
     assert_eq!(log.last_stable_offset(), 6);
 }
 
+/// Non-idempotent data: one record.
+fn data(value: &str) -> Bytes {
+    Bytes::from(
+        BatchBuilder::new()
+            .record(NOW, Some(b"d"), Some(value.as_bytes()))
+            .build(),
+    )
+}
+
+/// Remove every producer snapshot of the partition directory `dir`.
+fn remove_snapshots(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+}
+
+/// Issue 53: a host crash that loses every producer snapshot (the segments survive: they
+/// are flushed at roll) must not lose a transaction opened three segments back, nor an
+/// idempotent producer's sequence state. With no snapshot the open replays from the log
+/// start: the LSO stays at the transaction, its abort is indexed and listed, and a retry of
+/// the producer's last batch is a duplicate.
+#[test]
+fn lost_snapshots_replay_from_the_log_start() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0: producer 1 opens
+    log.append(plain(7, 0, "i", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 1: idempotent producer 7's last batch
+    for (k, v) in ["x", "y", "z"].into_iter().enumerate() {
+        log.roll(NOW).unwrap(); // at 2, 3, 4
+        let out = log.append(data(v), AppendOrigin::Client, NOW).unwrap();
+        assert_eq!(out.base_offset, 2 + k as i64);
+    }
+    assert_eq!(log.last_stable_offset(), 0);
+    let dir = dir_of(&log);
+    // A crash (no clean shutdown) that lost every snapshot.
+    drop(log);
+    drop(m);
+    remove_snapshots(&dir);
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(
+        log.last_stable_offset(),
+        0,
+        "the transaction at 0 is still open"
+    );
+    let (got, _) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert!(got.is_empty(), "nothing readable past the LSO: {got:?}");
+    // The idempotent producer's retry is recognised.
+    let r = log
+        .append(plain(7, 0, "i", "1"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(r.duplicate, "the retry is recognised, not appended again");
+    assert_eq!(r.base_offset, 1);
+    // The transaction aborts: indexed in the active segment, listed to read_committed.
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 5
+    assert_eq!(log.last_stable_offset(), 6);
+    assert_eq!(
+        txn_index(&dir, 4),
+        Some(vec![TxnIndexEntry {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 5,
+            last_stable_offset: 6,
+        }])
+    );
+    let (got, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(got.len(), 6);
+    assert_eq!(
+        aborted,
+        vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }]
+    );
+    // The state rebuilt from the start was written down at the open, so a second crash
+    // does not replay from the start again.
+    assert!(dir
+        .join(sluice_format::segment_file_name(
+            5,
+            SegmentFileKind::Snapshot
+        ))
+        .exists());
+}
+
+/// A transaction opened below the log start (DeleteRecords hid its first batch) is still
+/// open after a crash that lost every snapshot: the replay reads the batches below the log
+/// start too, and the LSO stays at the log start.
+#[test]
+fn lost_snapshots_keep_a_transaction_opened_below_the_log_start() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0: producer 1 opens
+    log.append(data("w"), AppendOrigin::Client, NOW).unwrap(); // 1
+    assert_eq!(log.delete_records_before(1).unwrap(), 1);
+    for v in ["x", "y", "z"] {
+        log.roll(NOW).unwrap();
+        log.append(data(v), AppendOrigin::Client, NOW).unwrap();
+    }
+    assert_eq!(log.last_stable_offset(), 1);
+    m.checkpoint().unwrap();
+    let dir = dir_of(&log);
+    drop(log);
+    drop(m);
+    remove_snapshots(&dir);
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (1, 5));
+    assert_eq!(
+        log.last_stable_offset(),
+        1,
+        "the transaction at 0 is still open"
+    );
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 5
+    let (_, aborted) = read_batches(&log, 1, Isolation::ReadCommitted);
+    assert_eq!(
+        aborted,
+        vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }]
+    );
+}
+
 /// A cluster takeover (`open_log_at`, shared dirs) finds the open transaction too.
 #[test]
 fn takeover_keeps_open_transactions() {

@@ -4,6 +4,8 @@
 //! running log, as Kafka keeps its LogLoader apart: a restart and a cluster takeover both
 //! come through here.
 
+use std::path::Path;
+
 use super::*;
 use sluice_format::txn::{is_txn_marker, TxnIndexEntry, CONTROL_ABORT};
 
@@ -358,34 +360,19 @@ impl Log {
         epochs_dirty |= epochs.truncate_from_end(leo);
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
-        // Producer state: the batch headers of the newest segments that hold data (a
-        // takeover or a time-based roll leaves empty or small ones behind), which give recent
-        // producers their last five batches (a retry of any of them is recognised), over the
-        // newest readable snapshot at or below the log end, which keeps every producer that
-        // wrote before them (one batch each, as Kafka keeps). If the snapshot is older than
-        // those segments, the replay starts at its segment instead.
+        // Producer state: the newest readable snapshot at or below the log end, and a replay
+        // of the batch headers from `replay_start` on (from the log start without one).
         let snapshot = crate::snapshots::load_newest(&p.dir, leo);
-        let from = {
-            let mut with_data = 0;
-            let recent = segments
-                .iter()
-                .rposition(|s| {
-                    with_data += usize::from(s.size() > 0);
-                    with_data == PRODUCER_STATE_SEGMENTS
-                })
-                .unwrap_or(0);
-            let snap = snapshot.as_ref().map_or(recent, |(offset, _)| {
-                segments
-                    .iter()
-                    .rposition(|s| s.base_offset <= *offset)
-                    .unwrap_or(0)
-            });
-            recent.min(snap)
-        };
-        // From the snapshot's offset on, the replay is exact (Kafka's): it starts from the
-        // snapshot's state (open transactions and coordinator epochs included), follows
-        // markers, and rebuilds the transaction index of what it reads. Batches below the
-        // snapshot only add batch history for idempotence.
+        let from = replay_start(&segments, snapshot.as_ref().map(|(offset, _)| *offset));
+        let rebuilt_from_start = snapshot.is_none() && recent_start(&segments) > 0;
+        // From the snapshot's offset on (from the first batch without one), the replay is
+        // exact (Kafka's): it starts from the snapshot's state (open transactions and
+        // coordinator epochs included), follows markers, and rebuilds the transaction index
+        // of what it reads. Batches below the snapshot only add batch history for
+        // idempotence. Batches below the log start are read too: what DeleteRecords hid is
+        // still in the files, and a transaction opened there may still be open (the last
+        // stable offset then stays at the log start); idle producers whose last batch lies
+        // below the log start are dropped after the replay.
         let (snap_offset, mut producers) = match snapshot {
             Some((offset, state)) => (offset, state),
             None => (i64::MIN, ProducerStates::default()),
@@ -406,9 +393,6 @@ impl Log {
                     Ok(Some((pos, h))) => {
                         if p.clean {
                             epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
-                        }
-                        if h.last_offset() < log_start {
-                            continue;
                         }
                         if h.base_offset < snap_offset {
                             hist.replay(&h, p.now_ms);
@@ -461,14 +445,9 @@ impl Log {
         producers.truncate_head(log_start);
 
         // Transaction indexes: exact from the replay for the segments it read from the
-        // snapshot's offset on (or from the first segment, without a snapshot); a damaged one
-        // below is rebuilt from the log alone. Without a snapshot a replay of the newest
-        // segments may miss a transaction opened before them: it replaces no index then.
-        let exact_from = if snap_offset != i64::MIN || from == 0 {
-            snap_offset
-        } else {
-            i64::MAX
-        };
+        // snapshot's offset on (from the first segment, without a snapshot); a damaged one
+        // below is rebuilt from the log alone.
+        let exact_from = snap_offset;
         for (i, seg) in segments.iter().enumerate() {
             let next = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
             let loaded = seg.txn.lock().load(&seg.dir, seg.base_offset);
@@ -510,6 +489,14 @@ impl Log {
                 }
             }
         }
+
+        // After the transaction indexes it rewrote and fsynced: a durable snapshot vouches
+        // for everything below it.
+        let unsynced_snapshots = if rebuilt_from_start {
+            persist_rebuilt_state(&p.dir, &p.tp, leo, &producers)
+        } else {
+            Vec::new()
+        };
 
         if epochs_dirty {
             if let Err(e) = epochs.persist() {
@@ -553,7 +540,7 @@ impl Log {
             epoch_file: Mutex::new(()),
             spare: Mutex::new(None),
             snapshots_unpruned: AtomicBool::new(true),
-            snapshots_unsynced: Mutex::new(Vec::new()),
+            snapshots_unsynced: Mutex::new(unsynced_snapshots),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
@@ -566,6 +553,71 @@ impl Log {
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
         })
+    }
+}
+
+/// The first of the newest [`PRODUCER_STATE_SEGMENTS`] segments that hold data (a takeover
+/// or a time-based roll leaves empty or small ones behind): their batches give recent
+/// producers their last five batches, so a retry of any of them is recognised.
+fn recent_start(segments: &[Arc<Segment>]) -> usize {
+    let mut with_data = 0;
+    segments
+        .iter()
+        .rposition(|s| {
+            with_data += usize::from(s.size() > 0);
+            with_data == PRODUCER_STATE_SEGMENTS
+        })
+        .unwrap_or(0)
+}
+
+/// The first segment the producer-state replay at open reads (an index into `segments`).
+///
+/// With a snapshot (at offset `snapshot`): the older of [`recent_start`] and the snapshot's
+/// segment. The snapshot keeps every producer that wrote before those segments (one batch
+/// each, as Kafka keeps), and the replay is exact from its offset on.
+///
+/// Without one (a crash lost every snapshot, or the log never had one): the first segment.
+/// Nothing else says which transactions are open, and one opened in any segment and not
+/// ended since must be found, or the last stable offset passes it and its abort is indexed
+/// nowhere (read_committed reads its records as committed, the cleaner keeps them; issue
+/// 53). As Kafka after an unclean shutdown with no snapshot, the state is rebuilt from the
+/// log start. Cost: a header scan of every segment (16 KiB reads: the whole log when its
+/// batches are smaller than that, one read a batch when larger), so it grows with the log,
+/// not bounded by the newest segments as a replay from a snapshot is. It is paid only when
+/// no snapshot survives (they are fsynced by the flush after each roll and at close), and
+/// once: the rebuilt state is written as a durable snapshot at the log end
+/// ([`persist_rebuilt_state`]), so a second crash before the next roll does not pay it again.
+fn replay_start(segments: &[Arc<Segment>], snapshot: Option<i64>) -> usize {
+    let Some(offset) = snapshot else {
+        return 0;
+    };
+    let snap = segments
+        .iter()
+        .rposition(|s| s.base_offset <= offset)
+        .unwrap_or(0);
+    recent_start(segments).min(snap)
+}
+
+/// Write the producer state a replay from the log start rebuilt as `<leo>.snapshot`, fsynced
+/// with its directory entry, so the next open starts from it. Everything below it is durable
+/// first (recovered data by recovery, rewritten transaction indexes by their rewrite), as a
+/// flush makes the segments below a roll's snapshot durable before it. A failure is logged: the next open replays from the start
+/// again. Returns the snapshots left for the log's first flush to make durable.
+fn persist_rebuilt_state(
+    dir: &Path,
+    tp: &TopicPartition,
+    leo: i64,
+    producers: &ProducerStates,
+) -> Vec<i64> {
+    let durable = crate::snapshots::write(dir, leo, producers)
+        .and_then(|()| crate::snapshots::sync(dir, leo))
+        .and_then(|()| sync_dir(dir));
+    match durable {
+        Ok(()) => Vec::new(),
+        Err(e) => {
+            tracing::warn!(tp = ?tp, offset = leo, error = %e, "could not write the producer state rebuilt from the log start");
+            vec![leo]
+        }
     }
 }
 
