@@ -631,7 +631,10 @@ impl Cluster {
             // The etcd call outlasted the deadline: recovering now could race the broker that
             // takes the partition once this lease expires. The record stays; a later round
             // acquires it again if it still names this broker.
-            tracing::warn!(?tp, "acquired past the write deadline; not opening the partition");
+            tracing::warn!(
+                ?tp,
+                "acquired past the write deadline; not opening the partition"
+            );
             return None;
         }
         let opened = match record.owner.recovery_point {

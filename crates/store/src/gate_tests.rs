@@ -127,10 +127,7 @@ fn a_closed_gate_leaves_every_file_as_it_was() {
     let rolled = log.roll(NOW);
     assert!(rolled.as_ref().is_err_and(is_fenced), "{rolled:?}");
     let deleted = log.delete_records_before(leo - 1);
-    assert!(
-        matches!(deleted, Err(ReadError::Fenced(_))),
-        "{deleted:?}"
-    );
+    assert!(matches!(deleted, Err(ReadError::Fenced(_))), "{deleted:?}");
     // Retention due on every sealed segment, and a time roll due on the active one.
     log.set_config(LogConfig {
         retention_ms: 1,
@@ -147,7 +144,8 @@ fn a_closed_gate_leaves_every_file_as_it_was() {
 
     // Open again: the same writes go through.
     gate.closed.store(false, Ordering::Release);
-    log.append(batch("after"), AppendOrigin::Client, NOW).unwrap();
+    log.append(batch("after"), AppendOrigin::Client, NOW)
+        .unwrap();
     assert_eq!(log.log_end_offset(), leo + 4);
 }
 

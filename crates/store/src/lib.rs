@@ -50,8 +50,8 @@ mod txn_tests;
 
 pub use cache::DropStats;
 pub use cleaner::{CleanStats, CleanerConfig};
-pub use gate::{Fenced, WriteGate};
 pub use deferred::{DeleteRetry, DeletionStats};
+pub use gate::{Fenced, WriteGate};
 pub use manager::existing_cluster_id;
 pub use writeback::{WritebackEnd, WritebackStarted};
 

@@ -21,8 +21,8 @@ use sluice_format::{
 
 use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
-use crate::gate::Fenced;
 use crate::fsutil::{sync_dir, write_all_vectored_at, write_atomic};
+use crate::gate::Fenced;
 use crate::producer::{MarkerError, ProducerEntry, ProducerStates, SeqCheck, SeqError};
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{

@@ -626,7 +626,10 @@ fn recovery_only_after_recovery_point() {
     let mut c = std::fs::read(&first).unwrap();
     let len = parse_batches(&c, None).unwrap()[0].header.total_len();
     c[sluice_format::HEADER_LEN + 5] ^= 0xff;
-    assert!(validate_batch(&c[..len]).is_err(), "the flipped byte is under the CRC");
+    assert!(
+        validate_batch(&c[..len]).is_err(),
+        "the flipped byte is under the CRC"
+    );
     std::fs::write(&first, &c).unwrap();
     let (_m, log) = unclean_reopen(d.path());
     assert_eq!(log.log_end_offset(), 82);

@@ -16,7 +16,6 @@
 //! point, or a segment younger than `min.compaction.lag.ms`. Appends wait for it only during
 //! the in-memory switch of the segment list.
 
-
 mod clean;
 mod filter;
 mod offset_map;
