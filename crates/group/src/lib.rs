@@ -314,6 +314,20 @@ impl From<(Bytes, Option<Bytes>)> for LoadItem {
 }
 
 impl Shard {
+    /// An offset tombstone of `group` for `tps` was written (or replayed): the offsets that
+    /// open transactions hold pending for them go too, as Kafka replays a tombstone, so that
+    /// a later COMMIT marker does not bring back an offset the log deleted (and compaction,
+    /// which keeps only the tombstone, agrees with the live state).
+    fn drop_pending(&mut self, group: &str, tps: &[(String, i32)]) {
+        for per_group in self.pending_txn.values_mut() {
+            if let Some(offsets) = per_group.get_mut(group) {
+                for tp in tps {
+                    offsets.remove(tp);
+                }
+            }
+        }
+    }
+
     /// The [`LogSeq`] for the offset record being applied now.
     fn next_seq(&mut self) -> LogSeq {
         let seq = self.next_seq;
@@ -569,17 +583,22 @@ impl Coordinator {
                     topic,
                     partition,
                     value,
-                }) => {
-                    let per_group = shard.offsets.entry(group).or_default();
-                    match value {
-                        Some(v) => {
-                            per_group.insert((topic, partition), PlacedOffset { value: v, seq });
-                        }
-                        None => {
-                            per_group.remove(&(topic, partition));
-                        }
+                }) => match value {
+                    Some(v) => {
+                        shard
+                            .offsets
+                            .entry(group)
+                            .or_default()
+                            .insert((topic, partition), PlacedOffset { value: v, seq });
                     }
-                }
+                    None => {
+                        let tp = (topic, partition);
+                        if let Some(per_group) = shard.offsets.get_mut(&group) {
+                            per_group.remove(&tp);
+                        }
+                        shard.drop_pending(&group, std::slice::from_ref(&tp));
+                    }
+                },
                 Ok(records::Decoded::Group { group, value }) => {
                     groups.insert(group, value);
                 }
@@ -1162,6 +1181,8 @@ impl Coordinator {
                     },
                 ));
             }
+            let tps: Vec<(String, i32)> = offsets.into_keys().collect();
+            shard.drop_pending(group_id, &tps);
         }
         effects.records.push((
             p,
@@ -1196,6 +1217,7 @@ impl Coordinator {
         };
         let mut effects = Effects::default();
         let mut results = Vec::new();
+        let mut deleted = Vec::new();
         let offsets = shard.offsets.entry(group_id.to_string()).or_default();
         for (topic, partition) in partitions {
             if subscribed.contains(topic) {
@@ -1210,12 +1232,14 @@ impl Coordinator {
                         value: None,
                     },
                 ));
+                deleted.push((topic.clone(), *partition));
             }
             results.push(Ok(()));
         }
         if offsets.is_empty() {
             shard.offsets.remove(group_id);
         }
+        shard.drop_pending(group_id, &deleted);
         shard.records_since_snapshot += effects.records.len() as u64;
         Ok((results, effects))
     }
@@ -1284,12 +1308,12 @@ impl Coordinator {
                         })
                         .map(|(k, _)| k.clone())
                         .collect();
-                    for (topic, partition) in expired {
-                        offsets.remove(&(topic.clone(), partition));
+                    for (topic, partition) in &expired {
+                        offsets.remove(&(topic.clone(), *partition));
                         effects.records.push((
                             *p,
                             Record {
-                                key: records::offset_key(&id, &topic, partition),
+                                key: records::offset_key(&id, topic, *partition),
                                 value: None,
                             },
                         ));
@@ -1297,6 +1321,7 @@ impl Coordinator {
                     if offsets.is_empty() {
                         shard.offsets.remove(&id);
                     }
+                    shard.drop_pending(&id, &expired);
                 }
                 if !shard.offsets.contains_key(&id) {
                     let persisted = matches!(shard.groups.get(&id), Some(Group::Classic(c)) if c.generation > 0);
@@ -1373,22 +1398,27 @@ impl Coordinator {
     pub fn topic_deleted(&mut self, topic: &str) -> Effects {
         let mut effects = Effects::default();
         for (p, shard) in self.shards.iter_mut() {
+            let mut dropped: Vec<(String, Vec<(String, i32)>)> = Vec::new();
             for (g, offsets) in shard.offsets.iter_mut() {
-                let gone: Vec<i32> = offsets
+                let gone: Vec<(String, i32)> = offsets
                     .keys()
                     .filter(|(t, _)| t == topic)
-                    .map(|(_, p)| *p)
+                    .cloned()
                     .collect();
-                for part in gone {
-                    offsets.remove(&(topic.to_string(), part));
+                for tp in &gone {
+                    offsets.remove(tp);
                     effects.records.push((
                         *p,
                         Record {
-                            key: records::offset_key(g, topic, part),
+                            key: records::offset_key(g, topic, tp.1),
                             value: None,
                         },
                     ));
                 }
+                dropped.push((g.clone(), gone));
+            }
+            for (g, gone) in dropped {
+                shard.drop_pending(&g, &gone);
             }
         }
         effects

@@ -864,6 +864,17 @@ impl Logged {
             }));
     }
 
+    /// OffsetDelete of the partition, written and applied.
+    fn delete(&mut self) {
+        let (results, eff) = self.c.delete_offsets("g", &[("t".to_string(), 0)]).unwrap();
+        assert!(results.iter().all(Result::is_ok));
+        self.log.extend(
+            eff.records
+                .into_iter()
+                .map(|(_, r)| (r.key, r.value).into()),
+        );
+    }
+
     /// Producer `pid`'s COMMIT or ABORT marker, written and applied.
     fn marker(&mut self, pid: i64, commit: bool) {
         self.c.complete_txn(0, pid, commit);
@@ -933,6 +944,7 @@ fn the_newer_record_in_the_log_wins_between_plain_and_transactional_offsets() {
         Txn(i64, i64),
         Commit(i64),
         Abort(i64),
+        Delete,
     }
     use Step::*;
     let cases: Vec<(&str, Vec<Step>, Option<i64>)> = vec![
@@ -971,6 +983,11 @@ fn the_newer_record_in_the_log_wins_between_plain_and_transactional_offsets() {
             vec![Txn(7, 100), Txn(9, 200), Plain(50), Commit(9), Commit(7)],
             Some(50),
         ),
+        (
+            "an offset deleted while a transaction holds one pending: the tombstone drops it",
+            vec![Plain(50), Txn(7, 100), Delete, Commit(7)],
+            None,
+        ),
     ];
     for (what, steps, want) in cases {
         let mut l = Logged::new();
@@ -980,6 +997,7 @@ fn the_newer_record_in_the_log_wins_between_plain_and_transactional_offsets() {
                 Txn(pid, o) => l.txn(pid, o),
                 Commit(pid) => l.marker(pid, true),
                 Abort(pid) => l.marker(pid, false),
+                Delete => l.delete(),
             }
         }
         assert_eq!(committed(&l.c), want, "live: {what}");
