@@ -99,6 +99,15 @@ pub(crate) fn sync(dir: &Path, offset: i64) -> io::Result<()> {
     Ok(())
 }
 
+/// fsync every snapshot in `dir` (an open: what a previous process wrote may never have been
+/// fsynced, and it must not count as durable when the prune keeps the newest durable ones).
+pub(crate) fn sync_every(dir: &Path) -> io::Result<()> {
+    for offset in list(dir)? {
+        sync(dir, offset)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 thread_local! {
     /// Test builds: the offsets of the snapshots this thread fsynced.

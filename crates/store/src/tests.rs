@@ -1049,6 +1049,35 @@ fn producer_state_survives_rolls_and_a_crash() {
 /// follows the roll fsyncs it after the segments below it, and its directory entry. Until
 /// then the prune leaves it and does not count it, so a crash that loses it leaves the
 /// newest durable ones. A close makes its own snapshot durable before it prunes.
+/// Snapshots an earlier process wrote and never fsynced (it died before the flush after its
+/// rolls) are fsynced by an unclean open before they count as durable: the prune keeps the
+/// newest durable ones, and would otherwise remove the only ones that were.
+#[test]
+fn an_unclean_open_fsyncs_the_snapshots_it_finds() {
+    let d = tempfile::tempdir().unwrap();
+    let mut bases = Vec::new();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        for k in 0..2i64 {
+            log.append(pbatch(10, 0, k as i32, 1), AppendOrigin::Client, NOW)
+                .unwrap();
+            log.roll(NOW).unwrap();
+            bases.push(log.log_end_offset());
+        }
+        // Dropped without a close or a flush: the process died.
+    }
+    crate::snapshots::SYNCED.with(|s| s.borrow_mut().clear());
+    let (_m, _log) = unclean_reopen(d.path());
+    let synced = crate::snapshots::SYNCED.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    for b in &bases {
+        assert!(
+            synced.contains(b),
+            "snapshot {b} not fsynced at the open: {synced:?}"
+        );
+    }
+}
+
 #[test]
 fn snapshots_are_fsynced_by_the_flush_after_the_roll() {
     let d = tempfile::tempdir().unwrap();

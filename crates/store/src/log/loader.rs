@@ -363,6 +363,13 @@ impl Log {
         // Producer state: the newest readable snapshot at or below the log end, and a replay
         // of the batch headers from `replay_start` on (from the log start without one).
         let snapshot = crate::snapshots::load_newest(&p.dir, leo);
+        // After an unclean shutdown every snapshot left is made durable before this process
+        // counts it so (their names were made durable with the directory above): the process
+        // before may have written them without fsync, and the prune keeps only the newest
+        // durable ones. A clean shutdown fsynced its own (`Log::close_active`).
+        if !p.clean {
+            crate::snapshots::sync_every(&p.dir).map_err(serr)?;
+        }
         let from = replay_start(&segments, snapshot.as_ref().map(|(offset, _)| *offset));
         let rebuilt_from_start = snapshot.is_none() && recent_start(&segments) > 0;
         // From the snapshot's offset on (from the first batch without one), the replay is
