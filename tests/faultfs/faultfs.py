@@ -23,10 +23,16 @@ Model
   writes, in order with them, and only an fsync of the file makes them durable. This is
   stricter than ext4 (whose journal commits a truncate within seconds) but it is what POSIX
   promises, and it keeps the one rule simple: what survives a crash is what was synced.
-* Metadata operations (create, mkdir, unlink, rmdir, rename, link, symlink, chmod, chown,
-  utimens) go straight to the backing directory and are durable at once, as on a journaling
-  file system whose metadata journal is committed synchronously. A file created and written
-  but never fsynced therefore survives a crash with its synced size (0).
+* Metadata operations (create, mkdir, unlink, rmdir, rename, link, symlink) depend on the
+  mount's metadata model (``--metadata``). ``sync`` (the default): they go straight to the
+  backing directory and are durable at once, as on an NFS server (NFSv3 makes CREATE, REMOVE
+  and RENAME stable before it answers) or a journaling file system committing synchronously;
+  a file created and written but never fsynced survives a crash with its synced size (0).
+  ``dirsync``: as POSIX promises on a local disk, each is durable only once every directory
+  it changed was fsynced after it; until then a crash undoes it, newest first (a created file
+  or directory disappears with its contents, an unlinked or replaced file comes back, a rename
+  goes back). Unlinked and replaced files wait in ``BACKING/.faultfs-stash`` (hidden from the
+  mount) until then. chmod, chown and utimens are durable at once in both.
 * An unlinked (or renamed-over) file that is still open is renamed to ``.fuse_hiddenXXXX`` by
   libfuse (``hard_remove`` off, the default) and removed on its last close: the silly-rename
   semantics of NFS and bindfs. Its holder keeps reading and writing it. Pending data of a
@@ -66,8 +72,9 @@ Faults (control commands)
 ``stats``
     Pending files and bytes, fsync counts, injected faults, crashes.
 
-Not simulated: reordering of metadata operations, loss of metadata (directory entries are
-durable at once), partial sector writes inside one write other than the prefix rule above,
+Not simulated: reordering of metadata operations other than the undo above (``dirsync``
+treats a directory fsync as making every earlier change of that directory durable), partial
+sector writes inside one write other than the prefix rule above,
 read errors, latency other than ``slow-unlink``, mmap of files (``direct_io``), xattrs, locks
 across hosts (POSIX and flock locks are handled by the kernel, per mount).
 
@@ -274,8 +281,15 @@ class FaultOps:
 
     use_ns = True
 
-    def __init__(self, backing: str, writeback_bytes: int = 0):
+    def __init__(self, backing: str, writeback_bytes: int = 0, metadata: str = "sync"):
         self.root = os.path.realpath(backing)
+        if metadata not in METADATA_MODELS:
+            raise ValueError(f"metadata model {metadata!r}: one of {METADATA_MODELS}")
+        # "dirsync": a create, unlink, rename, mkdir or rmdir is durable once every directory
+        # it changed was fsynced after it; until then a crash undoes it (newest first).
+        self.metadata = metadata
+        self.meta_ops: List[_MetaOp] = []
+        self.meta_seq = 0
         self._mu = threading.RLock()
         self.handles: Dict[int, _Handle] = {}
         self.open_count: Dict[Tuple[int, int], int] = {}
@@ -290,12 +304,61 @@ class FaultOps:
         self.fail_match: Optional[str] = None
         self.counters = dict(writes=0, fsyncs=0, fsyncs_failed_injected=0, enospc_injected=0,
                              crashes=0, torn_crashes=0, bytes_dropped=0, bytes_kept_torn=0,
-                             writebacks=0, unlinks=0)
+                             writebacks=0, unlinks=0, metadata_undone=0)
 
     # ---- helpers ---------------------------------------------------------
 
     def _real(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
+
+    # ---- the metadata journal ("dirsync") --------------------------------------
+
+    def _stash_path(self) -> str:
+        self.meta_seq += 1
+        d = os.path.join(self.root, STASH)
+        os.makedirs(d, exist_ok=True)
+        return os.path.join(d, str(self.meta_seq))
+
+    def _journal(self, kind: str, paths, undo, commit=None) -> None:
+        """A metadata change of ``paths`` (mount-relative): in "sync" it is durable at once
+        (``commit`` runs now); in "dirsync" it waits for an fsync of each parent directory."""
+        if self.metadata == "sync":
+            if commit is not None:
+                commit()
+            return
+        self.meta_seq += 1
+        dirs = {_parent(p) for p in paths}
+        self.meta_ops.append(_MetaOp(self.meta_seq, kind, tuple(paths), dirs, undo, commit))
+
+    def _dir_synced(self, path: str) -> None:
+        d = _norm(path)
+        left = []
+        for op in self.meta_ops:
+            op.dirs.discard(d)
+            if op.dirs:
+                left.append(op)
+            elif op.commit is not None:
+                op.commit()
+        self.meta_ops = left
+
+    def _stash(self, real: str) -> str:
+        """Move ``real`` aside (an unlink or a replaced rename target not yet durable)."""
+        to = self._stash_path()
+        os.rename(real, to)
+        return to
+
+    def _unstash_commit(self, stashed: str):
+        def commit():
+            try:
+                st = os.lstat(stashed)
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(stashed, ignore_errors=True)
+            else:
+                os.unlink(stashed)
+                self._forget_if_gone(_key(st))
+        return commit
 
     def _pending_for(self, key, path: str, fd_for_write: Optional[int]) -> PendingFile:
         pf = self.files.get(key)
@@ -418,6 +481,8 @@ class FaultOps:
         out.append(("..", {"st_mode": st.st_mode, "st_ino": st.st_ino}, 0))
         with os.scandir(real) as it:
             for e in it:
+                if e.name == STASH and not path.strip("/"):
+                    continue  # the metadata journal's own
                 mode = (stat.S_IFDIR if e.is_dir(follow_symlinks=False) else
                         stat.S_IFLNK if e.is_symlink() else
                         stat.S_IFREG if e.is_file(follow_symlinks=False) else
@@ -425,27 +490,56 @@ class FaultOps:
                 out.append((e.name, {"st_mode": mode, "st_ino": e.inode()}, 0))
         return out
 
+    def _created(self, path: str) -> None:
+        real = self._real(path)
+
+        def undo():
+            try:
+                if os.path.isdir(real) and not os.path.islink(real):
+                    shutil.rmtree(real)
+                else:
+                    os.unlink(real)
+            except FileNotFoundError:
+                pass
+        self._journal("create", [path], undo)
+
     def mkdir(self, path: str, mode: int) -> int:
-        os.mkdir(self._real(path), mode)
+        with self._mu:
+            os.mkdir(self._real(path), mode)
+            self._created(path)
         return 0
 
     def rmdir(self, path: str) -> int:
-        os.rmdir(self._real(path))
+        with self._mu:
+            real = self._real(path)
+            if self.metadata == "sync":
+                os.rmdir(real)
+                return 0
+            if any(os.scandir(real)):
+                raise OSError(errno.ENOTEMPTY, "rmdir")
+            stashed = self._stash(real)
+            self._journal("rmdir", [path], lambda: os.rename(stashed, real), self._unstash_commit(stashed))
         return 0
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
-        os.mknod(self._real(path), mode, dev)
+        with self._mu:
+            os.mknod(self._real(path), mode, dev)
+            self._created(path)
         return 0
 
     def symlink(self, target: str, source: str) -> int:
-        os.symlink(source, self._real(target))
+        with self._mu:
+            os.symlink(source, self._real(target))
+            self._created(target)
         return 0
 
     def readlink(self, path: str) -> str:
         return os.readlink(self._real(path))
 
     def link(self, target: str, source: str) -> int:
-        os.link(self._real(source), self._real(target))
+        with self._mu:
+            os.link(self._real(source), self._real(target))
+            self._created(target)
         return 0
 
     def unlink(self, path: str) -> int:
@@ -456,24 +550,49 @@ class FaultOps:
         with self._mu:
             real = self._real(path)
             st = os.lstat(real)
-            os.unlink(real)
-            self._forget_if_gone(_key(st))
+            if self.metadata == "sync":
+                os.unlink(real)
+                self._forget_if_gone(_key(st))
+                return 0
+            stashed = self._stash(real)
+            self._journal("unlink", [path], lambda: os.rename(stashed, real), self._unstash_commit(stashed))
         return 0
 
     def rename(self, old: str, new: str, flags: int = 0) -> int:
         with self._mu:
-            real_new = self._real(new)
+            real_old, real_new = self._real(old), self._real(new)
             try:
                 st_new = os.lstat(real_new)
             except FileNotFoundError:
                 st_new = None
-            if flags:
-                _renameat2(self._real(old), real_new, flags)
-            else:
-                os.rename(self._real(old), real_new)
-            if st_new is not None:
+            if self.metadata == "dirsync" and flags & RENAME_EXCHANGE:
+                _renameat2(real_old, real_new, flags)
+                self._journal("exchange", [old, new], lambda: _renameat2(real_old, real_new, RENAME_EXCHANGE))
+                return 0
+            if self.metadata == "dirsync" and st_new is not None and not flags & RENAME_NOREPLACE:
+                # The replaced file is moved aside: a crash before the directories are
+                # fsynced brings it back.
+                stashed = self._stash(real_new)
+
+                def undo():
+                    os.rename(real_new, real_old)
+                    os.rename(stashed, real_new)
+                self._rename(real_old, real_new, flags)
+                self._journal("rename", [old, new], undo, self._unstash_commit(stashed))
+                return 0
+            self._rename(real_old, real_new, flags)
+            if self.metadata == "dirsync":
+                self._journal("rename", [old, new], lambda: os.rename(real_new, real_old))
+            elif st_new is not None:
                 self._forget_if_gone(_key(st_new))
         return 0
+
+    @staticmethod
+    def _rename(real_old: str, real_new: str, flags: int) -> None:
+        if flags:
+            _renameat2(real_old, real_new, flags)
+        else:
+            os.rename(real_old, real_new)
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
         fd = os.open(self._real(path), os.O_RDONLY | os.O_DIRECTORY)
@@ -481,6 +600,8 @@ class FaultOps:
             os.fsync(fd)
         finally:
             os.close(fd)
+        with self._mu:
+            self._dir_synced(path)
         return 0
 
     # ---- files ---------------------------------------------------------------
@@ -513,8 +634,11 @@ class FaultOps:
 
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
         with self._mu:
+            existed = os.path.lexists(self._real(path))
             fd = self._open_backing(self._real(path), flags, os.O_CREAT | (flags & os.O_EXCL), mode)
             fh = self._register(fd, path)
+            if not existed:
+                self._created(path)
             if flags & os.O_TRUNC:
                 self.truncate(path, 0, fh)
             return fh
@@ -659,10 +783,43 @@ class FaultOps:
             self.counters["bytes_dropped"] += pf.pending_bytes - kept
             self.counters["bytes_kept_torn"] += kept
         self.pending_total = 0
+        # Metadata changes not yet durable are undone, newest first ("dirsync").
+        undone = []
+        for op in reversed(self.meta_ops):
+            try:
+                op.undo()
+                undone.append({"kind": op.kind, "paths": list(op.paths)})
+            except OSError as e:
+                undone.append({"kind": op.kind, "paths": list(op.paths), "error": str(e)})
+        self.meta_ops = []
+        self.counters["metadata_undone"] += len(undone)
         self.counters["crashes"] += 1
         if torn is not None and torn is not False:
             self.counters["torn_crashes"] += 1
-        return {"files": files}
+        return {"files": files, "metadata_undone": undone}
+
+
+STASH = ".faultfs-stash"
+METADATA_MODELS = ("sync", "dirsync")
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+
+def _norm(path: str) -> str:
+    return "/" + path.strip("/")
+
+
+def _parent(path: str) -> str:
+    return _norm(os.path.dirname(_norm(path)))
+
+
+class _MetaOp:
+    """A metadata change not yet durable: the directories still to be fsynced, how to undo it
+    (a crash), what to finish when it is durable (remove what it moved aside)."""
+
+    def __init__(self, seq, kind, paths, dirs, undo, commit):
+        self.seq, self.kind, self.paths, self.dirs = seq, kind, paths, dirs
+        self.undo, self.commit = undo, commit
 
 
 def _acc(fd: int) -> int:
@@ -714,7 +871,7 @@ def _exit_with_parent(mountpoint: str) -> None:
 
 
 def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
-          debug: bool = False, exit_with_parent: bool = False) -> None:
+          debug: bool = False, exit_with_parent: bool = False, metadata: str = "sync") -> None:
     if ctypes.util.find_library("fuse3") and "FUSE_LIBRARY_PATH" not in os.environ:
         os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
     import mfusepy  # libfuse via ctypes; imported here so that clients need no libfuse
@@ -725,7 +882,7 @@ def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
             return self.operations.rename(old.decode(self.encoding, self.errors),
                                           new.decode(self.encoding, self.errors), flags)
 
-    ops = FaultOps(backing, writeback_bytes=writeback_bytes)
+    ops = FaultOps(backing, writeback_bytes=writeback_bytes, metadata=metadata)
     server = _serve_control(ops, _control_path(control))
     if exit_with_parent:
         _exit_with_parent(os.path.realpath(mountpoint))
@@ -834,8 +991,9 @@ class FaultFSMount(FaultFSControl):
 
     def __init__(self, backing, mountpoint, control=None, log_path=None,
                  start_timeout: float = 20.0, stop_timeout: float = 10.0,
-                 writeback_bytes: int = 0, python: Optional[str] = None):
+                 writeback_bytes: int = 0, python: Optional[str] = None, metadata: str = "sync"):
         self.backing = Path(backing)
+        self.metadata = metadata
         self.mountpoint = Path(mountpoint)
         self._tmp = None
         if control is None:
@@ -854,7 +1012,7 @@ class FaultFSMount(FaultFSControl):
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         cmd = [self.python, str(SCRIPT), str(self.backing), str(self.mountpoint),
                "--control", self.socket_path, "--writeback-bytes", str(self.writeback_bytes),
-               "--exit-with-parent"]
+               "--metadata", self.metadata, "--exit-with-parent"]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -929,7 +1087,8 @@ def mount_faultfs(backing, mountpoint, control=None, **kwargs) -> FaultFSMount:
 
     Returns a :class:`FaultFSMount`; use it as a context manager, or call ``.stop()``.
     Keyword arguments: ``log_path``, ``start_timeout``, ``stop_timeout``, ``writeback_bytes``,
-    ``python`` (the interpreter that has mfusepy; default: this one).
+    ``metadata`` ("sync" or "dirsync", see the module doc), ``python`` (the interpreter that
+    has mfusepy; default: this one).
     """
     return FaultFSMount(backing, mountpoint, control, **kwargs).start()
 
@@ -987,10 +1146,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="write everything back once this many bytes are pending (0: never)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="unmount and exit when the parent process is gone (mount_faultfs sets it)")
+    p.add_argument("--metadata", choices=METADATA_MODELS, default="sync",
+                   help="sync: creates, unlinks and renames are durable at once (an NFS server, a "
+                        "journaling file system committing synchronously); dirsync: only once "
+                        "their directory is fsynced, and a crash undoes the others")
     p.add_argument("--debug", action="store_true", help="libfuse debug output")
     a = p.parse_args(argv)
     serve(a.backing, a.mountpoint, a.control, writeback_bytes=a.writeback_bytes, debug=a.debug,
-          exit_with_parent=a.exit_with_parent)
+          exit_with_parent=a.exit_with_parent, metadata=a.metadata)
     return 0
 
 

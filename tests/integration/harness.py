@@ -373,7 +373,16 @@ class Broker:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.owns_log_dir = log_dir is None
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"sluice-it-{self.kind}-"))
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if not self.log_dir.exists():
+            # As an operator's mkdir, durable long before the broker starts (a file system
+            # that keeps directory entries until their directory is fsynced, such as faultfs
+            # with metadata="dirsync", would otherwise lose it in the first crash).
+            self.log_dir.mkdir(parents=True)
+            fd = os.open(self.log_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self.overrides = dict(overrides or {})
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"

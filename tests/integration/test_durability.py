@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 
 import harness
 
@@ -28,8 +29,9 @@ def test_acknowledged_records_survive_sigkill(broker, topic):
 @pytest.mark.sluice_only
 def test_acknowledged_records_survive_a_host_crash(broker_factory, tmp_path, topic):
     """As above, but each kill also drops everything not fsynced (faultfs's crash: the broker's
-    host lost its page cache), so an acknowledgement given before its fsync is caught; SIGKILL
-    alone keeps the page cache and cannot tell."""
+    host lost its page cache), data and directory entries alike (``dirsync``: a create or
+    rename not covered by an fsync of its directory is undone), so an acknowledgement given
+    before its fsync is caught; SIGKILL alone keeps the page cache and cannot tell."""
     import os
     import sys
     from pathlib import Path
@@ -37,7 +39,8 @@ def test_acknowledged_records_survive_a_host_crash(broker_factory, tmp_path, top
         pytest.fail("FUSE unavailable: no /dev/fuse (scripts/test installs fuse3)")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for faultfs
     from faultfs import mount_faultfs
-    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log")
+    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log",
+                          metadata="dirsync")
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
         dropped = _kill_restart_rounds(broker, topic, crash=lambda: mount.crash())
@@ -54,6 +57,7 @@ def _kill_restart_rounds(broker, topic, crash=None) -> int:
     harness.create_topic(broker.bootstrap, topic, partitions=PARTITIONS, config={"flush.messages": "1"})
     acked: dict = {}  # value -> (partition, offset)
     twice: list = []
+    errors: list = []
     lock = threading.Lock()
     rng = random.Random(7)
     dropped = 0
@@ -88,6 +92,11 @@ def _kill_restart_rounds(broker, topic, crash=None) -> int:
                     i += 1
                 except BufferError:
                     pass
+                except KafkaException as e:
+                    # Not a retriable state (the client thinks the partition is gone, or its
+                    # idempotence state is fatal): the test fails on it, from its own thread.
+                    errors.append(e)
+                    return
                 p.poll(0.001 if i % 50 else 0.01)
 
         t = threading.Thread(target=produce_loop, daemon=True)
@@ -99,6 +108,7 @@ def _kill_restart_rounds(broker, topic, crash=None) -> int:
         stop.set()
         t.join(timeout=10)
         assert not t.is_alive()
+        assert not errors, f"round {rnd}: the producer failed: {errors[0]}"
         broker.start()
         # Whatever the producer still holds is retried against the restarted broker.
         remaining = p.flush(60)

@@ -501,3 +501,87 @@ def test_dd_cp_and_fsync_by_another_process(ffs, tmp_path):
                    f"conv=fsync", shell=True, check=True, timeout=60)
     ffs.crash()
     assert _read(mnt / "small.bin") == data[:200000]
+
+
+# ---------------------------------------------------------------------------
+# metadata: durable at once ("sync"), or once its directory is fsynced ("dirsync")
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dffs(tmp_path):
+    if not os.path.exists("/dev/fuse"):
+        pytest.fail("FUSE unavailable: no /dev/fuse (scripts/test installs fuse3)")
+    m = mount_faultfs(tmp_path / "dbacking", tmp_path / "dmnt", log_path=tmp_path / "dfaultfs.log",
+                      metadata="dirsync")
+    try:
+        yield m
+    finally:
+        m.stop()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _synced_file(path: Path, data: bytes) -> None:
+    fd = _open(path)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def test_dirsync_a_crash_undoes_what_no_directory_fsync_covered(dffs):
+    root = dffs.mountpoint
+    (root / "d").mkdir()
+    _fsync_dir(root)
+    _synced_file(root / "d" / "kept", b"k")
+    _synced_file(root / "d" / "gone", b"g")
+    _synced_file(root / "d" / "old", b"o")
+    _synced_file(root / "d" / "target", b"t")
+    _fsync_dir(root / "d")                      # kept, gone, old and target are durable
+    (root / "d" / "gone").unlink()              # unlink not synced: comes back
+    (root / "d" / "new").write_bytes(b"n")      # create not synced: disappears
+    os.rename(root / "d" / "old", root / "d" / "renamed")        # rename not synced: goes back
+    _synced_file(root / "d" / "tmp", b"T")
+    os.rename(root / "d" / "tmp", root / "d" / "target")         # replaces target, not synced
+    (root / "e").mkdir()                        # mkdir not synced: disappears with its contents
+    _synced_file(root / "e" / "inner", b"i")
+    _fsync_dir(root / "e")
+    assert sorted(p.name for p in (root / "d").iterdir()) == ["kept", "new", "renamed", "target"]
+    out = dffs.crash()
+    assert len(out["metadata_undone"]) >= 6, out
+    assert sorted(p.name for p in (root / "d").iterdir()) == ["gone", "kept", "old", "target"]
+    assert (root / "d" / "target").read_bytes() == b"t"
+    assert (root / "d" / "gone").read_bytes() == b"g"
+    assert not (root / "e").exists()
+    assert ".faultfs-stash" not in [p.name for p in root.iterdir()]
+
+
+def test_dirsync_a_directory_fsync_makes_its_changes_durable(dffs):
+    root = dffs.mountpoint
+    _synced_file(root / "a", b"a")
+    _synced_file(root / "b", b"b")
+    _fsync_dir(root)
+    (root / "a").unlink()
+    os.rename(root / "b", root / "c")
+    _synced_file(root / "d", b"d")
+    _fsync_dir(root)
+    dffs.crash()
+    assert sorted(p.name for p in root.iterdir()) == ["c", "d"]
+    assert not any((dffs.backing / ".faultfs-stash").iterdir()), "unlinked files were removed"
+
+
+def test_sync_metadata_is_durable_at_once(ffs):
+    root = ffs.mountpoint
+    _synced_file(root / "a", b"a")
+    os.rename(root / "a", root / "b")
+    out = ffs.crash()
+    assert out["metadata_undone"] == []
+    assert [p.name for p in root.iterdir()] == ["b"]

@@ -159,7 +159,7 @@ impl EmbeddedStore {
         dir: &Path,
         cluster_id: impl FnOnce() -> String,
     ) -> Result<EmbeddedStore, MetaError> {
-        fs::create_dir_all(dir).map_err(|source| MetaError::Io {
+        create_dir_all_durable(dir).map_err(|source| MetaError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
@@ -384,6 +384,29 @@ impl EmbeddedStore {
         }
         Ok(())
     }
+}
+
+/// `create_dir_all`, with the entry of every directory it creates fsynced in its parent (on a
+/// local disk a new directory is lost in a crash until then). The store's log dirs have the
+/// same (`sluice_store`'s `fsutil::create_dir_all_durable`); the crates share no I/O code.
+fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        missing.push(d);
+        at = d.parent();
+    }
+    for d in missing.into_iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::File::open(parent)?.sync_all()?;
+        }
+    }
+    Ok(())
 }
 
 fn acquired_one_by_one() -> MetaError {

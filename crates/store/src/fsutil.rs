@@ -65,6 +65,9 @@ thread_local! {
 
 /// fsync a directory so that entries created or renamed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    if crate::mutation::active(crate::mutation::Mutation::SkipDirFsync) {
+        return Ok(());
+    }
     #[cfg(test)]
     SYNCED_DIRS.with(|s| {
         let names = std::fs::read_dir(dir)
@@ -86,6 +89,32 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
         },
         Err(e) => Err(e),
     }
+}
+
+/// `create_dir_all`, with every directory it creates made durable: its entry in its parent
+/// is fsynced (on a local disk a new directory, and everything in it, is lost in a crash until
+/// then; an NFS server makes it stable before it answers).
+pub(crate) fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if d.as_os_str().is_empty() || d.exists() {
+            break;
+        }
+        missing.push(d);
+        at = d.parent();
+    }
+    for d in missing.into_iter().rev() {
+        match std::fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
 }
 
 /// Current wall-clock time in milliseconds since the epoch.

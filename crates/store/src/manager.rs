@@ -325,7 +325,7 @@ impl Inner {
                 path: dir.clone(),
                 source,
             };
-            std::fs::create_dir_all(dir).map_err(ioe)?;
+            crate::fsutil::create_dir_all_durable(dir).map_err(ioe)?;
             ensure_meta_properties(dir, &meta, shared)?;
             // A shared log dir's per-dir files belong to no broker: every open recovers, and
             // the recovery points are not kept there.

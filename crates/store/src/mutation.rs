@@ -13,6 +13,10 @@ pub enum Mutation {
     /// Flushes report success without calling `fdatasync`: acks=all is answered before the
     /// data is on storage.
     SkipFsync,
+    /// Directory fsyncs report success without syncing: a new segment, a partition directory,
+    /// a rename (an atomic rewrite, a cleaner's swap) is not durable when the broker thinks it
+    /// is.
+    SkipDirFsync,
     /// The process exits when a write meets a full disk (ENOSPC) instead of failing the
     /// append and going on.
     ExitOnEnospc,
@@ -24,8 +28,9 @@ pub enum Mutation {
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 5] = [
         Mutation::SkipFsync,
+        Mutation::SkipDirFsync,
         Mutation::ExitOnEnospc,
         Mutation::NoReopen,
         Mutation::OpenGate,
@@ -34,6 +39,7 @@ impl Mutation {
     pub fn name(self) -> &'static str {
         match self {
             Mutation::SkipFsync => "skip-fsync",
+            Mutation::SkipDirFsync => "skip-dir-fsync",
             Mutation::ExitOnEnospc => "exit-on-enospc",
             Mutation::NoReopen => "no-reopen",
             Mutation::OpenGate => "open-gate",
