@@ -531,6 +531,51 @@ fn lost_snapshots_replay_from_the_log_start() {
         .exists());
 }
 
+/// A replay from the log start (no snapshot) that stops at a batch it cannot read, in a
+/// sealed segment trusted below the recovery point, computed only part of that segment's
+/// transaction index: the index it has is kept, not replaced by the part.
+#[test]
+fn a_replay_that_stops_early_keeps_the_transaction_index_it_found() {
+    let d = tempfile::tempdir().unwrap();
+    let entry = TxnIndexEntry {
+        producer_id: 1,
+        first_offset: 0,
+        last_offset: 2,
+        last_stable_offset: 3,
+    };
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+            .unwrap(); // 0
+        log.append(data("x"), AppendOrigin::Client, NOW).unwrap(); // 1
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 2
+        log.roll(NOW).unwrap();
+        log.append(data("y"), AppendOrigin::Client, NOW).unwrap(); // 3
+        log.flush().unwrap();
+        m.checkpoint().unwrap();
+        let dir = dir_of(&log);
+        assert_eq!(txn_index(&dir, 0), Some(vec![entry]));
+        dir
+    };
+    remove_snapshots(&dir);
+    // The header of the batch at 1, below the recovery point, becomes unreadable.
+    let seg0 = dir.join(sluice_format::segment_file_name(0, SegmentFileKind::Log));
+    let mut bytes = std::fs::read(&seg0).unwrap();
+    let first = sluice_format::parse_batches(&bytes, None).unwrap()[0]
+        .header
+        .total_len();
+    bytes[first + 16] = 0x7f; // its magic byte
+    std::fs::write(&seg0, &bytes).unwrap();
+    let m = mgr(d.path());
+    let _log = open(&m, cfg());
+    assert_eq!(
+        txn_index(&dir, 0),
+        Some(vec![entry]),
+        "the index of the segment the replay could not finish"
+    );
+}
+
 /// A transaction opened below the log start (DeleteRecords hid its first batch) is still
 /// open after a crash that lost every snapshot: the replay reads the batches below the log
 /// start too, and the LSO stays at the log start.

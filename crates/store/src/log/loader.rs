@@ -392,6 +392,9 @@ impl Log {
         }
         let mut computed: std::collections::HashMap<i64, Vec<TxnIndexEntry>> =
             std::collections::HashMap::new();
+        // Segments whose scan stopped at a batch it could not read (a sealed one trusted below
+        // the recovery point is not validated): what was computed of them is incomplete.
+        let mut scan_stopped: std::collections::HashSet<i64> = std::collections::HashSet::new();
         for s in &segments[from..] {
             let end = s.size();
             let mut scanner = BatchScanner::new(&s.log, 0, end, false);
@@ -442,7 +445,8 @@ impl Log {
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        tracing::warn!(tp = ?p.tp, error = %e.into_io(), "producer state scan stopped early");
+                        tracing::warn!(tp = ?p.tp, segment = s.base_offset, error = %e.into_io(), "producer state scan stopped early");
+                        scan_stopped.insert(s.base_offset);
                         break;
                     }
                 }
@@ -467,7 +471,10 @@ impl Log {
                 }
                 Err(e) => return Err(serr(io::Error::new(e.kind(), e.to_string()))),
             };
-            let replayed = i >= from && next > exact_from;
+            // A scan that stopped early computed part of the segment's index only: the index
+            // it has is kept (rebuilt only if damaged), never replaced by less.
+            let replayed =
+                i >= from && next > exact_from && !scan_stopped.contains(&seg.base_offset);
             let want = if replayed && (seg.base_offset >= exact_from || !damaged) {
                 let mut v: Vec<TxnIndexEntry> = match &loaded {
                     Ok(old) if seg.base_offset < exact_from => old
