@@ -157,6 +157,15 @@ fn read_all(log: &Log) -> Vec<LoadItem> {
     out
 }
 
+/// The partitions of a coordinator's loaded logs that the write gate refuses now (their
+/// coordinator unloads them: `Groups::unload_fenced`, `Txns::unload_fenced`).
+pub(crate) fn unwritable(logs: &HashMap<i32, Arc<Log>>) -> Vec<i32> {
+    logs.iter()
+        .filter(|(_, log)| !log.writable())
+        .map(|(p, _)| *p)
+        .collect()
+}
+
 /// A TxnOffsetCommit written: the per-commit results and the log to wait for.
 pub(crate) type TxnOffsetsWritten = (Vec<Result<(), sluice_group::GroupError>>, Arc<Log>);
 
@@ -216,13 +225,8 @@ impl Groups {
     /// groups answer NOT_COORDINATOR and nothing is answered from state in memory that a new
     /// coordinator does not have. Asked before every call on the coordinator.
     fn unload_fenced(&self) {
-        let fenced: Vec<i32> = self
-            .logs
-            .lock()
-            .iter()
-            .filter(|(_, log)| !log.writable())
-            .map(|(p, _)| *p)
-            .collect();
+        // Bound first: the lock is let go before `unload` takes it again.
+        let fenced = unwritable(&self.logs.lock());
         for p in fenced {
             tracing::warn!(
                 partition = p,

@@ -115,13 +115,7 @@ impl Txns {
     /// transactional ids answer NOT_COORDINATOR from then on, and its marker jobs stop at
     /// their next step. Asked before every call on the coordinator.
     fn unload_fenced(&self) {
-        let fenced: Vec<i32> = self
-            .logs
-            .lock()
-            .iter()
-            .filter(|(_, log)| !log.writable())
-            .map(|(p, _)| *p)
-            .collect();
+        let fenced = crate::groups::unwritable(&self.logs.lock());
         for p in fenced {
             tracing::warn!(
                 partition = p,
