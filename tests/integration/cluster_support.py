@@ -207,3 +207,16 @@ def start_all(nodes, timeout: float = 180) -> None:
         t.join()
     if errors:
         raise harness.HarnessError("; ".join(errors))
+
+
+def coordinator_of(bootstrap: str, group: str) -> int:
+    """The coordinator ``group`` is sent to by the first broker of ``bootstrap`` (FindCoordinator
+    v1), -1 if none is available."""
+    import struct
+    from nfs_support import _request, _string
+    r = _request(bootstrap.split(",")[0], 10, 1, _string(group) + struct.pack(">b", 0))
+    r.take(">i")  # throttle
+    code = r.take(">h")
+    r.string()
+    node = r.take(">i")
+    return node if code == 0 else -1

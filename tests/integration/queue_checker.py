@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Tuple
 
 CHECKS = ("lost", "duplicated", "reordered", "inconsistent_offsets", "vanished", "group_missed",
-          "uncounted")
+          "uncounted", "group_offset_regressed")
 
 
 def parse_value(value: str) -> Optional[Tuple[str, int, int]]:
@@ -58,6 +58,9 @@ class History:
         # value -> (source, time) of its first read during the run
         self.read: Dict[str, Dict[str, Tuple[str, float]]] = {w: {} for w in workloads}
         self.group_read: Dict[str, set] = {w: set() for w in workloads}
+        # a group member that started below an offset its coordinator had reported committed:
+        # (partition, committed, started at)
+        self.group_regressed: Dict[str, list] = {w: [] for w in workloads}
         self.group_rereads: Counter = Counter()
         self.final: Optional[Dict[str, Dict[Tuple[int, int], str]]] = None
         self.producer_fatal: List[Tuple[str, float, str]] = []
@@ -93,6 +96,10 @@ class History:
             self.failed[wl].pop(value, None)
             if o is not None:
                 self._observe(wl, p, o, value, "ack", t)
+
+    def on_group_regressed(self, wl: str, p: int, committed: int, started: int) -> None:
+        with self.lock:
+            self.group_regressed[wl].append((p, committed, started))
 
     def on_fail(self, wl: str, value: str, err: str) -> None:
         with self.lock:
@@ -187,5 +194,7 @@ class History:
                 "group_missed_examples": [{"value": v, "partition": acked[v][0], "offset": acked[v][1]}
                                           for v in group_missed[:examples]],
                 "uncounted": uncounted,
+                "group_offset_regressed": len(self.group_regressed[wl]),
+                "group_offset_regressed_examples": self.group_regressed[wl][:examples],
                 "errors": dict(self.error_counts[wl].most_common(8)),
             }

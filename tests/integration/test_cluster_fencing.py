@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import TopicPartition as TP
 
 import harness
-from cluster_support import bootstrap_of, cluster_overrides, live_brokers
+from cluster_support import bootstrap_of, cluster_overrides, coordinator_of, live_brokers
 from faults import TcpProxy
 from nfs_support import _request, _string
 
@@ -21,7 +21,6 @@ pytestmark = pytest.mark.sluice_only
 FETCH = 1
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
-FIND_COORDINATOR = 10
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
@@ -78,17 +77,6 @@ def fetch_error(bootstrap: str, topic: str, partition: int) -> int:
     assert r.take(">i") == 1
     assert r.take(">i") == partition
     return r.take(">h")
-
-
-def coordinator_of(bootstrap: str, group: str) -> int:
-    """The coordinator ``group`` is sent to by the first broker of ``bootstrap`` (FindCoordinator
-    v1), -1 if none is available."""
-    r = _request(bootstrap.split(",")[0], FIND_COORDINATOR, 1, _string(group) + struct.pack(">b", 0))
-    r.take(">i")  # throttle
-    code = r.take(">h")
-    r.string()
-    node = r.take(">i")
-    return node if code == 0 else -1
 
 
 def committed(bootstrap: str, group: str, topic: str) -> int:
