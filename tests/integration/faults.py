@@ -60,6 +60,8 @@ LEASE_MS = 3000
 # A producer client with records outstanding and no delivery report for this long is replaced
 # (reported with the fatal errors).
 WEDGED_PRODUCER_S = 60
+# Records per transaction of the transactional workload (spread over the partitions).
+TXN_RECORDS = 5
 # Every partition of a guaranteed workload acknowledges again within this many seconds of a
 # fault being healed (a failover takes 3-4 s, a broker restart under load up to ~10 s here).
 AVAILABILITY_S = 45
@@ -719,6 +721,143 @@ class GroupConsumer:
         self.thread.join(timeout=60)
 
 
+class TxnProducer:
+    """Transactions of TXN_RECORDS records each, spread over the partitions of one topic, one
+    after another; every fourth is aborted on purpose. Records are ``INSTANCE:TXN:K``. What
+    each transaction ended as, as the client saw it: committed (commit_transaction
+    returned), aborted (abort_transaction returned) or unknown (neither could be confirmed: a
+    fatal error, a commit that timed out)."""
+
+    def __init__(self, env: "Env", topic: str, run_id: str):
+        self.env, self.topic, self.tid = env, topic, f"faults-txn-{run_id}"
+        self.stop_flag = threading.Event()
+        self.instance = 0
+        self.committed: set = set()
+        self.aborted: set = set()
+        self.unknown: set = set()
+        self.errors: Counter = Counter()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="txn-producer")
+
+    def _new(self):
+        from confluent_kafka import Producer
+        self.instance += 1
+        p = Producer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
+                      "transactional.id": self.tid, "transaction.timeout.ms": 30000,
+                      "message.timeout.ms": 30000, "linger.ms": 5,
+                      "topic.metadata.refresh.interval.ms": 1000})
+        p.init_transactions(60)
+        return p
+
+    def _run(self):
+        from confluent_kafka import KafkaException
+        p, tno = None, 0
+        while not self.stop_flag.is_set():
+            try:
+                if p is None:
+                    p = self._new()
+            except KafkaException as e:
+                self.errors[f"init {e.args[0].name()}"] += 1
+                time.sleep(1)
+                continue
+            tno += 1
+            txn = f"{self.instance}:{tno}"
+            abort = tno % 4 == 0
+            try:
+                p.begin_transaction()
+                for k in range(TXN_RECORDS):
+                    p.produce(self.topic, value=f"{txn}:{k}".encode(), partition=k % PARTITIONS)
+                    p.poll(0)
+            except KafkaException as e:
+                # Nothing of it can have been committed: abort it (or fence it by a new instance).
+                self.errors[f"produce {e.args[0].name()}"] += 1
+                abort = True
+            except BufferError:
+                abort = True
+            try:
+                if abort:
+                    p.abort_transaction(30)
+                    self.aborted.add(txn)
+                else:
+                    self._commit(p, txn)
+            except KafkaException as e:
+                err = e.args[0]
+                self.errors[f"end {err.name()}"] += 1
+                if err.txn_requires_abort() and not err.fatal():
+                    try:
+                        p.abort_transaction(30)
+                        self.aborted.add(txn)
+                        continue
+                    except KafkaException:
+                        pass
+                self.unknown.add(txn)
+                p = None  # a new instance fences this one (init_transactions)
+            time.sleep(0.1)
+
+    def _commit(self, p, txn: str) -> None:
+        from confluent_kafka import KafkaException
+        for attempt in range(3):
+            try:
+                p.commit_transaction(30)
+                self.committed.add(txn)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable() or attempt == 2:
+                    raise
+                self.errors[f"commit retry {e.args[0].name()}"] += 1
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join(timeout=120)
+
+
+def check_transactions(env: "Env", tp: TxnProducer, timeout: float = 180) -> dict:
+    """Read the transactional topic read_committed, from the start: every committed
+    transaction whole and once, no record of an aborted one, an unknown one all or nothing."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+    c = harness.consumer(env.bootstrap, **{**QUIET, "enable.partition.eof": True,
+                                          "isolation.level": "read_committed"})
+    seen: Counter = Counter()
+    try:
+        c.assign([TopicPartition(tp.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        eof = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < PARTITIONS and time.monotonic() < deadline:
+            for m in c.consume(num_messages=5000, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                    continue
+                eof.discard(m.partition())
+                seen[m.value().decode()] += 1
+    finally:
+        c.close()
+    by_txn: Dict[str, list] = {}
+    for v, n in seen.items():
+        inst, tno, k = v.split(":")
+        by_txn.setdefault(f"{inst}:{tno}", []).append((int(k), n))
+    lost = [t for t in tp.committed if len(by_txn.get(t, [])) < TXN_RECORDS]
+    duplicated = [t for t, ks in by_txn.items() if any(n > 1 for _, n in ks)]
+    aborted_visible = [t for t in tp.aborted if t in by_txn]
+    partial = [t for t in tp.unknown if 0 < len(by_txn.get(t, [])) < TXN_RECORDS]
+    strangers = [t for t in by_txn if t not in tp.committed | tp.aborted | tp.unknown]
+    return {"committed": len(tp.committed), "aborted": len(tp.aborted), "unknown": len(tp.unknown),
+            "txn_lost": len(lost), "txn_duplicated": len(duplicated),
+            "txn_aborted_visible": len(aborted_visible), "txn_partial": len(partial),
+            "txn_never_sent": len(strangers),
+            "examples": {"lost": sorted(lost)[:5], "duplicated": duplicated[:5],
+                         "aborted_visible": aborted_visible[:5], "partial": partial[:5]},
+            "errors": dict(tp.errors.most_common(8))}
+
+
+# Exactly-once checks of the transactional workload (all are violations).
+EOS_CHECKS = ("txn_lost", "txn_duplicated", "txn_aborted_visible", "txn_partial", "txn_never_sent")
+
+
 def final_read(env: Env, wl: Workload, hist: History, timeout: float = 180) -> None:
     """Every partition of ``wl`` from its start to its end (EOF), tolerating transient errors."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
@@ -947,9 +1086,13 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         wls = workloads_for(env.cluster, run_id, rate)
         for w in wls:
             harness.create_topic(env.bootstrap, w.topic, partitions=PARTITIONS, config=w.topic_config, timeout=60)
+        txn_topic = f"faults-txn-{run_id}"
+        harness.create_topic(env.bootstrap, txn_topic, partitions=PARTITIONS,
+                             config={} if env.cluster else {"flush.messages": "1"}, timeout=60)
         hist = History([w.name for w in wls])
         producers = [Producer(env, w, hist).start() for w in wls]
         live = LiveConsumer(env, wls, hist).start()
+        txns = TxnProducer(env, txn_topic, run_id).start()
         guaranteed = next(w for w in wls if w.guaranteed)
         env.group_id = f"faults-group-{run_id}"
         group = GroupConsumer(env, guaranteed, hist, env.group_id, regroup_s).start()
@@ -968,6 +1111,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         unacked = {}
         for pr in producers:
             unacked[pr.wl.name] = pr.finish(90)
+        txns.finish()
         live.finish()
         # Every host crashes before the final read (what was not fsynced is dropped), so that
         # what was acknowledged is read from storage, not from faultfs's unsynced overlay.
@@ -977,6 +1121,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
             90, "every partition led after the final crash")
         for w in wls:
             final_read(env, w, hist)
+        result["transactions"] = check_transactions(env, txns)
         last = {}
         for (p, o) in hist.final[guaranteed.name]:
             last[p] = max(last.get(p, -1), o)
@@ -1046,6 +1191,13 @@ def violations(result: dict) -> Dict[str, int]:
                     out[f"{name}.{c}"] = r[c]
             if not r["acked"]:
                 out[f"{name}.nothing_acknowledged"] = 1
+    eos = result.get("transactions")
+    if eos is not None:
+        for c in EOS_CHECKS:
+            if eos[c]:
+                out[f"transactions.{c}"] = eos[c]
+        if not eos["committed"]:
+            out["transactions.nothing_committed"] = 1
     for kind, n in Counter(f["kind"] for f in result.get("findings", [])).items():
         if kind in VIOLATING_FINDINGS:
             out[kind] = n
@@ -1071,9 +1223,10 @@ def table(result: dict) -> str:
     lines.append(f"| total | {sum(result.get('faults', {}).values())} |")
     lines.append("")
     cols = ["sent", "acked", "failed", "unacked_at_end", "lost", "duplicated", "reordered",
-            "inconsistent_offsets", "vanished", "vanished_acked", "group_missed", "uncounted"]
+            "inconsistent_offsets", "vanished", "vanished_acked", "group_missed", "uncounted",
+            "group_offset_regressed"]
     heads = ["sent", "acked", "failed", "unacked", "lost", "dup", "reordered", "offset reused",
-             "vanished", "of them acked", "group missed", "uncounted"]
+             "vanished", "of them acked", "group missed", "uncounted", "group started below its commit"]
     lines.append("| workload | " + " | ".join(heads) + " |")
     lines.append("| --- |" + " ---: |" * len(heads))
     for name, r in result.get("workloads", {}).items():
@@ -1088,6 +1241,10 @@ def table(result: dict) -> str:
     lines.append("")
     if result.get("unavailable"):
         lines.append(f"faults not injected (unavailable here): {result['unavailable']}")
+    eos = result.get("transactions")
+    if eos:
+        lines.append("transactions (read_committed): " + ", ".join(
+            f"{k} {eos[k]}" for k in ("committed", "aborted", "unknown", *EOS_CHECKS)))
     lines.append(f"violations of the guarantees: {result.get('violations') or 'none'}")
     if result.get("producer_fatal"):
         lines.append(f"fatal producer errors: {len(result['producer_fatal'])}: {result['producer_fatal'][:3]}")
@@ -1114,6 +1271,7 @@ SELF_TEST = (
     ("exit-on-enospc", {"faults": {"brokers": 1, "kinds": ["enospc"], "seconds": 15}}),
     ("no-reopen", {"faults": {"brokers": 1, "kinds": ["fsync-eio"], "seconds": 15}}),
     ("open-gate", {"pytest": "test_cluster_fencing.py"}),
+    ("forget-commit-marker", {"faults": {"brokers": 1, "kinds": ["kill"], "seconds": 15}}),
 )
 
 

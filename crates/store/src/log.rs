@@ -372,6 +372,20 @@ impl Log {
             crate::ControlType::Abort => sluice_format::txn::CONTROL_ABORT,
             crate::ControlType::Commit => sluice_format::txn::CONTROL_COMMIT,
         };
+        if control == crate::ControlType::Commit
+            && !self.tp.topic.starts_with("__")
+            && crate::mutation::active(crate::mutation::Mutation::ForgetCommitMarker)
+        {
+            let s = self.shared.read();
+            return Ok(AppendOutcome {
+                base_offset: s.leo,
+                last_offset: s.leo,
+                log_append_time_ms: -1,
+                log_start_offset: s.log_start,
+                duplicate: true,
+                flush_due: false,
+            });
+        }
         let bytes = sluice_format::txn::build_marker(
             producer_id,
             producer_epoch,

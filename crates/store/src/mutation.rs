@@ -25,15 +25,19 @@ pub enum Mutation {
     /// The write gate lets every write through: a broker that lost a partition, or passed its
     /// write deadline, goes on writing the partition's files.
     OpenGate,
+    /// A transaction's COMMIT marker to a data partition is reported written but is not: the
+    /// transaction stays open there and its records are never read committed.
+    ForgetCommitMarker,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 6] = [
         Mutation::SkipFsync,
         Mutation::SkipDirFsync,
         Mutation::ExitOnEnospc,
         Mutation::NoReopen,
         Mutation::OpenGate,
+        Mutation::ForgetCommitMarker,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +47,7 @@ impl Mutation {
             Mutation::ExitOnEnospc => "exit-on-enospc",
             Mutation::NoReopen => "no-reopen",
             Mutation::OpenGate => "open-gate",
+            Mutation::ForgetCommitMarker => "forget-commit-marker",
         }
     }
 }
