@@ -637,8 +637,9 @@ class LiveConsumer:
 
 
 class GroupConsumer:
-    """A group member (subscribe(), auto-commit every 500 ms) on one topic, closed and
-    re-created every ``regroup_s`` so that it resumes from its committed offsets."""
+    """A group member (subscribe(), a synchronous commit of what it read every 500 ms) on one
+    topic, closed and re-created every ``regroup_s`` so that it resumes from its committed
+    offsets, which must be at or past what its coordinator reported committed before."""
 
     def __init__(self, env: Env, wl: Workload, hist: History, group: str, regroup_s: float):
         self.env, self.wl, self.hist, self.group, self.regroup_s = env, wl, hist, group, regroup_s
@@ -653,7 +654,7 @@ class GroupConsumer:
         from confluent_kafka import Consumer
         self.generations += 1
         c = Consumer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
-                      "group.id": self.group, "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                      "group.id": self.group, "enable.auto.commit": False,
                       "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
                       "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000})
         c.subscribe([self.wl.topic])
@@ -661,6 +662,8 @@ class GroupConsumer:
 
     def _close(self, c) -> None:
         self._note_committed(c)
+        # No commit at close (auto-commit is off): what the coordinator reported committed
+        # above is what the next member must start from.
         t = threading.Thread(target=c.close, daemon=True)
         t.start()
         t.join(timeout=30)
@@ -670,10 +673,7 @@ class GroupConsumer:
     def _note_committed(self, c) -> None:
         """The offsets the coordinator says are committed, before a member closes: the next
         member must not start below them (a committed offset never goes back or vanishes)."""
-        try:
-            c.commit(asynchronous=False)
-        except Exception:  # noqa: BLE001 - under faults a commit may fail; what is committed counts
-            pass
+        self._commit(c)
         try:
             for tp in c.committed(c.assignment(), timeout=5):
                 if tp.error is None and tp.offset >= 0:
@@ -682,9 +682,22 @@ class GroupConsumer:
         except Exception:  # noqa: BLE001 - unknown now: the floor stays as it was
             pass
 
+    def _commit(self, c) -> None:
+        """Commit what was read, synchronously (one commit at a time, so none lands after a
+        newer one); a failed commit is counted and the next one covers it."""
+        from confluent_kafka import KafkaError
+        try:
+            c.commit(asynchronous=False)
+        except Exception as e:  # noqa: BLE001 - under faults a commit may fail
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is not None and err.code() == KafkaError._NO_OFFSET:
+                return  # nothing read since the last commit
+            self.hist.consumer_errors[f"group commit {err.name() if err else type(e).__name__}"] += 1
+
     def _run(self):
         c = self._consumer()
         since = time.monotonic()
+        committed_at = time.monotonic()
         first: Dict[int, int] = {}
         while not self.stop_flag.is_set():
             if time.monotonic() - since > self.regroup_s:
@@ -692,6 +705,9 @@ class GroupConsumer:
                 c = self._consumer()
                 since = time.monotonic()
                 first = {}
+            if time.monotonic() - committed_at > 0.5:
+                self._commit(c)
+                committed_at = time.monotonic()
             try:
                 batch = c.consume(num_messages=500, timeout=0.2)
             except Exception as e:  # noqa: BLE001 - counted, and consuming goes on

@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Tuple
 
 CHECKS = ("lost", "duplicated", "reordered", "inconsistent_offsets", "vanished", "group_missed",
-          "uncounted")
+          "uncounted", "group_offset_regressed")
 
 
 def parse_value(value: str) -> Optional[Tuple[str, int, int]]:
@@ -59,9 +59,8 @@ class History:
         self.read: Dict[str, Dict[str, Tuple[str, float]]] = {w: {} for w in workloads}
         self.group_read: Dict[str, set] = {w: set() for w in workloads}
         # a group member that started below an offset its coordinator had reported committed:
-        # (partition, committed, started at). Reported, not yet a check: the member commits
-        # asynchronously every 500 ms too, and an older auto-commit delayed across a
-        # coordinator move can land after the synchronous one whose result is the floor.
+        # (partition, committed, started at). The member commits synchronously, one commit at
+        # a time, so a committed offset it was told of is never overtaken by an older one.
         self.group_regressed: Dict[str, list] = {w: [] for w in workloads}
         self.group_rereads: Counter = Counter()
         self.final: Optional[Dict[str, Dict[Tuple[int, int], str]]] = None
