@@ -210,6 +210,7 @@ class LiveConsumer:
     def stop(self):
         self._stop.set()
         self._t.join(60)
+        assert not self._t.is_alive(), "the consumer thread did not end"
 
 
 def wait_for_acks(prod: LiveProducer, at_least: int, timeout: float = 60) -> None:

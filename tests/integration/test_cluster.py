@@ -117,6 +117,8 @@ class Load:
         remaining = self.p.flush(timeout)
         assert remaining == 0, f"{remaining} records never acknowledged"
         assert not self.twice, f"acknowledged twice: {self.twice[:5]}"
+        # Every record is acknowledged in the end: a failover costs retries, not deliveries.
+        assert not self.errors, f"delivery errors: {self.errors[:5]}"
 
 
 def check_all_readable(bootstrap: str, topic: str, acked: dict) -> None:

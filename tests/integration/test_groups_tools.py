@@ -79,18 +79,22 @@ def test_reset_offsets_and_delete(broker, topic, kafka_tool):
 
     groups_tool(kafka_tool, broker.bootstrap, *base, "--to-latest", "--execute").check("to-latest")
     rows = describe_rows(groups_tool(kafka_tool, broker.bootstrap, "--describe", "--group", group).out)
+    assert len(rows) == PARTITIONS, rows
     assert all(cur == str(RECORDS // PARTITIONS) for cur, _, _ in rows.values()), rows
 
     groups_tool(kafka_tool, broker.bootstrap, *base, "--shift-by", "-7", "--execute").check("shift-by")
     rows = describe_rows(groups_tool(kafka_tool, broker.bootstrap, "--describe", "--group", group).out)
+    assert len(rows) == PARTITIONS, rows
     assert all(cur == str(RECORDS // PARTITIONS - 7) and lag == "7" for cur, _, lag in rows.values()), rows
 
     groups_tool(kafka_tool, broker.bootstrap, *base, "--to-earliest", "--execute").check("to-earliest")
     rows = describe_rows(groups_tool(kafka_tool, broker.bootstrap, "--describe", "--group", group).out)
+    assert len(rows) == PARTITIONS, rows
     assert all(cur == "0" for cur, _, _ in rows.values()), rows
 
     groups_tool(kafka_tool, broker.bootstrap, *base, "--to-datetime", "2999-01-01T00:00:00.000", "--execute").check("to-datetime")
     rows = describe_rows(groups_tool(kafka_tool, broker.bootstrap, "--describe", "--group", group).out)
+    assert len(rows) == PARTITIONS, rows
     assert all(cur == str(RECORDS // PARTITIONS) for cur, _, _ in rows.values()), rows
 
     r = groups_tool(kafka_tool, broker.bootstrap, "--delete-offsets", "--group", group, "--topic", f"{topic}:0").check("delete-offsets")

@@ -154,6 +154,8 @@ def test_retention_with_foreign_handle(bindfs_mounts, broker_factory, foreign_ha
     finally:
         reader.stop()
         prod.stop()
+    assert reader.count > 0, "the consumer of the retained topic read nothing"
+    assert prod.errors == 0, f"{prod.errors} produce errors during the deletions"
     low, high = watermarks(broker.bootstrap, retained, 0)
     assert high == n and 0 < low <= high
     assert_all_acked_readable(broker.bootstrap, prod)
@@ -184,6 +186,8 @@ def test_delete_records_while_consumer_mid_fetch_with_foreign_handle(bindfs_moun
     finally:
         reader.stop()
         prod.stop()
+    assert reader.count > 200
+    assert prod.errors == 0, f"{prod.errors} produce errors during the deletion"
     low, _ = watermarks(broker.bootstrap, topic, 0)
     assert low == cut
     # Everything acknowledged after the cut is still there.
@@ -217,6 +221,7 @@ def test_move_partition_between_log_dirs_with_foreign_handle(bindfs_mounts, brok
         reader.stop()
         prod.stop()
     assert prod.errors == 0, f"{prod.errors} produce errors during the move"
+    assert reader.count > 0 and reader.errors == 0, (reader.count, reader.errors)
     assert not src_dir.exists()
     assert_all_acked_readable(broker.bootstrap, prod)
     assert watermarks(broker.bootstrap, topic, 0)[1] == n + prod.total_acked()

@@ -282,7 +282,7 @@ def test_consume_transform_produce_exactly_once_across_kill_and_broker_restart(s
 # --------------------------------------------------------------------------
 
 def test_librdkafka_transactions_with_offsets(sbroker, topic):
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import OFFSET_INVALID, TopicPartition
 
     src, dst, group = f"{topic}-in", f"{topic}-out", f"{topic}-group"
     create_topic(sbroker.bootstrap, src, partitions=1)
@@ -297,6 +297,7 @@ def test_librdkafka_transactions_with_offsets(sbroker, topic):
     c.subscribe([src])
     done = 0
     aborted = 0
+    last_committed = OFFSET_INVALID  # nothing committed yet
     deadline = time.monotonic() + 90
     try:
         while done < n:
@@ -314,6 +315,9 @@ def test_librdkafka_transactions_with_offsets(sbroker, topic):
                                           c.consumer_group_metadata(), 30)
             p.abort_transaction(30)
             aborted += 1
+            # The aborted offset did not stick: the group's offset is still the last commit's.
+            after_abort = c.committed([TopicPartition(src, 0)], timeout=30)[0].offset
+            assert after_abort == last_committed, (after_abort, last_committed)
             # The real one: the batch, and the positions after it, committed together.
             p.begin_transaction()
             for m in msgs:
@@ -323,6 +327,7 @@ def test_librdkafka_transactions_with_offsets(sbroker, topic):
             done += len(msgs)
             committed = c.committed([TopicPartition(src, 0)], timeout=30)[0].offset
             assert committed == msgs[-1].offset() + 1, "the group's offset moved with the commit only"
+            last_committed = committed
     finally:
         c.close()
     assert done == n and aborted >= 1
