@@ -226,6 +226,49 @@ fn producer_state_survives_takeovers_that_leave_empty_segments() {
     }
 }
 
+/// A former owner rolled (its new segment file and producer snapshot reached the server)
+/// but the batch before the roll never did (not fsynced): the next owner finds an empty
+/// active segment above the end of the data. The snapshot there counts a batch that is not
+/// in the log; it must not be trusted, or the producer's retry of that batch is taken for a
+/// duplicate and never stored.
+#[test]
+fn a_snapshot_above_data_that_never_reached_storage_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let log = open(&a, 1);
+    for seq in 0..3 {
+        log.append(pbatch(seq), AppendOrigin::Client, NOW).unwrap();
+    }
+    log.roll(NOW).unwrap(); // 3.log and 3.snapshot, with producer 42 at sequence 2
+    a.release_log(&tp()).unwrap();
+    // The bytes of the batch at 2 never reached storage.
+    let seg0 = dir
+        .path()
+        .join("t-0")
+        .join(sluice_format::segment_file_name(
+            0,
+            sluice_format::SegmentFileKind::Log,
+        ));
+    let bytes = std::fs::read(&seg0).unwrap();
+    let kept: usize = parse_batches(&bytes, None).unwrap()[..2]
+        .iter()
+        .map(|b| b.header.total_len())
+        .sum();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg0)
+        .unwrap()
+        .set_len(kept as u64)
+        .unwrap();
+    let b = broker(dir.path(), 2);
+    let log = open(&b, 2);
+    let retry = log.append(pbatch(2), AppendOrigin::Client, NOW).unwrap();
+    assert!(
+        !retry.duplicate,
+        "the retry was taken for a duplicate: {retry:?}"
+    );
+}
+
 /// A takeover that trusts the previous owner's recovery point reads only the newest segments,
 /// but still cuts what a former owner appended to a segment sealed below that point.
 #[test]

@@ -362,7 +362,7 @@ impl Log {
 
         // Producer state: the newest readable snapshot at or below the log end, and a replay
         // of the batch headers from `replay_start` on (from the log start without one).
-        let snapshot = crate::snapshots::load_newest(&p.dir, leo);
+        let snapshot = crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo));
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -632,6 +632,21 @@ fn persist_rebuilt_state(
             tracing::warn!(tp = ?tp, offset = leo, error = %e, "could not write the producer state rebuilt from the log start");
             vec![leo]
         }
+    }
+}
+
+/// The highest offset a producer snapshot may be taken at: the log end, unless the active
+/// segment is empty and the data before it ends below its base. Then a roll named a segment
+/// (and wrote a snapshot) at an end that the data never reached on storage, as a former
+/// owner on NFS may leave: its file names reached the server, the bytes it had not fsynced
+/// did not. A snapshot there would count as written batches that are not in the log (a
+/// producer's retry of them would be taken for a duplicate and never stored).
+fn snapshot_bound(segments: &[Arc<Segment>], leo: i64) -> i64 {
+    match segments {
+        [.., before, active] if active.size() == 0 && before.next_offset() < active.base_offset => {
+            before.next_offset()
+        }
+        _ => leo,
     }
 }
 
