@@ -1313,8 +1313,9 @@ def self_test(mutations_bin: Path, workdir: Path, seed: int = 1) -> List[dict]:
                 r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                                     str(HERE / how["pytest"])], cwd=HERE, env=env, capture_output=True,
                                    text=True, timeout=900)
-                if r.returncode != 0:
-                    first = next((l for l in r.stdout.splitlines() if l.startswith("E ")), "failed")
+                # Caught only by an assertion of the test, not by the harness failing to run it.
+                first = next((l for l in r.stdout.splitlines() if l.startswith("E ")), "")
+                if r.returncode == 1 and "AssertionError" in first:
                     caught = [f"{how['pytest']}: {first[1:].strip()[:200]}"]
             log(f"self-test {variant}: {'caught by ' + ', '.join(caught) if caught else 'NOT CAUGHT'}")
             rows.append({"variant": variant, "caught_by": caught})
