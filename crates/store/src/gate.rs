@@ -9,7 +9,9 @@
 //! writes (`Log::gate`). A single broker installs none: every write passes.
 //!
 //! Architecture invariant: every write to a partition's files after the log was opened passes
-//! [`Log::gate`] first, on the same thread, with nothing but computation in between. The
+//! [`Log::gate`] first, on the same thread, with no wait in between but the writes of one
+//! step (a seal's cuts and index writes ask once; a roll asks again before its new segment's
+//! files appear, a deletion before each rename). The
 //! opening itself (recovery, which may cut and rewrite) is fenced by the acquisition that
 //! precedes it: the owner record's epoch is bumped in etcd before the files are read.
 //!

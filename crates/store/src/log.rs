@@ -372,9 +372,9 @@ impl Log {
             crate::ControlType::Abort => sluice_format::txn::CONTROL_ABORT,
             crate::ControlType::Commit => sluice_format::txn::CONTROL_COMMIT,
         };
-        if control == crate::ControlType::Commit
+        if crate::mutation::active(crate::mutation::Mutation::ForgetCommitMarker)
+            && control == crate::ControlType::Commit
             && !self.tp.topic.starts_with("__")
-            && crate::mutation::active(crate::mutation::Mutation::ForgetCommitMarker)
         {
             let s = self.shared.read();
             return Ok(AppendOutcome {
