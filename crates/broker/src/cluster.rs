@@ -546,16 +546,7 @@ impl Cluster {
     /// Load the group or transaction coordinator's partition of `log`, if it is one and is
     /// not loaded (the partition acquired again in place).
     fn load_coordinator(&self, broker: &Broker, tp: &TopicPartition, log: &Arc<Log>) {
-        let p = tp.partition;
-        if tp.topic == OFFSETS_TOPIC
-            && p < broker.groups.partition_count()
-            && !broker.groups.is_loaded(p)
-        {
-            broker.groups.load(p, log.clone());
-        }
-        if tp.topic == TXN_TOPIC && p < broker.txns.partition_count() && !broker.txns.is_loaded(p) {
-            broker.load_txn_partition(p, log.clone());
-        }
+        broker.load_coordinator_partition(tp, log, false);
     }
 
     /// A held log failed (a failed fsync, a write that could not be cut back): the next
@@ -663,12 +654,7 @@ impl Cluster {
                 self.acquire_retry.lock().remove(&tp);
                 self.unconfirmed.write().remove(&tp);
                 self.record_recovery_point(store, &log);
-                if tp.topic == OFFSETS_TOPIC && partition < broker.groups.partition_count() {
-                    broker.groups.load(partition, log.clone());
-                }
-                if tp.topic == TXN_TOPIC && partition < broker.txns.partition_count() {
-                    broker.load_txn_partition(partition, log.clone());
-                }
+                broker.load_coordinator_partition(&tp, &log, true);
                 broker.metrics.acquired(started.elapsed());
                 tracing::info!(
                     ?tp,

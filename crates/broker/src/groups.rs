@@ -66,11 +66,16 @@ pub(crate) fn group_config(c: &sluice_config::BrokerConfig) -> GroupConfig {
 }
 
 /// Call `f` with every batch of a coordinator's log (`__consumer_offsets`,
-/// `__transaction_state`) from its start offset, in log order: its header and bytes. Stops at
-/// the first batch that cannot be read (logged).
-pub(crate) fn for_each_batch(log: &Log, mut f: impl FnMut(&sluice_format::BatchHeader, &[u8])) {
+/// `__transaction_state`) from offset `from` to the log end, in log order: its header and
+/// bytes. Stops at the first batch that cannot be read (logged). Returns the offset after the
+/// last batch read (`from` if none).
+pub(crate) fn for_each_batch(
+    log: &Log,
+    from: i64,
+    mut f: impl FnMut(&sluice_format::BatchHeader, &[u8]),
+) -> i64 {
     let tp = log.topic_partition();
-    let mut offset = log.log_start_offset();
+    let mut offset = from.max(log.log_start_offset());
     let end = log.log_end_offset();
     while offset < end {
         let slice = match log.read(offset, LOAD_READ_BYTES, true) {
@@ -102,15 +107,16 @@ pub(crate) fn for_each_batch(log: &Log, mut f: impl FnMut(&sluice_format::BatchH
         }
         offset = next;
     }
+    offset
 }
 
-/// Every record of a log from its start offset, in log order, with the transaction markers
-/// and the producer of transactional batches (TxnOffsetCommit offsets, pending until their
-/// marker).
-fn read_all(log: &Log) -> Vec<LoadItem> {
+/// Every record of a log from offset `from`, in log order, with the transaction markers and
+/// the producer of transactional batches (TxnOffsetCommit offsets, pending until their
+/// marker); and the offset after the last batch read.
+fn read_from(log: &Log, from: i64) -> (Vec<LoadItem>, i64) {
     let tp = log.topic_partition();
     let mut out = Vec::new();
-    for_each_batch(log, |h, batch| {
+    let next = for_each_batch(log, from, |h, batch| {
         if h.is_control() {
             match sluice_format::txn::parse_control(batch, h) {
                 Ok(c) if c.control_type == sluice_format::txn::CONTROL_COMMIT => {
@@ -154,7 +160,7 @@ fn read_all(log: &Log) -> Vec<LoadItem> {
             }
         }
     });
-    out
+    (out, next)
 }
 
 /// The partitions of a coordinator's loaded logs that the write gate refuses now (their
@@ -185,9 +191,23 @@ impl Groups {
 
     /// Load (acquire) one `__consumer_offsets` partition.
     pub(crate) fn load(&self, partition: i32, log: Arc<Log>) {
-        let records = read_all(&log);
+        self.load_with(partition, log, || {});
+    }
+
+    /// [`Groups::load`], calling `between` after the log was read outside the coordinator's
+    /// lock (a test appends there). Every append to `__consumer_offsets` (the coordinator's
+    /// records, TxnOffsetCommit batches, transaction markers) happens under that lock: what
+    /// was appended after the first read is read under it, with the load, so a marker written
+    /// meanwhile (which found no loaded partition to complete) is not lost.
+    fn load_with(&self, partition: i32, log: Arc<Log>, between: impl FnOnce()) {
+        let (mut records, next) = read_from(&log, log.log_start_offset());
+        between();
+        let mut c = self.coordinator.lock();
+        records.extend(read_from(&log, next).0);
         let n = records.len();
-        let bad = self.coordinator.lock().load(partition, records, now_ms());
+        let bad = c.load(partition, records, now_ms());
+        self.logs.lock().insert(partition, log);
+        drop(c);
         if bad > 0 {
             tracing::warn!(
                 partition,
@@ -200,7 +220,6 @@ impl Groups {
             records = n,
             "loaded __consumer_offsets partition"
         );
-        self.logs.lock().insert(partition, log);
     }
 
     /// Release (unload) one `__consumer_offsets` partition: its groups are forgotten here.
@@ -598,5 +617,67 @@ impl Broker {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::testutil::{log_config, open_logs};
+
+    /// Issue 53, item 6: a transaction marker written to `__consumer_offsets` while the
+    /// partition is being loaded (its log read, the coordinator not loaded yet) completes the
+    /// transaction's offsets in what the load builds: they are committed, not pending forever
+    /// (OffsetFetch with require_stable would answer UNSTABLE_OFFSET_COMMIT indefinitely).
+    #[test]
+    fn a_marker_written_while_the_partition_loads_completes_its_offsets() {
+        let groups = Groups::new(&sluice_config::BrokerConfig::default());
+        let p = groups.coordinator.lock().partition_for("g");
+        let (_dir, _m, logs) = open_logs(1, &log_config(1, i64::MAX));
+        let log = logs[0].clone();
+        groups.load(p, log.clone());
+        let producer_id = 7;
+        let commit = sluice_group::OffsetCommit {
+            topic: "x".into(),
+            partition: 0,
+            offset: 100,
+            leader_epoch: -1,
+            metadata: None,
+        };
+        let (results, _) = groups
+            .commit_txn_offsets("g", producer_id, 0, "", None, -1, &[commit])
+            .unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let tp = ("x".to_string(), 0);
+        assert!(groups.coordinator.lock().has_pending_offset("g", &tp));
+
+        // The partition is loaded again (a re-opened log); the marker is written, as
+        // `write_marker` writes it, after the load read the log and before it took the lock.
+        groups.unload(p);
+        groups.load_with(p, log.clone(), || {
+            groups.run(|c| {
+                log.append_marker(
+                    producer_id,
+                    0,
+                    0,
+                    sluice_store::ControlType::Commit,
+                    now_ms(),
+                )
+                .unwrap();
+                c.complete_txn(p, producer_id, true);
+                ((), Effects::default())
+            });
+        });
+
+        let c = groups.coordinator.lock();
+        assert!(
+            !c.has_pending_offset("g", &tp),
+            "the transaction's offset is still pending after its COMMIT marker"
+        );
+        let fetched = c
+            .fetch_offsets("g", Some(std::slice::from_ref(&tp)))
+            .unwrap();
+        assert_eq!(fetched[0].1.as_ref().map(|o| o.offset), Some(100));
     }
 }

@@ -725,7 +725,25 @@ impl Broker {
                 continue;
             }
             let config = registry::log_config(&state.config);
-            let new = match self.logs.reopen_log(&tp, config) {
+            // A re-open is a new acquisition: a new epoch, stamped into what the new log
+            // writes and, for `__transaction_state`, into the markers its coordinator writes
+            // (a marker job of the failed log's load is then refused by every partition that
+            // has seen the new one, as Kafka bumps the coordinator epoch at every load).
+            let reopened = self
+                .meta
+                .acquire_partition(&tp.topic, tp.partition)
+                .map_err(|e| e.to_string())
+                .and_then(|epoch| {
+                    let new = self
+                        .logs
+                        .reopen_log(&tp, config)
+                        .map_err(|e| e.to_string())?;
+                    if let Some(new) = &new {
+                        new.set_leader_epoch(epoch);
+                    }
+                    Ok(new)
+                });
+            let new = match reopened {
                 Ok(Some(new)) => new,
                 Ok(None) => continue,
                 Err(e) => {
@@ -745,29 +763,37 @@ impl Broker {
                 log_end = new.log_end_offset(),
                 "re-opened a failed log: recovered from what storage holds"
             );
-            if let (Some(cluster), Some(store)) = (&self.cluster, self.meta.etcd()) {
-                // As at an acquisition: the recovered data's mark (a flush sets it; an open
-                // does not), then the confirmation that publishes it. Publishing an unset
-                // mark would hide the whole log from readers (and from the group coordinator
-                // loading `__consumer_offsets` below).
-                let published = new.flush().map_err(|e| e.to_string()).and_then(|_| {
-                    cluster
-                        .confirm(store, std::slice::from_ref(&new))
-                        .pop()
-                        .unwrap_or(Ok(()))
-                });
-                if let Err(e) = published {
-                    tracing::warn!(?tp, "the re-opened log is not published yet: {e}");
-                }
-            }
-            if self.registry.replace_log(new.clone()) && tp.topic == OFFSETS_TOPIC {
-                self.groups.unload(tp.partition);
-                self.groups.load(tp.partition, new);
-            } else if tp.topic == TXN_TOPIC && tp.partition < self.txns.partition_count() {
-                self.txns.unload(tp.partition);
-                self.load_txn_partition(tp.partition, new);
+            if self.registry.replace_log(new.clone()) {
+                self.load_coordinator_partition(&tp, &new, true);
             }
             self.fetch_waiters.wake(&log);
+        }
+    }
+
+    /// Load the coordinator state a `__consumer_offsets` or `__transaction_state` partition
+    /// holds, from `log`, which this broker now holds: when `fresh` (the log was just opened:
+    /// an acquisition or a re-open), or when nothing is loaded for it, or (transactions) when
+    /// it is loaded at another epoch than the log's (the partition was acquired again in
+    /// place): its marker jobs then carry the new epoch, and those of the earlier load stop.
+    pub(crate) fn load_coordinator_partition(
+        &self,
+        tp: &sluice_store::TopicPartition,
+        log: &Arc<sluice_store::Log>,
+        fresh: bool,
+    ) {
+        let p = tp.partition;
+        if tp.topic == OFFSETS_TOPIC && p < self.groups.partition_count() {
+            if fresh {
+                self.groups.unload(p);
+            }
+            if fresh || !self.groups.is_loaded(p) {
+                self.groups.load(p, log.clone());
+            }
+        } else if tp.topic == TXN_TOPIC && p < self.txns.partition_count() {
+            let loaded_at = self.txns.coordinator_epoch(p);
+            if fresh || loaded_at != Some(log.leader_epoch()) {
+                self.load_txn_partition(p, log.clone());
+            }
         }
     }
 

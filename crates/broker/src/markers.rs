@@ -215,6 +215,9 @@ impl Broker {
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(RETRY_MAX);
+            if !current() {
+                return false;
+            }
         }
     }
 

@@ -292,9 +292,14 @@ impl Registry {
             return false;
         }
         let mut logs = state.logs.clone();
+        // Metadata answers the new log's epoch (a re-open is a new one).
+        let mut meta = state.meta.clone();
+        if let Some(e) = meta.epochs.get_mut(tp.partition as usize) {
+            *e = log.leader_epoch();
+        }
         logs[tp.partition as usize] = Some(log);
         let next = Arc::new(TopicState {
-            meta: state.meta.clone(),
+            meta,
             config: state.config.clone(),
             logs,
         });

@@ -55,11 +55,12 @@ pub(crate) fn txn_config(c: &sluice_config::BrokerConfig) -> TxnConfig {
     }
 }
 
-/// Every (key, value) of a log's data batches from its start offset (transaction markers
-/// are never written to `__transaction_state`, but are skipped if found).
-fn read_records(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
+/// Every (key, value) of a log's data batches from offset `from`, and the offset after the
+/// last batch read (transaction markers are never written to `__transaction_state`, but are
+/// skipped if found).
+fn read_records(log: &Log, from: i64) -> (Vec<(Bytes, Option<Bytes>)>, i64) {
     let mut out = Vec::new();
-    crate::groups::for_each_batch(log, |h, batch| {
+    let next = crate::groups::for_each_batch(log, from, |h, batch| {
         if h.is_control() {
             return;
         }
@@ -70,7 +71,7 @@ fn read_records(log: &Log) -> Vec<(Bytes, Option<Bytes>)> {
             }
         }
     });
-    out
+    (out, next)
 }
 
 /// What a coordinator call did: its result, the logs it wrote, the marker jobs to start.
@@ -99,9 +100,10 @@ impl Txns {
         self.coordinator.lock().is_loaded(partition)
     }
 
-    /// The coordinator epoch a loaded partition was loaded at.
-    fn epoch_of(&self, partition: i32) -> Option<i32> {
-        self.logs.lock().get(&partition).map(|l| l.leader_epoch())
+    /// The coordinator epoch a loaded partition was loaded at: a marker job of another
+    /// epoch belongs to an earlier load and stops at its next step.
+    pub(crate) fn coordinator_epoch(&self, partition: i32) -> Option<i32> {
+        self.coordinator.lock().coordinator_epoch(partition)
     }
 
     /// Read-only access.
@@ -210,6 +212,11 @@ impl Broker {
                 for (p, log) in t.logs.iter().enumerate() {
                     let Some(log) = log else { continue };
                     let p = p as i32;
+                    // A failed log is loaded when it is re-opened, at a new epoch; loading it
+                    // now would resume its marker jobs a second time at the same one.
+                    if log.failure().is_some() {
+                        continue;
+                    }
                     if !self.txns.is_loaded(p) && p < self.txns.partition_count() {
                         self.load_txn_partition(p, log.clone());
                     }
@@ -223,14 +230,17 @@ impl Broker {
     /// Load (acquire) one `__transaction_state` partition, and resume the markers of the
     /// transactions it finds completing.
     pub(crate) fn load_txn_partition(&self, partition: i32, log: Arc<Log>) {
-        let records = read_records(&log);
-        let n = records.len();
+        let (mut records, next) = read_records(&log, log.log_start_offset());
         let epoch = log.leader_epoch();
-        let loaded = {
+        let (loaded, n) = {
             let mut c = self.txns.coordinator.lock();
+            // What was appended since the read (a load replacing an earlier one, whose calls
+            // append under this lock) is read under it.
+            records.extend(read_records(&log, next).0);
+            let n = records.len();
             let loaded = c.load(partition, epoch, records, now_ms());
             self.txns.logs.lock().insert(partition, log);
-            loaded
+            (loaded, n)
         };
         if loaded.skipped > 0 {
             tracing::warn!(
@@ -306,7 +316,7 @@ impl Broker {
                 let weak = Arc::downgrade(&broker);
                 let current = move || {
                     weak.upgrade()
-                        .is_some_and(|b| b.txns.epoch_of(partition) == Some(epoch))
+                        .is_some_and(|b| b.txns.coordinator_epoch(partition) == Some(epoch))
                 };
                 let m = Markers {
                     producer_id: job.producer_id,
@@ -533,5 +543,96 @@ impl Broker {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
+        let mut props = BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("log.dirs".to_string(), dir.display().to_string());
+        Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap()
+    }
+
+    fn init_producer(
+        broker: &Arc<Broker>,
+        id: &'static str,
+    ) -> impl std::future::Future<Output = Result<(), ()>> {
+        let b = broker.clone();
+        let mut alloc = move || b.allocate_producer_id();
+        let ran = broker.txns.run(|c| {
+            let (r, effects) = c.init_producer_id(id, 60_000, None, now_ms(), &mut alloc);
+            (r.map(|_| ()), effects)
+        });
+        std::future::ready(match ran {
+            Ok((Ok(()), _, _)) => Ok(()),
+            _ => Err(()),
+        })
+    }
+
+    /// Issue 53, items 2 and 5: every load of a `__transaction_state` partition is at a new
+    /// coordinator epoch (stamped into the markers its jobs write; partitions refuse a lower
+    /// one once they saw it), as Kafka bumps it at every load: a failed log is not loaded
+    /// again from its failed self, its re-open is a new epoch, and a partition acquired again
+    /// in place (its log's epoch changed) is loaded again at the new one. A marker job of an
+    /// earlier load is then not current and stops.
+    #[test]
+    fn every_load_of_a_transaction_state_partition_is_at_a_new_coordinator_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            let p = broker.txns.partition_for("tx");
+            init_producer(&broker, "tx").await.unwrap();
+            let first = broker.txns.coordinator_epoch(p).unwrap();
+            let tp = sluice_store::TopicPartition {
+                topic: TXN_TOPIC.to_string(),
+                partition: p,
+            };
+            let log = broker.logs.get(&tp).unwrap();
+
+            // An append fails: the shard is unloaded and the log failed.
+            log.mark_failed("a test fails the log".into());
+            assert!(init_producer(&broker, "tx").await.is_err());
+            assert!(!broker.txns.is_loaded(p));
+            // The next transaction request must not load it again from the failed log, at
+            // the same epoch (its marker jobs would run twice).
+            assert!(broker.ensure_txn_topic());
+            assert_eq!(
+                broker.txns.coordinator_epoch(p),
+                None,
+                "the failed log was loaded again"
+            );
+
+            // Its re-open is a new acquisition.
+            broker.reopen_failed_logs();
+            let reopened = broker.txns.coordinator_epoch(p).unwrap();
+            assert!(
+                reopened > first,
+                "re-opened at epoch {reopened}, first loaded at {first}"
+            );
+            let new = broker.logs.get(&tp).unwrap();
+            assert!(!Arc::ptr_eq(&new, &log));
+            assert_eq!(new.leader_epoch(), reopened);
+            init_producer(&broker, "tx").await.unwrap();
+
+            // Acquired again in place (a cluster's reassignment to the same owner): the log's
+            // epoch changes, and the coordinator follows it.
+            new.set_leader_epoch(reopened + 1);
+            broker.load_coordinator_partition(&tp, &new, false);
+            assert_eq!(broker.txns.coordinator_epoch(p), Some(reopened + 1));
+            // And only then: loaded at the log's epoch, it is not loaded again.
+            broker.load_coordinator_partition(&tp, &new, false);
+            assert_eq!(broker.txns.coordinator_epoch(p), Some(reopened + 1));
+        });
     }
 }

@@ -278,6 +278,11 @@ impl Coordinator {
         self.shards.contains_key(&partition)
     }
 
+    /// The coordinator epoch a loaded partition was loaded at (stamped into its markers).
+    pub fn coordinator_epoch(&self, partition: i32) -> Option<i32> {
+        self.shards.get(&partition).map(|s| s.coordinator_epoch)
+    }
+
     /// The loaded partitions.
     pub fn loaded(&self) -> Vec<i32> {
         let mut v: Vec<i32> = self.shards.keys().copied().collect();
