@@ -23,6 +23,19 @@ pub(crate) struct Faults {
     pub drop_sync_gone: bool,
     /// The next wait for writeback of the write-behind fails (EIO).
     pub writeback_wait: bool,
+    /// Run once by the next read_committed read that returns data, between finding its data
+    /// and listing its aborted transactions (a retention, DeleteRecords, roll or swap
+    /// landing there).
+    pub read_committed_gap: Option<Hook>,
+}
+
+/// A test's code run at one of the seams above, on the log concerned.
+pub(crate) struct Hook(pub Box<dyn FnOnce(&crate::Log) + Send>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 /// Fire (and disarm) a boolean fault.

@@ -122,6 +122,22 @@ impl Shared {
     }
 }
 
+/// What a read sees of the log, taken in one look at it ([`Log::visible`]).
+struct View {
+    /// The segments readers see (cut at the visible end's segment).
+    segs: Arc<Vec<Arc<Segment>>>,
+    /// Every segment of the log at the same moment: those `segs` holds, then the rest.
+    all: Arc<Vec<Arc<Segment>>>,
+    log_start: i64,
+    log_end: i64,
+    /// The visible end: the high watermark, or the last stable offset (read_committed).
+    end: i64,
+    /// The readable size of the last segment of `segs`.
+    active_size: u64,
+    hw: i64,
+    lso: i64,
+}
+
 /// A segment removed from the log whose files wait for their last reader. `seg` is dropped
 /// (closing its files) before they are unlinked.
 #[derive(Debug)]
@@ -197,10 +213,10 @@ impl Log {
 
     /// What readers may see: the segments, the end offset and the last segment's readable
     /// size, cut at the published mark when reads are bounded (cluster mode).
-    /// `committed`: cut at the last stable offset instead (read_committed). Also returns the
-    /// high watermark and the last stable offset.
-    #[allow(clippy::type_complexity)]
-    fn visible(&self, committed: bool) -> (Arc<Vec<Arc<Segment>>>, i64, i64, i64, u64, i64, i64) {
+    /// `committed`: cut at the last stable offset instead (read_committed). Also the high
+    /// watermark, the last stable offset and the whole segment list, all from one look at
+    /// the log.
+    fn visible(&self, committed: bool) -> View {
         let s = self.shared.read();
         let hw = high_watermark_of(&s);
         let (lso, stable) = stable_mark(&s);
@@ -208,16 +224,17 @@ impl Log {
             (true, Some(m)) => Some(m),
             _ => s.published,
         };
-        let (segs, log_start, leo, end, size) = Self::cut_at(&s, bound);
-        (
+        let (segs, log_start, log_end, end, size) = Self::cut_at(&s, bound);
+        View {
             segs,
+            all: s.segments.clone(),
             log_start,
-            leo,
-            end.min(if committed { lso } else { hw }),
-            size,
+            log_end,
+            end: end.min(if committed { lso } else { hw }),
+            active_size: size,
             hw,
             lso,
-        )
+        }
     }
 
     /// The segments, log start, log end, visible end and the last segment's visible size
@@ -1249,22 +1266,28 @@ impl Log {
         cached_only: bool,
     ) -> Result<ReadResult, ReadError> {
         let committed = isolation == crate::Isolation::ReadCommitted;
-        let (mut r, upper) = self.read_bounded(
-            offset,
-            max_bytes,
-            min_one_batch,
-            true,
-            committed,
-            cached_only,
-        )?;
+        // One look at the log for the data and its aborted transactions: a segment removed
+        // in between (retention, DeleteRecords, a cleaner's swap) still lists the aborted
+        // transactions of the data it gave, as Kafka's read does from the segment it read.
+        // The view holds the segments, so their files stay until it is dropped.
+        let view = self.visible(committed);
+        let (mut r, upper) =
+            self.read_bounded(&view, offset, max_bytes, min_one_batch, true, cached_only)?;
         if committed {
+            #[cfg(test)]
+            if r.slice.is_some() {
+                let hook = self.faults.lock().read_committed_gap.take();
+                if let Some(hook) = hook {
+                    (hook.0)(self);
+                }
+            }
             let aborted = if r.slice.is_some() {
-                if cached_only && !self.aborted_loaded(offset) {
+                if cached_only && !aborted_loaded(&view.all, offset) {
                     return Err(ReadError::WouldBlock {
                         tp: self.tp.clone(),
                     });
                 }
-                self.collect_aborted(offset, upper)
+                self.collect_aborted(&view.all, offset, upper)
                     .map_err(|source| ReadError::Io {
                         tp: self.tp.clone(),
                         source,
@@ -1297,26 +1320,17 @@ impl Log {
         t.load(&seg.dir, seg.base_offset)
     }
 
-    /// Every transaction index [`Log::collect_aborted`] may read from `fetch_offset` on is in
-    /// memory.
-    fn aborted_loaded(&self, fetch_offset: i64) -> bool {
-        let segs = self.shared.read().segments.clone();
-        let from = segs
-            .partition_point(|s| s.base_offset <= fetch_offset)
-            .saturating_sub(1);
-        segs[from..].iter().all(|s| s.txns_loaded())
-    }
-
-    /// Kafka's `collectAbortedTransactions(fetchOffset, upperBoundOffset)`: the aborted
-    /// transactions whose marker is at or after `fetch_offset` and whose first offset is
-    /// below `upper`, from the segment holding `fetch_offset` on, until an entry's last
-    /// stable offset reaches `upper` (no later transaction can overlap the range).
-    pub(crate) fn collect_aborted(
+    /// Kafka's `collectAbortedTransactions(fetchOffset, upperBoundOffset)` over `segs` (the
+    /// segments the read found its data in, [`View::all`]): the aborted transactions whose
+    /// marker is at or after `fetch_offset` and whose first offset is below `upper`, from
+    /// the segment holding `fetch_offset` on, until an entry's last stable offset reaches
+    /// `upper` (no later transaction can overlap the range).
+    fn collect_aborted(
         &self,
+        segs: &[Arc<Segment>],
         fetch_offset: i64,
         upper: i64,
     ) -> io::Result<Vec<crate::AbortedTxn>> {
-        let segs = self.shared.read().segments.clone();
         let from = segs
             .partition_point(|s| s.base_offset <= fetch_offset)
             .saturating_sub(1);
@@ -1355,23 +1369,33 @@ impl Log {
         min_one_batch: bool,
         use_recent: bool,
     ) -> Result<ReadResult, ReadError> {
-        self.read_bounded(offset, max_bytes, min_one_batch, use_recent, false, false)
+        let view = self.visible(false);
+        self.read_bounded(&view, offset, max_bytes, min_one_batch, use_recent, false)
             .map(|(r, _)| r)
     }
 
-    /// A read, and the offset after the last batch it returns (the upper bound of the
-    /// aborted transactions a read_committed fetch needs). `committed`: stop at the last
-    /// stable offset. `cached_only`: as in [`Log::read_isolated_from`].
-    pub(crate) fn read_bounded(
+    /// A read of what `view` shows, and the offset after the last batch it returns (the
+    /// upper bound of the aborted transactions a read_committed fetch needs). A view taken
+    /// with `committed` stops at the last stable offset. `cached_only`: as in
+    /// [`Log::read_isolated_from`].
+    fn read_bounded(
         &self,
+        view: &View,
         offset: i64,
         max_bytes: u32,
         min_one_batch: bool,
         use_recent: bool,
-        committed: bool,
         cached_only: bool,
     ) -> Result<(ReadResult, i64), ReadError> {
-        let (segs, log_start, log_end, leo, active_size, hw, lso) = self.visible(committed);
+        let segs = &view.segs;
+        let (log_start, log_end, leo, active_size, hw, lso) = (
+            view.log_start,
+            view.log_end,
+            view.end,
+            view.active_size,
+            view.hw,
+            view.lso,
+        );
         let result = |slice: Option<FileSlice>| ReadResult {
             slice,
             high_watermark: hw,
@@ -1418,7 +1442,7 @@ impl Log {
             .saturating_sub(1);
         for i in first..segs.len() {
             let seg = &segs[i];
-            let limit = Self::seg_limit(&segs, i, active_size);
+            let limit = Self::seg_limit(segs, i, active_size);
             // The offset after everything this segment shows readers.
             let seg_end = if i + 1 == segs.len() {
                 leo
@@ -2103,6 +2127,15 @@ pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
         Ok(Some((_, h))) => Some(h.max_timestamp),
         _ => None,
     }
+}
+
+/// Every transaction index [`Log::collect_aborted`] may read from `fetch_offset` on, in
+/// `segs`, is in memory.
+fn aborted_loaded(segs: &[Arc<Segment>], fetch_offset: i64) -> bool {
+    let from = segs
+        .partition_point(|s| s.base_offset <= fetch_offset)
+        .saturating_sub(1);
+    segs[from..].iter().all(|s| s.txns_loaded())
 }
 
 /// The transaction index of `segs[idx]` from the log alone: each ABORT marker in it whose

@@ -696,6 +696,63 @@ fn retention_deletes_txnindex() {
     assert_eq!(log.log_start_offset(), 2);
 }
 
+/// A read_committed read lists the aborted transactions of the segments it returns data
+/// from, even when DeleteRecords (or retention) removes those segments between finding the
+/// data and listing them (issue 53): both come from one view of the segment list, as
+/// Kafka's read does. The removed segment's files stay until the reader lets go of them.
+#[test]
+fn read_committed_lists_aborted_of_a_segment_deleted_mid_read() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn(1, 0, 1, "a", "aborted"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0
+    log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 1
+    log.roll(NOW).unwrap();
+    log.append(plain(2, 0, "b", "1"), AppendOrigin::Client, NOW)
+        .unwrap(); // 2
+    let dir = dir_of(&log);
+    // Between the read's data and its aborted transactions: the segment holding both goes.
+    log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(|l: &Log| {
+        assert_eq!(l.delete_records_before(2).unwrap(), 2);
+    })));
+    let r = log
+        .read_isolated(0, 1 << 20, true, Isolation::ReadCommitted)
+        .unwrap();
+    assert!(
+        log.faults.lock().read_committed_gap.is_none(),
+        "hook not run"
+    );
+    assert_eq!(log.log_start_offset(), 2);
+    assert_eq!(log.segment_count(), 1);
+    // The data returned is the aborted batch and its marker...
+    let slice = r.slice.expect("the read found data");
+    let got: Vec<(i64, bool)> = parse_batches(&slice.read_bytes().unwrap(), None)
+        .unwrap()
+        .iter()
+        .map(|b| (b.header.base_offset, b.header.is_control()))
+        .collect();
+    assert_eq!(got, vec![(0, false), (1, true)]);
+    // ...so the aborted transaction must be listed with it, or a read_committed consumer
+    // takes its records as committed.
+    assert_eq!(
+        r.aborted,
+        Some(vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }])
+    );
+    // The deleted segment's files wait for the reader; once it is done they go.
+    let deleted = dir.join(format!(
+        "{}.deleted",
+        sluice_format::segment_file_name(0, SegmentFileKind::Log)
+    ));
+    assert!(deleted.exists());
+    drop(slice);
+    log.maintain(NOW).unwrap();
+    assert!(!deleted.exists());
+}
+
 /// Values of key `k` a read_committed consumer would see (records of aborted transactions
 /// left out, as the consumer filters them).
 fn committed_values(log: &Log) -> Vec<(String, String)> {
