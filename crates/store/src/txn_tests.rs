@@ -725,6 +725,12 @@ fn read_committed_lists_aborted_of_a_segment_deleted_mid_read() {
     );
     assert_eq!(log.log_start_offset(), 2);
     assert_eq!(log.segment_count(), 1);
+    // The answer's offsets are those of the read's own look at the log, before the deletion
+    // (the broker answers with them, as Kafka answers with those it took before its read).
+    assert_eq!(
+        (r.log_start_offset, r.high_watermark, r.last_stable_offset),
+        (0, 3, 3)
+    );
     // The data returned is the aborted batch and its marker...
     let slice = r.slice.expect("the read found data");
     let got: Vec<(i64, bool)> = parse_batches(&slice.read_bytes().unwrap(), None)

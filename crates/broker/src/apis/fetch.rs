@@ -503,10 +503,22 @@ fn read_all(
                 read => read.map(Some),
             }
         };
+        // The offsets of the look at the log the read was made from, as Kafka answers with
+        // those it took before its read: a DeleteRecords or append since then does not make
+        // the answer's log start, high watermark or last stable offset disagree with its
+        // records.
+        let (hw, lso, log_start) = match &result {
+            Ok(Some(r)) => (r.high_watermark, r.last_stable_offset, r.log_start_offset),
+            _ => (
+                log.high_watermark(),
+                log.last_stable_offset(),
+                log.log_start_offset(),
+            ),
+        };
         let base = base
-            .with_high_watermark(log.high_watermark())
-            .with_last_stable_offset(log.last_stable_offset())
-            .with_log_start_offset(log.log_start_offset());
+            .with_high_watermark(hw)
+            .with_last_stable_offset(lso)
+            .with_log_start_offset(log_start);
         match result {
             Ok(Some(r)) => match r.slice.filter(|s| s.len > 0) {
                 Some(slice) => {
