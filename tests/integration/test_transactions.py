@@ -372,6 +372,67 @@ def test_plain_commit_newer_than_a_transactions_offsets_wins_across_a_restart(sb
         c.close()
 
 
+@pytest.mark.sluice_only
+def test_a_committed_transactions_offsets_survive_a_host_crash(broker_factory, tmp_path, topic):
+    """A transaction that wrote records (to a topic with flush.messages=1) and a group's offsets
+    commits; the host then crashes, losing whatever was not fsynced (faultfs): after the
+    restart its records are read_committed and the group's offset is committed, stable. The
+    COMMIT marker on __consumer_offsets is coordinator state: on storage before the
+    transaction completes, whatever the partition's flush policy (the fault suite found it
+    lost, and the offsets aborted by the producer's next transaction, after a failed fsync)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from confluent_kafka import TopicPartition
+    if not os.path.exists("/dev/fuse"):
+        pytest.fail("FUSE unavailable: no /dev/fuse (scripts/test installs fuse3)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for faultfs
+    from faultfs import mount_faultfs
+    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log",
+                          metadata="dirsync")
+    try:
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
+        group = f"{topic}-group"
+        create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
+        p = producer(broker.bootstrap, **{"transactional.id": f"{topic}-tx", "transaction.timeout.ms": 60000})
+        c = harness.consumer(broker.bootstrap, **{"group.id": group, "isolation.level": "read_committed"})
+        try:
+            p.init_transactions(60)
+            p.begin_transaction()
+            for i in range(10):
+                p.produce(topic, value=f"v{i}".encode(), partition=0)
+            p.send_offsets_to_transaction([TopicPartition(topic, 0, 42)], c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+            # The transaction completes (its markers are written) before the crash.
+            harness.wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 42,
+                               30, "the transaction's offset committed")
+        finally:
+            c.close()
+        broker.kill()
+        dropped = sum(f["pending"] - f["kept"] for f in mount.crash()["files"])
+        broker.start()
+        got = read(broker.bootstrap, topic, [0], "read_committed", expected=10)
+        assert sorted(v for (_, _, _, v) in got) == sorted(f"v{i}" for i in range(10))
+        c = harness.consumer(broker.bootstrap, **{"group.id": group, "isolation.level": "read_committed"})
+        try:
+            committed = None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and committed != 42:
+                try:
+                    committed = c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+                except Exception as e:  # noqa: BLE001 - UNSTABLE_OFFSET_COMMIT while pending
+                    committed = repr(e)
+                    time.sleep(0.5)
+            assert committed == 42, (f"the committed transaction's offset after the host crash: {committed} "
+                                     f"({dropped} unsynced bytes dropped)")
+        finally:
+            c.close()
+        broker.kill()
+    finally:
+        mount.stop()
+
+
 # --------------------------------------------------------------------------
 # 4. zombie fencing
 # --------------------------------------------------------------------------

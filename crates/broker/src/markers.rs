@@ -124,7 +124,12 @@ impl Broker {
             marker_error_code(&e)
         })?;
         self.fetch_waiters.wake(&log);
-        let flushed = (outcome.flush_due || self.cluster.is_some())
+        // On storage before the transaction completes: in a cluster always (the confirmation
+        // publishes it); on one broker as the partition's flush policy asks, and always on
+        // `__consumer_offsets`, whose state the group coordinator answers on only once on
+        // storage: a COMMIT marker lost there after the transaction completed would leave its
+        // offsets pending, then dropped by the producer's next ABORT.
+        let flushed = (outcome.flush_due || self.cluster.is_some() || topic == OFFSETS_TOPIC)
             .then(|| self.flusher.request(log.clone()));
         Ok(async move {
             match flushed {
