@@ -150,15 +150,32 @@ impl ProducerStates {
         }
     }
 
-    /// Kafka's `appendDataBatch` check: a producer with an open transaction writes only
-    /// transactional batches (until its marker, or a new epoch, which only a marker brings).
+    /// A producer with an open transaction writes only transactional batches of that
+    /// transaction's epoch, until its marker ends it (the marker may bring a new epoch:
+    /// KIP-890). The first half is Kafka's `appendDataBatch` check. The second is not
+    /// Kafka's: Kafka keeps the open transaction's first offset when a transactional batch
+    /// of a higher epoch arrives, so that epoch's COMMIT would commit whatever the old one
+    /// left open. The coordinator lets a producer write at a higher epoch only once every
+    /// transaction of the lower one has its markers, so a transaction of the lower epoch
+    /// still open here is one the coordinator never knew of (a batch appended after its
+    /// transaction's ABORT): the new epoch's batch is refused, its producer aborts, and that
+    /// ABORT marker ends the old transaction too, aborted.
     pub(crate) fn check_txn(entry: Option<&ProducerEntry>, h: &BatchHeader) -> Result<(), String> {
-        match entry {
-            Some(e) if e.txn_first.is_some() && !h.is_transactional() => Err(format!(
-                "a non-transactional batch while the transaction started at offset {} is open",
-                e.txn_first.unwrap_or(-1)
-            )),
-            _ => Ok(()),
+        let Some((e, first)) = entry.and_then(|e| e.txn_first.map(|f| (e, f))) else {
+            return Ok(());
+        };
+        if !h.is_transactional() {
+            Err(format!(
+                "a non-transactional batch while the transaction started at offset {first} is open"
+            ))
+        } else if h.producer_epoch != e.epoch {
+            Err(format!(
+                "a transactional batch of epoch {} while the transaction of epoch {} started \
+                 at offset {first} is open (only its marker ends it)",
+                h.producer_epoch, e.epoch
+            ))
+        } else {
+            Ok(())
         }
     }
 
@@ -204,7 +221,9 @@ impl ProducerStates {
     }
 
     /// Apply an accepted (or replayed-from-disk) data batch to `entry`. Returns true when the
-    /// batch opens a transaction.
+    /// batch opens a transaction. A batch of a new epoch keeps the open transaction's first
+    /// offset; only a replay of a log written before [`ProducerStates::check_txn`] refused
+    /// such a batch meets one, and it gets the state that log was served with.
     pub(crate) fn apply(
         entry: &mut ProducerEntry,
         h: &BatchHeader,

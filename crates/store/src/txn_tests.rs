@@ -328,6 +328,70 @@ fn markers_fenced_by_producer_and_coordinator_epoch() {
     assert_eq!(log.log_end_offset(), 3);
 }
 
+/// A transactional batch of `pid` at `epoch`, sequence `seq`, one record.
+fn txn_at(pid: i64, epoch: i16, seq: i32, key: &str, value: &str) -> Bytes {
+    let mut b = BatchBuilder::new().producer(pid, epoch, seq);
+    b.transactional = true;
+    Bytes::from(
+        b.record(NOW, Some(key.as_bytes()), Some(value.as_bytes()))
+            .build(),
+    )
+}
+
+/// A transaction of an older epoch still open on the partition (one the coordinator never
+/// knew of: a zombie batch appended after its transaction's ABORT) is not carried into the
+/// producer's next epoch: a transactional batch of the new epoch is refused while it is open,
+/// so the new epoch's COMMIT cannot commit the zombie batch; the coordinator's ABORT of the
+/// refused transaction ends the zombie as aborted, and the epoch then writes and commits its
+/// own transaction.
+#[test]
+fn a_new_epoch_does_not_take_over_an_open_transaction_of_the_old() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.append(txn_at(7, 0, 0, "k", "zombie"), AppendOrigin::Client, NOW)
+        .unwrap(); // 0: epoch 0, never to get a marker from the coordinator
+    assert_eq!(log.last_stable_offset(), 0);
+    // KIP-360: the producer bumps its epoch (no marker here); its next transaction.
+    let e = log
+        .append(txn_at(7, 1, 0, "k", "next"), AppendOrigin::Client, NOW)
+        .unwrap_err();
+    assert!(
+        matches!(e, AppendError::InvalidTxnState { producer_id: 7, .. }),
+        "{e}"
+    );
+    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(log.producers()[0].current_txn_start_offset, 0);
+    // The coordinator aborts that transaction: the ABORT ends the zombie, aborted.
+    log.append_marker(7, 1, 0, ControlType::Abort, NOW).unwrap(); // 1
+    assert_eq!(log.last_stable_offset(), 2);
+    let entries = txn_index(&dir_of(&log), 0).unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| (e.producer_id, e.first_offset, e.last_offset))
+            .collect::<Vec<_>>(),
+        vec![(7, 0, 1)]
+    );
+    // The epoch's next transaction opens at its own batch and commits only that.
+    log.append(txn_at(7, 1, 0, "k", "next"), AppendOrigin::Client, NOW)
+        .unwrap(); // 2
+    assert_eq!(log.producers()[0].current_txn_start_offset, 2);
+    log.append_marker(7, 1, 0, ControlType::Commit, NOW)
+        .unwrap(); // 3
+    assert_eq!(log.last_stable_offset(), 4);
+    assert_eq!(committed_values(&log), vec![("k".into(), "next".into())]);
+    // A replay of the log from its start (no snapshot) agrees.
+    let dir = dir_of(&log);
+    drop(log);
+    drop(m);
+    remove_snapshots(&dir);
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(log.last_stable_offset(), 4);
+    assert_eq!(committed_values(&log), vec![("k".into(), "next".into())]);
+}
+
 /// In cluster mode a completed transaction stays unstable until the published mark passes
 /// its marker (Kafka's unreplicated transactions).
 #[test]
@@ -763,7 +827,12 @@ fn read_committed_lists_aborted_of_a_segment_deleted_mid_read() {
 /// left out, as the consumer filters them).
 fn committed_values(log: &Log) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let (_, aborted) = read_batches(log, 0, Isolation::ReadCommitted);
+    let (_, mut aborted) = read_batches(log, 0, Isolation::ReadCommitted);
+    aborted.sort_by_key(|a| a.first_offset);
+    let mut aborted = aborted.into_iter().peekable();
+    // As Kafka's consumer: a producer's batches are dropped from an aborted transaction's
+    // first offset up to the producer's next marker.
+    let mut aborting = std::collections::HashSet::new();
     let mut off = 0;
     loop {
         let r = log
@@ -774,10 +843,14 @@ fn committed_values(log: &Log) -> Vec<(String, String)> {
         for b in parse_batches(&bytes, None).unwrap() {
             let h = b.header;
             off = h.next_offset();
-            let in_aborted = aborted
-                .iter()
-                .any(|a| a.producer_id == h.producer_id && a.first_offset <= h.base_offset);
-            if h.is_control() || (h.is_transactional() && in_aborted) {
+            while let Some(a) = aborted.next_if(|a| a.first_offset <= h.last_offset()) {
+                aborting.insert(a.producer_id);
+            }
+            if h.is_control() {
+                aborting.remove(&h.producer_id);
+                continue;
+            }
+            if h.is_transactional() && aborting.contains(&h.producer_id) {
                 continue;
             }
             let body = &bytes[b.range()][sluice_format::HEADER_LEN..];
