@@ -215,6 +215,25 @@ pub struct ProducerView {
     pub current_txn_start_offset: i64,
 }
 
+/// Kafka's `VerificationGuard` (KIP-890 part 1): what ties the transaction coordinator's
+/// verdict on a producer's transaction to the append it allows. A partition leader takes
+/// the guard ([`Log::start_txn_verification`]) before it asks the coordinator whether the
+/// producer's transaction holds the partition, and appends with it
+/// ([`Log::append_verified`]); a marker for the producer written in between clears the
+/// log's guard, so a verdict given before the marker cannot open a transaction after it.
+/// Unique in the process: a guard of one log (or of a re-opened log's predecessor) never
+/// matches another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VerificationGuard(std::num::NonZeroU64);
+
+impl VerificationGuard {
+    fn new() -> VerificationGuard {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        VerificationGuard(std::num::NonZeroU64::new(n).unwrap_or(std::num::NonZeroU64::MIN))
+    }
+}
+
 /// The result of a successful append.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -519,13 +538,61 @@ impl Log {
     /// Validate (magic 2, CRC-32C, sizes), check producer sequences, assign offsets (patching
     /// base offset, partition leader epoch and, under LogAppendTime, max timestamp in each batch
     /// header), write, index, roll if due. All batches in `records` are accepted or none.
+    /// Transactional batches are not verified: one whose producer has no transaction open
+    /// here opens one. A producer's batches from a client or a coordinator go through
+    /// [`Log::append_verified`].
     pub fn append(
         &self,
         records: Bytes,
         origin: AppendOrigin,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        self.append_impl(records, origin, now_ms)
+        self.append_impl(records, origin, None, now_ms)
+    }
+    /// [`Log::append`] under KIP-890's transaction verification: a transactional batch whose
+    /// producer has no transaction open here at the batch's epoch (counting the batches
+    /// before it in `records`) is refused with [`AppendError::InvalidTxnState`], nothing
+    /// appended, unless `guard` is the producer's verification guard on this log, taken by
+    /// [`Log::start_txn_verification`] before the coordinator was asked and not cleared
+    /// since by a marker for the producer (Kafka's `UnifiedLog.append` with a
+    /// `VerificationGuard`). Appending a transactional batch or marker of the producer clears
+    /// its guard. A retry of a batch already in the log is answered as a duplicate first.
+    pub fn append_verified(
+        &self,
+        records: Bytes,
+        origin: AppendOrigin,
+        guard: Option<VerificationGuard>,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, AppendError> {
+        self.append_impl(records, origin, Some(guard), now_ms)
+    }
+    /// Start (or join) the verification of `producer_id`'s transaction on this log, before the
+    /// transaction coordinator is asked whether the transaction holds this partition (Kafka's
+    /// `maybeStartTransactionVerification`). None when the producer has a transaction open
+    /// here at `producer_epoch` (its batches need no verdict); else the guard its verdict
+    /// must be appended with ([`Log::append_verified`]): the one under way, if a verification
+    /// of the producer is (a concurrent request's), else a new one.
+    pub fn start_txn_verification(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        now_ms: i64,
+    ) -> Option<VerificationGuard> {
+        let mut w = self.writer.lock();
+        if w.producers
+            .get(producer_id)
+            .is_some_and(|e| e.txn_first.is_some() && e.epoch == producer_epoch)
+        {
+            return None;
+        }
+        let v = w
+            .verifying
+            .entry(producer_id)
+            .or_insert_with(|| producer::Verifying {
+                guard: VerificationGuard::new(),
+                started_ms: now_ms,
+            });
+        Some(v.guard)
     }
     /// Whole batches from the one containing `offset`, at most `max_bytes` unless
     /// `min_one_batch` (then the first batch is returned whole even if larger).

@@ -33,6 +33,7 @@ use crate::txn::TxnState;
 use crate::{
     AppendError, AppendOrigin, AppendOutcome, FileSlice, Log, LogConfig, LogFailed, LogFailure,
     ReadError, ReadResult, StoreError, SyncedMark, TimestampType, TopicPartition,
+    VerificationGuard,
 };
 
 mod loader;
@@ -159,6 +160,8 @@ pub(crate) struct Writer {
     /// Producers whose newest append failed on storage: the epoch and first sequence of
     /// what failed ([`Log::note_failed_write`]).
     pub failed_writes: HashMap<i64, (i16, i32)>,
+    /// Transaction verifications under way, by producer ([`Log::start_txn_verification`]).
+    pub verifying: HashMap<i64, crate::producer::Verifying>,
 }
 
 /// Producers remembered in [`Writer::failed_writes`] at most (a full map starts again).
@@ -311,13 +314,15 @@ impl Log {
         }
     }
 
+    /// `verify`: None for [`Log::append`], else the guard of [`Log::append_verified`].
     pub(crate) fn append_impl(
         &self,
         records: Bytes,
         origin: AppendOrigin,
+        verify: Option<Option<VerificationGuard>>,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        let appended = self.append_inner(&records, None, origin, now_ms);
+        let appended = self.append_inner(&records, None, origin, verify, now_ms);
         if let Err(AppendError::Io { .. }) = &appended {
             self.note_failed_write(&records);
         }
@@ -419,17 +424,19 @@ impl Log {
                 control,
             }),
             AppendOrigin::Client,
+            None,
             now_ms,
         )
     }
 
     /// Append client batches (`marker` None) or one transaction marker built by
-    /// [`Log::append_marker`].
+    /// [`Log::append_marker`]. `verify`: see [`Log::append_impl`].
     fn append_inner(
         &self,
         records: &[u8],
         marker: Option<MarkerArgs>,
         origin: AppendOrigin,
+        verify: Option<Option<VerificationGuard>>,
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
         let coordinator = origin == AppendOrigin::Coordinator;
@@ -597,6 +604,23 @@ impl Log {
                             producer_id: h.producer_id,
                             epoch,
                             current,
+                        });
+                    }
+                }
+                // KIP-890: a transactional batch opens a transaction only with the verdict
+                // of a verification no marker has ended since it started.
+                let opens = h.is_transactional()
+                    && !current
+                        .is_some_and(|e| e.txn_first.is_some() && e.epoch == h.producer_epoch);
+                if let Some(guard) = verify.filter(|_| opens) {
+                    let current_guard = w.verifying.get(&h.producer_id).map(|v| v.guard);
+                    if guard.is_none() || guard != current_guard {
+                        return Err(AppendError::InvalidTxnState {
+                            tp: self.tp.clone(),
+                            producer_id: h.producer_id,
+                            reason: "the batch is not part of an ongoing transaction: no verdict \
+                                     of the transaction coordinator since its last marker"
+                                .into(),
                         });
                     }
                 }
@@ -787,6 +811,11 @@ impl Log {
             m.mtime_ms = now_ms;
         }
         w.cursor = cursor;
+        // A transactional append (data or marker) ends the producer's verification: its
+        // transaction is open here now, or ended (Kafka's `updateProducers`).
+        for b in batches.iter().filter(|b| b.header.is_transactional()) {
+            w.verifying.remove(&b.header.producer_id);
+        }
         for (pid, entry) in overlay {
             w.producers.insert(pid, entry);
         }
@@ -1945,8 +1974,12 @@ impl Log {
 
     pub(crate) fn maintain_impl(&self, now_ms: i64) -> io::Result<()> {
         let cfg = self.config.read().clone();
-        // Producer expiry.
-        self.writer.lock().producers.expire(now_ms);
+        // Producer expiry, and of verifications whose verdict never came.
+        {
+            let mut w = self.writer.lock();
+            w.producers.expire(now_ms);
+            w.verifying.retain(|_, v| !v.expired(now_ms));
+        }
         // Nothing below is this broker's to do while the gate is closed (each write asks it
         // again under the writer lock).
         if !self.writable() {

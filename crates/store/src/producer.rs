@@ -44,6 +44,24 @@ impl Default for ProducerEntry {
     }
 }
 
+/// A transaction verification under way for a producer on this partition (Kafka's
+/// `VerificationStateEntry`): the guard a verdict of the transaction coordinator must come
+/// back with for the producer's batch to open a transaction here. Cleared by the producer's
+/// next transactional append, data or marker; in memory only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verifying {
+    pub guard: crate::VerificationGuard,
+    /// When it was created (ms): one whose verdict never came goes at the producer expiry.
+    pub started_ms: i64,
+}
+
+impl Verifying {
+    /// Kept until the producer expiry time has passed since it was created.
+    pub(crate) fn expired(&self, now_ms: i64) -> bool {
+        now_ms.saturating_sub(self.started_ms) >= PRODUCER_EXPIRATION_MS
+    }
+}
+
 /// Why a marker is refused.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum MarkerError {

@@ -392,6 +392,74 @@ fn a_new_epoch_does_not_take_over_an_open_transaction_of_the_old() {
     assert_eq!(committed_values(&log), vec![("k".into(), "next".into())]);
 }
 
+fn refused_as_invalid_txn_state(r: Result<AppendOutcome, AppendError>, pid: i64) {
+    match r {
+        Err(AppendError::InvalidTxnState { producer_id, .. }) if producer_id == pid => {}
+        other => panic!("not refused as INVALID_TXN_STATE: {other:?}"),
+    }
+}
+
+/// KIP-890 part 1 (Kafka's VerificationGuard): a transactional batch opens a transaction only
+/// with the guard taken before the coordinator was asked, and a marker for the producer in
+/// between clears it, so a verdict from before the marker (transaction version 1: the abort
+/// bumps no epoch) cannot open a transaction after it, which the coordinator would not know
+/// and which would hold the last stable offset forever.
+#[test]
+fn a_verdict_from_before_a_marker_cannot_open_a_transaction_after_it() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let c = AppendOrigin::Client;
+    // No verdict, no transaction.
+    refused_as_invalid_txn_state(
+        log.append_verified(txn_at(5, 0, 0, "k", "v"), c, None, NOW),
+        5,
+    );
+    // The leader starts a verification; a concurrent request of the producer joins it.
+    let g = log.start_txn_verification(5, 0, NOW).unwrap();
+    assert_eq!(log.start_txn_verification(5, 0, NOW), Some(g));
+    // The verdict is in, but the producer's ABORT reaches the partition first.
+    log.append_marker(5, 0, 0, ControlType::Abort, NOW).unwrap(); // 0
+    let late = txn_at(5, 0, 0, "k", "late");
+    refused_as_invalid_txn_state(log.append_verified(late, c, Some(g), NOW), 5);
+    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(log.last_stable_offset(), 1);
+    // A verification started after the marker gets a new guard, whose verdict opens the
+    // transaction; batches of the open transaction need none.
+    let g2 = log.start_txn_verification(5, 0, NOW).unwrap();
+    assert_ne!(g2, g);
+    log.append_verified(txn_at(5, 0, 0, "k", "v"), c, Some(g2), NOW)
+        .unwrap(); // 1
+    assert_eq!(log.start_txn_verification(5, 0, NOW), None);
+    log.append_verified(txn_at(5, 0, 1, "k", "w"), c, None, NOW)
+        .unwrap(); // 2
+                   // A retry of an appended batch is a duplicate, whatever guard it comes with.
+    let r = log
+        .append_verified(txn_at(5, 0, 0, "k", "v"), c, Some(g), NOW)
+        .unwrap();
+    assert!(r.duplicate);
+    log.append_marker(5, 0, 0, ControlType::Commit, NOW)
+        .unwrap(); // 3
+                   // The guard the transaction opened with is spent.
+    let next = txn_at(5, 0, 2, "k", "x");
+    refused_as_invalid_txn_state(log.append_verified(next, c, Some(g2), NOW), 5);
+    assert_eq!(log.log_end_offset(), 4);
+    assert_eq!(log.last_stable_offset(), 4);
+    // A coordinator's batch for a producer (TxnOffsetCommit) likewise, and only with that
+    // producer's own guard.
+    let offsets = || {
+        let mut b = BatchBuilder::new().producer(6, 0, -1);
+        b.transactional = true;
+        Bytes::from(b.record(NOW, Some(b"g"), Some(b"1")).build())
+    };
+    let coord = AppendOrigin::Coordinator;
+    let g6 = log.start_txn_verification(6, 0, NOW).unwrap();
+    refused_as_invalid_txn_state(log.append_verified(offsets(), coord, Some(g), NOW), 6);
+    log.append_verified(offsets(), coord, Some(g6), NOW)
+        .unwrap(); // 4
+    assert_eq!(log.last_stable_offset(), 4);
+}
+
 /// In cluster mode a completed transaction stays unstable until the published mark passes
 /// its marker (Kafka's unreplicated transactions).
 #[test]

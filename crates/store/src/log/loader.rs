@@ -547,6 +547,7 @@ impl Log {
                 cursor,
                 producers,
                 failed_writes: Default::default(),
+                verifying: Default::default(),
             }),
             flush_lock: Mutex::new(()),
             files_lock: Mutex::new(()),
