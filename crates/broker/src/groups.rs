@@ -306,8 +306,10 @@ impl Groups {
 
     /// TxnOffsetCommit: validate, append the offsets as one transactional batch of the
     /// producer to the group's `__consumer_offsets` partition (the log checks the producer's
-    /// epoch), and only then hold them pending until the transaction's marker. Returns the
-    /// per-commit results and the log written, or the code for every partition.
+    /// epoch, and that the batch is of a transaction open there or comes with `verified`'s
+    /// guard, taken on that log before the transaction coordinator was asked), and only then
+    /// hold them pending until the transaction's marker. Returns the per-commit results and
+    /// the log written, or the code for every partition.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_txn_offsets(
         &self,
@@ -318,6 +320,7 @@ impl Groups {
         instance_id: Option<&str>,
         generation: i32,
         commits: &[sluice_group::OffsetCommit],
+        verified: (&Arc<Log>, Option<sluice_store::VerificationGuard>),
     ) -> Result<TxnOffsetsWritten, i16> {
         let now = now_ms();
         self.unload_fenced();
@@ -336,6 +339,10 @@ impl Groups {
         let Some(log) = self.logs.lock().get(&partition).cloned() else {
             return Err(kafka_protocol::ResponseError::NotCoordinator.code());
         };
+        if !Arc::ptr_eq(&log, verified.0) {
+            // Loaded again since the transaction coordinator was asked: the client retries.
+            return Err(kafka_protocol::ResponseError::NotCoordinator.code());
+        }
         if !records.is_empty() {
             let mut b = sluice_format::BatchBuilder::new().producer(
                 producer_id,
@@ -346,11 +353,18 @@ impl Groups {
             for r in &records {
                 b = b.record(now, Some(&r.key), r.value.as_deref());
             }
-            match log.append(Bytes::from(b.build()), AppendOrigin::Coordinator, now) {
+            let batch = Bytes::from(b.build());
+            match log.append_verified(batch, AppendOrigin::Coordinator, verified.1, now) {
                 Ok(_) => {}
                 Err(e @ sluice_store::AppendError::ProducerFenced { .. }) => {
                     tracing::debug!(group_id, "transactional offset commit refused: {e}");
                     return Err(kafka_protocol::ResponseError::InvalidProducerEpoch.code());
+                }
+                // Nothing written: the producer's transaction is not open here (a marker
+                // came after the coordinator's verdict, or it is of an older epoch).
+                Err(e @ sluice_store::AppendError::InvalidTxnState { .. }) => {
+                    tracing::debug!(group_id, "transactional offset commit refused: {e}");
+                    return Err(kafka_protocol::ResponseError::InvalidTxnState.code());
                 }
                 Err(e) => {
                     tracing::error!(partition, "appending to __consumer_offsets failed: {e}");

@@ -75,8 +75,21 @@ pub const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 pub(crate) type Reply = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
 
 /// The transaction coordinator's answers for the partitions of a transactional produce
-/// request: (topic, partition) -> error code (0: the partition is in the transaction).
-pub type Verdicts = HashMap<(String, i32), i16>;
+/// request, by (topic, partition).
+pub type Verdicts = HashMap<(String, i32), Verdict>;
+
+/// The transaction coordinator's answer for one partition of a transactional produce
+/// request ([`Broker::prepare`]), and the verification guard it must be appended with.
+#[derive(Debug)]
+pub struct Verdict {
+    /// 0: the partition is in the producer's transaction; else why not.
+    pub(crate) code: i16,
+    /// The partition's log, as it was when the coordinator was asked.
+    pub(crate) log: Arc<sluice_store::Log>,
+    /// The guard taken on `log` before the coordinator was asked (None: the producer's
+    /// transaction was open there then, at the batch's epoch).
+    pub(crate) guard: Option<sluice_store::VerificationGuard>,
+}
 
 /// Work to finish before a request's ordered part ([`Broker::prepare`]).
 pub type Gate = Pin<Box<dyn Future<Output = Verdicts> + Send>>;

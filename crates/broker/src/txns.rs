@@ -380,6 +380,15 @@ impl Broker {
 /// transaction), or one code for all.
 pub(crate) type PartitionCheck = Result<Vec<(sluice_txn::TxnPartition, i16)>, i16>;
 
+/// The verification guards taken on partitions' logs before the transaction coordinator was
+/// asked about them (`Log::start_txn_verification`): a batch the answer admits is appended
+/// with its partition's (`Log::append_verified`).
+pub(crate) type Guards = Vec<(
+    sluice_txn::TxnPartition,
+    Arc<Log>,
+    Option<sluice_store::VerificationGuard>,
+)>;
+
 impl Broker {
     /// True when `topic` has partition `partition` (owned here or by another broker).
     pub(crate) fn partition_exists(&self, topic: &str, partition: i32) -> bool {
@@ -388,20 +397,24 @@ impl Broker {
             .is_some_and(|s| s.has_partition(partition))
     }
 
-    /// [`Broker::txn_check_partitions`], retried while the coordinator answers
-    /// CONCURRENT_TRANSACTIONS (the producer's previous transaction is still writing its
-    /// markers), every `add.partitions.to.txn.retry.backoff.ms` (and at once when a transaction
-    /// this broker coordinates completes) for up to `add.partitions.to.txn.retry.backoff.max.ms`,
-    /// as Kafka's partition leaders do: the producer would otherwise wait out its own, longer,
-    /// retry backoff.
+    /// [`Broker::txn_check_partitions`] for `partitions` (each with its log here), retried
+    /// while the coordinator answers CONCURRENT_TRANSACTIONS (the producer's previous
+    /// transaction is still writing its markers), every `add.partitions.to.txn.retry.backoff.ms`
+    /// (and at once when a transaction this broker coordinates completes) for up to
+    /// `add.partitions.to.txn.retry.backoff.max.ms`, as Kafka's partition leaders do: the
+    /// producer would otherwise wait out its own, longer, retry backoff. Before each ask the
+    /// producer's verification guard is taken on every log (Kafka's
+    /// `maybeStartTransactionVerification`, also before each retry): the guards returned are
+    /// those taken before the answer returned, so a marker written since that ask has
+    /// cleared them and the answer opens no transaction after it.
     pub(crate) fn txn_check_partitions_retrying(
         self: &Arc<Self>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
-        partitions: Vec<sluice_txn::TxnPartition>,
+        partitions: Vec<(sluice_txn::TxnPartition, Arc<Log>)>,
         add: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PartitionCheck> + Send>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = (PartitionCheck, Guards)> + Send>> {
         let concurrent = kafka_protocol::ResponseError::ConcurrentTransactions.code();
         let t = &self.config.transactions;
         let backoff = Duration::from_millis(t.add_partitions_retry_backoff_ms.max(1) as u64);
@@ -409,21 +422,31 @@ impl Broker {
             + Duration::from_millis(t.add_partitions_retry_backoff_max_ms.max(0) as u64);
         let broker = self.clone();
         let id = transactional_id.to_string();
+        let names: Vec<sluice_txn::TxnPartition> =
+            partitions.iter().map(|(tp, _)| tp.clone()).collect();
         Box::pin(async move {
             loop {
                 // Registered before asking, so a completion in between is not missed.
                 let completed = broker.txns.completed.notified();
                 tokio::pin!(completed);
                 completed.as_mut().enable();
+                let guards: Guards = partitions
+                    .iter()
+                    .map(|(tp, log)| {
+                        let guard =
+                            log.start_txn_verification(producer_id, producer_epoch, now_ms());
+                        (tp.clone(), log.clone(), guard)
+                    })
+                    .collect();
                 let answer = broker
-                    .txn_check_partitions(&id, producer_id, producer_epoch, partitions.clone(), add)
+                    .txn_check_partitions(&id, producer_id, producer_epoch, names.clone(), add)
                     .await;
                 let busy = match &answer {
                     Err(code) => *code == concurrent,
                     Ok(rs) => rs.iter().any(|(_, c)| *c == concurrent),
                 };
                 if !busy || tokio::time::Instant::now() >= give_up {
-                    return answer;
+                    return (answer, guards);
                 }
                 // At the next backoff, or as soon as a transaction of this coordinator
                 // completes.

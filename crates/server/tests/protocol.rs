@@ -18,6 +18,8 @@ use kafka_protocol::ResponseError;
 
 struct TestBroker {
     addr: SocketAddr,
+    /// The broker the listener serves, for a test that drives a request's steps itself.
+    broker: std::sync::Arc<sluice_broker::Broker>,
     _dir: tempfile::TempDir,
     runtime: tokio::runtime::Runtime,
     stop: tokio::sync::watch::Sender<bool>,
@@ -50,7 +52,7 @@ impl TestBroker {
             .build()
             .expect("runtime");
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let addr = runtime.block_on(async {
+        let (addr, broker) = runtime.block_on(async {
             let limits = sluice_server::Limits {
                 max_request_bytes: config.socket_request_max_bytes,
                 max_connections: 64,
@@ -62,11 +64,17 @@ impl TestBroker {
                 .await
                 .expect("bind");
             let addr = listener.local_addr().expect("addr");
-            tokio::spawn(sluice_server::serve(broker, listener, limits, stop_rx));
-            addr
+            tokio::spawn(sluice_server::serve(
+                broker.clone(),
+                listener,
+                limits,
+                stop_rx,
+            ));
+            (addr, broker)
         });
         TestBroker {
             addr,
+            broker,
             _dir: dir,
             runtime,
             stop,
@@ -270,6 +278,220 @@ fn create_topic(client: &mut Client, name: &str, configs: &[(&str, &str)]) {
         resp.topics[0].error_code, 0,
         "{:?}",
         resp.topics[0].error_message
+    );
+}
+
+/// `req` as the broker's server decodes it from a frame.
+fn decoded<R: Request + Encodable + HeaderVersion>(req: &R, version: i16) -> sluice_wire::Request {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("protocol-test")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, R::header_version(version))
+        .expect("header");
+    req.encode(&mut body, version).expect("body");
+    sluice_wire::decode_request(body.freeze()).expect("decode")
+}
+
+/// A transactional batch of one record.
+fn txn_batch(value: &str, producer_id: i64, epoch: i16, sequence: i32) -> Bytes {
+    let record = Record {
+        transactional: true,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch: epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from(value.to_string())),
+        headers: IndexMap::new(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &[record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    buf.freeze()
+}
+
+/// Partition 0's latest offset under `isolation` (1: read_committed, the last stable offset).
+fn latest_offset(client: &mut Client, topic: &str, isolation: i8) -> i64 {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)
+                    .with_current_leader_epoch(-1),
+            ])]);
+    let r = client.request(&req, 8);
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.offset
+}
+
+/// KIP-890 part 1, transaction version 1 (issue 53): a produce the transaction coordinator
+/// verified while its transaction was ongoing is held back before its append (a connection
+/// slow to run its ordered part); meanwhile the producer aborts, and the ABORT marker reaches
+/// the partition. The held produce must not append after the marker: it would open a
+/// transaction the coordinator does not know (TV1 aborts bump no epoch), and the last stable
+/// offset would stick there. Kafka's VerificationGuard refuses it with INVALID_TXN_STATE.
+#[test]
+fn a_verified_produce_held_past_its_abort_marker_is_refused() {
+    let broker = TestBroker::start(&[
+        ("transaction.state.log.num.partitions", "1"),
+        ("sluice.transaction.version", "1"),
+    ]);
+    let mut c = broker.connect();
+    create_topic(&mut c, "guarded", &[]);
+    let tid = TransactionalId(StrBytes::from_static_str("guarded-producer"));
+    let init = c.request(
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(tid.clone()))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+        4,
+    );
+    assert_eq!(init.error_code, 0);
+    let (pid, epoch) = (init.producer_id, init.producer_epoch);
+    add_partition_to_txn(&mut c, &tid, pid, epoch, "guarded");
+
+    // The produce (v9: verified, not added, by the partition leader) passes its gate.
+    let produce = decoded(
+        &produce_request("guarded", 0, txn_batch("late", pid.0, epoch, 0), -1)
+            .with_transactional_id(Some(tid.clone())),
+        9,
+    );
+    let gate = broker.broker.prepare(&produce).expect("a verification");
+    let verdicts = broker.runtime.block_on(gate);
+
+    // The producer aborts before the produce's ordered part runs; the ABORT marker is
+    // written to the partition (offset 0).
+    let end = c.request(
+        &EndTxnRequest::default()
+            .with_transactional_id(tid.clone())
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch)
+            .with_committed(false),
+        3,
+    );
+    assert_eq!(end.error_code, 0);
+    wait_for("the ABORT marker", || {
+        latest_offset(&mut c, "guarded", 0) == 1
+    });
+
+    let peer = std::net::IpAddr::from([127, 0, 0, 1]);
+    let answer = broker
+        .runtime
+        .block_on(broker.broker.handle_prepared(produce, peer, verdicts));
+    let Some(sluice_broker::Response::Body(ResponseKind::Produce(r))) = answer else {
+        panic!("not a produce response: {answer:?}");
+    };
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code,
+        ResponseError::InvalidTxnState.code(),
+        "the batch verified before the ABORT marker was appended after it"
+    );
+    let end = latest_offset(&mut c, "guarded", 0);
+    assert_eq!(end, 1, "nothing appended");
+    assert_eq!(
+        latest_offset(&mut c, "guarded", 1),
+        end,
+        "the last stable offset is held back by a transaction"
+    );
+
+    // The producer bumps its epoch (KIP-360) and its next transaction includes the
+    // partition: verified anew, it appends, and its COMMIT commits its own batch only.
+    let bumped = c.request(
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(tid.clone()))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch),
+        4,
+    );
+    assert_eq!((bumped.error_code, bumped.producer_epoch), (0, epoch + 1));
+    let epoch = bumped.producer_epoch;
+    add_partition_to_txn(&mut c, &tid, pid, epoch, "guarded");
+    let produced = c.request(
+        &produce_request("guarded", 0, txn_batch("next", pid.0, epoch, 0), -1)
+            .with_transactional_id(Some(tid.clone())),
+        9,
+    );
+    let p = &produced.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 1));
+    let end = c.request(
+        &EndTxnRequest::default()
+            .with_transactional_id(tid.clone())
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch)
+            .with_committed(true),
+        3,
+    );
+    assert_eq!(end.error_code, 0);
+    wait_for("the COMMIT marker", || {
+        latest_offset(&mut c, "guarded", 1) == 3
+    });
+    let fetched = c.request(
+        &fetch_request("guarded", &[(0, 0)], 0, -1, 0, 1).with_isolation_level(1),
+        11,
+    );
+    let part = &fetched.responses[0].partitions[0];
+    assert_eq!(part.error_code, 0);
+    assert!(part
+        .aborted_transactions
+        .as_ref()
+        .is_none_or(|a| a.is_empty()));
+    let mut values = Vec::new();
+    let mut buf = part.records.clone().unwrap_or_default();
+    while buf.has_remaining() {
+        let set = RecordBatchDecoder::decode(&mut buf).expect("fetched batch decodes");
+        for r in set.records.into_iter().filter(|r| !r.control) {
+            values.push(r.value.map(|v| v.to_vec()));
+        }
+    }
+    assert_eq!(values, vec![Some(b"next".to_vec())]);
+}
+
+/// AddPartitionsToTxn v3 (a producer of transaction version 1) for partition 0 of `topic`.
+fn add_partition_to_txn(
+    client: &mut Client,
+    tid: &TransactionalId,
+    pid: ProducerId,
+    epoch: i16,
+    topic: &str,
+) {
+    let add = client.request(
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(tid.clone())
+            .with_v3_and_below_producer_id(pid)
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(vec![0]),
+            ]),
+        3,
+    );
+    assert_eq!(
+        add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
     );
 }
 

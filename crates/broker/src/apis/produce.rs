@@ -1,6 +1,7 @@
 //! Produce: validate and append each partition's batches now (in request order), then for
 //! acks=all wait for the group-commit fsync where flush.messages / flush.ms ask for one.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::produce_response::{
@@ -14,7 +15,7 @@ use super::str_bytes;
 use crate::errors::append_error_code;
 use crate::flusher::FlushError;
 use crate::registry::{missing_partition_code, TopicState};
-use crate::{now_ms, Broker, Gate, Reply, Verdicts};
+use crate::{now_ms, Broker, Gate, Reply, Verdict, Verdicts};
 
 fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -34,7 +35,8 @@ fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
 /// Which transactional partitions of `req` this broker owns whose producer has no open
 /// transaction on them yet: the transaction coordinator must verify (transaction version 1)
 /// or add (version 2, Produce v12+) them before their first batch is appended (KIP-890). Yields
-/// the coordinator's answer per partition; None when nothing needs asking.
+/// the coordinator's answer per partition, with the verification guard taken on its log
+/// before the coordinator was asked; None when nothing needs asking.
 pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) -> Option<Gate> {
     let id = req.transactional_id.as_ref()?.0.to_string();
     let mut producer: Option<(i64, i16)> = None;
@@ -57,17 +59,24 @@ pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) 
                 continue;
             }
             producer.get_or_insert((h.producer_id, h.producer_epoch));
-            partitions.push((state.meta.name.clone(), p.index));
+            partitions.push(((state.meta.name.clone(), p.index), log.clone()));
         }
     }
     let (pid, epoch) = producer?;
-    let check =
-        broker.txn_check_partitions_retrying(&id, pid, epoch, partitions.clone(), version >= 12);
+    let check = broker.txn_check_partitions_retrying(&id, pid, epoch, partitions, version >= 12);
     Some(Box::pin(async move {
-        match check.await {
+        let (answer, guards) = check.await;
+        let codes: HashMap<sluice_txn::TxnPartition, i16> = match answer {
             Ok(rs) => rs.into_iter().collect(),
-            Err(code) => partitions.into_iter().map(|tp| (tp, code)).collect(),
-        }
+            Err(code) => guards.iter().map(|(tp, _, _)| (tp.clone(), code)).collect(),
+        };
+        guards
+            .into_iter()
+            .filter_map(|(tp, log, guard)| {
+                let code = *codes.get(&tp)?;
+                Some((tp, Verdict { code, log, guard }))
+            })
+            .collect()
     }))
 }
 
@@ -265,9 +274,14 @@ fn append_one(
             None,
         );
     }
+    // KIP-890: the verification guard its transaction's verdict came with (none for a
+    // request without a transactional id: the log refuses a transactional batch of it that
+    // would open a transaction).
+    let mut guard = None;
     if let Some((verdicts, version)) = txn {
-        if let Err((code, message)) = admit_transactional(log, &records, verdicts, version) {
-            return (error_partition(index, code, Some(message)), None);
+        match admit_transactional(log, &records, verdicts, version) {
+            Ok(g) => guard = g,
+            Err((code, message)) => return (error_partition(index, code, Some(message)), None),
         }
     }
     let mut logical = None;
@@ -297,7 +311,7 @@ fn append_one(
             .counters
             .map(|t| crate::metrics::logical_len(&records, t))
     });
-    match log.append(records, AppendOrigin::Client, now) {
+    match log.append_verified(records, AppendOrigin::Client, guard, now) {
         Ok(outcome) => {
             if !outcome.duplicate {
                 broker.writeback.appended(physical);
@@ -341,15 +355,17 @@ fn append_one(
 
 /// A transactional produce request's batches for one partition: all transactional (as Kafka
 /// requires), and either of a transaction already open on this log or of one the
-/// coordinator verified or added this partition to ([`prepare`]).
+/// coordinator verified or added this partition to ([`prepare`]). Yields the verification
+/// guard to append with; the log checks it (a marker written since the coordinator was
+/// asked has cleared it).
 fn admit_transactional(
-    log: &sluice_store::Log,
+    log: &Arc<sluice_store::Log>,
     records: &[u8],
     verdicts: &Verdicts,
     version: i16,
-) -> Result<(), (i16, String)> {
+) -> Result<Option<sluice_store::VerificationGuard>, (i16, String)> {
     let Some(h) = first_header(records) else {
-        return Ok(()); // the log store refuses it with the precise error
+        return Ok(None); // the log store refuses it with the precise error
     };
     if !h.is_transactional() {
         return Err((
@@ -358,20 +374,26 @@ fn admit_transactional(
         ));
     }
     if log.has_open_transaction(h.producer_id, h.producer_epoch) {
-        return Ok(());
+        return Ok(None);
     }
     let tp = log.topic_partition();
-    match verdicts.get(&(tp.topic.clone(), tp.partition)) {
-        Some(0) => Ok(()),
-        Some(&code) => Err((
-            verdict_code(code, version),
+    let verdict = verdicts.get(&(tp.topic.clone(), tp.partition));
+    let retry = || {
+        Err((
+            ResponseError::NotEnoughReplicas.code(),
+            "the partition's transaction could not be verified; retry".into(),
+        ))
+    };
+    match verdict {
+        // The log was re-opened since (its guards are gone): verified again on the retry.
+        Some(v) if v.code == 0 && !Arc::ptr_eq(&v.log, log) => retry(),
+        Some(v) if v.code == 0 => Ok(v.guard),
+        Some(v) => Err((
+            verdict_code(v.code, version),
             "the transaction coordinator did not confirm this partition is in the transaction"
                 .into(),
         )),
-        None => Err((
-            ResponseError::NotEnoughReplicas.code(),
-            "the partition's transaction could not be verified; retry".into(),
-        )),
+        None => retry(),
     }
 }
 

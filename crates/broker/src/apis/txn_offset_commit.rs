@@ -58,22 +58,29 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
     }
     let group = req.group_id.0.to_string();
     let partition = broker.groups.read(|c| c.partition_for(&group));
-    if !broker.groups.read(|c| c.is_loaded(partition)) {
+    let log = broker.groups.log_of(&group);
+    let Some(log) = log.filter(|_| broker.groups.read(|c| c.is_loaded(partition))) else {
         let codes = all(&req, ResponseError::NotCoordinator.code());
         return crate::ready(answer(&req, &codes));
-    }
+    };
+    // The offsets are appended with the verification guard taken before the transaction
+    // coordinator was asked (KIP-890), as a produce's batches are.
     let check = broker.txn_check_partitions_retrying(
         req.transactional_id.0.as_str(),
         req.producer_id.0,
         req.producer_epoch,
-        vec![(OFFSETS_TOPIC.to_string(), partition)],
+        vec![((OFFSETS_TOPIC.to_string(), partition), log)],
         version >= 5,
     );
     let broker = broker.clone();
     Box::pin(async move {
-        let refused = match check.await {
+        let (checked, mut guards) = check.await;
+        let refused = match checked {
             Err(code) => Some(code),
             Ok(rs) => rs.into_iter().map(|(_, c)| c).find(|c| *c != 0),
+        };
+        let Some((_, log, guard)) = guards.pop() else {
+            return answer(&req, &all(&req, ResponseError::NotCoordinator.code()));
         };
         if let Some(code) = refused {
             // As Kafka: a fenced producer of an older version gets INVALID_PRODUCER_EPOCH.
@@ -112,6 +119,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
             req.group_instance_id.as_ref().map(|s| s.as_str()),
             req.generation_id,
             &commits,
+            (&log, guard),
         );
         let (results, log) = match written {
             Err(code) => return answer(&req, &all(&req, code)),
