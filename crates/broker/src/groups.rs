@@ -659,8 +659,10 @@ mod tests {
             leader_epoch: -1,
             metadata: None,
         };
+        // As the TxnOffsetCommit handler does: the guard taken before the coordinator's verdict.
+        let guard = log.start_txn_verification(producer_id, 0, now_ms());
         let (results, _) = groups
-            .commit_txn_offsets("g", producer_id, 0, "", None, -1, &[commit])
+            .commit_txn_offsets("g", producer_id, 0, "", None, -1, &[commit], (&log, guard))
             .unwrap();
         assert!(results.iter().all(Result::is_ok), "{results:?}");
         let tp = ("x".to_string(), 0);
