@@ -248,7 +248,7 @@ impl Broker {
         })?;
         let config = sluice_config::topic_config(&self.effective_config(), &meta.configs);
         for log in state.open_logs() {
-            log.set_config(log_config(&config));
+            self.configure_log(log, log_config(&config));
         }
         let mut meta = meta;
         meta.epochs = state.meta.epochs.clone();

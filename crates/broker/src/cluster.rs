@@ -753,7 +753,7 @@ impl Cluster {
                         let log = existing.as_ref().and_then(|s| s.log(p).cloned());
                         let log = log.or_else(|| broker.logs.get(&tp));
                         if let Some(log) = &log {
-                            log.set_config(log_config(&config));
+                            broker.configure_log(log, log_config(&config));
                         }
                         logs.push(log);
                     }

@@ -126,7 +126,7 @@ impl Broker {
                     continue;
                 }
                 for log in state.open_logs() {
-                    log.set_config(log_config(&config));
+                    self.configure_log(log, log_config(&config));
                 }
                 self.registry.insert(Arc::new(TopicState {
                     meta: state.meta.clone(),

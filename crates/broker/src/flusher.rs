@@ -25,6 +25,10 @@ const FLUSH_TASKS_MAX: usize = 8;
 /// result per log.
 pub(crate) type Confirm = Arc<dyn Fn(&[Arc<Log>]) -> Vec<Result<(), String>> + Send + Sync>;
 
+/// Called with the logs a round fsynced whose readers wait for the fsync
+/// (`Log::sync_bounded`, one broker): their fetches waiting for data are woken.
+pub(crate) type Synced = Arc<dyn Fn(&[Arc<Log>]) + Send + Sync>;
+
 /// Why a flush request was not answered with success.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum FlushError {
@@ -55,9 +59,13 @@ impl std::fmt::Debug for FlushRequest {
 }
 
 impl Flusher {
-    pub(crate) fn start(confirm: Option<Confirm>, metrics: Arc<Metrics>) -> Flusher {
+    pub(crate) fn start(
+        confirm: Option<Confirm>,
+        synced: Option<Synced>,
+        metrics: Arc<Metrics>,
+    ) -> Flusher {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, confirm, metrics));
+        tokio::spawn(run(rx, confirm, synced, metrics));
         Flusher { tx }
     }
 
@@ -80,6 +88,7 @@ impl Flusher {
 async fn run(
     mut rx: mpsc::UnboundedReceiver<FlushRequest>,
     confirm: Option<Confirm>,
+    synced: Option<Synced>,
     metrics: Arc<Metrics>,
 ) {
     while let Some(first) = rx.recv().await {
@@ -135,6 +144,16 @@ async fn run(
             }
             None => vec![Ok(()); logs.len()],
         };
+        if let (Some(hook), Ok(results)) = (&synced, &results) {
+            let bounded: Vec<Arc<Log>> = results
+                .iter()
+                .filter(|(l, r)| r.is_ok() && l.sync_bounded())
+                .map(|(l, _)| l.clone())
+                .collect();
+            if !bounded.is_empty() {
+                hook(&bounded);
+            }
+        }
         metrics.round(round.len());
         tracing::debug!(
             requests = round.len(),
@@ -199,6 +218,7 @@ mod tests {
         };
         let (_dir, _manager, logs) = open_logs(3, &config);
         let flusher = Arc::new(Flusher::start(
+            None,
             None,
             crate::metrics::new_metrics("PLAINTEXT"),
         ));

@@ -78,7 +78,7 @@ pub(crate) fn for_each_batch(
     let mut offset = from.max(log.log_start_offset());
     let end = log.log_end_offset();
     while offset < end {
-        let slice = match log.read(offset, LOAD_READ_BYTES, true) {
+        let slice = match log.read_appended(offset, LOAD_READ_BYTES) {
             Ok(r) => r.slice,
             Err(e) => {
                 tracing::error!(?tp, offset, "reading a coordinator's log failed: {e}");

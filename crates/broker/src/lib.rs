@@ -63,6 +63,16 @@ pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
 pub use txns::TXN_TOPIC;
 pub use writeback::WritebackTotals;
 
+/// A `flush.messages=1` log just opened: fsync what recovery kept past the recovery point,
+/// so its readers (who see only what is fsynced) see it.
+fn sync_for_readers(log: &Arc<sluice_store::Log>) {
+    if log.sync_bounded() && log.synced_offset() < log.log_end_offset() {
+        if let Err(e) = log.flush() {
+            tracing::warn!(tp = ?log.topic_partition(), "fsyncing a recovered log failed: {e}");
+        }
+    }
+}
+
 /// Kafka's `Topic.isInternal`: the topics Kafka's own coordinators keep.
 pub(crate) fn is_internal_topic(name: &str) -> bool {
     name == OFFSETS_TOPIC || name == TXN_TOPIC
@@ -272,6 +282,10 @@ impl Broker {
             for topic in meta.acquire_all()? {
                 registry.open_topic(&effective, &logs, topic)?;
             }
+            // What recovery found past the recovery point becomes readable once fsynced.
+            for log in logs.logs() {
+                sync_for_readers(&log);
+            }
         }
         tracing::info!(
             node_id,
@@ -307,10 +321,25 @@ impl Broker {
                         }
                         outcomes
                     })),
+                    None,
                     metrics.clone(),
                 )
             }
-            _ => flusher::Flusher::start(None, metrics.clone()),
+            _ => {
+                // One broker: a `flush.messages=1` log's readers see what a round fsynced.
+                let myself = myself.clone();
+                flusher::Flusher::start(
+                    None,
+                    Some(Arc::new(move |logs: &[Arc<sluice_store::Log>]| {
+                        if let Some(b) = myself.get().and_then(std::sync::Weak::upgrade) {
+                            for log in logs {
+                                b.fetch_waiters.wake(log);
+                            }
+                        }
+                    })),
+                    metrics.clone(),
+                )
+            }
         };
         let groups = groups::Groups::new(&config);
         let broker = Arc::new(Broker {
@@ -776,10 +805,25 @@ impl Broker {
                 log_end = new.log_end_offset(),
                 "re-opened a failed log: recovered from what storage holds"
             );
+            sync_for_readers(&new);
             if self.registry.replace_log(new.clone()) {
                 self.load_coordinator_partition(&tp, &new, true);
             }
             self.fetch_waiters.wake(&log);
+        }
+    }
+
+    /// Give an open log a new configuration; a `flush.messages=1` log's readers see only what
+    /// is fsynced, so what they saw until now is fsynced at once.
+    pub(crate) fn configure_log(
+        &self,
+        log: &Arc<sluice_store::Log>,
+        config: sluice_store::LogConfig,
+    ) {
+        log.set_config(config);
+        if log.sync_bounded() {
+            let waiting = self.flusher.request(log.clone());
+            drop(waiting); // the request joins the next round; nobody waits for it here
         }
     }
 

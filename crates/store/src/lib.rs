@@ -604,6 +604,12 @@ impl Log {
     ) -> Result<ReadResult, ReadError> {
         self.read_impl(offset, max_bytes, min_one_batch)
     }
+    /// As [`Log::read`], up to the log end whatever readers may see (the published mark in
+    /// cluster mode, the synced mark under `flush.messages=1`): for a coordinator loading the
+    /// partition it writes, whose own latest appends must not be missed.
+    pub fn read_appended(&self, offset: i64, max_bytes: u32) -> Result<ReadResult, ReadError> {
+        self.read_appended_impl(offset, max_bytes)
+    }
     /// As [`Log::read`]; under [`Isolation::ReadCommitted`] only whole batches below the last
     /// stable offset, and `aborted` lists the aborted transactions overlapping the returned
     /// range (Kafka's `collectAbortedTxns(fetchOffset, upperBoundOffset)`).
@@ -778,8 +784,15 @@ impl Log {
     pub fn maintain(&self, now_ms: i64) -> io::Result<()> {
         self.maintain_impl(now_ms)
     }
+    /// Change the log's configuration. Turning `flush.messages=1` on bounds reads at the
+    /// synced mark from now on: what was readable past it is not until the next flush.
     pub fn set_config(&self, config: LogConfig) {
+        self.shared.write().sync_bounded = config.flush_messages == 1;
         *self.config.write() = config;
+    }
+    /// Readers see nothing past the synced mark (`flush.messages=1`): see [`Log::set_config`].
+    pub fn sync_bounded(&self) -> bool {
+        self.shared.read().sync_bounded
     }
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes_impl()

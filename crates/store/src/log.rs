@@ -60,8 +60,13 @@ pub(crate) struct Shared {
     /// this offset, which ends at this position of this segment.
     pub synced_mark: SyncedMark,
     /// Cluster mode: readers see only what was published ([`Log::publish`]), the data of
-    /// flush rounds whose ownership was confirmed afterwards. None: readers see the log end.
+    /// flush rounds whose ownership was confirmed afterwards. None: readers see the log end,
+    /// or the synced mark when `sync_bounded`.
     pub published: Option<SyncedMark>,
+    /// `flush.messages=1`: every acknowledgement waits for an fsync, and readers see nothing
+    /// past the synced mark either (Kafka flushes such an append before the high watermark
+    /// moves), so a record a reader saw cannot vanish with a failed fsync or a host crash.
+    pub sync_bounded: bool,
     /// Time of the oldest append not yet covered by a flush.
     pub unflushed_since: Option<i64>,
     /// Files were created or removed since the last directory fsync.
@@ -70,9 +75,29 @@ pub(crate) struct Shared {
     pub txns: TxnState,
 }
 
-/// The high watermark: the log end on a single broker, the published mark in cluster mode.
-pub(crate) fn high_watermark_of(s: &Shared) -> i64 {
+/// Where reads stop: the published mark in cluster mode, the synced mark on a single broker
+/// for a `sync_bounded` log, else nowhere (the log end).
+pub(crate) fn read_bound(s: &Shared) -> Option<SyncedMark> {
     match s.published {
+        Some(m) => Some(m),
+        None if s.sync_bounded => Some(if s.synced_mark == SyncedMark::NONE {
+            // No flush since the open: the whole segments below the synced offset.
+            SyncedMark {
+                offset: s.synced,
+                base: i64::MIN,
+                pos: 0,
+            }
+        } else {
+            s.synced_mark
+        }),
+        None => None,
+    }
+}
+
+/// The high watermark: the log end on a single broker (the synced mark for a
+/// `sync_bounded` log), the published mark in cluster mode.
+pub(crate) fn high_watermark_of(s: &Shared) -> i64 {
+    match read_bound(s) {
         Some(m) => m.offset.clamp(s.log_start, s.leo),
         None => s.leo,
     }
@@ -225,7 +250,7 @@ impl Log {
         let (lso, stable) = stable_mark(&s);
         let bound = match (committed, stable) {
             (true, Some(m)) => Some(m),
-            _ => s.published,
+            _ => read_bound(&s),
         };
         let (segs, log_start, log_end, end, size) = Self::cut_at(&s, bound);
         View {
@@ -1389,6 +1414,31 @@ impl Log {
         Ok(out)
     }
 
+    /// A read of everything appended, past the published or synced mark too: what this
+    /// broker's own coordinator wrote (`Log::read_appended`).
+    pub(crate) fn read_appended_impl(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+    ) -> Result<ReadResult, ReadError> {
+        let view = {
+            let s = self.shared.read();
+            let (lso, _) = stable_mark(&s);
+            View {
+                segs: s.segments.clone(),
+                all: s.segments.clone(),
+                log_start: s.log_start,
+                log_end: s.leo,
+                end: s.leo,
+                active_size: s.active_size,
+                hw: high_watermark_of(&s),
+                lso,
+            }
+        };
+        self.read_bounded(&view, offset, max_bytes, true, true, false)
+            .map(|(r, _)| r)
+    }
+
     /// `use_recent`: answer a read of the active segment from its recent batches when they
     /// can (tests compare the answers with and without).
     pub(crate) fn read_from(
@@ -1772,6 +1822,11 @@ impl Log {
         s.mark_synced(&segs, leo, active_size);
         if s.leo == leo {
             s.unflushed_since = None;
+        }
+        if s.sync_bounded && s.published.is_none() {
+            // The high watermark moved with the synced mark.
+            let hw = high_watermark_of(&s);
+            s.txns.published_to(hw);
         }
         Ok(s.recovery_point)
     }

@@ -3368,3 +3368,47 @@ fn file_slice_load_brings_the_region_into_the_page_cache() {
         std::io::ErrorKind::UnexpectedEof
     );
 }
+
+/// `flush.messages=1` (every acknowledgement waits for an fsync): readers see nothing past
+/// the synced mark, as Kafka flushes such an append before its high watermark moves. A
+/// record a consumer saw then cannot vanish when the fsync fails (a consume-transform-produce
+/// application would process it twice: the fault suite found it); a topic without the policy
+/// reads to the log end.
+#[test]
+fn under_flush_messages_1_readers_see_only_what_is_fsynced() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, synced_each());
+    log.append(batch(2, NOW, "a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(read_all(&log, 0), vec![], "read before its fsync");
+    assert_eq!(log.high_watermark(), 0);
+    log.sync_appended().unwrap();
+    assert_eq!(read_all(&log, 0), vec![(0, 1)]);
+    assert_eq!(log.high_watermark(), 2);
+
+    // The next append's fsync fails: its records were never readable, and the re-opened log
+    // does not have them.
+    log.faults.lock().flush_sync = true;
+    log.append(batch(3, NOW, "b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(read_all(&log, 0), vec![(0, 1)]);
+    assert!(log.sync_appended().is_err());
+    assert_eq!(read_all(&log, 0), vec![(0, 1)]);
+
+    // Without the policy, the log end.
+    let other = m.open_log(&tp(1), topic_id(), cfg(), 3).unwrap();
+    other
+        .append(batch(2, NOW, "c"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(read_all(&other, 0), vec![(0, 1)]);
+    // Turned on: bounded from the next fsync on, which makes what was readable durable.
+    other.set_config(synced_each());
+    other.sync_appended().unwrap();
+    other
+        .append(batch(1, NOW, "d"), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(read_all(&other, 0), vec![(0, 1)]);
+    other.sync_appended().unwrap();
+    assert_eq!(read_all(&other, 0), vec![(0, 1), (2, 2)]);
+}

@@ -525,6 +525,7 @@ impl Log {
         let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
             clean = p.clean, "log loaded");
+        let sync_bounded = p.config.flush_messages == 1;
         Ok(Log {
             tp: p.tp,
             dir: RwLock::new(p.dir),
@@ -539,6 +540,7 @@ impl Log {
                 synced: recovery_point,
                 synced_mark: SyncedMark::NONE,
                 published: None,
+                sync_bounded,
                 unflushed_since: None,
                 dir_dirty: false,
                 txns,
