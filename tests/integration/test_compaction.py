@@ -34,6 +34,7 @@ def test_compaction_keeps_the_newest_value_per_key(broker, topic, kafka_tool):
     })
     p = producer(broker.bootstrap, **{"linger.ms": 5, "acks": "all"})
     newest = {}
+    written = set()  # offsets of every keyed record and tombstone
     for r in range(ROUNDS):
         recs = []
         for k in range(KEYS):
@@ -43,9 +44,9 @@ def test_compaction_keeps_the_newest_value_per_key(broker, topic, kafka_tool):
                          "headers": [("round", b"%d" % r)]})
         for rec, msg in zip(recs, produce_all(p, topic, recs)):
             newest[rec["key"].decode()] = (msg.offset(), None if rec["value"] is None else rec["value"].decode())
+            written.add(msg.offset())
         # The next append rolls the segment (segment.ms), so this round's data gets cleanable.
         time.sleep(SEGMENT_MS / 1000 + 0.1)
-    end = max(o for o, _ in newest.values()) + 1
 
     # Fillers roll segments (and make the log dirty again) until the cleaner has removed the
     # older values and, past delete.retention.ms, the tombstones.
@@ -64,6 +65,13 @@ def test_compaction_keeps_the_newest_value_per_key(broker, topic, kafka_tool):
 
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(set(offsets)), "offsets increase"
+    # The cleaner ran: every value an older round wrote (superseded by the last round) is gone.
+    live = {o for o, v in newest.values() if v is not None}
+    tombstones = {o for o, v in newest.values() if v is None}
+    superseded = written - live - tombstones
+    assert len(superseded) == (ROUNDS - 1) * KEYS, "the rounds before the last are superseded"
+    left = superseded & set(offsets)
+    assert not left, f"{len(left)} superseded records not cleaned, e.g. offsets {sorted(left)[:10]}"
     by_key = {k: (o, v) for o, k, v in got}
     for key, (offset, value) in newest.items():
         if value is None:
@@ -72,21 +80,24 @@ def test_compaction_keeps_the_newest_value_per_key(broker, topic, kafka_tool):
             assert by_key[key] == (offset, value), f"{key}: the newest value at its own offset"
     for key, offset in fillers.items():
         assert by_key[key][0] == offset
-    assert len(got) < ROUNDS * KEYS, "older values were removed"
-    assert offsets[-1] >= end - 1
+    # Nothing else is left: the live keys' newest records and the fillers (each key once).
+    assert offsets == sorted(live | set(fillers.values())), "only the newest values and the fillers are left"
 
     broker.stop()
     pdir = broker.log_dir / f"{topic}-0"
     logs = sorted(pdir.glob("*.log"))
     dumped = []
+    batches = 0
     for log in logs:
         res = kafka_tool(DUMP_LOG_SEGMENTS, "--files", str(log), "--deep-iteration", timeout=180)
         res.check("DumpLogSegments")
         for line in res.out.splitlines():
             b = BATCH_RE.match(line)
             if b:
+                batches += 1
                 assert b.group(4) == "true", line
             r = RECORD_RE.match(line)
             if r:
                 dumped.append(int(r.group(1)))
+    assert batches, f"no batch line in the dump of {[log.name for log in logs]}"
     assert dumped == offsets, "the dump tool reads the cleaned segments, every record at its offset"
