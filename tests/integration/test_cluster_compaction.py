@@ -69,6 +69,19 @@ def wait_compacted(bootstrap: str, topic: str, newest: dict, timeout: float = 60
         time.sleep(SEGMENT_MS / 1000 + 0.2)
 
 
+def high_watermark(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import TopicPartition
+    c = harness.consumer(bootstrap)
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+    finally:
+        c.close()
+
+
+def keyed_offsets(got: list) -> list:
+    return [o for o, k, _ in got if not k.startswith("filler")]
+
+
 def newest_offsets(bootstrap: str, topic: str, newest: dict) -> dict:
     """key -> (offset, value) of the newest record of each key, as the log holds it now."""
     out = {}
@@ -96,11 +109,18 @@ def test_compaction_in_a_cluster_and_after_a_failover(broker_factory, etcd, tmp_
         newest.update(dict(pairs))
         time.sleep(SEGMENT_MS / 1000 + 0.1)
     written = 4 * KEYS
+    # The rounds lie one after the other: 4 * KEYS records, the last round's key k at offset
+    # 3 * KEYS + k. So every record below 3 * KEYS is a superseded value the cleaner must remove.
+    assert high_watermark(bootstrap, topic) == written
     before = newest_offsets(bootstrap, topic, newest)
+    live = sorted(k for k, v in newest.items() if v is not None)
+    assert {k: before[k][0] for k in live} == {k: 3 * KEYS + int(k[4:]) for k in live}, before
     got = wait_compacted(bootstrap, topic, newest)
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(set(offsets)), "offsets increase"
-    assert len([1 for _, k, _ in got if not k.startswith("filler")]) < written, "older values were removed"
+    left = [o for o in keyed_offsets(got) if o < 3 * KEYS]
+    assert not left, f"{len(left)} superseded records not cleaned, e.g. offsets {left[:10]}"
+    assert keyed_offsets(got) == [before[k][0] for k in live], "only the live keys' newest records are left"
     by_key = {k: (o, v) for o, k, v in got}
     for key, value in newest.items():
         if value is None:
@@ -112,8 +132,11 @@ def test_compaction_in_a_cluster_and_after_a_failover(broker_factory, etcd, tmp_
     victim = brokers[owner - 1]
     victim.kill()
     bootstrap = bootstrap_of(brokers)
-    new_owner = wait_all_led(bootstrap, topic, 1, exclude=(owner,), timeout=60)[0]
-    assert new_owner != owner
+    wait_all_led(bootstrap, topic, 1, exclude=(owner,), timeout=60)
+    # The even keys get newer values: their values of the last round (kept by the first
+    # cleaning, at 3 * KEYS + k) are superseded; the new owner's cleaner must remove them.
+    superseded = {3 * KEYS + k for k in range(0, KEYS, 2) if newest[f"key-{k:02d}"] is not None}
+    assert superseded <= set(o for o, _ in by_key.values())
     pairs = [(f"key-{k:02d}", f"after-{k:02d}") for k in range(0, KEYS, 2)]
     java_produce(bootstrap, topic, pairs)
     newest.update(dict(pairs))
@@ -122,12 +145,16 @@ def test_compaction_in_a_cluster_and_after_a_failover(broker_factory, etcd, tmp_
     got = wait_compacted(bootstrap, topic, newest)
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(set(offsets)), "offsets increase"
+    left = sorted(superseded & set(keyed_offsets(got)))
+    assert not left, f"{len(left)} records superseded after the failover not cleaned, e.g. offsets {left[:10]}"
     by_key = {k: (o, v) for o, k, v in got}
     for key, value in newest.items():
-        if value is not None:
+        if value is None:
+            assert key not in by_key, f"tombstoned {key} came back after the failover"
+        else:
             assert by_key[key] == (before[key][0], value), f"{key}: newest value at its own offset"
-    log = victim.log_text()
-    assert "panicked" not in log
-    for b in brokers:
-        if b.running:
-            assert "panicked" not in b.log_text()
+    assert "panicked" not in victim.log_text()
+    survivors = [b for b in brokers if b is not victim]
+    assert all(b.running for b in survivors), "a surviving broker exited"
+    for b in survivors:
+        assert "panicked" not in b.log_text()
