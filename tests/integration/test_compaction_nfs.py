@@ -60,11 +60,15 @@ def hold_current_files(hold, mnt_partition_dir, handles):
             pass
 
 
-def produce_round(p, topic, r, newest):
+def produce_round(p, topic, r, newest) -> set:
+    """Round ``r``: a value for every key. Returns the round's offsets."""
     recs = [{"partition": 0, "key": b"key-%02d" % k, "value": b"value-%d-%02d-" % (r, k) + b"v" * 200}
             for k in range(KEYS)]
+    offsets = set()
     for rec, msg in zip(recs, produce_all(p, topic, recs)):
         newest[rec["key"]] = (msg.offset(), rec["value"])
+        offsets.add(msg.offset())
+    return offsets
 
 
 def run_scenario(broker, src, mnt, hold, topic):
@@ -95,10 +99,11 @@ def run_scenario(broker, src, mnt, hold, topic):
         # until the cleaner has replaced the first segment CLEANINGS times while the files it
         # replaced are held open from outside.
         inodes = []
+        rounds = []  # each round's offsets
         r = 0
         deadline = time.monotonic() + 60
         while len(inodes) <= CLEANINGS:
-            produce_round(p, compacted, r, newest)
+            rounds.append(produce_round(p, compacted, r, newest))
             r += 1
             ino = base_segment_inode(src_dir)
             if r >= 2 and ino is not None and (not inodes or ino != inodes[-1]):
@@ -116,12 +121,24 @@ def run_scenario(broker, src, mnt, hold, topic):
         assert len(silly_files(src)) <= len(handles), f"{silly_files(src)} with {len(handles)} files held"
         assert_serving(broker, [mnt])
         assert compacted_reader.errors == 0, f"{compacted_reader.errors} errors reading {compacted} while cleaned"
+        assert compacted_reader.count > 0, f"the reader of {compacted} read nothing while it was cleaned"
 
-        # Every key's newest value is at its offset, older values were cleaned away.
-        got = consume_partitions(broker.bootstrap, compacted, [0], timeout=30)
+        # Older values were cleaned away: every round before the last two (the last is in the
+        # active segment, the one before it was rolled by the last) is superseded by a round
+        # the cleaner can see, so once it has cleaned what is cleanable none of it is left.
+        assert len(rounds) >= 3, rounds
+        superseded = set().union(*rounds[:-2])
+
+        def superseded_cleaned():
+            got = consume_partitions(broker.bootstrap, compacted, [0], timeout=30)
+            left = sorted(superseded & {m.offset() for m in got})
+            assert not left, f"{len(left)} of {len(superseded)} superseded records left, e.g. offsets {left[:10]}"
+            return got
+
+        got = wait_until(superseded_cleaned, 30, "the cleaner to remove the superseded values")
+        # Every key's newest value is at its offset (the last record read of each key).
         by_key = {m.key(): (m.offset(), m.value()) for m in got}
         assert by_key == newest
-        assert len(got) < r * KEYS, "older values were cleaned"
 
         # Delete the topic while its files are still held and its reader is mid-fetch;
         # file.delete.delay.ms (topic) > log.segment.delete.delay.ms (broker).
