@@ -568,7 +568,12 @@ def test_cluster_coordinator_reports_lag_of_partitions_other_brokers_own(broker_
             "the coordinator reports the lag of every partition",
         )
         other = 3 - coordinator
-        assert any(owner == other for owner in led.values()), (led, coordinator)
+        # The point of the test: a partition whose lag the coordinator reported was owned by the
+        # other broker before and after (``led`` alone cannot show it: it was read before the
+        # group existed, and the assertion above spread it over both brokers).
+        now = leaders(bootstrap, topic)
+        theirs = [p for p in range(partitions) if led[p] == other and now.get(p) == other]
+        assert theirs, f"no partition owned by broker {other} throughout (coordinator {coordinator}): {led} then {now}"
         for part, o in committed.items():
             seconds = value(ss, "kafka_consumergroup_lag_seconds", consumergroup=group, topic=topic, partition=part)
             if o == n:
