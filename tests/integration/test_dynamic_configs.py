@@ -3,6 +3,7 @@
 without a restart, kept across a restart, read-only names refused with Kafka's error; and in
 cluster mode a change made through one broker seen and applied by another."""
 
+import json
 import re
 import time
 
@@ -39,6 +40,7 @@ def alter(kafka_tool, bootstrap, *entity_and_change):
     return configs(kafka_tool, bootstrap, "--alter", "--entity-type", *entity_and_change)
 
 
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 DEFAULT = ("brokers", "--entity-default")
 BROKER1 = ("brokers", "--entity-name", "1")
 
@@ -179,11 +181,22 @@ def test_cluster_change_through_one_broker_applies_on_another(broker_factory, et
     shared.mkdir()
     n1, n2 = start_cluster(broker_factory, etcd, shared, n=2)
     create_topic(n1.bootstrap, topic, partitions=2)
-    led = wait_all_led(n1.bootstrap, topic, 2)
-    on2 = [p for p, node in led.items() if node == 2]
-    if not on2:
-        pytest.skip(f"no partition of {topic} went to broker 2: {led}")
-    p2 = on2[0]
+    wait_all_led(n1.bootstrap, topic, 2)
+    # Broker 2 must own a partition, whatever the placement did: partition 1 is moved there
+    # (and partition 0 to broker 1) with kafka-reassign-partitions, which pins them.
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": [p + 1], "log_dirs": ["any"]} for p in (0, 1)]}))
+    kafka_tool(REASSIGN, "--bootstrap-server", n1.bootstrap, "--execute",
+               "--reassignment-json-file", str(plan)).check("kafka-reassign-partitions --execute")
+
+    def placed():
+        now = leaders(n1.bootstrap, topic)
+        assert now == {0: 1, 1: 2}, now
+        return now
+
+    wait_until(placed, 30, "partition 1 owned by broker 2, partition 0 by broker 1")
+    p2 = 1
 
     # Through broker 1 only: the cluster-wide default, and broker 2's own config.
     alter(kafka_tool, n1.bootstrap, *DEFAULT, "--add-config", "log.segment.bytes=1048576").check()
