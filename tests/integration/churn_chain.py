@@ -6,7 +6,8 @@ record on to PREFIX-<s+1>, committing after the producer's flush (at least once)
 starts with one member; RECORDS records are then produced to PREFIX-0 (t0) and members are
 added one at a time up to MAX_MEMBERS, then removed one at a time; after each step it waits
 until every group is stable (its live members' assignments cover its input's partitions once,
-every member has one, the shares differ by at most one). A reader assigned the last topic
+every member has one, the shares differ by at most one, and a member that left has closed: until
+then the partitions it holds are still its own). A reader assigned the last topic
 counts what comes out.
 
     python churn_chain.py BOOTSTRAP VARIANT PREFIX RECORDS STAGES PARTITIONS MAX_MEMBERS POLL_PAUSE_MS TIMEOUT_S [CLIENT]
@@ -121,13 +122,14 @@ class Member(threading.Thread):
                 if msgs and c.poll_pause_s > 0:
                     time.sleep(c.poll_pause_s)
             self.commit(consumer)
-            with self.lock:
-                self.owned.clear()
-            consumer.close()
+            consumer.close()  # revokes (on_revoke) and leaves the group
         except Exception as e:  # noqa: BLE001 - reported, the chain fails
             out(f"ERROR member {self.stage}/{self.index} {e!r}")
             c.failed.set()
         finally:
+            # Its partitions were its own until now: it owns none once closed.
+            with self.lock:
+                self.owned.clear()
             self.closed.set()
 
     def owned_now(self) -> set:
@@ -202,13 +204,13 @@ class KafkaPythonMember(Member):
                 if n and c.poll_pause_s > 0:
                     time.sleep(c.poll_pause_s)
             commit()
-            with self.lock:
-                self.owned.clear()
             consumer.close()
         except Exception as e:  # noqa: BLE001
             out(f"ERROR member {self.stage}/{self.index} {e!r}")
             c.failed.set()
         finally:
+            with self.lock:
+                self.owned.clear()
             self.closed.set()
 
     def kp_send(self, topic, key, value) -> None:
@@ -233,7 +235,12 @@ class Chain:
         self.seen: set = set()
         self.read = 0
 
-    def stable(self, members) -> bool:
+    def stable(self, members, leaving=()) -> bool:
+        """``members`` (the group's live members) own every partition once, each at least one,
+        shares within one of each other; and every member of ``leaving`` has closed: until it
+        has, the partitions it still holds count as its own (not yet handed over)."""
+        if not all(m.closed.is_set() for m in leaving):
+            return False
         counts = [0] * self.partitions
         sizes = []
         for m in members:
@@ -284,6 +291,7 @@ class Chain:
             t0 = 0.0
             for step, change in enumerate(plan):
                 began = time.monotonic()
+                leaving: list = [[] for _ in range(self.stages)]  # this step's leavers, per group
                 for s in range(self.stages):
                     if change == "join":
                         m = self.member_class(self, s, next_index[s], producers[s])
@@ -291,8 +299,10 @@ class Chain:
                         groups[s].append(m)
                         m.start()
                     else:
-                        groups[s].pop(0).stop.set()  # the oldest member leaves
-                while not all(self.stable(g) for g in groups):
+                        m = groups[s].pop(0)  # the oldest member leaves
+                        m.stop.set()
+                        leaving[s].append(m)
+                while not all(self.stable(g, leaving[s]) for s, g in enumerate(groups)):
                     if self.failed.is_set() or time.monotonic() > self.deadline:
                         raise RuntimeError(f"not stable after step {step} ({change})")
                     time.sleep(0.005)
