@@ -68,7 +68,7 @@ AVAILABILITY_S = 45
 # Harness findings that are violations: a broker that exited by itself or did not start, a
 # partition that did not recover by itself, a group consumer that did not catch up.
 VIOLATING_FINDINGS = ("broker-died", "broker-start-failed", "partition-unavailable",
-                      "group-consumer-behind")
+                      "group-consumer-behind", "transform-behind")
 # librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
 QUIET = {"log_level": 2}
 
@@ -870,6 +870,206 @@ def check_transactions(env: "Env", tp: TxnProducer, timeout: float = 180) -> dic
             "errors": dict(tp.errors.most_common(8))}
 
 
+class TransformChain:
+    """Consume-transform-produce exactly once, as a Kafka Streams or librdkafka EOS application
+    does it: a read_committed consumer of group G reads the guaranteed workload's topic, and
+    each batch it read is produced to the output topic (``PARTITION:OFFSET`` of each input
+    record, to the same partition) in a transaction that also commits G's offsets
+    (send_offsets_to_transaction). After an abort the consumer goes back to G's committed
+    offsets; after a fatal error a new producer instance fences the old one and a new consumer
+    rejoins. Whatever the outcome of a transaction as the client saw it, its output and its
+    offsets are one: every input record below G's final committed offset is in the output
+    exactly once, and none at or past it (:func:`check_transform`)."""
+
+    def __init__(self, env: "Env", in_topic: str, out_topic: str, run_id: str):
+        self.env, self.in_topic, self.out_topic = env, in_topic, out_topic
+        self.group = self.tid = f"faults-ctp-{run_id}"
+        self.stop_flag = threading.Event()
+        self.commits = 0
+        self.aborts = 0
+        self.errors: Counter = Counter()
+        # input partition -> the offset G's last transaction that this client saw committed
+        # committed (what the drain waits for)
+        self.positions: Dict[int, int] = {}
+        self.thread = threading.Thread(target=self._run, daemon=True, name="transform")
+
+    def _new(self):
+        from confluent_kafka import Producer
+        c = harness.consumer(self.env.bootstrap, **{**QUIET, "group.id": self.group,
+                                                    "isolation.level": "read_committed",
+                                                    "enable.partition.eof": False,
+                                                    "session.timeout.ms": 10000})
+        try:
+            c.subscribe([self.in_topic])
+            p = Producer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
+                          "transactional.id": self.tid, "transaction.timeout.ms": 30000,
+                          "message.timeout.ms": 30000, "linger.ms": 5,
+                          "topic.metadata.refresh.interval.ms": 1000})
+            p.init_transactions(60)
+        except BaseException:
+            c.close()
+            raise
+        return c, p
+
+    def _rewind(self, c) -> None:
+        """Back to G's committed offsets (what the aborted transaction read is read again)."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        parts = c.assignment()
+        if not parts:
+            return
+        for tp in c.committed(parts, timeout=30):
+            c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+
+    def _close(self, c) -> None:
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - a consumer of a dead broker may fail to leave
+                pass
+
+    def _run(self):
+        from confluent_kafka import KafkaException
+        c = p = None
+        while not self.stop_flag.is_set():
+            try:
+                if p is None:
+                    c, p = self._new()
+            except KafkaException as e:
+                self.errors[f"init {e.args[0].name()}"] += 1
+                c, p = None, None
+                time.sleep(1)
+                continue
+            try:
+                msgs = [m for m in c.consume(num_messages=200, timeout=0.5) if m.error() is None]
+                if not msgs:
+                    continue
+                p.begin_transaction()
+                for m in msgs:
+                    p.produce(self.out_topic, value=f"{m.partition()}:{m.offset()}".encode(),
+                              partition=m.partition())
+                    p.poll(0)
+                positions = c.position(c.assignment())
+                p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 30)
+                self._commit(p)
+                self.commits += 1
+                for tp in positions:
+                    if tp.offset >= 0:
+                        self.positions[tp.partition] = tp.offset
+            except KafkaException as e:
+                err = e.args[0]
+                self.errors[f"{err.name()}"] += 1
+                if err.txn_requires_abort() and not err.fatal():
+                    try:
+                        p.abort_transaction(30)
+                        self.aborts += 1
+                        self._rewind(c)
+                        continue
+                    except KafkaException as e2:
+                        self.errors[f"abort {e2.args[0].name()}"] += 1
+                # A new instance fences this one; a new consumer starts from G's offsets.
+                self._close(c)
+                c, p = None, None
+            except BufferError:
+                self.errors["BufferError"] += 1
+                time.sleep(0.1)
+        self._close(c)
+
+    def _commit(self, p) -> None:
+        from confluent_kafka import KafkaException
+        for attempt in range(3):
+            try:
+                p.commit_transaction(30)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable() or attempt == 2:
+                    raise
+                self.errors[f"commit retry {e.args[0].name()}"] += 1
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def drain(self, ends: Dict[int, int], timeout: float = 90) -> bool:
+        """Wait until G's offsets (as committed by this client) reach ``ends``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(self.positions.get(p, -1) >= o for p, o in ends.items()):
+                return True
+            time.sleep(0.5)
+        return False
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join(timeout=120)
+
+
+def end_offsets(env: "Env", topic: str, timeout: float = 60) -> Dict[int, int]:
+    """Each partition's high watermark, retried through transient errors."""
+    from confluent_kafka import KafkaException, TopicPartition
+    c = harness.consumer(env.bootstrap, **QUIET)
+    try:
+        out: Dict[int, int] = {}
+        deadline = time.monotonic() + timeout
+        for p in range(PARTITIONS):
+            while p not in out:
+                try:
+                    out[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        return out
+    finally:
+        c.close()
+
+
+def check_transform(env: "Env", tc: TransformChain, input_offsets: Dict[int, set], timeout: float = 180) -> dict:
+    """After the final crash: G's committed offsets, and the output read read_committed from
+    the start. ``input_offsets``: the offsets of the input topic's records, per partition, from
+    its final read."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+    g = harness.consumer(env.bootstrap, **{**QUIET, "group.id": tc.group})
+    try:
+        committed = {tp.partition: tp.offset for tp in g.committed(
+            [TopicPartition(tc.in_topic, p) for p in range(PARTITIONS)], timeout=60)}
+    finally:
+        g.close()
+    c = harness.consumer(env.bootstrap, **{**QUIET, "enable.partition.eof": True,
+                                          "isolation.level": "read_committed"})
+    seen: Counter = Counter()
+    try:
+        c.assign([TopicPartition(tc.out_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        eof = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise harness.HarnessError(f"reading {tc.out_topic}: EOF on {sorted(eof)} only after {timeout}s")
+            for m in c.consume(num_messages=5000, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                    continue
+                eof.discard(m.partition())
+                p, o = m.value().decode().split(":")
+                seen[(int(p), int(o))] += 1
+    finally:
+        c.close()
+    below = {(p, o) for p, offs in input_offsets.items() for o in offs if o < committed.get(p, -1)}
+    lost = sorted(below - set(seen))
+    duplicated = sorted(k for k, n in seen.items() if n > 1)
+    beyond = sorted(k for k in seen if k[1] >= committed.get(k[0], -1))
+    return {"commits": tc.commits, "aborts": tc.aborts, "committed_offsets": committed,
+            "input_below_committed": len(below), "output": sum(seen.values()),
+            "ctp_lost": len(lost), "ctp_duplicated": len(duplicated), "ctp_past_offsets": len(beyond),
+            "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "past_offsets": beyond[:5]},
+            "errors": dict(tc.errors.most_common(8))}
+
+
+# Exactly-once checks of the consume-transform-produce workload (all are violations).
+CTP_CHECKS = ("ctp_lost", "ctp_duplicated", "ctp_past_offsets")
+
+
 # Exactly-once checks of the transactional workload (all are violations).
 EOS_CHECKS = ("txn_lost", "txn_duplicated", "txn_aborted_visible", "txn_partial", "txn_never_sent")
 
@@ -1110,6 +1310,10 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         live = LiveConsumer(env, wls, hist).start()
         txns = TxnProducer(env, txn_topic, run_id).start()
         guaranteed = next(w for w in wls if w.guaranteed)
+        ctp_topic = f"faults-ctp-{run_id}"
+        harness.create_topic(env.bootstrap, ctp_topic, partitions=PARTITIONS,
+                             config={} if env.cluster else {"flush.messages": "1"}, timeout=60)
+        transform = TransformChain(env, guaranteed.topic, ctp_topic, run_id).start()
         env.group_id = f"faults-group-{run_id}"
         group = GroupConsumer(env, guaranteed, hist, env.group_id, regroup_s).start()
         time.sleep(3)  # a quiet start
@@ -1129,6 +1333,10 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
             unacked[pr.wl.name] = pr.finish(90)
         txns.finish()
         live.finish()
+        ends = end_offsets(env, guaranteed.topic)
+        if not transform.drain(ends):
+            env.finding("transform-behind", positions=dict(transform.positions), ends=ends)
+        transform.finish()
         # Every host crashes before the final read (what was not fsynced is dropped), so that
         # what was acknowledged is read from storage, not from faultfs's unsynced overlay.
         result["final_crash_dropped_bytes"] = env.crash_all()
@@ -1138,6 +1346,10 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         for w in wls:
             final_read(env, w, hist)
         result["transactions"] = check_transactions(env, txns)
+        input_offsets: Dict[int, set] = {}
+        for (p, o) in hist.final[guaranteed.name]:
+            input_offsets.setdefault(p, set()).add(o)
+        result["transform"] = check_transform(env, transform, input_offsets)
         last = {}
         for (p, o) in hist.final[guaranteed.name]:
             last[p] = max(last.get(p, -1), o)
@@ -1214,6 +1426,13 @@ def violations(result: dict) -> Dict[str, int]:
                 out[f"transactions.{c}"] = eos[c]
         if not eos["committed"]:
             out["transactions.nothing_committed"] = 1
+    ctp = result.get("transform")
+    if ctp is not None:
+        for c in CTP_CHECKS:
+            if ctp[c]:
+                out[f"transform.{c}"] = ctp[c]
+        if not ctp["commits"] or not ctp["input_below_committed"]:
+            out["transform.nothing_committed"] = 1
     for kind, n in Counter(f["kind"] for f in result.get("findings", [])).items():
         if kind in VIOLATING_FINDINGS:
             out[kind] = n
@@ -1261,6 +1480,10 @@ def table(result: dict) -> str:
     if eos:
         lines.append("transactions (read_committed): " + ", ".join(
             f"{k} {eos[k]}" for k in ("committed", "aborted", "unknown", *EOS_CHECKS)))
+    ctp = result.get("transform")
+    if ctp:
+        lines.append("consume-transform-produce (read_committed): " + ", ".join(
+            f"{k} {ctp[k]}" for k in ("commits", "aborts", "input_below_committed", "output", *CTP_CHECKS)))
     lines.append(f"violations of the guarantees: {result.get('violations') or 'none'}")
     if result.get("producer_fatal"):
         lines.append(f"fatal producer errors: {len(result['producer_fatal'])}: {result['producer_fatal'][:3]}")

@@ -97,6 +97,19 @@ def test_every_fault_kind_took_effect_and_every_harness_check_holds(mode, tmp_pa
     assert not harness_checks, f"{harness_checks}: {json.dumps(found, default=str)[:4000]}"
 
 
+@pytest.mark.parametrize("mode", ["single", "cluster"])
+def test_exactly_once(mode, tmp_path_factory):
+    """The transactional workloads, after the final crash: every transaction committed as the
+    client saw it is read once and whole by read_committed, no aborted record is visible, a
+    transaction of unknown outcome is all or nothing; the consume-transform-produce chain's
+    output holds every input record below its group's committed offsets exactly once, and
+    none past them (faults.check_transactions, faults.check_transform)."""
+    res = _run(mode, tmp_path_factory)
+    eos = {k: v for k, v in res["violations"].items() if k.startswith(("transactions.", "transform."))}
+    assert not eos, (f"{mode}: {eos} (seed {SEED}); transactions: {json.dumps(res['transactions'], default=str)[:2000]}; "
+                     f"transform: {json.dumps(res['transform'], default=str)[:2000]}; workdir {res['workdir']}")
+
+
 def test_self_test_catches_every_broken_variant(tmp_path):
     """Each deliberately broken variant of the broker (crates/store/src/mutation.rs: acks=all
     before the fsync, an exit on a full disk, failed logs never re-opened, a write gate that
