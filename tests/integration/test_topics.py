@@ -86,3 +86,24 @@ def test_delete(kafka_tool, broker, topic):
     assert keep in listed(kafka_tool, broker), "deleting one topic must not delete another"
     res = topics(kafka_tool, broker, "--describe", "--topic", topic)
     assert res.rc != 0, res.describe("describe deleted topic")
+
+
+def test_clients_cannot_append_to_internal_topics(broker, topic):
+    """Only their coordinators write __consumer_offsets and __transaction_state: a client's
+    produce to them is refused with INVALID_TOPIC_EXCEPTION (Kafka's "Cannot append to
+    internal topic"), so nothing a client sends is replayed into group or transaction state
+    at the next load."""
+    import harness
+    from confluent_kafka import KafkaError, TopicPartition
+
+    harness.create_topic(broker.bootstrap, topic, partitions=1)
+    c = harness.consumer(broker.bootstrap, **{"group.id": f"{topic}-g"})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # creates __consumer_offsets
+    finally:
+        c.close()
+    p = harness.producer(broker.bootstrap, **{"enable.idempotence": False, "retries": 0})
+    got = []
+    p.produce("__consumer_offsets", key=b"k", value=b"v", partition=0, on_delivery=lambda err, msg: got.append(err))
+    assert p.flush(30) == 0
+    assert len(got) == 1 and got[0] is not None and got[0].code() == KafkaError.TOPIC_EXCEPTION, got

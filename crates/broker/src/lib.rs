@@ -542,7 +542,7 @@ impl Broker {
         match request.body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
             RequestKind::Metadata(r) => ready(apis::metadata::handle(self, r, version)),
-            RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts),
+            RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts, &client),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
             RequestKind::CreateTopics(r) => {
                 self.off_runtime(move |b| apis::create_topics::handle(b, r, version))

@@ -102,11 +102,16 @@ fn verdict_code(code: i16, version: i16) -> i16 {
     }
 }
 
+/// The client id Kafka lets append to its internal topics (`AdminUtils.ADMIN_CLIENT_ID`);
+/// any other client gets INVALID_TOPIC_EXCEPTION, as from Kafka's ReplicaManager.
+const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: ProduceRequest,
     version: i16,
     verdicts: &Verdicts,
+    client: &super::Client,
 ) -> Reply {
     let acks = req.acks;
     if !matches!(acks, -1..=1) {
@@ -161,6 +166,17 @@ pub(crate) fn handle(
                 continue;
             };
             let (bytes, messages) = crate::metrics::batch_stats(&records);
+            if crate::is_internal_topic(&s.meta.name) && client.id != ADMIN_CLIENT_ID {
+                // Only its coordinator writes it: a client's records would be replayed into
+                // the groups' or transactions' state at the next load.
+                counts.add(bytes, messages, true);
+                partitions.push(error_partition(
+                    p.index,
+                    ResponseError::InvalidTopicException.code(),
+                    Some(format!("Cannot append to internal topic {}", s.meta.name)),
+                ));
+                continue;
+            }
             let txn = transactional.then_some((verdicts, version));
             let appended = Appended {
                 counters: counters.as_deref(),
