@@ -1511,6 +1511,8 @@ SELF_TEST = (
     ("no-reopen", {"faults": {"brokers": 1, "kinds": ["fsync-eio"], "seconds": 15}}),
     ("open-gate", {"pytest": "test_cluster_fencing.py"}),
     ("forget-commit-marker", {"faults": {"brokers": 1, "kinds": ["kill"], "seconds": 15}}),
+    ("unsynced-offsets-marker",
+     {"pytest": "test_transactions.py::test_a_committed_transactions_offsets_survive_a_host_crash"}),
 )
 
 

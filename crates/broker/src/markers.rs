@@ -129,7 +129,11 @@ impl Broker {
         // `__consumer_offsets`, whose state the group coordinator answers on only once on
         // storage: a COMMIT marker lost there after the transaction completed would leave its
         // offsets pending, then dropped by the producer's next ABORT.
-        let flushed = (outcome.flush_due || self.cluster.is_some() || topic == OFFSETS_TOPIC)
+        let offsets = topic == OFFSETS_TOPIC
+            && !sluice_store::mutation::active(
+                sluice_store::mutation::Mutation::UnsyncedOffsetsMarker,
+            );
+        let flushed = (outcome.flush_due || self.cluster.is_some() || offsets)
             .then(|| self.flusher.request(log.clone()));
         Ok(async move {
             match flushed {

@@ -28,16 +28,21 @@ pub enum Mutation {
     /// A transaction's COMMIT marker to a data partition is reported written but is not: the
     /// transaction stays open there and its records are never read committed.
     ForgetCommitMarker,
+    /// A transaction marker on `__consumer_offsets` follows the partition's flush policy (none)
+    /// instead of being fsynced before its transaction completes: a crash after the commit
+    /// loses it, and the transaction's offsets stay pending.
+    UnsyncedOffsetsMarker,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 7] = [
         Mutation::SkipFsync,
         Mutation::SkipDirFsync,
         Mutation::ExitOnEnospc,
         Mutation::NoReopen,
         Mutation::OpenGate,
         Mutation::ForgetCommitMarker,
+        Mutation::UnsyncedOffsetsMarker,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +53,7 @@ impl Mutation {
             Mutation::NoReopen => "no-reopen",
             Mutation::OpenGate => "open-gate",
             Mutation::ForgetCommitMarker => "forget-commit-marker",
+            Mutation::UnsyncedOffsetsMarker => "unsynced-offsets-marker",
         }
     }
 }
