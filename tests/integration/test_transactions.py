@@ -379,12 +379,12 @@ def test_plain_commit_newer_than_a_transactions_offsets_wins_across_a_restart(sb
 
 @pytest.mark.sluice_only
 def test_a_committed_transactions_offsets_survive_a_host_crash(broker_factory, tmp_path, topic):
-    """A transaction that wrote records (to a topic with flush.messages=1) and a group's offsets
+    """A transaction that wrote records (to a topic with no flush policy) and a group's offsets
     commits; the host then crashes, losing whatever was not fsynced (faultfs): after the
-    restart its records are read_committed and the group's offset is committed, stable. The
-    COMMIT marker on __consumer_offsets is coordinator state: on storage before the
-    transaction completes, whatever the partition's flush policy (the fault suite found it
-    lost, and the offsets aborted by the producer's next transaction, after a failed fsync)."""
+    restart its records are read_committed and the group's offset is committed, stable. Every
+    marker is fsynced before the transaction completes, with the records before it, whatever
+    the partition's flush policy (the fault suite found the marker on __consumer_offsets lost,
+    and the offsets aborted by the producer's next transaction, after a failed fsync)."""
     import os
     import sys
     from pathlib import Path
@@ -399,7 +399,7 @@ def test_a_committed_transactions_offsets_survive_a_host_crash(broker_factory, t
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
         group = f"{topic}-group"
-        create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
+        create_topic(broker.bootstrap, topic, partitions=1)
         p = producer(broker.bootstrap, **{"transactional.id": f"{topic}-tx", "transaction.timeout.ms": 60000})
         c = harness.consumer(broker.bootstrap, **{"group.id": group, "isolation.level": "read_committed"})
         try:
@@ -409,9 +409,12 @@ def test_a_committed_transactions_offsets_survive_a_host_crash(broker_factory, t
                 p.produce(topic, value=f"v{i}".encode(), partition=0)
             p.send_offsets_to_transaction([TopicPartition(topic, 0, 42)], c.consumer_group_metadata(), 30)
             p.commit_transaction(30)
-            # The transaction completes (its markers are written) before the crash.
-            harness.wait_until(lambda: c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 42,
-                               30, "the transaction's offset committed")
+            # The transaction completes before the crash: a new instance's InitProducerId
+            # waits for it (CONCURRENT_TRANSACTIONS until its Complete record is on storage),
+            # so the crash cannot make the coordinator write its markers again.
+            again = producer(broker.bootstrap, **{"transactional.id": f"{topic}-tx"})
+            again.init_transactions(60)
+            assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 42
         finally:
             c.close()
         broker.kill()

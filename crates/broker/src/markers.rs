@@ -124,17 +124,20 @@ impl Broker {
             marker_error_code(&e)
         })?;
         self.fetch_waiters.wake(&log);
-        // On storage before the transaction completes: in a cluster always (the confirmation
-        // publishes it); on one broker as the partition's flush policy asks, and always on
-        // `__consumer_offsets`, whose state the group coordinator answers on only once on
-        // storage: a COMMIT marker lost there after the transaction completed would leave its
-        // offsets pending, then dropped by the producer's next ABORT.
-        let offsets = topic == OFFSETS_TOPIC
-            && !sluice_store::mutation::active(
+        // On storage before the transaction completes, whatever the partition's flush
+        // policy: the fsync covers the transaction's records before it too, so a transaction
+        // its client saw committed survives a host crash whole, and no partition keeps its
+        // records without its marker (an open transaction its coordinator thinks complete,
+        // holding the last stable offset). In a cluster the confirmation then publishes it.
+        // The `unsynced-offsets-marker` mutation skips it on `__consumer_offsets` (the
+        // fault suite's self-test).
+        let skip = topic == OFFSETS_TOPIC
+            && self.cluster.is_none()
+            && !outcome.flush_due
+            && sluice_store::mutation::active(
                 sluice_store::mutation::Mutation::UnsyncedOffsetsMarker,
             );
-        let flushed = (outcome.flush_due || self.cluster.is_some() || offsets)
-            .then(|| self.flusher.request(log.clone()));
+        let flushed = (!skip).then(|| self.flusher.request(log.clone()));
         Ok(async move {
             match flushed {
                 Some(f) => f.await,
