@@ -163,11 +163,13 @@ fn read_from(log: &Log, from: i64) -> (Vec<LoadItem>, i64) {
     (out, next)
 }
 
-/// The partitions of a coordinator's loaded logs that the write gate refuses now (their
-/// coordinator unloads them: `Groups::unload_fenced`, `Txns::unload_fenced`).
+/// The partitions of a coordinator's loaded logs that the write gate refuses now, or that
+/// failed (a failed fsync: the state in memory may hold what never reached storage); their
+/// coordinator unloads them (`Groups::unload_fenced`, `Txns::unload_fenced`) and loads them
+/// again from what storage holds when the log is re-opened.
 pub(crate) fn unwritable(logs: &HashMap<i32, Arc<Log>>) -> Vec<i32> {
     logs.iter()
-        .filter(|(_, log)| !log.writable())
+        .filter(|(_, log)| !log.writable() || log.failure().is_some())
         .map(|(p, _)| *p)
         .collect()
 }

@@ -820,8 +820,10 @@ impl Broker {
         log: &Arc<sluice_store::Log>,
         config: sluice_store::LogConfig,
     ) {
+        let was = log.sync_bounded();
         log.set_config(config);
-        if log.sync_bounded() {
+        // Turned on, on one broker (in a cluster the published mark bounds reads anyway).
+        if !was && log.sync_bounded() && self.cluster.is_none() {
             let waiting = self.flusher.request(log.clone());
             drop(waiting); // the request joins the next round; nobody waits for it here
         }

@@ -113,7 +113,8 @@ impl Txns {
     }
 
     /// Unload every partition whose log this broker may no longer write (the write gate: the
-    /// lease was not renewed in time, or the partition is no longer held here): its
+    /// lease was not renewed in time, or the partition is no longer held here) or whose log
+    /// failed (its state in memory may hold a transition that never reached storage): its
     /// transactional ids answer NOT_COORDINATOR from then on, and its marker jobs stop at
     /// their next step. Asked before every call on the coordinator.
     fn unload_fenced(&self) {
@@ -234,6 +235,22 @@ impl Broker {
         let epoch = log.leader_epoch();
         let (loaded, n) = {
             let mut c = self.txns.coordinator.lock();
+            let same = self
+                .txns
+                .logs
+                .lock()
+                .get(&partition)
+                .is_some_and(|l| Arc::ptr_eq(l, &log));
+            if same && c.coordinator_epoch(partition) == Some(epoch) {
+                // Loaded from this log at this epoch meanwhile (a re-open and a client's
+                // request race to load it): its marker jobs run once.
+                return;
+            }
+            if log.failure().is_some() {
+                // Failed since it was chosen (appends fail under this lock): its re-open
+                // loads it, at a new epoch, from what storage holds.
+                return;
+            }
             // What was appended since the read (a load replacing an earlier one, whose calls
             // append under this lock) is read under it.
             records.extend(read_records(&log, next).0);
@@ -595,6 +612,66 @@ mod tests {
             Ok((Ok(()), _, _)) => Ok(()),
             _ => Err(()),
         })
+    }
+
+    /// A `__transaction_state` log whose fsync failed may hold a transition that never reached
+    /// storage (a partition added to a transaction): its coordinator stops answering from it
+    /// (NOT_COORDINATOR, then the re-open loads it again from storage) instead of verifying a
+    /// partition that storage does not have in the transaction.
+    #[test]
+    fn a_failed_transaction_log_is_not_answered_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            let p = broker.txns.partition_for("tx");
+            let b = broker.clone();
+            let mut alloc = move || b.allocate_producer_id();
+            let (ran, _, _) = broker
+                .txns
+                .run(|c| c.init_producer_id("tx", 60_000, None, now_ms(), &mut alloc))
+                .unwrap();
+            let (pid, epoch) = ran.unwrap();
+            let x = ("x".to_string(), 0);
+            let (added, _, _) = broker
+                .txns
+                .run(|c| {
+                    c.add_partitions(
+                        "tx",
+                        pid,
+                        epoch,
+                        std::slice::from_ref(&x),
+                        false,
+                        false,
+                        now_ms(),
+                    )
+                })
+                .unwrap();
+            assert!(added.unwrap().iter().all(|(_, r)| r.is_ok()));
+            // The fsync of that record fails: the log is failed, the shard still loaded.
+            let tp = sluice_store::TopicPartition {
+                topic: TXN_TOPIC.to_string(),
+                partition: p,
+            };
+            broker
+                .logs
+                .get(&tp)
+                .unwrap()
+                .mark_failed("a test fails the fsync".into());
+            let answer = broker
+                .txn_check_partitions("tx", pid, epoch, vec![x], false)
+                .await;
+            assert!(
+                answer.is_err(),
+                "verified from a failed log's memory: {answer:?}"
+            );
+            assert_eq!(broker.txns.coordinator_epoch(p), None);
+        });
     }
 
     /// Issue 53, items 2 and 5: every load of a `__transaction_state` partition is at a new

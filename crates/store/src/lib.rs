@@ -787,7 +787,10 @@ impl Log {
     /// Change the log's configuration. Turning `flush.messages=1` on bounds reads at the
     /// synced mark from now on: what was readable past it is not until the next flush.
     pub fn set_config(&self, config: LogConfig) {
-        self.shared.write().sync_bounded = config.flush_messages == 1;
+        let bounded = config.flush_messages == 1;
+        if self.shared.read().sync_bounded != bounded {
+            self.shared.write().sync_bounded = bounded;
+        }
         *self.config.write() = config;
     }
     /// Readers see nothing past the synced mark (`flush.messages=1`): see [`Log::set_config`].
