@@ -839,7 +839,9 @@ impl Cluster {
                 .registry
                 .insert(Arc::new(TopicState { meta, config, logs }));
         }
-        // Topics gone from etcd: deleted. Their owners delete the files.
+        // Topics gone from etcd: deleted. Their owners delete the files, through the write
+        // gate: the partition stays held until its directory is renamed away, so a broker
+        // past its write deadline leaves it (for the partition's next owner).
         for state in broker.registry.all() {
             if view.topics.contains_key(&state.meta.name) {
                 continue;
@@ -850,8 +852,9 @@ impl Cluster {
                     topic: state.meta.name.clone(),
                     partition: p,
                 };
-                if self.held.write().remove(&tp).is_some() {
+                if self.held.read().contains_key(&tp) {
                     self.release_files(broker, &tp, true);
+                    self.held.write().remove(&tp);
                 }
             }
             tracing::info!(topic = %state.meta.name, "topic deleted");

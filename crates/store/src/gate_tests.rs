@@ -174,3 +174,123 @@ fn a_log_opened_under_an_older_epoch_may_not_write() {
     log.set_leader_epoch(6);
     log.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
 }
+
+/// Names directly in the log dir `root`.
+fn entries(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_closed_gate_leaves_a_deleted_topics_directory_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(4, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 4)
+        .unwrap();
+    for i in 0..6 {
+        log.append(batch(&format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    let dir = log.dir();
+    let before = files(&dir);
+    let root = entries(d.path());
+    // Past its write deadline, the broker learns that the topic was deleted: the partition
+    // may have a new owner by now, whose files these could be.
+    gate.closed.store(true, Ordering::Release);
+    m.delete_log(&tp()).unwrap();
+    m.maintain(NOW + 10_000_000);
+    assert_eq!(entries(d.path()), root, "the directory was renamed");
+    assert!(
+        files(&dir) == before,
+        "a file changed behind a closed gate: {:?}",
+        files(&dir).keys()
+    );
+}
+
+#[test]
+fn deleting_a_topic_leaves_a_new_incarnations_directory_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(4, Ordering::Release);
+    let old_broker = manager(d.path(), &gate);
+    let old = old_broker
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 4)
+        .unwrap();
+    old.append(batch("old"), AppendOrigin::Client, NOW).unwrap();
+    let dir = old.dir();
+    // The topic was deleted and created again under its name, and the new partition's owner
+    // put the old directory aside and made its own, before this broker saw the deletion.
+    std::fs::rename(&dir, d.path().join("elsewhere")).unwrap();
+    let new_gate = Arc::new(TestGate::default());
+    new_gate.epoch.store(1, Ordering::Release);
+    let new_broker = manager(d.path(), &new_gate);
+    let new = new_broker
+        .open_log(&tp(), uuid::Uuid::from_u128(10), small(), 1)
+        .unwrap();
+    new.append(batch("new"), AppendOrigin::Client, NOW).unwrap();
+    new.flush().unwrap();
+    assert_eq!(new.dir(), dir);
+    let before = files(&dir);
+    old_broker.delete_log(&tp()).unwrap();
+    old_broker.maintain(NOW);
+    assert!(dir.is_dir(), "the new incarnation's directory was taken");
+    assert!(files(&dir) == before, "{:?}", files(&dir).keys());
+    new.append(batch("more"), AppendOrigin::Client, NOW)
+        .unwrap();
+}
+
+#[test]
+fn a_closed_gate_keeps_deleted_segments_for_the_owner_to_remove() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(4, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 4)
+        .unwrap();
+    for i in 0..12 {
+        log.append(batch(&format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    log.publish(log.synced_mark());
+    assert!(log.segment_count() > 2, "the test needs sealed segments");
+    // A reader holds the oldest segment while DeleteRecords removes it: its files are
+    // renamed to `.deleted` and wait for the reader.
+    let held = log.read(0, 1 << 20, true).unwrap().slice.unwrap();
+    let start = log.delete_records_before(24).unwrap();
+    assert_eq!(start, 24);
+    let dir = log.dir();
+    let deleted = |dir: &Path| -> Vec<String> {
+        files(dir)
+            .into_keys()
+            .filter(|n| n.ends_with(".deleted"))
+            .collect()
+    };
+    assert!(!deleted(&dir).is_empty(), "{:?}", files(&dir).keys());
+    // The broker may no longer write the partition's files (another broker took it over, and
+    // may hold files of these names), then the reader lets go.
+    gate.closed.store(true, Ordering::Release);
+    let before = files(&dir);
+    drop(held);
+    // What the reaper thread does every half second.
+    m.inner.reap_all(NOW);
+    m.maintain(NOW);
+    assert!(
+        files(&dir) == before,
+        "unlinked behind a closed gate: {:?}",
+        files(&dir).keys()
+    );
+    // Open again: the owner's own removal goes through.
+    gate.closed.store(false, Ordering::Release);
+    m.inner.reap_all(NOW);
+    assert!(deleted(&dir).is_empty(), "{:?}", files(&dir).keys());
+}

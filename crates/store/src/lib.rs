@@ -1199,7 +1199,6 @@ impl LogManager {
     pub fn close_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.close_log(tp)
     }
-    /// Remove the partition from service at once and its files as soon as nothing holds them.
     /// Stop serving a log another broker owns now (cluster mode), writing nothing but an
     /// fsync of what was appended.
     pub fn release_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
@@ -1222,6 +1221,9 @@ impl LogManager {
     ) -> Result<Option<i64>, StoreError> {
         self.inner.hand_over_log(tp, now_ms)
     }
+    /// Remove the partition from service at once and its files as soon as nothing holds
+    /// them. In a shared log dir (cluster mode) the directory goes only through the log's
+    /// write gate, and only while it holds this topic's files: otherwise it is left in place.
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.delete_log(tp)
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
@@ -1969,6 +1969,12 @@ impl Log {
 
     /// Unlink deleted segments nobody holds any more (each when its retry is due). Returns
     /// true if none remain, and the time the next retry is due.
+    ///
+    /// The renames and the unlinks pass the write gate: once this broker may no longer write
+    /// the partition's files they are left as they are, for the partition's next owner, whose
+    /// open removes every `*.deleted` file it finds (`log/loader.rs`). A former owner must not
+    /// unlink them: a rename it made after a takeover (one that passed the gate, then stalled
+    /// past the deadline) may have given a `.deleted` name to a segment the new owner serves.
     pub(crate) fn reap_pending(&self, now_ms: i64) -> (bool, Option<i64>) {
         let mut pending = self.pending.lock();
         let del = &self.del;
@@ -1978,12 +1984,12 @@ impl Log {
                 next = crate::deferred::earliest(next, p.attempt.next_at());
                 return true;
             }
+            if !self.writable() {
+                // Not this broker's to rename or unlink any more: left as they are.
+                return true;
+            }
             let path = seg_path(&p.dir, p.base, SegmentFileKind::Log);
             if !p.renamed {
-                if !self.writable() {
-                    // Not this broker's to rename any more: left as they are.
-                    return true;
-                }
                 let _files = self.files_lock.lock();
                 match rename_deleted_in(&p.dir, p.base, p.tag.as_deref()) {
                     Ok(()) => p.renamed = true,
@@ -2114,13 +2120,24 @@ impl Log {
             .sum()
     }
 
-    /// For a deleted log: when no reader holds any file of it any more, drop every segment
-    /// (closing the files) and return true; the directory can then be removed. Readers that
-    /// come later find an empty log.
-    pub(crate) fn release_files(&self, now_ms: i64) -> bool {
-        let (done, _) = self.reap_pending(now_ms);
-        if !done {
-            return false;
+    /// For a deleted log whose directory was renamed away: when no reader holds any file of
+    /// it any more, drop every segment (closing the files) and return true; the directory can
+    /// then be removed. Readers that come later find an empty log.
+    pub(crate) fn release_files(&self) -> bool {
+        {
+            // Segments deleted earlier are in the directory too (renamed or not): their
+            // removal is the directory's, once their readers are done.
+            let mut pending = self.pending.lock();
+            if pending.iter().any(|p| {
+                p.seg
+                    .as_ref()
+                    .is_some_and(|s| Arc::strong_count(s) > 1 || Arc::strong_count(&s.log) > 1)
+            }) {
+                return false;
+            }
+            for p in pending.drain(..) {
+                self.del.counters.done(&p.attempt);
+            }
         }
         let mut s = self.shared.write();
         // The list itself may be held by an in-flight read.
@@ -2156,6 +2173,15 @@ impl Log {
         self.deleted.store(true, Ordering::Release);
         self.drop_spare();
         self.dir()
+    }
+
+    /// Rename the directory of this deleted log to `target` (a `-delete` name), through the
+    /// write gate (asked under the writer lock, immediately before), and only while it holds
+    /// this log's topic's files (`manager::retire_dir`). Ok(false) if it does not.
+    pub(crate) fn retire_dir(&self, target: &Path) -> io::Result<bool> {
+        let _w = self.writer.lock();
+        self.gate_io()?;
+        crate::manager::retire_dir(&self.dir(), target, self.topic_id)
     }
 
     pub(crate) fn end_offset_for_epoch_impl(&self, epoch: i32) -> Option<(i32, i64)> {

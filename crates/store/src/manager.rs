@@ -17,6 +17,7 @@ use crate::deferred::{
     PendingPath,
 };
 use crate::fsutil::{now_ms, sync_dir, write_atomic};
+use crate::gate::Fenced;
 use crate::log::{OpenParams, PARTITION_METADATA};
 use crate::segment::Segment;
 use crate::{DiscoveredLog, Log, LogConfig, MetaProperties, StoreError, TopicPartition};
@@ -159,6 +160,45 @@ fn suffixed_dir_name(tp: &TopicPartition, what: &str) -> String {
         keep -= 1;
     }
     format!("{}{suffix}", &tp.topic[..keep])
+}
+
+/// The topic id a partition directory's `partition.metadata` names, if it has a readable one.
+pub(crate) fn dir_topic_id(dir: &Path) -> Option<uuid::Uuid> {
+    std::fs::read_to_string(dir.join(PARTITION_METADATA))
+        .ok()
+        .and_then(|t| parse_partition_metadata(&t).ok())
+        .map(uuid::Uuid::from_bytes)
+}
+
+/// Rename the partition directory `path` to `target` (a unique `-delete` name) if it holds
+/// the files of topic `topic_id`, as its `partition.metadata` says before and after the
+/// rename. Ok(false) if it does not (or is gone): in a shared log dir the name may belong to
+/// another incarnation of the topic by now (deleted and created again, its new owner put the
+/// old directory aside and made its own). Should the name change hands between the check and
+/// the rename, the directory moved is not ours: it is put back, and nothing in it is touched.
+pub(crate) fn retire_dir(path: &Path, target: &Path, topic_id: uuid::Uuid) -> io::Result<bool> {
+    if dir_topic_id(path) != Some(topic_id) {
+        return Ok(false);
+    }
+    match std::fs::rename(path, target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    if dir_topic_id(target) != Some(topic_id) {
+        tracing::error!(dir = %path.display(), "the partition directory changed hands while it was being deleted; putting it back");
+        if let Err(e) = std::fs::rename(target, path) {
+            tracing::error!(dir = %target.display(), to = %path.display(), error = %e,
+                "could not put a partition directory back; it is left where it is");
+        }
+        return Ok(false);
+    }
+    if let Some(root) = path.parent() {
+        if let Err(e) = sync_dir(root) {
+            tracing::warn!(dir = %root.display(), error = %e, "fsync of log dir failed");
+        }
+    }
+    Ok(true)
 }
 
 fn read_checkpoint(path: &Path) -> HashMap<TopicPartition, i64> {
@@ -367,10 +407,7 @@ impl Inner {
                         "partition found in more than one log dir; using the first");
                     continue;
                 }
-                let topic_id = std::fs::read_to_string(entry.path().join(PARTITION_METADATA))
-                    .ok()
-                    .and_then(|t| parse_partition_metadata(&t).ok())
-                    .map(uuid::Uuid::from_bytes);
+                let topic_id = dir_topic_id(&entry.path());
                 placement.insert(tp.clone(), idx);
                 discovered.push(DiscoveredLog {
                     tp,
@@ -741,6 +778,9 @@ impl Inner {
             return Ok(());
         }
         let target = self.dirs[idx].join(delete_dir_name(tp));
+        if self.shared {
+            return self.delete_shared(tp, log, &path, &target);
+        }
         let pending = match std::fs::rename(&path, &target) {
             Ok(()) => {
                 if let Err(e) = sync_dir(&self.dirs[idx]) {
@@ -768,6 +808,47 @@ impl Inner {
         if let Err(e) = self.checkpoint() {
             tracing::warn!(error = %e, "checkpoint after delete failed");
         }
+        self.reap_dirs(now_ms());
+        Ok(())
+    }
+
+    /// `delete_log` in a shared log dir (cluster mode). The partition's name may be another
+    /// broker's by now (the topic created again), so the directory is renamed away only
+    /// through the write gate of the deleted log (`Log::retire_dir`: this broker still holds
+    /// the partition under the log's epoch, and its write deadline has not passed) and only
+    /// while it holds the deleted topic's files. Otherwise it is left in place, for the
+    /// partition's next owner; a rename that fails is not retried by name either.
+    fn delete_shared(
+        &self,
+        tp: &TopicPartition,
+        log: Option<Arc<Log>>,
+        path: &Path,
+        target: &Path,
+    ) -> Result<(), StoreError> {
+        let Some(l) = &log else {
+            // Not open here: not this broker's to remove.
+            return Ok(());
+        };
+        match l.retire_dir(target) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(?tp, dir = %path.display(), "the deleted partition's directory no longer holds its files; left alone");
+                return Ok(());
+            }
+            Err(e) if Fenced::in_io(&e).is_some() => {
+                tracing::info!(?tp, dir = %path.display(), "the deleted partition's directory is left in place: {e}");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(?tp, dir = %path.display(), error = %e, "could not rename the deleted partition's directory; it is left in place");
+                return Ok(());
+            }
+        }
+        self.del.counters.added();
+        self.pending_dirs.lock().push(PendingDir {
+            log,
+            ..PendingDir::new(target.to_path_buf())
+        });
         self.reap_dirs(now_ms());
         Ok(())
     }
@@ -805,7 +886,7 @@ impl Inner {
             }
             // Our own handles first: wait for the last reader, then close everything.
             if let Some(log) = &p.log {
-                if !log.release_files(now) {
+                if !log.release_files() {
                     return true;
                 }
             }
@@ -817,6 +898,12 @@ impl Inner {
             }
             p.waiting.clear();
             p.log = None;
+            // No write gate here, and none is needed for a deleted partition: `p.path` is a
+            // `-delete` name (this broker's, unique: `delete_dir_name`, or found at start-up),
+            // and no broker opens a partition under such a name (`open_log` opens
+            // `<topic>-<partition>` only; `Inner::open` skips them). In a shared log dir a
+            // directory gets that name only through the write gate and while it holds the
+            // deleted topic's files (`retire_dir`), so no new owner's file is in it.
             match remove_tree(&p.path, &del.counters, &mut open) {
                 Ok(()) => {
                     tracing::info!(dir = %p.path.display(), "deleted partition directory");
