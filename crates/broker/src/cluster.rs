@@ -596,10 +596,12 @@ impl Cluster {
     /// Acquire the partition `tp` assigned to this broker: bump its epoch in etcd, open
     /// (recover) its files, start a new segment so that whatever a former owner may still
     /// append lies past the sealed end, and fsync what was recovered.
+    #[allow(clippy::too_many_arguments)]
     fn acquire(
         &self,
         broker: &Broker,
         store: &EtcdStore,
+        view: &ClusterView,
         topic: &sluice_meta::TopicMeta,
         partition: i32,
         seen: OwnerRecord,
@@ -628,20 +630,44 @@ impl Cluster {
             );
             return None;
         }
-        let opened = match record.owner.recovery_point {
-            0 => broker
-                .logs
-                .open_log(&tp, topic.id, log_config(config), record.owner.epoch),
-            rp => {
-                broker
+        let open = || {
+            match record.owner.recovery_point {
+                0 => broker
                     .logs
-                    .open_log_at(&tp, topic.id, log_config(config), record.owner.epoch, rp)
+                    .open_log(&tp, topic.id, log_config(config), record.owner.epoch),
+                rp => broker.logs.open_log_at(
+                    &tp,
+                    topic.id,
+                    log_config(config),
+                    record.owner.epoch,
+                    rp,
+                ),
             }
+            .map_err(|e| e.to_string())
         };
+        let mut opened = open();
         // Held from here: the new segment and the flush pass the write gate under the epoch
         // just acquired (the log was opened with it).
         self.held.write().insert(tp.clone(), record);
-        let opened = opened.map_err(|e| e.to_string()).and_then(|log| {
+        if opened.is_err() {
+            // The directory of a deleted topic of this name, left where it was (its owner was
+            // away when it was deleted): put aside once nobody else may write it, then opened
+            // anew.
+            if let Some(stray) = broker.logs.stray_topic_id(&tp, topic.id) {
+                opened = self
+                    .retire_stray(
+                        broker,
+                        store,
+                        view,
+                        &tp,
+                        topic.id,
+                        stray,
+                        record.owner.epoch,
+                    )
+                    .and_then(|()| open());
+            }
+        }
+        let opened = opened.and_then(|log| {
             log.roll(now_ms()).map_err(|e| e.to_string())?;
             log.flush().map_err(|e| e.to_string())?;
             // Readers see what was recovered, and from now on only what a confirmed
@@ -685,6 +711,103 @@ impl Cluster {
         }
     }
 
+    /// `tp`'s directory holds the files of `stray`, an earlier incarnation of the topic (one
+    /// deleted: this broker just acquired the partition under `topic_id`, and topic ids are
+    /// never used again). Put it aside (renamed to a `-delete` name, then removed) once no
+    /// other broker may write it: a deletion leaves a record in etcd naming the broker each
+    /// partition was assigned to then ([`sluice_meta::DeletedTopic`]), and until that broker
+    /// has let go of it, or has left the cluster (its write deadline passed before its lease
+    /// expired), the directory is its own. The topic is read again first (linearizably): a
+    /// deletion of the incarnation this broker acquired, after the view, would leave a record
+    /// naming this broker, which the next owner of the name waits for.
+    #[allow(clippy::too_many_arguments)]
+    fn retire_stray(
+        &self,
+        broker: &Broker,
+        store: &EtcdStore,
+        view: &ClusterView,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        stray: uuid::Uuid,
+        epoch: i32,
+    ) -> Result<(), String> {
+        let me = broker.node_id;
+        for (id, d) in &view.deleted {
+            let named = d.owners.get(tp.partition as usize).copied().unwrap_or(-1);
+            if d.topic == tp.topic && named >= 0 && named != me && view.brokers.contains_key(&named)
+            {
+                return Err(format!(
+                    "its directory holds the files of a deleted topic of this name ({stray}); broker {named} has not let go of partition {} of the deleted topic {id} yet",
+                    tp.partition
+                ));
+            }
+        }
+        match store.topic_id(&tp.topic) {
+            Ok(Some(id)) if id == topic_id => {}
+            Ok(_) => return Err("the topic was deleted or created again meanwhile".into()),
+            Err(e) => return Err(format!("reading the topic's id failed: {e}")),
+        }
+        broker
+            .logs
+            .retire_stray_dir(tp, stray, &|| self.may_write_files(tp, epoch))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The partitions of deleted topics that this broker was assigned when they were deleted
+    /// ([`sluice_meta::DeletedTopic`]): their directories, if they are still there and hold the
+    /// deleted topic's files (a deletion past the write deadline left them, or the broker was
+    /// away), are put aside while its write deadline has not passed; then it lets go of them
+    /// in etcd, so the owner of a partition of that name created since may open it.
+    fn let_go_of_deleted(&self, broker: &Broker, store: &EtcdStore, view: &ClusterView) {
+        let me = broker.node_id;
+        for (id, d) in &view.deleted {
+            if !d.owners.contains(&me) {
+                continue;
+            }
+            for (p, _) in d.owners.iter().enumerate().filter(|(_, n)| **n == me) {
+                let tp = TopicPartition {
+                    topic: d.topic.clone(),
+                    partition: p as i32,
+                };
+                if let Err(e) = broker
+                    .logs
+                    .retire_stray_dir(&tp, *id, &|| self.may_write_names())
+                {
+                    tracing::warn!(?tp, deleted_topic = %id, "putting aside a deleted topic's directory failed: {e}");
+                }
+            }
+            // Not while the deadline has passed: the directories are still this broker's to
+            // put aside once it may write again.
+            if self.may_write_names().is_err() {
+                return;
+            }
+            match store.let_go_of_deleted(*id, d) {
+                Ok(true) => {
+                    tracing::info!(topic = %d.topic, deleted_topic = %id, "let go of the deleted topic's partitions")
+                }
+                Ok(false) => {
+                    tracing::debug!(deleted_topic = %id, "the deleted topic's record changed; next round")
+                }
+                Err(e) => {
+                    tracing::warn!(deleted_topic = %id, "letting go of the deleted topic's partitions failed: {e}")
+                }
+            }
+        }
+    }
+
+    /// Whether this broker may write the directories a deletion record names it for now: its
+    /// write deadline has not passed and it is not shutting down or re-registering.
+    fn may_write_names(&self) -> Result<(), String> {
+        if self.stopping.load(Ordering::Acquire) || self.lease_lost.load(Ordering::Acquire) {
+            return Err("the broker is leaving the cluster or registering again".into());
+        }
+        if Instant::now() >= *self.write_deadline.lock() {
+            return Err("the broker's etcd lease was not renewed in time".into());
+        }
+        Ok(())
+    }
+
     /// Make what this broker serves match `view`: acquire what is assigned to it, release what
     /// is not, apply topic changes (configs, partitions, deletions) to the registry.
     pub(crate) fn reconcile(&self, broker: &Broker) {
@@ -709,7 +832,12 @@ impl Cluster {
         // thread has seen the volume go (and made the broker leave, `volume_away`).
         let volume_missing = broker.log_dir_volume_missing("partitions are taken over");
         for topic in view.topics.values() {
+            // A topic of this name deleted and created again (this view shows both): what
+            // this broker held of the deleted one is let go of first, never served as the
+            // new topic's.
             let existing = broker.registry.get(&topic.name);
+            let replaced = existing.as_ref().is_some_and(|s| s.meta.id != topic.id);
+            let existing = existing.filter(|_| !replaced);
             let config = sluice_config::topic_config(&effective, &topic.configs);
             let mut meta = topic.clone();
             let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
@@ -721,6 +849,9 @@ impl Cluster {
                 let record = view.owners.get(&(topic.name.clone(), p)).copied();
                 if self.failed_logs.lock().remove(&tp) && self.held.write().remove(&tp).is_some() {
                     // A failed log (`acquire_again`): let go, then acquired again below.
+                    self.release_files(broker, &tp, false);
+                }
+                if replaced && self.held.write().remove(&tp).is_some() {
                     self.release_files(broker, &tp, false);
                 }
                 let held = self.held.read().get(&tp).copied();
@@ -804,7 +935,7 @@ impl Cluster {
                             self.held.write().remove(&tp);
                             self.release_files(broker, &tp, false);
                         }
-                        match self.acquire(broker, store, topic, p, r, &config) {
+                        match self.acquire(broker, store, view, topic, p, r, &config) {
                             Some((rec, log)) => {
                                 meta.epochs[p as usize] = rec.owner.epoch;
                                 logs.push(Some(log));
@@ -841,7 +972,8 @@ impl Cluster {
         }
         // Topics gone from etcd: deleted. Their owners delete the files, through the write
         // gate: the partition stays held until its directory is renamed away, so a broker
-        // past its write deadline leaves it (for the partition's next owner).
+        // past its write deadline leaves it (for `let_go_of_deleted` once it may write again,
+        // or for the next owner of a partition of that name).
         for state in broker.registry.all() {
             if view.topics.contains_key(&state.meta.name) {
                 continue;
@@ -858,6 +990,9 @@ impl Cluster {
                 }
             }
             tracing::info!(topic = %state.meta.name, "topic deleted");
+        }
+        if usable {
+            self.let_go_of_deleted(broker, store, view);
         }
     }
 

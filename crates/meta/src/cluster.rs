@@ -115,6 +115,22 @@ fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
+/// The record a topic's deletion leaves in etcd (`P/deleted/<topic id>`), naming the broker
+/// each partition was assigned to when it was deleted: the only one that may have it open and
+/// write its directory. Until that broker lets go of it (it sets its entries to -1; the last
+/// removes the record) or leaves the cluster, no other broker touches the directory, also not
+/// the owner of a partition of the same name created since (docs/cluster.md, fencing).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletedTopic {
+    /// The deleted topic's name.
+    pub topic: String,
+    /// The broker each partition was assigned to at the deletion, or -1.
+    pub owners: Vec<i32>,
+    /// The record's mod revision (not stored; for compare-and-swap).
+    #[serde(skip)]
+    pub mod_revision: i64,
+}
+
 /// An owner record with the revision that a compare-and-swap needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnerRecord {
@@ -134,6 +150,8 @@ pub struct ClusterView {
     pub owners: BTreeMap<(String, i32), OwnerRecord>,
     /// Dynamic broker configs by entity (`broker_configs.rs`).
     pub broker_configs: crate::broker_configs::BrokerConfigs,
+    /// Deleted topics whose partitions' brokers have not all let go yet, by topic id.
+    pub deleted: BTreeMap<Uuid, DeletedTopic>,
 }
 
 impl ClusterView {
@@ -323,6 +341,13 @@ impl EtcdStore {
                     view.controller = Some((id, kv.create_revision));
                 }
             } else if crate::broker_configs::read_view_record(rest, kv, &mut view)? {
+            } else if let Some(id) = rest.strip_prefix("deleted/") {
+                let Ok(id) = Uuid::parse_str(id) else {
+                    continue;
+                };
+                let mut d: DeletedTopic = parse_json(kv)?;
+                d.mod_revision = kv.mod_revision;
+                view.deleted.insert(id, d);
             } else if let Some(name) = rest.strip_prefix("topics/") {
                 topics.insert(name.to_string(), parse_json(kv)?);
             } else if let Some(tp) = rest.strip_prefix("owners/") {
@@ -707,27 +732,65 @@ impl EtcdStore {
             .ok_or_else(|| MetaError::Etcd(format!("topic {name} vanished after its creation")))
     }
 
+    /// Delete a topic and its owner records, leaving a [`DeletedTopic`] record that names the
+    /// broker each partition was assigned to at that moment (the owner records are compared
+    /// in the same transaction; a change of one, such as a recovery point, is read again).
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, MetaError> {
-        let (kv, topic) = self.topic_record(name)?;
         let key = self.key(&format!("topics/{name}"));
-        let deleted = self
-            .etcd
-            .txn(
-                &[Compare::ModRevision(key.clone(), kv.mod_revision)],
-                &[
-                    Op::Delete { key },
-                    Op::DeletePrefix {
-                        prefix: self.key(&format!("owners/{name}/")),
-                    },
-                ],
-                &[],
-            )
-            .map_err(etcd_err)?;
-        if !deleted {
-            return Err(MetaError::Etcd(format!(
-                "topic {name} changed while it was being deleted; try again"
-            )));
-        }
+        let owners_prefix = self.key(&format!("owners/{name}/"));
+        let mut tries = 0;
+        let topic = loop {
+            tries += 1;
+            let (kv, topic) = self.topic_record(name)?;
+            let (records, revision) = self.etcd.range_prefix(&owners_prefix).map_err(etcd_err)?;
+            let mut owners = vec![-1; topic.partitions.max(0) as usize];
+            for r in &records {
+                let Some(p) = r.key.strip_prefix(&owners_prefix) else {
+                    continue;
+                };
+                let Ok(p) = p.parse::<usize>() else { continue };
+                let owner: Owner = parse_json(r)?;
+                if let Some(o) = owners.get_mut(p) {
+                    *o = owner.node;
+                }
+            }
+            let mut ops = vec![
+                Op::Delete { key: key.clone() },
+                Op::DeletePrefix {
+                    prefix: owners_prefix.clone(),
+                },
+            ];
+            if owners.iter().any(|n| *n >= 0) {
+                ops.push(Op::Put {
+                    key: self.deleted_key(topic.id),
+                    value: to_json(&DeletedTopic {
+                        topic: name.to_string(),
+                        owners,
+                        mod_revision: 0,
+                    }),
+                    lease: 0,
+                });
+            }
+            let deleted = self
+                .etcd
+                .txn(
+                    &[
+                        Compare::ModRevision(key.clone(), kv.mod_revision),
+                        Compare::PrefixModBelow(owners_prefix.clone(), revision + 1),
+                    ],
+                    &ops,
+                    &[],
+                )
+                .map_err(etcd_err)?;
+            if deleted {
+                break topic;
+            }
+            if tries >= 5 {
+                return Err(MetaError::Etcd(format!(
+                    "topic {name} changed while it was being deleted; try again"
+                )));
+            }
+        };
         self.refresh()?;
         Ok(TopicMeta {
             name: name.to_string(),
@@ -736,6 +799,44 @@ impl EtcdStore {
             owners: vec![-1; topic.partitions.max(0) as usize],
             configs: topic.configs,
         })
+    }
+
+    fn deleted_key(&self, id: Uuid) -> String {
+        self.key(&format!("deleted/{id}"))
+    }
+
+    /// The id of the topic named `name` now (a linearizable read), None if there is none.
+    pub fn topic_id(&self, name: &str) -> Result<Option<Uuid>, MetaError> {
+        match self.topic_record(name) {
+            Ok((_, t)) => Ok(Some(t.id)),
+            Err(MetaError::UnknownTopic(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// This broker has let go of the partitions of the deleted topic `id` that `seen` names
+    /// it for: their entries become -1 (the record goes with the last one), if the record is
+    /// still `seen`. Returns whether it was written.
+    pub fn let_go_of_deleted(&self, id: Uuid, seen: &DeletedTopic) -> Result<bool, MetaError> {
+        let key = self.deleted_key(id);
+        let mut next = seen.clone();
+        for o in &mut next.owners {
+            if *o == self.node_id {
+                *o = -1;
+            }
+        }
+        let op = if next.owners.iter().all(|o| *o < 0) {
+            Op::Delete { key: key.clone() }
+        } else {
+            Op::Put {
+                key: key.clone(),
+                value: to_json(&next),
+                lease: 0,
+            }
+        };
+        self.etcd
+            .txn(&[Compare::ModRevision(key, seen.mod_revision)], &[op], &[])
+            .map_err(etcd_err)
     }
 
     fn topic_record(&self, name: &str) -> Result<(Kv, TopicRecord), MetaError> {

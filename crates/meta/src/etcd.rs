@@ -46,7 +46,7 @@ pub struct Kv {
     pub lease: i64,
 }
 
-/// A comparison of a transaction (`Txn`), all on one key.
+/// A comparison of a transaction (`Txn`), on one key or one prefix.
 #[derive(Clone, Debug)]
 pub enum Compare {
     /// The key's mod revision equals this (0: the key does not exist).
@@ -55,6 +55,9 @@ pub enum Compare {
     CreateRevision(String, i64),
     /// The key's value equals this.
     Value(String, Vec<u8>),
+    /// Every key under this prefix was last changed before this revision (true when none is
+    /// there).
+    PrefixModBelow(String, i64),
 }
 
 /// One operation of a transaction branch.
@@ -270,6 +273,7 @@ impl Etcd {
                 Compare::ModRevision(k, r) => json!({"key": b64(k.as_bytes()), "target": "MOD", "result": "EQUAL", "mod_revision": r.to_string()}),
                 Compare::CreateRevision(k, r) => json!({"key": b64(k.as_bytes()), "target": "CREATE", "result": "EQUAL", "create_revision": r.to_string()}),
                 Compare::Value(k, v) => json!({"key": b64(k.as_bytes()), "target": "VALUE", "result": "EQUAL", "value": b64(v)}),
+                Compare::PrefixModBelow(p, r) => json!({"key": b64(p.as_bytes()), "range_end": b64(&prefix_end(p)), "target": "MOD", "result": "LESS", "mod_revision": r.to_string()}),
             })
             .collect();
         let ops = |ops: &[Op]| -> Vec<Value> {

@@ -18,7 +18,9 @@ pub mod cluster;
 pub mod etcd;
 pub mod quotas;
 
-pub use cluster::{BrokerInfo, ClusterView, ClusterWatch, EtcdStore, Owner, OwnerRecord};
+pub use cluster::{
+    BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, EtcdStore, Owner, OwnerRecord,
+};
 pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};
 
 use std::collections::BTreeMap;

@@ -252,3 +252,78 @@ fn the_first_broker_records_the_volume_and_others_must_match() {
         "{text}"
     );
 }
+
+#[test]
+fn a_deleted_topic_names_its_owners_until_they_let_go() {
+    let etcd = start_etcd();
+    let a = store(&etcd, 1);
+    let b = store(&etcd, 2);
+    a.register(Duration::from_secs(10), &info(9001)).unwrap();
+    b.register(Duration::from_secs(10), &info(9002)).unwrap();
+    let t = a
+        .create_topic("gone", 3, BTreeMap::new(), &[1, 2, -1], None, &[])
+        .unwrap();
+    let seen = b.refresh().unwrap().owners[&("gone".to_string(), 1)];
+    let held = b.acquire("gone", 1, seen).unwrap().unwrap();
+    assert!(b
+        .record_recovery_point("gone", 1, held, 10)
+        .unwrap()
+        .is_some());
+    a.delete_topic("gone").unwrap();
+    let v = b.refresh().unwrap();
+    assert!(v.topics.is_empty() && v.owners.is_empty());
+    let d = v.deleted[&t.id].clone();
+    assert_eq!(d.topic, "gone");
+    assert_eq!(d.owners, vec![1, 2, -1]);
+
+    // The name can be taken again at once, by a topic of another id.
+    let again = a
+        .create_topic("gone", 1, BTreeMap::new(), &[2], None, &[])
+        .unwrap();
+    assert_ne!(again.id, t.id);
+    assert_eq!(b.topic_id("gone").unwrap(), Some(again.id));
+    assert_eq!(b.topic_id("never").unwrap(), None);
+
+    // Each broker lets go of its own entries, from the record as it saw it.
+    assert!(a.let_go_of_deleted(t.id, &d).unwrap());
+    assert!(!b.let_go_of_deleted(t.id, &d).unwrap());
+    let d = b.refresh().unwrap().deleted[&t.id].clone();
+    assert_eq!(d.owners, vec![-1, 2, -1]);
+    assert!(b.let_go_of_deleted(t.id, &d).unwrap());
+    assert!(!b.refresh().unwrap().deleted.contains_key(&t.id));
+    // A topic deleted before any broker was assigned leaves no record.
+    let none = a
+        .create_topic("unowned", 1, BTreeMap::new(), &[-1], None, &[])
+        .unwrap();
+    a.delete_topic("unowned").unwrap();
+    assert!(!a.refresh().unwrap().deleted.contains_key(&none.id));
+}
+
+#[test]
+fn a_prefix_compare_sees_any_later_change_under_it() {
+    use sluice_meta::etcd::{Compare, Op};
+    let etcd = start_etcd();
+    let c = sluice_meta::etcd::Etcd::new(vec![etcd.endpoint.clone()], Duration::from_secs(2));
+    let put = |k: &str| Op::Put {
+        key: k.into(),
+        value: b"x".to_vec(),
+        lease: 0,
+    };
+    // Nothing under the prefix: holds.
+    assert!(c
+        .txn(&[Compare::PrefixModBelow("/p/".into(), 1)], &[], &[])
+        .unwrap());
+    c.txn(&[], &[put("/p/a")], &[]).unwrap();
+    let rev = c.txn_at(&[], &[put("/p/b")], &[]).unwrap().unwrap();
+    assert!(c
+        .txn(&[Compare::PrefixModBelow("/p/".into(), rev + 1)], &[], &[])
+        .unwrap());
+    assert!(!c
+        .txn(&[Compare::PrefixModBelow("/p/".into(), rev)], &[], &[])
+        .unwrap());
+    // A key beside the prefix does not count.
+    c.txn(&[], &[put("/q")], &[]).unwrap();
+    assert!(c
+        .txn(&[Compare::PrefixModBelow("/p/".into(), rev + 1)], &[], &[])
+        .unwrap());
+}

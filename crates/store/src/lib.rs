@@ -1227,6 +1227,22 @@ impl LogManager {
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StoreError> {
         self.inner.delete_log(tp)
     }
+    /// The topic id `tp`'s directory names, if it is not `topic_id`: the files of another
+    /// incarnation of the topic (deleted, its name taken again).
+    pub fn stray_topic_id(&self, tp: &TopicPartition, topic_id: uuid::Uuid) -> Option<uuid::Uuid> {
+        self.inner.stray_topic_id(tp, topic_id)
+    }
+    /// Put aside `tp`'s directory while it holds the files of the topic id `stray` (renamed
+    /// to a `-delete` name, removed once nothing here holds it), asking `may_write`
+    /// immediately before. Returns whether a directory was put aside.
+    pub fn retire_stray_dir(
+        &self,
+        tp: &TopicPartition,
+        stray: uuid::Uuid,
+        may_write: &dyn Fn() -> Result<(), String>,
+    ) -> Result<bool, StoreError> {
+        self.inner.retire_stray_dir(tp, stray, may_write)
+    }
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.inner.checkpoint()
     }

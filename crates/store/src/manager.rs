@@ -816,8 +816,9 @@ impl Inner {
     /// broker's by now (the topic created again), so the directory is renamed away only
     /// through the write gate of the deleted log (`Log::retire_dir`: this broker still holds
     /// the partition under the log's epoch, and its write deadline has not passed) and only
-    /// while it holds the deleted topic's files. Otherwise it is left in place, for the
-    /// partition's next owner; a rename that fails is not retried by name either.
+    /// while it holds the deleted topic's files. Otherwise it is left in place, for the broker
+    /// the deletion names in etcd, or the next owner of a partition of that name
+    /// (`Inner::retire_stray_dir`); a rename that fails is not retried by name either.
     fn delete_shared(
         &self,
         tp: &TopicPartition,
@@ -851,6 +852,69 @@ impl Inner {
         });
         self.reap_dirs(now_ms());
         Ok(())
+    }
+
+    /// The topic id in the `partition.metadata` of `tp`'s directory (in whichever log dir
+    /// holds it), if it names another topic than `topic_id`: the files of another incarnation
+    /// of the topic (cluster mode: one deleted, its name taken again since).
+    pub(crate) fn stray_topic_id(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+    ) -> Option<uuid::Uuid> {
+        let name = format!("{}-{}", tp.topic, tp.partition);
+        let dir = self
+            .dirs
+            .iter()
+            .map(|d| d.join(&name))
+            .find(|d| d.is_dir())?;
+        dir_topic_id(&dir).filter(|id| *id != topic_id)
+    }
+
+    /// Put aside the directory of `tp` holding the files of the topic id `stray` (another
+    /// incarnation of the topic, deleted): renamed to a `-delete` name while it holds them
+    /// (`retire_dir`), then removed by the deferred deletion. `may_write` is asked immediately
+    /// before the rename: the broker's right to write the directory of that name now (the
+    /// partition held, its write deadline not passed). Returns whether a directory was put
+    /// aside.
+    pub(crate) fn retire_stray_dir(
+        &self,
+        tp: &TopicPartition,
+        stray: uuid::Uuid,
+        may_write: &dyn Fn() -> Result<(), String>,
+    ) -> Result<bool, StoreError> {
+        let name = format!("{}-{}", tp.topic, tp.partition);
+        for (idx, root) in self.dirs.iter().enumerate() {
+            let path = root.join(&name);
+            if dir_topic_id(&path) != Some(stray) {
+                continue;
+            }
+            {
+                let reg = self.reg.lock();
+                if reg.opening.contains(tp) || reg.logs.get(tp).is_some_and(|l| l.dir() == path) {
+                    return Err(StoreError::Invalid {
+                        path,
+                        reason: "the directory is open here".into(),
+                    });
+                }
+            }
+            let target = self.dirs[idx].join(delete_dir_name(tp));
+            may_write().map_err(|reason| StoreError::Invalid {
+                path: path.clone(),
+                reason,
+            })?;
+            match retire_dir(&path, &target, stray) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(source) => return Err(StoreError::Io { path, source }),
+            }
+            tracing::info!(?tp, %stray, dir = %path.display(), "put aside the directory of a deleted topic of this name; it is removed once nothing here holds it");
+            self.del.counters.added();
+            self.pending_dirs.lock().push(PendingDir::new(target));
+            self.reap_dirs(now_ms());
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Remove deleted partition directories nobody holds any more (each when its retry is

@@ -447,3 +447,45 @@ fn a_takeover_finds_the_partition_in_whichever_shared_dir_holds_it() {
     assert_eq!(new.dir(), d0.path().join("t-0"));
     assert!(!held_in(d1.path()));
 }
+
+#[test]
+fn a_deleted_incarnations_directory_is_put_aside_for_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_broker = broker(dir.path(), 1);
+    let old = open(&old_broker, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.flush().unwrap();
+    old_broker.release_log(&tp()).unwrap();
+    drop(old);
+    // The topic was deleted while its owner was away, and created again: a new id.
+    let new_id = uuid::Uuid::from_u128(8);
+    let b = broker(dir.path(), 2);
+    let refused = b.open_log(&tp(), new_id, cfg(), 1);
+    assert!(refused.is_err(), "opened the old incarnation's files");
+    assert_eq!(
+        b.stray_topic_id(&tp(), new_id),
+        Some(uuid::Uuid::from_u128(7))
+    );
+    assert_eq!(b.stray_topic_id(&tp(), uuid::Uuid::from_u128(7)), None);
+    let stray = uuid::Uuid::from_u128(7);
+    // Only with the right to write the directory now.
+    let no = b.retire_stray_dir(&tp(), stray, &|| Err("not now".into()));
+    assert!(no.is_err(), "{no:?}");
+    assert!(dir.path().join("t-0").is_dir());
+    // Not a directory of another id.
+    assert!(!b
+        .retire_stray_dir(&tp(), uuid::Uuid::from_u128(99), &|| Ok(()))
+        .unwrap());
+    assert!(b.retire_stray_dir(&tp(), stray, &|| Ok(())).unwrap());
+    let log = b.open_log(&tp(), new_id, cfg(), 1).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    assert_eq!(b.stray_topic_id(&tp(), new_id), None);
+    // The new incarnation's directory is not put aside for the old id.
+    assert!(!b.retire_stray_dir(&tp(), stray, &|| Ok(())).unwrap());
+    // The old directory is removed: nothing here holds it.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.ends_with("-delete")), "{names:?}");
+}

@@ -1,0 +1,99 @@
+"""Deleting topics in a cluster (issue 51): a topic deleted while the broker owning a partition
+of it is down, then created again under the same name, comes online empty (the old partition
+directory is put aside, its data never served), and the down broker removes what is left of a
+deleted topic once it is back, as Kafka removes stray logs at start-up. Two brokers on one
+shared directory, a real etcd."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+from cluster_support import EtcdServer, bootstrap_of, leaders, start_cluster, wait_all_led
+
+pytestmark = pytest.mark.sluice_only
+
+PARTITIONS = 4
+# From re-creating the topic to records acknowledged on every partition: the broker that was
+# down has to be out of the cluster first (its lease, 3 s here), then the survivor acquires.
+ONLINE_WITHIN_S = 30
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    server = EtcdServer(tmp_path / "etcd").start()
+    yield server
+    server.kill()
+
+
+def produce(bootstrap: str, topic: str, prefix: str, n: int, timeout: float = 60) -> dict:
+    """``n`` acks=all records over every partition: value -> (partition, offset)."""
+    p = harness.producer(bootstrap, **{"acks": "all", "enable.idempotence": True,
+                                       "message.timeout.ms": int(timeout * 1000),
+                                       "topic.metadata.refresh.interval.ms": 500})
+    records = [{"value": f"{prefix}-{i}".encode(), "partition": i % PARTITIONS} for i in range(n)]
+    delivered = harness.produce_all(p, topic, records, flush_timeout=timeout)
+    return {m.value().decode(): (m.partition(), m.offset()) for m in delivered}
+
+
+def partition_dirs(shared: Path, topic: str) -> list:
+    """Every directory of the shared log dir that holds (or held) a partition of ``topic``."""
+    return sorted(d.name for d in shared.iterdir() if d.is_dir() and d.name.startswith(f"{topic}-"))
+
+
+def test_a_topic_deleted_while_its_owner_is_down_comes_back_empty(broker_factory, etcd, tmp_path, topic):
+    shared = tmp_path / "shared"
+    brokers = start_cluster(broker_factory, etcd, shared, n=2)
+    bootstrap = bootstrap_of(brokers)
+    kept = f"{topic}-gone"  # deleted and not created again
+    for t in (topic, kept):
+        harness.create_topic(bootstrap, t, partitions=PARTITIONS)
+        wait_all_led(bootstrap, t, PARTITIONS)
+    old = produce(bootstrap, topic, "old", 200)
+    produce(bootstrap, kept, "old", 200)
+    owners = leaders(bootstrap, topic)
+    assert set(owners.values()) == {1, 2}, f"the test needs partitions on both brokers: {owners}"
+    kept_owners = leaders(bootstrap, kept)
+    down, survivor = brokers[1], brokers[0]
+    old_dirs = {p: (shared / f"{topic}-{p}" / "partition.metadata").read_text() for p in range(PARTITIONS)}
+
+    down.kill()
+    admin = harness.admin(survivor.bootstrap)
+    for t in (topic, kept):
+        admin.delete_topics([t], operation_timeout=30)[t].result(timeout=30)
+    # The survivor's own partitions go with the deletion; the down broker's stay for now.
+    harness.wait_until(
+        lambda: all(not (shared / f"{t}-{p}").exists()
+                    for t, of in ((topic, owners), (kept, kept_owners)) for p, o in of.items() if o == 1),
+        30, "the survivor's partitions of the deleted topics removed")
+
+    created = time.monotonic()
+    harness.create_topic(survivor.bootstrap, topic, partitions=PARTITIONS)
+    new = produce(survivor.bootstrap, topic, "new", 200, timeout=ONLINE_WITHIN_S)
+    online_s = time.monotonic() - created
+    assert online_s < ONLINE_WITHIN_S, online_s
+    # Only the new topic's records, from offset 0 on: nothing of the deleted one is served.
+    got = harness.read_back(survivor.bootstrap, topic, range(PARTITIONS), expected=len(new))
+    assert got == new, f"read {len(got)} records, {sorted(set(got) - set(new))[:5]} not written now"
+    assert all(off < 200 // PARTITIONS for _, off in got.values()), "offsets continue the deleted topic's"
+    assert not set(got) & set(old)
+    for p in range(PARTITIONS):
+        md = (shared / f"{topic}-{p}" / "partition.metadata").read_text()
+        assert md != old_dirs[p], f"partition {p} still has the deleted topic's directory"
+    # The directories put aside are removed: only the new topic's are left.
+    expected = sorted([f"{topic}-{p}" for p in range(PARTITIONS)]
+                      + [f"{kept}-{p}" for p, o in kept_owners.items() if o == 2])
+    harness.wait_until(lambda: partition_dirs(shared, topic) == expected, 30,
+                       "only the new topic's directories, and the down broker's of the other")
+
+    # The broker that was down removes what it owned of the topic deleted meanwhile, once back.
+    down.start()
+    harness.wait_until(lambda: not any((shared / f"{kept}-{p}").exists() for p in range(PARTITIONS)), 30,
+                       f"the deleted topic's directories removed (have {partition_dirs(shared, kept)})")
+    harness.wait_until(lambda: not [d for d in partition_dirs(shared, topic) if d.endswith("-delete")], 30,
+                       "no directory left aside")
+    # And the new topic is still served, whole.
+    assert harness.read_back(bootstrap_of(brokers), topic, range(PARTITIONS), expected=len(new)) == new
