@@ -294,3 +294,129 @@ fn a_closed_gate_keeps_deleted_segments_for_the_owner_to_remove() {
     m.inner.reap_all(NOW);
     assert!(deleted(&dir).is_empty(), "{:?}", files(&dir).keys());
 }
+
+/// A gate that refuses once a cleaned segment's `.swap` file is in the partition directory:
+/// the broker's ownership was lost between the cleaner's two checks (before it renames its
+/// files to `.swap`, and before it switches the segments).
+#[derive(Debug)]
+struct LostDuringSwap(std::path::PathBuf);
+
+impl WriteGate for LostDuringSwap {
+    fn check(&self, _tp: &TopicPartition, _leader_epoch: i32) -> Result<(), String> {
+        let swapping = std::fs::read_dir(&self.0)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().ends_with(".swap"))
+            })
+            .unwrap_or(false);
+        if swapping {
+            return Err("taken over by another broker".into());
+        }
+        Ok(())
+    }
+}
+
+fn compacted() -> LogConfig {
+    LogConfig {
+        segment_bytes: 2000,
+        index_interval_bytes: 200,
+        cleanup: Cleanup {
+            compact: true,
+            delete: true,
+            min_cleanable_dirty_ratio: 0.01,
+            min_compaction_lag_ms: 0,
+            ..Cleanup::default()
+        },
+        ..crate::tests::cfg()
+    }
+}
+
+fn bases(log: &Log) -> Vec<i64> {
+    log.shared
+        .read()
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .collect()
+}
+
+#[test]
+fn a_swap_refused_by_the_gate_never_brings_back_deleted_segments() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("g-0");
+    let id = uuid::Uuid::from_u128(9);
+    let old_broker = LogManager::open_sharing(
+        vec![d.path().to_path_buf()],
+        MetaProperties {
+            node_id: 1,
+            cluster_id: "gate-cluster-id-000000A".into(),
+        },
+        DeleteRetry::default(),
+        Sharing::Shared,
+    )
+    .unwrap();
+    old_broker.set_write_gate(Arc::new(LostDuringSwap(dir.clone())));
+    let old = old_broker.open_log(&tp(), id, compacted(), 1).unwrap();
+    for round in 0..10 {
+        for k in 0..12 {
+            let b = BatchBuilder::new().record(
+                NOW,
+                Some(format!("k{k}").as_bytes()),
+                Some(format!("v{round}-{k}-{}", "x".repeat(40)).as_bytes()),
+            );
+            old.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+    }
+    old.roll(NOW).unwrap();
+    old.flush().unwrap();
+    old.publish(old.synced_mark());
+    let end = old.log_end_offset();
+
+    // Another broker takes the partition over (the former owner, paused, does not know yet).
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(2, Ordering::Release);
+    let new_broker = manager(d.path(), &gate);
+    let new = new_broker.open_log(&tp(), id, compacted(), 2).unwrap();
+    new.roll(NOW).unwrap();
+    new.flush().unwrap();
+    new.publish(new.synced_mark());
+    assert!(bases(&new).len() > 4, "{:?}", bases(&new));
+
+    // The former owner's cleaning passed the gate before the takeover, wrote its cleaned
+    // segment and renamed it to `.swap`; the switch is refused, and the files stay.
+    let cleaned = old_broker.clean_log(&tp());
+    assert!(
+        !matches!(cleaned, Ok(Some(_))),
+        "the swap went through: {cleaned:?}"
+    );
+    let swaps: Vec<String> = files(&dir)
+        .into_keys()
+        .filter(|n| n.ends_with(".swap"))
+        .collect();
+    assert!(!swaps.is_empty(), "{:?}", files(&dir).keys());
+
+    // The new owner deletes records (DeleteRecords; retention does the same): the oldest
+    // segments go.
+    let start = bases(&new)[3];
+    assert_eq!(new.delete_records_before(start).unwrap(), start);
+    assert_eq!(bases(&new)[0], start);
+    new_broker.release_log(&tp()).unwrap();
+    drop(new);
+
+    // The next owner's open must not bring them back (nor lose anything after them).
+    let third_gate = Arc::new(TestGate::default());
+    third_gate.epoch.store(3, Ordering::Release);
+    let third = manager(d.path(), &third_gate);
+    let log = third.open_log(&tp(), id, compacted(), 3).unwrap();
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(
+        log.log_start_offset(),
+        start,
+        "segments deleted below the log start came back: {:?}",
+        bases(&log)
+    );
+    assert!(bases(&log).iter().all(|b| *b >= start), "{:?}", bases(&log));
+    let names: Vec<String> = files(&dir).into_keys().collect();
+    assert!(!names.iter().any(|n| n.ends_with(".swap")), "{names:?}");
+}

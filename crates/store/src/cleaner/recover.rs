@@ -1,16 +1,25 @@
 //! What opening a log does with the leftovers of a cleaning cut short (a crash, a failed
-//! rename), following Kafka's `LogLoader` rules for `.cleaned` and `.swap` files:
+//! rename, a switch the write gate refused), after Kafka's `LogLoader` rules for `.cleaned` and
+//! `.swap` files, with one difference: a `.swap` is completed only when the switch had begun.
 //!
 //! - `*.cleaned` (any writer's token): an unfinished cleaned segment; removed.
-//! - `<base>.log.swap`: a complete cleaned segment (it was fsynced, with its indexes, before
-//!   it got this name): the segments it covers (base offsets in `[base, its next offset)`)
-//!   are removed and it takes its segment name, its `.index.swap`/`.timeindex.swap` with
-//!   it (a missing index is rebuilt from the data, as always).
+//! - `<base>.log.swap` whose switch had begun (the segment at `base`, the first of the group
+//!   it replaces, is renamed aside to `<base>.log.<tag>.deleted` under a tag naming `base`,
+//!   and not there under its own name): complete; the segments it covers (base offsets in
+//!   `[base, its next offset)`) are removed and it takes its segment name, its
+//!   `.index.swap`/`.timeindex.swap`/`.txnindex.swap` with it (a missing index is rebuilt
+//!   from the data, as always).
+//! - any other `<base>.log.swap`: removed, with its index `.swap` files. The segments it was
+//!   made from were all still in place when it was left (a crash before the switch, or a
+//!   switch refused by the write gate), so nothing is lost; but they may have changed since:
+//!   in a shared log dir a former owner's refused swap stays behind, and the next owner may
+//!   have deleted those segments (retention, DeleteRecords) or cleaned them again. Completing
+//!   it would bring back deleted records below the log start, or replace newer segments.
 //! - an index `.swap` without its `.log.swap`: the `.log` was renamed in already; removed.
 //!
 //! Kafka also drops `.swap` files above a leftover `.cleaned` one (its segment splits make
-//! several files per operation); each of Sluice's swaps stands alone and is always completed.
-//! `*.deleted` files are removed by the loader itself.
+//! several files per operation); each of Sluice's swaps stands alone. `*.deleted` files are
+//! removed by the loader itself, after this.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -19,7 +28,9 @@ use std::path::Path;
 use sluice_format::names::parse_segment_file_name;
 use sluice_format::SegmentFileKind;
 
-use super::swap::{swap_path, CLEANED_SUFFIX, SWAP_SUFFIX};
+use sluice_format::names::DELETED_SUFFIX;
+
+use super::swap::{swap_path, swap_tag_names, CLEANED_SUFFIX, SWAP_SUFFIX};
 use crate::fsutil::sync_dir;
 use crate::segment::{seg_path, BatchScanner, ScanError, SEGMENT_KINDS};
 use crate::TopicPartition;
@@ -28,6 +39,8 @@ use crate::TopicPartition;
 pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> {
     let mut swaps: BTreeMap<i64, BTreeSet<&'static str>> = BTreeMap::new();
     let mut logs = BTreeSet::new();
+    // Bases of `.log` files renamed aside by a switch that named its swap's base.
+    let mut begun = BTreeSet::new();
     let mut changed = false;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -46,6 +59,8 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
             }
         } else if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
             logs.insert(base);
+        } else if let Some(base) = switched_aside(name) {
+            begun.insert(base);
         }
     }
     for (base, kinds) in swaps {
@@ -56,6 +71,14 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
                 SegmentFileKind::TimeIndex,
                 SegmentFileKind::TxnIndex,
             ] {
+                remove_if_exists(&swap_path(dir, base, kind))?;
+            }
+            continue;
+        }
+        if logs.contains(&base) || !begun.contains(&base) {
+            tracing::info!(?tp, segment = base,
+                "removing a cleaned segment whose switch had not begun (its segments were in place when it was left)");
+            for kind in SEGMENT_KINDS {
                 remove_if_exists(&swap_path(dir, base, kind))?;
             }
             continue;
@@ -86,6 +109,18 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// The base offset of a `<base>.log.<tag>.deleted` file that a cleaned segment's switch
+/// renamed aside as the first segment of the group it replaced: the tag names that base
+/// (`swap::swap_tag_names`).
+pub(crate) fn switched_aside(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(DELETED_SUFFIX)?;
+    let (file, tag) = stem.rsplit_once('.')?;
+    match parse_segment_file_name(file) {
+        Some((base, SegmentFileKind::Log)) if swap_tag_names(tag, base) => Some(base),
+        _ => None,
+    }
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {

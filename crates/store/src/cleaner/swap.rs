@@ -68,6 +68,27 @@ pub(crate) fn cleaned_path(dir: &Path, base: i64, kind: SegmentFileKind, token: 
     PathBuf::from(p)
 }
 
+/// The tag of the `.deleted` names a switch gives the segments it replaces (they may be
+/// replaced again, or deleted, while these wait for a reader, so each removal needs names of
+/// its own): `<base of the cleaned segment>-<random>`, so that an open can tell a switch that
+/// had begun (`recover.rs`).
+fn swap_tag(base: i64) -> String {
+    format!(
+        "{base}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// True if `tag` is the tag of a switch of the cleaned segment based at `base`, or of any
+/// switch made before tags named the base (12 hex digits: such a swap left at an open was
+/// completed then, as it is now).
+pub(crate) fn swap_tag_names(tag: &str, base: i64) -> bool {
+    match tag.split_once('-') {
+        Some((b, rest)) => b.parse::<i64>() == Ok(base) && !rest.is_empty(),
+        None => tag.len() == 12 && tag.bytes().all(|c| c.is_ascii_hexdigit()),
+    }
+}
+
 pub(crate) fn swap_path(dir: &Path, base: i64, kind: SegmentFileKind) -> PathBuf {
     let mut p = seg_path(dir, base, kind).into_os_string();
     p.push(SWAP_SUFFIX);
@@ -272,6 +293,14 @@ impl Log {
             ));
         }
         let renamed = (|| {
+            // A `.swap` of this base left by a former owner (whose switch the gate refused)
+            // would otherwise join this one: a `.txnindex.swap` this cleaning does not make.
+            for kind in KINDS {
+                match std::fs::remove_file(swap_path(&dir, base, kind)) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
             for kind in KINDS {
                 rename_kind(
                     kind,
@@ -336,7 +365,7 @@ impl Log {
                 "the segments changed during the cleaning",
             ));
         }
-        let tag = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let tag = swap_tag(base);
         let mut res = Ok(());
         for g in group {
             if let Err(e) = rename_deleted_in(&dir, g.base_offset, Some(&tag)) {

@@ -337,12 +337,11 @@ fn a_crash_at_each_step_of_a_swap_recovers_a_whole_log() {
                 || n.ends_with(".deleted")),
             "{crash:?}: {names:?}"
         );
-        // The swap was completed (from Swapped on) or the old segments stayed; either way a
-        // new cleaning works and the appends go on.
-        let cleaned = matches!(
-            crash,
-            CrashAt::Swapped | CrashAt::OldRenamed | CrashAt::IndexesIn
-        );
+        // The swap was completed (once the switch had begun renaming the old segments
+        // aside) or the old segments stayed (a `.swap` left before that is removed: the
+        // segments may have changed since, recover.rs); either way a new cleaning works and
+        // the appends go on.
+        let cleaned = matches!(crash, CrashAt::OldRenamed | CrashAt::IndexesIn);
         assert_eq!(records(&log).len() < 120, cleaned, "{crash:?}");
         m.clean_log(&tp()).unwrap();
         check_against(&log, &model, false);
@@ -483,4 +482,53 @@ proptest! {
             check_against(&log, &model, false);
         }
     }
+}
+
+#[test]
+fn a_swap_is_completed_only_once_its_switch_had_begun() {
+    use super::recover::switched_aside;
+    // The first segment of the group, renamed aside under a tag naming the swap's base.
+    assert_eq!(
+        switched_aside("00000000000000000017.log.17-0123456789ab.deleted"),
+        Some(17)
+    );
+    // A tag from before tags named the base: such swaps are completed, as they were.
+    assert_eq!(
+        switched_aside("00000000000000000017.log.0123456789ab.deleted"),
+        Some(17)
+    );
+    // Renamed aside by a switch of another swap (a group starting lower), by retention or
+    // DeleteRecords (no tag), or not the `.log`: not this swap's switch.
+    for name in [
+        "00000000000000000017.log.5-0123456789ab.deleted",
+        "00000000000000000017.log.deleted",
+        "00000000000000000017.index.17-0123456789ab.deleted",
+        "00000000000000000017.log.17-.deleted",
+        "00000000000000000017.log.swap",
+    ] {
+        assert_eq!(switched_aside(name), None, "{name}");
+    }
+}
+
+#[test]
+fn a_cleaning_takes_no_swap_file_a_former_owner_left() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 12, 10);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    // A former owner's refused switch left a transaction index for a segment at the base
+    // this cleaning starts at; this cleaning keeps no aborted transaction, so makes none.
+    let stale = log.dir().join("00000000000000000000.txnindex.swap");
+    std::fs::write(&stale, [7u8; 40]).unwrap();
+    m.clean_log(&tp()).unwrap().unwrap();
+    let txnindex = log.dir().join("00000000000000000000.txnindex");
+    assert!(
+        std::fs::read(&txnindex).map_or(true, |b| b != [7u8; 40]),
+        "the former owner's transaction index was switched in"
+    );
+    assert!(!stale.exists());
+    check_against(&log, &model, false);
 }
