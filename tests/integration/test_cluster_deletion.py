@@ -6,6 +6,8 @@ shared directory, a real etcd."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -97,3 +99,35 @@ def test_a_topic_deleted_while_its_owner_is_down_comes_back_empty(broker_factory
                        "no directory left aside")
     # And the new topic is still served, whole.
     assert harness.read_back(bootstrap_of(brokers), topic, range(PARTITIONS), expected=len(new)) == new
+
+
+def test_a_topic_created_again_with_fewer_partitions_lets_go_of_the_rest(broker_factory, etcd, tmp_path, topic):
+    """Deleted and created again at once with fewer partitions (AdminClient calls back to back,
+    so an owner's next view can show the new topic and never the deletion): the owner lets go
+    of every partition of the deleted topic, those past the new count too, and their
+    directories are removed; a partition it kept open would keep writing into a directory a
+    later owner of that name uses."""
+    from confluent_kafka.admin import NewTopic
+    shared = tmp_path / "shared"
+    brokers = start_cluster(broker_factory, etcd, shared, n=2)
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=8)
+    wait_all_led(bootstrap, topic, 8)
+    owners = leaders(bootstrap, topic)
+    assert any(o == 2 and p >= 4 for p, o in owners.items()), f"the test needs one of 4-7 on broker 2: {owners}"
+    # Both calls to broker 1 while broker 2 is paused (well within its lease): its next view
+    # shows the new topic and never the deletion.
+    admin = harness.admin(brokers[0].bootstrap)
+    os.kill(brokers[1].pid, signal.SIGSTOP)
+    try:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+        created = admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic]
+        time.sleep(0.5)
+    finally:
+        os.kill(brokers[1].pid, signal.SIGCONT)
+    created.result(timeout=30)
+    wait_all_led(bootstrap, topic, 4)
+    produce(bootstrap, topic, "new", 40)
+    extra = [f"{topic}-{p}" for p in range(4, 8)]
+    harness.wait_until(lambda: not [d for d in extra if (shared / d).exists()], 30,
+                       f"the deleted topic's partitions 4-7 let go of and removed (have {partition_dirs(shared, topic)})")

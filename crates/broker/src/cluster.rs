@@ -838,6 +838,22 @@ impl Cluster {
             let existing = broker.registry.get(&topic.name);
             let replaced = existing.as_ref().is_some_and(|s| s.meta.id != topic.id);
             let existing = existing.filter(|_| !replaced);
+            if replaced {
+                // Partitions of the deleted topic past the new one's count are let go of
+                // here: the loop below covers only the new topic's partitions.
+                let extra: Vec<TopicPartition> = self
+                    .held
+                    .read()
+                    .keys()
+                    .filter(|tp| tp.topic == topic.name && tp.partition >= topic.partitions())
+                    .cloned()
+                    .collect();
+                for tp in extra {
+                    if self.held.write().remove(&tp).is_some() {
+                        self.release_files(broker, &tp, false);
+                    }
+                }
+            }
             let config = sluice_config::topic_config(&effective, &topic.configs);
             let mut meta = topic.clone();
             let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
