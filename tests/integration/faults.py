@@ -737,6 +737,19 @@ class GroupConsumer:
         self.thread.join(timeout=60)
 
 
+def commit_transaction(p, errors: Counter) -> None:
+    """commit_transaction, tried again (up to three times) on a retriable error."""
+    from confluent_kafka import KafkaException
+    for attempt in range(3):
+        try:
+            p.commit_transaction(30)
+            return
+        except KafkaException as e:
+            if not e.args[0].retriable() or attempt == 2:
+                raise
+            errors[f"commit retry {e.args[0].name()}"] += 1
+
+
 class TxnProducer:
     """Transactions of TXN_RECORDS records each, spread over the partitions of one topic, one
     after another; every fourth is aborted on purpose. Records are ``INSTANCE:TXN:K``. What
@@ -810,16 +823,8 @@ class TxnProducer:
             time.sleep(0.1)
 
     def _commit(self, p, txn: str) -> None:
-        from confluent_kafka import KafkaException
-        for attempt in range(3):
-            try:
-                p.commit_transaction(30)
-                self.committed.add(txn)
-                return
-            except KafkaException as e:
-                if not e.args[0].retriable() or attempt == 2:
-                    raise
-                self.errors[f"commit retry {e.args[0].name()}"] += 1
+        commit_transaction(p, self.errors)
+        self.committed.add(txn)
 
     def start(self):
         self.thread.start()
@@ -950,7 +955,7 @@ class TransformChain:
                     p.poll(0)
                 positions = c.position(c.assignment())
                 p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 30)
-                self._commit(p)
+                commit_transaction(p, self.errors)
                 self.commits += 1
                 for tp in positions:
                     if tp.offset >= 0:
@@ -974,16 +979,6 @@ class TransformChain:
                 time.sleep(0.1)
         self._close(c)
 
-    def _commit(self, p) -> None:
-        from confluent_kafka import KafkaException
-        for attempt in range(3):
-            try:
-                p.commit_transaction(30)
-                return
-            except KafkaException as e:
-                if not e.args[0].retriable() or attempt == 2:
-                    raise
-                self.errors[f"commit retry {e.args[0].name()}"] += 1
 
     def start(self):
         self.thread.start()

@@ -838,3 +838,19 @@ def parse_offsets(text: str) -> dict:
         topic, part, off = line.rsplit(":", 2)
         res[(topic, int(part))] = int(off) if off != "" else None
     return res
+
+
+def crash_fs(tmp_path, metadata: str = "sync", **kw):
+    """A faultfs mount (tests/faultfs: unsynced data is volatile, ``crash()`` drops it) over
+    ``tmp_path/backing`` at ``tmp_path/mnt``; fails (never skips) without /dev/fuse, which
+    scripts/test installs. The caller stops it (``mount.stop()``)."""
+    import sys
+    from pathlib import Path
+
+    import pytest
+    if not os.path.exists("/dev/fuse"):
+        pytest.fail("FUSE unavailable: no /dev/fuse (scripts/test installs fuse3)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for faultfs
+    from faultfs import mount_faultfs
+    return mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log",
+                         metadata=metadata, **kw)

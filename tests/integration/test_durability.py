@@ -32,15 +32,7 @@ def test_acknowledged_records_survive_a_host_crash(broker_factory, tmp_path, top
     host lost its page cache), data and directory entries alike (``dirsync``: a create or
     rename not covered by an fsync of its directory is undone), so an acknowledgement given
     before its fsync is caught; SIGKILL alone keeps the page cache and cannot tell."""
-    import os
-    import sys
-    from pathlib import Path
-    if not os.path.exists("/dev/fuse"):
-        pytest.fail("FUSE unavailable: no /dev/fuse (scripts/test installs fuse3)")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for faultfs
-    from faultfs import mount_faultfs
-    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log",
-                          metadata="dirsync")
+    mount = harness.crash_fs(tmp_path, metadata="dirsync")
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
         dropped = _kill_restart_rounds(broker, topic, crash=lambda: mount.crash())

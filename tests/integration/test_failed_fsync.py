@@ -5,7 +5,6 @@ reads is exactly what was acknowledged, at the offsets acknowledged."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,9 +21,7 @@ pytestmark = pytest.mark.skipif(harness.TARGET != "sluice", reason="Sluice's beh
 
 
 def _failed_fsync_run(broker_factory, tmp_path, topic, overrides, recovered_line: str):
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("FUSE unavailable: no /dev/fuse")
-    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log")
+    mount = harness.crash_fs(tmp_path)
     broker = None
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data", overrides=overrides)
@@ -89,12 +86,10 @@ def test_writes_refused_for_space_keep_the_idempotent_producers_epoch(broker_fac
     every partition's unanswered batches under new sequences: a batch that had been written
     but whose answer was lost (a broker restart, a failover) is then written twice. A cluster
     fault run duplicated a record exactly so."""
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("FUSE unavailable: no /dev/fuse")
     import logging
     import threading
 
-    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log")
+    mount = harness.crash_fs(tmp_path)
     broker = None
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
@@ -157,10 +152,8 @@ def test_a_failed_log_waits_for_its_volume_to_come_back(broker_factory, tmp_path
     log, from offset 0, where acknowledged records were): it keeps the partition offline and
     says why, and once the volume is back it re-opens the log with everything that was
     acknowledged."""
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("FUSE unavailable: no /dev/fuse")
-    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
-    mount = mount_faultfs(backing, mnt, log_path=tmp_path / "faultfs.log", stop_timeout=1.0)
+    mount = harness.crash_fs(tmp_path, stop_timeout=1.0)
+    backing, mnt = mount.backing, mount.mountpoint
     broker = None
     try:
         broker = broker_factory(log_dir=mnt / "data")

@@ -385,17 +385,8 @@ def test_a_committed_transactions_offsets_survive_a_host_crash(broker_factory, t
     marker is fsynced before the transaction completes, with the records before it, whatever
     the partition's flush policy (the fault suite found the marker on __consumer_offsets lost,
     and the offsets aborted by the producer's next transaction, after a failed fsync)."""
-    import os
-    import sys
-    from pathlib import Path
-
     from confluent_kafka import TopicPartition
-    if not os.path.exists("/dev/fuse"):
-        pytest.fail("FUSE unavailable: no /dev/fuse (scripts/test installs fuse3)")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for faultfs
-    from faultfs import mount_faultfs
-    mount = mount_faultfs(tmp_path / "backing", tmp_path / "mnt", log_path=tmp_path / "faultfs.log",
-                          metadata="dirsync")
+    mount = harness.crash_fs(tmp_path, metadata="dirsync")
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
         group = f"{topic}-group"

@@ -591,6 +591,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
         let mut props = BTreeMap::new();
         props.insert("node.id".to_string(), "1".to_string());
@@ -621,12 +629,7 @@ mod tests {
     #[test]
     fn a_failed_transaction_log_is_not_answered_from() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             let broker = broker_in(dir.path());
             assert!(broker.ensure_txn_topic());
             let p = broker.txns.partition_for("tx");
@@ -683,12 +686,7 @@ mod tests {
     #[test]
     fn every_load_of_a_transaction_state_partition_is_at_a_new_coordinator_epoch() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             let broker = broker_in(dir.path());
             assert!(broker.ensure_txn_topic());
             let p = broker.txns.partition_for("tx");
