@@ -418,14 +418,25 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
 
     // The producer bumps its epoch (KIP-360) and its next transaction includes the
     // partition: verified anew, it appends, and its COMMIT commits its own batch only.
-    let bumped = c.request(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(tid.clone()))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(pid)
-            .with_producer_epoch(epoch),
-        4,
-    );
+    // CONCURRENT_TRANSACTIONS while the abort completes (its markers are fsynced first):
+    // retried, as clients do.
+    let mut bumped = None;
+    for _ in 0..200 {
+        let r = c.request(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(tid.clone()))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch),
+            4,
+        );
+        if r.error_code != ResponseError::ConcurrentTransactions.code() {
+            bumped = Some(r);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let bumped = bumped.expect("the abort never completed");
     assert_eq!((bumped.error_code, bumped.producer_epoch), (0, epoch + 1));
     let epoch = bumped.producer_epoch;
     add_partition_to_txn(&mut c, &tid, pid, epoch, "guarded");
