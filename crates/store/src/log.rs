@@ -80,16 +80,7 @@ pub(crate) struct Shared {
 pub(crate) fn read_bound(s: &Shared) -> Option<SyncedMark> {
     match s.published {
         Some(m) => Some(m),
-        None if s.sync_bounded => Some(if s.synced_mark == SyncedMark::NONE {
-            // No flush since the open: the whole segments below the synced offset.
-            SyncedMark {
-                offset: s.synced,
-                base: i64::MIN,
-                pos: 0,
-            }
-        } else {
-            s.synced_mark
-        }),
+        None if s.sync_bounded => Some(s.durable_mark()),
         None => None,
     }
 }
@@ -134,6 +125,20 @@ pub(crate) struct MarkerArgs {
 }
 
 impl Shared {
+    /// Where what is known durable ends: the synced mark, or with no fsync since the open the
+    /// whole segments below the synced offset.
+    fn durable_mark(&self) -> SyncedMark {
+        if self.synced_mark == SyncedMark::NONE {
+            SyncedMark {
+                offset: self.synced,
+                base: i64::MIN,
+                pos: 0,
+            }
+        } else {
+            self.synced_mark
+        }
+    }
+
     /// A flush made everything up to `leo` durable, ending at `active_size` in the last of
     /// `segs` (the state it started from): move the synced mark there.
     fn mark_synced(&mut self, segs: &[Arc<Segment>], leo: i64, active_size: u64) {
@@ -918,16 +923,7 @@ impl Log {
         // Readers see only what storage holds from now on: nothing past the last successful
         // fsync (the page cache may hold pages the kernel could not write).
         let mut s = self.shared.write();
-        let mark = if s.synced_mark == SyncedMark::NONE {
-            // No fsync since the open: the whole segments below the synced offset.
-            SyncedMark {
-                offset: s.synced,
-                base: i64::MIN,
-                pos: 0,
-            }
-        } else {
-            s.synced_mark
-        };
+        let mark = s.durable_mark();
         if s.published.is_none_or(|p| p.offset > mark.offset) {
             s.published = Some(mark);
         }
