@@ -992,6 +992,7 @@ impl Segment {
     }
 }
 
+/// A segment's file kinds, the `.log` first (`rename_deleted_in` relies on it).
 pub(crate) const SEGMENT_KINDS: [SegmentFileKind; 4] = [
     SegmentFileKind::Log,
     SegmentFileKind::Index,
@@ -1018,6 +1019,12 @@ pub(crate) fn deleted_path(
 }
 
 /// Rename a segment's files to `*.deleted` (safe while they are open). Missing files are fine.
+///
+/// The `.log` goes first, and if it cannot be renamed nothing else is: a segment is either
+/// still whole under its name or its `.log` is aside (an open treats it as removed, and a
+/// cleaner's switch as begun). Renaming its indexes aside while its `.log` stayed would leave
+/// a segment without its `.txnindex` after the loader removed the `.deleted` files: its
+/// aborted records read as committed.
 pub(crate) fn rename_deleted_in(dir: &Path, base: i64, tag: Option<&str>) -> io::Result<()> {
     let mut first_err = None;
     for kind in SEGMENT_KINDS {
@@ -1027,6 +1034,7 @@ pub(crate) fn rename_deleted_in(dir: &Path, base: i64, tag: Option<&str>) -> io:
         ) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if kind == SegmentFileKind::Log => return Err(e),
             Err(e) => {
                 first_err.get_or_insert(e);
             }

@@ -532,3 +532,25 @@ fn a_cleaning_takes_no_swap_file_a_former_owner_left() {
     assert!(!stale.exists());
     check_against(&log, &model, false);
 }
+
+#[test]
+fn a_segment_whose_log_cannot_be_renamed_aside_keeps_every_file() {
+    use crate::segment::{deleted_path, rename_deleted_in, seg_path, SEGMENT_KINDS};
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    for kind in SEGMENT_KINDS {
+        std::fs::write(seg_path(dir, 0, kind), [1u8; 12]).unwrap();
+    }
+    // The `.log`'s rename fails (a non-empty directory stands at its `.deleted` name, as a
+    // failing storage server would fail it).
+    let blocker = deleted_path(dir, 0, sluice_format::SegmentFileKind::Log, Some("0-abc"));
+    std::fs::create_dir(&blocker).unwrap();
+    std::fs::write(blocker.join("x"), b"x").unwrap();
+    assert!(rename_deleted_in(dir, 0, Some("0-abc")).is_err());
+    // A switch that failed here is rolled back by the next open (its `.log` is in place), and
+    // the loader removes `.deleted` files: an index renamed aside now would be lost, the
+    // `.txnindex` with the segment's aborted transactions among them.
+    for kind in SEGMENT_KINDS {
+        assert!(seg_path(dir, 0, kind).exists(), "{kind:?} renamed aside");
+    }
+}
