@@ -48,8 +48,8 @@ pub(crate) struct Cluster {
     settings: ClusterSettings,
     /// Partitions this broker serves, with the owner record it acquired. The write gate
     /// ([`Gate`]) lets a partition's files be written only while it is here, under the epoch
-    /// of its log.
-    held: RwLock<HashMap<TopicPartition, OwnerRecord>>,
+    /// and topic id of its log.
+    held: RwLock<HashMap<TopicPartition, Held>>,
     /// Held partitions being handed over: no new append is taken ([`Cluster::may_write`]),
     /// while the hand-over itself seals and fsyncs through the gate.
     handing_over: RwLock<HashSet<TopicPartition>>,
@@ -93,9 +93,24 @@ pub(crate) struct Cluster {
 pub(crate) struct Gate(pub(crate) Arc<Cluster>);
 
 impl sluice_store::WriteGate for Gate {
-    fn check(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
-        self.0.may_write_files(tp, leader_epoch)
+    fn check(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+    ) -> Result<(), String> {
+        self.0.may_write_files(tp, topic_id, leader_epoch)
     }
+}
+
+/// A partition this broker holds: the owner record it acquired and the id of the topic
+/// (the incarnation of its name) it acquired it for. A topic deleted and created again
+/// starts its epochs anew, so the epoch alone does not tell a log object of the deleted
+/// topic from one of the new.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    record: OwnerRecord,
+    topic_id: uuid::Uuid,
 }
 
 /// Why a confirmation did not confirm a partition.
@@ -166,19 +181,35 @@ impl Cluster {
             && !self.handing_over.read().contains(tp)
     }
 
+    #[cfg(test)]
+    fn hold_for_test(&self, tp: &TopicPartition, topic_id: uuid::Uuid, record: OwnerRecord) {
+        self.held
+            .write()
+            .insert(tp.clone(), Held { record, topic_id });
+    }
+
     /// The write gate's answer ([`Gate`]): this broker holds `tp` under the epoch its log was
     /// opened (or acquired again) with, and its lease is surely alive. Unlike
     /// [`Cluster::may_write`], a hand-over and a controlled shutdown pass it: they seal and
     /// fsync what they hold before they let go.
-    fn may_write_files(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+    fn may_write_files(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+    ) -> Result<(), String> {
         if Instant::now() >= *self.write_deadline.lock() {
             return Err("the broker's etcd lease was not renewed in time".into());
         }
         match self.held.read().get(tp) {
-            Some(r) if r.owner.epoch == leader_epoch => Ok(()),
-            Some(r) => Err(format!(
+            Some(h) if h.topic_id != topic_id => Err(format!(
+                "the log is of topic id {topic_id}, the partition is held for topic id {}",
+                h.topic_id
+            )),
+            Some(h) if h.record.owner.epoch == leader_epoch => Ok(()),
+            Some(h) => Err(format!(
                 "the log was opened under epoch {leader_epoch}, the partition is held under {}",
-                r.owner.epoch
+                h.record.owner.epoch
             )),
             None => Err("the partition is not held by this broker".into()),
         }
@@ -265,9 +296,16 @@ impl Cluster {
     /// thread after a confirmed round, or at acquisition: never beside a confirmation.
     fn record_recovery_point(&self, store: &EtcdStore, log: &Log) {
         let tp = log.topic_partition();
-        let Some(held) = self.held.read().get(tp).copied() else {
+        let Some(Held {
+            record: held,
+            topic_id,
+        }) = self.held.read().get(tp).copied()
+        else {
             return;
         };
+        if topic_id != log.topic_id() {
+            return;
+        }
         let rp = log.recovery_point_offset();
         if rp <= held.owner.recovery_point {
             return;
@@ -276,11 +314,11 @@ impl Cluster {
             Ok(Some(next)) => {
                 let mut all = self.held.write();
                 // Still the record this broker holds (not released meanwhile).
-                if all
-                    .get(tp)
-                    .is_some_and(|h| h.mod_revision == held.mod_revision)
+                if let Some(h) = all
+                    .get_mut(tp)
+                    .filter(|h| h.record.mod_revision == held.mod_revision)
                 {
-                    all.insert(tp.clone(), next);
+                    h.record = next;
                 }
             }
             Ok(None) => tracing::debug!(?tp, "owner record changed; recovery point not recorded"),
@@ -298,7 +336,10 @@ impl Cluster {
                 match records.get(tp) {
                     // Held under the epoch of this log object: data appended to the log of an
                     // earlier acquisition is never confirmed by a later one.
-                    Some(r) if r.owner.epoch == log.leader_epoch() => {
+                    Some(Held {
+                        record: r,
+                        topic_id,
+                    }) if r.owner.epoch == log.leader_epoch() && *topic_id == log.topic_id() => {
                         held.push((i, (tp.topic.clone(), tp.partition, r.mod_revision)));
                         out.push(Ok(()));
                     }
@@ -449,7 +490,7 @@ impl Cluster {
             .held
             .read()
             .iter()
-            .map(|(tp, r)| (tp.clone(), *r))
+            .map(|(tp, h)| (tp.clone(), h.record))
             .collect();
         held.sort_by(|a, b| (&a.0.topic, a.0.partition).cmp(&(&b.0.topic, b.0.partition)));
         let mut handed = 0;
@@ -648,7 +689,13 @@ impl Cluster {
         let mut opened = open();
         // Held from here: the new segment and the flush pass the write gate under the epoch
         // just acquired (the log was opened with it).
-        self.held.write().insert(tp.clone(), record);
+        self.held.write().insert(
+            tp.clone(),
+            Held {
+                record,
+                topic_id: topic.id,
+            },
+        );
         if opened.is_err() {
             // The directory of a deleted topic of this name, left where it was (its owner was
             // away when it was deleted): put aside once nobody else may write it, then opened
@@ -749,7 +796,7 @@ impl Cluster {
         }
         broker
             .logs
-            .retire_stray_dir(tp, stray, &|| self.may_write_files(tp, epoch))
+            .retire_stray_dir(tp, stray, &|| self.may_write_files(tp, topic_id, epoch))
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
@@ -870,7 +917,7 @@ impl Cluster {
                 if replaced && self.held.write().remove(&tp).is_some() {
                     self.release_files(broker, &tp, false);
                 }
-                let held = self.held.read().get(&tp).copied();
+                let held = self.held.read().get(&tp).map(|h| h.record);
                 let mine = usable && record.is_some_and(|r| r.owner.node == me);
                 if !mine {
                     let mut retry = self.acquire_retry.lock();
@@ -916,7 +963,13 @@ impl Cluster {
                                     // Both under the lock the write gate reads `held` with.
                                     let mut held = self.held.write();
                                     log.set_leader_epoch(rec.owner.epoch);
-                                    held.insert(tp.clone(), rec);
+                                    held.insert(
+                                        tp.clone(),
+                                        Held {
+                                            record: rec,
+                                            topic_id: topic.id,
+                                        },
+                                    );
                                 }
                                 // A coordinator that unloaded while the epochs differed (the
                                 // write gate refused meanwhile) loads again.
@@ -1190,4 +1243,95 @@ fn cluster_loop(weak: Weak<Broker>) {
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use sluice_meta::Owner;
+    use sluice_store::{AppendOrigin, LogManager, MetaProperties};
+
+    fn held_at(epoch: i32) -> OwnerRecord {
+        OwnerRecord {
+            owner: Owner {
+                node: 1,
+                epoch,
+                pinned: false,
+                from: None,
+                to: None,
+                recovery_point: 0,
+            },
+            mod_revision: 1,
+        }
+    }
+
+    /// A topic deleted and created again under its name starts its partitions' epochs anew:
+    /// a log object of the deleted incarnation left in a task (a DeleteRecords or the
+    /// maintenance iterating an old list) can carry the epoch the new one is held under.
+    /// It must write nothing into the new incarnation's directory.
+    #[test]
+    fn a_log_of_a_deleted_incarnation_writes_nothing_at_the_same_epoch() {
+        let settings = ClusterSettings {
+            etcd_endpoints: vec![],
+            etcd_prefix: "/t".into(),
+            etcd_timeout_ms: 1000,
+            lease_ms: 3000,
+            poll_ms: 200,
+            balance_enable: false,
+        };
+        let cluster = Arc::new(Cluster::new(settings));
+        *cluster.write_deadline.lock() = Instant::now() + Duration::from_secs(600);
+        let dir = tempfile::tempdir().unwrap();
+        let m = LogManager::open(
+            vec![dir.path().to_path_buf()],
+            MetaProperties {
+                node_id: 1,
+                cluster_id: "test-cluster-id-00000A".into(),
+            },
+        )
+        .unwrap();
+        m.set_write_gate(Arc::new(Gate(cluster.clone())));
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let config = crate::testutil::log_config(i64::MAX, i64::MAX);
+        let (old_id, new_id) = (uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2));
+        cluster.hold_for_test(&tp, old_id, held_at(1));
+        let old = m.open_log(&tp, old_id, config.clone(), 1).unwrap();
+        let batch = sluice_format::BatchBuilder::new()
+            .record(0, None, Some(b"old".as_slice()))
+            .build();
+        old.append(bytes::Bytes::from(batch), AppendOrigin::Client, 0)
+            .unwrap();
+        // The deletion: the old log leaves the registry (its object stays with a task), its
+        // directory is put aside, and the new incarnation is acquired under the same epoch.
+        m.release_log(&tp).unwrap();
+        std::fs::rename(old.dir(), dir.path().join("t-0.aside-delete")).unwrap();
+        cluster.hold_for_test(&tp, new_id, held_at(1));
+        let new = m.open_log(&tp, new_id, config, 1).unwrap();
+        let before: Vec<_> = std::fs::read_dir(new.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        // The old object's directory name is the new one's: a roll there would create a
+        // segment inside the new incarnation.
+        assert_eq!(old.dir(), new.dir());
+        assert!(old.roll(0).is_err(), "the deleted incarnation's log rolled");
+        let after: Vec<_> = std::fs::read_dir(new.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(before.len(), after.len(), "files appeared: {after:?}");
+        // The new incarnation's own log writes as before.
+        let batch = sluice_format::BatchBuilder::new()
+            .record(0, None, Some(b"new".as_slice()))
+            .build();
+        new.append(bytes::Bytes::from(batch), AppendOrigin::Client, 0)
+            .unwrap();
+        new.roll(0).unwrap();
+        assert_eq!(new.segment_count(), 2);
+    }
 }

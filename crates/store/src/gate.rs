@@ -29,9 +29,16 @@ use crate::{Log, TopicPartition};
 
 /// Decides whether this process may write a partition's files now.
 pub trait WriteGate: Send + Sync + fmt::Debug {
-    /// Ok if this process may write `tp`'s files now, the log having been opened (or
-    /// acquired again) under `leader_epoch`; otherwise why not.
-    fn check(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String>;
+    /// Ok if this process may write `tp`'s files now, the log of the topic `topic_id` having
+    /// been opened (or acquired again) under `leader_epoch`; otherwise why not. The topic id
+    /// tells the incarnations of a topic name apart (a topic deleted and created again starts
+    /// its epochs anew).
+    fn check(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+    ) -> Result<(), String>;
 }
 
 /// The gate installed on a log manager, shared by all its logs (none: every write passes).
@@ -43,13 +50,18 @@ impl GateSlot {
         *self.0.write() = Some(gate);
     }
 
-    fn check(&self, tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+    fn check(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+    ) -> Result<(), String> {
         if crate::mutation::active(crate::mutation::Mutation::OpenGate) {
             return Ok(());
         }
         match &*self.0.read() {
             None => Ok(()),
-            Some(g) => g.check(tp, leader_epoch),
+            Some(g) => g.check(tp, topic_id, leader_epoch),
         }
     }
 }
@@ -74,7 +86,7 @@ impl Log {
     /// them calls this immediately before it writes (see the module doc).
     pub(crate) fn gate(&self) -> Result<(), Fenced> {
         self.gate
-            .check(&self.tp, self.leader_epoch())
+            .check(&self.tp, self.topic_id, self.leader_epoch())
             .map_err(|reason| Fenced {
                 tp: self.tp.clone(),
                 reason,

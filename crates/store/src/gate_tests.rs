@@ -21,7 +21,12 @@ struct TestGate {
 }
 
 impl WriteGate for TestGate {
-    fn check(&self, _tp: &TopicPartition, leader_epoch: i32) -> Result<(), String> {
+    fn check(
+        &self,
+        _tp: &TopicPartition,
+        _id: uuid::Uuid,
+        leader_epoch: i32,
+    ) -> Result<(), String> {
         if self.closed.load(Ordering::Acquire) {
             return Err("closed by the test".into());
         }
@@ -302,7 +307,12 @@ fn a_closed_gate_keeps_deleted_segments_for_the_owner_to_remove() {
 struct LostDuringSwap(std::path::PathBuf);
 
 impl WriteGate for LostDuringSwap {
-    fn check(&self, _tp: &TopicPartition, _leader_epoch: i32) -> Result<(), String> {
+    fn check(
+        &self,
+        _tp: &TopicPartition,
+        _id: uuid::Uuid,
+        _leader_epoch: i32,
+    ) -> Result<(), String> {
         let swapping = std::fs::read_dir(&self.0)
             .map(|d| {
                 d.flatten()
