@@ -196,7 +196,7 @@ impl Broker {
             tracing::info!(topic = name, from = current, to = count, "added partitions");
             return Ok(());
         }
-        let mut logs = state.logs.clone();
+        let mut added = Vec::with_capacity((count - current) as usize);
         for p in current..count {
             let epoch = self.meta.acquire_partition(name, p).map_err(|e| Refusal {
                 code: meta_error_code(&e),
@@ -211,13 +211,21 @@ impl Broker {
                 .logs
                 .open_log(&tp, meta.id, log_config(&state.config), epoch)
                 .map_err(|e| Refusal::new(ResponseError::KafkaStorageError, e.to_string()))?;
-            logs.push(Some(log));
+            added.push(Some(log));
         }
-        self.registry.insert(Arc::new(TopicState {
-            meta,
-            config: state.config.clone(),
-            logs,
-        }));
+        // The existing partitions as they are now (one may have been re-opened meanwhile).
+        self.registry.update(name, |now| {
+            let mut logs = now.logs.clone();
+            logs.extend(added);
+            for (e, cur) in meta.epochs.iter_mut().zip(&now.meta.epochs) {
+                *e = *cur;
+            }
+            TopicState {
+                meta,
+                config: now.config.clone(),
+                logs,
+            }
+        });
         tracing::info!(topic = name, from = current, to = count, "added partitions");
         Ok(())
     }
@@ -240,23 +248,96 @@ impl Broker {
             self.reconcile_now();
             return Ok(());
         }
-        let state = self.registry.get(name).ok_or_else(|| {
-            Refusal::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("Topic '{name}' does not exist."),
-            )
-        })?;
         let config = sluice_config::topic_config(&self.effective_config(), &meta.configs);
+        #[cfg(test)]
+        tests::between_read_and_update();
+        let state = self
+            .registry
+            .update(name, |current| {
+                let mut meta = meta;
+                meta.epochs = current.meta.epochs.clone();
+                TopicState {
+                    meta,
+                    config: config.clone(),
+                    logs: current.logs.clone(),
+                }
+            })
+            .ok_or_else(|| {
+                Refusal::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic '{name}' does not exist."),
+                )
+            })?;
+        // After the update: a log re-opened from now on is opened with the new configs.
         for log in state.open_logs() {
             self.configure_log(log, log_config(&config));
         }
-        let mut meta = meta;
-        meta.epochs = state.meta.epochs.clone();
-        self.registry.insert(Arc::new(TopicState {
-            meta,
-            config,
-            logs: state.logs.clone(),
-        }));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use crate::Broker;
+
+    thread_local! {
+        /// Run once where a topic change has read the topic and not yet updated it.
+        static BETWEEN: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn between_read_and_update() {
+        if let Some(f) = BETWEEN.with(|b| b.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
+        let mut props = BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("log.dirs".to_string(), dir.display().to_string());
+        Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap()
+    }
+
+    /// A failed log re-opened while a topic's configs change: the change must neither put
+    /// the failed log back (it refuses every write until re-opened again, and a coordinator
+    /// would load it) nor leave the re-opened one without the new configs.
+    #[test]
+    fn a_config_change_racing_a_reopen_keeps_the_reopened_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let broker = broker_in(dir.path());
+        broker.create_topic("t", 1, BTreeMap::new()).unwrap();
+        let tp = sluice_store::TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let failed = broker.logs.get(&tp).unwrap();
+        failed.mark_failed("a test fails the log".into());
+        let b = broker.clone();
+        BETWEEN.with(|h| *h.borrow_mut() = Some(Box::new(move || b.reopen_failed_logs())));
+        let configs = BTreeMap::from([("flush.messages".to_string(), "1".to_string())]);
+        broker.set_topic_configs("t", configs).unwrap();
+        let served = broker.registry.get("t").unwrap().log(0).cloned().unwrap();
+        assert!(
+            !Arc::ptr_eq(&served, &failed),
+            "the failed log is served again"
+        );
+        assert!(served.failure().is_none());
+        assert!(Arc::ptr_eq(&served, &broker.logs.get(&tp).unwrap()));
+        assert!(
+            served.sync_bounded(),
+            "the re-opened log lacks the new configs"
+        );
     }
 }

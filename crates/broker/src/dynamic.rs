@@ -125,14 +125,18 @@ impl Broker {
                 if config == state.config {
                     continue;
                 }
+                // Applied to the topic as it is now (its logs may have been re-opened, its
+                // overrides changed, since it was read).
+                let Some(state) = self.registry.update(&state.meta.name, |now| TopicState {
+                    meta: now.meta.clone(),
+                    config: sluice_config::topic_config(&next, &now.meta.configs),
+                    logs: now.logs.clone(),
+                }) else {
+                    continue;
+                };
                 for log in state.open_logs() {
-                    self.configure_log(log, log_config(&config));
+                    self.configure_log(log, log_config(&state.config));
                 }
-                self.registry.insert(Arc::new(TopicState {
-                    meta: state.meta.clone(),
-                    config,
-                    logs: state.logs.clone(),
-                }));
             }
         }
         next

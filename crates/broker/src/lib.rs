@@ -805,9 +805,13 @@ impl Broker {
                 log_end = new.log_end_offset(),
                 "re-opened a failed log: recovered from what storage holds"
             );
-            sync_for_readers(&new);
-            if self.registry.replace_log(new.clone()) {
+            if let Some(current) = self.registry.replace_log(new.clone()) {
+                // The topic's configs may have changed since they were read for the open.
+                self.configure_log(&new, registry::log_config(&current));
+                sync_for_readers(&new);
                 self.load_coordinator_partition(&tp, &new, true);
+            } else {
+                sync_for_readers(&new);
             }
             self.fetch_waiters.wake(&log);
         }

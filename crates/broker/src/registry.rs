@@ -274,22 +274,36 @@ impl Registry {
         Ok(state)
     }
 
+    /// Replace the state of topic `name` by `change` applied to its current state, under the
+    /// registry's lock: a change made from a state read earlier would undo what happened
+    /// since (a failed log re-opened in place, [`Registry::replace_log`]). None if the topic
+    /// is gone.
+    pub(crate) fn update(
+        &self,
+        name: &str,
+        change: impl FnOnce(&TopicState) -> TopicState,
+    ) -> Option<Arc<TopicState>> {
+        let mut topics = self.topics.write();
+        let next = Arc::new(change(topics.by_name.get(name)?));
+        topics.by_name.insert(name.to_string(), next.clone());
+        Some(next)
+    }
+
     pub(crate) fn insert(&self, state: Arc<TopicState>) {
         let mut topics = self.topics.write();
         topics.by_id.insert(state.meta.id, state.meta.name.clone());
         topics.by_name.insert(state.meta.name.clone(), state);
     }
 
-    /// Serve `log` as its partition's log from now on (a log re-opened in place). False if
-    /// the topic is gone or served that partition with no log.
-    pub(crate) fn replace_log(&self, log: Arc<Log>) -> bool {
+    /// Serve `log` as its partition's log from now on (a log re-opened in place). Returns
+    /// the topic's config as it is now (the log was opened with the one read before), None
+    /// if the topic is gone, is another incarnation, or served that partition with no log.
+    pub(crate) fn replace_log(&self, log: Arc<Log>) -> Option<TopicConfig> {
         let tp = log.topic_partition().clone();
         let mut topics = self.topics.write();
-        let Some(state) = topics.by_name.get(&tp.topic) else {
-            return false;
-        };
-        if state.log(tp.partition).is_none() {
-            return false;
+        let state = topics.by_name.get(&tp.topic)?;
+        if state.meta.id != log.topic_id() || state.log(tp.partition).is_none() {
+            return None;
         }
         let mut logs = state.logs.clone();
         // Metadata answers the new log's epoch (a re-open is a new one).
@@ -298,13 +312,14 @@ impl Registry {
             *e = log.leader_epoch();
         }
         logs[tp.partition as usize] = Some(log);
+        let config = state.config.clone();
         let next = Arc::new(TopicState {
             meta,
-            config: state.config.clone(),
+            config: config.clone(),
             logs,
         });
         topics.by_name.insert(tp.topic, next);
-        true
+        Some(config)
     }
 
     pub(crate) fn remove(&self, name: &str) -> Option<Arc<TopicState>> {
