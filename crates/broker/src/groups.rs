@@ -205,6 +205,10 @@ impl Groups {
         let (mut records, next) = read_from(&log, log.log_start_offset());
         between();
         let mut c = self.coordinator.lock();
+        if log.failure().is_some() {
+            // Failed since it was chosen (appends fail under this lock): its re-open loads it.
+            return;
+        }
         records.extend(read_from(&log, next).0);
         let n = records.len();
         let bad = c.load(partition, records, now_ms());
@@ -536,6 +540,10 @@ impl Broker {
         for (p, log) in t.logs.iter().enumerate() {
             let Some(log) = log else { continue };
             let p = p as i32;
+            // A failed log is loaded when it is re-opened, from what storage holds.
+            if log.failure().is_some() {
+                continue;
+            }
             if !self.groups.read(|c| c.is_loaded(p)) && p < self.groups.partition_count() {
                 self.groups.load(p, log.clone());
             }
