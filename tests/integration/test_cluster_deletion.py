@@ -131,3 +131,35 @@ def test_a_topic_created_again_with_fewer_partitions_lets_go_of_the_rest(broker_
     extra = [f"{topic}-{p}" for p in range(4, 8)]
     harness.wait_until(lambda: not [d for d in extra if (shared / d).exists()], 30,
                        f"the deleted topic's partitions 4-7 let go of and removed (have {partition_dirs(shared, topic)})")
+
+
+def test_a_deleted_topic_is_not_brought_back_by_its_owner_restarting_into_an_empty_cluster(
+        broker_factory, etcd, tmp_path, topic):
+    """The only topic is deleted while the broker owning some of its partitions is down. That
+    broker starts again into a cluster with no topic left: its directories of the deleted topic
+    are leftovers to remove, not a log directory to adopt (a cluster with no topic adopts the
+    directories it finds, so that a Kafka log directory can be brought in)."""
+    shared = tmp_path / "shared"
+    brokers = start_cluster(broker_factory, etcd, shared, n=2)
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    wait_all_led(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, "old", 200)
+    owners = leaders(bootstrap, topic)
+    assert set(owners.values()) == {1, 2}, f"the test needs partitions on both brokers: {owners}"
+    down, survivor = brokers[1], brokers[0]
+    down.kill()
+    admin = harness.admin(survivor.bootstrap)
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+    assert topic not in admin.list_topics(timeout=30).topics
+    harness.wait_until(lambda: all(not (shared / f"{topic}-{p}").exists() for p, o in owners.items() if o == 1),
+                       30, "the survivor's partitions of the deleted topic removed")
+    assert any((shared / f"{topic}-{p}").exists() for p, o in owners.items() if o == 2)
+
+    down.start()
+    harness.wait_until(lambda: not any((shared / f"{topic}-{p}").exists() for p in range(PARTITIONS)), 30,
+                       f"the deleted topic's directories removed (have {partition_dirs(shared, topic)})")
+    for b in brokers:
+        listed = harness.admin(b.bootstrap).list_topics(timeout=30).topics
+        assert topic not in listed, f"broker at {b.bootstrap} lists the deleted topic again"
+    assert "imported topic into the cluster" not in down.log_text()

@@ -140,6 +140,9 @@ pub(crate) fn adopt_discovered(meta: &Meta, logs: &LogManager) -> Result<(), Bro
 /// Partition directories alone are adopted only while a single broker's metadata is imported
 /// or the cluster has no topic yet: in a running cluster an unknown directory is a deleted
 /// topic's leftover (its owner was dead when it was deleted), not a topic to bring back.
+/// Neither is a directory (nor an embedded topic) whose topic id a deletion recorded in etcd
+/// names, also in a cluster whose last topic was that one: its broker removes it
+/// (`Cluster::let_go_of_deleted`).
 pub(crate) fn import_into_cluster(
     store: &sluice_meta::EtcdStore,
     first_dir: &std::path::Path,
@@ -164,8 +167,16 @@ pub(crate) fn import_into_cluster(
         quotas = embedded.client_quotas()?;
     }
     let known = store.refresh()?;
+    topics.retain(|_, t| !known.deleted.contains_key(&t.id));
     let adopt_dirs = !topics.is_empty() || known.topics.is_empty();
-    for d in logs.discovered().into_iter().filter(|_| adopt_dirs) {
+    let deleted = |d: &sluice_store::DiscoveredLog| {
+        d.topic_id.is_some_and(|id| known.deleted.contains_key(&id))
+    };
+    for d in logs
+        .discovered()
+        .into_iter()
+        .filter(|d| adopt_dirs && !deleted(d))
+    {
         let t = topics
             .entry(d.tp.topic.clone())
             .or_insert_with(|| TopicMeta {
