@@ -61,6 +61,25 @@ class EtcdServer:
         harness.wait_until(healthy, timeout, "etcd to become healthy")
         return self
 
+    def keys(self, prefix: str) -> list:
+        """The keys under ``prefix`` (etcd's JSON gateway, a linearizable range read)."""
+        import base64
+        import json
+        import urllib.request
+
+        def b64(b: bytes) -> str:
+            return base64.b64encode(b).decode()
+
+        start = prefix.encode()
+        end = start[:-1] + bytes([start[-1] + 1])
+        req = urllib.request.Request(f"http://{self.endpoint}/v3/kv/range",
+                                     data=json.dumps({"key": b64(start), "range_end": b64(end),
+                                                      "keys_only": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            kvs = json.loads(r.read()).get("kvs", [])
+        return [base64.b64decode(kv["key"]).decode() for kv in kvs]
+
     def stop(self) -> None:
         if self.proc is None:
             return

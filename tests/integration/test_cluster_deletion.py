@@ -85,13 +85,14 @@ def test_a_topic_deleted_while_its_owner_is_down_comes_back_empty(broker_factory
     for p in range(PARTITIONS):
         md = (shared / f"{topic}-{p}" / "partition.metadata").read_text()
         assert md != old_dirs[p], f"partition {p} still has the deleted topic's directory"
-    # The directories put aside are removed: only the new topic's are left.
-    expected = sorted([f"{topic}-{p}" for p in range(PARTITIONS)]
-                      + [f"{kept}-{p}" for p, o in kept_owners.items() if o == 2])
+    # The directories put aside are removed: only the new topic's are left. The other deleted
+    # topic's directories of the broker that is down go too, once its lease is gone: the
+    # controller puts them aside (test_a_deleted_topic_of_a_broker_that_never_returns_is_removed).
+    expected = sorted(f"{topic}-{p}" for p in range(PARTITIONS))
     harness.wait_until(lambda: partition_dirs(shared, topic) == expected, 30,
-                       "only the new topic's directories, and the down broker's of the other")
+                       "only the new topic's directories")
 
-    # The broker that was down removes what it owned of the topic deleted meanwhile, once back.
+    # The broker that was down comes back to find nothing of the deleted topics to serve.
     down.start()
     harness.wait_until(lambda: not any((shared / f"{kept}-{p}").exists() for p in range(PARTITIONS)), 30,
                        f"the deleted topic's directories removed (have {partition_dirs(shared, kept)})")
@@ -163,3 +164,27 @@ def test_a_deleted_topic_is_not_brought_back_by_its_owner_restarting_into_an_emp
         listed = harness.admin(b.bootstrap).list_topics(timeout=30).topics
         assert topic not in listed, f"broker at {b.bootstrap} lists the deleted topic again"
     assert "imported topic into the cluster" not in down.log_text()
+
+
+def test_a_deleted_topic_of_a_broker_that_never_returns_is_removed(broker_factory, etcd, tmp_path, topic):
+    """A topic deleted while a broker owning some of its partitions is down, and that broker
+    never comes back: once its lease is gone (so it writes nothing more), the controller puts
+    its directories of the deleted topic aside and clears the deletion record; neither stays
+    forever."""
+    shared = tmp_path / "shared"
+    brokers = start_cluster(broker_factory, etcd, shared, n=2)
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    wait_all_led(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, "old", 200)
+    owners = leaders(bootstrap, topic)
+    assert set(owners.values()) == {1, 2}, f"the test needs partitions on both brokers: {owners}"
+    brokers[1].kill()
+    admin = harness.admin(brokers[0].bootstrap)
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+    # The deletion is recorded, naming the broker that is down for its partitions.
+    assert [k for k in etcd.keys("/sluice-test/") if "/deleted/" in k]
+    harness.wait_until(lambda: not partition_dirs(shared, topic), 30,
+                       f"every directory of the deleted topic removed (have {partition_dirs(shared, topic)})")
+    harness.wait_until(lambda: not [k for k in etcd.keys("/sluice-test/") if "/deleted/" in k], 30,
+                       "the deletion record cleared")

@@ -805,14 +805,28 @@ impl Cluster {
     /// ([`sluice_meta::DeletedTopic`]): their directories, if they are still there and hold the
     /// deleted topic's files (a deletion past the write deadline left them, or the broker was
     /// away), are put aside while its write deadline has not passed; then it lets go of them
-    /// in etcd, so the owner of a partition of that name created since may open it.
+    /// in etcd, so the owner of a partition of that name created since may open it. The
+    /// controller does the same for the partitions of brokers that have left the cluster
+    /// (their lease is gone, so their write deadline passed: they write nothing more there,
+    /// and on their return they find no entry naming them), so that neither the directories
+    /// nor the records of a broker that never comes back stay forever.
     fn let_go_of_deleted(&self, broker: &Broker, store: &EtcdStore, view: &ClusterView) {
         let me = broker.node_id;
+        let controller = view.controller.is_some_and(|(id, _)| id == me);
         for (id, d) in &view.deleted {
-            if !d.owners.contains(&me) {
+            let mut nodes: Vec<i32> = d
+                .owners
+                .iter()
+                .copied()
+                .filter(|n| *n == me || (controller && *n >= 0 && !view.brokers.contains_key(n)))
+                .collect();
+            if nodes.is_empty() {
                 continue;
             }
-            for (p, _) in d.owners.iter().enumerate().filter(|(_, n)| **n == me) {
+            nodes.sort_unstable();
+            nodes.dedup();
+            let mut failed = false;
+            for (p, _) in d.owners.iter().enumerate().filter(|(_, n)| nodes.contains(n)) {
                 let tp = TopicPartition {
                     topic: d.topic.clone(),
                     partition: p as i32,
@@ -821,17 +835,22 @@ impl Cluster {
                     .logs
                     .retire_stray_dir(&tp, *id, &|| self.may_write_names())
                 {
-                    tracing::warn!(?tp, deleted_topic = %id, "putting aside a deleted topic's directory failed: {e}");
+                    tracing::warn!(?tp, deleted_topic = %id, "putting aside a deleted topic's directory failed; trying again next round: {e}");
+                    failed = true;
                 }
             }
             // Not while the deadline has passed: the directories are still this broker's to
-            // put aside once it may write again.
+            // put aside once it may write again. Nor while one could not be put aside: the
+            // record is what makes the next round try again.
             if self.may_write_names().is_err() {
                 return;
             }
-            match store.let_go_of_deleted(*id, d) {
+            if failed {
+                continue;
+            }
+            match store.let_go_of_deleted(*id, d, &nodes) {
                 Ok(true) => {
-                    tracing::info!(topic = %d.topic, deleted_topic = %id, "let go of the deleted topic's partitions")
+                    tracing::info!(topic = %d.topic, deleted_topic = %id, brokers = ?nodes, "let go of the deleted topic's partitions")
                 }
                 Ok(false) => {
                     tracing::debug!(deleted_topic = %id, "the deleted topic's record changed; next round")

@@ -814,14 +814,20 @@ impl EtcdStore {
         }
     }
 
-    /// This broker has let go of the partitions of the deleted topic `id` that `seen` names
-    /// it for: their entries become -1 (the record goes with the last one), if the record is
-    /// still `seen`. Returns whether it was written.
-    pub fn let_go_of_deleted(&self, id: Uuid, seen: &DeletedTopic) -> Result<bool, MetaError> {
+    /// The partitions of the deleted topic `id` that `seen` names one of `nodes` for have been
+    /// let go of (this broker's own, or, by the controller, those of brokers that left the
+    /// cluster): their entries become -1 (the record goes with the last one), if the record
+    /// is still `seen`. Returns whether it was written.
+    pub fn let_go_of_deleted(
+        &self,
+        id: Uuid,
+        seen: &DeletedTopic,
+        nodes: &[i32],
+    ) -> Result<bool, MetaError> {
         let key = self.deleted_key(id);
         let mut next = seen.clone();
         for o in &mut next.owners {
-            if *o == self.node_id {
+            if nodes.contains(o) {
                 *o = -1;
             }
         }
