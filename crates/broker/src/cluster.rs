@@ -781,12 +781,27 @@ impl Cluster {
         let me = broker.node_id;
         for (id, d) in &view.deleted {
             let named = d.owners.get(tp.partition as usize).copied().unwrap_or(-1);
-            if d.topic == tp.topic && named >= 0 && named != me && view.brokers.contains_key(&named)
-            {
+            if d.topic != tp.topic || named < 0 || named == me {
+                continue;
+            }
+            if view.brokers.contains_key(&named) {
                 return Err(format!(
                     "its directory holds the files of a deleted topic of this name ({stray}); broker {named} has not let go of partition {} of the deleted topic {id} yet",
                     tp.partition
                 ));
+            }
+            // Gone from the cluster: its entry becomes this broker's, in etcd, before the
+            // directory is touched (a compare that it is still not registered); back, it
+            // reads the record again before it renames anything, and finds it is not named.
+            match store.take_over_deleted(*id, d, &[named]) {
+                Ok(true) => tracing::info!(?tp, deleted_topic = %id, from = named,
+                    "took over a departed broker's partition of a deleted topic"),
+                Ok(false) => {
+                    return Err(format!(
+                        "broker {named}'s entry of the deleted topic {id} changed; next round"
+                    ))
+                }
+                Err(e) => return Err(format!("taking over the deleted topic's entry failed: {e}")),
             }
         }
         match store.topic_id(&tp.topic) {
@@ -806,27 +821,50 @@ impl Cluster {
     /// deleted topic's files (a deletion past the write deadline left them, or the broker was
     /// away), are put aside while its write deadline has not passed; then it lets go of them
     /// in etcd, so the owner of a partition of that name created since may open it. The
-    /// controller does the same for the partitions of brokers that have left the cluster
-    /// (their lease is gone, so their write deadline passed: they write nothing more there,
-    /// and on their return they find no entry naming them), so that neither the directories
-    /// nor the records of a broker that never comes back stay forever.
+    /// controller takes over the entries of brokers that have left the cluster
+    /// (`EtcdStore::take_over_deleted`: their lease is gone, so their write deadline passed;
+    /// back, they read the record again before touching a directory and find it no longer
+    /// names them), so that neither the directories nor the records of a broker that never
+    /// comes back stay forever.
     fn let_go_of_deleted(&self, broker: &Broker, store: &EtcdStore, view: &ClusterView) {
         let me = broker.node_id;
         let controller = view.controller.is_some_and(|(id, _)| id == me);
         for (id, d) in &view.deleted {
-            let mut nodes: Vec<i32> = d
-                .owners
-                .iter()
-                .copied()
-                .filter(|n| *n == me || (controller && *n >= 0 && !view.brokers.contains_key(n)))
-                .collect();
-            if nodes.is_empty() {
+            if controller {
+                let mut departed: Vec<i32> = d
+                    .owners
+                    .iter()
+                    .copied()
+                    .filter(|n| *n >= 0 && *n != me && !view.brokers.contains_key(n))
+                    .collect();
+                departed.sort_unstable();
+                departed.dedup();
+                if !departed.is_empty() {
+                    match store.take_over_deleted(*id, d, &departed) {
+                        Ok(true) => tracing::info!(topic = %d.topic, deleted_topic = %id, from = ?departed,
+                            "took over departed brokers' partitions of a deleted topic"),
+                        Ok(false) => tracing::debug!(deleted_topic = %id, "the deleted topic's record changed; next round"),
+                        Err(e) => tracing::warn!(deleted_topic = %id, "taking over departed brokers' partitions of a deleted topic failed: {e}"),
+                    }
+                    // The record as it is now, next round.
+                    continue;
+                }
+            }
+            if !d.owners.contains(&me) {
                 continue;
             }
-            nodes.sort_unstable();
-            nodes.dedup();
+            // Read again before touching a directory: while this broker was away its entries
+            // may have been taken over (`EtcdStore::take_over_deleted`), after the view.
+            let d = match store.deleted_topic(*id) {
+                Ok(Some(d)) if d.owners.contains(&me) => d,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(deleted_topic = %id, "reading a deleted topic's record failed: {e}");
+                    continue;
+                }
+            };
             let mut failed = false;
-            for (p, _) in d.owners.iter().enumerate().filter(|(_, n)| nodes.contains(n)) {
+            for (p, _) in d.owners.iter().enumerate().filter(|(_, n)| **n == me) {
                 let tp = TopicPartition {
                     topic: d.topic.clone(),
                     partition: p as i32,
@@ -848,9 +886,9 @@ impl Cluster {
             if failed {
                 continue;
             }
-            match store.let_go_of_deleted(*id, d, &nodes) {
+            match store.let_go_of_deleted(*id, &d) {
                 Ok(true) => {
-                    tracing::info!(topic = %d.topic, deleted_topic = %id, brokers = ?nodes, "let go of the deleted topic's partitions")
+                    tracing::info!(topic = %d.topic, deleted_topic = %id, "let go of the deleted topic's partitions")
                 }
                 Ok(false) => {
                     tracing::debug!(deleted_topic = %id, "the deleted topic's record changed; next round")

@@ -814,20 +814,57 @@ impl EtcdStore {
         }
     }
 
-    /// The partitions of the deleted topic `id` that `seen` names one of `nodes` for have been
-    /// let go of (this broker's own, or, by the controller, those of brokers that left the
-    /// cluster): their entries become -1 (the record goes with the last one), if the record
-    /// is still `seen`. Returns whether it was written.
-    pub fn let_go_of_deleted(
+    /// The deletion record of topic `id` as it is now (a linearizable read), None if gone.
+    pub fn deleted_topic(&self, id: Uuid) -> Result<Option<DeletedTopic>, MetaError> {
+        let Some(kv) = self.etcd.get(&self.deleted_key(id)).map_err(etcd_err)? else {
+            return Ok(None);
+        };
+        let mut d: DeletedTopic = parse_json(&kv)?;
+        d.mod_revision = kv.mod_revision;
+        Ok(Some(d))
+    }
+
+    /// Take over, for this broker, the entries of the deleted topic `id` that `seen` names
+    /// one of `departed` for, if the record is still `seen` and none of `departed` is
+    /// registered: a broker that has left the cluster (its lease gone, so its write deadline
+    /// passed) writes nothing more, and once back it reads the record again before it touches
+    /// a directory, so it finds the entries no longer naming it. This broker then puts the
+    /// directories aside as their named broker. Returns whether it was written.
+    pub fn take_over_deleted(
         &self,
         id: Uuid,
         seen: &DeletedTopic,
-        nodes: &[i32],
+        departed: &[i32],
     ) -> Result<bool, MetaError> {
         let key = self.deleted_key(id);
         let mut next = seen.clone();
         for o in &mut next.owners {
-            if nodes.contains(o) {
+            if departed.contains(o) {
+                *o = self.node_id;
+            }
+        }
+        let mut compares = vec![Compare::ModRevision(key.clone(), seen.mod_revision)];
+        compares.extend(
+            departed
+                .iter()
+                .map(|n| Compare::CreateRevision(self.broker_key(*n), 0)),
+        );
+        let op = Op::Put {
+            key,
+            value: to_json(&next),
+            lease: 0,
+        };
+        self.etcd.txn(&compares, &[op], &[]).map_err(etcd_err)
+    }
+
+    /// This broker has let go of the partitions of the deleted topic `id` that `seen` names
+    /// it for: their entries become -1 (the record goes with the last one), if the record is
+    /// still `seen`. Returns whether it was written.
+    pub fn let_go_of_deleted(&self, id: Uuid, seen: &DeletedTopic) -> Result<bool, MetaError> {
+        let key = self.deleted_key(id);
+        let mut next = seen.clone();
+        for o in &mut next.owners {
+            if *o == self.node_id {
                 *o = -1;
             }
         }
