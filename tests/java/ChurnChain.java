@@ -19,7 +19,8 @@
 // PREFIX-0 (that instant is t0), then the churn: one member is added to every group at a time
 // up to MAX_MEMBERS, then removed one at a time down to one; after each step the program waits
 // until every group is stable again (its live members' assignments cover every partition of
-// its input once, each member has one, the shares differ by at most one) and prints how long
+// its input once, each member has one, the shares differ by at most one, and a member that left
+// has closed: until then the partitions it holds are its own) and prints how long
 // that took. Members pause POLL_PAUSE_MS after each poll that returned records (so the churn
 // happens while the chain consumes). Finally it waits until the reader has every key.
 //
@@ -174,7 +175,8 @@ public class ChurnChain {
                     if (!recs.isEmpty() && pollPauseMs > 0) Thread.sleep(pollPauseMs);
                 }
                 commit(pending);
-                owned.clear();
+                // close() revokes (onPartitionsRevoked) and leaves the group: what this member
+                // holds is its own until then.
                 if (variant.equals("static")) {
                     consumer.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP));
                 } else {
@@ -184,12 +186,17 @@ public class ChurnChain {
                 out("ERROR member " + stage + "/" + index + " " + e);
                 failed.set(true);
             } finally {
+                owned.clear();
                 closed = true;
             }
         }
     }
 
-    static boolean stable(List<Member> members) {
+    /** The group's live members own every partition once, each at least one, shares within
+     *  one of each other; and every member of {@code leaving} has closed: until it has, the
+     *  partitions it still holds count as its own (not yet handed over). */
+    static boolean stable(List<Member> members, List<Member> leaving) {
+        for (Member m : leaving) if (!m.closed) return false;
         int[] counts = new int[partitions];
         int min = Integer.MAX_VALUE, max = 0;
         for (Member m : members) {
@@ -200,6 +207,13 @@ public class ChurnChain {
         }
         for (int c : counts) if (c != 1) return false;
         return min >= 1 && max - min <= 1;
+    }
+
+    static boolean allStable(List<List<Member>> groups, List<List<Member>> leaving) {
+        for (int s = 0; s < groups.size(); s++) {
+            if (!stable(groups.get(s), leaving.get(s))) return false;
+        }
+        return true;
     }
 
     public static void main(String[] a) throws Exception {
@@ -264,8 +278,10 @@ public class ChurnChain {
             for (int m = 1; m < maxMembers; m++) plan.add("leave");
             for (String change : plan) {
                 long began = System.nanoTime();
+                List<List<Member>> leaving = new ArrayList<>(); // this step's leavers, per group
                 for (int s = 0; s < stages; s++) {
                     List<Member> g = groups.get(s);
+                    leaving.add(new ArrayList<>());
                     if (change.equals("join")) {
                         Member m = new Member(s, nextIndex[s]++, producers.get(s));
                         g.add(m);
@@ -273,9 +289,10 @@ public class ChurnChain {
                     } else {
                         Member m = g.remove(0); // the oldest member leaves
                         m.stop.set(true);
+                        leaving.get(s).add(m);
                     }
                 }
-                while (!groups.stream().allMatch(ChurnChain::stable)) {
+                while (!allStable(groups, leaving)) {
                     if (failed.get() || System.nanoTime() > deadline) {
                         throw new IllegalStateException("not stable after step " + step + " (" + change + ")");
                     }
