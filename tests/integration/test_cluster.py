@@ -39,7 +39,7 @@ def volume(request, tmp_path):
         yield lambda _node: shared
         return
     if shutil.which("bindfs") is None or not Path("/dev/fuse").exists():
-        pytest.skip("bindfs or FUSE unavailable (scripts/test installs bindfs)")
+        pytest.fail("bindfs or FUSE unavailable (scripts/test installs bindfs; a check that is skipped proves nothing)")
     mounts: dict = {}
 
     def mount_for(node: int) -> Path:
@@ -571,7 +571,7 @@ def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd,
     from nfs_support import _is_mounted, _unmount
 
     if shutil.which("bindfs") is None or not Path("/dev/fuse").exists():
-        pytest.skip("bindfs or FUSE unavailable (scripts/test installs bindfs)")
+        pytest.fail("bindfs or FUSE unavailable (scripts/test installs bindfs; a check that is skipped proves nothing)")
     shared, mnt = tmp_path / "shared", tmp_path / "mount2"
     shared.mkdir()
     mnt.mkdir()
@@ -657,7 +657,7 @@ def test_a_broker_whose_volume_goes_away_leaves_and_its_partitions_move(broker_f
     acknowledged record lost; when its mount is back it joins again."""
     import sys
     if not Path("/dev/fuse").exists():
-        pytest.skip("FUSE unavailable: no /dev/fuse")
+        pytest.fail("FUSE unavailable: no /dev/fuse (a check that is skipped proves nothing)")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the faultfs package
     from faultfs import mount_faultfs
 
