@@ -208,6 +208,14 @@ def test_sigkill_failover_loses_no_acknowledged_record(volume, broker_factory, e
     assert sorted(final) == list(range(PARTITIONS)) and set(final.values()) <= {1, 3}, final
     assert live_brokers(bootstrap_of(brokers)) == [1, 3]
     check_all_readable(bootstrap_of(brokers), topic, load.acked)
+    # Its listener refused after it had accepted: a survivor took the process for gone and
+    # revoked its lease instead of waiting for it to expire (sluice.cluster.death.probe.enable).
+    assert any(PROCESS_GONE in b.log_text() for b in (brokers[0], brokers[2])), \
+        "no survivor revoked the killed broker's lease"
+
+
+# What a broker logs when its death probe takes another broker's process for gone.
+PROCESS_GONE = "its process is gone; revoking its lease"
 
 
 def test_join_takes_a_share_and_sigterm_hands_over(volume, broker_factory, etcd, topic):
@@ -239,6 +247,8 @@ def test_join_takes_a_share_and_sigterm_hands_over(volume, broker_factory, etcd,
     assert not load.errors, f"delivery errors: {load.errors[:5]}"
     assert "left the cluster" in brokers[0].log_text()
     check_all_readable(bootstrap_of(brokers), topic, load.acked)
+    # It left before its listener closed: nobody took it for dead.
+    assert not any(PROCESS_GONE in b.log_text() for b in brokers[1:])
 
 
 def test_sigstopped_owner_steps_down_and_loses_nothing(volume, broker_factory, etcd, topic):
@@ -268,6 +278,9 @@ def test_sigstopped_owner_steps_down_and_loses_nothing(volume, broker_factory, e
     time.sleep(3)
     load.finish()
     check_all_readable(bootstrap_of(brokers), topic, load.acked)
+    # A paused process still has its listener (the kernel accepts for it): its lease expired,
+    # nobody took it for dead.
+    assert not any(PROCESS_GONE in b.log_text() for b in (brokers[0], brokers[2]))
 
 
 def test_etcd_outage_stops_acknowledgements_and_service_resumes(broker_factory, etcd, tmp_path, topic):

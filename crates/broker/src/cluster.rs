@@ -84,6 +84,10 @@ pub(crate) struct Cluster {
     wakeup: Arc<Wakeup>,
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
+    /// Set once the controlled shutdown has run (it runs once).
+    left: AtomicBool,
+    /// The death probe's knowledge of the other brokers' listeners ([`Cluster::probe_peers`]).
+    probed: Mutex<HashMap<i32, Probed>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -122,6 +126,54 @@ enum ConfirmError {
     /// etcd could not be asked: ownership is unknown.
     #[error("ownership could not be confirmed: {0}")]
     Unreachable(String),
+}
+
+/// Refusals in a row, one probe round apart, after a broker's listener accepted a connection,
+/// that tell its process is gone ([`Cluster::probe_peers`]).
+const DEATH_REFUSALS: u32 = 2;
+/// Time limit of one probe's connection attempt: a listener that does not answer (a host
+/// down, a network cut) says nothing; only a refusal counts.
+const PROBE_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// What the death probe knows of another broker's listener, for one registration (lease).
+#[derive(Debug, Default)]
+struct Probed {
+    lease: i64,
+    /// The listener accepted a connection under this registration.
+    accepted: bool,
+    /// Refusals in a row since.
+    refusals: u32,
+}
+
+/// One probe of a listener.
+#[derive(Debug, PartialEq, Eq)]
+enum Probe {
+    Accepted,
+    /// Every address of the host refused the connection: nothing listens on the port.
+    Refused,
+    /// No answer in time, or another error: nothing is known.
+    Unknown,
+}
+
+fn probe(host: &str, port: u16) -> Probe {
+    use std::net::ToSocketAddrs;
+    let Ok(addrs) = (host, port).to_socket_addrs() else {
+        return Probe::Unknown;
+    };
+    let mut seen = false;
+    for addr in addrs {
+        seen = true;
+        match std::net::TcpStream::connect_timeout(&addr, PROBE_CONNECT_TIMEOUT) {
+            Ok(_) => return Probe::Accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+            Err(_) => return Probe::Unknown,
+        }
+    }
+    if seen {
+        Probe::Refused
+    } else {
+        Probe::Unknown
+    }
 }
 
 /// A flag the cluster thread waits on between its rounds.
@@ -163,6 +215,8 @@ impl Cluster {
             reconcile_lock: Mutex::new(()),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
+            left: AtomicBool::new(false),
+            probed: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
         }
     }
@@ -383,6 +437,7 @@ impl Cluster {
             host: l.host,
             port: l.port,
             rack: broker.config.rack.clone(),
+            lease: 0,
         }
     }
 
@@ -431,12 +486,98 @@ impl Cluster {
             })
             .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
         cluster.threads.lock().extend([lease, main, watch]);
+        if cluster.settings.death_probe_enable {
+            let weak = Arc::downgrade(broker);
+            let probe = std::thread::Builder::new()
+                .name("sluice-probe".into())
+                .spawn(move || {
+                    every(
+                        &weak,
+                        false,
+                        |cluster| Duration::from_millis(cluster.settings.poll_ms),
+                        |broker, cluster, store| cluster.probe_peers(broker, store),
+                    )
+                })
+                .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+            cluster.threads.lock().push(probe);
+        }
         Ok(())
     }
 
+    /// The death probe's round (`sluice.cluster.death.probe.enable`). The controller probes
+    /// every other broker's listener, the others the controller's (with no controller, every
+    /// broker probes all). A broker whose listener accepted a connection under its current
+    /// registration and then refuses [`DEATH_REFUSALS`] times in a row has no process: a live
+    /// process keeps its listening socket open until its controlled shutdown, which leaves
+    /// the cluster before it closes the listener (`Broker::leave_cluster`). Its lease is
+    /// revoked, so that its partitions (and the controller key, if it held it) move now
+    /// rather than when the lease expires; a process that is gone writes nothing more, so the
+    /// write deadline's wait buys nothing. A host that is down or cut off does not refuse
+    /// (no answer): its lease expires as before.
+    fn probe_peers(&self, broker: &Broker, store: &EtcdStore) {
+        if self.stopping.load(Ordering::Acquire)
+            || self.lease_lost.load(Ordering::Acquire)
+            || Instant::now() >= *self.write_deadline.lock()
+        {
+            return;
+        }
+        let view = store.view();
+        let me = broker.node_id;
+        let controller = view.controller.map(|(id, _)| id);
+        let mut probed = self.probed.lock();
+        probed.retain(|n, _| view.brokers.contains_key(n));
+        for b in view.brokers.values() {
+            let probes_it = b.node_id != me
+                && match controller {
+                    Some(c) if c == me => true,
+                    Some(c) => c == b.node_id,
+                    None => true,
+                };
+            if !probes_it {
+                continue;
+            }
+            let p = probed.entry(b.node_id).or_default();
+            if p.lease != b.lease {
+                *p = Probed {
+                    lease: b.lease,
+                    ..Probed::default()
+                };
+            }
+            match probe(&b.host, b.port) {
+                Probe::Accepted => {
+                    p.accepted = true;
+                    p.refusals = 0;
+                }
+                Probe::Refused if p.accepted => p.refusals += 1,
+                _ => p.refusals = 0,
+            }
+            if p.refusals < DEATH_REFUSALS {
+                continue;
+            }
+            tracing::error!(
+                node_id = b.node_id,
+                host = %b.host,
+                port = b.port,
+                "broker {}'s listener refuses connections after it accepted them: its process is gone; revoking its lease so that its partitions move now",
+                b.node_id
+            );
+            match store.revoke_lease_of(b.node_id, b.lease) {
+                Ok(()) => {
+                    p.accepted = false;
+                    p.refusals = 0;
+                    self.wakeup.wake();
+                }
+                Err(e) => tracing::warn!(node_id = b.node_id, "revoking the lease failed: {e}"),
+            }
+        }
+    }
+
     /// Controlled shutdown: stop appending, fsync and release every partition, then leave the
-    /// cluster (the controller hands the partitions to the other brokers at once).
+    /// cluster (the controller hands the partitions to the other brokers at once). Runs once.
     pub(crate) fn shutdown(&self, broker: &Broker) {
+        if self.left.swap(true, Ordering::AcqRel) {
+            return;
+        }
         self.stopping.store(true, Ordering::Release);
         self.watch_cancel.cancel();
         self.wakeup.wake();
@@ -1231,6 +1372,10 @@ fn lease_loop(weak: Weak<Broker>) {
                 }
                 Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
                 Ok(false) => {
+                    // Gone (expired, or revoked by a broker that took this process for dead):
+                    // the partitions may be acquired elsewhere already, so nothing more is
+                    // written from now on, not only from the deadline on.
+                    *cluster.write_deadline.lock() = Instant::now();
                     if !cluster.lease_lost.swap(true, Ordering::AcqRel)
                         && !cluster.volume_away.load(Ordering::Acquire)
                     {
@@ -1337,6 +1482,7 @@ mod tests {
             lease_ms: 3000,
             poll_ms: 200,
             balance_enable: false,
+            death_probe_enable: false,
         };
         let cluster = Arc::new(Cluster::new(settings));
         *cluster.write_deadline.lock() = Instant::now() + Duration::from_secs(600);

@@ -960,12 +960,21 @@ impl Broker {
         Duration::from_millis(ms.max(100))
     }
 
-    /// Flush every log, write checkpoints and the clean-shutdown marker. In a cluster, first
-    /// hand every partition over (controlled shutdown).
-    pub fn shutdown(&self) -> Result<(), BrokerError> {
+    /// In a cluster, hand every partition over and leave the cluster (controlled shutdown),
+    /// once; nothing on one broker. Called before the listener closes: a broker whose
+    /// listener refuses connections while it is still registered is taken for dead by its
+    /// peers (`sluice.cluster.death.probe.enable`).
+    pub fn leave_cluster(&self) {
         if let Some(c) = &self.cluster {
             c.shutdown(self);
         }
+    }
+
+    /// Flush every log, write checkpoints and the clean-shutdown marker. In a cluster, first
+    /// hand every partition over (controlled shutdown), unless [`Broker::leave_cluster`]
+    /// did.
+    pub fn shutdown(&self) -> Result<(), BrokerError> {
+        self.leave_cluster();
         self.logs.shutdown()?;
         Ok(())
     }

@@ -405,6 +405,9 @@ pub struct ClusterSettings {
     pub poll_ms: u64,
     /// `sluice.cluster.balance.enable`: move partitions to even out ownership. Default true.
     pub balance_enable: bool,
+    /// `sluice.cluster.death.probe.enable`: revoke the lease of a broker whose listener
+    /// refuses connections after it accepted them (its process is gone). Default true.
+    pub death_probe_enable: bool,
 }
 
 impl Default for BrokerConfig {

@@ -44,6 +44,9 @@ pub struct BrokerInfo {
     /// `broker.rack`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
+    /// The etcd lease its registration lives under (not stored; read with the record).
+    #[serde(skip)]
+    pub lease: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -335,6 +338,7 @@ impl EtcdStore {
                 };
                 let mut info: BrokerInfo = parse_json(kv)?;
                 info.node_id = node_id;
+                info.lease = kv.lease;
                 view.brokers.insert(node_id, info);
             } else if rest == "controller" {
                 if let Ok(id) = String::from_utf8_lossy(&kv.value).parse::<i32>() {
@@ -432,6 +436,22 @@ impl EtcdStore {
         };
         let ttl = self.etcd.lease_keep_alive(lease).map_err(etcd_err)?;
         Ok(ttl > 0)
+    }
+
+    /// End the registration of another broker whose process is gone: its lease `lease` is
+    /// revoked, which removes its registration and, if it was the controller, the controller
+    /// key, so that its partitions move now instead of when the lease would expire. A lease
+    /// already gone is no error. A new process of that broker registers under a new lease,
+    /// which this leaves alone.
+    pub fn revoke_lease_of(&self, node: i32, lease: i64) -> Result<(), MetaError> {
+        match self.etcd.lease_revoke(lease) {
+            Ok(()) => Ok(()),
+            Err(e) if e.to_string().contains("requested lease not found") => {
+                tracing::debug!(node, lease, "lease already gone");
+                Ok(())
+            }
+            Err(e) => Err(etcd_err(e)),
+        }
     }
 
     /// Leave the cluster now (controlled shutdown): revoking the lease removes the
@@ -1194,6 +1214,7 @@ mod tests {
                     host: "h".into(),
                     port: 1,
                     rack: None,
+                    lease: 0,
                 },
             );
         }

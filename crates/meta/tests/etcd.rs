@@ -84,6 +84,7 @@ fn info(port: u16) -> BrokerInfo {
         host: "127.0.0.1".into(),
         port,
         rack: None,
+        lease: 0,
     }
 }
 

@@ -284,6 +284,12 @@ fn serve(args: ServeArgs) -> Result<()> {
         ));
         shutdown_signal().await;
         tracing::info!("shutting down");
+        // In a cluster, leave it while the listener still accepts (its peers take a broker
+        // whose listener refuses for dead); its clients are answered NOT_LEADER meanwhile.
+        {
+            let b = broker.clone();
+            let _ = tokio::task::spawn_blocking(move || b.leave_cluster()).await;
+        }
         let _ = stop_tx.send(true);
         let _ = server.await;
         let _ = maintenance.await;
