@@ -301,6 +301,43 @@ fn a_deleted_topic_names_its_owners_until_they_let_go() {
 }
 
 #[test]
+fn a_departed_brokers_entries_are_taken_over_only_while_it_is_gone() {
+    let etcd = start_etcd();
+    let a = store(&etcd, 1);
+    let b = store(&etcd, 2);
+    a.register(Duration::from_secs(10), &info(9001)).unwrap();
+    let b_lease = b.register(Duration::from_secs(10), &info(9002)).unwrap();
+    let t = a
+        .create_topic("gone", 2, BTreeMap::new(), &[1, 2], None, &[])
+        .unwrap();
+    a.delete_topic("gone").unwrap();
+    let d = a.refresh().unwrap().deleted[&t.id].clone();
+    // Broker 2 is registered: its entry is its own.
+    assert!(!a.take_over_deleted(t.id, &d, &[2]).unwrap());
+    assert_eq!(a.deleted_topic(t.id).unwrap().unwrap().owners, vec![1, 2]);
+    // Its process is gone: its lease revoked (twice is no error), its entry taken over.
+    let v = a.refresh().unwrap();
+    assert_eq!(v.brokers[&2].lease, b_lease);
+    a.revoke_lease_of(2, b_lease).unwrap();
+    a.revoke_lease_of(2, b_lease).unwrap();
+    let v = a.refresh().unwrap();
+    assert!(!v.brokers.contains_key(&2));
+    // Not from a stale record.
+    let mut stale = d.clone();
+    stale.mod_revision -= 1;
+    assert!(!a.take_over_deleted(t.id, &stale, &[2]).unwrap());
+    assert!(a.take_over_deleted(t.id, &d, &[2]).unwrap());
+    let now = b.deleted_topic(t.id).unwrap().unwrap();
+    assert_eq!(now.owners, vec![1, 1]);
+    // Broker 2 back (a new lease): the record it reads names it no more.
+    b.register(Duration::from_secs(10), &info(9002)).unwrap();
+    assert!(!b.deleted_topic(t.id).unwrap().unwrap().owners.contains(&2));
+    // The taker lets go of both, which removes the record.
+    assert!(a.let_go_of_deleted(t.id, &now).unwrap());
+    assert_eq!(a.deleted_topic(t.id).unwrap(), None);
+}
+
+#[test]
 fn a_prefix_compare_sees_any_later_change_under_it() {
     use sluice_meta::etcd::{Compare, Op};
     let etcd = start_etcd();
