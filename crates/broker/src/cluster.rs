@@ -31,6 +31,7 @@ use sluice_meta::etcd::WatchCancel;
 use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord};
 use sluice_store::{Log, TopicPartition};
 
+use crate::peers::Probe;
 use crate::registry::{log_config, TopicState};
 use crate::{now_ms, Broker, OFFSETS_TOPIC, TXN_TOPIC};
 
@@ -143,37 +144,6 @@ struct Probed {
     accepted: bool,
     /// Refusals in a row since.
     refusals: u32,
-}
-
-/// One probe of a listener.
-#[derive(Debug, PartialEq, Eq)]
-enum Probe {
-    Accepted,
-    /// Every address of the host refused the connection: nothing listens on the port.
-    Refused,
-    /// No answer in time, or another error: nothing is known.
-    Unknown,
-}
-
-fn probe(host: &str, port: u16) -> Probe {
-    use std::net::ToSocketAddrs;
-    let Ok(addrs) = (host, port).to_socket_addrs() else {
-        return Probe::Unknown;
-    };
-    let mut seen = false;
-    for addr in addrs {
-        seen = true;
-        match std::net::TcpStream::connect_timeout(&addr, PROBE_CONNECT_TIMEOUT) {
-            Ok(_) => return Probe::Accepted,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
-            Err(_) => return Probe::Unknown,
-        }
-    }
-    if seen {
-        Probe::Refused
-    } else {
-        Probe::Unknown
-    }
 }
 
 /// A flag the cluster thread waits on between its rounds.
@@ -521,6 +491,10 @@ impl Cluster {
         {
             return;
         }
+        // The server's client probes (only the server touches sockets); none before it runs.
+        let Some(peers) = broker.peers.get() else {
+            return;
+        };
         let view = store.view();
         let me = broker.node_id;
         let controller = view.controller.map(|(id, _)| id);
@@ -543,7 +517,7 @@ impl Cluster {
                     ..Probed::default()
                 };
             }
-            match probe(&b.host, b.port) {
+            match peers.probe(&b.host, b.port, PROBE_CONNECT_TIMEOUT) {
                 Probe::Accepted => {
                     p.accepted = true;
                     p.refusals = 0;
@@ -982,10 +956,16 @@ impl Cluster {
                 departed.dedup();
                 if !departed.is_empty() {
                     match store.take_over_deleted(*id, d, &departed) {
-                        Ok(true) => tracing::info!(topic = %d.topic, deleted_topic = %id, from = ?departed,
-                            "took over departed brokers' partitions of a deleted topic"),
-                        Ok(false) => tracing::debug!(deleted_topic = %id, "the deleted topic's record changed; next round"),
-                        Err(e) => tracing::warn!(deleted_topic = %id, "taking over departed brokers' partitions of a deleted topic failed: {e}"),
+                        Ok(true) => {
+                            tracing::info!(topic = %d.topic, deleted_topic = %id, from = ?departed,
+                            "took over departed brokers' partitions of a deleted topic")
+                        }
+                        Ok(false) => {
+                            tracing::debug!(deleted_topic = %id, "the deleted topic's record changed; next round")
+                        }
+                        Err(e) => {
+                            tracing::warn!(deleted_topic = %id, "taking over departed brokers' partitions of a deleted topic failed: {e}")
+                        }
                     }
                     // The record as it is now, next round.
                     continue;

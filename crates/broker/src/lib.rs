@@ -59,7 +59,7 @@ use sluice_wire::Request;
 
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
-pub use peers::{PeerClient, PeerReply, PEER_REQUEST_TIMEOUT};
+pub use peers::{PeerClient, PeerReply, Probe, PEER_REQUEST_TIMEOUT};
 pub use txns::TXN_TOPIC;
 pub use writeback::WritebackTotals;
 

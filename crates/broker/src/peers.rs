@@ -15,8 +15,23 @@ pub const PEER_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The outcome of a broker-to-broker request.
 pub type PeerReply = Pin<Box<dyn Future<Output = Result<ResponseKind, String>> + Send>>;
 
+/// What one connection attempt to a listener found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// A connection was accepted.
+    Accepted,
+    /// Every address of the host refused the connection: nothing listens on the port.
+    Refused,
+    /// No answer in time, or another error: nothing is known.
+    Unknown,
+}
+
 /// Sends a request to another broker and yields its response.
 pub trait PeerClient: Send + Sync + std::fmt::Debug {
+    /// Try to connect to the listener at `host:port` (a blocking call, at most `timeout` per
+    /// address), and close the connection at once.
+    fn probe(&self, host: &str, port: u16, timeout: Duration) -> Probe;
+
     fn call(
         &self,
         host: &str,

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use sluice_broker::{PeerClient, PeerReply};
+use sluice_broker::{PeerClient, PeerReply, Probe};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
@@ -64,6 +65,27 @@ async fn exchange(
 }
 
 impl PeerClient for TcpPeers {
+    fn probe(&self, host: &str, port: u16, timeout: Duration) -> Probe {
+        use std::net::ToSocketAddrs;
+        let Ok(addrs) = (host, port).to_socket_addrs() else {
+            return Probe::Unknown;
+        };
+        let mut seen = false;
+        for addr in addrs {
+            seen = true;
+            match std::net::TcpStream::connect_timeout(&addr, timeout) {
+                Ok(_) => return Probe::Accepted,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                Err(_) => return Probe::Unknown,
+            }
+        }
+        if seen {
+            Probe::Refused
+        } else {
+            Probe::Unknown
+        }
+    }
+
     fn call(
         &self,
         host: &str,

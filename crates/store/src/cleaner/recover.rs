@@ -87,7 +87,11 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
         let covered: Vec<i64> = logs.range(base..next.max(base + 1)).copied().collect();
         tracing::info!(?tp, segment = base, next_offset = next, replaces = ?covered,
             "completing the swap of a cleaned segment");
-        for old in covered {
+        // The first old segment's files too: its `.log` is aside, but a switch that failed
+        // after that rename may have left its indexes under their names, and the cleaned
+        // segment has a `.txnindex` only if it keeps aborted transactions (a stale one would
+        // hide committed records).
+        for old in std::iter::once(base).chain(covered) {
             for kind in SEGMENT_KINDS {
                 remove_if_exists(&seg_path(dir, old, kind))?;
             }

@@ -554,3 +554,49 @@ fn a_segment_whose_log_cannot_be_renamed_aside_keeps_every_file() {
         assert!(seg_path(dir, 0, kind).exists(), "{kind:?} renamed aside");
     }
 }
+
+/// A switch that renamed the first old segment's `.log` aside and then failed before its
+/// other files (its `.txnindex` still under its name): the open completes the swap, and the
+/// cleaned segment must not inherit that stale `.txnindex` (its entries name aborted
+/// transactions whose markers the cleaning removed) when it keeps none of its own.
+#[test]
+fn a_completed_swap_takes_none_of_the_replaced_segments_files() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 12, 10);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let end = log.log_end_offset();
+    // The recovery point past the cleaned segments: their indexes are trusted at the open.
+    m.checkpoint().unwrap();
+    m.clean_log_at(&tp(), Some(CrashAt::Swapped)).unwrap();
+    let dir = log.dir().to_path_buf();
+    drop(log);
+    drop(m);
+    assert!(dir.join("00000000000000000000.log.swap").exists());
+    assert!(!dir.join("00000000000000000000.txnindex.swap").exists());
+    let stale = dir.join("00000000000000000000.txnindex");
+    let entry = sluice_format::txn::TxnIndexEntry {
+        producer_id: 42,
+        first_offset: 1,
+        last_offset: 4,
+        last_stable_offset: 1,
+    }
+    .encode();
+    std::fs::write(&stale, entry).unwrap();
+    std::fs::rename(
+        dir.join("00000000000000000000.log"),
+        dir.join("00000000000000000000.log.0-0123456789ab.deleted"),
+    )
+    .unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    assert_eq!(log.log_end_offset(), end);
+    assert!(
+        std::fs::read(&stale).map_or(true, |b| b != entry),
+        "the cleaned segment took the replaced segment's .txnindex"
+    );
+    check_against(&log, &model, false);
+}
