@@ -572,6 +572,47 @@ def test_replacement_with_the_dead_brokers_node_id_serves_at_once(broker_factory
     check_all_readable(bootstrap, topic, load.acked)
 
 
+def test_a_replaced_process_that_resumes_writes_nothing_and_stays_out(broker_factory, etcd, tmp_path, topic):
+    """A broker is paused and a replacement process with its node.id starts (on another port)
+    while the paused one's lease still lives (30 s). When the paused process resumes, its
+    lease renews, but its registration is the replacement's: it must stop writing at once, let
+    go of everything and never register again (which would fence the replacement)."""
+    import signal
+
+    from cluster_support import cluster_overrides
+    shared = tmp_path / "shared"
+    brokers = start_cluster(broker_factory, etcd, shared, n=2,
+                            **{"sluice.cluster.lease.ms": 30000, "sluice.cluster.balance.enable": "false"})
+    bootstrap = bootstrap_of(brokers)
+    harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    before = wait_all_led(bootstrap, topic, PARTITIONS)
+    theirs = [p for p, o in before.items() if o == 2]
+    assert theirs, before
+    old = brokers[1]
+    old.proc.send_signal(signal.SIGSTOP)
+    try:
+        new = broker_factory(overrides=cluster_overrides(etcd, 2, shared, "/sluice-test",
+                                                         **{"sluice.cluster.lease.ms": 30000,
+                                                            "sluice.cluster.balance.enable": "false"}),
+                             log_dir=shared, kind="sluice", name="node2-replacement")
+        survivors = bootstrap_of([brokers[0], new])
+        load = Load(survivors, topic).start()
+        harness.wait_until(lambda: all(any(part == p for (part, _, _) in list(load.acked.values()))
+                                       for p in theirs), 30, "the replacement serving node 2's partitions")
+    finally:
+        old.proc.send_signal(signal.SIGCONT)
+    harness.wait_until(lambda: "another process registered with this node.id" in old.log_text(), 30,
+                       "the resumed process to find it was replaced")
+    acked_then = len(load.acked)
+    harness.wait_until(lambda: len(load.acked) > acked_then + 200, 30, "acknowledgements after the resume")
+    load.finish()
+    # The replacement still holds node 2's registration and partitions.
+    assert [b for b in live_brokers(survivors)] == [1, 2]
+    assert leaders(survivors, topic) == before
+    assert "registered in the cluster" not in old.log_text().split("another process registered")[-1]
+    check_all_readable(survivors, topic, load.acked)
+
+
 def test_a_takeover_waits_for_a_volume_that_is_not_mounted(broker_factory, etcd, tmp_path, topic):
     """A broker whose mount of the shared volume has gone (unmounted under it: it sees the bare
     mount point) is the only one left when the other dies. It must not serve the dead broker's

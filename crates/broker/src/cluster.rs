@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 use sluice_config::ClusterSettings;
 use sluice_meta::etcd::WatchCancel;
-use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord};
+use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord, Renewal};
 use sluice_store::{Log, TopicPartition};
 
 use crate::peers::Probe;
@@ -87,6 +87,9 @@ pub(crate) struct Cluster {
     watch_cancel: Arc<WatchCancel>,
     /// Set once the controlled shutdown has run (it runs once).
     left: AtomicBool,
+    /// Set when another process registered with this node id: this one never registers
+    /// again ([`Renewal::Replaced`]).
+    replaced: AtomicBool,
     /// The death probe's knowledge of the other brokers' listeners ([`Cluster::probe_peers`]).
     probed: Mutex<HashMap<i32, Probed>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -186,6 +189,7 @@ impl Cluster {
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
             left: AtomicBool::new(false),
+            replaced: AtomicBool::new(false),
             probed: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
         }
@@ -1347,11 +1351,22 @@ fn lease_loop(weak: Weak<Broker>) {
                 // A renewal that answers after the deadline does not open the gate again:
                 // the coordinators have unloaded and nothing was written meanwhile, so the
                 // broker lets go of its partitions and acquires them again (a new epoch).
-                Ok(true) if Instant::now() >= *cluster.write_deadline.lock() => {
+                Ok(Renewal::Alive) if Instant::now() >= *cluster.write_deadline.lock() => {
                     cluster.fence_if_past_deadline();
                 }
-                Ok(true) => *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3,
-                Ok(false) => {
+                Ok(Renewal::Alive) => {
+                    *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3;
+                }
+                Ok(Renewal::Replaced) => {
+                    *cluster.write_deadline.lock() = Instant::now();
+                    cluster.lease_lost.store(true, Ordering::Release);
+                    if !cluster.replaced.swap(true, Ordering::AcqRel) {
+                        tracing::error!(
+                            "another process registered with this node.id: this one writes nothing more, lets go of its partitions and does not register again (stop it)"
+                        );
+                    }
+                }
+                Ok(Renewal::Expired) => {
                     // Gone (expired, or revoked by a broker that took this process for dead):
                     // the partitions may be acquired elsewhere already, so nothing more is
                     // written from now on, not only from the deadline on.
@@ -1401,6 +1416,9 @@ fn cluster_loop(weak: Weak<Broker>) {
                 // controller gives them to brokers that can (the reconciliation below lets go
                 // of them here, writing nothing).
                 tracing::error!("leaving the cluster while the shared volume is not mounted");
+                // Its partitions go to other brokers as soon as the lease is revoked: nothing
+                // is written from now on.
+                *cluster.write_deadline.lock() = Instant::now();
                 if let Err(e) = store.deregister() {
                     tracing::warn!("leaving the cluster failed (the lease expires instead): {e}");
                 }
@@ -1408,6 +1426,11 @@ fn cluster_loop(weak: Weak<Broker>) {
             if !away && cluster.volume_away.swap(false, Ordering::AcqRel) {
                 tracing::info!("the shared volume is back: joining the cluster again");
                 cluster.lease_lost.store(true, Ordering::Release);
+            }
+            if cluster.replaced.load(Ordering::Acquire) {
+                // Registering again would fence the process that replaced this one.
+                cluster.release_all(broker);
+                return;
             }
             if !away && cluster.lease_lost.load(Ordering::Acquire) {
                 cluster.release_all(broker);

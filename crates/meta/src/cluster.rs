@@ -134,6 +134,19 @@ pub struct DeletedTopic {
     pub mod_revision: i64,
 }
 
+/// What renewing a broker's lease found ([`EtcdStore::keep_alive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// Renewed; the registration is this process's.
+    Alive,
+    /// The lease has expired or was revoked: the registration is gone.
+    Expired,
+    /// The lease lives, but another process registered with this node id since (a
+    /// replacement): this one may write nothing more, and must not register again (it would
+    /// fence its replacement).
+    Replaced,
+}
+
 /// An owner record with the revision that a compare-and-swap needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnerRecord {
@@ -429,13 +442,22 @@ impl EtcdStore {
         Ok(lease)
     }
 
-    /// Renew this broker's lease; false when it has expired (the registration is gone).
-    pub fn keep_alive(&self) -> Result<bool, MetaError> {
+    /// Renew this broker's lease, and check that its registration is still under it.
+    pub fn keep_alive(&self) -> Result<Renewal, MetaError> {
         let Some((lease, _)) = *self.registration.lock() else {
-            return Ok(false);
+            return Ok(Renewal::Expired);
         };
         let ttl = self.etcd.lease_keep_alive(lease).map_err(etcd_err)?;
-        Ok(ttl > 0)
+        if ttl <= 0 {
+            return Ok(Renewal::Expired);
+        }
+        let key = self.broker_key(self.node_id);
+        Ok(match self.etcd.get(&key).map_err(etcd_err)? {
+            Some(kv) if kv.lease == lease => Renewal::Alive,
+            Some(_) => Renewal::Replaced,
+            // Gone under a live lease: deleted by hand; registering again is safe.
+            None => Renewal::Expired,
+        })
     }
 
     /// End the registration of another broker whose process is gone: its lease `lease` is

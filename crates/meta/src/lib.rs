@@ -19,7 +19,7 @@ pub mod etcd;
 pub mod quotas;
 
 pub use cluster::{
-    BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, EtcdStore, Owner, OwnerRecord,
+    BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, EtcdStore, Owner, OwnerRecord, Renewal,
 };
 pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};
 

@@ -105,7 +105,7 @@ fn topics_membership_ownership_and_fencing() {
 
     a.register(Duration::from_secs(10), &info(9001)).unwrap();
     b.register(Duration::from_secs(10), &info(9002)).unwrap();
-    assert!(a.keep_alive().unwrap());
+    assert_eq!(a.keep_alive().unwrap(), sluice_meta::Renewal::Alive);
     let v = a.refresh().unwrap();
     assert_eq!(v.brokers.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
     assert_eq!(v.brokers[&2].port, 9002);
