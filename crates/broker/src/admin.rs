@@ -213,7 +213,8 @@ impl Broker {
                 .map_err(|e| Refusal::new(ResponseError::KafkaStorageError, e.to_string()))?;
             added.push(Some(log));
         }
-        // The existing partitions as they are now (one may have been re-opened meanwhile).
+        // The existing partitions as they are now (one may have been re-opened meanwhile, its
+        // configs changed: the new partitions take them below).
         self.registry.update(name, |now| {
             let mut logs = now.logs.clone();
             logs.extend(added);
@@ -226,8 +227,35 @@ impl Broker {
                 logs,
             }
         });
+        self.apply_topic_config(name);
         tracing::info!(topic = name, from = current, to = count, "added partitions");
         Ok(())
+    }
+
+    /// Give every open log of topic `name` the topic's config as the registry holds it, until
+    /// what was applied is still what it holds: a change of the config and a re-open of a
+    /// log (which configures the new log with what it read) may each apply theirs in either
+    /// order, and whichever applied a config the registry no longer holds applies again.
+    pub(crate) fn apply_topic_config(&self, name: &str) {
+        for _ in 0..16 {
+            let Some(state) = self.registry.get(name) else {
+                return;
+            };
+            for log in state.open_logs() {
+                self.configure_log(log, log_config(&state.config));
+            }
+            if self
+                .registry
+                .get(name)
+                .is_none_or(|now| now.config == state.config)
+            {
+                return;
+            }
+        }
+        tracing::warn!(
+            topic = name,
+            "the topic's config kept changing while it was applied; the next change applies it again"
+        );
     }
 
     /// Replace a topic's config overrides and apply them to its open logs.
@@ -268,16 +296,14 @@ impl Broker {
                     format!("Topic '{name}' does not exist."),
                 )
             })?;
-        // After the update: a log re-opened from now on is opened with the new configs.
-        for log in state.open_logs() {
-            self.configure_log(log, log_config(&config));
-        }
+        drop(state);
+        self.apply_topic_config(name);
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use std::cell::RefCell;
@@ -289,10 +315,19 @@ mod tests {
     thread_local! {
         /// Run once where a topic change has read the topic and not yet updated it.
         static BETWEEN: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+        /// Run once where a re-open has put the new log in the registry and not yet given it
+        /// the topic's config.
+        static AFTER_REPLACE: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
     }
 
     pub(super) fn between_read_and_update() {
         if let Some(f) = BETWEEN.with(|b| b.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    pub(crate) fn after_replace_log() {
+        if let Some(f) = AFTER_REPLACE.with(|b| b.borrow_mut().take()) {
             f();
         }
     }
@@ -338,6 +373,45 @@ mod tests {
         assert!(
             served.sync_bounded(),
             "the re-opened log lacks the new configs"
+        );
+    }
+
+    /// The other order: the re-open has put its log in the registry (with the config it read)
+    /// when the configs change; the change configures the new log, and the re-open must not
+    /// then give it the config it read before.
+    #[test]
+    fn a_reopen_racing_a_config_change_ends_with_the_new_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let broker = broker_in(dir.path());
+        broker.create_topic("t", 1, BTreeMap::new()).unwrap();
+        let tp = sluice_store::TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        broker
+            .logs
+            .get(&tp)
+            .unwrap()
+            .mark_failed("a test fails the log".into());
+        let b = broker.clone();
+        AFTER_REPLACE.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                let configs = BTreeMap::from([("flush.messages".to_string(), "1".to_string())]);
+                b.set_topic_configs("t", configs).unwrap();
+            }))
+        });
+        broker.reopen_failed_logs();
+        let served = broker.registry.get("t").unwrap().log(0).cloned().unwrap();
+        assert!(served.failure().is_none());
+        assert!(
+            served.sync_bounded(),
+            "the re-open gave its log the configs it read before the change"
         );
     }
 }

@@ -21,7 +21,7 @@ use sluice_meta::broker_configs::{BrokerConfigs, EntityConfigs, DEFAULT_ENTITY};
 
 use crate::admin::Refusal;
 use crate::errors::meta_error_code;
-use crate::registry::{log_config, TopicState};
+use crate::registry::TopicState;
 use crate::Broker;
 
 /// The effective configuration, replaced as a whole when a dynamic config changes.
@@ -127,15 +127,16 @@ impl Broker {
                 }
                 // Applied to the topic as it is now (its logs may have been re-opened, its
                 // overrides changed, since it was read).
-                let Some(state) = self.registry.update(&state.meta.name, |now| TopicState {
-                    meta: now.meta.clone(),
-                    config: sluice_config::topic_config(&next, &now.meta.configs),
-                    logs: now.logs.clone(),
-                }) else {
-                    continue;
-                };
-                for log in state.open_logs() {
-                    self.configure_log(log, log_config(&state.config));
+                if self
+                    .registry
+                    .update(&state.meta.name, |now| TopicState {
+                        meta: now.meta.clone(),
+                        config: sluice_config::topic_config(&next, &now.meta.configs),
+                        logs: now.logs.clone(),
+                    })
+                    .is_some()
+                {
+                    self.apply_topic_config(&state.meta.name);
                 }
             }
         }

@@ -805,9 +805,11 @@ impl Broker {
                 log_end = new.log_end_offset(),
                 "re-opened a failed log: recovered from what storage holds"
             );
-            if let Some(current) = self.registry.replace_log(new.clone()) {
+            if self.registry.replace_log(new.clone()) {
+                #[cfg(test)]
+                crate::admin::tests::after_replace_log();
                 // The topic's configs may have changed since they were read for the open.
-                self.configure_log(&new, registry::log_config(&current));
+                self.apply_topic_config(&tp.topic);
                 sync_for_readers(&new);
                 self.load_coordinator_partition(&tp, &new, true);
             } else {

@@ -306,15 +306,17 @@ impl Registry {
         topics.by_name.insert(state.meta.name.clone(), state);
     }
 
-    /// Serve `log` as its partition's log from now on (a log re-opened in place). Returns
-    /// the topic's config as it is now (the log was opened with the one read before), None
-    /// if the topic is gone, is another incarnation, or served that partition with no log.
-    pub(crate) fn replace_log(&self, log: Arc<Log>) -> Option<TopicConfig> {
+    /// Serve `log` as its partition's log from now on (a log re-opened in place; the caller
+    /// then gives it the topic's config as it is now, `Broker::apply_topic_config`). False if
+    /// the topic is gone, is another incarnation, or served that partition with no log.
+    pub(crate) fn replace_log(&self, log: Arc<Log>) -> bool {
         let tp = log.topic_partition().clone();
         let mut topics = self.topics.write();
-        let state = topics.by_name.get(&tp.topic)?;
+        let Some(state) = topics.by_name.get(&tp.topic) else {
+            return false;
+        };
         if state.meta.id != log.topic_id() || state.log(tp.partition).is_none() {
-            return None;
+            return false;
         }
         let mut logs = state.logs.clone();
         // Metadata answers the new log's epoch (a re-open is a new one).
@@ -323,14 +325,13 @@ impl Registry {
             *e = log.leader_epoch();
         }
         logs[tp.partition as usize] = Some(log);
-        let config = state.config.clone();
         let next = Arc::new(TopicState {
             meta,
-            config: config.clone(),
+            config: state.config.clone(),
             logs,
         });
         topics.by_name.insert(tp.topic, next);
-        Some(config)
+        true
     }
 
     pub(crate) fn remove(&self, name: &str) -> Option<Arc<TopicState>> {
