@@ -775,8 +775,9 @@ impl EtcdStore {
     }
 
     /// Delete a topic and its owner records, leaving a [`DeletedTopic`] record that names the
-    /// broker each partition was assigned to at that moment (the owner records are compared
-    /// in the same transaction; a change of one, such as a recovery point, is read again).
+    /// broker each partition was assigned to at that moment, or this broker for a partition
+    /// assigned to none (the owner records are compared in the same transaction; a change of
+    /// one, such as a recovery point, is read again).
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, MetaError> {
         let key = self.key(&format!("topics/{name}"));
         let owners_prefix = self.key(&format!("owners/{name}/"));
@@ -802,7 +803,14 @@ impl EtcdStore {
                     prefix: owners_prefix.clone(),
                 },
             ];
-            if owners.iter().any(|n| *n >= 0) {
+            // A partition no broker was assigned (imported, not yet placed) may still have a
+            // directory: the broker deleting the topic answers for it.
+            for o in &mut owners {
+                if *o < 0 {
+                    *o = self.node_id;
+                }
+            }
+            if !owners.is_empty() {
                 ops.push(Op::Put {
                     key: self.deleted_key(topic.id),
                     value: to_json(&DeletedTopic {

@@ -275,7 +275,8 @@ fn a_deleted_topic_names_its_owners_until_they_let_go() {
     assert!(v.topics.is_empty() && v.owners.is_empty());
     let d = v.deleted[&t.id].clone();
     assert_eq!(d.topic, "gone");
-    assert_eq!(d.owners, vec![1, 2, -1]);
+    // The partition nobody was assigned is the deleting broker's (1) to remove.
+    assert_eq!(d.owners, vec![1, 2, 1]);
 
     // The name can be taken again at once, by a topic of another id.
     let again = a
@@ -292,12 +293,13 @@ fn a_deleted_topic_names_its_owners_until_they_let_go() {
     assert_eq!(d.owners, vec![-1, 2, -1]);
     assert!(b.let_go_of_deleted(t.id, &d).unwrap());
     assert!(!b.refresh().unwrap().deleted.contains_key(&t.id));
-    // A topic deleted before any broker was assigned leaves no record.
+    // A topic deleted before any broker was assigned (imported, not placed yet) names the
+    // deleting broker: its directories may be there.
     let none = a
         .create_topic("unowned", 1, BTreeMap::new(), &[-1], None, &[])
         .unwrap();
     a.delete_topic("unowned").unwrap();
-    assert!(!a.refresh().unwrap().deleted.contains_key(&none.id));
+    assert_eq!(a.refresh().unwrap().deleted[&none.id].owners, vec![1]);
 }
 
 #[test]

@@ -177,7 +177,35 @@ pub(crate) fn dir_topic_id(dir: &Path) -> Option<uuid::Uuid> {
 /// old directory aside and made its own). Should the name change hands between the check and
 /// the rename, the directory moved is not ours: it is put back, and nothing in it is touched.
 pub(crate) fn retire_dir(path: &Path, target: &Path, topic_id: uuid::Uuid) -> io::Result<bool> {
-    if dir_topic_id(path) != Some(topic_id) {
+    retire_dir_holding(path, target, Some(topic_id))
+}
+
+/// What a partition directory's `partition.metadata` says: None if the directory is not
+/// there; `Some(None)` if it is there without the file (a Kafka log dir from before topic
+/// ids, never opened here); `Some(Some(id))`. A file that cannot be read or parsed is an
+/// error: nothing is decided on it.
+pub(crate) fn read_dir_topic_id(dir: &Path) -> io::Result<Option<Option<uuid::Uuid>>> {
+    match std::fs::read_to_string(dir.join(PARTITION_METADATA)) {
+        Ok(t) => parse_partition_metadata(&t)
+            .map(|id| Some(Some(uuid::Uuid::from_bytes(id))))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::metadata(dir) {
+            Ok(_) => Ok(Some(None)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// [`retire_dir`] for a directory whose `partition.metadata` names `holding` (None: has
+/// none), as read before and after the rename.
+fn retire_dir_holding(
+    path: &Path,
+    target: &Path,
+    holding: Option<uuid::Uuid>,
+) -> io::Result<bool> {
+    if read_dir_topic_id(path)? != Some(holding) {
         return Ok(false);
     }
     match std::fs::rename(path, target) {
@@ -185,7 +213,7 @@ pub(crate) fn retire_dir(path: &Path, target: &Path, topic_id: uuid::Uuid) -> io
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     }
-    if dir_topic_id(target) != Some(topic_id) {
+    if read_dir_topic_id(target).ok() != Some(Some(holding)) {
         tracing::error!(dir = %path.display(), "the partition directory changed hands while it was being deleted; putting it back");
         if let Err(e) = std::fs::rename(target, path) {
             tracing::error!(dir = %target.display(), to = %path.display(), error = %e,
@@ -886,9 +914,19 @@ impl Inner {
         let name = format!("{}-{}", tp.topic, tp.partition);
         for (idx, root) in self.dirs.iter().enumerate() {
             let path = root.join(&name);
-            if dir_topic_id(&path) != Some(stray) {
-                continue;
-            }
+            // A directory without `partition.metadata` (imported from a Kafka before topic
+            // ids and never opened here) holds the deleted topic's files too: the caller may
+            // write the name only while the deletion names it for it, so no newer topic of
+            // the name has opened (and stamped) the directory. One that cannot be read is
+            // left for a later try, never taken for someone else's.
+            let holding = match read_dir_topic_id(&path).map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })? {
+                None => continue,
+                Some(Some(id)) if id != stray => continue,
+                Some(holding) => holding,
+            };
             {
                 let reg = self.reg.lock();
                 if reg.opening.contains(tp) || reg.logs.get(tp).is_some_and(|l| l.dir() == path) {
@@ -903,7 +941,7 @@ impl Inner {
                 path: path.clone(),
                 reason,
             })?;
-            match retire_dir(&path, &target, stray) {
+            match retire_dir_holding(&path, &target, holding) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(source) => return Err(StoreError::Io { path, source }),
