@@ -141,7 +141,11 @@ def test_a_deleted_topic_is_not_brought_back_by_its_owner_restarting_into_an_emp
     are leftovers to remove, not a log directory to adopt (a cluster with no topic adopts the
     directories it finds, so that a Kafka log directory can be brought in)."""
     shared = tmp_path / "shared"
-    brokers = start_cluster(broker_factory, etcd, shared, n=2)
+    # A long lease and no death probe: the broker that is down stays a member until it is back
+    # (its new process replaces its registration), so nobody else removes its directories
+    # first and its own start meets them.
+    brokers = start_cluster(broker_factory, etcd, shared, n=2,
+                            **{"sluice.cluster.lease.ms": 30000, "sluice.cluster.death.probe.enable": "false"})
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     wait_all_led(bootstrap, topic, PARTITIONS)
