@@ -276,13 +276,21 @@ fn serve(args: ServeArgs) -> Result<()> {
             }
             None => None,
         };
-        let server = tokio::spawn(sluice_server::serve(
+        let mut server = tokio::spawn(sluice_server::serve(
             broker.clone(),
             listener,
             limits,
             stop_rx,
         ));
-        shutdown_signal().await;
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            ended = &mut server => {
+                // Only a shutdown ends the listener. One that ended otherwise (a panic) leaves
+                // a process its peers take for dead (its listener refuses): it must be.
+                tracing::error!(?ended, "the listener stopped while the broker runs; exiting");
+                std::process::exit(70);
+            }
+        }
         tracing::info!("shutting down");
         // In a cluster, leave it while the listener still accepts (its peers take a broker
         // whose listener refuses for dead); its clients are answered NOT_LEADER meanwhile.
