@@ -572,17 +572,20 @@ def test_replacement_with_the_dead_brokers_node_id_serves_at_once(broker_factory
     check_all_readable(bootstrap, topic, load.acked)
 
 
-def test_a_replaced_process_that_resumes_writes_nothing_and_stays_out(broker_factory, etcd, tmp_path, topic):
-    """A broker is paused and a replacement process with its node.id starts (on another port)
-    while the paused one's lease still lives (30 s). When the paused process resumes, its
-    lease renews, but its registration is the replacement's: it must stop writing at once, let
-    go of everything and never register again (which would fence the replacement)."""
+@pytest.mark.parametrize("lease_ms", [30000, 3000], ids=["lease-alive", "lease-expired"])
+def test_a_replaced_process_that_resumes_writes_nothing_and_stays_out(broker_factory, etcd, tmp_path, topic,
+                                                                       lease_ms):
+    """A broker is paused and a replacement process with its node.id starts (on another port).
+    When the paused process resumes, its lease either still lives (30 s: it renews, but the
+    registration is the replacement's) or has expired (3 s, paused longer): either way it must
+    stop writing at once, let go of everything and never register again (which would fence
+    the replacement)."""
     import signal
 
     from cluster_support import cluster_overrides
     shared = tmp_path / "shared"
     brokers = start_cluster(broker_factory, etcd, shared, n=2,
-                            **{"sluice.cluster.lease.ms": 30000, "sluice.cluster.balance.enable": "false"})
+                            **{"sluice.cluster.lease.ms": lease_ms, "sluice.cluster.balance.enable": "false"})
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     before = wait_all_led(bootstrap, topic, PARTITIONS)
@@ -592,13 +595,14 @@ def test_a_replaced_process_that_resumes_writes_nothing_and_stays_out(broker_fac
     old.proc.send_signal(signal.SIGSTOP)
     try:
         new = broker_factory(overrides=cluster_overrides(etcd, 2, shared, "/sluice-test",
-                                                         **{"sluice.cluster.lease.ms": 30000,
+                                                         **{"sluice.cluster.lease.ms": lease_ms,
                                                             "sluice.cluster.balance.enable": "false"}),
                              log_dir=shared, kind="sluice", name="node2-replacement")
         survivors = bootstrap_of([brokers[0], new])
         load = Load(survivors, topic).start()
         harness.wait_until(lambda: all(any(part == p for (part, _, _) in list(load.acked.values()))
                                        for p in theirs), 30, "the replacement serving node 2's partitions")
+        time.sleep(lease_ms / 1000 * 1.5 if lease_ms < 10000 else 0)  # the paused one's lease expires
     finally:
         old.proc.send_signal(signal.SIGCONT)
     harness.wait_until(lambda: "another process registered with this node.id" in old.log_text(), 30,

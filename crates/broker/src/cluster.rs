@@ -415,6 +415,46 @@ impl Cluster {
         }
     }
 
+    /// Another process registered with this node id: nothing more is written, the
+    /// partitions are let go (`cluster_loop`), this process's lease is revoked (it may hold
+    /// the controller key) and it never registers again.
+    fn replaced_by_another(&self, store: &EtcdStore) {
+        *self.write_deadline.lock() = Instant::now();
+        self.lease_lost.store(true, Ordering::Release);
+        if !self.replaced.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "another process registered with this node.id: this one writes nothing more, lets go of its partitions and does not register again (stop it)"
+            );
+            if let Err(e) = store.deregister() {
+                tracing::warn!("revoking this process's lease failed (it expires instead): {e}");
+            }
+        }
+    }
+
+    /// [`Cluster::register`] after a lost registration, unless another process took the
+    /// node id meanwhile (`EtcdStore::register_again`): false then.
+    fn register_again(
+        &self,
+        broker: &Broker,
+        store: &EtcdStore,
+    ) -> Result<bool, sluice_meta::MetaError> {
+        let sent = Instant::now();
+        if store
+            .register_again(self.lease(), &Self::info(broker))?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        *self.write_deadline.lock() = sent + self.lease() * 2 / 3;
+        self.lease_lost.store(false, Ordering::Release);
+        tracing::info!(
+            node_id = broker.node_id,
+            lease_s = self.lease().as_secs(),
+            "registered in the cluster again"
+        );
+        Ok(true)
+    }
+
     fn register(&self, broker: &Broker, store: &EtcdStore) -> Result<(), sluice_meta::MetaError> {
         let sent = Instant::now();
         store.register(self.lease(), &Self::info(broker))?;
@@ -1354,18 +1394,16 @@ fn lease_loop(weak: Weak<Broker>) {
                 Ok(Renewal::Alive) if Instant::now() >= *cluster.write_deadline.lock() => {
                     cluster.fence_if_past_deadline();
                 }
+                // Left the cluster (a missing volume) or lost the lease meanwhile: a renewal
+                // sent before does not open the gate again.
+                Ok(Renewal::Alive)
+                    if cluster.volume_away.load(Ordering::Acquire)
+                        || cluster.lease_lost.load(Ordering::Acquire) => {}
                 Ok(Renewal::Alive) => {
                     *cluster.write_deadline.lock() = sent + cluster.lease() * 2 / 3;
                 }
-                Ok(Renewal::Replaced) => {
-                    *cluster.write_deadline.lock() = Instant::now();
-                    cluster.lease_lost.store(true, Ordering::Release);
-                    if !cluster.replaced.swap(true, Ordering::AcqRel) {
-                        tracing::error!(
-                            "another process registered with this node.id: this one writes nothing more, lets go of its partitions and does not register again (stop it)"
-                        );
-                    }
-                }
+                Ok(Renewal::Stale) => {}
+                Ok(Renewal::Replaced) => cluster.replaced_by_another(store),
                 Ok(Renewal::Expired) => {
                     // Gone (expired, or revoked by a broker that took this process for dead):
                     // the partitions may be acquired elsewhere already, so nothing more is
@@ -1434,8 +1472,14 @@ fn cluster_loop(weak: Weak<Broker>) {
             }
             if !away && cluster.lease_lost.load(Ordering::Acquire) {
                 cluster.release_all(broker);
-                if let Err(e) = cluster.register(broker, store) {
-                    tracing::warn!("registering again failed: {e}");
+                match cluster.register_again(broker, store) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        cluster.replaced_by_another(store);
+                        cluster.release_all(broker);
+                        return;
+                    }
+                    Err(e) => tracing::warn!("registering again failed: {e}"),
                 }
             }
             match store.refresh() {

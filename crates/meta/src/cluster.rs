@@ -145,6 +145,9 @@ pub enum Renewal {
     /// replacement): this one may write nothing more, and must not register again (it would
     /// fence its replacement).
     Replaced,
+    /// The lease renewed is no longer this process's registration: it registered again
+    /// meanwhile, under a new lease. Nothing to conclude from this renewal.
+    Stale,
 }
 
 /// An owner record with the revision that a compare-and-swap needs.
@@ -209,6 +212,9 @@ pub struct EtcdStore {
     producer_ids: Mutex<(i64, i64)>,
     /// This broker's registration: (lease id, mod revision of its broker key).
     registration: Mutex<Option<(i64, i64)>>,
+    /// Every lease this process granted itself: a registration under any other lease is
+    /// another process's (a replacement with this node id).
+    own_leases: Mutex<std::collections::HashSet<i64>>,
 }
 
 pub(crate) fn etcd_err(e: EtcdError) -> MetaError {
@@ -266,6 +272,7 @@ impl EtcdStore {
             view: RwLock::new(Arc::new(ClusterView::default())),
             producer_ids: Mutex::new((0, 0)),
             registration: Mutex::new(None),
+            own_leases: Mutex::new(std::collections::HashSet::new()),
         };
         store.refresh()?;
         Ok(store)
@@ -421,14 +428,45 @@ impl EtcdStore {
     /// confirmations fail from then on, as they compare the key's mod revision. Returns the
     /// lease id.
     pub fn register(&self, ttl: Duration, info: &BrokerInfo) -> Result<i64, MetaError> {
+        self.register_if(ttl, info, &[])?
+            .ok_or_else(|| MetaError::Etcd("an unconditional transaction failed".into()))
+    }
+
+    /// Register again after this process lost its registration (an expired or revoked
+    /// lease), unless another process has registered with this node id since (a
+    /// replacement): the key is written only if it is absent or under a lease of this
+    /// process, as read just before. Returns the lease, None if replaced.
+    pub fn register_again(
+        &self,
+        ttl: Duration,
+        info: &BrokerInfo,
+    ) -> Result<Option<i64>, MetaError> {
+        let key = self.broker_key(self.node_id);
+        let seen = self.etcd.get(&key).map_err(etcd_err)?;
+        if let Some(kv) = &seen {
+            if !self.own_leases.lock().contains(&kv.lease) {
+                return Ok(None);
+            }
+        }
+        let compare = Compare::ModRevision(key, seen.map_or(0, |kv| kv.mod_revision));
+        self.register_if(ttl, info, &[compare])
+    }
+
+    fn register_if(
+        &self,
+        ttl: Duration,
+        info: &BrokerInfo,
+        compares: &[Compare],
+    ) -> Result<Option<i64>, MetaError> {
         let ttl_s = ttl.as_secs().max(2) as i64;
         let lease = self.etcd.lease_grant(ttl_s).map_err(etcd_err)?;
+        self.own_leases.lock().insert(lease);
         let key = self.broker_key(self.node_id);
         // The key's mod revision is the transaction's revision.
-        let written = self
+        let Some(written) = self
             .etcd
             .txn_at(
-                &[],
+                compares,
                 &[Op::Put {
                     key,
                     value: to_json(info),
@@ -437,9 +475,13 @@ impl EtcdStore {
                 &[],
             )
             .map_err(etcd_err)?
-            .ok_or_else(|| MetaError::Etcd("an unconditional transaction failed".into()))?;
+        else {
+            // Written by another process meanwhile: the lease goes unused.
+            let _ = self.etcd.lease_revoke(lease);
+            return Ok(None);
+        };
         *self.registration.lock() = Some((lease, written));
-        Ok(lease)
+        Ok(Some(lease))
     }
 
     /// Renew this broker's lease, and check that its registration is still under it.
@@ -454,6 +496,8 @@ impl EtcdStore {
         let key = self.broker_key(self.node_id);
         Ok(match self.etcd.get(&key).map_err(etcd_err)? {
             Some(kv) if kv.lease == lease => Renewal::Alive,
+            // Registered again by this process meanwhile (under another of its leases).
+            Some(kv) if self.own_leases.lock().contains(&kv.lease) => Renewal::Stale,
             Some(_) => Renewal::Replaced,
             // Gone under a live lease: deleted by hand; registering again is safe.
             None => Renewal::Expired,
