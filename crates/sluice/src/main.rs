@@ -215,6 +215,13 @@ fn serve(args: ServeArgs) -> Result<()> {
             max_in_flight: 64,
         };
         let cache_bytes = config.log_cache_bytes;
+        // Bound before the broker opens: in a cluster it registers while opening, and its
+        // peers take a registered broker whose listener refuses connections for a dead one
+        // (the kernel queues connections until the broker serves them). A port in use fails
+        // the start before anything is registered.
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
         let broker = sluice_broker::Broker::open(config)?;
         if cache_bytes >= 0 {
             tracing::info!(
@@ -226,9 +233,6 @@ fn serve(args: ServeArgs) -> Result<()> {
                 "page cache of the partition logs left to the kernel (sluice.log.cache.bytes=-1)"
             );
         }
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
         tracing::info!(
             "listening on {} with {workers} worker thread(s)",
             listener.local_addr()?
