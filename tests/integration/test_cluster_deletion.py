@@ -46,7 +46,8 @@ def partition_dirs(shared: Path, topic: str) -> list:
     return sorted(d.name for d in shared.iterdir() if d.is_dir() and d.name.startswith(f"{topic}-"))
 
 
-def test_a_topic_deleted_while_its_owner_is_down_comes_back_empty(broker_factory, etcd, tmp_path, topic):
+@pytest.mark.parametrize("metadata", ["stamped", "absent"])
+def test_a_topic_deleted_while_its_owner_is_down_comes_back_empty(broker_factory, etcd, tmp_path, topic, metadata):
     shared = tmp_path / "shared"
     brokers = start_cluster(broker_factory, etcd, shared, n=2)
     bootstrap = bootstrap_of(brokers)
@@ -72,6 +73,11 @@ def test_a_topic_deleted_while_its_owner_is_down_comes_back_empty(broker_factory
                     for t, of in ((topic, owners), (kept, kept_owners)) for p, o in of.items() if o == 1),
         30, "the survivor's partitions of the deleted topics removed")
 
+    if metadata == "absent":
+        # As a log dir from a Kafka before topic ids leaves it: nothing names the deleted
+        # topic in the directories left, and an open would stamp them as the new topic's.
+        for p in range(PARTITIONS):
+            (shared / f"{topic}-{p}" / "partition.metadata").unlink(missing_ok=True)
     created = time.monotonic()
     harness.create_topic(survivor.bootstrap, topic, partitions=PARTITIONS)
     new = produce(survivor.bootstrap, topic, "new", 200, timeout=ONLINE_WITHIN_S)

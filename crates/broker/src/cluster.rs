@@ -845,9 +845,8 @@ impl Cluster {
             }
             .map_err(|e| e.to_string())
         };
-        let mut opened = open();
-        // Held from here: the new segment and the flush pass the write gate under the epoch
-        // just acquired (the log was opened with it).
+        // Held from here: putting a deleted topic's directory aside, the new segment and the
+        // flush pass the write gate under the epoch just acquired (the log is opened with it).
         self.held.write().insert(
             tp.clone(),
             Held {
@@ -855,6 +854,35 @@ impl Cluster {
                 topic_id: topic.id,
             },
         );
+        // A deleted topic of this name whose deletion still names a broker for this
+        // partition: its directory may still be here, also without a `partition.metadata`
+        // (imported from a Kafka before topic ids), which an open would take for this topic's
+        // and stamp. It is put aside first, once nobody else may write it.
+        let pending: Vec<uuid::Uuid> = view
+            .deleted
+            .iter()
+            .filter(|(_, d)| {
+                d.topic == tp.topic
+                    && d.owners
+                        .get(partition as usize)
+                        .is_some_and(|n| *n >= 0)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let mut opened = pending
+            .iter()
+            .try_for_each(|id| {
+                self.retire_stray(
+                    broker,
+                    store,
+                    view,
+                    &tp,
+                    topic.id,
+                    *id,
+                    record.owner.epoch,
+                )
+            })
+            .and_then(|()| open());
         if opened.is_err() {
             // The directory of a deleted topic of this name, left where it was (its owner was
             // away when it was deleted): put aside once nobody else may write it, then opened
