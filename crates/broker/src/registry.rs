@@ -169,8 +169,11 @@ pub(crate) fn import_into_cluster(
     let known = store.refresh()?;
     topics.retain(|_, t| !known.deleted.contains_key(&t.id));
     let adopt_dirs = !topics.is_empty() || known.topics.is_empty();
-    let deleted = |d: &sluice_store::DiscoveredLog| {
-        d.topic_id.is_some_and(|id| known.deleted.contains_key(&id))
+    // A directory without an id is the deleted topic's if a deletion of that name is
+    // recorded: nothing else of that name is in the cluster.
+    let deleted = |d: &sluice_store::DiscoveredLog| match d.topic_id {
+        Some(id) => known.deleted.contains_key(&id),
+        None => known.deleted.values().any(|r| r.topic == d.tp.topic),
     };
     for d in logs
         .discovered()
