@@ -87,11 +87,16 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
         let covered: Vec<i64> = logs.range(base..next.max(base + 1)).copied().collect();
         tracing::info!(?tp, segment = base, next_offset = next, replaces = ?covered,
             "completing the swap of a cleaned segment");
-        // The first old segment's files too: its `.log` is aside, but a switch that failed
-        // after that rename may have left its indexes under their names, and the cleaned
-        // segment has a `.txnindex` only if it keeps aborted transactions (a stale one would
-        // hide committed records).
-        for old in std::iter::once(base).chain(covered) {
+        // The first old segment's files too, while the switch had not begun renaming the
+        // swap's files in (its `.index.swap`, which every cleaning makes and renames in
+        // first, is still there): its `.log` is aside, but a switch that failed after that
+        // rename may have left its indexes under their names, and the cleaned segment has a
+        // `.txnindex` only if it keeps aborted transactions (a stale one would hide committed
+        // records). Once renaming in had begun, every old file had been renamed aside (step 4
+        // renames the swap's files only then), and what is at `base` is the cleaned segment's.
+        let renaming_in = !kinds.contains(SegmentFileKind::Index.suffix());
+        let first = (!renaming_in).then_some(base);
+        for old in first.into_iter().chain(covered) {
             for kind in SEGMENT_KINDS {
                 remove_if_exists(&seg_path(dir, old, kind))?;
             }

@@ -600,3 +600,43 @@ fn a_completed_swap_takes_none_of_the_replaced_segments_files() {
     );
     check_against(&log, &model, false);
 }
+
+/// A switch cut short after it renamed the cleaned segment's indexes in (its `.txnindex`
+/// among them) and before its `.log`: the open completes it and keeps those indexes.
+#[test]
+fn a_swap_completed_after_its_indexes_were_renamed_in_keeps_them() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 12, 10);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.checkpoint().unwrap();
+    let end = log.log_end_offset();
+    m.clean_log_at(&tp(), Some(CrashAt::IndexesIn)).unwrap();
+    let dir = log.dir().to_path_buf();
+    drop(log);
+    drop(m);
+    assert!(dir.join("00000000000000000000.log.swap").exists());
+    assert!(!dir.join("00000000000000000000.index.swap").exists());
+    // The cleaned segment's transaction index, renamed in with the others.
+    let txnindex = dir.join("00000000000000000000.txnindex");
+    assert!(!txnindex.exists());
+    let entry = sluice_format::txn::TxnIndexEntry {
+        producer_id: 42,
+        first_offset: 1,
+        last_offset: 4,
+        last_stable_offset: 1,
+    }
+    .encode();
+    std::fs::write(&txnindex, entry).unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(
+        std::fs::read(&txnindex).ok().as_deref(),
+        Some(&entry[..]),
+        "the cleaned segment's own .txnindex was removed"
+    );
+}
