@@ -232,13 +232,28 @@ impl Broker {
         Ok(())
     }
 
-    /// Give every open log of topic `name` the topic's config as the registry holds it, until
-    /// what was applied is still what it holds: a change of the config and a re-open of a
-    /// log (which configures the new log with what it read) may each apply theirs in either
-    /// order, and whichever applied a config the registry no longer holds applies again.
+    /// Make topic `name`'s config in the registry what the effective broker config and the
+    /// topic's overrides in the metadata store make it now, and give it to every open log of
+    /// the topic, until what was applied is still what the registry holds: config changes
+    /// (the topic's, the broker's dynamic ones) and a re-open of a log (which configures the
+    /// new log with what it read) may each apply theirs in any order, and whichever applied a
+    /// config the registry no longer holds applies again. One broker (a cluster's brokers
+    /// take configs up in their reconciliation).
     pub(crate) fn apply_topic_config(&self, name: &str) {
         for _ in 0..16 {
-            let Some(state) = self.registry.get(name) else {
+            let effective = self.effective_config();
+            let overrides = self.meta.topic(name).map(|t| t.configs);
+            let Some(state) = self.registry.update(name, |now| {
+                let mut meta = now.meta.clone();
+                if let Some(o) = &overrides {
+                    meta.configs = o.clone();
+                }
+                TopicState {
+                    config: sluice_config::topic_config(&effective, &meta.configs),
+                    meta,
+                    logs: now.logs.clone(),
+                }
+            }) else {
                 return;
             };
             for log in state.open_logs() {
