@@ -862,25 +862,14 @@ impl Cluster {
             .deleted
             .iter()
             .filter(|(_, d)| {
-                d.topic == tp.topic
-                    && d.owners
-                        .get(partition as usize)
-                        .is_some_and(|n| *n >= 0)
+                d.topic == tp.topic && d.owners.get(partition as usize).is_some_and(|n| *n >= 0)
             })
             .map(|(id, _)| *id)
             .collect();
         let mut opened = pending
             .iter()
             .try_for_each(|id| {
-                self.retire_stray(
-                    broker,
-                    store,
-                    view,
-                    &tp,
-                    topic.id,
-                    *id,
-                    record.owner.epoch,
-                )
+                self.retire_stray(broker, store, view, &tp, topic.id, *id, record.owner.epoch)
             })
             .and_then(|()| open());
         if opened.is_err() {

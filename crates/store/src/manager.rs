@@ -200,11 +200,7 @@ pub(crate) fn read_dir_topic_id(dir: &Path) -> io::Result<Option<Option<uuid::Uu
 
 /// [`retire_dir`] for a directory whose `partition.metadata` names `holding` (None: has
 /// none), as read before and after the rename.
-fn retire_dir_holding(
-    path: &Path,
-    target: &Path,
-    holding: Option<uuid::Uuid>,
-) -> io::Result<bool> {
+fn retire_dir_holding(path: &Path, target: &Path, holding: Option<uuid::Uuid>) -> io::Result<bool> {
     if read_dir_topic_id(path)? != Some(holding) {
         return Ok(false);
     }
