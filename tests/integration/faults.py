@@ -765,6 +765,7 @@ class TxnProducer:
         self.aborted: set = set()
         self.unknown: set = set()
         self.errors: Counter = Counter()
+        self.retired: list = []  # fenced producers, kept until the run ends
         self.thread = threading.Thread(target=self._run, daemon=True, name="txn-producer")
 
     def _new(self):
@@ -819,7 +820,11 @@ class TxnProducer:
                     except KafkaException:
                         pass
                 self.unknown.add(txn)
-                p = None  # a new instance fences this one (init_transactions)
+                # A new instance fences this one (init_transactions). The old one is kept, not
+                # freed: destroying a producer fenced mid-transaction can block for good
+                # (TransformChain._retire).
+                self.retired.append(p)
+                p = None
             time.sleep(0.1)
 
     def _commit(self, p, txn: str) -> None:
@@ -896,6 +901,8 @@ class TransformChain:
         # input partition -> the offset G's last transaction that this client saw committed
         # committed (what the drain waits for)
         self.positions: Dict[int, int] = {}
+        # fenced (consumer, producer) pairs, kept until the run ends (`_retire`)
+        self.retired: list = []
         self.thread = threading.Thread(target=self._run, daemon=True, name="transform")
 
     def _new(self):
@@ -931,6 +938,17 @@ class TransformChain:
                 c.close()
             except Exception:  # noqa: BLE001 - a consumer of a dead broker may fail to leave
                 pass
+
+    def _retire(self, c, p) -> None:
+        """Let go of a fenced pair without waiting on it: the consumer leaves its group from a
+        thread of its own, and neither object is freed during the run. librdkafka's close of a
+        consumer, and the destruction of a producer fenced mid-transaction, can block for
+        good when a broker went away; on this thread that stopped the chain (and, holding
+        Python's lock, every thread of the harness, its etcd proxies included)."""
+        self.retired.append((c, p))
+        if c is not None:
+            threading.Thread(target=self._close, args=(c,), daemon=True,
+                             name="transform-retire").start()
 
     def _run(self):
         from confluent_kafka import KafkaException
@@ -972,7 +990,7 @@ class TransformChain:
                     except KafkaException as e2:
                         self.errors[f"abort {e2.args[0].name()}"] += 1
                 # A new instance fences this one; a new consumer starts from G's offsets.
-                self._close(c)
+                self._retire(c, p)
                 c, p = None, None
             except BufferError:
                 self.errors["BufferError"] += 1

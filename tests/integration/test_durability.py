@@ -75,12 +75,17 @@ def _kill_restart_rounds(broker, topic, crash=None) -> int:
             **{"acks": "all", "enable.idempotence": True, "linger.ms": 2, "message.timeout.ms": 60000},
         )
         stop = threading.Event()
+        # With crashes, large records: the broker's writes take long enough (faultfs is a
+        # user-space file system) that a kill finds some written and not yet fsynced, which is
+        # what the crash must drop for the round to test anything.
+        pad = "x" * (16384 if crash is not None else 0)
 
         def produce_loop():
             i = 0
             while not stop.is_set():
                 try:
-                    p.produce(topic, value=f"r{rnd}-{i}".encode(), partition=i % PARTITIONS, on_delivery=on_delivery)
+                    p.produce(topic, value=f"r{rnd}-{i}-{pad}".encode(), partition=i % PARTITIONS,
+                              on_delivery=on_delivery)
                     i += 1
                 except BufferError:
                     pass
