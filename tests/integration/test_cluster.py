@@ -178,7 +178,7 @@ def test_leaders_spread_and_every_broker_routes_to_the_owner(broker_factory, etc
 
 
 def test_sigkill_failover_loses_no_acknowledged_record(volume, broker_factory, etcd, topic):
-    brokers = start_cluster(broker_factory, etcd, volume)
+    brokers = start_cluster(broker_factory, etcd, volume, **PROBE)
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     before = wait_all_led(bootstrap, topic, PARTITIONS)
@@ -216,10 +216,12 @@ def test_sigkill_failover_loses_no_acknowledged_record(volume, broker_factory, e
 
 # What a broker logs when its death probe takes another broker's process for gone.
 PROCESS_GONE = "its process is gone; revoking its lease"
+# The death probe is opt-in (sluice.cluster.death.probe.enable); these tests turn it on.
+PROBE = {"sluice.cluster.death.probe.enable": "true"}
 
 
 def test_join_takes_a_share_and_sigterm_hands_over(volume, broker_factory, etcd, topic):
-    brokers = start_cluster(broker_factory, etcd, volume, n=2)
+    brokers = start_cluster(broker_factory, etcd, volume, n=2, **PROBE)
     harness.create_topic(bootstrap_of(brokers), topic, partitions=PARTITIONS)
     wait_all_led(bootstrap_of(brokers), topic, PARTITIONS)
     load = Load(bootstrap_of(brokers), topic).start()
@@ -227,7 +229,7 @@ def test_join_takes_a_share_and_sigterm_hands_over(volume, broker_factory, etcd,
 
     # A third broker joins and gets a fair share (balancing is on by default).
     from cluster_support import cluster_overrides
-    brokers.append(broker_factory(overrides=cluster_overrides(etcd, 3, volume(3), "/sluice-test"),
+    brokers.append(broker_factory(overrides=cluster_overrides(etcd, 3, volume(3), "/sluice-test", **PROBE),
                                   log_dir=volume(3), kind="sluice", name="node3"))
 
     def balanced():
@@ -257,7 +259,7 @@ def test_sigstopped_owner_steps_down_and_loses_nothing(volume, broker_factory, e
     log that it stepped down."""
     import signal
 
-    brokers = start_cluster(broker_factory, etcd, volume)
+    brokers = start_cluster(broker_factory, etcd, volume, **PROBE)
     bootstrap = bootstrap_of(brokers)
     harness.create_topic(bootstrap, topic, partitions=PARTITIONS)
     before = wait_all_led(bootstrap, topic, PARTITIONS)

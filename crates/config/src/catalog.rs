@@ -555,7 +555,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Time span of each client quota sample."),
     b("sluice.cluster.balance.enable", Type::Boolean, Some("true"), Check::None, false,
         "Sluice cluster mode: the controller moves partitions so that every live broker owns a fair share (on a join, after a failover)."),
-    b("sluice.cluster.death.probe.enable", Type::Boolean, Some("true"), Check::None, false,
+    b("sluice.cluster.death.probe.enable", Type::Boolean, Some("false"), Check::None, false,
         "Sluice cluster mode: brokers probe each other's listener; a broker whose listener accepted connections and now refuses them has no process any more, and its lease is revoked at once so that its partitions move without waiting for the lease to expire."),
     b("sluice.cluster.etcd.endpoints", Type::String, None, Check::NonEmpty, false,
         "Sluice cluster mode: etcd endpoints (host:port, comma separated). Unset: a single broker with the embedded metadata store."),
