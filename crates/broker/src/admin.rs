@@ -347,6 +347,21 @@ pub(crate) mod tests {
         }
     }
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn partition_0() -> sluice_store::TopicPartition {
+        sluice_store::TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        }
+    }
+
     fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
         let mut props = BTreeMap::new();
         props.insert("node.id".to_string(), "1".to_string());
@@ -359,19 +374,11 @@ pub(crate) mod tests {
     /// would load it) nor leave the re-opened one without the new configs.
     #[test]
     fn a_config_change_racing_a_reopen_keeps_the_reopened_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (dir, rt) = (tempfile::tempdir().unwrap(), runtime());
         let _in_runtime = rt.enter();
         let broker = broker_in(dir.path());
         broker.create_topic("t", 1, BTreeMap::new()).unwrap();
-        let tp = sluice_store::TopicPartition {
-            topic: "t".into(),
-            partition: 0,
-        };
+        let tp = partition_0();
         let failed = broker.logs.get(&tp).unwrap();
         failed.mark_failed("a test fails the log".into());
         let b = broker.clone();
@@ -396,19 +403,11 @@ pub(crate) mod tests {
     /// then give it the config it read before.
     #[test]
     fn a_reopen_racing_a_config_change_ends_with_the_new_configs() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (dir, rt) = (tempfile::tempdir().unwrap(), runtime());
         let _in_runtime = rt.enter();
         let broker = broker_in(dir.path());
         broker.create_topic("t", 1, BTreeMap::new()).unwrap();
-        let tp = sluice_store::TopicPartition {
-            topic: "t".into(),
-            partition: 0,
-        };
+        let tp = partition_0();
         broker
             .logs
             .get(&tp)
