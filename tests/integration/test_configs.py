@@ -101,9 +101,11 @@ def test_describe_broker_and_inherited_topic_defaults(kafka_tool, broker, topic)
 def test_worker_threads_setting(kafka_tool, broker, topic):
     """sluice.worker.threads=1: the runtime reports one worker, DescribeConfigs shows the
     setting, and records produced over several connections all read back."""
-    from harness import consume_partitions, produce_all, producer
+    from harness import consume_partitions, produce_all, producer, wait_until
 
-    assert "with 1 worker thread(s)" in broker.log_text(), broker.log_text()[-2000:]
+    # The listener is bound before the broker logs its start line, so wait for the line.
+    wait_until(lambda: "with 1 worker thread(s)" in broker.log_text(), 10,
+               "the broker to log its worker thread count")
     res = configs(kafka_tool, broker, "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all")
     res.check("kafka-configs --describe brokers --all")
     assert parse_describe(res.out)["sluice.worker.threads"][0] == "1", res.out
