@@ -313,6 +313,7 @@ impl Broker {
 
         self.expose_lag(&mut e);
         self.expose_storage(&mut e);
+        self.expose_fetch_sessions(&mut e);
         sluice_metrics::process::expose(&mut e, &sluice_metrics::process::read());
         e.family(
             names::BROKER_INFO,
@@ -507,6 +508,29 @@ impl Broker {
         for (g, s) in &max_seconds {
             e.sample(names::GROUP_LAG_SECONDS_MAX, &[("consumergroup", g)], *s);
         }
+    }
+
+    /// The incremental fetch session cache (KIP-227).
+    fn expose_fetch_sessions(&self, e: &mut Exposition) {
+        let (sessions, cached, evicted) = self.sessions.stats();
+        e.single(
+            names::FETCH_SESSIONS,
+            Kind::Gauge,
+            "Incremental fetch sessions held (FetchSessionCache NumIncrementalFetchSessions).",
+            sessions as f64,
+        );
+        e.single(
+            names::FETCH_SESSION_PARTITIONS,
+            Kind::Gauge,
+            "Partitions the fetch sessions hold (FetchSessionCache NumIncrementalFetchPartitionsCached).",
+            cached as f64,
+        );
+        e.single(
+            names::FETCH_SESSION_EVICTIONS,
+            Kind::Counter,
+            "Fetch sessions evicted to make room for a new one (FetchSessionCache IncrementalFetchSessionEvictionsPerSec).",
+            evicted as f64,
+        );
     }
 
     /// Deferred deletions, drop-behind, and the volumes of the log dirs.

@@ -57,6 +57,12 @@ pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
 pub const PROCESS_MAX_FDS: &str = "process_max_fds";
 pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
 
+pub const FETCH_SESSIONS: &str = "kafka_server_fetchsessioncache_numincrementalfetchsessions";
+pub const FETCH_SESSION_PARTITIONS: &str =
+    "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached";
+pub const FETCH_SESSION_EVICTIONS: &str =
+    "kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total";
+
 // Sluice's own.
 pub const BROKER_INFO: &str = "sluice_broker_info";
 pub const STORAGE_READ_BYTES: &str = "sluice_process_storage_read_bytes_total";

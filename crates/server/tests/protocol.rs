@@ -856,6 +856,51 @@ fn fetch_sessions_long_poll_and_out_of_range() {
     );
 }
 
+/// The session rules franz-go relies on (KIP-227 as Kafka's FetchManager keeps them): a client
+/// resets its session by sending epoch 0 with its old session id, which opens a new session;
+/// a long poll abandoned by its client (the connection closed) leaves the session in place at
+/// its next epoch.
+#[test]
+fn fetch_session_reset_with_its_id_and_an_abandoned_long_poll() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic_with_partitions(&mut c, "s", 1);
+    produce_to(&mut c, "s", 0, batch(&["a"], -1, -1, -1));
+    let full = c.request(&fetch_request("s", &[(0, 0)], 0, 0, 0, 0), 12);
+    assert_eq!(full.error_code, 0);
+    let first = full.session_id;
+    assert_ne!(first, 0);
+
+    // Epoch 1 waits at the end of the log on a connection that then goes away.
+    let mut gone = broker.connect();
+    gone.send(&fetch_request("s", &[(0, 1)], first, 1, 60_000, 1), 12);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(100));
+    // The session is still there, at epoch 2 (epoch 1 was taken by the abandoned request).
+    let again = c.request(&fetch_request("s", &[], first, 1, 0, 0), 12);
+    assert_eq!(again.error_code, ResponseError::InvalidFetchSessionEpoch.code());
+    let next = c.request(&fetch_request("s", &[], first, 2, 0, 0), 12);
+    assert_eq!(next.error_code, 0, "the session outlived its abandoned fetch");
+
+    // The client resets: epoch 0 with the old id opens a new session and answers in full.
+    let reset = c.request(&fetch_request("s", &[(0, 0)], first, 0, 0, 0), 12);
+    assert_eq!(reset.error_code, 0);
+    assert_ne!(reset.session_id, 0);
+    assert_ne!(reset.session_id, first);
+    assert_eq!(reset.responses[0].partitions[0].high_watermark, 1);
+    let old = c.request(&fetch_request("s", &[], first, 3, 0, 0), 12);
+    assert_eq!(old.error_code, ResponseError::FetchSessionIdNotFound.code());
+    let on = c.request(&fetch_request("s", &[], reset.session_id, 1, 0, 0), 12);
+    assert_eq!(on.error_code, 0);
+
+    // Epoch -1 with the id closes the session and fetches without one.
+    let closing = c.request(&fetch_request("s", &[(0, 0)], reset.session_id, -1, 0, 0), 12);
+    assert_eq!((closing.error_code, closing.session_id), (0, 0));
+    let closed = c.request(&fetch_request("s", &[], reset.session_id, 2, 0, 0), 12);
+    assert_eq!(closed.error_code, ResponseError::FetchSessionIdNotFound.code());
+}
+
 /// (offset, value) of every record in a fetched partition's records, in order.
 fn fetched_records(records: &Option<Bytes>) -> Vec<(i64, String)> {
     let mut buf = records.clone().unwrap_or_default();

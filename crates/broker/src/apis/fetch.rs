@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::topic_name;
 use crate::errors::read_error_code;
-use crate::sessions::{SessionError, Target};
+use crate::sessions::{SessionError, Target, Ticket};
 use crate::{Answer, Broker, Response};
 
 /// Upper bound on max.wait.ms we honour, whatever the client asks.
@@ -31,9 +31,9 @@ enum Mode {
     /// No session: answer every requested partition.
     Sessionless,
     /// Full fetch that opened a session: answer every partition, remember them.
-    New(i32),
-    /// Incremental fetch on a session: answer only partitions with news.
-    Incremental(i32, crate::sessions::Session),
+    New(Ticket),
+    /// Incremental fetch on a session: answer only partitions with news, from these.
+    Incremental(Ticket, Vec<Target>),
 }
 
 fn error_response(code: i16) -> Answer {
@@ -78,49 +78,52 @@ pub(crate) fn handle(
         }
     }
 
-    let mode = if version < 7 || (req.session_id == 0 && req.session_epoch == FINAL_EPOCH) {
-        Mode::Sessionless
-    } else if req.session_epoch == FINAL_EPOCH {
-        broker.sessions.remove(req.session_id);
-        Mode::Sessionless
-    } else if req.session_id == 0 {
-        if req.session_epoch != 0 {
-            return error_response(ResponseError::FetchSessionIdNotFound.code());
+    // Kafka's FetchManager rules (see sessions.rs): epoch -1 closes the named session and
+    // fetches without one, epoch 0 opens a new one (closing the named one), any other epoch
+    // continues the named session.
+    let mode = if version < 7 || req.session_epoch == FINAL_EPOCH {
+        if req.session_id != 0 {
+            broker.sessions.remove(req.session_id);
         }
-        Mode::New(broker.sessions.create(requested.clone()))
+        Mode::Sessionless
+    } else if req.session_epoch == 0 {
+        Mode::New(broker.sessions.create(req.session_id, requested.clone()))
+    } else if req.session_id == 0 {
+        return error_response(ResponseError::FetchSessionIdNotFound.code());
     } else {
-        match broker.sessions.take(req.session_id, req.session_epoch) {
+        let forgotten = &req.forgotten_topics_data;
+        let change = |targets: &mut Vec<Target>| {
+            for f in forgotten {
+                targets.retain(|t| {
+                    let same_topic = if by_id {
+                        t.topic_id == f.topic_id
+                    } else {
+                        t.topic == f.topic.0.as_str()
+                    };
+                    !(same_topic && f.partitions.contains(&t.partition))
+                });
+            }
+            for r in requested.drain(..) {
+                match targets.iter_mut().find(|t| {
+                    t.topic_id == r.topic_id && t.topic == r.topic && t.partition == r.partition
+                }) {
+                    Some(t) => {
+                        t.fetch_offset = r.fetch_offset;
+                        t.max_bytes = r.max_bytes;
+                        t.current_leader_epoch = r.current_leader_epoch;
+                    }
+                    None => targets.push(r),
+                }
+            }
+        };
+        match broker.sessions.begin(req.session_id, req.session_epoch, change) {
             Err(SessionError::NotFound) => {
                 return error_response(ResponseError::FetchSessionIdNotFound.code())
             }
             Err(SessionError::InvalidEpoch) => {
                 return error_response(ResponseError::InvalidFetchSessionEpoch.code())
             }
-            Ok(mut session) => {
-                for f in &req.forgotten_topics_data {
-                    session.targets.retain(|t| {
-                        let same_topic = if by_id {
-                            t.topic_id == f.topic_id
-                        } else {
-                            t.topic == f.topic.0.as_str()
-                        };
-                        !(same_topic && f.partitions.contains(&t.partition))
-                    });
-                }
-                for r in requested.drain(..) {
-                    match session.targets.iter_mut().find(|t| {
-                        t.topic_id == r.topic_id && t.topic == r.topic && t.partition == r.partition
-                    }) {
-                        Some(t) => {
-                            t.fetch_offset = r.fetch_offset;
-                            t.max_bytes = r.max_bytes;
-                            t.current_leader_epoch = r.current_leader_epoch;
-                        }
-                        None => session.targets.push(r),
-                    }
-                }
-                Mode::Incremental(req.session_id, session)
-            }
+            Ok((ticket, targets)) => Mode::Incremental(ticket, targets),
         }
     };
 
@@ -141,11 +144,12 @@ pub(crate) fn handle(
     let read_committed = req.isolation_level == 1;
     Box::pin(async move {
         let deadline = Instant::now() + max_wait;
-        let (session_id, mut targets, mut incremental) = match mode {
-            Mode::Sessionless => (0, requested, None),
-            Mode::New(id) => (id, requested, None),
-            Mode::Incremental(id, session) => (id, session.targets.clone(), Some(session)),
+        let (ticket, incremental_mode, mut targets) = match mode {
+            Mode::Sessionless => (None, false, requested),
+            Mode::New(ticket) => (Some(ticket), false, requested),
+            Mode::Incremental(ticket, targets) => (Some(ticket), true, targets),
         };
+        let session_id = ticket.map_or(0, |t| t.id);
         // Once this fetch has to wait, an append to one of these logs wakes it; it looks at
         // each log's end, and a wake that brings nothing it can answer with (min_bytes) sends
         // it back to sleep.
@@ -224,9 +228,6 @@ pub(crate) fn handle(
                     broker
                         .quotas
                         .unrecord(crate::quotas::QuotaKind::Fetch, &client, size, now);
-                    if let Some(session) = incremental.take() {
-                        broker.sessions.put(session_id, session);
-                    }
                     let body = FetchResponse::default()
                         .with_session_id(session_id)
                         .with_throttle_time_ms(throttle);
@@ -235,7 +236,6 @@ pub(crate) fn handle(
                         regions: Vec::new(),
                     });
                 }
-                let incremental_mode = incremental.is_some();
                 let mut topics: Vec<FetchableTopicResponse> = Vec::new();
                 let mut regions = Vec::new();
                 let mut ordinal = 0usize;
@@ -298,13 +298,8 @@ pub(crate) fn handle(
                     }
                 }
                 count_run(&run, &targets);
-                match incremental {
-                    Some(mut session) => {
-                        session.targets = targets;
-                        broker.sessions.put(session_id, session);
-                    }
-                    None if session_id != 0 => broker.sessions.update_reported(session_id, targets),
-                    None => {}
+                if let Some(ticket) = ticket {
+                    broker.sessions.finish(ticket, targets);
                 }
                 let node_endpoints = if version >= 16 {
                     leader_hints(&broker, &mut topics)
