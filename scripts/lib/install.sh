@@ -7,6 +7,7 @@
 #   install_etcd          etcd-server (Debian) for the cluster tests
 #   install_fincore       fincore (util-linux-extra or util-linux) for the drop-behind tests
 #   install_prometheus    prometheus and promtool (Debian) for the metrics tests
+#   install_franz         the franz-go scenarios (tests/franz, Go module proxy) built into tests/.deps
 
 # Each step names the seconds since the script started, so a CI log shows where its time went.
 log() { printf '\n==> [%4ds] %s\n' "$SECONDS" "$*" >&2; }
@@ -96,4 +97,13 @@ install_prometheus() {
     as_root 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus' >/dev/null || true
     command -v prometheus >/dev/null || echo "prometheus could not be installed; the metrics test will fail" >&2
   fi
+}
+
+# The franz-go scenarios (tests/franz): built by the harness into tests/.deps/franz-<hash of the
+# sources>, so this is a no-op when they are built. Needs the Go toolchain (go 1.26+, what franz-go 1.22 asks).
+install_franz() {
+  command -v go >/dev/null || [[ -x /usr/local/go/bin/go ]] || {
+    echo "go not found (needed to build the franz-go scenarios in tests/franz)" >&2; return 1; }
+  log "building the franz-go scenarios (tests/franz) if they changed"
+  "$VENV/bin/python" -c 'import sys; sys.path.insert(0, "tests/integration"); import harness; print(harness.franz_bin())'
 }

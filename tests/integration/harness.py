@@ -223,6 +223,48 @@ def kafka_tool(
 
 
 # --------------------------------------------------------------------------
+# The franz-go program of the tests (tests/franz, a Go module)
+# --------------------------------------------------------------------------
+
+FRANZ_DIR = REPO_ROOT / "tests" / "franz"
+
+
+def franz_bin() -> Path:
+    """The franz-go scenarios (tests/franz) built with ``go build`` into tests/.deps, named by
+    a hash of the sources so an edit rebuilds them; the Go module proxy supplies franz-go
+    (go.sum pins it). A lock keeps two test workers from building at once."""
+    import fcntl
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(FRANZ_DIR.iterdir()):
+        if f.suffix in (".go", ".mod", ".sum"):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    deps = REPO_ROOT / "tests" / ".deps"
+    deps.mkdir(parents=True, exist_ok=True)
+    out = deps / f"franz-{h.hexdigest()[:16]}"
+    with open(deps / "franz.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            go = shutil.which("go") or "/usr/local/go/bin/go"
+            if not Path(go).exists():
+                raise HarnessError("go not found: the franz-go scenarios need the Go toolchain")
+            p = subprocess.run([go, "build", "-o", str(out), "."], cwd=FRANZ_DIR, capture_output=True,
+                               text=True, timeout=600)
+            if p.returncode != 0:
+                raise HarnessError(f"go build of tests/franz failed:\n{p.stdout}\n{p.stderr}")
+            for old in deps.glob("franz-*"):
+                if old != out and old.suffix != ".lock":
+                    old.unlink(missing_ok=True)
+    return out
+
+
+def franz_cmd(scenario: str, *args) -> list:
+    """The command running franz-go scenario ``scenario`` (see tests/franz/main.go)."""
+    return [str(franz_bin()), scenario, *map(str, args)]
+
+
+# --------------------------------------------------------------------------
 # Java programs of the tests (tests/java/*.java)
 # --------------------------------------------------------------------------
 
