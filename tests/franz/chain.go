@@ -331,7 +331,17 @@ func runChain(args []string) int {
 					break
 				}
 				if failed.Load() || time.Now().After(c.deadline) {
-					out("ERROR not stable after step %d (%s) seen=%d", step, change, distinct.Load())
+					var state []string
+					for s := 0; s < c.stages; s++ {
+						for _, m := range groups[s] {
+							state = append(state, fmt.Sprintf("g%d/m%d:%v", s, m.index, m.ownedSet()))
+						}
+						for _, m := range leaving[s] {
+							state = append(state, fmt.Sprintf("g%d/m%d:leaving,closed=%v", s, m.index, m.closed.Load()))
+						}
+					}
+					out("ERROR not stable after step %d (%s) seen=%d: %s", step, change, distinct.Load(),
+						strings.Join(state, " "))
 					code = 1
 					return
 				}

@@ -32,29 +32,55 @@ def result(stdout: str) -> dict:
     return dict(kv.split("=", 1) for kv in r[0]) if r else {}
 
 
-@pytest.fixture
-def franz_broker(request, broker_factory):
-    """A broker with its metrics listener (Sluice) or a plain one (Kafka: no metrics)."""
+class Target:
+    """One Sluice broker, a three-broker Sluice cluster on one shared directory, or Kafka."""
+
+    def __init__(self, brokers):
+        self.brokers = brokers
+        self.bootstrap = ",".join(b.bootstrap for b in brokers)
+
+
+@pytest.fixture(params=["single", "cluster"])
+def franz_broker(request, broker_factory, tmp_path):
     if harness.TARGET == "kafka":
-        return broker_factory(overrides={"group.initial.rebalance.delay.ms": 0})
-    port = harness.free_port()
-    b = broker_factory(overrides={"group.initial.rebalance.delay.ms": 0,
-                                  "sluice.metrics.listener": f"127.0.0.1:{port}"})
-    b.metrics_port = port
-    return b
+        if request.param == "cluster":
+            pytest.skip("the cluster variant is Sluice's (Kafka's single node is the reference)")
+        return Target([broker_factory(overrides={"group.initial.rebalance.delay.ms": 0})])
+    if request.param == "single":
+        port = harness.free_port()
+        b = broker_factory(overrides={"group.initial.rebalance.delay.ms": 0,
+                                      "sluice.metrics.listener": f"127.0.0.1:{port}"})
+        b.metrics_port = port
+        return Target([b])
+    from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, live_brokers
+
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    request.addfinalizer(etcd.kill)
+    shared = tmp_path / "shared"
+    brokers = []
+    for node in (1, 2, 3):
+        port = harness.free_port()
+        b = broker_factory(overrides=cluster_overrides(etcd, node, shared, "/franz",
+                                                       **{"sluice.metrics.listener": f"127.0.0.1:{port}"}),
+                           log_dir=shared, kind="sluice", name=f"node{node}")
+        b.metrics_port = port
+        brokers.append(b)
+    harness.wait_until(lambda: len(live_brokers(bootstrap_of(brokers))) == 3, 30, "3 brokers in the metadata")
+    return Target(brokers)
 
 
-def session_errors(broker) -> dict:
-    """Fetch responses the broker answered with a fetch-session error, by error (Sluice)."""
-    if not hasattr(broker, "metrics_port"):
-        return {}
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
+def session_errors(target: Target) -> dict:
+    """Fetch responses the brokers answered with a fetch-session error, by error (Sluice)."""
     found = {e: 0.0 for e in SESSION_ERRORS}
-    for m in re.finditer(r'^kafka_network_requestmetrics_errors_total\{request="Fetch",error="([A-Z_]+)"\} (\S+)$',
-                         text, re.M):
-        if m.group(1) in found:
-            found[m.group(1)] = float(m.group(2))
+    for broker in target.brokers:
+        if not hasattr(broker, "metrics_port"):
+            continue
+        with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        for m in re.finditer(r'^kafka_network_requestmetrics_errors_total\{request="Fetch",error="([A-Z_]+)"\} (\S+)$',
+                             text, re.M):
+            if m.group(1) in found:
+                found[m.group(1)] += float(m.group(2))
     return found
 
 
