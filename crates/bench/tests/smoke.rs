@@ -57,7 +57,11 @@ fn start_broker(
             }
         });
         let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-        tokio::spawn(sluice_server::serve(broker, listener, limits, stop_rx));
+        let bound = vec![sluice_server::Bound {
+            name: "PLAINTEXT".into(),
+            listener,
+        }];
+        tokio::spawn(sluice_server::serve(broker, bound, limits, stop_rx));
     });
     (addr, runtime, stop)
 }

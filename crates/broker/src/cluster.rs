@@ -405,11 +405,21 @@ impl Cluster {
     }
 
     fn info(broker: &Broker) -> BrokerInfo {
-        let l = broker.advertised();
+        let l = broker.inter_broker();
         BrokerInfo {
             node_id: broker.node_id,
             host: l.host,
             port: l.port,
+            listeners: broker
+                .config
+                .advertised_listeners
+                .iter()
+                .map(|a| sluice_meta::Endpoint {
+                    name: a.name.clone(),
+                    host: a.host.clone(),
+                    port: a.port,
+                })
+                .collect(),
             rack: broker.config.rack.clone(),
             lease: 0,
         }

@@ -105,6 +105,16 @@ pub struct Verdict {
 pub type Gate = Pin<Box<dyn Future<Output = Verdicts> + Send>>;
 
 /// What [`Broker::handle`] yields: the response to write (or none, for acks=0 produce).
+/// One client connection as the broker sees it: where it comes from and the listener it
+/// came in on (Metadata, FindCoordinator and DescribeCluster answer with that listener's
+/// addresses).
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub peer: IpAddr,
+    /// The listener's name (`PLAINTEXT`, `INTERNAL`, ...).
+    pub listener: Arc<str>,
+}
+
 pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
 
 /// A response, as the server is to write it.
@@ -404,10 +414,10 @@ impl Broker {
         &self.config
     }
 
-    /// Handle one request from a client at `peer`: the ordered part runs now, the returned
-    /// future does the rest.
-    pub fn handle(self: &Arc<Self>, request: Request, peer: IpAddr) -> Answer {
-        self.handle_prepared(request, peer, Verdicts::new())
+    /// Handle one request from a client on connection `conn`: the ordered part runs now,
+    /// the returned future does the rest.
+    pub fn handle(self: &Arc<Self>, request: Request, conn: &Connection) -> Answer {
+        self.handle_prepared(request, conn, Verdicts::new())
     }
 
     /// What must be done before `request`'s ordered part may run, if anything: a
@@ -440,11 +450,11 @@ impl Broker {
     pub fn handle_prepared(
         self: &Arc<Self>,
         request: Request,
-        peer: IpAddr,
+        conn: &Connection,
         verdicts: Verdicts,
     ) -> Answer {
         if !self.quotas.enabled() {
-            return self.answer(request, peer, verdicts);
+            return self.answer(request, conn, verdicts);
         }
         // Client quotas: the time worked on the request and, for produce, its size count
         // against the client's quotas once it is answered (as Kafka records them).
@@ -453,7 +463,7 @@ impl Broker {
         let size_bytes = request.size_bytes;
         let acks_zero = matches!(&request.body, RequestKind::Produce(r) if r.acks == 0);
         let started = Instant::now();
-        let inner = self.answer(request, peer, verdicts);
+        let inner = self.answer(request, conn, verdicts);
         let busy = quotas::Busy {
             inner,
             busy: started.elapsed(),
@@ -465,13 +475,13 @@ impl Broker {
         })
     }
 
-    fn answer(self: &Arc<Self>, request: Request, peer: IpAddr, verdicts: Verdicts) -> Answer {
+    fn answer(self: &Arc<Self>, request: Request, conn: &Connection, verdicts: Verdicts) -> Answer {
         let version = request.version();
         if let RequestKind::Fetch(r) = request.body {
             let client = apis::client_id(&request.header);
-            return apis::fetch::handle(self, r, version, client);
+            return apis::fetch::handle(self, r, version, client, conn.listener.clone());
         }
-        let reply = self.dispatch(request, peer, verdicts);
+        let reply = self.dispatch(request, conn, verdicts);
         Box::pin(async move { reply.await.map(Response::Body) })
     }
 
@@ -535,13 +545,20 @@ impl Broker {
         }
     }
 
-    fn dispatch(self: &Arc<Self>, request: Request, peer: IpAddr, verdicts: Verdicts) -> Reply {
+    fn dispatch(
+        self: &Arc<Self>,
+        request: Request,
+        conn: &Connection,
+        verdicts: Verdicts,
+    ) -> Reply {
         let version = request.version();
         let header = request.header;
-        let client = apis::Client::new(&header, peer);
+        let client = apis::Client::new(&header, conn);
         match request.body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
-            RequestKind::Metadata(r) => ready(apis::metadata::handle(self, r, version)),
+            RequestKind::Metadata(r) => {
+                ready(apis::metadata::handle(self, r, version, &client.listener))
+            }
             RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts, &client),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
             RequestKind::CreateTopics(r) => {
@@ -560,9 +577,12 @@ impl Broker {
             RequestKind::IncrementalAlterConfigs(r) => {
                 self.off_runtime(move |b| apis::configs::incremental_alter(b, r, version))
             }
-            RequestKind::DescribeCluster(r) => {
-                ready(apis::describe_cluster::handle(self, r, version))
-            }
+            RequestKind::DescribeCluster(r) => ready(apis::describe_cluster::handle(
+                self,
+                r,
+                version,
+                &client.listener,
+            )),
             RequestKind::DescribeLogDirs(r) => {
                 ready(apis::describe_log_dirs::handle(self, r, version))
             }
@@ -576,9 +596,12 @@ impl Broker {
             RequestKind::InitProducerId(r) => {
                 self.off_runtime(move |b| apis::init_producer_id::handle(b, r, version))
             }
-            RequestKind::FindCoordinator(r) => {
-                ready(apis::find_coordinator::handle(self, r, version))
-            }
+            RequestKind::FindCoordinator(r) => ready(apis::find_coordinator::handle(
+                self,
+                r,
+                version,
+                &client.listener,
+            )),
             RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, &client),
             RequestKind::SyncGroup(r) => apis::sync_group::handle(self, r, version),
             RequestKind::Heartbeat(r) => ready(apis::heartbeat::handle(self, r, version)),
@@ -675,7 +698,11 @@ impl Broker {
         let Some(peers) = self.peers.get().cloned() else {
             return Err("no client for broker-to-broker requests".into());
         };
-        let Some((_, host, port)) = self.endpoints_of(&[node]).into_iter().next() else {
+        let Some((_, host, port)) = self
+            .live_brokers()
+            .into_iter()
+            .find(|(id, _, _)| *id == node)
+        else {
             return Err(format!("broker {node} is not registered"));
         };
         match tokio::time::timeout(
@@ -987,7 +1014,8 @@ fn ready(body: Option<ResponseKind>) -> Reply {
 }
 
 impl Broker {
-    /// Brokers alive now: this one alone, or the cluster's registered members.
+    /// Brokers alive now, at their inter-broker listeners: this one alone, or the cluster's
+    /// registered members.
     pub(crate) fn live_brokers(&self) -> Vec<(i32, String, u16)> {
         match self.meta.etcd() {
             Some(store) => store
@@ -997,9 +1025,26 @@ impl Broker {
                 .map(|b| (b.node_id, b.host.clone(), b.port))
                 .collect(),
             None => {
-                let l = self.advertised();
+                let l = self.inter_broker();
                 vec![(self.node_id, l.host, l.port)]
             }
+        }
+    }
+
+    /// Brokers alive now, at their addresses on listener `listener` (the one a client came
+    /// in on); a broker without that listener is left out, as Kafka leaves it out.
+    pub(crate) fn live_endpoints(&self, listener: &str) -> Vec<(i32, String, u16)> {
+        match self.meta.etcd() {
+            Some(store) => store
+                .view()
+                .brokers
+                .values()
+                .filter_map(|b| b.endpoint(listener).map(|(h, p)| (b.node_id, h, p)))
+                .collect(),
+            None => self
+                .advertised_on(listener)
+                .map(|l| vec![(self.node_id, l.host, l.port)])
+                .unwrap_or_default(),
         }
     }
 
@@ -1029,10 +1074,11 @@ impl Broker {
         (leader != self.node_id && view.brokers.contains_key(&leader)).then_some((leader, epoch))
     }
 
-    /// The listeners of the live brokers among `ids` (KIP-951's NodeEndpoints).
-    pub(crate) fn endpoints_of(&self, ids: &[i32]) -> Vec<(i32, String, u16)> {
+    /// The addresses on `listener` of the live brokers among `ids` (KIP-951's
+    /// NodeEndpoints).
+    pub(crate) fn endpoints_of(&self, ids: &[i32], listener: &str) -> Vec<(i32, String, u16)> {
         let mut out: Vec<_> = self
-            .live_brokers()
+            .live_endpoints(listener)
             .into_iter()
             .filter(|(id, _, _)| ids.contains(id))
             .collect();
@@ -1061,13 +1107,19 @@ impl Broker {
         self.cluster.as_ref().is_none_or(|c| c.may_write(tp))
     }
 
-    /// The listener clients are told to connect to.
-    pub(crate) fn advertised(&self) -> sluice_config::Listener {
+    /// Where this broker's listener `name` is advertised, if it has one.
+    pub(crate) fn advertised_on(&self, name: &str) -> Option<sluice_config::Listener> {
         self.config
             .advertised_listeners
-            .first()
-            .or_else(|| self.config.listeners.first())
+            .iter()
+            .find(|l| l.name == name)
             .cloned()
+    }
+
+    /// The listener other brokers reach this one on (`inter.broker.listener.name`).
+    pub(crate) fn inter_broker(&self) -> sluice_config::Listener {
+        self.advertised_on(&self.config.inter_broker_listener)
+            .or_else(|| self.config.advertised_listeners.first().cloned())
             .unwrap_or(sluice_config::Listener {
                 name: "PLAINTEXT".into(),
                 host: "127.0.0.1".into(),

@@ -195,17 +195,26 @@ mod tests {
     fn epoch_advances_when_accepted_and_a_reset_closes_the_old_session() {
         let s = FetchSessions::default();
         let t = s.create(0, vec![target(0, 0)]);
-        assert_eq!(s.begin(t.id, 0, |_| {}).unwrap_err(), SessionError::InvalidEpoch);
+        assert_eq!(
+            s.begin(t.id, 0, |_| {}).unwrap_err(),
+            SessionError::InvalidEpoch
+        );
         // A fetch that is never answered (its client went away) still moved the epoch.
         let (_lost, _) = s.begin(t.id, 1, |_| {}).unwrap();
-        assert_eq!(s.begin(t.id, 1, |_| {}).unwrap_err(), SessionError::InvalidEpoch);
+        assert_eq!(
+            s.begin(t.id, 1, |_| {}).unwrap_err(),
+            SessionError::InvalidEpoch
+        );
         let (t2, read) = s.begin(t.id, 2, |v| v.push(target(1, 5))).unwrap();
         assert_eq!(read.len(), 2);
         s.finish(t2, read);
         // The client resets: epoch 0 with its old id opens a new session and closes the old.
         let fresh = s.create(t.id, vec![target(0, 7)]);
         assert_ne!(fresh.id, t.id);
-        assert_eq!(s.begin(t.id, 3, |_| {}).unwrap_err(), SessionError::NotFound);
+        assert_eq!(
+            s.begin(t.id, 3, |_| {}).unwrap_err(),
+            SessionError::NotFound
+        );
         assert!(s.begin(fresh.id, 1, |_| {}).is_ok());
         assert_eq!(s.stats().0, 1);
     }
@@ -235,7 +244,10 @@ mod tests {
         s.begin(first.id, 1, |_| {}).unwrap();
         let newest = s.create(0, Vec::new());
         assert_eq!(s.stats(), (MAX_SESSIONS, 0, 1));
-        assert!(s.begin(first.id, 2, |_| {}).is_ok(), "the recently used one stays");
+        assert!(
+            s.begin(first.id, 2, |_| {}).is_ok(),
+            "the recently used one stays"
+        );
         assert!(s.begin(newest.id, 1, |_| {}).is_ok());
     }
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use crate::catalog::{self, Value};
 use crate::dynamic;
-use crate::{BrokerConfig, ConfigEntry, ConfigError, ConfigSource, Listener, TopicConfig};
+use crate::{
+    BrokerConfig, ConfigEntry, ConfigError, ConfigSource, Listener, SecurityProtocol, TopicConfig,
+};
 
 const DEFAULT_LISTENERS: &str = "PLAINTEXT://127.0.0.1:9092";
 const DEFAULT_LOG_DIR: &str = "./sluice-data";
@@ -126,6 +128,104 @@ fn check_distinct_ports(value: &str, listeners: &[Listener]) -> Result<(), Confi
         }
     }
     Ok(())
+}
+
+/// `listener.security.protocol.map` (Kafka's default: PLAINTEXT, SSL, SASL_PLAINTEXT and
+/// SASL_SSL each mapped to itself), checked to name every listener; and the inter-broker
+/// listener: `inter.broker.listener.name`, else the listener named as
+/// `security.inter.broker.protocol` (default PLAINTEXT), else the first listener.
+fn listener_security(
+    p: &Parsed<'_>,
+    listeners: &[Listener],
+) -> Result<(BTreeMap<String, SecurityProtocol>, String), ConfigError> {
+    const MAP: &str = "listener.security.protocol.map";
+    let mut map = BTreeMap::new();
+    match p.raw(MAP) {
+        Some(value) => {
+            for entry in csv(value) {
+                let (name, protocol) = entry.split_once(':').ok_or_else(|| {
+                    invalid(
+                        MAP,
+                        value,
+                        format!("{entry:?} is not LISTENER_NAME:PROTOCOL"),
+                    )
+                })?;
+                let protocol = SecurityProtocol::parse(protocol.trim()).ok_or_else(|| {
+                    invalid(
+                        MAP,
+                        value,
+                        format!(
+                            "unknown security protocol {:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
+                            protocol.trim()
+                        ),
+                    )
+                })?;
+                if map
+                    .insert(name.trim().to_ascii_uppercase(), protocol)
+                    .is_some()
+                {
+                    return Err(invalid(
+                        MAP,
+                        value,
+                        format!("listener {} is mapped more than once", name.trim()),
+                    ));
+                }
+            }
+        }
+        None => {
+            for protocol in [
+                SecurityProtocol::Plaintext,
+                SecurityProtocol::Ssl,
+                SecurityProtocol::SaslPlaintext,
+                SecurityProtocol::SaslSsl,
+            ] {
+                map.insert(protocol.name().to_string(), protocol);
+            }
+        }
+    }
+    for l in listeners {
+        if !map.contains_key(&l.name) {
+            return Err(invalid(
+                MAP,
+                p.raw(MAP).unwrap_or(""),
+                format!(
+                    "no security protocol is defined for listener {}; map it, e.g. {}:PLAINTEXT",
+                    l.name, l.name
+                ),
+            ));
+        }
+    }
+    let inter = match (
+        p.raw("inter.broker.listener.name"),
+        p.raw("security.inter.broker.protocol"),
+    ) {
+        (Some(_), Some(_)) => return Err(invalid(
+            "inter.broker.listener.name",
+            p.raw("inter.broker.listener.name").unwrap_or(""),
+            "only one of inter.broker.listener.name and security.inter.broker.protocol may be set",
+        )),
+        (Some(name), None) => {
+            let name = name.trim().to_ascii_uppercase();
+            if !listeners.iter().any(|l| l.name == name) {
+                return Err(invalid(
+                    "inter.broker.listener.name",
+                    &name,
+                    "it must name one of the listeners",
+                ));
+            }
+            name
+        }
+        (None, protocol) => {
+            let wanted = protocol.unwrap_or("PLAINTEXT").trim().to_ascii_uppercase();
+            listeners
+                .iter()
+                .find(|l| l.name == wanted)
+                .or_else(|| listeners.first())
+                .map(|l| l.name.clone())
+                .unwrap_or(wanted)
+        }
+    };
+    Ok((map, inter))
 }
 
 fn csv(value: &str) -> Vec<String> {
@@ -304,6 +404,9 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             })
             .collect(),
     };
+    // listener.security.protocol.map, inter.broker.listener.name
+    let (listener_protocols, inter_broker_listener) = listener_security(&p, &bound)?;
+
     let listeners = bound
         .into_iter()
         .map(|l| Listener {
@@ -410,6 +513,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         rack,
         listeners,
         advertised_listeners,
+        listener_protocols,
+        inter_broker_listener,
         log_dirs,
         num_partitions: p.typed("num.partitions", 1)?,
         default_replication_factor: p.typed("default.replication.factor", 1)?,

@@ -37,7 +37,6 @@ const DYNAMIC_UNUSED: &[&str] = &[
     "group.share.assignment.interval.ms",
     "group.streams.assignment.interval.ms",
     "leader.replication.throttled.rate",
-    "listener.security.protocol.map",
     "max.connection.creation.rate",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
@@ -304,13 +303,13 @@ mod tests {
             "Cannot update these configs dynamically: [log.dirs, log.retention.hours]"
         );
         let e = validate_dynamic_broker_configs(
-            &map(&[("listener.security.protocol.map", "A:PLAINTEXT")]),
+            &map(&[("listener.name.a.ssl.keystore.location", "/k")]),
             false,
         )
         .unwrap_err();
         assert!(matches!(e, ConfigError::PerBrokerOnly { .. }), "{e}");
         assert!(validate_dynamic_broker_configs(
-            &map(&[("listener.security.protocol.map", "A:PLAINTEXT")]),
+            &map(&[("listener.name.a.ssl.keystore.location", "/k")]),
             true
         )
         .is_ok());
@@ -327,7 +326,12 @@ mod tests {
         )
         .is_ok());
         // Kafka may change these at run time; Sluice cannot (yet), and says so.
-        for name in ["listeners", "max.connections", "log.cleaner.threads"] {
+        for name in [
+            "listeners",
+            "listener.security.protocol.map",
+            "max.connections",
+            "log.cleaner.threads",
+        ] {
             assert!(
                 validate_dynamic_broker_configs(&map(&[(name, "1")]), true).is_err(),
                 "{name}"

@@ -39,6 +39,45 @@ pub enum ConfigError {
     PerBrokerOnly { names: Vec<String> },
 }
 
+/// How a listener's connections are secured (`listener.security.protocol.map`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name of the protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// The protocol named `name` (case-insensitive), as Kafka spells them.
+    pub fn parse(name: &str) -> Option<SecurityProtocol> {
+        [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl,
+        ]
+        .into_iter()
+        .find(|p| p.name().eq_ignore_ascii_case(name))
+    }
+}
+
+impl std::fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One listener: `NAME://host:port` (e.g. `PLAINTEXT://127.0.0.1:9092`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listener {
@@ -279,6 +318,12 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// `advertised.listeners`; defaults to `listeners`, an empty host advertised as `127.0.0.1`.
     pub advertised_listeners: Vec<Listener>,
+    /// `listener.security.protocol.map`: each listener's security protocol, by listener name
+    /// (Kafka's default maps PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL to themselves).
+    pub listener_protocols: BTreeMap<String, SecurityProtocol>,
+    /// The listener brokers use to reach each other (`inter.broker.listener.name`, else the
+    /// listener named as `security.inter.broker.protocol`, else the first listener).
+    pub inter_broker_listener: String,
     /// `log.dirs` (or `log.dir`). Default `./sluice-data`.
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,

@@ -382,10 +382,16 @@ fn listener_parsing() {
 #[test]
 fn listeners_and_advertised_listeners() {
     // Advertised defaults to listeners; an empty host is advertised as loopback.
-    let c = build(&[(
-        "listeners",
-        "PLAINTEXT://:9092,EXTERNAL://10.0.0.1:9093,ALL://0.0.0.0:9094",
-    )]);
+    let c = build(&[
+        (
+            "listeners",
+            "PLAINTEXT://:9092,EXTERNAL://10.0.0.1:9093,ALL://0.0.0.0:9094",
+        ),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL,ALL:SSL",
+        ),
+    ]);
     assert_eq!(
         c.listeners,
         vec![
@@ -418,12 +424,13 @@ fn listeners_and_advertised_listeners() {
     assert_eq!(name, "advertised.listeners");
     assert!(reason.contains("OTHER"), "{reason}");
     // Ports must differ, except IPv4 vs IPv6, and port 0.
+    let ab = ("listener.security.protocol.map", "A:PLAINTEXT,B:PLAINTEXT");
     assert_eq!(
-        build_err(&[("listeners", "A://h:9092,B://g:9092")]).0,
+        build_err(&[("listeners", "A://h:9092,B://g:9092"), ab]).0,
         "listeners"
     );
-    build(&[("listeners", "A://127.0.0.1:9092,B://[::1]:9092")]);
-    build(&[("listeners", "A://127.0.0.1:0,B://127.0.0.1:0")]);
+    build(&[("listeners", "A://127.0.0.1:9092,B://[::1]:9092"), ab]);
+    build(&[("listeners", "A://127.0.0.1:0,B://127.0.0.1:0"), ab]);
     // Only controller listeners left.
     assert_eq!(
         build_err(&[
@@ -433,6 +440,55 @@ fn listeners_and_advertised_listeners() {
         .0,
         "listeners"
     );
+}
+
+#[test]
+fn listener_security_protocols_and_the_inter_broker_listener() {
+    use sluice_config::SecurityProtocol;
+    // Kafka's default map: each protocol's name is a listener name mapped to itself.
+    let c = build(&[("listeners", "PLAINTEXT://:9092,SSL://:9093")]);
+    assert_eq!(c.listener_protocols["SSL"], SecurityProtocol::Ssl);
+    assert_eq!(c.listener_protocols["SASL_SSL"], SecurityProtocol::SaslSsl);
+    assert_eq!(c.inter_broker_listener, "PLAINTEXT");
+    // A listener the map does not name is refused, with the fix in the reason.
+    let (name, _, reason) = build_err(&[("listeners", "INTERNAL://:9092")]);
+    assert_eq!(name, "listener.security.protocol.map");
+    assert!(reason.contains("INTERNAL:PLAINTEXT"), "{reason}");
+    let (_, _, reason) = build_err(&[
+        ("listeners", "A://:9092"),
+        ("listener.security.protocol.map", "A:TLS"),
+    ]);
+    assert!(reason.contains("unknown security protocol"), "{reason}");
+    let (_, _, reason) = build_err(&[
+        ("listeners", "A://:9092"),
+        ("listener.security.protocol.map", "A:PLAINTEXT,a:SSL"),
+    ]);
+    assert!(reason.contains("more than once"), "{reason}");
+    // inter.broker.listener.name must name a listener; security.inter.broker.protocol picks
+    // the listener of that name; neither: the first listener.
+    let map = (
+        "listener.security.protocol.map",
+        "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+    );
+    let listeners = ("listeners", "EXTERNAL://:9093,INTERNAL://:9092");
+    let c = build(&[listeners, map, ("inter.broker.listener.name", "internal")]);
+    assert_eq!(c.inter_broker_listener, "INTERNAL");
+    assert_eq!(c.listener_protocols["EXTERNAL"], SecurityProtocol::Ssl);
+    assert_eq!(build(&[listeners, map]).inter_broker_listener, "EXTERNAL");
+    let (name, _, _) = build_err(&[listeners, map, ("inter.broker.listener.name", "X")]);
+    assert_eq!(name, "inter.broker.listener.name");
+    let (name, _, _) = build_err(&[
+        listeners,
+        map,
+        ("inter.broker.listener.name", "INTERNAL"),
+        ("security.inter.broker.protocol", "SSL"),
+    ]);
+    assert_eq!(name, "inter.broker.listener.name");
+    let c = build(&[
+        ("listeners", "PLAINTEXT://:9092,SSL://:9093"),
+        ("security.inter.broker.protocol", "SSL"),
+    ]);
+    assert_eq!(c.inter_broker_listener, "SSL");
 }
 
 #[test]

@@ -34,19 +34,47 @@ use crate::{MetaError, TopicMeta, PRODUCER_ID_BLOCK};
 /// Most comparisons sent in one confirming transaction (etcd's default `--max-txn-ops` is 128).
 const CONFIRM_COMPARES_MAX: usize = 100;
 
+/// One listener a broker advertises: its name and where clients reach it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
 /// A live broker as its registration record says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerInfo {
     #[serde(skip)]
     pub node_id: i32,
+    /// Its inter-broker listener (the one its peers call).
     pub host: String,
     pub port: u16,
+    /// Every listener it advertises (a client is given the addresses of the listener it came
+    /// in on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<Endpoint>,
     /// `broker.rack`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
     /// The etcd lease its registration lives under (not stored; read with the record).
     #[serde(skip)]
     pub lease: i64,
+}
+
+impl BrokerInfo {
+    /// Where clients of listener `name` reach this broker; None if it has no such listener.
+    /// A record without listeners (registered before brokers listed them) has one, its
+    /// host and port, under every name.
+    pub fn endpoint(&self, name: &str) -> Option<(String, u16)> {
+        if self.listeners.is_empty() {
+            return Some((self.host.clone(), self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| (e.host.clone(), e.port))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1287,6 +1315,7 @@ mod tests {
                     node_id: b,
                     host: "h".into(),
                     port: 1,
+                    listeners: Vec::new(),
                     rack: None,
                     lease: 0,
                 },

@@ -19,7 +19,8 @@ pub mod etcd;
 pub mod quotas;
 
 pub use cluster::{
-    BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, EtcdStore, Owner, OwnerRecord, Renewal,
+    BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, Endpoint, EtcdStore, Owner, OwnerRecord,
+    Renewal,
 };
 pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};
 

@@ -83,6 +83,7 @@ fn info(port: u16) -> BrokerInfo {
         node_id: 0,
         host: "127.0.0.1".into(),
         port,
+        listeners: Vec::new(),
         rack: None,
         lease: 0,
     }

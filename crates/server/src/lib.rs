@@ -22,14 +22,13 @@ pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use sluice_broker::{Answer, Broker, FileSlice, Gate, Response, Verdicts};
+use sluice_broker::{Answer, Broker, Connection, FileSlice, Gate, Response, Verdicts};
 use sluice_wire::{
     decode_request, encode_fetch_response, encode_response, FramePart, Request, WireError,
 };
@@ -66,13 +65,22 @@ enum Close {
     Io(io::Error),
 }
 
-/// Serve connections from `listener` until `shutdown` turns true, then wait for open
-/// connections to finish their current requests.
+/// One bound listener: its name (`listeners`, `listener.security.protocol.map`) and socket.
+#[derive(Debug)]
+pub struct Bound {
+    pub name: Arc<str>,
+    pub listener: TcpListener,
+}
+
+/// Serve connections from every listener until `shutdown` turns true, then wait for open
+/// connections to finish their current requests. `max.connections` counts the connections
+/// of all listeners together, as Kafka's does. Returns early only if a listener's task
+/// failed (a panic): the caller must not go on without it.
 pub async fn serve(
     broker: Arc<Broker>,
-    listener: TcpListener,
+    listeners: Vec<Bound>,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     broker.set_peers(Arc::new(TcpPeers::new(broker.node_id())));
     let slots = Arc::new(Semaphore::new(
@@ -80,6 +88,37 @@ pub async fn serve(
     ));
     // Every connection task holds a clone; when all are dropped, `all_done` yields None.
     let (done_tx, mut all_done) = mpsc::channel::<()>(1);
+    let mut accepting = tokio::task::JoinSet::new();
+    for bound in listeners {
+        accepting.spawn(accept(
+            broker.clone(),
+            bound,
+            limits.clone(),
+            slots.clone(),
+            done_tx.clone(),
+            shutdown.clone(),
+        ));
+    }
+    drop(done_tx);
+    while let Some(ended) = accepting.join_next().await {
+        if let Err(e) = ended {
+            tracing::error!("a listener's task failed: {e}");
+            return;
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), all_done.recv()).await;
+}
+
+/// Accept connections on one listener until `shutdown` turns true.
+async fn accept(
+    broker: Arc<Broker>,
+    bound: Bound,
+    limits: Limits,
+    slots: Arc<Semaphore>,
+    done_tx: mpsc::Sender<()>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let Bound { name, listener } = bound;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -87,13 +126,13 @@ pub async fn serve(
                     Ok(a) => a,
                     Err(e) => {
                         // Typically EMFILE: back off instead of spinning.
-                        tracing::warn!("accept failed: {e}");
+                        tracing::warn!(listener = %name, "accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
                 };
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!(%peer, max = limits.max_connections, "connection refused: max.connections reached");
+                    tracing::warn!(%peer, listener = %name, max = limits.max_connections, "connection refused: max.connections reached");
                     drop(stream);
                     continue;
                 };
@@ -102,17 +141,19 @@ pub async fn serve(
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
+                let conn = Connection { peer: peer.ip(), listener: name.clone() };
                 tokio::spawn(async move {
                     let metrics = broker.metrics().clone();
                     metrics.connection_opened();
-                    let close = connection(broker, stream, peer.ip(), &limits, shutdown).await;
+                    let close = connection(broker, stream, &conn, &limits, shutdown).await;
                     metrics.connection_closed();
+                    let listener = &conn.listener;
                     match close {
-                        Close::Eof | Close::Shutdown => tracing::debug!(%peer, "connection closed: {close:?}"),
-                        Close::Idle => tracing::info!(%peer, "connection closed: idle for longer than connections.max.idle.ms"),
-                        Close::Oversized(size) => tracing::warn!(%peer, size, max = limits.max_request_bytes, "connection closed: request size exceeds socket.request.max.bytes or is negative"),
-                        Close::Wire(e) => tracing::warn!(%peer, "connection closed: {e}"),
-                        Close::Io(e) => tracing::debug!(%peer, "connection closed: {e}"),
+                        Close::Eof | Close::Shutdown => tracing::debug!(%peer, %listener, "connection closed: {close:?}"),
+                        Close::Idle => tracing::info!(%peer, %listener, "connection closed: idle for longer than connections.max.idle.ms"),
+                        Close::Oversized(size) => tracing::warn!(%peer, %listener, size, max = limits.max_request_bytes, "connection closed: request size exceeds socket.request.max.bytes or is negative"),
+                        Close::Wire(e) => tracing::warn!(%peer, %listener, "connection closed: {e}"),
+                        Close::Io(e) => tracing::debug!(%peer, %listener, "connection closed: {e}"),
                     }
                     drop(permit);
                     drop(done);
@@ -121,8 +162,6 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         }
     }
-    drop(done_tx);
-    let _ = tokio::time::timeout(Duration::from_secs(10), all_done.recv()).await;
 }
 
 struct InFlight {
@@ -173,7 +212,7 @@ async fn next_ready(queue: &mut VecDeque<Queued>) -> (Queued, Option<Response>) 
 async fn connection(
     broker: Arc<Broker>,
     stream: TcpStream,
-    peer: IpAddr,
+    conn: &Connection,
     limits: &Limits,
     mut shutdown: watch::Receiver<bool>,
 ) -> Close {
@@ -223,7 +262,7 @@ async fn connection(
                 if let Some((_, request, received)) = gated.take() {
                     let (api_key, version, correlation_id) =
                         (request.api_key, request.version(), request.correlation_id());
-                    let reply = broker.handle_prepared(request, peer, verdicts);
+                    let reply = broker.handle_prepared(request, conn, verdicts);
                     queue.push_back(Queued::Pending(InFlight {
                         api_key,
                         version,
@@ -255,7 +294,7 @@ async fn connection(
                             None => {
                                 let (api_key, version, correlation_id) =
                                     (request.api_key, request.version(), request.correlation_id());
-                                let reply = broker.handle(request, peer);
+                                let reply = broker.handle(request, conn);
                                 queue.push_back(Queued::Pending(InFlight {
                                     api_key,
                                     version,

@@ -66,7 +66,10 @@ impl TestBroker {
             let addr = listener.local_addr().expect("addr");
             tokio::spawn(sluice_server::serve(
                 broker.clone(),
-                listener,
+                vec![sluice_server::Bound {
+                    name: "PLAINTEXT".into(),
+                    listener,
+                }],
                 limits,
                 stop_rx,
             ));
@@ -396,10 +399,13 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
         latest_offset(&mut c, "guarded", 0) == 1
     });
 
-    let peer = std::net::IpAddr::from([127, 0, 0, 1]);
+    let conn = sluice_broker::Connection {
+        peer: std::net::IpAddr::from([127, 0, 0, 1]),
+        listener: "PLAINTEXT".into(),
+    };
     let answer = broker
         .runtime
-        .block_on(broker.broker.handle_prepared(produce, peer, verdicts));
+        .block_on(broker.broker.handle_prepared(produce, &conn, verdicts));
     let Some(sluice_broker::Response::Body(ResponseKind::Produce(r))) = answer else {
         panic!("not a produce response: {answer:?}");
     };
@@ -879,9 +885,15 @@ fn fetch_session_reset_with_its_id_and_an_abandoned_long_poll() {
     std::thread::sleep(Duration::from_millis(100));
     // The session is still there, at epoch 2 (epoch 1 was taken by the abandoned request).
     let again = c.request(&fetch_request("s", &[], first, 1, 0, 0), 12);
-    assert_eq!(again.error_code, ResponseError::InvalidFetchSessionEpoch.code());
+    assert_eq!(
+        again.error_code,
+        ResponseError::InvalidFetchSessionEpoch.code()
+    );
     let next = c.request(&fetch_request("s", &[], first, 2, 0, 0), 12);
-    assert_eq!(next.error_code, 0, "the session outlived its abandoned fetch");
+    assert_eq!(
+        next.error_code, 0,
+        "the session outlived its abandoned fetch"
+    );
 
     // The client resets: epoch 0 with the old id opens a new session and answers in full.
     let reset = c.request(&fetch_request("s", &[(0, 0)], first, 0, 0, 0), 12);
@@ -895,10 +907,16 @@ fn fetch_session_reset_with_its_id_and_an_abandoned_long_poll() {
     assert_eq!(on.error_code, 0);
 
     // Epoch -1 with the id closes the session and fetches without one.
-    let closing = c.request(&fetch_request("s", &[(0, 0)], reset.session_id, -1, 0, 0), 12);
+    let closing = c.request(
+        &fetch_request("s", &[(0, 0)], reset.session_id, -1, 0, 0),
+        12,
+    );
     assert_eq!((closing.error_code, closing.session_id), (0, 0));
     let closed = c.request(&fetch_request("s", &[], reset.session_id, 2, 0, 0), 12);
-    assert_eq!(closed.error_code, ResponseError::FetchSessionIdNotFound.code());
+    assert_eq!(
+        closed.error_code,
+        ResponseError::FetchSessionIdNotFound.code()
+    );
 }
 
 /// (offset, value) of every record in a fetched partition's records, in order.

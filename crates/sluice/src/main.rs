@@ -202,12 +202,6 @@ fn serve(args: ServeArgs) -> Result<()> {
         );
     }
     runtime.block_on(async move {
-        let listener_conf = config
-            .listeners
-            .first()
-            .cloned()
-            .context("listeners is empty")?;
-        let addr = listener_conf.address();
         let limits = sluice_server::Limits {
             max_request_bytes: config.socket_request_max_bytes,
             max_connections: config.max_connections,
@@ -219,9 +213,27 @@ fn serve(args: ServeArgs) -> Result<()> {
         // peers take a registered broker whose listener refuses connections for a dead one
         // (the kernel queues connections until the broker serves them). A port in use fails
         // the start before anything is registered.
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+        let mut bound = Vec::new();
+        for l in &config.listeners {
+            let protocol = config
+                .listener_protocols
+                .get(&l.name)
+                .copied()
+                .unwrap_or(sluice_config::SecurityProtocol::Plaintext);
+            if protocol != sluice_config::SecurityProtocol::Plaintext {
+                anyhow::bail!(
+                    "listener {l} uses {protocol}, which Sluice does not serve yet: only PLAINTEXT listeners are served"
+                );
+            }
+            let addr = l.address();
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (listener {})", l.name))?;
+            bound.push(sluice_server::Bound {
+                name: l.name.as_str().into(),
+                listener,
+            });
+        }
         let broker = sluice_broker::Broker::open(config)?;
         if cache_bytes >= 0 {
             tracing::info!(
@@ -233,10 +245,13 @@ fn serve(args: ServeArgs) -> Result<()> {
                 "page cache of the partition logs left to the kernel (sluice.log.cache.bytes=-1)"
             );
         }
-        tracing::info!(
-            "listening on {} with {workers} worker thread(s)",
-            listener.local_addr()?
-        );
+        for b in &bound {
+            tracing::info!(
+                "listener {} on {} with {workers} worker thread(s)",
+                b.name,
+                b.listener.local_addr()?
+            );
+        }
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let maintenance = {
@@ -282,7 +297,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let mut server = tokio::spawn(sluice_server::serve(
             broker.clone(),
-            listener,
+            bound,
             limits,
             stop_rx,
         ));

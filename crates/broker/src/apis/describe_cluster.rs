@@ -15,9 +15,10 @@ pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: DescribeClusterRequest,
     _version: i16,
+    listener: &str,
 ) -> Option<ResponseKind> {
     let brokers = broker
-        .live_brokers()
+        .live_endpoints(listener)
         .into_iter()
         .map(|(id, host, port)| {
             DescribeClusterBroker::default()

@@ -47,6 +47,7 @@ pub(crate) fn handle(
     req: FetchRequest,
     version: i16,
     client: String,
+    listener: Arc<str>,
 ) -> Answer {
     let by_id = version >= 13;
     let mut requested = Vec::new();
@@ -116,7 +117,10 @@ pub(crate) fn handle(
                 }
             }
         };
-        match broker.sessions.begin(req.session_id, req.session_epoch, change) {
+        match broker
+            .sessions
+            .begin(req.session_id, req.session_epoch, change)
+        {
             Err(SessionError::NotFound) => {
                 return error_response(ResponseError::FetchSessionIdNotFound.code())
             }
@@ -302,7 +306,7 @@ pub(crate) fn handle(
                     broker.sessions.finish(ticket, targets);
                 }
                 let node_endpoints = if version >= 16 {
-                    leader_hints(&broker, &mut topics)
+                    leader_hints(&broker, &mut topics, &listener)
                 } else {
                     Vec::new()
                 };
@@ -341,7 +345,11 @@ fn reported(data: &PartitionData) -> (i64, i64, i64) {
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH name their
 /// owner (`current_leader`), and the response lists its endpoint, so the consumer goes there
 /// without a metadata round trip.
-fn leader_hints(broker: &Broker, topics: &mut [FetchableTopicResponse]) -> Vec<NodeEndpoint> {
+fn leader_hints(
+    broker: &Broker,
+    topics: &mut [FetchableTopicResponse],
+    listener: &str,
+) -> Vec<NodeEndpoint> {
     let hinted = [
         ResponseError::NotLeaderOrFollower.code(),
         ResponseError::FencedLeaderEpoch.code(),
@@ -371,7 +379,7 @@ fn leader_hints(broker: &Broker, topics: &mut [FetchableTopicResponse]) -> Vec<N
         }
     }
     broker
-        .endpoints_of(&leaders)
+        .endpoints_of(&leaders, listener)
         .into_iter()
         .map(|(id, host, port)| {
             NodeEndpoint::default()

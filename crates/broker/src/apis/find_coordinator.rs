@@ -17,7 +17,7 @@ use crate::Broker;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
+fn find(broker: &Broker, key: &StrBytes, key_type: i8, listener: &str) -> Coordinator {
     let base = Coordinator::default()
         .with_key(key.clone())
         .with_node_id(BrokerId(-1))
@@ -43,7 +43,7 @@ fn find(broker: &Broker, key: &StrBytes, key_type: i8) -> Coordinator {
         _ => return base.with_error_code(ResponseError::InvalidRequest.code()),
     };
     match broker
-        .live_brokers()
+        .live_endpoints(listener)
         .into_iter()
         .find(|(id, _, _)| Some(*id) == owner)
     {
@@ -60,16 +60,17 @@ pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: FindCoordinatorRequest,
     version: i16,
+    listener: &str,
 ) -> Option<ResponseKind> {
     let mut resp = FindCoordinatorResponse::default();
     if version >= 4 {
         resp.coordinators = req
             .coordinator_keys
             .iter()
-            .map(|k| find(broker, k, req.key_type))
+            .map(|k| find(broker, k, req.key_type, listener))
             .collect();
     } else {
-        let c = find(broker, &req.key, req.key_type);
+        let c = find(broker, &req.key, req.key_type, listener);
         resp = resp
             .with_error_code(c.error_code)
             .with_error_message(c.error_message)

@@ -78,6 +78,7 @@ pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: MetadataRequest,
     version: i16,
+    listener: &str,
 ) -> Option<ResponseKind> {
     let topics = match req.topics {
         None => broker
@@ -154,7 +155,7 @@ pub(crate) fn handle(
             .collect(),
     };
     let brokers = broker
-        .live_brokers()
+        .live_endpoints(listener)
         .into_iter()
         .map(|(id, host, port)| {
             MetadataResponseBroker::default()

@@ -42,6 +42,7 @@ pub(crate) mod txn_offset_commit;
 pub(crate) mod write_txn_markers;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use kafka_protocol::messages::{RequestHeader, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -52,13 +53,16 @@ pub(crate) struct Client {
     pub(crate) id: String,
     /// The peer address as Kafka reports it (Java's `InetAddress.toString()`: `/127.0.0.1`).
     pub(crate) host: String,
+    /// The listener the request came in on.
+    pub(crate) listener: Arc<str>,
 }
 
 impl Client {
-    pub(crate) fn new(header: &RequestHeader, peer: IpAddr) -> Client {
+    pub(crate) fn new(header: &RequestHeader, conn: &crate::Connection) -> Client {
         Client {
             id: client_id(header),
-            host: java_host(peer),
+            host: java_host(conn.peer),
+            listener: conn.listener.clone(),
         }
     }
 }

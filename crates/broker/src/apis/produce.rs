@@ -202,6 +202,7 @@ pub(crate) fn handle(
         return crate::ready(None);
     }
     let broker = broker.clone();
+    let listener = client.listener.clone();
     Box::pin(async move {
         for (topic, partition, flushed) in pending {
             if let Err(e) = flushed.await {
@@ -220,7 +221,7 @@ pub(crate) fn handle(
             }
         }
         let node_endpoints = if version >= 10 {
-            leader_hints(&broker, &mut responses)
+            leader_hints(&broker, &mut responses, &listener)
         } else {
             Vec::new()
         };
@@ -445,7 +446,11 @@ fn every_record_has_a_key(records: &[u8]) -> Result<(), String> {
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER name their owner (`current_leader`),
 /// and the response lists its endpoint, so the producer sends there at once, without a
 /// metadata round trip or a retry backoff.
-fn leader_hints(broker: &Broker, topics: &mut [TopicProduceResponse]) -> Vec<NodeEndpoint> {
+fn leader_hints(
+    broker: &Broker,
+    topics: &mut [TopicProduceResponse],
+    listener: &str,
+) -> Vec<NodeEndpoint> {
     let mut leaders = Vec::new();
     for t in topics.iter_mut() {
         let name = if t.name.0.is_empty() {
@@ -472,7 +477,7 @@ fn leader_hints(broker: &Broker, topics: &mut [TopicProduceResponse]) -> Vec<Nod
         }
     }
     broker
-        .endpoints_of(&leaders)
+        .endpoints_of(&leaders, listener)
         .into_iter()
         .map(|(id, host, port)| {
             NodeEndpoint::default()
