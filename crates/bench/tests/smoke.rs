@@ -60,6 +60,7 @@ fn start_broker(
         let bound = vec![sluice_server::Bound {
             name: "PLAINTEXT".into(),
             listener,
+            tls: None,
         }];
         tokio::spawn(sluice_server::serve(broker, bound, limits, stop_rx));
     });

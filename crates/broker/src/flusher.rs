@@ -220,7 +220,7 @@ mod tests {
         let flusher = Arc::new(Flusher::start(
             None,
             None,
-            crate::metrics::new_metrics("PLAINTEXT"),
+            crate::metrics::new_metrics(&["PLAINTEXT"]),
         ));
         let mut tasks = Vec::new();
         for t in 0..24usize {

@@ -307,12 +307,8 @@ impl Broker {
         // Cluster mode: each flush round ends with the ownership check, which publishes the
         // round's data to readers; fetches waiting on those logs are woken then.
         let myself: Arc<std::sync::OnceLock<std::sync::Weak<Broker>>> = Arc::default();
-        let metrics = metrics::new_metrics(
-            config
-                .listeners
-                .first()
-                .map_or("PLAINTEXT", |l| l.name.as_str()),
-        );
+        let listener_names: Vec<&str> = config.listeners.iter().map(|l| l.name.as_str()).collect();
+        let metrics = metrics::new_metrics(&listener_names);
         let flusher = match (&cluster, meta.etcd()) {
             (Some(c), Some(_)) => {
                 let (c, meta, myself) = (c.clone(), meta.clone(), myself.clone());

@@ -19,13 +19,13 @@ use sluice_store::Log;
 
 use crate::{now_ms, Broker, Response, OFFSETS_TOPIC};
 
-/// The metrics of a broker serving the wire crate's APIs on `listener`.
-pub(crate) fn new_metrics(listener: &str) -> Arc<Metrics> {
+/// The metrics of a broker serving the wire crate's APIs on `listeners`.
+pub(crate) fn new_metrics(listeners: &[&str]) -> Arc<Metrics> {
     Arc::new(Metrics::new(
         sluice_wire::SUPPORTED_APIS
             .iter()
             .map(|(k, _, _)| *k as i16),
-        listener,
+        listeners,
     ))
 }
 

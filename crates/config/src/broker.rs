@@ -311,7 +311,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 def.name,
                 catalog::parse_value(name, def.ty, def.check, raw)?,
             );
-        } else if !catalog::is_ignored(name) {
+        } else if !catalog::is_ignored(name) && !crate::tls::is_tls_property(name) {
             tracing::warn!(property = %name, "ignoring unknown configuration property {name}");
             unknown.push(name.clone());
         }
@@ -406,6 +406,15 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
     };
     // listener.security.protocol.map, inter.broker.listener.name
     let (listener_protocols, inter_broker_listener) = listener_security(&p, &bound)?;
+    let mut listener_tls = BTreeMap::new();
+    for l in &bound {
+        if matches!(
+            listener_protocols.get(&l.name),
+            Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+        ) {
+            listener_tls.insert(l.name.clone(), crate::tls::listener_tls(&props, &l.name)?);
+        }
+    }
 
     let listeners = bound
         .into_iter()
@@ -515,6 +524,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         advertised_listeners,
         listener_protocols,
         inter_broker_listener,
+        listener_tls,
         log_dirs,
         num_partitions: p.typed("num.partitions", 1)?,
         default_replication_factor: p.typed("default.replication.factor", 1)?,

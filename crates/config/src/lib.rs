@@ -13,11 +13,13 @@ mod catalog;
 mod dynamic;
 mod memory;
 mod properties;
+mod tls;
 mod topic;
 
 pub use broker::parse_listeners;
 pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
 pub use memory::{available_memory, log_cache_default, LOG_CACHE_FLOOR_BYTES};
+pub use tls::{ClientAuth, KeyStore, Pem, TlsConfig, TrustStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -324,6 +326,8 @@ pub struct BrokerConfig {
     /// The listener brokers use to reach each other (`inter.broker.listener.name`, else the
     /// listener named as `security.inter.broker.protocol`, else the first listener).
     pub inter_broker_listener: String,
+    /// The TLS settings of each listener whose protocol is SSL or SASL_SSL, by listener name.
+    pub listener_tls: BTreeMap<String, TlsConfig>,
     /// `log.dirs` (or `log.dir`). Default `./sluice-data`.
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,

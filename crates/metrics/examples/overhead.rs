@@ -46,7 +46,7 @@ fn one_round(m: &Metrics, topic: &str) {
 }
 
 fn run(threads: usize) -> Duration {
-    let m = Arc::new(Metrics::new([0, 1], "PLAINTEXT"));
+    let m = Arc::new(Metrics::new([0, 1], &["PLAINTEXT"]));
     let started = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|_| {

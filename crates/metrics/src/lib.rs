@@ -258,13 +258,14 @@ pub struct Metrics {
     acquisitions: Histogram,
     releases: AtomicU64,
     handovers: AtomicU64,
-    connections: AtomicI64,
-    listener: String,
+    /// Per listener: (name, open connections, failed authentications).
+    listeners: Vec<(String, AtomicI64, AtomicU64)>,
 }
 
 impl Metrics {
-    /// Counters for a broker serving the API keys `served` on the listener named `listener`.
-    pub fn new(served: impl IntoIterator<Item = i16>, listener: &str) -> Metrics {
+    /// Counters for a broker serving the API keys `served` on the listeners named
+    /// `listeners`.
+    pub fn new(served: impl IntoIterator<Item = i16>, listeners: &[&str]) -> Metrics {
         let mut times: Vec<Option<LatencyHistogram>> = (0..API_KEYS).map(|_| None).collect();
         for key in served {
             if let Some(slot) = usize::try_from(key).ok().and_then(|k| times.get_mut(k)) {
@@ -288,8 +289,10 @@ impl Metrics {
             acquisitions: Histogram::new(&ACQUIRE_BOUNDS_US),
             releases: AtomicU64::new(0),
             handovers: AtomicU64::new(0),
-            connections: AtomicI64::new(0),
-            listener: listener.to_string(),
+            listeners: listeners
+                .iter()
+                .map(|l| (l.to_string(), AtomicI64::new(0), AtomicU64::new(0)))
+                .collect(),
         }
     }
 
@@ -417,12 +420,27 @@ impl Metrics {
         self.handovers.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn connection_opened(&self) {
-        self.connections.fetch_add(1, Ordering::Relaxed);
+    fn listener(&self, name: &str) -> Option<&(String, AtomicI64, AtomicU64)> {
+        self.listeners.iter().find(|(n, _, _)| n == name)
     }
 
-    pub fn connection_closed(&self) {
-        self.connections.fetch_sub(1, Ordering::Relaxed);
+    pub fn connection_opened(&self, listener: &str) {
+        if let Some((_, open, _)) = self.listener(listener) {
+            open.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn connection_closed(&self, listener: &str) {
+        if let Some((_, open, _)) = self.listener(listener) {
+            open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection failed to authenticate (a failed TLS handshake, as Kafka counts it).
+    pub fn failed_authentication(&self, listener: &str) {
+        if let Some((_, _, failed)) = self.listener(listener) {
+            failed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Write every counter and histogram. Per-topic series are written for the topics for
@@ -488,11 +506,25 @@ impl Metrics {
             Kind::Gauge,
             "Open client connections, per listener.",
         );
-        e.sample(
-            names::CONNECTION_COUNT,
-            &[("listener", &self.listener), ("networkProcessor", "0")],
-            self.connections.load(Ordering::Relaxed).max(0) as f64,
+        for (name, open, _) in &self.listeners {
+            e.sample(
+                names::CONNECTION_COUNT,
+                &[("listener", name), ("networkProcessor", "0")],
+                open.load(Ordering::Relaxed).max(0) as f64,
+            );
+        }
+        e.family(
+            names::FAILED_AUTHENTICATION,
+            Kind::Counter,
+            "Connections that failed to authenticate (a failed TLS handshake), per listener.",
         );
+        for (name, _, failed) in &self.listeners {
+            e.sample(
+                names::FAILED_AUTHENTICATION,
+                &[("listener", name), ("networkProcessor", "0")],
+                failed.load(Ordering::Relaxed) as f64,
+            );
+        }
 
         e.family(
             names::FSYNC_SECONDS,
@@ -719,7 +751,7 @@ mod tests {
 
     #[test]
     fn counts_show_up_under_kafkas_names() {
-        let m = Metrics::new([0, 1, 3], "PLAINTEXT");
+        let m = Metrics::new([0, 1, 3], &["PLAINTEXT"]);
         m.request(0, 9);
         m.request(0, 9);
         m.request(3, 12);
@@ -740,7 +772,7 @@ mod tests {
                 tally.count(code);
             }
         }
-        m.connection_opened();
+        m.connection_opened("PLAINTEXT");
         m.fsync(Duration::from_micros(700), true);
         let mut e = Exposition::new();
         m.expose(&mut e, |t| t != "gone");

@@ -37,6 +37,8 @@ pub const LOG_START_OFFSET: &str = "kafka_log_log_logstartoffset";
 pub const LOG_SEGMENTS: &str = "kafka_log_log_numlogsegments";
 pub const OFFLINE_LOG_DIRS: &str = "kafka_log_logmanager_offlinelogdirectorycount";
 pub const CONNECTION_COUNT: &str = "kafka_server_socket_server_metrics_connection_count";
+pub const FAILED_AUTHENTICATION: &str =
+    "kafka_server_socket_server_metrics_failed_authentication_total";
 
 // kafka_exporter's consumer-group names, and lag in seconds.
 pub const GROUP_CURRENT_OFFSET: &str = "kafka_consumergroup_current_offset";

@@ -17,8 +17,10 @@
 //! HTTP/1.1 server: [`serve_http`].
 
 mod http;
+mod tls;
 
 pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
+pub use tls::server_config as tls_server_config;
 
 use std::collections::VecDeque;
 use std::io;
@@ -33,8 +35,10 @@ use sluice_wire::{
     decode_request, encode_fetch_response, encode_response, FramePart, Request, WireError,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+use tls::{Reader, Writer};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 mod peers;
@@ -65,12 +69,27 @@ enum Close {
     Io(io::Error),
 }
 
-/// One bound listener: its name (`listeners`, `listener.security.protocol.map`) and socket.
-#[derive(Debug)]
+/// One bound listener: its name (`listeners`, `listener.security.protocol.map`), its socket,
+/// and for an SSL listener its TLS configuration ([`tls_server_config`]).
 pub struct Bound {
     pub name: Arc<str>,
     pub listener: TcpListener,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
+
+impl std::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bound")
+            .field("name", &self.name)
+            .field("listener", &self.listener)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// How long a client has to complete its TLS handshake (Kafka bounds it by its idle timeout;
+/// a handshake that never ends must not hold a connection slot).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serve connections from every listener until `shutdown` turns true, then wait for open
 /// connections to finish their current requests. `max.connections` counts the connections
@@ -118,7 +137,12 @@ async fn accept(
     done_tx: mpsc::Sender<()>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let Bound { name, listener } = bound;
+    let Bound {
+        name,
+        listener,
+        tls,
+    } = bound;
+    let acceptor = tls.map(TlsAcceptor::from);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -142,11 +166,38 @@ async fn accept(
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
                 let conn = Connection { peer: peer.ip(), listener: name.clone() };
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
+                    let (reader, writer) = match acceptor {
+                        None => {
+                            let (r, w) = stream.into_split();
+                            (Reader::Tcp(r), Writer::Tcp(w))
+                        }
+                        Some(acceptor) => {
+                            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                Ok(Ok(tls)) => {
+                                    let (r, w) = tokio::io::split(tls);
+                                    (Reader::Tls(r), Writer::Tls(w))
+                                }
+                                Ok(Err(e)) => {
+                                    broker.metrics().failed_authentication(&conn.listener);
+                                    tracing::info!(%peer, listener = %conn.listener, "connection closed: TLS handshake failed: {e}");
+                                    drop(permit);
+                                    return;
+                                }
+                                Err(_) => {
+                                    broker.metrics().failed_authentication(&conn.listener);
+                                    tracing::info!(%peer, listener = %conn.listener, "connection closed: no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}");
+                                    drop(permit);
+                                    return;
+                                }
+                            }
+                        }
+                    };
                     let metrics = broker.metrics().clone();
-                    metrics.connection_opened();
-                    let close = connection(broker, stream, &conn, &limits, shutdown).await;
-                    metrics.connection_closed();
+                    metrics.connection_opened(&conn.listener);
+                    let close = connection(broker, reader, writer, &conn, &limits, shutdown).await;
+                    metrics.connection_closed(&conn.listener);
                     let listener = &conn.listener;
                     match close {
                         Close::Eof | Close::Shutdown => tracing::debug!(%peer, %listener, "connection closed: {close:?}"),
@@ -211,12 +262,12 @@ async fn next_ready(queue: &mut VecDeque<Queued>) -> (Queued, Option<Response>) 
 /// wake-up, and the socket is never used from two threads at once.
 async fn connection(
     broker: Arc<Broker>,
-    stream: TcpStream,
+    mut reader: Reader,
+    mut writer: Writer,
     conn: &Connection,
     limits: &Limits,
     mut shutdown: watch::Receiver<bool>,
 ) -> Close {
-    let (mut reader, mut writer) = stream.into_split();
     let max_in_flight = limits.max_in_flight.max(1);
     let mut queue: VecDeque<Queued> = VecDeque::with_capacity(max_in_flight);
     // Bytes read from the socket but not yet framed: one read can bring several pipelined
@@ -344,26 +395,33 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 /// connection reads nothing more.
 async fn write_response(
     broker: &Broker,
-    writer: &mut OwnedWriteHalf,
+    writer: &mut Writer,
     head: Queued,
     mut response: Option<Response>,
 ) -> io::Result<i32> {
     let f = match head {
-        Queued::Raw(frame) => return writer.write_all(&frame).await.map(|()| 0),
+        Queued::Raw(frame) => {
+            writer.write_all(&frame).await?;
+            return writer.flush().await.map(|()| 0);
+        }
         Queued::Pending(f) => f,
     };
     let throttle_ms = response.as_mut().map_or(0, Response::throttle_time_ms);
     if let Some(r) = &response {
         broker.count_errors(f.api_key as i16, r);
     }
-    let written = write_answer(writer, f.api_key, f.version, f.correlation_id, response).await;
+    let mut written = write_answer(writer, f.api_key, f.version, f.correlation_id, response).await;
+    if written.is_ok() {
+        // TLS holds encrypted records back until flushed; on TCP this does nothing.
+        written = writer.flush().await;
+    }
     broker.request_done(f.api_key as i16, f.received.elapsed());
     written.map(|()| throttle_ms)
 }
 
 /// Encode and write one answer.
 async fn write_answer(
-    writer: &mut OwnedWriteHalf,
+    writer: &mut Writer,
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -398,11 +456,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Read one frame, using and refilling `inbuf`. Cancel-safe: bytes read stay in `inbuf` for
 /// the next call. The caller's idle timer restarts only when a request is answered, so a
 /// client that trickles bytes cannot hold the connection open past it.
-async fn read_frame(
-    reader: &mut OwnedReadHalf,
-    inbuf: &mut BytesMut,
-    max: u32,
-) -> Result<Bytes, Close> {
+async fn read_frame(reader: &mut Reader, inbuf: &mut BytesMut, max: u32) -> Result<Bytes, Close> {
     loop {
         // The size prefix is checked as soon as it is here, before any of the body is read.
         let wanted = if inbuf.len() >= FRAME_PREFIX {
@@ -455,7 +509,7 @@ const MAX_IOVECS: usize = 1024;
 
 /// Write a frame given in parts, with each region's bytes taken from its file.
 async fn write_parts(
-    writer: &mut OwnedWriteHalf,
+    writer: &mut Writer,
     parts: Vec<FramePart>,
     regions: &[(usize, FileSlice)],
 ) -> io::Result<()> {
@@ -469,14 +523,16 @@ async fn write_parts(
                         "fetch response refers to a missing region",
                     ));
                 };
-                if region.len < SENDFILE_MIN_BYTES {
+                if region.len < SENDFILE_MIN_BYTES || !matches!(writer, Writer::Tcp(_)) {
                     let bytes = region.read_bytes().inspect_err(|e| {
                         tracing::error!("reading a fetched region from its segment failed: {e}")
                     })?;
                     pending.push(bytes);
                 } else {
                     write_all_vectored(writer, &mut pending).await?;
-                    send_region(writer, region).await?;
+                    if let Writer::Tcp(tcp) = writer {
+                        send_region(tcp, region).await?;
+                    }
                 }
             }
         }
@@ -485,7 +541,7 @@ async fn write_parts(
 }
 
 /// Write every buffer, in as few system calls as the socket allows; empties `bufs`.
-async fn write_all_vectored(writer: &mut OwnedWriteHalf, bufs: &mut Vec<Bytes>) -> io::Result<()> {
+async fn write_all_vectored(writer: &mut Writer, bufs: &mut Vec<Bytes>) -> io::Result<()> {
     let mut slices: Vec<io::IoSlice<'_>> = bufs
         .iter()
         .filter(|b| !b.is_empty())
@@ -506,7 +562,10 @@ async fn write_all_vectored(writer: &mut OwnedWriteHalf, bufs: &mut Vec<Bytes>) 
 }
 
 /// `sendfile` one region from its segment file to the socket.
-async fn send_region(writer: &OwnedWriteHalf, region: &FileSlice) -> io::Result<()> {
+async fn send_region(
+    writer: &tokio::net::tcp::OwnedWriteHalf,
+    region: &FileSlice,
+) -> io::Result<()> {
     let stream: &TcpStream = writer.as_ref();
     let mut offset = region.position;
     let end = region.position + region.len as u64;

@@ -69,6 +69,7 @@ impl TestBroker {
                 vec![sluice_server::Bound {
                     name: "PLAINTEXT".into(),
                     listener,
+                    tls: None,
                 }],
                 limits,
                 stop_rx,

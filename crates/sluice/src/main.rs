@@ -215,14 +215,34 @@ fn serve(args: ServeArgs) -> Result<()> {
         // the start before anything is registered.
         let mut bound = Vec::new();
         for l in &config.listeners {
+            use sluice_config::SecurityProtocol;
             let protocol = config
                 .listener_protocols
                 .get(&l.name)
                 .copied()
-                .unwrap_or(sluice_config::SecurityProtocol::Plaintext);
-            if protocol != sluice_config::SecurityProtocol::Plaintext {
+                .unwrap_or(SecurityProtocol::Plaintext);
+            let tls = match protocol {
+                SecurityProtocol::Plaintext => None,
+                SecurityProtocol::Ssl => {
+                    let settings = config
+                        .listener_tls
+                        .get(&l.name)
+                        .with_context(|| format!("listener {} has no TLS settings", l.name))?;
+                    let tls = sluice_server::tls_server_config(&l.name, settings)
+                        .map_err(|e| anyhow::anyhow!(e))?;
+                    Some(tls)
+                }
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => anyhow::bail!(
+                    "listener {l} uses {protocol}: Sluice does not serve SASL yet (PLAINTEXT and SSL listeners are served)"
+                ),
+            };
+            if tls.is_some()
+                && l.name == config.inter_broker_listener
+                && config.cluster.is_some()
+            {
                 anyhow::bail!(
-                    "listener {l} uses {protocol}, which Sluice does not serve yet: only PLAINTEXT listeners are served"
+                    "listener {} is the inter-broker listener and uses SSL: brokers do not call each other over TLS yet; give them a PLAINTEXT listener (inter.broker.listener.name)",
+                    l.name
                 );
             }
             let addr = l.address();
@@ -232,6 +252,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             bound.push(sluice_server::Bound {
                 name: l.name.as_str().into(),
                 listener,
+                tls,
             });
         }
         let broker = sluice_broker::Broker::open(config)?;
@@ -247,8 +268,9 @@ fn serve(args: ServeArgs) -> Result<()> {
         }
         for b in &bound {
             tracing::info!(
-                "listener {} on {} with {workers} worker thread(s)",
+                "listener {} ({}) on {} with {workers} worker thread(s)",
                 b.name,
+                if b.tls.is_some() { "TLS" } else { "plaintext" },
                 b.listener.local_addr()?
             );
         }

@@ -1,0 +1,293 @@
+//! The TLS settings of a listener, with Kafka's `ssl.*` names: a listener-prefixed property
+//! (`listener.name.<listener, lower case>.ssl.keystore.location`) wins over the plain one.
+//! This module only reads the properties; the server loads the files (crates/server/src/tls.rs).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::ConfigError;
+
+/// Where PEM text comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pem {
+    File(PathBuf),
+    /// Inline PEM (`ssl.keystore.key`, `ssl.keystore.certificate.chain`,
+    /// `ssl.truststore.certificates`).
+    Inline(String),
+}
+
+/// The broker's own certificate chain and private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyStore {
+    /// `ssl.keystore.type=PEM`: a file holding the key and the chain, or the two inline.
+    Pem { chain: Pem, key: Pem },
+    /// `ssl.keystore.type=PKCS12` (Kafka's usual keystores).
+    Pkcs12 { path: PathBuf, password: String },
+}
+
+/// Whose certificates the broker trusts (client certificates, with `ssl.client.auth`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrustStore {
+    Pem(Pem),
+    Pkcs12 { path: PathBuf, password: String },
+}
+
+/// `ssl.client.auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+/// One listener's TLS settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub keystore: KeyStore,
+    pub truststore: Option<TrustStore>,
+    pub client_auth: ClientAuth,
+    /// `ssl.enabled.protocols` (default TLSv1.2,TLSv1.3).
+    pub protocols: Vec<String>,
+    /// `ssl.cipher.suites` (empty: the TLS library's defaults).
+    pub cipher_suites: Vec<String>,
+}
+
+/// The `ssl.*` properties Sluice reads (a listener-prefixed form of each is read too).
+pub(crate) const SSL_PROPERTIES: &[&str] = &[
+    "ssl.cipher.suites",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.type",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.type",
+];
+
+/// Kafka's `ssl.*` properties that Sluice accepts and does not need (the TLS library decides,
+/// or they configure Java's providers).
+pub(crate) const SSL_IGNORED: &[&str] = &[
+    "ssl.endpoint.identification.algorithm",
+    "ssl.engine.factory.class",
+    "ssl.keymanager.algorithm",
+    "ssl.principal.mapping.rules",
+    "ssl.protocol",
+    "ssl.provider",
+    "ssl.secure.random.implementation",
+    "ssl.trustmanager.algorithm",
+];
+
+/// True for a property this module reads or accepts: `ssl.*` of the lists above, plain or
+/// prefixed with `listener.name.<name>.`.
+pub(crate) fn is_tls_property(name: &str) -> bool {
+    let base = match name.strip_prefix("listener.name.") {
+        Some(rest) => match rest.split_once('.') {
+            Some((_, base)) => base,
+            None => return false,
+        },
+        None => name,
+    };
+    SSL_PROPERTIES.contains(&base) || SSL_IGNORED.contains(&base)
+}
+
+fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The TLS settings of listener `listener` from `props`.
+pub(crate) fn listener_tls(
+    props: &BTreeMap<String, String>,
+    listener: &str,
+) -> Result<TlsConfig, ConfigError> {
+    let prefix = format!("listener.name.{}.", listener.to_ascii_lowercase());
+    // (the name the value was found under, the value)
+    let get = |base: &str| -> Option<(String, String)> {
+        let prefixed = format!("{prefix}{base}");
+        props
+            .get(&prefixed)
+            .map(|v| (prefixed, v.trim().to_string()))
+            .or_else(|| {
+                props
+                    .get(base)
+                    .map(|v| (base.to_string(), v.trim().to_string()))
+            })
+            .filter(|(_, v)| !v.is_empty())
+    };
+    let password = |base: &str| get(base).map(|(_, v)| v).unwrap_or_default();
+
+    let keystore = match (
+        get("ssl.keystore.location"),
+        get("ssl.keystore.certificate.chain"),
+        get("ssl.keystore.key"),
+    ) {
+        (Some((name, path)), None, None) => {
+            let kind = store_type(&get("ssl.keystore.type"), &path, &name)?;
+            match kind {
+                StoreType::Pem => {
+                    if get("ssl.key.password").is_some() {
+                        return Err(invalid(
+                            "ssl.key.password",
+                            "[hidden]",
+                            "encrypted PEM private keys are not supported; store the key unencrypted (openssl pkcs8 -topk8 -nocrypt) and protect the file",
+                        ));
+                    }
+                    KeyStore::Pem {
+                        chain: Pem::File(PathBuf::from(&path)),
+                        key: Pem::File(PathBuf::from(path)),
+                    }
+                }
+                StoreType::Pkcs12 => KeyStore::Pkcs12 {
+                    path: PathBuf::from(path),
+                    password: password("ssl.keystore.password"),
+                },
+            }
+        }
+        (None, Some((_, chain)), Some((_, key))) => KeyStore::Pem {
+            chain: Pem::Inline(chain),
+            key: Pem::Inline(key),
+        },
+        (None, None, None) => {
+            return Err(invalid(
+                &format!("{prefix}ssl.keystore.location"),
+                "",
+                format!(
+                    "listener {listener} uses TLS and needs a keystore: ssl.keystore.location (PEM or PKCS12), or ssl.keystore.certificate.chain with ssl.keystore.key"
+                ),
+            ))
+        }
+        _ => {
+            return Err(invalid(
+                &format!("{prefix}ssl.keystore.location"),
+                "",
+                "set either ssl.keystore.location, or both ssl.keystore.certificate.chain and ssl.keystore.key",
+            ))
+        }
+    };
+
+    let truststore = match (
+        get("ssl.truststore.location"),
+        get("ssl.truststore.certificates"),
+    ) {
+        (Some((name, path)), None) => Some(
+            match store_type(&get("ssl.truststore.type"), &path, &name)? {
+                StoreType::Pem => TrustStore::Pem(Pem::File(PathBuf::from(path))),
+                StoreType::Pkcs12 => TrustStore::Pkcs12 {
+                    path: PathBuf::from(path),
+                    password: password("ssl.truststore.password"),
+                },
+            },
+        ),
+        (None, Some((_, pem))) => Some(TrustStore::Pem(Pem::Inline(pem))),
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                &format!("{prefix}ssl.truststore.location"),
+                "",
+                "set either ssl.truststore.location or ssl.truststore.certificates, not both",
+            ))
+        }
+    };
+
+    let client_auth = match get("ssl.client.auth") {
+        None => ClientAuth::None,
+        Some((name, v)) => match v.to_ascii_lowercase().as_str() {
+            "none" => ClientAuth::None,
+            "requested" => ClientAuth::Requested,
+            "required" => ClientAuth::Required,
+            _ => return Err(invalid(&name, &v, "must be required, requested or none")),
+        },
+    };
+    if client_auth != ClientAuth::None && truststore.is_none() {
+        return Err(invalid(
+            &format!("{prefix}ssl.client.auth"),
+            "",
+            format!("listener {listener} asks for client certificates but has no truststore to check them against (ssl.truststore.location or ssl.truststore.certificates)"),
+        ));
+    }
+
+    let list = |base: &str| -> Vec<String> {
+        get(base)
+            .map(|(_, v)| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut protocols = list("ssl.enabled.protocols");
+    if protocols.is_empty() {
+        protocols = vec!["TLSv1.2".into(), "TLSv1.3".into()];
+    }
+    for p in &protocols {
+        if p != "TLSv1.2" && p != "TLSv1.3" {
+            return Err(invalid(
+                &get("ssl.enabled.protocols")
+                    .map(|(n, _)| n)
+                    .unwrap_or_default(),
+                p,
+                "only TLSv1.2 and TLSv1.3 are served (older versions are insecure)",
+            ));
+        }
+    }
+    Ok(TlsConfig {
+        keystore,
+        truststore,
+        client_auth,
+        protocols,
+        cipher_suites: list("ssl.cipher.suites"),
+    })
+}
+
+enum StoreType {
+    Pem,
+    Pkcs12,
+}
+
+/// `ssl.keystore.type` / `ssl.truststore.type`: PEM or PKCS12. Kafka's default, JKS, is
+/// Java's own format; unset, the type is what the file is (PEM text or PKCS12), read when the
+/// server loads it.
+fn store_type(
+    given: &Option<(String, String)>,
+    path: &str,
+    location_name: &str,
+) -> Result<StoreType, ConfigError> {
+    match given {
+        Some((name, t)) => match t.to_ascii_uppercase().as_str() {
+            "PEM" => Ok(StoreType::Pem),
+            "PKCS12" => Ok(StoreType::Pkcs12),
+            "JKS" => Err(invalid(
+                name,
+                t,
+                format!("JKS keystores are Java's own format; convert {path} to PKCS12 (keytool -importkeystore -srckeystore {path} -destkeystore store.p12 -deststoretype PKCS12) or use PEM"),
+            )),
+            _ => Err(invalid(name, t, "must be PEM or PKCS12")),
+        },
+        None => {
+            // Sniffed from the file's first bytes: PEM is text ("-----BEGIN").
+            let head = std::fs::read(path)
+                .map_err(|e| invalid(location_name, path, format!("cannot read it: {e}")))?;
+            if head.starts_with(b"-----BEGIN") || head.iter().take(64).all(|b| b.is_ascii()) {
+                Ok(StoreType::Pem)
+            } else if head.starts_with(&[0xfe, 0xed, 0xfe, 0xed]) {
+                Err(invalid(
+                    location_name,
+                    path,
+                    "this is a JKS keystore (Java's own format); convert it to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or use PEM",
+                ))
+            } else {
+                Ok(StoreType::Pkcs12)
+            }
+        }
+    }
+}

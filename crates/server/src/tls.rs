@@ -1,0 +1,239 @@
+//! TLS listeners: a rustls server configuration (ring provider) from a listener's `ssl.*`
+//! settings (sluice_config::TlsConfig), and the streams a connection reads and writes, plain
+//! or TLS.
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_config::{ClientAuth, KeyStore, Pem, TlsConfig, TrustStore};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// The rustls configuration of listener `listener`; the error is a sentence for the operator.
+pub fn server_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ServerConfig>, String> {
+    let fail = |what: String| format!("listener {listener}: {what}");
+    let (chain, key) = match &tls.keystore {
+        KeyStore::Pem { chain, key } => (
+            certificates(chain).map_err(fail)?,
+            private_key(key).map_err(fail)?,
+        ),
+        KeyStore::Pkcs12 { path, .. } => return Err(fail(pkcs12_unsupported(path))),
+    };
+    if chain.is_empty() {
+        return Err(fail("the keystore holds no certificate".into()));
+    }
+    let provider = Arc::new(provider(&tls.cipher_suites).map_err(fail)?);
+    let versions: Vec<&'static SupportedProtocolVersion> = tls
+        .protocols
+        .iter()
+        .filter_map(|p| match p.as_str() {
+            "TLSv1.2" => Some(&rustls::version::TLS12),
+            "TLSv1.3" => Some(&rustls::version::TLS13),
+            _ => None,
+        })
+        .collect();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| {
+            fail(format!(
+                "ssl.enabled.protocols and ssl.cipher.suites do not fit together: {e}"
+            ))
+        })?;
+    let builder = match tls.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let roots = match &tls.truststore {
+                Some(TrustStore::Pem(pem)) => {
+                    let mut roots = RootCertStore::empty();
+                    for cert in certificates(pem).map_err(fail)? {
+                        roots.add(cert).map_err(|e| {
+                            fail(format!("a truststore certificate is not usable: {e}"))
+                        })?;
+                    }
+                    roots
+                }
+                Some(TrustStore::Pkcs12 { path, .. }) => {
+                    return Err(fail(pkcs12_unsupported(path)))
+                }
+                None => return Err(fail("ssl.client.auth needs a truststore".into())),
+            };
+            if roots.is_empty() {
+                return Err(fail("the truststore holds no certificate".into()));
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if auth == ClientAuth::Requested {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| fail(format!("cannot check client certificates: {e}")))?,
+            )
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        fail(format!(
+            "the keystore's key does not fit its certificate: {e}"
+        ))
+    })?;
+    Ok(Arc::new(config))
+}
+
+fn pkcs12_unsupported(path: &Path) -> String {
+    format!(
+        "{} is a PKCS12 store, which Sluice does not read yet; convert it to PEM (openssl pkcs12 -in {} -nodes -out store.pem) and set ssl.keystore.type=PEM / ssl.truststore.type=PEM",
+        path.display(),
+        path.display()
+    )
+}
+
+fn pem_text(pem: &Pem) -> Result<Vec<u8>, String> {
+    match pem {
+        Pem::File(path) => {
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        }
+        // Kafka's inline PEM values are often written on one line in a properties file.
+        Pem::Inline(text) => Ok(text.replace("\\n", "\n").into_bytes()),
+    }
+}
+
+fn describe(pem: &Pem) -> String {
+    match pem {
+        Pem::File(path) => path.display().to_string(),
+        Pem::Inline(_) => "the inline PEM".into(),
+    }
+}
+
+fn certificates(pem: &Pem) -> Result<Vec<CertificateDer<'static>>, String> {
+    let text = pem_text(pem)?;
+    CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot read the certificates of {}: {e}", describe(pem)))
+}
+
+fn private_key(pem: &Pem) -> Result<PrivateKeyDer<'static>, String> {
+    let text = pem_text(pem)?;
+    if text
+        .windows(b"ENCRYPTED PRIVATE KEY".len())
+        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
+    {
+        return Err(format!(
+            "the private key in {} is encrypted, which Sluice does not read; store it unencrypted (openssl pkcs8 -topk8 -nocrypt) and protect the file",
+            describe(pem)
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(&text)
+        .map_err(|e| format!("cannot read a private key from {}: {e}", describe(pem)))
+}
+
+/// ring's provider, its cipher suites narrowed to `ssl.cipher.suites` when that is set (Java's
+/// names: TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...).
+fn provider(names: &[String]) -> Result<CryptoProvider, String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if names.is_empty() {
+        return Ok(provider);
+    }
+    let java_name = |s: &rustls::SupportedCipherSuite| {
+        let name = format!("{:?}", s.suite());
+        match name.strip_prefix("TLS13_") {
+            Some(rest) => format!("TLS_{rest}"),
+            None => name,
+        }
+    };
+    let known: Vec<String> = provider.cipher_suites.iter().map(java_name).collect();
+    for n in names {
+        if !known.iter().any(|k| k == n) {
+            return Err(format!(
+                "ssl.cipher.suites names {n}, which is not served; the suites served are {}",
+                known.join(", ")
+            ));
+        }
+    }
+    provider
+        .cipher_suites
+        .retain(|s| names.iter().any(|n| *n == java_name(s)));
+    Ok(provider)
+}
+
+/// The read side of a connection.
+pub(crate) enum Reader {
+    Tcp(OwnedReadHalf),
+    Tls(ReadHalf<TlsStream<TcpStream>>),
+}
+
+/// The write side of a connection: on TCP, record regions go out with `sendfile`; over TLS
+/// they are read and encrypted.
+pub(crate) enum Writer {
+    Tcp(OwnedWriteHalf),
+    Tls(WriteHalf<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Reader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Reader::Tcp(r) => Pin::new(r).poll_read(cx, buf),
+            Reader::Tls(r) => Pin::new(r).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Writer {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_write(cx, buf),
+            Writer::Tls(w) => Pin::new(w).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_write_vectored(cx, bufs),
+            Writer::Tls(w) => Pin::new(w).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Writer::Tcp(w) => w.is_write_vectored(),
+            Writer::Tls(w) => w.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_flush(cx),
+            Writer::Tls(w) => Pin::new(w).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_shutdown(cx),
+            Writer::Tls(w) => Pin::new(w).poll_shutdown(cx),
+        }
+    }
+}
