@@ -175,3 +175,47 @@ def test_tls_misconfigurations_are_refused_with_their_reason(tmp_path, certs, pr
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert message in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_brokers_call_each_other_over_mutual_tls(broker_factory, certs, tmp_path, topic):
+    """A cluster whose inter-broker listener is SSL with client certificates required: the
+    transaction markers a coordinator sends to the partitions' owners go over it, and clients
+    on the PLAINTEXT listener read a committed transaction in full."""
+    from cluster_support import EtcdServer, cluster_overrides, live_brokers
+
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        shared = tmp_path / "shared"
+        brokers = []
+        for node in (1, 2, 3):
+            b = broker_factory(start=False, log_dir=shared, kind="sluice", name=f"node{node}")
+            b.internal = f"127.0.0.1:{harness.free_port()}"
+            b.overrides.update(cluster_overrides(etcd, node, shared, "/tls"))
+            b.overrides.update({
+                "listeners": f"EXTERNAL://127.0.0.1:{b.port},INTERNAL://{b.internal}",
+                "advertised.listeners": f"EXTERNAL://127.0.0.1:{b.port},INTERNAL://{b.internal}",
+                "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:SSL",
+                "inter.broker.listener.name": "INTERNAL",
+                "listener.name.internal.ssl.keystore.location": str(certs / "broker.pem"),
+                "listener.name.internal.ssl.truststore.location": str(certs / "ca.pem"),
+                "listener.name.internal.ssl.client.auth": "required",
+            })
+            b.start()
+            brokers.append(b)
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "three brokers")
+        create_topic(bootstrap, topic, partitions=6)
+        p = harness.producer(bootstrap, **{"transactional.id": f"{topic}-txn"})
+        p.init_transactions(30)
+        for t in range(3):
+            p.begin_transaction()
+            for i in range(60):
+                p.produce(topic, value=b"%d-%d" % (t, i), partition=i % 6)
+            p.commit_transaction(30)
+        got = consume_partitions(bootstrap, topic, range(6), expected=180,
+                                 **{"isolation.level": "read_committed"})
+        assert sorted(m.value() for m in got) == sorted(b"%d-%d" % (t, i) for t in range(3) for i in range(60))
+        logs = "".join(b.log_text() for b in brokers)
+        assert "TLS handshake failed" not in logs, logs[-3000:]
+    finally:
+        etcd.kill()

@@ -20,7 +20,7 @@ mod http;
 mod tls;
 
 pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
-pub use tls::server_config as tls_server_config;
+pub use tls::{client_config as tls_client_config, server_config as tls_server_config};
 
 use std::collections::VecDeque;
 use std::io;
@@ -101,6 +101,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: watch::Receiver<bool>,
 ) {
+    // Plaintext calls to peers, unless the binary installed its own (TLS) already.
     broker.set_peers(Arc::new(TcpPeers::new(broker.node_id())));
     let slots = Arc::new(Semaphore::new(
         limits.max_connections.min(Semaphore::MAX_PERMITS as u32) as usize,

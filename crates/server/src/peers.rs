@@ -1,5 +1,6 @@
 //! The broker-to-broker client: one connection per peer, kept open between calls, one request
-//! at a time on it (the calls are few: transaction markers and partition registrations).
+//! at a time on it (the calls are few: transaction markers and partition registrations). Over
+//! TLS when the inter-broker listener is an SSL one ([`crate::tls::client_config`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -9,41 +10,66 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use sluice_broker::{PeerClient, PeerReply, Probe};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
+
+/// A connection to a peer, plain or TLS.
+trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerIo for T {}
 
 /// Largest response accepted from a peer.
 const MAX_PEER_RESPONSE_BYTES: usize = 64 << 20;
 
 /// One peer's connection, None until connected (and after a failure).
-type Slot = Arc<Mutex<Option<TcpStream>>>;
+type Slot = Arc<Mutex<Option<Box<dyn PeerIo>>>>;
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct TcpPeers {
     /// The connection to each peer, by address; None after a failure (reconnect next call).
     conns: parking_lot::Mutex<HashMap<(String, u16), Slot>>,
     correlation: AtomicI32,
     client_id: String,
+    /// TLS to the peers' inter-broker listener, when it is an SSL one.
+    tls: Option<tokio_rustls::TlsConnector>,
+}
+
+impl std::fmt::Debug for TcpPeers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpPeers")
+            .field("client_id", &self.client_id)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl TcpPeers {
+    /// Plaintext calls to the peers.
     pub fn new(node_id: i32) -> TcpPeers {
         TcpPeers {
             client_id: format!("sluice-broker-{node_id}"),
             ..TcpPeers::default()
         }
     }
+
+    /// Calls to the peers over TLS with `config` ([`crate::tls_client_config`]).
+    pub fn with_tls(node_id: i32, config: Arc<rustls::ClientConfig>) -> TcpPeers {
+        TcpPeers {
+            tls: Some(tokio_rustls::TlsConnector::from(config)),
+            ..TcpPeers::new(node_id)
+        }
+    }
 }
 
 async fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut Box<dyn PeerIo>,
     frame: &[u8],
     api: ApiKey,
     version: i16,
     correlation_id: i32,
 ) -> Result<ResponseKind, String> {
     stream.write_all(frame).await.map_err(|e| e.to_string())?;
+    stream.flush().await.map_err(|e| e.to_string())?;
     let len = stream.read_i32().await.map_err(|e| e.to_string())?;
     let len = usize::try_from(len)
         .ok()
@@ -104,6 +130,7 @@ impl PeerClient for TcpPeers {
         let frame =
             sluice_wire::encode_request(api, version, correlation_id, &self.client_id, &body);
         let addr = format!("{host}:{port}");
+        let tls = self.tls.clone().map(|c| (c, host.to_string()));
         Box::pin(async move {
             let frame = frame.map_err(|e| e.to_string())?;
             let mut conn = slot.lock().await;
@@ -112,7 +139,18 @@ impl PeerClient for TcpPeers {
                     .await
                     .map_err(|e| format!("connecting to {addr}: {e}"))?;
                 let _ = stream.set_nodelay(true);
-                *conn = Some(stream);
+                *conn = Some(match tls {
+                    None => Box::new(stream),
+                    Some((connector, host)) => {
+                        let name = rustls_pki_types::ServerName::try_from(host.clone())
+                            .map_err(|e| format!("{host} is not a name TLS can check: {e}"))?;
+                        let stream = connector
+                            .connect(name, stream)
+                            .await
+                            .map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+                        Box::new(stream)
+                    }
+                });
             }
             let Some(stream) = conn.as_mut() else {
                 return Err(format!("no connection to {addr}"));

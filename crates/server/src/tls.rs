@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sluice_config::{ClientAuth, KeyStore, Pem, TlsConfig, TrustStore};
@@ -33,15 +33,7 @@ pub fn server_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ServerConfig
         return Err(fail("the keystore holds no certificate".into()));
     }
     let provider = Arc::new(provider(&tls.cipher_suites).map_err(fail)?);
-    let versions: Vec<&'static SupportedProtocolVersion> = tls
-        .protocols
-        .iter()
-        .filter_map(|p| match p.as_str() {
-            "TLSv1.2" => Some(&rustls::version::TLS12),
-            "TLSv1.3" => Some(&rustls::version::TLS13),
-            _ => None,
-        })
-        .collect();
+    let versions = versions(&tls.protocols);
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| {
@@ -89,6 +81,65 @@ pub fn server_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ServerConfig
         ))
     })?;
     Ok(Arc::new(config))
+}
+
+/// The rustls client configuration brokers call each other with when the inter-broker
+/// listener `listener` is an SSL one: the listener's truststore checks the peer (Kafka's
+/// inter-broker client uses the broker's own `ssl.truststore.*`), and its keystore is the
+/// client certificate a peer asking for one (`ssl.client.auth`) gets.
+pub fn client_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ClientConfig>, String> {
+    let fail = |what: String| format!("inter-broker listener {listener}: {what}");
+    let roots = match &tls.truststore {
+        Some(TrustStore::Pem(pem)) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates(pem).map_err(fail)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| fail(format!("a truststore certificate is not usable: {e}")))?;
+            }
+            roots
+        }
+        Some(TrustStore::Pkcs12 { path, .. }) => return Err(fail(pkcs12_unsupported(path))),
+        None => {
+            return Err(fail(
+                "brokers check each other's certificates against the listener's truststore: set ssl.truststore.location or ssl.truststore.certificates".into(),
+            ))
+        }
+    };
+    let (chain, key) = match &tls.keystore {
+        KeyStore::Pem { chain, key } => (
+            certificates(chain).map_err(fail)?,
+            private_key(key).map_err(fail)?,
+        ),
+        KeyStore::Pkcs12 { path, .. } => return Err(fail(pkcs12_unsupported(path))),
+    };
+    let provider = Arc::new(provider(&tls.cipher_suites).map_err(fail)?);
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions(&tls.protocols))
+        .map_err(|e| {
+            fail(format!(
+                "ssl.enabled.protocols and ssl.cipher.suites do not fit together: {e}"
+            ))
+        })?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| {
+            fail(format!(
+                "the keystore's key does not fit its certificate: {e}"
+            ))
+        })?;
+    Ok(Arc::new(config))
+}
+
+fn versions(protocols: &[String]) -> Vec<&'static SupportedProtocolVersion> {
+    protocols
+        .iter()
+        .filter_map(|p| match p.as_str() {
+            "TLSv1.2" => Some(&rustls::version::TLS12),
+            "TLSv1.3" => Some(&rustls::version::TLS13),
+            _ => None,
+        })
+        .collect()
 }
 
 fn pkcs12_unsupported(path: &Path) -> String {

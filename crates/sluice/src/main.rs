@@ -236,15 +236,6 @@ fn serve(args: ServeArgs) -> Result<()> {
                     "listener {l} uses {protocol}: Sluice does not serve SASL yet (PLAINTEXT and SSL listeners are served)"
                 ),
             };
-            if tls.is_some()
-                && l.name == config.inter_broker_listener
-                && config.cluster.is_some()
-            {
-                anyhow::bail!(
-                    "listener {} is the inter-broker listener and uses SSL: brokers do not call each other over TLS yet; give them a PLAINTEXT listener (inter.broker.listener.name)",
-                    l.name
-                );
-            }
             let addr = l.address();
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await
@@ -255,7 +246,18 @@ fn serve(args: ServeArgs) -> Result<()> {
                 tls,
             });
         }
+        // Brokers call each other on the inter-broker listener, over TLS when it is an SSL
+        // one (built before the broker opens, so that a TLS mistake registers nothing).
+        let peers = match config.listener_tls.get(&config.inter_broker_listener) {
+            Some(tls) => sluice_server::TcpPeers::with_tls(
+                config.node_id,
+                sluice_server::tls_client_config(&config.inter_broker_listener, tls)
+                    .map_err(|e| anyhow::anyhow!(e))?,
+            ),
+            None => sluice_server::TcpPeers::new(config.node_id),
+        };
         let broker = sluice_broker::Broker::open(config)?;
+        broker.set_peers(std::sync::Arc::new(peers));
         if cache_bytes >= 0 {
             tracing::info!(
                 "page cache kept of the partition logs: {} MiB (sluice.log.cache.bytes)",
