@@ -39,7 +39,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -54,6 +53,8 @@ sys.path.insert(0, str(HERE.parent))  # tests/, for the faultfs package
 
 import harness  # noqa: E402
 from queue_checker import CHECKS, History  # noqa: E402
+# one broker's etcd connection goes through a TcpProxy, a process of its own (tcp_proxy.py)
+from tcp_proxy import TcpProxy  # noqa: E402
 
 PARTITIONS = 3
 LEASE_MS = 3000
@@ -95,97 +96,6 @@ def eos_logger():
 
 def log(msg: str) -> None:
     print(f"[faults {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------
-# a TCP proxy that can black-hole a broker's etcd connection
-# --------------------------------------------------------------------------
-
-class TcpProxy:
-    """127.0.0.1:port -> upstream. ``blackhole(True)``: bytes stop flowing both ways (nothing is
-    read, nothing is closed, new connections are accepted and left waiting), as if the network
-    dropped every packet; ``blackhole(False)``: everything flows again."""
-
-    def __init__(self, upstream_port: int):
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.endpoint = f"127.0.0.1:{self.port}"
-        self.flowing = threading.Event()
-        self.flowing.set()
-        self.closed = threading.Event()
-        self.conns: list = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True, name=f"proxy-{self.port}").start()
-
-    def blackhole(self, on: bool) -> None:
-        if on:
-            self.flowing.clear()
-        else:
-            self.flowing.set()
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c: socket.socket) -> None:
-        import select
-        while not self.flowing.is_set() and not self.closed.is_set():
-            time.sleep(0.05)
-        try:
-            u = socket.create_connection(self.upstream, timeout=5)
-        except OSError:
-            c.close()
-            return
-        with self.lock:
-            self.conns.append((c, u))
-        peer = {c: u, u: c}
-        try:
-            while not self.closed.is_set():
-                if not self.flowing.is_set():
-                    time.sleep(0.05)  # nothing read, nothing sent: held like dropped packets
-                    continue
-                ready, _, _ = select.select([c, u], [], [], 0.2)
-                for s in ready:
-                    data = s.recv(65536)
-                    if not data:
-                        return
-                    while not self.flowing.is_set() and not self.closed.is_set():
-                        time.sleep(0.05)
-                    peer[s].sendall(data)
-        except OSError:
-            pass
-        finally:
-            with self.lock:
-                if (c, u) in self.conns:
-                    self.conns.remove((c, u))
-            c.close()
-            u.close()
-
-    def close(self) -> None:
-        self.closed.set()
-        self.flowing.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        with self.lock:
-            for pair in self.conns:
-                for s in pair:
-                    try:
-                        s.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
 
 
 # --------------------------------------------------------------------------
