@@ -1,7 +1,7 @@
 """Helper processes of the test harness that cannot outlive it.
 
-``spawn_tied(argv)`` starts a process (a Python program of this directory, such as
-``tcp_proxy.py``) whose first act is ``tie_to_parent()``: Linux then SIGKILLs it when the
+``spawn_tied(argv)`` starts a process (a Python program of this directory: ``tcp_proxy.py``,
+``child_consumer.py``) whose first act is ``tie_to_parent()``: Linux then SIGKILLs it when the
 harness dies, however it dies (SIGKILL included), and whatever the helper is doing (a helper
 stuck in C code holding its own interpreter's lock cannot notice that its control pipe reached
 EOF). The signal is tied to the thread that forked the helper, not to the process, so every
