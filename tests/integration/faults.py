@@ -28,7 +28,11 @@ again) and ``etcd-cutoff`` (one broker's etcd connection, through a TCP proxy on
 black-holed for longer than the lease). Then every fault is healed, producers flush, a final
 read takes everything, and History.check() reports.
 
-Every process started here is killed in ``finally``; every wait is bounded.
+The group consumers (the group member and the transform chain's) and the etcd proxies are
+child processes (child_consumer.py, tcp_proxy.py): a librdkafka call that blocks while
+holding Python's lock (a group rebalance callback in ``consume()`` or ``close()``) can stall
+only its own process, a call that hangs is reported as a ``client-hung`` note and its process
+killed. Every process started here is killed in ``finally``; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -54,6 +57,10 @@ sys.path.insert(0, str(HERE.parent))  # tests/, for the faultfs package
 
 import harness  # noqa: E402
 from queue_checker import CHECKS, History  # noqa: E402
+# one broker's etcd connection goes through a TcpProxy, a process of its own (tcp_proxy.py)
+from tcp_proxy import TcpProxy  # noqa: E402
+# the group consumers (subscribe()) run in child processes (child_consumer.py)
+from child_consumer import ChildConsumer, ClientGone, kill_all as kill_child_consumers  # noqa: E402
 
 PARTITIONS = 3
 LEASE_MS = 3000
@@ -95,97 +102,6 @@ def eos_logger():
 
 def log(msg: str) -> None:
     print(f"[faults {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------
-# a TCP proxy that can black-hole a broker's etcd connection
-# --------------------------------------------------------------------------
-
-class TcpProxy:
-    """127.0.0.1:port -> upstream. ``blackhole(True)``: bytes stop flowing both ways (nothing is
-    read, nothing is closed, new connections are accepted and left waiting), as if the network
-    dropped every packet; ``blackhole(False)``: everything flows again."""
-
-    def __init__(self, upstream_port: int):
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.endpoint = f"127.0.0.1:{self.port}"
-        self.flowing = threading.Event()
-        self.flowing.set()
-        self.closed = threading.Event()
-        self.conns: list = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True, name=f"proxy-{self.port}").start()
-
-    def blackhole(self, on: bool) -> None:
-        if on:
-            self.flowing.clear()
-        else:
-            self.flowing.set()
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c: socket.socket) -> None:
-        import select
-        while not self.flowing.is_set() and not self.closed.is_set():
-            time.sleep(0.05)
-        try:
-            u = socket.create_connection(self.upstream, timeout=5)
-        except OSError:
-            c.close()
-            return
-        with self.lock:
-            self.conns.append((c, u))
-        peer = {c: u, u: c}
-        try:
-            while not self.closed.is_set():
-                if not self.flowing.is_set():
-                    time.sleep(0.05)  # nothing read, nothing sent: held like dropped packets
-                    continue
-                ready, _, _ = select.select([c, u], [], [], 0.2)
-                for s in ready:
-                    data = s.recv(65536)
-                    if not data:
-                        return
-                    while not self.flowing.is_set() and not self.closed.is_set():
-                        time.sleep(0.05)
-                    peer[s].sendall(data)
-        except OSError:
-            pass
-        finally:
-            with self.lock:
-                if (c, u) in self.conns:
-                    self.conns.remove((c, u))
-            c.close()
-            u.close()
-
-    def close(self) -> None:
-        self.closed.set()
-        self.flowing.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        with self.lock:
-            for pair in self.conns:
-                for s in pair:
-                    try:
-                        s.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
 
 
 # --------------------------------------------------------------------------
@@ -636,10 +552,22 @@ class LiveConsumer:
         self.thread.join(timeout=30)
 
 
+def group_client(env: "Env", name: str, conf: dict) -> ChildConsumer:
+    """A group consumer (subscribe()) in a child process of its own. confluent_kafka's
+    rebalance callback (in consume() and close()) holds Python's lock while it waits on
+    librdkafka without a bound; a consumer that hung there in this process stopped every
+    thread of the harness. Now only the thread that calls it waits, with a bound: a call that
+    does not return in time is a ``client-hung`` finding (a note, with the child's stacks), and
+    the child is killed (like a crashed application: its membership expires)."""
+    return ChildConsumer(conf, name, env.workdir / "hung-clients.txt",
+                         on_hang=lambda detail: env.finding("client-hung", **detail))
+
+
 class GroupConsumer:
     """A group member (subscribe(), a synchronous commit of what it read every 500 ms) on one
     topic, closed and re-created every ``regroup_s`` so that it resumes from its committed
-    offsets, which must be at or past what its coordinator reported committed before."""
+    offsets, which must be at or past what its coordinator reported committed before. The
+    consumer lives in a child process (:func:`group_client`)."""
 
     def __init__(self, env: Env, wl: Workload, hist: History, group: str, regroup_s: float):
         self.env, self.wl, self.hist, self.group, self.regroup_s = env, wl, hist, group, regroup_s
@@ -651,24 +579,29 @@ class GroupConsumer:
         self.thread = threading.Thread(target=self._run, daemon=True, name="group-consumer")
 
     def _consumer(self):
-        from confluent_kafka import Consumer
         self.generations += 1
-        c = Consumer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
-                      "group.id": self.group, "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                      "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000})
-        c.subscribe([self.wl.topic])
+        c = group_client(self.env, f"group consumer #{self.generations}", {
+            **QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
+            "group.id": self.group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000})
+        try:
+            c.subscribe([self.wl.topic])
+        except BaseException:
+            c.kill()
+            raise
         return c
 
     def _close(self, c) -> None:
         self._note_committed(c)
         # No commit at close (auto-commit is off): what the coordinator reported committed
         # above is what the next member must start from.
-        t = threading.Thread(target=c.close, daemon=True)
-        t.start()
-        t.join(timeout=30)
-        if t.is_alive():
-            self.hist.consumer_errors["group close did not return in 30 s"] += 1
+        try:
+            c.close()
+        except ClientGone:
+            pass  # reported (a client-hung note) if it hung
+        except Exception as e:  # noqa: BLE001 - counted
+            self.hist.consumer_errors[f"group close raised {type(e).__name__}"] += 1
 
     def _note_committed(self, c) -> None:
         """The offsets the coordinator says are committed, before a member closes: the next
@@ -688,6 +621,8 @@ class GroupConsumer:
         from confluent_kafka import KafkaError
         try:
             c.commit(asynchronous=False)
+        except ClientGone:
+            pass  # reported; the member is replaced
         except Exception as e:  # noqa: BLE001 - under faults a commit may fail
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
             if err is not None and err.code() == KafkaError._NO_OFFSET:
@@ -695,21 +630,32 @@ class GroupConsumer:
             self.hist.consumer_errors[f"group commit {err.name() if err else type(e).__name__}"] += 1
 
     def _run(self):
-        c = self._consumer()
-        since = time.monotonic()
-        committed_at = time.monotonic()
+        c = None
+        since = committed_at = time.monotonic()
         first: Dict[int, int] = {}
         while not self.stop_flag.is_set():
-            if time.monotonic() - since > self.regroup_s:
-                self._close(c)
-                c = self._consumer()
+            if c is not None and c.gone:  # it hung in a call and was killed: a new member
+                c = None
+            if c is None:
+                try:
+                    c = self._consumer()
+                except Exception as e:  # noqa: BLE001 - counted, and tried again
+                    self.hist.consumer_errors[f"group start raised {type(e).__name__}"] += 1
+                    time.sleep(1)
+                    continue
                 since = time.monotonic()
                 first = {}
+            if time.monotonic() - since > self.regroup_s:
+                self._close(c)
+                c = None
+                continue
             if time.monotonic() - committed_at > 0.5:
                 self._commit(c)
                 committed_at = time.monotonic()
             try:
                 batch = c.consume(num_messages=500, timeout=0.2)
+            except ClientGone:
+                continue
             except Exception as e:  # noqa: BLE001 - counted, and consuming goes on
                 self.hist.consumer_errors[f"group raised {type(e).__name__}"] += 1
                 time.sleep(0.5)
@@ -726,7 +672,8 @@ class GroupConsumer:
                         self.hist.on_group_regressed(self.wl.name, m.partition(), floor, m.offset())
                 if m.offset() > self.max_offset.get(m.partition(), -1):
                     self.max_offset[m.partition()] = m.offset()
-        self._close(c)
+        if c is not None:
+            self._close(c)
 
     def start(self):
         self.thread.start()
@@ -903,14 +850,15 @@ class TransformChain:
         self.positions: Dict[int, int] = {}
         # fenced (consumer, producer) pairs, kept until the run ends (`_retire`)
         self.retired: list = []
+        self.instances = 0
         self.thread = threading.Thread(target=self._run, daemon=True, name="transform")
 
     def _new(self):
         from confluent_kafka import Producer
-        c = harness.consumer(self.env.bootstrap, **{**QUIET, "group.id": self.group,
-                                                    "isolation.level": "read_committed",
-                                                    "enable.partition.eof": False,
-                                                    "session.timeout.ms": 10000})
+        self.instances += 1
+        c = group_client(self.env, f"transform consumer #{self.instances}", harness.consumer_conf(
+            self.env.bootstrap, **{**QUIET, "group.id": self.group, "isolation.level": "read_committed",
+                                   "enable.partition.eof": False, "session.timeout.ms": 10000}))
         try:
             c.subscribe([self.in_topic])
             p = Producer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
@@ -919,7 +867,7 @@ class TransformChain:
                           "topic.metadata.refresh.interval.ms": 1000})
             p.init_transactions(60)
         except BaseException:
-            c.close()
+            self._close(c)
             raise
         return c, p
 
@@ -936,15 +884,15 @@ class TransformChain:
         if c is not None:
             try:
                 c.close()
-            except Exception:  # noqa: BLE001 - a consumer of a dead broker may fail to leave
-                pass
+            except Exception:  # noqa: BLE001 - ClientGone (a hang is reported), or a consumer of a
+                pass           # dead broker that failed to leave
 
     def _retire(self, c, p) -> None:
-        """Let go of a fenced pair without waiting on it: the consumer leaves its group from a
-        thread of its own, and neither object is freed during the run. librdkafka's close of a
-        consumer, and the destruction of a producer fenced mid-transaction, can block for
-        good when a broker went away; on this thread that stopped the chain (and, holding
-        Python's lock, every thread of the harness, its etcd proxies included)."""
+        """Let go of a fenced pair without waiting on it: the consumer (a child process) leaves
+        its group from a thread of its own, and the producer is not freed during the run: the
+        destruction of a producer fenced mid-transaction can block for good when a broker went
+        away. A consumer close that hangs is reported and its process killed
+        (:func:`group_client`)."""
         self.retired.append((c, p))
         if c is not None:
             threading.Thread(target=self._close, args=(c,), daemon=True,
@@ -959,6 +907,11 @@ class TransformChain:
                     c, p = self._new()
             except KafkaException as e:
                 self.errors[f"init {e.args[0].name()}"] += 1
+                c, p = None, None
+                time.sleep(1)
+                continue
+            except ClientGone:
+                self.errors["init: consumer gone"] += 1
                 c, p = None, None
                 time.sleep(1)
                 continue
@@ -989,8 +942,16 @@ class TransformChain:
                         continue
                     except KafkaException as e2:
                         self.errors[f"abort {e2.args[0].name()}"] += 1
+                    except ClientGone:
+                        self.errors["rewind: consumer gone"] += 1
                 # A new instance fences this one; a new consumer starts from G's offsets.
                 self._retire(c, p)
+                c, p = None, None
+            except ClientGone:
+                # The consumer hung (reported) and was killed; the producer's transaction, if
+                # one is open, is aborted when a new instance fences it.
+                self.errors["consumer gone"] += 1
+                self._retire(None, p)
                 c, p = None, None
             except BufferError:
                 self.errors["BufferError"] += 1
@@ -1391,6 +1352,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         os.dup2(saved_stderr, 2)
         os.close(saved_stderr)
         os.close(clients_stderr)
+        kill_child_consumers()  # any still running (a run that ended early)
         if env is not None:
             for b in env.brokers:
                 # keep the errors and warnings of each broker in the result
@@ -1504,6 +1466,11 @@ def table(result: dict) -> str:
         lines.append(f"partitions with no acknowledgement in the quiet period after a fault: {len(result['stalls'])}")
     if result.get("findings"):
         lines.append(f"harness findings: {Counter(f['kind'] for f in result['findings'])}")
+    for f in result.get("findings", []):
+        if f["kind"] == "client-hung":
+            lines.append(f"note: {f['client']}: {f['call']}() did not return in {f['waited_s']} s "
+                         f"(at {f['t']} s), its process was killed; stacks: {f['stacks']}"
+                         + (f", librdkafka frames: {' '.join(f['c_frames'])}" if f.get("c_frames") else ""))
     return "\n".join(lines)
 
 

@@ -778,6 +778,11 @@ def produce_all(p, topic: str, records: list, flush_timeout: float = 60) -> list
 def consumer(bootstrap: str, **conf):
     from confluent_kafka import Consumer
 
+    return Consumer(consumer_conf(bootstrap, **conf))
+
+
+def consumer_conf(bootstrap: str, **conf) -> dict:
+    """The configuration ``consumer()`` gives confluent_kafka's Consumer."""
     base = {
         "bootstrap.servers": bootstrap,
         "broker.address.family": "v4",
@@ -790,7 +795,7 @@ def consumer(bootstrap: str, **conf):
         "enable.partition.eof": True,
     }
     base.update(conf)
-    return Consumer(base)
+    return base
 
 
 class Deliveries:

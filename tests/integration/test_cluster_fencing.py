@@ -13,8 +13,8 @@ from confluent_kafka import TopicPartition as TP
 
 import harness
 from cluster_support import bootstrap_of, cluster_overrides, coordinator_of, live_brokers
-from faults import TcpProxy
 from nfs_support import _request, _string
+from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.sluice_only
 
@@ -32,6 +32,20 @@ def etcd(tmp_path):
     server = EtcdServer(tmp_path / "etcd").start()
     yield server
     server.kill()
+
+
+@pytest.fixture
+def proxy_factory():
+    """TcpProxy(port), each closed (its process gone) after the test."""
+    made = []
+
+    def make(port: int) -> TcpProxy:
+        made.append(TcpProxy(port))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()
 
 
 def offset_commit(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> int:
@@ -87,8 +101,8 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
         c.close()
 
 
-def test_a_coordinator_cut_off_from_etcd_writes_nothing_and_offsets_survive(broker_factory, etcd, tmp_path,
-                                                                           topic):
+def test_a_coordinator_cut_off_from_etcd_writes_nothing_and_offsets_survive(broker_factory, etcd, proxy_factory,
+                                                                           tmp_path, topic):
     """The broker coordinating ``__consumer_offsets-0`` is cut off from etcd; another takes the
     partition over. Commits sent to the cut-off broker afterwards are refused with
     NOT_COORDINATOR and written nowhere: neither appended, nor snapshotted (the snapshot raises
@@ -99,7 +113,7 @@ def test_a_coordinator_cut_off_from_etcd_writes_nothing_and_offsets_survive(brok
     shared = tmp_path / "shared"
     proxies, brokers = {}, []
     for node in (1, 2, 3):
-        proxy = TcpProxy(etcd.client_port)
+        proxy = proxy_factory(etcd.client_port)
         proxies[node] = proxy
         props = cluster_overrides(etcd, node, shared, "/sluice-fencing", **{
             "sluice.cluster.etcd.endpoints": proxy.endpoint,
