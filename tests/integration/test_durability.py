@@ -141,7 +141,7 @@ def test_rolled_segments_move_the_recovery_point(broker_factory, topic):
     Apache Kafka 4.3 left its recovery-point checkpoint empty here for 15 s, even with
     log.flush.offset.checkpoint.interval.ms=1000."""
     broker = broker_factory(overrides={"log.flush.offset.checkpoint.interval.ms": 1000})
-    harness.create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": str(1 << 20)})
+    harness.create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": str(1 << 20), "flush.messages": "1"})
     p = harness.producer(broker.bootstrap, **{"acks": "1", "linger.ms": 5})
     harness.produce_all(p, topic, [{"value": b"v" * 1000, "partition": 0}] * 5000)
     pdir = broker.log_dir / f"{topic}-0"
@@ -160,3 +160,75 @@ def test_rolled_segments_move_the_recovery_point(broker_factory, topic):
 
     rp = harness.wait_until(recovery_point, 15, f"a recovery point of {topic}-0 at the active base {bases[-1]}")
     assert rp <= 5000
+
+
+@pytest.mark.sluice_only
+def test_an_aborted_transaction_survives_recovery_then_a_host_crash(broker_factory, tmp_path, topic):
+    """An aborted transaction's entry in the transaction index outlives a SIGKILL, the recovery
+    at restart (which moves the recovery point to the log end), and then a host crash that
+    drops everything not fsynced: a read_committed consumer still skips the aborted records.
+    Found by the 3-broker fault run of 2026-11-29 (seed 63): the recovery fsynced a segment's
+    data and offset indexes but not its transaction index, and the recovery point it recorded
+    vouched for the lost entry."""
+    mount = harness.crash_fs(tmp_path, metadata="dirsync")
+    try:
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data",
+                                overrides={"log.flush.offset.checkpoint.interval.ms": 300,
+                                           "transaction.state.log.num.partitions": 1})
+        harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
+        p = harness.producer(broker.bootstrap, **{"transactional.id": f"{topic}-t", "acks": "all"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, value=b"aborted-%d" % i, partition=0)
+        p.flush(30)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, value=b"committed-%d" % i, partition=0)
+        p.commit_transaction(30)
+        del p
+
+        def committed_read():
+            got = harness.consume_partitions(broker.bootstrap, topic, [0], expected=len(want), timeout=60,
+                                             **{"isolation.level": "read_committed"})
+            return sorted(m.value() for m in got)
+
+        want = sorted(b"committed-%d" % i for i in range(5))
+        assert committed_read() == want
+        # SIGKILL keeps the page cache: the restart recovers the partition from the data and
+        # its recovery point moves to the log end, in the checkpoint too. Then the segment
+        # rolls by age before anything more is appended to it (as a new owner's first append
+        # does in a cluster): the new segment starts with a producer snapshot, from which the
+        # next open replays, so nothing rebuilds the first segment's transaction index.
+        broker.kill()
+        broker.start()
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic,
+                             incremental_configs=[ConfigEntry("segment.ms", "100",
+                                                              incremental_operation=AlterConfigOpType.SET)])
+        a = harness.admin(broker.bootstrap)
+        a.incremental_alter_configs([res])[res].result(timeout=30)
+        time.sleep(0.5)
+        plain = harness.producer(broker.bootstrap, **{"acks": "all"})
+        harness.produce_all(plain, topic, [{"value": b"after", "partition": 0}])
+        pdir = broker.log_dir / f"{topic}-0"
+        assert len(list(pdir.glob("*.log"))) >= 2, "the log did not roll"
+        want = sorted(want + [b"after"])
+        checkpoint = broker.log_dir / "recovery-point-offset-checkpoint"
+
+        def past_first_segment():
+            text = checkpoint.read_text() if checkpoint.exists() else ""
+            return any(line.split()[:2] == [topic, "0"] and int(line.split()[2]) >= 17
+                       for line in text.splitlines()[2:])
+
+        harness.wait_until(past_first_segment, 30, "the recovery point checkpoint past the first segment")
+        time.sleep(1)
+        broker.kill()
+        dropped = sum(f["pending"] - f["kept"] for f in mount.crash()["files"])
+        broker.start()
+        assert committed_read() == want, f"aborted records read as committed (the crash dropped {dropped} bytes)"
+        broker.kill()
+    finally:
+        mount.stop()

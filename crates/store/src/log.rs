@@ -1784,7 +1784,7 @@ impl Log {
                         seg.time_file.sync_data().map_err(|e| {
                             self.sync_failed(path(SegmentFileKind::TimeIndex), synced, e)
                         })?;
-                        seg.txn.lock().sync().map_err(|e| {
+                        seg.txn.lock().sync(&seg.dir, seg.base_offset).map_err(|e| {
                             self.sync_failed(path(SegmentFileKind::TxnIndex), synced, e)
                         })?;
                     }

@@ -207,11 +207,15 @@ impl TxnIndex {
         Ok(())
     }
 
-    /// fsync the file, if there is one.
-    pub(crate) fn sync(&self) -> io::Result<()> {
+    /// fsync the file, if there is one: the open one, else `<base>.txnindex` in `dir` if it
+    /// exists (written by an earlier process, whose writes may be in the page cache only).
+    pub(crate) fn sync(&self, dir: &Path, base: i64) -> io::Result<()> {
         match &self.file {
             Some(f) => f.sync_data(),
-            None => Ok(()),
+            None => match open_existing(dir, base)? {
+                Some(f) => f.sync_data(),
+                None => Ok(()),
+            },
         }
     }
 }

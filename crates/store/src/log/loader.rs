@@ -336,12 +336,15 @@ impl Log {
         };
         if recovered_any || !p.clean {
             // Recovered data might only be in the page cache; make it durable before trusting.
+            // The transaction index too: the recovery point moves past these segments, and
+            // an open below a producer snapshot does not rebuild their aborted transactions.
             for s in &segments {
                 if s.next_offset() > recovery_point || Arc::ptr_eq(s, &segments[segments.len() - 1])
                 {
                     s.log.sync_data().map_err(serr)?;
                     s.index_file.sync_data().map_err(serr)?;
                     s.time_file.sync_data().map_err(serr)?;
+                    s.txn.lock().sync(&s.dir, s.base_offset).map_err(serr)?;
                 }
             }
             sync_dir(&p.dir).map_err(serr)?;
@@ -499,7 +502,7 @@ impl Log {
                     let mut t = seg.txn.lock();
                     t.file = None;
                     t.replace(&seg.dir, seg.base_offset, v).map_err(serr)?;
-                    t.sync().map_err(serr)?;
+                    t.sync(&seg.dir, seg.base_offset).map_err(serr)?;
                 }
             }
         }
