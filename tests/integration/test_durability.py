@@ -232,3 +232,52 @@ def test_an_aborted_transaction_survives_recovery_then_a_host_crash(broker_facto
         broker.kill()
     finally:
         mount.stop()
+
+
+@pytest.mark.sluice_only
+def test_an_aborted_transaction_survives_a_failed_fsync_of_its_index(broker_factory, tmp_path, topic):
+    """The fsync of a sealed segment's transaction index fails (EIO; faultfs drops what it
+    held, as Linux marks the pages clean): the log fails and is re-opened, and the re-open
+    rebuilds that segment's index from the log rather than trust the producer snapshot its
+    roll wrote above it. Found by an adversarial review of 1901eb8."""
+    mount = harness.crash_fs(tmp_path)
+    try:
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data",
+                                overrides={"transaction.state.log.num.partitions": 1})
+        harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
+        p = harness.producer(broker.bootstrap, **{"transactional.id": f"{topic}-t", "acks": "all"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, value=b"aborted-%d" % i, partition=0)
+        p.flush(30)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, value=b"committed-%d" % i, partition=0)
+        p.commit_transaction(30)
+        del p
+        want = sorted([b"committed-%d" % i for i in range(5)] + [b"after"])
+
+        # The next append rolls (segment.ms), and the flush after it fails on the sealed
+        # segment's transaction index.
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic,
+                             incremental_configs=[ConfigEntry("segment.ms", "100",
+                                                              incremental_operation=AlterConfigOpType.SET)])
+        a = harness.admin(broker.bootstrap)  # kept until the answer
+        a.incremental_alter_configs([res])[res].result(timeout=30)
+        time.sleep(0.5)
+        mount.fail_next_fsync(match=".txnindex")
+        plain = harness.producer(broker.bootstrap, **{"acks": "all", "enable.idempotence": True,
+                                                      "message.timeout.ms": 60000})
+        harness.produce_all(plain, topic, [{"value": b"after", "partition": 0}])
+        assert mount.stats()["fsyncs_failed_injected"] == 1, "the fsync of the index did not fail"
+        harness.wait_until(lambda: "re-opened a failed log" in broker.log_text(), 30, "the failed log re-opened")
+        got = harness.consume_partitions(broker.bootstrap, topic, [0], expected=len(want), timeout=60,
+                                         **{"isolation.level": "read_committed"})
+        assert sorted(m.value() for m in got) == want
+        broker.kill()
+    finally:
+        mount.stop()

@@ -1784,9 +1784,12 @@ impl Log {
                         seg.time_file.sync_data().map_err(|e| {
                             self.sync_failed(path(SegmentFileKind::TimeIndex), synced, e)
                         })?;
-                        seg.txn.lock().sync(&seg.dir, seg.base_offset).map_err(|e| {
-                            self.sync_failed(path(SegmentFileKind::TxnIndex), synced, e)
-                        })?;
+                        seg.txn
+                            .lock()
+                            .sync(&seg.dir, seg.base_offset)
+                            .map_err(|e| {
+                                self.sync_failed(path(SegmentFileKind::TxnIndex), synced, e)
+                            })?;
                     }
                 }
             }

@@ -358,14 +358,31 @@ impl Log {
                 sync_dir(log_dir).map_err(serr)?;
             }
         }
+        // The first segment this open recovers (None after a clean shutdown): what lies from
+        // there on may be only partly on storage, index files and snapshots included.
+        let recovered_from = (!p.clean)
+            .then(|| {
+                segments
+                    .iter()
+                    .find(|s| s.next_offset() > recovery_point)
+                    .map(|s| s.base_offset)
+            })
+            .flatten();
         let recovery_point = if recovered_any { leo } else { recovery_point };
 
         epochs_dirty |= epochs.truncate_from_end(leo);
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
         // Producer state: the newest readable snapshot at or below the log end, and a replay
-        // of the batch headers from `replay_start` on (from the log start without one).
-        let snapshot = crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo));
+        // of the batch headers from `replay_start` on (from the log start without one). After
+        // an unclean shutdown, none above the first recovered segment (as Kafka reloads the
+        // producer state at the segment it recovers from): the replay must cover every
+        // recovered segment, to rebuild its transaction index from the log. A snapshot
+        // above it says nothing of whether that segment's index reached storage (its roll's
+        // flush may have failed or not run).
+        let bound = snapshot_bound(&segments, leo);
+        let bound = recovered_from.map_or(bound, |b| bound.min(b));
+        let snapshot = crate::snapshots::load_newest(&p.dir, bound);
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -462,6 +479,7 @@ impl Log {
         // snapshot's offset on (from the first segment, without a snapshot); a damaged one
         // below is rebuilt from the log alone.
         let exact_from = snap_offset;
+        let mut rewrote_txn_index = false;
         for (i, seg) in segments.iter().enumerate() {
             let next = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
             let loaded = seg.txn.lock().load(&seg.dir, seg.base_offset);
@@ -494,17 +512,29 @@ impl Log {
             } else {
                 None
             };
+            // A recovered segment's index is written and fsynced by this process whatever the
+            // file holds: the file may be what an earlier process wrote and never synced, or
+            // what a failed fsync left (pages the kernel marked clean), which an fsync from
+            // here would not write.
+            let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
             if let Some(v) = want {
                 let same = loaded.as_ref().is_ok_and(|old| **old == v);
-                if !same {
-                    tracing::info!(tp = ?p.tp, segment = seg.base_offset, entries = v.len(),
-                        "rewriting the transaction index from the log");
+                if !same || recovered {
+                    if !same {
+                        tracing::info!(tp = ?p.tp, segment = seg.base_offset, entries = v.len(),
+                            "rewriting the transaction index from the log");
+                    }
                     let mut t = seg.txn.lock();
                     t.file = None;
                     t.replace(&seg.dir, seg.base_offset, v).map_err(serr)?;
                     t.sync(&seg.dir, seg.base_offset).map_err(serr)?;
+                    rewrote_txn_index = true;
                 }
             }
+        }
+        if rewrote_txn_index {
+            // A transaction index created or removed above is in the directory for good.
+            sync_dir(&p.dir).map_err(serr)?;
         }
 
         // After the transaction indexes it rewrote and fsynced: a durable snapshot vouches
