@@ -39,7 +39,7 @@ fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
 }
 
 /// Offsets of the snapshot files in `dir`, ascending.
-pub(crate) fn list(dir: &Path) -> io::Result<Vec<i64>> {
+fn list(dir: &Path) -> io::Result<Vec<i64>> {
     let mut v = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

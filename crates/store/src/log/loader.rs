@@ -374,15 +374,8 @@ impl Log {
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
         // Producer state: the newest readable snapshot at or below the log end, and a replay
-        // of the batch headers from `replay_start` on (from the log start without one). After
-        // an unclean shutdown, none above the first recovered segment (as Kafka reloads the
-        // producer state at the segment it recovers from): the replay must cover every
-        // recovered segment, to rebuild its transaction index from the log. A snapshot
-        // above it says nothing of whether that segment's index reached storage (its roll's
-        // flush may have failed or not run).
-        let bound = snapshot_bound(&segments, leo);
-        let bound = recovered_from.map_or(bound, |b| bound.min(b));
-        let snapshot = crate::snapshots::load_newest(&p.dir, bound);
+        // of the batch headers from `replay_start` on (from the log start without one).
+        let snapshot = crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo));
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -496,7 +489,18 @@ impl Log {
             // it has is kept (rebuilt only if damaged), never replaced by less.
             let replayed =
                 i >= from && next > exact_from && !scan_stopped.contains(&seg.base_offset);
-            let want = if replayed && (seg.base_offset >= exact_from || !damaged) {
+            // A recovered segment's index is rebuilt from the log whatever the file holds: the
+            // file may be what an earlier process wrote and never synced, or what a failed
+            // fsync left (pages the kernel marked clean), which an fsync from here would not
+            // write. From the replay where it read the whole segment from the snapshot's
+            // state on; below the snapshot (a snapshot above a recovered segment says nothing
+            // of whether that segment's index reached storage: its roll's flush may have
+            // failed or not run), by walking back over the log.
+            let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
+            let exact = replayed && seg.base_offset >= exact_from;
+            let want = if recovered && !exact && !scan_stopped.contains(&seg.base_offset) {
+                Some(crate::log::rebuild_walkback(&segments, i, log_start).map_err(serr)?)
+            } else if replayed && (seg.base_offset >= exact_from || !damaged) {
                 let mut v: Vec<TxnIndexEntry> = match &loaded {
                     Ok(old) if seg.base_offset < exact_from => old
                         .iter()
@@ -512,11 +516,6 @@ impl Log {
             } else {
                 None
             };
-            // A recovered segment's index is written and fsynced by this process whatever the
-            // file holds: the file may be what an earlier process wrote and never synced, or
-            // what a failed fsync left (pages the kernel marked clean), which an fsync from
-            // here would not write.
-            let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
             if let Some(v) = want {
                 let same = loaded.as_ref().is_ok_and(|old| **old == v);
                 if !same || recovered {
