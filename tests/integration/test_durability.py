@@ -162,6 +162,23 @@ def test_rolled_segments_move_the_recovery_point(broker_factory, topic):
     assert rp <= 5000
 
 
+def _aborted_then_committed(broker, topic) -> None:
+    """A topic of one partition with `flush.messages=1`: a transaction of 10 records aborted,
+    then one of 5 committed (offsets 0-9, the ABORT at 10, 11-15, the COMMIT at 16)."""
+    harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
+    p = harness.producer(broker.bootstrap, **{"transactional.id": f"{topic}-t", "acks": "all"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=b"aborted-%d" % i, partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, value=b"committed-%d" % i, partition=0)
+    p.commit_transaction(30)
+
+
 @pytest.mark.sluice_only
 def test_an_aborted_transaction_survives_recovery_then_a_host_crash(broker_factory, tmp_path, topic):
     """An aborted transaction's entry in the transaction index outlives a SIGKILL, the recovery
@@ -175,19 +192,7 @@ def test_an_aborted_transaction_survives_recovery_then_a_host_crash(broker_facto
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data",
                                 overrides={"log.flush.offset.checkpoint.interval.ms": 300,
                                            "transaction.state.log.num.partitions": 1})
-        harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
-        p = harness.producer(broker.bootstrap, **{"transactional.id": f"{topic}-t", "acks": "all"})
-        p.init_transactions(30)
-        p.begin_transaction()
-        for i in range(10):
-            p.produce(topic, value=b"aborted-%d" % i, partition=0)
-        p.flush(30)
-        p.abort_transaction(30)
-        p.begin_transaction()
-        for i in range(5):
-            p.produce(topic, value=b"committed-%d" % i, partition=0)
-        p.commit_transaction(30)
-        del p
+        _aborted_then_committed(broker, topic)
 
         def committed_read():
             got = harness.consume_partitions(broker.bootstrap, topic, [0], expected=len(want), timeout=60,
@@ -244,19 +249,7 @@ def test_an_aborted_transaction_survives_a_failed_fsync_of_its_index(broker_fact
     try:
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data",
                                 overrides={"transaction.state.log.num.partitions": 1})
-        harness.create_topic(broker.bootstrap, topic, partitions=1, config={"flush.messages": "1"})
-        p = harness.producer(broker.bootstrap, **{"transactional.id": f"{topic}-t", "acks": "all"})
-        p.init_transactions(30)
-        p.begin_transaction()
-        for i in range(10):
-            p.produce(topic, value=b"aborted-%d" % i, partition=0)
-        p.flush(30)
-        p.abort_transaction(30)
-        p.begin_transaction()
-        for i in range(5):
-            p.produce(topic, value=b"committed-%d" % i, partition=0)
-        p.commit_transaction(30)
-        del p
+        _aborted_then_committed(broker, topic)
         want = sorted([b"committed-%d" % i for i in range(5)] + [b"after"])
 
         # The next append rolls (segment.ms), and the flush after it fails on the sealed
