@@ -391,6 +391,8 @@ fn listeners_and_advertised_listeners() {
             "listener.security.protocol.map",
             "PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL,ALL:SSL",
         ),
+        INLINE_CHAIN,
+        INLINE_KEY,
     ]);
     assert_eq!(
         c.listeners,
@@ -442,11 +444,69 @@ fn listeners_and_advertised_listeners() {
     );
 }
 
+/// Inline PEM for the TLS listeners of these tests (the config crate reads, never parses, it).
+const INLINE_CHAIN: (&str, &str) = ("ssl.keystore.certificate.chain", "chain");
+const INLINE_KEY: (&str, &str) = ("ssl.keystore.key", "key");
+
+#[test]
+fn tls_settings_per_listener() {
+    use sluice_config::{ClientAuth, KeyStore, Pem};
+    // A TLS listener without a keystore is refused, naming what to set.
+    let (name, _, reason) = build_err(&[("listeners", "SSL://:9093")]);
+    assert_eq!(name, "listener.name.ssl.ssl.keystore.location");
+    assert!(reason.contains("needs a keystore"), "{reason}");
+    // The listener-prefixed property wins over the plain one.
+    let c = build(&[
+        ("listeners", "PLAINTEXT://:9092,SSL://:9093"),
+        ("ssl.keystore.location", "/plain.pem"),
+        ("ssl.keystore.type", "PEM"),
+        ("listener.name.ssl.ssl.keystore.location", "/prefixed.pem"),
+        ("ssl.client.auth", "requested"),
+        ("ssl.truststore.certificates", "ca"),
+    ]);
+    let tls = &c.listener_tls["SSL"];
+    assert_eq!(
+        tls.keystore,
+        KeyStore::Pem {
+            chain: Pem::File("/prefixed.pem".into()),
+            key: Pem::File("/prefixed.pem".into())
+        }
+    );
+    assert_eq!(tls.client_auth, ClientAuth::Requested);
+    assert_eq!(tls.protocols, vec!["TLSv1.2", "TLSv1.3"]);
+    assert!(!c.listener_tls.contains_key("PLAINTEXT"));
+    // Client certificates need a truststore; old protocol versions and JKS are refused.
+    for (k, v, why) in [
+        ("ssl.client.auth", "required", "no truststore"),
+        (
+            "ssl.enabled.protocols",
+            "TLSv1.1",
+            "only TLSv1.2 and TLSv1.3",
+        ),
+        ("ssl.keystore.type", "JKS", "Java's own format"),
+    ] {
+        let (_, _, reason) = build_err(&[
+            ("listeners", "SSL://:9093"),
+            ("ssl.keystore.location", "/k.pem"),
+            (
+                "ssl.keystore.type",
+                if k == "ssl.keystore.type" { v } else { "PEM" },
+            ),
+            (k, v),
+        ]);
+        assert!(reason.contains(why), "{k}={v}: {reason}");
+    }
+}
+
 #[test]
 fn listener_security_protocols_and_the_inter_broker_listener() {
     use sluice_config::SecurityProtocol;
     // Kafka's default map: each protocol's name is a listener name mapped to itself.
-    let c = build(&[("listeners", "PLAINTEXT://:9092,SSL://:9093")]);
+    let c = build(&[
+        ("listeners", "PLAINTEXT://:9092,SSL://:9093"),
+        INLINE_CHAIN,
+        INLINE_KEY,
+    ]);
     assert_eq!(c.listener_protocols["SSL"], SecurityProtocol::Ssl);
     assert_eq!(c.listener_protocols["SASL_SSL"], SecurityProtocol::SaslSsl);
     assert_eq!(c.inter_broker_listener, "PLAINTEXT");
@@ -471,10 +531,19 @@ fn listener_security_protocols_and_the_inter_broker_listener() {
         "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
     );
     let listeners = ("listeners", "EXTERNAL://:9093,INTERNAL://:9092");
-    let c = build(&[listeners, map, ("inter.broker.listener.name", "internal")]);
+    let c = build(&[
+        listeners,
+        map,
+        ("inter.broker.listener.name", "internal"),
+        INLINE_CHAIN,
+        INLINE_KEY,
+    ]);
     assert_eq!(c.inter_broker_listener, "INTERNAL");
     assert_eq!(c.listener_protocols["EXTERNAL"], SecurityProtocol::Ssl);
-    assert_eq!(build(&[listeners, map]).inter_broker_listener, "EXTERNAL");
+    assert_eq!(
+        build(&[listeners, map, INLINE_CHAIN, INLINE_KEY]).inter_broker_listener,
+        "EXTERNAL"
+    );
     let (name, _, _) = build_err(&[listeners, map, ("inter.broker.listener.name", "X")]);
     assert_eq!(name, "inter.broker.listener.name");
     let (name, _, _) = build_err(&[
@@ -487,6 +556,8 @@ fn listener_security_protocols_and_the_inter_broker_listener() {
     let c = build(&[
         ("listeners", "PLAINTEXT://:9092,SSL://:9093"),
         ("security.inter.broker.protocol", "SSL"),
+        INLINE_CHAIN,
+        INLINE_KEY,
     ]);
     assert_eq!(c.inter_broker_listener, "SSL");
 }
