@@ -175,17 +175,8 @@ pub fn validate_dynamic_broker_configs(
     props: &BTreeMap<String, String>,
     per_broker: bool,
 ) -> Result<(), ConfigError> {
-    let not_dynamic: Vec<String> = props
-        .keys()
-        .filter(|n| match catalog::broker_def(n) {
-            Some(def) => !def.dynamic,
-            None => catalog::is_ignored(n) && !is_dynamic_unused(n),
-        })
-        .cloned()
-        .collect();
-    if !not_dynamic.is_empty() {
-        return Err(ConfigError::NotDynamic { names: not_dynamic });
-    }
+    // Kafka refuses a per-broker-only config at the cluster level first, whether or not it
+    // may change at run time.
     if !per_broker {
         let per_broker_only: Vec<String> = props
             .keys()
@@ -202,6 +193,17 @@ pub fn validate_dynamic_broker_configs(
                 names: per_broker_only,
             });
         }
+    }
+    let not_dynamic: Vec<String> = props
+        .keys()
+        .filter(|n| match catalog::broker_def(n) {
+            Some(def) => !def.dynamic,
+            None => catalog::is_ignored(n) && !is_dynamic_unused(n),
+        })
+        .cloned()
+        .collect();
+    if !not_dynamic.is_empty() {
+        return Err(ConfigError::NotDynamic { names: not_dynamic });
     }
     for (name, value) in props {
         if let Some(def) = catalog::broker_def(name) {
