@@ -22,16 +22,7 @@ use tokio_rustls::server::TlsStream;
 /// The rustls configuration of listener `listener`; the error is a sentence for the operator.
 pub fn server_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ServerConfig>, String> {
     let fail = |what: String| format!("listener {listener}: {what}");
-    let (chain, key) = match &tls.keystore {
-        KeyStore::Pem { chain, key } => (
-            certificates(chain).map_err(fail)?,
-            private_key(key).map_err(fail)?,
-        ),
-        KeyStore::Pkcs12 { path, .. } => return Err(fail(pkcs12_unsupported(path))),
-    };
-    if chain.is_empty() {
-        return Err(fail("the keystore holds no certificate".into()));
-    }
+    let (chain, key) = keystore(&tls.keystore).map_err(fail)?;
     let provider = Arc::new(provider(&tls.cipher_suites).map_err(fail)?);
     let versions = versions(&tls.protocols);
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -45,23 +36,9 @@ pub fn server_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ServerConfig
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
             let roots = match &tls.truststore {
-                Some(TrustStore::Pem(pem)) => {
-                    let mut roots = RootCertStore::empty();
-                    for cert in certificates(pem).map_err(fail)? {
-                        roots.add(cert).map_err(|e| {
-                            fail(format!("a truststore certificate is not usable: {e}"))
-                        })?;
-                    }
-                    roots
-                }
-                Some(TrustStore::Pkcs12 { path, .. }) => {
-                    return Err(fail(pkcs12_unsupported(path)))
-                }
+                Some(store) => truststore(store).map_err(fail)?,
                 None => return Err(fail("ssl.client.auth needs a truststore".into())),
             };
-            if roots.is_empty() {
-                return Err(fail("the truststore holds no certificate".into()));
-            }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if auth == ClientAuth::Requested {
                 verifier.allow_unauthenticated()
@@ -90,29 +67,14 @@ pub fn server_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ServerConfig
 pub fn client_config(listener: &str, tls: &TlsConfig) -> Result<Arc<ClientConfig>, String> {
     let fail = |what: String| format!("inter-broker listener {listener}: {what}");
     let roots = match &tls.truststore {
-        Some(TrustStore::Pem(pem)) => {
-            let mut roots = RootCertStore::empty();
-            for cert in certificates(pem).map_err(fail)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| fail(format!("a truststore certificate is not usable: {e}")))?;
-            }
-            roots
-        }
-        Some(TrustStore::Pkcs12 { path, .. }) => return Err(fail(pkcs12_unsupported(path))),
+        Some(store) => truststore(store).map_err(fail)?,
         None => {
             return Err(fail(
                 "brokers check each other's certificates against the listener's truststore: set ssl.truststore.location or ssl.truststore.certificates".into(),
             ))
         }
     };
-    let (chain, key) = match &tls.keystore {
-        KeyStore::Pem { chain, key } => (
-            certificates(chain).map_err(fail)?,
-            private_key(key).map_err(fail)?,
-        ),
-        KeyStore::Pkcs12 { path, .. } => return Err(fail(pkcs12_unsupported(path))),
-    };
+    let (chain, key) = keystore(&tls.keystore).map_err(fail)?;
     let provider = Arc::new(provider(&tls.cipher_suites).map_err(fail)?);
     let config = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions(&tls.protocols))
@@ -140,6 +102,40 @@ fn versions(protocols: &[String]) -> Vec<&'static SupportedProtocolVersion> {
             _ => None,
         })
         .collect()
+}
+
+/// The certificate chain and private key of a keystore.
+fn keystore(
+    store: &KeyStore,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    match store {
+        KeyStore::Pem { chain, key } => {
+            let chain = certificates(chain)?;
+            if chain.is_empty() {
+                return Err("the keystore holds no certificate".into());
+            }
+            Ok((chain, private_key(key)?))
+        }
+        KeyStore::Pkcs12 { path, .. } => Err(pkcs12_unsupported(path)),
+    }
+}
+
+/// The certificates of a truststore (at least one).
+fn truststore(store: &TrustStore) -> Result<RootCertStore, String> {
+    let pem = match store {
+        TrustStore::Pem(pem) => pem,
+        TrustStore::Pkcs12 { path, .. } => return Err(pkcs12_unsupported(path)),
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(pem)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("the truststore holds no certificate".into());
+    }
+    Ok(roots)
 }
 
 fn pkcs12_unsupported(path: &Path) -> String {
