@@ -498,8 +498,23 @@ impl Log {
             // failed or not run), by walking back over the log.
             let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
             let exact = replayed && seg.base_offset >= exact_from;
-            let want = if recovered && !exact && !scan_stopped.contains(&seg.base_offset) {
-                Some(crate::log::rebuild_walkback(&segments, i, log_start).map_err(serr)?)
+            let walked = if recovered && !exact && !scan_stopped.contains(&seg.base_offset) {
+                // An unreadable batch in an older segment the walk reads (below the recovery
+                // point, not validated) does not fail the open: the file is kept, as when a
+                // scan stops early.
+                match crate::log::rebuild_walkback(&segments, i, log_start) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        tracing::warn!(tp = ?p.tp, segment = seg.base_offset, error = %e,
+                            "could not rebuild the transaction index by walking back; keeping it");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let want = if walked.is_some() {
+                walked
             } else if replayed && (seg.base_offset >= exact_from || !damaged) {
                 let mut v: Vec<TxnIndexEntry> = match &loaded {
                     Ok(old) if seg.base_offset < exact_from => old
