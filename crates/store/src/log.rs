@@ -1207,7 +1207,10 @@ impl Log {
     /// append path: removing a file can wait for the volume.
     pub(crate) fn prune_snapshots(&self) {
         if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
-            if let Err(e) = crate::snapshots::prune(&self.dir(), &self.snapshots_unsynced) {
+            let recovery_point = self.recovery_point();
+            if let Err(e) =
+                crate::snapshots::prune(&self.dir(), &self.snapshots_unsynced, recovery_point)
+            {
                 tracing::warn!(tp = ?self.tp, error = %e, "could not remove old producer snapshots");
             }
         }

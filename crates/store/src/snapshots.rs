@@ -15,9 +15,10 @@
 //! once. A snapshot that a crash tore or lost fails its CRC or is missing, and the open falls
 //! back to an older one, or with none to a replay from the log start (`Log::open`). One above
 //! the log end (the log was cut back by recovery) is removed at open. Only the newest
-//! [`SNAPSHOTS_KEPT`] durable ones are kept, with every one not yet durable
-//! (`Log::prune_snapshots`, off the append path), so once one was flushed a crash always
-//! leaves one. No snapshot file is held open under its snapshot name when it may be removed
+//! [`SNAPSHOTS_KEPT`] durable ones are kept, with the newest durable one at or below the
+//! recovery point and every one not yet durable (`Log::prune_snapshots`, off the append
+//! path), so once one was flushed a crash always leaves one, and an open after a crash
+//! finds one to replay from below what it recovers. No snapshot file is held open under its snapshot name when it may be removed
 //! (a spare's is closed before its rename; [`sync`] opens only one not yet durable, which
 //! pruning leaves), so removing one is safe on NFS.
 
@@ -115,23 +116,39 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Remove the durable snapshots older than the newest [`SNAPSHOTS_KEPT`] durable ones. One
-/// listed in `unsynced` (written, not yet fsynced; read after the directory is listed, so a
-/// snapshot written meanwhile is either in it or newer than every one listed) is neither
-/// removed nor counted: a crash that loses it leaves the durable ones.
-pub(crate) fn prune(dir: &Path, unsynced: &Mutex<Vec<i64>>) -> io::Result<()> {
+/// Remove the durable snapshots older than the newest [`SNAPSHOTS_KEPT`] durable ones, but
+/// never the newest durable one at or below `recovery_point`: an open after a crash replays
+/// from it, exactly, over everything it must recover (`Log::open`), so the cost of that
+/// replay is bounded by what lies past the recovery point. One listed in `unsynced`
+/// (written, not yet fsynced; read after the directory is listed, so a snapshot written
+/// meanwhile is either in it or newer than every one listed) is neither removed nor counted:
+/// a crash that loses it leaves the durable ones.
+pub(crate) fn prune(dir: &Path, unsynced: &Mutex<Vec<i64>>, recovery_point: i64) -> io::Result<()> {
     let all = list(dir)?;
     let unsynced = unsynced.lock().clone();
-    let durable = all.iter().rev().filter(|o| !unsynced.contains(o));
-    for &old in durable.skip(SNAPSHOTS_KEPT) {
-        remove(dir, old);
+    let durable: Vec<i64> = all
+        .iter()
+        .rev()
+        .filter(|o| !unsynced.contains(o))
+        .copied()
+        .collect();
+    let below = durable.iter().copied().find(|&o| o <= recovery_point);
+    for &old in durable.iter().skip(SNAPSHOTS_KEPT) {
+        if Some(old) != below {
+            remove(dir, old);
+        }
     }
     Ok(())
 }
 
-/// The newest readable snapshot at or below `log_end`: its offset and the state it holds.
-/// Snapshots above `log_end`, and unreadable ones met on the way, are removed.
-pub(crate) fn load_newest(dir: &Path, log_end: i64) -> Option<(i64, ProducerStates)> {
+/// The newest readable snapshot at or below `log_end` and `at_or_below`: its offset and the
+/// state it holds. Snapshots above `log_end`, and unreadable ones met on the way, are
+/// removed; readable ones between `at_or_below` and `log_end` are left.
+pub(crate) fn load_newest(
+    dir: &Path,
+    log_end: i64,
+    at_or_below: i64,
+) -> Option<(i64, ProducerStates)> {
     let all = match list(dir) {
         Ok(all) => all,
         Err(e) => {
@@ -142,6 +159,9 @@ pub(crate) fn load_newest(dir: &Path, log_end: i64) -> Option<(i64, ProducerStat
     for &offset in all.iter().rev() {
         if offset > log_end {
             remove(dir, offset);
+            continue;
+        }
+        if offset > at_or_below {
             continue;
         }
         let path = snapshot_path(dir, offset);

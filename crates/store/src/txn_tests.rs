@@ -708,6 +708,105 @@ fn a_replay_that_stops_early_keeps_the_transaction_index_it_found() {
     );
 }
 
+/// After a crash, the open replays from the newest snapshot at or below its recovery point,
+/// not from the newest one: the replay is exact over every recovered segment, so the
+/// transaction index of a recovered segment below the newest snapshot is rebuilt with the
+/// last stable offset the abort left (a walk back over the log knows only the log start), and
+/// no older segment is read to rebuild it. The prune keeps that snapshot.
+#[test]
+fn an_unclean_open_replays_from_the_snapshot_at_its_recovery_point() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(data("p"), AppendOrigin::Client, NOW).unwrap(); // 0
+        log.roll(NOW).unwrap(); // snapshot at 1
+        log.flush().unwrap(); // recovery point 1, snapshot 1 durable
+        m.checkpoint().unwrap();
+        log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+            .unwrap(); // 1: producer 1 opens
+        log.append(data("x"), AppendOrigin::Client, NOW).unwrap(); // 2
+        log.roll(NOW).unwrap(); // snapshot at 3
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 3
+        log.roll(NOW).unwrap(); // snapshot at 4
+        log.append(data("y"), AppendOrigin::Client, NOW).unwrap(); // 4
+        log.prune_snapshots();
+        let dir = dir_of(&log);
+        for o in [1, 3, 4] {
+            let name = sluice_format::segment_file_name(o, SegmentFileKind::Snapshot);
+            assert!(dir.join(name).exists(), "snapshot {o} kept");
+        }
+        dir
+    }; // a crash: no clean shutdown, the recorded recovery point is 1
+       // What a host crash left of the aborting segment's index: nothing.
+    let idx = dir.join(sluice_format::segment_file_name(
+        3,
+        SegmentFileKind::TxnIndex,
+    ));
+    std::fs::remove_file(idx).unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(
+        txn_index(&dir, 3),
+        Some(vec![TxnIndexEntry {
+            producer_id: 1,
+            first_offset: 1,
+            last_offset: 3,
+            last_stable_offset: 4,
+        }]),
+        "rebuilt by the replay from snapshot 1"
+    );
+    let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(
+        aborted,
+        vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 1
+        }]
+    );
+}
+
+/// The prune keeps the newest durable snapshot at or below the recovery point besides the
+/// newest ones, and removes the rest.
+#[test]
+fn the_prune_keeps_the_snapshot_at_the_recovery_point() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let snapshots = |log: &Log| {
+        let mut v: Vec<i64> = std::fs::read_dir(dir_of(log))
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".snapshot").map(|o| o.parse().unwrap())
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    for v in ["a", "b", "c", "d"] {
+        log.append(data(v), AppendOrigin::Client, NOW).unwrap();
+        log.roll(NOW).unwrap(); // snapshots at 1, 2, 3, 4
+        log.flush().unwrap();
+    }
+    log.prune_snapshots();
+    assert_eq!(
+        snapshots(&log),
+        vec![3, 4],
+        "the recovery point is the log end"
+    );
+    for v in ["e", "f"] {
+        log.append(data(v), AppendOrigin::Client, NOW).unwrap();
+        log.roll(NOW).unwrap(); // snapshots at 5, 6, not yet durable
+    }
+    log.prune_snapshots();
+    assert_eq!(snapshots(&log), vec![3, 4, 5, 6]);
+    log.flush().unwrap();
+    log.prune_snapshots();
+    assert_eq!(snapshots(&log), vec![5, 6]);
+}
+
 /// A transaction opened below the log start (DeleteRecords hid its first batch) is still
 /// open after a crash that lost every snapshot: the replay reads the batches below the log
 /// start too, and the LSO stays at the log start.

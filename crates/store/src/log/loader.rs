@@ -375,7 +375,14 @@ impl Log {
 
         // Producer state: the newest readable snapshot at or below the log end, and a replay
         // of the batch headers from `replay_start` on (from the log start without one).
-        let snapshot = crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo));
+        // After a crash, the newest at or below the first recovered segment if one is left
+        // (the prune keeps one at or below the recovery point): the replay from it is exact
+        // over every recovered segment, which then gets its transaction index from the replay
+        // rather than from a walk back over older segments.
+        let bound = snapshot_bound(&segments, leo);
+        let snapshot = recovered_from
+            .and_then(|b| crate::snapshots::load_newest(&p.dir, bound, b))
+            .or_else(|| crate::snapshots::load_newest(&p.dir, bound, i64::MAX));
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -457,6 +464,13 @@ impl Log {
                         }
                     }
                     Ok(None) => break,
+                    // A recovered segment was validated above: its batches can be read. Its
+                    // transaction index is rebuilt from this replay, since what its file holds
+                    // may never have reached storage, so a read that fails now fails the open
+                    // (to be retried) rather than keep that file.
+                    Err(e) if recovered_from.is_some_and(|b| s.base_offset >= b) => {
+                        return Err(serr(e.into_io()));
+                    }
                     Err(e) => {
                         tracing::warn!(tp = ?p.tp, segment = s.base_offset, error = %e.into_io(), "producer state scan stopped early");
                         scan_stopped.insert(s.base_offset);
