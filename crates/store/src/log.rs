@@ -2205,8 +2205,13 @@ impl Log {
 /// Max timestamp of the first batch (one header read), for segment.ms.
 /// The size of a sealed segment's valid data, found without reading all of it: from the batch
 /// its last offset index entry points at (if that batch is below `next_base`; otherwise from
-/// the start) to the first batch that reaches `next_base`, is damaged, or is cut short.
-fn verified_sealed_size(seg: &Segment, file_size: u64, next_base: i64) -> io::Result<u64> {
+/// the start) to the first batch that reaches `next_base`, is damaged, or is cut short; with
+/// the position of a valid batch reaching `next_base`, if that is where it stopped.
+pub(crate) fn verified_sealed_size(
+    seg: &Segment,
+    file_size: u64,
+    next_base: i64,
+) -> io::Result<(u64, Option<u64>)> {
     let below = |h: &BatchHeader| h.last_offset() < next_base;
     let ilen = seg.index_file.metadata()?.len();
     let mut start = 0;
@@ -2231,7 +2236,8 @@ fn verified_sealed_size(seg: &Segment, file_size: u64, next_base: i64) -> io::Re
     loop {
         match scanner.next_batch() {
             Ok(Some((pos, h))) if below(&h) => end = pos + h.total_len() as u64,
-            Ok(_) | Err(ScanError::Corrupt { .. }) => return Ok(end),
+            Ok(Some((pos, _))) => return Ok((end, Some(pos))),
+            Ok(None) | Err(ScanError::Corrupt { .. }) => return Ok((end, None)),
             Err(ScanError::Io(e)) => return Err(e),
         }
     }

@@ -71,7 +71,7 @@ fn batches(log: &Log) -> Vec<(i64, &'static str)> {
         for b in parse_batches(&bytes, None).unwrap() {
             let start = b.position;
             let raw = &bytes[start..start + b.header.total_len()];
-            let tag = ["a-0", "b-0", "c-0", "stale-0"]
+            let tag = ["a-0", "b-0", "c-0", "d-0", "e-0", "stale-0"]
                 .into_iter()
                 .find(|t| raw.windows(t.len()).any(|w| w == t.as_bytes()))
                 .unwrap_or("?");
@@ -296,6 +296,69 @@ fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
     let log = take_over(&c, 3, rp).unwrap();
     assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
     assert_eq!(log.log_end_offset(), 9);
+}
+
+/// Issue 51 item 2: a former owner's roll that passed the write gate and then stalled
+/// creates `<its log end>.log` inside the data the new owner appends afterwards. Whatever
+/// the next owner trusts (the recovery point the new owner recorded, or nothing), the new
+/// owner's records past that offset are kept and the stray segment is removed: the batches
+/// reaching its base were written under a newer epoch than the stray's.
+#[test]
+fn a_former_owners_late_roll_never_cuts_the_new_owners_records() {
+    for trust_recovery_point in [true, false] {
+        for stray_batch in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let a = broker(dir.path(), 1);
+            let old = open(&a, 1);
+            old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+            old.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+
+            let b = broker(dir.path(), 2);
+            let new = open(&b, 2);
+            new.roll(NOW).unwrap(); // the new owner's segment at 6
+            new.append(batch("c"), AppendOrigin::Client, NOW).unwrap(); // 6..8
+                                                                        // The former owner's stalled write lands: it appends to the segment it had open
+                                                                        // (3 records: its log end is 9), rolls there, and with `stray_batch` writes one
+                                                                        // batch into the new segment (a size roll inside an append).
+            old.append(batch("stale"), AppendOrigin::Client, NOW)
+                .unwrap();
+            old.roll(NOW).unwrap();
+            if stray_batch {
+                old.append(batch("stale"), AppendOrigin::Client, NOW)
+                    .unwrap();
+            }
+            old.flush().unwrap();
+            assert!(dir
+                .path()
+                .join("t-0")
+                .join("00000000000000000009.log")
+                .exists());
+            new.append(batch("d"), AppendOrigin::Client, NOW).unwrap(); // 9..11
+            new.append(batch("e"), AppendOrigin::Client, NOW).unwrap(); // 12..14
+            let rp = new.flush().unwrap();
+            assert_eq!(rp, 15);
+            b.release_log(&tp()).unwrap();
+
+            let c = broker(dir.path(), 3);
+            let log = if trust_recovery_point {
+                take_over(&c, 3, rp).unwrap()
+            } else {
+                open(&c, 3)
+            };
+            let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0"), (9, "d-0"), (12, "e-0")];
+            assert_eq!(
+                batches(&log),
+                expected,
+                "recovery point trusted: {trust_recovery_point}, stray batch: {stray_batch}"
+            );
+            assert_eq!(log.log_end_offset(), 15);
+            assert!(!dir
+                .path()
+                .join("t-0")
+                .join("00000000000000000009.log")
+                .exists());
+        }
+    }
 }
 
 /// A planned hand-over: the owner stops appending, seals its active segment and makes

@@ -93,7 +93,7 @@ impl Log {
         let rp_cp = p.recovery_point.unwrap_or(i64::MIN);
         // First segment to recover when the shutdown was not clean: the one containing the
         // recovery point (segments overlapping [recovery point, end)).
-        let first_recover = if p.clean {
+        let mut first_recover = if p.clean {
             bases.len()
         } else {
             bases.iter().rposition(|b| *b <= rp_cp).unwrap_or(0)
@@ -124,6 +124,12 @@ impl Log {
                         epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
                     })
                     .map_err(serr)?;
+                if let Some(pos) = r.overlapped.filter(|_| p.shared) {
+                    if is_stray(&seg, pos, file_size, &p.dir, next_base, &epochs).map_err(serr)? {
+                        put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
+                        continue;
+                    }
+                }
                 if let Some((pos, err)) = &r.stopped {
                     tracing::warn!(
                         tp = ?p.tp, segment = base, position = pos, error = %err,
@@ -143,30 +149,7 @@ impl Log {
                     // later open removes it); if that fails too the log is not opened, and
                     // the next open finds the damage again.
                     for &later in &bases[i + 1..] {
-                        for kind in [
-                            SegmentFileKind::Log,
-                            SegmentFileKind::Index,
-                            SegmentFileKind::TimeIndex,
-                            SegmentFileKind::TxnIndex,
-                        ] {
-                            let path = seg_path(&p.dir, later, kind);
-                            match std::fs::remove_file(&path) {
-                                Ok(()) => {}
-                                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                                Err(e) => {
-                                    tracing::warn!(file = %path.display(), error = %e, "could not remove segment file after truncation; renaming it aside");
-                                    let mut aside = path.clone().into_os_string();
-                                    aside.push(DELETED_SUFFIX);
-                                    std::fs::rename(&path, &aside).map_err(|source| StoreError::Io {
-                                        path: path.clone(),
-                                        source: io::Error::new(
-                                            source.kind(),
-                                            format!("a segment after a truncation can be neither removed ({e}) nor renamed aside ({source}); the log is not opened"),
-                                        ),
-                                    })?;
-                                }
-                            }
-                        }
+                        remove_segment_files(&p.dir, later, false)?;
                     }
                 }
                 seg.log.set_len(r.size).map_err(serr)?;
@@ -267,7 +250,16 @@ impl Log {
                 // active segment, appended to after a takeover sealed it.
                 let mut file_size = file_size;
                 if p.shared {
-                    let valid = verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
+                    let (valid, crossing) =
+                        verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
+                    if let Some(pos) = crossing {
+                        if is_stray(&seg, pos, file_size, &p.dir, next_base, &epochs)
+                            .map_err(serr)?
+                        {
+                            put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
+                            continue;
+                        }
+                    }
                     if valid < file_size {
                         tracing::warn!(tp = ?p.tp, segment = base, position = valid, next_base,
                             "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
@@ -743,4 +735,101 @@ fn batch_mark(segments: &[Arc<Segment>], offset: i64, interval: u64) -> io::Resu
         base: seg.base_offset,
         pos: size,
     })
+}
+
+/// Remove the files of the segment at `base` (its producer snapshot too, with `snapshot`).
+/// One that cannot be removed is renamed aside (a later open removes it); if that fails too,
+/// the log is not opened, and the next open finds the segment again.
+fn remove_segment_files(dir: &Path, base: i64, snapshot: bool) -> Result<(), StoreError> {
+    let kinds = [
+        SegmentFileKind::Log,
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+        SegmentFileKind::TxnIndex,
+        SegmentFileKind::Snapshot,
+    ];
+    for kind in &kinds[..if snapshot { 5 } else { 4 }] {
+        let path = seg_path(dir, base, *kind);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "could not remove a segment file; renaming it aside");
+                let mut aside = path.clone().into_os_string();
+                aside.push(DELETED_SUFFIX);
+                std::fs::rename(&path, &aside).map_err(|source| StoreError::Io {
+                    path: path.clone(),
+                    source: io::Error::new(
+                        source.kind(),
+                        format!("a segment file to remove can be neither removed ({e}) nor renamed aside ({source}); the log is not opened"),
+                    ),
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the segment at `next_base` is a stray a former owner created after a takeover
+/// (docs/cluster.md, fencing point 2): the batch at `cross_pos` of the segment before it
+/// reaches its base offset, so two owners wrote past that offset, and the batch was written
+/// under a newer leader epoch (ownership epoch) than the stray's first batch, or, when the
+/// stray holds none, than the epoch the leader-epoch checkpoint has in force at its base (a
+/// new owner's segment that it never wrote to has no batch and no epoch entry of its own:
+/// then the former owner's batches reaching its base are kept, as no record of the new owner
+/// is there to lose). A segment whose first batch is as new as the crossing batch or newer is
+/// the newer owner's, and the crossing batches are what is cut, as before.
+fn is_stray(
+    seg: &Segment,
+    cross_pos: u64,
+    end: u64,
+    dir: &Path,
+    next_base: i64,
+    epochs: &EpochCache,
+) -> io::Result<bool> {
+    let crossing = match BatchScanner::new(&seg.log, cross_pos, end, false).next_batch() {
+        Ok(Some((_, h))) => h.partition_leader_epoch,
+        Ok(None) | Err(ScanError::Corrupt { .. }) => return Ok(false),
+        Err(ScanError::Io(e)) => return Err(e),
+    };
+    if crossing < 0 {
+        return Ok(false);
+    }
+    let next = std::fs::File::open(seg_path(dir, next_base, SegmentFileKind::Log))?;
+    let len = next.metadata()?.len();
+    let first = match BatchScanner::new(&next, 0, len, false).next_batch() {
+        Ok(Some((_, h))) => Some(h.partition_leader_epoch),
+        Ok(None) | Err(ScanError::Corrupt { .. }) => None,
+        Err(ScanError::Io(e)) => return Err(e),
+    };
+    Ok(match first {
+        Some(epoch) => epoch < crossing,
+        None => epochs
+            .entries()
+            .iter()
+            .rev()
+            .find(|(_, start)| *start <= next_base)
+            .is_none_or(|(epoch, _)| *epoch <= crossing),
+    })
+}
+
+/// Remove the stray segment after `bases[i]` ([`is_stray`]) with its producer snapshot, and
+/// drop it from `bases`, keeping `first_recover` on the same segment (the one before it if it
+/// was the stray).
+fn put_stray_aside(
+    tp: &TopicPartition,
+    dir: &Path,
+    bases: &mut Vec<i64>,
+    i: usize,
+    first_recover: &mut usize,
+) -> Result<(), StoreError> {
+    let stray = bases[i + 1];
+    tracing::warn!(?tp, segment = stray, before = bases[i],
+        "a segment a former owner created inside a newer owner's data after a takeover; removing it");
+    remove_segment_files(dir, stray, true)?;
+    bases.remove(i + 1);
+    if *first_recover > i {
+        *first_recover -= 1;
+    }
+    Ok(())
 }
