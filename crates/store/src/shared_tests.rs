@@ -361,6 +361,48 @@ fn a_former_owners_late_roll_never_cuts_the_new_owners_records() {
     }
 }
 
+/// A former owner's seal that passed the write gate and then stalled writes
+/// `<its log end>.snapshot` inside the new owner's data: a producer state counting a batch
+/// the new owner cut. The next owner does not trust it, or that producer's retry would be
+/// taken for a duplicate and never stored.
+#[test]
+fn a_former_owners_late_snapshot_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+
+    let b = broker(dir.path(), 2);
+    let new = open(&b, 2);
+    new.roll(NOW).unwrap(); // at 3
+    new.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap(); // 6..8
+                                                                // The former owner appends the producer's batch (never acknowledged: it was cut) and its
+                                                                // stalled close seals and writes the snapshot at its log end, 4.
+    old.append(pbatch(0), AppendOrigin::Client, NOW).unwrap();
+    a.close_log(&tp()).unwrap();
+    assert!(dir
+        .path()
+        .join("t-0")
+        .join("00000000000000000004.snapshot")
+        .exists());
+    assert!(!dir
+        .path()
+        .join("t-0")
+        .join("00000000000000000004.log")
+        .exists());
+    let rp = new.flush().unwrap();
+    b.release_log(&tp()).unwrap();
+
+    let c = broker(dir.path(), 3);
+    let log = take_over(&c, 3, rp).unwrap();
+    assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+    // The producer sends its batch again, to the owner now.
+    let retry = log.append(pbatch(0), AppendOrigin::Client, NOW).unwrap();
+    assert!(!retry.duplicate, "{retry:?}");
+    assert_eq!(retry.base_offset, 9);
+}
+
 /// A planned hand-over: the owner stops appending, seals its active segment and makes
 /// everything durable; the next owner opens at the recovery point it was handed, with only an
 /// empty segment after it.

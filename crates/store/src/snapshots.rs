@@ -141,6 +141,18 @@ pub(crate) fn prune(dir: &Path, unsynced: &Mutex<Vec<i64>>, recovery_point: i64)
     Ok(())
 }
 
+/// Remove the snapshots whose offset `keep` refuses.
+pub(crate) fn remove_unless(dir: &Path, keep: impl Fn(i64) -> bool) -> io::Result<Vec<i64>> {
+    let mut removed = Vec::new();
+    for offset in list(dir)? {
+        if !keep(offset) {
+            remove(dir, offset);
+            removed.push(offset);
+        }
+    }
+    Ok(removed)
+}
+
 /// The newest readable snapshot at or below `log_end` and `at_or_below`: its offset and the
 /// state it holds. Snapshots above `log_end`, and unreadable ones met on the way, are
 /// removed; readable ones between `at_or_below` and `log_end` are left.

@@ -371,6 +371,18 @@ impl Log {
         // (the prune keeps one at or below the recovery point): the replay from it is exact
         // over every recovered segment, which then gets its transaction index from the replay
         // rather than from a walk back over older segments.
+        if p.shared {
+            // In a shared directory an owner writes its snapshots at segment bases (its rolls)
+            // and at its log end (a seal, a hand-over, a rebuilt state); one anywhere else is
+            // a former owner's, written by a stalled seal after a takeover, and describes
+            // batches a newer owner cut (docs/cluster.md, fencing point 2).
+            let at = |o: i64| o == leo || segments.iter().any(|s| s.base_offset == o);
+            let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr)?;
+            if !removed.is_empty() {
+                tracing::warn!(tp = ?p.tp, ?removed,
+                    "producer snapshots neither at a segment base nor at the log end (a former owner's); removed");
+            }
+        }
         let bound = snapshot_bound(&segments, leo);
         let snapshot = recovered_from
             .and_then(|b| crate::snapshots::load_newest(&p.dir, bound, b))
