@@ -191,7 +191,7 @@ class Env:
     """Brokers on faultfs mounts (and etcd, proxies in a cluster). ``hosts[i]``: broker i's
     process and mount."""
 
-    def __init__(self, workdir: Path, n: int, seed: int):
+    def __init__(self, workdir: Path, n: int, seed: int, broker_config: Optional[Dict[str, str]] = None):
         from faultfs import mount_faultfs
 
         self.workdir = workdir
@@ -245,6 +245,7 @@ class Env:
                     "sluice.cluster.lease.ms": LEASE_MS,
                     "sluice.cluster.poll.ms": 100,
                 })
+            props.update(broker_config or {})
             b = harness.SluiceBroker(workdir / f"host{i + 1}", log_dir=self.mounts[i].mountpoint,
                                      overrides=props, name=f"broker{i + 1}")
             self.brokers.append(b)
@@ -1253,7 +1254,7 @@ class Nemesis:
 
 def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path] = None, rate: float = 150,
         quiet=(3.0, 6.0), active=(2.0, 6.0), regroup_s: float = 20.0, kinds=None,
-        availability_s: float = AVAILABILITY_S) -> dict:
+        availability_s: float = AVAILABILITY_S, broker_config: Optional[Dict[str, str]] = None) -> dict:
     """Start the system, run the workload for ``seconds`` of faults, heal, drain, check."""
     global T0
     T0 = time.monotonic()
@@ -1272,7 +1273,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
     clients_stderr = os.open(workdir / "clients.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(clients_stderr, 2)
     try:
-        env = Env(workdir, brokers, seed)
+        env = Env(workdir, brokers, seed, broker_config)
         wls = workloads_for(env.cluster, run_id, rate)
         for w in wls:
             harness.create_topic(env.bootstrap, w.topic, partitions=PARTITIONS, config=w.topic_config, timeout=60)
@@ -1556,7 +1557,16 @@ def main(argv=None) -> int:
                     help="comma-separated fault kinds (default: every kind of the mode; one broker: "
                          f"{','.join(SINGLE_FAULTS)}; a cluster adds "
                          f"{','.join(k for k in CLUSTER_FAULTS if k not in SINGLE_FAULTS)})")
+    ap.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker property for every broker (repeatable), e.g. "
+                         "sluice.cluster.death.probe.enable=true")
     args = ap.parse_args(argv)
+    broker_config = {}
+    for kv in args.broker_config:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            ap.error(f"--broker-config wants KEY=VALUE, not {kv!r}")
+        broker_config[key] = value
     seed = args.seed if args.seed is not None else random.randrange(1 << 20)
     if args.self_test is not None:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sluice-faults-self-test-"))
@@ -1578,12 +1588,13 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown fault kinds for {args.brokers} broker(s): {','.join(unknown)}")
     res = run(args.minutes * 60, brokers=args.brokers, seed=seed, workdir=args.workdir, rate=args.rate,
-              kinds=kinds)
+              kinds=kinds, broker_config=broker_config)
     out = args.json or Path(res["workdir"]) / "result.json"
     out.write_text(json.dumps(res, indent=1, default=str))
     print(table(res))
     print(f"\nfull result (examples, timeline, broker errors): {out}")
-    print(f"reproduce: scripts/faults --minutes {args.minutes:g} --brokers {args.brokers} --seed {seed}")
+    extra = "".join(f" --broker-config {kv}" for kv in args.broker_config)
+    print(f"reproduce: scripts/faults --minutes {args.minutes:g} --brokers {args.brokers} --seed {seed}{extra}")
     return 1 if res.get("violations") else 0
 
 
