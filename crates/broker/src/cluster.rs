@@ -340,6 +340,7 @@ impl Cluster {
         }
         match store.record_recovery_point(&tp.topic, tp.partition, held, rp) {
             Ok(Some(next)) => {
+                log.recovery_point_recorded(rp);
                 let mut all = self.held.write();
                 // Still the record this broker holds (not released meanwhile).
                 if let Some(h) = all

@@ -496,6 +496,9 @@ pub struct Log {
     /// [`Log::prepare_spare`] removes them, off the append path (removing a file can wait for
     /// the volume: on ext4 without a journal, mounted `discard`, the unlink discards).
     snapshots_unpruned: std::sync::atomic::AtomicBool,
+    /// The recovery point the next open after a crash would be given (the checkpoint file
+    /// last written, or the owner record in etcd): the prune keeps a snapshot at or below it.
+    recorded_recovery_point: std::sync::atomic::AtomicI64,
     /// Offsets of the producer snapshots written and not yet fsynced with their directory
     /// entries: the next flush that covers the segments below one makes it durable
     /// (`Log::sync_snapshots`); pruning never removes one. Short critical sections only, never
@@ -826,6 +829,19 @@ impl Log {
     /// Offset below which everything is known to be fsynced.
     pub fn recovery_point_offset(&self) -> i64 {
         self.recovery_point()
+    }
+    /// The recovery point was recorded where the next open after a crash reads it (the
+    /// checkpoint file, or the owner record in etcd).
+    pub fn recovery_point_recorded(&self, offset: i64) {
+        use std::sync::atomic::Ordering;
+        if self
+            .recorded_recovery_point
+            .fetch_max(offset, Ordering::AcqRel)
+            < offset
+        {
+            // A snapshot kept for the old one may go now.
+            self.snapshots_unpruned.store(true, Ordering::Release);
+        }
     }
     /// Seal the active segment and start a new one (no-op when the active segment is empty).
     pub fn roll(&self, now_ms: i64) -> io::Result<()> {

@@ -1207,7 +1207,7 @@ impl Log {
     /// append path: removing a file can wait for the volume.
     pub(crate) fn prune_snapshots(&self) {
         if self.snapshots_unpruned.swap(false, Ordering::AcqRel) {
-            let recovery_point = self.recovery_point();
+            let recovery_point = self.recorded_recovery_point.load(Ordering::Acquire);
             if let Err(e) =
                 crate::snapshots::prune(&self.dir(), &self.snapshots_unsynced, recovery_point)
             {

@@ -1278,13 +1278,26 @@ impl Inner {
                     format_offset_checkpoint(&to_vec(&starts)),
                 ),
             ] {
+                let recorded = || {
+                    if name == RECOVERY_POINT_CHECKPOINT {
+                        for (tp, log) in &logs {
+                            if let Some(rp) =
+                                rps.get(tp).filter(|_| placement.get(tp) == Some(&idx))
+                            {
+                                log.recovery_point_recorded(*rp);
+                            }
+                        }
+                    }
+                };
                 if self.states[idx].lock().written.get(name) == Some(&text) {
+                    recorded();
                     continue;
                 }
                 let path = dir.join(name);
                 match write_atomic(&path, text.as_bytes()) {
                     Ok(()) => {
                         self.states[idx].lock().written.insert(name, text);
+                        recorded();
                     }
                     Err(source) => {
                         tracing::warn!(path = %path.display(), error = %source, "checkpoint write failed");

@@ -16,9 +16,9 @@
 //! back to an older one, or with none to a replay from the log start (`Log::open`). One above
 //! the log end (the log was cut back by recovery) is removed at open. Only the newest
 //! [`SNAPSHOTS_KEPT`] durable ones are kept, with the newest durable one at or below the
-//! recovery point and every one not yet durable (`Log::prune_snapshots`, off the append
-//! path), so once one was flushed a crash always leaves one, and an open after a crash
-//! finds one to replay from below what it recovers. No snapshot file is held open under its snapshot name when it may be removed
+//! recorded recovery point and every one not yet durable (`Log::prune_snapshots`, off the
+//! append path), so once one was flushed a crash always leaves one, and an open after a
+//! crash finds one to replay from below what it recovers. No snapshot file is held open under its snapshot name when it may be removed
 //! (a spare's is closed before its rename; [`sync`] opens only one not yet durable, which
 //! pruning leaves), so removing one is safe on NFS.
 
@@ -117,9 +117,10 @@ thread_local! {
 }
 
 /// Remove the durable snapshots older than the newest [`SNAPSHOTS_KEPT`] durable ones, but
-/// never the newest durable one at or below `recovery_point`: an open after a crash replays
-/// from it, exactly, over everything it must recover (`Log::open`), so the cost of that
-/// replay is bounded by what lies past the recovery point. One listed in `unsynced`
+/// never the newest durable one at or below `recovery_point` (the one recorded for the next
+/// open): an open after a crash rebuilds the transaction indexes of the segments it recovers
+/// by an exact replay from it (`Log::open`), as Kafka recovers each segment from the snapshot
+/// at or below its base, so that it need not walk back over older segments. One listed in `unsynced`
 /// (written, not yet fsynced; read after the directory is listed, so a snapshot written
 /// meanwhile is either in it or newer than every one listed) is neither removed nor counted:
 /// a crash that loses it leaves the durable ones.
@@ -153,14 +154,20 @@ pub(crate) fn remove_unless(dir: &Path, keep: impl Fn(i64) -> bool) -> io::Resul
     Ok(removed)
 }
 
-/// The newest readable snapshot at or below `log_end` and `at_or_below`: its offset and the
-/// state it holds. Snapshots above `log_end`, and unreadable ones met on the way, are
-/// removed; readable ones between `at_or_below` and `log_end` are left.
-pub(crate) fn load_newest(
-    dir: &Path,
-    log_end: i64,
-    at_or_below: i64,
-) -> Option<(i64, ProducerStates)> {
+/// The newest readable snapshot at or below `offset`, removing nothing: its offset and the
+/// state it holds.
+pub(crate) fn read_at_or_below(dir: &Path, offset: i64) -> Option<(i64, ProducerStates)> {
+    let all = list(dir).ok()?;
+    all.iter().rev().filter(|o| **o <= offset).find_map(|&o| {
+        let bytes = std::fs::read(snapshot_path(dir, o)).ok()?;
+        let entries = decode_snapshot(&bytes).ok()?;
+        Some((o, ProducerStates::from_snapshot(&entries)))
+    })
+}
+
+/// The newest readable snapshot at or below `log_end`: its offset and the state it holds.
+/// Snapshots above `log_end`, and unreadable ones met on the way, are removed.
+pub(crate) fn load_newest(dir: &Path, log_end: i64) -> Option<(i64, ProducerStates)> {
     let all = match list(dir) {
         Ok(all) => all,
         Err(e) => {
@@ -171,9 +178,6 @@ pub(crate) fn load_newest(
     for &offset in all.iter().rev() {
         if offset > log_end {
             remove(dir, offset);
-            continue;
-        }
-        if offset > at_or_below {
             continue;
         }
         let path = snapshot_path(dir, offset);

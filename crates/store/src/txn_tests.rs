@@ -581,6 +581,19 @@ fn data(value: &str) -> Bytes {
     )
 }
 
+/// The offsets of the producer snapshots in the partition directory `dir`, ascending.
+fn snapshot_offsets(dir: &Path) -> Vec<i64> {
+    let mut v: Vec<i64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".snapshot").map(|o| o.parse().unwrap())
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 /// Remove every producer snapshot of the partition directory `dir`.
 fn remove_snapshots(dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -767,35 +780,31 @@ fn an_unclean_open_replays_from_the_snapshot_at_its_recovery_point() {
     );
 }
 
-/// The prune keeps the newest durable snapshot at or below the recovery point besides the
-/// newest ones, and removes the rest.
+/// The prune keeps the newest durable snapshot at or below the recorded recovery point (the
+/// checkpoint's, which lags the log's own) besides the newest ones, and removes the rest.
 #[test]
 fn the_prune_keeps_the_snapshot_at_the_recovery_point() {
     let d = tempfile::tempdir().unwrap();
     let m = mgr(d.path());
     let log = open(&m, cfg());
-    let snapshots = |log: &Log| {
-        let mut v: Vec<i64> = std::fs::read_dir(dir_of(log))
-            .unwrap()
-            .filter_map(|e| {
-                let name = e.unwrap().file_name().into_string().unwrap();
-                name.strip_suffix(".snapshot").map(|o| o.parse().unwrap())
-            })
-            .collect();
-        v.sort_unstable();
-        v
-    };
+    let snapshots = |log: &Log| snapshot_offsets(&dir_of(log));
     for v in ["a", "b", "c", "d"] {
         log.append(data(v), AppendOrigin::Client, NOW).unwrap();
         log.roll(NOW).unwrap(); // snapshots at 1, 2, 3, 4
         log.flush().unwrap();
+        if v == "b" {
+            m.checkpoint().unwrap(); // the recorded recovery point: 2
+        }
     }
     log.prune_snapshots();
     assert_eq!(
         snapshots(&log),
-        vec![3, 4],
-        "the recovery point is the log end"
+        vec![2, 3, 4],
+        "the newest two, and the one at the recorded recovery point"
     );
+    m.checkpoint().unwrap(); // 4
+    log.prune_snapshots();
+    assert_eq!(snapshots(&log), vec![3, 4]);
     for v in ["e", "f"] {
         log.append(data(v), AppendOrigin::Client, NOW).unwrap();
         log.roll(NOW).unwrap(); // snapshots at 5, 6, not yet durable
@@ -803,8 +812,177 @@ fn the_prune_keeps_the_snapshot_at_the_recovery_point() {
     log.prune_snapshots();
     assert_eq!(snapshots(&log), vec![3, 4, 5, 6]);
     log.flush().unwrap();
+    m.checkpoint().unwrap();
     log.prune_snapshots();
     assert_eq!(snapshots(&log), vec![5, 6]);
+}
+
+/// The recorded recovery point lags the log's own (a flush moved it, the checkpoint did not
+/// yet): the prune keeps the snapshot at the recorded one, so a crash's open still rebuilds
+/// the aborting segment's index by an exact replay (adversary finding on 4946b08).
+#[test]
+fn a_flush_after_the_checkpoint_keeps_the_snapshot_the_next_open_needs() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(data("p"), AppendOrigin::Client, NOW).unwrap(); // 0
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        m.checkpoint().unwrap(); // recorded: 1
+        log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+            .unwrap(); // 1
+        log.roll(NOW).unwrap();
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 2
+        log.roll(NOW).unwrap();
+        log.append(data("y"), AppendOrigin::Client, NOW).unwrap(); // 3
+        log.flush().unwrap(); // the log's recovery point: 4; recorded: still 1
+        log.prune_snapshots();
+        dir_of(&log)
+    };
+    assert_eq!(snapshot_offsets(&dir), vec![1, 2, 3]);
+    let m = mgr(d.path());
+    let _log = open(&m, cfg());
+    assert_eq!(
+        txn_index(&dir, 2),
+        Some(vec![TxnIndexEntry {
+            producer_id: 1,
+            first_offset: 1,
+            last_offset: 2,
+            last_stable_offset: 3,
+        }])
+    );
+}
+
+/// An unclean open takes its producer state from the newest snapshot, not from the older one
+/// it replays the recovered segments' indexes from: the cleaner may have removed, between the
+/// two, a producer's batch that only the newer one remembers, and a retry of that batch must
+/// still be a duplicate (adversary finding on 4946b08).
+#[test]
+fn a_retry_of_a_batch_the_cleaner_removed_is_a_duplicate_after_a_crash() {
+    let d = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        segment_bytes: 1100,
+        cleanup: Cleanup {
+            compact: true,
+            delete: false,
+            ..Cleanup::default()
+        },
+        ..cfg()
+    };
+    let big = "v".repeat(1000);
+    {
+        let m = mgr(d.path());
+        let log = open(&m, c.clone());
+        log.append(plain(9, 0, "big", &big), AppendOrigin::Client, NOW)
+            .unwrap(); // 0
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        m.checkpoint().unwrap(); // recorded: 1
+        log.append(plain(7, 0, "k", "b1"), AppendOrigin::Client, NOW)
+            .unwrap(); // 1: B1
+        log.append(plain(8, 0, "k", "q"), AppendOrigin::Client, NOW)
+            .unwrap(); // 2: the same key
+        log.roll(NOW).unwrap(); // the snapshot at 3 holds B1
+        log.append(plain(7, 1, "j", "b2"), AppendOrigin::Client, NOW)
+            .unwrap(); // 3: B2
+        m.clean_log(&tp()).unwrap().unwrap(); // removes B1
+    } // a crash
+    let m = mgr(d.path());
+    let log = open(&m, c);
+    let r = log.append(plain(7, 0, "k", "b1"), AppendOrigin::Client, NOW);
+    assert!(
+        matches!(&r, Ok(o) if o.duplicate && o.base_offset == 1),
+        "{r:?}"
+    );
+}
+
+/// A replay from an older snapshot for the recovered segments' indexes that meets an
+/// unreadable batch below the recovery point (not validated) computes nothing: the open
+/// keeps what it had rather than an index from a replay that lost track (adversary finding
+/// on 4946b08).
+#[test]
+fn damage_below_the_recovery_point_keeps_a_recovered_segments_abort_entry() {
+    let d = tempfile::tempdir().unwrap();
+    let entry = TxnIndexEntry {
+        producer_id: 1,
+        first_offset: 2,
+        last_offset: 3,
+        last_stable_offset: 4,
+    };
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(data("p"), AppendOrigin::Client, NOW).unwrap(); // 0
+        log.roll(NOW).unwrap(); // snapshot 1
+        log.append(data("x"), AppendOrigin::Client, NOW).unwrap(); // 1
+        log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+            .unwrap(); // 2
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        m.checkpoint().unwrap(); // recorded: 3
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 3
+        log.roll(NOW).unwrap();
+        log.append(data("y"), AppendOrigin::Client, NOW).unwrap(); // 4
+        assert_eq!(txn_index(&dir_of(&log), 3), Some(vec![entry]));
+        dir_of(&log)
+    };
+    // The snapshot at 3 was lost; the header of the batch at 1 rotted.
+    let snap3 = dir.join(sluice_format::segment_file_name(
+        3,
+        SegmentFileKind::Snapshot,
+    ));
+    std::fs::remove_file(snap3).unwrap();
+    let seg1 = dir.join(sluice_format::segment_file_name(1, SegmentFileKind::Log));
+    let mut b = std::fs::read(&seg1).unwrap();
+    b[16] = 0x7f;
+    std::fs::write(&seg1, &b).unwrap();
+    let m = mgr(d.path());
+    let _log = open(&m, cfg());
+    assert_eq!(txn_index(&dir, 3), Some(vec![entry]));
+}
+
+/// Torn snapshots a crash left above the one an open loads are removed by the open, so the
+/// prune that follows never keeps them in place of a readable one (adversary finding on
+/// 4946b08).
+#[test]
+fn torn_snapshots_never_displace_a_readable_one() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(data("p"), AppendOrigin::Client, NOW).unwrap();
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        m.checkpoint().unwrap(); // recorded: 1
+        for v in ["a", "b"] {
+            log.append(data(v), AppendOrigin::Client, NOW).unwrap();
+            log.roll(NOW).unwrap();
+        }
+        log.append(data("c"), AppendOrigin::Client, NOW).unwrap();
+        dir_of(&log)
+    }; // a host crash: the snapshots at 2 and 3 were never fsynced
+    for o in [2, 3] {
+        let path = dir.join(sluice_format::segment_file_name(
+            o,
+            SegmentFileKind::Snapshot,
+        ));
+        std::fs::write(path, b"").unwrap();
+    }
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    log.prune_snapshots();
+    let readable = snapshot_offsets(&dir)
+        .into_iter()
+        .filter(|&o| {
+            let path = dir.join(sluice_format::segment_file_name(
+                o,
+                SegmentFileKind::Snapshot,
+            ));
+            sluice_format::snapshot::decode_snapshot(&std::fs::read(path).unwrap()).is_ok()
+        })
+        .count();
+    assert!(readable > 0, "{:?}", snapshot_offsets(&dir));
 }
 
 /// A transaction opened below the log start (DeleteRecords hid its first batch) is still

@@ -360,17 +360,13 @@ impl Log {
                     .map(|s| s.base_offset)
             })
             .flatten();
+        // What the next open after a crash would be given until this one's is recorded.
+        let recorded_recovery_point = recovery_point;
         let recovery_point = if recovered_any { leo } else { recovery_point };
 
         epochs_dirty |= epochs.truncate_from_end(leo);
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
-        // Producer state: the newest readable snapshot at or below the log end, and a replay
-        // of the batch headers from `replay_start` on (from the log start without one).
-        // After a crash, the newest at or below the first recovered segment if one is left
-        // (the prune keeps one at or below the recovery point): the replay from it is exact
-        // over every recovered segment, which then gets its transaction index from the replay
-        // rather than from a walk back over older segments.
         if p.shared {
             // In a shared directory an owner writes its snapshots at segment bases (its rolls)
             // and at its log end (a seal, a hand-over, a rebuilt state); one anywhere else is
@@ -383,10 +379,9 @@ impl Log {
                     "producer snapshots neither at a segment base nor at the log end (a former owner's); removed");
             }
         }
-        let bound = snapshot_bound(&segments, leo);
-        let snapshot = recovered_from
-            .and_then(|b| crate::snapshots::load_newest(&p.dir, bound, b))
-            .or_else(|| crate::snapshots::load_newest(&p.dir, bound, i64::MAX));
+        // Producer state: the newest readable snapshot at or below the log end, and a replay
+        // of the batch headers from `replay_start` on (from the log start without one).
+        let snapshot = crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo));
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -490,6 +485,17 @@ impl Log {
         // snapshot's offset on (from the first segment, without a snapshot); a damaged one
         // below is rebuilt from the log alone.
         let exact_from = snap_offset;
+        // Recovered segments below the snapshot: their indexes from an exact replay of their
+        // own, from the newest snapshot at or below the first of them, if one is left (the
+        // prune keeps one at or below the recorded recovery point), as Kafka recovers each
+        // unflushed segment from the snapshot at or below its base.
+        let below_snapshot = recovered_from
+            .filter(|b| *b < exact_from)
+            .and_then(|b| crate::snapshots::read_at_or_below(&p.dir, b))
+            .map(|older| replay_for_indexes(&segments, older, exact_from, interval, p.now_ms))
+            .transpose()
+            .map_err(serr)?
+            .flatten();
         let mut rewrote_txn_index = false;
         for (i, seg) in segments.iter().enumerate() {
             let next = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
@@ -516,7 +522,12 @@ impl Log {
             // failed or not run), by walking back over the log.
             let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
             let exact = replayed && seg.base_offset >= exact_from;
-            let walked = if recovered && !exact && !scan_stopped.contains(&seg.base_offset) {
+            let walked = if let Some(v) = below_snapshot
+                .as_ref()
+                .filter(|_| recovered && !exact && !scan_stopped.contains(&seg.base_offset))
+            {
+                Some(v.get(&seg.base_offset).cloned().unwrap_or_default())
+            } else if recovered && !exact && !scan_stopped.contains(&seg.base_offset) {
                 // An unreadable batch in an older segment the walk reads (below the recovery
                 // point, not validated) does not fail the open: the file is kept, as when a
                 // scan stops early.
@@ -622,6 +633,7 @@ impl Log {
             epoch_file: Mutex::new(()),
             spare: Mutex::new(None),
             snapshots_unpruned: AtomicBool::new(true),
+            recorded_recovery_point: std::sync::atomic::AtomicI64::new(recorded_recovery_point),
             snapshots_unsynced: Mutex::new(unsynced_snapshots),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
@@ -747,6 +759,78 @@ fn batch_mark(segments: &[Arc<Segment>], offset: i64, interval: u64) -> io::Resu
         base: seg.base_offset,
         pos: size,
     })
+}
+
+/// The `.txnindex` entries of the segments below `upto` that an exact replay from `older`
+/// (a snapshot's offset and state) computes, by segment base offset; None if the replay
+/// cannot read a batch on its way (a sealed segment trusted below the recovery point is not
+/// validated): what it would compute past that batch is not exact.
+fn replay_for_indexes(
+    segments: &[Arc<Segment>],
+    older: (i64, ProducerStates),
+    upto: i64,
+    interval: u64,
+    now_ms: i64,
+) -> io::Result<Option<std::collections::HashMap<i64, Vec<TxnIndexEntry>>>> {
+    let (offset, mut producers) = older;
+    let mut txns = crate::txn::TxnState::default();
+    for (pid, first) in producers.open_txns() {
+        txns.start(pid, batch_mark(segments, first, interval)?);
+    }
+    let mut computed: std::collections::HashMap<i64, Vec<TxnIndexEntry>> = Default::default();
+    let start = segments
+        .iter()
+        .rposition(|s| s.base_offset <= offset)
+        .unwrap_or(0);
+    for s in segments[start..]
+        .iter()
+        .take_while(|s| s.base_offset < upto)
+    {
+        let mut scanner = BatchScanner::new(&s.log, 0, s.size(), false);
+        loop {
+            let (pos, h) = match scanner.next_batch() {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(_) => return Ok(None),
+            };
+            if h.base_offset < offset {
+                continue;
+            }
+            if !is_txn_marker(&h) {
+                if producers.replay(&h, now_ms) {
+                    let mark = SyncedMark {
+                        offset: h.base_offset,
+                        base: s.base_offset,
+                        pos,
+                    };
+                    txns.start(h.producer_id, mark);
+                }
+                continue;
+            }
+            let c = match crate::txn::read_marker(&s.log, pos, &h) {
+                Ok(Some(c)) => c,
+                Ok(None) => continue,
+                Err(_) => return Ok(None),
+            };
+            let Some(first) = producers.replay_marker(&h, c.coordinator_epoch, now_ms) else {
+                continue;
+            };
+            if c.control_type == CONTROL_ABORT {
+                let lso = txns.stable_after(h.producer_id, h.base_offset);
+                computed
+                    .entry(s.base_offset)
+                    .or_default()
+                    .push(TxnIndexEntry {
+                        producer_id: h.producer_id,
+                        first_offset: first,
+                        last_offset: h.base_offset,
+                        last_stable_offset: lso,
+                    });
+            }
+            txns.ongoing.remove(&first);
+        }
+    }
+    Ok(Some(computed))
 }
 
 /// Remove the files of the segment at `base` (its producer snapshot too, with `snapshot`).
