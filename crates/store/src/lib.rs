@@ -832,6 +832,17 @@ impl Log {
     }
     /// The recovery point was recorded where the next open after a crash reads it (the
     /// checkpoint file, or the owner record in etcd).
+    /// The recovery point last recorded (see [`Log::recovery_point_recorded`]).
+    pub(crate) fn recorded_recovery_point(&self) -> i64 {
+        self.recorded_recovery_point
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+    /// What is recorded for this log is `offset` now, even if lower (a re-open takes the
+    /// failed log's; a move to another log dir starts with none there).
+    pub(crate) fn reset_recorded_recovery_point(&self, offset: i64) {
+        self.recorded_recovery_point
+            .store(offset, std::sync::atomic::Ordering::Release);
+    }
     pub fn recovery_point_recorded(&self, offset: i64) {
         use std::sync::atomic::Ordering;
         if self

@@ -736,6 +736,8 @@ impl Inner {
             });
         match opened {
             Ok(new) => {
+                // Its open took the failed log's recovery point, which may not be recorded.
+                new.reset_recorded_recovery_point(log.recorded_recovery_point());
                 log.mark_deleted_locked();
                 Ok(Some(new))
             }

@@ -172,6 +172,8 @@ impl Log {
             let mut d = self.dir.write();
             (std::mem::replace(&mut *d, final_dir.to_path_buf()), s.leo)
         };
+        // The new log dir's checkpoint has no recovery point for it until its next write.
+        self.reset_recorded_recovery_point(i64::MIN);
         // The old directory's producer snapshots stay behind; the state as of now replaces them.
         self.write_producer_snapshot(&w, leo, None);
         if let Err(e) = self.make_snapshots_durable() {

@@ -71,7 +71,7 @@ fn batches(log: &Log) -> Vec<(i64, &'static str)> {
         for b in parse_batches(&bytes, None).unwrap() {
             let start = b.position;
             let raw = &bytes[start..start + b.header.total_len()];
-            let tag = ["a-0", "b-0", "c-0", "d-0", "e-0", "stale-0"]
+            let tag = ["stale-0", "a-0", "b-0", "c-0", "d-0", "e-0"]
                 .into_iter()
                 .find(|t| raw.windows(t.len()).any(|w| w == t.as_bytes()))
                 .unwrap_or("?");
@@ -404,8 +404,9 @@ fn a_former_owners_late_snapshot_is_not_trusted() {
 }
 
 /// A planned hand-over: the owner stops appending, seals its active segment and makes
-/// everything durable; the next owner opens at the recovery point it was handed, with only an
-/// empty segment after it.
+/// everything durable; the next owner opens at the recovery point it was handed, with nothing
+/// after it to recover, and appends to a segment file of its own (the handed-over empty one is
+/// replaced, as any empty last segment a former owner left).
 #[test]
 fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
     let dir = tempfile::tempdir().unwrap();
@@ -423,14 +424,10 @@ fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
 
     let b = broker(dir.path(), 2);
     let new = take_over(&b, 2, rp).unwrap();
-    assert_eq!(new.segment_count(), 2);
+    assert_eq!(new.segment_count(), 1, "the empty segment at 6 is removed");
     assert_eq!(new.log_end_offset(), 6);
     new.roll(NOW).unwrap();
-    assert_eq!(
-        new.segment_count(),
-        2,
-        "the active segment was empty already"
-    );
+    assert_eq!(new.segment_count(), 2, "a segment of its own at 6");
     new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     assert_eq!(batches(&new), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
 }
@@ -593,4 +590,101 @@ fn a_deleted_incarnations_directory_is_put_aside_for_the_new_one() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert!(!names.iter().any(|n| n.ends_with("-delete")), "{names:?}");
+}
+
+/// Batches adopted from a Kafka log dir carry Kafka's leader epochs, higher than the
+/// cluster's owner epochs: an empty stray a former owner created inside a newer owner's data
+/// is still the stray (adversary finding on cd6e13f).
+#[test]
+fn kafka_epochs_never_make_an_empty_stray_cut_acknowledged_records() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let k = broker(dir.path(), 9); // the Kafka era: leader epoch 57
+        let kl = open(&k, 57);
+        kl.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+        kl.flush().unwrap();
+        k.release_log(&tp()).unwrap();
+    }
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1); // adopted: owner epochs start at 1
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+    let b = broker(dir.path(), 2);
+    let new = open(&b, 2);
+    new.roll(NOW).unwrap(); // 6
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap(); // 6..8
+    old.append(batch("stale"), AppendOrigin::Client, NOW)
+        .unwrap(); // the former owner's stalled write
+    old.roll(NOW).unwrap(); // and stalled roll: an empty 9.log
+    old.flush().unwrap();
+    new.append(batch("d"), AppendOrigin::Client, NOW).unwrap(); // 9..11
+    new.append(batch("e"), AppendOrigin::Client, NOW).unwrap(); // 12..14
+    let rp = new.flush().unwrap();
+    b.release_log(&tp()).unwrap();
+    let c = broker(dir.path(), 3);
+    let log = take_over(&c, 3, rp).unwrap();
+    assert_eq!(
+        batches(&log),
+        vec![(0, "a-0"), (3, "b-0"), (6, "c-0"), (9, "d-0"), (12, "e-0")]
+    );
+}
+
+/// A former owner's stalled write that lands torn at the end of the segment a new owner
+/// sealed is damage past complete offsets: it is cut, and the new owner's later segments are
+/// kept (adversary finding on cd6e13f: every later segment was removed).
+#[test]
+fn a_torn_stale_tail_never_removes_the_new_owners_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+    let b = broker(dir.path(), 2);
+    let new = open(&b, 2);
+    new.roll(NOW).unwrap();
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap(); // 6..8
+    new.flush().unwrap(); // acknowledged
+    old.append(batch("stale"), AppendOrigin::Client, NOW)
+        .unwrap();
+    old.flush().unwrap();
+    let seg0 = dir.path().join("t-0").join("00000000000000000000.log");
+    let len = std::fs::metadata(&seg0).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg0)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    b.release_log(&tp()).unwrap();
+    let c = broker(dir.path(), 3);
+    let log = open(&c, 3); // no recovery point recorded past segment 0
+    assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+}
+
+/// A former owner's empty active segment that it still holds open with a stalled write: the
+/// new owner appends to a file of its own, so the write never lands over its batches
+/// (adversary finding on cd6e13f: the stale batch replaced the acknowledged one).
+#[test]
+fn a_stalled_write_never_lands_over_the_new_owners_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+    old.roll(NOW).unwrap(); // before its deadline: an empty 6.log
+    old.flush().unwrap();
+    let b = broker(dir.path(), 2);
+    let new = open(&b, 2);
+    new.roll(NOW).unwrap();
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap(); // 6..8
+    let rp = new.flush().unwrap(); // acknowledged
+                                   // The former owner's append, past its gate before the takeover, lands now.
+    old.append(batch("stale"), AppendOrigin::Client, NOW)
+        .unwrap();
+    old.flush().unwrap();
+    let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0")];
+    assert_eq!(batches(&new), expected, "what the new owner serves");
+    b.release_log(&tp()).unwrap();
+    let c = broker(dir.path(), 3);
+    let log = take_over(&c, 3, rp).unwrap();
+    assert_eq!(batches(&log), expected);
 }

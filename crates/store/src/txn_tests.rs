@@ -985,6 +985,48 @@ fn torn_snapshots_never_displace_a_readable_one() {
     assert!(readable > 0, "{:?}", snapshot_offsets(&dir));
 }
 
+/// A log re-opened after a failure keeps the recovery point last recorded, not the failed
+/// log's own, for the prune: a crash before the next checkpoint still finds the snapshot at
+/// the checkpoint's (adversary finding on cd6e13f).
+#[test]
+fn a_reopened_log_keeps_the_snapshot_at_the_checkpointed_recovery_point() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(data("p"), AppendOrigin::Client, NOW).unwrap(); // 0
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        m.checkpoint().unwrap(); // the file: 1
+        log.append(txn(1, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
+            .unwrap(); // 1
+        log.roll(NOW).unwrap();
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 2
+        log.roll(NOW).unwrap();
+        log.append(data("y"), AppendOrigin::Client, NOW).unwrap(); // 3
+        log.flush().unwrap(); // the log's own: 4; the file's: 1
+        let new = m.reopen_log(&tp(), cfg()).unwrap().unwrap();
+        new.flush().unwrap();
+        new.prune_snapshots();
+        dir_of(&new)
+    }; // a crash before the next checkpoint
+    let file = std::fs::read_to_string(d.path().join("recovery-point-offset-checkpoint")).unwrap();
+    assert!(file.contains("txn 0 1"), "{file}");
+    let kept = snapshot_offsets(&dir);
+    let m = mgr(d.path());
+    let _log = open(&m, cfg());
+    assert_eq!(
+        txn_index(&dir, 2),
+        Some(vec![TxnIndexEntry {
+            producer_id: 1,
+            first_offset: 1,
+            last_offset: 2,
+            last_stable_offset: 3,
+        }]),
+        "snapshots left before the crash: {kept:?}"
+    );
+}
+
 /// A transaction opened below the log start (DeleteRecords hid its first batch) is still
 /// open after a crash that lost every snapshot: the replay reads the batches below the log
 /// start too, and the LSO stays at the log start.

@@ -85,6 +85,21 @@ impl Log {
             }
         }
         bases.sort_unstable();
+        if p.shared {
+            // An empty last segment may be the active segment of a former owner that still
+            // holds it open, with a write that passed its write gate and stalled: appended to
+            // by this owner, that write would land over this owner's batches. It holds no
+            // data; it is removed, and this owner's first segment at that offset is a file of
+            // its own (on NFS the former owner's write then fails as stale).
+            if let Some(&last) = bases.last() {
+                let path = seg_path(&p.dir, last, SegmentFileKind::Log);
+                if std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
+                    tracing::info!(tp = ?p.tp, segment = last, "removing an empty last segment left by the previous owner");
+                    remove_segment_files(&p.dir, last, false)?;
+                    bases.pop();
+                }
+            }
+        }
 
         let mut epochs = EpochCache::load(&p.dir);
         let mut epochs_dirty = false;
@@ -125,7 +140,7 @@ impl Log {
                     })
                     .map_err(serr)?;
                 if let Some(pos) = r.overlapped.filter(|_| p.shared) {
-                    if is_stray(&seg, pos, file_size, &p.dir, next_base, &epochs).map_err(serr)? {
+                    if is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)? {
                         put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
                         continue;
                     }
@@ -142,7 +157,17 @@ impl Log {
                         "batches past the next segment's base offset (appended by a former owner after a takeover); cutting them"
                     );
                 }
-                if r.stopped.is_some() {
+                // Damage past the last offset before the next segment (a former owner's
+                // write after a takeover, torn: the new owner sealed this segment there) is
+                // cut like a batch reaching the next segment: the later segments continue
+                // the offsets and are kept.
+                let complete = r.stopped.is_some() && !is_last && r.next_offset == next_base;
+                if complete {
+                    tracing::warn!(tp = ?p.tp, segment = base, next_base,
+                        "damaged bytes past a segment whose offsets are complete; cutting them and keeping the later segments");
+                }
+                let stopped = r.stopped.is_some() && !complete;
+                if stopped {
                     // Everything after the damage goes, before the damaged segment is cut: a
                     // segment left behind would come back at the next open, past a log end
                     // that has moved on since. One that cannot be removed is renamed aside (a
@@ -166,7 +191,7 @@ impl Log {
                 }
                 cursor = r.cursor;
                 segments.push(Arc::new(seg));
-                if r.stopped.is_some() {
+                if stopped {
                     break;
                 }
             } else if is_last {
@@ -253,9 +278,7 @@ impl Log {
                     let (valid, crossing) =
                         verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
                     if let Some(pos) = crossing {
-                        if is_stray(&seg, pos, file_size, &p.dir, next_base, &epochs)
-                            .map_err(serr)?
-                        {
+                        if is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)? {
                             put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
                             continue;
                         }
@@ -869,19 +892,19 @@ fn remove_segment_files(dir: &Path, base: i64, snapshot: bool) -> Result<(), Sto
 /// Whether the segment at `next_base` is a stray a former owner created after a takeover
 /// (docs/cluster.md, fencing point 2): the batch at `cross_pos` of the segment before it
 /// reaches its base offset, so two owners wrote past that offset, and the batch was written
-/// under a newer leader epoch (ownership epoch) than the stray's first batch, or, when the
-/// stray holds none, than the epoch the leader-epoch checkpoint has in force at its base (a
-/// new owner's segment that it never wrote to has no batch and no epoch entry of its own:
-/// then the former owner's batches reaching its base are kept, as no record of the new owner
-/// is there to lose). A segment whose first batch is as new as the crossing batch or newer is
-/// the newer owner's, and the crossing batches are what is cut, as before.
+/// under a newer leader epoch (ownership epoch) than the stray's first batch, or the stray
+/// holds none (an empty segment, even a newer owner's that it never wrote to: the former
+/// owner's batches reaching its base are then kept, as no record of the newer owner is there
+/// to lose). A segment whose first batch is as new as the crossing batch or newer is the
+/// newer owner's, and the crossing batches are what is cut, as before. (Epochs are compared
+/// only between owners of the cluster: a crossing needs two of them; batches adopted from a
+/// Kafka log dir may carry higher leader epochs, but never cross.)
 fn is_stray(
     seg: &Segment,
     cross_pos: u64,
     end: u64,
     dir: &Path,
     next_base: i64,
-    epochs: &EpochCache,
 ) -> io::Result<bool> {
     let crossing = match BatchScanner::new(&seg.log, cross_pos, end, false).next_batch() {
         Ok(Some((_, h))) => h.partition_leader_epoch,
@@ -898,15 +921,8 @@ fn is_stray(
         Ok(None) | Err(ScanError::Corrupt { .. }) => None,
         Err(ScanError::Io(e)) => return Err(e),
     };
-    Ok(match first {
-        Some(epoch) => epoch < crossing,
-        None => epochs
-            .entries()
-            .iter()
-            .rev()
-            .find(|(_, start)| *start <= next_base)
-            .is_none_or(|(epoch, _)| *epoch <= crossing),
-    })
+    // An empty one holds no record of anyone's to lose.
+    Ok(first.is_none_or(|epoch| epoch < crossing))
 }
 
 /// Remove the stray segment after `bases[i]` ([`is_stray`]) with its producer snapshot, and
