@@ -862,10 +862,14 @@ class TransformChain:
                                    "enable.partition.eof": False, "session.timeout.ms": 10000}))
         try:
             c.subscribe([self.in_topic])
+            # SLUICE_FAULTS_CHAIN_DEBUG=eos,... : librdkafka debug contexts of the chain's
+            # producer, into the run's clients.stderr (to trace a chain that falls behind).
+            debug = os.environ.get("SLUICE_FAULTS_CHAIN_DEBUG")
             p = Producer({**QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
                           "transactional.id": self.tid, "transaction.timeout.ms": 30000,
                           "message.timeout.ms": 30000, "linger.ms": 5,
-                          "topic.metadata.refresh.interval.ms": 1000})
+                          "topic.metadata.refresh.interval.ms": 1000,
+                          **({"debug": debug, "log_level": 7} if debug else {})})
             p.init_transactions(60)
         except BaseException:
             self._close(c)
