@@ -670,7 +670,7 @@ mod tests {
             metadata: None,
         };
         // As the TxnOffsetCommit handler does: the guard taken before the coordinator's verdict.
-        let guard = log.start_txn_verification(producer_id, 0, now_ms());
+        let guard = log.start_txn_verification(producer_id, 0, None, now_ms());
         let (results, _) = groups
             .commit_txn_offsets("g", producer_id, 0, "", None, -1, &[commit], (&log, guard))
             .unwrap();

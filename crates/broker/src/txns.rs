@@ -429,7 +429,7 @@ impl Broker {
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
-        partitions: Vec<(sluice_txn::TxnPartition, Arc<Log>)>,
+        partitions: Vec<(sluice_txn::TxnPartition, Arc<Log>, Option<i32>)>,
         add: bool,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = (PartitionCheck, Guards)> + Send>> {
         let concurrent = kafka_protocol::ResponseError::ConcurrentTransactions.code();
@@ -440,7 +440,7 @@ impl Broker {
         let broker = self.clone();
         let id = transactional_id.to_string();
         let names: Vec<sluice_txn::TxnPartition> =
-            partitions.iter().map(|(tp, _)| tp.clone()).collect();
+            partitions.iter().map(|(tp, _, _)| tp.clone()).collect();
         Box::pin(async move {
             loop {
                 // Registered before asking, so a completion in between is not missed.
@@ -449,9 +449,13 @@ impl Broker {
                 completed.as_mut().enable();
                 let guards: Guards = partitions
                     .iter()
-                    .map(|(tp, log)| {
-                        let guard =
-                            log.start_txn_verification(producer_id, producer_epoch, now_ms());
+                    .map(|(tp, log, first_seq)| {
+                        let guard = log.start_txn_verification(
+                            producer_id,
+                            producer_epoch,
+                            *first_seq,
+                            now_ms(),
+                        );
                         (tp.clone(), log.clone(), guard)
                     })
                     .collect();

@@ -575,10 +575,13 @@ impl Log {
     /// here at `producer_epoch` (its batches need no verdict); else the guard its verdict
     /// must be appended with ([`Log::append_verified`]): the one under way, if a verification
     /// of the producer is (a concurrent request's), else a new one.
+    /// `first_seq`: the first sequence of the batch to be appended with the verdict (None for
+    /// the coordinator's own writes, TxnOffsetCommit).
     pub fn start_txn_verification(
         &self,
         producer_id: i64,
         producer_epoch: i16,
+        first_seq: Option<i32>,
         now_ms: i64,
     ) -> Option<VerificationGuard> {
         let mut w = self.writer.lock();
@@ -594,7 +597,12 @@ impl Log {
             .or_insert_with(|| producer::Verifying {
                 guard: VerificationGuard::new(),
                 started_ms: now_ms,
+                lowest_seq: None,
             });
+        v.lowest_seq = match (v.lowest_seq, first_seq) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         Some(v.guard)
     }
     /// Whole batches from the one containing `offset`, at most `max_bytes` unless

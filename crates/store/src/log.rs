@@ -643,7 +643,19 @@ impl Log {
                     && !current
                         .is_some_and(|e| e.txn_first.is_some() && e.epoch == h.producer_epoch);
                 if let Some(guard) = verify.filter(|_| opens) {
-                    let current_guard = w.verifying.get(&h.producer_id).map(|v| v.guard);
+                    let verifying = w.verifying.get(&h.producer_id);
+                    if let Some(lowest) = verifying
+                        .and_then(|v| v.lowest_seq)
+                        .filter(|l| h.base_sequence > *l)
+                    {
+                        return Err(AppendError::OutOfOrderSequence {
+                            tp: self.tp.clone(),
+                            producer_id: h.producer_id,
+                            expected: lowest,
+                            got: h.base_sequence,
+                        });
+                    }
+                    let current_guard = verifying.map(|v| v.guard);
                     if guard.is_none() || guard != current_guard {
                         return Err(AppendError::InvalidTxnState {
                             tp: self.tp.clone(),

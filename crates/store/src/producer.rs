@@ -53,6 +53,11 @@ pub(crate) struct Verifying {
     pub guard: crate::VerificationGuard,
     /// When it was created (ms): one whose verdict never came goes at the producer expiry.
     pub started_ms: i64,
+    /// The lowest first sequence of the produce requests whose verification joined it
+    /// (Kafka's `lowestSequence`): a batch with a higher one is refused as out of order until
+    /// the transaction is open, so that a later batch whose verdict came first is never
+    /// appended before an earlier one still waiting (or refused: then retried).
+    pub lowest_seq: Option<i32>,
 }
 
 impl Verifying {

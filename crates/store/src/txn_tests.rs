@@ -416,8 +416,8 @@ fn a_verdict_from_before_a_marker_cannot_open_a_transaction_after_it() {
         5,
     );
     // The leader starts a verification; a concurrent request of the producer joins it.
-    let g = log.start_txn_verification(5, 0, NOW).unwrap();
-    assert_eq!(log.start_txn_verification(5, 0, NOW), Some(g));
+    let g = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
+    assert_eq!(log.start_txn_verification(5, 0, Some(0), NOW), Some(g));
     // The verdict is in, but the producer's ABORT reaches the partition first.
     log.append_marker(5, 0, 0, ControlType::Abort, NOW).unwrap(); // 0
     let late = txn_at(5, 0, 0, "k", "late");
@@ -426,11 +426,11 @@ fn a_verdict_from_before_a_marker_cannot_open_a_transaction_after_it() {
     assert_eq!(log.last_stable_offset(), 1);
     // A verification started after the marker gets a new guard, whose verdict opens the
     // transaction; batches of the open transaction need none.
-    let g2 = log.start_txn_verification(5, 0, NOW).unwrap();
+    let g2 = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
     assert_ne!(g2, g);
     log.append_verified(txn_at(5, 0, 0, "k", "v"), c, Some(g2), NOW)
         .unwrap(); // 1
-    assert_eq!(log.start_txn_verification(5, 0, NOW), None);
+    assert_eq!(log.start_txn_verification(5, 0, Some(0), NOW), None);
     log.append_verified(txn_at(5, 0, 1, "k", "w"), c, None, NOW)
         .unwrap(); // 2
                    // A retry of an appended batch is a duplicate, whatever guard it comes with.
@@ -453,11 +453,45 @@ fn a_verdict_from_before_a_marker_cannot_open_a_transaction_after_it() {
         Bytes::from(b.record(NOW, Some(b"g"), Some(b"1")).build())
     };
     let coord = AppendOrigin::Coordinator;
-    let g6 = log.start_txn_verification(6, 0, NOW).unwrap();
+    let g6 = log.start_txn_verification(6, 0, None, NOW).unwrap();
     refused_as_invalid_txn_state(log.append_verified(offsets(), coord, Some(g), NOW), 6);
     log.append_verified(offsets(), coord, Some(g6), NOW)
         .unwrap(); // 4
     assert_eq!(log.last_stable_offset(), 4);
+}
+
+/// Two produce requests of a producer's new transaction wait for the coordinator's verdict
+/// together; the later one's verdict comes first. It is refused as out of order until the
+/// earlier batch is in (Kafka's `lowestSequence`), or its sequence would be taken and the
+/// earlier batch's retry refused forever (seen in a three-broker test under load: the
+/// earlier request's verification failed and was retried).
+#[test]
+fn a_later_batch_verified_first_waits_for_the_earlier_one() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let c = AppendOrigin::Client;
+    let g = log.start_txn_verification(5, 0, Some(0), NOW).unwrap(); // batch A: seq 0
+    assert_eq!(log.start_txn_verification(5, 0, Some(1), NOW), Some(g)); // batch B: seq 1
+    let r = log.append_verified(txn_at(5, 0, 1, "k", "b"), c, Some(g), NOW);
+    assert!(
+        matches!(
+            r,
+            Err(AppendError::OutOfOrderSequence {
+                expected: 0,
+                got: 1,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(log.log_end_offset(), 0);
+    log.append_verified(txn_at(5, 0, 0, "k", "a"), c, Some(g), NOW)
+        .unwrap(); // 0
+                   // B again: the transaction is open, no verdict needed, in order.
+    log.append_verified(txn_at(5, 0, 1, "k", "b"), c, None, NOW)
+        .unwrap(); // 1
+    assert_eq!(log.log_end_offset(), 2);
 }
 
 /// In cluster mode a completed transaction stays unstable until the published mark passes

@@ -59,7 +59,11 @@ pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) 
                 continue;
             }
             producer.get_or_insert((h.producer_id, h.producer_epoch));
-            partitions.push(((state.meta.name.clone(), p.index), log.clone()));
+            partitions.push((
+                (state.meta.name.clone(), p.index),
+                log.clone(),
+                Some(h.base_sequence),
+            ));
         }
     }
     let (pid, epoch) = producer?;

@@ -69,7 +69,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
         req.transactional_id.0.as_str(),
         req.producer_id.0,
         req.producer_epoch,
-        vec![((OFFSETS_TOPIC.to_string(), partition), log)],
+        vec![((OFFSETS_TOPIC.to_string(), partition), log, None)],
         version >= 5,
     );
     let broker = broker.clone();
