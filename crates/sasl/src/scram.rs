@@ -368,6 +368,11 @@ impl ScramServer {
         }
     }
 
+    /// Whether the next message expected is the client-first one.
+    pub fn awaiting_client_first(&self) -> bool {
+        matches!(self.state, State::First)
+    }
+
     /// Take the client-first message; `lookup` gives the credential of a user name (None: no
     /// such user). Returns the server-first message.
     pub fn client_first(
