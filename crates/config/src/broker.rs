@@ -558,6 +558,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             .typed("log.flush.offset.checkpoint.interval.ms", 60_000)?,
         max_connections: p.typed("max.connections", i32::MAX as u32)?,
         connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
+        failed_authentication_delay_ms: p
+            .typed("connection.failed.authentication.delay.ms", 100)?,
         delete_retry_initial_ms: p.typed("sluice.delete.retry.initial.ms", 500)?,
         delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
         log_cache_bytes: p.typed(
@@ -669,6 +671,9 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         }
         "max.connections" => Some(config.max_connections.to_string()),
         "connections.max.idle.ms" => Some(config.connections_max_idle_ms.to_string()),
+        "connection.failed.authentication.delay.ms" => {
+            Some(config.failed_authentication_delay_ms.to_string())
+        }
         "sluice.delete.retry.initial.ms" => Some(config.delete_retry_initial_ms.to_string()),
         "sluice.delete.retry.max.ms" => Some(config.delete_retry_max_ms.to_string()),
         "sluice.log.cache.bytes" => Some(config.log_cache_bytes.to_string()),

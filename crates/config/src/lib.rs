@@ -355,6 +355,9 @@ pub struct BrokerConfig {
     pub max_connections: u32,
     /// `connections.max.idle.ms`. Default 600000.
     pub connections_max_idle_ms: u64,
+    /// `connection.failed.authentication.delay.ms`: how long the answer to a failed SASL
+    /// authentication (and the close) is held back. Default 100.
+    pub failed_authentication_delay_ms: u64,
     /// `sluice.delete.retry.initial.ms`: first retry delay of a deferred deletion. Default 500.
     pub delete_retry_initial_ms: u64,
     /// `sluice.delete.retry.max.ms`: longest delay between retries. Default 30000.

@@ -283,7 +283,7 @@ fn parse_client_first(bytes: &[u8]) -> Result<ClientFirst, ScramFailure> {
         "" => String::new(),
         a => {
             let name = a.strip_prefix("a=").ok_or_else(bad)?;
-            check_field(name, |c| is_value_char(c), "client first", text)?;
+            check_field(name, is_value_char, "client first", text)?;
             username(name).ok_or_else(bad)?
         }
     };

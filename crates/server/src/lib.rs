@@ -58,6 +58,10 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Requests read ahead of their responses on one connection.
     pub max_in_flight: usize,
+    /// `connection.failed.authentication.delay.ms`: the answer to a failed SASL
+    /// authentication, or the close, waits this long (a client trying passwords, or one
+    /// misconfigured and reconnecting at once, is slowed down).
+    pub failed_auth_delay: Duration,
 }
 
 /// Reason a connection ended, for its single log line.
@@ -91,6 +95,36 @@ impl std::fmt::Debug for Bound {
             .field("listener", &self.listener)
             .field("tls", &self.tls.is_some())
             .finish()
+    }
+}
+
+/// At most one log line a second for failed authentications (a flood of failed logins must not
+/// flood the log); the next line says how many were left out.
+struct LogLimiter {
+    last: parking_lot::Mutex<Option<std::time::Instant>>,
+    left_out: std::sync::atomic::AtomicU64,
+}
+
+static AUTH_FAILURE_LOG: LogLimiter = LogLimiter {
+    last: parking_lot::Mutex::new(None),
+    left_out: std::sync::atomic::AtomicU64::new(0),
+};
+
+impl LogLimiter {
+    /// Some(suffix) if a line may be logged now (the suffix counts those left out).
+    fn admit(&self) -> Option<String> {
+        use std::sync::atomic::Ordering;
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock();
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            self.left_out.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(now);
+        Some(match self.left_out.swap(0, Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(" ({n} more failed authentication(s) since the last line)"),
+        })
     }
 }
 
@@ -214,7 +248,11 @@ async fn accept(
                         Close::Oversized(size) => tracing::warn!(%peer, %listener, size, max = limits.max_request_bytes, "connection closed: request size exceeds socket.request.max.bytes or is negative"),
                         Close::Wire(e) => tracing::warn!(%peer, %listener, "connection closed: {e}"),
                         Close::Io(e) => tracing::debug!(%peer, %listener, "connection closed: {e}"),
-                        Close::AuthFailed(reason) => tracing::info!(%peer, %listener, "connection closed: SASL authentication failed: {reason}"),
+                        Close::AuthFailed(reason) => {
+                            if let Some(more) = AUTH_FAILURE_LOG.admit() {
+                                tracing::info!(%peer, %listener, "connection closed: SASL authentication failed: {reason}{more}");
+                            }
+                        }
                         Close::Expired(reason) => tracing::info!(%peer, %listener, "connection closed: {reason}"),
                     }
                     drop(permit);
@@ -298,6 +336,8 @@ async fn connection(
     // Client quotas: a throttled answer mutes the connection (nothing more is read) until
     // this instant, as Kafka mutes a throttled client's channel (KIP-219).
     let mut muted_until: Option<tokio::time::Instant> = None;
+    // A failed authentication's answer was held back already (else the close is).
+    let mut failure_answered = false;
     loop {
         if stopped.is_some() && queue.is_empty() && gated.is_none() {
             break;
@@ -404,12 +444,17 @@ async fn connection(
                                     AuthStep::Fail { reply, reason } => {
                                         broker.metrics().failed_authentication(&conn.listener);
                                         if let Some(body) = reply {
+                                            let delay = limits.failed_auth_delay;
+                                            failure_answered = true;
                                             queue.push_back(Queued::Pending(InFlight {
                                                 api_key,
                                                 version,
                                                 correlation_id,
                                                 received,
-                                                reply: Box::pin(std::future::ready(Some(Response::Body(body)))),
+                                                reply: Box::pin(async move {
+                                                    tokio::time::sleep(delay).await;
+                                                    Some(Response::Body(body))
+                                                }),
                                             }));
                                         }
                                         stopped = Some(Close::AuthFailed(reason));
@@ -459,6 +504,9 @@ async fn connection(
         }
     }
     let close = stopped.unwrap_or(Close::Eof);
+    if matches!(close, Close::AuthFailed(_)) && !failure_answered {
+        tokio::time::sleep(limits.failed_auth_delay).await;
+    }
     match writer.shutdown().await {
         Err(e) if matches!(close, Close::Eof) => Close::Io(e),
         _ => close,

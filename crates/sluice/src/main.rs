@@ -207,6 +207,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             max_connections: config.max_connections,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
             max_in_flight: 64,
+            failed_auth_delay: Duration::from_millis(config.failed_authentication_delay_ms),
         };
         let cache_bytes = config.log_cache_bytes;
         // Bound before the broker opens: in a cluster it registers while opening, and its
@@ -262,6 +263,10 @@ fn serve(args: ServeArgs) -> Result<()> {
                     .map_err(|e| anyhow::anyhow!(e))?,
             ),
             None => sluice_server::TcpPeers::new(config.node_id),
+        };
+        let peers = match &config.inter_broker_sasl {
+            Some((mechanism, login)) => peers.with_sasl(*mechanism, login),
+            None => peers,
         };
         let broker = sluice_broker::Broker::open(config)?;
         broker.set_peers(std::sync::Arc::new(peers));
