@@ -138,7 +138,7 @@ pub enum Step {
 
 enum MechServer {
     Plain,
-    Scram(ScramServer),
+    Scram(Box<ScramServer>),
 }
 
 enum State {
@@ -382,7 +382,7 @@ impl Authenticator {
         };
         let server = match scram_mechanism(m) {
             None => MechServer::Plain,
-            Some(s) => MechServer::Scram(ScramServer::new(s)),
+            Some(s) => MechServer::Scram(Box::new(ScramServer::new(s))),
         };
         self.state = State::Authenticate {
             mechanism: m,
