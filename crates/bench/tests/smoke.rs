@@ -44,6 +44,7 @@ fn start_broker(
             max_connections: 64,
             idle_timeout: Duration::from_secs(60),
             max_in_flight: 16,
+            failed_auth_delay: Duration::from_millis(100),
         };
         let broker = sluice_broker::Broker::open(config).unwrap();
         // Retention and the other periodic work, as `sluice serve` runs them.

@@ -1513,6 +1513,7 @@ fn cluster_loop(weak: Weak<Broker>) {
             match store.refresh() {
                 Ok(view) => {
                     broker.quotas.reload_if_changed(store, view.revision);
+                    broker.scram.reload_if_changed(store, view.revision);
                     cluster.reconcile(broker);
                     cluster.control(broker, store, &view);
                 }

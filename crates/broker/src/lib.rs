@@ -11,6 +11,8 @@
 //! - `sessions`: incremental fetch sessions (KIP-227).
 //! - `groups`: the group coordinator driver (`__consumer_offsets`, timers, parked replies).
 //! - `quotas`: client quotas (rates per user and client id, throttle times).
+//! - `sasl`: SASL authentication of a connection (Kafka's `SaslServerAuthenticator`) and the
+//!   SCRAM credentials it checks.
 //! - `errors`: the only place store/meta errors become Kafka error codes.
 //! - `apis/*`: one file per Kafka API.
 //!
@@ -36,6 +38,7 @@ mod peers;
 mod quotas;
 mod recompress;
 mod registry;
+mod sasl;
 mod sessions;
 #[cfg(test)]
 mod testutil;
@@ -60,6 +63,7 @@ use sluice_wire::Request;
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
 pub use peers::{PeerClient, PeerReply, Probe, PEER_REQUEST_TIMEOUT};
+pub use sasl::{Authenticator, Step as AuthStep, USER_PRINCIPAL};
 pub use txns::TXN_TOPIC;
 pub use writeback::WritebackTotals;
 
@@ -113,6 +117,8 @@ pub struct Connection {
     pub peer: IpAddr,
     /// The listener's name (`PLAINTEXT`, `INTERNAL`, ...).
     pub listener: Arc<str>,
+    /// The principal SASL authenticated (`User:alice`); None: Kafka's `User:ANONYMOUS`.
+    pub principal: Option<Arc<str>>,
 }
 
 pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
@@ -187,6 +193,10 @@ pub struct Broker {
     txns: txns::Txns,
     /// Client quotas and the rates measured against them.
     quotas: quotas::Quotas,
+    /// SCRAM credentials (SASL/SCRAM logins check them).
+    scram: sasl::ScramStore,
+    /// The SASL settings of each SASL listener, by name.
+    sasl_listeners: HashMap<String, Arc<sluice_config::SaslConfig>>,
     /// What the request path counts (`metrics.rs` exports it with the state gauges).
     metrics: Arc<sluice_metrics::Metrics>,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
@@ -364,6 +374,12 @@ impl Broker {
             groups,
             txns: txns::Txns::new(&config),
             quotas: quotas::Quotas::new(&config.quotas),
+            scram: sasl::ScramStore::default(),
+            sasl_listeners: config
+                .listener_sasl
+                .iter()
+                .map(|(name, c)| (name.clone(), Arc::new(c.clone())))
+                .collect(),
             metrics,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             volume_missing_logged: parking_lot::Mutex::new(None),
@@ -380,6 +396,7 @@ impl Broker {
             broker.ensure_offsets_topic();
         }
         broker.quotas.load(&broker.meta)?;
+        broker.scram.load(&broker.meta)?;
         let _ = myself.set(Arc::downgrade(&broker));
         let _ = broker.this.set(Arc::downgrade(&broker));
         // In a cluster every write to a partition's files (appends of every origin, rolls,
@@ -647,7 +664,18 @@ impl Broker {
                 self.off_runtime(move |b| apis::client_quotas::alter(b, r, version))
             }
             RequestKind::DescribeUserScramCredentials(r) => {
-                ready(apis::scram_credentials::describe(r))
+                ready(apis::scram_credentials::describe(self, r))
+            }
+            RequestKind::AlterUserScramCredentials(r) => {
+                self.off_runtime(move |b| apis::scram_credentials::alter(b, r))
+            }
+            // A SASL request reaching here comes after authentication, or on a listener without
+            // SASL (the server's authenticator takes them before): Kafka's `KafkaApis` answer.
+            RequestKind::SaslHandshake(_) => {
+                ready(apis::scram_credentials::sasl_handshake_refused())
+            }
+            RequestKind::SaslAuthenticate(_) => {
+                ready(apis::scram_credentials::sasl_authenticate_refused())
             }
             RequestKind::DescribeAcls(r) => ready(apis::acls::describe(r, version)),
             RequestKind::CreateAcls(r) => ready(apis::acls::create(r, version)),

@@ -311,7 +311,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 def.name,
                 catalog::parse_value(name, def.ty, def.check, raw)?,
             );
-        } else if !catalog::is_ignored(name) && !crate::tls::is_tls_property(name) {
+        } else if !catalog::is_ignored(name)
+            && !crate::tls::is_tls_property(name)
+            && !crate::sasl::is_sasl_property(name)
+        {
             tracing::warn!(property = %name, "ignoring unknown configuration property {name}");
             unknown.push(name.clone());
         }
@@ -415,6 +418,23 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             listener_tls.insert(l.name.clone(), crate::tls::listener_tls(&props, &l.name)?);
         }
     }
+    let mut listener_sasl = BTreeMap::new();
+    for l in &bound {
+        if matches!(
+            listener_protocols.get(&l.name),
+            Some(SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+        ) {
+            listener_sasl.insert(l.name.clone(), crate::sasl::listener_sasl(&props, &l.name)?);
+        }
+    }
+    let inter_broker_sasl = match listener_sasl.get(&inter_broker_listener) {
+        None => None,
+        Some(sasl) => Some(crate::sasl::inter_broker(
+            &props,
+            &inter_broker_listener,
+            sasl,
+        )?),
+    };
 
     let listeners = bound
         .into_iter()
@@ -525,6 +545,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         listener_protocols,
         inter_broker_listener,
         listener_tls,
+        listener_sasl,
+        inter_broker_sasl,
         log_dirs,
         num_partitions: p.typed("num.partitions", 1)?,
         default_replication_factor: p.typed("default.replication.factor", 1)?,
@@ -536,6 +558,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
             .typed("log.flush.offset.checkpoint.interval.ms", 60_000)?,
         max_connections: p.typed("max.connections", i32::MAX as u32)?,
         connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
+        failed_authentication_delay_ms: p
+            .typed("connection.failed.authentication.delay.ms", 100)?,
         delete_retry_initial_ms: p.typed("sluice.delete.retry.initial.ms", 500)?,
         delete_retry_max_ms: p.typed("sluice.delete.retry.max.ms", 30_000)?,
         log_cache_bytes: p.typed(
@@ -647,6 +671,9 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         }
         "max.connections" => Some(config.max_connections.to_string()),
         "connections.max.idle.ms" => Some(config.connections_max_idle_ms.to_string()),
+        "connection.failed.authentication.delay.ms" => {
+            Some(config.failed_authentication_delay_ms.to_string())
+        }
         "sluice.delete.retry.initial.ms" => Some(config.delete_retry_initial_ms.to_string()),
         "sluice.delete.retry.max.ms" => Some(config.delete_retry_max_ms.to_string()),
         "sluice.log.cache.bytes" => Some(config.log_cache_bytes.to_string()),

@@ -13,12 +13,16 @@ mod catalog;
 mod dynamic;
 mod memory;
 mod properties;
+mod sasl;
 mod tls;
 mod topic;
 
 pub use broker::parse_listeners;
 pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
 pub use memory::{available_memory, log_cache_default, LOG_CACHE_FLOOR_BYTES};
+pub use sasl::{
+    parse_jaas, JaasEntry, SaslConfig, SaslLogin, SaslMechanism, SASL_MAX_RECEIVE_DEFAULT,
+};
 pub use tls::{ClientAuth, KeyStore, Pem, TlsConfig, TrustStore};
 
 #[derive(Debug, thiserror::Error)]
@@ -328,6 +332,12 @@ pub struct BrokerConfig {
     pub inter_broker_listener: String,
     /// The TLS settings of each listener whose protocol is SSL or SASL_SSL, by listener name.
     pub listener_tls: BTreeMap<String, TlsConfig>,
+    /// The SASL settings of each listener whose protocol is SASL_PLAINTEXT or SASL_SSL, by
+    /// listener name.
+    pub listener_sasl: BTreeMap<String, SaslConfig>,
+    /// `sasl.mechanism.inter.broker.protocol`, when the inter-broker listener is a SASL one
+    /// (checked to be enabled there, with the JAAS `username` and `password` to log in with).
+    pub inter_broker_sasl: Option<(SaslMechanism, SaslLogin)>,
     /// `log.dirs` (or `log.dir`). Default `./sluice-data`.
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,
@@ -345,6 +355,9 @@ pub struct BrokerConfig {
     pub max_connections: u32,
     /// `connections.max.idle.ms`. Default 600000.
     pub connections_max_idle_ms: u64,
+    /// `connection.failed.authentication.delay.ms`: how long the answer to a failed SASL
+    /// authentication (and the close) is held back. Default 100.
+    pub failed_authentication_delay_ms: u64,
     /// `sluice.delete.retry.initial.ms`: first retry delay of a deferred deletion. Default 500.
     pub delete_retry_initial_ms: u64,
     /// `sluice.delete.retry.max.ms`: longest delay between retries. Default 30000.

@@ -391,9 +391,18 @@ fn listeners_and_advertised_listeners() {
             "listener.security.protocol.map",
             "PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL,ALL:SSL",
         ),
+        ("sasl.enabled.mechanisms", "SCRAM-SHA-256"),
         INLINE_CHAIN,
         INLINE_KEY,
     ]);
+    // The SASL_SSL listener has TLS and SASL settings; the others SASL none.
+    assert!(c.listener_tls.contains_key("EXTERNAL"));
+    assert_eq!(
+        c.listener_sasl["EXTERNAL"].mechanisms,
+        vec![sluice_config::SaslMechanism::ScramSha256]
+    );
+    assert_eq!(c.listener_sasl.len(), 1);
+    assert!(c.inter_broker_sasl.is_none());
     assert_eq!(
         c.listeners,
         vec![

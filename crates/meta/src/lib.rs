@@ -4,8 +4,8 @@
 //! Owns: the metadata store, behind one API ([`Meta`]): [`EmbeddedStore`], a small file inside
 //! the first log directory that needs no other process (a single broker), or [`EtcdStore`],
 //! the same records plus membership and partition ownership in etcd (the shared-storage
-//! cluster, `cluster.rs`; its client is `etcd.rs`). Client quotas are kept beside the topics
-//! (`quotas.rs`).
+//! cluster, `cluster.rs`; its client is `etcd.rs`). Client quotas (`quotas.rs`) and SCRAM
+//! credentials (`scram.rs`) are kept beside the topics.
 //! Does not own: partition data (the log store) or Kafka error codes (the broker).
 //!
 //! Architecture invariant: a broker serves a partition only under an ownership epoch it got
@@ -17,12 +17,14 @@ pub mod broker_configs;
 pub mod cluster;
 pub mod etcd;
 pub mod quotas;
+pub mod scram;
 
 pub use cluster::{
     BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, Endpoint, EtcdStore, Owner, OwnerRecord,
     Renewal,
 };
 pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};
+pub use scram::{ScramAlteration, ScramCredentials, StoredScram};
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -30,7 +30,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use sluice_broker::{Answer, Broker, Connection, FileSlice, Gate, Response, Verdicts};
+use sluice_broker::{
+    Answer, AuthStep, Authenticator, Broker, Connection, FileSlice, Gate, Response, Verdicts,
+};
 use sluice_wire::{
     decode_request, encode_fetch_response, encode_response, FramePart, Request, WireError,
 };
@@ -56,6 +58,10 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Requests read ahead of their responses on one connection.
     pub max_in_flight: usize,
+    /// `connection.failed.authentication.delay.ms`: the answer to a failed SASL
+    /// authentication, or the close, waits this long (a client trying passwords, or one
+    /// misconfigured and reconnecting at once, is slowed down).
+    pub failed_auth_delay: Duration,
 }
 
 /// Reason a connection ended, for its single log line.
@@ -67,6 +73,11 @@ enum Close {
     Oversized(i32),
     Wire(WireError),
     Io(io::Error),
+    /// SASL authentication failed, or the client broke its order (counted as a failed
+    /// authentication).
+    AuthFailed(String),
+    /// The SASL session ended without a re-authentication (`connections.max.reauth.ms`).
+    Expired(String),
 }
 
 /// One bound listener: its name (`listeners`, `listener.security.protocol.map`), its socket,
@@ -84,6 +95,36 @@ impl std::fmt::Debug for Bound {
             .field("listener", &self.listener)
             .field("tls", &self.tls.is_some())
             .finish()
+    }
+}
+
+/// At most one log line a second for failed authentications (a flood of failed logins must not
+/// flood the log); the next line says how many were left out.
+struct LogLimiter {
+    last: parking_lot::Mutex<Option<std::time::Instant>>,
+    left_out: std::sync::atomic::AtomicU64,
+}
+
+static AUTH_FAILURE_LOG: LogLimiter = LogLimiter {
+    last: parking_lot::Mutex::new(None),
+    left_out: std::sync::atomic::AtomicU64::new(0),
+};
+
+impl LogLimiter {
+    /// Some(suffix) if a line may be logged now (the suffix counts those left out).
+    fn admit(&self) -> Option<String> {
+        use std::sync::atomic::Ordering;
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock();
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            self.left_out.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(now);
+        Some(match self.left_out.swap(0, Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(" ({n} more failed authentication(s) since the last line)"),
+        })
     }
 }
 
@@ -166,7 +207,7 @@ async fn accept(
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
-                let conn = Connection { peer: peer.ip(), listener: name.clone() };
+                let conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None };
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let (reader, writer) = match acceptor {
@@ -197,7 +238,8 @@ async fn accept(
                     };
                     let metrics = broker.metrics().clone();
                     metrics.connection_opened(&conn.listener);
-                    let close = connection(broker, reader, writer, &conn, &limits, shutdown).await;
+                    let auth = broker.authenticator(&conn.listener);
+                    let close = connection(broker, reader, writer, conn.clone(), auth, &limits, shutdown).await;
                     metrics.connection_closed(&conn.listener);
                     let listener = &conn.listener;
                     match close {
@@ -206,6 +248,12 @@ async fn accept(
                         Close::Oversized(size) => tracing::warn!(%peer, %listener, size, max = limits.max_request_bytes, "connection closed: request size exceeds socket.request.max.bytes or is negative"),
                         Close::Wire(e) => tracing::warn!(%peer, %listener, "connection closed: {e}"),
                         Close::Io(e) => tracing::debug!(%peer, %listener, "connection closed: {e}"),
+                        Close::AuthFailed(reason) => {
+                            if let Some(more) = AUTH_FAILURE_LOG.admit() {
+                                tracing::info!(%peer, %listener, "connection closed: SASL authentication failed: {reason}{more}");
+                            }
+                        }
+                        Close::Expired(reason) => tracing::info!(%peer, %listener, "connection closed: {reason}"),
                     }
                     drop(permit);
                     drop(done);
@@ -265,10 +313,12 @@ async fn connection(
     broker: Arc<Broker>,
     mut reader: Reader,
     mut writer: Writer,
-    conn: &Connection,
+    mut conn: Connection,
+    mut auth: Option<Authenticator>,
     limits: &Limits,
     mut shutdown: watch::Receiver<bool>,
 ) -> Close {
+    let conn = &mut conn;
     let max_in_flight = limits.max_in_flight.max(1);
     let mut queue: VecDeque<Queued> = VecDeque::with_capacity(max_in_flight);
     // Bytes read from the socket but not yet framed: one read can bring several pipelined
@@ -286,6 +336,8 @@ async fn connection(
     // Client quotas: a throttled answer mutes the connection (nothing more is read) until
     // this instant, as Kafka mutes a throttled client's channel (KIP-219).
     let mut muted_until: Option<tokio::time::Instant> = None;
+    // A failed authentication's answer was held back already (else the close is).
+    let mut failure_answered = false;
     loop {
         if stopped.is_some() && queue.is_empty() && gated.is_none() {
             break;
@@ -314,7 +366,7 @@ async fn connection(
                 if let Some((_, request, received)) = gated.take() {
                     let (api_key, version, correlation_id) =
                         (request.api_key, request.version(), request.correlation_id());
-                    let reply = broker.handle_prepared(request, conn, verdicts);
+                    let reply = broker.handle_prepared(request, &*conn, verdicts);
                     queue.push_back(Queued::Pending(InFlight {
                         api_key,
                         version,
@@ -326,27 +378,105 @@ async fn connection(
             }
             _ = shutdown.changed(), if stopped.is_none() => stopped = Some(Close::Shutdown),
             () = &mut idle, if stopped.is_none() && queue.is_empty() => stopped = Some(Close::Idle),
-            read = read_frame(&mut reader, &mut inbuf, limits.max_request_bytes),
+            read = read_frame(&mut reader, &mut inbuf, frame_limit(limits, auth.as_ref())),
                 if stopped.is_none() && gated.is_none() && muted_until.is_none()
                     && queue.len() < max_in_flight => {
                 let frame = match read {
                     Ok(frame) => frame,
+                    Err(Close::Oversized(size)) if auth.as_ref().is_some_and(|a| !a.authenticated()) => {
+                        broker.metrics().failed_authentication(&conn.listener);
+                        stopped = Some(Close::AuthFailed(format!(
+                            "Failing SASL authentication due to invalid receive size ({size} bytes; sasl.server.max.receive.size is {})",
+                            frame_limit(limits, auth.as_ref())
+                        )));
+                        continue;
+                    }
                     Err(close) => {
                         stopped = Some(close);
                         continue;
                     }
                 };
+                if let Some(a) = auth.as_mut().filter(|a| a.wants_raw_token()) {
+                    // After a SaslHandshake v0 the tokens come and go as bare size-prefixed
+                    // frames.
+                    match a.on_raw_token(&broker, &frame) {
+                        Ok(token) => {
+                            let mut out = BytesMut::with_capacity(FRAME_PREFIX + token.len());
+                            out.extend_from_slice(&(token.len() as u32).to_be_bytes());
+                            out.extend_from_slice(&token);
+                            queue.push_back(Queued::Raw(out));
+                            if a.authenticated() {
+                                conn.principal = a.principal();
+                            }
+                        }
+                        Err(reason) => {
+                            broker.metrics().failed_authentication(&conn.listener);
+                            stopped = Some(Close::AuthFailed(reason));
+                        }
+                    }
+                    continue;
+                }
                 match decode_request(frame) {
                     Ok(request) => {
                         let received = std::time::Instant::now();
                         broker.metrics().request(request.api_key as i16, request.version());
+                        let (api_key, version, correlation_id) =
+                            (request.api_key, request.version(), request.correlation_id());
+                        let request = match auth.as_mut() {
+                            None => request,
+                            Some(a) => {
+                                let was_authenticated = a.authenticated();
+                                match a.on_request(&broker, request) {
+                                    AuthStep::Serve(request) => *request,
+                                    AuthStep::Reply(body) => {
+                                        if a.authenticated() {
+                                            conn.principal = a.principal();
+                                        }
+                                        queue.push_back(Queued::Pending(InFlight {
+                                            api_key,
+                                            version,
+                                            correlation_id,
+                                            received,
+                                            reply: Box::pin(std::future::ready(Some(Response::Body(body)))),
+                                        }));
+                                        continue;
+                                    }
+                                    AuthStep::Fail { reply, reason } => {
+                                        broker.metrics().failed_authentication(&conn.listener);
+                                        if let Some(body) = reply {
+                                            let delay = limits.failed_auth_delay;
+                                            failure_answered = true;
+                                            queue.push_back(Queued::Pending(InFlight {
+                                                api_key,
+                                                version,
+                                                correlation_id,
+                                                received,
+                                                reply: Box::pin(async move {
+                                                    tokio::time::sleep(delay).await;
+                                                    Some(Response::Body(body))
+                                                }),
+                                            }));
+                                        }
+                                        stopped = Some(Close::AuthFailed(reason));
+                                        continue;
+                                    }
+                                    AuthStep::Close(reason) if was_authenticated => {
+                                        stopped = Some(Close::Expired(reason));
+                                        continue;
+                                    }
+                                    AuthStep::Close(reason) => {
+                                        broker.metrics().failed_authentication(&conn.listener);
+                                        stopped = Some(Close::AuthFailed(reason));
+                                        continue;
+                                    }
+                                }
+                            }
+                        };
                         match broker.prepare(&request) {
                             // Nothing more is read until the gate opens: appends stay in order.
                             Some(gate) => gated = Some((gate, request, received)),
                             None => {
-                                let (api_key, version, correlation_id) =
-                                    (request.api_key, request.version(), request.correlation_id());
-                                let reply = broker.handle(request, conn);
+                                let reply = broker.handle(request, &*conn);
                                 queue.push_back(Queued::Pending(InFlight {
                                     api_key,
                                     version,
@@ -363,15 +493,32 @@ async fn connection(
                             Err(e) => stopped = Some(Close::Wire(e)),
                         }
                     }
-                    Err(e) => stopped = Some(Close::Wire(e)),
+                    Err(e) => {
+                        if auth.as_ref().is_some_and(|a| !a.authenticated()) {
+                            broker.metrics().failed_authentication(&conn.listener);
+                        }
+                        stopped = Some(Close::Wire(e));
+                    }
                 }
             }
         }
     }
     let close = stopped.unwrap_or(Close::Eof);
+    if matches!(close, Close::AuthFailed(_)) && !failure_answered {
+        tokio::time::sleep(limits.failed_auth_delay).await;
+    }
     match writer.shutdown().await {
         Err(e) if matches!(close, Close::Eof) => Close::Io(e),
         _ => close,
+    }
+}
+
+/// The largest frame read now: `socket.request.max.bytes`, and before a SASL connection is
+/// authenticated `sasl.server.max.receive.size` (Kafka's bound on unauthenticated input).
+fn frame_limit(limits: &Limits, auth: Option<&Authenticator>) -> u32 {
+    match auth {
+        Some(a) if !a.authenticated() => limits.max_request_bytes.min(a.max_receive_bytes()),
+        _ => limits.max_request_bytes,
     }
 }
 

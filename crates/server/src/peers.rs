@@ -1,6 +1,10 @@
 //! The broker-to-broker client: one connection per peer, kept open between calls, one request
 //! at a time on it (the calls are few: transaction markers and partition registrations). Over
-//! TLS when the inter-broker listener is an SSL one ([`crate::tls::client_config`]).
+//! TLS when the inter-broker listener is an SSL one ([`crate::tls::client_config`]); logged in
+//! with SASL when it is a SASL one (`sasl.mechanism.inter.broker.protocol` and the listener's
+//! JAAS `username`/`password`), as Kafka's inter-broker clients do, before the first call and
+//! again on a new connection before the session the broker gave (`connections.max.reauth.ms`)
+//! runs out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -8,8 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 use sluice_broker::{PeerClient, PeerReply, Probe};
+use sluice_config::SaslMechanism;
+use sluice_sasl::{ScramClient, ScramMechanism};
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
@@ -21,17 +31,31 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerIo for T {}
 /// Largest response accepted from a peer.
 const MAX_PEER_RESPONSE_BYTES: usize = 64 << 20;
 
-/// One peer's connection, None until connected (and after a failure).
-type Slot = Arc<Mutex<Option<Box<dyn PeerIo>>>>;
+/// One peer's connection and when its SASL session ends, None until connected (and after a
+/// failure).
+type Slot = Arc<Mutex<Option<(Box<dyn PeerIo>, Option<Instant>)>>>;
+
+/// A connection whose SASL session ends within this is replaced before a call.
+const SESSION_MARGIN: Duration = Duration::from_secs(5);
+
+/// How brokers log in to each other on a SASL inter-broker listener.
+#[derive(Clone)]
+struct SaslLogin {
+    mechanism: SaslMechanism,
+    username: String,
+    password: String,
+}
 
 #[derive(Default)]
 pub struct TcpPeers {
     /// The connection to each peer, by address; None after a failure (reconnect next call).
     conns: parking_lot::Mutex<HashMap<(String, u16), Slot>>,
-    correlation: AtomicI32,
+    correlation: Arc<AtomicI32>,
     client_id: String,
     /// TLS to the peers' inter-broker listener, when it is an SSL one.
     tls: Option<tokio_rustls::TlsConnector>,
+    /// SASL login on the peers' inter-broker listener, when it is a SASL one.
+    sasl: Option<SaslLogin>,
 }
 
 impl std::fmt::Debug for TcpPeers {
@@ -39,6 +63,13 @@ impl std::fmt::Debug for TcpPeers {
         f.debug_struct("TcpPeers")
             .field("client_id", &self.client_id)
             .field("tls", &self.tls.is_some())
+            .field(
+                "sasl",
+                &self
+                    .sasl
+                    .as_ref()
+                    .map(|s| (s.mechanism, s.username.clone())),
+            )
             .finish()
     }
 }
@@ -59,6 +90,102 @@ impl TcpPeers {
             ..TcpPeers::new(node_id)
         }
     }
+
+    /// The same calls, logged in with SASL `mechanism` as `login` (the inter-broker listener
+    /// is SASL_PLAINTEXT or SASL_SSL).
+    pub fn with_sasl(
+        mut self,
+        mechanism: SaslMechanism,
+        login: &sluice_config::SaslLogin,
+    ) -> TcpPeers {
+        self.sasl = Some(SaslLogin {
+            mechanism,
+            username: login.username.clone(),
+            password: login.password.clone(),
+        });
+        self
+    }
+}
+
+/// Log in on a new connection; returns when the session ends, if the broker said.
+async fn sasl_login(
+    stream: &mut Box<dyn PeerIo>,
+    login: &SaslLogin,
+    client_id: &str,
+    correlation: &AtomicI32,
+) -> Result<Option<Instant>, String> {
+    let mut call = async |api: ApiKey, version: i16, body: RequestKind| {
+        let id = correlation.fetch_add(1, Ordering::Relaxed);
+        let frame = sluice_wire::encode_request(api, version, id, client_id, &body)
+            .map_err(|e| e.to_string())?;
+        exchange(stream, &frame, api, version, id).await
+    };
+    let m = login.mechanism;
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(m.name().into()));
+    match call(
+        ApiKey::SaslHandshake,
+        1,
+        RequestKind::SaslHandshake(handshake),
+    )
+    .await?
+    {
+        ResponseKind::SaslHandshake(r) if r.error_code == 0 => {}
+        ResponseKind::SaslHandshake(r) => {
+            let enabled: Vec<String> = r.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(format!(
+                "the peer refused SASL mechanism {m} (error {}; enabled there: {})",
+                r.error_code,
+                enabled.join(", ")
+            ));
+        }
+        other => return Err(format!("unexpected answer to SaslHandshake: {other:?}")),
+    }
+    let mut authenticate = async |bytes: Vec<u8>| -> Result<(Bytes, i64), String> {
+        let body = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        match call(
+            ApiKey::SaslAuthenticate,
+            2,
+            RequestKind::SaslAuthenticate(body),
+        )
+        .await?
+        {
+            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
+                Ok((r.auth_bytes, r.session_lifetime_ms))
+            }
+            ResponseKind::SaslAuthenticate(r) => Err(format!(
+                "SASL/{m} login as {} refused (error {}): {}",
+                login.username,
+                r.error_code,
+                r.error_message.as_deref().unwrap_or("")
+            )),
+            other => Err(format!("unexpected answer to SaslAuthenticate: {other:?}")),
+        }
+    };
+    let lifetime_ms = match m {
+        SaslMechanism::Plain => {
+            authenticate(sluice_sasl::plain::client_message(
+                &login.username,
+                &login.password,
+            ))
+            .await?
+            .1
+        }
+        SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
+            let scram = if m == SaslMechanism::ScramSha256 {
+                ScramMechanism::Sha256
+            } else {
+                ScramMechanism::Sha512
+            };
+            let mut client = ScramClient::new(scram, &login.username, &login.password);
+            let (server_first, _) = authenticate(client.client_first()).await?;
+            let last = client.client_final(&server_first)?;
+            let (server_final, lifetime_ms) = authenticate(last).await?;
+            client.verify_server_final(&server_final)?;
+            lifetime_ms
+        }
+    };
+    Ok((lifetime_ms > 0).then(|| Instant::now() + Duration::from_millis(lifetime_ms as u64)))
 }
 
 async fn exchange(
@@ -131,15 +258,25 @@ impl PeerClient for TcpPeers {
             sluice_wire::encode_request(api, version, correlation_id, &self.client_id, &body);
         let addr = format!("{host}:{port}");
         let tls = self.tls.clone().map(|c| (c, host.to_string()));
+        let sasl = self.sasl.clone();
+        let client_id = self.client_id.clone();
+        let correlation = self.correlation.clone();
         Box::pin(async move {
             let frame = frame.map_err(|e| e.to_string())?;
             let mut conn = slot.lock().await;
+            if conn
+                .as_ref()
+                .is_some_and(|(_, ends)| ends.is_some_and(|t| Instant::now() + SESSION_MARGIN >= t))
+            {
+                // The session is about to end: a new connection logs in again.
+                *conn = None;
+            }
             if conn.is_none() {
                 let stream = TcpStream::connect(&addr)
                     .await
                     .map_err(|e| format!("connecting to {addr}: {e}"))?;
                 let _ = stream.set_nodelay(true);
-                *conn = Some(match tls {
+                let mut stream: Box<dyn PeerIo> = match tls {
                     None => Box::new(stream),
                     Some((connector, host)) => {
                         let name = rustls_pki_types::ServerName::try_from(host.clone())
@@ -150,9 +287,16 @@ impl PeerClient for TcpPeers {
                             .map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
                         Box::new(stream)
                     }
-                });
+                };
+                let ends = match &sasl {
+                    None => None,
+                    Some(login) => sasl_login(&mut stream, login, &client_id, &correlation)
+                        .await
+                        .map_err(|e| format!("SASL login to {addr}: {e}"))?,
+                };
+                *conn = Some((stream, ends));
             }
-            let Some(stream) = conn.as_mut() else {
+            let Some((stream, _)) = conn.as_mut() else {
                 return Err(format!("no connection to {addr}"));
             };
             let result = exchange(stream, &frame, api, version, correlation_id).await;

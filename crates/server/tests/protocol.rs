@@ -58,6 +58,7 @@ impl TestBroker {
                 max_connections: 64,
                 idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
                 max_in_flight: 16,
+                failed_auth_delay: Duration::from_millis(100),
             };
             let broker = sluice_broker::Broker::open(config).expect("broker");
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -403,6 +404,7 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
     let conn = sluice_broker::Connection {
         peer: std::net::IpAddr::from([127, 0, 0, 1]),
         listener: "PLAINTEXT".into(),
+        principal: None,
     };
     let answer = broker
         .runtime

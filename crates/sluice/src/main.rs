@@ -207,6 +207,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             max_connections: config.max_connections,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
             max_in_flight: 64,
+            failed_auth_delay: Duration::from_millis(config.failed_authentication_delay_ms),
         };
         let cache_bytes = config.log_cache_bytes;
         // Bound before the broker opens: in a cluster it registers while opening, and its
@@ -222,8 +223,8 @@ fn serve(args: ServeArgs) -> Result<()> {
                 .copied()
                 .unwrap_or(SecurityProtocol::Plaintext);
             let tls = match protocol {
-                SecurityProtocol::Plaintext => None,
-                SecurityProtocol::Ssl => {
+                SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext => None,
+                SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
                     let settings = config
                         .listener_tls
                         .get(&l.name)
@@ -232,10 +233,17 @@ fn serve(args: ServeArgs) -> Result<()> {
                         .map_err(|e| anyhow::anyhow!(e))?;
                     Some(tls)
                 }
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => anyhow::bail!(
-                    "listener {l} uses {protocol}: Sluice does not serve SASL yet (PLAINTEXT and SSL listeners are served)"
-                ),
             };
+            if protocol == SecurityProtocol::SaslPlaintext
+                && config.listener_sasl.get(&l.name).is_some_and(|s| {
+                    s.mechanisms.contains(&sluice_config::SaslMechanism::Plain)
+                })
+            {
+                tracing::warn!(
+                    "listener {} takes SASL/PLAIN without TLS: passwords cross the network in clear text (map it to SASL_SSL)",
+                    l.name
+                );
+            }
             let addr = l.address();
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await
@@ -256,6 +264,10 @@ fn serve(args: ServeArgs) -> Result<()> {
             ),
             None => sluice_server::TcpPeers::new(config.node_id),
         };
+        let peers = match &config.inter_broker_sasl {
+            Some((mechanism, login)) => peers.with_sasl(*mechanism, login),
+            None => peers,
+        };
         let broker = sluice_broker::Broker::open(config)?;
         broker.set_peers(std::sync::Arc::new(peers));
         if cache_bytes >= 0 {
@@ -269,10 +281,15 @@ fn serve(args: ServeArgs) -> Result<()> {
             );
         }
         for b in &bound {
+            let protocol = broker
+                .config()
+                .listener_protocols
+                .get(b.name.as_ref())
+                .copied()
+                .unwrap_or(sluice_config::SecurityProtocol::Plaintext);
             tracing::info!(
-                "listener {} ({}) on {} with {workers} worker thread(s)",
+                "listener {} ({protocol}) on {} with {workers} worker thread(s)",
                 b.name,
-                if b.tls.is_some() { "TLS" } else { "plaintext" },
                 b.listener.local_addr()?
             );
         }
