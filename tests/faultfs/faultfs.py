@@ -95,8 +95,9 @@ client promises. With N > 0 the mount behaves as a Linux NFS client with
   that no longer exists, or names another inode), ``attrs_stale`` (a regular file's size or
   mtime differs), ``listing_stale`` (a listing lacks or has extra names), ``open_estale``,
   and ``cto_refreshed`` (an open found its file's cached attributes stale and refreshed
-  them). ``cache_events`` lists the newest of those (up to 500) with the path, and for
-  listings the names hidden and gone, for sizes the cached and the real one.
+  them). Each of those is also an event (``seq``, wall-clock ``t``, ``kind``, ``path``; for
+  listings the names hidden and gone, for sizes the cached and the real one): ``stats``
+  shows the newest 20 and ``cache_seq``, ``cache-events [--since SEQ]`` the newest 5000.
 
 Faults (control commands)
 -------------------------
@@ -387,6 +388,7 @@ class FaultOps:
         self.lcache: Dict[str, Tuple[float, list]] = {}
         self.cache_counters = dict((k, 0) for k in CACHE_COUNTERS)
         self.cache_events: "collections.deque" = collections.deque(maxlen=CACHE_EVENTS)
+        self.cache_seq = 0
 
     # ---- helpers ---------------------------------------------------------
 
@@ -521,7 +523,9 @@ class FaultOps:
     def _cache_event(self, kind: str, path: str, **detail) -> None:
         """A cached answer that differs from what the server (the backing directory) holds."""
         self.cache_counters[kind] += 1
-        self.cache_events.append({"t": round(time.time(), 3), "kind": kind, "path": path, **detail})
+        self.cache_seq += 1
+        self.cache_events.append({"seq": self.cache_seq, "t": round(time.time(), 3), "kind": kind,
+                                  "path": path, **detail})
 
     def _cached_getattr(self, path: str, h: Optional[_Handle]):
         """A lookup and the attributes of what it names, from the caches while they are
@@ -1011,6 +1015,9 @@ class FaultOps:
                 self.unlink_delay = 0.0
                 self._set_attr_cache(0)
                 return {}
+            if op == "cache_events":
+                since = int(req.get("since", 0))
+                return {"events": [e for e in self.cache_events if e["seq"] > since], "seq": self.cache_seq}
             if op == "attr_cache":
                 return self._set_attr_cache(req.get("ms", 0), bool(req.get("prime", False)))
             if op == "writeback":
@@ -1027,7 +1034,8 @@ class FaultOps:
                     fail_fsyncs_armed=self.fail_fsyncs,
                     attr_cache_ms=round(self.attr_cache_s * 1000),
                     cache={**self.cache_counters, "entries": len(self.dcache) + len(self.lcache)},
-                    cache_events=list(self.cache_events),
+                    cache_events=list(self.cache_events)[-20:],
+                    cache_seq=self.cache_seq,
                     open_handles=len(self.handles))
 
     def _crash(self, torn, seed) -> dict:
@@ -1068,7 +1076,7 @@ STASH = ".faultfs-stash"
 CACHE_COUNTERS = ("names_served", "negative_served", "attrs_served", "listings_served",
                   "name_hidden", "name_gone", "attrs_stale", "listing_stale", "open_estale",
                   "cto_refreshed")
-CACHE_EVENTS = 500  # the newest cached answers that hid something, kept for stats
+CACHE_EVENTS = 5000  # the newest cached answers that hid something (``cache-events``)
 METADATA_MODELS = ("sync", "dirsync")
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -1225,6 +1233,12 @@ class FaultFSControl:
         every cache emptied); ``prime``: first cache the whole volume as it is now. Returns
         ``{"attr_cache_ms", "primed"}`` (entries cached by the priming walk)."""
         return self.call("attr_cache", ms=ms, prime=prime)
+
+    def cache_events(self, since: int = 0) -> List[dict]:
+        """The cached answers that hid another host's change (module doc), newer than the
+        sequence number ``since`` (each event has its ``seq``; ``stats()["cache_seq"]`` is the
+        newest); the newest 5000 are kept."""
+        return self.call("cache_events", since=since)["events"]
 
     def writeback(self) -> int:
         """Write every pending byte to the backing files; returns how many."""
@@ -1396,6 +1410,8 @@ def _ctl_main(argv: List[str]) -> int:
     ac = sub.add_parser("attr-cache")
     ac.add_argument("ms", type=float, help="cache time in milliseconds (0: off)")
     ac.add_argument("--prime", action="store_true", help="first cache the whole volume as it is now")
+    ce = sub.add_parser("cache-events")
+    ce.add_argument("--since", type=int, default=0)
     for name in ("stats", "writeback", "clear-faults", "ping"):
         sub.add_parser(name)
     a = p.parse_args(argv)
@@ -1410,6 +1426,8 @@ def _ctl_main(argv: List[str]) -> int:
         out = ctl.call("slow_unlink", seconds=a.seconds)
     elif a.cmd == "attr-cache":
         out = ctl.attr_cache(a.ms, prime=a.prime)
+    elif a.cmd == "cache-events":
+        out = ctl.cache_events(a.since)
     else:
         out = ctl.call(a.cmd.replace("-", "_"))
     print(json.dumps(out, indent=2))

@@ -651,6 +651,9 @@ def test_lagging_view_hides_another_hosts_create_from_listing_and_lookup(hosts):
     assert waited > 0
     cache = b.stats()["cache"]
     assert cache["name_hidden"] >= 2 and cache["listing_stale"] >= 1 and cache["negative_served"] >= 2, cache
+    events = b.cache_events()
+    assert {"kind": "listing_stale", "path": "/d", "hidden": ["x"], "gone": []}.items() <= events[0].items(), events
+    assert [e["seq"] for e in b.cache_events(since=events[0]["seq"])] == [e["seq"] for e in events[1:]]
 
 
 def test_lagging_view_keeps_a_stale_size_until_expiry_but_open_revalidates(hosts):
