@@ -1322,12 +1322,23 @@ class Nemesis:
             evs = [e for e in events if (e["path"] + "/").startswith(f"/{a['dir']}/")
                    and a["t0"] - 0.05 <= e["t"] <= a["t1"] + 0.05]
             if evs:
-                hidden_at.append({"tp": a["dir"], "epoch": a["epoch"], "log_end": a["log_end"],
-                                  "kinds": dict(Counter(e["kind"] for e in evs)), "examples": evs[:4]})
+                hidden_at.append({
+                    "tp": a["dir"], "epoch": a["epoch"], "log_end": a["log_end"],
+                    "kinds": dict(Counter(e["kind"] for e in evs)),
+                    # what the acquisition did not see: names missing from its listings,
+                    # names listed but gone, names it opened gone (ESTALE), stale sizes
+                    "unlisted": sorted({n for e in evs for n in e.get("hidden", ())}),
+                    "listed_gone": sorted({n for e in evs for n in e.get("gone", ())}),
+                    "estale": sorted({e["path"] for e in evs if e["kind"] == "open_estale"}),
+                    "stale_sizes": sorted({(e["path"], e["cached_size"], e["size"]) for e in evs
+                                           if e["kind"] == "attrs_stale"})[:6]})
         served = sum(delta[k] for k in CACHE_SERVED)
         problems = [line for line in b.log_text().splitlines()
                     if (" WARN " in line or " ERROR " in line) and t_start <= _log_time(line) <= t_end + 1]
+        # every name an open found gone in the window (O_CREAT then made it anew, empty)
+        estale = sorted({e["path"] for e in events if e["kind"] == "open_estale"})
         return {"lag_ms": lag_ms, "down": [x1 + 1, x2 + 1], "second": second, "primes": len(primes),
+                "estale": estale[:20],
                 "cache": delta, "hid": sum(delta[k] for k in CACHE_HID),
                 "acquired": len(acquired), "acquired_while_hidden": len(hidden_at),
                 "hidden_at_acquisition": hidden_at[:12], "broker_warnings": problems[:15],
