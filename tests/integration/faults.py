@@ -1261,16 +1261,18 @@ class Nemesis:
         lookups), sizes and listings for N ms (an NFS client's attribute and dentry caches,
         close-to-open kept) and re-caches the whole volume every N ms (as if something walked
         it), so it sees the volume as it was up to N ms before. Meanwhile both other brokers
-        go, one after the other: the first is killed, so that the second acquires some of its
-        partitions and starts new segments h does not see; then the second is killed, paused
-        past the lease, or cut off from etcd, so that h, alone, acquires everything, its view
-        stale. Then both come back and the cache is turned off. Took effect: h's cache
+        go, one after the other: the first is killed, or paused past the lease and then let
+        run again (a zombie: a write it had passed the write gate with lands in the segment
+        the second sealed), so that the second acquires some of its partitions and starts new
+        segments h does not see; then the second is killed, paused past the lease, or cut off
+        from etcd, so that h, alone, acquires everything, its view stale. Then both come back and the cache is turned off. Took effect: h's cache
         answered lookups or listings in the window; the detail says how many answers hid
         another host's change, and which of h's acquisitions met one."""
         env = self.env
         m, b = env.mounts[h], env.brokers[h]
         x1, x2 = self.rng.sample([i for i in range(env.n) if i != h], 2)
         lag_ms = round(self.rng.uniform(*LAG_VIEW_MS))
+        first = self.rng.choice(["kill", "pause"])
         second = self.rng.choice(["kill", "pause", "cutoff"])
         st0 = m.stats()
         seq0, before = st0.get("cache_seq", 0), st0.get("cache", {})
@@ -1286,11 +1288,19 @@ class Nemesis:
                     pass
         th = threading.Thread(target=reprime, daemon=True, name="lagging-view-prime")
         th.start()
-        x2b = env.brokers[x2]
+        x1b, x2b = env.brokers[x1], env.brokers[x2]
         try:
-            env.brokers[x1].kill()
+            if first == "kill":
+                x1b.kill()
+            else:
+                os.kill(x1b.pid, signal.SIGSTOP)
+                env.paused.add(x1)
             # x1's partitions move to h and to x2, whose new segments h does not see
             time.sleep(LEASE_MS / 1000 + self._dur(1.5, 3))
+            if first == "pause":
+                os.kill(x1b.pid, signal.SIGCONT)  # a zombie now: what it had under way lands
+                env.paused.discard(x1)
+                time.sleep(self._dur(0.3, 1))
             if second == "kill":
                 x2b.kill()
             elif second == "pause":
@@ -1308,7 +1318,11 @@ class Nemesis:
                 env.paused.discard(x2)
             else:
                 env.proxies[x2].blackhole(False)
-            env.start_broker(env.brokers[x1], "lagging-view")
+            if first == "kill":
+                env.start_broker(x1b, "lagging-view")
+            elif x1 in env.paused:  # interrupted while it was paused
+                os.kill(x1b.pid, signal.SIGCONT)
+                env.paused.discard(x1)
             stop.set()
             th.join(timeout=10)
             m.attr_cache(0)
@@ -1337,7 +1351,8 @@ class Nemesis:
                     if (" WARN " in line or " ERROR " in line) and t_start <= _log_time(line) <= t_end + 1]
         # every name an open found gone in the window (O_CREAT then made it anew, empty)
         estale = sorted({e["path"] for e in events if e["kind"] == "open_estale"})
-        return {"lag_ms": lag_ms, "down": [x1 + 1, x2 + 1], "second": second, "primes": len(primes),
+        return {"lag_ms": lag_ms, "down": [x1 + 1, x2 + 1], "first": first, "second": second,
+                "primes": len(primes),
                 "estale": estale[:20],
                 "cache": delta, "hid": sum(delta[k] for k in CACHE_HID),
                 "acquired": len(acquired), "acquired_while_hidden": len(hidden_at),
