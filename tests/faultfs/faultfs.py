@@ -265,13 +265,17 @@ class PendingFile:
         return bytes(out)
 
     def apply_all(self) -> None:
-        """Make the backing file equal to the visible contents (state as a whole)."""
+        """Make the backing file equal to the visible contents (state as a whole). Without a
+        pending truncate only the dirty ranges are written, as a client writes back dirty
+        pages: what another host (mount) wrote elsewhere in the file, or past this host's
+        idea of its end, stays."""
         fd = self.wfd
-        if self.base < os.fstat(fd).st_size:
+        truncated = any(op[0] == "t" for op in self.ops)
+        if truncated and self.base < os.fstat(fd).st_size:
             os.ftruncate(fd, self.base)
         for s, buf in zip(self.starts, self.bufs):
             _pwrite_all(fd, buf, s)
-        if os.fstat(fd).st_size != self.size:
+        if truncated and os.fstat(fd).st_size != self.size:
             os.ftruncate(fd, self.size)
 
     def apply_prefix(self, keep: int) -> int:

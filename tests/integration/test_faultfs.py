@@ -736,3 +736,30 @@ def test_lagging_view_sees_its_own_changes_at_once_and_turns_off(hosts):
         assert b.stats()["attr_cache_ms"] == LAG_MS
     b.clear_faults()
     assert os.listdir(d) == [] and b.stats()["attr_cache_ms"] == 0
+
+
+def test_a_writeback_writes_only_the_dirty_ranges_over_another_hosts_data(hosts):
+    """Host A's unsynced writes into a file host B has since extended and fsynced: A's fsync
+    writes its dirty range only (an NFS client writing back dirty pages), B's bytes past it
+    stay; only a truncate A made cuts the file. (Independent of the attribute cache.)"""
+    a, b = hosts
+    fa = os.open(a.mountpoint / "f", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.pwrite(fa, b"A" * 10, 0) == 10  # pending in A's page cache
+        fb = os.open(b.mountpoint / "f", os.O_RDWR)
+        try:
+            assert os.pwrite(fb, b"B" * 30, 0) == 30
+            os.fsync(fb)
+        finally:
+            os.close(fb)
+        os.fsync(fa)
+    finally:
+        os.close(fa)
+    assert (a.backing / "f").read_bytes() == b"A" * 10 + b"B" * 20
+    fa = os.open(a.mountpoint / "f", os.O_RDWR)
+    try:
+        os.ftruncate(fa, 5)
+        os.fsync(fa)
+    finally:
+        os.close(fa)
+    assert (a.backing / "f").read_bytes() == b"A" * 5
