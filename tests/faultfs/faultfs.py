@@ -39,7 +39,65 @@ Model
   file whose last link and last handle are gone is forgotten.
 * Files are opened with ``direct_io``: the kernel keeps no page cache of its own over this
   mount, so after a simulated crash every reader sees the post-crash contents at once, and
-  attribute/entry caching is off for the same reason.
+  the kernel's attribute/entry caching is off for the same reason (every lookup, stat and
+  listing reaches this process; the model below caches here instead, where it is counted).
+
+A lagging view: an NFS client's reader-side caches (``--attr-cache-ms N``, ``attr-cache N``)
+------------------------------------------------------------------------------------------
+Off by default (N = 0): every host sees every other host's changes at once, which no NFS
+client promises. With N > 0 the mount behaves as a Linux NFS client with
+``acregmin=acregmax=acdirmin=acdirmax=N/1000`` and its dentry cache (``lookupcache=all``):
+
+* What is cached, each entry for N ms from when it was fetched from the server (the backing
+  directory), never renewed by being used:
+  - *names* (the dentry cache): what a lookup of a path found, an inode or ENOENT. A negative
+    entry keeps a file another host created since invisible to ``stat`` and ``open``; a
+    positive one keeps a file another host unlinked or renamed away visible to ``stat``.
+  - *attributes* of an inode (size, mtime, ...: the attribute cache), for ``stat`` by name
+    and ``fstat`` of an open file: another host's appends and truncates are not seen.
+  - *directory listings* (``readdir``): another host's creates, unlinks and renames in the
+    directory are not listed / still listed. Stricter than Linux, whose close-to-open check
+    at ``opendir`` drops a cached listing once the directory's change attribute moved: here
+    ``opendir`` revalidates nothing, as with ``nocto`` or a server whose directory
+    timestamps are too coarse to show the change.
+* What revalidates:
+  - expiry: an entry older than N ms is fetched again at its next use. When an inode's
+    attributes have expired its name is looked up again with them (an NFS client would ask
+    for the old file handle's attributes first; renamed-over files differ, see below).
+  - close-to-open: ``open`` (and ``create``) of a file fetches the opened file's attributes
+    afresh, so ``fstat`` after ``open`` gives the size the server has. The name itself is
+    resolved by the lookup before the open, from the cache: opening a name the cache says
+    does not exist fails with ENOENT (``O_CREAT`` then creates it: a file another host made
+    meanwhile is opened, not truncated, without ``O_EXCL``). Opening a name the cache still
+    has but the server no longer does answers ESTALE once; the kernel then looks the name up
+    afresh and retries (an ``O_CREAT`` open creates the file anew, empty), as Linux does
+    after NFS's ESTALE.
+  - this host's own changes: a create, unlink, rename, mkdir, rmdir, link, chmod, write,
+    truncate or fsync through this mount drops the entries it touches (the names, their
+    directories' listings and attributes, the inodes' attributes), as an NFS client updates
+    its caches from its own requests' replies; the next use fetches them, and with them
+    whatever other hosts changed there. This host's unsynced writes are always seen by it.
+* Not cached: file contents. Reads go to the server (``direct_io``), so data another host
+  wrote (and fsynced) is read as it is now, up to whatever size the reader believes.
+  Simplifications: a renamed-over name whose cached entry still names the old inode opens
+  the new file (an NFS client opens the old inode while it exists); stale entries do not
+  make attributes of different names of one inode disagree.
+* ``attr-cache N`` changes N at run time (the entries already cached are judged by the new
+  N); ``attr-cache 0`` and ``clear-faults`` turn it off and empty every cache;
+  ``attr-cache N --prime`` empties the caches and then caches the whole volume as it is now
+  (every name, attribute and listing: as if this host had just walked it, a broker's startup
+  scan, ``du`` or a backup agent), so that for the next N ms this host sees the volume as it
+  was then, except what it changed or opened itself.
+* ``stats`` reports ``attr_cache_ms`` and ``cache``: how many answers each cache served
+  (``names_served``, ``negative_served``, ``attrs_served``, ``listings_served``) and how many
+  cached answers hid another host's change, checked against the backing directory at the
+  time: ``name_hidden`` (a negative lookup of a name that exists), ``name_gone`` (a name
+  that no longer exists, or names another inode), ``attrs_stale`` (a regular file's size or
+  mtime differs), ``listing_stale`` (a listing lacks or has extra names), ``open_estale``,
+  and ``cto_refreshed`` (an open found its file's cached attributes stale and refreshed
+  them). Each of those is also an event (``seq``, wall-clock ``t``, ``kind``, ``path``; for
+  listings the names hidden and gone, for sizes the cached and the real one): ``stats``
+  shows the newest 20 and ``cache_seq``, ``cache-events [--since SEQ]`` the newest 5000.
 
 Faults (control commands)
 -------------------------
@@ -66,7 +124,9 @@ Faults (control commands)
     discards the freed blocks synchronously, or over a slow network. Other operations go on
     meanwhile.
 ``clear-faults``
-    ENOSPC off, no armed fsync failures, no unlink delay.
+    ENOSPC off, no armed fsync failures, no unlink delay, the attribute cache off.
+``attr-cache N [--prime]``
+    The lagging view above: names, attributes and listings cached for N ms (0: off).
 ``writeback``
     Write every pending byte to the backing files (as ``sync`` would on a normal system).
 ``stats``
@@ -87,6 +147,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import collections
 import ctypes
 import ctypes.util
 import errno
@@ -204,13 +265,17 @@ class PendingFile:
         return bytes(out)
 
     def apply_all(self) -> None:
-        """Make the backing file equal to the visible contents (state as a whole)."""
+        """Make the backing file equal to the visible contents (state as a whole). Without a
+        pending truncate only the dirty ranges are written, as a client writes back dirty
+        pages: what another host (mount) wrote elsewhere in the file, or past this host's
+        idea of its end, stays."""
         fd = self.wfd
-        if self.base < os.fstat(fd).st_size:
+        truncated = any(op[0] == "t" for op in self.ops)
+        if truncated and self.base < os.fstat(fd).st_size:
             os.ftruncate(fd, self.base)
         for s, buf in zip(self.starts, self.bufs):
             _pwrite_all(fd, buf, s)
-        if os.fstat(fd).st_size != self.size:
+        if truncated and os.fstat(fd).st_size != self.size:
             os.ftruncate(fd, self.size)
 
     def apply_prefix(self, keep: int) -> int:
@@ -259,6 +324,17 @@ def _key(st: os.stat_result) -> Tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
+def _attrs(st: os.stat_result) -> dict:
+    attrs = {k: getattr(st, k) for k in (
+        "st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks",
+        "st_atime_ns", "st_mtime_ns", "st_ctime_ns")}
+    for k in ("st_atime", "st_mtime", "st_ctime"):
+        attrs[k] = attrs.pop(k + "_ns")
+    attrs["st_blksize"] = st.st_blksize
+    attrs["st_rdev"] = st.st_rdev
+    return attrs
+
+
 _libc = None
 
 
@@ -281,7 +357,8 @@ class FaultOps:
 
     use_ns = True
 
-    def __init__(self, backing: str, writeback_bytes: int = 0, metadata: str = "sync"):
+    def __init__(self, backing: str, writeback_bytes: int = 0, metadata: str = "sync",
+                 attr_cache_ms: float = 0):
         self.root = os.path.realpath(backing)
         if metadata not in METADATA_MODELS:
             raise ValueError(f"metadata model {metadata!r}: one of {METADATA_MODELS}")
@@ -305,6 +382,17 @@ class FaultOps:
         self.counters = dict(writes=0, fsyncs=0, fsyncs_failed_injected=0, enospc_injected=0,
                              crashes=0, torn_crashes=0, bytes_dropped=0, bytes_kept_torn=0,
                              writebacks=0, unlinks=0, metadata_undone=0)
+        # The NFS client's reader-side caches (module doc, "attr-cache"); 0: off.
+        self.attr_cache_s = max(0.0, attr_cache_ms / 1000.0)
+        # mount path -> (fetched, inode key or None: a negative entry)
+        self.dcache: Dict[str, Tuple[float, Optional[Tuple[int, int]]]] = {}
+        # inode key -> (fetched, attributes as getattr answers them)
+        self.acache: Dict[Tuple[int, int], Tuple[float, dict]] = {}
+        # directory mount path -> (fetched, readdir's answer)
+        self.lcache: Dict[str, Tuple[float, list]] = {}
+        self.cache_counters = dict((k, 0) for k in CACHE_COUNTERS)
+        self.cache_events: "collections.deque" = collections.deque(maxlen=CACHE_EVENTS)
+        self.cache_seq = 0
 
     # ---- helpers ---------------------------------------------------------
 
@@ -423,19 +511,142 @@ class FaultOps:
     def getattr(self, path: str, fh: Optional[int] = None) -> dict:
         with self._mu:
             h = self.handles.get(fh) if fh else None
-            st = os.fstat(h.fd) if h is not None else os.lstat(self._real(path))
-            attrs = {k: getattr(st, k) for k in (
-                "st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks",
-                "st_atime_ns", "st_mtime_ns", "st_ctime_ns")}
-            for k in ("st_atime", "st_mtime", "st_ctime"):
-                attrs[k] = attrs.pop(k + "_ns")
-            attrs["st_blksize"] = st.st_blksize
-            attrs["st_rdev"] = st.st_rdev
-            pf = self.files.get(_key(st)) if stat.S_ISREG(st.st_mode) else None
+            if self.attr_cache_s > 0:
+                key, attrs = self._cached_getattr(path, h)
+            else:
+                st = os.fstat(h.fd) if h is not None else os.lstat(self._real(path))
+                key, attrs = _key(st), _attrs(st)
+            pf = self.files.get(key) if stat.S_ISREG(attrs["st_mode"]) else None
             if pf is not None:
-                attrs["st_size"] = pf.size
-                attrs["st_blocks"] = max(st.st_blocks, (pf.size + 511) // 512)
+                # this host's own unsynced writes: always seen by this host
+                attrs = dict(attrs, st_size=pf.size, st_blocks=max(attrs["st_blocks"], (pf.size + 511) // 512))
             return attrs
+
+    # ---- the NFS client's reader-side caches ("attr-cache") ---------------------
+
+    def _cache_event(self, kind: str, path: str, **detail) -> None:
+        """A cached answer that differs from what the server (the backing directory) holds."""
+        self.cache_counters[kind] += 1
+        self.cache_seq += 1
+        self.cache_events.append({"seq": self.cache_seq, "t": round(time.time(), 3), "kind": kind,
+                                  "path": path, **detail})
+
+    def _cached_getattr(self, path: str, h: Optional[_Handle]):
+        """A lookup and the attributes of what it names, from the caches while they are
+        younger than the cache time; recording every answer that hides a change of another
+        host (the backing directory says otherwise)."""
+        now, ttl = time.monotonic(), self.attr_cache_s
+        if h is not None:  # fstat of an open file: the inode's attributes
+            e = self.acache.get(h.key)
+            if e is not None and now - e[0] < ttl:
+                self.cache_counters["attrs_served"] += 1
+                self._check_attrs(path, e[1], os.fstat(h.fd))
+                return h.key, e[1]
+            st = os.fstat(h.fd)
+            self.acache[h.key] = (now, _attrs(st))
+            return h.key, self.acache[h.key][1]
+        p, real = _norm(path), self._real(path)
+        d = self.dcache.get(p)
+        if d is not None and now - d[0] < ttl:
+            if d[1] is None:
+                self.cache_counters["negative_served"] += 1
+                if os.path.lexists(real):
+                    self._cache_event("name_hidden", p)
+                raise OSError(errno.ENOENT, "cached negative lookup", path)
+            key = d[1]
+            e = self.acache.get(key)
+            if e is not None and now - e[0] < ttl:
+                self.cache_counters["names_served"] += 1
+                self.cache_counters["attrs_served"] += 1
+                try:
+                    st = os.lstat(real)
+                except FileNotFoundError:
+                    st = None
+                if st is None or _key(st) != key:
+                    self._cache_event("name_gone", p, replaced=st is not None)
+                else:
+                    self._check_attrs(p, e[1], st)
+                return key, e[1]
+            # the inode's attributes expired: revalidated, and the name with them (below)
+        try:
+            st = os.lstat(real)
+        except FileNotFoundError:
+            self.dcache[p] = (now, None)
+            raise
+        key, attrs = _key(st), _attrs(st)
+        self.dcache[p] = (now, key)
+        self.acache[key] = (now, attrs)
+        return key, attrs
+
+    def _check_attrs(self, path: str, cached: dict, st: os.stat_result) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            return  # a directory's own size and times: its listing says what changed
+        if cached["st_size"] != st.st_size or cached["st_mtime"] != st.st_mtime_ns:
+            self._cache_event("attrs_stale", _norm(path), cached_size=cached["st_size"], size=st.st_size)
+
+    def _cto_open(self, path: str, fd: int) -> None:
+        """Close-to-open: an open revalidates the attributes of the file it opened."""
+        now = time.monotonic()
+        st = os.fstat(fd)
+        key = _key(st)
+        old = self.acache.get(key)
+        if old is not None and now - old[0] < self.attr_cache_s and stat.S_ISREG(st.st_mode) and (
+                old[1]["st_size"] != st.st_size or old[1]["st_mtime"] != st.st_mtime_ns):
+            self._cache_event("cto_refreshed", _norm(path), cached_size=old[1]["st_size"], size=st.st_size)
+        self.acache[key] = (now, _attrs(st))
+        self.dcache[_norm(path)] = (now, key)
+
+    def _changed(self, *paths: str, keys=(), tree: bool = False) -> None:
+        """This host changed these names (or the inodes ``keys``): it sees its own changes at
+        once, as an NFS client updates its caches from its own requests' replies. The names,
+        their directories' listings and attributes are dropped (``tree``: everything under
+        them too, a directory renamed or removed)."""
+        if self.attr_cache_s <= 0 and not self.dcache and not self.lcache:
+            return
+        for p in map(_norm, paths):
+            parent = _parent(p)
+            for d in (p, parent):
+                self.dcache.pop(d, None)
+                self.lcache.pop(d, None)
+            if tree:
+                pre = p.rstrip("/") + "/"
+                for c in (self.dcache, self.lcache):
+                    for k in [k for k in c if k.startswith(pre)]:
+                        del c[k]
+        for k in keys:
+            self.acache.pop(k, None)
+
+    def _changed_key(self, key) -> None:
+        self.acache.pop(key, None)
+
+    def _prime(self) -> int:
+        """Cache every name, attribute and listing of the volume as it is now (as if this host
+        had just walked it: a broker's startup scan, ``du``, a backup agent)."""
+        now, n = time.monotonic(), 0
+        for top, dirs, files in os.walk(self.root):
+            rel = _norm(os.path.relpath(top, self.root)) if top != self.root else "/"
+            if rel == "/":
+                dirs[:] = [d for d in dirs if d != STASH]
+            self.lcache[rel] = (now, self._scan_dir(rel))
+            for name in dirs + files:
+                p = _norm(os.path.join(rel, name))
+                try:
+                    st = os.lstat(os.path.join(top, name))
+                except FileNotFoundError:
+                    continue
+                self.dcache[p] = (now, _key(st))
+                self.acache[_key(st)] = (now, _attrs(st))
+                n += 1
+        return n
+
+    def _set_attr_cache(self, ms: float, prime: bool = False) -> dict:
+        self.attr_cache_s = max(0.0, float(ms) / 1000.0)
+        if self.attr_cache_s == 0 or prime:
+            self.dcache.clear()
+            self.acache.clear()
+            self.lcache.clear()
+        primed = self._prime() if prime and self.attr_cache_s > 0 else 0
+        return {"attr_cache_ms": round(self.attr_cache_s * 1000), "primed": primed}
 
     def access(self, path: str, amode: int) -> int:
         if not os.access(self._real(path), amode):
@@ -444,22 +655,30 @@ class FaultOps:
 
     def chmod(self, path: str, mode: int) -> int:
         os.chmod(self._real(path), mode)
+        with self._mu:
+            self._changed(path)
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
         os.chown(self._real(path), uid, gid, follow_symlinks=False)
+        with self._mu:
+            self._changed(path)
         return 0
 
     def utimens(self, path: str, times=None) -> int:
         real = self._real(path)
         if times is None:
             os.utime(real, follow_symlinks=False)
+            with self._mu:
+                self._changed(path, keys=[_key(os.lstat(real))])
             return 0
         st = os.lstat(real)
         now = time.time_ns()
         cur = (st.st_atime_ns, st.st_mtime_ns)
         ns = tuple(c if t == UTIME_OMIT else now if t == UTIME_NOW else t for t, c in zip(times, cur))
         os.utime(real, ns=ns, follow_symlinks=False)
+        with self._mu:
+            self._changed(path, keys=[_key(st)])
         return 0
 
     def statfs(self, path: str) -> dict:
@@ -473,6 +692,27 @@ class FaultOps:
     # ---- directories and names (durable at once) -----------------------------
 
     def readdir(self, path: str, fh: int):
+        with self._mu:
+            if self.attr_cache_s <= 0:
+                return self._scan_dir(path)
+            p, now = _norm(path), time.monotonic()
+            e = self.lcache.get(p)
+            if e is not None and now - e[0] < self.attr_cache_s:
+                self.cache_counters["listings_served"] += 1
+                cached = {x[0] for x in e[1]}
+                try:
+                    truth = {x[0] for x in self._scan_dir(path)}
+                except FileNotFoundError:
+                    truth = set()
+                if cached != truth:
+                    self._cache_event("listing_stale", p, hidden=sorted(truth - cached)[:20],
+                                      gone=sorted(cached - truth)[:20])
+                return e[1]
+            out = self._scan_dir(path)
+            self.lcache[p] = (now, out)
+            return out
+
+    def _scan_dir(self, path: str) -> list:
         # with use_ino, an entry needs its inode number: glibc skips entries whose d_ino is 0
         real = self._real(path)
         st = os.lstat(real)
@@ -492,6 +732,7 @@ class FaultOps:
 
     def _created(self, path: str) -> None:
         real = self._real(path)
+        self._changed(path)
 
         def undo():
             try:
@@ -512,6 +753,7 @@ class FaultOps:
     def rmdir(self, path: str) -> int:
         with self._mu:
             real = self._real(path)
+            self._changed(path, tree=True)
             if self.metadata == "sync":
                 os.rmdir(real)
                 return 0
@@ -540,6 +782,7 @@ class FaultOps:
         with self._mu:
             os.link(self._real(source), self._real(target))
             self._created(target)
+            self._changed(source, keys=[_key(os.lstat(self._real(source)))])
         return 0
 
     def unlink(self, path: str) -> int:
@@ -550,6 +793,7 @@ class FaultOps:
         with self._mu:
             real = self._real(path)
             st = os.lstat(real)
+            self._changed(path, keys=[_key(st)])
             if self.metadata == "sync":
                 os.unlink(real)
                 self._forget_if_gone(_key(st))
@@ -565,6 +809,9 @@ class FaultOps:
                 st_new = os.lstat(real_new)
             except FileNotFoundError:
                 st_new = None
+            st_old = os.lstat(real_old)
+            self._changed(old, new, keys=[_key(st_old)] + ([_key(st_new)] if st_new else []),
+                          tree=stat.S_ISDIR(st_old.st_mode) or bool(st_new and stat.S_ISDIR(st_new.st_mode)))
             if self.metadata == "dirsync" and flags & RENAME_EXCHANGE:
                 _renameat2(real_old, real_new, flags)
                 self._journal("exchange", [old, new], lambda: _renameat2(real_old, real_new, RENAME_EXCHANGE))
@@ -626,7 +873,20 @@ class FaultOps:
 
     def open(self, path: str, flags: int) -> int:
         with self._mu:
-            fd = self._open_backing(self._real(path), flags)
+            try:
+                fd = self._open_backing(self._real(path), flags)
+            except FileNotFoundError:
+                d = self.dcache.get(_norm(path))
+                if self.attr_cache_s > 0 and d is not None and d[1] is not None:
+                    # The name came from the cache and is gone on the server: NFS answers
+                    # ESTALE, and the kernel looks the name up afresh and tries once more
+                    # (an O_CREAT open then creates it).
+                    self.dcache.pop(_norm(path), None)
+                    self._cache_event("open_estale", _norm(path))
+                    raise OSError(errno.ESTALE, "stale file handle", path)
+                raise
+            if self.attr_cache_s > 0:
+                self._cto_open(path, fd)
             fh = self._register(fd, path)
             if flags & os.O_TRUNC and (flags & os.O_ACCMODE) != os.O_RDONLY:
                 self.truncate(path, 0, fh)
@@ -639,6 +899,8 @@ class FaultOps:
             fh = self._register(fd, path)
             if not existed:
                 self._created(path)
+            if self.attr_cache_s > 0:
+                self._cto_open(path, fd)
             if flags & os.O_TRUNC:
                 self.truncate(path, 0, fh)
             return fh
@@ -657,6 +919,7 @@ class FaultOps:
                 self.counters["enospc_injected"] += 1
                 raise OSError(errno.ENOSPC, "injected ENOSPC")
             h = self.handles[fh]
+            self._changed_key(h.key)
             pf = self._pending_for(h.key, path, h.fd)
             pf.write(offset, data)
             self.pending_total += len(data)
@@ -675,6 +938,7 @@ class FaultOps:
                 if stat.S_ISDIR(st.st_mode):
                     raise OSError(errno.EISDIR, "truncate")
                 key, fd = _key(st), None
+            self._changed_key(key)
             if key not in self.files and fd is not None:
                 if _acc(fd) == os.O_RDONLY:
                     fd = None  # need a writable fd of our own
@@ -701,6 +965,7 @@ class FaultOps:
     def fsync(self, path: str, datasync: int, fh: int) -> int:
         with self._mu:
             h = self.handles[fh]
+            self._changed_key(h.key)
             self.counters["fsyncs"] += 1
             if self.fail_fsyncs > 0 and (self.fail_match is None or self.fail_match in (path or "")):
                 self.fail_fsyncs -= 1
@@ -752,7 +1017,13 @@ class FaultOps:
             if op == "clear_faults":
                 self.enospc, self.fail_fsyncs, self.fail_match = False, 0, None
                 self.unlink_delay = 0.0
+                self._set_attr_cache(0)
                 return {}
+            if op == "cache_events":
+                since = int(req.get("since", 0))
+                return {"events": [e for e in self.cache_events if e["seq"] > since], "seq": self.cache_seq}
+            if op == "attr_cache":
+                return self._set_attr_cache(req.get("ms", 0), bool(req.get("prime", False)))
             if op == "writeback":
                 return {"bytes": self._writeback_all()}
         raise FaultFSError(f"unknown control op {op!r}")
@@ -765,6 +1036,10 @@ class FaultOps:
                              for pf in self.files.values()],
                     enospc=self.enospc,
                     fail_fsyncs_armed=self.fail_fsyncs,
+                    attr_cache_ms=round(self.attr_cache_s * 1000),
+                    cache={**self.cache_counters, "entries": len(self.dcache) + len(self.lcache)},
+                    cache_events=list(self.cache_events)[-20:],
+                    cache_seq=self.cache_seq,
                     open_handles=len(self.handles))
 
     def _crash(self, torn, seed) -> dict:
@@ -800,6 +1075,12 @@ class FaultOps:
 
 
 STASH = ".faultfs-stash"
+# what the attr-cache model counts (stats): answers served from a cache, and those of them that
+# hid a change another host made (the backing directory said otherwise)
+CACHE_COUNTERS = ("names_served", "negative_served", "attrs_served", "listings_served",
+                  "name_hidden", "name_gone", "attrs_stale", "listing_stale", "open_estale",
+                  "cto_refreshed")
+CACHE_EVENTS = 5000  # the newest cached answers that hid something (``cache-events``)
 METADATA_MODELS = ("sync", "dirsync")
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -871,7 +1152,8 @@ def _exit_with_parent(mountpoint: str) -> None:
 
 
 def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
-          debug: bool = False, exit_with_parent: bool = False, metadata: str = "sync") -> None:
+          debug: bool = False, exit_with_parent: bool = False, metadata: str = "sync",
+          attr_cache_ms: float = 0) -> None:
     if ctypes.util.find_library("fuse3") and "FUSE_LIBRARY_PATH" not in os.environ:
         os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
     import mfusepy  # libfuse via ctypes; imported here so that clients need no libfuse
@@ -882,7 +1164,7 @@ def serve(backing: str, mountpoint: str, control: str, writeback_bytes: int = 0,
             return self.operations.rename(old.decode(self.encoding, self.errors),
                                           new.decode(self.encoding, self.errors), flags)
 
-    ops = FaultOps(backing, writeback_bytes=writeback_bytes, metadata=metadata)
+    ops = FaultOps(backing, writeback_bytes=writeback_bytes, metadata=metadata, attr_cache_ms=attr_cache_ms)
     server = _serve_control(ops, _control_path(control))
     if exit_with_parent:
         _exit_with_parent(os.path.realpath(mountpoint))
@@ -950,6 +1232,18 @@ class FaultFSControl:
     def clear_faults(self) -> None:
         self.call("clear_faults")
 
+    def attr_cache(self, ms: float, prime: bool = False) -> dict:
+        """Cache names, attributes and listings for ``ms`` milliseconds from now on (0: off,
+        every cache emptied); ``prime``: first cache the whole volume as it is now. Returns
+        ``{"attr_cache_ms", "primed"}`` (entries cached by the priming walk)."""
+        return self.call("attr_cache", ms=ms, prime=prime)
+
+    def cache_events(self, since: int = 0) -> List[dict]:
+        """The cached answers that hid another host's change (module doc), newer than the
+        sequence number ``since`` (each event has its ``seq``; ``stats()["cache_seq"]`` is the
+        newest); the newest 5000 are kept."""
+        return self.call("cache_events", since=since)["events"]
+
     def writeback(self) -> int:
         """Write every pending byte to the backing files; returns how many."""
         return self.call("writeback")["bytes"]
@@ -991,9 +1285,11 @@ class FaultFSMount(FaultFSControl):
 
     def __init__(self, backing, mountpoint, control=None, log_path=None,
                  start_timeout: float = 20.0, stop_timeout: float = 10.0,
-                 writeback_bytes: int = 0, python: Optional[str] = None, metadata: str = "sync"):
+                 writeback_bytes: int = 0, python: Optional[str] = None, metadata: str = "sync",
+                 attr_cache_ms: float = 0):
         self.backing = Path(backing)
         self.metadata = metadata
+        self.attr_cache_ms = attr_cache_ms
         self.mountpoint = Path(mountpoint)
         self._tmp = None
         if control is None:
@@ -1012,7 +1308,8 @@ class FaultFSMount(FaultFSControl):
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         cmd = [self.python, str(SCRIPT), str(self.backing), str(self.mountpoint),
                "--control", self.socket_path, "--writeback-bytes", str(self.writeback_bytes),
-               "--metadata", self.metadata, "--exit-with-parent"]
+               "--metadata", self.metadata, "--attr-cache-ms", str(self.attr_cache_ms),
+               "--exit-with-parent"]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -1087,8 +1384,9 @@ def mount_faultfs(backing, mountpoint, control=None, **kwargs) -> FaultFSMount:
 
     Returns a :class:`FaultFSMount`; use it as a context manager, or call ``.stop()``.
     Keyword arguments: ``log_path``, ``start_timeout``, ``stop_timeout``, ``writeback_bytes``,
-    ``metadata`` ("sync" or "dirsync", see the module doc), ``python`` (the interpreter that
-    has mfusepy; default: this one).
+    ``metadata`` ("sync" or "dirsync", see the module doc), ``attr_cache_ms`` (the NFS client's
+    reader-side caches, see the module doc; 0: off), ``python`` (the interpreter that has
+    mfusepy; default: this one).
     """
     return FaultFSMount(backing, mountpoint, control, **kwargs).start()
 
@@ -1113,6 +1411,11 @@ def _ctl_main(argv: List[str]) -> int:
     e.add_argument("state", choices=["on", "off"])
     u = sub.add_parser("slow-unlink")
     u.add_argument("seconds", type=float)
+    ac = sub.add_parser("attr-cache")
+    ac.add_argument("ms", type=float, help="cache time in milliseconds (0: off)")
+    ac.add_argument("--prime", action="store_true", help="first cache the whole volume as it is now")
+    ce = sub.add_parser("cache-events")
+    ce.add_argument("--since", type=int, default=0)
     for name in ("stats", "writeback", "clear-faults", "ping"):
         sub.add_parser(name)
     a = p.parse_args(argv)
@@ -1125,6 +1428,10 @@ def _ctl_main(argv: List[str]) -> int:
         out = ctl.call("enospc", on=a.state == "on")
     elif a.cmd == "slow-unlink":
         out = ctl.call("slow_unlink", seconds=a.seconds)
+    elif a.cmd == "attr-cache":
+        out = ctl.attr_cache(a.ms, prime=a.prime)
+    elif a.cmd == "cache-events":
+        out = ctl.cache_events(a.since)
     else:
         out = ctl.call(a.cmd.replace("-", "_"))
     print(json.dumps(out, indent=2))
@@ -1150,10 +1457,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="sync: creates, unlinks and renames are durable at once (an NFS server, a "
                         "journaling file system committing synchronously); dirsync: only once "
                         "their directory is fsynced, and a crash undoes the others")
+    p.add_argument("--attr-cache-ms", type=float, default=0,
+                   help="model an NFS client's reader-side caches: names (also negative), "
+                        "attributes and directory listings are served from cache for this many "
+                        "ms, so other hosts' changes stay unseen that long (0: off, the default)")
     p.add_argument("--debug", action="store_true", help="libfuse debug output")
     a = p.parse_args(argv)
     serve(a.backing, a.mountpoint, a.control, writeback_bytes=a.writeback_bytes, debug=a.debug,
-          exit_with_parent=a.exit_with_parent, metadata=a.metadata)
+          exit_with_parent=a.exit_with_parent, metadata=a.metadata, attr_cache_ms=a.attr_cache_ms)
     return 0
 
 

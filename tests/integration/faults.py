@@ -24,8 +24,12 @@ ext4 volume on a loop device; a ballast file takes every free block for a while,
 the write-back of fsyncs fail with ENOSPC; skipped with a message where loop devices cannot be
 used), ``unmount`` (the host's faultfs stopped under the running broker, its unsynced writes
 with it, then mounted again), and in a cluster ``etcd-stop`` (etcd SIGTERMed and started
-again) and ``etcd-cutoff`` (one broker's etcd connection, through a TCP proxy on 127.0.0.1,
-black-holed for longer than the lease). Then every fault is healed, producers flush, a final
+again), ``etcd-cutoff`` (one broker's etcd connection, through a TCP proxy on 127.0.0.1,
+black-holed for longer than the lease) and ``lagging-view`` (one host's mount sees the volume as
+it was up to N ms before, N in 1-30 s: faultfs's model of an NFS client's attribute, name and
+listing caches, close-to-open kept; meanwhile both other brokers go one after the other, so
+that the lagging host acquires partitions whose newest files it does not see). Then every
+fault is healed, producers flush, a final
 read takes everything, and History.check() reports.
 
 The group consumers (the group member and the transform chain's) and the etcd proxies are
@@ -82,7 +86,12 @@ QUIET = {"log_level": 2}
 SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc", "disk-full", "unmount")
 # the loop-device volume the hosts' data lives on (disk-full fills it)
 VOLUME_MB = int(os.environ.get("SLUICE_FAULTS_VOLUME_MB", "2048"))
-CLUSTER_FAULTS = SINGLE_FAULTS + ("etcd-stop", "etcd-cutoff")
+CLUSTER_FAULTS = SINGLE_FAULTS + ("etcd-stop", "etcd-cutoff", "lagging-view")
+# lagging-view: the lagging host's cache time (faultfs attr-cache), milliseconds
+LAG_VIEW_MS = (1000, 30000)
+# what faultfs counts as a cached answer that hid another host's change
+CACHE_HID = ("name_hidden", "name_gone", "attrs_stale", "listing_stale", "open_estale")
+CACHE_SERVED = ("names_served", "negative_served", "attrs_served", "listings_served")
 
 
 def eos_logger():
@@ -1250,6 +1259,139 @@ class Nemesis:
         time.sleep(d)
         self.env.proxies[h].blackhole(False)
         return {"cut_s": round(d, 1), "coordinator": aimed, "host_cut": h + 1}
+
+    def _lagging_view(self, h):
+        """Host h's view of the volume lags: its faultfs mount caches names (also negative
+        lookups), sizes and listings for N ms (an NFS client's attribute and dentry caches,
+        close-to-open kept) and re-caches the whole volume every N ms (as if something walked
+        it), so it sees the volume as it was up to N ms before. Meanwhile both other brokers
+        go, one after the other: the first is killed, or paused past the lease and then let
+        run again (a zombie: a write it had passed the write gate with lands in the segment
+        the second sealed), so that the second acquires some of its partitions and starts new
+        segments h does not see; then the second is killed, paused past the lease, or cut off
+        from etcd, so that h, alone, acquires everything, its view stale. Then both come back and the cache is turned off. Took effect: h's cache
+        answered lookups or listings in the window; the detail says how many answers hid
+        another host's change, and which of h's acquisitions met one."""
+        env = self.env
+        m, b = env.mounts[h], env.brokers[h]
+        x1, x2 = self.rng.sample([i for i in range(env.n) if i != h], 2)
+        lag_ms = round(self.rng.uniform(*LAG_VIEW_MS))
+        first = self.rng.choice(["kill", "pause"])
+        second = self.rng.choice(["kill", "pause", "cutoff"])
+        st0 = m.stats()
+        seq0, before = st0.get("cache_seq", 0), st0.get("cache", {})
+        t_start = time.time()
+        stop = threading.Event()
+        primes = [m.attr_cache(lag_ms, prime=True)["primed"]]
+
+        def reprime():
+            while not stop.wait(lag_ms / 1000):
+                try:
+                    primes.append(m.attr_cache(lag_ms, prime=True)["primed"])
+                except Exception:  # noqa: BLE001 - the next one, or the end of the window
+                    pass
+        th = threading.Thread(target=reprime, daemon=True, name="lagging-view-prime")
+        th.start()
+        x1b, x2b = env.brokers[x1], env.brokers[x2]
+        try:
+            if first == "kill":
+                x1b.kill()
+            else:
+                os.kill(x1b.pid, signal.SIGSTOP)
+                env.paused.add(x1)
+            # x1's partitions move to h and to x2, whose new segments h does not see
+            time.sleep(LEASE_MS / 1000 + self._dur(1.5, 3))
+            if first == "pause":
+                os.kill(x1b.pid, signal.SIGCONT)  # a zombie now: what it had under way lands
+                env.paused.discard(x1)
+                time.sleep(self._dur(0.3, 1))
+            if second == "kill":
+                x2b.kill()
+            elif second == "pause":
+                os.kill(x2b.pid, signal.SIGSTOP)
+                env.paused.add(x2)
+            else:
+                env.proxies[x2].blackhole(True)
+            # h alone: it acquires every partition, x2's new ones among them
+            time.sleep(LEASE_MS / 1000 + self._dur(2, 4))
+        finally:
+            if second == "kill":
+                env.start_broker(x2b, "lagging-view")
+            elif second == "pause":
+                os.kill(x2b.pid, signal.SIGCONT)
+                env.paused.discard(x2)
+            else:
+                env.proxies[x2].blackhole(False)
+            if first == "kill":
+                env.start_broker(x1b, "lagging-view")
+            elif x1 in env.paused:  # interrupted while it was paused
+                os.kill(x1b.pid, signal.SIGCONT)
+                env.paused.discard(x1)
+            stop.set()
+            th.join(timeout=10)
+            m.attr_cache(0)
+        t_end = time.time()
+        after = m.stats().get("cache", {})
+        delta = {k: after.get(k, 0) - before.get(k, 0) for k in CACHE_SERVED + CACHE_HID + ("cto_refreshed",)}
+        events = m.cache_events(seq0)
+        acquired = acquisitions(b, t_start, t_end)
+        hidden_at = []
+        for a in acquired:
+            evs = [e for e in events if (e["path"] + "/").startswith(f"/{a['dir']}/")
+                   and a["t0"] - 0.05 <= e["t"] <= a["t1"] + 0.05]
+            if evs:
+                hidden_at.append({
+                    "tp": a["dir"], "epoch": a["epoch"], "log_end": a["log_end"],
+                    "kinds": dict(Counter(e["kind"] for e in evs)),
+                    # what the acquisition did not see: names missing from its listings,
+                    # names listed but gone, names it opened gone (ESTALE), stale sizes
+                    "unlisted": sorted({n for e in evs for n in e.get("hidden", ())}),
+                    "listed_gone": sorted({n for e in evs for n in e.get("gone", ())}),
+                    "estale": sorted({e["path"] for e in evs if e["kind"] == "open_estale"}),
+                    "stale_sizes": sorted({(e["path"], e["cached_size"], e["size"]) for e in evs
+                                           if e["kind"] == "attrs_stale"})[:6]})
+        served = sum(delta[k] for k in CACHE_SERVED)
+        problems = [line for line in b.log_text().splitlines()
+                    if (" WARN " in line or " ERROR " in line) and t_start <= _log_time(line) <= t_end + 1]
+        # every name an open found gone in the window (O_CREAT then made it anew, empty)
+        estale = sorted({e["path"] for e in events if e["kind"] == "open_estale"})
+        return {"lag_ms": lag_ms, "down": [x1 + 1, x2 + 1], "first": first, "second": second,
+                "primes": len(primes),
+                "estale": estale[:20],
+                "cache": delta, "hid": sum(delta[k] for k in CACHE_HID),
+                "acquired": len(acquired), "acquired_while_hidden": len(hidden_at),
+                "hidden_at_acquisition": hidden_at[:12], "broker_warnings": problems[:15],
+                "effective": served > 0}
+
+
+def _log_time(line: str) -> float:
+    """The wall-clock time of a broker log line (tracing's RFC 3339 UTC stamp), or 0."""
+    import datetime
+    try:
+        ts = line.split(None, 1)[0].rstrip("Z")
+        return datetime.datetime.strptime(ts[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def acquisitions(b, t0: float, t1: float) -> List[dict]:
+    """The partitions broker ``b`` acquired between wall-clock times t0 and t1 (its log's
+    ``acquired partition`` lines): directory name, epoch, log end, and when the acquisition
+    ran (``t0``-``t1``)."""
+    import re
+    pat = re.compile(r'acquired partition tp=TopicPartition \{ topic: "([^"]+)", partition: (\d+) \} '
+                     r'epoch=(\d+) log_end=(-?\d+) millis=(\d+)')
+    out = []
+    for line in b.log_text().splitlines():
+        mt = pat.search(line)
+        if not mt:
+            continue
+        t = _log_time(line)
+        if t0 <= t <= t1:
+            out.append({"dir": f"{mt.group(1)}-{mt.group(2)}", "epoch": int(mt.group(3)),
+                        "log_end": int(mt.group(4)), "t0": t - int(mt.group(5)) / 1000, "t1": t})
+    return out
 
 
 # --------------------------------------------------------------------------

@@ -585,3 +585,181 @@ def test_sync_metadata_is_durable_at_once(ffs):
     out = ffs.crash()
     assert out["metadata_undone"] == []
     assert [p.name for p in root.iterdir()] == ["b"]
+
+
+# ---------------------------------------------------------------------------
+# a lagging view: the NFS client's reader-side caches (attr-cache)
+# ---------------------------------------------------------------------------
+
+# The cache time of host B in these tests. FAULTFS_TEST_LAG_MS=0 runs them with the model off:
+# then each of them fails (the change of host A is seen at once), which shows they test it.
+LAG_MS = int(os.environ.get("FAULTFS_TEST_LAG_MS", "3000"))
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    """Two hosts' mounts (A, B) of one backing directory; B caches for LAG_MS."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("FUSE unavailable: no /dev/fuse")
+    backing = tmp_path / "backing"
+    a = mount_faultfs(backing, tmp_path / "a", log_path=tmp_path / "a.log")
+    try:
+        b = mount_faultfs(backing, tmp_path / "b", log_path=tmp_path / "b.log", attr_cache_ms=LAG_MS)
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        yield a, b
+    finally:
+        b.stop()
+        a.stop()
+
+
+def _synced_append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        assert os.write(fd, data) == len(data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _until_true(cond, timeout: float) -> float:
+    """Seconds until ``cond()`` held (polled every 50 ms), or fail after ``timeout``."""
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < timeout, f"still false after {timeout} s"
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def test_lagging_view_hides_another_hosts_create_from_listing_and_lookup(hosts):
+    a, b = hosts
+    (a.mountpoint / "d").mkdir()
+    assert os.listdir(b.mountpoint / "d") == []  # B lists the directory and looks the name up
+    assert not (b.mountpoint / "d" / "x").exists()
+    t0 = time.monotonic()
+    _synced_append(a.mountpoint / "d" / "x", b"data")
+    assert os.listdir(b.mountpoint / "d") == [], "B's listing shows A's create at once"
+    assert not (b.mountpoint / "d" / "x").exists(), "B's lookup finds A's create at once"
+    with pytest.raises(FileNotFoundError):
+        open(b.mountpoint / "d" / "x", "rb")  # an open of a name cached as absent fails
+    assert time.monotonic() - t0 < LAG_MS / 1000, "too slow to check within the cache time"
+    waited = _until_true(lambda: (b.mountpoint / "d" / "x").exists(), LAG_MS / 1000 + 10)
+    assert os.listdir(b.mountpoint / "d") == ["x"]
+    assert (b.mountpoint / "d" / "x").read_bytes() == b"data"
+    assert waited > 0
+    cache = b.stats()["cache"]
+    assert cache["name_hidden"] >= 2 and cache["listing_stale"] >= 1 and cache["negative_served"] >= 2, cache
+    events = b.cache_events()
+    assert {"kind": "listing_stale", "path": "/d", "hidden": ["x"], "gone": []}.items() <= events[0].items(), events
+    assert [e["seq"] for e in b.cache_events(since=events[0]["seq"])] == [e["seq"] for e in events[1:]]
+
+
+def test_lagging_view_keeps_a_stale_size_until_expiry_but_open_revalidates(hosts):
+    a, b = hosts
+    for name in ("x", "y"):
+        _synced_append(a.mountpoint / name, b"12345")
+        assert os.stat(b.mountpoint / name).st_size == 5  # cached by B
+    t0 = time.monotonic()
+    for name in ("x", "y"):
+        _synced_append(a.mountpoint / name, b"678")
+    assert os.stat(b.mountpoint / "x").st_size == 5, "B's stat sees A's fsynced append at once"
+    assert os.stat(b.mountpoint / "y").st_size == 5
+    # close-to-open: the open fetches the size afresh, and the data is read as it is now
+    with open(b.mountpoint / "x", "rb") as f:
+        assert os.fstat(f.fileno()).st_size == 8
+        assert f.read() == b"12345678"
+    assert os.stat(b.mountpoint / "x").st_size == 8  # the inode's attributes were refreshed
+    assert time.monotonic() - t0 < LAG_MS / 1000, "too slow to check within the cache time"
+    # without an open, the stale size stays until the cache time is over
+    assert os.stat(b.mountpoint / "y").st_size == 5
+    _until_true(lambda: os.stat(b.mountpoint / "y").st_size == 8, LAG_MS / 1000 + 10)
+    cache = b.stats()["cache"]
+    assert cache["attrs_stale"] >= 2 and cache["cto_refreshed"] >= 1, cache
+
+
+def test_lagging_view_still_lists_a_file_another_host_unlinked(hosts):
+    a, b = hosts
+    _synced_append(a.mountpoint / "x", b"x")
+    _synced_append(a.mountpoint / "y", b"y")
+    assert sorted(os.listdir(b.mountpoint)) == ["x", "y"]
+    assert os.stat(b.mountpoint / "x").st_size == 1
+    assert os.stat(b.mountpoint / "y").st_size == 1
+    t0 = time.monotonic()
+    (a.mountpoint / "x").unlink()
+    (a.mountpoint / "y").unlink()
+    assert sorted(os.listdir(b.mountpoint)) == ["x", "y"], "B's listing drops A's unlink at once"
+    assert os.stat(b.mountpoint / "x").st_size == 1, "B's lookup misses A's unlink at once"
+    # An open of the gone name: ESTALE, then a fresh lookup (as the kernel retries an NFS
+    # open): not found, and an O_CREAT open creates it anew, empty.
+    with pytest.raises(FileNotFoundError):
+        open(b.mountpoint / "x", "rb")
+    fd = os.open(b.mountpoint / "y", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
+    assert time.monotonic() - t0 < LAG_MS / 1000, "too slow to check within the cache time"
+    assert sorted(os.listdir(a.mountpoint)) == ["y"]
+    # B's own create refreshed its listing of the directory: only x is still listed, until expiry
+    assert sorted(os.listdir(b.mountpoint)) == ["y"]
+    _until_true(lambda: not (b.mountpoint / "x").exists(), LAG_MS / 1000 + 10)
+    cache = b.stats()["cache"]
+    assert cache["name_gone"] >= 1 and cache["listing_stale"] >= 1 and cache["open_estale"] >= 2, cache
+
+
+def test_lagging_view_sees_its_own_changes_at_once_and_turns_off(hosts):
+    """B's own creates, writes, renames and unlinks are seen by B at once (an NFS client
+    updates its caches from its own replies); ``attr-cache 0`` shows everything at once,
+    ``--prime`` caches the volume as it is. (Passes with the model off too.)"""
+    a, b = hosts
+    d = b.mountpoint
+    assert os.listdir(d) == []
+    _synced_append(d / "own", b"abc")
+    assert os.listdir(d) == ["own"] and os.stat(d / "own").st_size == 3
+    _synced_append(d / "own", b"de")
+    assert os.stat(d / "own").st_size == 5
+    os.rename(d / "own", d / "moved")
+    assert os.listdir(d) == ["moved"] and not (d / "own").exists()
+    (d / "moved").unlink()
+    assert os.listdir(d) == []
+    _synced_append(a.mountpoint / "other", b"o")
+    b.attr_cache(0)
+    assert os.listdir(d) == ["other"], "attr-cache 0 shows the volume as it is"
+    if LAG_MS:
+        out = b.attr_cache(LAG_MS, prime=True)
+        assert out["primed"] == 1 and out["attr_cache_ms"] == LAG_MS, out
+    (a.mountpoint / "other").unlink()
+    if LAG_MS:
+        assert os.listdir(d) == ["other"], "a primed cache shows the volume as it was"
+        assert b.stats()["attr_cache_ms"] == LAG_MS
+    b.clear_faults()
+    assert os.listdir(d) == [] and b.stats()["attr_cache_ms"] == 0
+
+
+def test_a_writeback_writes_only_the_dirty_ranges_over_another_hosts_data(hosts):
+    """Host A's unsynced writes into a file host B has since extended and fsynced: A's fsync
+    writes its dirty range only (an NFS client writing back dirty pages), B's bytes past it
+    stay; only a truncate A made cuts the file. (Independent of the attribute cache.)"""
+    a, b = hosts
+    fa = os.open(a.mountpoint / "f", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.pwrite(fa, b"A" * 10, 0) == 10  # pending in A's page cache
+        fb = os.open(b.mountpoint / "f", os.O_RDWR)
+        try:
+            assert os.pwrite(fb, b"B" * 30, 0) == 30
+            os.fsync(fb)
+        finally:
+            os.close(fb)
+        os.fsync(fa)
+    finally:
+        os.close(fa)
+    assert (a.backing / "f").read_bytes() == b"A" * 10 + b"B" * 20
+    fa = os.open(a.mountpoint / "f", os.O_RDWR)
+    try:
+        os.ftruncate(fa, 5)
+        os.fsync(fa)
+    finally:
+        os.close(fa)
+    assert (a.backing / "f").read_bytes() == b"A" * 5

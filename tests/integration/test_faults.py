@@ -1,8 +1,9 @@
 """The fault-injection suite of issue 17, short: the queue workload of faults.py against one
 Sluice broker and against a three-broker cluster, each under a rotating fault schedule
 (SIGKILL, SIGSTOP, host crash on faultfs, fsync EIO, ENOSPC, a full loop-device volume, the
-volume unmounted under the broker; in the cluster also etcd stopped and a broker cut off from
-etcd), about a minute of faults per mode.
+volume unmounted under the broker; in the cluster also etcd stopped, a broker cut off from
+etcd, and a host whose view of the volume lags while it takes every partition over), about a
+minute of faults per mode.
 
 One test per (mode, check) of the guaranteed workload (acks=all, idempotent, with
 ``flush.messages=1`` on one broker; acks=all in a cluster): a known bug is marked xfail

@@ -1481,4 +1481,30 @@ mod tests {
         assert!(plan.contains(&("t".to_string(), 0, 1)), "{plan:?}");
         assert_eq!(plan.iter().filter(|(_, p, _)| *p == 0).count(), 1);
     }
+
+    /// Open finding of a fault run (seed 201): an orphan assigned to where its planned move
+    /// was going is also movable by balancing in the same round, so the plan names it twice,
+    /// and `EtcdStore::assign` puts the same key twice into one etcd transaction, which etcd
+    /// refuses ("duplicate key given in txn request"): no orphan is assigned while the plan
+    /// stays so (40 s of `assigning partitions failed` in that run).
+    #[test]
+    #[ignore = "open finding: a partition planned twice fails the whole assignment"]
+    fn an_orphan_is_planned_at_most_once() {
+        // Broker 3 died while moves of its four partitions of t to broker 1 were under way;
+        // broker 2 owns none of t.
+        let owners: Vec<(&str, i32, i32)> = (0..4).map(|p| ("t", p, 3)).collect();
+        let mut v = view(&[1, 2], &owners);
+        for p in 0..4 {
+            v.owners.get_mut(&("t".to_string(), p)).unwrap().owner.to = Some(1);
+        }
+        let plan = plan_assignments(&v, true, 8);
+        let mut keys: Vec<_> = plan.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            plan.len(),
+            "a partition planned twice: {plan:?}"
+        );
+    }
 }
