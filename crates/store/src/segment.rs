@@ -506,19 +506,36 @@ pub(crate) struct Rebuilt {
 }
 
 impl Segment {
-    /// Create a new empty segment (files truncated; a non-empty `.log` is refused).
+    /// Create a new empty segment (files truncated; a non-empty `.log` is refused). The
+    /// `.log` is always a new file: an empty one already there is removed first, since
+    /// another process may hold it open with a write under way (in a shared directory, a
+    /// former owner's active segment that a lagging directory listing did not show), and
+    /// that write must land in its own file, not over this segment's batches.
     pub(crate) fn create(dir: &Path, base: i64, now_ms: i64) -> io::Result<Segment> {
         let log_path = seg_path(dir, base, SegmentFileKind::Log);
-        let log = open_rw(&log_path)?;
-        if log.metadata()?.len() != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "segment file {} already exists and is not empty",
-                    log_path.display()
-                ),
-            ));
-        }
+        let exclusive = || {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&log_path)
+        };
+        let log = match exclusive() {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if std::fs::metadata(&log_path)?.len() != 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        format!(
+                            "segment file {} already exists and is not empty",
+                            log_path.display()
+                        ),
+                    ));
+                }
+                std::fs::remove_file(&log_path)?;
+                exclusive()?
+            }
+            other => other?,
+        };
         anchor_extent_tree(&log);
         let index_file = open_rw(&seg_path(dir, base, SegmentFileKind::Index))?;
         index_file.set_len(0)?;
