@@ -598,11 +598,17 @@ impl Log {
                 guard: VerificationGuard::new(),
                 started_ms: now_ms,
                 lowest_seq: None,
+                epoch: producer_epoch,
             });
-        v.lowest_seq = match (v.lowest_seq, first_seq) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        if producer_epoch > v.epoch {
+            v.epoch = producer_epoch;
+            v.lowest_seq = first_seq;
+        } else if producer_epoch == v.epoch {
+            v.lowest_seq = match (v.lowest_seq, first_seq) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         Some(v.guard)
     }
     /// Whole batches from the one containing `offset`, at most `max_bytes` unless

@@ -58,6 +58,10 @@ pub(crate) struct Verifying {
     /// the transaction is open, so that a later batch whose verdict came first is never
     /// appended before an earlier one still waiting (or refused: then retried).
     pub lowest_seq: Option<i32>,
+    /// The producer epoch `lowest_seq` is of: a request of a newer epoch starts it anew, one
+    /// of an older epoch (a fenced zombie's) leaves it (Kafka's
+    /// `maybeUpdateLowestSequenceAndEpoch`).
+    pub epoch: i16,
 }
 
 impl Verifying {
@@ -157,8 +161,15 @@ impl ProducerStates {
             };
         }
         match entry.batches.back() {
-            // Same epoch but nothing remembered: nothing to check against.
-            None => Ok(SeqCheck::Accept),
+            // Same epoch, nothing remembered (a marker moved the producer to this epoch and
+            // forgot the old one's batches): its first batch starts the epoch's sequence at 0,
+            // as Kafka's `checkSequence` wants (a later batch of the epoch's first transaction
+            // must not go in before the first).
+            None if first == 0 => Ok(SeqCheck::Accept),
+            None => Err(SeqError::OutOfOrder {
+                expected: 0,
+                got: first,
+            }),
             Some(lastb) => {
                 let expected = increment_sequence(lastb.last_seq, 1);
                 if first == expected {

@@ -494,6 +494,106 @@ fn a_later_batch_verified_first_waits_for_the_earlier_one() {
     assert_eq!(log.log_end_offset(), 2);
 }
 
+/// (Adversary finding on 63401f0.) TV2: A (seq 0) of the next transaction starts its verification while the previous
+/// transaction's COMMIT marker is still to come (coordinator answers CONCURRENT_TRANSACTIONS,
+/// the leader retries after a backoff). The marker clears A's Verifying entry with its
+/// lowest_seq; B (seq 1) arrives, starts a fresh one (lowest 1), is verified and opens the
+/// transaction at sequence 1 (the epoch-bumping marker left no batch to check against).
+#[test]
+fn a_marker_between_two_batches_of_the_next_transaction_keeps_their_order() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let c = AppendOrigin::Client;
+    // T1 at epoch 0.
+    let g0 = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
+    log.append_verified(txn_at(5, 0, 0, "k", "t1"), c, Some(g0), NOW)
+        .unwrap(); // 0
+                   // EndTxn(commit) answered with epoch 1; A (epoch 1, seq 0) starts its verification.
+    let _ga = log.start_txn_verification(5, 1, Some(0), NOW).unwrap();
+    // T1's COMMIT marker, at the bumped epoch (TV2).
+    log.append_marker(5, 1, 0, ControlType::Commit, NOW)
+        .unwrap(); // 1
+                   // B (seq 1) arrives before A's retry iteration re-joins.
+    let gb = log.start_txn_verification(5, 1, Some(1), NOW).unwrap();
+    let r = log.append_verified(txn_at(5, 1, 1, "k", "b"), c, Some(gb), NOW);
+    assert!(
+        !matches!(r, Ok(_)),
+        "claim 2 broken: B (seq 1) opened the transaction before A (seq 0): {r:?}"
+    );
+}
+
+/// Continuation: B refused, A's retry opens the transaction, and B's retry follows it.
+#[test]
+fn the_first_batch_of_the_next_transaction_is_never_refused_for_good() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let c = AppendOrigin::Client;
+    let g0 = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
+    log.append_verified(txn_at(5, 0, 0, "k", "t1"), c, Some(g0), NOW)
+        .unwrap(); // 0
+    let _ga = log.start_txn_verification(5, 1, Some(0), NOW).unwrap();
+    log.append_marker(5, 1, 0, ControlType::Commit, NOW)
+        .unwrap(); // 1
+    let gb = log.start_txn_verification(5, 1, Some(1), NOW).unwrap();
+    let r = log.append_verified(txn_at(5, 1, 1, "k", "b"), c, Some(gb), NOW);
+    assert!(
+        matches!(
+            r,
+            Err(AppendError::OutOfOrderSequence {
+                expected: 0,
+                got: 1,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // A's retry, verified again, opens the transaction; then B's.
+    let ga = log.start_txn_verification(5, 1, Some(0), NOW).unwrap();
+    log.append_verified(txn_at(5, 1, 0, "k", "a"), c, Some(ga), NOW)
+        .unwrap(); // 2
+    assert_eq!(log.start_txn_verification(5, 1, Some(1), NOW), None);
+    log.append_verified(txn_at(5, 1, 1, "k", "b"), c, None, NOW)
+        .unwrap(); // 3
+    assert_eq!(log.log_end_offset(), 4);
+}
+
+/// TV1 (no bump at commit: sequences continue). A fenced zombie of the same producer id
+/// (epoch 0, mid-transaction at seq 0) joins the current epoch's verification and lowers
+/// lowest_seq; the current opener C (epoch 1, seq 1, exactly the next sequence) is refused as
+/// out of order on every retry. Kafka ignores a lower epoch (maybeUpdateLowestSequenceAndEpoch).
+#[test]
+fn a_fenced_zombie_never_blocks_the_current_opener() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let c = AppendOrigin::Client;
+    // Epoch 1: T1 on the partition, committed (TV1 marker at the same epoch).
+    let g = log.start_txn_verification(5, 1, Some(0), NOW).unwrap();
+    log.append_verified(txn_at(5, 1, 0, "k", "t1"), c, Some(g), NOW)
+        .unwrap();
+    log.append_marker(5, 1, 0, ControlType::Commit, NOW)
+        .unwrap();
+    // T2's opener C (seq 1) starts; the zombie (epoch 0, seq 0) joins.
+    let gc = log.start_txn_verification(5, 1, Some(1), NOW).unwrap();
+    let gz = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
+    assert_eq!(gz, gc);
+    // The zombie is fenced.
+    assert!(matches!(
+        log.append_verified(txn_at(5, 0, 0, "k", "z"), c, Some(gz), NOW),
+        Err(AppendError::ProducerFenced { .. })
+    ));
+    for _ in 0..3 {
+        let g = log.start_txn_verification(5, 1, Some(1), NOW);
+        let r = log.append_verified(txn_at(5, 1, 1, "k", "c"), c, g, NOW);
+        assert!(
+            r.is_ok(),
+            "claim 1/3 broken: C (next sequence) refused: {r:?}"
+        );
+    }
+}
+
 /// In cluster mode a completed transaction stays unstable until the published mark passes
 /// its marker (Kafka's unreplicated transactions).
 #[test]
