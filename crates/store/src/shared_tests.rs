@@ -796,3 +796,32 @@ fn a_takeover_whose_listing_lags_keeps_the_acknowledged_records() {
         );
     }
 }
+
+/// A partition whose only segment is empty (retention or DeleteRecords removed everything
+/// below it) keeps its offsets across a takeover: the empty segment the open removes is made
+/// again at the same base, never at 0 (the takeover was refused as serving less, or the log
+/// would have started over at offset 0).
+#[test]
+fn a_takeover_of_a_log_whose_only_segment_is_empty_keeps_its_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+    old.roll(NOW).unwrap(); // 3
+    assert_eq!(old.delete_records_before(3).unwrap(), 3);
+    let rp = old.flush().unwrap();
+    assert_eq!(rp, 3);
+    a.release_log(&tp()).unwrap();
+    assert!(!dir
+        .path()
+        .join("t-0")
+        .join("00000000000000000000.log")
+        .exists());
+
+    let b = broker(dir.path(), 2);
+    let new = take_over(&b, 2, rp).unwrap();
+    assert_eq!(new.log_end_offset(), 3);
+    new.roll(NOW).unwrap();
+    let out = new.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(out.base_offset, 3);
+}

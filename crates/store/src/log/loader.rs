@@ -85,6 +85,8 @@ impl Log {
             }
         }
         bases.sort_unstable();
+        // The base of an empty last segment removed below: the log end, if it was the only one.
+        let mut removed_empty = None;
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
@@ -97,6 +99,7 @@ impl Log {
                     tracing::info!(tp = ?p.tp, segment = last, "removing an empty last segment left by the previous owner");
                     remove_segment_files(&p.dir, last, false)?;
                     bases.pop();
+                    removed_empty = Some(last);
                 }
             }
         }
@@ -336,7 +339,10 @@ impl Log {
         }
         let created_segment = segments.is_empty();
         if created_segment {
-            let base = p.log_start.unwrap_or(0).max(0);
+            // Where the removed empty segment began, if it was the only one: the log goes on
+            // from there, never back to an earlier offset.
+            let base = removed_empty.filter(|_| bases.is_empty());
+            let base = base.unwrap_or_else(|| p.log_start.unwrap_or(0)).max(0);
             let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
             cursor = IndexCursor::new(base);
             segments.push(Arc::new(seg));
