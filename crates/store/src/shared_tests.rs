@@ -405,8 +405,8 @@ fn a_former_owners_late_snapshot_is_not_trusted() {
 
 /// A planned hand-over: the owner stops appending, seals its active segment and makes
 /// everything durable; the next owner opens at the recovery point it was handed, with nothing
-/// after it to recover, and appends to a segment file of its own (the handed-over empty one is
-/// replaced, as any empty last segment a former owner left).
+/// after it to recover, and appends to a segment file of its own (the handed-over empty one's
+/// files are replaced, as any empty last segment's a former owner left).
 #[test]
 fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
     let dir = tempfile::tempdir().unwrap();
@@ -424,10 +424,18 @@ fn a_hand_over_leaves_the_next_owner_nothing_to_recover() {
 
     let b = broker(dir.path(), 2);
     let new = take_over(&b, 2, rp).unwrap();
-    assert_eq!(new.segment_count(), 1, "the empty segment at 6 is removed");
+    assert_eq!(
+        new.segment_count(),
+        2,
+        "the empty segment at 6, with files of its own"
+    );
     assert_eq!(new.log_end_offset(), 6);
     new.roll(NOW).unwrap();
-    assert_eq!(new.segment_count(), 2, "a segment of its own at 6");
+    assert_eq!(
+        new.segment_count(),
+        2,
+        "the active segment was empty already"
+    );
     new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     assert_eq!(batches(&new), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
 }
@@ -798,9 +806,9 @@ fn a_takeover_whose_listing_lags_keeps_the_acknowledged_records() {
 }
 
 /// A partition whose only segment is empty (retention or DeleteRecords removed everything
-/// below it) keeps its offsets across a takeover: the empty segment the open removes is made
-/// again at the same base, never at 0 (the takeover was refused as serving less, or the log
-/// would have started over at offset 0).
+/// below it) keeps its offsets across a takeover: the empty segment whose files the open
+/// replaces stays at its base, never at 0 (removed outright, the takeover was refused as
+/// serving less, or the log would have started over at offset 0).
 #[test]
 fn a_takeover_of_a_log_whose_only_segment_is_empty_keeps_its_offsets() {
     let dir = tempfile::tempdir().unwrap();

@@ -85,21 +85,18 @@ impl Log {
             }
         }
         bases.sort_unstable();
-        // The base of an empty last segment removed below: the log end, if it was the only one.
-        let mut removed_empty = None;
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
             // by this owner, that write would land over this owner's batches. It holds no
-            // data; it is removed, and this owner's first segment at that offset is a file of
-            // its own (on NFS the former owner's write then fails as stale).
+            // data; its files are replaced by new ones of this owner's (on NFS the former
+            // owner's write then fails as stale; elsewhere it goes to the unlinked file).
             if let Some(&last) = bases.last() {
                 let path = seg_path(&p.dir, last, SegmentFileKind::Log);
                 if std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
-                    tracing::info!(tp = ?p.tp, segment = last, "removing an empty last segment left by the previous owner");
+                    tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
                     remove_segment_files(&p.dir, last, false)?;
-                    bases.pop();
-                    removed_empty = Some(last);
+                    drop(Segment::create(&p.dir, last, p.now_ms).map_err(serr)?);
                 }
             }
         }
@@ -339,10 +336,7 @@ impl Log {
         }
         let created_segment = segments.is_empty();
         if created_segment {
-            // Where the removed empty segment began, if it was the only one: the log goes on
-            // from there, never back to an earlier offset.
-            let base = removed_empty.filter(|_| bases.is_empty());
-            let base = base.unwrap_or_else(|| p.log_start.unwrap_or(0)).max(0);
+            let base = p.log_start.unwrap_or(0).max(0);
             let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
             cursor = IndexCursor::new(base);
             segments.push(Arc::new(seg));
