@@ -620,6 +620,28 @@ class SluiceBroker(Broker):
         if not SLUICE_BIN.is_file():
             raise HarnessError(f"Sluice binary {SLUICE_BIN} not found; run cargo build --release -p sluice")
 
+    def wait_ready(self, timeout: float) -> None:
+        # The listeners are bound before the broker opens its logs and joins its cluster (the
+        # kernel queues connections meanwhile), so an open port does not mean it started: a
+        # start that fails while opening would look ready. The broker logs each listener
+        # once it is open; wait for this start's line too.
+        deadline = time.monotonic() + timeout
+        super().wait_ready(timeout)
+
+        while "worker thread(s)" not in self.log_text_since_start():
+            rc = self.proc.poll()
+            if rc is not None:
+                raise HarnessError(
+                    f"{self.name} ({self.kind}) exited with code {rc} while opening; "
+                    f"log {self.log_file}:\n{tail(self.log_file, 60)}"
+                )
+            if time.monotonic() >= deadline:
+                raise HarnessError(
+                    f"{self.name} ({self.kind}) did not log its listeners within {timeout:.0f}s; "
+                    f"log {self.log_file}:\n{tail(self.log_file, 60)}"
+                )
+            time.sleep(0.05)
+
 
 class KafkaBroker(Broker):
     """Real Apache Kafka, single node, KRaft combined broker+controller."""

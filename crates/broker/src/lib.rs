@@ -1125,6 +1125,16 @@ impl Broker {
         }
     }
 
+    /// The broker that Metadata and DescribeCluster name as the controller, where clients send
+    /// CreateTopics, DeleteTopics and the other admin requests: this one. Every broker applies
+    /// those itself through the metadata store, and naming the etcd controller would send them
+    /// to a broker that may be dead while this one has not seen its lease end yet (librdkafka's
+    /// admin client then retries the dead address until its next metadata refresh). Kafka's
+    /// brokers also name a live broker rather than the active controller (KIP-590).
+    pub(crate) fn controller_for_clients(&self) -> i32 {
+        self.node_id
+    }
+
     /// In cluster mode, false if this broker may not append to `tp` now (another broker owns
     /// it, the lease may be lapsing, or it is shutting down).
     pub(crate) fn may_write(&self, tp: &sluice_store::TopicPartition) -> bool {

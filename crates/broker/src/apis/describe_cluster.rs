@@ -1,5 +1,5 @@
 //! DescribeCluster: the live brokers (this one alone, or the cluster's registered members) and
-//! the controller.
+//! the broker clients send controller requests to (this one).
 
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ pub(crate) fn handle(
     let body = DescribeClusterResponse::default()
         .with_endpoint_type(req.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id.clone()))
-        .with_controller_id(BrokerId(broker.controller_id()))
+        .with_controller_id(BrokerId(broker.controller_for_clients()))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(i32::MIN);
     Some(ResponseKind::DescribeCluster(body))

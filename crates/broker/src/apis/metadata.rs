@@ -168,7 +168,7 @@ pub(crate) fn handle(
     let body = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
-        .with_controller_id(BrokerId(broker.controller_id()))
+        .with_controller_id(BrokerId(broker.controller_for_clients()))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
     Some(ResponseKind::Metadata(body))
