@@ -287,7 +287,19 @@ impl Cluster {
         // Taken before the check: data durable by then was on storage before any new owner
         // could have acquired the partition and read its files.
         let marks: Vec<_> = logs.iter().map(|l| l.synced_mark()).collect();
-        let outcomes = self.confirm_held(store, logs);
+        // The owner record names the newest segment of what is published before it is: a
+        // takeover refuses a listing of the directory without it (a stale view).
+        let recorded: Vec<_> = logs
+            .iter()
+            .zip(&marks)
+            .map(|(log, mark)| self.record_segment(store, log, mark.base))
+            .collect();
+        let mut outcomes = self.confirm_held(store, logs);
+        for (o, r) in outcomes.iter_mut().zip(recorded) {
+            if o.is_ok() {
+                *o = r;
+            }
+        }
         {
             let mut unconfirmed = self.unconfirmed.write();
             for (log, ok) in logs.iter().zip(&outcomes) {
@@ -323,24 +335,62 @@ impl Cluster {
     /// flushes), so that the next owner validates only what lies after it. Runs on the flush
     /// thread after a confirmed round, or at acquisition: never beside a confirmation.
     fn record_recovery_point(&self, store: &EtcdStore, log: &Log) {
+        let rp = log.recovery_point_offset();
+        match self.record_progress(store, log, rp, 0) {
+            Ok(true) => log.recovery_point_recorded(rp),
+            Ok(false) => {}
+            Err(ConfirmError::NotOwner(e)) => {
+                tracing::debug!(tp = ?log.topic_partition(), "recovery point not recorded: {e}")
+            }
+            Err(ConfirmError::Unreachable(e)) => {
+                tracing::warn!(tp = ?log.topic_partition(), "recording the recovery point failed: {e}")
+            }
+        }
+    }
+
+    /// Make the owner record name `segment` (a synced mark's segment, its directory entry
+    /// durable) as the newest segment of published data, before anything in it is published
+    /// (docs/cluster.md, fencing point 2). A no-op when it does already. Runs on the flush
+    /// thread in a confirmation round, or at acquisition.
+    fn record_segment(
+        &self,
+        store: &EtcdStore,
+        log: &Log,
+        segment: i64,
+    ) -> Result<(), ConfirmError> {
+        self.record_progress(store, log, 0, segment).map(|_| ())
+    }
+
+    /// Raise the owner record's recovery point to `rp` and its newest segment to `segment`
+    /// where they are below, by compare-and-swap on the record this broker holds for `log`.
+    /// Ok(true) if it wrote, Ok(false) if the record already said as much.
+    fn record_progress(
+        &self,
+        store: &EtcdStore,
+        log: &Log,
+        rp: i64,
+        segment: i64,
+    ) -> Result<bool, ConfirmError> {
         let tp = log.topic_partition();
         let Some(Held {
             record: held,
             topic_id,
         }) = self.held.read().get(tp).copied()
         else {
-            return;
+            return Err(ConfirmError::NotOwner(format!(
+                "{tp:?} is no longer owned by this broker"
+            )));
         };
-        if topic_id != log.topic_id() {
-            return;
+        if topic_id != log.topic_id() || held.owner.epoch != log.leader_epoch() {
+            return Err(ConfirmError::NotOwner(format!(
+                "{tp:?} was acquired again since this log was opened"
+            )));
         }
-        let rp = log.recovery_point_offset();
-        if rp <= held.owner.recovery_point {
-            return;
+        if rp <= held.owner.recovery_point && segment <= held.owner.segment {
+            return Ok(false);
         }
-        match store.record_recovery_point(&tp.topic, tp.partition, held, rp) {
+        match store.record_progress(&tp.topic, tp.partition, held, rp, segment) {
             Ok(Some(next)) => {
-                log.recovery_point_recorded(rp);
                 let mut all = self.held.write();
                 // Still the record this broker holds (not released meanwhile).
                 if let Some(h) = all
@@ -349,9 +399,12 @@ impl Cluster {
                 {
                     h.record = next;
                 }
+                Ok(true)
             }
-            Ok(None) => tracing::debug!(?tp, "owner record changed; recovery point not recorded"),
-            Err(e) => tracing::warn!(?tp, "recording the recovery point failed: {e}"),
+            Ok(None) => Err(ConfirmError::NotOwner(
+                "ownership changed before the acknowledgement".to_string(),
+            )),
+            Err(e) => Err(ConfirmError::Unreachable(e.to_string())),
         }
     }
 
@@ -842,16 +895,19 @@ impl Cluster {
             return None;
         }
         let open = || {
-            match record.owner.recovery_point {
-                0 => broker
-                    .logs
-                    .open_log(&tp, topic.id, log_config(config), record.owner.epoch),
-                rp => broker.logs.open_log_at(
+            match (record.owner.recovery_point, record.owner.segment) {
+                (0, 0) => {
+                    broker
+                        .logs
+                        .open_log(&tp, topic.id, log_config(config), record.owner.epoch)
+                }
+                (rp, _) => broker.logs.open_log_at(
                     &tp,
                     topic.id,
                     log_config(config),
                     record.owner.epoch,
                     rp,
+                    record.owner.segment,
                 ),
             }
             .map_err(|e| e.to_string())
@@ -905,15 +961,27 @@ impl Cluster {
             log.roll(now_ms()).map_err(|e| e.to_string())?;
             log.flush().map_err(|e| e.to_string())?;
             // Readers see what was recovered, and from now on only what a confirmed
-            // flush round covered.
-            log.publish(log.synced_mark());
+            // flush round covered; the record names the new segment first (what was
+            // recovered may be a former owner's unacknowledged tail, which a later owner's
+            // stale listing must not lose once it was served).
+            let mark = log.synced_mark();
+            let rp = log.recovery_point_offset();
+            match self.record_progress(store, &log, rp, mark.base) {
+                Ok(true) => log.recovery_point_recorded(rp),
+                Ok(false) => {}
+                Err(e) => {
+                    return Err(format!(
+                        "recording the new segment in the owner record: {e}"
+                    ))
+                }
+            }
+            log.publish(mark);
             Ok(log)
         });
         match opened {
             Ok(log) => {
                 self.acquire_retry.lock().remove(&tp);
                 self.unconfirmed.write().remove(&tp);
-                self.record_recovery_point(store, &log);
                 broker.load_coordinator_partition(&tp, &log, true);
                 broker.metrics.acquired(started.elapsed());
                 tracing::info!(
@@ -1540,6 +1608,7 @@ mod tests {
                 from: None,
                 to: None,
                 recovery_point: 0,
+                segment: 0,
             },
             mod_revision: 1,
         }

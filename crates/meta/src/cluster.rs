@@ -111,6 +111,11 @@ pub struct Owner {
     /// segments below it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recovery_point: i64,
+    /// The base offset of the newest segment the owner has published data in, recorded
+    /// before that data is published: the next owner refuses a directory listing without a
+    /// segment at or past it (a stale view of the volume).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub segment: i64,
 }
 
 impl Owner {
@@ -705,6 +710,7 @@ impl EtcdStore {
             from: None,
             to: None,
             recovery_point: seen.owner.recovery_point,
+            segment: seen.owner.segment,
         };
         let revision = self
             .etcd
@@ -727,22 +733,25 @@ impl EtcdStore {
         }))
     }
 
-    /// Record the owner's recovery point in a partition's owner record, if the record is still
-    /// `held` and this broker still registered. Returns the new record (its mod revision is
-    /// the one confirmations must compare from now on), or None if it changed.
-    pub fn record_recovery_point(
+    /// Record the owner's recovery point and the newest segment it publishes data in, in a
+    /// partition's owner record, if the record is still `held` and this broker still
+    /// registered (neither ever moves back). Returns the new record (its mod revision is the
+    /// one confirmations must compare from now on), or None if it changed.
+    pub fn record_progress(
         &self,
         topic: &str,
         partition: i32,
         held: OwnerRecord,
         recovery_point: i64,
+        segment: i64,
     ) -> Result<Option<OwnerRecord>, MetaError> {
         let Some((_, reg_rev)) = *self.registration.lock() else {
             return Ok(None);
         };
         let key = self.owner_key(topic, partition);
         let owner = Owner {
-            recovery_point,
+            recovery_point: recovery_point.max(held.owner.recovery_point),
+            segment: segment.max(held.owner.segment),
             ..held.owner
         };
         let revision = self

@@ -1190,6 +1190,9 @@ impl LogManager {
     /// Open a log of a shared log dir (cluster mode) whose previous owner recorded
     /// `recovery_point`: everything below it was durable when recorded, so only the segments
     /// from the one holding it are validated, and the tails of the sealed ones below it.
+    /// `newest_segment` is the base of the newest segment it recorded publishing data in (0
+    /// if none): a directory listing without a segment at or past it is refused as a stale
+    /// view of the volume (an error: the takeover is tried again later).
     pub fn open_log_at(
         &self,
         tp: &TopicPartition,
@@ -1197,6 +1200,7 @@ impl LogManager {
         config: LogConfig,
         leader_epoch: i32,
         recovery_point: i64,
+        newest_segment: i64,
     ) -> Result<Arc<Log>, StoreError> {
         self.inner.open_log(
             tp,
@@ -1206,6 +1210,7 @@ impl LogManager {
             Some(manager::Known {
                 recovery_point,
                 durable: recovery_point,
+                newest_segment,
             }),
         )
     }

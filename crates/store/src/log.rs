@@ -218,6 +218,8 @@ pub(crate) struct OpenParams {
     pub config: LogConfig,
     pub leader_epoch: i32,
     pub recovery_point: Option<i64>,
+    /// See `manager::Known::newest_segment`.
+    pub newest_segment: i64,
     pub log_start: Option<i64>,
     pub clean: bool,
     pub now_ms: i64,

@@ -38,6 +38,11 @@ pub(crate) struct Known {
     /// The log must reach this offset (a re-open: what the failed log synced), or the open is
     /// refused rather than serve less.
     pub(crate) durable: i64,
+    /// The newest segment the previous owner published data in (0: none recorded). A shared
+    /// directory whose listing shows no segment at or past it is a stale view (an NFS client's
+    /// cached listing): the open is refused until the view catches up, rather than serve
+    /// the older files without the segments it does not list.
+    pub(crate) newest_segment: i64,
 }
 
 #[derive(Debug)]
@@ -606,6 +611,7 @@ impl Inner {
                 config,
                 leader_epoch,
                 recovery_point: rp,
+                newest_segment: known.map_or(0, |k| k.newest_segment),
                 log_start: ls,
                 clean,
                 now_ms: now_ms(),
@@ -717,6 +723,8 @@ impl Inner {
         let known = Known {
             recovery_point: rp,
             durable: log.synced_offset(),
+            // This broker's own view of the files it wrote.
+            newest_segment: 0,
         };
         // Appends go to a new segment: recovery may have cut the failed log's active segment
         // short, and positions in it that a reader of the failed log may still be sending

@@ -38,7 +38,17 @@ fn open(m: &LogManager, epoch: i32) -> Arc<Log> {
 
 /// Take the partition over under `epoch` at the recovery point its previous owner recorded.
 fn take_over(m: &LogManager, epoch: i32, rp: i64) -> Result<Arc<Log>, StoreError> {
-    m.open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), epoch, rp)
+    take_over_recorded(m, epoch, rp, 0)
+}
+
+/// A takeover whose previous owner recorded `rp` and published data up to segment `newest`.
+fn take_over_recorded(
+    m: &LogManager,
+    epoch: i32,
+    rp: i64,
+    newest: i64,
+) -> Result<Arc<Log>, StoreError> {
+    m.open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), epoch, rp, newest)
 }
 
 /// A planned move off `m`: the owner appends a batch per tag, then hands the partition over;
@@ -732,17 +742,15 @@ fn a_former_owners_late_write_into_its_empty_active_segment_keeps_the_new_owners
     assert_eq!(batches(&log), expected);
 }
 
-/// Open finding (issue 51), by reading the code after `lagging-view` fault runs: a takeover
-/// whose listing of the partition directory lags (an NFS client's cached readdir, which
-/// `tests/faultfs` models) does not see the segment its predecessor C started at E. The
-/// segment before E is then its last one and is validated to its end, so a zombie's batches
-/// past E there (appended after C sealed it) are kept; the recovery point C recorded is E
-/// (acks=all rounds move it only to the active segment's base), so the open is not refused,
-/// and its roll lands past E without meeting C's file. It serves the zombie's records where C
-/// acknowledged others, and the next owner cuts C's records that reach its first segment.
-/// (The lag is emulated by moving C's files aside for the open.)
+/// A takeover whose listing of the partition directory lags (an NFS client's cached readdir,
+/// which `tests/faultfs` models) does not see the segment its predecessor C started at E. The
+/// segment before E would then be its last one and be validated to its end, so a zombie's
+/// batches past E there (appended after C sealed it) would be kept and served where C
+/// acknowledged others, and the next owner would cut C's records. C recorded E as the newest
+/// segment it published data in (the owner record's `segment`), so the open refuses the stale
+/// listing, and succeeds once the listing is current. (The lag is emulated by moving C's files
+/// aside for the first open.)
 #[test]
-#[ignore = "open finding (issue 51): a takeover with a lagging directory listing serves a zombie's records"]
 fn a_takeover_whose_listing_lags_keeps_the_acknowledged_records() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
@@ -766,9 +774,11 @@ fn a_takeover_whose_listing_lags_keeps_the_acknowledged_records() {
     zombie.flush().unwrap();
     owner.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     owner.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
-    owner.sync_appended().unwrap(); // acknowledged
+    owner.sync_appended().unwrap(); // acknowledged once recorded and confirmed
     let rp = owner.recovery_point_offset();
     assert_eq!(rp, 6);
+    let newest = owner.synced_mark().base;
+    assert_eq!(newest, 6, "the segment C's acknowledged data is in");
     c.release_log(&tp()).unwrap();
 
     // B's listing predates C's roll: 6.* are not listed while it opens.
@@ -784,25 +794,28 @@ fn a_takeover_whose_listing_lags_keeps_the_acknowledged_records() {
         std::fs::rename(pdir.join(n), aside.join(n)).unwrap();
     }
     let b = broker(dir.path(), 3);
-    let opened = take_over(&b, 3, rp);
+    let stale = take_over_recorded(&b, 3, rp, newest);
     for n in &names {
         std::fs::rename(aside.join(n), pdir.join(n)).unwrap();
     }
-    if let Ok(new) = opened {
-        new.roll(NOW).unwrap();
-        new.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
-        new.sync_appended().unwrap();
-        let served = batches(&new);
-        b.release_log(&tp()).unwrap();
-        let next = broker(dir.path(), 4);
-        let last = take_over(&next, 4, 6).unwrap();
-        let after = batches(&last);
-        let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0"), (9, "d-0"), (12, "e-0")];
-        assert!(
-            served == expected && after == expected,
-            "acknowledged c and d: B served {served:?}, the next owner {after:?}"
-        );
-    }
+    let err = stale.expect_err("a listing without the recorded segment is refused");
+    assert!(err.to_string().contains("stale view"), "{err}");
+
+    // The listing is current again: the next try takes the partition with C's records.
+    let new = take_over_recorded(&b, 4, rp, newest).unwrap();
+    new.roll(NOW).unwrap();
+    new.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    new.sync_appended().unwrap();
+    let served = batches(&new);
+    b.release_log(&tp()).unwrap();
+    let next = broker(dir.path(), 4);
+    let last = take_over_recorded(&next, 5, 6, new.synced_mark().base).unwrap();
+    let after = batches(&last);
+    let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0"), (9, "d-0"), (12, "e-0")];
+    assert!(
+        served == expected && after == expected,
+        "acknowledged c and d: B served {served:?}, the next owner {after:?}"
+    );
 }
 
 /// A partition whose only segment is empty (retention or DeleteRecords removed everything

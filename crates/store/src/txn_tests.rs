@@ -1220,7 +1220,7 @@ fn takeover_keeps_open_transactions() {
     };
     let a = shared(1);
     let log = a
-        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 1, 0)
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 1, 0, 0)
         .unwrap();
     log.append(txn(5, 0, 1, "a", "1"), AppendOrigin::Client, NOW)
         .unwrap();
@@ -1231,7 +1231,7 @@ fn takeover_keeps_open_transactions() {
     drop(log);
     let b = shared(2);
     let log = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 2, rp)
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), cfg(), 2, rp, 0)
         .unwrap();
     assert_eq!(log.last_stable_offset(), 0);
     assert_eq!(log.producers()[0].current_txn_start_offset, 0);

@@ -85,6 +85,7 @@ impl Log {
             }
         }
         bases.sort_unstable();
+        check_listing_is_current(&p, &bases)?;
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
@@ -944,4 +945,30 @@ fn put_stray_aside(
         *first_recover -= 1;
     }
     Ok(())
+}
+
+/// A takeover reads the directory as the previous owner left it, or refuses. An NFS client may
+/// list a directory from its cache, as it was up to a minute before (attribute caching; a
+/// directory is revalidated when its change time moves, which a coarse server timestamp can
+/// miss): such a listing lacks the segments rolled since, and the older files' tails (a former
+/// owner's writes that a later owner's seal cut off) would be served and kept in their place.
+/// The previous owner recorded the newest segment it published data in before publishing it
+/// (docs/cluster.md, fencing point 2): a listing with no segment at or past it is stale.
+/// Segments are created in increasing order, so a listing that shows it shows those below.
+fn check_listing_is_current(p: &OpenParams, bases: &[i64]) -> Result<(), StoreError> {
+    let recorded = p.newest_segment;
+    if recorded <= 0 || bases.last().is_some_and(|&newest| newest >= recorded) {
+        return Ok(());
+    }
+    Err(StoreError::Invalid {
+        path: p.dir.clone(),
+        reason: format!(
+            "the previous owner recorded data in segment {recorded}, but the directory lists {}: \
+             a stale view of the volume (a cached listing); not opening from it until it is current",
+            match bases.last() {
+                Some(b) => format!("segments up to {b} only"),
+                None => "no segment".to_string(),
+            }
+        ),
+    })
 }
