@@ -11,9 +11,10 @@
 //! Architecture invariant: every write to a partition's files after the log was opened passes
 //! [`Log::gate`] first, on the same thread, with no wait in between but the writes of one
 //! step (a seal's cuts and index writes ask once; a roll asks again before its new segment's
-//! files appear, a deletion before each rename). The
-//! opening itself (recovery, which may cut and rewrite) is fenced by the acquisition that
-//! precedes it: the owner record's epoch is bumped in etcd before the files are read.
+//! files appear, a deletion before each rename). The opening itself (recovery, which may cut
+//! and rewrite) is fenced by the acquisition that precedes it (the owner record's epoch is
+//! bumped in etcd before the files are read) and asks the gate before each of its steps that
+//! write (`loader.rs`, `may_write`), since recovery may outlast the write deadline.
 //!
 //! What the gate cannot stop is a write that passed it and then stalled in the kernel past
 //! the broker's deadline; docs/cluster.md's fencing section says why that write cannot harm
@@ -50,7 +51,7 @@ impl GateSlot {
         *self.0.write() = Some(gate);
     }
 
-    fn check(
+    pub(crate) fn check(
         &self,
         tp: &TopicPartition,
         topic_id: uuid::Uuid,

@@ -430,3 +430,48 @@ fn a_swap_refused_by_the_gate_never_brings_back_deleted_segments() {
     let names: Vec<String> = files(&dir).into_keys().collect();
     assert!(!names.iter().any(|n| n.ends_with(".swap")), "{names:?}");
 }
+
+/// Recovery writes (a torn tail cut, indexes rebuilt, snapshots removed, the directory made
+/// durable) pass the gate too: a takeover whose broker lost the partition while it read the
+/// files (its write deadline passed during a long scan) leaves them as they were for the
+/// owner that took the partition since.
+#[test]
+fn an_open_that_lost_the_partition_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(1, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 1)
+        .unwrap();
+    for i in 0..6 {
+        log.append(batch(&format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let rp = log.flush().unwrap();
+    let dir = log.dir();
+    m.release_log(&tp()).unwrap();
+    drop(log);
+    drop(m);
+    // A torn write at the end of the last segment: recovery would cut it.
+    let last = files(&dir)
+        .into_keys()
+        .filter(|n| n.ends_with(".log"))
+        .max()
+        .unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(&last))
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[0xAB; 37]).unwrap();
+    drop(f);
+    let before = files(&dir);
+
+    // The next owner opens under epoch 2, which the gate no longer lets write.
+    gate.epoch.store(3, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let opened = m.open_log_at(&tp(), uuid::Uuid::from_u128(9), small(), 2, rp, 0);
+    let err = opened.expect_err("an open that may not write is refused");
+    assert!(err.to_string().contains("stopped opening the log"), "{err}");
+    assert_eq!(files(&dir), before, "the open changed the files");
+}

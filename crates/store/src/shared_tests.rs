@@ -846,3 +846,44 @@ fn a_takeover_of_a_log_whose_only_segment_is_empty_keeps_its_offsets() {
     let out = new.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
     assert_eq!(out.base_offset, 3);
 }
+
+/// A former owner's `leader-epoch-checkpoint` rewrite that stalled and landed after a
+/// takeover replaces the file with its older view, without the later owners' epochs. The next
+/// owner, trusting the segments below the recovery point, would answer OffsetsForLeaderEpoch
+/// from it (consumers validating their position after a leader change then see a false
+/// truncation). It finds each epoch at the segment its owner's acquisition started.
+#[test]
+fn a_former_owners_late_epoch_checkpoint_loses_no_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+    old.flush().unwrap();
+    let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
+    let stale = std::fs::read(&checkpoint).unwrap();
+
+    // B takes over (epoch 2) at 3, appends, rolls twice: its segments are below its recovery point.
+    let b = broker(dir.path(), 2);
+    let owner = take_over(&b, 2, 3).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+    owner.roll(NOW).unwrap();
+    owner.append(batch("c"), AppendOrigin::Client, NOW).unwrap(); // 6..8
+    owner.roll(NOW).unwrap();
+    let rp = owner.flush().unwrap();
+    assert_eq!(rp, 9);
+    assert_eq!(owner.end_offset_for_epoch(1), Some((1, 3)));
+    b.release_log(&tp()).unwrap();
+    // The former owner's stalled rewrite lands now.
+    std::fs::write(&checkpoint, &stale).unwrap();
+
+    let c = broker(dir.path(), 3);
+    let next = take_over(&c, 3, rp).unwrap();
+    assert_eq!(
+        next.end_offset_for_epoch(1),
+        Some((1, 3)),
+        "epoch 1 ends where epoch 2 began: {:?}",
+        next.leader_epoch_entries()
+    );
+    assert_eq!(next.end_offset_for_epoch(2).map(|(e, _)| e), Some(2));
+}

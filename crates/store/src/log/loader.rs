@@ -21,6 +21,7 @@ impl Log {
             Err(e) if e.kind() == io::ErrorKind::NotFound => true,
             Err(e) => return Err(serr(e)),
         };
+        may_write(&p, "creating or stamping the directory")?;
         std::fs::create_dir_all(&p.dir).map_err(serr)?;
         let interval = u64::from(p.config.index_interval_bytes);
 
@@ -86,6 +87,7 @@ impl Log {
         }
         bases.sort_unstable();
         check_listing_is_current(&p, &bases)?;
+        may_write(&p, "replacing an empty last segment")?;
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
@@ -140,6 +142,7 @@ impl Log {
                         epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
                     })
                     .map_err(serr)?;
+                may_write(&p, "cutting a recovered segment")?;
                 if let Some(pos) = r.overlapped.filter(|_| p.shared) {
                     if is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)? {
                         put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
@@ -244,6 +247,7 @@ impl Log {
                         let r = seg
                             .scan_rebuild(file_size, interval, false, next_base, |_| {})
                             .map_err(serr)?;
+                        may_write(&p, "rebuilding an active segment's indexes")?;
                         seg.write_index_files(&r.offset_index, &r.time_index)
                             .map_err(serr)?;
                         (
@@ -257,6 +261,7 @@ impl Log {
                     }
                 };
                 if size != file_size {
+                    may_write(&p, "cutting the active segment")?;
                     seg.log.set_len(size).map_err(serr)?;
                 }
                 {
@@ -278,6 +283,7 @@ impl Log {
                 if p.shared {
                     let (valid, crossing) =
                         verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
+                    may_write(&p, "cutting a sealed segment's tail")?;
                     if let Some(pos) = crossing {
                         if is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)? {
                             put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
@@ -298,6 +304,7 @@ impl Log {
                     let r = seg
                         .scan_rebuild(file_size, interval, false, next_base, |_| {})
                         .map_err(serr)?;
+                    may_write(&p, "rebuilding a sealed segment's indexes")?;
                     seg.write_index_files(&r.offset_index, &r.time_index)
                         .map_err(serr)?;
                     let mut m = seg.meta.write();
@@ -312,6 +319,9 @@ impl Log {
                 {
                     let mut m = seg.meta.write();
                     m.next_offset = bases[i + 1];
+                }
+                if p.shared {
+                    epochs_dirty |= assign_first_batch_epoch(&mut epochs, &seg, file_size);
                 }
                 segments.push(Arc::new(seg));
             }
@@ -350,6 +360,7 @@ impl Log {
         } else {
             p.recovery_point.unwrap_or(0).clamp(0, leo)
         };
+        may_write(&p, "making what it recovered durable")?;
         if recovered_any || !p.clean {
             // Recovered data might only be in the page cache; make it durable before trusting.
             // The transaction index too: the recovery point moves past these segments, and
@@ -397,6 +408,7 @@ impl Log {
             // a former owner's, written by a stalled seal after a takeover, and describes
             // batches a newer owner cut (docs/cluster.md, fencing point 2).
             let at = |o: i64| o == leo || segments.iter().any(|s| s.base_offset == o);
+            may_write(&p, "removing a former owner's producer snapshots")?;
             let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr)?;
             if !removed.is_empty() {
                 tracing::warn!(tp = ?p.tp, ?removed,
@@ -591,6 +603,7 @@ impl Log {
                         tracing::info!(tp = ?p.tp, segment = seg.base_offset, entries = v.len(),
                             "rewriting the transaction index from the log");
                     }
+                    may_write(&p, "rewriting a transaction index")?;
                     let mut t = seg.txn.lock();
                     t.file = None;
                     t.replace(&seg.dir, seg.base_offset, v).map_err(serr)?;
@@ -606,6 +619,7 @@ impl Log {
 
         // After the transaction indexes it rewrote and fsynced: a durable snapshot vouches
         // for everything below it.
+        may_write(&p, "writing the rebuilt producer state and leader epochs")?;
         let unsynced_snapshots = if rebuilt_from_start {
             persist_rebuilt_state(&p.dir, &p.tp, leo, &producers)
         } else {
@@ -971,4 +985,31 @@ fn check_listing_is_current(p: &OpenParams, bases: &[i64]) -> Result<(), StoreEr
             }
         ),
     })
+}
+
+/// The write gate (`crate::gate`), asked by an open before each of its writes to the
+/// partition's files: an acquisition bumps the owner record's epoch before the files are
+/// read, but recovery can outlast the broker's write deadline (a long scan, a stalled
+/// volume), after which another broker may own the partition and nothing may be written.
+fn may_write(p: &OpenParams, before: &str) -> Result<(), StoreError> {
+    p.gate
+        .check(&p.tp, p.topic_id, p.leader_epoch)
+        .map_err(|reason| StoreError::Invalid {
+            path: p.dir.clone(),
+            reason: format!("stopped opening the log before {before}: {reason}"),
+        })
+}
+
+/// A trusted segment of a shared directory tells its first batch's epoch to the epoch cache.
+/// Each owner's epoch begins at a segment base (an acquisition starts a new segment), so this
+/// finds the epochs a `leader-epoch-checkpoint` lacks when a former owner's stalled rewrite
+/// replaced it with its older view after a takeover; the recovered segments tell theirs as
+/// they are scanned. Costs one header read per segment; changes nothing when the checkpoint
+/// already has the epoch (an epoch is only added past the newest one).
+fn assign_first_batch_epoch(epochs: &mut EpochCache, seg: &Segment, size: u64) -> bool {
+    let mut scanner = BatchScanner::new(&seg.log, 0, size, false);
+    match scanner.next_batch() {
+        Ok(Some((_, h))) => epochs.assign(h.partition_leader_epoch, h.base_offset),
+        _ => false,
+    }
 }
