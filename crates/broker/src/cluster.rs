@@ -336,7 +336,7 @@ impl Cluster {
     /// thread after a confirmed round, or at acquisition: never beside a confirmation.
     fn record_recovery_point(&self, store: &EtcdStore, log: &Log) {
         let rp = log.recovery_point_offset();
-        match self.record_progress(store, log, rp, 0) {
+        match self.record_progress(store, log, rp, 0, false) {
             Ok(true) => log.recovery_point_recorded(rp),
             Ok(false) => {}
             Err(ConfirmError::NotOwner(e)) => {
@@ -358,18 +358,21 @@ impl Cluster {
         log: &Log,
         segment: i64,
     ) -> Result<(), ConfirmError> {
-        self.record_progress(store, log, 0, segment).map(|_| ())
+        self.record_progress(store, log, 0, segment, false)
+            .map(|_| ())
     }
 
     /// Raise the owner record's recovery point to `rp` and its newest segment to `segment`
-    /// where they are below, by compare-and-swap on the record this broker holds for `log`.
-    /// Ok(true) if it wrote, Ok(false) if the record already said as much.
+    /// where they are below (or set the segment, at acquisition: `acquired`), by
+    /// compare-and-swap on the record this broker holds for `log`. Ok(true) if it wrote,
+    /// Ok(false) if the record already said as much.
     fn record_progress(
         &self,
         store: &EtcdStore,
         log: &Log,
         rp: i64,
         segment: i64,
+        acquired: bool,
     ) -> Result<bool, ConfirmError> {
         let tp = log.topic_partition();
         let Some(Held {
@@ -386,10 +389,15 @@ impl Cluster {
                 "{tp:?} was acquired again since this log was opened"
             )));
         }
-        if rp <= held.owner.recovery_point && segment <= held.owner.segment {
+        let same_segment = if acquired {
+            segment == held.owner.segment
+        } else {
+            segment <= held.owner.segment
+        };
+        if rp <= held.owner.recovery_point && same_segment {
             return Ok(false);
         }
-        match store.record_progress(&tp.topic, tp.partition, held, rp, segment) {
+        match store.record_progress(&tp.topic, tp.partition, held, rp, segment, acquired) {
             Ok(Some(next)) => {
                 let mut all = self.held.write();
                 // Still the record this broker holds (not released meanwhile).
@@ -966,7 +974,10 @@ impl Cluster {
             // stale listing must not lose once it was served).
             let mark = log.synced_mark();
             let rp = log.recovery_point_offset();
-            match self.record_progress(store, &log, rp, mark.base) {
+            // The segment it rolled, even below the recorded one: recovery removed what lay
+            // past damage, and a record naming a segment no longer there would refuse every
+            // later takeover.
+            match self.record_progress(store, &log, rp, mark.base, true) {
                 Ok(true) => log.recovery_point_recorded(rp),
                 Ok(false) => {}
                 Err(e) => {

@@ -735,8 +735,10 @@ impl EtcdStore {
 
     /// Record the owner's recovery point and the newest segment it publishes data in, in a
     /// partition's owner record, if the record is still `held` and this broker still
-    /// registered (neither ever moves back). Returns the new record (its mod revision is the
-    /// one confirmations must compare from now on), or None if it changed.
+    /// registered. The recovery point never moves back; the segment does only with
+    /// `acquired` (an acquisition names the segment it rolled: what it recovered is the log
+    /// now). Returns the new record (its mod revision is the one confirmations must compare
+    /// from now on), or None if it changed.
     pub fn record_progress(
         &self,
         topic: &str,
@@ -744,6 +746,7 @@ impl EtcdStore {
         held: OwnerRecord,
         recovery_point: i64,
         segment: i64,
+        acquired: bool,
     ) -> Result<Option<OwnerRecord>, MetaError> {
         let Some((_, reg_rev)) = *self.registration.lock() else {
             return Ok(None);
@@ -751,7 +754,11 @@ impl EtcdStore {
         let key = self.owner_key(topic, partition);
         let owner = Owner {
             recovery_point: recovery_point.max(held.owner.recovery_point),
-            segment: segment.max(held.owner.segment),
+            segment: if acquired {
+                segment
+            } else {
+                segment.max(held.owner.segment)
+            },
             ..held.owner
         };
         let revision = self

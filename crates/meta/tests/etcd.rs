@@ -267,7 +267,10 @@ fn a_deleted_topic_names_its_owners_until_they_let_go() {
         .unwrap();
     let seen = b.refresh().unwrap().owners[&("gone".to_string(), 1)];
     let held = b.acquire("gone", 1, seen).unwrap().unwrap();
-    assert!(b.record_progress("gone", 1, held, 10, 0).unwrap().is_some());
+    assert!(b
+        .record_progress("gone", 1, held, 10, 0, false)
+        .unwrap()
+        .is_some());
     a.delete_topic("gone").unwrap();
     let v = b.refresh().unwrap();
     assert!(v.topics.is_empty() && v.owners.is_empty());

@@ -887,3 +887,112 @@ fn a_former_owners_late_epoch_checkpoint_loses_no_epoch() {
     );
     assert_eq!(next.end_offset_for_epoch(2).map(|(e, _)| e), Some(2));
 }
+
+/// Every acquisition records the empty segment it rolled (its mark's base). The next owner
+/// replaces an empty last segment's files; a replacement that fails half-way (here a
+/// `.timeindex` that cannot be replaced) must leave the segment listed, or every later
+/// takeover of the (current) directory would be refused as a stale view. (Found by review:
+/// the files were removed, then created.)
+#[test]
+fn an_interrupted_replacement_of_the_recorded_empty_segment_refuses_no_later_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    old.flush().unwrap();
+    let rp = old.recovery_point_offset();
+    a.release_log(&tp()).unwrap();
+
+    // B acquires as Cluster::acquire does: open, roll, flush, record mark.base, publish.
+    let b = broker(dir.path(), 2);
+    let owner = take_over_recorded(&b, 2, rp, 0).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    let newest = owner.synced_mark().base;
+    let rp = owner.recovery_point_offset();
+    assert_eq!(newest, 6, "B records its new, empty segment");
+    b.release_log(&tp()).unwrap(); // B dies idle
+
+    // C's open replaces the empty last segment: .log removed, then the removal of
+    // .timeindex fails and cannot be renamed aside (obstacle below): the open fails.
+    let pdir = dir.path().join("t-0");
+    let ti = pdir.join("00000000000000000006.timeindex");
+    std::fs::remove_file(&ti).unwrap();
+    std::fs::create_dir_all(ti.join("x")).unwrap();
+    let aside = pdir.join("00000000000000000006.timeindex.deleted");
+    std::fs::create_dir_all(aside.join("y")).unwrap();
+    let c = broker(dir.path(), 3);
+    let err = take_over_recorded(&c, 3, rp, newest).expect_err("the obstacle fails the open");
+    eprintln!("first open: {err}");
+    // The obstacle goes (an operator, or the transient error passes).
+    std::fs::remove_dir_all(&ti).unwrap();
+    std::fs::remove_dir_all(&aside).unwrap();
+
+    // The volume is current; every later takeover must succeed.
+    for epoch in 4..8 {
+        let m = broker(dir.path(), epoch);
+        match take_over_recorded(&m, epoch, rp, newest) {
+            Ok(log) => {
+                assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0")]);
+                return;
+            }
+            Err(e) => eprintln!("takeover under epoch {epoch}: {e}"),
+        }
+    }
+    panic!("every takeover of a current directory was refused");
+}
+
+/// An empty newest segment a takeover recorded is the recording owner's own: a former
+/// owner's stalled batch crossing its base is cut, and the segment stays, even if the opener
+/// then fails before its own roll (emulated: released as `Cluster::acquire`'s error path
+/// does). Removed as a stray, it left a current directory that every later takeover refused.
+#[test]
+fn the_recorded_segment_is_never_removed_as_a_stray() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let zombie = open(&a, 1);
+    zombie
+        .append(batch("a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    zombie
+        .append(batch("b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    zombie.flush().unwrap();
+    let rp = zombie.recovery_point_offset();
+
+    // B acquires (open, roll, flush, record the new segment), then stays idle.
+    let b = broker(dir.path(), 2);
+    let owner = take_over_recorded(&b, 2, rp, 0).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    let newest = owner.synced_mark().base;
+    let rp = owner.recovery_point_offset();
+    assert_eq!(newest, 6);
+    // The former owner's write that passed its gate lands now, past B's seal.
+    zombie
+        .append(batch("stale"), AppendOrigin::Client, NOW)
+        .unwrap();
+    zombie.flush().unwrap();
+    b.release_log(&tp()).unwrap();
+
+    // C's open puts segment 6 aside as a stray; C then fails before its roll (emulated:
+    // released as Cluster::acquire's error path does).
+    let c = broker(dir.path(), 3);
+    let opened = take_over_recorded(&c, 3, rp, newest).unwrap();
+    assert_eq!(
+        batches(&opened),
+        vec![(0, "a-0"), (3, "b-0")],
+        "the crossing batch is cut"
+    );
+    c.release_log(&tp()).unwrap();
+
+    for epoch in 4..8 {
+        let m = broker(dir.path(), epoch);
+        match take_over_recorded(&m, epoch, rp, newest) {
+            Ok(_) => return,
+            Err(e) => eprintln!("takeover under epoch {epoch}: {e}"),
+        }
+    }
+    panic!("every takeover of a current directory was refused");
+}

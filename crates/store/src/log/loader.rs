@@ -98,8 +98,7 @@ impl Log {
                 let path = seg_path(&p.dir, last, SegmentFileKind::Log);
                 if std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
                     tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
-                    remove_segment_files(&p.dir, last, false)?;
-                    drop(Segment::create(&p.dir, last, p.now_ms).map_err(serr)?);
+                    replace_with_new_empty_files(&p.dir, last).map_err(serr)?;
                 }
             }
         }
@@ -144,7 +143,9 @@ impl Log {
                     .map_err(serr)?;
                 may_write(&p, "cutting a recovered segment")?;
                 if let Some(pos) = r.overlapped.filter(|_| p.shared) {
-                    if is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)? {
+                    if next_base != p.newest_segment
+                        && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
+                    {
                         put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
                         continue;
                     }
@@ -285,7 +286,9 @@ impl Log {
                         verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
                     may_write(&p, "cutting a sealed segment's tail")?;
                     if let Some(pos) = crossing {
-                        if is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)? {
+                        if next_base != p.newest_segment
+                            && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
+                        {
                             put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
                             continue;
                         }
@@ -913,7 +916,10 @@ fn remove_segment_files(dir: &Path, base: i64, snapshot: bool) -> Result<(), Sto
 /// to lose). A segment whose first batch is as new as the crossing batch or newer is the
 /// newer owner's, and the crossing batches are what is cut, as before. (Epochs are compared
 /// only between owners of the cluster: a crossing needs two of them; batches adopted from a
-/// Kafka log dir may carry higher leader epochs, but never cross.)
+/// Kafka log dir may carry higher leader epochs, but never cross.) The callers never ask it of
+/// the segment the owner record names as the newest with published data: that one is the
+/// owner's own (its roll made a new file), the batches crossing into it are a former owner's
+/// and are cut, and a later takeover needs it listed (`check_listing_is_current`).
 fn is_stray(
     seg: &Segment,
     cross_pos: u64,
@@ -1011,5 +1017,28 @@ fn assign_first_batch_epoch(epochs: &mut EpochCache, seg: &Segment, size: u64) -
     match scanner.next_batch() {
         Ok(Some((_, h))) => epochs.assign(h.partition_leader_epoch, h.base_offset),
         _ => false,
+    }
+}
+
+/// Give the empty segment at `base` new files in place: each is made empty under a spare name
+/// and renamed over the old one, so the segment is listed at every moment (a takeover needs
+/// the segment the owner record names: `check_listing_is_current`), while a former owner that
+/// holds the old `.log` open writes only into the file replaced (on NFS, a stale handle). Its
+/// transaction index goes: an empty segment has none.
+fn replace_with_new_empty_files(dir: &Path, base: i64) -> io::Result<()> {
+    for kind in [
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+        SegmentFileKind::Log,
+    ] {
+        let path = seg_path(dir, base, kind);
+        let mut spare = path.clone().into_os_string();
+        spare.push(crate::segment::SPARE_SUFFIX);
+        std::fs::File::create(&spare)?;
+        std::fs::rename(&spare, &path)?;
+    }
+    match std::fs::remove_file(seg_path(dir, base, SegmentFileKind::TxnIndex)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
