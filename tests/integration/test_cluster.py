@@ -776,3 +776,51 @@ def test_admin_requests_right_after_the_controller_dies_reach_a_live_broker(brok
     # Within the dead broker's lease (3 s) and a round trip: the requests never waited for it.
     print(f"delete and create answered {time.monotonic() - t0:.2f} s after the controller died")
     assert topic not in harness.admin(brokers[0].bootstrap).list_topics(timeout=10).topics
+
+
+def test_a_takeover_through_a_lagging_view_keeps_a_segment_it_sees_as_empty(broker_factory, etcd, tmp_path, topic):
+    """Found by the 30-minute fault run of seed 75 (ctp_lost 1615: faults-ctp-75-0's segment
+    10757, filled with acknowledged transactions by broker 1, was replaced by broker 3 as an
+    empty last segment). A takeover whose host sees the volume through a lagging NFS view (its
+    attribute cache primed while the owner's active segment was still empty) lists that
+    segment, so the stale-view check passes, but a stat by name says it is empty; the open
+    must judge it by the size an open reports (close-to-open), or it replaces the file and
+    every acknowledged record in it is gone."""
+    import sys
+    if not Path("/dev/fuse").exists():
+        pytest.fail("FUSE unavailable: no /dev/fuse (a check that is skipped proves nothing)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the faultfs package
+    from cluster_support import cluster_overrides
+    from faultfs import mount_faultfs
+
+    shared, mnt = tmp_path / "shared", tmp_path / "lagging"
+    shared.mkdir()
+    mount = mount_faultfs(shared, mnt, log_path=tmp_path / "faultfs.log", stop_timeout=1.0)
+    try:
+        no_balance = {"sluice.cluster.balance.enable": "false", **PROBE}
+        (owner,) = start_cluster(broker_factory, etcd, shared, n=1, **no_balance)
+        harness.create_topic(bootstrap_of([owner]), topic, partitions=1)
+        wait_all_led(bootstrap_of([owner]), topic, 1)
+        active = sorted((shared / f"{topic}-0").glob("*.log"))
+        assert [p.stat().st_size for p in active] == [0], active
+        # The lagging host walks the volume now: the active segment is cached as empty.
+        assert mount.attr_cache(120_000, prime=True)["primed"] > 0
+        p = harness.producer(bootstrap_of([owner]), acks="all", **{"enable.idempotence": True})
+        values = [f"v{i}" for i in range(50)]
+        harness.produce_all(p, topic, [{"value": v, "partition": 0} for v in values])
+        assert active[0].stat().st_size > 0
+        assert (mnt / f"{topic}-0" / active[0].name).stat().st_size == 0, "the view does not lag"
+
+        taker = broker_factory(overrides=cluster_overrides(etcd, 2, mnt, "/sluice-test", **no_balance),
+                               log_dir=mnt, kind="sluice", name="node2")
+        harness.wait_until(lambda: live_brokers(bootstrap_of([owner])) == [1, 2], 30, "broker 2 registered")
+        owner.kill()
+        wait_all_led(bootstrap_of([taker]), topic, 1, exclude=(1,), timeout=60)
+        got = harness.consume_partitions(bootstrap_of([taker]), topic, [0], timeout=30)
+        assert [m.value().decode() for m in got] == values, \
+            f"{len(got)} of {len(values)} acknowledged records served after the takeover"
+        replaced = [line for line in taker.log_text().splitlines()
+                    if "replacing the files of an empty last segment" in line and f'"{topic}"' in line]
+        assert not replaced, replaced
+    finally:
+        mount.stop()

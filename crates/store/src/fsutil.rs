@@ -117,6 +117,20 @@ pub(crate) fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The length of the file at `path` as an open of it reports it: the length to trust before
+/// acting on a file another host may have written. An NFS client answers a `stat` by name
+/// from its attribute cache (another host's appends of the last seconds unseen: a file full
+/// of acknowledged batches looks empty), while an open revalidates the attributes of the file
+/// it opens (close-to-open consistency), so `fstat` after `open` gives the size the server
+/// has. `Ok(None)`: no such file.
+pub(crate) fn len_at_open(path: &Path) -> io::Result<Option<u64>> {
+    match File::open(path) {
+        Ok(f) => Ok(Some(f.metadata()?.len())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Current wall-clock time in milliseconds since the epoch.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -522,7 +522,10 @@ impl Segment {
         };
         let log = match exclusive() {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                if std::fs::metadata(&log_path)?.len() != 0 {
+                // Judged by an open, not a stat by name (an NFS attribute cache can
+                // show another host's filled file as empty): `fsutil::len_at_open`.
+                let len = crate::fsutil::len_at_open(&log_path)?;
+                if len.is_some_and(|n| n != 0) {
                     return Err(io::Error::new(
                         io::ErrorKind::AlreadyExists,
                         format!(
@@ -531,7 +534,9 @@ impl Segment {
                         ),
                     ));
                 }
-                std::fs::remove_file(&log_path)?;
+                if len.is_some() {
+                    std::fs::remove_file(&log_path)?;
+                }
                 exclusive()?
             }
             other => other?,

@@ -96,7 +96,10 @@ impl Log {
             // owner's write then fails as stale; elsewhere it goes to the unlinked file).
             if let Some(&last) = bases.last() {
                 let path = seg_path(&p.dir, last, SegmentFileKind::Log);
-                if std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
+                // Its length as an open reports it, never a stat by name: a lagging NFS
+                // view answers that from its attribute cache, and the segment the previous
+                // owner filled with acknowledged batches since looks empty (seed 75).
+                if crate::fsutil::len_at_open(&path).map_err(serr)? == Some(0) {
                     tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
                     replace_with_new_empty_files(&p.dir, last).map_err(serr)?;
                 }
