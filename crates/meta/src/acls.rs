@@ -64,6 +64,11 @@ impl EtcdStore {
     fn acls_key(&self) -> String {
         self.key("acls")
     }
+
+    /// Every ACL (a linearizable read of the one record).
+    pub fn acls(&self) -> Result<AclSet, MetaError> {
+        self.read_record(&self.acls_key(), &CODEC)
+    }
 }
 
 impl Meta {
@@ -71,7 +76,7 @@ impl Meta {
     pub fn acls(&self) -> Result<AclSet, MetaError> {
         match self {
             Meta::Embedded { store, .. } => record::read_file(&store.acls_path(), &CODEC),
-            Meta::Etcd(s) => s.read_record(&s.acls_key(), &CODEC),
+            Meta::Etcd(s) => s.acls(),
         }
     }
 
