@@ -1096,10 +1096,10 @@ impl Gate<'_> {
         }
     }
 
-    /// From a client (v3 and older): WRITE on each transactional id and on each topic; a
-    /// transaction with a topic refused adds nothing (the others are OPERATION_NOT_ATTEMPTED).
+    /// From a client (v3 and older): WRITE on the transactional id and on each topic; with a
+    /// topic refused nothing is added (the other partitions answer OPERATION_NOT_ATTEMPTED).
     /// From a broker (v4+, KIP-890's verification): CLUSTER_ACTION.
-    fn add_partitions_to_txn(&self, mut r: AddPartitionsToTxnRequest, version: i16) -> Admission {
+    fn add_partitions_to_txn(&self, r: AddPartitionsToTxnRequest, version: i16) -> Admission {
         if version >= 4 {
             if self.allows_cluster(Operation::ClusterAction) {
                 return Admission::Serve(RequestKind::AddPartitionsToTxn(r), None);
@@ -1108,60 +1108,34 @@ impl Gate<'_> {
                 AddPartitionsToTxnResponse::default().with_error_code(CLUSTER_DENIED.code()),
             ));
         }
-        let mut refused = Vec::new();
-        r.transactions.retain(|txn| {
-            let topics: Vec<(TopicName, Vec<i32>)> = txn
-                .topics
+        let topics: Vec<(TopicName, Vec<i32>)> = r
+            .v3_and_below_topics
+            .iter()
+            .map(|t| (t.name.clone(), t.partitions.clone()))
+            .collect();
+        let id = r.v3_and_below_transactional_id.0.to_string();
+        let results = if !self.allows(Operation::Write, ResourceType::TransactionalId, &id) {
+            txn_partition_errors(&topics, |_| TXN_DENIED)
+        } else {
+            let denied: HashSet<String> = topics
                 .iter()
-                .map(|t| (t.name.clone(), t.partitions.clone()))
+                .map(|(n, _)| n.0.to_string())
+                .filter(|n| !crate::is_internal_topic(n) && !self.topic(Operation::Write, n))
                 .collect();
-            let result = if !self.allows(
-                Operation::Write,
-                ResourceType::TransactionalId,
-                &txn.transactional_id.0,
-            ) {
-                Some(txn_partition_errors(&topics, |_| TXN_DENIED))
-            } else {
-                let denied: HashSet<String> = topics
-                    .iter()
-                    .map(|(n, _)| n.0.to_string())
-                    .filter(|n| !crate::is_internal_topic(n) && !self.topic(Operation::Write, n))
-                    .collect();
-                (!denied.is_empty()).then(|| {
-                    txn_partition_errors(&topics, |name| {
-                        if denied.contains(name) {
-                            TOPIC_DENIED
-                        } else {
-                            ResponseError::OperationNotAttempted
-                        }
-                    })
-                })
-            };
-            match result {
-                None => true,
-                Some(topic_results) => {
-                    refused.push(
-                        add_partitions_to_txn_response::AddPartitionsToTxnResult::default()
-                            .with_transactional_id(txn.transactional_id.clone())
-                            .with_topic_results(topic_results),
-                    );
-                    false
-                }
+            if denied.is_empty() {
+                return Admission::Serve(RequestKind::AddPartitionsToTxn(r), None);
             }
-        });
-        if refused.is_empty() {
-            return Admission::Serve(RequestKind::AddPartitionsToTxn(r), None);
-        }
-        if version < 4 && r.transactions.is_empty() {
-            // Before v4 a request is one transaction, answered in the v0-3 fields.
-            let body = AddPartitionsToTxnResponse::default().with_results_by_transaction(refused);
-            return Admission::Refuse(ResponseKind::AddPartitionsToTxn(body));
-        }
-        let fix = patch(
-            move |b: &mut AddPartitionsToTxnResponse| b.results_by_transaction.extend(refused),
-            pick!(AddPartitionsToTxn),
-        );
-        Admission::Serve(RequestKind::AddPartitionsToTxn(r), fix)
+            txn_partition_errors(&topics, |name| {
+                if denied.contains(name) {
+                    TOPIC_DENIED
+                } else {
+                    ResponseError::OperationNotAttempted
+                }
+            })
+        };
+        Admission::Refuse(ResponseKind::AddPartitionsToTxn(
+            AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
+        ))
     }
 
     fn add_offsets_to_txn(&self, r: AddOffsetsToTxnRequest) -> Admission {
