@@ -1593,6 +1593,7 @@ fn cluster_loop(weak: Weak<Broker>) {
                 Ok(view) => {
                     broker.quotas.reload_if_changed(store, view.revision);
                     broker.scram.reload_if_changed(store, view.revision);
+                    broker.authz.reload_if_changed(store, view.revision);
                     cluster.reconcile(broker);
                     cluster.control(broker, store, &view);
                 }

@@ -13,6 +13,8 @@
 //! - `quotas`: client quotas (rates per user and client id, throttle times).
 //! - `sasl`: SASL authentication of a connection (Kafka's `SaslServerAuthenticator`) and the
 //!   SCRAM credentials it checks.
+//! - `authz`: the authorizer (ACLs in force, Kafka's StandardAuthorizer semantics); what each
+//!   API must be allowed is `apis/access.rs`, asked before every handler.
 //! - `errors`: the only place store/meta errors become Kafka error codes.
 //! - `apis/*`: one file per Kafka API.
 //!
@@ -25,6 +27,7 @@
 
 mod admin;
 mod apis;
+mod authz;
 mod cache;
 mod cluster;
 mod dynamic;
@@ -32,6 +35,7 @@ mod errors;
 mod flusher;
 mod groups;
 mod lag;
+mod log_limit;
 mod markers;
 mod metrics;
 mod peers;
@@ -62,6 +66,7 @@ use sluice_wire::Request;
 
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use groups::OFFSETS_TOPIC;
+pub use log_limit::LogLimiter;
 pub use peers::{PeerClient, PeerReply, Probe, PEER_REQUEST_TIMEOUT};
 pub use sasl::{Authenticator, Step as AuthStep, USER_PRINCIPAL};
 pub use txns::TXN_TOPIC;
@@ -195,6 +200,8 @@ pub struct Broker {
     quotas: quotas::Quotas,
     /// SCRAM credentials (SASL/SCRAM logins check them).
     scram: sasl::ScramStore,
+    /// The authorizer (`authorizer.class.name`) and the ACLs in force.
+    authz: authz::Authz,
     /// The SASL settings of each SASL listener, by name.
     sasl_listeners: HashMap<String, Arc<sluice_config::SaslConfig>>,
     /// What the request path counts (`metrics.rs` exports it with the state gauges).
@@ -375,6 +382,7 @@ impl Broker {
             txns: txns::Txns::new(&config),
             quotas: quotas::Quotas::new(&config.quotas),
             scram: sasl::ScramStore::default(),
+            authz: authz::Authz::new(config.authorizer.clone()),
             sasl_listeners: config
                 .listener_sasl
                 .iter()
@@ -397,6 +405,7 @@ impl Broker {
         }
         broker.quotas.load(&broker.meta)?;
         broker.scram.load(&broker.meta)?;
+        broker.authz.load(&broker.meta)?;
         let _ = myself.set(Arc::downgrade(&broker));
         let _ = broker.this.set(Arc::downgrade(&broker));
         // In a cluster every write to a partition's files (appends of every origin, rolls,
@@ -438,10 +447,19 @@ impl Broker {
     /// (or, transaction version 2, add). The caller waits for it, reading nothing more from
     /// the connection meanwhile (the order of appends is kept), then calls
     /// [`Broker::handle_prepared`] with its answer.
-    pub fn prepare(self: &Arc<Self>, request: &Request) -> Option<Gate> {
+    pub fn prepare(self: &Arc<Self>, request: &Request, conn: &Connection) -> Option<Gate> {
         match &request.body {
             RequestKind::Produce(r) => {
-                let txn = apis::produce::prepare(self, r, request.version());
+                // A partition the producer may not write is never added to its transaction
+                // (the request is refused whole, or the partition left out, by `access.rs`).
+                let txn = if self.authz.enabled() && r.transactional_id.is_some() {
+                    let client = apis::Client::new(&request.header, conn);
+                    apis::access::produce_allowed(self, r, &client).and_then(|allowed| {
+                        apis::produce::prepare(self, r, request.version(), Some(&allowed))
+                    })
+                } else {
+                    apis::produce::prepare(self, r, request.version(), None)
+                };
                 let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
                 match (self.writeback.admit(timeout), txn) {
                     (None, txn) => txn,
@@ -491,8 +509,24 @@ impl Broker {
     fn answer(self: &Arc<Self>, request: Request, conn: &Connection, verdicts: Verdicts) -> Answer {
         let version = request.version();
         if let RequestKind::Fetch(r) = request.body {
-            let client = apis::client_id(&request.header);
-            return apis::fetch::handle(self, r, version, client, conn.listener.clone());
+            let client = apis::Client::new(&request.header, conn);
+            let (r, denied) = apis::access::fetch(self, r, &client);
+            let answer = apis::fetch::handle(self, r, version, client.id, conn.listener.clone());
+            if denied.is_empty() {
+                return answer;
+            }
+            // Appended after the served partitions: the ordinals of the file regions stay.
+            return Box::pin(async move {
+                let mut response = answer.await;
+                match &mut response {
+                    Some(Response::Fetch { body, .. })
+                    | Some(Response::Body(ResponseKind::Fetch(body))) => {
+                        body.responses.extend(denied)
+                    }
+                    _ => {}
+                }
+                response
+            });
         }
         let reply = self.dispatch(request, conn, verdicts);
         Box::pin(async move { reply.await.map(Response::Body) })
@@ -567,12 +601,38 @@ impl Broker {
         let version = request.version();
         let header = request.header;
         let client = apis::Client::new(&header, conn);
-        match request.body {
+        let (body, fix) = match apis::access::admit(self, request.body, version, &client) {
+            apis::access::Admission::Refuse(answer) => return ready(Some(answer)),
+            apis::access::Admission::Serve(body, fix) => (body, fix),
+        };
+        let reply = self.dispatch_admitted(body, version, &header, &client, verdicts);
+        match fix {
+            None => reply,
+            Some(fix) => Box::pin(async move {
+                let mut answer = reply.await;
+                if let Some(answer) = answer.as_mut() {
+                    fix(answer);
+                }
+                answer
+            }),
+        }
+    }
+
+    /// Hand a request that [`apis::access::admit`] let through to its API's handler.
+    fn dispatch_admitted(
+        self: &Arc<Self>,
+        body: RequestKind,
+        version: i16,
+        header: &kafka_protocol::messages::RequestHeader,
+        client: &apis::Client,
+        verdicts: Verdicts,
+    ) -> Reply {
+        match body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
             RequestKind::Metadata(r) => {
                 ready(apis::metadata::handle(self, r, version, &client.listener))
             }
-            RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts, &client),
+            RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts, client),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
             RequestKind::CreateTopics(r) => {
                 self.off_runtime(move |b| apis::create_topics::handle(b, r, version))
@@ -615,7 +675,7 @@ impl Broker {
                 version,
                 &client.listener,
             )),
-            RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, &client),
+            RequestKind::JoinGroup(r) => apis::join_group::handle(self, r, version, client),
             RequestKind::SyncGroup(r) => apis::sync_group::handle(self, r, version),
             RequestKind::Heartbeat(r) => ready(apis::heartbeat::handle(self, r, version)),
             RequestKind::LeaveGroup(r) => apis::leave_group::handle(self, r, version),
@@ -628,7 +688,7 @@ impl Broker {
             RequestKind::DeleteGroups(r) => apis::delete_groups::handle(self, r, version),
             RequestKind::OffsetDelete(r) => apis::offset_delete::handle(self, r, version),
             RequestKind::ConsumerGroupHeartbeat(r) => {
-                apis::consumer_group_heartbeat::handle(self, r, version, &client)
+                apis::consumer_group_heartbeat::handle(self, r, version, client)
             }
             RequestKind::AlterPartitionReassignments(r) => self
                 .off_runtime(move |b| apis::alter_partition_reassignments::handle(b, r, version)),
@@ -677,9 +737,13 @@ impl Broker {
             RequestKind::SaslAuthenticate(_) => {
                 ready(apis::scram_credentials::sasl_authenticate_refused())
             }
-            RequestKind::DescribeAcls(r) => ready(apis::acls::describe(r, version)),
-            RequestKind::CreateAcls(r) => ready(apis::acls::create(r, version)),
-            RequestKind::DeleteAcls(r) => ready(apis::acls::delete(r, version)),
+            RequestKind::DescribeAcls(r) => ready(apis::acls::describe(self, r, version)),
+            RequestKind::CreateAcls(r) => {
+                self.off_runtime(move |b| apis::acls::create(b, r, version))
+            }
+            RequestKind::DeleteAcls(r) => {
+                self.off_runtime(move |b| apis::acls::delete(b, r, version))
+            }
             RequestKind::CreateDelegationToken(_) => ready(apis::delegation_tokens::create()),
             RequestKind::RenewDelegationToken(_) => ready(apis::delegation_tokens::renew()),
             RequestKind::ExpireDelegationToken(_) => ready(apis::delegation_tokens::expire()),

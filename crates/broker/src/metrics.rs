@@ -222,6 +222,27 @@ impl Broker {
             "On the controller: partitions no live broker serves (no owner alive, or a failed log). 0 on other brokers.",
             offline as f64,
         );
+        if self.authz.enabled() {
+            let (allowed, denied, acls) = self.authz.counts();
+            e.single(
+                names::AUTHORIZATION_ALLOWED,
+                Kind::Counter,
+                "Authorizer decisions that allowed an action (listings and authorized-operations fields included).",
+                allowed as f64,
+            );
+            e.single(
+                names::AUTHORIZATION_DENIED,
+                Kind::Counter,
+                "Authorizer decisions that denied an action (listings and authorized-operations fields included).",
+                denied as f64,
+            );
+            e.single(
+                names::ACLS_TOTAL,
+                Kind::Gauge,
+                "ACLs in force (Kafka's acls-total-count).",
+                acls as f64,
+            );
+        }
         e.single(
             names::FAILED_LOGS,
             Kind::Gauge,

@@ -302,6 +302,56 @@ impl Parsed<'_> {
     }
 }
 
+/// `authorizer.class.name` and its settings: Kafka's StandardAuthorizer is served, any
+/// other class refused (Sluice cannot load Java classes; AclAuthorizer kept its ACLs in
+/// ZooKeeper and left Kafka with it).
+fn authorizer(p: &Parsed<'_>) -> Result<Option<crate::AuthorizerSettings>, ConfigError> {
+    const NAME: &str = "authorizer.class.name";
+    let class = p.raw(NAME).map(str::trim).unwrap_or("");
+    if class.is_empty() {
+        return Ok(None);
+    }
+    if class != crate::STANDARD_AUTHORIZER {
+        let why = if class.ends_with(".AclAuthorizer") {
+            "AclAuthorizer kept its ACLs in ZooKeeper and is not in Kafka 4"
+        } else {
+            "Sluice does not load Java classes"
+        };
+        return Err(invalid(
+            NAME,
+            class,
+            format!(
+                "{why}; the authorizer Sluice serves is {}, with Kafka's ACL semantics (or leave it empty for none)",
+                crate::STANDARD_AUTHORIZER
+            ),
+        ));
+    }
+    let raw_users = p.raw("super.users").unwrap_or("");
+    let mut super_users = Vec::new();
+    for user in raw_users
+        .split(';')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        match user.split_once(':') {
+            Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {
+                super_users.push(user.to_string())
+            }
+            _ => {
+                return Err(invalid(
+                    "super.users",
+                    raw_users,
+                    format!("`{user}` is not a principal: expected principalType:principalName, such as User:admin"),
+                ))
+            }
+        }
+    }
+    Ok(Some(crate::AuthorizerSettings {
+        super_users,
+        allow_everyone_if_no_acl_found: p.bool("allow.everyone.if.no.acl.found", false)?,
+    }))
+}
+
 pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let mut given = BTreeMap::new();
     let mut unknown = Vec::new();
@@ -532,6 +582,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         }
     }
 
+    let authorizer = authorizer(&p)?;
+
     let rack = match p.get("broker.rack")? {
         Some(Value::Str(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
         _ => None,
@@ -547,6 +599,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         listener_tls,
         listener_sasl,
         inter_broker_sasl,
+        authorizer,
         log_dirs,
         num_partitions: p.typed("num.partitions", 1)?,
         default_replication_factor: p.typed("default.replication.factor", 1)?,

@@ -414,6 +414,10 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "The wait between those retries."),
     b("advertised.listeners", Type::String, None, Check::Listeners, false,
         "Listeners given to clients in metadata; defaults to listeners."),
+    b("allow.everyone.if.no.acl.found", Type::Boolean, Some("false"), Check::None, false,
+        "With an authorizer: allow an action on a resource that no ACL names (a resource some ACL names is decided by the ACLs)."),
+    b("authorizer.class.name", Type::String, Some(""), Check::None, false,
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty (the default): every request is allowed and the ACL APIs answer SECURITY_DISABLED."),
     b("auto.create.topics.enable", Type::Boolean, Some("true"), Check::None, false,
         "Create a topic when a client asks for metadata of one that does not exist."),
     b("broker.id", Type::Int, None, Check::AtLeast(0), false,
@@ -602,6 +606,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: threads that serve connections and requests; 0 means one per CPU the broker may run on."),
     b("socket.request.max.bytes", Type::Int, Some("104857600"), Check::AtLeast(1), false,
         "Largest request the broker reads, in bytes."),
+    b("super.users", Type::String, None, Check::None, false,
+        "Principals (User:admin;User:broker, semicolon separated) allowed everything whatever the ACLs say."),
     b("transaction.abort.timed.out.transaction.cleanup.interval.ms", Type::Int, Some("10000"), Check::AtLeast(1), false,
         "How often the transaction coordinator aborts transactions open longer than their timeout."),
     b("transaction.max.timeout.ms", Type::Int, Some("900000"), Check::AtLeast(1), false,
@@ -619,7 +625,6 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
 /// Kafka server properties accepted without a warning but not used by Sluice.
 pub(crate) const IGNORED: &[&str] = &[
     "alter.config.policy.class.name",
-    "authorizer.class.name",
     "auto.include.jmx.reporter",
     "auto.leader.rebalance.enable",
     "background.threads",
@@ -671,7 +676,6 @@ pub(crate) const IGNORED: &[&str] = &[
     "socket.listen.backlog.size",
     "socket.receive.buffer.bytes",
     "socket.send.buffer.bytes",
-    "super.users",
     "unstable.api.versions.enable",
     "unstable.feature.versions.enable",
 ];

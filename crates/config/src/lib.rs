@@ -338,6 +338,9 @@ pub struct BrokerConfig {
     /// `sasl.mechanism.inter.broker.protocol`, when the inter-broker listener is a SASL one
     /// (checked to be enabled there, with the JAAS `username` and `password` to log in with).
     pub inter_broker_sasl: Option<(SaslMechanism, SaslLogin)>,
+    /// `authorizer.class.name` set to Kafka's StandardAuthorizer: ACLs decide what each
+    /// principal may do. None (the default): every request is allowed.
+    pub authorizer: Option<AuthorizerSettings>,
     /// `log.dirs` (or `log.dir`). Default `./sluice-data`.
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,
@@ -422,6 +425,18 @@ pub struct BrokerConfig {
     /// Property names that were not recognised (each has been warned about once).
     pub unknown: Vec<String>,
 }
+
+/// The authorizer's broker settings (Kafka's StandardAuthorizer names and defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuthorizerSettings {
+    /// `super.users`: principals (`User:admin`) allowed everything.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`: allow an action on a resource no ACL names.
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// The authorizer Sluice serves, under the class name Kafka's brokers are configured with.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
 /// The log cleaner's broker settings (Kafka's names and defaults).
 #[derive(Clone, Debug, PartialEq)]

@@ -750,3 +750,52 @@ fn metrics_listener_setting() {
         );
     }
 }
+
+#[test]
+fn the_standard_authorizer_and_its_settings() {
+    let none = BrokerConfig::from_properties(props(&[])).unwrap();
+    assert_eq!(none.authorizer, None);
+    let empty = BrokerConfig::from_properties(props(&[("authorizer.class.name", " ")])).unwrap();
+    assert_eq!(empty.authorizer, None);
+    let on = BrokerConfig::from_properties(props(&[
+        ("authorizer.class.name", sluice_config::STANDARD_AUTHORIZER),
+        ("super.users", "User:admin; User:CN=broker,O=x;"),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ]))
+    .unwrap();
+    let settings = on.authorizer.unwrap();
+    assert_eq!(settings.super_users, ["User:admin", "User:CN=broker,O=x"]);
+    assert!(settings.allow_everyone_if_no_acl_found);
+    let default = BrokerConfig::from_properties(props(&[(
+        "authorizer.class.name",
+        sluice_config::STANDARD_AUTHORIZER,
+    )]))
+    .unwrap();
+    assert!(!default.authorizer.unwrap().allow_everyone_if_no_acl_found);
+}
+
+#[test]
+fn other_authorizers_and_bad_super_users_stop_startup() {
+    let err = BrokerConfig::from_properties(props(&[(
+        "authorizer.class.name",
+        "kafka.security.authorizer.AclAuthorizer",
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("ZooKeeper"), "{err}");
+    assert!(err.contains(sluice_config::STANDARD_AUTHORIZER), "{err}");
+    let err = BrokerConfig::from_properties(props(&[(
+        "authorizer.class.name",
+        "com.example.MyAuthorizer",
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("authorizer.class.name"), "{err}");
+    let err = BrokerConfig::from_properties(props(&[
+        ("authorizer.class.name", sluice_config::STANDARD_AUTHORIZER),
+        ("super.users", "admin"),
+    ]))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("super.users"), "{err}");
+}

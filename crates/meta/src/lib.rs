@@ -4,8 +4,10 @@
 //! Owns: the metadata store, behind one API ([`Meta`]): [`EmbeddedStore`], a small file inside
 //! the first log directory that needs no other process (a single broker), or [`EtcdStore`],
 //! the same records plus membership and partition ownership in etcd (the shared-storage
-//! cluster, `cluster.rs`; its client is `etcd.rs`). Client quotas (`quotas.rs`) and SCRAM
-//! credentials (`scram.rs`) are kept beside the topics.
+//! cluster, `cluster.rs`; its client is `etcd.rs`). Client quotas (`quotas.rs`), SCRAM
+//! credentials (`scram.rs`) and ACLs (`acls.rs`) are kept beside the topics, each one record
+//! changed atomically (`record.rs`: a file rewritten atomically, or one etcd key changed by
+//! compare-and-swap).
 //! Does not own: partition data (the log store) or Kafka error codes (the broker).
 //!
 //! Architecture invariant: a broker serves a partition only under an ownership epoch it got
@@ -13,12 +15,15 @@
 //! acquisition bumps the epoch, and the epoch is stamped into every batch the broker appends
 //! (Kafka's partition leader epoch). Only this crate talks to etcd.
 
+pub mod acls;
 pub mod broker_configs;
 pub mod cluster;
 pub mod etcd;
 pub mod quotas;
+mod record;
 pub mod scram;
 
+pub use acls::AclSet;
 pub use cluster::{
     BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, Endpoint, EtcdStore, Owner, OwnerRecord,
     Renewal,

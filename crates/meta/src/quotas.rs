@@ -16,14 +16,12 @@
 //!   re-reads the key when the cluster's revision moves ([`EtcdStore::client_quotas`]).
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::{self, Write};
 use std::path::PathBuf;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::etcd::{Compare, Op};
+use crate::record::{self, Codec};
 use crate::{EmbeddedStore, EtcdStore, Meta, MetaError};
 
 /// A quota entity: entity type (`user`, `client-id`, `ip`) -> name, `None` for the default.
@@ -38,9 +36,6 @@ pub struct QuotaAlteration {
     pub entity: QuotaEntity,
     pub ops: Vec<(String, Option<f64>)>,
 }
-
-/// How often a compare-and-swap of the etcd record is tried before giving up.
-const CAS_ATTEMPTS_MAX: usize = 20;
 
 /// The stored form: a list, because JSON object keys must be strings.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -104,6 +99,13 @@ pub fn apply(mut quotas: ClientQuotas, alterations: &[QuotaAlteration]) -> Clien
 /// Serializes read-modify-write of the embedded store's quota file (one store per process).
 static EMBEDDED_QUOTAS: Mutex<()> = Mutex::new(());
 
+/// The stored form, in a file or etcd ([`crate::record`]).
+const CODEC: Codec<ClientQuotas> = Codec {
+    decode,
+    encode,
+    what: "the client quotas",
+};
+
 impl EmbeddedStore {
     fn quotas_path(&self) -> PathBuf {
         self.path.with_file_name("client-quotas.json")
@@ -111,19 +113,7 @@ impl EmbeddedStore {
 
     /// Every entity with quotas (none if the file does not exist yet).
     pub fn client_quotas(&self) -> Result<ClientQuotas, MetaError> {
-        let path = self.quotas_path();
-        match fs::read(&path) {
-            Ok(bytes) => decode(&bytes, &path.display().to_string()).map_err(|e| match e {
-                MetaError::Etcd(reason) => MetaError::Parse {
-                    path,
-                    line: 0,
-                    reason,
-                },
-                other => other,
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ClientQuotas::new()),
-            Err(source) => Err(MetaError::Io { path, source }),
-        }
+        record::read_file(&self.quotas_path(), &CODEC)
     }
 
     /// Apply `alterations` in one atomic rewrite; returns the quotas after it.
@@ -131,25 +121,8 @@ impl EmbeddedStore {
         &self,
         alterations: &[QuotaAlteration],
     ) -> Result<ClientQuotas, MetaError> {
-        let _one = EMBEDDED_QUOTAS.lock();
-        let next = apply(self.client_quotas()?, alterations);
-        let path = self.quotas_path();
-        let io_err = |source| MetaError::Io {
-            path: path.clone(),
-            source,
-        };
-        let tmp = path.with_extension("json.tmp");
-        let mut file = fs::File::create(&tmp).map_err(io_err)?;
-        file.write_all(&encode(&next)).map_err(io_err)?;
-        file.sync_all().map_err(io_err)?;
-        drop(file);
-        fs::rename(&tmp, &path).map_err(io_err)?;
-        if let Some(dir) = path.parent() {
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(next)
+        let change = |current| (apply(current, alterations), ());
+        Ok(record::update_file(&self.quotas_path(), &EMBEDDED_QUOTAS, &CODEC, change)?.0)
     }
 }
 
@@ -160,11 +133,7 @@ impl EtcdStore {
 
     /// Every entity with quotas (a linearizable read of the one record).
     pub fn client_quotas(&self) -> Result<ClientQuotas, MetaError> {
-        let key = self.quotas_key();
-        match self.etcd.get(&key).map_err(crate::cluster::etcd_err)? {
-            Some(kv) => decode(&kv.value, &key),
-            None => Ok(ClientQuotas::new()),
-        }
+        self.read_record(&self.quotas_key(), &CODEC)
     }
 
     /// Apply `alterations` by compare-and-swap on the record; returns the quotas after it.
@@ -172,36 +141,8 @@ impl EtcdStore {
         &self,
         alterations: &[QuotaAlteration],
     ) -> Result<ClientQuotas, MetaError> {
-        let key = self.quotas_key();
-        for _ in 0..CAS_ATTEMPTS_MAX {
-            let kv = self.etcd.get(&key).map_err(crate::cluster::etcd_err)?;
-            let (current, compare) = match &kv {
-                Some(kv) => (
-                    decode(&kv.value, &key)?,
-                    Compare::ModRevision(key.clone(), kv.mod_revision),
-                ),
-                None => (ClientQuotas::new(), Compare::CreateRevision(key.clone(), 0)),
-            };
-            let next = apply(current, alterations);
-            let written = self
-                .etcd
-                .txn(
-                    &[compare],
-                    &[Op::Put {
-                        key: key.clone(),
-                        value: encode(&next),
-                        lease: 0,
-                    }],
-                    &[],
-                )
-                .map_err(crate::cluster::etcd_err)?;
-            if written {
-                return Ok(next);
-            }
-        }
-        Err(MetaError::Etcd(
-            "the client quotas kept changing while being altered; try again".into(),
-        ))
+        let change = |current| (apply(current, alterations), ());
+        Ok(self.update_record(&self.quotas_key(), &CODEC, change)?.0)
     }
 }
 

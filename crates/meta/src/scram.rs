@@ -14,14 +14,12 @@
 //! (the broker does, with Kafka's error codes), and does not derive keys (sluice-sasl does).
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::{self, Write};
 use std::path::PathBuf;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::etcd::{Compare, Op};
+use crate::record::{self, Codec};
 use crate::{EmbeddedStore, EtcdStore, Meta, MetaError};
 
 /// One stored credential.
@@ -51,9 +49,6 @@ pub struct ScramAlteration {
     pub mechanism: String,
     pub credential: Option<StoredScram>,
 }
-
-/// How often a compare-and-swap of the etcd record is tried before giving up.
-const CAS_ATTEMPTS_MAX: usize = 20;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Stored {
@@ -149,6 +144,13 @@ pub fn apply(
 /// Serializes read-modify-write of the embedded store's credentials file.
 static EMBEDDED_SCRAM: Mutex<()> = Mutex::new(());
 
+/// The stored form, in a file or etcd ([`crate::record`]).
+const CODEC: Codec<ScramCredentials> = Codec {
+    decode: |bytes, what| decode(bytes, what).map_err(MetaError::Etcd),
+    encode,
+    what: "the SCRAM credentials",
+};
+
 impl EmbeddedStore {
     fn scram_path(&self) -> PathBuf {
         self.path.with_file_name("scram-credentials.json")
@@ -156,18 +158,7 @@ impl EmbeddedStore {
 
     /// Every credential (none if the file does not exist yet).
     pub fn scram_credentials(&self) -> Result<ScramCredentials, MetaError> {
-        let path = self.scram_path();
-        match fs::read(&path) {
-            Ok(bytes) => {
-                decode(&bytes, &path.display().to_string()).map_err(|reason| MetaError::Parse {
-                    path,
-                    line: 0,
-                    reason,
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ScramCredentials::new()),
-            Err(source) => Err(MetaError::Io { path, source }),
-        }
+        record::read_file(&self.scram_path(), &CODEC)
     }
 
     /// Apply `alterations` in one atomic rewrite; returns the credentials after it.
@@ -175,25 +166,8 @@ impl EmbeddedStore {
         &self,
         alterations: &[ScramAlteration],
     ) -> Result<ScramCredentials, MetaError> {
-        let _one = EMBEDDED_SCRAM.lock();
-        let next = apply(self.scram_credentials()?, alterations);
-        let path = self.scram_path();
-        let io_err = |source| MetaError::Io {
-            path: path.clone(),
-            source,
-        };
-        let tmp = path.with_extension("json.tmp");
-        let mut file = fs::File::create(&tmp).map_err(io_err)?;
-        file.write_all(&encode(&next)).map_err(io_err)?;
-        file.sync_all().map_err(io_err)?;
-        drop(file);
-        fs::rename(&tmp, &path).map_err(io_err)?;
-        if let Some(dir) = path.parent() {
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(next)
+        let change = |current| (apply(current, alterations), ());
+        Ok(record::update_file(&self.scram_path(), &EMBEDDED_SCRAM, &CODEC, change)?.0)
     }
 }
 
@@ -204,11 +178,7 @@ impl EtcdStore {
 
     /// Every credential (a linearizable read of the one record).
     pub fn scram_credentials(&self) -> Result<ScramCredentials, MetaError> {
-        let key = self.scram_key();
-        match self.etcd.get(&key).map_err(crate::cluster::etcd_err)? {
-            Some(kv) => decode(&kv.value, &key).map_err(MetaError::Etcd),
-            None => Ok(ScramCredentials::new()),
-        }
+        self.read_record(&self.scram_key(), &CODEC)
     }
 
     /// Apply `alterations` by compare-and-swap on the record; returns the credentials after.
@@ -216,39 +186,8 @@ impl EtcdStore {
         &self,
         alterations: &[ScramAlteration],
     ) -> Result<ScramCredentials, MetaError> {
-        let key = self.scram_key();
-        for _ in 0..CAS_ATTEMPTS_MAX {
-            let kv = self.etcd.get(&key).map_err(crate::cluster::etcd_err)?;
-            let (current, compare) = match &kv {
-                Some(kv) => (
-                    decode(&kv.value, &key).map_err(MetaError::Etcd)?,
-                    Compare::ModRevision(key.clone(), kv.mod_revision),
-                ),
-                None => (
-                    ScramCredentials::new(),
-                    Compare::CreateRevision(key.clone(), 0),
-                ),
-            };
-            let next = apply(current, alterations);
-            let written = self
-                .etcd
-                .txn(
-                    &[compare],
-                    &[Op::Put {
-                        key: key.clone(),
-                        value: encode(&next),
-                        lease: 0,
-                    }],
-                    &[],
-                )
-                .map_err(crate::cluster::etcd_err)?;
-            if written {
-                return Ok(next);
-            }
-        }
-        Err(MetaError::Etcd(
-            "the SCRAM credentials kept changing while being altered; try again".into(),
-        ))
+        let change = |current| (apply(current, alterations), ());
+        Ok(self.update_record(&self.scram_key(), &CODEC, change)?.0)
     }
 }
 

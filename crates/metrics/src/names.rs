@@ -100,3 +100,11 @@ pub const TOPIC_PHYSICAL_BYTES: &str = "sluice_topic_physical_bytes";
 // Per topic (label `topic`) and broker-wide, like BrokerTopicMetrics.
 pub const LOGICAL_BYTES_IN: &str = "sluice_topic_logical_bytes_in_total";
 pub const PHYSICAL_BYTES_IN: &str = "sluice_topic_physical_bytes_in_total";
+
+/// Authorizer decisions (Kafka's `authorizer-metrics` group counts them as per-minute rates;
+/// counters here, from which Prometheus computes any rate).
+pub const AUTHORIZATION_ALLOWED: &str =
+    "kafka_server_authorizer_metrics_authorization_allowed_total";
+pub const AUTHORIZATION_DENIED: &str = "kafka_server_authorizer_metrics_authorization_denied_total";
+/// Kafka's `acls-total-count`.
+pub const ACLS_TOTAL: &str = "kafka_server_authorizer_metrics_acls_total_count";

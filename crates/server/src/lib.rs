@@ -100,33 +100,8 @@ impl std::fmt::Debug for Bound {
 
 /// At most one log line a second for failed authentications (a flood of failed logins must not
 /// flood the log); the next line says how many were left out.
-struct LogLimiter {
-    last: parking_lot::Mutex<Option<std::time::Instant>>,
-    left_out: std::sync::atomic::AtomicU64,
-}
-
-static AUTH_FAILURE_LOG: LogLimiter = LogLimiter {
-    last: parking_lot::Mutex::new(None),
-    left_out: std::sync::atomic::AtomicU64::new(0),
-};
-
-impl LogLimiter {
-    /// Some(suffix) if a line may be logged now (the suffix counts those left out).
-    fn admit(&self) -> Option<String> {
-        use std::sync::atomic::Ordering;
-        let now = std::time::Instant::now();
-        let mut last = self.last.lock();
-        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
-            self.left_out.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        *last = Some(now);
-        Some(match self.left_out.swap(0, Ordering::Relaxed) {
-            0 => String::new(),
-            n => format!(" ({n} more failed authentication(s) since the last line)"),
-        })
-    }
-}
+static AUTH_FAILURE_LOG: sluice_broker::LogLimiter =
+    sluice_broker::LogLimiter::new("failed authentication(s)");
 
 /// How long a client has to complete its TLS handshake (Kafka bounds it by its idle timeout;
 /// a handshake that never ends must not hold a connection slot).
@@ -472,7 +447,7 @@ async fn connection(
                                 }
                             }
                         };
-                        match broker.prepare(&request) {
+                        match broker.prepare(&request, &conn) {
                             // Nothing more is read until the gate opens: appends stay in order.
                             Some(gate) => gated = Some((gate, request, received)),
                             None => {

@@ -383,7 +383,15 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
             .with_transactional_id(Some(tid.clone())),
         9,
     );
-    let gate = broker.broker.prepare(&produce).expect("a verification");
+    let conn = sluice_broker::Connection {
+        peer: std::net::IpAddr::from([127, 0, 0, 1]),
+        listener: "PLAINTEXT".into(),
+        principal: None,
+    };
+    let gate = broker
+        .broker
+        .prepare(&produce, &conn)
+        .expect("a verification");
     let verdicts = broker.runtime.block_on(gate);
 
     // The producer aborts before the produce's ordered part runs; the ABORT marker is

@@ -1,5 +1,6 @@
 //! One module per Kafka API.
 
+pub(crate) mod access;
 pub(crate) mod acls;
 pub(crate) mod alter_partition_reassignments;
 pub(crate) mod alter_replica_log_dirs;
@@ -47,22 +48,45 @@ use std::sync::Arc;
 use kafka_protocol::messages::{RequestHeader, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-/// Who sent a request: its client id and where it connects from.
-#[derive(Debug)]
+/// Who sent a request: its client id, where it connects from, who it authenticated as, and
+/// which API it called.
+#[derive(Clone, Debug)]
 pub(crate) struct Client {
     pub(crate) id: String,
     /// The peer address as Kafka reports it (Java's `InetAddress.toString()`: `/127.0.0.1`).
     pub(crate) host: String,
     /// The listener the request came in on.
     pub(crate) listener: Arc<str>,
+    /// The principal (`User:alice`; `User:ANONYMOUS` without authentication).
+    pub(crate) principal: Arc<str>,
+    /// The peer address as Java's `getHostAddress` prints it (`127.0.0.1`): what ACL hosts
+    /// are compared with.
+    pub(crate) address: String,
+    /// The request's API key.
+    pub(crate) api_key: i16,
 }
 
 impl Client {
     pub(crate) fn new(header: &RequestHeader, conn: &crate::Connection) -> Client {
+        let host = java_host(conn.peer);
         Client {
             id: client_id(header),
-            host: java_host(conn.peer),
+            address: host.trim_start_matches('/').to_string(),
+            host,
             listener: conn.listener.clone(),
+            principal: conn
+                .principal
+                .clone()
+                .unwrap_or_else(|| Arc::from(crate::authz::ANONYMOUS)),
+            api_key: header.request_api_key,
+        }
+    }
+
+    /// The API's name as Kafka's `ApiKeys.name` reads (`Produce`), for the authorizer log.
+    pub(crate) fn api_name(&self) -> String {
+        match kafka_protocol::messages::ApiKey::try_from(self.api_key) {
+            Ok(key) => format!("{key:?}"),
+            Err(()) => self.api_key.to_string(),
         }
     }
 }

@@ -37,7 +37,13 @@ fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
 /// or add (version 2, Produce v12+) them before their first batch is appended (KIP-890). Yields
 /// the coordinator's answer per partition, with the verification guard taken on its log
 /// before the coordinator was asked; None when nothing needs asking.
-pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) -> Option<Gate> {
+/// `allowed`: the topics the producer may write (None: all); the others are never asked for.
+pub(crate) fn prepare(
+    broker: &Arc<Broker>,
+    req: &ProduceRequest,
+    version: i16,
+    allowed: Option<&std::collections::HashSet<String>>,
+) -> Option<Gate> {
     let id = req.transactional_id.as_ref()?.0.to_string();
     let mut producer: Option<(i64, i16)> = None;
     let mut partitions = Vec::new();
@@ -48,6 +54,9 @@ pub(crate) fn prepare(broker: &Arc<Broker>, req: &ProduceRequest, version: i16) 
             broker.registry.get(t.name.0.as_str())
         };
         let Some(state) = state else { continue };
+        if allowed.is_some_and(|a| !a.contains(&state.meta.name)) {
+            continue;
+        }
         for p in &t.partition_data {
             let Some(log) = state.log(p.index) else {
                 continue;

@@ -1,0 +1,306 @@
+"""ACLs with Kafka's StandardAuthorizer semantics (`authorizer.class.name`, `super.users`,
+`allow.everyone.if.no.acl.found`), managed with Kafka's own `kafka-acls` and enforced on the
+requests of real clients: librdkafka and Kafka's console tools logged in with SCRAM.
+
+Each broker has a PLAINTEXT listener on the harness's port, whose principal (User:ANONYMOUS) is
+a super user: the harness and the tests manage users, topics and ACLs through it, as an
+operator's internal listener would. Clients under test log in on a SASL_PLAINTEXT listener
+named SECURE. The tests not marked sluice_only run against Apache Kafka too
+(SLUICE_TEST_TARGET=kafka), configured the same way, to show the answers are Kafka's.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness import CONSOLE_CONSUMER, CONSOLE_PRODUCER, create_topic, produce_all
+from test_sasl import SCRAM_JAAS, add_scram_user, java_sasl_config, rdkafka_sasl
+
+ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def acl_broker(broker_factory, super_users: str = "User:ANONYMOUS", **extra):
+    """A broker with the authorizer on: PLAINTEXT (a super user's) on the harness port, SCRAM
+    on ``b.sasl_bootstrap``."""
+    b = broker_factory(start=False)
+    b.sasl_port = harness.free_port()
+    b.sasl_bootstrap = f"127.0.0.1:{b.sasl_port}"
+    listeners = f"PLAINTEXT://127.0.0.1:{b.port},SECURE://127.0.0.1:{b.sasl_port}"
+    protocols = "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT"
+    advertised = listeners
+    if b.kind == "kafka":
+        listeners += f",CONTROLLER://127.0.0.1:{b.controller_port}"
+        protocols += ",CONTROLLER:PLAINTEXT"
+    b.overrides.update({
+        "listeners": listeners,
+        "advertised.listeners": advertised,
+        "listener.security.protocol.map": protocols,
+        "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.secure.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": super_users,
+    })
+    b.overrides.update(extra)
+    b.start()
+    return b
+
+
+def acls(kafka_tool, b, *args, check: str | None = None):
+    """Run kafka-acls against ``b``'s PLAINTEXT (super user) listener."""
+    res = kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, *args)
+    return res.check(check or f"kafka-acls {' '.join(args)}")
+
+
+def user(kafka_tool, b, name: str) -> dict:
+    """A SCRAM-SHA-256 user ``name`` (password ``<name>-secret``) and librdkafka's settings for it."""
+    add_scram_user(kafka_tool, b, name, f"{name}-secret")
+    conf = rdkafka_sasl("SCRAM-SHA-256", name, f"{name}-secret")
+    harness.wait_until(lambda: can_list_topics(b.sasl_bootstrap, conf), 30, f"{name} logs in")
+    return conf
+
+
+def can_list_topics(bootstrap: str, conf: dict) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4", **conf}).list_topics(timeout=5)
+    return True
+
+
+def produce_error(bootstrap: str, conf: dict, topic: str, **extra) -> str | None:
+    """Produce one record: None if delivered, else the error's name (TOPIC_AUTHORIZATION_FAILED)."""
+    p = harness.producer(bootstrap, **{"message.timeout.ms": 15000, "log_level": 0}, **conf, **extra)
+    try:
+        produce_all(p, topic, [{"value": b"x", "partition": 0}], flush_timeout=30)
+        return None
+    except Exception as e:  # noqa: BLE001
+        m = re.search(r"code=([A-Z_]+)", str(e))
+        return m.group(1) if m else str(e)
+
+
+def group_consume_error(bootstrap: str, conf: dict, topic: str, group: str, want: int = 1,
+                        timeout: float = 40) -> str | None:
+    """Consume ``want`` records in group ``group``: None if they came, else the first error's name."""
+    c = harness.consumer(bootstrap, **{"group.id": group, "enable.partition.eof": False,
+                                       "auto.offset.reset": "earliest", "log_level": 0}, **conf)
+    try:
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in c.consume(num_messages=100, timeout=1):
+                if m.error() is not None:
+                    if m.error().name() in ("TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED"):
+                        return m.error().name()
+                    continue
+                got += 1
+            if got >= want:
+                return None
+        return f"only {got} records in {timeout}s"
+    finally:
+        c.close()
+
+
+def test_kafka_acls_adds_lists_and_removes(broker_factory, kafka_tool, topic):
+    b = acl_broker(broker_factory)
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+         "--operation", "Describe", "--topic", topic)
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", f"{topic}-g")
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+         "--transactional-id", f"{topic}-tx")
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+         "--resource-pattern-type", "prefixed", "--topic", f"{topic}-pre")
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "IdempotentWrite", "--cluster")
+    acls(kafka_tool, b, "--add", "--deny-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    # Adding the same ACL again changes nothing.
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", f"{topic}-g")
+
+    out = acls(kafka_tool, b, "--list").out
+    assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)" in out, out
+    assert f"ResourcePattern(resourceType=GROUP, name={topic}-g, patternType=LITERAL)" in out, out
+    assert f"ResourcePattern(resourceType=TRANSACTIONAL_ID, name={topic}-tx, patternType=LITERAL)" in out, out
+    assert f"ResourcePattern(resourceType=TOPIC, name={topic}-pre, patternType=PREFIXED)" in out, out
+    assert "ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)" in out, out
+    assert "(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)" in out, out
+    assert out.count("(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)") == 2, out
+
+    # --list of one topic; MATCH (--resource-pattern-type match) finds the prefixed ACL too.
+    out = acls(kafka_tool, b, "--list", "--topic", topic).out
+    assert "operation=DESCRIBE" in out and "User:bob" in out and "patternType=PREFIXED" not in out, out
+    out = acls(kafka_tool, b, "--list", "--topic", f"{topic}-pre-x", "--resource-pattern-type", "match").out
+    assert f"name={topic}-pre, patternType=PREFIXED" in out, out
+    out = acls(kafka_tool, b, "--list", "--principal", "User:bob").out
+    assert "User:bob" in out and "User:alice" not in out, out
+
+    acls(kafka_tool, b, "--remove", "--force", "--deny-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    acls(kafka_tool, b, "--remove", "--force", "--resource-pattern-type", "prefixed", "--topic", f"{topic}-pre")
+    out = acls(kafka_tool, b, "--list").out
+    assert "User:bob" not in out and "PREFIXED" not in out, out
+    assert f"name={topic}-tx" in out, out
+    # A filter for every ACL of a resource removes them all.
+    acls(kafka_tool, b, "--remove", "--force", "--topic", topic)
+    out = acls(kafka_tool, b, "--list", "--topic", topic).out
+    assert "principal=" not in out, out
+
+
+def test_no_acls_no_access_then_grants(broker_factory, kafka_tool, topic, tmp_path):
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    group = f"{topic}-g"
+    # librdkafka: no ACL, no produce.
+    assert produce_error(b.sasl_bootstrap, alice, topic) == "TOPIC_AUTHORIZATION_FAILED"
+    # The Java console producer: TopicAuthorizationException.
+    conf = java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret")
+    res = kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", b.sasl_bootstrap, "--topic", topic,
+                     "--command-config", str(conf), input="refused\n", timeout=90)
+    assert "TopicAuthorizationException" in res.err or "Not authorized to access topics" in res.err, res.describe()
+
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    assert produce_error(b.sasl_bootstrap, alice, topic) is None
+    res = kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", b.sasl_bootstrap, "--topic", topic,
+                     "--command-config", str(conf), input="".join(f"v{i}\n" for i in range(5)))
+    res.check("kafka-console-producer after the grant")
+
+    # Reading the topic without a group ACL: GROUP_AUTHORIZATION_FAILED; with it but without
+    # READ on the topic: TOPIC_AUTHORIZATION_FAILED.
+    assert group_consume_error(b.sasl_bootstrap, alice, topic, group) == "GROUP_AUTHORIZATION_FAILED"
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", group)
+    assert group_consume_error(b.sasl_bootstrap, alice, topic, group) == "TOPIC_AUTHORIZATION_FAILED"
+    res = kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(conf),
+                     "--topic", topic, "--group", group, "--from-beginning", "--max-messages", "1",
+                     "--timeout-ms", "20000", timeout=90)
+    assert "TopicAuthorizationException" in res.err or "Not authorized to access topics" in res.err, res.describe()
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
+    assert group_consume_error(b.sasl_bootstrap, alice, topic, group, want=6) is None
+    res = kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(conf),
+                     "--topic", topic, "--group", f"{group}", "--from-beginning", "--max-messages", "6",
+                     "--timeout-ms", "30000")
+    res.check("kafka-console-consumer after the grants")
+
+
+def test_deny_beats_allow_and_super_users_bypass(broker_factory, kafka_tool, topic):
+    b = acl_broker(broker_factory, super_users="User:ANONYMOUS;User:root")
+    for t in (topic, f"{topic}-secret"):
+        create_topic(b.bootstrap, t, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    root = user(kafka_tool, b, "root")
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:*", "--operation", "All", "--topic", "*")
+    acls(kafka_tool, b, "--add", "--deny-principal", "User:alice", "--operation", "Write",
+         "--topic", f"{topic}-secret")
+    acls(kafka_tool, b, "--add", "--deny-principal", "User:root", "--operation", "All", "--topic", f"{topic}-secret")
+    assert produce_error(b.sasl_bootstrap, alice, topic) is None
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-secret") == "TOPIC_AUTHORIZATION_FAILED"
+    # A super user is allowed whatever an ACL denies.
+    assert produce_error(b.sasl_bootstrap, root, f"{topic}-secret") is None
+
+
+def test_allow_everyone_if_no_acl_found(broker_factory, kafka_tool, topic):
+    b = acl_broker(broker_factory, **{"allow.everyone.if.no.acl.found": "true"})
+    create_topic(b.bootstrap, topic, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    assert produce_error(b.sasl_bootstrap, alice, topic) is None
+    # Once an ACL names the topic, the ACLs decide it (for anyone they do not name: no).
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    assert produce_error(b.sasl_bootstrap, alice, topic) == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_transactional_producer_needs_its_transactional_id(broker_factory, kafka_tool, topic):
+    from confluent_kafka import KafkaException
+
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    txn = f"{topic}-tx"
+
+    def init() -> str | None:
+        p = harness.producer(b.sasl_bootstrap, **{"transactional.id": txn, "log_level": 0}, **alice)
+        try:
+            p.init_transactions(20)
+        except KafkaException as e:
+            return e.args[0].name()
+        p.begin_transaction()
+        p.produce(topic, value=b"in-a-transaction", partition=0)
+        p.commit_transaction(30)
+        return None
+
+    assert init() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+         "--operation", "Describe", "--transactional-id", txn)
+    assert init() is None
+
+
+def test_acls_survive_a_restart(broker_factory, kafka_tool, topic):
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    acls(kafka_tool, b, "--add", "--deny-principal", "User:alice", "--operation", "Write", "--topic", topic)
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "All", "--topic", "*")
+    assert produce_error(b.sasl_bootstrap, alice, topic) == "TOPIC_AUTHORIZATION_FAILED"
+    b.restart()
+    out = acls(kafka_tool, b, "--list", "--topic", topic).out
+    assert "(principal=User:alice, host=*, operation=WRITE, permissionType=DENY)" in out, out
+    harness.wait_until(lambda: can_list_topics(b.sasl_bootstrap, alice), 30, "alice logs in again")
+    assert produce_error(b.sasl_bootstrap, alice, topic) == "TOPIC_AUTHORIZATION_FAILED"
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-other",
+                         **{"allow.auto.create.topics": True}) is None
+
+
+@pytest.mark.sluice_only
+def test_without_an_authorizer_the_acl_apis_are_disabled_and_nothing_is_refused(broker_factory, kafka_tool, topic):
+    b = broker_factory()
+    res = kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, "--list")
+    assert "SecurityDisabledException" in res.err + res.out, res.describe()
+    create_topic(b.bootstrap, topic, partitions=1)
+    assert produce_error(b.bootstrap, {}, topic) is None
+
+
+@pytest.mark.sluice_only
+def test_an_acl_made_through_one_broker_is_enforced_by_another(broker_factory, kafka_tool, tmp_path, topic):
+    from cluster_support import EtcdServer, cluster_overrides, live_brokers
+
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        shared = tmp_path / "shared"
+        brokers = []
+        for node in (1, 2, 3):
+            b = broker_factory(start=False, log_dir=shared, kind="sluice", name=f"node{node}")
+            b.sasl_port = harness.free_port()
+            b.sasl_bootstrap = f"127.0.0.1:{b.sasl_port}"
+            b.overrides.update(cluster_overrides(etcd, node, shared, "/acls"))
+            listeners = f"PLAINTEXT://127.0.0.1:{b.port},SECURE://{b.sasl_bootstrap}"
+            b.overrides.update({
+                "listeners": listeners,
+                "advertised.listeners": listeners,
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "listener.name.secure.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+                "authorizer.class.name": STANDARD_AUTHORIZER,
+                # Brokers call each other on PLAINTEXT: their principal must be a super user.
+                "super.users": "User:ANONYMOUS",
+            })
+            b.start()
+            brokers.append(b)
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "three brokers")
+        create_topic(bootstrap, topic, partitions=3)
+        alice = user(kafka_tool, brokers[0], "alice")
+        harness.wait_until(lambda: can_list_topics(brokers[2].sasl_bootstrap, alice), 30, "alice on broker 3")
+        only3 = brokers[2].sasl_bootstrap
+        acls(kafka_tool, brokers[0], "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+        # Enforced by broker 3 at once (its next read of the cluster's records).
+        harness.wait_until(lambda: produce_error(only3, alice, topic) is None, 10, "broker 3 allows alice")
+        out = acls(kafka_tool, brokers[2], "--list", "--topic", topic).out
+        assert "User:alice" in out, out
+        acls(kafka_tool, brokers[1], "--add", "--deny-principal", "User:alice", "--operation", "Write", "--topic", topic)
+        harness.wait_until(lambda: produce_error(only3, alice, topic) == "TOPIC_AUTHORIZATION_FAILED", 10,
+                           "broker 3 denies alice")
+    finally:
+        etcd.kill()
