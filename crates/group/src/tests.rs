@@ -1098,3 +1098,41 @@ fn regex_subscription_follows_matching_topics() {
         Err(GroupError::InvalidRegularExpression(_))
     ));
 }
+
+fn plain_commit(offset: i64) -> OffsetCommit {
+    OffsetCommit {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+    }
+}
+
+fn fetched(c: &Coordinator) -> Option<i64> {
+    let tp = ("t".to_string(), 0);
+    c.fetch_offsets("g", Some(std::slice::from_ref(&tp))).unwrap()[0]
+        .1
+        .as_ref()
+        .map(|o| o.offset)
+}
+
+/// An OffsetCommit's offsets are pending while the append they are in is not yet durable and
+/// confirmed: OffsetFetch answers what was committed before (here: nothing), as Kafka's
+/// GroupMetadata answers from `offsets`, never from `pendingOffsetCommits`. A reader that saw
+/// the offset could see it go away again if that append then failed.
+#[test]
+fn an_offset_commit_is_not_visible_before_its_append_is_confirmed() {
+    let mut c = coordinator();
+    let (results, eff) = c
+        .commit_offsets("g", "", None, -1, &[plain_commit(5)], 1)
+        .unwrap();
+    assert_eq!(results, vec![Ok(())]);
+    assert_eq!(eff.records.len(), 1, "the commit's record is to be appended");
+    assert_eq!(
+        fetched(&c),
+        None,
+        "OffsetFetch answered an offset whose append is not confirmed yet"
+    );
+    assert!(c.all_committed().is_empty(), "lag computed from an unconfirmed offset");
+}
