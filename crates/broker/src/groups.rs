@@ -681,9 +681,11 @@ impl Broker {
             outcome
         });
         async move {
-            settled
-                .await
-                .unwrap_or_else(|e| Err(FlushError::Storage(format!("settling a commit failed: {e}"))))
+            settled.await.unwrap_or_else(|e| {
+                Err(FlushError::Storage(format!(
+                    "settling a commit failed: {e}"
+                )))
+            })
         }
     }
 

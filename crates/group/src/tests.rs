@@ -1120,7 +1120,8 @@ fn plain_commit(offset: i64) -> OffsetCommit {
 
 fn fetched(c: &Coordinator) -> Option<i64> {
     let tp = ("t".to_string(), 0);
-    c.fetch_offsets("g", Some(std::slice::from_ref(&tp))).unwrap()[0]
+    c.fetch_offsets("g", Some(std::slice::from_ref(&tp)))
+        .unwrap()[0]
         .1
         .as_ref()
         .map(|o| o.offset)
@@ -1137,13 +1138,20 @@ fn an_offset_commit_is_not_visible_before_its_append_is_confirmed() {
         .commit_offsets("g", "", None, -1, &[plain_commit(5)], 1)
         .unwrap();
     assert_eq!(results, vec![Ok(())]);
-    assert_eq!(eff.records.len(), 1, "the commit's record is to be appended");
+    assert_eq!(
+        eff.records.len(),
+        1,
+        "the commit's record is to be appended"
+    );
     assert_eq!(
         fetched(&c),
         None,
         "OffsetFetch answered an offset whose append is not confirmed yet"
     );
-    assert!(c.all_committed().is_empty(), "lag computed from an unconfirmed offset");
+    assert!(
+        c.all_committed().is_empty(),
+        "lag computed from an unconfirmed offset"
+    );
 }
 
 /// An admin commit of `offset` to partition t-0 of group "g": (records, pending offsets).
@@ -1163,7 +1171,10 @@ fn a_confirmed_commit_is_applied_and_a_failed_one_dropped() {
     let mut c = coordinator();
     let tp = ("t".to_string(), 0);
     let (_, first) = admin_commit(&mut c, 5, 1);
-    assert!(c.has_pending_offset("g", &tp), "require_stable sees it pending");
+    assert!(
+        c.has_pending_offset("g", &tp),
+        "require_stable sees it pending"
+    );
     c.commit_written(first);
     assert_eq!(fetched(&c), Some(5));
     assert!(!c.has_pending_offset("g", &tp));
@@ -1193,7 +1204,11 @@ fn two_pending_commits_of_one_partition_settle_in_log_order() {
             c.commit_written(older);
         } else {
             c.commit_written(older);
-            assert_eq!(fetched(&c), Some(5), "the older one is confirmed, the newer pending");
+            assert_eq!(
+                fetched(&c),
+                Some(5),
+                "the older one is confirmed, the newer pending"
+            );
             assert!(c.has_pending_offset("g", &("t".into(), 0)));
             c.commit_written(newer);
         }
@@ -1220,7 +1235,11 @@ fn a_tombstone_written_while_a_commit_is_pending_deletes_it() {
     let (_, pending) = admin_commit(&mut c, 5, 1);
     let (results, eff) = c.delete_offsets("g", std::slice::from_ref(&tp)).unwrap();
     assert_eq!(results, vec![Ok(())]);
-    assert_eq!(eff.records.len(), 1, "a tombstone for the pending offset's record");
+    assert_eq!(
+        eff.records.len(),
+        1,
+        "a tombstone for the pending offset's record"
+    );
     c.commit_written(pending);
     assert_eq!(fetched(&c), None, "OffsetDelete's tombstone came after it");
     // DeleteGroups.
@@ -1235,7 +1254,10 @@ fn a_tombstone_written_while_a_commit_is_pending_deletes_it() {
     assert_eq!(offset_tombstones, 1);
     c.commit_written(pending);
     assert_eq!(fetched(&c), None, "the group's deletion came after it");
-    assert!(c.list_groups(&[], &[]).is_empty(), "the deleted group is not brought back");
+    assert!(
+        c.list_groups(&[], &[]).is_empty(),
+        "the deleted group is not brought back"
+    );
     // A deleted topic.
     let mut c = coordinator();
     let (_, pending) = admin_commit(&mut c, 5, 1);
@@ -1306,7 +1328,11 @@ fn a_commit_settled_after_a_reload_changes_nothing() {
     // The same place numbers are handed out again under the new load.
     let (_, newer) = admin_commit(&mut c, 8, 3);
     c.commit_written(pending);
-    assert_eq!(fetched(&c), None, "a settlement of the earlier load applied an offset");
+    assert_eq!(
+        fetched(&c),
+        None,
+        "a settlement of the earlier load applied an offset"
+    );
     c.commit_written(newer);
     assert_eq!(fetched(&c), Some(8));
 }
