@@ -9,6 +9,13 @@
 //! partitions written; JoinGroup and SyncGroup answers (parked ones too) wait for an fsync of
 //! their group's partition requested once the answer exists (`Broker::flush_group`).
 //!
+//! Committed offsets are read only once durable and confirmed: an OffsetCommit's offsets stay
+//! pending in the coordinator (OffsetFetch answers the offsets committed before) until the
+//! flush round covering their append has fsynced it and, in a cluster, confirmed that this
+//! broker still owns the partition; then they are applied, and on any failure dropped
+//! (`Broker::settle_offset_commit`), as Kafka moves `pendingOffsetCommits` into `offsets` only
+//! in the append's callback.
+//!
 //! Partitions are loaded when this broker acquires `__consumer_offsets` (start-up, or its
 //! creation on first use) and could be unloaded on release: nothing here assumes the
 //! process owns a partition forever.
@@ -20,10 +27,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use sluice_group::{Coordinator, Effects, GroupConfig, LoadItem, Record, Reply, Token, TopicInfo};
+use sluice_group::{
+    Coordinator, Effects, GroupConfig, LoadItem, PendingOffsets, Record, Reply, Token, TopicInfo,
+};
 use sluice_store::{AppendOrigin, Log};
 use tokio::sync::oneshot;
 
+use crate::flusher::FlushError;
 use crate::{now_ms, Broker};
 
 /// The internal topic holding committed offsets and group metadata.
@@ -385,6 +395,16 @@ impl Groups {
         Ok((results, log))
     }
 
+    /// An OffsetCommit's append is settled: its pending offsets are applied if the append was
+    /// durable and confirmed, and dropped otherwise.
+    fn settle_commit(&self, pending: PendingOffsets, outcome: &Result<(), FlushError>) {
+        let mut c = self.coordinator.lock();
+        match outcome {
+            Ok(()) => c.commit_written(pending),
+            Err(_) => c.commit_failed(pending),
+        }
+    }
+
     /// Read-only access.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
         self.unload_fenced();
@@ -626,6 +646,46 @@ impl Broker {
                 ));
             }
             flushed.await
+        }
+    }
+
+    /// Settle an OffsetCommit: wait for the flush round covering the `__consumer_offsets`
+    /// append that holds its records (`written`, what [`Groups::run`] returned): its fsync
+    /// and, in a cluster, the confirmation that this broker still owns the partition. Then
+    /// its pending offsets are applied, or on any failure dropped, before the outcome is
+    /// returned, so a committer that got an error never had its offset read by anyone. Runs
+    /// as a task of its own: the offsets are settled even when nobody waits for the answer
+    /// (the committer's connection closed), instead of staying pending until a reload.
+    pub(crate) fn settle_offset_commit(
+        self: &Arc<Self>,
+        pending: PendingOffsets,
+        written: Vec<Arc<Log>>,
+    ) -> impl std::future::Future<Output = Result<(), FlushError>> {
+        let partition = pending.partition();
+        // Records with no log to go to were not written (logged by `persist_locked`).
+        let appended = pending.is_empty()
+            || written
+                .iter()
+                .any(|l| l.topic_partition().partition == partition);
+        let flushed = self.flush_logs(written);
+        let broker = self.clone();
+        let settled = tokio::spawn(async move {
+            let outcome = if appended {
+                flushed.await
+            } else {
+                Err(FlushError::Storage(format!(
+                    "no {OFFSETS_TOPIC}-{partition} log took the commit's records"
+                )))
+            };
+            broker.groups.settle_commit(pending, &outcome);
+            outcome
+        });
+        async move {
+            settled.await.unwrap_or_else(|e| {
+                Err(FlushError::Storage(format!(
+                    "settling a commit failed: {e}"
+                )))
+            })
         }
     }
 

@@ -253,11 +253,11 @@ impl Group {
 /// Only the order of two records of one partition is ever compared (which of a committed
 /// and a pending offset is newer, Kafka's `olderThan`), and that order is the log's: the
 /// driver appends every record of a partition under the coordinator's mutex in the order
-/// the coordinator applied them (`crates/broker/src/groups.rs`; markers too,
+/// the coordinator placed them (`crates/broker/src/groups.rs`; markers too,
 /// `crates/broker/src/markers.rs`), so live and after a reload the comparison gives the
-/// same answer. Why not the record's log offset: OffsetCommit changes the state before the
-/// driver appends the records it returns, when no offset is known yet, and a number of our
-/// own keeps the crate free of the log. Compaction drops records but never reorders the
+/// same answer. Why not the record's log offset: OffsetCommit places its offsets (pending)
+/// before the driver appends the records it returns, when no offset is known yet, and a
+/// number of our own keeps the crate free of the log. Compaction drops records but never reorders the
 /// ones it keeps; a snapshot (Sluice's compaction) renumbers the live offsets at a reload,
 /// but is written only while no transaction has offsets pending, so every pending offset
 /// is newer than them either way.
@@ -273,6 +273,10 @@ pub(crate) struct PlacedOffset {
 /// One group's offsets by (topic, partition).
 type GroupOffsets = BTreeMap<(String, i32), PlacedOffset>;
 
+/// The pending OffsetCommits of one partition of a group, by the place of their record (two
+/// commits of one partition may be in flight at once, in two flush rounds).
+type PendingPlaced = BTreeMap<LogSeq, CommittedOffset>;
+
 /// The groups and offsets of one `__consumer_offsets` partition.
 #[derive(Debug, Default)]
 pub struct Shard {
@@ -283,6 +287,15 @@ pub struct Shard {
     /// that one's record is newer in the log (a plain OffsetCommit written after it); at its
     /// ABORT marker they are dropped.
     pub(crate) pending_txn: BTreeMap<i64, BTreeMap<String, GroupOffsets>>,
+    /// Offsets of plain OffsetCommits whose records were appended but whose append is not yet
+    /// durable and confirmed (Kafka's `pendingOffsetCommits`), per group, per partition, by
+    /// the place of their record. OffsetFetch never answers from them: each becomes the
+    /// committed offset at [`Coordinator::commit_written`], or goes at
+    /// [`Coordinator::commit_failed`] or with a tombstone of its partition written meanwhile.
+    pub(crate) pending_commits: BTreeMap<String, BTreeMap<(String, i32), PendingPlaced>>,
+    /// Which load of the partition this shard is: a [`PendingOffsets`] made under another
+    /// load is ignored (that load's log decides what it left).
+    load_id: u64,
     /// The [`LogSeq`] of the next offset record applied to this partition.
     next_seq: LogSeq,
     /// Records appended since the last snapshot (or load).
@@ -318,6 +331,10 @@ impl Shard {
     /// open transactions hold pending for them go too, as Kafka replays a tombstone, so that
     /// a later COMMIT marker does not bring back an offset the log deleted (and compaction,
     /// which keeps only the tombstone, agrees with the live state).
+    ///
+    /// The same holds for plain OffsetCommits still pending: their record is older than the
+    /// tombstone, so their confirmation must not bring the offset back either (Kafka's
+    /// `removeOffsets` drops `pendingOffsetCommits` too).
     fn drop_pending(&mut self, group: &str, tps: &[(String, i32)]) {
         for per_group in self.pending_txn.values_mut() {
             if let Some(offsets) = per_group.get_mut(group) {
@@ -326,6 +343,129 @@ impl Shard {
                 }
             }
         }
+        if let Some(pending) = self.pending_commits.get_mut(group) {
+            for tp in tps {
+                pending.remove(tp);
+            }
+            if pending.is_empty() {
+                self.pending_commits.remove(group);
+            }
+        }
+    }
+
+    /// True when a plain OffsetCommit of `group`'s `tp` is appended but not yet confirmed.
+    fn has_pending_commit(&self, group: &str, tp: &(String, i32)) -> bool {
+        self.pending_commits
+            .get(group)
+            .is_some_and(|o| o.contains_key(tp))
+    }
+
+    /// True when `group` has an offset, committed or pending in an OffsetCommit (so a group
+    /// without committed offsets is not forgotten while its first commit is in flight).
+    fn has_offsets(&self, group: &str) -> bool {
+        self.offsets.contains_key(group) || self.pending_commits.contains_key(group)
+    }
+
+    /// Every partition `group` has an offset record for that a tombstone must delete: its
+    /// committed offsets and its pending OffsetCommits (their records are in the log already).
+    fn offset_partitions(&self, group: &str) -> BTreeSet<(String, i32)> {
+        let committed = self.offsets.get(group).into_iter().flat_map(|o| o.keys());
+        let pending = self
+            .pending_commits
+            .get(group)
+            .into_iter()
+            .flat_map(|o| o.keys());
+        committed.chain(pending).cloned().collect()
+    }
+
+    /// A tombstone of `group`'s `tp` is being written: forget its committed offset and what
+    /// is pending for it. False when it had neither a committed offset nor a pending
+    /// OffsetCommit (no tombstone is needed; offsets of open transactions are then kept).
+    fn remove_offset(&mut self, group: &str, tp: &(String, i32)) -> bool {
+        let committed = self
+            .offsets
+            .get_mut(group)
+            .and_then(|o| o.remove(tp))
+            .is_some();
+        if self.offsets.get(group).is_some_and(BTreeMap::is_empty) {
+            self.offsets.remove(group);
+        }
+        let deleted = committed || self.has_pending_commit(group, tp);
+        if deleted {
+            self.drop_pending(group, std::slice::from_ref(tp));
+        }
+        deleted
+    }
+
+    /// Take the pending OffsetCommit of `group`'s `tp` placed at `seq` out of the pending
+    /// ones. False when it is no longer there (a tombstone of the partition came after it).
+    fn take_pending_commit(&mut self, group: &str, tp: &(String, i32), seq: LogSeq) -> bool {
+        let Some(pending) = self.pending_commits.get_mut(group) else {
+            return false;
+        };
+        let Some(placed) = pending.get_mut(tp) else {
+            return false;
+        };
+        let taken = placed.remove(&seq).is_some();
+        if placed.is_empty() {
+            pending.remove(tp);
+        }
+        if pending.is_empty() {
+            self.pending_commits.remove(group);
+        }
+        taken
+    }
+
+    /// Make `offset` the committed offset of `group`'s `tp` unless the committed one's record
+    /// is newer in the log (Kafka's `olderThan`): whichever record is newer wins, in whatever
+    /// order their appends were confirmed.
+    fn apply_if_newer(&mut self, group: &str, tp: (String, i32), offset: PlacedOffset) {
+        let committed = self.offsets.entry(group.to_string()).or_default();
+        if committed.get(&tp).is_none_or(|c| c.seq < offset.seq) {
+            committed.insert(tp, offset);
+        }
+    }
+
+    /// The newest record in the log of every offset key, as records: a pending OffsetCommit's
+    /// when its record is newer than the committed offset's. A snapshot writes these: its
+    /// copy lands after the pending record in the same log (so it is never durable when that
+    /// record is not), and the log then says what the state says once the commit is
+    /// confirmed. Leaving the pending one out would let the snapshot drop its record, or
+    /// write an older offset after it.
+    fn newest_offset_records(&self) -> Vec<Record> {
+        let groups: BTreeSet<&String> = self
+            .offsets
+            .keys()
+            .chain(self.pending_commits.keys())
+            .collect();
+        let mut out = Vec::new();
+        for group in groups {
+            for tp in self.offset_partitions(group) {
+                let committed = self
+                    .offsets
+                    .get(group)
+                    .and_then(|o| o.get(&tp))
+                    .map(|o| (o.seq, &o.value));
+                let pending = self
+                    .pending_commits
+                    .get(group)
+                    .and_then(|o| o.get(&tp))
+                    .and_then(|p| p.iter().next_back())
+                    .map(|(seq, v)| (*seq, v));
+                let newest = match (committed, pending) {
+                    (Some(c), Some(p)) if p.0 > c.0 => Some(p),
+                    (Some(c), _) => Some(c),
+                    (None, p) => p,
+                };
+                if let Some((_, value)) = newest {
+                    out.push(Record {
+                        key: records::offset_key(group, &tp.0, tp.1),
+                        value: Some(records::offset_value(value)),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// The [`LogSeq`] for the offset record being applied now.
@@ -358,6 +498,33 @@ impl Shard {
                 }
             }
         }
+    }
+}
+
+/// The offsets of one OffsetCommit, pending from the moment its records are returned until the
+/// append holding them is durable and confirmed: the caller then hands this back to
+/// [`Coordinator::commit_written`] (they become the committed offsets) or, if the append, its
+/// fsync or the confirmation of ownership failed, to [`Coordinator::commit_failed`] (they are
+/// dropped). Kafka's `prepareOffsetCommit` / `onOffsetCommitAppend` / `failPendingOffsetWrite`.
+#[derive(Clone, Debug)]
+#[must_use = "pending offsets are applied or dropped once their append is settled"]
+pub struct PendingOffsets {
+    partition: i32,
+    load_id: u64,
+    group_id: String,
+    offsets: Vec<((String, i32), PlacedOffset)>,
+    now_ms: i64,
+}
+
+impl PendingOffsets {
+    /// The `__consumer_offsets` partition whose append this waits for.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// True when the commit wrote no offset (nothing to wait for).
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
     }
 }
 
@@ -496,6 +663,8 @@ pub struct Coordinator {
     config: GroupConfig,
     partitions: i32,
     shards: HashMap<i32, Shard>,
+    /// Loads so far: each shard's `load_id`.
+    loads: u64,
 }
 
 impl Coordinator {
@@ -504,6 +673,7 @@ impl Coordinator {
             config,
             partitions: partitions.max(1),
             shards: HashMap::new(),
+            loads: 0,
         }
     }
 
@@ -531,7 +701,11 @@ impl Coordinator {
         records: impl IntoIterator<Item = I>,
         now_ms: i64,
     ) -> usize {
-        let mut shard = Shard::default();
+        self.loads += 1;
+        let mut shard = Shard {
+            load_id: self.loads,
+            ..Shard::default()
+        };
         let mut bad = 0usize;
         let mut groups: BTreeMap<String, Option<records::GroupRecord>> = BTreeMap::new();
         let mut consumer_groups: BTreeMap<String, consumer::Loaded> = BTreeMap::new();
@@ -918,6 +1092,14 @@ impl Coordinator {
 
     /// OffsetCommit. `generation` is the classic generation or the KIP-848 member epoch; -1
     /// with an empty member id is an admin/simple commit (allowed only on an empty group).
+    ///
+    /// Returns the per-commit results, the records to append, and the offsets, which are
+    /// pending: OffsetFetch does not answer them (and one that requires stable offsets gets
+    /// UNSTABLE_OFFSET_COMMIT for their partitions) until the caller reports the append
+    /// holding the records durable and confirmed ([`Coordinator::commit_written`]) or failed
+    /// ([`Coordinator::commit_failed`]). So no reader ever sees an offset that a failed fsync,
+    /// or a new owner of the partition, can take back.
+    #[allow(clippy::type_complexity)]
     pub fn commit_offsets(
         &mut self,
         group_id: &str,
@@ -926,7 +1108,7 @@ impl Coordinator {
         generation: i32,
         commits: &[OffsetCommit],
         now_ms: i64,
-    ) -> Result<(Vec<Result<(), GroupError>>, Effects), GroupError> {
+    ) -> Result<(Vec<Result<(), GroupError>>, Effects, PendingOffsets), GroupError> {
         let max_meta = self.config.offset_metadata_max_bytes;
         let (p, shard) = self.shard(group_id)?;
         let id = group_id.to_string();
@@ -943,6 +1125,13 @@ impl Coordinator {
         }
         let mut results = Vec::with_capacity(commits.len());
         let mut effects = Effects::default();
+        let mut pending = PendingOffsets {
+            partition: p,
+            load_id: shard.load_id,
+            group_id: id.clone(),
+            offsets: Vec::new(),
+            now_ms,
+        };
         for c in commits {
             let v = match c.value(max_meta, now_ms) {
                 Ok(v) => v,
@@ -959,14 +1148,62 @@ impl Coordinator {
                 },
             ));
             let seq = shard.next_seq();
-            shard.offsets.entry(id.clone()).or_default().insert(
-                (c.topic.clone(), c.partition),
-                PlacedOffset { value: v, seq },
-            );
+            let tp = (c.topic.clone(), c.partition);
+            shard
+                .pending_commits
+                .entry(id.clone())
+                .or_default()
+                .entry(tp.clone())
+                .or_default()
+                .insert(seq, v.clone());
+            pending.offsets.push((tp, PlacedOffset { value: v, seq }));
             results.push(Ok(()));
         }
         shard.records_since_snapshot += effects.records.len() as u64;
-        Ok((results, effects))
+        Ok((results, effects, pending))
+    }
+
+    /// The append holding `pending`'s records is durable and confirmed: each of its offsets
+    /// becomes the group's committed offset, unless a tombstone of that partition was written
+    /// after it (the pending offset went with it) or the committed offset's record is newer
+    /// in the log (a later commit confirmed first). Kafka's `onOffsetCommitAppend`.
+    pub fn commit_written(&mut self, pending: PendingOffsets) {
+        let Some(shard) = self.shards.get_mut(&pending.partition) else {
+            return;
+        };
+        if shard.load_id != pending.load_id {
+            return;
+        }
+        let group = pending.group_id;
+        let mut applied = false;
+        for (tp, offset) in pending.offsets {
+            if shard.take_pending_commit(&group, &tp, offset.seq) {
+                shard.apply_if_newer(&group, tp, offset);
+                applied = true;
+            }
+        }
+        if applied {
+            // Kept while its commit was pending (expiry forgets no group with offsets pending).
+            shard.groups.entry(group.clone()).or_insert_with(|| {
+                Group::Classic(classic::ClassicGroup::new(group, pending.now_ms))
+            });
+        }
+    }
+
+    /// The append holding `pending`'s records failed, or its fsync, or the confirmation that
+    /// this broker still owned the partition: its offsets are dropped, never having been
+    /// answered. (What the log holds is what a later load finds.) Kafka's
+    /// `failPendingOffsetWrite`.
+    pub fn commit_failed(&mut self, pending: PendingOffsets) {
+        let Some(shard) = self.shards.get_mut(&pending.partition) else {
+            return;
+        };
+        if shard.load_id != pending.load_id {
+            return;
+        }
+        for (tp, offset) in &pending.offsets {
+            shard.take_pending_commit(&pending.group_id, tp, offset.seq);
+        }
     }
 
     /// TxnOffsetCommit: offsets committed as part of producer `producer_id`'s transaction.
@@ -1067,14 +1304,16 @@ impl Coordinator {
         }
     }
 
-    /// True when an open transaction has committed an offset for `group_id`'s `tp`
-    /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for it).
+    /// True when an open transaction has committed an offset for `group_id`'s `tp`, or an
+    /// OffsetCommit of it is not confirmed yet (OffsetFetch with require_stable answers
+    /// UNSTABLE_OFFSET_COMMIT for it, as Kafka's `hasPendingOffsetCommitsForTopicPartition`).
     pub fn has_pending_offset(&self, group_id: &str, tp: &(String, i32)) -> bool {
         let p = partition_for(group_id, self.partitions);
         self.shards.get(&p).is_some_and(|s| {
-            s.pending_txn
-                .values()
-                .any(|g| g.get(group_id).is_some_and(|o| o.contains_key(tp)))
+            s.has_pending_commit(group_id, tp)
+                || s.pending_txn
+                    .values()
+                    .any(|g| g.get(group_id).is_some_and(|o| o.contains_key(tp)))
         })
     }
 
@@ -1171,18 +1410,16 @@ impl Coordinator {
                 .records
                 .extend(g.tombstones().into_iter().map(|r| (p, r)));
         }
-        if let Some(offsets) = shard.offsets.remove(group_id) {
-            for (topic, partition) in offsets.keys() {
-                effects.records.push((
-                    p,
-                    Record {
-                        key: records::offset_key(group_id, topic, *partition),
-                        value: None,
-                    },
-                ));
-            }
-            let tps: Vec<(String, i32)> = offsets.into_keys().collect();
-            shard.drop_pending(group_id, &tps);
+        // Pending OffsetCommits too: their records are in the log already.
+        for tp in shard.offset_partitions(group_id) {
+            shard.remove_offset(group_id, &tp);
+            effects.records.push((
+                p,
+                Record {
+                    key: records::offset_key(group_id, &tp.0, tp.1),
+                    value: None,
+                },
+            ));
         }
         effects.records.push((
             p,
@@ -1217,14 +1454,13 @@ impl Coordinator {
         };
         let mut effects = Effects::default();
         let mut results = Vec::new();
-        let mut deleted = Vec::new();
-        let offsets = shard.offsets.entry(group_id.to_string()).or_default();
         for (topic, partition) in partitions {
             if subscribed.contains(topic) {
                 results.push(Err(GroupError::GroupSubscribedToTopic));
                 continue;
             }
-            if offsets.remove(&(topic.clone(), *partition)).is_some() {
+            // A pending OffsetCommit's record is in the log already: it gets the tombstone too.
+            if shard.remove_offset(group_id, &(topic.clone(), *partition)) {
                 effects.records.push((
                     p,
                     Record {
@@ -1232,14 +1468,9 @@ impl Coordinator {
                         value: None,
                     },
                 ));
-                deleted.push((topic.clone(), *partition));
             }
             results.push(Ok(()));
         }
-        if offsets.is_empty() {
-            shard.offsets.remove(group_id);
-        }
-        shard.drop_pending(group_id, &deleted);
         shard.records_since_snapshot += effects.records.len() as u64;
         Ok((results, effects))
     }
@@ -1299,31 +1530,32 @@ impl Coordinator {
                     Group::Classic(c) => c.state_timestamp_ms,
                     Group::Consumer(c) => c.state_timestamp_ms,
                 };
-                if let Some(offsets) = shard.offsets.get_mut(&id) {
-                    let expired: Vec<(String, i32)> = offsets
-                        .iter()
-                        .filter(|(_, v)| {
-                            now_ms.saturating_sub(v.value.commit_timestamp_ms.max(empty_since))
+                // A partition with an OffsetCommit in flight is being committed now: its
+                // tombstone would land after that commit's record (Kafka's
+                // `removeExpiredOffsets` skips `pendingOffsetCommits` too).
+                let expired: Vec<(String, i32)> = shard
+                    .offsets
+                    .get(&id)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(tp, v)| {
+                        !shard.has_pending_commit(&id, tp)
+                            && now_ms.saturating_sub(v.value.commit_timestamp_ms.max(empty_since))
                                 >= retention
-                        })
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for (topic, partition) in &expired {
-                        offsets.remove(&(topic.clone(), *partition));
-                        effects.records.push((
-                            *p,
-                            Record {
-                                key: records::offset_key(&id, topic, *partition),
-                                value: None,
-                            },
-                        ));
-                    }
-                    if offsets.is_empty() {
-                        shard.offsets.remove(&id);
-                    }
-                    shard.drop_pending(&id, &expired);
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for tp in &expired {
+                    shard.remove_offset(&id, tp);
+                    effects.records.push((
+                        *p,
+                        Record {
+                            key: records::offset_key(&id, &tp.0, tp.1),
+                            value: None,
+                        },
+                    ));
                 }
-                if !shard.offsets.contains_key(&id) {
+                if !shard.has_offsets(&id) {
                     let persisted = matches!(shard.groups.get(&id), Some(Group::Classic(c)) if c.generation > 0);
                     if let Some(Group::Consumer(g)) = shard.groups.remove(&id) {
                         effects
@@ -1368,14 +1600,7 @@ impl Coordinator {
                 Group::Consumer(c) => out.extend(c.persisted_records()),
             }
         }
-        for (id, offsets) in &shard.offsets {
-            for ((topic, partition), v) in offsets {
-                out.push(Record {
-                    key: records::offset_key(id, topic, *partition),
-                    value: Some(records::offset_value(&v.value)),
-                });
-            }
-        }
+        out.extend(shard.newest_offset_records());
         Some(out)
     }
 
@@ -1398,27 +1623,24 @@ impl Coordinator {
     pub fn topic_deleted(&mut self, topic: &str) -> Effects {
         let mut effects = Effects::default();
         for (p, shard) in self.shards.iter_mut() {
-            let mut dropped: Vec<(String, Vec<(String, i32)>)> = Vec::new();
-            for (g, offsets) in shard.offsets.iter_mut() {
-                let gone: Vec<(String, i32)> = offsets
-                    .keys()
-                    .filter(|(t, _)| t == topic)
-                    .cloned()
-                    .collect();
-                for tp in &gone {
-                    offsets.remove(tp);
+            let groups: BTreeSet<String> = shard
+                .offsets
+                .keys()
+                .chain(shard.pending_commits.keys())
+                .cloned()
+                .collect();
+            for g in groups {
+                let gone = shard.offset_partitions(&g);
+                for tp in gone.iter().filter(|(t, _)| t == topic) {
+                    shard.remove_offset(&g, tp);
                     effects.records.push((
                         *p,
                         Record {
-                            key: records::offset_key(g, topic, tp.1),
+                            key: records::offset_key(&g, topic, tp.1),
                             value: None,
                         },
                     ));
                 }
-                dropped.push((g.clone(), gone));
-            }
-            for (g, gone) in dropped {
-                shard.drop_pending(&g, &gone);
             }
         }
         effects

@@ -339,11 +339,12 @@ fn offsets_commit_fetch_and_simple_commits() {
         metadata: None,
     };
     // Admin commit to a group that does not exist creates an empty group.
-    let (r, eff) = c
+    let (r, eff, pending) = c
         .commit_offsets("g", "", None, -1, &[commit("t", 0, 5)], 1)
         .unwrap();
     assert_eq!(r, vec![Ok(())]);
     assert_eq!(eff.records.len(), 1);
+    c.commit_written(pending);
     let got = c.fetch_offsets("g", None).unwrap();
     assert_eq!(got[0].1.as_ref().unwrap().offset, 5);
     // A member commit with a wrong generation is refused.
@@ -359,8 +360,10 @@ fn offsets_commit_fetch_and_simple_commits() {
             .unwrap_err(),
         GroupError::UnknownMemberId
     );
-    c.commit_offsets("g", &a, None, 1, &[commit("t", 0, 6)], 3)
+    let (_, _, pending) = c
+        .commit_offsets("g", &a, None, 1, &[commit("t", 0, 6)], 3)
         .unwrap();
+    c.commit_written(pending);
     assert_eq!(c.delete_group("g").unwrap_err(), GroupError::NonEmptyGroup);
     let missing = c.fetch_offsets("nope", Some(&[("t".into(), 0)])).unwrap();
     assert!(missing[0].1.is_none());
@@ -389,7 +392,7 @@ fn offsets_and_groups_survive_reload_and_snapshot() {
         .unwrap();
     log.extend(eff.records.into_iter().map(|(_, r)| r));
     for i in 0..4 {
-        let (_, eff) = c
+        let (_, eff, pending) = c
             .commit_offsets(
                 "g",
                 &a,
@@ -405,6 +408,7 @@ fn offsets_and_groups_survive_reload_and_snapshot() {
                 1,
             )
             .unwrap();
+        c.commit_written(pending);
         log.extend(eff.records.into_iter().map(|(_, r)| r));
     }
     let snapshot = c.snapshot_if_due(0).expect("a snapshot is due");
@@ -439,21 +443,23 @@ fn expired_offsets_of_empty_groups_are_removed() {
         1,
     );
     c.load(0, Vec::<LoadItem>::new(), 0);
-    c.commit_offsets(
-        "g",
-        "",
-        None,
-        -1,
-        &[OffsetCommit {
-            topic: "t".into(),
-            partition: 0,
-            offset: 1,
-            leader_epoch: -1,
-            metadata: None,
-        }],
-        0,
-    )
-    .unwrap();
+    let (_, _, pending) = c
+        .commit_offsets(
+            "g",
+            "",
+            None,
+            -1,
+            &[OffsetCommit {
+                topic: "t".into(),
+                partition: 0,
+                offset: 1,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+            0,
+        )
+        .unwrap();
+    c.commit_written(pending);
     assert!(c.expire_offsets(500).records.is_empty());
     let eff = c.expire_offsets(1500);
     assert_eq!(eff.records.len(), 1);
@@ -589,21 +595,23 @@ fn consumer_member_session_expiry_frees_partitions() {
 fn empty_classic_group_converts_to_consumer_and_back() {
     let mut c = coordinator();
     let t = topics();
-    c.commit_offsets(
-        "g",
-        "",
-        None,
-        -1,
-        &[OffsetCommit {
-            topic: "t".into(),
-            partition: 0,
-            offset: 1,
-            leader_epoch: -1,
-            metadata: None,
-        }],
-        0,
-    )
-    .unwrap();
+    let (_, _, pending) = c
+        .commit_offsets(
+            "g",
+            "",
+            None,
+            -1,
+            &[OffsetCommit {
+                topic: "t".into(),
+                partition: 0,
+                offset: 1,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+            0,
+        )
+        .unwrap();
+    c.commit_written(pending);
     c.consumer_heartbeat(hb("a", 0, None), &t, 0).unwrap();
     assert_eq!(c.list_groups(&[], &[])[0].group_type, "consumer");
     let mut other = join("", None);
@@ -841,11 +849,12 @@ impl Logged {
             leader_epoch: -1,
             metadata: None,
         };
-        let (results, eff) = self
+        let (results, eff, pending) = self
             .c
             .commit_offsets("g", "", None, -1, &[commit], 1)
             .unwrap();
         assert!(results.iter().all(Result::is_ok));
+        self.c.commit_written(pending);
         self.log.extend(
             eff.records
                 .into_iter()
@@ -1097,4 +1106,233 @@ fn regex_subscription_follows_matching_topics() {
         c.consumer_heartbeat(regex(a.member_epoch, Some("rx-(")), &t, 30),
         Err(GroupError::InvalidRegularExpression(_))
     ));
+}
+
+fn plain_commit(offset: i64) -> OffsetCommit {
+    OffsetCommit {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+    }
+}
+
+fn fetched(c: &Coordinator) -> Option<i64> {
+    let tp = ("t".to_string(), 0);
+    c.fetch_offsets("g", Some(std::slice::from_ref(&tp)))
+        .unwrap()[0]
+        .1
+        .as_ref()
+        .map(|o| o.offset)
+}
+
+/// An OffsetCommit's offsets are pending while the append they are in is not yet durable and
+/// confirmed: OffsetFetch answers what was committed before (here: nothing), as Kafka's
+/// GroupMetadata answers from `offsets`, never from `pendingOffsetCommits`. A reader that saw
+/// the offset could see it go away again if that append then failed.
+#[test]
+fn an_offset_commit_is_not_visible_before_its_append_is_confirmed() {
+    let mut c = coordinator();
+    let (results, eff, _pending) = c
+        .commit_offsets("g", "", None, -1, &[plain_commit(5)], 1)
+        .unwrap();
+    assert_eq!(results, vec![Ok(())]);
+    assert_eq!(
+        eff.records.len(),
+        1,
+        "the commit's record is to be appended"
+    );
+    assert_eq!(
+        fetched(&c),
+        None,
+        "OffsetFetch answered an offset whose append is not confirmed yet"
+    );
+    assert!(
+        c.all_committed().is_empty(),
+        "lag computed from an unconfirmed offset"
+    );
+}
+
+/// An admin commit of `offset` to partition t-0 of group "g": (records, pending offsets).
+fn admin_commit(c: &mut Coordinator, offset: i64, now_ms: i64) -> (Vec<Record>, PendingOffsets) {
+    let (results, eff, pending) = c
+        .commit_offsets("g", "", None, -1, &[plain_commit(offset)], now_ms)
+        .unwrap();
+    assert_eq!(results, vec![Ok(())]);
+    (eff.records.into_iter().map(|(_, r)| r).collect(), pending)
+}
+
+/// Confirmed, the offset is committed; failed (a failed fsync, a lost confirmation of
+/// ownership), it is dropped: OffsetFetch then answers the offset committed before, never
+/// the failed one, and nothing is pending any more.
+#[test]
+fn a_confirmed_commit_is_applied_and_a_failed_one_dropped() {
+    let mut c = coordinator();
+    let tp = ("t".to_string(), 0);
+    let (_, first) = admin_commit(&mut c, 5, 1);
+    assert!(
+        c.has_pending_offset("g", &tp),
+        "require_stable sees it pending"
+    );
+    c.commit_written(first);
+    assert_eq!(fetched(&c), Some(5));
+    assert!(!c.has_pending_offset("g", &tp));
+
+    let (_, failed) = admin_commit(&mut c, 9, 2);
+    assert_eq!(fetched(&c), Some(5), "a pending commit is not answered");
+    c.commit_failed(failed);
+    assert_eq!(fetched(&c), Some(5), "a failed commit is never answered");
+    assert!(!c.has_pending_offset("g", &tp));
+    assert_eq!(c.all_committed(), vec![("g".into(), "t".into(), 0, 5)]);
+}
+
+/// Two commits of one partition in flight at once (two flush rounds): whichever record is
+/// newer in the log wins, in whatever order their confirmations are applied, and the failure
+/// of the newer one leaves the older one's offset (Kafka's `onOffsetCommitAppend`, keyed by
+/// the record's place in the log).
+#[test]
+fn two_pending_commits_of_one_partition_settle_in_log_order() {
+    for newer_first in [false, true] {
+        let mut c = coordinator();
+        let (_, older) = admin_commit(&mut c, 5, 1);
+        let (_, newer) = admin_commit(&mut c, 7, 2);
+        assert_eq!(fetched(&c), None);
+        if newer_first {
+            c.commit_written(newer);
+            assert_eq!(fetched(&c), Some(7));
+            c.commit_written(older);
+        } else {
+            c.commit_written(older);
+            assert_eq!(
+                fetched(&c),
+                Some(5),
+                "the older one is confirmed, the newer pending"
+            );
+            assert!(c.has_pending_offset("g", &("t".into(), 0)));
+            c.commit_written(newer);
+        }
+        assert_eq!(fetched(&c), Some(7), "newer first: {newer_first}");
+    }
+    // The older confirmed, the newer failed: the older one stays.
+    let mut c = coordinator();
+    let (_, older) = admin_commit(&mut c, 5, 1);
+    let (_, newer) = admin_commit(&mut c, 7, 2);
+    c.commit_written(older);
+    c.commit_failed(newer);
+    assert_eq!(fetched(&c), Some(5));
+}
+
+/// A tombstone written while a commit is pending (OffsetDelete, DeleteGroups, a deleted
+/// topic) deletes the pending offset too: its record is in the log before the tombstone, so
+/// its confirmation must not bring the offset back; the tombstone is written even when the
+/// only offset was pending.
+#[test]
+fn a_tombstone_written_while_a_commit_is_pending_deletes_it() {
+    let tp = ("t".to_string(), 0);
+    // OffsetDelete.
+    let mut c = coordinator();
+    let (_, pending) = admin_commit(&mut c, 5, 1);
+    let (results, eff) = c.delete_offsets("g", std::slice::from_ref(&tp)).unwrap();
+    assert_eq!(results, vec![Ok(())]);
+    assert_eq!(
+        eff.records.len(),
+        1,
+        "a tombstone for the pending offset's record"
+    );
+    c.commit_written(pending);
+    assert_eq!(fetched(&c), None, "OffsetDelete's tombstone came after it");
+    // DeleteGroups.
+    let mut c = coordinator();
+    let (_, pending) = admin_commit(&mut c, 5, 1);
+    let eff = c.delete_group("g").unwrap();
+    let offset_tombstones = eff
+        .records
+        .iter()
+        .filter(|(_, r)| r.key == records::offset_key("g", "t", 0) && r.value.is_none())
+        .count();
+    assert_eq!(offset_tombstones, 1);
+    c.commit_written(pending);
+    assert_eq!(fetched(&c), None, "the group's deletion came after it");
+    assert!(
+        c.list_groups(&[], &[]).is_empty(),
+        "the deleted group is not brought back"
+    );
+    // A deleted topic.
+    let mut c = coordinator();
+    let (_, pending) = admin_commit(&mut c, 5, 1);
+    assert_eq!(c.topic_deleted("t").records.len(), 1);
+    c.commit_written(pending);
+    assert_eq!(fetched(&c), None, "the topic's deletion came after it");
+}
+
+/// Expiry leaves a partition with a commit in flight alone (the commit is newer than the
+/// retention), and does not forget a group whose only offsets are pending.
+#[test]
+fn expiry_spares_partitions_and_groups_with_commits_in_flight() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            offsets_retention_ms: 1000,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::<LoadItem>::new(), 0);
+    // Only pending: the group stays, nothing is written.
+    let (_, first) = admin_commit(&mut c, 5, 0);
+    assert!(c.expire_offsets(5000).records.is_empty());
+    assert_eq!(c.list_groups(&[], &[]).len(), 1);
+    c.commit_written(first);
+    // An old committed offset with a new commit of it in flight: not expired.
+    let (_, second) = admin_commit(&mut c, 6, 6000);
+    assert!(c.expire_offsets(6000).records.is_empty());
+    c.commit_written(second);
+    assert_eq!(fetched(&c), Some(6));
+}
+
+/// A snapshot written while a commit is pending writes the newest record of its key, the
+/// pending one's (its record is in the log already and the snapshot drops what lies before
+/// it): loading the snapshot gives what the state is once the commit is confirmed, and the
+/// state before confirmation still answers the committed offset.
+#[test]
+fn a_snapshot_keeps_the_record_of_a_pending_commit() {
+    let mut c = Coordinator::new(
+        GroupConfig {
+            snapshot_interval_records: 2,
+            ..GroupConfig::default()
+        },
+        1,
+    );
+    c.load(0, Vec::<LoadItem>::new(), 0);
+    let (_, first) = admin_commit(&mut c, 5, 1);
+    c.commit_written(first);
+    let (_, second) = admin_commit(&mut c, 7, 2);
+    let snapshot = c.snapshot_if_due(0).expect("a snapshot is due");
+    assert_eq!(fetched(&c), Some(5), "the snapshot applies nothing");
+    let mut reloaded = Coordinator::new(GroupConfig::default(), 1);
+    reloaded.load(0, snapshot.into_iter().map(|r| (r.key, r.value)), 3);
+    assert_eq!(fetched(&reloaded), Some(7));
+    c.commit_written(second);
+    assert_eq!(fetched(&c), Some(7));
+}
+
+/// A commit made under an earlier load of the partition (unloaded and loaded again while its
+/// append was in flight) changes nothing: the new load's log decides.
+#[test]
+fn a_commit_settled_after_a_reload_changes_nothing() {
+    let mut c = coordinator();
+    let (_, pending) = admin_commit(&mut c, 5, 1);
+    c.unload(0);
+    // The load finds no record (the append was lost with a failed fsync): nothing committed.
+    c.load(0, Vec::<LoadItem>::new(), 2);
+    // The same place numbers are handed out again under the new load.
+    let (_, newer) = admin_commit(&mut c, 8, 3);
+    c.commit_written(pending);
+    assert_eq!(
+        fetched(&c),
+        None,
+        "a settlement of the earlier load applied an offset"
+    );
+    c.commit_written(newer);
+    assert_eq!(fetched(&c), Some(8));
 }

@@ -1,5 +1,7 @@
 //! OffsetCommit (v2-v9): validated by the group, appended to `__consumer_offsets`, and
-//! answered only after the group-commit fsync that covers the append.
+//! answered only after the group-commit fsync that covers the append (and, in a cluster, the
+//! confirmation of ownership). Until then the offsets are pending: OffsetFetch does not
+//! answer them, and if the append is not confirmed they are dropped.
 
 use std::sync::Arc;
 
@@ -80,11 +82,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i
             &commits,
             now,
         ) {
-            Ok((r, eff)) => (Ok(r), eff),
+            Ok((r, eff, pending)) => (Ok((r, pending)), eff),
             Err(e) => (Err(e), Default::default()),
         }
     });
-    let results = match result {
+    let (results, pending) = match result {
         Err(e) => {
             let code = group_error_code(&e);
             return crate::ready(Some(ResponseKind::OffsetCommit(all_partitions(&req, code))));
@@ -103,7 +105,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i
             }
         }
     }
-    let flushed = broker.flush_logs(written);
+    let flushed = broker.settle_offset_commit(pending, written);
     Box::pin(async move {
         let storage_failed = flushed.await.is_err();
         let topics = req
