@@ -134,6 +134,34 @@ impl Txns {
         }
     }
 
+    /// Records of `logs` were appended, but their flush failed (an fsync, or in a cluster the
+    /// ownership confirmation): they may or may not be on storage, and the state in memory
+    /// is ahead of what is known to be. Invariant: the coordinator never answers from, nor
+    /// starts marker jobs of, a state storage may not hold, and never decides a transaction
+    /// whose Prepare record may be on storage anew: a Prepare* record once appended is
+    /// completed only with its own outcome, by the load that reads it. So each such log is
+    /// marked failed and its partition unloaded, as after a failed append: the re-open (in a
+    /// cluster, the acquisition again) loads it at a new coordinator epoch from what storage
+    /// holds, and resumes the markers of every Prepare* it finds there.
+    fn forget_unconfirmed(&self, logs: &[Arc<Log>], error: &FlushError) {
+        for log in logs {
+            let p = log.topic_partition().partition;
+            tracing::warn!(
+                partition = p,
+                "a flush of {TXN_TOPIC} failed ({error}); its transactions are reloaded from storage"
+            );
+            log.mark_failed(format!(
+                "a flush of {TXN_TOPIC} failed ({error}); its transactions are reloaded from storage"
+            ));
+            let mut c = self.coordinator.lock();
+            // Only the load that appended them: a newer load read storage itself.
+            if self.logs.lock().get(&p).is_some_and(|l| Arc::ptr_eq(l, log)) {
+                c.unload(p);
+                self.logs.lock().remove(&p);
+            }
+        }
+    }
+
     /// Forget one `__transaction_state` partition (another broker coordinates it now; its
     /// marker jobs in flight here stop at their next retry).
     pub(crate) fn unload(&self, partition: i32) {
@@ -307,7 +335,10 @@ impl Broker {
         let broker = self.clone();
         async move {
             let (value, written, markers) = ran?;
-            broker.flush_txn_logs(written).await.map_err(|_| ())?;
+            if let Err(e) = broker.flush_txn_logs(written.clone()).await {
+                broker.txns.forget_unconfirmed(&written, &e);
+                return Err(());
+            }
             broker.start_markers(markers);
             Ok(value)
         }
