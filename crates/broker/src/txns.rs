@@ -43,6 +43,10 @@ pub(crate) struct Txns {
     /// Woken when a transaction completes (its Complete record is durable): a partition
     /// leader waiting to add a partition to the producer's next transaction asks again.
     completed: tokio::sync::Notify,
+    /// Tests only: the next this many flushes of coordinator records end as a failed
+    /// ownership confirmation does (the records on storage, the answer an error).
+    #[cfg(test)]
+    unconfirmed_flushes: std::sync::atomic::AtomicUsize,
 }
 
 pub(crate) fn txn_config(c: &sluice_config::BrokerConfig) -> TxnConfig {
@@ -84,6 +88,8 @@ impl Txns {
             logs: Mutex::new(HashMap::new()),
             create_lock: Mutex::new(()),
             completed: tokio::sync::Notify::new(),
+            #[cfg(test)]
+            unconfirmed_flushes: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -125,6 +131,34 @@ impl Txns {
                 "this broker may no longer write {TXN_TOPIC}-{p}: its transactions are unloaded"
             );
             self.unload(p);
+        }
+    }
+
+    /// Records of `logs` were appended, but their flush failed (an fsync, or in a cluster the
+    /// ownership confirmation): they may or may not be on storage, and the state in memory
+    /// is ahead of what is known to be. Invariant: the coordinator never answers from, nor
+    /// starts marker jobs of, a state storage may not hold, and never decides a transaction
+    /// whose Prepare record may be on storage anew: a Prepare* record once appended is
+    /// completed only with its own outcome, by the load that reads it. So each such log is
+    /// marked failed and its partition unloaded, as after a failed append: the re-open (in a
+    /// cluster, the acquisition again) loads it at a new coordinator epoch from what storage
+    /// holds, and resumes the markers of every Prepare* it finds there.
+    fn forget_unconfirmed(&self, logs: &[Arc<Log>], error: &FlushError) {
+        for log in logs {
+            let p = log.topic_partition().partition;
+            tracing::warn!(
+                partition = p,
+                "a flush of {TXN_TOPIC} failed ({error}); its transactions are reloaded from storage"
+            );
+            log.mark_failed(format!(
+                "a flush of {TXN_TOPIC} failed ({error}); its transactions are reloaded from storage"
+            ));
+            let mut c = self.coordinator.lock();
+            // Only the load that appended them: a newer load read storage itself.
+            if self.logs.lock().get(&p).is_some_and(|l| Arc::ptr_eq(l, log)) {
+                c.unload(p);
+                self.logs.lock().remove(&p);
+            }
         }
     }
 
@@ -301,7 +335,10 @@ impl Broker {
         let broker = self.clone();
         async move {
             let (value, written, markers) = ran?;
-            broker.flush_txn_logs(written).await.map_err(|_| ())?;
+            if let Err(e) = broker.flush_txn_logs(written.clone()).await {
+                broker.txns.forget_unconfirmed(&written, &e);
+                return Err(());
+            }
             broker.start_markers(markers);
             Ok(value)
         }
@@ -313,9 +350,23 @@ impl Broker {
     ) -> impl std::future::Future<Output = Result<(), FlushError>> {
         // Coordinator state is answered on only once on storage, whatever the flush policy.
         let waits: Vec<_> = logs.into_iter().map(|l| self.flusher.request(l)).collect();
+        #[cfg(test)]
+        let unconfirmed = self
+            .txns
+            .unconfirmed_flushes
+            .fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |n| n.checked_sub(1),
+            )
+            .is_ok();
         async move {
             for w in waits {
                 w.await?;
+            }
+            #[cfg(test)]
+            if unconfirmed {
+                return Err(FlushError::NotOwner("a test fails the confirmation".into()));
             }
             Ok(())
         }
@@ -678,6 +729,83 @@ mod tests {
                 "verified from a failed log's memory: {answer:?}"
             );
             assert_eq!(broker.txns.coordinator_epoch(p), None);
+        });
+    }
+
+    /// Seed 75: an EndTxn(commit) whose PrepareCommit record was appended but whose flush
+    /// could not be confirmed (etcd away) is answered with an error, and the record may be
+    /// on storage. The coordinator must not go on from the state in its memory (no marker
+    /// job was started; retries were answered from it, and a reload decided the outcome
+    /// later from whatever storage held): it loads the partition again, at a new epoch,
+    /// from storage, and completes the transaction with the outcome the Prepare record
+    /// there names, COMMIT, which a client's abort can no longer change.
+    #[test]
+    fn a_prepare_whose_flush_failed_is_completed_from_storage_with_its_outcome() {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            let p = broker.txns.partition_for("tx");
+            let b = broker.clone();
+            let mut alloc = move || b.allocate_producer_id();
+            let (ran, _, _) = broker
+                .txns
+                .run(|c| c.init_producer_id("tx", 60_000, None, now_ms(), &mut alloc))
+                .unwrap();
+            let (pid, epoch) = ran.unwrap();
+            let first = broker.txns.coordinator_epoch(p).unwrap();
+            // A partition of a topic that does not exist: its marker counts as written.
+            let x = ("x".to_string(), 0);
+            let added = broker
+                .txn_call(move |c| {
+                    c.add_partitions("tx", pid, epoch, &[x], false, false, now_ms())
+                })
+                .await;
+            assert!(added.unwrap().unwrap().iter().all(|(_, r)| r.is_ok()));
+
+            // EndTxn(commit): PrepareCommit is appended, its confirmation fails.
+            broker
+                .txns
+                .unconfirmed_flushes
+                .store(1, std::sync::atomic::Ordering::SeqCst);
+            let mut no_alloc = || Err("none".to_string());
+            let ended = broker
+                .txn_call(move |c| c.end_txn("tx", pid, epoch, true, false, now_ms(), &mut no_alloc))
+                .await;
+            assert!(ended.is_err(), "answered as if confirmed: {ended:?}");
+
+            // The coordinator loads the partition again from storage, at a new epoch, and
+            // completes what the Prepare record there says.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let state = loop {
+                broker.reopen_failed_logs();
+                let state = broker
+                    .txns
+                    .read(|c| c.describe("tx", now_ms()).map(|v| v.state));
+                let reloaded = broker.txns.coordinator_epoch(p).is_some_and(|e| e > first);
+                if reloaded && state == Ok(sluice_txn::TxnState::CompleteCommit) {
+                    break state;
+                }
+                if std::time::Instant::now() > deadline {
+                    panic!(
+                        "not completed from storage: {state:?}, coordinator epoch {:?} (first {first})",
+                        broker.txns.coordinator_epoch(p)
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            assert_eq!(state, Ok(sluice_txn::TxnState::CompleteCommit));
+            // The client's retry of its commit is answered as done; an abort of it is refused.
+            let mut no_alloc = || Err("none".to_string());
+            let retried = broker
+                .txn_call(move |c| c.end_txn("tx", pid, epoch, true, false, now_ms(), &mut no_alloc))
+                .await;
+            assert_eq!(retried, Ok(Ok((pid, epoch))));
+            let mut no_alloc = || Err("none".to_string());
+            let aborted = broker
+                .txn_call(move |c| c.end_txn("tx", pid, epoch, false, false, now_ms(), &mut no_alloc))
+                .await;
+            assert!(matches!(aborted, Ok(Err(_))), "the commit was aborted: {aborted:?}");
         });
     }
 
