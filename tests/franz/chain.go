@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,7 +107,12 @@ type syncRecorder struct {
 func (r syncRecorder) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
 	a, err := r.GroupBalancer.ParseSyncAssignment(b)
 	if err == nil {
-		r.m.synced.Store(&a)
+		// A copy: the client sorts the partitions of what it is given in place.
+		whole := make(map[string][]int32, len(a))
+		for t, ps := range a {
+			whole[t] = slices.Clone(ps)
+		}
+		r.m.synced.Store(&whole)
 	}
 	return a, err
 }
