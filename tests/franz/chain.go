@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +33,12 @@ type member struct {
 	stage, index int
 	instance     string
 	owned        sync.Map // partition -> struct{}
-	stop         atomic.Bool
-	closed       atomic.Bool
-	done         chan struct{}
+	// synced: the whole assignment of the member's latest SyncGroup (classic protocol), which
+	// its next OnPartitionsAssigned makes its owned set (see syncRecorder).
+	synced atomic.Pointer[map[string][]int32]
+	stop   atomic.Bool
+	closed atomic.Bool
+	done   chan struct{}
 }
 
 func (c *chainConfig) group(stage int) string { return fmt.Sprintf("%s-g%d", c.prefix, stage) }
@@ -47,27 +51,31 @@ func (m *member) opts() []kgo.Opt {
 		kgo.ConsumerGroup(c.group(m.stage)),
 		kgo.ConsumeTopics(c.topic(m.stage)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.WithLogger(sessionLogger{}),
+		kgo.WithLogger(sessionLogger{fmt.Sprintf("g%d/m%d", m.stage, m.index)}),
+		kgo.WithHooks(traceHook{fmt.Sprintf("g%d/m%d", m.stage, m.index)}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
-			for _, ps := range a {
-				for _, p := range ps {
-					m.owned.Store(p, struct{}{})
-				}
-			}
+			trace(fmt.Sprintf("g%d/m%d", m.stage, m.index), "assigned %v", a)
+			m.assigned(a)
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { m.drop(r) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, l map[string][]int32) { m.drop(l) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
+			trace(fmt.Sprintf("g%d/m%d", m.stage, m.index), "revoked %v", r)
+			m.drop(r)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, l map[string][]int32) {
+			trace(fmt.Sprintf("g%d/m%d", m.stage, m.index), "lost %v", l)
+			m.drop(l)
+		}),
 	}
 	if !c.txn {
 		opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
 	}
 	switch c.variant {
 	case "eager":
-		opts = append(opts, kgo.Balancers(kgo.RangeBalancer()))
+		opts = append(opts, kgo.Balancers(syncRecorder{kgo.RangeBalancer(), m}))
 	case "cooperative":
-		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
+		opts = append(opts, kgo.Balancers(syncRecorder{kgo.CooperativeStickyBalancer(), m}))
 	case "static":
-		opts = append(opts, kgo.Balancers(kgo.RangeBalancer()), kgo.InstanceID(m.instance))
+		opts = append(opts, kgo.Balancers(syncRecorder{kgo.RangeBalancer(), m}), kgo.InstanceID(m.instance))
 	case "consumer-uniform":
 		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
 	case "consumer-range":
@@ -86,6 +94,51 @@ func (m *member) opts() []kgo.Opt {
 		)
 	}
 	return opts
+}
+
+// syncRecorder is a classic-protocol balancer that records each SyncGroup assignment of its
+// member: the whole set of partitions the member holds in the group session that follows
+// (franz-go stores exactly what ParseSyncAssignment returns as its assignment).
+type syncRecorder struct {
+	kgo.GroupBalancer
+	m *member
+}
+
+func (r syncRecorder) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
+	a, err := r.GroupBalancer.ParseSyncAssignment(b)
+	if err == nil {
+		// A copy: the client sorts the partitions of what it is given in place.
+		whole := make(map[string][]int32, len(a))
+		for t, ps := range a {
+			whole[t] = slices.Clone(ps)
+		}
+		r.m.synced.Store(&whole)
+	}
+	return a, err
+}
+
+// assigned records a group session's start (OnPartitionsAssigned, which franz-go calls at
+// every session, with only the partitions added since the last one). With the classic
+// protocol the owned set becomes the session's whole assignment: a revocation may not have
+// been reported, since GroupTransactSession passes OnPartitionsRevoked and OnPartitionsLost
+// on to the program only once between two End calls (txn.go: the wrappers return early
+// while the session is already marked revoked or lost), and a member that stays revoked
+// while an End is under way, or that has no records to end a transaction with, is revoked
+// again unseen. With the consumer protocol (no SyncGroup) the added partitions are added.
+func (m *member) assigned(added map[string][]int32) {
+	if whole := m.synced.Load(); whole != nil {
+		m.owned.Range(func(k, _ any) bool { m.owned.Delete(k); return true })
+		added = *whole
+	}
+	topic := m.cfg.topic(m.stage)
+	for t, ps := range added {
+		if t != topic {
+			continue
+		}
+		for _, p := range ps {
+			m.owned.Store(p, struct{}{})
+		}
+	}
 }
 
 func (m *member) drop(parts map[string][]int32) {
@@ -170,7 +223,9 @@ func (m *member) run(producer *kgo.Client) {
 			time.Sleep(m.cfg.pollPause)
 		}
 	}
+	trace(fmt.Sprintf("g%d/m%d", m.stage, m.index), "closing")
 	cl.Close()
+	trace(fmt.Sprintf("g%d/m%d", m.stage, m.index), "closed")
 	m.leaveIfStatic(producer)
 }
 
@@ -182,6 +237,7 @@ func (m *member) leaveIfStatic(admin *kgo.Client) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer trace(fmt.Sprintf("g%d/m%d", m.stage, m.index), "left by instance id")
 	_, err := kadm.NewClient(admin).LeaveGroup(ctx, kadm.LeaveGroup(m.cfg.group(m.stage)).InstanceIDs(m.instance))
 	if err != nil {
 		out("NOTE member %d/%d leave: %v", m.stage, m.index, err)
@@ -260,7 +316,7 @@ func runChain(args []string) int {
 	defer stopReader()
 	readerDone := make(chan struct{})
 	readOpts := []kgo.Opt{seeds, kgo.ConsumeTopics(c.topic(c.stages)),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithLogger(sessionLogger{})}
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithLogger(sessionLogger{"other"})}
 	if c.txn {
 		readOpts = append(readOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -286,7 +342,7 @@ func runChain(args []string) int {
 
 	producers := make([]*kgo.Client, c.stages)
 	for s := range producers {
-		producers[s], err = kgo.NewClient(seeds, kgo.ProducerLinger(5*time.Millisecond), kgo.WithLogger(sessionLogger{}))
+		producers[s], err = kgo.NewClient(seeds, kgo.ProducerLinger(5*time.Millisecond), kgo.WithLogger(sessionLogger{"other"}))
 		if err != nil {
 			out("ERROR %v", err)
 			return 1
@@ -307,6 +363,7 @@ func runChain(args []string) int {
 		}
 		for step, change := range plan {
 			began := time.Now()
+			trace("chain", "step %d %s begins", step, change)
 			leaving := make([][]*member, c.stages)
 			for s := 0; s < c.stages; s++ {
 				if change == "join" {
@@ -348,6 +405,7 @@ func runChain(args []string) int {
 				time.Sleep(5 * time.Millisecond)
 			}
 			ms := time.Since(began).Milliseconds()
+			trace("chain", "step %d %s stable after %d ms", step, change, ms)
 			if step == 0 {
 				// The first member of each group only starts the chain: produce now.
 				p, err := kgo.NewClient(seeds, kgo.ProducerLinger(5*time.Millisecond))

@@ -14,7 +14,10 @@
 //	    after the batch is read
 //
 // Every scenario prints "ERROR <text>" and exits 1 when it fails, and "SESSION_RESETS <n>":
-// the fetch session resets the client logged.
+// the fetch session resets the client logged. With FRANZ_TRACE=1 the chain's clients also
+// write their group timeline to stderr ("T <ms since start> <member> ..."): JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup and commit requests with the times they were sent and
+// answered, the client's log lines about them, and the chain's steps.
 package main
 
 import (
@@ -40,13 +43,70 @@ func out(format string, args ...any) {
 	fmt.Printf(format+"\n", args...)
 }
 
+// traceGroups: with FRANZ_TRACE=1 in the environment, every client's group lifecycle (its
+// log lines about joining, syncing, heartbeating, leaving, assignments and revocations) goes
+// to stderr, each line with the milliseconds since the program started and the client's name,
+// so that one churn step's timeline can be compared between brokers.
+var (
+	traceGroups = os.Getenv("FRANZ_TRACE") == "1"
+	started     = time.Now()
+)
+
+// traceWords: the client log lines the trace keeps (kgo's debug level logs every request).
+var traceWords = []string{"heartbeat", "join", "sync", "leav", "revok", "assign", "lost", "rebalanc",
+	"session", "commit", "balanc"}
+
+// trace prints one line of the trace (see traceGroups).
+func trace(who, format string, args ...any) {
+	if traceGroups {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(os.Stderr, "T %7d %s %s\n", time.Since(started).Milliseconds(), who, fmt.Sprintf(format, args...))
+	}
+}
+
+// groupRequests: the request keys the trace's hook names (see traceHook).
+var groupRequests = map[int16]string{8: "OffsetCommit", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+	14: "SyncGroup", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit"}
+
+// traceHook prints, in the trace, when each group request of a client was written and when
+// its response had been read.
+type traceHook struct{ who string }
+
+func (h traceHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	name, ok := groupRequests[key]
+	if !ok || !traceGroups {
+		return
+	}
+	end := time.Since(started)
+	sent := end - e2e.DurationE2E()
+	trace(h.who, "%s sent %d answered %d (%d ms)", name, sent.Milliseconds(), end.Milliseconds(),
+		e2e.DurationE2E().Milliseconds())
+}
+
 // sessionLogger counts the client's fetch session resets and passes warnings and errors on to
-// stderr.
-type sessionLogger struct{}
+// stderr; who names the client in the trace.
+type sessionLogger struct{ who string }
 
-func (sessionLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+func (sessionLogger) Level() kgo.LogLevel {
+	if traceGroups {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelInfo
+}
 
-func (sessionLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+func (l sessionLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+	if traceGroups {
+		for _, w := range traceWords {
+			if strings.Contains(strings.ToLower(msg), w) {
+				trace(l.who, "%s %s %v", level, msg, kv)
+				break
+			}
+		}
+		if level > kgo.LogLevelInfo {
+			return // the counts below are of what the client logs without the trace
+		}
+	}
 	if strings.Contains(msg, "fetch session") || strings.Contains(msg, "SessionIDNotFound") ||
 		strings.Contains(msg, "resetting session") {
 		if sessionResets.Add(1) <= 5 {

@@ -110,6 +110,18 @@ def test_franz_chain_survives_churn_without_session_resets(franz_broker, topic, 
     assert not any(errors.values()), f"fetch-session errors answered: {errors}"
 
 
+def test_franz_txn_chain_sees_every_revocation_of_idle_members(franz_broker, topic):
+    """The transactional chain with no records: its GroupTransactSession members never end a
+    transaction, and franz-go passes a revocation on to the program only once between two
+    End calls, so from the second eager rebalance on the members' revocations go unreported.
+    The chain takes each member's partitions from its SyncGroup assignment, so every step
+    still ends stable (it counted old and new partitions together, never stable, before)."""
+    cmd = harness.franz_cmd("chain", franz_broker.bootstrap, "eager", topic, 0, *ARGS[1:-1], 120, "txn")
+    p = run(*cmd, timeout=240)
+    steps = [(s[1], s[2]) for s in lines(p.stdout, "STABLE")]
+    assert steps == [("join", "1"), ("join", "2"), ("join", "3"), ("leave", "2"), ("leave", "1")], p.stdout
+
+
 def test_franz_picks_up_added_partitions_when_told(franz_broker, topic):
     """A direct consumer told its metadata changed (ForceMetadataRefresh) reads a record
     produced to a partition added after it started, well within its metadata max age (5 min)."""

@@ -91,6 +91,16 @@ pub struct SyncResponse {
     pub assignment: Bytes,
 }
 
+/// Which request commits offsets: the group's state matters to an OffsetCommit, not to a
+/// TxnOffsetCommit (Kafka's `isTransactional`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommitKind {
+    /// OffsetCommit.
+    Offsets,
+    /// TxnOffsetCommit: part of a producer's transaction.
+    Transactional,
+}
+
 #[derive(Clone, Debug)]
 pub struct LeaveMember {
     pub member_id: String,
@@ -1040,21 +1050,28 @@ impl ClassicGroup {
         (results, eff)
     }
 
+    /// Whether a member may commit offsets now, as Kafka's `ClassicGroup.validateOffsetCommit`
+    /// decides: the member and its generation first (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+    /// ILLEGAL_GENERATION), then, for an OffsetCommit only, REBALANCE_IN_PROGRESS while the
+    /// group waits for its leader's assignment (the member has its new generation but not
+    /// yet its partitions). A transactional commit is not held to the group's state: its
+    /// member and generation are checked, and its transaction decides the rest.
     pub(crate) fn validate_commit(
         &self,
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        kind: CommitKind,
     ) -> Result<(), GroupError> {
         if generation < 0 && member_id.is_empty() && self.state == ClassicState::Empty {
             return Ok(());
         }
-        if self.state == ClassicState::CompletingRebalance {
-            return Err(GroupError::RebalanceInProgress);
-        }
         self.validate_member(member_id, instance_id)?;
         if generation != self.generation {
             return Err(GroupError::IllegalGeneration);
+        }
+        if kind == CommitKind::Offsets && self.state == ClassicState::CompletingRebalance {
+            return Err(GroupError::RebalanceInProgress);
         }
         Ok(())
     }

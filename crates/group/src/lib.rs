@@ -33,6 +33,7 @@ mod topic_regex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
+use classic::CommitKind;
 pub use classic::{
     ClassicState, JoinRequest, JoinResponse, JoinedMember, LeaveMember, SyncRequest, SyncResponse,
 };
@@ -1120,7 +1121,9 @@ impl Coordinator {
                 );
             }
             None => return Err(GroupError::IllegalGeneration),
-            Some(Group::Classic(g)) => g.validate_commit(member_id, instance_id, generation)?,
+            Some(Group::Classic(g)) => {
+                g.validate_commit(member_id, instance_id, generation, CommitKind::Offsets)?
+            }
             Some(Group::Consumer(g)) => g.validate_commit(member_id, generation)?,
         }
         let mut results = Vec::with_capacity(commits.len());
@@ -1234,7 +1237,12 @@ impl Coordinator {
         match shard.groups.get(&id) {
             None => {}
             Some(_) if unchecked => {}
-            Some(Group::Classic(g)) => g.validate_commit(member_id, instance_id, generation)?,
+            Some(Group::Classic(g)) => g.validate_commit(
+                member_id,
+                instance_id,
+                generation,
+                CommitKind::Transactional,
+            )?,
             Some(Group::Consumer(g)) => g.validate_commit(member_id, generation)?,
         }
         let mut results = Vec::with_capacity(commits.len());

@@ -154,6 +154,53 @@ fn second_member_triggers_rebalance_and_both_get_new_generation() {
     assert!(matches!(&b_sync.1, Reply::Sync(s) if s.assignment == Bytes::from_static(b"y")));
 }
 
+/// Between JoinGroup and the leader's SyncGroup (CompletingRebalance), as Kafka's
+/// `ClassicGroup.validateOffsetCommit`: an OffsetCommit of the current generation is told
+/// REBALANCE_IN_PROGRESS, a TxnOffsetCommit is not (its transaction decides); a commit of an
+/// unknown member or an old generation is told so first.
+#[test]
+fn commits_while_completing_rebalance_are_checked_as_kafka_checks_them() {
+    let mut c = coordinator();
+    let (a, _, _) = new_member(&mut c, 1, 0);
+    c.sync_group(sync(&a, 1, vec![]), 2, 0).unwrap();
+    new_member(&mut c, 3, 10);
+    let (_, eff) = c
+        .join_group(join(&a, None), 4, &BTreeMap::new(), 20)
+        .unwrap();
+    assert_eq!(
+        join_reply(&eff, 4).generation,
+        2,
+        "CompletingRebalance at 2"
+    );
+    let offsets = [OffsetCommit {
+        topic: "t".into(),
+        partition: 0,
+        offset: 5,
+        leader_epoch: -1,
+        metadata: None,
+    }];
+    let commit = |c: &mut Coordinator, member: &str, generation| {
+        c.commit_offsets("g", member, None, generation, &offsets, 30)
+            .map(|_| ())
+    };
+    assert_eq!(commit(&mut c, &a, 2), Err(GroupError::RebalanceInProgress));
+    assert_eq!(commit(&mut c, &a, 1), Err(GroupError::IllegalGeneration));
+    assert_eq!(
+        commit(&mut c, "nobody", 2),
+        Err(GroupError::UnknownMemberId)
+    );
+    let txn_commit = |c: &mut Coordinator, member: &str, generation| {
+        c.txn_commit_offsets("g", 7, member, None, generation, &offsets, 30)
+            .map(|(results, ..)| results)
+    };
+    let results = txn_commit(&mut c, &a, 2).expect("not held to the group's state");
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(
+        txn_commit(&mut c, &a, 1).map(|_| ()),
+        Err(GroupError::IllegalGeneration)
+    );
+}
+
 #[test]
 fn session_timeout_removes_member_and_rebalances() {
     let mut c = coordinator();
