@@ -155,7 +155,12 @@ impl Txns {
             ));
             let mut c = self.coordinator.lock();
             // Only the load that appended them: a newer load read storage itself.
-            if self.logs.lock().get(&p).is_some_and(|l| Arc::ptr_eq(l, log)) {
+            if self
+                .logs
+                .lock()
+                .get(&p)
+                .is_some_and(|l| Arc::ptr_eq(l, log))
+            {
                 c.unload(p);
                 self.logs.lock().remove(&p);
             }
@@ -213,6 +218,18 @@ impl Txns {
             written.push(log.clone());
         }
         if failed {
+            // The partitions whose appends went through are ahead of their logs' flush and
+            // their marker jobs go with this error: they are loaded again from storage too
+            // (`forget_unconfirmed`'s invariant), or a Prepare appended there would hang.
+            drop(c);
+            let appended: Vec<_> = written
+                .into_iter()
+                .filter(|l| l.failure().is_none())
+                .collect();
+            self.forget_unconfirmed(
+                &appended,
+                &FlushError::Storage("an append of the same call failed".into()),
+            );
             return Err(());
         }
         Ok((value, written, effects.markers))
@@ -327,20 +344,30 @@ impl Broker {
     /// Run `f` on the transaction coordinator (see [`Txns::run`]), wait until its records are
     /// durable, start its marker jobs, and yield `f`'s result; `Err` is a retriable failure
     /// of the log (answered NOT_COORDINATOR, so the client looks the coordinator up again).
+    /// The records are appended now; their flush, a failure's unload and the marker jobs run
+    /// in a task of their own, so they happen even when nobody waits for the answer (a
+    /// connection closed while the answer was queued): a Prepare record appended must get
+    /// its marker jobs, or the transaction hangs in PrepareCommit/PrepareAbort.
     pub(crate) fn txn_call<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut Coordinator) -> (T, Effects),
     ) -> impl std::future::Future<Output = Result<T, ()>> + Send + 'static {
-        let ran = self.txns.run(f);
-        let broker = self.clone();
+        let settled = self.txns.run(f).map(|(value, written, markers)| {
+            let broker = self.clone();
+            self.runtime.spawn(async move {
+                if let Err(e) = broker.flush_txn_logs(written.clone()).await {
+                    broker.txns.forget_unconfirmed(&written, &e);
+                    return Err(());
+                }
+                broker.start_markers(markers);
+                Ok(value)
+            })
+        });
         async move {
-            let (value, written, markers) = ran?;
-            if let Err(e) = broker.flush_txn_logs(written.clone()).await {
-                broker.txns.forget_unconfirmed(&written, &e);
-                return Err(());
+            match settled {
+                Ok(task) => task.await.unwrap_or(Err(())),
+                Err(()) => Err(()),
             }
-            broker.start_markers(markers);
-            Ok(value)
         }
     }
 
@@ -806,6 +833,134 @@ mod tests {
                 .txn_call(move |c| c.end_txn("tx", pid, epoch, false, false, now_ms(), &mut no_alloc))
                 .await;
             assert!(matches!(aborted, Ok(Err(_))), "the commit was aborted: {aborted:?}");
+        });
+    }
+
+    /// An EndTxn whose answer nobody waits for (the client's connection closed while an
+    /// earlier response on it was being written, and the server dropped the queued answer):
+    /// its PrepareCommit is appended when the request is handled, so its flush and marker
+    /// jobs must still run, or the transaction stays in PrepareCommit with no marker job and
+    /// every retry and InitProducerId is answered CONCURRENT_TRANSACTIONS (found by review).
+    #[test]
+    fn an_end_txn_whose_answer_is_dropped_still_completes() {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            let b = broker.clone();
+            let mut alloc = move || b.allocate_producer_id();
+            let (ran, _, _) = broker
+                .txns
+                .run(|c| c.init_producer_id("tx", 60_000, None, now_ms(), &mut alloc))
+                .unwrap();
+            let (pid, epoch) = ran.unwrap();
+            let x = ("x".to_string(), 0);
+            let added = broker
+                .txn_call(move |c| c.add_partitions("tx", pid, epoch, &[x], false, false, now_ms()))
+                .await;
+            assert!(added.unwrap().unwrap().iter().all(|(_, r)| r.is_ok()));
+            let mut no_alloc = || Err("none".to_string());
+            drop(broker.txn_call(move |c| {
+                c.end_txn("tx", pid, epoch, true, false, now_ms(), &mut no_alloc)
+            }));
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let state = broker
+                    .txns
+                    .read(|c| c.describe("tx", now_ms()).map(|v| v.state));
+                if state == Ok(sluice_txn::TxnState::CompleteCommit) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the dropped EndTxn's transaction stayed {state:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+    }
+
+    /// One call's records for two `__transaction_state` partitions (the timer aborting timed
+    /// out transactions of both), the second's append failing: the first partition's
+    /// PrepareAbort was appended, but its marker job went with the call's error. Its
+    /// partition is loaded again from storage too, which resumes the job (found by review: it
+    /// hung in PrepareAbort).
+    #[test]
+    fn a_partly_failed_call_leaves_no_prepare_without_its_markers() {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            // Two ids in two partitions, the first id's partition lower.
+            let ids: Vec<String> = (0..200).map(|i| format!("t{i}")).collect();
+            let first = ids[0].clone();
+            let p1 = broker.txns.partition_for(&first);
+            let second = ids
+                .iter()
+                .find(|i| broker.txns.partition_for(i) > p1)
+                .or_else(|| ids.iter().find(|i| broker.txns.partition_for(i) < p1))
+                .unwrap()
+                .clone();
+            let p2 = broker.txns.partition_for(&second);
+            let (low, high) = if p1 < p2 {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            for id in [&low, &high] {
+                let b = broker.clone();
+                let mut alloc = move || b.allocate_producer_id();
+                let (ran, _, _) = broker
+                    .txns
+                    .run(|c| c.init_producer_id(id, 1, None, now_ms(), &mut alloc))
+                    .unwrap();
+                let (pid, epoch) = ran.unwrap();
+                let x = ("x".to_string(), 0);
+                let id = id.clone();
+                let added = broker
+                    .txn_call(move |c| {
+                        c.add_partitions(&id, pid, epoch, &[x], false, false, now_ms())
+                    })
+                    .await;
+                assert!(added.unwrap().unwrap().iter().all(|(_, r)| r.is_ok()));
+            }
+            // The higher partition's next append is refused (a batch over its size limit).
+            let tp = |p| sluice_store::TopicPartition {
+                topic: TXN_TOPIC.to_string(),
+                partition: p,
+            };
+            let high_log = broker
+                .logs
+                .get(&tp(broker.txns.partition_for(&high)))
+                .unwrap();
+            let state = broker.registry.get(TXN_TOPIC).unwrap();
+            let normal = crate::registry::log_config(&state.config);
+            high_log.set_config(sluice_store::LogConfig {
+                max_message_bytes: 1,
+                ..normal.clone()
+            });
+            let b = broker.clone();
+            let mut alloc = move || b.allocate_producer_id();
+            let ticked = broker
+                .txn_call(move |c| ((), c.tick(now_ms() + 10_000, &mut alloc)))
+                .await;
+            assert!(ticked.is_err(), "the call's second append was to fail");
+            high_log.set_config(normal);
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                broker.reopen_failed_logs();
+                let state = broker
+                    .txns
+                    .read(|c| c.describe(&low, now_ms()).map(|v| v.state));
+                if state == Ok(sluice_txn::TxnState::CompleteAbort) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the first partition's transaction stayed {state:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         });
     }
 
