@@ -1097,9 +1097,9 @@ impl Log {
             Some(Ok(seg)) => seg,
             Some(Err(e)) => {
                 tracing::warn!(tp = ?self.tp, error = %e, "could not rename the spare segment files; creating the segment's");
-                Segment::create(&dir, leo, now_ms)?
+                Segment::create(&dir, leo, now_ms, false)?
             }
-            None => Segment::create(&dir, leo, now_ms)?,
+            None => Segment::create(&dir, leo, now_ms, false)?,
         };
         let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();
         new_list.push(Arc::new(seg));

@@ -459,12 +459,19 @@ impl Spare {
 }
 
 /// Rename `from` to `to` unless `to` exists. Where the file system does not take the flag
-/// for that (NFS, some FUSE file systems answer EINVAL), a check then a plain rename: a
-/// log's directory has one writer, and the roll that renames holds its writer lock.
+/// for that (NFS, some FUSE file systems answer EINVAL), a hard link then an unlink of
+/// `from`: the link fails if `to` exists, atomically at the server, so a former owner's
+/// stalled roll never replaces a file the new owner made meanwhile (a check then a rename
+/// could). Only where links are refused too, a check then a plain rename.
 fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+            match std::fs::hard_link(from, to) {
+                Ok(()) => return std::fs::remove_file(from),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(e),
+                Err(_) => {}
+            }
             if to.symlink_metadata().is_ok() {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
@@ -507,11 +514,20 @@ pub(crate) struct Rebuilt {
 
 impl Segment {
     /// Create a new empty segment (files truncated; a non-empty `.log` is refused). The
-    /// `.log` is always a new file: an empty one already there is removed first, since
-    /// another process may hold it open with a write under way (in a shared directory, a
-    /// former owner's active segment that a lagging directory listing did not show), and
-    /// that write must land in its own file, not over this segment's batches.
-    pub(crate) fn create(dir: &Path, base: i64, now_ms: i64) -> io::Result<Segment> {
+    /// `.log` is always a new file. At an open (`replace_empty`), an empty one already there
+    /// is removed first, since another process may hold it open with a write under way (in a
+    /// shared directory, a former owner's active segment that a lagging directory listing did
+    /// not show), and that write must land in its own file, not over this segment's batches.
+    /// A roll never removes one: it is refused, and the log re-opened. A roll may be a former
+    /// owner's, stalled between its check and its act while the new owner created that very
+    /// file and appended acknowledged batches to it (docs/cluster.md, fencing point 2); the
+    /// open that follows the refusal replaces an empty file it finds there.
+    pub(crate) fn create(
+        dir: &Path,
+        base: i64,
+        now_ms: i64,
+        replace_empty: bool,
+    ) -> io::Result<Segment> {
         let log_path = seg_path(dir, base, SegmentFileKind::Log);
         let exclusive = || {
             OpenOptions::new()
@@ -525,12 +541,13 @@ impl Segment {
                 // Judged by an open, not a stat by name (an NFS attribute cache can
                 // show another host's filled file as empty): `fsutil::len_at_open`.
                 let len = crate::fsutil::len_at_open(&log_path)?;
-                if len.is_some_and(|n| n != 0) {
+                if len.is_some_and(|n| n != 0) || (len.is_some() && !replace_empty) {
                     return Err(io::Error::new(
                         io::ErrorKind::AlreadyExists,
                         format!(
-                            "segment file {} already exists and is not empty",
-                            log_path.display()
+                            "segment file {} already exists ({} bytes): another process made it",
+                            log_path.display(),
+                            len.unwrap_or(0)
                         ),
                     ));
                 }

@@ -996,3 +996,38 @@ fn the_recorded_segment_is_never_removed_as_a_stray() {
     }
     panic!("every takeover of a current directory was refused");
 }
+
+/// A former owner's roll that passed its write gate and acts after a takeover, at the very
+/// offset where the new owner's acquisition started its segment: the new owner's `.log` is
+/// there and still empty. The roll must not remove it (the new owner appends acknowledged
+/// batches to the file it holds, which would then be unlinked): it is refused (found by
+/// review; the roll used to replace an empty file it found).
+#[test]
+fn a_former_owners_late_roll_never_unlinks_the_new_owners_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let zombie = open(&a, 1);
+    zombie
+        .append(batch("a"), AppendOrigin::Client, NOW)
+        .unwrap();
+    zombie
+        .append(batch("b"), AppendOrigin::Client, NOW)
+        .unwrap();
+    zombie.flush().unwrap();
+
+    let c = broker(dir.path(), 2);
+    let owner = take_over(&c, 2, 6).unwrap();
+    owner.roll(NOW).unwrap(); // the acquisition's roll: 6.log, empty
+    assert!(
+        zombie.roll(NOW).is_err(),
+        "the former owner's roll at 6 was let through"
+    );
+    owner.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    owner.sync_appended().unwrap(); // acknowledged
+    let newest = owner.synced_mark().base;
+    c.release_log(&tp()).unwrap();
+
+    let d = broker(dir.path(), 3);
+    let next = take_over_recorded(&d, 3, 6, newest).unwrap();
+    assert_eq!(batches(&next), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+}

@@ -354,7 +354,7 @@ impl Log {
         let created_segment = segments.is_empty();
         if created_segment {
             let base = p.log_start.unwrap_or(0).max(0);
-            let seg = Segment::create(&p.dir, base, p.now_ms).map_err(serr)?;
+            let seg = Segment::create(&p.dir, base, p.now_ms, true).map_err(serr)?;
             cursor = IndexCursor::new(base);
             segments.push(Arc::new(seg));
             leo = base;
