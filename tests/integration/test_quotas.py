@@ -264,6 +264,10 @@ def produce_flat_out(bootstrap: str, topic: str, client_id: str, seconds: float,
     stats: list = []
     p = harness.producer(bootstrap, **{
         "client.id": client_id, "acks": 1, "linger.ms": linger_ms,
+        # Requests of at most 100 KB: with librdkafka's default of 1 MB, the first request alone
+        # is five seconds of quota, and what a client moves in 5 s before throttling stops it
+        # (that request and the next one already in flight) nears ten times the quota.
+        "batch.size": 100_000,
         "statistics.interval.ms": 200, "stats_cb": lambda s: stats.append(json.loads(s)),
     })
     acked = [0]
