@@ -192,3 +192,34 @@ def test_a_failed_log_waits_for_its_volume_to_come_back(broker_factory, tmp_path
         if broker is not None:
             broker.kill()
         mount.stop()
+
+
+def test_a_commit_whose_fsync_fails_is_retried_by_the_java_consumer(broker_factory, tmp_path, topic):
+    """A failed fsync of `__consumer_offsets` answers the commits waiting on it with a code the
+    clients retry after finding the coordinator again (NOT_COORDINATOR, as Kafka's group
+    coordinator maps a storage error), not KAFKA_STORAGE_ERROR, which the Java consumer's
+    commitSync reports as "Unexpected error in commit". The commit is retried once the log is
+    re-opened, and the group's offset at the end is the last one committed."""
+    mount = harness.crash_fs(tmp_path)
+    broker = None
+    try:
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
+        harness.create_topic(broker.bootstrap, topic, partitions=1)
+        group = f"{topic}-g"
+        prog = harness.JavaProgram(tmp_path, "commits", "CommitLoop", broker.bootstrap, topic, group, 60, 50)
+        prog.wait_for(lambda lines: sum(l.startswith("COMMITTED") for l in lines) >= 10, 120, "ten commits")
+        mount.fail_next_fsync(match="__consumer_offsets-")
+        lines = prog.finish(180)
+        assert lines[-1] == "OK", prog.describe()
+        assert "log refuses writes until it is re-opened" in broker.log_text(), "the fsync failure was not seen"
+        from confluent_kafka import TopicPartition
+        c = harness.consumer(broker.bootstrap, **{"group.id": group})
+        try:
+            committed = c.committed([TopicPartition(topic, 0)], timeout=30)
+        finally:
+            c.close()
+        assert committed[0].offset == 60, committed
+    finally:
+        if broker is not None:
+            broker.kill()
+        mount.stop()

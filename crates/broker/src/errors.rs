@@ -19,6 +19,24 @@ pub(crate) fn append_error_code(e: &AppendError) -> i16 {
     }
 }
 
+/// The code a group coordinator answers for a write of its own that failed with `code` (an
+/// append or its fsync and confirmation), as Kafka's group coordinator maps them: clients
+/// retry NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE after finding the coordinator again,
+/// while the Java consumer's commitSync reports KAFKA_STORAGE_ERROR as an unexpected error.
+pub(crate) fn coordinator_write_code(code: i16) -> i16 {
+    use ResponseError as E;
+    match ResponseError::try_from_code(code) {
+        Some(E::NotLeaderOrFollower | E::KafkaStorageError) => E::NotCoordinator.code(),
+        Some(E::UnknownTopicOrPartition | E::NotEnoughReplicas | E::RequestTimedOut) => {
+            E::CoordinatorNotAvailable.code()
+        }
+        Some(E::MessageTooLarge | E::RecordListTooLarge | E::InvalidFetchSize) => {
+            E::UnknownServerError.code()
+        }
+        _ => code,
+    }
+}
+
 pub(crate) fn read_error_code(e: &ReadError) -> i16 {
     match e {
         ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),

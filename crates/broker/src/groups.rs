@@ -387,7 +387,9 @@ impl Groups {
                     log.mark_failed(format!(
                         "an append to __consumer_offsets failed ({e}); the groups of this partition are reloaded from the log"
                     ));
-                    return Err(crate::errors::append_error_code(&e));
+                    return Err(crate::errors::coordinator_write_code(
+                        crate::errors::append_error_code(&e),
+                    ));
                 }
             }
         }

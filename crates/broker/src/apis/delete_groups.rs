@@ -6,7 +6,7 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use crate::errors::group_error_code;
+use crate::errors::{coordinator_write_code, group_error_code};
 use crate::{Broker, Reply};
 
 pub(crate) fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i16) -> Reply {
@@ -35,7 +35,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i
             .into_iter()
             .map(|r| {
                 if failed && r.error_code == 0 {
-                    r.with_error_code(ResponseError::KafkaStorageError.code())
+                    r.with_error_code(coordinator_write_code(ResponseError::KafkaStorageError.code()))
                 } else {
                     r
                 }

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, Respon
 use kafka_protocol::ResponseError;
 use sluice_group::OffsetCommit;
 
-use crate::errors::group_error_code;
+use crate::errors::{coordinator_write_code, group_error_code};
 use crate::{now_ms, Broker, Reply};
 
 fn all_partitions(req: &OffsetCommitRequest, code: i16) -> OffsetCommitResponse {
@@ -121,7 +121,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i
                             .zip(row)
                             .map(|(p, code)| {
                                 let code = if storage_failed && code == 0 {
-                                    ResponseError::KafkaStorageError.code()
+                                    coordinator_write_code(ResponseError::KafkaStorageError.code())
                                 } else {
                                     code
                                 };

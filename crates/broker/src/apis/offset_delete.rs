@@ -8,7 +8,7 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use crate::errors::group_error_code;
+use crate::errors::{coordinator_write_code, group_error_code};
 use crate::{Broker, Reply};
 
 pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i16) -> Reply {
@@ -58,7 +58,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i
                             .map(|p| {
                                 let code = match results.next() {
                                     Some(Err(e)) => group_error_code(&e),
-                                    _ if failed => ResponseError::KafkaStorageError.code(),
+                                    _ if failed => coordinator_write_code(ResponseError::KafkaStorageError.code()),
                                     _ => 0,
                                 };
                                 OffsetDeleteResponsePartition::default()

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCo
 use kafka_protocol::ResponseError;
 use sluice_group::OffsetCommit;
 
-use crate::errors::group_error_code;
+use crate::errors::{coordinator_write_code, group_error_code};
 use crate::{Broker, Reply, OFFSETS_TOPIC};
 
 fn answer(req: &TxnOffsetCommitRequest, codes: &[Vec<i16>]) -> Option<ResponseKind> {
@@ -140,7 +140,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
         if broker.flush_logs(vec![log]).await.is_err() {
             for code in codes.iter_mut().flatten() {
                 if *code == 0 {
-                    *code = ResponseError::KafkaStorageError.code();
+                    *code = coordinator_write_code(ResponseError::KafkaStorageError.code());
                 }
             }
         }
