@@ -1031,3 +1031,173 @@ fn a_former_owners_late_roll_never_unlinks_the_new_owners_active_segment() {
     let next = take_over_recorded(&d, 3, 6, newest).unwrap();
     assert_eq!(batches(&next), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
 }
+
+/// A write gate that lets every check through until its `at`-th, runs `during` inside that
+/// one (what happens while this broker, having passed the check, is stalled), and refuses
+/// every check after it (this broker is deposed by then). Models an opener whose acquisition
+/// was taken from it (lease expired, a move) between its gate check and the step it guards.
+struct StallAfterCheck {
+    calls: std::sync::atomic::AtomicUsize,
+    at: usize,
+    during: parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for StallAfterCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StallAfterCheck")
+            .field("at", &self.at)
+            .finish()
+    }
+}
+
+impl WriteGate for StallAfterCheck {
+    fn check(&self, _tp: &TopicPartition, _id: uuid::Uuid, _epoch: i32) -> Result<(), String> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n < self.at {
+            return Ok(());
+        }
+        if n == self.at {
+            if let Some(f) = self.during.lock().take() {
+                f();
+            }
+            return Ok(());
+        }
+        Err("deposed: another broker acquired the partition".into())
+    }
+}
+
+fn stalled_opener(
+    dir: &Path,
+    node_id: i32,
+    at: usize,
+    during: impl FnOnce() + Send + 'static,
+) -> LogManager {
+    let m = broker(dir, node_id);
+    m.set_write_gate(Arc::new(StallAfterCheck {
+        calls: std::sync::atomic::AtomicUsize::new(0),
+        at,
+        during: parking_lot::Mutex::new(Some(Box::new(during))),
+    }));
+    m
+}
+
+fn ino(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().ino()
+}
+
+/// ADVERSARY (fails on 334cc7e/fc52cff): the open path's "an empty last segment gets new
+/// files" (`loader.rs` `replace_with_new_empty_files`, after the single gate check
+/// "replacing an empty last segment" and a `len_at_open`) is the same act that 334cc7e took
+/// away from the roll: a deposed opener that passed that check, stalled, and resumes after
+/// the new owner's open renames new files over the new owner's (still empty) active segment.
+/// The new owner appends and acknowledges into the file it holds, which is no longer the
+/// segment's: the next owner reads an empty segment 6 and the acknowledged batch is lost.
+#[test]
+fn adv_a_deposed_openers_replacement_never_unlinks_the_new_owners_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    let rp = first.recovery_point_offset();
+    a.release_log(&tp()).unwrap();
+
+    // B acquires (open, roll, flush, records its new, empty segment 6) and dies idle.
+    let b = broker(dir.path(), 2);
+    let owner = take_over_recorded(&b, 2, rp, 0).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    let newest = owner.synced_mark().base;
+    let rp = owner.recovery_point_offset();
+    assert_eq!(newest, 6);
+    b.release_log(&tp()).unwrap();
+
+    // C acquires under epoch 3 and opens; it passes its gate check before replacing the
+    // empty last segment (check 2: the first is "creating or stamping the directory") and
+    // stalls there. Meanwhile D acquires under epoch 4 and opens: D replaces segment 6's
+    // files with its own and holds them as its active segment.
+    let seg6 = dir.path().join("t-0").join("00000000000000000006.log");
+    let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
+    let d_ino: Arc<parking_lot::Mutex<u64>> = Default::default();
+    let (slot, slot_ino, root, seg) = (
+        d_log.clone(),
+        d_ino.clone(),
+        dir.path().to_path_buf(),
+        seg6.clone(),
+    );
+    let c = stalled_opener(dir.path(), 3, 2, move || {
+        let d = broker(&root, 4);
+        let log = take_over_recorded(&d, 4, rp, newest).unwrap();
+        log.roll(NOW).unwrap(); // the acquisition's roll: nothing to do, 6 is empty
+        log.flush().unwrap();
+        *slot_ino.lock() = ino(&seg);
+        *slot.lock() = Some((d, log));
+    });
+    // C resumes: 6.log is empty (D's, nothing appended yet) and C renames new files over it.
+    // Its next gate check refuses, so C's open fails; the rename is done.
+    let c_open = take_over_recorded(&c, 3, rp, newest);
+    eprintln!(
+        "the deposed opener's open: {:?}",
+        c_open.as_ref().map(|_| ())
+    );
+    let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
+    eprintln!("6.log inode: D's {} now {}", *d_ino.lock(), ino(&seg6));
+
+    // D, the owner, appends and acknowledges a batch (fsynced).
+    dlog.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    assert_eq!(batches(&dlog), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
+    d.release_log(&tp()).unwrap();
+
+    let e = broker(dir.path(), 5);
+    let next = take_over_recorded(&e, 5, rp, newest).unwrap();
+    assert_eq!(
+        batches(&next),
+        vec![(0, "a-0"), (3, "b-0"), (6, "c-0")],
+        "the batch D acknowledged into its active segment is lost: the deposed opener's \
+         replacement unlinked that segment"
+    );
+}
+
+/// ADVERSARY (fails on 334cc7e/fc52cff): the same through `Segment::create(.., true)`, the
+/// loader's path for a partition with no segment (a new partition): a deposed opener that
+/// passed its last gate check before it creates segment 0 finds the new owner's empty
+/// `0.log` there, removes it and creates its own; the new owner's acknowledged batch goes
+/// into the unlinked file.
+#[test]
+fn adv_a_deposed_openers_create_never_unlinks_the_new_owners_first_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
+    let (slot, root) = (d_log.clone(), dir.path().to_path_buf());
+    // C (epoch 1) opens the new partition; it passes the check "replacing an empty last
+    // segment" (check 2) and stalls; D acquires under epoch 2 and opens: D creates 0.log.
+    let c = stalled_opener(dir.path(), 1, 2, move || {
+        let d = broker(&root, 2);
+        let log = open(&d, 2);
+        log.flush().unwrap();
+        *slot.lock() = Some((d, log));
+    });
+    let c_open = c.open_log(&tp(), uuid::Uuid::from_u128(7), cfg(), 1);
+    eprintln!(
+        "the deposed opener's open: {:?}",
+        c_open.as_ref().map(|_| ())
+    );
+    let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
+    dlog.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    d.release_log(&tp()).unwrap();
+
+    let e = broker(dir.path(), 3);
+    let next = take_over_recorded(&e, 3, rp, newest).unwrap();
+    assert_eq!(
+        batches(&next),
+        vec![(0, "a-0")],
+        "the batch D acknowledged into segment 0 is lost: the deposed opener removed its file"
+    );
+}
