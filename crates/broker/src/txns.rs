@@ -1020,4 +1020,107 @@ mod tests {
             assert_eq!(broker.txns.coordinator_epoch(p), Some(reopened + 1));
         });
     }
+
+    /// ADVERSARY F4 (fails on fc52cff): a coordinator call that writes nothing is answered at
+    /// once from memory, while the flush of an earlier call's record it depends on is still
+    /// unsettled. Here a producer's AddPartitionsToTxn(x) is appended and its flush is slow
+    /// and then fails; meanwhile x's partition leader verifies the produce (KIP-890 v4
+    /// verify-only, `txn_check_partitions(.., add=false)`) and a retried AddPartitionsToTxn(x)
+    /// (Kafka's "nothing new, nothing to write" shortcut) are both answered "x is in the
+    /// transaction" at once. The record never reached storage (the flush failed: the page
+    /// the kernel could not write is gone, emulated by cutting the file back), the partition
+    /// is loaded again without x, and the batch the leader appended under that answer opens
+    /// a transaction the coordinator does not know (a hanging transaction: LSO stuck).
+    #[test]
+    fn adv_a_call_that_writes_nothing_is_not_answered_before_an_earlier_flush_settles() {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            let p = broker.txns.partition_for("tx");
+            let b = broker.clone();
+            let mut alloc = move || b.allocate_producer_id();
+            let (ran, written, _) = broker
+                .txns
+                .run(|c| c.init_producer_id("tx", 60_000, None, now_ms(), &mut alloc))
+                .unwrap();
+            let (pid, epoch) = ran.unwrap();
+            broker.flush_txn_logs(written).await.unwrap();
+            let seg = dir
+                .path()
+                .join(format!("{TXN_TOPIC}-{p}"))
+                .join("00000000000000000000.log");
+            let durable_len = std::fs::metadata(&seg).unwrap().len();
+
+            // The flush of the add below is slow: the runtime's one worker thread, which
+            // runs the flusher's rounds and the calls' tasks, is held until released.
+            let (started_tx, started_rx) = std::sync::mpsc::channel();
+            let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+            tokio::spawn(async move {
+                started_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+            });
+            started_rx.recv().unwrap();
+            let x = ("x".to_string(), 0);
+            let x1 = x.clone();
+            let first = broker.txn_call(move |c| {
+                c.add_partitions("tx", pid, epoch, &[x1], false, false, now_ms())
+            });
+            // While it is unsettled: the partition leader's verification, and the producer's
+            // retried add.
+            let verified = broker.txn_check_partitions("tx", pid, epoch, vec![x.clone()], false);
+            let x2 = x.clone();
+            let retried = broker.txn_call(move |c| {
+                c.add_partitions("tx", pid, epoch, &[x2], false, false, now_ms())
+            });
+            // The add's fsync fails (the log is failed before its round syncs it).
+            let tp = sluice_store::TopicPartition {
+                topic: TXN_TOPIC.to_string(),
+                partition: p,
+            };
+            broker
+                .logs
+                .get(&tp)
+                .unwrap()
+                .mark_failed("a test fails the fsync".into());
+            release_tx.send(()).unwrap();
+            let verified = verified.await;
+            let retried = retried.await;
+            let first = first.await;
+            eprintln!(
+                "verify: {verified:?}; retried add: {retried:?}; first add: {:?}",
+                first.as_ref().map(|_| ())
+            );
+            assert!(first.is_err(), "the first add's flush was to fail");
+
+            // What storage holds: the record did not reach it (the kernel dropped the page
+            // it could not write).
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&seg)
+                .unwrap()
+                .set_len(durable_len)
+                .unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let stored = loop {
+                broker.reopen_failed_logs();
+                if broker.txns.coordinator_epoch(p).is_some() {
+                    break broker.txns.read(|c| c.describe("tx", now_ms())).unwrap();
+                }
+                assert!(std::time::Instant::now() < deadline, "never loaded again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let stored_has_x = stored.partitions.contains(&x);
+            let verified_in = matches!(&verified, Ok(rs) if rs.iter().all(|(_, c)| *c == 0));
+            let retried_in = matches!(&retried, Ok(Ok(rs)) if rs.iter().all(|(_, r)| r.is_ok()));
+            assert!(
+                stored_has_x || !(verified_in || retried_in),
+                "answered 'x is in the transaction' (verify: {verified_in}, retried add: \
+                 {retried_in}) while the add's flush was unsettled; that flush failed and the \
+                 coordinator reloaded {:?} with partitions {:?}",
+                stored.state,
+                stored.partitions
+            );
+        });
+    }
 }
