@@ -1123,4 +1123,119 @@ mod tests {
             );
         });
     }
+
+    /// ADVERSARY F5 (fails on fc52cff): a partition acquired again in place (a cluster's
+    /// reassignment to its owner: `cluster.rs` sets the log's epoch and calls
+    /// `load_coordinator_partition(.., false)`) is loaded to the log end, records whose flush
+    /// has not settled included (`load_txn_partition`, `read_records`), and the marker jobs of
+    /// a Prepare found there start at once: not after that record is durable, as the
+    /// invariant says (ARCHITECTURE, transactions: "markers start only after the Prepare
+    /// record is durable"). Here EndTxn(commit)'s PrepareCommit is appended, the in-place
+    /// load starts its COMMIT job, and then the record's fsync fails (its page lost: emulated
+    /// by cutting the file back). The COMMIT marker is on x-0 while storage has the
+    /// transaction Ongoing: the coordinator may later abort it (timeout, the producer's
+    /// abort), and x-0 keeps it committed: a split transaction.
+    #[test]
+    fn adv_an_in_place_reload_starts_no_markers_of_an_unflushed_prepare() {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let broker = broker_in(dir.path());
+            assert!(broker.ensure_txn_topic());
+            broker.create_topic("x", 1, BTreeMap::new()).unwrap();
+            let p = broker.txns.partition_for("tx");
+            let b = broker.clone();
+            let mut alloc = move || b.allocate_producer_id();
+            let (ran, written, _) = broker
+                .txns
+                .run(|c| c.init_producer_id("tx", 60_000, None, now_ms(), &mut alloc))
+                .unwrap();
+            let (pid, epoch) = ran.unwrap();
+            broker.flush_txn_logs(written).await.unwrap();
+            let x = ("x".to_string(), 0);
+            let x1 = x.clone();
+            let added = broker
+                .txn_call(move |c| {
+                    c.add_partitions("tx", pid, epoch, &[x1], false, false, now_ms())
+                })
+                .await;
+            assert!(added.unwrap().unwrap().iter().all(|(_, r)| r.is_ok()));
+            let seg = dir
+                .path()
+                .join(format!("{TXN_TOPIC}-{p}"))
+                .join("00000000000000000000.log");
+            let durable_len = std::fs::metadata(&seg).unwrap().len();
+            let tp = sluice_store::TopicPartition {
+                topic: TXN_TOPIC.to_string(),
+                partition: p,
+            };
+            let log = broker.logs.get(&tp).unwrap();
+            let x_log = broker
+                .logs
+                .get(&sluice_store::TopicPartition {
+                    topic: "x".to_string(),
+                    partition: 0,
+                })
+                .unwrap();
+            assert_eq!(x_log.log_end_offset(), 0);
+
+            // The runtime's one worker is held: PrepareCommit's flush is slow.
+            let (started_tx, started_rx) = std::sync::mpsc::channel();
+            let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+            tokio::spawn(async move {
+                started_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+            });
+            started_rx.recv().unwrap();
+            let mut no_alloc = || Err("none".to_string());
+            let ended = broker.txn_call(move |c| {
+                c.end_txn("tx", pid, epoch, true, false, now_ms(), &mut no_alloc)
+            });
+            // Acquired again in place, as cluster.rs does it.
+            let again = log.leader_epoch() + 1;
+            log.set_leader_epoch(again);
+            broker.load_coordinator_partition(&tp, &log, false);
+            assert_eq!(broker.txns.coordinator_epoch(p), Some(again));
+            // PrepareCommit's fsync fails.
+            log.mark_failed("a test fails the fsync".into());
+            release_tx.send(()).unwrap();
+            let ended = ended.await;
+            // Let the marker job run its course.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            eprintln!(
+                "EndTxn: {:?}; x-0 log end {}",
+                ended.as_ref().map(|_| ()),
+                x_log.log_end_offset()
+            );
+
+            // Storage lacks PrepareCommit (the page the kernel could not write is gone).
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&seg)
+                .unwrap()
+                .set_len(durable_len)
+                .unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let stored = loop {
+                broker.reopen_failed_logs();
+                let reopened = broker.logs.get(&tp).is_some_and(|l| !Arc::ptr_eq(&l, &log));
+                if reopened && broker.txns.coordinator_epoch(p).is_some() {
+                    break broker.txns.read(|c| c.describe("tx", now_ms())).unwrap();
+                }
+                assert!(std::time::Instant::now() < deadline, "never loaded again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let committed_on_x = x_log.log_end_offset() > 0;
+            assert!(
+                !committed_on_x
+                    || matches!(
+                        stored.state,
+                        sluice_txn::TxnState::PrepareCommit | sluice_txn::TxnState::CompleteCommit
+                    ),
+                "x-0 holds the COMMIT marker of the in-place load's job, but storage has the \
+                 transaction {:?} (partitions {:?}): its PrepareCommit never became durable",
+                stored.state,
+                stored.partitions
+            );
+        });
+    }
 }
