@@ -1201,3 +1201,35 @@ fn adv_a_deposed_openers_create_never_unlinks_the_new_owners_first_segment() {
         "the batch D acknowledged into segment 0 is lost: the deposed opener removed its file"
     );
 }
+
+/// ADVERSARY (fails on fc52cff; liveness): 334cc7e says a roll that finds a segment file at
+/// its new base "is refused, and the log re-opened". On the append path nothing re-opens it:
+/// `roll_locked`'s error becomes `AppendError::Io` (`log.rs` `maybe_roll`, `aio`), the log is
+/// not marked failed (so `Broker::reopen_failed_logs` / `acquire_again` never run), and every
+/// later append tries the same roll and is refused again: the owner's partition takes no
+/// produce until it is moved. The obstacle is the empty `<base>.log` a former owner's late roll
+/// made at the offset the owner's own roll reaches (or the owner's own link left by a
+/// link-then-unlink move whose unlink failed).
+#[test]
+fn adv_a_refused_roll_on_the_append_path_fails_the_log_for_its_re_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), 2);
+    let owner = open(&b, 2);
+    owner.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+                                                                  // A former owner's late roll at 3 (its log end), as in
+                                                                  // a_former_owners_late_roll_never_cuts_the_new_owners_records.
+    std::fs::File::create(dir.path().join("t-0").join("00000000000000000003.log")).unwrap();
+    // The active segment is full: the next append rolls at 3.
+    owner.set_config(LogConfig {
+        segment_bytes: 100, // one batch (94 bytes) fits; two do not
+        ..cfg()
+    });
+    let first = owner.append(batch("b"), AppendOrigin::Client, NOW);
+    eprintln!("first append: {:?}", first.as_ref().map(|_| ()));
+    let second = owner.append(batch("c"), AppendOrigin::Client, NOW);
+    eprintln!("second append: {:?}", second.as_ref().map(|_| ()));
+    assert!(
+        second.is_ok() || owner.failure().is_some(),
+        "the refused roll fails every append and leaves the log unfailed: nothing re-opens it"
+    );
+}
