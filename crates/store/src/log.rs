@@ -943,6 +943,28 @@ impl Log {
         }
     }
 
+    /// What was just synced into `seg` is where recovery and readers will look: its `.log`
+    /// still has a name, or it is no longer one of this log's segments (retention or the
+    /// cleaner retired it meanwhile). A file with no name left while still in use was
+    /// replaced or removed by another process: a deposed broker's open that took this
+    /// owner's empty active segment for a stray and moved new files over it after its last
+    /// gate check, say (its check and its rename are two steps). The synced data then lives
+    /// in an unlinked inode, so it must not be acknowledged: the flush fails, and with it the
+    /// log, which is re-opened (in a cluster, acquired again) from the files as they are. On
+    /// NFS the same replacement makes this broker's file handle stale, and the fsync itself
+    /// fails.
+    fn check_still_linked(&self, seg: &Arc<Segment>) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let linked = seg.log.metadata()?.nlink() > 0;
+        if linked || !self.shared.read().segments.iter().any(|s| Arc::ptr_eq(s, seg)) {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "segment {} was replaced or removed by another process while this broker wrote to it",
+            seg.base_offset
+        )))
+    }
+
     /// An fsync of `path` failed: the kernel may have dropped pages it could not write (and
     /// a later fsync of the file can succeed without them), so the log never trusts its page
     /// cache again for data at or past `synced`; it refuses every later append, roll and
@@ -1090,17 +1112,18 @@ impl Log {
         self.gate_io()?;
         let dir = self.dir();
         let mut spare = self.spare.try_lock().and_then(|mut s| s.take());
-        let seg = match spare
+        let created = match spare
             .as_mut()
             .map(|sp| Segment::from_spare(sp, &dir, leo, now_ms))
         {
-            Some(Ok(seg)) => seg,
+            Some(Ok(seg)) => Ok(seg),
             Some(Err(e)) => {
                 tracing::warn!(tp = ?self.tp, error = %e, "could not rename the spare segment files; creating the segment's");
-                Segment::create(&dir, leo, now_ms, false)?
+                Segment::create(&dir, leo, now_ms, false)
             }
-            None => Segment::create(&dir, leo, now_ms, false)?,
+            None => Segment::create(&dir, leo, now_ms, false),
         };
+        let seg = created.map_err(|e| self.roll_refused(leo, e))?;
         let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();
         new_list.push(Arc::new(seg));
         w.cursor = IndexCursor::new(leo);
@@ -1115,6 +1138,24 @@ impl Log {
             sp.discard();
         }
         Ok(())
+    }
+
+    /// A roll could not create the segment at `leo`. A file already there (a former owner's
+    /// late roll at the same offset, or a link left behind by a move whose unlink failed) is
+    /// never removed by a roll: the log fails instead, so that it is re-opened (in a cluster,
+    /// acquired again), and the open decides from what it recorded whether that file is a
+    /// stray; every later append would otherwise try the same roll and be refused.
+    fn roll_refused(&self, leo: i64, e: io::Error) -> io::Error {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return e;
+        }
+        self.fail(LogFailure::Refused {
+            reason: format!("a roll found a segment file at its new base {leo} ({e})"),
+        });
+        match self.check_not_failed() {
+            Err(refused) => refused,
+            Ok(()) => e,
+        }
     }
 
     pub(crate) fn prepare_spare_impl(&self) {
@@ -1790,6 +1831,8 @@ impl Log {
                             .sync_data()
                             .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     }
+                    self.check_still_linked(seg)
+                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     if full || !active {
                         writable = writable && self.writable();
                         if writable {

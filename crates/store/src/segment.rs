@@ -462,15 +462,21 @@ impl Spare {
 /// for that (NFS, some FUSE file systems answer EINVAL), a hard link then an unlink of
 /// `from`: the link fails if `to` exists, atomically at the server, so a former owner's
 /// stalled roll never replaces a file the new owner made meanwhile (a check then a rename
-/// could). Only where links are refused too, a check then a plain rename.
+/// could). Only where links are refused too (EPERM, EOPNOTSUPP), a check then a plain
+/// rename.
 fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
             match std::fs::hard_link(from, to) {
                 Ok(()) => return std::fs::remove_file(from),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(e),
-                Err(_) => {}
+                // Links refused by the file system: the check and rename below.
+                Err(e)
+                    if matches!(
+                        rustix::io::Errno::from_io_error(&e),
+                        Some(rustix::io::Errno::PERM | rustix::io::Errno::NOTSUP)
+                    ) => {}
+                Err(e) => return Err(e),
             }
             if to.symlink_metadata().is_ok() {
                 return Err(io::Error::new(

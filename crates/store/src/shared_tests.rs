@@ -698,7 +698,8 @@ fn a_stalled_write_never_lands_over_the_new_owners_batches() {
                                    // The former owner's append, past its gate before the takeover, lands now.
     old.append(batch("stale"), AppendOrigin::Client, NOW)
         .unwrap();
-    old.flush().unwrap();
+    // Its fsync finds the file it wrote to replaced: never acknowledged.
+    assert!(old.flush().is_err());
     let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0")];
     assert_eq!(batches(&new), expected, "what the new owner serves");
     b.release_log(&tp()).unwrap();
@@ -734,7 +735,8 @@ fn a_former_owners_late_write_into_its_empty_active_segment_keeps_the_new_owners
     // The former owner's append, written back now.
     old.append(batch("stale"), AppendOrigin::Client, NOW)
         .unwrap();
-    old.sync_appended().unwrap();
+    // Its fsync finds the file it wrote to replaced: never acknowledged.
+    assert!(old.sync_appended().is_err());
     let expected = vec![(0, "a-0"), (3, "c-0"), (6, "d-0")];
     c.release_log(&tp()).unwrap();
     let third = broker(dir.path(), 3);
@@ -1086,15 +1088,14 @@ fn ino(path: &Path) -> u64 {
     std::fs::metadata(path).unwrap().ino()
 }
 
-/// ADVERSARY (fails on 334cc7e/fc52cff): the open path's "an empty last segment gets new
-/// files" (`loader.rs` `replace_with_new_empty_files`, after the single gate check
-/// "replacing an empty last segment" and a `len_at_open`) is the same act that 334cc7e took
-/// away from the roll: a deposed opener that passed that check, stalled, and resumes after
-/// the new owner's open renames new files over the new owner's (still empty) active segment.
-/// The new owner appends and acknowledges into the file it holds, which is no longer the
-/// segment's: the next owner reads an empty segment 6 and the acknowledged batch is lost.
+/// An open's "an empty last segment gets new files" (`loader.rs`
+/// `replace_with_new_empty_files`) is a gate check, then a rename: an opener deposed in
+/// between (its acquisition taken by a lease expiry or a move while it stalled) renames new
+/// files over the new owner's still empty active segment. The new owner's next fsync finds
+/// the file it appends to unlinked, so what it wrote there is never acknowledged, and its log
+/// fails, to be acquired again from the files as they are (adversary finding on 334cc7e).
 #[test]
-fn adv_a_deposed_openers_replacement_never_unlinks_the_new_owners_active_segment() {
+fn a_deposed_openers_replacement_of_the_new_owners_active_segment_is_never_acknowledged_into() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let first = open(&a, 1);
@@ -1145,31 +1146,27 @@ fn adv_a_deposed_openers_replacement_never_unlinks_the_new_owners_active_segment
     let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
     eprintln!("6.log inode: D's {} now {}", *d_ino.lock(), ino(&seg6));
 
-    // D, the owner, appends and acknowledges a batch (fsynced).
+    // D, the owner, appends a batch and fsyncs it to acknowledge it: the fsync finds the
+    // file it wrote to unlinked, so the batch is not acknowledged, and D's log fails (to be
+    // acquired again from the files as they are).
     dlog.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
-    dlog.sync_appended().unwrap();
+    let acknowledged = dlog.sync_appended().is_ok();
+    assert!(!acknowledged && dlog.failure().is_some(), "D acknowledged into an unlinked file");
     let newest = dlog.synced_mark().base;
     let rp = dlog.recovery_point_offset();
-    assert_eq!(batches(&dlog), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
-    d.release_log(&tp()).unwrap();
+    // A failed log's release reports its failure; it is let go all the same.
+    assert!(d.release_log(&tp()).is_err());
 
     let e = broker(dir.path(), 5);
-    let next = take_over_recorded(&e, 5, rp, newest).unwrap();
-    assert_eq!(
-        batches(&next),
-        vec![(0, "a-0"), (3, "b-0"), (6, "c-0")],
-        "the batch D acknowledged into its active segment is lost: the deposed opener's \
-         replacement unlinked that segment"
-    );
+    let next = take_over_recorded(&e, 5, rp, newest).expect("E's takeover");
+    assert_eq!(batches(&next), vec![(0, "a-0"), (3, "b-0")]);
 }
 
-/// ADVERSARY (fails on 334cc7e/fc52cff): the same through `Segment::create(.., true)`, the
-/// loader's path for a partition with no segment (a new partition): a deposed opener that
-/// passed its last gate check before it creates segment 0 finds the new owner's empty
-/// `0.log` there, removes it and creates its own; the new owner's acknowledged batch goes
-/// into the unlinked file.
+/// The same through `Segment::create(.., true)`, the loader's path for a partition with no
+/// segment: a deposed opener finds the new owner's empty `0.log`, removes it and creates its
+/// own; the new owner's fsync finds its file unlinked and acknowledges nothing.
 #[test]
-fn adv_a_deposed_openers_create_never_unlinks_the_new_owners_first_segment() {
+fn a_deposed_openers_create_of_the_new_owners_first_segment_is_never_acknowledged_into() {
     let dir = tempfile::tempdir().unwrap();
     let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
     let (slot, root) = (d_log.clone(), dir.path().to_path_buf());
@@ -1188,30 +1185,24 @@ fn adv_a_deposed_openers_create_never_unlinks_the_new_owners_first_segment() {
     );
     let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
     dlog.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
-    dlog.sync_appended().unwrap();
+    let acknowledged = dlog.sync_appended().is_ok();
+    assert!(!acknowledged && dlog.failure().is_some(), "D acknowledged into an unlinked file");
     let newest = dlog.synced_mark().base;
     let rp = dlog.recovery_point_offset();
-    d.release_log(&tp()).unwrap();
+    // A failed log's release reports its failure; it is let go all the same.
+    assert!(d.release_log(&tp()).is_err());
 
     let e = broker(dir.path(), 3);
-    let next = take_over_recorded(&e, 3, rp, newest).unwrap();
-    assert_eq!(
-        batches(&next),
-        vec![(0, "a-0")],
-        "the batch D acknowledged into segment 0 is lost: the deposed opener removed its file"
-    );
+    let next = take_over_recorded(&e, 3, rp, newest).expect("E's takeover");
+    assert_eq!(batches(&next), vec![]);
 }
 
-/// ADVERSARY (fails on fc52cff; liveness): 334cc7e says a roll that finds a segment file at
-/// its new base "is refused, and the log re-opened". On the append path nothing re-opens it:
-/// `roll_locked`'s error becomes `AppendError::Io` (`log.rs` `maybe_roll`, `aio`), the log is
-/// not marked failed (so `Broker::reopen_failed_logs` / `acquire_again` never run), and every
-/// later append tries the same roll and is refused again: the owner's partition takes no
-/// produce until it is moved. The obstacle is the empty `<base>.log` a former owner's late roll
-/// made at the offset the owner's own roll reaches (or the owner's own link left by a
-/// link-then-unlink move whose unlink failed).
+/// A roll that finds a file at its new base (a former owner's late roll there, or a link
+/// left by a move whose unlink failed) removes nothing and fails the log, so that it is
+/// re-opened (in a cluster, acquired again) and its open decides whether the file is a stray;
+/// left unfailed, every later append would try the same roll and be refused.
 #[test]
-fn adv_a_refused_roll_on_the_append_path_fails_the_log_for_its_re_open() {
+fn a_refused_roll_on_the_append_path_fails_the_log_for_its_re_open() {
     let dir = tempfile::tempdir().unwrap();
     let b = broker(dir.path(), 2);
     let owner = open(&b, 2);
