@@ -966,6 +966,26 @@ impl Broker {
             if fresh {
                 self.groups.unload(p);
             }
+            if !fresh && !self.groups.is_loaded(p) && log.synced_offset() < log.log_end_offset() {
+                // Acquired again in place, with records whose flush has not settled: loaded
+                // once they are on storage, so that no offset is served that a failed fsync
+                // then takes back (a failed flush fails the log, which is acquired again and
+                // loaded from storage). Nothing is appended while it is not loaded.
+                if let Some(me) = self.arc() {
+                    let flushed = self.flusher.request(log.clone());
+                    let (tp, log) = (tp.clone(), log.clone());
+                    self.runtime.spawn(async move {
+                        let ok = flushed.await.is_ok();
+                        // Still this broker's, from this log (not let go meanwhile).
+                        let current = me.logs.get(&tp).is_some_and(|l| Arc::ptr_eq(&l, &log));
+                        if ok && log.failure().is_none() && current && me.may_write(&tp)
+                        {
+                            me.load_coordinator_partition(&tp, &log, false);
+                        }
+                    });
+                }
+                return;
+            }
             if fresh || !self.groups.is_loaded(p) {
                 self.groups.load(p, log.clone());
             }

@@ -43,6 +43,10 @@ pub(crate) struct Txns {
     /// Woken when a transaction completes (its Complete record is durable): a partition
     /// leader waiting to add a partition to the producer's next transaction asks again.
     completed: tokio::sync::Notify,
+    /// The logs of the calls whose records are appended and whose flush has not settled yet
+    /// (one entry per call and log). A later call's answer may rest on those records (a
+    /// verification or a retried add, which write nothing): it waits for their flush too.
+    unsettled: Mutex<Vec<Arc<Log>>>,
     /// Tests only: the next this many flushes of coordinator records end as a failed
     /// ownership confirmation does (the records on storage, the answer an error).
     #[cfg(test)]
@@ -79,6 +83,7 @@ fn read_records(log: &Log, from: i64) -> (Vec<(Bytes, Option<Bytes>)>, i64) {
 }
 
 /// What a coordinator call did: its result, the logs it wrote, the marker jobs to start.
+#[cfg(test)]
 type Ran<T> = (T, Vec<Arc<Log>>, Vec<MarkerJob>);
 
 impl Txns {
@@ -88,6 +93,7 @@ impl Txns {
             logs: Mutex::new(HashMap::new()),
             create_lock: Mutex::new(()),
             completed: tokio::sync::Notify::new(),
+            unsettled: Mutex::new(Vec::new()),
             #[cfg(test)]
             unconfirmed_flushes: std::sync::atomic::AtomicUsize::new(0),
         }
@@ -175,11 +181,25 @@ impl Txns {
         tracing::debug!(partition, "unloaded {TXN_TOPIC} partition");
     }
 
-    /// Run `f` on the coordinator and append the records it returns. Returns `f`'s result,
-    /// the logs written (to wait for) and the marker jobs (to start once those are durable).
-    /// An append that fails marks the log failed: the partition is re-opened and loaded
-    /// again from what the log holds, and the answer is a retriable error.
+    /// Tests: [`Txns::run_tracked`] untracked.
+    #[cfg(test)]
     fn run<T>(&self, f: impl FnOnce(&mut Coordinator) -> (T, Effects)) -> Result<Ran<T>, ()> {
+        self.run_tracked(f, false).map(|(value, written, markers, _)| (value, written, markers))
+    }
+
+    /// Run `f` on the coordinator and append the records it returns. Returns `f`'s result,
+    /// the logs written (to wait for), the marker jobs (to start once those are durable)
+    /// and, with `track`, the logs of earlier calls whose records `f`'s answer may rest on
+    /// and whose flush has not settled (only for a call that writes nothing; taken under the
+    /// coordinator's lock, with `f`; the logs written are listed as unsettled until
+    /// [`Txns::settled`]). An append that fails marks the log failed: the partition is
+    /// re-opened and loaded again from what the log holds, and the answer is a retriable
+    /// error.
+    fn run_tracked<T>(
+        &self,
+        f: impl FnOnce(&mut Coordinator) -> (T, Effects),
+        track: bool,
+    ) -> Result<(T, Vec<Arc<Log>>, Vec<MarkerJob>, Vec<Arc<Log>>), ()> {
         self.unload_fenced();
         let mut c = self.coordinator.lock();
         let (value, effects) = f(&mut c);
@@ -232,7 +252,30 @@ impl Txns {
             );
             return Err(());
         }
-        Ok((value, written, effects.markers))
+        let mut depends: Vec<Arc<Log>> = Vec::new();
+        if track {
+            let mut unsettled = self.unsettled.lock();
+            if written.is_empty() {
+                for l in unsettled.iter() {
+                    if !depends.iter().any(|d| Arc::ptr_eq(d, l)) {
+                        depends.push(l.clone());
+                    }
+                }
+            }
+            unsettled.extend(written.iter().cloned());
+        }
+        drop(c);
+        Ok((value, written, effects.markers, depends))
+    }
+
+    /// The flush of a call's `written` logs settled (done, or its failure handled).
+    fn settled(&self, written: &[Arc<Log>]) {
+        let mut unsettled = self.unsettled.lock();
+        for l in written {
+            if let Some(i) = unsettled.iter().position(|u| Arc::ptr_eq(u, l)) {
+                unsettled.swap_remove(i);
+            }
+        }
     }
 }
 
@@ -307,7 +350,7 @@ impl Broker {
             records.extend(read_records(&log, next).0);
             let n = records.len();
             let loaded = c.load(partition, epoch, records, now_ms());
-            self.txns.logs.lock().insert(partition, log);
+            self.txns.logs.lock().insert(partition, log.clone());
             (loaded, n)
         };
         if loaded.skipped > 0 {
@@ -324,7 +367,24 @@ impl Broker {
             resumed = loaded.effects.markers.len(),
             "loaded {TXN_TOPIC} partition"
         );
-        self.start_markers(loaded.effects.markers);
+        // The load read to the log end: in a partition acquired again in place, that holds
+        // records of calls whose flush has not settled. A Prepare's markers start once it is
+        // on storage (a request joins the flush round after theirs); a failed flush fails the
+        // log, which is loaded again from storage, with the markers storage calls for.
+        let markers = loaded.effects.markers;
+        let Some(me) = self.arc().filter(|_| !markers.is_empty()) else {
+            return;
+        };
+        let flushed = self.flusher.request(log);
+        self.runtime.spawn(async move {
+            match flushed.await {
+                Ok(()) => me.start_markers(markers),
+                Err(e) => tracing::info!(
+                    partition,
+                    "{TXN_TOPIC} not flushed after its load ({e}); its markers start when it is loaded again"
+                ),
+            }
+        });
     }
 
     /// The broker that coordinates `transactional_id`: the owner of its partition.
@@ -352,12 +412,29 @@ impl Broker {
         self: &Arc<Self>,
         f: impl FnOnce(&mut Coordinator) -> (T, Effects),
     ) -> impl std::future::Future<Output = Result<T, ()>> + Send + 'static {
-        let settled = self.txns.run(f).map(|(value, written, markers)| {
+        let settled = self.txns.run_tracked(f, true).map(|(value, written, markers, depends)| {
             let broker = self.clone();
             self.runtime.spawn(async move {
-                if let Err(e) = broker.flush_txn_logs(written.clone()).await {
+                // A call that wrote nothing answers from records earlier calls appended: on
+                // storage too before it answers (a request joins the flush round after the
+                // one they are in), or its answer is an error, as theirs is; their partition
+                // is then loaded again from storage, with the marker jobs storage calls for.
+                // (One that wrote waits for its own records, after those of its partition.)
+                let depends: Vec<_> = depends
+                    .into_iter()
+                    .map(|l| broker.flusher.request(l))
+                    .collect();
+                let flushed = broker.flush_txn_logs(written.clone()).await;
+                if let Err(e) = flushed {
                     broker.txns.forget_unconfirmed(&written, &e);
+                    broker.txns.settled(&written);
                     return Err(());
+                }
+                broker.txns.settled(&written);
+                for d in depends {
+                    if d.await.is_err() {
+                        return Err(());
+                    }
                 }
                 broker.start_markers(markers);
                 Ok(value)
@@ -1021,18 +1098,15 @@ mod tests {
         });
     }
 
-    /// ADVERSARY F4 (fails on fc52cff): a coordinator call that writes nothing is answered at
-    /// once from memory, while the flush of an earlier call's record it depends on is still
-    /// unsettled. Here a producer's AddPartitionsToTxn(x) is appended and its flush is slow
-    /// and then fails; meanwhile x's partition leader verifies the produce (KIP-890 v4
-    /// verify-only, `txn_check_partitions(.., add=false)`) and a retried AddPartitionsToTxn(x)
-    /// (Kafka's "nothing new, nothing to write" shortcut) are both answered "x is in the
-    /// transaction" at once. The record never reached storage (the flush failed: the page
-    /// the kernel could not write is gone, emulated by cutting the file back), the partition
-    /// is loaded again without x, and the batch the leader appended under that answer opens
-    /// a transaction the coordinator does not know (a hanging transaction: LSO stuck).
+    /// A coordinator call that writes nothing answers from records an earlier call appended:
+    /// it waits for their flush, and fails with it (adversary finding F4). Here a producer's
+    /// AddPartitionsToTxn(x) is appended and its flush is slow, then fails; meanwhile x's
+    /// partition leader verifies a produce (KIP-890 verify-only) and the producer retries the
+    /// add ("nothing new, nothing to write"). Answered "x is in the transaction" at once,
+    /// the batch the leader appended would open a transaction the coordinator, loaded again
+    /// from storage without x, does not know (a hanging transaction).
     #[test]
-    fn adv_a_call_that_writes_nothing_is_not_answered_before_an_earlier_flush_settles() {
+    fn a_call_that_writes_nothing_is_not_answered_before_an_earlier_flush_settles() {
         let dir = tempfile::tempdir().unwrap();
         runtime().block_on(async {
             let broker = broker_in(dir.path());
@@ -1124,19 +1198,14 @@ mod tests {
         });
     }
 
-    /// ADVERSARY F5 (fails on fc52cff): a partition acquired again in place (a cluster's
-    /// reassignment to its owner: `cluster.rs` sets the log's epoch and calls
-    /// `load_coordinator_partition(.., false)`) is loaded to the log end, records whose flush
-    /// has not settled included (`load_txn_partition`, `read_records`), and the marker jobs of
-    /// a Prepare found there start at once: not after that record is durable, as the
-    /// invariant says (ARCHITECTURE, transactions: "markers start only after the Prepare
-    /// record is durable"). Here EndTxn(commit)'s PrepareCommit is appended, the in-place
-    /// load starts its COMMIT job, and then the record's fsync fails (its page lost: emulated
-    /// by cutting the file back). The COMMIT marker is on x-0 while storage has the
-    /// transaction Ongoing: the coordinator may later abort it (timeout, the producer's
-    /// abort), and x-0 keeps it committed: a split transaction.
+    /// A partition acquired again in place (`cluster.rs` sets the log's epoch and loads it
+    /// with `load_coordinator_partition(.., false)`) is loaded to the log end, records whose
+    /// flush has not settled included; a Prepare found there starts its markers only once it
+    /// is on storage (adversary finding F5). Here EndTxn(commit)'s PrepareCommit is appended,
+    /// the in-place load runs, then the record's fsync fails: no COMMIT marker may reach x-0
+    /// while storage has the transaction Ongoing (a later abort would split it).
     #[test]
-    fn adv_an_in_place_reload_starts_no_markers_of_an_unflushed_prepare() {
+    fn an_in_place_reload_starts_no_markers_of_an_unflushed_prepare() {
         let dir = tempfile::tempdir().unwrap();
         runtime().block_on(async {
             let broker = broker_in(dir.path());
