@@ -1224,3 +1224,82 @@ fn a_refused_roll_on_the_append_path_fails_the_log_for_its_re_open() {
         "the refused roll fails every append and leaves the log unfailed: nothing re-opens it"
     );
 }
+
+/// ADVERSARY (fails on a62546f; durability): 34081be detects a deposed opener's replacement
+/// of the owner's empty active segment only when it lands before the owner's fsync-and-check
+/// (`log.rs` `flush_impl` -> `check_still_linked`). The opener's act is still a check, then
+/// renames (`loader.rs` `len_at_open(..) == Some(0)`, then `replace_with_new_empty_files`:
+/// index, time index, then the `.log`, each a create and a rename): an opener that passed its
+/// gate check *and* its length check (it saw the new owner's active segment still empty), and
+/// stalled before its renames, moves new files over the segment after the new owner appended,
+/// fsynced, passed `check_still_linked` and acknowledged a batch there. The acknowledged
+/// batch is in an unlinked inode; the owner notices at its next fsync, after the ack, and
+/// the next owner recovers an empty segment 6. docs/cluster.md point 2 ("That owner finds
+/// out at its next fsync, before it acknowledges anything written there") does not hold for
+/// a rename landing after the owner's first fsync of the data. The opener's last steps are
+/// emulated here byte for byte (`replace_with_new_empty_files` is private to the loader):
+/// nothing in the owner can stop a rename of another process once its length check passed.
+#[test]
+fn adv_a_deposed_openers_rename_after_the_owners_check_loses_an_acknowledged_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    let rp = first.recovery_point_offset();
+    a.release_log(&tp()).unwrap();
+
+    // B acquires (open, roll, flush, records its new, empty segment 6) and dies idle.
+    let b = broker(dir.path(), 2);
+    let owner = take_over_recorded(&b, 2, rp, 0).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    let newest = owner.synced_mark().base;
+    let rp = owner.recovery_point_offset();
+    assert_eq!(newest, 6);
+    b.release_log(&tp()).unwrap();
+
+    // C (epoch 3) and D (epoch 4) both open. D is the owner: its open gave the empty segment
+    // 6 new files, which it holds as its active segment.
+    let d = broker(dir.path(), 4);
+    let dlog = take_over_recorded(&d, 4, rp, newest).unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    let t0 = dir.path().join("t-0");
+    let seg6 = t0.join("00000000000000000006.log");
+    // C, deposed meanwhile, passed its gate check ("replacing an empty last segment") and
+    // its length check: 6.log (D's) is empty. It stalls before its renames.
+    assert_eq!(crate::fsutil::len_at_open(&seg6).unwrap(), Some(0));
+
+    // D appends, fsyncs, passes check_still_linked and acknowledges.
+    dlog.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended()
+        .expect("the owner's fsync and link check pass: batch c is acknowledged");
+
+    // C resumes: replace_with_new_empty_files(dir, 6), as loader.rs does it.
+    for ext in ["index", "timeindex", "log"] {
+        let path = t0.join(format!("00000000000000000006.{ext}"));
+        let mut spare = path.clone().into_os_string();
+        spare.push(crate::segment::SPARE_SUFFIX);
+        std::fs::File::create(&spare).unwrap();
+        std::fs::rename(&spare, &path).unwrap();
+    }
+    let _ = std::fs::remove_file(t0.join("00000000000000000006.txnindex"));
+
+    // D finds out at its next fsync, after the acknowledgement.
+    dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    eprintln!("D's next fsync: {:?}", dlog.sync_appended().map(|_| ()));
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 5);
+    let next = take_over_recorded(&e, 5, rp, newest).expect("E's takeover");
+    assert_eq!(
+        batches(&next),
+        vec![(0, "a-0"), (3, "b-0"), (6, "c-0")],
+        "batch c, acknowledged by the owner, is lost: the deposed opener's rename landed after \
+         the owner's fsync and link check"
+    );
+}
