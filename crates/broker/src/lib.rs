@@ -975,12 +975,19 @@ impl Broker {
                     let flushed = self.flusher.request(log.clone());
                     let (tp, log) = (tp.clone(), log.clone());
                     self.runtime.spawn(async move {
-                        let ok = flushed.await.is_ok();
+                        let flushed = flushed.await;
                         // Still this broker's, from this log (not let go meanwhile).
                         let current = me.logs.get(&tp).is_some_and(|l| Arc::ptr_eq(&l, &log));
-                        if ok && log.failure().is_none() && current && me.may_write(&tp)
-                        {
-                            me.load_coordinator_partition(&tp, &log, false);
+                        if !current || log.failure().is_some() || !me.may_write(&tp) {
+                            return;
+                        }
+                        match flushed {
+                            Ok(()) => me.load_coordinator_partition(&tp, &log, false),
+                            // A failed confirmation fails no log by itself: this one fails,
+                            // so that it is acquired again and loaded from storage.
+                            Err(e) => log.mark_failed(format!(
+                                "a flush of {OFFSETS_TOPIC} before its load failed ({e}); it is loaded again from storage"
+                            )),
                         }
                     });
                 }

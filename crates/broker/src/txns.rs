@@ -375,14 +375,14 @@ impl Broker {
         let Some(me) = self.arc().filter(|_| !markers.is_empty()) else {
             return;
         };
-        let flushed = self.flusher.request(log);
+        let flushed = self.flusher.request(log.clone());
         self.runtime.spawn(async move {
             match flushed.await {
                 Ok(()) => me.start_markers(markers),
-                Err(e) => tracing::info!(
-                    partition,
-                    "{TXN_TOPIC} not flushed after its load ({e}); its markers start when it is loaded again"
-                ),
+                // A failed confirmation (etcd unreachable) fails no log by itself: this one
+                // fails, so that it is loaded again (acquired again in a cluster) and the
+                // markers start then; left loaded, its Prepare* transactions would hang.
+                Err(e) => me.txns.forget_unconfirmed(&[log], &e),
             }
         });
     }

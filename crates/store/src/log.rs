@@ -954,8 +954,15 @@ impl Log {
     /// NFS the same replacement makes this broker's file handle stale, and the fsync itself
     /// fails.
     fn check_still_linked(&self, seg: &Arc<Segment>) -> io::Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let linked = seg.log.metadata()?.nlink() > 0;
+        use rustix::fs::{statx, AtFlags, StatxFlags};
+        // From the server, not an attribute cache (NFS).
+        let st = statx(
+            &seg.log,
+            "",
+            AtFlags::EMPTY_PATH | AtFlags::STATX_FORCE_SYNC,
+            StatxFlags::NLINK,
+        )?;
+        let linked = st.stx_nlink > 0;
         if linked || !self.shared.read().segments.iter().any(|s| Arc::ptr_eq(s, seg)) {
             return Ok(());
         }
@@ -1119,9 +1126,9 @@ impl Log {
             Some(Ok(seg)) => Ok(seg),
             Some(Err(e)) => {
                 tracing::warn!(tp = ?self.tp, error = %e, "could not rename the spare segment files; creating the segment's");
-                Segment::create(&dir, leo, now_ms, false)
+                Segment::create(&dir, leo, now_ms, None)
             }
-            None => Segment::create(&dir, leo, now_ms, false),
+            None => Segment::create(&dir, leo, now_ms, None),
         };
         let seg = created.map_err(|e| self.roll_refused(leo, e))?;
         let mut new_list: Vec<Arc<Segment>> = segs.as_ref().clone();

@@ -520,8 +520,9 @@ pub(crate) struct Rebuilt {
 
 impl Segment {
     /// Create a new empty segment (files truncated; a non-empty `.log` is refused). The
-    /// `.log` is always a new file. At an open (`replace_empty`), an empty one already there
-    /// is removed first, since another process may hold it open with a write under way (in a
+    /// `.log` is always a new file. At an open (`replace_empty`: the write gate, asked right
+    /// before the removal), an empty one already there is removed first, since another
+    /// process may hold it open with a write under way (in a
     /// shared directory, a former owner's active segment that a lagging directory listing did
     /// not show), and that write must land in its own file, not over this segment's batches.
     /// A roll never removes one: it is refused, and the log re-opened. A roll may be a former
@@ -532,7 +533,7 @@ impl Segment {
         dir: &Path,
         base: i64,
         now_ms: i64,
-        replace_empty: bool,
+        replace_empty: Option<&dyn Fn() -> io::Result<()>>,
     ) -> io::Result<Segment> {
         let log_path = seg_path(dir, base, SegmentFileKind::Log);
         let exclusive = || {
@@ -547,7 +548,7 @@ impl Segment {
                 // Judged by an open, not a stat by name (an NFS attribute cache can
                 // show another host's filled file as empty): `fsutil::len_at_open`.
                 let len = crate::fsutil::len_at_open(&log_path)?;
-                if len.is_some_and(|n| n != 0) || (len.is_some() && !replace_empty) {
+                if len.is_some_and(|n| n != 0) || (len.is_some() && replace_empty.is_none()) {
                     return Err(io::Error::new(
                         io::ErrorKind::AlreadyExists,
                         format!(
@@ -557,7 +558,10 @@ impl Segment {
                         ),
                     ));
                 }
-                if len.is_some() {
+                if let (Some(_), Some(check)) = (len, replace_empty) {
+                    // The write gate again, right before the removal: the file may be the
+                    // active segment of an owner that acquired the partition since.
+                    check()?;
                     std::fs::remove_file(&log_path)?;
                 }
                 exclusive()?

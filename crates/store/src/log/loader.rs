@@ -87,7 +87,6 @@ impl Log {
         }
         bases.sort_unstable();
         check_listing_is_current(&p, &bases)?;
-        may_write(&p, "replacing an empty last segment")?;
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
@@ -101,7 +100,8 @@ impl Log {
                 // owner filled with acknowledged batches since looks empty (seed 75).
                 if crate::fsutil::len_at_open(&path).map_err(serr)? == Some(0) {
                     tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
-                    replace_with_new_empty_files(&p.dir, last).map_err(serr)?;
+                    let check = || may_write_io(&p, "replacing an empty last segment");
+                    replace_with_new_empty_files(&p.dir, last, &check).map_err(serr)?;
                 }
             }
         }
@@ -354,7 +354,8 @@ impl Log {
         let created_segment = segments.is_empty();
         if created_segment {
             let base = p.log_start.unwrap_or(0).max(0);
-            let seg = Segment::create(&p.dir, base, p.now_ms, true).map_err(serr)?;
+            let check = || may_write_io(&p, "replacing an empty first segment");
+            let seg = Segment::create(&p.dir, base, p.now_ms, Some(&check)).map_err(serr)?;
             cursor = IndexCursor::new(base);
             segments.push(Arc::new(seg));
             leo = base;
@@ -1000,6 +1001,10 @@ fn check_listing_is_current(p: &OpenParams, bases: &[i64]) -> Result<(), StoreEr
 /// partition's files: an acquisition bumps the owner record's epoch before the files are
 /// read, but recovery can outlast the broker's write deadline (a long scan, a stalled
 /// volume), after which another broker may own the partition and nothing may be written.
+fn may_write_io(p: &OpenParams, before: &str) -> io::Result<()> {
+    may_write(p, before).map_err(io::Error::other)
+}
+
 fn may_write(p: &OpenParams, before: &str) -> Result<(), StoreError> {
     p.gate
         .check(&p.tp, p.topic_id, p.leader_epoch)
@@ -1028,7 +1033,11 @@ fn assign_first_batch_epoch(epochs: &mut EpochCache, seg: &Segment, size: u64) -
 /// the segment the owner record names: `check_listing_is_current`), while a former owner that
 /// holds the old `.log` open writes only into the file replaced (on NFS, a stale handle). Its
 /// transaction index goes: an empty segment has none.
-fn replace_with_new_empty_files(dir: &Path, base: i64) -> io::Result<()> {
+fn replace_with_new_empty_files(
+    dir: &Path,
+    base: i64,
+    check: &dyn Fn() -> io::Result<()>,
+) -> io::Result<()> {
     for kind in [
         SegmentFileKind::Index,
         SegmentFileKind::TimeIndex,
@@ -1038,6 +1047,10 @@ fn replace_with_new_empty_files(dir: &Path, base: i64) -> io::Result<()> {
         let mut spare = path.clone().into_os_string();
         spare.push(crate::segment::SPARE_SUFFIX);
         std::fs::File::create(&spare)?;
+        // The write gate right before each rename: the file may be the active segment of an
+        // owner that acquired the partition since (a check then a rename; what stays open is
+        // a rename that stalls in flight, docs/cluster.md).
+        check()?;
         std::fs::rename(&spare, &path)?;
     }
     match std::fs::remove_file(seg_path(dir, base, SegmentFileKind::TxnIndex)) {
