@@ -1485,6 +1485,35 @@ impl Coordinator {
 
     /// Fire due deadlines: session timeouts, rebalance timeouts, the initial rebalance delay,
     /// KIP-848 session and revocation timeouts.
+    /// The deadlines of one group that have passed (sessions, the rebalance timeout), as
+    /// [`Coordinator::tick`] applies them: called before a member's heartbeat, so that a
+    /// session expired a moment ago is seen as Kafka's exact timers see it (the heartbeat
+    /// then tells the others of the rebalance at once, not one heartbeat interval later).
+    pub fn tick_group(&mut self, group_id: &str, now_ms: i64) -> Effects {
+        let config = self.config.clone();
+        let Ok((p, shard)) = self.shard(group_id) else {
+            return Effects::default();
+        };
+        match shard.groups.get_mut(group_id) {
+            Some(Group::Classic(g)) => {
+                let eff = g.tick(now_ms, &config);
+                shard.records_since_snapshot += eff.records.len() as u64;
+                eff.into_effects(p)
+            }
+            Some(Group::Consumer(g)) => {
+                let expired = g.expired(now_ms);
+                let mut effects = Effects::default();
+                for member in expired {
+                    effects.merge(fence_consumer_member(
+                        shard, p, group_id, &member, now_ms, &config,
+                    ));
+                }
+                effects
+            }
+            None => Effects::default(),
+        }
+    }
+
     pub fn tick(&mut self, now_ms: i64) -> Effects {
         let mut effects = Effects::default();
         let config = self.config.clone();
