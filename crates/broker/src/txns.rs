@@ -150,6 +150,12 @@ impl Txns {
     /// cluster, the acquisition again) loads it at a new coordinator epoch from what storage
     /// holds, and resumes the markers of every Prepare* it finds there.
     fn forget_unconfirmed(&self, logs: &[Arc<Log>], error: &FlushError) {
+        let mut c = self.coordinator.lock();
+        self.forget_unconfirmed_locked(&mut c, logs, error);
+    }
+
+    /// [`Txns::forget_unconfirmed`] under the coordinator's lock (held by the caller).
+    fn forget_unconfirmed_locked(&self, c: &mut Coordinator, logs: &[Arc<Log>], error: &FlushError) {
         for log in logs {
             let p = log.topic_partition().partition;
             tracing::warn!(
@@ -159,7 +165,6 @@ impl Txns {
             log.mark_failed(format!(
                 "a flush of {TXN_TOPIC} failed ({error}); its transactions are reloaded from storage"
             ));
-            let mut c = self.coordinator.lock();
             // Only the load that appended them: a newer load read storage itself.
             if self
                 .logs
@@ -241,12 +246,13 @@ impl Txns {
             // The partitions whose appends went through are ahead of their logs' flush and
             // their marker jobs go with this error: they are loaded again from storage too
             // (`forget_unconfirmed`'s invariant), or a Prepare appended there would hang.
-            drop(c);
+            // Under the lock, so that no other call answers from them meanwhile.
             let appended: Vec<_> = written
                 .into_iter()
                 .filter(|l| l.failure().is_none())
                 .collect();
-            self.forget_unconfirmed(
+            self.forget_unconfirmed_locked(
+                &mut c,
                 &appended,
                 &FlushError::Storage("an append of the same call failed".into()),
             );
