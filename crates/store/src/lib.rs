@@ -20,6 +20,7 @@ use parking_lot::{Mutex, RwLock};
 mod cache;
 mod cleaner;
 mod deferred;
+pub mod fds;
 mod epoch;
 #[cfg(test)]
 mod faults;
