@@ -246,6 +246,8 @@ impl Broker {
             u64::from(config.max_connections),
             config.broker_partitions_max,
         );
+        // Before any partition opens: its files are opened under the cap.
+        sluice_store::fds::set_partition_files_max(fds.files);
         let dirs = config.log_dirs.clone();
         let first = dirs
             .first()

@@ -4,7 +4,8 @@
 //! ([`raise_open_files_limit`], as Go's runtime and many servers do) and splits what it got
 //! ([`FdBudget`]): a fixed reserve (the listeners, the metadata store, the runtime, checkpoint
 //! and snapshot files written and closed again, directories opened for an fsync), then the
-//! partition files the store may hold open (`sluice.log.open.files.max`) and the client
+//! partition files the store may hold open (`sluice.log.open.files.max`, opened on demand
+//! and closed when idle: `filecache.rs`) and the client
 //! connections (`max.connections`, lowered to what is left). Running out must never be an
 //! outage: a topic that would take the broker past its partition budget is refused, and the
 //! listener stops accepting while connections are at their share.
@@ -18,9 +19,25 @@ use std::io;
 /// ahead of a roll.
 pub const RESERVED_FDS: u64 = 256;
 
-/// Descriptors an open partition holds: its active segment's `.log`, `.index` and
-/// `.timeindex` (sealed segments hold three more each).
-pub const FILES_PER_PARTITION: u64 = 3;
+/// Partitions per partition-file descriptor in the default partition budget. Partition
+/// files are opened on demand and closed when idle (`filecache.rs`), so an idle partition
+/// holds none; a busy one holds its active segment's `.log` (and, for a while, its indexes).
+/// With the default, the cap holds every busy partition's files while no more than one
+/// partition in this many is busy at once, and the others' files are opened again as used.
+pub const PARTITIONS_PER_FILE: u64 = 16;
+
+pub use crate::filecache::FileCacheStats;
+
+/// Set the most partition files the process holds open (the broker's
+/// `sluice.log.open.files.max`, [`FdBudget::files`]); until then there is no cap.
+pub fn set_partition_files_max(max: u64) {
+    crate::filecache::files().set_max(usize::try_from(max).unwrap_or(usize::MAX));
+}
+
+/// The partition files open now, the cap, and how often files were closed and opened again.
+pub fn partition_files() -> FileCacheStats {
+    crate::filecache::files().stats()
+}
 
 /// The process's open-files limit before and after [`raise_open_files_limit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,8 +114,8 @@ pub struct FdBudget {
 impl FdBudget {
     /// Share `limit`: the reserve first, then the partition files (`files_max`, or by
     /// default half of what is left) and the connections (`max_connections`, at most the
-    /// rest); the partition budget is `partitions_max`, or by default what the partition
-    /// files hold ([`FILES_PER_PARTITION`] each). A negative `files_max` or
+    /// rest); the partition budget is `partitions_max`, or by default
+    /// [`PARTITIONS_PER_FILE`] per partition-file descriptor. A negative `files_max` or
     /// `partitions_max` means "derive".
     pub fn new(limit: u64, files_max: i64, max_connections: u64, partitions_max: i64) -> FdBudget {
         let reserved = RESERVED_FDS.min(limit / 4);
@@ -110,7 +127,7 @@ impl FdBudget {
         let connections = max_connections.min(rest.saturating_sub(files));
         let partitions = match u64::try_from(partitions_max) {
             Ok(n) => n,
-            Err(_) => files / FILES_PER_PARTITION,
+            Err(_) => files.saturating_mul(PARTITIONS_PER_FILE),
         };
         FdBudget {
             limit,
@@ -132,7 +149,7 @@ mod tests {
         assert_eq!(b.reserved, RESERVED_FDS);
         assert_eq!(b.files, (4096 - RESERVED_FDS) / 2);
         assert_eq!(b.files + b.connections + b.reserved, 4096);
-        assert_eq!(b.partitions, b.files / FILES_PER_PARTITION);
+        assert_eq!(b.partitions, b.files * PARTITIONS_PER_FILE);
         // Explicit values win, within the limit.
         let b = FdBudget::new(4096, 1000, 50, 20_000);
         assert_eq!((b.files, b.connections, b.partitions), (1000, 50, 20_000));

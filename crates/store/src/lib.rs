@@ -21,6 +21,7 @@ mod cache;
 mod cleaner;
 mod deferred;
 pub mod fds;
+mod filecache;
 mod epoch;
 #[cfg(test)]
 mod faults;
