@@ -190,8 +190,9 @@ def test_many_partitions_under_a_low_open_files_limit(limited):
     # One topic more than the budget: refused with a clear error, nothing created.
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
-    fut = admin(b.bootstrap).create_topics([NewTopic("one-too-many", num_partitions=PER_TOPIC,
-                                                     replication_factor=1)], request_timeout=60)
+    a = admin(b.bootstrap)
+    fut = a.create_topics([NewTopic("one-too-many", num_partitions=PER_TOPIC, replication_factor=1)],
+                          request_timeout=60)
     with pytest.raises(Exception) as refused:
         fut["one-too-many"].result(timeout=60)
     err = refused.value.args[0]
@@ -228,10 +229,20 @@ def test_max_connections_per_ip(broker_factory):
     # 127.0.0.1 may hold 3; any other address (127.0.0.2 here) 1.
     b = broker_factory({"max.connections.per.ip": 1, "max.connections.per.ip.overrides": "127.0.0.1:3"})
     held = []
-    try:
-        for _ in range(3):
-            s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+
+    def hold_one(source):
+        # A connection just closed (the harness's readiness probe, the one before) is
+        # uncounted once the broker saw it close: retried until then.
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=10, source_address=(source, 0))
+        if all_answered([s]):
             held.append(s)
+            return True
+        s.close()
+        return False
+
+    try:
+        for i in range(3):
+            wait_until(lambda: hold_one("127.0.0.1"), 30, f"connection {i + 1} from 127.0.0.1")
         assert all_answered(held)
         # The fourth from 127.0.0.1 is closed as soon as it is accepted.
         assert not api_versions_over_new_connection(b.port)
@@ -239,17 +250,7 @@ def test_max_connections_per_ip(broker_factory):
                    in b.log_text(), 30, "the rejection's log line")
         # Another address has its own count, under the default of 1.
         assert api_versions_over_new_connection(b.port, source="127.0.0.2")
-
-        def hold_one_from_2():
-            # The probe's connection is uncounted once the broker saw it close.
-            s = socket.create_connection(("127.0.0.1", b.port), timeout=10, source_address=("127.0.0.2", 0))
-            if all_answered([s]):
-                held.append(s)
-                return True
-            s.close()
-            return False
-
-        wait_until(hold_one_from_2, 30, "a connection from 127.0.0.2")
+        wait_until(lambda: hold_one("127.0.0.2"), 30, "a connection from 127.0.0.2")
         assert not api_versions_over_new_connection(b.port, source="127.0.0.2")
         # A connection that closes gives its place back; a real client connects then.
         held.pop(0).close()
