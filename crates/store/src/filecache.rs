@@ -104,7 +104,11 @@ struct State {
 
 impl State {
     fn closable(&self) -> bool {
-        self.writes == self.synced && self.file.as_ref().is_some_and(|f| Arc::strong_count(f) == 1)
+        self.writes == self.synced
+            && self
+                .file
+                .as_ref()
+                .is_some_and(|f| Arc::strong_count(f) == 1)
     }
 }
 
@@ -381,7 +385,10 @@ mod tests {
         let files: Vec<CachedFile> = (0..40)
             .map(|i| {
                 let f = open_in(&cache, &dir.path().join(format!("f{i}")));
-                f.for_write().expect("write").write_all_at(&[i as u8], 0).expect("write");
+                f.for_write()
+                    .expect("write")
+                    .write_all_at(&[i as u8], 0)
+                    .expect("write");
                 f.sync_data().expect("sync");
                 f
             })
@@ -391,7 +398,10 @@ mod tests {
         // Every file reads back its own byte, opened again as needed, the cap kept.
         for (i, f) in files.iter().enumerate() {
             let mut b = [0u8; 1];
-            f.get().expect("get").read_exact_at(&mut b, 0).expect("read");
+            f.get()
+                .expect("get")
+                .read_exact_at(&mut b, 0)
+                .expect("read");
             assert_eq!(b[0], i as u8);
             assert!(cache.stats().open <= 8, "{:?}", cache.stats());
         }
@@ -408,7 +418,11 @@ mod tests {
         let held_file = open_in(&cache, &dir.path().join("held"));
         let held = held_file.get().expect("get");
         let dirty = open_in(&cache, &dir.path().join("dirty"));
-        dirty.for_write().expect("write").write_all_at(b"x", 0).expect("write");
+        dirty
+            .for_write()
+            .expect("write")
+            .write_all_at(b"x", 0)
+            .expect("write");
         assert!(dirty.dirty());
         let others: Vec<CachedFile> = (0..20)
             .map(|i| open_in(&cache, &dir.path().join(format!("o{i}"))))
@@ -463,7 +477,10 @@ mod tests {
         let b = open_in(&cache, &dir.path().join("b"));
         assert!(!a.is_open());
         let mut buf = [0u8; 1];
-        a.get().expect("reopen").read_exact_at(&mut buf, 0).expect("read");
+        a.get()
+            .expect("reopen")
+            .read_exact_at(&mut buf, 0)
+            .expect("read");
         assert_eq!(&buf, b"A");
         // A file put in its place behind its back is not taken for it.
         drop(b);

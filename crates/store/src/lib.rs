@@ -20,11 +20,11 @@ use parking_lot::{Mutex, RwLock};
 mod cache;
 mod cleaner;
 mod deferred;
-pub mod fds;
-mod filecache;
 mod epoch;
 #[cfg(test)]
 mod faults;
+pub mod fds;
+mod filecache;
 mod fsutil;
 mod gate;
 mod log;

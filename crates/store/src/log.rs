@@ -1512,7 +1512,12 @@ impl Log {
                 }
             }
         };
-        fn scanner(file: &Arc<std::fs::File>, from: u64, limit: u64, cached_only: bool) -> BatchScanner<'static> {
+        fn scanner(
+            file: &Arc<std::fs::File>,
+            from: u64,
+            limit: u64,
+            cached_only: bool,
+        ) -> BatchScanner<'static> {
             let s = BatchScanner::new(file.clone(), from, limit, false);
             if cached_only {
                 s.cached_only()

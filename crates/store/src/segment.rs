@@ -734,8 +734,10 @@ impl Segment {
     /// file handles, the in-memory state carried over.
     pub(crate) fn reopen_in(&self, dir: &Path) -> io::Result<Segment> {
         let log = CachedFile::open(&seg_path(dir, self.base_offset, SegmentFileKind::Log), true)?;
-        let index_file =
-            CachedFile::open(&seg_path(dir, self.base_offset, SegmentFileKind::Index), true)?;
+        let index_file = CachedFile::open(
+            &seg_path(dir, self.base_offset, SegmentFileKind::Index),
+            true,
+        )?;
         let time_file = CachedFile::open(
             &seg_path(dir, self.base_offset, SegmentFileKind::TimeIndex),
             true,

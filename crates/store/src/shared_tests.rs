@@ -698,7 +698,10 @@ fn a_stalled_write_never_lands_over_the_new_owners_batches() {
                                    // The former owner's append, past its gate before the takeover, lands now: in
                                    // its own file, or, if the file cache had closed that file, nowhere (the file
                                    // was replaced, and is never re-opened as this segment's).
-    if old.append(batch("stale"), AppendOrigin::Client, NOW).is_ok() {
+    if old
+        .append(batch("stale"), AppendOrigin::Client, NOW)
+        .is_ok()
+    {
         old.flush().unwrap();
     }
     let expected = vec![(0, "a-0"), (3, "b-0"), (6, "c-0")];
@@ -735,7 +738,10 @@ fn a_former_owners_late_write_into_its_empty_active_segment_keeps_the_new_owners
 
     // The former owner's append, written back now (or refused, if the file cache had closed
     // its file: the file was replaced, and is never re-opened as this segment's).
-    if old.append(batch("stale"), AppendOrigin::Client, NOW).is_ok() {
+    if old
+        .append(batch("stale"), AppendOrigin::Client, NOW)
+        .is_ok()
+    {
         old.sync_appended().unwrap();
     }
     let expected = vec![(0, "a-0"), (3, "c-0"), (6, "d-0")];

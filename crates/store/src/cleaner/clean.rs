@@ -497,9 +497,7 @@ fn group_by_size(
                 } else {
                     &s.time_file
                 };
-                f.get()
-                    .and_then(|f| f.metadata())
-                    .map_or(0, |m| m.len())
+                f.get().and_then(|f| f.metadata()).map_or(0, |m| m.len())
             }
         }
     };

@@ -320,13 +320,14 @@ impl Log {
                 }
             }
             for kind in KINDS {
-                done.seg.rename_kind(kind, &swap_path(&dir, base, kind), |from, to| {
-                    rename_kind(
-                        kind,
-                        from.unwrap_or(&cleaned_path(&dir, base, kind, &done.cleaned.token)),
-                        to,
-                    )
-                })?;
+                done.seg
+                    .rename_kind(kind, &swap_path(&dir, base, kind), |from, to| {
+                        rename_kind(
+                            kind,
+                            from.unwrap_or(&cleaned_path(&dir, base, kind, &done.cleaned.token)),
+                            to,
+                        )
+                    })?;
             }
             sync_dir(&dir)
         })();

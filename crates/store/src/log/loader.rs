@@ -133,9 +133,12 @@ impl Log {
                 // Full validation of every batch, of what storage holds: pages the kernel
                 // kept after failing to write them (a failed fsync before a re-open) are
                 // advised out first. Dirty pages stay (the kernel may still write them).
-                if let Err(e) =
-                    rustix::fs::fadvise(&*seg.log.get().map_err(serr)?, 0, None, rustix::fs::Advice::DontNeed)
-                {
+                if let Err(e) = rustix::fs::fadvise(
+                    &*seg.log.get().map_err(serr)?,
+                    0,
+                    None,
+                    rustix::fs::Advice::DontNeed,
+                ) {
                     tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
                 }
                 recovered_any = true;
@@ -185,7 +188,11 @@ impl Log {
                         remove_segment_files(&p.dir, later, false)?;
                     }
                 }
-                seg.log.for_write().map_err(serr)?.set_len(r.size).map_err(serr)?;
+                seg.log
+                    .for_write()
+                    .map_err(serr)?
+                    .set_len(r.size)
+                    .map_err(serr)?;
                 seg.write_index_files(&r.offset_index, &r.time_index)
                     .map_err(serr)?;
                 {
@@ -220,8 +227,12 @@ impl Log {
                             c.max_ts = t.timestamp;
                             c.off_max_ts = base + i64::from(t.relative_offset);
                         }
-                        let mut scanner =
-                            BatchScanner::new(seg.log.get().map_err(serr)?, start, file_size, false);
+                        let mut scanner = BatchScanner::new(
+                            seg.log.get().map_err(serr)?,
+                            start,
+                            file_size,
+                            false,
+                        );
                         let mut next = base;
                         let mut size = start;
                         loop {
@@ -267,7 +278,11 @@ impl Log {
                 };
                 if size != file_size {
                     may_write(&p, "cutting the active segment")?;
-                    seg.log.for_write().map_err(serr)?.set_len(size).map_err(serr)?;
+                    seg.log
+                        .for_write()
+                        .map_err(serr)?
+                        .set_len(size)
+                        .map_err(serr)?;
                 }
                 {
                     let mut m = seg.meta.write();
@@ -300,7 +315,11 @@ impl Log {
                     if valid < file_size {
                         tracing::warn!(tp = ?p.tp, segment = base, position = valid, next_base,
                             "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
-                        seg.log.for_write().map_err(serr)?.set_len(valid).map_err(serr)?;
+                        seg.log
+                            .for_write()
+                            .map_err(serr)?
+                            .set_len(valid)
+                            .map_err(serr)?;
                         seg.meta.write().size = valid;
                         file_size = valid;
                     }
@@ -471,7 +490,11 @@ impl Log {
                             continue;
                         }
                         if is_txn_marker(&h) {
-                            let c = match s.log.get().and_then(|f| crate::txn::read_marker(&f, pos, &h)) {
+                            let c = match s
+                                .log
+                                .get()
+                                .and_then(|f| crate::txn::read_marker(&f, pos, &h))
+                            {
                                 Ok(Some(c)) => c,
                                 Ok(None) => continue,
                                 Err(e) => return Err(serr(e)),
@@ -855,7 +878,11 @@ fn replay_for_indexes(
                 }
                 continue;
             }
-            let c = match s.log.get().and_then(|f| crate::txn::read_marker(&f, pos, &h)) {
+            let c = match s
+                .log
+                .get()
+                .and_then(|f| crate::txn::read_marker(&f, pos, &h))
+            {
                 Ok(Some(c)) => c,
                 Ok(None) => continue,
                 Err(_) => return Ok(None),
