@@ -42,6 +42,8 @@ fn start_broker(
         let limits = sluice_server::Limits {
             max_request_bytes: config.socket_request_max_bytes,
             max_connections: 64,
+            max_connections_per_ip: 64,
+            max_connections_per_ip_overrides: Default::default(),
             idle_timeout: Duration::from_secs(60),
             max_in_flight: 16,
             failed_auth_delay: Duration::from_millis(100),

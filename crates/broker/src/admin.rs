@@ -75,7 +75,39 @@ impl Broker {
                 format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {brokers} broker(s) are registered."),
             ));
         }
-        self.validate_topic_configs(configs)
+        self.validate_topic_configs(configs)?;
+        self.check_partition_budget(name, partitions)
+    }
+
+    /// Refuse `added` partitions more when they would take this broker past its partition
+    /// budget (`sluice.broker.partitions.max`, by default what its share of the open-files
+    /// limit holds): running out of descriptors would fail other partitions' storage and the
+    /// listener's accepts. The broker's internal topics are never refused (their partition
+    /// counts are fixed and small). One broker only: a cluster spreads partitions.
+    pub(crate) fn check_partition_budget(&self, name: &str, added: i32) -> Result<(), Refusal> {
+        if self.cluster.is_some() || crate::is_internal_topic(name) {
+            return Ok(());
+        }
+        let open = self.logs.logs().len() as u64;
+        let max = self.fds.partitions;
+        let want = open.saturating_add(u64::try_from(added).unwrap_or(0));
+        if want <= max {
+            return Ok(());
+        }
+        tracing::warn!(
+            topic = name,
+            partitions = added,
+            open,
+            max,
+            "topic refused: it would take the broker past its partition budget (sluice.broker.partitions.max)"
+        );
+        Err(Refusal::new(
+            ResponseError::PolicyViolation,
+            format!(
+                "Topic '{name}' refused: {added} more partition(s) would take this broker to {want}, past its budget of {max} (sluice.broker.partitions.max; open-files limit {})",
+                self.fds.limit
+            ),
+        ))
     }
 
     /// In cluster mode, apply the records just changed in etcd at once (the cluster thread
@@ -94,6 +126,7 @@ impl Broker {
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicState>, Refusal> {
+        self.check_partition_budget(name, partitions)?;
         if self.cluster.is_some() {
             self.meta
                 .create_topic(name, partitions, configs, None)
@@ -184,6 +217,7 @@ impl Broker {
                 format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
             ));
         }
+        self.check_partition_budget(name, count - current)?;
         if validate_only {
             return Ok(());
         }

@@ -176,6 +176,9 @@ pub struct Broker {
     /// broker configs, is [`Broker::effective_config`].
     config: BrokerConfig,
     dynamic: dynamic::DynamicConfig,
+    /// How the open-files limit is shared (partition files, connections, the partition
+    /// budget topic creation is checked against).
+    fds: sluice_store::fds::FdBudget,
     node_id: i32,
     cluster_id: String,
     meta: Arc<Meta>,
@@ -237,6 +240,14 @@ impl Broker {
     /// Open the broker's stores and every partition. Must run inside a tokio runtime (it
     /// starts the group-commit and page-cache drop-behind tasks).
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, BrokerError> {
+        let fds = sluice_store::fds::FdBudget::new(
+            sluice_store::fds::open_files_limit(),
+            config.log_open_files_max,
+            u64::from(config.max_connections),
+            config.broker_partitions_max,
+        );
+        // Before any partition opens: its files are opened under the cap.
+        sluice_store::fds::set_partition_files_max(fds.files);
         let dirs = config.log_dirs.clone();
         let first = dirs
             .first()
@@ -366,6 +377,7 @@ impl Broker {
         };
         let groups = groups::Groups::new(&config);
         let broker = Arc::new(Broker {
+            fds,
             node_id,
             cluster_id,
             meta,
@@ -434,6 +446,16 @@ impl Broker {
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// How the open-files limit is shared ([`sluice_store::fds::FdBudget`]).
+    pub fn fd_budget(&self) -> sluice_store::fds::FdBudget {
+        self.fds
+    }
+
+    /// Partitions open on this broker.
+    pub fn partition_count(&self) -> usize {
+        self.logs.logs().len()
     }
 
     /// Handle one request from a client on connection `conn`: the ordered part runs now,

@@ -512,6 +512,36 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         ));
     }
 
+    let max_connections_per_ip: u32 = p.typed("max.connections.per.ip", i32::MAX as u32)?;
+    let overrides_raw = match p.get("max.connections.per.ip.overrides")? {
+        Some(Value::Str(s)) => s,
+        _ => String::new(),
+    };
+    let mut max_connections_per_ip_overrides = Vec::new();
+    for entry in csv(&overrides_raw) {
+        let parsed = entry
+            .rsplit_once(':')
+            .and_then(|(host, n)| Some((host.trim(), n.trim().parse::<u32>().ok()?)))
+            .filter(|(host, n)| !host.is_empty() && i64::from(*n) <= i64::from(i32::MAX));
+        let Some((host, n)) = parsed else {
+            return Err(invalid(
+                "max.connections.per.ip.overrides",
+                &overrides_raw,
+                "each entry must be host:count or ip:count",
+            ));
+        };
+        // An IPv6 address may be written in brackets.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        max_connections_per_ip_overrides.push((host.to_string(), n));
+    }
+    if max_connections_per_ip == 0 && max_connections_per_ip_overrides.is_empty() {
+        return Err(invalid(
+            "max.connections.per.ip",
+            "0",
+            "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.",
+        ));
+    }
+
     let cluster_id = match p.get("cluster.id")? {
         Some(Value::Str(s)) => Some(s),
         _ => None,
@@ -610,6 +640,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_flush_offset_checkpoint_interval_ms: p
             .typed("log.flush.offset.checkpoint.interval.ms", 60_000)?,
         max_connections: p.typed("max.connections", i32::MAX as u32)?,
+        max_connections_per_ip,
+        max_connections_per_ip_overrides,
+        log_open_files_max: p.typed("sluice.log.open.files.max", -1)?,
+        broker_partitions_max: p.typed("sluice.broker.partitions.max", -1)?,
         connections_max_idle_ms: p.typed("connections.max.idle.ms", 600_000)?,
         failed_authentication_delay_ms: p
             .typed("connection.failed.authentication.delay.ms", 100)?,
@@ -723,6 +757,17 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
             Some(config.log_flush_offset_checkpoint_interval_ms.to_string())
         }
         "max.connections" => Some(config.max_connections.to_string()),
+        "max.connections.per.ip" => Some(config.max_connections_per_ip.to_string()),
+        "max.connections.per.ip.overrides" => Some(
+            config
+                .max_connections_per_ip_overrides
+                .iter()
+                .map(|(h, n)| format!("{h}:{n}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        "sluice.log.open.files.max" => Some(config.log_open_files_max.to_string()),
+        "sluice.broker.partitions.max" => Some(config.broker_partitions_max.to_string()),
         "connections.max.idle.ms" => Some(config.connections_max_idle_ms.to_string()),
         "connection.failed.authentication.delay.ms" => {
             Some(config.failed_authentication_delay_ms.to_string())

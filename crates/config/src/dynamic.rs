@@ -38,8 +38,6 @@ const DYNAMIC_UNUSED: &[&str] = &[
     "group.streams.assignment.interval.ms",
     "leader.replication.throttled.rate",
     "max.connection.creation.rate",
-    "max.connections.per.ip",
-    "max.connections.per.ip.overrides",
     "metric.reporters",
     "num.io.threads",
     "num.network.threads",

@@ -356,6 +356,15 @@ pub struct BrokerConfig {
     pub log_flush_offset_checkpoint_interval_ms: u64,
     /// `max.connections`. Default 2147483647 (Kafka's).
     pub max_connections: u32,
+    /// `max.connections.per.ip`. Default 2147483647 (Kafka's).
+    pub max_connections_per_ip: u32,
+    /// `max.connections.per.ip.overrides`: (host or IP, count), in the order given.
+    pub max_connections_per_ip_overrides: Vec<(String, u32)>,
+    /// `sluice.log.open.files.max`: partition files held open at most; -1 derives it from the
+    /// open-files limit (`sluice_store::fds::FdBudget`).
+    pub log_open_files_max: i64,
+    /// `sluice.broker.partitions.max`: partitions opened at most; -1 derives it.
+    pub broker_partitions_max: i64,
     /// `connections.max.idle.ms`. Default 600000.
     pub connections_max_idle_ms: u64,
     /// `connection.failed.authentication.delay.ms`: how long the answer to a failed SASL

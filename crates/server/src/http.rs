@@ -103,8 +103,10 @@ pub async fn serve_http(
                 let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
-                        tracing::warn!("metrics listener: accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        if let Some(more) = crate::ACCEPT_FAILURE_LOG.admit() {
+                            tracing::warn!("metrics listener: accept failed: {e}{more}");
+                        }
+                        tokio::time::sleep(crate::ACCEPT_BACKOFF).await;
                         continue;
                     }
                 };

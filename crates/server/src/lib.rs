@@ -22,8 +22,9 @@ mod tls;
 pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
 pub use tls::{client_config as tls_client_config, server_config as tls_server_config};
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -51,8 +52,15 @@ pub use peers::TcpPeers;
 pub struct Limits {
     /// `socket.request.max.bytes`: largest frame accepted.
     pub max_request_bytes: u32,
-    /// `max.connections`: connections beyond this are closed at once.
+    /// `max.connections`, counted over every listener (at most what the open-files limit
+    /// leaves for connections): while that many are open no listener accepts, as Kafka's
+    /// acceptors wait for a slot; the kernel queues new connections meanwhile.
     pub max_connections: u32,
+    /// `max.connections.per.ip`: a connection from an address that has this many open already
+    /// is closed as soon as it is accepted, as Kafka closes it.
+    pub max_connections_per_ip: u32,
+    /// `max.connections.per.ip.overrides`, the host names resolved: per-address exceptions.
+    pub max_connections_per_ip_overrides: HashMap<IpAddr, u32>,
     /// `connections.max.idle.ms`: a connection with no request waiting is closed this long
     /// after its last answer (or after it opened).
     pub idle_timeout: Duration,
@@ -103,6 +111,83 @@ impl std::fmt::Debug for Bound {
 static AUTH_FAILURE_LOG: sluice_broker::LogLimiter =
     sluice_broker::LogLimiter::new("failed authentication(s)");
 
+/// At most one log line a second for failed `accept` calls, for connections refused over
+/// `max.connections.per.ip`, and for listeners that stopped accepting at `max.connections`.
+static ACCEPT_FAILURE_LOG: sluice_broker::LogLimiter =
+    sluice_broker::LogLimiter::new("failed accept(s)");
+static PER_IP_LOG: sluice_broker::LogLimiter =
+    sluice_broker::LogLimiter::new("connection(s) rejected over max.connections.per.ip");
+static FULL_LOG: sluice_broker::LogLimiter =
+    sluice_broker::LogLimiter::new("wait(s) at max.connections");
+
+/// How long a listener waits before it accepts again after `accept` failed for want of a
+/// resource (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`): the pending connection stays in the
+/// kernel's queue, and the connections already open are served meanwhile (a listener that
+/// retried at once would spin on the same error).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Open connections per client address, for `max.connections.per.ip` (Kafka's
+/// `ConnectionQuotas`: counted at accept, over every listener).
+#[derive(Debug)]
+struct PerIp {
+    default_max: u32,
+    overrides: HashMap<IpAddr, u32>,
+    counts: parking_lot::Mutex<HashMap<IpAddr, u32>>,
+}
+
+impl PerIp {
+    fn max(&self, ip: IpAddr) -> u32 {
+        self.overrides.get(&ip).copied().unwrap_or(self.default_max)
+    }
+
+    /// Count a connection from `ip`, or Err(the limit) if it has that many open already.
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<IpSlot, u32> {
+        let max = self.max(ip);
+        let mut counts = self.counts.lock();
+        let n = counts.entry(ip).or_insert(0);
+        if *n >= max {
+            if *n == 0 {
+                counts.remove(&ip);
+            }
+            return Err(max);
+        }
+        *n += 1;
+        Ok(IpSlot {
+            per_ip: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One connection counted for its address; dropped when the connection ends.
+#[derive(Debug)]
+struct IpSlot {
+    per_ip: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut counts = self.per_ip.counts.lock();
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// `accept` failed for want of a resource: waiting helps, retrying at once does not.
+fn accept_needs_backoff(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    e.raw_os_error().is_some_and(|code| {
+        [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
+            .iter()
+            .any(|x| x.raw_os_error() == code)
+    })
+}
+
 /// How long a client has to complete its TLS handshake (Kafka bounds it by its idle timeout;
 /// a handshake that never ends must not hold a connection slot).
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -122,6 +207,11 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(
         limits.max_connections.min(Semaphore::MAX_PERMITS as u32) as usize,
     ));
+    let per_ip = Arc::new(PerIp {
+        default_max: limits.max_connections_per_ip,
+        overrides: limits.max_connections_per_ip_overrides.clone(),
+        counts: parking_lot::Mutex::new(HashMap::new()),
+    });
     // Every connection task holds a clone; when all are dropped, `all_done` yields None.
     let (done_tx, mut all_done) = mpsc::channel::<()>(1);
     let mut accepting = tokio::task::JoinSet::new();
@@ -131,6 +221,7 @@ pub async fn serve(
             bound,
             limits.clone(),
             slots.clone(),
+            per_ip.clone(),
             done_tx.clone(),
             shutdown.clone(),
         ));
@@ -151,6 +242,7 @@ async fn accept(
     bound: Bound,
     limits: Limits,
     slots: Arc<Semaphore>,
+    per_ip: Arc<PerIp>,
     done_tx: mpsc::Sender<()>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -161,21 +253,51 @@ async fn accept(
     } = bound;
     let acceptor = tls.map(TlsAcceptor::from);
     loop {
+        // A slot first: at max.connections nothing is accepted until a connection closes.
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if let Some(more) = FULL_LOG.admit() {
+                    tracing::warn!(listener = %name, max = limits.max_connections, "max.connections open: new connections wait until one closes{more}");
+                }
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                    _ = shutdown.changed() => break,
+                }
+            }
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
-                        // Typically EMFILE: back off instead of spinning.
-                        tracing::warn!(listener = %name, "accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
+                        if !accept_needs_backoff(&e) {
+                            // The client went away before the accept (ECONNABORTED and such).
+                            tracing::debug!(listener = %name, "accept failed: {e}");
+                            continue;
+                        }
+                        if let Some(more) = ACCEPT_FAILURE_LOG.admit() {
+                            tracing::warn!(listener = %name, "accept failed: {e}; the open connections are served, new ones wait{more}");
+                        }
+                        drop(permit);
+                        tokio::select! {
+                            _ = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                            _ = shutdown.changed() => break,
+                        }
                     }
                 };
-                let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!(%peer, listener = %name, max = limits.max_connections, "connection refused: max.connections reached");
-                    drop(stream);
-                    continue;
+                let ip_slot = match per_ip.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(max) => {
+                        if let Some(more) = PER_IP_LOG.admit() {
+                            tracing::info!(listener = %name, "Rejected connection from {}, address already has the configured maximum of {max} connections.{more}", peer.ip());
+                        }
+                        drop(stream);
+                        continue;
+                    }
                 };
                 let _ = stream.set_nodelay(true);
                 let broker = broker.clone();
@@ -230,6 +352,7 @@ async fn accept(
                         }
                         Close::Expired(reason) => tracing::info!(%peer, %listener, "connection closed: {reason}"),
                     }
+                    drop(ip_slot);
                     drop(permit);
                     drop(done);
                 });

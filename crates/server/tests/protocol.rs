@@ -56,6 +56,8 @@ impl TestBroker {
             let limits = sluice_server::Limits {
                 max_request_bytes: config.socket_request_max_bytes,
                 max_connections: 64,
+                max_connections_per_ip: 64,
+                max_connections_per_ip_overrides: Default::default(),
                 idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
                 max_in_flight: 16,
                 failed_auth_delay: Duration::from_millis(100),

@@ -157,6 +157,28 @@ fn machine_check(seconds: u64) -> Result<()> {
     Ok(())
 }
 
+/// `max.connections.per.ip.overrides`' hosts as addresses (an IP as it is; a host name by
+/// the resolver, every address it has, as Kafka's `InetAddress.getByName` takes its first).
+fn resolve_per_ip_overrides(
+    overrides: &[(String, u32)],
+) -> Result<std::collections::HashMap<std::net::IpAddr, u32>> {
+    use std::net::ToSocketAddrs;
+    let mut out = std::collections::HashMap::new();
+    for (host, n) in overrides {
+        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+            out.insert(ip, *n);
+            continue;
+        }
+        let addrs = (host.as_str(), 0)
+            .to_socket_addrs()
+            .with_context(|| format!("max.connections.per.ip.overrides: cannot resolve {host}"))?;
+        for a in addrs {
+            out.insert(a.ip(), *n);
+        }
+    }
+    Ok(out)
+}
+
 fn broker_config(args: ServeArgs) -> Result<BrokerConfig> {
     let mut props = match &args.config {
         Some(path) => {
@@ -172,6 +194,20 @@ fn broker_config(args: ServeArgs) -> Result<BrokerConfig> {
 
 fn serve(args: ServeArgs) -> Result<()> {
     let config = broker_config(args)?;
+    // As Go's runtime and many servers do: the soft limit is a leftover of select(2)'s days.
+    match sluice_store::fds::raise_open_files_limit() {
+        Ok(l) if l.soft > l.before => tracing::info!(
+            "open-files limit raised from {} to the hard limit, {}",
+            l.before,
+            l.soft
+        ),
+        Ok(l) => tracing::info!("open-files limit {} (the hard limit)", l.soft),
+        Err(e) => tracing::warn!(
+            "could not raise the open-files limit ({e}); it stays at {}",
+            sluice_store::fds::open_files_limit()
+        ),
+    }
+    let per_ip_overrides = resolve_per_ip_overrides(&config.max_connections_per_ip_overrides)?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // 0 in the config means one per CPU.
     let workers = match config.worker_threads {
@@ -202,9 +238,11 @@ fn serve(args: ServeArgs) -> Result<()> {
         );
     }
     runtime.block_on(async move {
-        let limits = sluice_server::Limits {
+        let mut limits = sluice_server::Limits {
             max_request_bytes: config.socket_request_max_bytes,
             max_connections: config.max_connections,
+            max_connections_per_ip: config.max_connections_per_ip,
+            max_connections_per_ip_overrides: per_ip_overrides,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms),
             max_in_flight: 64,
             failed_auth_delay: Duration::from_millis(config.failed_authentication_delay_ms),
@@ -270,6 +308,17 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let broker = sluice_broker::Broker::open(config)?;
         broker.set_peers(std::sync::Arc::new(peers));
+        let fds = broker.fd_budget();
+        limits.max_connections = u32::try_from(fds.connections).unwrap_or(u32::MAX);
+        tracing::info!(
+            "open-files limit {}: {} reserved, {} for partition files (sluice.log.open.files.max), {} for client connections (max.connections); up to {} partitions (sluice.broker.partitions.max), {} open now",
+            fds.limit,
+            fds.reserved,
+            fds.files,
+            fds.connections,
+            fds.partitions,
+            broker.partition_count(),
+        );
         if cache_bytes >= 0 {
             tracing::info!(
                 "page cache kept of the partition logs: {} MiB (sluice.log.cache.bytes)",

@@ -289,7 +289,11 @@ impl Log {
                     let fault: Option<Errno> = None;
                     let synced = match fault {
                         Some(e) => Err(e),
-                        None => rustix::fs::fdatasync(&*seg.log),
+                        // Through the file cache, which then knows the file clean.
+                        None => seg
+                            .log
+                            .sync_data()
+                            .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO)),
                     };
                     match synced {
                         Ok(()) => {}
@@ -303,7 +307,7 @@ impl Log {
                     }
                 }
                 // A sealed segment wholly below the point goes to its end.
-                dont_need(&seg.log, from, if whole { None } else { Some(to) })?;
+                dont_need(&*seg.log.get()?, from, if whole { None } else { Some(to) })?;
                 stats.dropped_bytes += to - from;
             }
             *point = if whole {
@@ -396,7 +400,13 @@ impl Log {
             // read what the kernel's readahead brought in for it, and the reader's own
             // readahead lies above it. What lies below the point is durable, so its pages
             // are clean and DONTNEED drops them.
-            if end > r.start && dont_need(&view.segs[i].log, r.start, Some(end)).is_ok() {
+            let advised = || {
+                view.segs[i]
+                    .log
+                    .get()
+                    .is_ok_and(|f| dont_need(&f, r.start, Some(end)).is_ok())
+            };
+            if end > r.start && advised() {
                 bytes += if end < r.end {
                     r.bytes.min(end - r.start)
                 } else {

@@ -23,6 +23,8 @@ mod deferred;
 mod epoch;
 #[cfg(test)]
 mod faults;
+pub mod fds;
+mod filecache;
 mod fsutil;
 mod gate;
 mod log;

@@ -953,11 +953,11 @@ impl Log {
     /// log, which is re-opened (in a cluster, acquired again) from the files as they are. On
     /// NFS the same replacement makes this broker's file handle stale, and the fsync itself
     /// fails.
-    fn check_still_linked(&self, seg: &Arc<Segment>) -> io::Result<()> {
+    fn check_still_linked(&self, seg: &Arc<Segment>, file: &std::fs::File) -> io::Result<()> {
         use rustix::fs::{statx, AtFlags, StatxFlags};
         // From the server, not an attribute cache (NFS).
         let st = statx(
-            &seg.log,
+            file,
             "",
             AtFlags::EMPTY_PATH | AtFlags::STATX_FORCE_SYNC,
             StatxFlags::NLINK,
@@ -1012,8 +1012,9 @@ impl Log {
     fn cut_log(&self, seg: &Segment, size: u64) -> io::Result<()> {
         #[cfg(test)]
         crate::faults::fire(&mut self.faults.lock().truncate, rustix::io::Errno::IO)?;
-        if seg.log.metadata()?.len() != size {
-            seg.log.set_len(size)?;
+        let log = seg.log.for_write()?;
+        if log.metadata()?.len() != size {
+            log.set_len(size)?;
         }
         Ok(())
     }
@@ -1027,10 +1028,10 @@ impl Log {
                 .flat_map(|p| p.iter().copied())
                 .take(n)
                 .collect();
-            seg.log.write_all_at(&head, at)?;
+            seg.log.for_write()?.write_all_at(&head, at)?;
             return Err(rustix::io::Errno::NOSPC.into());
         }
-        write_all_vectored_at(&seg.log, parts, at)
+        write_all_vectored_at(&*seg.log.for_write()?, parts, at)
     }
 
     /// Write an append's index entries (see [`Segment::write_index_tails`]).
@@ -1299,12 +1300,16 @@ impl Log {
         let n_oi = m.offset_index.as_ref().map_or(0, |v| v.len());
         let n_ti = m.time_index.as_ref().map_or(0, |v| v.len());
         drop(m);
-        active
-            .index_file
-            .set_len((n_oi * OFFSET_INDEX_ENTRY_LEN) as u64)?;
-        active
-            .time_file
-            .set_len((n_ti * TIME_INDEX_ENTRY_LEN) as u64)?;
+        // Cut to the entries only where the file is longer (a file of the right length is
+        // not written, so an idle partition's files stay clean for the file cache).
+        for (file, len) in [
+            (&active.index_file, (n_oi * OFFSET_INDEX_ENTRY_LEN) as u64),
+            (&active.time_file, (n_ti * TIME_INDEX_ENTRY_LEN) as u64),
+        ] {
+            if file.get()?.metadata()?.len() != len {
+                file.for_write()?.set_len(len)?;
+            }
+        }
         Ok(())
     }
 
@@ -1555,8 +1560,13 @@ impl Log {
                 }
             }
         };
-        fn scanner(seg: &Segment, from: u64, limit: u64, cached_only: bool) -> BatchScanner<'_> {
-            let s = BatchScanner::new(&seg.log, from, limit, false);
+        fn scanner(
+            file: &Arc<std::fs::File>,
+            from: u64,
+            limit: u64,
+            cached_only: bool,
+        ) -> BatchScanner<'static> {
+            let s = BatchScanner::new(file.clone(), from, limit, false);
             if cached_only {
                 s.cached_only()
             } else {
@@ -1589,9 +1599,18 @@ impl Log {
             } else {
                 seg.next_offset()
             };
+            // The `.log`, opened again if the file cache closed it (not on a read that must
+            // not wait: that one is read again on a blocking thread).
+            let file = if cached_only {
+                seg.log
+                    .get_if_open()
+                    .ok_or_else(|| rio(io::ErrorKind::WouldBlock.into()))?
+            } else {
+                seg.log.get().map_err(rio)?
+            };
             let slice = |position: u64, len: u64| {
                 Some(FileSlice {
-                    file: seg.log.clone(),
+                    file: file.clone(),
                     position,
                     len: u32::try_from(len).unwrap_or(u32::MAX),
                 })
@@ -1620,7 +1639,7 @@ impl Log {
                 return Err(rio(io::ErrorKind::WouldBlock.into()));
             }
             let start = seg.lookup_position(offset, limit, interval).map_err(rio)?;
-            let mut batches = scanner(seg, start, limit, cached_only);
+            let mut batches = scanner(&file, start, limit, cached_only);
             let found = loop {
                 match batches.next_batch() {
                     Ok(Some((pos, h))) => {
@@ -1648,7 +1667,7 @@ impl Log {
                 let from = seg
                     .boundary_at_or_below(target, pos, interval)
                     .map_err(rio)?;
-                let mut batches = scanner(seg, from, limit, cached_only);
+                let mut batches = scanner(&file, from, limit, cached_only);
                 // Every batch before `from` (a batch start at or below the cap) fits whole.
                 let mut end = (pos + first_len).max(from);
                 // The first batch left out starts the range no aborted transaction of this
@@ -1690,7 +1709,8 @@ impl Log {
             let limit = Self::seg_limit(&segs, i, active_size);
             let from_off = seg.lookup_time_offset(ts, interval)?.max(log_start);
             let start = seg.lookup_position(from_off, limit, interval)?;
-            let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
+            let log = seg.log.get()?;
+            let mut scanner = BatchScanner::new(log.clone(), start, limit, false);
             loop {
                 let (pos, h) = match scanner.next_batch() {
                     Ok(Some(x)) => x,
@@ -1702,7 +1722,7 @@ impl Log {
                 }
                 if h.compression_codec() == 0 {
                     let mut b = vec![0u8; h.total_len()];
-                    seg.log.read_exact_at(&mut b, pos)?;
+                    log.read_exact_at(&mut b, pos)?;
                     if let Ok(recs) = record_timestamps(&b) {
                         for (delta, rts) in recs {
                             let o = h.base_offset + i64::from(delta);
@@ -1753,7 +1773,8 @@ impl Log {
         let seg = &segs[i];
         let limit = Self::seg_limit(segs, i, active_size);
         let start = seg.lookup_position(offset, limit, self.interval())?;
-        let mut scanner = BatchScanner::new(&seg.log, start, limit, false);
+        let log = seg.log.get()?;
+        let mut scanner = BatchScanner::new(log.clone(), start, limit, false);
         while let Some((pos, h)) = scanner.next_batch().map_err(|e| e.into_io())? {
             if h.last_offset() < offset {
                 continue;
@@ -1762,7 +1783,7 @@ impl Log {
                 return Ok(None);
             }
             let mut b = vec![0u8; h.total_len()];
-            seg.log.read_exact_at(&mut b, pos)?;
+            log.read_exact_at(&mut b, pos)?;
             let found = record_timestamps(&b)
                 .ok()
                 .and_then(|recs| recs.into_iter().find(|(_, rts)| *rts == ts))
@@ -1801,7 +1822,9 @@ impl Log {
         };
         let active_base = segs.last().map_or(leo, |a| a.base_offset.min(leo));
         let done = match scope {
-            FlushScope::All => leo <= rp,
+            // "Everything" includes index entries written since the last flush (a seal's at
+            // a close).
+            FlushScope::All => leo <= rp && !segs.last().is_some_and(|a| a.has_unsynced_writes()),
             FlushScope::Appended => leo <= synced,
             FlushScope::Sealed => active_base <= rp,
         };
@@ -1833,12 +1856,19 @@ impl Log {
                     #[cfg(test)]
                     crate::faults::fire(&mut self.faults.lock().flush_sync, rustix::io::Errno::IO)
                         .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
+                    // Held across the fsync and the link check, so that the file cache does
+                    // not close it in between. One the cache closed is opened again only if
+                    // its name still leads to it (a replaced file fails here).
+                    let file = seg
+                        .log
+                        .get()
+                        .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     if !crate::mutation::active(crate::mutation::Mutation::SkipFsync) {
                         seg.log
                             .sync_data()
                             .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     }
-                    self.check_still_linked(seg)
+                    self.check_still_linked(seg, &file)
                         .map_err(|e| self.sync_failed(path(SegmentFileKind::Log), synced, e))?;
                     if full || !active {
                         writable = writable && self.writable();
@@ -2004,7 +2034,7 @@ impl Log {
             let mut attempt = Attempt::default();
             // Through the gate again: the writer lock was let go since it was asked. A refused
             // rename is left (the partition's owner deletes the files).
-            let renamed = match self.gate_io().and_then(|()| seg.rename_deleted()) {
+            let renamed = match self.gate_io().and_then(|()| seg.rename_deleted(None)) {
                 Ok(()) => true,
                 Err(e) if Fenced::in_io(&e).is_some() => false,
                 Err(e) => {
@@ -2057,7 +2087,11 @@ impl Log {
             let path = seg_path(&p.dir, p.base, SegmentFileKind::Log);
             if !p.renamed {
                 let _files = self.files_lock.lock();
-                match rename_deleted_in(&p.dir, p.base, p.tag.as_deref()) {
+                let renamed = match &p.seg {
+                    Some(seg) => seg.rename_deleted(p.tag.as_deref()),
+                    None => rename_deleted_in(&p.dir, p.base, p.tag.as_deref()),
+                };
+                match renamed {
                     Ok(()) => p.renamed = true,
                     Err(e) => {
                         p.attempt
@@ -2070,7 +2104,7 @@ impl Log {
             if let Some(seg) = &p.seg {
                 // A fetch in flight (or a read snapshot) still holds the segment: wait. Only
                 // this process's own handles count; they are closed before the unlink.
-                if Arc::strong_count(seg) > 1 || Arc::strong_count(&seg.log) > 1 {
+                if Arc::strong_count(seg) > 1 || seg.log.in_use() {
                     return true;
                 }
             }
@@ -2197,7 +2231,7 @@ impl Log {
             if pending.iter().any(|p| {
                 p.seg
                     .as_ref()
-                    .is_some_and(|s| Arc::strong_count(s) > 1 || Arc::strong_count(&s.log) > 1)
+                    .is_some_and(|s| Arc::strong_count(s) > 1 || s.log.in_use())
             }) {
                 return false;
             }
@@ -2213,7 +2247,7 @@ impl Log {
         let free = s
             .segments
             .iter()
-            .all(|seg| Arc::strong_count(seg) == 1 && Arc::strong_count(&seg.log) == 1);
+            .all(|seg| Arc::strong_count(seg) == 1 && !seg.log.in_use());
         if free {
             s.segments = Arc::new(Vec::new());
         }
@@ -2277,16 +2311,17 @@ pub(crate) fn verified_sealed_size(
     next_base: i64,
 ) -> io::Result<(u64, Option<u64>)> {
     let below = |h: &BatchHeader| h.last_offset() < next_base;
-    let ilen = seg.index_file.metadata()?.len();
+    let index_file = seg.index_file.get()?;
+    let log = seg.log.get()?;
+    let ilen = index_file.metadata()?.len();
     let mut start = 0;
     if ilen >= OFFSET_INDEX_ENTRY_LEN as u64 {
         let mut b = [0u8; OFFSET_INDEX_ENTRY_LEN];
-        seg.index_file
-            .read_exact_at(&mut b, ilen - OFFSET_INDEX_ENTRY_LEN as u64)?;
+        index_file.read_exact_at(&mut b, ilen - OFFSET_INDEX_ENTRY_LEN as u64)?;
         if let Some(e) = OffsetIndexEntry::decode(&b) {
             let pos = u64::try_from(e.position).unwrap_or(u64::MAX);
             if pos < file_size {
-                let mut probe = BatchScanner::new(&seg.log, pos, file_size, false);
+                let mut probe = BatchScanner::new(&*log, pos, file_size, false);
                 if let Ok(Some((at, h))) = probe.next_batch() {
                     if at == pos && below(&h) {
                         start = pos;
@@ -2295,7 +2330,7 @@ pub(crate) fn verified_sealed_size(
             }
         }
     }
-    let mut scanner = BatchScanner::new(&seg.log, start, file_size, false);
+    let mut scanner = BatchScanner::new(&*log, start, file_size, false);
     let mut end = start;
     loop {
         match scanner.next_batch() {
@@ -2308,7 +2343,7 @@ pub(crate) fn verified_sealed_size(
 }
 
 pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
-    let mut scanner = BatchScanner::new(&seg.log, 0, seg.size(), false);
+    let mut scanner = BatchScanner::new(seg.log.get().ok()?, 0, seg.size(), false);
     match scanner.next_batch() {
         Ok(Some((_, h))) => Some(h.max_timestamp),
         _ => None,
@@ -2337,7 +2372,7 @@ pub(crate) fn rebuild_walkback(
     use crate::txn::{events, TxnEvent};
     type Events = Vec<(i64, i64, u64, TxnEvent)>;
     let seg = &segs[idx];
-    let here = events(&seg.log, seg.size())?;
+    let here = events(&*seg.log.get()?, seg.size())?;
     let mut earlier: Vec<Events> = Vec::new();
     let mut out = Vec::new();
     for (k, &(pid, offset, _, ev)) in here.iter().enumerate() {
@@ -2363,7 +2398,7 @@ pub(crate) fn rebuild_walkback(
         while !done && j < idx {
             if earlier.len() <= j {
                 let s = &segs[idx - 1 - j];
-                earlier.push(events(&s.log, s.size())?);
+                earlier.push(events(&*s.log.get()?, s.size())?);
             }
             done = walk(&earlier[j]);
             j += 1;

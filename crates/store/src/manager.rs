@@ -1000,7 +1000,7 @@ impl Inner {
             }
             if p.waiting
                 .iter()
-                .any(|s| Arc::strong_count(s) > 1 || Arc::strong_count(&s.log) > 1)
+                .any(|s| Arc::strong_count(s) > 1 || s.log.in_use())
             {
                 return true;
             }

@@ -56,7 +56,7 @@ fn copy_range(src: &File, dst: &Path, from: u64, len: u64) -> io::Result<()> {
 fn copy_segment(seg: &Segment, dir: &Path, log_from: u64, log_len: u64) -> io::Result<()> {
     let base = seg.base_offset;
     copy_range(
-        &seg.log,
+        &*seg.log.get()?,
         &seg_path(dir, base, SegmentFileKind::Log),
         log_from,
         log_len,
@@ -65,8 +65,9 @@ fn copy_segment(seg: &Segment, dir: &Path, log_from: u64, log_len: u64) -> io::R
         (&seg.index_file, SegmentFileKind::Index),
         (&seg.time_file, SegmentFileKind::TimeIndex),
     ] {
+        let file = file.get()?;
         let len = file.metadata()?.len();
-        copy_range(file, &seg_path(dir, base, kind), 0, len)?;
+        copy_range(&file, &seg_path(dir, base, kind), 0, len)?;
     }
     // The transaction index, if the segment has one (written under the writer lock, which
     // the last copy holds).

@@ -19,6 +19,7 @@ use sluice_format::{
     TimeIndexEntry, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
 
+use crate::filecache::CachedFile;
 use crate::recent::RecentBatches;
 
 /// Read size of a header scan (fetch path, index rebuild).
@@ -151,9 +152,10 @@ pub(crate) const INDEX_WRITE_ENTRIES: usize = 128;
 pub(crate) struct Segment {
     pub base_offset: i64,
     pub dir: PathBuf,
-    pub log: Arc<File>,
-    pub index_file: Arc<File>,
-    pub time_file: Arc<File>,
+    /// The segment's files, opened on demand under the cap (`filecache.rs`).
+    pub log: CachedFile,
+    pub index_file: CachedFile,
+    pub time_file: CachedFile,
     pub meta: RwLock<SegMeta>,
     /// The aborted transactions whose ABORT marker is in this segment (`.txnindex`).
     pub txn: parking_lot::Mutex<crate::txn::TxnIndex>,
@@ -205,9 +207,38 @@ pub(crate) fn pread_cached(file: &File, buf: &mut [u8], pos: u64) -> io::Result<
     file.read_at(buf, pos)
 }
 
+/// The file a [`BatchScanner`] reads: borrowed, or a descriptor of the file cache held
+/// while the scan lasts.
+pub(crate) enum ScanFile<'a> {
+    Borrowed(&'a File),
+    Held(Arc<File>),
+}
+
+impl std::ops::Deref for ScanFile<'_> {
+    type Target = File;
+    fn deref(&self) -> &File {
+        match self {
+            ScanFile::Borrowed(f) => f,
+            ScanFile::Held(f) => f,
+        }
+    }
+}
+
+impl<'a> From<&'a File> for ScanFile<'a> {
+    fn from(f: &'a File) -> Self {
+        ScanFile::Borrowed(f)
+    }
+}
+
+impl From<Arc<File>> for ScanFile<'_> {
+    fn from(f: Arc<File>) -> Self {
+        ScanFile::Held(f)
+    }
+}
+
 /// Walks the batches of a file region with buffered positional reads.
 pub(crate) struct BatchScanner<'a> {
-    file: &'a File,
+    file: ScanFile<'a>,
     pos: u64,
     end: u64,
     buf: Vec<u8>,
@@ -220,9 +251,9 @@ pub(crate) struct BatchScanner<'a> {
 
 impl<'a> BatchScanner<'a> {
     /// `verify`: read every batch whole and check its CRC; otherwise only headers are read.
-    pub(crate) fn new(file: &'a File, start: u64, end: u64, verify: bool) -> Self {
+    pub(crate) fn new(file: impl Into<ScanFile<'a>>, start: u64, end: u64, verify: bool) -> Self {
         BatchScanner {
-            file,
+            file: file.into(),
             pos: start,
             end,
             buf: Vec::new(),
@@ -253,7 +284,7 @@ impl<'a> BatchScanner<'a> {
         let want = need.max(self.chunk).min(avail);
         self.buf.resize(want, 0);
         if self.cached_only {
-            let got = match pread_cached(self.file, &mut self.buf, pos) {
+            let got = match pread_cached(&self.file, &mut self.buf, pos) {
                 Ok(n) => n,
                 Err(e) => {
                     self.buf.clear();
@@ -398,7 +429,10 @@ pub(crate) const SPARE_SUFFIX: &str = ".spare";
 pub(crate) struct Spare {
     pub(crate) dir: PathBuf,
     token: String,
-    files: [Option<File>; 4],
+    /// Which of the files exist (made and not yet taken). They are closed while they wait:
+    /// every busy partition has a spare, and four descriptors each would cost more than the
+    /// partition's own files.
+    made: [bool; 4],
 }
 
 impl Spare {
@@ -414,15 +448,15 @@ impl Spare {
         let mut spare = Spare {
             dir: dir.to_path_buf(),
             token: token.to_string(),
-            files: [None, None, None, None],
+            made: [false; 4],
         };
         for (i, kind) in Spare::KINDS.into_iter().enumerate() {
             let file = open_rw(&spare.path(kind))?;
+            spare.made[i] = true;
             file.set_len(0)?;
             if kind == SegmentFileKind::Log {
                 anchor_extent_tree(&file);
             }
-            spare.files[i] = Some(file);
         }
         Ok(spare)
     }
@@ -435,18 +469,21 @@ impl Spare {
         ))
     }
 
-    /// Take the open file of `kind` (to rename it into use).
+    /// Take the file of `kind`, opened (to rename it into use).
     pub(crate) fn take(&mut self, kind: SegmentFileKind) -> Option<File> {
         let i = Spare::KINDS.iter().position(|k| *k == kind)?;
-        self.files[i].take()
+        if !self.made[i] {
+            return None;
+        }
+        let file = open_existing_rw(&self.path(kind)).ok()?;
+        self.made[i] = false;
+        Some(file)
     }
 
     /// Remove the files not taken (best effort: an open removes leftovers).
     pub(crate) fn discard(mut self) {
         for (i, kind) in Spare::KINDS.into_iter().enumerate() {
-            if let Some(file) = self.files[i].take() {
-                // Closed before the unlink.
-                drop(file);
+            if std::mem::take(&mut self.made[i]) {
                 let path = self.path(kind);
                 if let Err(e) = std::fs::remove_file(&path) {
                     if e.kind() != io::ErrorKind::NotFound {
@@ -488,6 +525,10 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
         }
         r => r.map_err(io::Error::from),
     }
+}
+
+fn open_existing_rw(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).open(path)
 }
 
 fn open_rw(path: &Path) -> io::Result<File> {
@@ -569,10 +610,17 @@ impl Segment {
             other => other?,
         };
         anchor_extent_tree(&log);
-        let index_file = open_rw(&seg_path(dir, base, SegmentFileKind::Index))?;
+        let cache = crate::filecache::files();
+        let log = cache.adopt(log_path, log)?;
+        // Made empty before the cache takes them: nothing written through them yet.
+        let index_path = seg_path(dir, base, SegmentFileKind::Index);
+        let index_file = open_rw(&index_path)?;
         index_file.set_len(0)?;
-        let time_file = open_rw(&seg_path(dir, base, SegmentFileKind::TimeIndex))?;
+        let index_file = cache.adopt(index_path, index_file)?;
+        let time_path = seg_path(dir, base, SegmentFileKind::TimeIndex);
+        let time_file = open_rw(&time_path)?;
         time_file.set_len(0)?;
+        let time_file = cache.adopt(time_path, time_file)?;
         Ok(Segment::empty(
             dir, base, now_ms, log, index_file, time_file,
         ))
@@ -590,17 +638,18 @@ impl Segment {
         if spare.dir != dir {
             return Err(io::Error::other("the spare is in another directory"));
         }
+        // Opened before any is renamed: a failed open leaves the spare whole.
         let mut files = Vec::with_capacity(3);
         for (i, kind) in Spare::KINDS[..3].iter().copied().enumerate() {
-            let file = spare.files[i]
-                .take()
-                .ok_or_else(|| io::Error::other("spare used"))?;
-            if let Err(e) = rename_no_replace(&spare.path(kind), &seg_path(dir, base, kind)) {
-                // Still the spare's: `Spare::discard` removes it.
-                spare.files[i] = Some(file);
-                return Err(e);
+            if !spare.made[i] {
+                return Err(io::Error::other("spare used"));
             }
-            files.push(file);
+            files.push(CachedFile::open(&spare.path(kind), false)?);
+        }
+        for (i, (kind, file)) in Spare::KINDS[..3].iter().zip(&files).enumerate() {
+            // Not renamed: still the spare's, and `Spare::discard` removes it.
+            file.rename_with(&seg_path(dir, base, *kind), rename_no_replace)?;
+            spare.made[i] = false;
         }
         let time_file = files.pop().expect("three files");
         let index_file = files.pop().expect("three files");
@@ -614,16 +663,16 @@ impl Segment {
         dir: &Path,
         base: i64,
         now_ms: i64,
-        log: File,
-        index_file: File,
-        time_file: File,
+        log: CachedFile,
+        index_file: CachedFile,
+        time_file: CachedFile,
     ) -> Segment {
         Segment {
             base_offset: base,
             dir: dir.to_path_buf(),
-            log: Arc::new(log),
-            index_file: Arc::new(index_file),
-            time_file: Arc::new(time_file),
+            log,
+            index_file,
+            time_file,
             meta: RwLock::new(SegMeta {
                 size: 0,
                 next_offset: base,
@@ -647,21 +696,23 @@ impl Segment {
     /// created empty if missing (the caller then rebuilds them). Returns the segment and
     /// whether each index file already existed.
     pub(crate) fn open_files(dir: &Path, base: i64, now_ms: i64) -> io::Result<(Segment, bool)> {
-        let log = open_rw(&seg_path(dir, base, SegmentFileKind::Log))?;
-        let size = log.metadata()?.len();
+        let log = CachedFile::open(&seg_path(dir, base, SegmentFileKind::Log), true)?;
+        let (size, mtime) = {
+            let f = log.get()?;
+            (f.metadata()?.len(), crate::fsutil::mtime_ms(&f, now_ms))
+        };
         let idx_path = seg_path(dir, base, SegmentFileKind::Index);
         let time_path = seg_path(dir, base, SegmentFileKind::TimeIndex);
         let existed = idx_path.exists() && time_path.exists();
-        let index_file = open_rw(&idx_path)?;
-        let time_file = open_rw(&time_path)?;
-        let mtime = crate::fsutil::mtime_ms(&log, now_ms);
+        let index_file = CachedFile::open(&idx_path, true)?;
+        let time_file = CachedFile::open(&time_path, true)?;
         Ok((
             Segment {
                 base_offset: base,
                 dir: dir.to_path_buf(),
-                log: Arc::new(log),
-                index_file: Arc::new(index_file),
-                time_file: Arc::new(time_file),
+                log,
+                index_file,
+                time_file,
                 meta: RwLock::new(SegMeta {
                     size,
                     next_offset: base,
@@ -684,19 +735,30 @@ impl Segment {
         self.meta.read().size
     }
 
+    /// A file of the segment was written through the file cache since its last fsync.
+    pub(crate) fn has_unsynced_writes(&self) -> bool {
+        self.log.dirty() || self.index_file.dirty() || self.time_file.dirty()
+    }
+
     /// The same segment opened from its copy in `dir` (a log moving to another log dir): new
     /// file handles, the in-memory state carried over.
     pub(crate) fn reopen_in(&self, dir: &Path) -> io::Result<Segment> {
-        let log = open_rw(&seg_path(dir, self.base_offset, SegmentFileKind::Log))?;
-        let index_file = open_rw(&seg_path(dir, self.base_offset, SegmentFileKind::Index))?;
-        let time_file = open_rw(&seg_path(dir, self.base_offset, SegmentFileKind::TimeIndex))?;
+        let log = CachedFile::open(&seg_path(dir, self.base_offset, SegmentFileKind::Log), true)?;
+        let index_file = CachedFile::open(
+            &seg_path(dir, self.base_offset, SegmentFileKind::Index),
+            true,
+        )?;
+        let time_file = CachedFile::open(
+            &seg_path(dir, self.base_offset, SegmentFileKind::TimeIndex),
+            true,
+        )?;
         let m = self.meta.read();
         Ok(Segment {
             base_offset: self.base_offset,
             dir: dir.to_path_buf(),
-            log: Arc::new(log),
-            index_file: Arc::new(index_file),
-            time_file: Arc::new(time_file),
+            log,
+            index_file,
+            time_file,
             meta: RwLock::new(SegMeta {
                 size: m.size,
                 next_offset: m.next_offset,
@@ -751,15 +813,15 @@ impl Segment {
     /// Cheap sanity check of the index files as found on disk (like Kafka's sanityCheck):
     /// lengths multiples of the entry size, last entries plausible. Reads two entries.
     pub(crate) fn index_files_sane(&self, log_size: u64) -> io::Result<bool> {
-        let ilen = self.index_file.metadata()?.len();
-        let tlen = self.time_file.metadata()?.len();
+        let (index_file, time_file) = (self.index_file.get()?, self.time_file.get()?);
+        let ilen = index_file.metadata()?.len();
+        let tlen = time_file.metadata()?.len();
         if ilen % OFFSET_INDEX_ENTRY_LEN as u64 != 0 || tlen % TIME_INDEX_ENTRY_LEN as u64 != 0 {
             return Ok(false);
         }
         if ilen > 0 {
             let mut b = [0u8; OFFSET_INDEX_ENTRY_LEN];
-            self.index_file
-                .read_exact_at(&mut b, ilen - OFFSET_INDEX_ENTRY_LEN as u64)?;
+            index_file.read_exact_at(&mut b, ilen - OFFSET_INDEX_ENTRY_LEN as u64)?;
             let e = OffsetIndexEntry::decode(&b);
             if e.is_none_or(|e| {
                 e.relative_offset < 0 || e.position < 0 || e.position as u64 >= log_size
@@ -776,8 +838,7 @@ impl Segment {
                 return Ok(false);
             }
             let mut b = [0u8; TIME_INDEX_ENTRY_LEN];
-            self.time_file
-                .read_exact_at(&mut b, tlen - TIME_INDEX_ENTRY_LEN as u64)?;
+            time_file.read_exact_at(&mut b, tlen - TIME_INDEX_ENTRY_LEN as u64)?;
             let e = TimeIndexEntry::decode(&b);
             if e.is_none_or(|e| e.relative_offset < 0 || e.timestamp < 0) {
                 return Ok(false);
@@ -793,13 +854,13 @@ impl Segment {
 
     /// The last time index entry on disk (for the max timestamp of a lazily loaded segment).
     pub(crate) fn last_time_entry_on_disk(&self) -> io::Result<Option<TimeIndexEntry>> {
-        let tlen = self.time_file.metadata()?.len();
+        let time_file = self.time_file.get()?;
+        let tlen = time_file.metadata()?.len();
         if tlen < TIME_INDEX_ENTRY_LEN as u64 {
             return Ok(None);
         }
         let mut b = [0u8; TIME_INDEX_ENTRY_LEN];
-        self.time_file
-            .read_exact_at(&mut b, tlen - TIME_INDEX_ENTRY_LEN as u64)?;
+        time_file.read_exact_at(&mut b, tlen - TIME_INDEX_ENTRY_LEN as u64)?;
         Ok(TimeIndexEntry::decode(&b))
     }
 
@@ -808,15 +869,16 @@ impl Segment {
         &self,
         log_size: u64,
     ) -> io::Result<Option<(Vec<OffsetIndexEntry>, Vec<TimeIndexEntry>)>> {
-        let ilen = self.index_file.metadata()?.len();
-        let tlen = self.time_file.metadata()?.len();
+        let (index_file, time_file) = (self.index_file.get()?, self.time_file.get()?);
+        let ilen = index_file.metadata()?.len();
+        let tlen = time_file.metadata()?.len();
         if ilen % OFFSET_INDEX_ENTRY_LEN as u64 != 0 || tlen % TIME_INDEX_ENTRY_LEN as u64 != 0 {
             return Ok(None);
         }
         let mut ib = vec![0u8; usize::try_from(ilen).unwrap_or(0)];
-        self.index_file.read_exact_at(&mut ib, 0)?;
+        index_file.read_exact_at(&mut ib, 0)?;
         let mut tb = vec![0u8; usize::try_from(tlen).unwrap_or(0)];
-        self.time_file.read_exact_at(&mut tb, 0)?;
+        time_file.read_exact_at(&mut tb, 0)?;
         let oi = decode_offset_index(&ib);
         let ti = decode_time_index(&tb);
         if valid_offset_index_prefix(&oi, log_size) != oi.len()
@@ -840,7 +902,7 @@ impl Segment {
         let mut cursor = IndexCursor::new(self.base_offset);
         let mut oi = Vec::new();
         let mut ti = Vec::new();
-        let mut scanner = BatchScanner::new(&self.log, 0, end, verify);
+        let mut scanner = BatchScanner::new(self.log.get()?, 0, end, verify);
         let mut next_offset = self.base_offset;
         let mut first_batch_ts = None;
         let mut stopped = None;
@@ -915,10 +977,11 @@ impl Segment {
         for e in ti {
             tb.extend_from_slice(&e.encode());
         }
-        self.index_file.set_len(0)?;
-        self.index_file.write_all_at(&ib, 0)?;
-        self.time_file.set_len(0)?;
-        self.time_file.write_all_at(&tb, 0)?;
+        let (index_file, time_file) = (self.index_file.for_write()?, self.time_file.for_write()?);
+        index_file.set_len(0)?;
+        index_file.write_all_at(&ib, 0)?;
+        time_file.set_len(0)?;
+        time_file.write_all_at(&tb, 0)?;
         Ok(())
     }
 
@@ -931,10 +994,12 @@ impl Segment {
     ) -> io::Result<()> {
         if !ob.is_empty() {
             self.index_file
+                .for_write()?
                 .write_all_at(ob, (o_from * OFFSET_INDEX_ENTRY_LEN) as u64)?;
         }
         if !tb.is_empty() {
             self.time_file
+                .for_write()?
                 .write_all_at(tb, (t_from * TIME_INDEX_ENTRY_LEN) as u64)?;
         }
         Ok(())
@@ -1035,9 +1100,48 @@ impl Segment {
         }))
     }
 
-    /// Rename the files to `*.deleted`. Missing files are fine.
-    pub(crate) fn rename_deleted(&self) -> io::Result<()> {
-        rename_deleted_in(&self.dir, self.base_offset, None)
+    /// Rename this segment's file of `kind` to `to` by `how`, which gets the file's current
+    /// path for the files the cache holds (`.log`, `.index`, `.timeindex`) and None for the
+    /// others (the caller knows their names); the cache re-opens the file under `to`.
+    pub(crate) fn rename_kind(
+        &self,
+        kind: SegmentFileKind,
+        to: &Path,
+        how: impl FnOnce(Option<&Path>, &Path) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let file = match kind {
+            SegmentFileKind::Log => &self.log,
+            SegmentFileKind::Index => &self.index_file,
+            SegmentFileKind::TimeIndex => &self.time_file,
+            _ => return how(None, to),
+        };
+        file.rename_with(to, |from, to| how(Some(from), to))
+    }
+
+    /// Rename the files to `*.deleted` (`<file>.<tag>.deleted` with a tag), as
+    /// [`rename_deleted_in`] does, through the open-file cache so that a re-open of a file it
+    /// closed finds it under its new name. Missing files are fine.
+    pub(crate) fn rename_deleted(&self, tag: Option<&str>) -> io::Result<()> {
+        let (dir, base) = (&self.dir, self.base_offset);
+        let mut first_err = None;
+        for kind in SEGMENT_KINDS {
+            let to = deleted_path(dir, base, kind, tag);
+            let renamed = match kind {
+                SegmentFileKind::Log => self.log.rename(&to),
+                SegmentFileKind::Index => self.index_file.rename(&to),
+                SegmentFileKind::TimeIndex => self.time_file.rename(&to),
+                _ => std::fs::rename(seg_path(dir, base, kind), &to),
+            };
+            match renamed {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) if kind == SegmentFileKind::Log => return Err(e),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     }
 }
 

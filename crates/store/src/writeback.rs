@@ -110,7 +110,11 @@ impl Log {
             if to <= from {
                 continue;
             }
-            match sync_file_range(&seg.log, from, to - from, START_WRITE) {
+            // A file the cache closed is clean: nothing of it to write back.
+            let Some(file) = seg.log.get_if_open() else {
+                continue;
+            };
+            match sync_file_range(&file, from, to - from, START_WRITE) {
                 Ok(()) => ranges.push((seg.clone(), from, to)),
                 // Deleted meanwhile: nothing of it to write.
                 Err(e) if gone(e) && !self.holds_segment(seg) => {}
@@ -141,9 +145,16 @@ impl Log {
                 rustix::io::Errno::IO,
             )
             .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))
-            .and_then(|()| sync_file_range(&seg.log, *from, to - from, WAIT_AFTER));
+            .and_then(|()| match seg.log.get_if_open() {
+                Some(f) => sync_file_range(&f, *from, to - from, WAIT_AFTER),
+                None => Ok(()),
+            });
             #[cfg(not(test))]
-            let waited = sync_file_range(&seg.log, *from, to - from, WAIT_AFTER);
+            let waited = match seg.log.get_if_open() {
+                Some(f) => sync_file_range(&f, *from, to - from, WAIT_AFTER),
+                // Closed by the cache, so clean: its writeback is done.
+                None => Ok(()),
+            };
             match waited {
                 Ok(()) => {}
                 Err(e) if gone(e) && !self.holds_segment(seg) => {}

@@ -285,7 +285,7 @@ impl Log {
             } else {
                 0
             };
-            let mut scanner = BatchScanner::new(&seg.log, start, size, true);
+            let mut scanner = BatchScanner::new(seg.log.get()?, start, size, true);
             while let Some((pos, h)) = self.next_to_clean(ctx, &mut scanner, seg)? {
                 stats.bytes_read += h.total_len() as u64;
                 ctx.throttle.account(h.total_len() as u64, ctx.aborted);
@@ -366,7 +366,7 @@ impl Log {
             for (gi, seg) in group.iter().enumerate() {
                 let size = seg.size();
                 let last_seg = gi + 1 == group.len();
-                let mut scanner = BatchScanner::new(&seg.log, 0, size, true);
+                let mut scanner = BatchScanner::new(seg.log.get()?, 0, size, true);
                 while let Some((pos, h)) = self.next_to_clean(ctx, &mut scanner, seg)? {
                     stats.batches_read += 1;
                     stats.bytes_read += h.total_len() as u64;
@@ -497,7 +497,7 @@ fn group_by_size(
                 } else {
                     &s.time_file
                 };
-                f.metadata().map_or(0, |m| m.len())
+                f.get().and_then(|f| f.metadata()).map_or(0, |m| m.len())
             }
         }
     };

@@ -33,7 +33,7 @@ use crate::deferred::Attempt;
 use crate::fsutil::sync_dir;
 use crate::log::PendingSegment;
 use crate::recent::RecentBatches;
-use crate::segment::{rename_deleted_in, seg_path, SegMeta, Segment};
+use crate::segment::{seg_path, SegMeta, Segment};
 use crate::{Log, LogFailure, SyncedMark};
 
 /// Suffix of the cleaner's temporary files.
@@ -211,13 +211,31 @@ impl Cleaned {
                 return Err(e);
             }
         };
+        // Fsynced above: clean in the cache. Renamed through it (`Segment::renamed_kind`).
+        let cache = crate::filecache::files();
+        let adopted = (|| {
+            let (dir, base, token) = (&self.dir, self.base, &self.token);
+            let at = |kind| cleaned_path(dir, base, kind, token);
+            Ok::<_, io::Error>((
+                cache.adopt(at(SegmentFileKind::Log), log)?,
+                cache.adopt(at(SegmentFileKind::Index), index)?,
+                cache.adopt(at(SegmentFileKind::TimeIndex), time)?,
+            ))
+        })();
+        let (log, index, time) = match adopted {
+            Ok(files) => files,
+            Err(e) => {
+                self.discard();
+                return Err(e);
+            }
+        };
         let w = &self.log;
         let seg = Segment {
             base_offset: self.base,
             dir: self.dir.clone(),
-            log: Arc::new(log),
-            index_file: Arc::new(index),
-            time_file: Arc::new(time),
+            log,
+            index_file: index,
+            time_file: time,
             meta: RwLock::new(SegMeta {
                 size: w.pos,
                 next_offset,
@@ -302,11 +320,14 @@ impl Log {
                 }
             }
             for kind in KINDS {
-                rename_kind(
-                    kind,
-                    &cleaned_path(&dir, base, kind, &done.cleaned.token),
-                    &swap_path(&dir, base, kind),
-                )?;
+                done.seg
+                    .rename_kind(kind, &swap_path(&dir, base, kind), |from, to| {
+                        rename_kind(
+                            kind,
+                            from.unwrap_or(&cleaned_path(&dir, base, kind, &done.cleaned.token)),
+                            to,
+                        )
+                    })?;
             }
             sync_dir(&dir)
         })();
@@ -368,7 +389,7 @@ impl Log {
         let tag = swap_tag(base);
         let mut res = Ok(());
         for g in group {
-            if let Err(e) = rename_deleted_in(&dir, g.base_offset, Some(&tag)) {
+            if let Err(e) = g.rename_deleted(Some(&tag)) {
                 res = Err(e);
                 break;
             }
@@ -383,11 +404,9 @@ impl Log {
                 if kind == SegmentFileKind::Log && ctx.crash_at == Some(super::CrashAt::IndexesIn) {
                     return Err(CleanStop::Aborted("simulated crash"));
                 }
-                if let Err(e) = rename_kind(
-                    kind,
-                    &swap_path(&dir, base, kind),
-                    &seg_path(&dir, base, kind),
-                ) {
+                if let Err(e) = new.rename_kind(kind, &seg_path(&dir, base, kind), |from, to| {
+                    rename_kind(kind, from.unwrap_or(&swap_path(&dir, base, kind)), to)
+                }) {
                     res = Err(e);
                     break;
                 }

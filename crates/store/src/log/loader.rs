@@ -133,9 +133,12 @@ impl Log {
                 // Full validation of every batch, of what storage holds: pages the kernel
                 // kept after failing to write them (a failed fsync before a re-open) are
                 // advised out first. Dirty pages stay (the kernel may still write them).
-                if let Err(e) =
-                    rustix::fs::fadvise(&*seg.log, 0, None, rustix::fs::Advice::DontNeed)
-                {
+                if let Err(e) = rustix::fs::fadvise(
+                    &*seg.log.get().map_err(serr)?,
+                    0,
+                    None,
+                    rustix::fs::Advice::DontNeed,
+                ) {
                     tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
                 }
                 recovered_any = true;
@@ -185,7 +188,11 @@ impl Log {
                         remove_segment_files(&p.dir, later, false)?;
                     }
                 }
-                seg.log.set_len(r.size).map_err(serr)?;
+                seg.log
+                    .for_write()
+                    .map_err(serr)?
+                    .set_len(r.size)
+                    .map_err(serr)?;
                 seg.write_index_files(&r.offset_index, &r.time_index)
                     .map_err(serr)?;
                 {
@@ -220,7 +227,12 @@ impl Log {
                             c.max_ts = t.timestamp;
                             c.off_max_ts = base + i64::from(t.relative_offset);
                         }
-                        let mut scanner = BatchScanner::new(&seg.log, start, file_size, false);
+                        let mut scanner = BatchScanner::new(
+                            seg.log.get().map_err(serr)?,
+                            start,
+                            file_size,
+                            false,
+                        );
                         let mut next = base;
                         let mut size = start;
                         loop {
@@ -266,7 +278,11 @@ impl Log {
                 };
                 if size != file_size {
                     may_write(&p, "cutting the active segment")?;
-                    seg.log.set_len(size).map_err(serr)?;
+                    seg.log
+                        .for_write()
+                        .map_err(serr)?
+                        .set_len(size)
+                        .map_err(serr)?;
                 }
                 {
                     let mut m = seg.meta.write();
@@ -299,7 +315,11 @@ impl Log {
                     if valid < file_size {
                         tracing::warn!(tp = ?p.tp, segment = base, position = valid, next_base,
                             "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
-                        seg.log.set_len(valid).map_err(serr)?;
+                        seg.log
+                            .for_write()
+                            .map_err(serr)?
+                            .set_len(valid)
+                            .map_err(serr)?;
                         seg.meta.write().size = valid;
                         file_size = valid;
                     }
@@ -459,7 +479,7 @@ impl Log {
         let mut scan_stopped: std::collections::HashSet<i64> = std::collections::HashSet::new();
         for s in &segments[from..] {
             let end = s.size();
-            let mut scanner = BatchScanner::new(&s.log, 0, end, false);
+            let mut scanner = BatchScanner::new(s.log.get().map_err(serr)?, 0, end, false);
             loop {
                 match scanner.next_batch() {
                     Ok(Some((pos, h))) => {
@@ -471,7 +491,11 @@ impl Log {
                             continue;
                         }
                         if is_txn_marker(&h) {
-                            let c = match crate::txn::read_marker(&s.log, pos, &h) {
+                            let c = match s
+                                .log
+                                .get()
+                                .and_then(|f| crate::txn::read_marker(&f, pos, &h))
+                            {
                                 Ok(Some(c)) => c,
                                 Ok(None) => continue,
                                 Err(e) => return Err(serr(e)),
@@ -789,7 +813,7 @@ fn batch_mark(segments: &[Arc<Segment>], offset: i64, interval: u64) -> io::Resu
     };
     let size = seg.size();
     let start = seg.lookup_position(offset, size, interval)?;
-    let mut scanner = BatchScanner::new(&seg.log, start, size, false);
+    let mut scanner = BatchScanner::new(seg.log.get()?, start, size, false);
     while let Some((pos, h)) = scanner.next_batch().map_err(|e| e.into_io())? {
         if h.last_offset() >= offset {
             return Ok(SyncedMark {
@@ -831,7 +855,10 @@ fn replay_for_indexes(
         .iter()
         .take_while(|s| s.base_offset < upto)
     {
-        let mut scanner = BatchScanner::new(&s.log, 0, s.size(), false);
+        let Ok(log) = s.log.get() else {
+            return Ok(None);
+        };
+        let mut scanner = BatchScanner::new(log, 0, s.size(), false);
         loop {
             let (pos, h) = match scanner.next_batch() {
                 Ok(Some(b)) => b,
@@ -852,7 +879,11 @@ fn replay_for_indexes(
                 }
                 continue;
             }
-            let c = match crate::txn::read_marker(&s.log, pos, &h) {
+            let c = match s
+                .log
+                .get()
+                .and_then(|f| crate::txn::read_marker(&f, pos, &h))
+            {
                 Ok(Some(c)) => c,
                 Ok(None) => continue,
                 Err(_) => return Ok(None),
@@ -931,7 +962,7 @@ fn is_stray(
     dir: &Path,
     next_base: i64,
 ) -> io::Result<bool> {
-    let crossing = match BatchScanner::new(&seg.log, cross_pos, end, false).next_batch() {
+    let crossing = match BatchScanner::new(seg.log.get()?, cross_pos, end, false).next_batch() {
         Ok(Some((_, h))) => h.partition_leader_epoch,
         Ok(None) | Err(ScanError::Corrupt { .. }) => return Ok(false),
         Err(ScanError::Io(e)) => return Err(e),
@@ -1021,7 +1052,10 @@ fn may_write(p: &OpenParams, before: &str) -> Result<(), StoreError> {
 /// they are scanned. Costs one header read per segment; changes nothing when the checkpoint
 /// already has the epoch (an epoch is only added past the newest one).
 fn assign_first_batch_epoch(epochs: &mut EpochCache, seg: &Segment, size: u64) -> bool {
-    let mut scanner = BatchScanner::new(&seg.log, 0, size, false);
+    let Ok(log) = seg.log.get() else {
+        return false;
+    };
+    let mut scanner = BatchScanner::new(log, 0, size, false);
     match scanner.next_batch() {
         Ok(Some((_, h))) => epochs.assign(h.partition_leader_epoch, h.base_offset),
         _ => false,
