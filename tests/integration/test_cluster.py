@@ -824,3 +824,45 @@ def test_a_takeover_through_a_lagging_view_keeps_a_segment_it_sees_as_empty(brok
         assert not replaced, replaced
     finally:
         mount.stop()
+
+
+def test_a_broker_started_before_etcd_waits_for_it(broker_factory, tmp_path, topic):
+    """A broker started while etcd does not answer yet (both starting, or etcd briefly
+    unreachable) keeps trying it, as a Kafka broker waits for its controller quorum, and serves
+    once etcd is up; one whose etcd never answers exits after
+    `initial.broker.registration.timeout.ms`, saying why. (A fault run's broker, restarted
+    while its etcd proxy was not accepting, exited at its first refused connection.)"""
+    from cluster_support import cluster_overrides
+
+    etcd = EtcdServer(tmp_path / "etcd")  # not started yet
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    try:
+        early = broker_factory(overrides=cluster_overrides(etcd, 1, shared, "/sluice-late"), log_dir=shared,
+                               kind="sluice", name="node1", start=False)
+        started: list = []
+        t = threading.Thread(target=lambda: started.append(early.start(timeout=90)), daemon=True)
+        t.start()
+        harness.wait_until(lambda: "etcd does not answer yet" in early.log_text(), 30,
+                           "the broker to say it waits for etcd")
+        assert early.running, "the broker exited while etcd was down"
+        etcd.start()
+        t.join(90)
+        assert started, f"the broker did not come up once etcd answered:\n{early.log_text()[-2000:]}"
+        harness.create_topic(early.bootstrap, topic, partitions=1)
+        wait_all_led(early.bootstrap, topic, 1)
+        harness.produce_all(harness.producer(early.bootstrap, acks="all"), topic, [{"value": b"v"}])
+
+        # An etcd that never answers: given up after the timeout, with the reason.
+        lost = EtcdServer(tmp_path / "etcd-never")
+        alone = tmp_path / "alone"
+        alone.mkdir()
+        never = broker_factory(overrides=cluster_overrides(lost, 2, alone, "/sluice-late", **{
+            "initial.broker.registration.timeout.ms": 1500}), log_dir=alone, kind="sluice", name="node2",
+            start=False)
+        with pytest.raises(harness.HarnessError):
+            never.start(timeout=60)
+        assert "etcd does not answer yet" in never.log_text()
+        assert not never.running
+    finally:
+        etcd.kill()

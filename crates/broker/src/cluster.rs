@@ -1636,6 +1636,7 @@ mod tests {
             etcd_endpoints: vec![],
             etcd_prefix: "/t".into(),
             etcd_timeout_ms: 1000,
+            registration_timeout_ms: 60000,
             lease_ms: 3000,
             poll_ms: 200,
             balance_enable: false,

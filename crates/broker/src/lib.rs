@@ -236,6 +236,44 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Connect to etcd (cluster mode). A broker started while etcd does not answer (it is
+/// starting too, or briefly unreachable) keeps trying, as a Kafka broker waits for its
+/// controller quorum, until `initial.broker.registration.timeout.ms`; then it exits.
+fn open_etcd(
+    c: &sluice_config::ClusterSettings,
+    node_id: i32,
+    fresh_id: impl FnOnce() -> String,
+) -> Result<EtcdStore, BrokerError> {
+    let deadline = Instant::now() + Duration::from_millis(c.registration_timeout_ms);
+    let mut fresh = Some(fresh_id);
+    let mut id: Option<String> = None;
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let attempt = EtcdStore::open(
+            c.etcd_endpoints.clone(),
+            &c.etcd_prefix,
+            Duration::from_millis(c.etcd_timeout_ms),
+            node_id,
+            || {
+                id.get_or_insert_with(|| fresh.take().map_or_else(String::new, |f| f()))
+                    .clone()
+            },
+        );
+        match attempt {
+            Ok(store) => return Ok(store),
+            Err(sluice_meta::MetaError::Etcd(e)) if Instant::now() + wait < deadline => {
+                tracing::warn!(
+                    "etcd does not answer yet ({e}); trying again in {} ms (initial.broker.registration.timeout.ms)",
+                    wait.as_millis()
+                );
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 impl Broker {
     /// Open the broker's stores and every partition. Must run inside a tokio runtime (it
     /// starts the group-commit and page-cache drop-behind tasks).
@@ -264,16 +302,7 @@ impl Broker {
             }
         };
         let (meta, sharing) = match &config.cluster {
-            Some(c) => (
-                Meta::Etcd(EtcdStore::open(
-                    c.etcd_endpoints.clone(),
-                    &c.etcd_prefix,
-                    Duration::from_millis(c.etcd_timeout_ms),
-                    node_id,
-                    fresh_id,
-                )?),
-                Sharing::Shared,
-            ),
+            Some(c) => (Meta::Etcd(open_etcd(c, node_id, fresh_id)?), Sharing::Shared),
             None => (
                 Meta::Embedded {
                     store: EmbeddedStore::open(&first.join("__sluice_meta"), fresh_id)?,

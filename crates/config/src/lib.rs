@@ -485,6 +485,9 @@ pub struct ClusterSettings {
     pub etcd_prefix: String,
     /// `sluice.cluster.etcd.timeout.ms`: time limit of one etcd request. Default 2000.
     pub etcd_timeout_ms: u64,
+    /// `initial.broker.registration.timeout.ms`: how long a starting broker keeps trying an
+    /// etcd that does not answer. Default 60000 (Kafka's).
+    pub registration_timeout_ms: u64,
     /// `sluice.cluster.lease.ms`: the broker's etcd lease. Default 3000.
     pub lease_ms: u64,
     /// `sluice.cluster.poll.ms`: how often membership and ownership are read. Default 200.
