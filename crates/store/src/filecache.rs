@@ -503,4 +503,79 @@ mod tests {
         assert!(a.get_if_open().is_none());
         assert!(a.get().is_ok());
     }
+
+    /// ADVERSARY (fails on 3a5d161; claim 1): `for_write` counts the write before it is
+    /// made, and a flush does not take the writer lock. The appender (log.rs `write_log`,
+    /// `write_all_vectored_at(&*seg.log.for_write()?, ..)`, under the writer lock) counts its
+    /// write; a flush meanwhile (`flush_impl`, under the flush lock only: `seg.log.sync_data()`)
+    /// reads the count, fsyncs and records it as synced; the appender's write lands after
+    /// that fsync. The file is then taken for clean with an unsynced write: the cache may
+    /// close the descriptor that would report its writeback error, and `sync_data` of the
+    /// closed file answers Ok without an fsync (the index files' syncs in `flush_impl` do not
+    /// `get` the file first).
+    #[test]
+    fn adversary_a_write_counted_before_a_concurrent_sync_but_made_after_it_stays_dirty() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FileCache::new(4);
+        let f = open_in(&cache, &dir.path().join("f"));
+        // The appender: counted, not yet written.
+        let w = f.for_write().expect("for_write");
+        // The flush, concurrently.
+        f.sync_data().expect("sync");
+        // The appender's write, after the fsync.
+        w.write_all_at(b"not synced", 0).expect("write");
+        drop(w);
+        assert!(
+            f.dirty(),
+            "a write made after the only fsync is taken for synced"
+        );
+        let _others: Vec<CachedFile> = (0..8)
+            .map(|i| open_in(&cache, &dir.path().join(format!("o{i}"))))
+            .collect();
+        assert!(f.is_open(), "closed with a write no fsync covered");
+    }
+
+    /// ADVERSARY (fails on 3a5d161 on ext4/xfs, which reuse a freed inode number at once;
+    /// claim 2): the identity checked at a re-open is (device, inode number), and an inode
+    /// number is reused as soon as the file is freed. Another broker (the new owner, or the
+    /// owner of a topic created again under the name) removes the file this process's cache
+    /// had closed and creates a new one under the same name: it gets the same inode number,
+    /// and `get` hands the new file out as this segment's, to reads and, past the write gate,
+    /// to writes. (NFS: the fileid is the server's inode number, reused the same way; the
+    /// generation that would tell them apart is in the file handle, which is not compared.)
+    #[test]
+    fn adversary_a_file_replaced_by_one_with_a_reused_inode_number_is_refused() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FileCache::new(1);
+        let path = dir.path().join("00000000000000000000.log");
+        let a = open_in(&cache, &path);
+        a.for_write().expect("w").write_all_at(b"A", 0).expect("w");
+        a.sync_data().expect("sync");
+        let ino = std::fs::metadata(&path).expect("stat").ino();
+        let _b = open_in(&cache, &dir.path().join("b"));
+        assert!(!a.is_open());
+        // Another broker deletes it and makes a new file under the same name.
+        let mut reused = false;
+        for _ in 0..16 {
+            std::fs::remove_file(&path).expect("remove");
+            std::fs::write(&path, b"Z").expect("create");
+            if std::fs::metadata(&path).expect("stat").ino() == ino {
+                reused = true;
+                break;
+            }
+        }
+        assert!(
+            reused,
+            "precondition: this file system did not reuse the inode number (tmpfs?)"
+        );
+        if let Ok(file) = a.get() {
+            let mut b = [0u8; 1];
+            file.read_exact_at(&mut b, 0).expect("read");
+            panic!(
+                "another file opened as this one (reads {:?})",
+                b[0] as char
+            );
+        }
+    }
 }
