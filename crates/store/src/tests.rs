@@ -3453,3 +3453,46 @@ fn a_deleted_topics_directory_without_or_with_unreadable_metadata() {
         .retire_stray_dir(&none, uuid::Uuid::from_u128(5), &|| Ok(()))
         .unwrap());
 }
+
+/// ADVERSARY (fails on 3a5d161; claims 1 and 6, docs/configuration.md "Open files": "an idle
+/// partition holds no descriptor", "a partition written since its last fsync ... keeps its
+/// files open"): acks=all makes appends durable with `sync_appended`
+/// (`FlushScope::Appended`, broker/src/flusher.rs), which fsyncs the `.log` but never the
+/// active segment's `.index`/`.timeindex` (log.rs flush_impl: `if full || !active`). Index
+/// entries are written to them every `INDEX_WRITE_ENTRIES` (128) entries through
+/// `for_write`, so a partition that took about 512 KiB (`index.interval.bytes` 4096) since
+/// its segment began and was acknowledged in full keeps two dirty files the cache may never
+/// close, until its segment rolls (1 GiB, 7 days) or a full flush (`flush.ms`, default
+/// never). 20,000 such idle partitions pin 40,000 descriptors, over a partition budget that
+/// assumes idle partitions hold none (16 per descriptor): past the cap the cache opens
+/// more, to EMFILE, and a flush whose re-open then fails marks its log failed
+/// (`sync_failed`).
+#[test]
+fn adversary_an_idle_partition_acknowledged_in_full_pins_no_file() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let before = log.shared.read().segments.last().unwrap().base_offset;
+    let mut n = 0;
+    // About 700 KiB in the first segment, each append acknowledged as acks=all is.
+    while n < 140 {
+        log.append(batch(200, NOW + n, "acked"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.sync_appended().unwrap();
+        n += 1;
+    }
+    let segs = log.shared.read().segments.clone();
+    let active = segs.last().unwrap();
+    assert_eq!(active.base_offset, before, "rolled: the test needs one segment");
+    assert!(
+        !active.log.dirty(),
+        "the .log is synced by sync_appended"
+    );
+    assert!(
+        !active.has_unsynced_writes(),
+        "an idle partition whose every append was acknowledged keeps dirty (never closed) files: \
+         .index {} .timeindex {}",
+        active.index_file.dirty(),
+        active.time_file.dirty()
+    );
+}
