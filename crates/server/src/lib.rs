@@ -842,3 +842,30 @@ async fn send_region(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod adversary_tests {
+    use super::*;
+
+    /// ADVERSARY (fails on 3a5d161; claim 6, "max.connections(.per.ip) as Kafka"): on a
+    /// dual-stack listener (`PLAINTEXT://[::]:9092`) an IPv4 client's address is accepted as
+    /// `::ffff:a.b.c.d`, which `PerIp` counts and looks up as it is, so the override for
+    /// `a.b.c.d` does not apply to it: with `max.connections.per.ip=0` and the host's override
+    /// (Kafka's allow-list form) the host is refused every connection. Java hands Kafka the
+    /// IPv4 address (`Inet4Address`) for such a connection, and the override applies.
+    #[test]
+    fn an_ipv4_mapped_peer_gets_its_addresss_override() {
+        let v4: IpAddr = "10.1.2.3".parse().expect("ip");
+        let mapped: IpAddr = "::ffff:10.1.2.3".parse().expect("ip");
+        let per_ip = Arc::new(PerIp {
+            default_max: 0,
+            overrides: HashMap::from([(v4, 5)]),
+            counts: parking_lot::Mutex::new(HashMap::new()),
+        });
+        assert!(per_ip.admit(v4).is_ok());
+        assert!(
+            per_ip.admit(mapped).is_ok(),
+            "the IPv4 client of a dual-stack listener is refused despite its override"
+        );
+    }
+}
