@@ -142,6 +142,9 @@ impl PerIp {
 
     /// Count a connection from `ip`, or Err(the limit) if it has that many open already.
     fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<IpSlot, u32> {
+        // An IPv4 client of a dual-stack listener arrives as `::ffff:a.b.c.d`; it is counted,
+        // and its override found, under its IPv4 address, as Kafka sees it.
+        let ip = ip.to_canonical();
         let max = self.max(ip);
         let mut counts = self.counts.lock();
         let n = counts.entry(ip).or_insert(0);
@@ -844,17 +847,14 @@ async fn send_region(
 }
 
 #[cfg(test)]
-mod adversary_tests {
+mod per_ip_tests {
     use super::*;
 
-    /// ADVERSARY (fails on 3a5d161; claim 6, "max.connections(.per.ip) as Kafka"): on a
-    /// dual-stack listener (`PLAINTEXT://[::]:9092`) an IPv4 client's address is accepted as
-    /// `::ffff:a.b.c.d`, which `PerIp` counts and looks up as it is, so the override for
-    /// `a.b.c.d` does not apply to it: with `max.connections.per.ip=0` and the host's override
-    /// (Kafka's allow-list form) the host is refused every connection. Java hands Kafka the
-    /// IPv4 address (`Inet4Address`) for such a connection, and the override applies.
+    /// On a dual-stack listener (`PLAINTEXT://[::]:9092`) an IPv4 client's address is accepted
+    /// as `::ffff:a.b.c.d`: it is counted, and its override applied, under `a.b.c.d`, as Java
+    /// hands Kafka the IPv4 address (adversary finding on 3a5d161).
     #[test]
-    fn an_ipv4_mapped_peer_gets_its_addresss_override() {
+    fn an_ipv4_mapped_peer_gets_its_addresses_override() {
         let v4: IpAddr = "10.1.2.3".parse().expect("ip");
         let mapped: IpAddr = "::ffff:10.1.2.3".parse().expect("ip");
         let per_ip = Arc::new(PerIp {
