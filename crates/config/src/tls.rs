@@ -22,8 +22,13 @@ pub enum Pem {
 pub enum KeyStore {
     /// `ssl.keystore.type=PEM`: a file holding the key and the chain, or the two inline.
     Pem { chain: Pem, key: Pem },
-    /// `ssl.keystore.type=PKCS12` (Kafka's usual keystores).
-    Pkcs12 { path: PathBuf, password: String },
+    /// `ssl.keystore.type=PKCS12` (Kafka's usual keystores), its `ssl.keystore.password` and,
+    /// when the key has a password of its own, `ssl.key.password`.
+    Pkcs12 {
+        path: PathBuf,
+        password: String,
+        key_password: Option<String>,
+    },
 }
 
 /// Whose certificates the broker trusts (client certificates, with `ssl.client.auth`).
@@ -152,6 +157,7 @@ pub(crate) fn listener_tls(
                 StoreType::Pkcs12 => KeyStore::Pkcs12 {
                     path: PathBuf::from(path),
                     password: password("ssl.keystore.password"),
+                    key_password: get("ssl.key.password").map(|(_, v)| v),
                 },
             }
         }
