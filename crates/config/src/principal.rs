@@ -374,6 +374,23 @@ mod tests {
         assert_eq!(map(rules, "O=b").as_deref(), Some("O=b"));
     }
 
+    /// The table of docs/security.md.
+    #[test]
+    fn the_documented_examples() {
+        let dn = "CN=Alice,OU=eng,O=Acme,C=US";
+        for (rule, want) in [
+            ("DEFAULT", Some(dn)),
+            ("RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/", Some("Alice@eng")),
+            ("RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/L", Some("alice@eng")),
+            ("RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L", Some("alice")),
+            ("RULE:^CN=([^,]+),OU=ops,.*$/$1/", None),
+        ] {
+            assert_eq!(map(rule, dn).as_deref(), want, "{rule}");
+        }
+        let recipe = "RULE:^CN=([^,]+),OU=eng,O=Acme,C=US$/$1/L,DEFAULT";
+        assert_eq!(map(recipe, "CN=alice,OU=eng,O=Acme,C=US").as_deref(), Some("alice"));
+    }
+
     #[test]
     fn no_rule_applies() {
         assert_eq!(map("RULE:^CN=(.*),O=x$/$1/", "CN=a,O=y"), None);
