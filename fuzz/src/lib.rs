@@ -15,6 +15,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("record_batches", targets::record_batches),
     ("index_entries", targets::index_entries),
     ("text_files", targets::text_files),
+    ("principal_rules", targets::principal_rules),
 ];
 
 /// Look a target up by name.
@@ -373,6 +374,22 @@ pub mod targets {
             if let Some(off) = parse_offset_stem(line) {
                 assert!(off >= 0);
             }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // principal_rules
+    // ------------------------------------------------------------------------------------
+
+    /// Target `principal_rules`: `ssl.principal.mapping.rules` as an operator writes them (the
+    /// input's first line) and a certificate subject to map (the rest). Parsing either refuses
+    /// the rules or gives rules that map any subject without panicking, the same way twice.
+    pub fn principal_rules(data: &[u8]) {
+        let text = String::from_utf8_lossy(data);
+        let (rules, dn) = text.split_once('\n').unwrap_or((text.as_ref(), "CN=alice,O=Acme"));
+        if let Ok(mapper) = sluice_config::SslPrincipalMapper::parse(rules) {
+            let name = mapper.name(dn);
+            assert_eq!(mapper.name(dn), name, "mapping is not deterministic");
         }
     }
 }

@@ -29,6 +29,9 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     for (name, data) in text_files() {
         out.push(("text_files", name, data));
     }
+    for (name, data) in principal_rules() {
+        out.push(("principal_rules", name, data));
+    }
     out
 }
 
@@ -191,6 +194,19 @@ pub fn text_files() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// `ssl.principal.mapping.rules` and a subject: the examples of docs/security.md.
+pub fn principal_rules() -> Vec<(String, Vec<u8>)> {
+    let t = |s: &str| s.as_bytes().to_vec();
+    vec![
+        ("default".into(), t("DEFAULT\nCN=alice,OU=eng,O=Acme,C=US")),
+        (
+            "rules".into(),
+            t("RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/L,RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U,DEFAULT\nCN=Alice,OU=eng,O=Acme,C=US"),
+        ),
+        ("escapes".into(), t("RULE:^CN=((\\\\, *|\\w)+)(,.*|$)/$1\\/x/,DEFAULT\nCN=Tkac\\, Adam,OU=ITZ")),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     /// The seeds are what they claim to be: valid input for the code under test.
@@ -215,6 +231,15 @@ mod tests {
                 _ => true,
             };
             assert!(ok, "{name}");
+        }
+    }
+
+    #[test]
+    fn rule_seeds_parse() {
+        for (name, t) in super::principal_rules() {
+            let t = String::from_utf8(t).unwrap();
+            let rules = t.split_once('\n').unwrap().0;
+            assert!(sluice_config::SslPrincipalMapper::parse(rules).is_ok(), "{name}");
         }
     }
 

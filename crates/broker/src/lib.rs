@@ -540,7 +540,7 @@ impl Broker {
         }
         // Client quotas: the time worked on the request and, for produce, its size count
         // against the client's quotas once it is answered (as Kafka records them).
-        let client = apis::client_id(&request.header);
+        let client = quotas::Who::new(&request.header, conn);
         let api = request.api_key;
         let size_bytes = request.size_bytes;
         let acks_zero = matches!(&request.body, RequestKind::Produce(r) if r.acks == 0);
@@ -562,7 +562,8 @@ impl Broker {
         if let RequestKind::Fetch(r) = request.body {
             let client = apis::Client::new(&request.header, conn);
             let (r, denied) = apis::access::fetch(self, r, &client);
-            let answer = apis::fetch::handle(self, r, version, client.id, conn.listener.clone());
+            let who = quotas::Who::new(&request.header, conn);
+            let answer = apis::fetch::handle(self, r, version, who, conn.listener.clone());
             if denied.is_empty() {
                 return answer;
             }
@@ -590,7 +591,7 @@ impl Broker {
     fn throttle(
         &self,
         api: kafka_protocol::messages::ApiKey,
-        client: &str,
+        client: &quotas::Who,
         size_bytes: usize,
         acks_zero: bool,
         busy: Duration,

@@ -10,8 +10,9 @@
 //! Resolution follows Kafka's default quota callback, separately for each quota type: the
 //! first of `user+client-id`, `user+<default> client-id`, `user`, `<default> user+client-id`,
 //! `<default> user+<default> client-id`, `<default> user`, `client-id`, `<default> client-id`
-//! that sets the type's key applies. Sluice has no authentication, so the user is always
-//! Kafka's unauthenticated principal, `ANONYMOUS`. Which entity applied decides who shares a
+//! that sets the type's key applies. The user is the name of the connection's principal (a SASL
+//! login, or a client certificate's mapped subject on an SSL listener), or Kafka's
+//! unauthenticated principal, `ANONYMOUS`. Which entity applied decides who shares a
 //! rate: a quota found at user level is shared by every client id of that user (Kafka's
 //! metric tags `(user, "")`), one found at client-id level by every user of that client id.
 //!
@@ -165,6 +166,27 @@ impl Rate {
     }
 }
 
+/// Who a request counts against: the principal's name (Kafka's quota user) and the client id.
+#[derive(Clone, Debug)]
+pub(crate) struct Who {
+    pub(crate) user: String,
+    pub(crate) client_id: String,
+}
+
+impl Who {
+    pub(crate) fn new(header: &kafka_protocol::messages::RequestHeader, conn: &crate::Connection) -> Who {
+        let user = conn
+            .principal
+            .as_deref()
+            .map(|p| p.strip_prefix("User:").unwrap_or(p))
+            .unwrap_or(ANONYMOUS);
+        Who {
+            user: user.to_string(),
+            client_id: crate::apis::client_id(header),
+        }
+    }
+}
+
 /// Who a rate belongs to: Kafka's metric tags (user, client id; empty when not part of it).
 type Tags = (String, String);
 
@@ -298,19 +320,19 @@ impl Quotas {
     }
 
     /// The bound that applies to `client` for `kind`, and the rate it counts against.
-    fn resolve(&self, kind: QuotaKind, client: &str) -> Option<(Tags, f64)> {
+    fn resolve(&self, kind: QuotaKind, who: &Who) -> Option<(Tags, f64)> {
         let table = self.table();
-        let tags = metric_tags(&table, kind, ANONYMOUS, client);
+        let tags = metric_tags(&table, kind, &who.user, &who.client_id);
         limit(&table, kind, &tags).map(|bound| (tags, bound))
     }
 
     /// Record `value` against `client`'s `kind` quota at `now_ms`; the throttle time in ms
     /// (0 when within the quota, or when none applies).
-    pub(crate) fn record(&self, kind: QuotaKind, client: &str, value: f64, now_ms: i64) -> i32 {
+    pub(crate) fn record(&self, kind: QuotaKind, who: &Who, value: f64, now_ms: i64) -> i32 {
         if !self.enabled() {
             return 0;
         }
-        let Some((tags, bound)) = self.resolve(kind, client) else {
+        let Some((tags, bound)) = self.resolve(kind, who) else {
             return 0;
         };
         let w = self.window;
@@ -332,8 +354,8 @@ impl Quotas {
     }
 
     /// Take back a value recorded by [`Quotas::record`] (a throttled fetch sends nothing).
-    pub(crate) fn unrecord(&self, kind: QuotaKind, client: &str, value: f64, now_ms: i64) {
-        if let Some((tags, _)) = self.resolve(kind, client) {
+    pub(crate) fn unrecord(&self, kind: QuotaKind, who: &Who, value: f64, now_ms: i64) {
+        if let Some((tags, _)) = self.resolve(kind, who) {
             if let Some(rate) = self.sensors.lock().get_mut(&(kind, tags)) {
                 rate.record(self.window, -value, now_ms);
             }
@@ -342,11 +364,11 @@ impl Quotas {
 
     /// The most bytes a fetch may return to `client` without being throttled for sure:
     /// the quota over the whole window (Kafka's `getMaxValueInQuotaWindow`).
-    pub(crate) fn fetch_bytes_max(&self, client: &str) -> Option<usize> {
+    pub(crate) fn fetch_bytes_max(&self, who: &Who) -> Option<usize> {
         if !self.enabled() {
             return None;
         }
-        let (_, bound) = self.resolve(QuotaKind::Fetch, client)?;
+        let (_, bound) = self.resolve(QuotaKind::Fetch, who)?;
         let window_s = (self.window.samples as f64 - 1.0) * (self.window.sample_ms as f64 / 1000.0);
         Some((bound * window_s).clamp(1.0, i32::MAX as f64) as usize)
     }
@@ -462,6 +484,28 @@ pub(crate) fn response_bytes(records: usize, partitions: usize) -> usize {
 mod tests {
     use super::*;
 
+    fn who(client_id: &str) -> Who {
+        Who {
+            user: ANONYMOUS.to_string(),
+            client_id: client_id.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_principals_name_is_its_quota_user() {
+        let q = Quotas::new(&sluice_config::QuotaSettings {
+            window_num: 11,
+            window_size_seconds: 1,
+        });
+        q.set_table(table(&[(&[(USER, Some("CN=bob,O=Acme"))], "producer_byte_rate", 1000.0)]));
+        let bob = Who {
+            user: "CN=bob,O=Acme".into(),
+            client_id: "c".into(),
+        };
+        assert!(q.record(QuotaKind::Produce, &bob, 100_000.0, 0) > 0);
+        assert_eq!(q.record(QuotaKind::Produce, &who("c"), 100_000.0, 0), 0);
+    }
+
     /// (entity as (type, name) pairs, key, value)
     type Row<'a> = (&'a [(&'a str, Option<&'a str>)], &'a str, f64);
 
@@ -529,17 +573,17 @@ mod tests {
             1000.0,
         )]));
         // 10 s of window at first: 10,000 bytes are within the quota, more are not.
-        assert_eq!(q.record(QuotaKind::Produce, "c", 10_000.0, 0), 0);
-        assert_eq!(q.record(QuotaKind::Produce, "other", 1e9, 0), 0);
-        let t = q.record(QuotaKind::Produce, "c", 10_000.0, 0);
+        assert_eq!(q.record(QuotaKind::Produce, &who("c"), 10_000.0, 0), 0);
+        assert_eq!(q.record(QuotaKind::Produce, &who("other"), 1e9, 0), 0);
+        let t = q.record(QuotaKind::Produce, &who("c"), 10_000.0, 0);
         // (20,000 / 10 s - 1000) / 1000 * 10 s = 10 s.
         assert_eq!(t, 10_000);
         // Taking the second value back leaves the rate within the quota.
-        q.unrecord(QuotaKind::Produce, "c", 10_000.0, 0);
-        assert_eq!(q.record(QuotaKind::Produce, "c", 0.0, 1), 0);
-        assert_eq!(q.fetch_bytes_max("c"), None);
+        q.unrecord(QuotaKind::Produce, &who("c"), 10_000.0, 0);
+        assert_eq!(q.record(QuotaKind::Produce, &who("c"), 0.0, 1), 0);
+        assert_eq!(q.fetch_bytes_max(&who("c")), None);
         // Samples older than the window are forgotten.
-        assert_eq!(q.record(QuotaKind::Produce, "c", 10_000.0, 20_000), 0);
+        assert_eq!(q.record(QuotaKind::Produce, &who("c"), 10_000.0, 20_000), 0);
     }
 
     #[test]
@@ -549,10 +593,10 @@ mod tests {
             window_size_seconds: 1,
         });
         q.set_table(table(&[(&[(USER, None)], "request_percentage", 1.0)]));
-        assert_eq!(q.record(QuotaKind::Request, "x", 1000.0, 0), 1000);
+        assert_eq!(q.record(QuotaKind::Request, &who("x"), 1000.0, 0), 1000);
         assert!(q.enabled());
         q.set_table(ClientQuotas::new());
         assert!(!q.enabled());
-        assert_eq!(q.record(QuotaKind::Request, "x", 1000.0, 0), 0);
+        assert_eq!(q.record(QuotaKind::Request, &who("x"), 1000.0, 0), 0);
     }
 }

@@ -12,6 +12,7 @@ mod broker;
 mod catalog;
 mod dynamic;
 mod memory;
+mod principal;
 mod properties;
 mod sasl;
 mod tls;
@@ -20,6 +21,7 @@ mod topic;
 pub use broker::parse_listeners;
 pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
 pub use memory::{available_memory, log_cache_default, LOG_CACHE_FLOOR_BYTES};
+pub use principal::SslPrincipalMapper;
 pub use sasl::{
     parse_jaas, JaasEntry, SaslConfig, SaslLogin, SaslMechanism, SASL_MAX_RECEIVE_DEFAULT,
 };

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::principal::SslPrincipalMapper;
 use crate::ConfigError;
 
 /// Where PEM text comes from.
@@ -21,8 +22,13 @@ pub enum Pem {
 pub enum KeyStore {
     /// `ssl.keystore.type=PEM`: a file holding the key and the chain, or the two inline.
     Pem { chain: Pem, key: Pem },
-    /// `ssl.keystore.type=PKCS12` (Kafka's usual keystores).
-    Pkcs12 { path: PathBuf, password: String },
+    /// `ssl.keystore.type=PKCS12` (Kafka's usual keystores), its `ssl.keystore.password` and,
+    /// when the key has a password of its own, `ssl.key.password`.
+    Pkcs12 {
+        path: PathBuf,
+        password: String,
+        key_password: Option<String>,
+    },
 }
 
 /// Whose certificates the broker trusts (client certificates, with `ssl.client.auth`).
@@ -50,6 +56,9 @@ pub struct TlsConfig {
     pub protocols: Vec<String>,
     /// `ssl.cipher.suites` (empty: the TLS library's defaults).
     pub cipher_suites: Vec<String>,
+    /// `ssl.principal.mapping.rules` (default `DEFAULT`): the principal of a client that
+    /// authenticated with a certificate on an SSL listener.
+    pub principal_mapping: SslPrincipalMapper,
 }
 
 /// The `ssl.*` properties Sluice reads (a listener-prefixed form of each is read too).
@@ -63,6 +72,7 @@ pub(crate) const SSL_PROPERTIES: &[&str] = &[
     "ssl.keystore.location",
     "ssl.keystore.password",
     "ssl.keystore.type",
+    "ssl.principal.mapping.rules",
     "ssl.truststore.certificates",
     "ssl.truststore.location",
     "ssl.truststore.password",
@@ -75,7 +85,6 @@ pub(crate) const SSL_IGNORED: &[&str] = &[
     "ssl.endpoint.identification.algorithm",
     "ssl.engine.factory.class",
     "ssl.keymanager.algorithm",
-    "ssl.principal.mapping.rules",
     "ssl.protocol",
     "ssl.provider",
     "ssl.secure.random.implementation",
@@ -148,6 +157,7 @@ pub(crate) fn listener_tls(
                 StoreType::Pkcs12 => KeyStore::Pkcs12 {
                     path: PathBuf::from(path),
                     password: password("ssl.keystore.password"),
+                    key_password: get("ssl.key.password").map(|(_, v)| v),
                 },
             }
         }
@@ -240,12 +250,20 @@ pub(crate) fn listener_tls(
             ));
         }
     }
+    // Kafka refuses rules it cannot read at startup; so does Sluice.
+    let principal_mapping = match get("ssl.principal.mapping.rules") {
+        None => SslPrincipalMapper::default(),
+        Some((name, rules)) => {
+            SslPrincipalMapper::parse(&rules).map_err(|reason| invalid(&name, &rules, reason))?
+        }
+    };
     Ok(TlsConfig {
         keystore,
         truststore,
         client_auth,
         protocols,
         cipher_suites: list("ssl.cipher.suites"),
+        principal_mapping,
     })
 }
 

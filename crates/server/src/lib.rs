@@ -17,7 +17,9 @@
 //! HTTP/1.1 server: [`serve_http`].
 
 mod http;
+mod pkcs12;
 mod tls;
+mod x500;
 
 pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
 pub use tls::{client_config as tls_client_config, server_config as tls_server_config};
@@ -89,11 +91,45 @@ enum Close {
 }
 
 /// One bound listener: its name (`listeners`, `listener.security.protocol.map`), its socket,
-/// and for an SSL listener its TLS configuration ([`tls_server_config`]).
+/// and for an SSL or SASL_SSL listener its TLS.
 pub struct Bound {
     pub name: Arc<str>,
     pub listener: TcpListener,
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<Tls>,
+}
+
+/// A listener's TLS: the rustls configuration ([`tls_server_config`]) and, on an SSL listener
+/// (not SASL_SSL, where SASL says who the client is), the `ssl.principal.mapping.rules` that
+/// make a client certificate's subject the connection's principal.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    pub config: Arc<rustls::ServerConfig>,
+    pub principals: Option<Arc<sluice_config::SslPrincipalMapper>>,
+}
+
+/// At most one log line a second for client certificates no mapping rule gives a name to.
+static UNMAPPED_LOG: sluice_broker::LogLimiter =
+    sluice_broker::LogLimiter::new("client certificate(s) without a principal");
+
+/// The principal of a TLS connection on an SSL listener: `User:<name>` with the name the
+/// mapping rules give the client certificate's subject (its RFC 2253 form, as Java prints it);
+/// `Ok(None)` without a client certificate (`ssl.client.auth=requested` or `none`): Kafka's
+/// `User:ANONYMOUS`. An error when no rule applies: Kafka refuses such a connection.
+fn certificate_principal(
+    tls: &tokio_rustls::server::TlsStream<TcpStream>,
+    rules: &sluice_config::SslPrincipalMapper,
+) -> Result<Option<Arc<str>>, String> {
+    let Some(leaf) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+        return Ok(None);
+    };
+    let dn = x500::subject(leaf)?;
+    match rules.name(&dn) {
+        Some(name) => Ok(Some(format!("User:{name}").into())),
+        None => Err(format!(
+            "no ssl.principal.mapping.rules apply to the client certificate's subject {dn} (rules: {})",
+            rules.text()
+        )),
+    }
 }
 
 impl std::fmt::Debug for Bound {
@@ -254,7 +290,8 @@ async fn accept(
         listener,
         tls,
     } = bound;
-    let acceptor = tls.map(TlsAcceptor::from);
+    let principals = tls.as_ref().and_then(|t| t.principals.clone());
+    let acceptor = tls.map(|t| TlsAcceptor::from(t.config));
     loop {
         // A slot first: at max.connections nothing is accepted until a connection closes.
         let permit = match slots.clone().try_acquire_owned() {
@@ -307,8 +344,9 @@ async fn accept(
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
-                let conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None };
+                let mut conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None };
                 let acceptor = acceptor.clone();
+                let principals = principals.clone();
                 tokio::spawn(async move {
                     let (reader, writer) = match acceptor {
                         None => {
@@ -318,6 +356,19 @@ async fn accept(
                         Some(acceptor) => {
                             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                                 Ok(Ok(tls)) => {
+                                    if let Some(rules) = &principals {
+                                        match certificate_principal(&tls, rules) {
+                                            Ok(principal) => conn.principal = principal,
+                                            Err(reason) => {
+                                                broker.metrics().failed_authentication(&conn.listener);
+                                                if let Some(more) = UNMAPPED_LOG.admit() {
+                                                    tracing::info!(%peer, listener = %conn.listener, "connection closed: {reason}{more}");
+                                                }
+                                                drop(permit);
+                                                return;
+                                            }
+                                        }
+                                    }
                                     let (r, w) = tokio::io::split(tls);
                                     (Reader::Tls(r), Writer::Tls(w))
                                 }

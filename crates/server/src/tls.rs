@@ -116,18 +116,39 @@ fn keystore(
             }
             Ok((chain, private_key(key)?))
         }
-        KeyStore::Pkcs12 { path, .. } => Err(pkcs12_unsupported(path)),
+        KeyStore::Pkcs12 {
+            path,
+            password,
+            key_password,
+        } => {
+            let store = pkcs12_store(path, password, key_password.as_deref(), "ssl.keystore")?;
+            let Some(key) = store.key else {
+                return Err(format!(
+                    "the PKCS12 keystore {} holds no private key (ssl.keystore.location must be the broker's key and certificate, not a truststore)",
+                    path.display()
+                ));
+            };
+            if store.certificates.is_empty() {
+                return Err(format!(
+                    "the PKCS12 keystore {} holds no certificate",
+                    path.display()
+                ));
+            }
+            Ok((store.certificates, key))
+        }
     }
 }
 
 /// The certificates of a truststore (at least one).
 fn truststore(store: &TrustStore) -> Result<RootCertStore, String> {
-    let pem = match store {
-        TrustStore::Pem(pem) => pem,
-        TrustStore::Pkcs12 { path, .. } => return Err(pkcs12_unsupported(path)),
+    let certs = match store {
+        TrustStore::Pem(pem) => certificates(pem)?,
+        TrustStore::Pkcs12 { path, password } => {
+            pkcs12_store(path, password, None, "ssl.truststore")?.certificates
+        }
     };
     let mut roots = RootCertStore::empty();
-    for cert in certificates(pem)? {
+    for cert in certs {
         roots
             .add(cert)
             .map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
@@ -138,12 +159,25 @@ fn truststore(store: &TrustStore) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-fn pkcs12_unsupported(path: &Path) -> String {
-    format!(
-        "{} is a PKCS12 store, which Sluice does not read yet; convert it to PEM (openssl pkcs12 -in {} -nodes -out store.pem) and set ssl.keystore.type=PEM / ssl.truststore.type=PEM",
-        path.display(),
-        path.display()
-    )
+/// Read a PKCS12 store; `which` is `ssl.keystore` or `ssl.truststore`, for the error.
+fn pkcs12_store(
+    path: &Path,
+    password: &str,
+    key_password: Option<&str>,
+    which: &str,
+) -> Result<crate::pkcs12::Store, String> {
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    crate::pkcs12::read(&bytes, password, key_password).map_err(|e| {
+        let hint = match e {
+            crate::pkcs12::Pkcs12Error::WrongPassword if which == "ssl.keystore" => {
+                ": check ssl.keystore.password (and ssl.key.password, if the key has a password of its own)"
+            }
+            crate::pkcs12::Pkcs12Error::WrongPassword => ": check ssl.truststore.password",
+            _ => "",
+        };
+        format!("{which}.location {} {e}{hint}", path.display())
+    })
 }
 
 fn pem_text(pem: &Pem) -> Result<Vec<u8>, String> {

@@ -267,9 +267,15 @@ fn serve(args: ServeArgs) -> Result<()> {
                         .listener_tls
                         .get(&l.name)
                         .with_context(|| format!("listener {} has no TLS settings", l.name))?;
-                    let tls = sluice_server::tls_server_config(&l.name, settings)
+                    let config = sluice_server::tls_server_config(&l.name, settings)
                         .map_err(|e| anyhow::anyhow!(e))?;
-                    Some(tls)
+                    // On SASL_SSL, SASL says who the client is; on SSL, its certificate.
+                    let principals = (protocol == SecurityProtocol::Ssl)
+                        .then(|| std::sync::Arc::new(settings.principal_mapping.clone()));
+                    Some(sluice_server::Tls {
+                        config,
+                        principals,
+                    })
                 }
             };
             if protocol == SecurityProtocol::SaslPlaintext

@@ -46,7 +46,7 @@ pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: FetchRequest,
     version: i16,
-    client: String,
+    client: crate::quotas::Who,
     listener: Arc<str>,
 ) -> Answer {
     let by_id = version >= 13;
