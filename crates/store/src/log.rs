@@ -2172,6 +2172,20 @@ impl Log {
                 }
             }
         }
+        // An idle partition whose active segment's index files were written since their last
+        // fsync (acks=all syncs the data only) is flushed in full: the file cache may then
+        // close them (an idle partition holds no descriptor), and its recovery point reaches
+        // its end. Once per idle spell: a flushed segment's files are clean.
+        let idle_dirty = {
+            let s = self.shared.read();
+            s.segments.last().is_some_and(|a| {
+                (a.index_file.dirty() || a.time_file.dirty())
+                    && now_ms.saturating_sub(a.meta.read().mtime_ms) >= IDLE_FLUSH_MS
+            })
+        };
+        if idle_dirty {
+            self.flush_impl(FlushScope::All)?;
+        }
         // Time retention: oldest sealed segments whose largest timestamp is too old. A
         // compacted topic (cleanup.policy without delete) keeps its data; the cleaner keeps it
         // small.
@@ -2299,6 +2313,10 @@ impl Log {
         self.shared.read().recovery_point
     }
 }
+
+/// How long a partition goes without appends before maintenance flushes its active
+/// segment's index files ([`Log::maintain`]).
+pub(crate) const IDLE_FLUSH_MS: i64 = 10_000;
 
 /// Max timestamp of the first batch (one header read), for segment.ms.
 /// The size of a sealed segment's valid data, found without reading all of it: from the batch
