@@ -3475,11 +3475,11 @@ fn an_idle_partition_acknowledged_in_full_pins_no_file() {
     }
     let segs = log.shared.read().segments.clone();
     let active = segs.last().unwrap();
-    assert_eq!(active.base_offset, before, "rolled: the test needs one segment");
-    assert!(
-        !active.log.dirty(),
-        "the .log is synced by sync_appended"
+    assert_eq!(
+        active.base_offset, before,
+        "rolled: the test needs one segment"
     );
+    assert!(!active.log.dirty(), "the .log is synced by sync_appended");
     assert!(
         active.has_unsynced_writes(),
         "precondition: sync_appended left index files unsynced"
@@ -3495,4 +3495,93 @@ fn an_idle_partition_acknowledged_in_full_pins_no_file() {
         active.index_file.dirty(),
         active.time_file.dirty()
     );
+}
+
+/// ADVERSARY (fails on a884cd2, 2a919c0): maintenance's full flush of an idle partition takes
+/// its snapshot (segments, leo) and moves the recovery point to that leo after fsyncing the
+/// active segment's index files; a roll on the append path landing after those fsyncs seals
+/// that segment, which writes its final time-index entry (seal: maybe_time_entry, then
+/// write_pending_index) into a file the flush already synced. The recovery point still
+/// becomes the snapshot's leo, the sealed segment's base of its successor, so the sealed
+/// segment lies wholly below it and is never flushed again (flush_impl skips segments with
+/// next_offset <= rp; Log::flush's `done` looks at the active segment only): "everything
+/// below the recovery point was fsynced (log and index files)" fails, a crash can lose the
+/// entry naming the segment's largest timestamp (time retention, ListOffsets max timestamp
+/// read it), and the file cache can never close the dirty .timeindex.
+#[test]
+fn adversary_idle_flush_racing_a_roll_leaves_a_segment_below_the_recovery_point_unsynced() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    let mut n = 0;
+    while n < 140 {
+        log.append(batch(200, NOW + n, "acked"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.sync_appended().unwrap();
+        n += 1;
+    }
+    // Small batches with newer timestamps (the second gets no index entry of its own), so
+    // the seal adds the segment's final time-index entry.
+    for ts in [NOW + 100_000, NOW + 200_000] {
+        log.append(batch(1, ts, "last"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.sync_appended().unwrap();
+    }
+    let active = log.shared.read().segments.last().unwrap().clone();
+    assert!(
+        active.has_unsynced_writes(),
+        "precondition: dirty index files"
+    );
+    // Hold the flush between its index fsyncs and its recovery-point update (it takes the
+    // segment's txn-index lock right after syncing the .timeindex).
+    let held = active.txn.lock();
+    let l2 = log.clone();
+    let t = std::thread::spawn(move || l2.maintain(NOW + crate::log::IDLE_FLUSH_MS));
+    let t0 = std::time::Instant::now();
+    while active.index_file.dirty() || active.time_file.dirty() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "flush never synced"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // An append arrives now and rolls (segment.ms, a full segment: any roll).
+    let ti_before = active
+        .meta
+        .read()
+        .time_index
+        .as_ref()
+        .map_or(0, |v| v.len());
+    log.roll(NOW + crate::log::IDLE_FLUSH_MS).unwrap();
+    let ti_after = active
+        .meta
+        .read()
+        .time_index
+        .as_ref()
+        .map_or(0, |v| v.len());
+    eprintln!(
+        "time index {ti_before} -> {ti_after}; dirty: .log {} .index {} .timeindex {}",
+        active.log.dirty(),
+        active.index_file.dirty(),
+        active.time_file.dirty()
+    );
+    drop(held);
+    t.join().unwrap().unwrap();
+    // What the broker's 0.5 s check and a shutdown's flush do next.
+    log.flush_sealed().unwrap();
+    log.flush().unwrap();
+    let rp = log.recovery_point_offset();
+    for seg in log.shared.read().segments.iter() {
+        if seg.next_offset() <= rp {
+            assert!(
+                !seg.has_unsynced_writes(),
+                "segment {} lies below the recovery point {rp} with unsynced writes \
+                 (.index {} .timeindex {})",
+                seg.base_offset,
+                seg.index_file.dirty(),
+                seg.time_file.dirty()
+            );
+        }
+    }
 }
