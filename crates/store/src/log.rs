@@ -1821,13 +1821,33 @@ impl Log {
             )
         };
         let active_base = segs.last().map_or(leo, |a| a.base_offset.min(leo));
-        let done = match scope {
-            // "Everything" includes index entries written since the last flush (a seal's at
-            // a close).
-            FlushScope::All => leo <= rp && !segs.last().is_some_and(|a| a.has_unsynced_writes()),
-            FlushScope::Appended => leo <= synced,
-            FlushScope::Sealed => active_base <= rp,
+        // Segments below the recovery point written to since their last fsync: a seal writes
+        // the last index entries of the segment that was active, so they are the newest ones
+        // below it; older ones were synced by the flush that followed (or by whoever rewrote
+        // them). Found from the end, the scan stops at the first clean one.
+        let n = segs.len();
+        let dirty_from = segs
+            .iter()
+            .rposition(|seg| seg.next_offset() <= rp && !seg.has_unsynced_writes())
+            .map_or(0, |i| i + 1);
+        let dirty_below = |i: usize, seg: &Segment| {
+            i >= dirty_from && seg.next_offset() <= rp && seg.has_unsynced_writes()
         };
+        let any_dirty_below = segs
+            .iter()
+            .enumerate()
+            .skip(dirty_from)
+            .any(|(i, seg)| i + 1 < n && dirty_below(i, seg));
+        let done = !any_dirty_below
+            && match scope {
+                // "Everything" includes index entries written since the last flush (a seal's
+                // at a close).
+                FlushScope::All => {
+                    leo <= rp && !segs.last().is_some_and(|a| a.has_unsynced_writes())
+                }
+                FlushScope::Appended => leo <= synced,
+                FlushScope::Sealed => active_base <= rp,
+            };
         // The producer snapshots of the rolls this flush covers: durable after the segments
         // below them, as Kafka flushes the snapshot with the rolled segment. (A roll writes
         // one at the new active segment's base; a flush of everything covers one at the end.)
@@ -1851,7 +1871,9 @@ impl Log {
                 if active && scope == FlushScope::Sealed {
                     continue;
                 }
-                if active || seg.next_offset() > rp {
+                // Below the recovery point too when written to since its last fsync (a seal
+                // of the segment that was active writes its last index entries).
+                if active || seg.next_offset() > rp || dirty_below(i, seg) {
                     let path = |kind| seg_path(&seg.dir, seg.base_offset, kind);
                     #[cfg(test)]
                     crate::faults::fire(&mut self.faults.lock().flush_sync, rustix::io::Errno::IO)
@@ -1906,6 +1928,15 @@ impl Log {
             return Err(e);
         }
         let indexed = if full { leo } else { active_base };
+        // Not past a segment written to since its files were synced here: a roll that sealed
+        // the active segment meanwhile (its last time index entry, under the writer lock,
+        // which a flush does not take) wrote after the fsync, and nothing below the recovery
+        // point is synced again.
+        let indexed = segs
+            .iter()
+            .skip(dirty_from.min(n.saturating_sub(1)))
+            .find(|seg| seg.base_offset < indexed && seg.has_unsynced_writes())
+            .map_or(indexed, |seg| seg.base_offset.max(s.recovery_point).min(indexed));
         if writable {
             s.recovery_point = s.recovery_point.max(indexed);
         }
@@ -2184,7 +2215,10 @@ impl Log {
             })
         };
         if idle_dirty {
-            self.flush_impl(FlushScope::All)?;
+            // A failed fsync fails the log (its own path); retention below goes on regardless.
+            if let Err(e) = self.flush_impl(FlushScope::All) {
+                tracing::warn!(tp = ?self.tp, error = %e, "flushing an idle partition failed");
+            }
         }
         // Time retention: oldest sealed segments whose largest timestamp is too old. A
         // compacted topic (cleanup.policy without delete) keeps its data; the cleaner keeps it

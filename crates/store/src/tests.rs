@@ -3497,19 +3497,13 @@ fn an_idle_partition_acknowledged_in_full_pins_no_file() {
     );
 }
 
-/// ADVERSARY (fails on a884cd2, 2a919c0): maintenance's full flush of an idle partition takes
-/// its snapshot (segments, leo) and moves the recovery point to that leo after fsyncing the
-/// active segment's index files; a roll on the append path landing after those fsyncs seals
-/// that segment, which writes its final time-index entry (seal: maybe_time_entry, then
-/// write_pending_index) into a file the flush already synced. The recovery point still
-/// becomes the snapshot's leo, the sealed segment's base of its successor, so the sealed
-/// segment lies wholly below it and is never flushed again (flush_impl skips segments with
-/// next_offset <= rp; Log::flush's `done` looks at the active segment only): "everything
-/// below the recovery point was fsynced (log and index files)" fails, a crash can lose the
-/// entry naming the segment's largest timestamp (time retention, ListOffsets max timestamp
-/// read it), and the file cache can never close the dirty .timeindex.
+/// A full flush (maintenance's of an idle partition, `flush.ms`) takes its snapshot of the
+/// segments and the log end, fsyncs, then moves the recovery point; a roll in between seals
+/// the segment it synced, writing its final time index entry after that fsync. The recovery
+/// point stops at that segment, which the next flush syncs, instead of passing it with an
+/// unsynced write below it (adversary finding on 2a919c0).
 #[test]
-fn adversary_idle_flush_racing_a_roll_leaves_a_segment_below_the_recovery_point_unsynced() {
+fn a_full_flush_racing_a_roll_stops_the_recovery_point_at_the_sealed_segment() {
     let d = tempfile::tempdir().unwrap();
     let m = open_mgr(d.path());
     let log = open(&m, cfg());
