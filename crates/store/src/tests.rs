@@ -3579,3 +3579,129 @@ fn a_full_flush_racing_a_roll_stops_the_recovery_point_at_the_sealed_segment() {
         }
     }
 }
+
+/// Adversary (fails on ee4cfd5): `flush_impl` finds the segments below the recovery point
+/// with unsynced writes by scanning from the end and stopping at the first clean one, on the
+/// argument that only a seal dirties a segment below it. The loader's rebuild of a sealed
+/// segment's invalid index files (`loader.rs`, "index files missing or invalid; rebuilding",
+/// `write_index_files` through `for_write`) dirties an OLD segment: the open fsyncs only the
+/// segments at or above the recovery point (and none at all after a clean shutdown), and
+/// every later flush stops at the newer clean segments. Its rebuilt `.index`/`.timeindex`
+/// lie below the recovery point, recorded at the next checkpoint, never fsynced (a crash can
+/// leave them empty, which the open's cheap sanity check accepts: no time index entries, so
+/// a wrong largest timestamp for retention and ListOffsets), and the file cache can never
+/// close them.
+#[test]
+fn adv5_a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced_by_a_flush() {
+    for clean in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        {
+            let m = open_mgr(d.path());
+            let log = open(&m, small_cfg());
+            for i in 0..60i64 {
+                log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                    .unwrap();
+            }
+            assert!(log.shared.read().segments.len() >= 4, "rolled");
+            log.flush().unwrap();
+            m.checkpoint().unwrap();
+            if clean {
+                m.shutdown().unwrap();
+            }
+        }
+        // The oldest segment's time index is missing (or invalid): the open rebuilds it.
+        let pdir = d.path().join("topic-0");
+        std::fs::write(pdir.join(format!("{:020}.timeindex", 0)), b"xyz").unwrap();
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        let seg0 = log.shared.read().segments[0].clone();
+        assert!(
+            seg0.has_unsynced_writes(),
+            "precondition: the open rewrote segment 0's index files without fsync"
+        );
+        // Life goes on: appends, the broker's 0.5 s check of sealed segments, a full flush.
+        for i in 0..30i64 {
+            log.append(batch(2, NOW + i, "y"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        log.flush_sealed().unwrap();
+        log.flush().unwrap();
+        m.checkpoint().unwrap();
+        let rp = log.recovery_point_offset();
+        for seg in log.shared.read().segments.iter() {
+            if seg.next_offset() <= rp {
+                assert!(
+                    !seg.has_unsynced_writes(),
+                    "clean={clean}: segment {} lies below the recovery point {rp} with unsynced \
+                     writes (.index {} .timeindex {}): the scan from the end stopped at a newer \
+                     clean segment",
+                    seg.base_offset,
+                    seg.index_file.dirty(),
+                    seg.time_file.dirty()
+                );
+            }
+        }
+    }
+}
+
+/// Adversary (fails on ee4cfd5): the same at run time, with no open involved. A sealed
+/// segment's indexes load lazily (`Segment::ensure_loaded`), and one whose index file fails
+/// the full check (an entry out of order in the middle; the open's cheap check looks at the
+/// last entry only) is rebuilt and rewritten (`write_index_files`, `for_write`) by the first
+/// read that looks up a position in it, a fetch from an old offset or ListOffsets. That
+/// segment is far below the recovery point, behind clean ones: no flush ever syncs it.
+#[test]
+fn adv5_a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced_by_a_flush() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..60i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert!(log.shared.read().segments.len() >= 4, "rolled");
+        m.shutdown().unwrap();
+    }
+    // Segment 0's first offset index entry replaced by its last: the last entry is plausible
+    // (the open's sanity check passes), the file as a whole is not.
+    let pdir = d.path().join("topic-0");
+    let ip = pdir.join(format!("{:020}.index", 0));
+    let mut idx = std::fs::read(&ip).unwrap();
+    assert!(idx.len() >= 16, "precondition: two index entries");
+    let last = idx[idx.len() - 8..].to_vec();
+    idx[..8].copy_from_slice(&last);
+    std::fs::write(&ip, &idx).unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    let seg0 = log.shared.read().segments[0].clone();
+    assert!(!seg0.has_unsynced_writes(), "precondition: opened clean");
+    assert_eq!(log.recovery_point_offset(), log.log_end_offset());
+    // A consumer fetching from an old offset.
+    let r = log.read(seg0.next_offset() - 2, 1000, true).unwrap();
+    assert!(r.slice.is_some());
+    assert!(
+        seg0.has_unsynced_writes(),
+        "precondition: the read rewrote segment 0's index files"
+    );
+    for i in 0..30i64 {
+        log.append(batch(2, NOW + i, "y"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.flush_sealed().unwrap();
+    log.flush().unwrap();
+    m.checkpoint().unwrap();
+    let rp = log.recovery_point_offset();
+    for seg in log.shared.read().segments.iter() {
+        if seg.next_offset() <= rp {
+            assert!(
+                !seg.has_unsynced_writes(),
+                "segment {} lies below the recovery point {rp} with unsynced writes (.index {} \
+                 .timeindex {}): rewritten by a read, hidden behind newer clean segments",
+                seg.base_offset,
+                seg.index_file.dirty(),
+                seg.time_file.dirty()
+            );
+        }
+    }
+}
