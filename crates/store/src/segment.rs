@@ -977,12 +977,19 @@ impl Segment {
         for e in ti {
             tb.extend_from_slice(&e.encode());
         }
-        let (index_file, time_file) = (self.index_file.for_write()?, self.time_file.for_write()?);
-        index_file.set_len(0)?;
-        index_file.write_all_at(&ib, 0)?;
-        time_file.set_len(0)?;
-        time_file.write_all_at(&tb, 0)?;
-        Ok(())
+        {
+            let (index_file, time_file) =
+                (self.index_file.for_write()?, self.time_file.for_write()?);
+            index_file.set_len(0)?;
+            index_file.write_all_at(&ib, 0)?;
+            time_file.set_len(0)?;
+            time_file.write_all_at(&tb, 0)?;
+        }
+        // Synced here: a rebuild rewrites a sealed segment's files, which may lie below the
+        // recovery point, where no flush syncs them again (a seal's writes are the only ones
+        // a flush looks for there).
+        self.index_file.sync_data()?;
+        self.time_file.sync_data()
     }
 
     /// Write encoded offset- and time-index entries to the index files, each starting at

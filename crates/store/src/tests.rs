@@ -3580,9 +3580,9 @@ fn a_full_flush_racing_a_roll_stops_the_recovery_point_at_the_sealed_segment() {
     }
 }
 
-/// Adversary (fails on ee4cfd5): `flush_impl` finds the segments below the recovery point
-/// with unsynced writes by scanning from the end and stopping at the first clean one, on the
-/// argument that only a seal dirties a segment below it. The loader's rebuild of a sealed
+/// A flush finds the segments below the recovery point with unsynced writes by scanning from
+/// the end and stopping at the first clean one, since only a seal leaves one there unsynced:
+/// an index rebuild syncs what it rewrote (adversary finding on ee4cfd5). The loader's rebuild of a sealed
 /// segment's invalid index files (`loader.rs`, "index files missing or invalid; rebuilding",
 /// `write_index_files` through `for_write`) dirties an OLD segment: the open fsyncs only the
 /// segments at or above the recovery point (and none at all after a clean shutdown), and
@@ -3592,7 +3592,7 @@ fn a_full_flush_racing_a_roll_stops_the_recovery_point_at_the_sealed_segment() {
 /// a wrong largest timestamp for retention and ListOffsets), and the file cache can never
 /// close them.
 #[test]
-fn adv5_a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced_by_a_flush() {
+fn a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced() {
     for clean in [true, false] {
         let d = tempfile::tempdir().unwrap();
         {
@@ -3616,9 +3616,10 @@ fn adv5_a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced_by_a_flush() {
         let log = open(&m, small_cfg());
         let seg0 = log.shared.read().segments[0].clone();
         assert!(
-            seg0.has_unsynced_writes(),
-            "precondition: the open rewrote segment 0's index files without fsync"
+            std::fs::read(pdir.join(format!("{:020}.timeindex", 0))).unwrap() != b"xyz",
+            "precondition: the open rewrote segment 0's time index"
         );
+        assert!(!seg0.has_unsynced_writes(), "the rebuild left its files unsynced");
         // Life goes on: appends, the broker's 0.5 s check of sealed segments, a full flush.
         for i in 0..30i64 {
             log.append(batch(2, NOW + i, "y"), AppendOrigin::Client, NOW)
@@ -3644,14 +3645,14 @@ fn adv5_a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced_by_a_flush() {
     }
 }
 
-/// Adversary (fails on ee4cfd5): the same at run time, with no open involved. A sealed
+/// The same at run time, with no open involved (adversary finding on ee4cfd5). A sealed
 /// segment's indexes load lazily (`Segment::ensure_loaded`), and one whose index file fails
 /// the full check (an entry out of order in the middle; the open's cheap check looks at the
 /// last entry only) is rebuilt and rewritten (`write_index_files`, `for_write`) by the first
 /// read that looks up a position in it, a fetch from an old offset or ListOffsets. That
 /// segment is far below the recovery point, behind clean ones: no flush ever syncs it.
 #[test]
-fn adv5_a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced_by_a_flush() {
+fn a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced() {
     let d = tempfile::tempdir().unwrap();
     {
         let m = open_mgr(d.path());
@@ -3681,9 +3682,10 @@ fn adv5_a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced_by_a_flush() {
     let r = log.read(seg0.next_offset() - 2, 1000, true).unwrap();
     assert!(r.slice.is_some());
     assert!(
-        seg0.has_unsynced_writes(),
-        "precondition: the read rewrote segment 0's index files"
+        std::fs::read(&ip).unwrap() != idx,
+        "precondition: the read rewrote segment 0's offset index"
     );
+    assert!(!seg0.has_unsynced_writes(), "the rebuild left its files unsynced");
     for i in 0..30i64 {
         log.append(batch(2, NOW + i, "y"), AppendOrigin::Client, NOW)
             .unwrap();
