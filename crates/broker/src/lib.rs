@@ -302,7 +302,10 @@ impl Broker {
             }
         };
         let (meta, sharing) = match &config.cluster {
-            Some(c) => (Meta::Etcd(open_etcd(c, node_id, fresh_id)?), Sharing::Shared),
+            Some(c) => (
+                Meta::Etcd(open_etcd(c, node_id, fresh_id)?),
+                Sharing::Shared,
+            ),
             None => (
                 Meta::Embedded {
                     store: EmbeddedStore::open(&first.join("__sluice_meta"), fresh_id)?,

@@ -174,7 +174,10 @@ pub(crate) struct Who {
 }
 
 impl Who {
-    pub(crate) fn new(header: &kafka_protocol::messages::RequestHeader, conn: &crate::Connection) -> Who {
+    pub(crate) fn new(
+        header: &kafka_protocol::messages::RequestHeader,
+        conn: &crate::Connection,
+    ) -> Who {
         let user = conn
             .principal
             .as_deref()
@@ -497,7 +500,11 @@ mod tests {
             window_num: 11,
             window_size_seconds: 1,
         });
-        q.set_table(table(&[(&[(USER, Some("CN=bob,O=Acme"))], "producer_byte_rate", 1000.0)]));
+        q.set_table(table(&[(
+            &[(USER, Some("CN=bob,O=Acme"))],
+            "producer_byte_rate",
+            1000.0,
+        )]));
         let bob = Who {
             user: "CN=bob,O=Acme".into(),
             client_id: "c".into(),

@@ -155,7 +155,12 @@ impl Txns {
     }
 
     /// [`Txns::forget_unconfirmed`] under the coordinator's lock (held by the caller).
-    fn forget_unconfirmed_locked(&self, c: &mut Coordinator, logs: &[Arc<Log>], error: &FlushError) {
+    fn forget_unconfirmed_locked(
+        &self,
+        c: &mut Coordinator,
+        logs: &[Arc<Log>],
+        error: &FlushError,
+    ) {
         for log in logs {
             let p = log.topic_partition().partition;
             tracing::warn!(
@@ -189,7 +194,8 @@ impl Txns {
     /// Tests: [`Txns::run_tracked`] untracked.
     #[cfg(test)]
     fn run<T>(&self, f: impl FnOnce(&mut Coordinator) -> (T, Effects)) -> Result<Ran<T>, ()> {
-        self.run_tracked(f, false).map(|(value, written, markers, _)| (value, written, markers))
+        self.run_tracked(f, false)
+            .map(|(value, written, markers, _)| (value, written, markers))
     }
 
     /// Run `f` on the coordinator and append the records it returns. Returns `f`'s result,
@@ -418,34 +424,37 @@ impl Broker {
         self: &Arc<Self>,
         f: impl FnOnce(&mut Coordinator) -> (T, Effects),
     ) -> impl std::future::Future<Output = Result<T, ()>> + Send + 'static {
-        let settled = self.txns.run_tracked(f, true).map(|(value, written, markers, depends)| {
-            let broker = self.clone();
-            self.runtime.spawn(async move {
-                // A call that wrote nothing answers from records earlier calls appended: on
-                // storage too before it answers (a request joins the flush round after the
-                // one they are in), or its answer is an error, as theirs is; their partition
-                // is then loaded again from storage, with the marker jobs storage calls for.
-                // (One that wrote waits for its own records, after those of its partition.)
-                let depends: Vec<_> = depends
-                    .into_iter()
-                    .map(|l| broker.flusher.request(l))
-                    .collect();
-                let flushed = broker.flush_txn_logs(written.clone()).await;
-                if let Err(e) = flushed {
-                    broker.txns.forget_unconfirmed(&written, &e);
-                    broker.txns.settled(&written);
-                    return Err(());
-                }
-                broker.txns.settled(&written);
-                for d in depends {
-                    if d.await.is_err() {
+        let settled = self
+            .txns
+            .run_tracked(f, true)
+            .map(|(value, written, markers, depends)| {
+                let broker = self.clone();
+                self.runtime.spawn(async move {
+                    // A call that wrote nothing answers from records earlier calls appended: on
+                    // storage too before it answers (a request joins the flush round after the
+                    // one they are in), or its answer is an error, as theirs is; their partition
+                    // is then loaded again from storage, with the marker jobs storage calls for.
+                    // (One that wrote waits for its own records, after those of its partition.)
+                    let depends: Vec<_> = depends
+                        .into_iter()
+                        .map(|l| broker.flusher.request(l))
+                        .collect();
+                    let flushed = broker.flush_txn_logs(written.clone()).await;
+                    if let Err(e) = flushed {
+                        broker.txns.forget_unconfirmed(&written, &e);
+                        broker.txns.settled(&written);
                         return Err(());
                     }
-                }
-                broker.start_markers(markers);
-                Ok(value)
-            })
-        });
+                    broker.txns.settled(&written);
+                    for d in depends {
+                        if d.await.is_err() {
+                            return Err(());
+                        }
+                    }
+                    broker.start_markers(markers);
+                    Ok(value)
+                })
+            });
         async move {
             match settled {
                 Ok(task) => task.await.unwrap_or(Err(())),

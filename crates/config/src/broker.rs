@@ -588,7 +588,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 etcd_endpoints: endpoints,
                 etcd_prefix: prefix,
                 etcd_timeout_ms: p.typed("sluice.cluster.etcd.timeout.ms", 2000)?,
-                registration_timeout_ms: p.typed("initial.broker.registration.timeout.ms", 60000)?,
+                registration_timeout_ms: p
+                    .typed("initial.broker.registration.timeout.ms", 60000)?,
                 lease_ms: p.typed("sluice.cluster.lease.ms", 3000)?,
                 poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
                 balance_enable: p.bool("sluice.cluster.balance.enable", true)?,

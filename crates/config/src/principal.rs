@@ -83,7 +83,9 @@ const JAVA_SPACE: &str = r"[ \t\n\x0B\x0C\r]";
 /// Kafka's rule grammar: group 1 `DEFAULT`; groups 2 and 4 a rule's pattern and replacement
 /// (`\` escapes any character, `/` ends each); group 6 `L` or `U`; group 7 anything else.
 fn rule_pattern() -> String {
-    format!(r"(DEFAULT)|RULE:((\\{JAVA_DOT}|[^\\/])*)/((\\{JAVA_DOT}|[^\\/])*)/([LU]?){JAVA_DOT}*?|({JAVA_DOT}*?)")
+    format!(
+        r"(DEFAULT)|RULE:((\\{JAVA_DOT}|[^\\/])*)/((\\{JAVA_DOT}|[^\\/])*)/([LU]?){JAVA_DOT}*?|({JAVA_DOT}*?)"
+    )
 }
 
 /// The regexes that split the value into rules and read one rule. Both are constants: their
@@ -126,9 +128,10 @@ impl SslPrincipalMapper {
                     Some("U") => Case::Upper,
                     _ => Case::Keep,
                 };
-                rules.push(Rule::rewrite(pattern.as_str(), replacement, case).map_err(
-                    |reason| format!("Invalid rule: `{rule}`: {reason}"),
-                )?);
+                rules.push(
+                    Rule::rewrite(pattern.as_str(), replacement, case)
+                        .map_err(|reason| format!("Invalid rule: `{rule}`: {reason}"))?,
+                );
             }
             // Anything else is an empty rule (between two commas, or at the end): ignored.
         }
@@ -360,7 +363,10 @@ mod tests {
             ("CN=Duke,OU=ServiceUsers,O=Org,C=US", "Duke"),
             ("CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US", "duke@sme"),
             ("CN=Duke,OU=JavaSoft,O=Sun Microsystems", "duke"),
-            ("OU=JavaSoft,O=Sun Microsystems,C=US", "OU=JavaSoft,O=Sun Microsystems,C=US"),
+            (
+                "OU=JavaSoft,O=Sun Microsystems,C=US",
+                "OU=JavaSoft,O=Sun Microsystems,C=US",
+            ),
         ] {
             assert_eq!(map(rules, dn).as_deref(), Some(want), "{dn}");
         }
@@ -380,21 +386,33 @@ mod tests {
         let dn = "CN=Alice,OU=eng,O=Acme,C=US";
         for (rule, want) in [
             ("DEFAULT", Some(dn)),
-            ("RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/", Some("Alice@eng")),
-            ("RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/L", Some("alice@eng")),
+            (
+                "RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/",
+                Some("Alice@eng"),
+            ),
+            (
+                "RULE:^CN=(.*?),OU=(.*?),O=(.*?),C=(.*?)$/$1@$2/L",
+                Some("alice@eng"),
+            ),
             ("RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L", Some("alice")),
             ("RULE:^CN=([^,]+),OU=ops,.*$/$1/", None),
         ] {
             assert_eq!(map(rule, dn).as_deref(), want, "{rule}");
         }
         let recipe = "RULE:^CN=([^,]+),OU=eng,O=Acme,C=US$/$1/L,DEFAULT";
-        assert_eq!(map(recipe, "CN=alice,OU=eng,O=Acme,C=US").as_deref(), Some("alice"));
+        assert_eq!(
+            map(recipe, "CN=alice,OU=eng,O=Acme,C=US").as_deref(),
+            Some("alice")
+        );
     }
 
     #[test]
     fn no_rule_applies() {
         assert_eq!(map("RULE:^CN=(.*),O=x$/$1/", "CN=a,O=y"), None);
-        assert_eq!(map("RULE:^CN=(.*),O=x$/$1/,DEFAULT", "CN=a,O=y").as_deref(), Some("CN=a,O=y"));
+        assert_eq!(
+            map("RULE:^CN=(.*),O=x$/$1/,DEFAULT", "CN=a,O=y").as_deref(),
+            Some("CN=a,O=y")
+        );
     }
 
     #[test]
@@ -428,7 +446,10 @@ mod tests {
     #[test]
     fn bad_rules_are_refused_in_kafkas_words() {
         for (rules, want) in [
-            ("RULE:abc", "Invalid rule: `RULE:abc`, unmatched substring: `RULE:abc`"),
+            (
+                "RULE:abc",
+                "Invalid rule: `RULE:abc`, unmatched substring: `RULE:abc`",
+            ),
             ("DEFAULTS", "unmatched substring: `S`"),
             ("RULE:^CN=(.*)$/$1/X", "unmatched substring: `X`"),
             ("RULE:^CN=(.*)$/$1/L/", "unmatched substring: `/`"),
@@ -451,7 +472,18 @@ mod tests {
 
     #[test]
     fn any_text_parses_or_is_refused_without_panicking() {
-        for text in ["", ",", "RULE:", "RULE:/", "RULE://", "RULE:///", "RULE:\\", "RULE:a/\\", "$", "é,RULE:é/é/"] {
+        for text in [
+            "",
+            ",",
+            "RULE:",
+            "RULE:/",
+            "RULE://",
+            "RULE:///",
+            "RULE:\\",
+            "RULE:a/\\",
+            "$",
+            "é,RULE:é/é/",
+        ] {
             if let Ok(m) = SslPrincipalMapper::parse(text) {
                 let _ = m.name("CN=é,O=x");
             }

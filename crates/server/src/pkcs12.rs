@@ -250,19 +250,26 @@ fn decrypt(
             )
             .map_err(|e| Pkcs12Error::Malformed(format!("the password: {e}")))
         };
-        Ok((derive(Pkcs12KeyType::EncryptionKey, key_len)?, derive(Pkcs12KeyType::Iv, 8)?))
+        Ok((
+            derive(Pkcs12KeyType::EncryptionKey, key_len)?,
+            derive(Pkcs12KeyType::Iv, 8)?,
+        ))
     };
     let wrong = |_| Pkcs12Error::WrongPassword;
     match oid.as_str() {
         PBES2 => {
-            let der = alg.to_der().map_err(malformed("the encryption parameters"))?;
+            let der = alg
+                .to_der()
+                .map_err(malformed("the encryption parameters"))?;
             let scheme = pkcs5::EncryptionScheme::try_from(der.as_slice())
                 .map_err(|e| Pkcs12Error::Unsupported(format!("the PBES2 parameters ({e})")))?;
             scheme
                 .decrypt(password.as_bytes(), ciphertext)
                 .map_err(|e| match e {
                     pkcs5::Error::DecryptFailed => Pkcs12Error::WrongPassword,
-                    other => Pkcs12Error::Unsupported(format!("PBES2 as this store has it ({other})")),
+                    other => {
+                        Pkcs12Error::Unsupported(format!("PBES2 as this store has it ({other})"))
+                    }
                 })
         }
         PBE_SHA1_3DES => {

@@ -166,8 +166,7 @@ fn pkcs12_store(
     key_password: Option<&str>,
     which: &str,
 ) -> Result<crate::pkcs12::Store, String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     crate::pkcs12::read(&bytes, password, key_password).map_err(|e| {
         let hint = match e {
             crate::pkcs12::Pkcs12Error::WrongPassword if which == "ssl.keystore" => {

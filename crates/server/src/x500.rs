@@ -154,13 +154,19 @@ mod tests {
             })
             .collect();
         let name = tlv(0x30, &name);
-        let alg = tlv(0x30, &[oid("1.2.840.113549.1.1.11"), vec![0x05, 0x00]].concat());
+        let alg = tlv(
+            0x30,
+            &[oid("1.2.840.113549.1.1.11"), vec![0x05, 0x00]].concat(),
+        );
         let time = tlv(0x17, b"250101000000Z");
         let validity = tlv(0x30, &[time.clone(), time].concat());
         let spki = tlv(
             0x30,
             &[
-                tlv(0x30, &[oid("1.2.840.10045.2.1"), oid("1.2.840.10045.3.1.7")].concat()),
+                tlv(
+                    0x30,
+                    &[oid("1.2.840.10045.2.1"), oid("1.2.840.10045.3.1.7")].concat(),
+                ),
                 tlv(0x03, &[0, 4, 1, 2]),
             ]
             .concat(),
@@ -232,7 +238,10 @@ mod tests {
     #[test]
     fn non_ascii_and_bmp_strings_print_as_text() {
         let bmp: Vec<u8> = "Zoë".encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
-        let c = cert(&[&[("2.5.4.10", tlv(0x1e, &bmp))], &[("2.5.4.3", utf8("José"))]]);
+        let c = cert(&[
+            &[("2.5.4.10", tlv(0x1e, &bmp))],
+            &[("2.5.4.3", utf8("José"))],
+        ]);
         assert_eq!(subject(&c).as_deref(), Ok("CN=José,O=Zoë"));
     }
 

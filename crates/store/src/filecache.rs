@@ -586,10 +586,7 @@ mod tests {
         if let Ok(file) = a.get() {
             let mut b = [0u8; 1];
             file.read_exact_at(&mut b, 0).expect("read");
-            panic!(
-                "another file opened as this one (reads {:?})",
-                b[0] as char
-            );
+            panic!("another file opened as this one (reads {:?})", b[0] as char);
         }
     }
 }

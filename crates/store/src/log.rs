@@ -963,7 +963,14 @@ impl Log {
             StatxFlags::NLINK,
         )?;
         let linked = st.stx_nlink > 0;
-        if linked || !self.shared.read().segments.iter().any(|s| Arc::ptr_eq(s, seg)) {
+        if linked
+            || !self
+                .shared
+                .read()
+                .segments
+                .iter()
+                .any(|s| Arc::ptr_eq(s, seg))
+        {
             return Ok(());
         }
         Err(io::Error::other(format!(
@@ -1936,7 +1943,9 @@ impl Log {
             .iter()
             .skip(dirty_from.min(n.saturating_sub(1)))
             .find(|seg| seg.base_offset < indexed && seg.has_unsynced_writes())
-            .map_or(indexed, |seg| seg.base_offset.max(s.recovery_point).min(indexed));
+            .map_or(indexed, |seg| {
+                seg.base_offset.max(s.recovery_point).min(indexed)
+            });
         if writable {
             s.recovery_point = s.recovery_point.max(indexed);
         }

@@ -1207,7 +1207,11 @@ fn a_deposed_openers_create_of_the_new_owners_first_segment_is_never_acknowledge
 
     let e = broker(dir.path(), 3);
     let next = take_over_recorded(&e, 3, rp, newest).expect("E's takeover");
-    let expected = if acknowledged { vec![(0, "a-0")] } else { vec![] };
+    let expected = if acknowledged {
+        vec![(0, "a-0")]
+    } else {
+        vec![]
+    };
     assert_eq!(batches(&next), expected, "acknowledged: {acknowledged}");
 }
 

@@ -3619,7 +3619,10 @@ fn a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced() {
             std::fs::read(pdir.join(format!("{:020}.timeindex", 0))).unwrap() != b"xyz",
             "precondition: the open rewrote segment 0's time index"
         );
-        assert!(!seg0.has_unsynced_writes(), "the rebuild left its files unsynced");
+        assert!(
+            !seg0.has_unsynced_writes(),
+            "the rebuild left its files unsynced"
+        );
         // Life goes on: appends, the broker's 0.5 s check of sealed segments, a full flush.
         for i in 0..30i64 {
             log.append(batch(2, NOW + i, "y"), AppendOrigin::Client, NOW)
@@ -3685,7 +3688,10 @@ fn a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced() {
         std::fs::read(&ip).unwrap() != idx,
         "precondition: the read rewrote segment 0's offset index"
     );
-    assert!(!seg0.has_unsynced_writes(), "the rebuild left its files unsynced");
+    assert!(
+        !seg0.has_unsynced_writes(),
+        "the rebuild left its files unsynced"
+    );
     for i in 0..30i64 {
         log.append(batch(2, NOW + i, "y"), AppendOrigin::Client, NOW)
             .unwrap();

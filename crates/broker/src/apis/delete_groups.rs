@@ -35,7 +35,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i
             .into_iter()
             .map(|r| {
                 if failed && r.error_code == 0 {
-                    r.with_error_code(coordinator_write_code(ResponseError::KafkaStorageError.code()))
+                    r.with_error_code(coordinator_write_code(
+                        ResponseError::KafkaStorageError.code(),
+                    ))
                 } else {
                     r
                 }

@@ -58,7 +58,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i
                             .map(|p| {
                                 let code = match results.next() {
                                     Some(Err(e)) => group_error_code(&e),
-                                    _ if failed => coordinator_write_code(ResponseError::KafkaStorageError.code()),
+                                    _ if failed => coordinator_write_code(
+                                        ResponseError::KafkaStorageError.code(),
+                                    ),
                                     _ => 0,
                                 };
                                 OffsetDeleteResponsePartition::default()
