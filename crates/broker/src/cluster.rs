@@ -394,10 +394,24 @@ impl Cluster {
         } else {
             segment <= held.owner.segment
         };
-        if rp <= held.owner.recovery_point && same_segment {
+        // What the next owner may trust without reading it (`sluice_store::SealedDigest`):
+        // the sealed segments below the newest one the record names. Rewritten when they
+        // change (a roll, retention, a cleaning), so that a takeover rarely finds it stale.
+        let below = if acquired || !same_segment {
+            segment
+        } else {
+            held.owner.segment
+        };
+        let d = log.sealed_digest(below);
+        let sealed = Some(sluice_meta::cluster::Sealed {
+            below: d.below,
+            count: d.count,
+            hash: d.hash,
+        });
+        if rp <= held.owner.recovery_point && same_segment && sealed == held.owner.sealed {
             return Ok(false);
         }
-        match store.record_progress(&tp.topic, tp.partition, held, rp, segment, acquired) {
+        match store.record_progress(&tp.topic, tp.partition, held, rp, segment, acquired, sealed) {
             Ok(Some(next)) => {
                 let mut all = self.held.write();
                 // Still the record this broker holds (not released meanwhile).
@@ -909,13 +923,20 @@ impl Cluster {
                         .logs
                         .open_log(&tp, topic.id, log_config(config), record.owner.epoch)
                 }
-                (rp, _) => broker.logs.open_log_at(
+                (rp, _) => broker.logs.open_log_recorded(
                     &tp,
                     topic.id,
                     log_config(config),
                     record.owner.epoch,
-                    rp,
-                    record.owner.segment,
+                    sluice_store::Recorded {
+                        recovery_point: rp,
+                        newest_segment: record.owner.segment,
+                        sealed: record.owner.sealed.map(|d| sluice_store::SealedDigest {
+                            below: d.below,
+                            count: d.count,
+                            hash: d.hash,
+                        }),
+                    },
                 ),
             }
             .map_err(|e| e.to_string())

@@ -116,6 +116,19 @@ pub struct Owner {
     /// segment at or past it (a stale view of the volume).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub segment: i64,
+    /// What the owner's sealed segments below `below` were when it wrote the record: how
+    /// many, and a hash of their base offsets and sizes. A next owner whose listing and file
+    /// sizes give the same trusts them without reading them (docs/cluster.md, fencing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<Sealed>,
+}
+
+/// [`Owner::sealed`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sealed {
+    pub below: i64,
+    pub count: u64,
+    pub hash: u64,
 }
 
 impl Owner {
@@ -711,6 +724,7 @@ impl EtcdStore {
             to: None,
             recovery_point: seen.owner.recovery_point,
             segment: seen.owner.segment,
+            sealed: seen.owner.sealed,
         };
         let revision = self
             .etcd
@@ -739,6 +753,7 @@ impl EtcdStore {
     /// `acquired` (an acquisition names the segment it rolled: what it recovered is the log
     /// now). Returns the new record (its mod revision is the one confirmations must compare
     /// from now on), or None if it changed.
+    #[allow(clippy::too_many_arguments)]
     pub fn record_progress(
         &self,
         topic: &str,
@@ -747,6 +762,7 @@ impl EtcdStore {
         recovery_point: i64,
         segment: i64,
         acquired: bool,
+        sealed: Option<Sealed>,
     ) -> Result<Option<OwnerRecord>, MetaError> {
         let Some((_, reg_rev)) = *self.registration.lock() else {
             return Ok(None);
@@ -759,6 +775,7 @@ impl EtcdStore {
             } else {
                 segment.max(held.owner.segment)
             },
+            sealed: sealed.or(held.owner.sealed),
             ..held.owner
         };
         let revision = self

@@ -100,6 +100,8 @@ struct State {
     /// Writes begun through this file, and how many of them a successful fsync covered.
     writes: u64,
     synced: u64,
+    /// Opened at least once ([`CachedFile::unopened`] makes one that was not).
+    opened: bool,
 }
 
 impl State {
@@ -189,6 +191,7 @@ impl FileCache {
                 id,
                 writes: 0,
                 synced: 0,
+                opened: true,
             }),
         });
         self.open.fetch_add(1, Ordering::Relaxed);
@@ -275,6 +278,28 @@ impl CachedFile {
         cache.adopt(path.to_path_buf(), file)
     }
 
+    /// The file at `path`, not opened yet: one `statx` by name, whose device and inode the
+    /// first use checks as a re-open does ([`CachedFile::get`]), and whose size and
+    /// modification time are returned. A log's open takes its sealed segments below the
+    /// recovery point so, to cost nothing per segment until one is used.
+    pub(crate) fn unopened(path: &Path) -> io::Result<(CachedFile, rustix::fs::Stat)> {
+        let st = rustix::fs::stat(path)?;
+        let cache = files();
+        let slot = Arc::new(Slot {
+            cache: cache.clone(),
+            used: AtomicBool::new(false),
+            state: Mutex::new(State {
+                path: path.to_path_buf(),
+                file: None,
+                id: (st.st_dev, st.st_ino),
+                writes: 0,
+                synced: 0,
+                opened: false,
+            }),
+        });
+        Ok((CachedFile(slot), st))
+    }
+
     /// The file's descriptor, opened again if the cache closed it.
     pub(crate) fn get(&self) -> io::Result<Arc<File>> {
         let slot = &self.0;
@@ -296,9 +321,12 @@ impl CachedFile {
         }
         let file = Arc::new(file);
         st.file = Some(file.clone());
+        let again = std::mem::replace(&mut st.opened, true);
         drop(st);
         slot.cache.open.fetch_add(1, Ordering::Relaxed);
-        slot.cache.reopened.fetch_add(1, Ordering::Relaxed);
+        if again {
+            slot.cache.reopened.fetch_add(1, Ordering::Relaxed);
+        }
         slot.cache.register(slot);
         Ok(file)
     }

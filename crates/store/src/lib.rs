@@ -33,6 +33,7 @@ pub mod mutation;
 mod producer;
 mod recent;
 mod relocate;
+mod sealed;
 mod segment;
 mod snapshots;
 mod sys;
@@ -150,6 +151,26 @@ impl Default for Cleanup {
 
 /// A point of a log: an offset, and where it ends in the files (the segment's base offset and
 /// the byte position in it).
+/// What a log's owner recorded of its sealed segments below `below` (the newest segment it
+/// published data in): how many, and a hash of their base offsets and sizes
+/// ([`Log::sealed_digest`]). A takeover given it ([`LogManager::open_log_recorded`]) trusts
+/// those segments without reading them if its listing gives the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SealedDigest {
+    pub below: i64,
+    pub count: u64,
+    pub hash: u64,
+}
+
+/// What a partition's previous owner recorded, for a takeover
+/// ([`LogManager::open_log_recorded`]; [`LogManager::open_log_at`] has no `sealed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    pub recovery_point: i64,
+    pub newest_segment: i64,
+    pub sealed: Option<SealedDigest>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyncedMark {
     pub offset: i64,
@@ -842,6 +863,14 @@ impl Log {
     pub fn leader_epoch_entries(&self) -> Vec<(i32, i64)> {
         self.epoch_entries()
     }
+    /// What the owner record says of the sealed segments below `below` (the newest segment
+    /// with published data), for the next owner ([`SealedDigest`]): their count and a hash of
+    /// their base offsets and sizes. The active segment is never among them.
+    pub fn sealed_digest(&self, below: i64) -> SealedDigest {
+        let segs = self.shared.read().segments.clone();
+        let sealed = &segs[..segs.len().saturating_sub(1)];
+        sealed::digest(below, sealed.iter().map(|s| (s.base_offset, s.size())))
+    }
     /// Offset below which everything is known to be fsynced.
     pub fn recovery_point_offset(&self) -> i64 {
         self.recovery_point()
@@ -1213,6 +1242,31 @@ impl LogManager {
                 recovery_point,
                 durable: recovery_point,
                 newest_segment,
+                sealed: None,
+            }),
+        )
+    }
+    /// [`LogManager::open_log_at`] with what the previous owner recorded of its sealed
+    /// segments: if the listing and the files' sizes give the same digest, the open reads
+    /// none of them (no tail or stray check, no first-batch epoch), whatever their number.
+    pub fn open_log_recorded(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        leader_epoch: i32,
+        recorded: Recorded,
+    ) -> Result<Arc<Log>, StoreError> {
+        self.inner.open_log(
+            tp,
+            topic_id,
+            config,
+            leader_epoch,
+            Some(manager::Known {
+                recovery_point: recorded.recovery_point,
+                durable: recorded.recovery_point,
+                newest_segment: recorded.newest_segment,
+                sealed: recorded.sealed,
             }),
         )
     }

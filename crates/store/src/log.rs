@@ -220,6 +220,8 @@ pub(crate) struct OpenParams {
     pub recovery_point: Option<i64>,
     /// See `manager::Known::newest_segment`.
     pub newest_segment: i64,
+    /// See `manager::Known::sealed`.
+    pub sealed: Option<crate::SealedDigest>,
     pub log_start: Option<i64>,
     pub clean: bool,
     pub now_ms: i64,
@@ -1441,9 +1443,14 @@ impl Log {
             return Ok(Arc::new(Vec::new()));
         };
         let out = rebuild_walkback(&segs, idx, log_start)?;
+        // The segment lies below the recovery point (an open loads the others' indexes):
+        // no later flush syncs what is rewritten here, so it is synced now, file and name.
         let mut t = seg.txn.lock();
+        self.gate_io()?;
         t.file = None;
         t.replace(&seg.dir, seg.base_offset, out)?;
+        t.sync(&seg.dir, seg.base_offset)?;
+        sync_dir(&seg.dir)?;
         t.load(&seg.dir, seg.base_offset)
     }
 
@@ -1706,11 +1713,11 @@ impl Log {
         let (segs, log_start, _leo, active_size) = self.snapshot();
         let interval = self.interval();
         for (i, seg) in segs.iter().enumerate() {
-            let (max_ts, next) = {
-                let m = seg.meta.read();
-                (m.max_ts, m.next_offset)
-            };
-            if next <= log_start || max_ts < ts {
+            if seg.next_offset() <= log_start {
+                continue;
+            }
+            let (max_ts, _) = seg.timestamps(interval)?;
+            if max_ts < ts {
                 continue;
             }
             let limit = Self::seg_limit(&segs, i, active_size);
@@ -1747,14 +1754,25 @@ impl Log {
 
     pub(crate) fn max_timestamp_impl(&self) -> Option<(i64, i64)> {
         let (segs, log_start, _, active_size) = self.snapshot();
+        let interval = self.interval();
         let mut best: Option<(usize, i64, i64)> = None;
         for (i, s) in segs.iter().enumerate() {
-            let m = s.meta.read();
-            if m.next_offset <= log_start || m.max_ts < 0 {
+            if s.next_offset() <= log_start {
                 continue;
             }
-            if best.is_none_or(|b| m.max_ts > b.1) {
-                best = Some((i, m.max_ts, m.off_max_ts));
+            let (max_ts, off_max_ts) = match s.timestamps(interval) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(tp = ?self.tp, segment = s.base_offset, error = %e,
+                        "could not read a segment's largest timestamp");
+                    return None;
+                }
+            };
+            if max_ts < 0 {
+                continue;
+            }
+            if best.is_none_or(|b| max_ts > b.1) {
+                best = Some((i, max_ts, off_max_ts));
             }
         }
         let (i, max_ts, offset) = best?;
@@ -2175,6 +2193,7 @@ impl Log {
 
     pub(crate) fn maintain_impl(&self, now_ms: i64) -> io::Result<()> {
         let cfg = self.config.read().clone();
+        let interval = u64::from(cfg.index_interval_bytes);
         // Producer expiry, and of verifications whose verdict never came.
         {
             let mut w = self.writer.lock();
@@ -2237,7 +2256,9 @@ impl Log {
             let sealed = segs.len().saturating_sub(1);
             let n = segs[..sealed]
                 .iter()
-                .take_while(|s| now_ms.saturating_sub(s.largest_timestamp()) > cfg.retention_ms)
+                .take_while(|s| {
+                    now_ms.saturating_sub(s.largest_timestamp(interval)) > cfg.retention_ms
+                })
                 .count();
             if n > 0 {
                 self.delete_oldest(segs[n - 1].base_offset, "retention.ms");

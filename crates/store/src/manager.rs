@@ -43,6 +43,8 @@ pub(crate) struct Known {
     /// cached listing): the open is refused until the view catches up, rather than serve
     /// the older files without the segments it does not list.
     pub(crate) newest_segment: i64,
+    /// What the previous owner recorded of its sealed segments (`crate::sealed`).
+    pub(crate) sealed: Option<crate::SealedDigest>,
 }
 
 #[derive(Debug)]
@@ -612,6 +614,7 @@ impl Inner {
                 leader_epoch,
                 recovery_point: rp,
                 newest_segment: known.map_or(0, |k| k.newest_segment),
+                sealed: known.and_then(|k| k.sealed),
                 log_start: ls,
                 clean,
                 now_ms: now_ms(),
@@ -725,6 +728,7 @@ impl Inner {
             durable: log.synced_offset(),
             // This broker's own view of the files it wrote.
             newest_segment: 0,
+            sealed: None,
         };
         // Appends go to a new segment: recovery may have cut the failed log's active segment
         // short, and positions in it that a reader of the failed log may still be sending

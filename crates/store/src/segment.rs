@@ -103,6 +103,9 @@ impl IndexCursor {
     }
 }
 
+/// `SegMeta::max_ts` of a segment whose time index was not read yet ([`Segment::unopened`]).
+pub(crate) const MAX_TS_UNREAD: i64 = i64::MIN;
+
 /// Mutable state of a segment, behind a short lock.
 #[derive(Debug)]
 pub(crate) struct SegMeta {
@@ -692,6 +695,51 @@ impl Segment {
         }
     }
 
+    /// A sealed segment below the recovery point, taken without opening or reading its files:
+    /// a `statx` of each of the three (size and modification time of the log; the files are
+    /// opened on first use, and must then be the same files). `None` if an index file is
+    /// missing (the caller opens it with [`Segment::open_files`] and rebuilds it). Its largest
+    /// timestamp is read on first use ([`Segment::timestamps`]), its index files are checked
+    /// in full when first loaded ([`Segment::ensure_loaded`]), and its transaction index is
+    /// loaded on first use: an open's work does not grow with the segments it trusts.
+    pub(crate) fn unopened(dir: &Path, base: i64) -> io::Result<Option<Segment>> {
+        let (log, st) = CachedFile::unopened(&seg_path(dir, base, SegmentFileKind::Log))?;
+        let mut index_files = Vec::with_capacity(2);
+        for kind in [SegmentFileKind::Index, SegmentFileKind::TimeIndex] {
+            match CachedFile::unopened(&seg_path(dir, base, kind)) {
+                Ok((f, _)) => index_files.push(f),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let time_file = index_files.pop().expect("two index files");
+        let index_file = index_files.pop().expect("two index files");
+        let mtime = st
+            .st_mtime
+            .saturating_mul(1000)
+            .saturating_add(i64::from(st.st_mtime_nsec as u32 / 1_000_000));
+        Ok(Some(Segment {
+            base_offset: base,
+            dir: dir.to_path_buf(),
+            log,
+            index_file,
+            time_file,
+            meta: RwLock::new(SegMeta {
+                size: st.st_size as u64,
+                next_offset: base,
+                offset_index: None,
+                time_index: None,
+                max_ts: MAX_TS_UNREAD,
+                off_max_ts: base,
+                rolling_ts: mtime,
+                mtime_ms: mtime,
+                recent: RecentBatches::default(),
+                index_on_disk: (0, 0),
+            }),
+            txn: Default::default(),
+        }))
+    }
+
     /// Open the files of an existing segment without reading its content. Index files are
     /// created empty if missing (the caller then rebuilds them). Returns the segment and
     /// whether each index file already existed.
@@ -800,14 +848,50 @@ impl Segment {
     }
 
     /// Largest timestamp for retention (Kafka's largestTimestamp: the max batch timestamp, or
-    /// the file's modification time when no batch carries one).
-    pub(crate) fn largest_timestamp(&self) -> i64 {
-        let m = self.meta.read();
-        if m.max_ts >= 0 {
-            m.max_ts
-        } else {
-            m.mtime_ms
+    /// the file's modification time when no batch carries one). A segment whose time index
+    /// cannot be read counts as the newest there is: nothing is deleted or compacted on a
+    /// guess.
+    pub(crate) fn largest_timestamp(&self, interval: u64) -> i64 {
+        match self.timestamps(interval) {
+            Ok((max_ts, _)) if max_ts >= 0 => max_ts,
+            Ok(_) => self.meta.read().mtime_ms,
+            Err(e) => {
+                tracing::warn!(segment = %seg_path(&self.dir, self.base_offset, SegmentFileKind::Log).display(),
+                    error = %e, "could not read the segment's largest timestamp; keeping it");
+                i64::MAX
+            }
         }
+    }
+
+    /// The largest batch timestamp (-1: none) and the offset of its batch's last record, read
+    /// from the time index's last entry the first time they are asked of a segment taken
+    /// unread ([`Segment::unopened`]); from the whole index, rebuilt if need be, when that
+    /// entry is not plausible.
+    pub(crate) fn timestamps(&self, interval: u64) -> io::Result<(i64, i64)> {
+        {
+            let m = self.meta.read();
+            if m.max_ts != MAX_TS_UNREAD {
+                return Ok((m.max_ts, m.off_max_ts));
+            }
+        }
+        let size = self.size();
+        let last = if self.index_files_sane(size)? {
+            self.last_time_entry_on_disk()?
+        } else {
+            let (_, ti) = self.ensure_loaded(interval)?;
+            ti.last().copied()
+        };
+        let mut m = self.meta.write();
+        if m.max_ts == MAX_TS_UNREAD {
+            match last {
+                Some(t) => {
+                    m.max_ts = t.timestamp;
+                    m.off_max_ts = self.base_offset + i64::from(t.relative_offset);
+                }
+                None => m.max_ts = -1,
+            }
+        }
+        Ok((m.max_ts, m.off_max_ts))
     }
 
     /// Cheap sanity check of the index files as found on disk (like Kafka's sanityCheck):

@@ -51,6 +51,34 @@ fn take_over_recorded(
     m.open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), epoch, rp, newest)
 }
 
+/// What `log`'s owner would record of its sealed segments (`crate::sealed`): those below its
+/// active segment.
+fn recorded(log: &Log) -> SealedDigest {
+    let active = log.shared.read().segments.last().unwrap().base_offset;
+    log.sealed_digest(active)
+}
+
+/// A takeover given the record of the previous owner, `sealed` included when `trust`.
+fn take_over_trusting(
+    m: &LogManager,
+    epoch: i32,
+    rp: i64,
+    sealed: SealedDigest,
+    trust: bool,
+) -> Result<Arc<Log>, StoreError> {
+    m.open_log_recorded(
+        &tp(),
+        uuid::Uuid::from_u128(7),
+        cfg(),
+        epoch,
+        Recorded {
+            recovery_point: rp,
+            newest_segment: 0,
+            sealed: trust.then_some(sealed),
+        },
+    )
+}
+
 /// A planned move off `m`: the owner appends a batch per tag, then hands the partition over;
 /// returns the recovery point it recorded.
 fn append_and_hand_over(m: &LogManager, tags: &[&str]) -> i64 {
@@ -283,29 +311,89 @@ fn a_snapshot_above_data_that_never_reached_storage_is_not_trusted() {
 /// but still cuts what a former owner appended to a segment sealed below that point.
 #[test]
 fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
+    // With the owner's record of its sealed segments, written before or after the former
+    // owner's late write landed: it is made from what the owner holds, never from the files.
+    for trust in [false, true] {
+        for recorded_after in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let a = broker(dir.path(), 1);
+            let old = open(&a, 1);
+            old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+            old.roll(NOW).unwrap();
+            old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+
+            let b = broker(dir.path(), 2);
+            let new = open(&b, 2);
+            new.roll(NOW).unwrap();
+            let before = recorded(&new);
+            // The former owner, unaware, appends to its active segment (sealed for everyone
+            // else).
+            old.append(batch("stale"), AppendOrigin::Client, NOW)
+                .unwrap();
+            old.flush().unwrap();
+            new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+            let rp = new.flush().unwrap();
+            assert_eq!(rp, 9);
+            let sealed = if recorded_after {
+                recorded(&new)
+            } else {
+                before
+            };
+            assert_eq!(sealed, before);
+            b.release_log(&tp()).unwrap();
+
+            let c = broker(dir.path(), 3);
+            let log = take_over_trusting(&c, 3, rp, sealed, trust).unwrap();
+            assert_eq!(
+                batches(&log),
+                vec![(0, "a-0"), (3, "b-0"), (6, "c-0")],
+                "record trusted: {trust}"
+            );
+            assert_eq!(log.log_end_offset(), 9);
+        }
+    }
+}
+
+/// Issue 51 item 5: a takeover whose listing matches the previous owner's record of its
+/// sealed segments opens none of them (no tail, stray or epoch check: its work does not
+/// grow with their number); they are opened when read, and read whole.
+#[test]
+fn a_takeover_trusting_the_record_opens_no_sealed_segment() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = open(&a, 1);
-    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
-    old.roll(NOW).unwrap();
-    old.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..20 {
+        old.append(batch(&format!("s{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+        old.roll(NOW).unwrap();
+        expected.push(3 * i);
+    }
+    let rp = old.flush().unwrap();
+    assert_eq!(rp, 60);
+    let sealed = recorded(&old);
+    assert_eq!(sealed.count, 20);
+    a.release_log(&tp()).unwrap();
 
-    let b = broker(dir.path(), 2);
-    let new = open(&b, 2);
-    new.roll(NOW).unwrap();
-    // The former owner, unaware, appends to its active segment (sealed for everyone else).
-    old.append(batch("stale"), AppendOrigin::Client, NOW)
-        .unwrap();
-    old.flush().unwrap();
-    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
-    let rp = new.flush().unwrap();
-    assert_eq!(rp, 9);
-    b.release_log(&tp()).unwrap();
-
-    let c = broker(dir.path(), 3);
-    let log = take_over(&c, 3, rp).unwrap();
-    assert_eq!(batches(&log), vec![(0, "a-0"), (3, "b-0"), (6, "c-0")]);
-    assert_eq!(log.log_end_offset(), 9);
+    let c = broker(dir.path(), 2);
+    let log = take_over_trusting(&c, 2, rp, sealed, true).unwrap();
+    let open_sealed = {
+        let s = log.shared.read();
+        let n = s.segments.len();
+        s.segments[..n - 1]
+            .iter()
+            .filter(|seg| seg.log.is_open() || seg.index_file.is_open())
+            .map(|seg| seg.base_offset)
+            .collect::<Vec<_>>()
+    };
+    // At most the newest ones whose batches give recent producers their history
+    // (`PRODUCER_STATE_SEGMENTS`; the newest's first batch also tells that the epoch
+    // checkpoint is current).
+    assert_eq!(crate::log::PRODUCER_STATE_SEGMENTS, 2);
+    assert!(open_sealed.iter().all(|b| *b >= 54), "{open_sealed:?}");
+    let got: Vec<i64> = batches(&log).into_iter().map(|(o, _)| o).collect();
+    assert_eq!(got, expected);
+    assert_eq!(log.end_offset_for_epoch(1), Some((1, 60)));
 }
 
 /// Issue 51 item 2: a former owner's roll that passed the write gate and then stalled
@@ -315,7 +403,7 @@ fn trusted_sealed_segments_still_lose_what_a_former_owner_appended() {
 /// reaching its base were written under a newer epoch than the stray's.
 #[test]
 fn a_former_owners_late_roll_never_cuts_the_new_owners_records() {
-    for trust_recovery_point in [true, false] {
+    for (trust_recovery_point, trust_record) in [(true, true), (true, false), (false, false)] {
         for stray_batch in [false, true] {
             let dir = tempfile::tempdir().unwrap();
             let a = broker(dir.path(), 1);
@@ -347,11 +435,12 @@ fn a_former_owners_late_roll_never_cuts_the_new_owners_records() {
             new.append(batch("e"), AppendOrigin::Client, NOW).unwrap(); // 12..14
             let rp = new.flush().unwrap();
             assert_eq!(rp, 15);
+            let sealed = recorded(&new);
             b.release_log(&tp()).unwrap();
 
             let c = broker(dir.path(), 3);
             let log = if trust_recovery_point {
-                take_over(&c, 3, rp).unwrap()
+                take_over_trusting(&c, 3, rp, sealed, trust_record).unwrap()
             } else {
                 open(&c, 3)
             };
@@ -359,7 +448,7 @@ fn a_former_owners_late_roll_never_cuts_the_new_owners_records() {
             assert_eq!(
                 batches(&log),
                 expected,
-                "recovery point trusted: {trust_recovery_point}, stray batch: {stray_batch}"
+                "recovery point trusted: {trust_recovery_point}, record: {trust_record}, stray batch: {stray_batch}"
             );
             assert_eq!(log.log_end_offset(), 15);
             assert!(!dir
@@ -884,19 +973,26 @@ fn a_former_owners_late_epoch_checkpoint_loses_no_epoch() {
     let rp = owner.flush().unwrap();
     assert_eq!(rp, 9);
     assert_eq!(owner.end_offset_for_epoch(1), Some((1, 3)));
+    let sealed = recorded(&owner);
     b.release_log(&tp()).unwrap();
     // The former owner's stalled rewrite lands now.
     std::fs::write(&checkpoint, &stale).unwrap();
 
-    let c = broker(dir.path(), 3);
-    let next = take_over(&c, 3, rp).unwrap();
-    assert_eq!(
-        next.end_offset_for_epoch(1),
-        Some((1, 3)),
-        "epoch 1 ends where epoch 2 began: {:?}",
-        next.leader_epoch_entries()
-    );
-    assert_eq!(next.end_offset_for_epoch(2).map(|(e, _)| e), Some(2));
+    // With the owner's record of its sealed segments trusted too (none of them changed, so
+    // their first batches are read from the newest back, as far as the checkpoint lacks).
+    for (k, trust) in [false, true].into_iter().enumerate() {
+        let c = broker(dir.path(), 3 + k as i32);
+        let next = take_over_trusting(&c, 3 + k as i32, rp, sealed, trust).unwrap();
+        assert_eq!(
+            next.end_offset_for_epoch(1),
+            Some((1, 3)),
+            "epoch 1 ends where epoch 2 began: {:?}",
+            next.leader_epoch_entries()
+        );
+        assert_eq!(next.end_offset_for_epoch(2).map(|(e, _)| e), Some(2));
+        c.release_log(&tp()).unwrap();
+        std::fs::write(&checkpoint, &stale).unwrap();
+    }
 }
 
 /// Every acquisition records the empty segment it rolled (its mark's base). The next owner

@@ -3609,15 +3609,17 @@ fn a_sealed_segment_whose_indexes_the_open_rebuilt_is_synced() {
                 m.shutdown().unwrap();
             }
         }
-        // The oldest segment's time index is missing (or invalid): the open rebuilds it.
+        // The oldest segment's time index is invalid: its first use (a read, the open for a
+        // segment it recovers) rebuilds it.
         let pdir = d.path().join("topic-0");
         std::fs::write(pdir.join(format!("{:020}.timeindex", 0)), b"xyz").unwrap();
         let m = open_mgr(d.path());
         let log = open(&m, small_cfg());
         let seg0 = log.shared.read().segments[0].clone();
+        assert_eq!(read_all(&log, 0).len(), 60);
         assert!(
             std::fs::read(pdir.join(format!("{:020}.timeindex", 0))).unwrap() != b"xyz",
-            "precondition: the open rewrote segment 0's time index"
+            "precondition: segment 0's time index was rewritten"
         );
         assert!(
             !seg0.has_unsynced_writes(),

@@ -157,10 +157,10 @@ impl Log {
             uncleanable = uncleanable.min(recovery_point);
         }
         if cfg.min_compaction_lag_ms > 0 {
-            let young =
-                sealed.get(from..).unwrap_or_default().iter().find(|s| {
-                    s.largest_timestamp() > now_ms.saturating_sub(cfg.min_compaction_lag_ms)
-                });
+            let interval = self.interval();
+            let young = sealed.get(from..).unwrap_or_default().iter().find(|s| {
+                s.largest_timestamp(interval) > now_ms.saturating_sub(cfg.min_compaction_lag_ms)
+            });
             if let Some(s) = young {
                 uncleanable = uncleanable.min(s.base_offset);
             }

@@ -118,6 +118,25 @@ impl Log {
         } else {
             bases.iter().rposition(|b| *b <= rp_cp).unwrap_or(0)
         };
+        // The sealed segments below the recovery point, taken unopened and unread: their
+        // files are opened and checked on first use (`Segment::unopened`). One whose index
+        // file is missing is opened in the loop and its indexes rebuilt.
+        let mut unopened: std::collections::HashMap<i64, Segment> =
+            std::collections::HashMap::new();
+        for (k, &base) in bases.iter().enumerate() {
+            if k + 1 < bases.len() && (p.clean || k < first_recover) {
+                if let Some(seg) = Segment::unopened(&p.dir, base).map_err(serr)? {
+                    unopened.insert(base, seg);
+                }
+            }
+        }
+        // In a shared directory, the sealed segments the previous owner's record vouches for
+        // (`crate::sealed`): their tails, a stray among them and their first batches' epochs
+        // are not read. Those at or past this bound are checked as before.
+        let trusted_below = trusted_bound(&p, &bases, &unopened).map_err(serr)?;
+        if trusted_below > i64::MIN {
+            epochs_dirty |= epochs_past_checkpoint(&mut epochs, &bases, &unopened, trusted_below);
+        }
         let mut recovered_any = false;
         let mut i = 0;
         while i < bases.len() {
@@ -127,9 +146,13 @@ impl Log {
             // offset was appended by a former owner after a takeover sealed this segment
             // (docs/cluster.md, fencing) and is cut.
             let next_base = bases.get(i + 1).copied().unwrap_or(i64::MAX);
-            let (seg, existed) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
+            let recover = !p.clean && i >= first_recover;
+            let (seg, existed) = match unopened.remove(&base) {
+                Some(seg) => (seg, true),
+                None => Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?,
+            };
             let file_size = seg.size();
-            if !p.clean && i >= first_recover {
+            if recover {
                 // Full validation of every batch, of what storage holds: pages the kernel
                 // kept after failing to write them (a failed fsync before a re-open) are
                 // advised out first. Dirty pages stay (the kernel may still write them).
@@ -300,7 +323,7 @@ impl Log {
                 // shared dir its tail is checked first: it may have been a former owner's
                 // active segment, appended to after a takeover sealed it.
                 let mut file_size = file_size;
-                if p.shared {
+                if p.shared && base >= trusted_below {
                     let (valid, crossing) =
                         verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
                     may_write(&p, "cutting a sealed segment's tail")?;
@@ -324,9 +347,10 @@ impl Log {
                         file_size = valid;
                     }
                 }
-                let sane = existed && seg.index_files_sane(file_size).map_err(serr)?;
-                if !sane {
-                    tracing::info!(tp = ?p.tp, segment = base, "index files missing or invalid; rebuilding");
+                // Index files that are there are checked when first used (`ensure_loaded`,
+                // `timestamps`) and rebuilt then if invalid; missing ones are rebuilt now.
+                if !existed {
+                    tracing::info!(tp = ?p.tp, segment = base, "index files missing; rebuilding");
                     let r = seg
                         .scan_rebuild(file_size, interval, false, next_base, |_| {})
                         .map_err(serr)?;
@@ -337,16 +361,12 @@ impl Log {
                     m.max_ts = r.cursor.max_ts;
                     m.off_max_ts = r.cursor.off_max_ts;
                     m.set_indexes_as_on_disk(r.offset_index, r.time_index);
-                } else if let Some(t) = seg.last_time_entry_on_disk().map_err(serr)? {
-                    let mut m = seg.meta.write();
-                    m.max_ts = t.timestamp;
-                    m.off_max_ts = base + i64::from(t.relative_offset);
                 }
                 {
                     let mut m = seg.meta.write();
                     m.next_offset = bases[i + 1];
                 }
-                if p.shared {
+                if p.shared && base >= trusted_below {
                     epochs_dirty |= assign_first_batch_epoch(&mut epochs, &seg, file_size);
                 }
                 segments.push(Arc::new(seg));
@@ -566,6 +586,12 @@ impl Log {
         let mut rewrote_txn_index = false;
         for (i, seg) in segments.iter().enumerate() {
             let next = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
+            let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
+            if i < from && !recovered {
+                // Neither replayed nor recovered: its index is loaded on first use, and
+                // rebuilt from the log then if damaged (`Log::rebuild_txn_index`).
+                continue;
+            }
             let loaded = seg.txn.lock().load(&seg.dir, seg.base_offset);
             let damaged = match &loaded {
                 Ok(_) => false,
@@ -587,7 +613,6 @@ impl Log {
             // state on; below the snapshot (a snapshot above a recovered segment says nothing
             // of whether that segment's index reached storage: its roll's flush may have
             // failed or not run), by walking back over the log.
-            let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
             let exact = replayed && seg.base_offset >= exact_from;
             let walked = if let Some(v) = below_snapshot
                 .as_ref()
@@ -1060,6 +1085,74 @@ fn assign_first_batch_epoch(epochs: &mut EpochCache, seg: &Segment, size: u64) -
         Ok(Some((_, h))) => epochs.assign(h.partition_leader_epoch, h.base_offset),
         _ => false,
     }
+}
+
+/// The bound below which the previous owner's record vouches for the sealed segments of a
+/// shared directory (`crate::sealed`): its `below` if the listed segments under it, with
+/// their sizes as the volume reports them now, give the digest it recorded; `i64::MIN`
+/// (nothing trusted) otherwise, or without a record. A segment recovered in full is sized
+/// by a `stat` here; its scan checks it anyway.
+fn trusted_bound(
+    p: &OpenParams,
+    bases: &[i64],
+    unopened: &std::collections::HashMap<i64, Segment>,
+) -> io::Result<i64> {
+    let Some(recorded) = p.sealed.filter(|_| p.shared) else {
+        return Ok(i64::MIN);
+    };
+    let mut listed = Vec::new();
+    for &base in bases.iter().take_while(|b| **b < recorded.below) {
+        let size = match unopened.get(&base) {
+            Some(seg) => seg.size(),
+            None => rustix::fs::stat(seg_path(&p.dir, base, SegmentFileKind::Log))?.st_size as u64,
+        };
+        listed.push((base, size));
+    }
+    let found = crate::sealed::digest(recorded.below, listed);
+    if found == recorded {
+        Ok(recorded.below)
+    } else {
+        tracing::info!(tp = ?p.tp, below = recorded.below, recorded = recorded.count, listed = found.count,
+            "the sealed segments differ from what the previous owner recorded (a former owner's late write, or a deletion or cleaning not recorded yet); checking each");
+        Ok(i64::MIN)
+    }
+}
+
+/// The leader epochs that begin in the trusted sealed segments below `trusted_below` and
+/// that the `leader-epoch-checkpoint` lacks (a former owner's stalled rewrite can replace
+/// it with its older view after a takeover: docs/cluster.md, fencing point 2). Each owner's
+/// epoch begins at a segment base, and epochs only grow along the log, so the first batches
+/// are read from the newest of these segments back, until one whose epoch the checkpoint
+/// has: one read when it is current, instead of one per segment.
+fn epochs_past_checkpoint(
+    epochs: &mut EpochCache,
+    bases: &[i64],
+    unopened: &std::collections::HashMap<i64, Segment>,
+    trusted_below: i64,
+) -> bool {
+    let newest = epochs.latest_epoch().unwrap_or(-1);
+    let mut found = Vec::new();
+    for base in bases.iter().rev().filter(|b| **b < trusted_below) {
+        let Some(seg) = unopened.get(base) else {
+            continue;
+        };
+        // One that cannot be read tells nothing (as `assign_first_batch_epoch`).
+        let Ok(log) = seg.log.get() else {
+            continue;
+        };
+        match BatchScanner::new(log, 0, seg.size(), false).next_batch() {
+            Ok(Some((_, h))) if h.partition_leader_epoch > newest => {
+                found.push((h.partition_leader_epoch, *base));
+            }
+            Ok(Some(_)) => break,
+            Ok(None) | Err(_) => continue,
+        }
+    }
+    let mut changed = false;
+    for (epoch, base) in found.into_iter().rev() {
+        changed |= epochs.assign(epoch, base);
+    }
+    changed
 }
 
 /// Give the empty segment at `base` new files in place: each is made empty under a spare name
