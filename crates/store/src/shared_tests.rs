@@ -1412,3 +1412,150 @@ fn a_deposed_openers_rename_stalled_in_flight_loses_an_acknowledged_batch() {
          the owner's fsync and link check"
     );
 }
+
+fn adv_compact_cfg() -> LogConfig {
+    LogConfig {
+        cleanup: Cleanup {
+            compact: true,
+            delete: false,
+            min_cleanable_dirty_ratio: 0.01,
+            ..Cleanup::default()
+        },
+        ..cfg()
+    }
+}
+
+fn adv_put(log: &Log, key: &str, value: &str) -> i64 {
+    let b = BatchBuilder::new().record(NOW, Some(key.as_bytes()), Some(value.as_bytes()));
+    log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+        .unwrap()
+        .base_offset
+}
+
+/// ADVERSARY (9608008): `epochs_past_checkpoint` assigns an epoch it finds at the trusted
+/// segment's *base offset*, where `assign_first_batch_epoch` (the untrusted path) assigns it
+/// at the first batch's base offset. After a cleaning the two differ: a cleaned segment may
+/// begin with a later owner's batch (here the cleaner merged the former owner's segment 0,
+/// whose only record was superseded, with the new owner's segment 1). With the former owner's
+/// stale `leader-epoch-checkpoint` (fencing point 2/3), the trusting takeover says epoch 2
+/// begins at 0: epoch 1 is lost (its range is empty), and OffsetsForLeaderEpoch(1) answers 0
+/// instead of 1 (a consumer that read offset 0 under epoch 1 is told the log was truncated).
+#[test]
+fn adversary_a_trusted_cleaned_segment_loses_no_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(adv_put(&old, "k", "v1"), 0);
+    old.flush().unwrap();
+    let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
+    let stale = std::fs::read(&checkpoint).unwrap();
+
+    let b = broker(dir.path(), 2);
+    let owner = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 2, 1, 0)
+        .unwrap();
+    owner.roll(NOW).unwrap();
+    assert_eq!(adv_put(&owner, "k", "v2"), 1); // supersedes offset 0
+    owner.roll(NOW).unwrap();
+    assert_eq!(adv_put(&owner, "x", "v"), 2);
+    owner.roll(NOW).unwrap();
+    let rp = owner.flush().unwrap();
+    assert_eq!(rp, 3);
+    assert_eq!(owner.end_offset_for_epoch(1), Some((1, 1)));
+    let stats = b.clean_log(&tp()).unwrap();
+    assert!(stats.is_some(), "precondition: cleaned");
+    let first = owner.shared.read().segments[0].clone();
+    assert_eq!(first.base_offset, 0);
+    let rp = owner.flush().unwrap();
+    // The owner still knows epoch 1 ends at 1.
+    assert_eq!(owner.end_offset_for_epoch(1), Some((1, 1)));
+    let sealed = recorded(&owner);
+    b.release_log(&tp()).unwrap();
+    // The former owner's stalled checkpoint rewrite lands.
+    std::fs::write(&checkpoint, &stale).unwrap();
+
+    for (k, trust) in [false, true].into_iter().enumerate() {
+        let c = broker(dir.path(), 3 + k as i32);
+        let next = c
+            .open_log_recorded(
+                &tp(),
+                uuid::Uuid::from_u128(7),
+                adv_compact_cfg(),
+                3 + k as i32,
+                Recorded {
+                    recovery_point: rp,
+                    newest_segment: 0,
+                    sealed: Some(sealed),
+                }
+                .with_trust(trust),
+            )
+            .unwrap();
+        assert_eq!(
+            next.end_offset_for_epoch(1),
+            Some((1, 1)),
+            "record trusted: {trust}; epochs {:?}",
+            next.leader_epoch_entries()
+        );
+        c.release_log(&tp()).unwrap();
+        std::fs::write(&checkpoint, &stale).unwrap();
+    }
+}
+
+trait AdvTrust {
+    fn with_trust(self, trust: bool) -> Self;
+}
+impl AdvTrust for Recorded {
+    fn with_trust(mut self, trust: bool) -> Self {
+        if !trust {
+            self.sealed = None;
+        }
+        self
+    }
+}
+
+/// ADVERSARY (9608008): a trusted sealed segment whose index file is missing is not taken
+/// unopened (`Segment::unopened` returns None), so `epochs_past_checkpoint` skips it
+/// (`continue`), and the loop neither reads its first batch (`base >= trusted_below` is
+/// false) nor assigns epochs in the index rebuild (its callback is `|_| {}`). With the
+/// former owner's stale `leader-epoch-checkpoint`, the epoch that began there is lost.
+#[test]
+fn adversary_a_trusted_segment_missing_its_index_loses_no_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+    old.flush().unwrap();
+    let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
+    let stale = std::fs::read(&checkpoint).unwrap();
+
+    let b = broker(dir.path(), 2);
+    let owner = take_over(&b, 2, 3).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.append(batch("b"), AppendOrigin::Client, NOW).unwrap(); // 3..5
+    owner.roll(NOW).unwrap();
+    let rp = owner.flush().unwrap();
+    assert_eq!(rp, 6);
+    assert_eq!(owner.end_offset_for_epoch(1), Some((1, 3)));
+    let sealed = recorded(&owner);
+    b.release_log(&tp()).unwrap();
+    std::fs::write(&checkpoint, &stale).unwrap();
+    // A sealed segment's offset index is gone (a crash between a segment's files, an
+    // operator): the open rebuilds it.
+    std::fs::remove_file(dir.path().join("t-0").join("00000000000000000003.index")).unwrap();
+
+    for (k, trust) in [false, true].into_iter().enumerate() {
+        let c = broker(dir.path(), 3 + k as i32);
+        let next = take_over_trusting(&c, 3 + k as i32, rp, sealed, trust).unwrap();
+        assert_eq!(
+            next.end_offset_for_epoch(1),
+            Some((1, 3)),
+            "record trusted: {trust}; epochs {:?}",
+            next.leader_epoch_entries()
+        );
+        c.release_log(&tp()).unwrap();
+        std::fs::write(&checkpoint, &stale).unwrap();
+        std::fs::remove_file(dir.path().join("t-0").join("00000000000000000003.index")).ok();
+    }
+}
