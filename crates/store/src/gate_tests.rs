@@ -475,3 +475,49 @@ fn an_open_that_lost_the_partition_writes_nothing() {
     assert!(err.to_string().contains("stopped opening the log"), "{err}");
     assert_eq!(files(&dir), before, "the open changed the files");
 }
+
+/// ADVERSARY (9608008): the open no longer checks (and rebuilds, through `may_write`) the
+/// index files of the sealed segments below the recovery point: they are checked on first
+/// use, by `Segment::ensure_loaded` / `Segment::timestamps`, whose rebuild
+/// (`write_index_files`: `set_len(0)` then the entries) asks no write gate. A log whose
+/// gate has closed (a former owner still answering reads, or a deposed opener) then
+/// rewrites files of the partition behind the closed gate, under the new owner.
+#[test]
+fn adversary_a_closed_gate_leaves_index_files_as_they_were_on_first_use() {
+    let d = tempfile::tempdir().unwrap();
+    let gate = Arc::new(TestGate::default());
+    gate.epoch.store(4, Ordering::Release);
+    let m = manager(d.path(), &gate);
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(9), small(), 4)
+        .unwrap();
+    for i in 0..12 {
+        log.append(batch(&format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 2, "the test needs sealed segments");
+    let rp = log.flush().unwrap();
+    let dir = log.dir();
+    m.release_log(&tp()).unwrap();
+    drop(log);
+    // A sealed segment's time index is damaged.
+    std::fs::write(dir.join(format!("{:020}.timeindex", 0)), b"xyz").unwrap();
+
+    gate.epoch.store(5, Ordering::Release);
+    let log = m
+        .open_log_at(&tp(), uuid::Uuid::from_u128(9), small(), 5, rp, 0)
+        .unwrap();
+    // The ownership is lost (a newer epoch holds the partition); the log still answers.
+    gate.closed.store(true, Ordering::Release);
+    let before = files(&dir);
+    let _ = log.read(0, 1 << 20, true);
+    let _ = log.max_timestamp();
+    let _ = log.offset_for_timestamp(NOW);
+    let after = files(&dir);
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(name, bytes)| before.get(*name) != Some(*bytes))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(changed.is_empty(), "changed behind a closed gate: {changed:?}");
+}
