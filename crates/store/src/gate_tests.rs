@@ -519,5 +519,8 @@ fn adversary_a_closed_gate_leaves_index_files_as_they_were_on_first_use() {
         .filter(|(name, bytes)| before.get(*name) != Some(*bytes))
         .map(|(name, _)| name)
         .collect();
-    assert!(changed.is_empty(), "changed behind a closed gate: {changed:?}");
+    assert!(
+        changed.is_empty(),
+        "changed behind a closed gate: {changed:?}"
+    );
 }

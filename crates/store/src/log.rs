@@ -2191,6 +2191,29 @@ impl Log {
         std::mem::take(&mut *self.pending.lock())
     }
 
+    /// Write the index files a first use found invalid and rebuilt in memory
+    /// (`Segment::ensure_loaded`), each under the write gate, and sync them (they lie below
+    /// the recovery point, where no flush syncs them). One that fails stays marked, for the
+    /// next round.
+    fn write_rebuilt_indexes(&self, interval: u64) {
+        let segs = self.shared.read().segments.clone();
+        for seg in segs.iter().filter(|s| s.meta.read().index_rewrite) {
+            let written = seg.ensure_loaded(interval).and_then(|(oi, ti)| {
+                let _files = self.files_lock.lock();
+                self.gate_io()?;
+                seg.write_index_files(&oi, &ti)
+            });
+            match written {
+                Ok(()) => seg.meta.write().index_rewrite = false,
+                Err(e) => {
+                    tracing::warn!(tp = ?self.tp, segment = seg.base_offset, error = %e,
+                        "could not write rebuilt index files");
+                    return;
+                }
+            }
+        }
+    }
+
     pub(crate) fn maintain_impl(&self, now_ms: i64) -> io::Result<()> {
         let cfg = self.config.read().clone();
         let interval = u64::from(cfg.index_interval_bytes);
@@ -2205,6 +2228,7 @@ impl Log {
         if !self.writable() {
             return Ok(());
         }
+        self.write_rebuilt_indexes(interval);
         // Time-based roll of the active segment, also when its data is all past retention.
         {
             let mut w = self.writer.lock();

@@ -131,6 +131,10 @@ pub(crate) struct SegMeta {
     /// ([`INDEX_WRITE_ENTRIES`]), when the segment is sealed and by a full flush. Lower than
     /// the truth is safe (entries are rewritten with the same bytes).
     pub index_on_disk: (usize, usize),
+    /// The index files were found invalid on first use and rebuilt in memory
+    /// ([`Segment::ensure_loaded`]); the log's maintenance writes them, under the write gate
+    /// (a read never writes a partition's files).
+    pub index_rewrite: bool,
 }
 
 impl SegMeta {
@@ -687,6 +691,7 @@ impl Segment {
                 mtime_ms: now_ms,
                 recent: RecentBatches::default(),
                 index_on_disk: (0, 0),
+                index_rewrite: false,
             }),
             txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
                 entries: Some(Arc::new(Vec::new())),
@@ -702,7 +707,7 @@ impl Segment {
     /// timestamp is read on first use ([`Segment::timestamps`]), its index files are checked
     /// in full when first loaded ([`Segment::ensure_loaded`]), and its transaction index is
     /// loaded on first use: an open's work does not grow with the segments it trusts.
-    pub(crate) fn unopened(dir: &Path, base: i64) -> io::Result<Option<Segment>> {
+    pub(crate) fn unopened(dir: &Path, base: i64, now_ms: i64) -> io::Result<Option<Segment>> {
         let (log, st) = CachedFile::unopened(&seg_path(dir, base, SegmentFileKind::Log))?;
         let mut index_files = Vec::with_capacity(2);
         for kind in [SegmentFileKind::Index, SegmentFileKind::TimeIndex] {
@@ -714,10 +719,14 @@ impl Segment {
         }
         let time_file = index_files.pop().expect("two index files");
         let index_file = index_files.pop().expect("two index files");
-        let mtime = st
-            .st_mtime
-            .saturating_mul(1000)
-            .saturating_add(i64::from(st.st_mtime_nsec as u32 / 1_000_000));
+        // As `fsutil::mtime_ms`: a time before the epoch counts as now.
+        let mtime = if st.st_mtime < 0 {
+            now_ms
+        } else {
+            st.st_mtime
+                .saturating_mul(1000)
+                .saturating_add(i64::from(st.st_mtime_nsec as u32 / 1_000_000))
+        };
         Ok(Some(Segment {
             base_offset: base,
             dir: dir.to_path_buf(),
@@ -735,6 +744,7 @@ impl Segment {
                 mtime_ms: mtime,
                 recent: RecentBatches::default(),
                 index_on_disk: (0, 0),
+                index_rewrite: false,
             }),
             txn: Default::default(),
         }))
@@ -772,6 +782,7 @@ impl Segment {
                     mtime_ms: mtime,
                     recent: RecentBatches::default(),
                     index_on_disk: (0, 0),
+                    index_rewrite: false,
                 }),
                 txn: Default::default(),
             },
@@ -818,6 +829,7 @@ impl Segment {
                 mtime_ms: m.mtime_ms,
                 recent: m.recent.clone(),
                 index_on_disk: m.index_on_disk,
+                index_rewrite: m.index_rewrite,
             }),
             txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
                 entries: self.txn.lock().entries.clone(),
@@ -1138,19 +1150,19 @@ impl Segment {
             }
             m.size
         };
-        let (oi, ti) = match self.read_index_files(size)? {
-            Some(x) => x,
+        let (oi, ti, rebuilt) = match self.read_index_files(size)? {
+            Some((oi, ti)) => (oi, ti, false),
             None => {
                 tracing::warn!(segment = %seg_path(&self.dir, self.base_offset, SegmentFileKind::Log).display(),
-                    "index files invalid, rebuilding");
+                    "index files invalid, rebuilding (written by the next maintenance round)");
                 let r = self.scan_rebuild(size, interval, false, i64::MAX, |_| {})?;
-                if let Err(e) = self.write_index_files(&r.offset_index, &r.time_index) {
-                    tracing::warn!(error = %e, "could not rewrite rebuilt index files");
-                }
-                (r.offset_index, r.time_index)
+                (r.offset_index, r.time_index, true)
             }
         };
         let mut m = self.meta.write();
+        if m.offset_index.is_none() || m.time_index.is_none() {
+            m.index_rewrite |= rebuilt;
+        }
         let o = m.offset_index.get_or_insert_with(|| Arc::new(oi)).clone();
         let t = m.time_index.get_or_insert_with(|| Arc::new(ti)).clone();
         m.index_on_disk = (o.len(), t.len());

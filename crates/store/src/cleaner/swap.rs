@@ -247,6 +247,7 @@ impl Cleaned {
                 mtime_ms,
                 recent: RecentBatches::default(),
                 index_on_disk: (w.oi.len(), w.ti.len()),
+                index_rewrite: false,
             }),
             txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
                 entries: Some(Arc::new(aborted)),

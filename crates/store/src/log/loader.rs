@@ -125,7 +125,7 @@ impl Log {
             std::collections::HashMap::new();
         for (k, &base) in bases.iter().enumerate() {
             if k + 1 < bases.len() && (p.clean || k < first_recover) {
-                if let Some(seg) = Segment::unopened(&p.dir, base).map_err(serr)? {
+                if let Some(seg) = Segment::unopened(&p.dir, base, p.now_ms).map_err(serr)? {
                     unopened.insert(base, seg);
                 }
             }
@@ -135,7 +135,8 @@ impl Log {
         // are not read. Those at or past this bound are checked as before.
         let trusted_below = trusted_bound(&p, &bases, &unopened).map_err(serr)?;
         if trusted_below > i64::MIN {
-            epochs_dirty |= epochs_past_checkpoint(&mut epochs, &bases, &unopened, trusted_below);
+            epochs_dirty |=
+                epochs_past_checkpoint(&mut epochs, &p.dir, &bases, &unopened, trusted_below);
         }
         let mut recovered_any = false;
         let mut i = 0;
@@ -1126,6 +1127,7 @@ fn trusted_bound(
 /// has: one read when it is current, instead of one per segment.
 fn epochs_past_checkpoint(
     epochs: &mut EpochCache,
+    dir: &Path,
     bases: &[i64],
     unopened: &std::collections::HashMap<i64, Segment>,
     trusted_below: i64,
@@ -1133,19 +1135,28 @@ fn epochs_past_checkpoint(
     let newest = epochs.latest_epoch().unwrap_or(-1);
     let mut found = Vec::new();
     for base in bases.iter().rev().filter(|b| **b < trusted_below) {
-        let Some(seg) = unopened.get(base) else {
-            continue;
+        // One that cannot be read tells nothing (as `assign_first_batch_epoch`). One not
+        // taken unopened (an index file missing) is read by name.
+        let first = match unopened.get(base) {
+            Some(seg) => seg
+                .log
+                .get()
+                .ok()
+                .and_then(|log| first_batch(&log, seg.size())),
+            None => std::fs::File::open(seg_path(dir, *base, SegmentFileKind::Log))
+                .ok()
+                .and_then(|f| {
+                    let len = f.metadata().ok()?.len();
+                    first_batch(&f, len)
+                }),
         };
-        // One that cannot be read tells nothing (as `assign_first_batch_epoch`).
-        let Ok(log) = seg.log.get() else {
-            continue;
-        };
-        match BatchScanner::new(log, 0, seg.size(), false).next_batch() {
-            Ok(Some((_, h))) if h.partition_leader_epoch > newest => {
-                found.push((h.partition_leader_epoch, *base));
+        match first {
+            // At the batch's own offset, which a cleaned segment can place past its base.
+            Some(h) if h.partition_leader_epoch > newest => {
+                found.push((h.partition_leader_epoch, h.base_offset));
             }
-            Ok(Some(_)) => break,
-            Ok(None) | Err(_) => continue,
+            Some(_) => break,
+            None => continue,
         }
     }
     let mut changed = false;
@@ -1153,6 +1164,14 @@ fn epochs_past_checkpoint(
         changed |= epochs.assign(epoch, base);
     }
     changed
+}
+
+/// The header of the first batch of a segment's `.log` of `len` bytes, if one can be read.
+fn first_batch(log: &std::fs::File, len: u64) -> Option<BatchHeader> {
+    match BatchScanner::new(log, 0, len, false).next_batch() {
+        Ok(Some((_, h))) => Some(h),
+        _ => None,
+    }
 }
 
 /// Give the empty segment at `base` new files in place: each is made empty under a spare name
