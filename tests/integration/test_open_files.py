@@ -17,6 +17,7 @@ import socket
 import struct
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -162,8 +163,22 @@ class Connector(threading.Thread):
             self.stop.wait(0.2)
 
 
+def file_cache_metrics(port: int) -> dict[str, float]:
+    """The file cache's samples on /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        body = r.read().decode()
+    out = {}
+    for line in body.splitlines():
+        name, _, v = line.partition(" ")
+        if name.startswith(("sluice_log_open_files", "sluice_log_files_")):
+            out[name] = float(v)
+    return out
+
+
 def test_many_partitions_under_a_low_open_files_limit(limited):
-    b = limited({"sluice.broker.partitions.max": BUDGET, "log.segment.bytes": 1 << 20})
+    metrics_port = harness.free_port()
+    b = limited({"sluice.broker.partitions.max": BUDGET, "log.segment.bytes": 1 << 20,
+                 "sluice.metrics.listener": f"127.0.0.1:{metrics_port}"})
     assert f"open-files limit {OPEN_FILES}:" in b.log_text(), "the start-up line sharing the limit"
     conn = Connector(b.port)
     conn.start()
@@ -179,6 +194,12 @@ def test_many_partitions_under_a_low_open_files_limit(limited):
           f"{conn.ok} new connections answered while creating, {conn.failed} not")
     assert conn.ok > 0 and conn.failed == 0
     assert fds_created < OPEN_FILES
+    # The cache says so: its files under its cap, which it kept by closing files.
+    m = file_cache_metrics(metrics_port)
+    print(f"file cache: {m}")
+    assert 0 < m["sluice_log_open_files_max"] < OPEN_FILES
+    assert m["sluice_log_open_files"] <= m["sluice_log_open_files_max"]
+    assert m["sluice_log_files_closed_total"] > 0
 
     # A sample across every topic: produce, read back.
     rnd = random.Random(57)

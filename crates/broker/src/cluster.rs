@@ -51,6 +51,10 @@ pub(crate) struct Cluster {
     /// ([`Gate`]) lets a partition's files be written only while it is here, under the epoch
     /// and topic id of its log.
     held: RwLock<HashMap<TopicPartition, Held>>,
+    /// Held from before this broker rewrites one of its owner records (`record_progress`)
+    /// until `held` has the new record: a reconciliation that sees a newer record of its own
+    /// at its epoch takes it before deciding the record changed behind its back.
+    progress: Mutex<()>,
     /// Held partitions being handed over: no new append is taken ([`Cluster::may_write`]),
     /// while the hand-over itself seals and fsyncs through the gate.
     handing_over: RwLock<HashSet<TopicPartition>>,
@@ -177,6 +181,7 @@ impl Cluster {
         Cluster {
             settings,
             held: RwLock::new(HashMap::new()),
+            progress: Mutex::new(()),
             handing_over: RwLock::new(HashSet::new()),
             failed_logs: Mutex::new(HashSet::new()),
             write_deadline: Mutex::new(Instant::now()),
@@ -411,6 +416,7 @@ impl Cluster {
         if rp <= held.owner.recovery_point && same_segment && sealed == held.owner.sealed {
             return Ok(false);
         }
+        let _progress = self.progress.lock();
         match store.record_progress(&tp.topic, tp.partition, held, rp, segment, acquired, sealed) {
             Ok(Some(next)) => {
                 let mut all = self.held.write();
@@ -1267,7 +1273,21 @@ impl Cluster {
                 if replaced && self.held.write().remove(&tp).is_some() {
                     self.release_files(broker, &tp, false);
                 }
-                let held = self.held.read().get(&tp).map(|h| h.record);
+                let mut held = self.held.read().get(&tp).map(|h| h.record);
+                if let (Some(h), Some(r)) = (held, record) {
+                    if r.owner.node == me
+                        && r.owner.epoch == h.owner.epoch
+                        && r.mod_revision > h.mod_revision
+                    {
+                        // Perhaps this broker's own progress write, whose answer is being
+                        // taken in: once it is, the record is what this broker holds, and
+                        // is not acquired again (which would fail every confirmation in
+                        // flight: the benchmark's 1 MiB segments, a record write per roll,
+                        // re-acquired one partition hundreds of times).
+                        let _progress = self.progress.lock();
+                        held = self.held.read().get(&tp).map(|h| h.record);
+                    }
+                }
                 let mine = usable && record.is_some_and(|r| r.owner.node == me);
                 if !mine {
                     let mut retry = self.acquire_retry.lock();

@@ -249,6 +249,37 @@ impl Broker {
             "Partition logs of this broker that failed (a failed fsync or write) and wait to be re-opened from storage.",
             failed as f64,
         );
+        let files = sluice_store::fds::partition_files();
+        e.single(
+            names::LOG_FILES_OPEN,
+            Kind::Gauge,
+            "Partition files (.log, .index, .timeindex of segments) open now.",
+            files.open as f64,
+        );
+        e.single(
+            names::LOG_FILES_MAX,
+            Kind::Gauge,
+            "The cap on open partition files (sluice.log.open.files.max, or what the open-files budget gives them).",
+            files.max as f64,
+        );
+        e.single(
+            names::LOG_FILES_REOPENED,
+            Kind::Counter,
+            "Partition files opened again after the cache had closed them.",
+            files.reopened as f64,
+        );
+        e.single(
+            names::LOG_FILES_CLOSED,
+            Kind::Counter,
+            "Partition files the cache closed to stay under its cap.",
+            files.closed as f64,
+        );
+        e.single(
+            names::LOG_FILES_OVER_CAP,
+            Kind::Counter,
+            "Opens past the cap because every open partition file was in use or had unsynced writes.",
+            files.over_cap as f64,
+        );
         e.single(
             names::OFFLINE_LOG_DIRS,
             Kind::Gauge,
