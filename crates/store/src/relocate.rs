@@ -71,7 +71,7 @@ fn copy_segment(seg: &Segment, dir: &Path, log_from: u64, log_len: u64) -> io::R
     }
     // The transaction index, if the segment has one (written under the writer lock, which
     // the last copy holds).
-    let txn = seg.txn.lock().file.clone();
+    let txn = seg.txn.lock().file.as_ref().map(|f| f.get()).transpose()?;
     let txn = match txn {
         Some(f) => Some(f),
         None => crate::txn::open_existing(&seg.dir, base)?.map(Arc::new),

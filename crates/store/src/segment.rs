@@ -833,7 +833,7 @@ impl Segment {
             }),
             txn: parking_lot::Mutex::new(crate::txn::TxnIndex {
                 entries: self.txn.lock().entries.clone(),
-                file: crate::txn::open_existing(dir, self.base_offset)?.map(Arc::new),
+                file: crate::txn::cached_existing(dir, self.base_offset)?,
             }),
         })
     }
@@ -1216,6 +1216,13 @@ impl Segment {
             SegmentFileKind::Log => &self.log,
             SegmentFileKind::Index => &self.index_file,
             SegmentFileKind::TimeIndex => &self.time_file,
+            SegmentFileKind::TxnIndex => {
+                let t = self.txn.lock();
+                return match &t.file {
+                    Some(f) => f.rename_with(to, |from, to| how(Some(from), to)),
+                    None => how(None, to),
+                };
+            }
             _ => return how(None, to),
         };
         file.rename_with(to, |from, to| how(Some(from), to))
@@ -1233,6 +1240,10 @@ impl Segment {
                 SegmentFileKind::Log => self.log.rename(&to),
                 SegmentFileKind::Index => self.index_file.rename(&to),
                 SegmentFileKind::TimeIndex => self.time_file.rename(&to),
+                SegmentFileKind::TxnIndex => match &self.txn.lock().file {
+                    Some(f) => f.rename(&to),
+                    None => std::fs::rename(seg_path(dir, base, kind), &to),
+                },
                 _ => std::fs::rename(seg_path(dir, base, kind), &to),
             };
             match renamed {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use sluice_format::txn::{decode_txn_index, TxnIndexEntry, TXN_INDEX_ENTRY_LEN};
 use sluice_format::SegmentFileKind;
 
+use crate::filecache::CachedFile;
 use crate::segment::seg_path;
 use crate::SyncedMark;
 
@@ -90,8 +91,10 @@ pub(crate) struct TxnIndex {
     /// The entries; None until loaded from the file (sealed segments of an opened log load
     /// on first use).
     pub entries: Option<Arc<Vec<TxnIndexEntry>>>,
-    /// The open `.txnindex` (None while the segment has none, or it was not opened yet).
-    pub file: Option<Arc<File>>,
+    /// The `.txnindex`, under the partition-file cache (`crate::filecache`: closed while idle
+    /// and clean, opened again on use). None while the segment has none, or it was not
+    /// opened yet.
+    pub file: Option<CachedFile>,
 }
 
 fn txn_path(dir: &Path, base: i64) -> std::path::PathBuf {
@@ -111,6 +114,13 @@ pub(crate) fn open_existing(dir: &Path, base: i64) -> io::Result<Option<File>> {
     }
 }
 
+/// `<base>.txnindex` in `dir` taken into the partition-file cache, if it exists.
+pub(crate) fn cached_existing(dir: &Path, base: i64) -> io::Result<Option<CachedFile>> {
+    open_existing(dir, base)?
+        .map(|f| crate::filecache::files().adopt(txn_path(dir, base), f))
+        .transpose()
+}
+
 /// The entries of an open `.txnindex` of the segment based at `base`; an error when damaged.
 pub(crate) fn read_entries(file: &File, base: i64) -> io::Result<Vec<TxnIndexEntry>> {
     let len = usize::try_from(file.metadata()?.len())
@@ -128,11 +138,11 @@ impl TxnIndex {
             return Ok(e.clone());
         }
         let entries = match &self.file {
-            Some(f) => read_entries(f, base)?,
-            None => match open_existing(dir, base)? {
+            Some(f) => read_entries(&*f.get()?, base)?,
+            None => match cached_existing(dir, base)? {
                 Some(f) => {
-                    let v = read_entries(&f, base)?;
-                    self.file = Some(Arc::new(f));
+                    let v = read_entries(&*f.get()?, base)?;
+                    self.file = Some(f);
                     v
                 }
                 None => Vec::new(),
@@ -146,23 +156,12 @@ impl TxnIndex {
     /// Append one entry to the file (created if need be) and to memory.
     pub(crate) fn append(&mut self, dir: &Path, base: i64, entry: TxnIndexEntry) -> io::Result<()> {
         let mut entries = self.load(dir, base)?;
-        let file = match &self.file {
-            Some(f) => f.clone(),
-            None => {
-                let f = Arc::new(
-                    OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .create(true)
-                        .truncate(false)
-                        .open(txn_path(dir, base))?,
-                );
-                self.file = Some(f.clone());
-                f
-            }
-        };
+        if self.file.is_none() {
+            self.file = Some(CachedFile::open(&txn_path(dir, base), true)?);
+        }
+        let file = self.file.as_ref().expect("opened above");
         let at = (entries.len() * TXN_INDEX_ENTRY_LEN) as u64;
-        file.write_all_at(&entry.encode(), at)?;
+        file.for_write()?.write_all_at(&entry.encode(), at)?;
         Arc::make_mut(&mut entries).push(entry);
         self.entries = Some(entries);
         Ok(())
@@ -180,7 +179,7 @@ impl TxnIndex {
             // An empty index is an absent file (as Kafka creates it lazily). The handle is
             // kept until the segment goes, so nothing is unlinked while held: truncate it.
             match &self.file {
-                Some(f) => f.set_len(0)?,
+                Some(f) => f.for_write()?.set_len(0)?,
                 None => match std::fs::remove_file(txn_path(dir, base)) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -188,20 +187,12 @@ impl TxnIndex {
                 },
             }
         } else {
-            let f = match &self.file {
-                Some(f) => f.clone(),
-                None => Arc::new(
-                    OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .create(true)
-                        .truncate(false)
-                        .open(txn_path(dir, base))?,
-                ),
-            };
+            if self.file.is_none() {
+                self.file = Some(CachedFile::open(&txn_path(dir, base), true)?);
+            }
+            let f = self.file.as_ref().expect("opened above").for_write()?;
             f.set_len(0)?;
             f.write_all_at(&bytes, 0)?;
-            self.file = Some(f);
         }
         self.entries = Some(Arc::new(entries));
         Ok(())
@@ -211,6 +202,7 @@ impl TxnIndex {
     /// exists (written by an earlier process, whose writes may be in the page cache only).
     pub(crate) fn sync(&self, dir: &Path, base: i64) -> io::Result<()> {
         match &self.file {
+            // Closed by the cache only while clean: nothing of it is left to sync then.
             Some(f) => f.sync_data(),
             None => match open_existing(dir, base)? {
                 Some(f) => f.sync_data(),

@@ -1455,3 +1455,52 @@ fn cleaner_drops_aborted_records_and_keeps_committed_ones() {
     let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
     assert_eq!(aborted.len(), 1);
 }
+
+/// Issue 57: a segment's `.txnindex` is a file of the partition-file cache like its `.log`
+/// and indexes: loaded by a read_committed fetch, it is closed again under the cache's cap
+/// once idle and clean (it used to stay open for the segment's life, one descriptor per
+/// segment with an aborted transaction that was ever read), and opened again on use.
+#[test]
+fn transaction_indexes_are_closed_by_the_file_cache_when_idle() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    for i in 0..12i32 {
+        log.append(txn(1, 2 * i, 2, "k", "aborted"), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap();
+        log.roll(NOW).unwrap();
+    }
+    log.flush().unwrap();
+    m.shutdown().unwrap();
+    drop(log);
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let cache = crate::filecache::files();
+    let before = usize::try_from(cache.stats().max).unwrap_or(usize::MAX);
+    cache.set_max(4);
+    let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    let segs = log.shared.read().segments.clone();
+    let txn_files = |open_only: bool| {
+        segs.iter()
+            .filter(|s| {
+                s.txn
+                    .lock()
+                    .file
+                    .as_ref()
+                    .is_some_and(|f| !open_only || f.is_open())
+            })
+            .count()
+    };
+    let (held, open_now) = (txn_files(false), txn_files(true));
+    // Read again: every index reopens as needed.
+    let (_, again) = read_batches(&log, 0, Isolation::ReadCommitted);
+    cache.set_max(before);
+    assert_eq!(aborted.len(), 12, "{aborted:?}");
+    assert_eq!(again, aborted);
+    assert_eq!(held, 12, "each segment's index was loaded");
+    assert!(
+        open_now <= 4,
+        "{open_now} of 12 transaction indexes left open"
+    );
+}
