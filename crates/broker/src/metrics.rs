@@ -253,7 +253,7 @@ impl Broker {
         e.single(
             names::LOG_FILES_OPEN,
             Kind::Gauge,
-            "Partition files (.log, .index, .timeindex of segments) open now.",
+            "Partition files (.log, .index, .timeindex, .txnindex of segments) open now.",
             files.open as f64,
         );
         e.single(

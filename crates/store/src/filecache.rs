@@ -1,8 +1,8 @@
 //! Partition files opened on demand, under a cap (`sluice.log.open.files.max`).
 //!
-//! A segment's `.log`, `.index` and `.timeindex` are each a [`CachedFile`]: a path and, while
-//! it is open, a descriptor. Every use asks the file ([`CachedFile::get`]), which opens it
-//! again if the cache closed it. When more than the cap are open, opening one first closes
+//! A segment's `.log`, `.index`, `.timeindex` and `.txnindex` are each a [`CachedFile`]: a
+//! path and, while it is open, a descriptor. Every use asks the file ([`CachedFile::get`]),
+//! which opens it again if the cache closed it. When more than the cap are open, opening one first closes
 //! others, least recently used first (a clock sweep), that nothing else holds and that are
 //! clean. Nothing about what is written, fsynced or acknowledged changes:
 //!
