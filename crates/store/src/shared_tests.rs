@@ -1559,3 +1559,77 @@ fn adversary_a_trusted_segment_missing_its_index_loses_no_epoch() {
         std::fs::remove_file(dir.path().join("t-0").join("00000000000000000003.index")).ok();
     }
 }
+
+/// ADVERSARY (8f28004): `epochs_past_checkpoint` reads only the first batch of each trusted
+/// segment, on the premise that "each owner's epoch begins at a segment base". A cleaning
+/// breaks that premise: the cleaner merges a group of segments of different owners into one,
+/// so an epoch can begin in the middle of a trusted segment. Here the former owner's record
+/// at offset 0 (epoch 1, a key never superseded) survives and leads the cleaned segment, and
+/// the new owner's epoch 2 (offsets 1..) lies behind it in the same segment. With the former
+/// owner's stale `leader-epoch-checkpoint` (fencing point 2), the trusting takeover reads
+/// epoch 1 at the cleaned segment's first batch, `break`s, and epoch 2 is lost.
+#[test]
+fn adversary_a_trusted_merged_cleaned_segment_loses_no_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(adv_put(&old, "a", "kept"), 0);
+    old.flush().unwrap();
+    let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
+    let stale = std::fs::read(&checkpoint).unwrap();
+
+    let b = broker(dir.path(), 2);
+    let owner = b
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 2, 1, 0)
+        .unwrap();
+    owner.roll(NOW).unwrap();
+    assert_eq!(adv_put(&owner, "k", "v1"), 1);
+    owner.roll(NOW).unwrap();
+    assert_eq!(adv_put(&owner, "k", "v2"), 2); // supersedes offset 1
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    assert!(owner.leader_epoch_entries().iter().any(|(e, _)| *e == 2));
+    let stats = b.clean_log(&tp()).unwrap();
+    assert!(stats.is_some(), "precondition: cleaned");
+    let segs: Vec<i64> = owner
+        .shared
+        .read()
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .collect();
+    assert_eq!(segs.first(), Some(&0));
+    assert!(
+        !segs.contains(&1) && !segs.contains(&2),
+        "precondition: the cleaning merged the owners' segments into one: {segs:?}"
+    );
+    let rp = owner.flush().unwrap();
+    let sealed = recorded(&owner);
+    b.release_log(&tp()).unwrap();
+    // The former owner's stalled checkpoint rewrite lands.
+    std::fs::write(&checkpoint, &stale).unwrap();
+
+    let c = broker(dir.path(), 3);
+    let next = c
+        .open_log_recorded(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            adv_compact_cfg(),
+            3,
+            Recorded {
+                recovery_point: rp,
+                newest_segment: 0,
+                sealed: Some(sealed),
+            },
+        )
+        .unwrap();
+    let entries = next.leader_epoch_entries();
+    assert!(
+        entries.iter().any(|(e, _)| *e == 2),
+        "trusting takeover lost epoch 2 (which began inside the merged cleaned segment): {entries:?}; \
+         OffsetsForLeaderEpoch(1) answers {:?}",
+        next.end_offset_for_epoch(1)
+    );
+}

@@ -3726,3 +3726,69 @@ fn a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced() {
         }
     }
 }
+
+/// ADVERSARY (8f28004): `write_index_files` rewrites a sealed segment's index files in place
+/// (`set_len(0)`, then the entries), from the maintenance round (`write_rebuilt_indexes`),
+/// without the writer lock and while readers run. A segment whose indexes a read rebuilt in
+/// memory still has `max_ts` unread, so the next `timestamps()` (ListOffsets by timestamp or
+/// MAX_TIMESTAMP, the cleaner's compaction lag) reads the time index from disk: if it lands
+/// between the truncation and the write, it finds an empty (hence "sane") time index and
+/// caches `max_ts = -1` for good. `offset_for_timestamp` then skips the whole segment
+/// (`max_ts < ts`): a consumer seeking by timestamp is sent past its records. The loop
+/// re-arms the one-shot window (max_ts unread, rewrite pending) to make it hit reliably.
+#[test]
+fn adversary_a_index_rewrite_under_a_reader_makes_a_segment_look_timeless() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        for i in 0..60i64 {
+            log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        m.shutdown().unwrap();
+    }
+    let pdir = d.path().join("topic-0");
+    let ip = pdir.join(format!("{:020}.index", 0));
+    let mut idx = std::fs::read(&ip).unwrap();
+    let last = idx[idx.len() - 8..].to_vec();
+    idx[..8].copy_from_slice(&last);
+    std::fs::write(&ip, &idx).unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    let seg0 = log.shared.read().segments[0].clone();
+    let r = log.read(seg0.next_offset() - 2, 1000, true).unwrap();
+    assert!(r.slice.is_some());
+    assert!(seg0.meta.read().index_rewrite, "precondition: rebuilt by the read");
+    let interval = u64::from(small_cfg().index_interval_bytes);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let maint = {
+        let (log, seg0, stop) = (log.clone(), seg0.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                seg0.meta.write().index_rewrite = true;
+                log.maintain(NOW).unwrap();
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut seen = None;
+    while std::time::Instant::now() < deadline {
+        seg0.meta.write().max_ts = crate::segment::MAX_TS_UNREAD;
+        let (max_ts, _) = seg0.timestamps(interval).unwrap();
+        if max_ts < 0 {
+            seen = Some(max_ts);
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    maint.join().unwrap();
+    if seen.is_some() {
+        let found = log.offset_for_timestamp(NOW).unwrap();
+        panic!(
+            "a timestamps() read during the maintenance's index rewrite cached max_ts {seen:?} \
+             for segment 0 (it holds records of timestamp {NOW}..); offset_for_timestamp({NOW}) \
+             now answers {found:?} instead of offset 0"
+        );
+    }
+}
