@@ -2198,8 +2198,11 @@ impl Log {
     fn write_rebuilt_indexes(&self, interval: u64) {
         let segs = self.shared.read().segments.clone();
         for seg in segs.iter().filter(|s| s.meta.read().index_rewrite) {
+            // Under the writer lock too: a move to another log dir copies the index files
+            // under it (`relocate.rs`), and must not copy them emptied half-way.
             let written = seg.ensure_loaded(interval).and_then(|(oi, ti)| {
                 let _files = self.files_lock.lock();
+                let _writer = self.writer.lock();
                 self.gate_io()?;
                 seg.write_index_files(&oi, &ti)
             });

@@ -886,8 +886,13 @@ impl Segment {
                 return Ok((m.max_ts, m.off_max_ts));
             }
         }
+        // The indexes in memory if loaded (a rebuilt one may be being written to its file,
+        // emptied first), else the time index's last entry on disk if plausible.
+        let loaded = self.meta.read().time_index.clone();
         let size = self.size();
-        let last = if self.index_files_sane(size)? {
+        let last = if let Some(ti) = loaded {
+            ti.last().copied()
+        } else if self.index_files_sane(size)? {
             self.last_time_entry_on_disk()?
         } else {
             let (_, ti) = self.ensure_loaded(interval)?;

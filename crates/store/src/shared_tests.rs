@@ -1632,4 +1632,34 @@ fn adversary_a_trusted_merged_cleaned_segment_loses_no_epoch() {
          OffsetsForLeaderEpoch(1) answers {:?}",
         next.end_offset_for_epoch(1)
     );
+    // Epoch 2 began at 1, whose record the cleaning removed: the log tells 2, the first of
+    // its batches left; either ends epoch 1 before any record of epoch 2.
+    let ends_before_epoch_2 = |e: Option<(i32, i64)>| matches!(e, Some((1, 1 | 2)));
+    assert!(
+        ends_before_epoch_2(next.end_offset_for_epoch(1)),
+        "{entries:?}"
+    );
+    // The same without trusting the record: every sealed segment is checked, and the merged
+    // one's epochs are read past its first batch too.
+    c.release_log(&tp()).unwrap();
+    std::fs::write(&checkpoint, &stale).unwrap();
+    let d = broker(dir.path(), 4);
+    let next = d
+        .open_log_recorded(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            adv_compact_cfg(),
+            4,
+            Recorded {
+                recovery_point: rp,
+                newest_segment: 0,
+                sealed: None,
+            },
+        )
+        .unwrap();
+    assert!(
+        ends_before_epoch_2(next.end_offset_for_epoch(1)),
+        "{:?}",
+        next.leader_epoch_entries()
+    );
 }

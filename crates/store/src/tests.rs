@@ -3759,7 +3759,10 @@ fn adversary_a_index_rewrite_under_a_reader_makes_a_segment_look_timeless() {
     let seg0 = log.shared.read().segments[0].clone();
     let r = log.read(seg0.next_offset() - 2, 1000, true).unwrap();
     assert!(r.slice.is_some());
-    assert!(seg0.meta.read().index_rewrite, "precondition: rebuilt by the read");
+    assert!(
+        seg0.meta.read().index_rewrite,
+        "precondition: rebuilt by the read"
+    );
     let interval = u64::from(small_cfg().index_interval_bytes);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let maint = {

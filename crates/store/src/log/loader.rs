@@ -368,7 +368,7 @@ impl Log {
                     m.next_offset = bases[i + 1];
                 }
                 if p.shared && base >= trusted_below {
-                    epochs_dirty |= assign_first_batch_epoch(&mut epochs, &seg, file_size);
+                    epochs_dirty |= assign_segment_epochs(&mut epochs, &seg, file_size);
                 }
                 segments.push(Arc::new(seg));
             }
@@ -1071,21 +1071,76 @@ fn may_write(p: &OpenParams, before: &str) -> Result<(), StoreError> {
         })
 }
 
-/// A trusted segment of a shared directory tells its first batch's epoch to the epoch cache.
-/// Each owner's epoch begins at a segment base (an acquisition starts a new segment), so this
-/// finds the epochs a `leader-epoch-checkpoint` lacks when a former owner's stalled rewrite
-/// replaced it with its older view after a takeover; the recovered segments tell theirs as
-/// they are scanned. Costs one header read per segment; changes nothing when the checkpoint
-/// already has the epoch (an epoch is only added past the newest one).
-fn assign_first_batch_epoch(epochs: &mut EpochCache, seg: &Segment, size: u64) -> bool {
-    let Ok(log) = seg.log.get() else {
+/// A trusted segment of a shared directory tells the epochs of its batches to the epoch
+/// cache: an owner's epoch begins at a segment base (an acquisition starts a new segment), but
+/// a cleaned segment can merge segments of several owners, so an epoch can also begin inside
+/// one. This finds the epochs a `leader-epoch-checkpoint` lacks when a former owner's stalled
+/// rewrite replaced it with its older view after a takeover; the recovered segments tell
+/// theirs as they are scanned. Changes nothing when the checkpoint already has the epochs
+/// (one is only added past the newest).
+fn assign_segment_epochs(epochs: &mut EpochCache, seg: &Segment, size: u64) -> bool {
+    match seg.log.get() {
+        Ok(log) => assign_epochs_of(epochs, &log, size, index_last_position(seg, size)),
+        Err(_) => false,
+    }
+}
+
+/// [`assign_segment_epochs`] of a `.log` of `size` bytes whose last batch begins at or after
+/// `last_from`: reads the first batch and the last; the batch headers in between only when
+/// those two differ in epoch.
+fn assign_epochs_of(
+    epochs: &mut EpochCache,
+    log: &std::fs::File,
+    size: u64,
+    last_from: u64,
+) -> bool {
+    let Some(first) = first_batch(log, size) else {
         return false;
     };
-    let mut scanner = BatchScanner::new(log, 0, size, false);
-    match scanner.next_batch() {
-        Ok(Some((_, h))) => epochs.assign(h.partition_leader_epoch, h.base_offset),
-        _ => false,
+    let mut changed = epochs.assign(first.partition_leader_epoch, first.base_offset);
+    let last = last_batch(log, size, last_from).unwrap_or(first);
+    if last.partition_leader_epoch != first.partition_leader_epoch {
+        let mut scanner = BatchScanner::new(log, 0, size, false);
+        while let Ok(Some((_, h))) = scanner.next_batch() {
+            changed |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+        }
     }
+    changed
+}
+
+/// Where a sealed segment's last batch can be looked for from: its offset index's last
+/// entry, if plausible, else 0.
+fn index_last_position(seg: &Segment, size: u64) -> u64 {
+    seg.index_file
+        .get()
+        .ok()
+        .and_then(|f| {
+            let len = f.metadata().ok()?.len();
+            let n = OFFSET_INDEX_ENTRY_LEN as u64;
+            if len < n {
+                return None;
+            }
+            let mut b = [0u8; OFFSET_INDEX_ENTRY_LEN];
+            f.read_exact_at(&mut b, len - n).ok()?;
+            OffsetIndexEntry::decode(&b)
+        })
+        .and_then(|e| u64::try_from(e.position).ok())
+        .filter(|p| *p < size)
+        .unwrap_or(0)
+}
+
+/// The header of the last batch of a `.log` of `size` bytes, scanned from `from` (from the
+/// start if nothing is found there).
+fn last_batch(log: &std::fs::File, size: u64, from: u64) -> Option<BatchHeader> {
+    let scan = |from: u64| {
+        let mut scanner = BatchScanner::new(log, from, size, false);
+        let mut last = None;
+        while let Ok(Some((_, h))) = scanner.next_batch() {
+            last = Some(h);
+        }
+        last
+    };
+    scan(from).or_else(|| if from > 0 { scan(0) } else { None })
 }
 
 /// The bound below which the previous owner's record vouches for the sealed segments of a
@@ -1121,10 +1176,11 @@ fn trusted_bound(
 
 /// The leader epochs that begin in the trusted sealed segments below `trusted_below` and
 /// that the `leader-epoch-checkpoint` lacks (a former owner's stalled rewrite can replace
-/// it with its older view after a takeover: docs/cluster.md, fencing point 2). Each owner's
-/// epoch begins at a segment base, and epochs only grow along the log, so the first batches
-/// are read from the newest of these segments back, until one whose epoch the checkpoint
-/// has: one read when it is current, instead of one per segment.
+/// it with its older view after a takeover: docs/cluster.md, fencing point 2). Epochs only
+/// grow along the log, so the segments are read from the newest back until one whose last
+/// batch's epoch the checkpoint has (two header reads when it is current), and those found
+/// newer tell their epochs oldest first ([`assign_epochs_of`]). A segment not taken
+/// unopened (an index file missing) is read by name.
 fn epochs_past_checkpoint(
     epochs: &mut EpochCache,
     dir: &Path,
@@ -1133,35 +1189,34 @@ fn epochs_past_checkpoint(
     trusted_below: i64,
 ) -> bool {
     let newest = epochs.latest_epoch().unwrap_or(-1);
-    let mut found = Vec::new();
+    let mut newer: Vec<(std::sync::Arc<std::fs::File>, u64, u64)> = Vec::new();
     for base in bases.iter().rev().filter(|b| **b < trusted_below) {
-        // One that cannot be read tells nothing (as `assign_first_batch_epoch`). One not
-        // taken unopened (an index file missing) is read by name.
-        let first = match unopened.get(base) {
+        // One that cannot be read tells nothing (as `assign_segment_epochs`).
+        let opened = match unopened.get(base) {
             Some(seg) => seg
                 .log
                 .get()
                 .ok()
-                .and_then(|log| first_batch(&log, seg.size())),
+                .map(|log| (log, seg.size(), index_last_position(seg, seg.size()))),
             None => std::fs::File::open(seg_path(dir, *base, SegmentFileKind::Log))
                 .ok()
                 .and_then(|f| {
                     let len = f.metadata().ok()?.len();
-                    first_batch(&f, len)
+                    Some((std::sync::Arc::new(f), len, 0))
                 }),
         };
-        match first {
-            // At the batch's own offset, which a cleaned segment can place past its base.
-            Some(h) if h.partition_leader_epoch > newest => {
-                found.push((h.partition_leader_epoch, h.base_offset));
-            }
+        let Some((log, size, from)) = opened else {
+            continue;
+        };
+        match last_batch(&log, size, from) {
+            Some(h) if h.partition_leader_epoch > newest => newer.push((log, size, from)),
             Some(_) => break,
             None => continue,
         }
     }
     let mut changed = false;
-    for (epoch, base) in found.into_iter().rev() {
-        changed |= epochs.assign(epoch, base);
+    for (log, size, from) in newer.into_iter().rev() {
+        changed |= assign_epochs_of(epochs, &log, size, from);
     }
     changed
 }
