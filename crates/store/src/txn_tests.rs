@@ -1504,3 +1504,143 @@ fn transaction_indexes_are_closed_by_the_file_cache_when_idle() {
         "{open_now} of 12 transaction indexes left open"
     );
 }
+
+/// Adversary helpers: a log whose segment 0 holds an aborted transaction (offsets 0, 1) and
+/// segment 1 a plain batch (offset 2), written, shut down cleanly and opened again, so that
+/// segment 0's transaction index is not loaded (below the recovery point).
+fn adv_reopened_with_unloaded_txnindex(dirs: &[PathBuf]) -> (Arc<LogManager>, Arc<Log>) {
+    {
+        let m = LogManager::open(dirs.to_vec(), meta()).unwrap();
+        let log = open(&m, cfg());
+        log.append(txn(1, 0, 1, "a", "aborted"), AppendOrigin::Client, NOW)
+            .unwrap(); // 0
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 1
+        log.roll(NOW).unwrap();
+        for i in 0..4 {
+            log.append(plain(2, i, "b", "1"), AppendOrigin::Client, NOW)
+                .unwrap(); // 2..
+            log.roll(NOW).unwrap();
+        }
+        log.flush().unwrap();
+        m.shutdown().unwrap();
+    }
+    let m = Arc::new(LogManager::open(dirs.to_vec(), meta()).unwrap());
+    let log = open(&m, cfg());
+    (m, log)
+}
+
+fn adv_dir_index(dirs: &[PathBuf], log: &Log) -> usize {
+    let parent = log.dir().parent().unwrap().to_path_buf();
+    dirs.iter().position(|d| *d == parent).unwrap()
+}
+
+/// ADVERSARY (2511e39): after a log-dir move, a sealed segment whose transaction index was
+/// never loaded has its `.txnindex` as a `CachedFile` (reopen_in), entries None. The cache
+/// closes it (idle, clean). A second move renames the old directory to `-delete` by name;
+/// a read_committed fetch that took its view before the move then lists the aborted
+/// transactions of the old segments: the closed file is re-opened by its old path, which is
+/// gone, and the fetch fails. Before 2511e39 the segment held the descriptor (`Arc<File>`)
+/// and the fetch answered with the aborted transaction.
+#[test]
+fn adv_read_committed_fails_when_a_move_renames_the_dir_of_a_closed_txnindex() {
+    let ds: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = ds.iter().map(|d| d.path().to_path_buf()).collect();
+    let (m, log) = adv_reopened_with_unloaded_txnindex(&dirs);
+    let first = adv_dir_index(&dirs, &log);
+    let second = (first + 1) % 3;
+    let third = (first + 2) % 3;
+    m.move_log(&tp(), second).unwrap();
+    let seg0 = log.shared.read().segments[0].clone();
+    assert!(!seg0.txns_loaded(), "segment 0's index is not loaded");
+    // The partition-file cache at a tiny cap (as under SLUICE_STORE_FILES_MAX / a low
+    // sluice.log.open.files.max): idle clean files are closed as others open.
+    let cache = crate::filecache::files();
+    let before = usize::try_from(cache.stats().max).unwrap_or(usize::MAX);
+    cache.set_max(1);
+    let scratch = tempfile::tempdir().unwrap();
+    let others: Vec<_> = (0..4)
+        .map(|i| {
+            crate::filecache::CachedFile::open(&scratch.path().join(format!("f{i}")), true)
+                .unwrap()
+        })
+        .collect();
+    drop(seg0);
+    let m2 = m.clone();
+    log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(move |_l: &Log| {
+        // The partition moves on while the fetch is between its data and its aborted list.
+        m2.move_log(&tp(), third).unwrap();
+    })));
+    let r = log.read_isolated(0, 1 << 20, true, Isolation::ReadCommitted);
+    cache.set_max(before);
+    drop(others);
+    assert!(log.faults.lock().read_committed_gap.is_none(), "hook not run");
+    let r = r.expect("a read_committed fetch that succeeded before 2511e39");
+    assert_eq!(
+        r.aborted,
+        Some(vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }])
+    );
+}
+
+/// ADVERSARY (pre-existing, also before 2511e39): the same fetch across DeleteRecords of a
+/// segment whose transaction index was never loaded. `rename_deleted` renames its
+/// `.txnindex` by name (no CachedFile yet), then the read's `load` looks for
+/// `<base>.txnindex` by name, finds nothing and takes the index as empty: the aborted
+/// records go out as committed.
+#[test]
+fn adv_read_committed_misses_aborted_of_an_unloaded_segment_deleted_mid_read() {
+    let d = tempfile::tempdir().unwrap();
+    let dirs = vec![d.path().to_path_buf()];
+    let (_m, log) = adv_reopened_with_unloaded_txnindex(&dirs);
+    assert!(!log.shared.read().segments[0].txns_loaded());
+    log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(|l: &Log| {
+        assert_eq!(l.delete_records_before(2).unwrap(), 2);
+    })));
+    let r = log
+        .read_isolated(0, 1 << 20, true, Isolation::ReadCommitted)
+        .unwrap();
+    assert!(log.faults.lock().read_committed_gap.is_none(), "hook not run");
+    let slice = r.slice.expect("data");
+    let got: Vec<i64> = parse_batches(&slice.read_bytes().unwrap(), None)
+        .unwrap()
+        .iter()
+        .map(|b| b.header.base_offset)
+        .collect();
+    assert_eq!(got[0], 0, "the aborted batch is returned");
+    assert_eq!(
+        r.aborted,
+        Some(vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }]),
+        "aborted records returned as committed"
+    );
+}
+
+/// ADVERSARY (pre-existing, also before 2511e39): the same across a first log-dir move
+/// (the old directory renamed to `-delete` by name while the segment's index is unloaded).
+#[test]
+fn adv_read_committed_misses_aborted_of_an_unloaded_segment_moved_mid_read() {
+    let ds: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = ds.iter().map(|d| d.path().to_path_buf()).collect();
+    let (m, log) = adv_reopened_with_unloaded_txnindex(&dirs);
+    let other = 1 - adv_dir_index(&dirs, &log);
+    assert!(!log.shared.read().segments[0].txns_loaded());
+    let m2 = m.clone();
+    log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(move |_l: &Log| {
+        m2.move_log(&tp(), other).unwrap();
+    })));
+    let r = log.read_isolated(0, 1 << 20, true, Isolation::ReadCommitted);
+    assert!(log.faults.lock().read_committed_gap.is_none(), "hook not run");
+    let r = r.unwrap();
+    assert_eq!(
+        r.aborted,
+        Some(vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }]),
+        "aborted records returned as committed"
+    );
+}
