@@ -152,9 +152,18 @@ impl Log {
         if let Some(parent) = final_dir.parent() {
             sync_dir(parent)?;
         }
-        // From here on the new copy is complete and durable; open it and switch.
+        // From here on the new copy is complete and durable; open it and switch. Each old
+        // segment's aborted transactions are read into memory first (an open loads a sealed
+        // segment's `.txnindex` on first use): a read_committed fetch in flight on the old
+        // segments finds them there, never by a name in the old directory, which is renamed
+        // away below; the new segments take them over.
         let mut new_segs = Vec::with_capacity(segs.len());
         for seg in segs.iter() {
+            if let Err(e) = seg.aborted_txns() {
+                // A damaged one is rebuilt from the log by its first reader, as before.
+                tracing::debug!(tp = ?self.tp, segment = seg.base_offset, error = %e,
+                    "transaction index not loaded before the move");
+            }
             new_segs.push(Arc::new(seg.reopen_in(final_dir)?));
         }
         // A spare made in the old directory goes with it.

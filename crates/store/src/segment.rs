@@ -1222,7 +1222,8 @@ impl Segment {
             SegmentFileKind::Index => &self.index_file,
             SegmentFileKind::TimeIndex => &self.time_file,
             SegmentFileKind::TxnIndex => {
-                let t = self.txn.lock();
+                let mut t = self.txn.lock();
+                t.load_before_rename(&self.dir, self.base_offset);
                 return match &t.file {
                     Some(f) => f.rename_with(to, |from, to| how(Some(from), to)),
                     None => how(None, to),
@@ -1245,10 +1246,14 @@ impl Segment {
                 SegmentFileKind::Log => self.log.rename(&to),
                 SegmentFileKind::Index => self.index_file.rename(&to),
                 SegmentFileKind::TimeIndex => self.time_file.rename(&to),
-                SegmentFileKind::TxnIndex => match &self.txn.lock().file {
-                    Some(f) => f.rename(&to),
-                    None => std::fs::rename(seg_path(dir, base, kind), &to),
-                },
+                SegmentFileKind::TxnIndex => {
+                    let mut t = self.txn.lock();
+                    t.load_before_rename(dir, base);
+                    match &t.file {
+                        Some(f) => f.rename(&to),
+                        None => std::fs::rename(seg_path(dir, base, kind), &to),
+                    }
+                }
                 _ => std::fs::rename(seg_path(dir, base, kind), &to),
             };
             match renamed {

@@ -153,6 +153,20 @@ impl TxnIndex {
         Ok(e)
     }
 
+    /// Before the file is renamed away (a deletion, a cleaning's swap): the entries into
+    /// memory if they are not yet (an open loads a sealed segment's index on first use), so
+    /// that a read_committed fetch still holding the segment finds them there rather than
+    /// by a name that is gone. A damaged file stays unloaded: its first reader rebuilds it
+    /// from the log, which the fetch holds.
+    pub(crate) fn load_before_rename(&mut self, dir: &Path, base: i64) {
+        if self.entries.is_none() {
+            if let Err(e) = self.load(dir, base) {
+                tracing::debug!(dir = %dir.display(), segment = base, error = %e,
+                    "transaction index not loaded before its rename");
+            }
+        }
+    }
+
     /// Append one entry to the file (created if need be) and to memory.
     pub(crate) fn append(&mut self, dir: &Path, base: i64, entry: TxnIndexEntry) -> io::Result<()> {
         let mut entries = self.load(dir, base)?;
