@@ -483,7 +483,7 @@ fn an_open_that_lost_the_partition_writes_nothing() {
 /// gate has closed (a former owner still answering reads, or a deposed opener) then
 /// rewrites files of the partition behind the closed gate, under the new owner.
 #[test]
-fn adversary_a_closed_gate_leaves_index_files_as_they_were_on_first_use() {
+fn a_closed_gate_leaves_index_files_as_they_were_on_first_use() {
     let d = tempfile::tempdir().unwrap();
     let gate = Arc::new(TestGate::default());
     gate.epoch.store(4, Ordering::Release);

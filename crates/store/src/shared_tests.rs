@@ -1413,7 +1413,7 @@ fn a_deposed_openers_rename_stalled_in_flight_loses_an_acknowledged_batch() {
     );
 }
 
-fn adv_compact_cfg() -> LogConfig {
+fn compact_cfg() -> LogConfig {
     LogConfig {
         cleanup: Cleanup {
             compact: true,
@@ -1425,7 +1425,7 @@ fn adv_compact_cfg() -> LogConfig {
     }
 }
 
-fn adv_put(log: &Log, key: &str, value: &str) -> i64 {
+fn put_keyed(log: &Log, key: &str, value: &str) -> i64 {
     let b = BatchBuilder::new().record(NOW, Some(key.as_bytes()), Some(value.as_bytes()));
     log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
         .unwrap()
@@ -1441,25 +1441,25 @@ fn adv_put(log: &Log, key: &str, value: &str) -> i64 {
 /// begins at 0: epoch 1 is lost (its range is empty), and OffsetsForLeaderEpoch(1) answers 0
 /// instead of 1 (a consumer that read offset 0 under epoch 1 is told the log was truncated).
 #[test]
-fn adversary_a_trusted_cleaned_segment_loses_no_epoch() {
+fn a_trusted_cleaned_segment_loses_no_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = a
-        .open_log(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 1)
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
         .unwrap();
-    assert_eq!(adv_put(&old, "k", "v1"), 0);
+    assert_eq!(put_keyed(&old, "k", "v1"), 0);
     old.flush().unwrap();
     let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
     let stale = std::fs::read(&checkpoint).unwrap();
 
     let b = broker(dir.path(), 2);
     let owner = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 2, 1, 0)
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 2, 1, 0)
         .unwrap();
     owner.roll(NOW).unwrap();
-    assert_eq!(adv_put(&owner, "k", "v2"), 1); // supersedes offset 0
+    assert_eq!(put_keyed(&owner, "k", "v2"), 1); // supersedes offset 0
     owner.roll(NOW).unwrap();
-    assert_eq!(adv_put(&owner, "x", "v"), 2);
+    assert_eq!(put_keyed(&owner, "x", "v"), 2);
     owner.roll(NOW).unwrap();
     let rp = owner.flush().unwrap();
     assert_eq!(rp, 3);
@@ -1482,7 +1482,7 @@ fn adversary_a_trusted_cleaned_segment_loses_no_epoch() {
             .open_log_recorded(
                 &tp(),
                 uuid::Uuid::from_u128(7),
-                adv_compact_cfg(),
+                compact_cfg(),
                 3 + k as i32,
                 Recorded {
                     recovery_point: rp,
@@ -1521,7 +1521,7 @@ impl AdvTrust for Recorded {
 /// false) nor assigns epochs in the index rebuild (its callback is `|_| {}`). With the
 /// former owner's stale `leader-epoch-checkpoint`, the epoch that began there is lost.
 #[test]
-fn adversary_a_trusted_segment_missing_its_index_loses_no_epoch() {
+fn a_trusted_segment_missing_its_index_loses_no_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = open(&a, 1);
@@ -1569,25 +1569,25 @@ fn adversary_a_trusted_segment_missing_its_index_loses_no_epoch() {
 /// owner's stale `leader-epoch-checkpoint` (fencing point 2), the trusting takeover reads
 /// epoch 1 at the cleaned segment's first batch, `break`s, and epoch 2 is lost.
 #[test]
-fn adversary_a_trusted_merged_cleaned_segment_loses_no_epoch() {
+fn an_epoch_beginning_inside_a_merged_cleaned_segment_is_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = a
-        .open_log(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 1)
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
         .unwrap();
-    assert_eq!(adv_put(&old, "a", "kept"), 0);
+    assert_eq!(put_keyed(&old, "a", "kept"), 0);
     old.flush().unwrap();
     let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
     let stale = std::fs::read(&checkpoint).unwrap();
 
     let b = broker(dir.path(), 2);
     let owner = b
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), adv_compact_cfg(), 2, 1, 0)
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 2, 1, 0)
         .unwrap();
     owner.roll(NOW).unwrap();
-    assert_eq!(adv_put(&owner, "k", "v1"), 1);
+    assert_eq!(put_keyed(&owner, "k", "v1"), 1);
     owner.roll(NOW).unwrap();
-    assert_eq!(adv_put(&owner, "k", "v2"), 2); // supersedes offset 1
+    assert_eq!(put_keyed(&owner, "k", "v2"), 2); // supersedes offset 1
     owner.roll(NOW).unwrap();
     owner.flush().unwrap();
     assert!(owner.leader_epoch_entries().iter().any(|(e, _)| *e == 2));
@@ -1616,7 +1616,7 @@ fn adversary_a_trusted_merged_cleaned_segment_loses_no_epoch() {
         .open_log_recorded(
             &tp(),
             uuid::Uuid::from_u128(7),
-            adv_compact_cfg(),
+            compact_cfg(),
             3,
             Recorded {
                 recovery_point: rp,
@@ -1648,7 +1648,7 @@ fn adversary_a_trusted_merged_cleaned_segment_loses_no_epoch() {
         .open_log_recorded(
             &tp(),
             uuid::Uuid::from_u128(7),
-            adv_compact_cfg(),
+            compact_cfg(),
             4,
             Recorded {
                 recovery_point: rp,

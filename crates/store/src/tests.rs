@@ -3737,7 +3737,7 @@ fn a_sealed_segment_whose_indexes_a_read_rebuilt_is_synced() {
 /// (`max_ts < ts`): a consumer seeking by timestamp is sent past its records. The loop
 /// re-arms the one-shot window (max_ts unread, rewrite pending) to make it hit reliably.
 #[test]
-fn adversary_a_index_rewrite_under_a_reader_makes_a_segment_look_timeless() {
+fn an_index_rewrite_under_a_reader_never_makes_a_segment_look_timeless() {
     let d = tempfile::tempdir().unwrap();
     {
         let m = open_mgr(d.path());

@@ -1508,7 +1508,7 @@ fn transaction_indexes_are_closed_by_the_file_cache_when_idle() {
 /// Adversary helpers: a log whose segment 0 holds an aborted transaction (offsets 0, 1) and
 /// segment 1 a plain batch (offset 2), written, shut down cleanly and opened again, so that
 /// segment 0's transaction index is not loaded (below the recovery point).
-fn adv_reopened_with_unloaded_txnindex(dirs: &[PathBuf]) -> (Arc<LogManager>, Arc<Log>) {
+fn reopened_with_unloaded_txnindex(dirs: &[PathBuf]) -> (Arc<LogManager>, Arc<Log>) {
     {
         let m = LogManager::open(dirs.to_vec(), meta()).unwrap();
         let log = open(&m, cfg());
@@ -1529,7 +1529,7 @@ fn adv_reopened_with_unloaded_txnindex(dirs: &[PathBuf]) -> (Arc<LogManager>, Ar
     (m, log)
 }
 
-fn adv_dir_index(dirs: &[PathBuf], log: &Log) -> usize {
+fn dir_index_of(dirs: &[PathBuf], log: &Log) -> usize {
     let parent = log.dir().parent().unwrap().to_path_buf();
     dirs.iter().position(|d| *d == parent).unwrap()
 }
@@ -1542,11 +1542,11 @@ fn adv_dir_index(dirs: &[PathBuf], log: &Log) -> usize {
 /// gone, and the fetch fails. Before 2511e39 the segment held the descriptor (`Arc<File>`)
 /// and the fetch answered with the aborted transaction.
 #[test]
-fn adv_read_committed_fails_when_a_move_renames_the_dir_of_a_closed_txnindex() {
+fn a_read_committed_fetch_survives_a_second_move_of_a_closed_txnindex() {
     let ds: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let dirs: Vec<PathBuf> = ds.iter().map(|d| d.path().to_path_buf()).collect();
-    let (m, log) = adv_reopened_with_unloaded_txnindex(&dirs);
-    let first = adv_dir_index(&dirs, &log);
+    let (m, log) = reopened_with_unloaded_txnindex(&dirs);
+    let first = dir_index_of(&dirs, &log);
     let second = (first + 1) % 3;
     let third = (first + 2) % 3;
     m.move_log(&tp(), second).unwrap();
@@ -1594,10 +1594,10 @@ fn adv_read_committed_fails_when_a_move_renames_the_dir_of_a_closed_txnindex() {
 /// `<base>.txnindex` by name, finds nothing and takes the index as empty: the aborted
 /// records go out as committed.
 #[test]
-fn adv_read_committed_misses_aborted_of_an_unloaded_segment_deleted_mid_read() {
+fn a_read_committed_fetch_keeps_the_aborts_of_an_unloaded_segment_deleted_mid_read() {
     let d = tempfile::tempdir().unwrap();
     let dirs = vec![d.path().to_path_buf()];
-    let (_m, log) = adv_reopened_with_unloaded_txnindex(&dirs);
+    let (_m, log) = reopened_with_unloaded_txnindex(&dirs);
     assert!(!log.shared.read().segments[0].txns_loaded());
     log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(|l: &Log| {
         assert_eq!(l.delete_records_before(2).unwrap(), 2);
@@ -1629,11 +1629,11 @@ fn adv_read_committed_misses_aborted_of_an_unloaded_segment_deleted_mid_read() {
 /// ADVERSARY (pre-existing, also before 2511e39): the same across a first log-dir move
 /// (the old directory renamed to `-delete` by name while the segment's index is unloaded).
 #[test]
-fn adv_read_committed_misses_aborted_of_an_unloaded_segment_moved_mid_read() {
+fn a_read_committed_fetch_keeps_the_aborts_of_an_unloaded_segment_moved_mid_read() {
     let ds: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let dirs: Vec<PathBuf> = ds.iter().map(|d| d.path().to_path_buf()).collect();
-    let (m, log) = adv_reopened_with_unloaded_txnindex(&dirs);
-    let other = 1 - adv_dir_index(&dirs, &log);
+    let (m, log) = reopened_with_unloaded_txnindex(&dirs);
+    let other = 1 - dir_index_of(&dirs, &log);
     assert!(!log.shared.read().segments[0].txns_loaded());
     let m2 = m.clone();
     log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(move |_l: &Log| {
