@@ -1654,3 +1654,65 @@ fn a_read_committed_fetch_keeps_the_aborts_of_an_unloaded_segment_moved_mid_read
         "aborted records returned as committed"
     );
 }
+
+/// ADVERSARY (7e1e27a): a topic deletion renames the partition directory to `-delete` by
+/// name (`LogManager::delete_log`), with no `load_before_rename` of the segments'
+/// transaction indexes. A read_committed fetch between its data and its aborted list then
+/// looks for `<base>.txnindex` in the old directory, finds nothing and takes the index as
+/// empty: the aborted records go out as committed.
+#[test]
+fn adv_read_committed_keeps_the_aborts_of_an_unloaded_segment_across_topic_deletion() {
+    let d = tempfile::tempdir().unwrap();
+    let dirs = vec![d.path().to_path_buf()];
+    let (m, log) = reopened_with_unloaded_txnindex(&dirs);
+    assert!(!log.shared.read().segments[0].txns_loaded());
+    let m2 = m.clone();
+    log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(move |_l: &Log| {
+        m2.delete_log(&tp()).unwrap();
+    })));
+    let r = log.read_isolated(0, 1 << 20, true, Isolation::ReadCommitted);
+    assert!(log.faults.lock().read_committed_gap.is_none(), "hook not run");
+    // An error is acceptable (the partition is gone); aborted records as committed are not.
+    if let Ok(r) = r {
+        if r.slice.is_some() {
+            assert_eq!(
+                r.aborted,
+                Some(vec![AbortedTxn {
+                    producer_id: 1,
+                    first_offset: 0
+                }]),
+                "aborted records returned as committed"
+            );
+        }
+    }
+}
+
+/// ADVERSARY (7e1e27a): a failed log's re-open (`LogManager::reopen_log`) opens new
+/// `Segment`s over the same files; the failed log's segments keep entries None. DeleteRecords
+/// on the new log renames `<base>.txnindex` through the *new* segment (its load_before_rename
+/// loads the new segment's copy only). A read_committed fetch still on the failed log then
+/// finds no `.txnindex` under its name: aborted records as committed.
+#[test]
+fn adv_read_committed_keeps_the_aborts_of_a_failed_logs_segment_deleted_by_the_reopened_log() {
+    let d = tempfile::tempdir().unwrap();
+    let dirs = vec![d.path().to_path_buf()];
+    let (m, log) = reopened_with_unloaded_txnindex(&dirs);
+    assert!(!log.shared.read().segments[0].txns_loaded());
+    let m2 = m.clone();
+    log.faults.lock().read_committed_gap = Some(crate::faults::Hook(Box::new(move |_l: &Log| {
+        let new = m2.reopen_log(&tp(), cfg()).unwrap().expect("served");
+        assert_eq!(new.delete_records_before(2).unwrap(), 2);
+    })));
+    let r = log.read_isolated(0, 1 << 20, true, Isolation::ReadCommitted);
+    assert!(log.faults.lock().read_committed_gap.is_none(), "hook not run");
+    let r = r.expect("the failed log's fetch answers");
+    assert!(r.slice.is_some());
+    assert_eq!(
+        r.aborted,
+        Some(vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }]),
+        "aborted records returned as committed"
+    );
+}
