@@ -1259,3 +1259,65 @@ fn replace_with_new_empty_files(
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod adv_epoch_tests {
+    use super::*;
+
+    /// ADVERSARY (db207eb): an offset index whose last entry is stale (a former owner's
+    /// stalled index write landing on a segment the cleaner rewrote since, say) and points
+    /// inside a batch, within the size, at bytes that parse as a batch header (a record's
+    /// value holding an encoded batch: client-chosen bytes). `last_batch` takes that
+    /// header as the segment's last batch (BatchScanner reads headers only; the scan after
+    /// it stops at the garbage that follows and the `or_else(scan(0))` fallback is not
+    /// taken since one "batch" was found). Its epoch equals the first batch's, so the
+    /// segment's headers are not read: epoch 2, which begins inside the segment, is lost.
+    /// In `epochs_past_checkpoint` the same fake epoch (<= the checkpoint's newest) ends the
+    /// walk back at once.
+    #[test]
+    fn adv_a_stale_index_entry_inside_a_batch_loses_an_epoch() {
+        let d = tempfile::tempdir().unwrap();
+        let mut inner = sluice_format::BatchBuilder::new().record(1, None, Some(b"x"));
+        inner.base_offset = 5;
+        inner.partition_leader_epoch = 1;
+        let inner = inner.build();
+        let mut a = sluice_format::BatchBuilder::new().record(1, None, Some(b"a"));
+        a.base_offset = 0;
+        a.partition_leader_epoch = 1;
+        let mut b = sluice_format::BatchBuilder::new().record(2, None, Some(&inner));
+        b.base_offset = 1;
+        b.partition_leader_epoch = 2;
+        let mut bytes = a.build();
+        bytes.extend_from_slice(&b.build());
+        let inner_pos = bytes
+            .windows(inner.len())
+            .position(|w| w == &inner[..])
+            .unwrap() as u64;
+        let path = d.path().join("00000000000000000000.log");
+        std::fs::write(&path, &bytes).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let size = bytes.len() as u64;
+        let load = || {
+            std::fs::write(
+                d.path().join(crate::epoch::LEADER_EPOCH_CHECKPOINT),
+                sluice_format::text::format_leader_epoch_checkpoint(&[(1, 0)]),
+            )
+            .unwrap();
+            EpochCache::load(d.path())
+        };
+        // With a sane index (or none) epoch 2 is found at 1.
+        let mut ok = load();
+        assign_epochs_of(&mut ok, &f, size, 0);
+        assert_eq!(ok.entries(), &[(1, 0), (2, 1)]);
+        // With the stale last entry inside batch b.
+        assert!(inner_pos < size);
+        assert_eq!(
+            last_batch(&f, size, inner_pos).map(|h| h.partition_leader_epoch),
+            Some(2),
+            "the segment's last batch is b (epoch 2); a stale index entry read a fake one"
+        );
+        let mut stale = load();
+        assign_epochs_of(&mut stale, &f, size, inner_pos);
+        assert_eq!(stale.entries(), &[(1, 0), (2, 1)], "epoch 2 lost");
+    }
+}
