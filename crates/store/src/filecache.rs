@@ -398,6 +398,30 @@ impl CachedFile {
         Ok(())
     }
 
+    /// Ok if the file's current name (the one it was last renamed to through this cache)
+    /// still names this file; an error of kind `NotFound` if it names nothing or another file
+    /// (renamed or deleted behind the cache's back: its directory moved or deleted, or
+    /// another log object over the same files renamed it).
+    pub(crate) fn still_at_its_name(&self) -> io::Result<()> {
+        let st = self.0.state.lock();
+        let found = match rustix::fs::stat(&st.path) {
+            Ok(s) => (s.st_dev, s.st_ino) == st.id,
+            Err(e) if e == rustix::io::Errno::NOENT => false,
+            Err(e) => return Err(e.into()),
+        };
+        if found {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is no longer the file this segment has",
+                    st.path.display()
+                ),
+            ))
+        }
+    }
+
     /// Whether the file is open now.
     #[cfg(test)]
     pub(crate) fn is_open(&self) -> bool {

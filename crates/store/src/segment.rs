@@ -841,7 +841,9 @@ impl Segment {
     /// The segment's aborted transactions (loaded from its `.txnindex` on first use). A
     /// damaged file is an error of kind `InvalidData`: the caller rebuilds it from the log.
     pub(crate) fn aborted_txns(&self) -> io::Result<Arc<Vec<sluice_format::txn::TxnIndexEntry>>> {
-        self.txn.lock().load(&self.dir, self.base_offset)
+        self.txn
+            .lock()
+            .load_checked(&self.dir, self.base_offset, || self.log.still_at_its_name())
     }
 
     /// The transaction index is in memory ([`Segment::aborted_txns`] reads no file).
@@ -1223,7 +1225,7 @@ impl Segment {
             SegmentFileKind::TimeIndex => &self.time_file,
             SegmentFileKind::TxnIndex => {
                 let mut t = self.txn.lock();
-                t.load_before_rename(&self.dir, self.base_offset);
+                t.load_before_rename(&self.dir, self.base_offset, || self.log.still_at_its_name());
                 return match &t.file {
                     Some(f) => f.rename_with(to, |from, to| how(Some(from), to)),
                     None => how(None, to),
@@ -1239,6 +1241,10 @@ impl Segment {
     /// closed finds it under its new name. Missing files are fine.
     pub(crate) fn rename_deleted(&self, tag: Option<&str>) -> io::Result<()> {
         let (dir, base) = (&self.dir, self.base_offset);
+        // The aborted transactions into memory first, while the `.log` is under its name.
+        self.txn
+            .lock()
+            .load_before_rename(dir, base, || self.log.still_at_its_name());
         let mut first_err = None;
         for kind in SEGMENT_KINDS {
             let to = deleted_path(dir, base, kind, tag);
@@ -1247,8 +1253,7 @@ impl Segment {
                 SegmentFileKind::Index => self.index_file.rename(&to),
                 SegmentFileKind::TimeIndex => self.time_file.rename(&to),
                 SegmentFileKind::TxnIndex => {
-                    let mut t = self.txn.lock();
-                    t.load_before_rename(dir, base);
+                    let t = self.txn.lock();
                     match &t.file {
                         Some(f) => f.rename(&to),
                         None => std::fs::rename(seg_path(dir, base, kind), &to),

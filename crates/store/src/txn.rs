@@ -134,6 +134,20 @@ impl TxnIndex {
     /// The entries, loading them from `<base>.txnindex` in `dir` if need be (none when the
     /// file does not exist). A damaged file is an error of kind `InvalidData`.
     pub(crate) fn load(&mut self, dir: &Path, base: i64) -> io::Result<Arc<Vec<TxnIndexEntry>>> {
+        self.load_checked(dir, base, || Ok(()))
+    }
+
+    /// [`TxnIndex::load`], where a file that is not there counts as an empty index only if
+    /// `still_there` agrees that the segment's files are where they were (its `.log` under
+    /// its name): a segment whose files were renamed away (a deletion, its directory moved)
+    /// may have had one, and a read must fail rather than take its aborted transactions for
+    /// none.
+    pub(crate) fn load_checked(
+        &mut self,
+        dir: &Path,
+        base: i64,
+        still_there: impl Fn() -> io::Result<()>,
+    ) -> io::Result<Arc<Vec<TxnIndexEntry>>> {
         if let Some(e) = &self.entries {
             return Ok(e.clone());
         }
@@ -145,7 +159,10 @@ impl TxnIndex {
                     self.file = Some(f);
                     v
                 }
-                None => Vec::new(),
+                None => {
+                    still_there()?;
+                    Vec::new()
+                }
             },
         };
         let e = Arc::new(entries);
@@ -158,9 +175,14 @@ impl TxnIndex {
     /// that a read_committed fetch still holding the segment finds them there rather than
     /// by a name that is gone. A damaged file stays unloaded: its first reader rebuilds it
     /// from the log, which the fetch holds.
-    pub(crate) fn load_before_rename(&mut self, dir: &Path, base: i64) {
+    pub(crate) fn load_before_rename(
+        &mut self,
+        dir: &Path,
+        base: i64,
+        still_there: impl Fn() -> io::Result<()>,
+    ) {
         if self.entries.is_none() {
-            if let Err(e) = self.load(dir, base) {
+            if let Err(e) = self.load_checked(dir, base, still_there) {
                 tracing::debug!(dir = %dir.display(), segment = base, error = %e,
                     "transaction index not loaded before its rename");
             }
