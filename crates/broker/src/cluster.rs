@@ -1662,6 +1662,7 @@ mod tests {
                 to: None,
                 recovery_point: 0,
                 segment: 0,
+                sealed: None,
             },
             mod_revision: 1,
         }
