@@ -1233,22 +1233,21 @@ impl LogManager {
         recovery_point: i64,
         newest_segment: i64,
     ) -> Result<Arc<Log>, StoreError> {
-        self.inner.open_log(
+        self.open_log_recorded(
             tp,
             topic_id,
             config,
             leader_epoch,
-            Some(manager::Known {
+            Recorded {
                 recovery_point,
-                durable: recovery_point,
                 newest_segment,
                 sealed: None,
-            }),
+            },
         )
     }
     /// [`LogManager::open_log_at`] with what the previous owner recorded of its sealed
     /// segments: if the listing and the files' sizes give the same digest, the open reads
-    /// none of them (no tail or stray check, no first-batch epoch), whatever their number.
+    /// none of them (no tail, stray or per-segment epoch check).
     pub fn open_log_recorded(
         &self,
         tp: &TopicPartition,
