@@ -1339,17 +1339,16 @@ fn a_refused_roll_on_the_append_path_fails_the_log_for_its_re_open() {
     );
 }
 
-/// Not closed: a deposed opener's rename that stalls in flight. The opener asks the write
-/// gate right before each rename of `replace_with_new_empty_files`, so only a rename issued
-/// before its deadline and landing after the new owner appended, fsynced, checked its file's
-/// link and acknowledged (the new owner acquires only after that deadline plus the rest of
-/// the lease) can move new files over the new owner's active segment; the acknowledged batch
-/// is then in an unlinked inode, and the next owner recovers an empty segment. The rename is
-/// emulated here with `std::fs` after the acknowledgement. docs/cluster.md, Fencing point 2,
-/// names the window (adversary finding on 34081be).
+/// A deposed opener's rename that stalls in flight lands on nothing. An opener giving an empty
+/// last segment new files (`replace_with_new_empty_files`) creates each spare, asks the write
+/// gate, then renames; after a stalled step it asks the gate again and stops. So a rename
+/// that is issued before the opener's deadline and lands after the next owner acknowledged
+/// names a spare made before that deadline, which the next owner's open removed (its listing
+/// drops every `.spare`) or took for its own replacement (made anew under the same name,
+/// renamed into place): the late rename finds no source and the owner's segment keeps its
+/// name (adversary finding on 34081be; docs/cluster.md, Fencing point 2).
 #[test]
-#[ignore = "a known window (docs/cluster.md, Fencing point 2): a deposed opener's rename stalled in flight"]
-fn a_deposed_openers_rename_stalled_in_flight_loses_an_acknowledged_batch() {
+fn a_deposed_openers_rename_stalled_in_flight_finds_no_spare() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let first = open(&a, 1);
@@ -1369,47 +1368,124 @@ fn a_deposed_openers_rename_stalled_in_flight_loses_an_acknowledged_batch() {
     assert_eq!(newest, 6);
     b.release_log(&tp()).unwrap();
 
-    // C (epoch 3) and D (epoch 4) both open. D is the owner: its open gave the empty segment
-    // 6 new files, which it holds as its active segment.
+    // C (epoch 3) opens: it made the spares of the empty segment 6 and passed its gate check
+    // before its deadline; its renames stall in flight.
+    let t0 = dir.path().join("t-0");
+    let stalled: Vec<(std::path::PathBuf, std::path::PathBuf)> = ["index", "timeindex", "log"]
+        .iter()
+        .map(|ext| {
+            let path = t0.join(format!("00000000000000000006.{ext}"));
+            let mut spare = path.clone().into_os_string();
+            spare.push(crate::segment::SPARE_SUFFIX);
+            std::fs::File::create(&spare).unwrap();
+            (std::path::PathBuf::from(spare), path)
+        })
+        .collect();
+
+    // D (epoch 4), acquiring after C's deadline, opens (giving segment 6 new files itself),
+    // appends, fsyncs, passes its link check and acknowledges batch c.
     let d = broker(dir.path(), 4);
     let dlog = take_over_recorded(&d, 4, rp, newest).unwrap();
     dlog.roll(NOW).unwrap();
     dlog.flush().unwrap();
-    let t0 = dir.path().join("t-0");
-    let seg6 = t0.join("00000000000000000006.log");
-    // C, deposed meanwhile, passed its gate check ("replacing an empty last segment") and
-    // its length check: 6.log (D's) is empty. It stalls before its renames.
-    assert_eq!(crate::fsutil::len_at_open(&seg6).unwrap(), Some(0));
-
-    // D appends, fsyncs, passes check_still_linked and acknowledges.
+    assert_eq!(dlog.synced_mark().base, 6);
     dlog.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     dlog.sync_appended()
         .expect("the owner's fsync and link check pass: batch c is acknowledged");
 
-    // C resumes: replace_with_new_empty_files(dir, 6), as loader.rs does it.
-    for ext in ["index", "timeindex", "log"] {
-        let path = t0.join(format!("00000000000000000006.{ext}"));
-        let mut spare = path.clone().into_os_string();
-        spare.push(crate::segment::SPARE_SUFFIX);
-        std::fs::File::create(&spare).unwrap();
-        std::fs::rename(&spare, &path).unwrap();
+    // C's renames land.
+    for (spare, path) in &stalled {
+        let landed = std::fs::rename(spare, path);
+        assert_eq!(
+            landed.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::NotFound),
+            "a deposed opener's late rename found a spare to move over {}",
+            path.display()
+        );
     }
-    let _ = std::fs::remove_file(t0.join("00000000000000000006.txnindex"));
 
-    // D finds out at its next fsync, after the acknowledgement.
+    // D goes on; the next owner has everything D acknowledged.
     dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
-    eprintln!("D's next fsync: {:?}", dlog.sync_appended().map(|_| ()));
+    dlog.sync_appended()
+        .expect("the owner's segment still has its name");
     let newest = dlog.synced_mark().base;
     let rp = dlog.recovery_point_offset();
-    let _ = d.release_log(&tp());
-
+    d.release_log(&tp()).unwrap();
     let e = broker(dir.path(), 5);
     let next = take_over_recorded(&e, 5, rp, newest).expect("E's takeover");
     assert_eq!(
         batches(&next),
-        vec![(0, "a-0"), (3, "b-0"), (6, "c-0")],
-        "batch c, acknowledged by the owner, is lost: the deposed opener's rename landed after \
-         the owner's fsync and link check"
+        vec![(0, "a-0"), (3, "b-0"), (6, "c-0"), (9, "d-0")]
+    );
+}
+
+/// A deposed opener's removal that stalls in flight lands on nothing of the next owner's. An
+/// open that finds damage removes the segments after it (and one that finds a stray removes
+/// it), by name; a deposed opener's unlink issued before its deadline can land after the next
+/// owner, which removed the same files at its own open, created a file of the same name. The
+/// next owner never rolls at a base its open removed, so the only file that name can be
+/// given is one rolled by a later owner, whose open finds the name taken (no stalled unlink
+/// of it can still be in flight: it would have landed before, or the file would still be
+/// there to remove again).
+#[test]
+fn a_deposed_openers_removal_stalled_in_flight_unlinks_no_new_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    let one_batch = batch("e").len() as u64;
+    a.release_log(&tp()).unwrap();
+
+    // A host crash damaged segment 6 (batch c): an open cuts it there and removes 9.
+    let t0 = dir.path().join("t-0");
+    let seg6 = t0.join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+
+    // C (epoch 2) opened, decided so, and its unlinks of segment 9 stall in flight. D
+    // (epoch 3) opens after C's deadline, removes segment 9 itself, and fills segment 6 up
+    // to one batch short of the log's segment size.
+    let small = LogConfig {
+        segment_bytes: one_batch + one_batch / 2,
+        ..cfg()
+    };
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), small.clone(), 3, 0, 0)
+        .unwrap();
+    assert_eq!(dlog.log_end_offset(), 6);
+    assert!(!t0.join("00000000000000000009.log").exists());
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    // The next batch is due a roll at 9, the base D's open removed.
+    dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended()
+        .expect("the owner's fsync and link check pass: the batch at 9 is acknowledged");
+
+    // C's unlinks land.
+    for ext in ["log", "index", "timeindex"] {
+        let _ = std::fs::remove_file(t0.join(format!("00000000000000000009.{ext}")));
+    }
+
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    d.release_log(&tp()).unwrap();
+    let e = broker(dir.path(), 4);
+    let next = e
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), small, 4, rp, newest)
+        .expect("E's takeover");
+    assert_eq!(
+        batches(&next),
+        vec![(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+        "the batch the owner acknowledged at 9 is lost: a deposed opener's late unlink of \
+         segment 9 landed on the segment the owner rolled there"
     );
 }
 

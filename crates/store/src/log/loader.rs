@@ -62,6 +62,7 @@ impl Log {
         // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
         crate::cleaner::recover::complete_swaps(&p.dir, &p.tp).map_err(serr)?;
         let mut bases = Vec::new();
+        let mut removed_at_open = Vec::new();
         for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
             let entry = entry.map_err(serr)?;
             let name = entry.file_name();
@@ -176,7 +177,13 @@ impl Log {
                     if next_base != p.newest_segment
                         && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
                     {
-                        put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
+                        removed_at_open.push(put_stray_aside(
+                            &p.tp,
+                            &p.dir,
+                            &mut bases,
+                            i,
+                            &mut first_recover,
+                        )?);
                         continue;
                     }
                 }
@@ -210,6 +217,7 @@ impl Log {
                     // the next open finds the damage again.
                     for &later in &bases[i + 1..] {
                         remove_segment_files(&p.dir, later, false)?;
+                        removed_at_open.push(later);
                     }
                 }
                 seg.log
@@ -332,7 +340,13 @@ impl Log {
                         if next_base != p.newest_segment
                             && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
                         {
-                            put_stray_aside(&p.tp, &p.dir, &mut bases, i, &mut first_recover)?;
+                            removed_at_open.push(put_stray_aside(
+                                &p.tp,
+                                &p.dir,
+                                &mut bases,
+                                i,
+                                &mut first_recover,
+                            )?);
                             continue;
                         }
                     }
@@ -739,6 +753,7 @@ impl Log {
             writeback_point: Mutex::new(writeback_point),
             failure: Mutex::new(None),
             gate: p.gate,
+            removed_at_open,
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
         })
@@ -1009,14 +1024,14 @@ fn is_stray(
 
 /// Remove the stray segment after `bases[i]` ([`is_stray`]) with its producer snapshot, and
 /// drop it from `bases`, keeping `first_recover` on the same segment (the one before it if it
-/// was the stray).
+/// was the stray). Returns the stray's base.
 fn put_stray_aside(
     tp: &TopicPartition,
     dir: &Path,
     bases: &mut Vec<i64>,
     i: usize,
     first_recover: &mut usize,
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     let stray = bases[i + 1];
     tracing::warn!(?tp, segment = stray, before = bases[i],
         "a segment a former owner created inside a newer owner's data after a takeover; removing it");
@@ -1025,7 +1040,7 @@ fn put_stray_aside(
     if *first_recover > i {
         *first_recover -= 1;
     }
-    Ok(())
+    Ok(stray)
 }
 
 /// A takeover reads the directory as the previous owner left it, or refuses. An NFS client may
