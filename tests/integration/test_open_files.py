@@ -311,3 +311,44 @@ def _all_answered(socks: list) -> bool:
         if struct.unpack(">i", got[:4])[0] != 100 + i:
             return False
     return True
+
+
+def test_concurrent_creates_stay_within_the_partition_budget(broker_factory):
+    # Each CreateTopics passes the budget only with what the others already reserved counted:
+    # many at once never take the broker past it together.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
+    budget, per_topic, topics = 400, 50, 16
+    b = broker_factory({"sluice.broker.partitions.max": budget})
+    names = [f"budget-race-{i}" for i in range(topics)]
+    admins = [admin(b.bootstrap) for _ in names]
+    for a in admins:  # connected before the race starts
+        a.list_topics(timeout=30)
+    start = threading.Barrier(topics)
+
+    def create(i: int):
+        start.wait()
+        fut = admins[i].create_topics([NewTopic(names[i], num_partitions=per_topic, replication_factor=1)],
+                                      request_timeout=120)[names[i]]
+        try:
+            fut.result(timeout=120)
+            return None
+        except Exception as e:  # noqa: BLE001 - the KafkaException carries the error
+            return e.args[0]
+
+    with ThreadPoolExecutor(topics) as pool:
+        outcomes = list(pool.map(create, range(topics)))
+    refused = [e for e in outcomes if e is not None]
+    assert refused, "every topic was created: the budget was never reached"
+    assert all(e.code() == KafkaError.POLICY_VIOLATION for e in refused), refused
+    created = [n for n, e in zip(names, outcomes) if e is None]
+    md = admins[0].list_topics(timeout=30).topics
+    partitions = sum(len(md[n].partitions) for n in created)
+    internal = sum(len(t.partitions) for n, t in md.items() if n.startswith("__"))
+    print(f"{len(created)} of {topics} topics created, {partitions} partitions "
+          f"(+{internal} internal), budget {budget}")
+    assert partitions + internal <= budget, (partitions, internal, budget)
+    assert len(created) >= (budget - internal - 50) // per_topic

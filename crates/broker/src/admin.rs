@@ -76,28 +76,43 @@ impl Broker {
             ));
         }
         self.validate_topic_configs(configs)?;
-        self.check_partition_budget(name, partitions)
+        self.check_partition_budget(name, partitions).map(drop)
     }
 
     /// Refuse `added` partitions more when they would take this broker past its partition
     /// budget (`sluice.broker.partitions.max`, by default what its share of the open-files
     /// limit holds): running out of descriptors would fail other partitions' storage and the
     /// listener's accepts. The broker's internal topics are never refused (their partition
-    /// counts are fixed and small). One broker only: a cluster spreads partitions.
-    pub(crate) fn check_partition_budget(&self, name: &str, added: i32) -> Result<(), Refusal> {
+    /// counts are fixed and small). One broker only: a cluster spreads partitions. What is
+    /// granted stays reserved until the returned hold is dropped, which the caller does once
+    /// the new logs are open (and counted) or creation failed.
+    pub(crate) fn check_partition_budget(
+        &self,
+        name: &str,
+        added: i32,
+    ) -> Result<BudgetHold<'_>, Refusal> {
         if self.cluster.is_some() || crate::is_internal_topic(name) {
-            return Ok(());
+            return Ok(BudgetHold { broker: self, n: 0 });
         }
+        let added = u64::try_from(added).unwrap_or(0);
+        let mut reserved = self.budget_reserved.lock();
         let open = self.logs.logs().len() as u64;
         let max = self.fds.partitions;
-        let want = open.saturating_add(u64::try_from(added).unwrap_or(0));
+        let want = open.saturating_add(*reserved).saturating_add(added);
         if want <= max {
-            return Ok(());
+            *reserved += added;
+            return Ok(BudgetHold {
+                broker: self,
+                n: added,
+            });
         }
+        let pending = *reserved;
+        drop(reserved);
         tracing::warn!(
             topic = name,
             partitions = added,
             open,
+            pending,
             max,
             "topic refused: it would take the broker past its partition budget (sluice.broker.partitions.max)"
         );
@@ -126,7 +141,7 @@ impl Broker {
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicState>, Refusal> {
-        self.check_partition_budget(name, partitions)?;
+        let _budget = self.check_partition_budget(name, partitions)?;
         if self.cluster.is_some() {
             self.meta
                 .create_topic(name, partitions, configs, None)
@@ -217,7 +232,7 @@ impl Broker {
                 format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
             ));
         }
-        self.check_partition_budget(name, count - current)?;
+        let _budget = self.check_partition_budget(name, count - current)?;
         if validate_only {
             return Ok(());
         }
@@ -461,5 +476,21 @@ pub(crate) mod tests {
             served.sync_bounded(),
             "the re-open gave its log the configs it read before the change"
         );
+    }
+}
+
+/// Partitions granted by [`Broker::check_partition_budget`] and not yet open: they count
+/// against the budget until this is dropped.
+pub(crate) struct BudgetHold<'a> {
+    broker: &'a Broker,
+    n: u64,
+}
+
+impl Drop for BudgetHold<'_> {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            let mut reserved = self.broker.budget_reserved.lock();
+            *reserved = reserved.saturating_sub(self.n);
+        }
     }
 }

@@ -179,6 +179,10 @@ pub struct Broker {
     /// How the open-files limit is shared (partition files, connections, the partition
     /// budget topic creation is checked against).
     fds: sluice_store::fds::FdBudget,
+    /// Partitions of topics being created (or partitions being added) whose logs are not
+    /// open yet: counted against the partition budget with the open ones, so that concurrent
+    /// CreateTopics cannot each pass the check and together exceed it.
+    budget_reserved: parking_lot::Mutex<u64>,
     node_id: i32,
     cluster_id: String,
     meta: Arc<Meta>,
@@ -410,6 +414,7 @@ impl Broker {
         let groups = groups::Groups::new(&config);
         let broker = Arc::new(Broker {
             fds,
+            budget_reserved: parking_lot::Mutex::new(0),
             node_id,
             cluster_id,
             meta,
