@@ -908,3 +908,46 @@ def test_an_owner_rolling_fast_is_never_acquired_again(broker_factory, etcd, tmp
     assert segments > 50
     assert epochs and max(epochs) <= 3, epochs
     assert "ownership changed before the acknowledgement" not in brokers[0].log_text()
+
+
+def test_the_partition_budget_holds_across_the_cluster(broker_factory, etcd, tmp_path, topic):
+    # Each broker publishes its partition budget in its registration: topics past what the
+    # live brokers hold together are refused, partitions are placed under each broker's
+    # budget, and a dead broker's partitions are still served by the survivors, past theirs.
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
+    budget, per_topic = 100, 40
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers = start_cluster(broker_factory, etcd, shared,
+                            **{**PROBE, "sluice.broker.partitions.max": str(budget)})
+    bootstrap = bootstrap_of(brokers)
+    a = harness.admin(bootstrap)
+    created, refusal = [], None
+    for i in range(3 * budget // per_topic + 1):
+        name = f"{topic}-{i}"
+        try:
+            a.create_topics([NewTopic(name, num_partitions=per_topic, replication_factor=1)],
+                            request_timeout=60)[name].result(timeout=60)
+            created.append(name)
+        except Exception as e:  # noqa: BLE001 - the KafkaException carries the error
+            refusal = e.args[0]
+            break
+    assert refusal is not None, "every topic was created: the cluster's budget was never reached"
+    assert refusal.code() == KafkaError.POLICY_VIOLATION, refusal
+    assert "live brokers' budgets" in refusal.str(), refusal.str()
+    md = a.list_topics(timeout=30).topics
+    total = sum(len(t.partitions) for t in md.values())
+    assert total <= 3 * budget, (total, sorted(md))
+    assert total + per_topic > 3 * budget, f"a topic that fits was refused ({total} partitions)"
+    owned = defaultdict(int)
+    for name in created:
+        for leader in wait_all_led(bootstrap, name, per_topic).values():
+            owned[leader] += 1
+    print(f"{len(created)} topics of {per_topic} created, {total} partitions in all; owned {dict(owned)}")
+    assert all(n <= budget for n in owned.values()), owned
+
+    brokers[1].kill()
+    for name in created:
+        wait_all_led(bootstrap_of(brokers), name, per_topic, exclude=(2,), timeout=60)

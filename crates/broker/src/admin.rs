@@ -82,23 +82,34 @@ impl Broker {
     /// Refuse `added` partitions more when they would take this broker past its partition
     /// budget (`sluice.broker.partitions.max`, by default what its share of the open-files
     /// limit holds): running out of descriptors would fail other partitions' storage and the
-    /// listener's accepts. The broker's internal topics are never refused (their partition
-    /// counts are fixed and small). One broker only: a cluster spreads partitions. What is
-    /// granted stays reserved until the returned hold is dropped, which the caller does once
-    /// the new logs are open (and counted) or creation failed.
+    /// listener's accepts. In a cluster the budget is the sum of the live brokers' (each
+    /// publishes its own in its registration; the controller places partitions on brokers
+    /// under theirs first), checked against every topic's partitions. The broker's internal
+    /// topics are never refused (their partition counts are fixed and small). What is granted
+    /// stays reserved until the returned hold is dropped, which the caller does once the new
+    /// partitions are open, or written to etcd, or creation failed.
     pub(crate) fn check_partition_budget(
         &self,
         name: &str,
         added: i32,
     ) -> Result<BudgetHold<'_>, Refusal> {
-        if self.cluster.is_some() || crate::is_internal_topic(name) {
+        if crate::is_internal_topic(name) {
             return Ok(BudgetHold { broker: self, n: 0 });
         }
         let added = u64::try_from(added).unwrap_or(0);
         let mut reserved = self.budget_reserved.lock();
-        let open = self.logs.logs().len() as u64;
-        let max = self.fds.partitions;
-        let want = open.saturating_add(*reserved).saturating_add(added);
+        let (used, max, whose) = match self.meta.etcd() {
+            Some(store) => match store.view().partition_capacity() {
+                (used, Some(max)) => (used, max, "the live brokers' budgets together"),
+                (_, None) => return Ok(BudgetHold { broker: self, n: 0 }),
+            },
+            None => (
+                self.logs.logs().len() as u64,
+                self.fds.partitions,
+                "this broker's budget",
+            ),
+        };
+        let want = used.saturating_add(*reserved).saturating_add(added);
         if want <= max {
             *reserved += added;
             return Ok(BudgetHold {
@@ -111,15 +122,15 @@ impl Broker {
         tracing::warn!(
             topic = name,
             partitions = added,
-            open,
+            used,
             pending,
             max,
-            "topic refused: it would take the broker past its partition budget (sluice.broker.partitions.max)"
+            "topic refused: it would take the partitions past {whose} (sluice.broker.partitions.max)"
         );
         Err(Refusal::new(
             ResponseError::PolicyViolation,
             format!(
-                "Topic '{name}' refused: {added} more partition(s) would take this broker to {want}, past its budget of {max} (sluice.broker.partitions.max; open-files limit {})",
+                "Topic '{name}' refused: {added} more partition(s) would make {want}, past {whose} of {max} (sluice.broker.partitions.max; this broker's open-files limit {})",
                 self.fds.limit
             ),
         ))

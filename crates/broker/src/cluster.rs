@@ -503,6 +503,7 @@ impl Cluster {
                 })
                 .collect(),
             rack: broker.config.rack.clone(),
+            partitions_max: Some(broker.fds.partitions),
             lease: 0,
         }
     }

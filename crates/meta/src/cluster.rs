@@ -57,6 +57,10 @@ pub struct BrokerInfo {
     /// `broker.rack`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
+    /// Its partition budget (`sluice.broker.partitions.max`); None (a record written before
+    /// brokers published it) counts as no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions_max: Option<u64>,
     /// The etcd lease its registration lives under (not stored; read with the record).
     #[serde(skip)]
     pub lease: i64,
@@ -222,6 +226,30 @@ pub struct ClusterView {
 impl ClusterView {
     pub fn controller_id(&self) -> Option<i32> {
         self.controller.map(|(id, _)| id)
+    }
+
+    /// Whether live broker `node`, owning `owned` partitions, is at its partition budget.
+    pub fn is_full(&self, node: i32, owned: usize) -> bool {
+        self.brokers
+            .get(&node)
+            .and_then(|b| b.partitions_max)
+            .is_some_and(|max| owned as u64 >= max)
+    }
+
+    /// The partitions of every topic, and what the live brokers' budgets hold together (None
+    /// when one of them publishes no budget).
+    pub fn partition_capacity(&self) -> (u64, Option<u64>) {
+        let used = self
+            .topics
+            .values()
+            .map(|t| u64::try_from(t.partitions()).unwrap_or(0))
+            .sum();
+        let capacity = self
+            .brokers
+            .values()
+            .map(|b| b.partitions_max)
+            .try_fold(0u64, |sum, max| max.map(|m| sum.saturating_add(m)));
+        (used, capacity)
     }
 }
 
@@ -1252,11 +1280,13 @@ pub fn plan_assignments(
         let Some(per) = topics.get_mut(topic) else {
             continue;
         };
-        // Where a planned move was taking it, else the broker with fewest of the topic.
+        // Where a planned move was taking it, else the broker with fewest of the topic (one
+        // under its partition budget first; past it when every broker is full, so that the
+        // partition is served).
         let Some(b) = to.or_else(|| {
             live.iter()
                 .copied()
-                .min_by_key(|b| (count(per, *b), total[b], *b))
+                .min_by_key(|b| (view.is_full(*b, total[b]), count(per, *b), total[b], *b))
         }) else {
             continue;
         };
@@ -1272,9 +1302,11 @@ pub fn plan_assignments(
     let mut moves = 0;
     for (topic, per) in topics.iter_mut() {
         while moves < moves_max {
+            // Balancing never moves a partition to a broker at its partition budget.
             let Some(min_b) = live
                 .iter()
                 .copied()
+                .filter(|b| !view.is_full(*b, total[b]))
                 .min_by_key(|b| (count(per, *b), total[b], *b))
             else {
                 break;
@@ -1334,7 +1366,7 @@ pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
     for _ in 0..n {
         let Some(b) = counts
             .iter()
-            .min_by_key(|(b, c)| (**c, **b))
+            .min_by_key(|(b, c)| (view.is_full(**b, **c), **c, **b))
             .map(|(b, _)| *b)
         else {
             out.push(-1);
@@ -1359,6 +1391,7 @@ mod tests {
             v.brokers.insert(
                 b,
                 BrokerInfo {
+                    partitions_max: None,
                     node_id: b,
                     host: "h".into(),
                     port: 1,
@@ -1500,6 +1533,37 @@ mod tests {
             vec![1, 2, 3, 1]
         );
         assert_eq!(spread_new_partitions(&view(&[], &[]), 2), vec![-1, -1]);
+    }
+
+    #[test]
+    fn partitions_go_to_brokers_under_their_budget_first() {
+        let budgets = |v: &mut ClusterView, max: &[(i32, u64)]| {
+            for (b, m) in max {
+                v.brokers.get_mut(b).unwrap().partitions_max = Some(*m);
+            }
+        };
+        // Broker 1 holds 3 of a budget of 3: new partitions and orphans go to 2 and 3.
+        let mut owners: Vec<(&str, i32, i32)> = (0..3).map(|p| ("a", p, 1)).collect();
+        owners.extend((0..4).map(|p| ("b", p, -1)));
+        let mut v = view(&[1, 2, 3], &owners);
+        budgets(&mut v, &[(1, 3), (2, 10), (3, 10)]);
+        assert_eq!(spread_new_partitions(&v, 4), vec![2, 3, 2, 3]);
+        let plan = plan_assignments(&v, false, 0);
+        assert!(plan.iter().all(|(_, _, to)| *to != 1), "{plan:?}");
+        // Balancing moves partitions off broker 1, and never past a budget.
+        let c = counts(&v, &plan_assignments(&v, true, 100));
+        assert!(c[&1] <= 3 && c[&1] + c[&2] + c[&3] == 7, "{c:?}");
+        budgets(&mut v, &[(2, 2), (3, 2)]);
+        let c = counts(&v, &plan_assignments(&v, true, 100));
+        assert_eq!((c[&1], c[&2], c[&3]), (3, 2, 2));
+        // Every broker full: an orphan is still placed (served past the budget).
+        let mut v = view(&[1, 2], &[("a", 0, 1), ("a", 1, 2), ("a", 2, -1)]);
+        budgets(&mut v, &[(1, 1), (2, 1)]);
+        assert_eq!(plan_assignments(&v, true, 100).len(), 1);
+        assert_eq!(v.partition_capacity(), (3, Some(2)));
+        // A broker that publishes no budget: no limit.
+        v.brokers.get_mut(&2).unwrap().partitions_max = None;
+        assert_eq!(v.partition_capacity(), (3, None));
     }
 
     #[test]
