@@ -352,3 +352,74 @@ def test_concurrent_creates_stay_within_the_partition_budget(broker_factory):
           f"(+{internal} internal), budget {budget}")
     assert partitions + internal <= budget, (partitions, internal, budget)
     assert len(created) >= (budget - internal - 50) // per_topic
+
+
+CONNECTIONS = int(os.environ.get("SLUICE_TEST_CONNECTIONS", "10000"))
+
+
+def _api_versions(s: socket.socket, correlation: int) -> bool:
+    client = b"open-files-test"
+    body = struct.pack(">hhih", 18, 0, correlation, len(client)) + client
+    s.sendall(struct.pack(">i", len(body)) + body)
+    head = b""
+    while len(head) < 4:
+        chunk = s.recv(4 - len(head))
+        if not chunk:
+            return False
+        head += chunk
+    (size,) = struct.unpack(">i", head)
+    got = b""
+    while len(got) < size:
+        chunk = s.recv(size - len(got))
+        if not chunk:
+            return False
+        got += chunk
+    return struct.unpack(">i", got[:4])[0] == correlation
+
+
+def test_ten_thousand_connections_mostly_idle(limited):
+    # 10,000 client connections held open at once (each has asked ApiVersions), while a
+    # producer and a consumer work: every connection is served, new ones are accepted, and
+    # the memory each one costs is bounded (measured and printed).
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = CONNECTIONS + 1000
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= need, "this process cannot open the connections"
+
+    # By default half of what the reserve leaves goes to partition files and the rest to
+    # connections; a few partitions need few files.
+    LimitedSluice.nofile = min(hard, CONNECTIONS * 2)
+    try:
+        b = limited({"sluice.log.open.files.max": 1000}, name="connections")
+    finally:
+        LimitedSluice.nofile = OPEN_FILES
+    harness.create_topic(b.bootstrap, "busy", partitions=4)
+    rss_before, fds_before = rss_kib(b.pid), fd_count(b.pid)
+    socks = []
+    try:
+        for i in range(CONNECTIONS):
+            s = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+            socks.append(s)
+            assert _api_versions(s, i), f"connection {i} was not answered"
+        rss_held, fds_held = rss_kib(b.pid), fd_count(b.pid)
+        # Some busy clients meanwhile, and a new connection is still accepted.
+        sample = [("busy", p) for p in range(4)]
+        produce_sample(b.bootstrap, sample, "x")
+        assert read_sample(b.bootstrap, sample, 1) == {(t, p): [f"x:{t}:{p}"] for t, p in sample}
+        assert api_versions_over_new_connection(b.port)
+        # Every held connection is still served.
+        assert all(_api_versions(s, CONNECTIONS + i) for i, s in enumerate(socks))
+        per_conn = (rss_held - rss_before) / CONNECTIONS
+        print(f"\n{CONNECTIONS} connections: descriptors {fds_before} -> {fds_held}, RSS {rss_before} -> "
+              f"{rss_held} KiB ({per_conn:.1f} KiB per connection), after a second request on each "
+              f"{rss_kib(b.pid)} KiB")
+        assert fds_held - fds_before >= CONNECTIONS
+        assert per_conn < 64, f"{per_conn:.1f} KiB of RSS per idle connection"
+    finally:
+        for s in socks:
+            s.close()
+    assert api_versions_over_new_connection(b.port)
+    assert "ERROR" not in b.log_text(), harness.tail(b.log_file, 40)
