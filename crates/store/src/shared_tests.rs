@@ -1739,3 +1739,243 @@ fn an_epoch_beginning_inside_a_merged_cleaned_segment_is_not_lost() {
         next.leader_epoch_entries()
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Adversary review of 5a48f52 (a deposed opener's operation stalled in flight).
+// ---------------------------------------------------------------------------------------
+
+/// A log of segments 0 (a, b), 6 (c) and 9 (d) whose batch c a host crash damaged: an open
+/// cuts segment 6 at 6 and removes segment 9. Returns the size of one batch.
+fn adv_damaged_before_9(dir: &Path) -> u64 {
+    let a = broker(dir, 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    let one_batch = batch("e").len() as u64;
+    a.release_log(&tp()).unwrap();
+    let seg6 = dir.join("t-0").join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+    one_batch
+}
+
+/// C's unlinks of segment 9, issued by its open before its deadline, land now.
+fn adv_stalled_unlinks_of_9_land(dir: &Path) {
+    for ext in ["log", "index", "timeindex"] {
+        let path = dir
+            .join("t-0")
+            .join(format!("00000000000000000009.{ext}"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => eprintln!("the deposed opener's late unlink removed {}", path.display()),
+            Err(e) => eprintln!("the deposed opener's late unlink of {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The next takeover has `expected`, or says why not.
+fn adv_next_takeover_has(
+    dir: &Path,
+    epoch: i32,
+    config: LogConfig,
+    rp: i64,
+    newest: i64,
+    expected: &[(i64, &'static str)],
+) {
+    let f = broker(dir, epoch);
+    match f.open_log_at(&tp(), uuid::Uuid::from_u128(7), config, epoch, rp, newest) {
+        Ok(next) => assert_eq!(
+            batches(&next),
+            expected,
+            "an acknowledged batch is lost: a deposed opener's late unlink of segment 9 landed \
+             on a segment rolled at 9 since"
+        ),
+        Err(e) => panic!(
+            "the partition can no longer be opened (recorded newest segment {newest}, \
+             removed by a deposed opener's late unlink), and the batch acknowledged at 9 is \
+             gone: {e}"
+        ),
+    }
+}
+
+/// ADVERSARY (5a48f52): `removed_at_open` lives in one `Log` object, and only `maybe_roll`
+/// and the maintenance time roll consult it; `roll_locked` does not. A planned hand-over
+/// (`hand_over_log`) rolls at the log end through `roll_locked`, so the owner whose open
+/// removed segment 9 creates `9.log` itself.
+///
+/// Interleaving: C (epoch 2) opens, finds c damaged, passes "cutting a recovered segment"
+/// (loader.rs:172) and issues `remove_segment_files(dir, 9)` (loader.rs:219, unlink of
+/// `9.log` by name), which stalls in flight (NFS REMOVE queued while C is cut off). D
+/// (epoch 3) acquires after C's deadline plus the lease, opens (cuts 6, removes 9 itself:
+/// removed_at_open = [9]), appends e (6..8; log end 9), acknowledges. D hands the partition
+/// over (SIGTERM controlled shutdown, or a balancing move): `hand_over_log` -> `Log::roll` ->
+/// `roll_locked` at 9 (manager.rs:780, log.rs:1119) creates `9.log`. E (epoch 4) acquires:
+/// its open finds `9.log` empty and gives it new files (same name), E appends f at 9,
+/// fsyncs, passes the link check and acknowledges. C's REMOVE of `9.log` lands: E's active
+/// segment has no name. The next owner's listing has no segment at or past the recorded
+/// 9 and refuses the partition as a stale view, forever; the batch acknowledged at 9 is gone.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let one_batch = adv_damaged_before_9(dir.path());
+    let small = LogConfig {
+        segment_bytes: one_batch + one_batch / 2,
+        ..cfg()
+    };
+    let t0 = dir.path().join("t-0");
+
+    // D (epoch 3): its open cuts 6 and removes 9; C's unlinks of 9 are in flight.
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), small.clone(), 3, 0, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap(); // the acquisition's roll: a no-op, 6 is empty
+    dlog.flush().unwrap();
+    assert_eq!(dlog.log_end_offset(), 6);
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    assert_eq!(dlog.log_end_offset(), 9);
+    // A planned move: the hand-over rolls at 9.
+    let rp = d.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    let newest = dlog.synced_mark().base;
+    eprintln!(
+        "after D's hand-over: 9.log exists: {}",
+        t0.join("00000000000000000009.log").exists()
+    );
+
+    // E (epoch 4) acquires, appends d at 9 and acknowledges it.
+    let e = broker(dir.path(), 4);
+    let elog = e
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), small.clone(), 4, rp, newest)
+        .unwrap();
+    elog.roll(NOW).unwrap();
+    elog.flush().unwrap();
+    let out = elog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(out.base_offset, 9);
+    elog.sync_appended()
+        .expect("E's fsync and link check pass: the batch at 9 is acknowledged");
+    let newest = elog.synced_mark().base;
+    let rp = elog.recovery_point_offset();
+
+    adv_stalled_unlinks_of_9_land(dir.path());
+    let _ = e.release_log(&tp());
+    adv_next_takeover_has(
+        dir.path(),
+        5,
+        small,
+        rp,
+        newest,
+        &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+    );
+}
+
+/// ADVERSARY (5a48f52): the next acquisition does not know what an earlier open removed.
+/// Its open lists no `9.*` (gone), so its `removed_at_open` is empty, and the acquisition's
+/// roll (broker cluster.rs:996, `log.roll` right after the open) is at the log end: 9.
+///
+/// Interleaving: as in `ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed`, C's unlink
+/// of `9.log` (loader.rs:219) stalls in flight; D opens (removes 9), appends e, acknowledges
+/// (log end 9) and dies or is deposed (a crash; or its log fails and it acquires it again:
+/// the same path). E acquires: open (log end 9), `roll` at 9 creates `9.log`
+/// (log.rs:1119, no `removed_at_open` check; E's is empty anyway), records segment 9 as
+/// newest, appends d at 9, acknowledges. C's unlink lands. The next owner refuses the
+/// partition (stale view) forever, and d is gone.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_the_next_acquisition_rolls_at_a_base_a_former_open_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let one_batch = adv_damaged_before_9(dir.path());
+    let small = LogConfig {
+        segment_bytes: one_batch + one_batch / 2,
+        ..cfg()
+    };
+
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), small.clone(), 3, 0, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    assert_eq!(dlog.log_end_offset(), 9);
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    d.release_log(&tp()).unwrap(); // D dies / is deposed
+
+    // E (epoch 4): the acquisition (open, roll, flush), then d at 9, acknowledged.
+    let e = broker(dir.path(), 4);
+    let elog = e
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), small.clone(), 4, rp, newest)
+        .unwrap();
+    assert_eq!(elog.log_end_offset(), 9);
+    elog.roll(NOW).unwrap();
+    elog.flush().unwrap();
+    let out = elog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(out.base_offset, 9);
+    elog.sync_appended()
+        .expect("E's fsync and link check pass: the batch at 9 is acknowledged");
+    let newest = elog.synced_mark().base;
+    let rp = elog.recovery_point_offset();
+
+    adv_stalled_unlinks_of_9_land(dir.path());
+    let _ = e.release_log(&tp());
+    adv_next_takeover_has(
+        dir.path(),
+        5,
+        small,
+        rp,
+        newest,
+        &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+    );
+}
+
+/// ADVERSARY (5a48f52): `maybe_roll` defers only the "size" and "time" rolls; "index full"
+/// (and the offset and position overflows) still roll at a base the log's own open removed.
+///
+/// Interleaving: C's unlink of `9.log` (loader.rs:219) stalls in flight; D opens (removes
+/// 9; its config has a small `segment.index.bytes`), appends e (log end 9), then d: the
+/// time index is full, `maybe_roll` (log.rs:1104, the `Some(why)` arm) rolls at 9 and
+/// creates `9.log`; d goes there and is acknowledged. C's unlink lands.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_an_index_full_roll_at_a_base_the_open_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    adv_damaged_before_9(dir.path());
+    let tiny_index = LogConfig {
+        segment_index_bytes: 12, // one time index entry
+        ..cfg()
+    };
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), tiny_index.clone(), 3, 0, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    let out = dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(out.base_offset, 9);
+    dlog.sync_appended()
+        .expect("D's fsync and link check pass: the batch at 9 is acknowledged");
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    eprintln!("D's segments: {}, newest synced {newest}", dlog.segment_count());
+
+    adv_stalled_unlinks_of_9_land(dir.path());
+    let _ = d.release_log(&tp());
+    adv_next_takeover_has(
+        dir.path(),
+        4,
+        tiny_index,
+        rp,
+        newest,
+        &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+    );
+}
