@@ -1979,3 +1979,87 @@ fn ADVERSARY_an_index_full_roll_at_a_base_the_open_removed() {
         &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
     );
 }
+
+/// ADVERSARY (5a48f52): two deposed openers, each with one operation in flight. The first
+/// one's late rename of `6.log.spare` finds a source after all: the spare the second one
+/// made under the same name (`replace_with_new_empty_files` names every opener's spare
+/// `<base>.<kind>.spare`, and its `File::create` is not preceded by a gate check of its own).
+///
+/// Interleaving (loader.rs:1263-1282):
+/// 1. A appends a, b; B acquires, rolls (empty 6.log), dies idle.
+/// 2. C1 (epoch 3) opens: 6.log is empty; it creates 6.log.spare, passes its check
+///    (loader.rs:1280) and issues rename(6.log.spare, 6.log) (loader.rs:1281): in flight.
+/// 3. C2 (epoch 4) acquires after C1's deadline + lease and opens: its listing removes C1's
+///    6.log.spare (loader.rs:77); 6.log is still empty, so it replaces 6.index and
+///    6.timeindex, then issues File::create(6.log.spare) (loader.rs:1276): in flight (C2 is
+///    cut off too); its next check refuses.
+/// 4. D (epoch 5) acquires after C2's deadline + lease: its listing holds no spare; it gives
+///    6 new files, appends c, fsyncs, passes its link check, acknowledges c.
+/// 5. C2's create lands: a new empty 6.log.spare.
+/// 6. C1's rename lands: it moves that empty file over D's 6.log. c is in an unlinked
+///    inode; the next owner finds 6.log empty.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_second_deposed_openers_late_spare_feeds_the_first_ones_late_rename() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    let rp = first.recovery_point_offset();
+    a.release_log(&tp()).unwrap();
+    let b = broker(dir.path(), 2);
+    let owner = take_over_recorded(&b, 2, rp, 0).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    let newest = owner.synced_mark().base;
+    let rp = owner.recovery_point_offset();
+    assert_eq!(newest, 6);
+    b.release_log(&tp()).unwrap();
+
+    let t0 = dir.path().join("t-0");
+    let log_spare = t0.join("00000000000000000006.log.spare");
+    let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
+    let (slot, root, spare) = (d_log.clone(), dir.path().to_path_buf(), log_spare.clone());
+    // C1: checks 1 (the directory), 2 (6.index), 3 (6.timeindex) pass; at 4 (6.log) it has
+    // made 6.log.spare and passed the check: its rename is in flight while this runs.
+    let c1 = stalled_opener(dir.path(), 3, 4, move || {
+        assert!(spare.exists(), "C1 made its spare");
+        // C2: passes checks 1 to 3, creates 6.log.spare, is refused at 4.
+        let c2 = stalled_opener(&root, 4, 3, || {});
+        let c2_open = take_over_recorded(&c2, 4, rp, newest);
+        eprintln!("C2's open: {:?}", c2_open.as_ref().map(|_| ()));
+        // C2's create of 6.log.spare is its operation in flight: it has not landed when
+        // D lists the directory (the file C2's open made is taken away until it lands).
+        std::fs::remove_file(&spare).expect("C2 made 6.log.spare");
+        let d = broker(&root, 5);
+        let log = take_over_recorded(&d, 5, rp, newest).unwrap();
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        log.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+        log.sync_appended()
+            .expect("D's fsync and link check pass: batch c is acknowledged");
+        // C2's create lands.
+        std::fs::File::create(&spare).unwrap();
+        *slot.lock() = Some((d, log));
+    });
+    // C1 resumes: its rename lands.
+    let c1_open = take_over_recorded(&c1, 3, rp, newest);
+    eprintln!("C1's open: {:?}", c1_open.as_ref().map(|_| ()));
+    let (d, dlog) = d_log.lock().take().expect("D acquired while C1 was stalled");
+
+    dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    eprintln!("D's next fsync: {:?}", dlog.sync_appended().map(|_| ()));
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    let _ = d.release_log(&tp());
+    let e = broker(dir.path(), 6);
+    let next = take_over_recorded(&e, 6, rp, newest).expect("E's takeover");
+    let got = batches(&next);
+    assert!(
+        got.starts_with(&[(0, "a-0"), (3, "b-0"), (6, "c-0")]),
+        "batch c, acknowledged by D, is lost: C1's late rename moved C2's late spare over \
+         D's 6.log; E serves {got:?}"
+    );
+}
