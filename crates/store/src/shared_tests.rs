@@ -2063,3 +2063,144 @@ fn ADVERSARY_a_second_deposed_openers_late_spare_feeds_the_first_ones_late_renam
          D's 6.log; E serves {got:?}"
     );
 }
+
+/// A log of segments 0 (a, b) and an active segment 6 that holds only the first half of a
+/// batch (torn: a host crash, or a former owner's write whose pages reached the server out
+/// of order): an open cuts 6 to 0 bytes and keeps appending to that very file. Returns the
+/// recovery point and the newest recorded segment.
+fn adv_torn_only_last_segment(dir: &Path) -> (LogManager, Arc<Log>, i64, i64) {
+    let a = broker(dir, 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.flush().unwrap();
+    let rp = first.recovery_point_offset();
+    let newest = first.synced_mark().base;
+    (a, first, rp, newest)
+}
+
+/// ADVERSARY (5a48f52): a deposed opener's cut stalled in flight truncates the next owner's
+/// active segment. An open gives new files only to a last segment that is empty when
+/// listed (loader.rs:99); one holding only a torn batch is cut to 0 bytes by recovery
+/// (loader.rs:223, `set_len` on the same inode), the acquisition's roll is then a no-op
+/// (log.rs:1128: empty, base == log end), and the owner appends into that inode, which a
+/// deposed opener holds open with its own cut in flight.
+///
+/// Interleaving:
+/// 1. A's active segment 6 holds a torn batch only (its host crashed mid-write).
+/// 2. C (epoch 2) opens: recovery of 6 stops at 0; C passes "cutting a recovered segment"
+///    (loader.rs:172, its check 3) and issues ftruncate(6.log, 0) (loader.rs:223): in
+///    flight (NFS SETATTR queued while C is cut off).
+/// 3. D (epoch 3) acquires after C's deadline + lease: its open cuts 6 to 0 itself (same
+///    inode: it was not empty when listed), its roll does nothing, it appends c at 0,
+///    fsyncs, passes the link check (the name is there) and acknowledges c.
+/// 4. C's ftruncate(0) lands: D's file is empty again. D appends d at its position 94
+///    (a hole before it) and acknowledges it too.
+/// 5. The next owner's recovery of 6 stops at the hole at 0: c and d are gone.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_deposed_openers_late_cut_truncates_the_new_owners_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, first, rp, newest) = adv_torn_only_last_segment(dir.path());
+    drop(first);
+    a.release_log(&tp()).unwrap();
+    let seg6 = dir.path().join("t-0").join("00000000000000000006.log");
+    let torn = batch("x");
+    std::fs::write(&seg6, &torn[..torn.len() / 2]).unwrap();
+
+    let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
+    let (slot, root) = (d_log.clone(), dir.path().to_path_buf());
+    // C's checks: 1 the directory, 2 segment 0's tail, 3 cutting segment 6.
+    let c = stalled_opener(dir.path(), 2, 3, move || {
+        let d = broker(&root, 3);
+        let log = take_over_recorded(&d, 3, rp, newest).unwrap();
+        log.roll(NOW).unwrap(); // the acquisition's roll: 6 is empty after the cut
+        log.flush().unwrap();
+        log.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+        log.sync_appended()
+            .expect("D's fsync and link check pass: batch c is acknowledged");
+        *slot.lock() = Some((d, log));
+    });
+    let c_open = take_over_recorded(&c, 2, rp, newest);
+    eprintln!("C's open: {:?}", c_open.as_ref().map(|_| ()));
+    let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
+    eprintln!(
+        "6.log after C's late cut: {} bytes",
+        std::fs::metadata(&seg6).unwrap().len()
+    );
+    dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    let d_acked = dlog.sync_appended().is_ok();
+    eprintln!("D's next fsync acknowledged d: {d_acked}");
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 4);
+    let next = take_over_recorded(&e, 4, rp, newest).expect("E's takeover");
+    let got = batches(&next);
+    assert!(
+        got.starts_with(&[(0, "a-0"), (3, "b-0"), (6, "c-0")]),
+        "batch c, acknowledged by D, is lost: the deposed opener's late ftruncate(0) of \
+         6.log landed on D's active segment; E serves {got:?}"
+    );
+}
+
+/// ADVERSARY (5a48f52), the same hole without an opener: a former owner's write stalled in
+/// flight lands over the new owner's acknowledged batch, because the new owner appends into
+/// the former owner's active segment whenever recovery (not the listing) found it empty.
+/// docs/cluster.md Fencing point 2: "a new owner never appends to a file a former owner may
+/// still hold open: an empty last segment ... gets new files at the open".
+///
+/// Interleaving:
+/// 1. A (epoch 1) rolls to 6 and, before its deadline, appends a batch of two pages to
+///    6.log; the client's writeback sends them as two WRITEs; the second page reaches the
+///    server, the first is in flight (A is cut off).
+/// 2. B (epoch 2) acquires after A's deadline + lease: 6.log is not empty when listed (page
+///    two, zeros before it), so its files are kept; recovery stops at 0 and cuts it to 0
+///    bytes (loader.rs:223); the acquisition's roll does nothing (empty segment at the log
+///    end); B appends c at 0 into A's inode and acknowledges it.
+/// 3. A's first page lands at 0: over c. The next owner reads A's batch (never
+///    acknowledged) at 6 and has lost c.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_former_owners_late_write_lands_in_a_segment_recovery_emptied() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, old, _, _) = adv_torn_only_last_segment(dir.path());
+    let seg6 = dir.path().join("t-0").join("00000000000000000006.log");
+    // Page two of A's write reached the server.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg6)
+        .unwrap()
+        .write_all_at(&[0x5a; 512], 4096)
+        .unwrap();
+
+    let b = broker(dir.path(), 2);
+    let owner = take_over(&b, 2, 6).unwrap();
+    owner.roll(NOW).unwrap();
+    owner.flush().unwrap();
+    owner.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    owner
+        .sync_appended()
+        .expect("B's fsync and link check pass: batch c is acknowledged");
+    let newest = owner.synced_mark().base;
+    let rp = owner.recovery_point_offset();
+
+    // A's first page lands (its append, issued before its deadline, written back now).
+    let late = old.append(batch("stale"), AppendOrigin::Client, NOW);
+    eprintln!("A's late write: {:?}", late.as_ref().map(|_| ()));
+    let _ = old.flush();
+    let _ = b.release_log(&tp());
+    drop(a);
+
+    let c = broker(dir.path(), 3);
+    let next = take_over_recorded(&c, 3, rp, newest).expect("C's takeover");
+    let got = batches(&next);
+    assert!(
+        got.starts_with(&[(0, "a-0"), (3, "b-0"), (6, "c-0")]),
+        "batch c, acknowledged by B, is lost: A's late write landed in the file B appended \
+         to; C serves {got:?}"
+    );
+}
