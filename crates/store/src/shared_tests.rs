@@ -2204,3 +2204,84 @@ fn ADVERSARY_a_former_owners_late_write_lands_in_a_segment_recovery_emptied() {
          to; C serves {got:?}"
     );
 }
+
+/// ADVERSARY (5a48f52): `complete_swaps` at open (cleaner/recover.rs:39) removes by name and
+/// asks no write gate at all; a deposed opener's removal there, stalled in flight, lands on
+/// the cleaned segment the next owner's open renamed into place under the same name.
+///
+/// Interleaving:
+/// 1. A's cleaner switch is cut short (a crash, or A deposed) after renaming the old
+///    segments aside (`CrashAt::OldRenamed`): 0.log.swap etc. and the old files as
+///    `.deleted`.
+/// 2. C opens (deposed meanwhile): complete_swaps finds the switch begun (recover.rs:78),
+///    and removes the first old segment's files by name, 0.log first
+///    (recover.rs:99-101, `remove_if_exists`): its unlink of 0.log (whose LOOKUP/REMOVE is
+///    queued while C is cut off) is in flight.
+/// 3. D acquires after C's deadline + lease; its open completes the same swap: it renames
+///    0.log.swap to 0.log (recover.rs:110) and serves the cleaned segment.
+/// 4. C's unlink of 0.log lands: the cleaned segment, the only copy of k1's record
+///    (acknowledged by A), is gone; the next owner starts the log past it.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "keep-me"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    let rp = old.flush().unwrap();
+    let _ = a.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::OldRenamed));
+    let t0 = dir.path().join("t-0");
+    let names: Vec<String> = std::fs::read_dir(&t0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    eprintln!("after the cut-short switch: {names:?}");
+    assert!(
+        names.iter().any(|n| n == "00000000000000000000.log.swap"),
+        "precondition: a switch cut short"
+    );
+    let _ = a.release_log(&tp());
+
+    // D's open completes the swap.
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, rp, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    let holds_k1 = |log: &Log| {
+        let r = log.read(log.log_start_offset(), 1 << 20, true).unwrap();
+        r.slice.is_some_and(|s| {
+            let bytes = s.read_bytes().unwrap();
+            bytes.windows(7).any(|w| w == b"keep-me")
+        })
+    };
+    assert!(holds_k1(&dlog), "precondition: D serves k1");
+    put_keyed(&dlog, "y", "v");
+    dlog.sync_appended().unwrap();
+    let rp = dlog.recovery_point_offset();
+    let newest = dlog.synced_mark().base;
+
+    // C's unlink of 0.log lands.
+    std::fs::remove_file(t0.join("00000000000000000000.log")).unwrap();
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 4);
+    let next = e
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 4, rp, newest)
+        .expect("E's takeover");
+    assert!(
+        holds_k1(&next),
+        "k1's record (acknowledged, kept by the cleaner) is lost: the deposed opener's late \
+         unlink of 0.log in complete_swaps removed the cleaned segment (log start now {})",
+        next.log_start_offset()
+    );
+}
