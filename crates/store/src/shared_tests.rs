@@ -2285,3 +2285,38 @@ fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned
         next.log_start_offset()
     );
 }
+
+/// ADVERSARY (5a48f52): the roll deferral keeps expired data forever on an idle partition
+/// whose log end sits at a base its open removed: the maintenance roll (log.rs:2262) is
+/// skipped, so the active segment never becomes a sealed one that retention can delete,
+/// for as long as this log object lives (no further append comes to move the log end).
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_an_idle_log_end_at_a_removed_base_is_never_rolled_for_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    adv_damaged_before_9(dir.path());
+    let retained = LogConfig {
+        retention_ms: 60_000,
+        segment_ms: 3_600_000,
+        ..cfg()
+    };
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), retained, 3, 0, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    assert_eq!(dlog.log_end_offset(), 9);
+    // The partition is idle; days pass.
+    for day in 1..=7 {
+        dlog.maintain(NOW + day * 86_400_000).unwrap();
+    }
+    assert_eq!(
+        (dlog.log_start_offset(), dlog.segment_count()),
+        (9, 1),
+        "a week past retention.ms (60 s) and segment.ms (1 h), the idle partition still \
+         serves its expired batches: the roll at 9 is deferred to a batch that never comes"
+    );
+}
