@@ -69,16 +69,31 @@ class Load:
     """An idempotent acks=all librdkafka producer sending ``i`` to partition ``i % PARTITIONS``
     in a thread, recording every acknowledgement (value -> (partition, offset, time))."""
 
-    def __init__(self, bootstrap: str, topic: str):
+    def __init__(self, bootstrap: str, topic: str, debug: str | None = None):
         self.topic = topic
         self.acked: dict = {}
         self.errors: list = []
         self.twice: list = []
+        self.client_log: list = []
         self.lock = threading.Lock()
         self.stop_flag = threading.Event()
+        extra = {}
+        if debug:
+            import logging
+
+            load = self
+
+            class Keep(logging.Handler):
+                def emit(self, record):
+                    load.client_log.append(record.getMessage())
+
+            logger = logging.getLogger(f"load-{topic}")
+            logger.setLevel(logging.DEBUG)
+            logger.addHandler(Keep())
+            extra = {"debug": debug, "logger": logger}
         self.p = harness.producer(bootstrap, **{
             "acks": "all", "enable.idempotence": True, "linger.ms": 2,
-            "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000,
+            "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000, **extra,
         })
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -951,3 +966,30 @@ def test_the_partition_budget_holds_across_the_cluster(broker_factory, etcd, tmp
     brokers[1].kill()
     for name in created:
         wait_all_led(bootstrap_of(brokers), name, per_topic, exclude=(2,), timeout=60)
+
+
+def test_failovers_never_make_the_idempotent_producer_bump_its_epoch(broker_factory, etcd, tmp_path, topic):
+    # A partition's new owner is named by Metadata as soon as it is assigned. A produce request
+    # reaching it before it acquired the partition waits for the acquisition: answered
+    # NOT_LEADER_OR_FOLLOWER, the producer's next pipelined request would be refused as out
+    # of order once the partition is acquired, and librdkafka then bumps its producer epoch
+    # and sends its unacknowledged records again under new sequence numbers, so that those the
+    # dead owner had appended are written twice (seen by the fault suite, seed 101).
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers = start_cluster(broker_factory, etcd, shared, **PROBE)
+    harness.create_topic(bootstrap_of(brokers), topic, partitions=PARTITIONS)
+    wait_all_led(bootstrap_of(brokers), topic, PARTITIONS)
+    load = Load(bootstrap_of(brokers), topic, debug="eos").start()
+    for victim in (brokers[0], brokers[1], brokers[2], brokers[0]):
+        time.sleep(1.5)
+        node = int(victim.name.removeprefix("node"))
+        victim.kill()
+        wait_all_led(bootstrap_of(brokers), topic, PARTITIONS, exclude=(node,), timeout=60)
+        victim.start()
+        harness.wait_until(lambda: len(live_brokers(bootstrap_of(brokers))) == 3, 60, "the broker back")
+    time.sleep(2)
+    load.finish()
+    check_all_readable(bootstrap_of(brokers), topic, load.acked)
+    bumps = [line for line in load.client_log if "bumped epoch" in line or "skipped sequence" in line]
+    assert not bumps, bumps[:5]

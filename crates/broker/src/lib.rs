@@ -230,6 +230,9 @@ pub struct Broker {
 
 /// Longest wait between two attempts to re-open a failed log (storage still refuses).
 const REOPEN_RETRY_MAX: Duration = Duration::from_secs(30);
+/// Longest a produce request waits for partitions assigned here to be acquired
+/// ([`Broker::prepare`]); then it is answered as it would have been at once.
+const ACQUISITION_WAIT_MAX: Duration = Duration::from_secs(5);
 /// How often the broker repeats that a log dir's volume is not there.
 const VOLUME_MISSING_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -520,6 +523,30 @@ impl Broker {
                     apis::produce::prepare(self, r, request.version(), None)
                 };
                 let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
+                let pending = apis::produce::acquisitions_pending(self, r, request.version());
+                if !pending.is_empty() {
+                    // Partitions assigned here and being acquired: the request waits for them
+                    // (at most the request's timeout, and ACQUISITION_WAIT_MAX), reading nothing
+                    // more from the connection meanwhile, then is handled as usual
+                    // (`acquisitions_pending`). No transactional id: `txn` is None.
+                    let broker = self.clone();
+                    let room = self.writeback.admit(timeout);
+                    let wait = timeout.min(ACQUISITION_WAIT_MAX);
+                    return Some(Box::pin(async move {
+                        if let Some(room) = room {
+                            room.await;
+                        }
+                        let until = Instant::now() + wait;
+                        while Instant::now() < until
+                            && pending
+                                .iter()
+                                .any(|tp| !broker.may_write(tp) && broker.assigned_here(tp))
+                        {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        Verdicts::new()
+                    }));
+                }
                 match (self.writeback.admit(timeout), txn) {
                     (None, txn) => txn,
                     (Some(room), None) => Some(Box::pin(async move {
@@ -1290,6 +1317,16 @@ impl Broker {
     /// it, the lease may be lapsing, or it is shutting down).
     pub(crate) fn may_write(&self, tp: &sluice_store::TopicPartition) -> bool {
         self.cluster.as_ref().is_none_or(|c| c.may_write(tp))
+    }
+
+    /// Whether the cluster's records assign `tp` to this broker (acquired or not yet).
+    pub(crate) fn assigned_here(&self, tp: &sluice_store::TopicPartition) -> bool {
+        self.meta.etcd().is_some_and(|s| {
+            s.view()
+                .owners
+                .get(&(tp.topic.clone(), tp.partition))
+                .is_some_and(|r| r.owner.node == self.node_id)
+        })
     }
 
     /// Where this broker's listener `name` is advertised, if it has one.

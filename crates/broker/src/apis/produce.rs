@@ -32,6 +32,57 @@ fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
     sluice_format::BatchHeader::parse(records).ok()
 }
 
+/// The partitions of a produce request without a transactional id that the cluster has
+/// assigned to this broker and that it has not acquired yet (it is opening them). Metadata
+/// and KIP-951's leader hints name the new owner as soon as the partition is assigned, so a
+/// producer can reach it first; answered NOT_LEADER_OR_FOLLOWER, its next pipelined request,
+/// handled after the acquisition, would be refused as out of order, and librdkafka answers
+/// that by bumping its producer epoch and sending its unacknowledged records again under new
+/// sequence numbers: those the former owner had appended (and the new owner recovered) are
+/// then written twice (librdkafka issue 4953). The request waits instead
+/// ([`Broker::prepare`]).
+pub(crate) fn acquisitions_pending(
+    broker: &Broker,
+    req: &ProduceRequest,
+    version: i16,
+) -> Vec<sluice_store::TopicPartition> {
+    let mut pending = Vec::new();
+    if req.transactional_id.is_some() {
+        return pending;
+    }
+    let Some(view) = broker.meta.etcd().map(|s| s.view()) else {
+        return pending;
+    };
+    for t in &req.topic_data {
+        let name = if version >= 13 {
+            broker
+                .registry
+                .get_by_id(t.topic_id)
+                .map(|s| s.meta.name.clone())
+        } else {
+            Some(t.name.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        for p in &t.partition_data {
+            let tp = sluice_store::TopicPartition {
+                topic: name.clone(),
+                partition: p.index,
+            };
+            if broker.may_write(&tp) {
+                continue;
+            }
+            let assigned_here = view
+                .owners
+                .get(&(name.clone(), p.index))
+                .is_some_and(|r| r.owner.node == broker.node_id);
+            if assigned_here {
+                pending.push(tp);
+            }
+        }
+    }
+    pending
+}
+
 /// Which transactional partitions of `req` this broker owns whose producer has no open
 /// transaction on them yet: the transaction coordinator must verify (transaction version 1)
 /// or add (version 2, Produce v12+) them before their first batch is appended (KIP-890). Yields
