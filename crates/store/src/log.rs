@@ -2257,9 +2257,10 @@ impl Log {
                     let expired = cfg.cleanup.delete
                         && cfg.retention_ms >= 0
                         && now_ms.saturating_sub(largest) > cfg.retention_ms;
-                    // Never at a base the open removed a segment at (see `maybe_roll`).
+                    // Never at a base the open removed a segment at (see `maybe_roll`), unless
+                    // retention needs it: an idle partition's expired data would otherwise stay.
                     let leo = self.shared.read().leo;
-                    if (time_due || expired) && !self.removed_at_open.contains(&leo) {
+                    if expired || (time_due && !self.removed_at_open.contains(&leo)) {
                         self.roll_locked(&mut w, now_ms)?;
                     }
                 }

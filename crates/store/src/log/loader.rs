@@ -63,6 +63,8 @@ impl Log {
         crate::cleaner::recover::complete_swaps(&p.dir, &p.tp).map_err(serr)?;
         let mut bases = Vec::new();
         let mut removed_at_open = Vec::new();
+        // The base of a segment that held bytes and that recovery cut to none.
+        let mut cut_to_empty: Option<i64> = None;
         for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
             let entry = entry.map_err(serr)?;
             let name = entry.file_name();
@@ -225,6 +227,9 @@ impl Log {
                     .map_err(serr)?
                     .set_len(r.size)
                     .map_err(serr)?;
+                if r.size == 0 && file_size > 0 {
+                    cut_to_empty = Some(base);
+                }
                 seg.write_index_files(&r.offset_index, &r.time_index)
                     .map_err(serr)?;
                 {
@@ -315,6 +320,9 @@ impl Log {
                         .map_err(serr)?
                         .set_len(size)
                         .map_err(serr)?;
+                    if size == 0 {
+                        cut_to_empty = Some(base);
+                    }
                 }
                 {
                     let mut m = seg.meta.write();
@@ -387,6 +395,33 @@ impl Log {
                 segments.push(Arc::new(seg));
             }
             i += 1;
+        }
+
+        // A last segment that held bytes and that recovery cut to none (a torn batch only) is
+        // still the file a former owner may hold open with a write in flight, or a deposed
+        // opener with its own cut in flight: like one found empty in the listing, it gets new
+        // files, so that what this owner appends there is in a file no one else holds.
+        if p.shared
+            && cut_to_empty.is_some()
+            && segments.last().map(|s| s.base_offset) == cut_to_empty
+        {
+            if let Some(last) = segments.pop() {
+                let base = last.base_offset;
+                drop(last);
+                tracing::info!(tp = ?p.tp, segment = base, "replacing the files of a last segment recovery emptied");
+                let check = || may_write_io(&p, "replacing a last segment recovery emptied");
+                replace_with_new_empty_files(&p.dir, base, &check).map_err(serr)?;
+                let (seg, _) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
+                {
+                    let mut m = seg.meta.write();
+                    m.size = 0;
+                    m.next_offset = base;
+                    m.rolling_ts = p.now_ms;
+                    m.set_indexes_as_on_disk(Vec::new(), Vec::new());
+                }
+                cursor = IndexCursor::new(base);
+                segments.push(Arc::new(seg));
+            }
         }
 
         // Log start: checkpoint or first segment; a checkpoint beyond the end empties the log.
