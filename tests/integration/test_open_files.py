@@ -423,3 +423,63 @@ def test_ten_thousand_connections_mostly_idle(limited):
             s.close()
     assert api_versions_over_new_connection(b.port)
     assert "ERROR" not in b.log_text(), harness.tail(b.log_file, 40)
+
+
+CLUSTER_PARTITIONS = int(os.environ.get("SLUICE_TEST_CLUSTER_PARTITIONS", str(PARTITIONS)))
+
+
+def _leaders_of_all(bootstrap: str) -> dict:
+    md = admin(bootstrap).list_topics(timeout=60)
+    return {(n, p): m.leader for n, t in md.topics.items() if not n.startswith("__")
+            for p, m in t.partitions.items()}
+
+
+def test_a_cluster_takeover_at_many_partitions(tmp_path):
+    # Three brokers under a low open-files limit share CLUSTER_PARTITIONS partitions; one is
+    # SIGKILLed and the two others take its partitions over and serve all of them.
+    from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, live_brokers
+
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers = []
+    try:
+        for node in (1, 2, 3):
+            b = LimitedSluice(tmp_path / f"node{node}", log_dir=shared, name=f"node{node}",
+                              overrides=cluster_overrides(etcd, node, shared, "/scale", **{
+                                  "sluice.cluster.death.probe.enable": "true", "log.segment.bytes": 1 << 20}))
+            brokers.append(b)
+            b.start(timeout=300)
+        wait_until(lambda: len(live_brokers(bootstrap_of(brokers))) == 3, 60, "three brokers")
+        topics = max(CLUSTER_PARTITIONS // PER_TOPIC, 1)
+        names = [f"scale-{i:04d}" for i in range(topics)]
+        started = time.monotonic()
+        create_topics(bootstrap_of(brokers), names, PER_TOPIC, timeout=600)
+        wait_until(lambda: (ls := _leaders_of_all(bootstrap_of(brokers))) and len(ls) == topics * PER_TOPIC
+                   and all(v >= 0 for v in ls.values()), 900, "every partition led")
+        print(f"\n{topics * PER_TOPIC} partitions created and led in {time.monotonic() - started:.1f} s; "
+              f"descriptors {[fd_count(b.pid) for b in brokers]}, RSS {[rss_kib(b.pid) for b in brokers]} KiB")
+        before = _leaders_of_all(bootstrap_of(brokers))
+        rnd = random.Random(57)
+        sample = sorted({(n, rnd.randrange(PER_TOPIC)) for n in names})
+        moved = sorted(k for k, v in before.items() if v == 2)
+        sample = sorted(set(sample) | set(moved[:: max(len(moved) // 100, 1)]))
+        produce_sample(bootstrap_of(brokers), sample, "a")
+
+        killed = time.monotonic()
+        brokers[1].kill()
+        wait_until(lambda: (ls := _leaders_of_all(bootstrap_of(brokers))) and all(
+            v in (1, 3) for v in ls.values()) and len(ls) == len(before), 900, "every partition led by a survivor")
+        print(f"{len(moved)} partitions of the killed broker led again after {time.monotonic() - killed:.1f} s; "
+              f"survivors' descriptors {[fd_count(b.pid) for b in brokers if b.running]}")
+        produce_sample(bootstrap_of(brokers), sample, "b")
+        got = read_sample(bootstrap_of(brokers), sample, 2, timeout=300)
+        assert got == {(t, p): [f"a:{t}:{p}", f"b:{t}:{p}"] for t, p in sample}
+        assert all(fd_count(b.pid) < OPEN_FILES for b in brokers if b.running)
+        for b in brokers:
+            if b.running:
+                assert "Too many open files" not in b.log_text()
+    finally:
+        for b in brokers:
+            b.cleanup()
+        etcd.kill()

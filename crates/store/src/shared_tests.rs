@@ -2128,7 +2128,7 @@ fn adv_torn_only_last_segment(dir: &Path) -> (LogManager, Arc<Log>, i64, i64) {
 /// 5. The next owner's recovery of 6 stops at the hole at 0: c and d are gone.
 #[test]
 #[allow(non_snake_case)]
-fn ADVERSARY_a_deposed_openers_late_cut_truncates_the_new_owners_active_segment() {
+fn a_deposed_openers_late_cut_lands_in_a_file_the_owner_no_longer_uses() {
     let dir = tempfile::tempdir().unwrap();
     let (a, first, rp, newest) = adv_torn_only_last_segment(dir.path());
     drop(first);
@@ -2192,7 +2192,7 @@ fn ADVERSARY_a_deposed_openers_late_cut_truncates_the_new_owners_active_segment(
 ///    acknowledged) at 6 and has lost c.
 #[test]
 #[allow(non_snake_case)]
-fn ADVERSARY_a_former_owners_late_write_lands_in_a_segment_recovery_emptied() {
+fn a_former_owners_late_write_misses_a_segment_recovery_emptied() {
     use std::os::unix::fs::FileExt;
     let dir = tempfile::tempdir().unwrap();
     let (a, old, _, _) = adv_torn_only_last_segment(dir.path());
@@ -2328,7 +2328,7 @@ fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned
 /// for as long as this log object lives (no further append comes to move the log end).
 #[test]
 #[allow(non_snake_case)]
-fn ADVERSARY_an_idle_log_end_at_a_removed_base_is_never_rolled_for_retention() {
+fn an_idle_log_end_at_a_removed_base_is_still_rolled_for_retention() {
     let dir = tempfile::tempdir().unwrap();
     adv_damaged_before_9(dir.path());
     let retained = LogConfig {
