@@ -461,12 +461,15 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
     let (listener_protocols, inter_broker_listener) = listener_security(&p, &bound)?;
     let mut listener_tls = BTreeMap::new();
     for l in &bound {
-        if matches!(
-            listener_protocols.get(&l.name),
-            Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-        ) {
-            listener_tls.insert(l.name.clone(), crate::tls::listener_tls(&props, &l.name)?);
-        }
+        let sasl = match listener_protocols.get(&l.name) {
+            Some(SecurityProtocol::Ssl) => false,
+            Some(SecurityProtocol::SaslSsl) => true,
+            _ => continue,
+        };
+        listener_tls.insert(
+            l.name.clone(),
+            crate::tls::listener_tls(&props, &l.name, sasl)?,
+        );
     }
     let mut listener_sasl = BTreeMap::new();
     for l in &bound {

@@ -112,10 +112,13 @@ fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-/// The TLS settings of listener `listener` from `props`.
+/// The TLS settings of listener `listener` from `props`. On a SASL_SSL listener (`sasl`),
+/// `ssl.client.auth` applies only with the listener's prefix, as on Kafka (which logs that the
+/// plain one is ignored there).
 pub(crate) fn listener_tls(
     props: &BTreeMap<String, String>,
     listener: &str,
+    sasl: bool,
 ) -> Result<TlsConfig, ConfigError> {
     let prefix = format!("listener.name.{}.", listener.to_ascii_lowercase());
     // (the name the value was found under, the value)
@@ -207,7 +210,22 @@ pub(crate) fn listener_tls(
         }
     };
 
-    let client_auth = match get("ssl.client.auth") {
+    let client_auth = get("ssl.client.auth").filter(|(name, v)| {
+        let applies = !sasl || name.starts_with(&prefix);
+        // Said once: the settings are read again whenever a dynamic config changes.
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !applies
+            && !v.eq_ignore_ascii_case("none")
+            && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                listener = %listener,
+                "ssl.client.auth applies to SSL listeners only: on the SASL_SSL listener {listener} set {prefix}ssl.client.auth to ask for client certificates"
+            );
+        }
+        applies
+    });
+    let client_auth = match client_auth {
         None => ClientAuth::None,
         Some((name, v)) => match v.to_ascii_lowercase().as_str() {
             "none" => ClientAuth::None,

@@ -508,6 +508,31 @@ fn tls_settings_per_listener() {
 }
 
 #[test]
+fn plain_ssl_client_auth_does_not_apply_to_sasl_ssl_listeners() {
+    use sluice_config::ClientAuth;
+    // As on Kafka: a SASL_SSL listener asks for client certificates only with its prefix.
+    let base = [
+        ("listeners", "SSL://:9093,SASL_SSL://:9094"),
+        INLINE_CHAIN,
+        INLINE_KEY,
+        ("ssl.truststore.certificates", "ca"),
+        ("ssl.client.auth", "requested"),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        (
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"a\";",
+        ),
+    ];
+    let c = build(&base);
+    assert_eq!(c.listener_tls["SSL"].client_auth, ClientAuth::Requested);
+    assert_eq!(c.listener_tls["SASL_SSL"].client_auth, ClientAuth::None);
+    let mut prefixed = base.to_vec();
+    prefixed.push(("listener.name.sasl_ssl.ssl.client.auth", "required"));
+    let c = build(&prefixed);
+    assert_eq!(c.listener_tls["SASL_SSL"].client_auth, ClientAuth::Required);
+}
+
+#[test]
 fn listener_security_protocols_and_the_inter_broker_listener() {
     use sluice_config::SecurityProtocol;
     // Kafka's default map: each protocol's name is a listener name mapped to itself.
