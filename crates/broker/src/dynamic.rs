@@ -10,19 +10,49 @@
 //! topic without an override of a changed default its new effective config (its open logs
 //! switch at once: the next roll, retention check or flush uses it), and reconfigures the log
 //! cleaner's run-time settings.
+//!
+//! A listener's keystore and truststore (`listener.name.<listener>.ssl.keystore.location` and
+//! the others Kafka reconfigures) are changed for one broker: the broker named checks the new
+//! stores through the server's [`ListenerCertificates`] before storing the change (they load,
+//! Kafka's checks pass), refusing it otherwise as Kafka does, and replaces the listener's
+//! certificates when it takes the change up. A change for this broker also re-reads the stores
+//! its listeners name: a keystore replaced in place is taken up by setting the same config
+//! again, as on Kafka (which also reloads on a change of the broker's other configs; a store
+//! that fails then is logged, not refused). A change made through another broker is checked
+//! by this one only when it takes it up (a failure is logged and the listener keeps its
+//! certificate).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
-use sluice_config::{BrokerConfig, ConfigEntry};
+use sluice_config::{BrokerConfig, ConfigEntry, TlsConfig};
 use sluice_meta::broker_configs::{BrokerConfigs, EntityConfigs, DEFAULT_ENTITY};
 
 use crate::admin::Refusal;
 use crate::errors::meta_error_code;
 use crate::registry::TopicState;
 use crate::Broker;
+
+/// The TLS listeners' certificates, which the server loads and serves
+/// (`sluice_server::Certificates`).
+pub trait ListenerCertificates: Send + Sync + std::fmt::Debug {
+    /// Load the stores `settings` name for listener `listener` and check that they may replace
+    /// the listener's (Kafka's checks: the subject and alternative names kept, ...); with
+    /// `apply`, replace them for the connections accepted from now on. Ok(false): the stores
+    /// hold what the listener serves already. The error is a sentence for the operator.
+    fn reload(&self, listener: &str, settings: &TlsConfig, apply: bool) -> Result<bool, String>;
+}
+
+/// Kafka's refusal of a dynamic config that cannot be taken up (`Invalid dynamic
+/// configuration`), with the reason.
+fn invalid_dynamic(reason: impl std::fmt::Display) -> Refusal {
+    Refusal::new(
+        ResponseError::InvalidRequest,
+        format!("Invalid dynamic configuration: {reason}"),
+    )
+}
 
 /// The effective configuration, replaced as a whole when a dynamic config changes.
 #[derive(Debug)]
@@ -119,6 +149,9 @@ impl Broker {
         if next.cleaner != current.cleaner {
             self.logs.start_cleaner(cleaner_config(&next));
         }
+        if next.listener_tls != current.listener_tls {
+            self.take_up_listener_tls(&next.listener_tls, Some(&current.listener_tls));
+        }
         if self.cluster.is_none() {
             for state in self.registry.all() {
                 let config = sluice_config::topic_config(&next, &state.meta.configs);
@@ -141,6 +174,73 @@ impl Broker {
             }
         }
         next
+    }
+
+    /// Install the server's TLS listeners and give them the keystores and truststores set
+    /// at run time (stored before this start).
+    pub fn set_certificates(&self, certs: Arc<dyn ListenerCertificates>) {
+        if self.certs.set(certs).is_ok() {
+            let _one = self.dynamic.apply.lock();
+            let effective = self.effective_config();
+            self.take_up_listener_tls(&effective.listener_tls, Some(&self.config.listener_tls));
+        }
+    }
+
+    /// Replace the certificates of each TLS listener whose settings in `tls` differ from those
+    /// in `before` (every listener without `before`: their stores are read again, a file
+    /// replaced in place is taken up). A listener whose new stores do not load or pass the
+    /// checks keeps its certificate; the error is logged.
+    fn take_up_listener_tls(
+        &self,
+        tls: &BTreeMap<String, TlsConfig>,
+        before: Option<&BTreeMap<String, TlsConfig>>,
+    ) {
+        let Some(certs) = self.certs.get() else {
+            return;
+        };
+        for (listener, settings) in tls {
+            if before.is_some_and(|b| b.get(listener) == Some(settings)) {
+                continue;
+            }
+            if let Err(e) = certs.reload(listener, settings, true) {
+                tracing::error!(
+                    listener = %listener,
+                    "the listener keeps its TLS certificate: its new keystore or truststore cannot be taken up: {e}"
+                );
+            }
+        }
+    }
+
+    /// Check the TLS settings of this broker's listeners as a change of its dynamic configs
+    /// from `stored` to `next` leaves them: they read, and the stores they name load and may
+    /// replace the listeners' (nothing is replaced). Checked: each listener whose settings the
+    /// change touches, and every one when it changes nothing (the same config set again, to
+    /// have a file replaced in place taken up); a change of other configs does not fail for a
+    /// store that no longer loads (its take-up logs that, as Kafka's does). Returns the
+    /// listeners' settings to take up, None when they do not read (and the change leaves them).
+    fn check_listener_tls(
+        &self,
+        stored: &EntityConfigs,
+        next: &EntityConfigs,
+    ) -> Result<Option<BTreeMap<String, TlsConfig>>, Refusal> {
+        let again = stored == next;
+        let before = self.config.listener_tls_with(stored).ok();
+        let tls = match self.config.listener_tls_with(next) {
+            Ok(tls) => tls,
+            Err(e) if again || before.is_some() => return Err(invalid_dynamic(e)),
+            Err(_) => return Ok(None),
+        };
+        if let Some(certs) = self.certs.get() {
+            for (listener, settings) in &tls {
+                let touched = before.as_ref().and_then(|b| b.get(listener)) != Some(settings);
+                if touched || again {
+                    certs
+                        .reload(listener, settings, false)
+                        .map_err(|e| invalid_dynamic(format!("listener {listener}: {e}")))?;
+                }
+            }
+        }
+        Ok(Some(tls))
     }
 
     /// DescribeConfigs of a BROKER resource: this broker's (every config, with sources), or
@@ -181,7 +281,21 @@ impl Broker {
         change(&mut next)?;
         sluice_config::validate_dynamic_broker_configs(&next, entity != DEFAULT_ENTITY)
             .map_err(|e| Refusal::new(ResponseError::InvalidRequest, e.to_string()))?;
-        if validate_only || next == stored.configs {
+        // This broker's own listeners: their new keystores and truststores are checked here,
+        // and read again even when no value changed (a file replaced in place), as Kafka
+        // reloads them on any change of the broker's configs.
+        let tls = match entity == self.node_id.to_string() {
+            true => self.check_listener_tls(&stored.configs, &next)?,
+            false => None,
+        };
+        if validate_only {
+            return Ok(());
+        }
+        if next == stored.configs {
+            if let Some(tls) = &tls {
+                let _one = self.dynamic.apply.lock();
+                self.take_up_listener_tls(tls, None);
+            }
             return Ok(());
         }
         self.meta
@@ -203,6 +317,12 @@ impl Broker {
             None => {
                 self.take_up_dynamic_configs(&self.meta.broker_configs());
             }
+        }
+        if let Some(tls) = &tls {
+            // What was stored, whatever view the cluster's reconciliation had; files whose
+            // settings did not change are read again too.
+            let _one = self.dynamic.apply.lock();
+            self.take_up_listener_tls(tls, None);
         }
         Ok(())
     }

@@ -65,6 +65,7 @@ use sluice_store::{DeleteRetry, DeletionStats, LogManager, MetaProperties, Shari
 use sluice_wire::Request;
 
 pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
+pub use dynamic::ListenerCertificates;
 pub use groups::OFFSETS_TOPIC;
 pub use log_limit::LogLimiter;
 pub use peers::{PeerClient, PeerReply, Probe, PEER_REQUEST_TIMEOUT};
@@ -220,6 +221,9 @@ pub struct Broker {
     volume_missing_logged: parking_lot::Mutex<Option<Instant>>,
     /// Carries requests to other brokers (set by the server at start).
     peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
+    /// The TLS listeners' certificates, which a keystore change at run time replaces (set by
+    /// the server at start; `dynamic.rs`).
+    certs: std::sync::OnceLock<Arc<dyn ListenerCertificates>>,
     /// Consumer lag of partitions other brokers own, as the last scrape computed it.
     remote_lag: lag::RemoteLagCache,
     /// This broker, for work started from threads that hold only a reference (the cluster
@@ -444,6 +448,7 @@ impl Broker {
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             volume_missing_logged: parking_lot::Mutex::new(None),
             peers: std::sync::OnceLock::new(),
+            certs: std::sync::OnceLock::new(),
             remote_lag: parking_lot::Mutex::new(None),
             this: std::sync::OnceLock::new(),
             runtime: tokio::runtime::Handle::current(),

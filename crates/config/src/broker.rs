@@ -352,6 +352,27 @@ fn authorizer(p: &Parsed<'_>) -> Result<Option<crate::AuthorizerSettings>, Confi
     }))
 }
 
+/// The TLS settings of each SSL and SASL_SSL listener of `listeners` from `props`.
+pub(crate) fn listeners_tls(
+    props: &BTreeMap<String, String>,
+    listeners: &[Listener],
+    protocols: &BTreeMap<String, SecurityProtocol>,
+) -> Result<BTreeMap<String, crate::TlsConfig>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for l in listeners {
+        let sasl = match protocols.get(&l.name) {
+            Some(SecurityProtocol::Ssl) => false,
+            Some(SecurityProtocol::SaslSsl) => true,
+            _ => continue,
+        };
+        out.insert(
+            l.name.clone(),
+            crate::tls::listener_tls(props, &l.name, sasl)?,
+        );
+    }
+    Ok(out)
+}
+
 pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let mut given = BTreeMap::new();
     let mut unknown = Vec::new();
@@ -459,15 +480,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
     };
     // listener.security.protocol.map, inter.broker.listener.name
     let (listener_protocols, inter_broker_listener) = listener_security(&p, &bound)?;
-    let mut listener_tls = BTreeMap::new();
-    for l in &bound {
-        if matches!(
-            listener_protocols.get(&l.name),
-            Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-        ) {
-            listener_tls.insert(l.name.clone(), crate::tls::listener_tls(&props, &l.name)?);
-        }
-    }
+    let listener_tls = listeners_tls(&props, &bound, &listener_protocols)?;
     let mut listener_sasl = BTreeMap::new();
     for l in &bound {
         if matches!(
@@ -878,9 +891,7 @@ pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
             read_only: !dynamic::is_dynamic_unused(name),
             sensitive,
             config_type: dynamic::unused_type_code(name, sensitive),
-            documentation: Some(
-                "Accepted for compatibility with Kafka; not used by Sluice.".to_string(),
-            ),
+            documentation: Some(dynamic::unused_doc(name)),
             synonyms,
         });
     }

@@ -3,13 +3,17 @@
 //! (cluster-wide default or one broker), how the levels combine with server.properties, and
 //! the synonyms DescribeConfigs lists.
 //!
-//! Three kinds of names can be set at run time (the same as in Apache Kafka 4.3):
+//! Four kinds of names can be set at run time (the same as in Apache Kafka 4.3):
 //! - broker configs Sluice uses and applies at run time (`BrokerDef::dynamic`): the defaults of
 //!   topic configs (`log.retention.ms`, `log.segment.bytes`, `message.max.bytes`, ...) and
 //!   some of the log cleaner's;
-//! - Kafka's run-time configs of features Sluice does not have (thread pools, TLS, SASL,
-//!   tiered storage, replication throttles): stored and described, without effect, as the
-//!   same names in server.properties are accepted without effect ([`DYNAMIC_UNUSED`]);
+//! - a listener's keystore and truststore (`listener.name.<listener>.ssl.keystore.location`
+//!   and the others of `tls::RECONFIGURABLE`), for one broker only: applied to the listener's
+//!   TLS settings ([`BrokerConfig::listener_tls_with`]); the server loads and checks them;
+//! - Kafka's run-time configs of features Sluice does not have, or does not change at run time
+//!   (thread pools, other TLS and SASL settings, tiered storage, replication throttles):
+//!   stored and described, without effect, as the same names in server.properties are
+//!   accepted without effect ([`DYNAMIC_UNUSED`]);
 //! - names Kafka does not know: Kafka stores them and describes them as sensitive, so does
 //!   Sluice.
 //!
@@ -62,6 +66,14 @@ const DYNAMIC_UNUSED: &[&str] = &[
 /// Prefixes of Kafka's run-time configs Sluice has no use for (TLS, SASL, per-listener).
 const DYNAMIC_UNUSED_PREFIXES: &[&str] = &["listener.name.", "sasl.", "ssl."];
 
+/// Kafka's `ssl.*` broker configs that never change at run time (every other `ssl.*` name
+/// does, in Kafka).
+const SSL_STATIC: &[&str] = &[
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
+    "ssl.principal.mapping.rules",
+];
+
 /// Configs Kafka changes only per broker, never as a cluster-wide default.
 const PER_BROKER_ONLY: &[&str] = &["listener.security.protocol.map", "listeners"];
 
@@ -84,7 +96,20 @@ fn is_known(name: &str) -> bool {
 /// A config Sluice does not use is shown without its value when Kafka would hide it: names
 /// Kafka does not know (it cannot tell their type) and passwords.
 pub(crate) fn is_sensitive_unused(name: &str) -> bool {
-    !is_known(name) || name.contains("password") || name.ends_with("jaas.config")
+    !is_known(name)
+        || name.contains("password")
+        || name.ends_with("jaas.config")
+        || crate::tls::is_secret(name)
+}
+
+/// The DescribeConfigs documentation of a config outside the catalogue.
+pub(crate) fn unused_doc(name: &str) -> String {
+    if crate::tls::is_reconfigurable_listener_config(name) {
+        "A listener's keystore or truststore setting, taken up at run time (docs/security.md)."
+            .to_string()
+    } else {
+        "Accepted for compatibility with Kafka; not used by Sluice.".to_string()
+    }
 }
 
 /// DescribeConfigs `config_type` of a config Sluice does not use: UNKNOWN (0) for names Kafka
@@ -196,12 +221,23 @@ pub fn validate_dynamic_broker_configs(
         .keys()
         .filter(|n| match catalog::broker_def(n) {
             Some(def) => !def.dynamic,
-            None => catalog::is_ignored(n) && !is_dynamic_unused(n),
+            None => {
+                (catalog::is_ignored(n) && !is_dynamic_unused(n))
+                    || SSL_STATIC.contains(&n.as_str())
+            }
         })
         .cloned()
         .collect();
     if !not_dynamic.is_empty() {
         return Err(ConfigError::NotDynamic { names: not_dynamic });
+    }
+    let unprefixed: Vec<String> = props
+        .keys()
+        .filter(|n| crate::tls::is_reconfigurable_without_prefix(n))
+        .cloned()
+        .collect();
+    if !unprefixed.is_empty() {
+        return Err(ConfigError::SecurityWithoutListenerPrefix { names: unprefixed });
     }
     for (name, value) in props {
         if let Some(def) = catalog::broker_def(name) {
@@ -232,7 +268,30 @@ pub(crate) fn apply(
     config.unknown = base.unknown.clone();
     config.dynamic_default = default.clone();
     config.dynamic_broker = broker.clone();
+    // A listener's keystore or truststore set at run time (this broker's only: the cluster-wide
+    // default cannot hold listener configs). Settings that do not read leave the listeners as
+    // they are, the rest of the dynamic configs applied; a change is checked when it is made.
+    match listener_tls_with(base, broker) {
+        Ok(tls) => config.listener_tls = tls,
+        Err(e) => tracing::error!(
+            "the listeners keep their TLS settings: the dynamic ones of this broker do not read: {e}"
+        ),
+    }
     Ok(config)
+}
+
+/// See [`BrokerConfig::listener_tls_with`].
+pub(crate) fn listener_tls_with(
+    base: &BrokerConfig,
+    broker: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, crate::TlsConfig>, ConfigError> {
+    let mut props = base.given.clone();
+    for (name, value) in broker {
+        if crate::tls::is_reconfigurable_listener_config(name) {
+            props.insert(name.clone(), value.clone());
+        }
+    }
+    crate::broker::listeners_tls(&props, &base.listeners, &base.listener_protocols)
 }
 
 /// DescribeConfigs of the cluster-wide default resource: each dynamic default with its
@@ -253,10 +312,7 @@ pub(crate) fn describe_default(config: &BrokerConfig) -> Vec<ConfigEntry> {
                 read_only: def.map_or(!is_dynamic_unused(name), |d| !d.dynamic),
                 sensitive,
                 config_type: def.map_or_else(|| unused_type_code(name, sensitive), |d| d.ty.code()),
-                documentation: Some(def.map_or_else(
-                    || "Accepted for compatibility with Kafka; not used by Sluice.".to_string(),
-                    |d| d.doc.to_string(),
-                )),
+                documentation: Some(def.map_or_else(|| unused_doc(name), |d| d.doc.to_string())),
                 synonyms,
             }
         })
@@ -323,6 +379,35 @@ mod tests {
                 ("foo.bar", "x")
             ]),
             false
+        )
+        .is_ok());
+        // A listener's keystore and truststore change only with the listener's prefix; the
+        // TLS settings Kafka reads at startup only are refused.
+        let e = validate_dynamic_broker_configs(
+            &map(&[
+                ("ssl.keystore.location", "/k"),
+                ("ssl.truststore.password", "p"),
+            ]),
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "These security configs can be dynamically updated only per-listener using the listener prefix: [ssl.keystore.location, ssl.truststore.password]"
+        );
+        let e = validate_dynamic_broker_configs(
+            &map(&[("ssl.principal.mapping.rules", "DEFAULT")]),
+            true,
+        )
+        .unwrap_err();
+        assert!(matches!(e, ConfigError::NotDynamic { .. }), "{e}");
+        assert!(validate_dynamic_broker_configs(
+            &map(&[
+                ("listener.name.ssl.ssl.keystore.location", "/k"),
+                ("listener.name.ssl.ssl.principal.mapping.rules", "DEFAULT"),
+                ("ssl.cipher.suites", "x"),
+            ]),
+            true
         )
         .is_ok());
         // Kafka may change these at run time; Sluice cannot (yet), and says so.

@@ -45,6 +45,9 @@ pub enum ConfigError {
     /// Kafka's answer to a cluster-wide default of a config that is set per broker only.
     #[error("Cannot update these configs at default cluster level, broker id must be specified: [{}]", names.join(", "))]
     PerBrokerOnly { names: Vec<String> },
+    /// Kafka's answer to a dynamic keystore or truststore setting without a listener prefix.
+    #[error("These security configs can be dynamically updated only per-listener using the listener prefix: [{}]", names.join(", "))]
+    SecurityWithoutListenerPrefix { names: Vec<String> },
 }
 
 /// How a listener's connections are secured (`listener.security.protocol.map`).
@@ -552,6 +555,19 @@ impl BrokerConfig {
         broker: &BTreeMap<String, String>,
     ) -> Result<BrokerConfig, ConfigError> {
         dynamic::apply(self, default, broker)
+    }
+
+    /// The TLS settings of each SSL and SASL_SSL listener with this broker's dynamic configs
+    /// `broker` applied: a listener's keystore and truststore settings set at run time
+    /// (`listener.name.<listener>.ssl.keystore.location` and the others Kafka reconfigures)
+    /// override the static ones, name by name; its other settings stay as server.properties
+    /// gives them (Kafka takes them at startup only). The stores are not loaded here (a file
+    /// is only looked at to tell PEM from PKCS12 when no type is given).
+    pub fn listener_tls_with(
+        &self,
+        broker: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, TlsConfig>, ConfigError> {
+        dynamic::listener_tls_with(self, broker)
     }
 
     /// The effective config of a topic with these overrides (same as [`topic_config`]).

@@ -1,6 +1,12 @@
 //! The TLS settings of a listener, with Kafka's `ssl.*` names: a listener-prefixed property
 //! (`listener.name.<listener, lower case>.ssl.keystore.location`) wins over the plain one.
 //! This module only reads the properties; the server loads the files (crates/server/src/tls.rs).
+//!
+//! The keystore and truststore settings ([`RECONFIGURABLE`]) may also be set at run time for one
+//! listener of one broker (`kafka-configs --entity-type brokers --entity-name <id> --alter
+//! --add-config listener.name.<listener>.ssl.keystore.location=...`), as Kafka allows:
+//! [`crate::BrokerConfig::listener_tls_with`] gives each listener's settings with such configs
+//! applied.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -59,10 +65,68 @@ pub struct TlsConfig {
     /// `ssl.principal.mapping.rules` (default `DEFAULT`): the principal of a client that
     /// authenticated with a certificate on an SSL listener.
     pub principal_mapping: SslPrincipalMapper,
+    /// `ssl.allow.dn.changes` (default false): a keystore replaced at run time may hold a
+    /// certificate whose subject differs from the one it replaces.
+    pub allow_dn_changes: bool,
+    /// `ssl.allow.san.changes` (default false): ... whose subject alternative names are not a
+    /// superset of the ones of the certificate it replaces.
+    pub allow_san_changes: bool,
+}
+
+/// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`: the keystore and truststore settings a listener
+/// takes at run time (as `listener.name.<listener>.<name>` of one broker). Sorted.
+pub(crate) const RECONFIGURABLE: &[&str] = &[
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.type",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.type",
+];
+
+/// Kafka's `ssl.*` settings of type PASSWORD: never shown by DescribeConfigs.
+const SECRETS: &[&str] = &[
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.truststore.certificates",
+    "ssl.truststore.password",
+];
+
+/// `name` without its `listener.name.<listener>.` prefix, if it has one.
+fn listener_base(name: &str) -> Option<&str> {
+    name.strip_prefix("listener.name.")?
+        .split_once('.')
+        .map(|(_, base)| base)
+}
+
+/// True for `listener.name.<listener>.<name>` with `name` one of [`RECONFIGURABLE`]: what a
+/// listener takes at run time.
+pub(crate) fn is_reconfigurable_listener_config(name: &str) -> bool {
+    listener_base(name).is_some_and(|base| RECONFIGURABLE.contains(&base))
+}
+
+/// True for one of [`RECONFIGURABLE`] without a listener prefix: Kafka takes these at run time
+/// only per listener.
+pub(crate) fn is_reconfigurable_without_prefix(name: &str) -> bool {
+    RECONFIGURABLE.contains(&name)
+}
+
+/// True for a TLS secret (a password, a private key, inline PEM), plain or listener-prefixed.
+pub(crate) fn is_secret(name: &str) -> bool {
+    let base = listener_base(name).unwrap_or(name);
+    SECRETS.contains(&base)
 }
 
 /// The `ssl.*` properties Sluice reads (a listener-prefixed form of each is read too).
 pub(crate) const SSL_PROPERTIES: &[&str] = &[
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
     "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",
@@ -95,8 +159,8 @@ pub(crate) const SSL_IGNORED: &[&str] = &[
 /// prefixed with `listener.name.<name>.`.
 pub(crate) fn is_tls_property(name: &str) -> bool {
     let base = match name.strip_prefix("listener.name.") {
-        Some(rest) => match rest.split_once('.') {
-            Some((_, base)) => base,
+        Some(_) => match listener_base(name) {
+            Some(base) => base,
             None => return false,
         },
         None => name,
@@ -112,10 +176,13 @@ fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-/// The TLS settings of listener `listener` from `props`.
+/// The TLS settings of listener `listener` from `props`. On a SASL_SSL listener (`sasl`),
+/// `ssl.client.auth` applies only with the listener's prefix, as on Kafka (which logs that the
+/// plain one is ignored there).
 pub(crate) fn listener_tls(
     props: &BTreeMap<String, String>,
     listener: &str,
+    sasl: bool,
 ) -> Result<TlsConfig, ConfigError> {
     let prefix = format!("listener.name.{}.", listener.to_ascii_lowercase());
     // (the name the value was found under, the value)
@@ -139,7 +206,12 @@ pub(crate) fn listener_tls(
         get("ssl.keystore.key"),
     ) {
         (Some((name, path)), None, None) => {
-            let kind = store_type(&get("ssl.keystore.type"), &path, &name)?;
+            let kind = store_type(
+                &get("ssl.keystore.type"),
+                &path,
+                &name,
+                get("ssl.keystore.password").is_some(),
+            )?;
             match kind {
                 StoreType::Pem => {
                     if get("ssl.key.password").is_some() {
@@ -188,7 +260,12 @@ pub(crate) fn listener_tls(
         get("ssl.truststore.certificates"),
     ) {
         (Some((name, path)), None) => Some(
-            match store_type(&get("ssl.truststore.type"), &path, &name)? {
+            match store_type(
+                &get("ssl.truststore.type"),
+                &path,
+                &name,
+                get("ssl.truststore.password").is_some(),
+            )? {
                 StoreType::Pem => TrustStore::Pem(Pem::File(PathBuf::from(path))),
                 StoreType::Pkcs12 => TrustStore::Pkcs12 {
                     path: PathBuf::from(path),
@@ -207,7 +284,22 @@ pub(crate) fn listener_tls(
         }
     };
 
-    let client_auth = match get("ssl.client.auth") {
+    let client_auth = get("ssl.client.auth").filter(|(name, v)| {
+        let applies = !sasl || name.starts_with(&prefix);
+        // Said once: the settings are read again whenever a dynamic config changes.
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !applies
+            && !v.eq_ignore_ascii_case("none")
+            && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                listener = %listener,
+                "ssl.client.auth applies to SSL listeners only: on the SASL_SSL listener {listener} set {prefix}ssl.client.auth to ask for client certificates"
+            );
+        }
+        applies
+    });
+    let client_auth = match client_auth {
         None => ClientAuth::None,
         Some((name, v)) => match v.to_ascii_lowercase().as_str() {
             "none" => ClientAuth::None,
@@ -257,6 +349,16 @@ pub(crate) fn listener_tls(
             SslPrincipalMapper::parse(&rules).map_err(|reason| invalid(&name, &rules, reason))?
         }
     };
+    let flag = |base: &str| -> Result<bool, ConfigError> {
+        match get(base) {
+            None => Ok(false),
+            Some((name, v)) => match v.to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(invalid(&name, &v, "must be true or false")),
+            },
+        }
+    };
     Ok(TlsConfig {
         keystore,
         truststore,
@@ -264,6 +366,8 @@ pub(crate) fn listener_tls(
         protocols,
         cipher_suites: list("ssl.cipher.suites"),
         principal_mapping,
+        allow_dn_changes: flag("ssl.allow.dn.changes")?,
+        allow_san_changes: flag("ssl.allow.san.changes")?,
     })
 }
 
@@ -273,12 +377,15 @@ enum StoreType {
 }
 
 /// `ssl.keystore.type` / `ssl.truststore.type`: PEM or PKCS12. Kafka's default, JKS, is
-/// Java's own format; unset, the type is what the file is (PEM text or PKCS12), read when the
-/// server loads it.
+/// Java's own format; unset, the type is what the file is (PEM text or PKCS12). A file that
+/// cannot be read is taken as PKCS12 when a password is set, else PEM: the server says what is
+/// wrong with it when it loads it (a configuration stays readable while a keystore is being
+/// replaced).
 fn store_type(
     given: &Option<(String, String)>,
     path: &str,
     location_name: &str,
+    password: bool,
 ) -> Result<StoreType, ConfigError> {
     match given {
         Some((name, t)) => match t.to_ascii_uppercase().as_str() {
@@ -293,8 +400,13 @@ fn store_type(
         },
         None => {
             // Sniffed from the file's first bytes: PEM is text ("-----BEGIN").
-            let head = std::fs::read(path)
-                .map_err(|e| invalid(location_name, path, format!("cannot read it: {e}")))?;
+            let Ok(head) = std::fs::read(path) else {
+                return Ok(if password {
+                    StoreType::Pkcs12
+                } else {
+                    StoreType::Pem
+                });
+            };
             if head.starts_with(b"-----BEGIN") || head.iter().take(64).all(|b| b.is_ascii()) {
                 Ok(StoreType::Pem)
             } else if head.starts_with(&[0xfe, 0xed, 0xfe, 0xed]) {

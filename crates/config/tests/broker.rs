@@ -508,6 +508,131 @@ fn tls_settings_per_listener() {
 }
 
 #[test]
+fn plain_ssl_client_auth_does_not_apply_to_sasl_ssl_listeners() {
+    use sluice_config::ClientAuth;
+    // As on Kafka: a SASL_SSL listener asks for client certificates only with its prefix.
+    let base = [
+        ("listeners", "SSL://:9093,SASL_SSL://:9094"),
+        INLINE_CHAIN,
+        INLINE_KEY,
+        ("ssl.truststore.certificates", "ca"),
+        ("ssl.client.auth", "requested"),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        (
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"a\";",
+        ),
+    ];
+    let c = build(&base);
+    assert_eq!(c.listener_tls["SSL"].client_auth, ClientAuth::Requested);
+    assert_eq!(c.listener_tls["SASL_SSL"].client_auth, ClientAuth::None);
+    let mut prefixed = base.to_vec();
+    prefixed.push(("listener.name.sasl_ssl.ssl.client.auth", "required"));
+    let c = build(&prefixed);
+    assert_eq!(c.listener_tls["SASL_SSL"].client_auth, ClientAuth::Required);
+}
+
+#[test]
+fn dynamic_keystore_settings_apply_to_their_listener_only() {
+    use sluice_config::{ClientAuth, KeyStore, Pem};
+    let c = build(&[
+        ("listeners", "PLAINTEXT://:9092,SSL://:9093,OTHER://:9094"),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,OTHER:SSL",
+        ),
+        ("ssl.keystore.type", "PKCS12"),
+        ("ssl.keystore.location", "/old.p12"),
+        ("ssl.keystore.password", "pw"),
+        ("ssl.truststore.certificates", "ca"),
+        ("ssl.client.auth", "requested"),
+    ]);
+    let dynamic = props(&[
+        ("listener.name.ssl.ssl.keystore.location", "/new.p12"),
+        ("listener.name.ssl.ssl.key.password", "kpw"),
+        // Not taken at run time (as on Kafka): stored, no effect.
+        ("listener.name.ssl.ssl.client.auth", "none"),
+    ]);
+    let tls = c.listener_tls_with(&dynamic).unwrap();
+    assert_eq!(
+        tls["SSL"].keystore,
+        KeyStore::Pkcs12 {
+            path: "/new.p12".into(),
+            password: "pw".into(),
+            key_password: Some("kpw".into()),
+        }
+    );
+    assert_eq!(tls["SSL"].client_auth, ClientAuth::Requested);
+    assert_eq!(tls["OTHER"], c.listener_tls["OTHER"]);
+    // The effective config carries them.
+    let e = c.with_dynamic(&BTreeMap::new(), &dynamic).unwrap();
+    assert_eq!(e.listener_tls, tls);
+    // Settings that do not read are an error here (the change is refused) and leave the
+    // effective config's listeners as they were.
+    let both = props(&[
+        ("listener.name.ssl.ssl.keystore.certificate.chain", "chain"),
+        ("listener.name.ssl.ssl.keystore.key", "key"),
+    ]);
+    assert!(c.listener_tls_with(&both).is_err());
+    let e = c.with_dynamic(&BTreeMap::new(), &both).unwrap();
+    assert_eq!(e.listener_tls, c.listener_tls);
+    // Inline PEM replacing inline PEM.
+    let c = build(&[("listeners", "SSL://:9093"), INLINE_CHAIN, INLINE_KEY]);
+    let tls = c.listener_tls_with(&both).unwrap();
+    assert_eq!(
+        tls["SSL"].keystore,
+        KeyStore::Pem {
+            chain: Pem::Inline("chain".into()),
+            key: Pem::Inline("key".into())
+        }
+    );
+    // A keystore file that cannot be read (yet) is the server's to report: its type, not
+    // given, is taken from whether a password is set.
+    let c = build(&[
+        ("listeners", "SSL://:9093"),
+        ("ssl.keystore.location", "/nonexistent/k"),
+    ]);
+    assert!(matches!(
+        c.listener_tls["SSL"].keystore,
+        KeyStore::Pem { .. }
+    ));
+    let tls = c
+        .listener_tls_with(&props(&[("listener.name.ssl.ssl.keystore.password", "pw")]))
+        .unwrap();
+    assert!(matches!(tls["SSL"].keystore, KeyStore::Pkcs12 { .. }));
+}
+
+#[test]
+fn dynamic_tls_secrets_are_not_shown() {
+    let c = build(&[("listeners", "SSL://:9093"), INLINE_CHAIN, INLINE_KEY]);
+    let e = c.with_dynamic(
+        &BTreeMap::new(),
+        &props(&[
+            ("listener.name.ssl.ssl.keystore.certificate.chain", "chain2"),
+            ("listener.name.ssl.ssl.keystore.key", "key2"),
+            ("listener.name.ssl.ssl.keystore.location", "/k.pem"),
+            ("listener.name.ssl.ssl.truststore.password", "t"),
+        ]),
+    );
+    // Both location and inline PEM: the listener keeps its settings; the values are stored.
+    let e = e.unwrap();
+    let entries = e.describe();
+    let get = |n: &str| entries.iter().find(|x| x.name == n).unwrap().clone();
+    for name in [
+        "listener.name.ssl.ssl.keystore.certificate.chain",
+        "listener.name.ssl.ssl.keystore.key",
+        "listener.name.ssl.ssl.truststore.password",
+    ] {
+        let x = get(name);
+        assert!(x.sensitive && x.value.is_none(), "{name}: {x:?}");
+        assert!(x.synonyms.iter().all(|s| s.value.is_none()), "{name}");
+    }
+    let x = get("listener.name.ssl.ssl.keystore.location");
+    assert_eq!((x.sensitive, x.value.as_deref()), (false, Some("/k.pem")));
+    assert!(!x.read_only);
+}
+
+#[test]
 fn listener_security_protocols_and_the_inter_broker_listener() {
     use sluice_config::SecurityProtocol;
     // Kafka's default map: each protocol's name is a listener name mapped to itself.

@@ -22,7 +22,7 @@ mod tls;
 mod x500;
 
 pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
-pub use tls::{client_config as tls_client_config, server_config as tls_server_config};
+pub use tls::{Certificates, ListenerTls};
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -98,12 +98,13 @@ pub struct Bound {
     pub tls: Option<Tls>,
 }
 
-/// A listener's TLS: the rustls configuration ([`tls_server_config`]) and, on an SSL listener
-/// (not SASL_SSL, where SASL says who the client is), the `ssl.principal.mapping.rules` that
-/// make a client certificate's subject the connection's principal.
+/// A listener's TLS: its certificates and configuration ([`ListenerTls`], replaceable at run
+/// time) and, on an SSL listener (not SASL_SSL, where SASL says who the client is), the
+/// `ssl.principal.mapping.rules` that make a client certificate's subject the connection's
+/// principal.
 #[derive(Clone, Debug)]
 pub struct Tls {
-    pub config: Arc<rustls::ServerConfig>,
+    pub certs: Arc<ListenerTls>,
     pub principals: Option<Arc<sluice_config::SslPrincipalMapper>>,
 }
 
@@ -291,7 +292,7 @@ async fn accept(
         tls,
     } = bound;
     let principals = tls.as_ref().and_then(|t| t.principals.clone());
-    let acceptor = tls.map(|t| TlsAcceptor::from(t.config));
+    let certs = tls.map(|t| t.certs);
     loop {
         // A slot first: at max.connections nothing is accepted until a connection closes.
         let permit = match slots.clone().try_acquire_owned() {
@@ -345,7 +346,9 @@ async fn accept(
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
                 let mut conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None };
-                let acceptor = acceptor.clone();
+                // The listener's configuration now: a keystore replaced at run time serves
+                // the connections accepted after it.
+                let acceptor = certs.as_ref().map(|c| TlsAcceptor::from(c.server_config()));
                 let principals = principals.clone();
                 tokio::spawn(async move {
                     let (reader, writer) = match acceptor {

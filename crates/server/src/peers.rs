@@ -52,8 +52,10 @@ pub struct TcpPeers {
     conns: parking_lot::Mutex<HashMap<(String, u16), Slot>>,
     correlation: Arc<AtomicI32>,
     client_id: String,
-    /// TLS to the peers' inter-broker listener, when it is an SSL one.
-    tls: Option<tokio_rustls::TlsConnector>,
+    /// TLS to the peers' inter-broker listener, when it is an SSL one: this broker's own
+    /// listener's, whose keystore and truststore may be replaced at run time (a new
+    /// connection takes what it holds then).
+    tls: Option<Arc<crate::ListenerTls>>,
     /// SASL login on the peers' inter-broker listener, when it is a SASL one.
     sasl: Option<SaslLogin>,
 }
@@ -83,10 +85,11 @@ impl TcpPeers {
         }
     }
 
-    /// Calls to the peers over TLS with `config` ([`crate::tls_client_config`]).
-    pub fn with_tls(node_id: i32, config: Arc<rustls::ClientConfig>) -> TcpPeers {
+    /// Calls to the peers over TLS with the client configuration of the inter-broker
+    /// listener `listener` (loaded with `inter_broker` set).
+    pub fn with_tls(node_id: i32, listener: Arc<crate::ListenerTls>) -> TcpPeers {
         TcpPeers {
-            tls: Some(tokio_rustls::TlsConnector::from(config)),
+            tls: Some(listener),
             ..TcpPeers::new(node_id)
         }
     }
@@ -257,7 +260,11 @@ impl PeerClient for TcpPeers {
         let frame =
             sluice_wire::encode_request(api, version, correlation_id, &self.client_id, &body);
         let addr = format!("{host}:{port}");
-        let tls = self.tls.clone().map(|c| (c, host.to_string()));
+        let tls = self
+            .tls
+            .as_ref()
+            .and_then(|l| l.client_config())
+            .map(|c| (tokio_rustls::TlsConnector::from(c), host.to_string()));
         let sasl = self.sasl.clone();
         let client_id = self.client_id.clone();
         let correlation = self.correlation.clone();

@@ -25,10 +25,13 @@ const KEYWORDS: &[(&str, &str)] = &[
     ("0.9.2342.19200300.100.1.1", "UID"),
 ];
 
+fn parse(cert: &[u8]) -> Result<x509_cert::Certificate, String> {
+    x509_cert::Certificate::from_der(cert).map_err(|e| format!("a certificate cannot be read: {e}"))
+}
+
 /// The subject of the certificate `cert` (DER) in Java's RFC 2253 form.
 pub(crate) fn subject(cert: &[u8]) -> Result<String, String> {
-    let cert = x509_cert::Certificate::from_der(cert)
-        .map_err(|e| format!("the client certificate cannot be read: {e}"))?;
+    let cert = parse(cert)?;
     let rdns = &cert.tbs_certificate.subject.0;
     let mut out = String::new();
     for (i, rdn) in rdns.iter().rev().enumerate() {
@@ -43,6 +46,87 @@ pub(crate) fn subject(cert: &[u8]) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// The subject of `cert` as encoded (DER).
+pub(crate) fn subject_der(cert: &[u8]) -> Result<Vec<u8>, String> {
+    parse(cert)?
+        .tbs_certificate
+        .subject
+        .to_der()
+        .map_err(|e| format!("a certificate's subject cannot be encoded: {e}"))
+}
+
+/// The serial number of `cert`, in hex as openssl prints it.
+pub(crate) fn serial(cert: &[u8]) -> Result<String, String> {
+    let cert = parse(cert)?;
+    Ok(cert
+        .tbs_certificate
+        .serial_number
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect())
+}
+
+/// One subject alternative name: equal when encoded alike; shown as Java's lists show them
+/// (`DNS:localhost`, `IP:127.0.0.1`; other kinds by their tag and hex).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AltName(Vec<u8>);
+
+impl std::fmt::Display for AltName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use x509_cert::ext::pkix::name::GeneralName;
+        match GeneralName::from_der(&self.0) {
+            Ok(GeneralName::DnsName(n)) => write!(f, "DNS:{}", n.as_str()),
+            Ok(GeneralName::Rfc822Name(n)) => write!(f, "email:{}", n.as_str()),
+            Ok(GeneralName::UniformResourceIdentifier(n)) => write!(f, "URI:{}", n.as_str()),
+            Ok(GeneralName::IpAddress(ip)) => match ip.as_bytes().len() {
+                4 => {
+                    let b = ip.as_bytes();
+                    write!(f, "IP:{}", std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+                }
+                16 => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(ip.as_bytes());
+                    write!(f, "IP:{}", std::net::Ipv6Addr::from(a))
+                }
+                _ => write!(f, "IP:#{}", hex(ip.as_bytes())),
+            },
+            _ => write!(f, "#{}", hex(&self.0)),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The subject alternative names of `cert` (none without the extension).
+pub(crate) fn subject_alt_names(cert: &[u8]) -> Result<Vec<AltName>, String> {
+    use x509_cert::der::oid::AssociatedOid;
+    use x509_cert::ext::pkix::SubjectAltName;
+    let cert = parse(cert)?;
+    let Some(ext) = cert
+        .tbs_certificate
+        .extensions
+        .iter()
+        .flatten()
+        .find(|e| e.extn_id == SubjectAltName::OID)
+    else {
+        return Ok(Vec::new());
+    };
+    let names = SubjectAltName::from_der(ext.extn_value.as_bytes())
+        .map_err(|e| format!("a certificate's subject alternative names cannot be read: {e}"))?;
+    names
+        .0
+        .iter()
+        .map(|n| {
+            n.to_der()
+                .map(AltName)
+                .map_err(|e| format!("a subject alternative name cannot be encoded: {e}"))
+        })
+        .collect()
 }
 
 fn attribute(oid: &str, value: &der::Any, out: &mut String) -> Result<(), String> {
@@ -117,10 +201,10 @@ fn escape(text: &str, out: &mut String) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testcert {
+    use der::Encode;
 
-    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
         let mut v = vec![tag];
         let len = content.len();
         if len < 0x80 {
@@ -134,7 +218,7 @@ mod tests {
         v
     }
 
-    fn oid(dotted: &str) -> Vec<u8> {
+    pub(crate) fn oid(dotted: &str) -> Vec<u8> {
         der::asn1::ObjectIdentifier::new_unwrap(dotted)
             .to_der()
             .expect("encodes")
@@ -142,7 +226,13 @@ mod tests {
 
     /// A minimal certificate (never verified, only parsed) with the subject `rdns`, each RDN a
     /// list of (OID, DER value).
-    fn cert(rdns: &[&[(&str, Vec<u8>)]]) -> Vec<u8> {
+    pub(crate) fn cert(rdns: &[&[(&str, Vec<u8>)]]) -> Vec<u8> {
+        cert_with_sans(rdns, &[])
+    }
+
+    /// The same with a subjectAltName extension of these names (each a GeneralName's DER, see
+    /// [`dns`] and [`ip`]); none: no extension.
+    pub(crate) fn cert_with_sans(rdns: &[&[(&str, Vec<u8>)]], sans: &[Vec<u8>]) -> Vec<u8> {
         let name: Vec<u8> = rdns
             .iter()
             .flat_map(|rdn| {
@@ -171,25 +261,45 @@ mod tests {
             ]
             .concat(),
         );
-        let tbs = tlv(
-            0x30,
-            &[
-                tlv(0xa0, &tlv(0x02, &[2])),
-                tlv(0x02, &[1]),
-                alg.clone(),
-                name.clone(),
-                validity,
-                name,
-                spki,
-            ]
-            .concat(),
-        );
+        let mut fields = vec![
+            tlv(0xa0, &tlv(0x02, &[2])),
+            tlv(0x02, &[1]),
+            alg.clone(),
+            name.clone(),
+            validity,
+            name,
+            spki,
+        ];
+        if !sans.is_empty() {
+            let ext = tlv(
+                0x30,
+                &[oid("2.5.29.17"), tlv(0x04, &tlv(0x30, &sans.concat()))].concat(),
+            );
+            fields.push(tlv(0xa3, &tlv(0x30, &ext)));
+        }
+        let tbs = tlv(0x30, &fields.concat());
         tlv(0x30, &[tbs, alg, tlv(0x03, &[0, 0])].concat())
     }
 
-    fn utf8(s: &str) -> Vec<u8> {
+    /// A dNSName.
+    pub(crate) fn dns(name: &str) -> Vec<u8> {
+        tlv(0x82, name.as_bytes())
+    }
+
+    /// An iPAddress.
+    pub(crate) fn ip(octets: &[u8]) -> Vec<u8> {
+        tlv(0x87, octets)
+    }
+
+    pub(crate) fn utf8(s: &str) -> Vec<u8> {
         tlv(0x0c, s.as_bytes())
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testcert::{cert, cert_with_sans, dns, ip, tlv, utf8};
+    use super::*;
 
     fn printable(s: &str) -> Vec<u8> {
         tlv(0x13, s.as_bytes())
@@ -243,6 +353,24 @@ mod tests {
             &[("2.5.4.3", utf8("José"))],
         ]);
         assert_eq!(subject(&c).as_deref(), Ok("CN=José,O=Zoë"));
+    }
+
+    #[test]
+    fn subject_alternative_names_and_serial() {
+        let c = cert_with_sans(
+            &[&[("2.5.4.3", utf8("localhost"))]],
+            &[dns("localhost"), ip(&[127, 0, 0, 1])],
+        );
+        let names: Vec<String> = subject_alt_names(&c)
+            .unwrap_or_default()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(names, ["DNS:localhost", "IP:127.0.0.1"]);
+        assert_eq!(serial(&c).as_deref(), Ok("01"));
+        let plain = cert(&[&[("2.5.4.3", utf8("localhost"))]]);
+        assert_eq!(subject_alt_names(&plain), Ok(Vec::new()));
+        assert_eq!(subject_der(&c), subject_der(&plain));
     }
 
     #[test]

@@ -253,6 +253,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         // (the kernel queues connections until the broker serves them). A port in use fails
         // the start before anything is registered.
         let mut bound = Vec::new();
+        let mut certs = Vec::new();
         for l in &config.listeners {
             use sluice_config::SecurityProtocol;
             let protocol = config
@@ -267,13 +268,20 @@ fn serve(args: ServeArgs) -> Result<()> {
                         .listener_tls
                         .get(&l.name)
                         .with_context(|| format!("listener {} has no TLS settings", l.name))?;
-                    let config = sluice_server::tls_server_config(&l.name, settings)
-                        .map_err(|e| anyhow::anyhow!(e))?;
+                    // Brokers call each other on the inter-broker listener, over TLS when it
+                    // is an SSL one (loaded before the broker opens, so that a TLS mistake
+                    // registers nothing).
+                    let inter_broker = l.name == config.inter_broker_listener;
+                    let listener = std::sync::Arc::new(
+                        sluice_server::ListenerTls::load(&l.name, settings, inter_broker)
+                            .map_err(|e| anyhow::anyhow!(e))?,
+                    );
+                    certs.push(listener.clone());
                     // On SASL_SSL, SASL says who the client is; on SSL, its certificate.
                     let principals = (protocol == SecurityProtocol::Ssl)
                         .then(|| std::sync::Arc::new(settings.principal_mapping.clone()));
                     Some(sluice_server::Tls {
-                        config,
+                        certs: listener,
                         principals,
                     })
                 }
@@ -298,14 +306,11 @@ fn serve(args: ServeArgs) -> Result<()> {
                 tls,
             });
         }
-        // Brokers call each other on the inter-broker listener, over TLS when it is an SSL
-        // one (built before the broker opens, so that a TLS mistake registers nothing).
-        let peers = match config.listener_tls.get(&config.inter_broker_listener) {
-            Some(tls) => sluice_server::TcpPeers::with_tls(
-                config.node_id,
-                sluice_server::tls_client_config(&config.inter_broker_listener, tls)
-                    .map_err(|e| anyhow::anyhow!(e))?,
-            ),
+        let peers = match certs
+            .iter()
+            .find(|l| l.name() == config.inter_broker_listener)
+        {
+            Some(listener) => sluice_server::TcpPeers::with_tls(config.node_id, listener.clone()),
             None => sluice_server::TcpPeers::new(config.node_id),
         };
         let peers = match &config.inter_broker_sasl {
@@ -314,6 +319,8 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let broker = sluice_broker::Broker::open(config)?;
         broker.set_peers(std::sync::Arc::new(peers));
+        // Keystores and truststores set at run time before this start are taken up now.
+        broker.set_certificates(std::sync::Arc::new(sluice_server::Certificates::new(certs)));
         let fds = broker.fd_budget();
         limits.max_connections = u32::try_from(fds.connections).unwrap_or(u32::MAX);
         tracing::info!(
