@@ -1,6 +1,6 @@
 //! TLS listeners: a rustls server configuration (ring provider) from a listener's `ssl.*`
 //! settings (sluice_config::TlsConfig), and the streams a connection reads and writes, plain
-//! or TLS.
+//! or TLS. PEM is read by sluice-tls (shared with the etcd client), PKCS12 by `pkcs12.rs`.
 
 use std::io;
 use std::path::Path;
@@ -11,9 +11,9 @@ use std::task::{Context, Poll};
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use sluice_config::{ClientAuth, KeyStore, Pem, TlsConfig, TrustStore};
+use sluice_config::{ClientAuth, KeyStore, TlsConfig, TrustStore};
+use sluice_tls::{certificates, private_key};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -147,16 +147,7 @@ fn truststore(store: &TrustStore) -> Result<RootCertStore, String> {
             pkcs12_store(path, password, None, "ssl.truststore")?.certificates
         }
     };
-    let mut roots = RootCertStore::empty();
-    for cert in certs {
-        roots
-            .add(cert)
-            .map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err("the truststore holds no certificate".into());
-    }
-    Ok(roots)
+    sluice_tls::roots(certs)
 }
 
 /// Read a PKCS12 store; `which` is `ssl.keystore` or `ssl.truststore`, for the error.
@@ -177,45 +168,6 @@ fn pkcs12_store(
         };
         format!("{which}.location {} {e}{hint}", path.display())
     })
-}
-
-fn pem_text(pem: &Pem) -> Result<Vec<u8>, String> {
-    match pem {
-        Pem::File(path) => {
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-        }
-        // Kafka's inline PEM values are often written on one line in a properties file.
-        Pem::Inline(text) => Ok(text.replace("\\n", "\n").into_bytes()),
-    }
-}
-
-fn describe(pem: &Pem) -> String {
-    match pem {
-        Pem::File(path) => path.display().to_string(),
-        Pem::Inline(_) => "the inline PEM".into(),
-    }
-}
-
-fn certificates(pem: &Pem) -> Result<Vec<CertificateDer<'static>>, String> {
-    let text = pem_text(pem)?;
-    CertificateDer::pem_slice_iter(&text)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot read the certificates of {}: {e}", describe(pem)))
-}
-
-fn private_key(pem: &Pem) -> Result<PrivateKeyDer<'static>, String> {
-    let text = pem_text(pem)?;
-    if text
-        .windows(b"ENCRYPTED PRIVATE KEY".len())
-        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
-    {
-        return Err(format!(
-            "the private key in {} is encrypted, which Sluice does not read; store it unencrypted (openssl pkcs8 -topk8 -nocrypt) and protect the file",
-            describe(pem)
-        ));
-    }
-    PrivateKeyDer::from_pem_slice(&text)
-        .map_err(|e| format!("cannot read a private key from {}: {e}", describe(pem)))
 }
 
 /// ring's provider, its cipher suites narrowed to `ssl.cipher.suites` when that is set (Java's
