@@ -1,7 +1,8 @@
 """A real etcd server and Sluice brokers in cluster mode sharing one log directory.
 
-`EtcdServer` runs Debian's etcd on free 127.0.0.1 ports in a directory of the test, and can be
-stopped and started again on the same data. `start_cluster` starts N Sluice brokers with
+`EtcdServer` runs Debian's etcd on free 127.0.0.1 ports in a directory of the test, plain or over
+TLS (and with its authentication enabled, `enable_auth`), and can be stopped and started again
+on the same data. `start_cluster` starts N Sluice brokers with
 `sluice.cluster.etcd.endpoints` pointing at it, each with its own node id and listener, all on
 the same `log.dirs`.
 """
@@ -23,7 +24,14 @@ ETCD_BIN = shutil.which("etcd") or "/usr/bin/etcd"
 
 
 class EtcdServer:
-    def __init__(self, work_dir: Path):
+    """``tls``: ``{"cert": .., "key": .., "ca": .., "client_cert_auth": bool}`` serves the client
+    port over TLS (etcd's --cert-file, --key-file; with client_cert_auth, --trusted-ca-file
+    ``ca`` and --client-cert-auth);
+    ``client``: the PEM files (``ca``, and ``cert``/``key`` for --client-cert-auth) this
+    harness talks to it with. ``args``: more etcd flags."""
+
+    def __init__(self, work_dir: Path, tls: Optional[dict] = None, client: Optional[dict] = None,
+                 args: tuple = ()):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.client_port = harness.free_port()
@@ -31,6 +39,10 @@ class EtcdServer:
         while self.peer_port == self.client_port:
             self.peer_port = harness.free_port()
         self.endpoint = f"127.0.0.1:{self.client_port}"
+        self.tls, self.client, self.args = tls, client or {}, tuple(args)
+        self.url = f"{'https' if tls else 'http'}://{self.endpoint}"
+        self.token: Optional[str] = None
+        self.root_password: Optional[str] = None
         self.log_file = self.work_dir / "etcd.log"
         self.proc: Optional[subprocess.Popen] = None
 
@@ -40,12 +52,18 @@ class EtcdServer:
             ETCD_BIN,
             "--name", "sluice-test",
             "--data-dir", str(self.work_dir / "data"),
-            "--listen-client-urls", f"http://{self.endpoint}",
-            "--advertise-client-urls", f"http://{self.endpoint}",
+            "--listen-client-urls", self.url,
+            "--advertise-client-urls", self.url,
             "--listen-peer-urls", peer,
             "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"sluice-test={peer}",
         ]
+        if self.tls:
+            cmd += ["--cert-file", str(self.tls["cert"]), "--key-file", str(self.tls["key"])]
+            if self.tls.get("client_cert_auth"):
+                # (a --trusted-ca-file alone turns client certificate checks on too)
+                cmd += ["--trusted-ca-file", str(self.tls["ca"]), "--client-cert-auth"]
+        cmd += list(self.args)
         log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -55,29 +73,84 @@ class EtcdServer:
             if self.proc.poll() is not None:
                 raise harness.HarnessError(f"etcd exited: {harness.tail(self.log_file, 30)}")
             import urllib.request
-            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1) as r:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=1, context=self._ssl()) as r:
                 return b"true" in r.read()
 
         harness.wait_until(healthy, timeout, "etcd to become healthy")
         return self
 
+    @property
+    def endpoints_property(self) -> str:
+        """``sluice.cluster.etcd.endpoints``: ``host:port`` for a plain etcd, its URL for TLS."""
+        return self.url if self.tls else self.endpoint
+
+    def _ssl(self):
+        if not self.tls:
+            return None
+        import ssl
+        ctx = ssl.create_default_context(cafile=str(self.client["ca"]))
+        if self.client.get("cert"):
+            ctx.load_cert_chain(str(self.client["cert"]), str(self.client["key"]))
+        return ctx
+
+    def call(self, path: str, body: dict) -> dict:
+        """POST ``body`` to etcd's JSON gateway (as root, once authentication is enabled; an
+        expired token is renewed)."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        def post():
+            headers = {"Content-Type": "application/json"}
+            if self.token:
+                headers["Authorization"] = self.token
+            req = urllib.request.Request(f"{self.url}{path}", data=json.dumps(body).encode(), headers=headers)
+            with urllib.request.urlopen(req, timeout=5, context=self._ssl()) as r:
+                return json.loads(r.read())
+
+        try:
+            return post()
+        except urllib.error.HTTPError as e:
+            if e.code != 401 or self.root_password is None:
+                raise
+        self.token = None
+        self.token = self.call("/v3/auth/authenticate", {"name": "root", "password": self.root_password})["token"]
+        return post()
+
+    def enable_auth(self, root_password: str, users: dict) -> None:
+        """etcd's authentication, as `etcdctl user add`, `role add`, `role grant-permission
+        --prefix`, `user grant-role` and `auth enable` set it up: a root user, and for each
+        ``users`` entry ``name: (password, prefix)`` a user whose role may read and write the
+        keys under ``prefix``. The harness then talks to etcd as root."""
+        import base64
+
+        def b64(b: bytes) -> str:
+            return base64.b64encode(b).decode()
+
+        self.call("/v3/auth/user/add", {"name": "root", "password": root_password})
+        self.call("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        for name, (password, prefix) in users.items():
+            role = f"{name}-role"
+            start = prefix.encode()
+            self.call("/v3/auth/role/add", {"name": role})
+            self.call("/v3/auth/role/grant", {"name": role, "perm": {
+                "permType": "READWRITE", "key": b64(start), "range_end": b64(start[:-1] + bytes([start[-1] + 1]))}})
+            self.call("/v3/auth/user/add", {"name": name, "password": password})
+            self.call("/v3/auth/user/grant", {"user": name, "role": role})
+        self.call("/v3/auth/enable", {})
+        self.root_password = root_password
+        self.token = self.call("/v3/auth/authenticate", {"name": "root", "password": root_password})["token"]
+
     def keys(self, prefix: str) -> list:
         """The keys under ``prefix`` (etcd's JSON gateway, a linearizable range read)."""
         import base64
-        import json
-        import urllib.request
 
         def b64(b: bytes) -> str:
             return base64.b64encode(b).decode()
 
         start = prefix.encode()
         end = start[:-1] + bytes([start[-1] + 1])
-        req = urllib.request.Request(f"http://{self.endpoint}/v3/kv/range",
-                                     data=json.dumps({"key": b64(start), "range_end": b64(end),
-                                                      "keys_only": True}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            kvs = json.loads(r.read()).get("kvs", [])
+        kvs = self.call("/v3/kv/range", {"key": b64(start), "range_end": b64(end), "keys_only": True}).get("kvs", [])
         return [base64.b64decode(kv["key"]).decode() for kv in kvs]
 
     def stop(self) -> None:
@@ -102,7 +175,7 @@ def cluster_overrides(etcd: EtcdServer, node_id: int, log_dir: Path, prefix: str
     props = {
         "node.id": node_id,
         "log.dirs": str(log_dir),
-        "sluice.cluster.etcd.endpoints": etcd.endpoint,
+        "sluice.cluster.etcd.endpoints": etcd.endpoints_property,
         "sluice.cluster.etcd.prefix": prefix,
         # Short enough that a failover fits a test, long enough for a loaded 2-core machine.
         "sluice.cluster.lease.ms": 3000,

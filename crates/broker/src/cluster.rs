@@ -1581,9 +1581,21 @@ fn watch_loop(
     wakeup: &Wakeup,
     retry: Duration,
 ) {
+    // etcd refusing the watch (its user may not read the prefix) does not pass by itself:
+    // said once, at warn, until a watch runs again.
+    let mut refused = false;
     while !cancel.cancelled() {
-        if let Err(e) = watch.run(cancel, || wakeup.wake()) {
-            tracing::debug!("the etcd watch ended: {e}");
+        match watch.run(cancel, || wakeup.wake()) {
+            Err(e @ sluice_meta::MetaError::EtcdRefused(_)) => {
+                if !std::mem::replace(&mut refused, true) {
+                    tracing::warn!("etcd refuses the watch of the cluster's records (changes are seen at the next poll only): {e}");
+                }
+            }
+            Err(e) => {
+                refused = false;
+                tracing::debug!("the etcd watch ended: {e}");
+            }
+            Ok(()) => refused = false,
         }
         if !cancel.cancelled() {
             std::thread::sleep(retry);
@@ -1677,6 +1689,8 @@ mod tests {
     fn a_log_of_a_deleted_incarnation_writes_nothing_at_the_same_epoch() {
         let settings = ClusterSettings {
             etcd_endpoints: vec![],
+            etcd_tls: None,
+            etcd_login: None,
             etcd_prefix: "/t".into(),
             etcd_timeout_ms: 1000,
             registration_timeout_ms: 60000,

@@ -58,6 +58,9 @@ pub(crate) fn meta_error_code(e: &sluice_meta::MetaError) -> i16 {
         }
         // etcd unreachable, or a record changed under a compare-and-swap: retriable.
         MetaError::Etcd(_) => ResponseError::RequestTimedOut.code(),
+        // etcd refuses this broker (certificate, credentials, permissions): the operator
+        // must act; clients see the same retriable error as for an unreachable etcd.
+        MetaError::EtcdRefused(_) => ResponseError::RequestTimedOut.code(),
     }
 }
 

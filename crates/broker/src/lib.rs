@@ -249,27 +249,29 @@ pub(crate) fn now_ms() -> i64 {
 
 /// Connect to etcd (cluster mode). A broker started while etcd does not answer (it is
 /// starting too, or briefly unreachable) keeps trying, as a Kafka broker waits for its
-/// controller quorum, until `initial.broker.registration.timeout.ms`; then it exits.
+/// controller quorum, until `initial.broker.registration.timeout.ms`; then it exits. One
+/// that etcd refuses (an untrusted certificate, a wrong password: `MetaError::EtcdRefused`)
+/// exits at once: waiting would not change the answer.
 fn open_etcd(
     c: &sluice_config::ClusterSettings,
     node_id: i32,
     fresh_id: impl FnOnce() -> String,
 ) -> Result<EtcdStore, BrokerError> {
     let deadline = Instant::now() + Duration::from_millis(c.registration_timeout_ms);
+    let link = sluice_meta::EtcdLink {
+        endpoints: c.etcd_endpoints.clone(),
+        tls: c.etcd_tls.clone(),
+        login: c.etcd_login.clone(),
+        timeout: Duration::from_millis(c.etcd_timeout_ms),
+    };
     let mut fresh = Some(fresh_id);
     let mut id: Option<String> = None;
     let mut wait = Duration::from_millis(100);
     loop {
-        let attempt = EtcdStore::open(
-            c.etcd_endpoints.clone(),
-            &c.etcd_prefix,
-            Duration::from_millis(c.etcd_timeout_ms),
-            node_id,
-            || {
-                id.get_or_insert_with(|| fresh.take().map_or_else(String::new, |f| f()))
-                    .clone()
-            },
-        );
+        let attempt = EtcdStore::open(&link, &c.etcd_prefix, node_id, || {
+            id.get_or_insert_with(|| fresh.take().map_or_else(String::new, |f| f()))
+                .clone()
+        });
         match attempt {
             Ok(store) => return Ok(store),
             Err(sluice_meta::MetaError::Etcd(e)) if Instant::now() + wait < deadline => {

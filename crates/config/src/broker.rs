@@ -580,25 +580,27 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
 
     let cluster = match p.get("sluice.cluster.etcd.endpoints")? {
         Some(Value::Str(s)) => {
-            let endpoints: Vec<String> = csv(&s);
-            for e in &endpoints {
-                let ok = e
-                    .rsplit_once(':')
-                    .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
-                if !ok {
-                    return Err(invalid(
-                        "sluice.cluster.etcd.endpoints",
-                        &s,
-                        format!("the entry {e:?} is not of the form host:port (for example 127.0.0.1:2379)"),
-                    ));
-                }
-            }
+            let text = |name: &'static str| -> Result<Option<String>, ConfigError> {
+                Ok(match p.get(name)? {
+                    Some(Value::Str(v)) if !v.trim().is_empty() => Some(v.trim().to_string()),
+                    _ => None,
+                })
+            };
+            let link = crate::etcd::etcd_link(
+                &s,
+                text(crate::ETCD_TRUSTSTORE)?.as_deref(),
+                text(crate::ETCD_KEYSTORE)?.as_deref(),
+                text(crate::ETCD_USERNAME)?.as_deref(),
+                text(crate::ETCD_PASSWORD)?.as_deref(),
+            )?;
             let prefix = match p.get("sluice.cluster.etcd.prefix")? {
                 Some(Value::Str(s)) => s.trim_end_matches('/').to_string(),
                 _ => "/sluice".to_string(),
             };
             Some(crate::ClusterSettings {
-                etcd_endpoints: endpoints,
+                etcd_endpoints: link.endpoints,
+                etcd_tls: link.tls,
+                etcd_login: link.login,
                 etcd_prefix: prefix,
                 etcd_timeout_ms: p.typed("sluice.cluster.etcd.timeout.ms", 2000)?,
                 registration_timeout_ms: p
@@ -836,12 +838,13 @@ pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
                 &dynamic::broker_synonyms(def.name),
                 true,
             );
+            let sensitive = def.ty == catalog::Type::Password;
             ConfigEntry {
                 name: def.name.to_string(),
-                value: broker_value(config, def),
+                value: broker_value(config, def).filter(|_| !sensitive),
                 source: synonyms.first().map_or(ConfigSource::Default, |s| s.source),
                 read_only: !def.dynamic,
-                sensitive: false,
+                sensitive,
                 config_type: def.ty.code(),
                 documentation: Some(def.doc.to_string()),
                 synonyms,

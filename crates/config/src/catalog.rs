@@ -578,11 +578,19 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
     b("sluice.cluster.death.probe.enable", Type::Boolean, Some("false"), Check::None, false,
         "Sluice cluster mode: brokers probe each other's listener; a broker whose listener accepted connections and now refuses them has no process any more, and its lease is revoked at once so that its partitions move without waiting for the lease to expire."),
     b("sluice.cluster.etcd.endpoints", Type::String, None, Check::NonEmpty, false,
-        "Sluice cluster mode: etcd endpoints (host:port, comma separated). Unset: a single broker with the embedded metadata store."),
+        "Sluice cluster mode: etcd's client URLs, comma separated, as etcd's tools write them: https://host:port, http://host:port, or host:port (TLS when sluice.cluster.etcd.ssl.truststore.location is set). Unset: a single broker with the embedded metadata store."),
+    b("sluice.cluster.etcd.password", Type::Password, None, Check::None, false,
+        "Sluice cluster mode: the password of sluice.cluster.etcd.username."),
     b("sluice.cluster.etcd.prefix", Type::String, Some("/sluice"), Check::NonEmpty, false,
         "Sluice cluster mode: the etcd key prefix under which the cluster keeps its records; clusters sharing an etcd need distinct prefixes."),
+    b("sluice.cluster.etcd.ssl.keystore.location", Type::String, None, Check::None, false,
+        "Sluice cluster mode: a PEM file holding this broker's private key and client certificate chain, presented to an etcd that asks for client certificates (--client-cert-auth)."),
+    b("sluice.cluster.etcd.ssl.truststore.location", Type::String, None, Check::None, false,
+        "Sluice cluster mode: the CA certificates (PEM) etcd's certificate must chain to; set, the link to etcd is TLS (etcd's --trusted-ca-file)."),
     b("sluice.cluster.etcd.timeout.ms", Type::Int, Some("2000"), Check::Between(100, 60000), false,
         "Sluice cluster mode: time limit of one etcd request."),
+    b("sluice.cluster.etcd.username", Type::String, None, Check::None, false,
+        "Sluice cluster mode: the etcd user this broker authenticates as when etcd has authentication enabled; the user needs read and write access to the keys under sluice.cluster.etcd.prefix."),
     b("sluice.cluster.lease.ms", Type::Int, Some("3000"), Check::Between(2000, 300000), false,
         "Sluice cluster mode: the broker's etcd lease. A broker that cannot renew it for this long is dead to the cluster; it stops acknowledging writes before that (it fences itself)."),
     b("sluice.cluster.poll.ms", Type::Int, Some("200"), Check::Between(20, 10000), false,
@@ -709,6 +717,12 @@ pub(crate) fn topic_def(name: &str) -> Option<&'static TopicDef> {
 
 pub(crate) fn broker_def(name: &str) -> Option<&'static BrokerDef> {
     BROKER_DEFS.iter().find(|d| d.name == name)
+}
+
+/// A password: DescribeConfigs shows it as sensitive and without its value, and no message
+/// names its value.
+pub(crate) fn is_password(name: &str) -> bool {
+    broker_def(name).is_some_and(|d| d.ty == Type::Password)
 }
 
 pub(crate) fn is_ignored(name: &str) -> bool {

@@ -181,7 +181,7 @@ pub(crate) fn config_synonyms(
             if let Some(value) = layer_value(config, source, n) {
                 out.push(ConfigSynonym {
                     name: (*n).to_string(),
-                    value: Some(value),
+                    value: (!catalog::is_password(n)).then_some(value),
                     source,
                 });
             }
@@ -302,7 +302,8 @@ pub(crate) fn describe_default(config: &BrokerConfig) -> Vec<ConfigEntry> {
         .iter()
         .map(|(name, raw)| {
             let def = catalog::broker_def(name);
-            let sensitive = def.is_none() && is_sensitive_unused(name);
+            let sensitive =
+                def.map_or_else(|| is_sensitive_unused(name), |d| d.ty == Type::Password);
             let value = (!sensitive).then(|| raw.trim().to_string());
             let synonyms = config_synonyms(config, name, &broker_synonyms(name), false);
             ConfigEntry {

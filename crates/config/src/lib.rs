@@ -11,6 +11,7 @@ use std::path::PathBuf;
 mod broker;
 mod catalog;
 mod dynamic;
+mod etcd;
 mod memory;
 mod principal;
 mod properties;
@@ -20,6 +21,10 @@ mod topic;
 
 pub use broker::parse_listeners;
 pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
+pub use etcd::{
+    parse_etcd_endpoint, EtcdEndpoint, EtcdLogin, EtcdTls, ETCD_ENDPOINTS, ETCD_KEYSTORE,
+    ETCD_PASSWORD, ETCD_TRUSTSTORE, ETCD_USERNAME,
+};
 pub use memory::{available_memory, log_cache_default, LOG_CACHE_FLOOR_BYTES};
 pub use principal::SslPrincipalMapper;
 pub use sasl::{
@@ -484,8 +489,12 @@ pub struct QuotaSettings {
 /// Cluster mode (`sluice.cluster.*`, docs/cluster.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterSettings {
-    /// `sluice.cluster.etcd.endpoints`: `host:port` of each etcd member.
-    pub etcd_endpoints: Vec<String>,
+    /// `sluice.cluster.etcd.endpoints`: each etcd member's client URL.
+    pub etcd_endpoints: Vec<EtcdEndpoint>,
+    /// `sluice.cluster.etcd.ssl.*`: TLS to etcd; None = plain HTTP.
+    pub etcd_tls: Option<EtcdTls>,
+    /// `sluice.cluster.etcd.username` and `.password`: etcd's authentication; None = none.
+    pub etcd_login: Option<EtcdLogin>,
     /// `sluice.cluster.etcd.prefix`: key prefix of this cluster's records. Default `/sluice`.
     pub etcd_prefix: String,
     /// `sluice.cluster.etcd.timeout.ms`: time limit of one etcd request. Default 2000.

@@ -924,3 +924,57 @@ fn other_authorizers_and_bad_super_users_stop_startup() {
     .to_string();
     assert!(err.contains("super.users"), "{err}");
 }
+
+/// The link to etcd: endpoints as etcd's tools write them, TLS from the truststore, and a
+/// login whose password DescribeConfigs never shows.
+#[test]
+fn etcd_link_settings_and_a_hidden_password() {
+    let c = build(&[
+        (
+            "sluice.cluster.etcd.endpoints",
+            "https://10.0.0.21:2379, 10.0.0.22:2379",
+        ),
+        ("sluice.cluster.etcd.ssl.truststore.location", "/etc/ca.pem"),
+        ("sluice.cluster.etcd.ssl.keystore.location", "/etc/me.pem"),
+        ("sluice.cluster.etcd.username", "sluice"),
+        ("sluice.cluster.etcd.password", "s3cret"),
+    ]);
+    let cluster = c.cluster.clone().unwrap();
+    let urls: Vec<String> = cluster
+        .etcd_endpoints
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(urls, ["https://10.0.0.21:2379", "https://10.0.0.22:2379"]);
+    assert!(cluster.etcd_tls.is_some());
+    assert_eq!(cluster.etcd_login.as_ref().unwrap().username, "sluice");
+    assert!(!format!("{:?}", cluster.etcd_login).contains("s3cret"));
+
+    let entries = c.describe();
+    let entry = |name: &str| entries.iter().find(|e| e.name == name).unwrap();
+    let password = entry("sluice.cluster.etcd.password");
+    assert!(password.sensitive && password.value.is_none());
+    assert_eq!(password.source, ConfigSource::StaticBroker);
+    assert!(password.synonyms.iter().all(|s| s.value.is_none()));
+    assert_eq!(
+        entry("sluice.cluster.etcd.username").value.as_deref(),
+        Some("sluice")
+    );
+    assert!(!format!("{entries:?}").contains("s3cret"));
+
+    // Plain host:port without TLS settings stays plain HTTP.
+    let c = build(&[("sluice.cluster.etcd.endpoints", "127.0.0.1:2379")]);
+    let cluster = c.cluster.unwrap();
+    assert_eq!(
+        cluster.etcd_endpoints[0].to_string(),
+        "http://127.0.0.1:2379"
+    );
+    assert!(cluster.etcd_tls.is_none() && cluster.etcd_login.is_none());
+
+    // Today's error for a URL was a failed address lookup at the first request; now the
+    // property and the value are named at startup.
+    let (name, value, reason) = build_err(&[("sluice.cluster.etcd.endpoints", "https://etcd-1")]);
+    assert_eq!(name, "sluice.cluster.etcd.endpoints");
+    assert_eq!(value, "https://etcd-1");
+    assert!(reason.contains("port is missing"), "{reason}");
+}

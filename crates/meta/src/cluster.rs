@@ -28,7 +28,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::etcd::{Compare, Etcd, EtcdError, Kv, Op};
+use crate::etcd::{Compare, Etcd, EtcdError, EtcdLink, Kv, Op};
 use crate::{MetaError, TopicMeta, PRODUCER_ID_BLOCK};
 
 /// Most comparisons sent in one confirming transaction (etcd's default `--max-txn-ops` is 128).
@@ -292,7 +292,10 @@ pub struct EtcdStore {
 }
 
 pub(crate) fn etcd_err(e: EtcdError) -> MetaError {
-    MetaError::Etcd(e.to_string())
+    match e {
+        EtcdError::Refused(reason) => MetaError::EtcdRefused(reason),
+        e => MetaError::Etcd(e.to_string()),
+    }
 }
 
 pub(crate) fn parse_json<T: for<'de> Deserialize<'de>>(kv: &Kv) -> Result<T, MetaError> {
@@ -308,13 +311,12 @@ pub(crate) fn to_json(v: &impl Serialize) -> Vec<u8> {
 impl EtcdStore {
     /// Connect, and read or create the cluster id (`cluster_id` is used only when creating).
     pub fn open(
-        endpoints: Vec<String>,
+        link: &EtcdLink,
         prefix: &str,
-        timeout: Duration,
         node_id: i32,
         cluster_id: impl FnOnce() -> String,
     ) -> Result<EtcdStore, MetaError> {
-        let etcd = Etcd::new(endpoints, timeout);
+        let etcd = Etcd::connect(link).map_err(etcd_err)?;
         let prefix = prefix.trim_end_matches('/').to_string();
         let key = format!("{prefix}/cluster_id");
         let existing = etcd.get(&key).map_err(etcd_err)?;

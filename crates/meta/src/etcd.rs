@@ -1,5 +1,5 @@
 //! A small etcd v3 client over etcd's JSON gateway (`POST /v3/kv/range`, `/v3/kv/txn`,
-//! `/v3/lease/grant`, ...), blocking, one HTTP/1.1 request per connection.
+//! `/v3/lease/grant`, ...), blocking, one HTTP/1.1 request per connection, plain or over TLS.
 //!
 //! Why not the `etcd-client` crate: it generates its gRPC code at build time with `protoc`,
 //! which a fresh machine does not have, and brings tonic, prost, hyper and tower (dozens of
@@ -10,14 +10,34 @@
 //!
 //! Every call has a time limit (`timeout`); a member that does not answer is skipped for the
 //! next one in the list. Linearizable reads are etcd's default for `range`.
+//!
+//! Securing the link (docs/cluster.md): an `https://` endpoint is reached over TLS
+//! (rustls with ring, as the server's listeners; the CA and the client certificate are PEM
+//! files read by sluice-tls, and TLS sessions are resumed from one connection to the next).
+//! With a user and password, the client asks `/v3/auth/authenticate` for a token, sends it
+//! in the `Authorization` header of every request, watch and keep-alive included, and when
+//! etcd answers that the token is no longer valid (it expired, or etcd restarted) gets a new
+//! one and sends the request once more, as etcd's Go client does.
+//!
+//! What is refused for good (an untrusted certificate, a client certificate etcd does not
+//! take, a wrong password, a user without access to the prefix) is
+//! [`EtcdError::Refused`], which a starting broker does not wait out
+//! ([`EtcdError::is_refusal`]); an etcd that does not answer is [`EtcdError::Unreachable`].
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use parking_lot::Mutex;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use rustls_pki_types::ServerName;
 use serde_json::{json, Value};
+use sluice_config::{
+    EtcdEndpoint, EtcdLogin, EtcdTls, ETCD_KEYSTORE, ETCD_PASSWORD, ETCD_TRUSTSTORE, ETCD_USERNAME,
+};
 
 /// Largest etcd answer read (a range over every record of a large cluster fits easily).
 const RESPONSE_BYTES_MAX: usize = 64 << 20;
@@ -34,6 +54,54 @@ pub enum EtcdError {
     },
     #[error("etcd answered {path} with something that is not the expected JSON: {reason}")]
     Malformed { path: String, reason: String },
+    /// etcd, or the link to it, refuses this broker in a way that asking again will not
+    /// change: a certificate, the credentials, the user's permissions, or a setting of the
+    /// link that cannot be used.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl EtcdError {
+    /// True when etcd refused this broker (TLS, credentials, permissions) or the link's
+    /// settings cannot be used: waiting for etcd will not help.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, EtcdError::Refused(_))
+    }
+}
+
+/// Where etcd is and how to reach it (cluster mode's `sluice.cluster.etcd.*`).
+#[derive(Clone, Debug)]
+pub struct EtcdLink {
+    pub endpoints: Vec<EtcdEndpoint>,
+    /// TLS (for `https://` endpoints).
+    pub tls: Option<EtcdTls>,
+    /// etcd's user and password authentication.
+    pub login: Option<EtcdLogin>,
+    /// Time limit of one request.
+    pub timeout: Duration,
+}
+
+impl EtcdLink {
+    /// Plain-HTTP endpoints (`host:port` or `http://host:port`), no TLS and no login.
+    pub fn plain(endpoints: &[&str], timeout: Duration) -> Result<EtcdLink, String> {
+        let endpoints = endpoints
+            .iter()
+            .map(|e| match sluice_config::parse_etcd_endpoint(e)? {
+                (Some(true), ..) => Err(format!("{e}: https needs TLS settings")),
+                (_, host, port) => Ok(EtcdEndpoint {
+                    tls: false,
+                    host,
+                    port,
+                }),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(EtcdLink {
+            endpoints,
+            tls: None,
+            login: None,
+            timeout,
+        })
+    }
 }
 
 /// One key-value pair as etcd returns it.
@@ -77,11 +145,69 @@ pub enum Op {
     },
 }
 
-/// The etcd client: endpoints tried in turn, each request under `timeout`.
+/// The etcd client: endpoints tried in turn, each request under `timeout`. Clones share the
+/// TLS configuration (and its session cache) and the authentication token.
 #[derive(Clone, Debug)]
 pub struct Etcd {
-    endpoints: Vec<String>,
+    endpoints: Vec<EtcdEndpoint>,
     timeout: Duration,
+    tls: Option<Arc<ClientConfig>>,
+    auth: Option<Arc<Auth>>,
+}
+
+/// The login and the token it got.
+#[derive(Debug)]
+struct Auth {
+    login: EtcdLogin,
+    token: Mutex<Option<Token>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Valid(String),
+    /// etcd answered that it has authentication disabled: requests go without a token (as
+    /// etcd's Go client does) until etcd asks for one.
+    NotNeeded,
+}
+
+/// One connection to an etcd member, plain or TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
 }
 
 fn b64(s: &[u8]) -> String {
@@ -108,9 +234,77 @@ fn int_field(v: &Value, name: &str) -> i64 {
     }
 }
 
+/// The rustls configuration of a TLS link to etcd; the error names the property.
+fn tls_config(tls: &EtcdTls) -> Result<Arc<ClientConfig>, EtcdError> {
+    let setting = |name: &str, e: String| EtcdError::Refused(format!("{name}: {e}"));
+    let certs =
+        sluice_tls::certificates(&tls.truststore).map_err(|e| setting(ETCD_TRUSTSTORE, e))?;
+    let roots = sluice_tls::roots(certs).map_err(|e| {
+        setting(
+            ETCD_TRUSTSTORE,
+            format!("{} ({e})", sluice_tls::describe(&tls.truststore)),
+        )
+    })?;
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| EtcdError::Refused(format!("TLS to etcd: {e}")))?
+            .with_root_certificates(roots);
+    let config = match &tls.keystore {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let chain = sluice_tls::certificates(pem).map_err(|e| setting(ETCD_KEYSTORE, e))?;
+            if chain.is_empty() {
+                return Err(setting(
+                    ETCD_KEYSTORE,
+                    format!(
+                        "{} holds no certificate: it must hold the client certificate (and its chain) and the private key, in PEM",
+                        sluice_tls::describe(pem)
+                    ),
+                ));
+            }
+            let key = sluice_tls::private_key(pem).map_err(|e| setting(ETCD_KEYSTORE, e))?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                setting(
+                    ETCD_KEYSTORE,
+                    format!("the private key does not fit the certificate: {e}"),
+                )
+            })?
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+/// The rustls error behind an I/O error of a TLS connection, if any.
+fn tls_error(e: &io::Error) -> Option<&rustls::Error> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+}
+
 impl Etcd {
-    pub fn new(endpoints: Vec<String>, timeout: Duration) -> Etcd {
-        Etcd { endpoints, timeout }
+    /// A client of `link`'s endpoints. Reads the TLS files (an unusable one is
+    /// [`EtcdError::Refused`], naming the property); talks to nobody yet.
+    pub fn connect(link: &EtcdLink) -> Result<Etcd, EtcdError> {
+        let tls = match &link.tls {
+            Some(tls) => Some(tls_config(tls)?),
+            None => None,
+        };
+        if link.login.is_some() && tls.is_none() {
+            tracing::warn!(
+                "{ETCD_USERNAME} is set and the link to etcd is plain http: the password crosses the network in clear text (use https:// endpoints)"
+            );
+        }
+        Ok(Etcd {
+            endpoints: link.endpoints.clone(),
+            timeout: link.timeout,
+            tls,
+            auth: link.login.clone().map(|login| {
+                Arc::new(Auth {
+                    login,
+                    token: Mutex::new(None),
+                })
+            }),
+        })
     }
 
     fn malformed(path: &str, reason: impl Into<String>) -> EtcdError {
@@ -120,16 +314,53 @@ impl Etcd {
         }
     }
 
-    /// POST `body` to `path` on the first endpoint that answers.
+    fn endpoint_list(&self) -> String {
+        let urls: Vec<String> = self.endpoints.iter().map(|e| e.to_string()).collect();
+        urls.join(",")
+    }
+
+    /// POST `body` to `path`, with the token when etcd wants one; a token etcd no longer
+    /// takes is renewed and the request sent once more.
     fn call(&self, path: &str, body: &Value) -> Result<Value, EtcdError> {
         let payload = body.to_string();
+        let token = self.token()?;
+        match self.call_with(path, &payload, token.as_deref()) {
+            Err(e) if self.auth.is_some() && token_refused(&e) => {
+                let token = self.renew(token.as_deref())?;
+                self.call_with(path, &payload, token.as_deref())
+                    .map_err(|e| self.refusal(e))
+            }
+            result => result.map_err(|e| self.refusal(e)),
+        }
+    }
+
+    /// POST to the first endpoint that answers.
+    fn call_with(
+        &self,
+        path: &str,
+        payload: &str,
+        token: Option<&str>,
+    ) -> Result<Value, EtcdError> {
         let mut last = String::from("no endpoints configured");
+        let mut refused = None;
         for endpoint in &self.endpoints {
-            match self.post(endpoint, path, &payload) {
+            match self.post(endpoint, path, payload, token) {
                 Ok((200, text)) => {
-                    // Streaming endpoints (lease keep-alive) wrap the answer in "result".
                     let v: Value = serde_json::from_slice(&text)
                         .map_err(|e| Etcd::malformed(path, e.to_string()))?;
+                    // A streaming endpoint (lease keep-alive) answers 200 and then either
+                    // {"result": ...} or {"error": ...}.
+                    if let Some(error) = v.get("error") {
+                        return Err(EtcdError::Status {
+                            path: path.to_string(),
+                            status: error
+                                .get("http_code")
+                                .and_then(Value::as_u64)
+                                .and_then(|c| u16::try_from(c).ok())
+                                .unwrap_or(500),
+                            body: error.to_string().chars().take(500).collect(),
+                        });
+                    }
                     return Ok(v);
                 }
                 Ok((status, text)) => {
@@ -139,24 +370,41 @@ impl Etcd {
                         body: String::from_utf8_lossy(&text).chars().take(500).collect(),
                     })
                 }
-                Err(e) => last = format!("{endpoint}: {e}"),
+                Err(e) => match self.io_refusal(endpoint, &e) {
+                    Some(r) => refused = Some(r),
+                    None => last = self.io_failure(endpoint, &e),
+                },
             }
         }
-        Err(EtcdError::Unreachable {
-            endpoints: self.endpoints.join(","),
+        Err(refused.unwrap_or_else(|| EtcdError::Unreachable {
+            endpoints: self.endpoint_list(),
             last,
-        })
+        }))
     }
 
-    fn post(&self, endpoint: &str, path: &str, payload: &str) -> io::Result<(u16, Vec<u8>)> {
-        let stream = self.send(endpoint, path, payload)?;
-        let mut r = BufReader::new(&stream);
+    fn post(
+        &self,
+        endpoint: &EtcdEndpoint,
+        path: &str,
+        payload: &str,
+        token: Option<&str>,
+    ) -> io::Result<(u16, Vec<u8>)> {
+        let conn = self.send(endpoint, path, payload, token)?;
+        let mut r = BufReader::new(conn);
         read_response(&mut r)
     }
 
-    /// Connect to `endpoint` and send one POST; the answer is left to read.
-    fn send(&self, endpoint: &str, path: &str, payload: &str) -> io::Result<TcpStream> {
-        let addr = endpoint
+    /// Connect to `endpoint` (over TLS for https) and send one POST; the answer is left to
+    /// read.
+    fn send(
+        &self,
+        endpoint: &EtcdEndpoint,
+        path: &str,
+        payload: &str,
+        token: Option<&str>,
+    ) -> io::Result<Conn> {
+        let authority = endpoint.authority();
+        let addr = authority
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
@@ -164,71 +412,290 @@ impl Etcd {
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
         stream.set_nodelay(true)?;
-        let mut w = &stream;
+        let mut conn = match (&self.tls, endpoint.tls) {
+            (Some(config), true) => {
+                let name = ServerName::try_from(endpoint.host.clone())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let tls = ClientConnection::new(config.clone(), name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let mut tls = StreamOwned::new(tls, stream);
+                while tls.conn.is_handshaking() {
+                    tls.conn.complete_io(&mut tls.sock)?;
+                }
+                Conn::Tls(Box::new(tls))
+            }
+            // The config makes every endpoint https when it has TLS settings, and refuses
+            // https without them.
+            _ => Conn::Plain(stream),
+        };
+        let auth = match token {
+            Some(t) => format!("Authorization: {t}\r\n"),
+            None => String::new(),
+        };
         let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
             payload.len()
         );
-        w.write_all(request.as_bytes())?;
-        Ok(stream)
+        conn.write_all(request.as_bytes())?;
+        conn.flush()?;
+        Ok(conn)
+    }
+
+    /// An I/O failure that says etcd refuses this TLS link for good (a certificate, TLS
+    /// where etcd speaks plain HTTP), in words for the operator.
+    fn io_refusal(&self, endpoint: &EtcdEndpoint, e: &io::Error) -> Option<EtcdError> {
+        use rustls::{AlertDescription as A, CertificateError as C};
+        let error = tls_error(e)?;
+        let reason = match error {
+            rustls::Error::InvalidCertificate(C::UnknownIssuer) => format!(
+                "etcd's certificate is not signed by a CA in {ETCD_TRUSTSTORE} (it must hold the CA etcd's --cert-file is signed by)"
+            ),
+            rustls::Error::InvalidCertificate(C::NotValidForName)
+            | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => format!(
+                "etcd's certificate is not valid for {}: its subjectAltName must name the host of the endpoint",
+                endpoint.host
+            ),
+            rustls::Error::InvalidCertificate(c) => {
+                format!("etcd's certificate is not acceptable: {c:?}")
+            }
+            rustls::Error::AlertReceived(
+                alert @ (A::CertificateRequired
+                | A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::UnsupportedCertificate
+                | A::CertificateRevoked
+                | A::CertificateExpired
+                | A::AccessDenied),
+            ) => match self.tls.as_ref().is_some_and(|c| c.client_auth_cert_resolver.has_certs()) {
+                true => format!(
+                    "etcd refused this broker's client certificate ({alert:?}): {ETCD_KEYSTORE} must hold a certificate signed by a CA in etcd's --trusted-ca-file"
+                ),
+                false => format!(
+                    "etcd asks for a client certificate (--client-cert-auth, alert {alert:?}): set {ETCD_KEYSTORE}"
+                ),
+            },
+            rustls::Error::InvalidMessage(_) => format!(
+                "the answer is not TLS: if etcd serves plain HTTP there, write http://{}",
+                endpoint.authority()
+            ),
+            other => format!("TLS failed: {other}"),
+        };
+        Some(EtcdError::Refused(format!("{endpoint}: {reason}")))
+    }
+
+    /// An I/O failure in words (the member may come back).
+    fn io_failure(&self, endpoint: &EtcdEndpoint, e: &io::Error) -> String {
+        // A TLS listener drops a plain HTTP request without an answer.
+        let dropped = matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+        );
+        let hint = match (dropped, endpoint.tls) {
+            (false, _) => String::new(),
+            (true, false) => format!(
+                " (if etcd serves TLS there, write https://{} and set {ETCD_TRUSTSTORE})",
+                endpoint.authority()
+            ),
+            // A plain HTTP listener drops a TLS handshake the same way.
+            (true, true) => format!(
+                " (if etcd serves plain HTTP there, write http://{})",
+                endpoint.authority()
+            ),
+        };
+        format!("{endpoint}: {e}{hint}")
+    }
+
+    /// An answer that refuses this broker's credentials or permissions becomes
+    /// [`EtcdError::Refused`] in words for the operator; anything else is left as it is.
+    fn refusal(&self, e: EtcdError) -> EtcdError {
+        let message = match &e {
+            EtcdError::Status { body, .. } => body.as_str(),
+            _ => return e,
+        };
+        let user = self.auth.as_ref().map(|a| a.login.username.as_str());
+        let reason = if message.contains("authentication failed") {
+            format!(
+                "etcd refused the user name or password ({ETCD_USERNAME}={}, {ETCD_PASSWORD})",
+                user.unwrap_or("")
+            )
+        } else if message.contains("user name is empty") {
+            match user {
+                None => format!(
+                    "etcd has authentication enabled: set {ETCD_USERNAME} and {ETCD_PASSWORD}"
+                ),
+                Some(u) => format!("etcd took no user from this broker's requests (user {u})"),
+            }
+        } else if message.contains("permission denied") {
+            format!(
+                "etcd user {} may not read and write the cluster's keys: grant it a role with readwrite permission on the keys under sluice.cluster.etcd.prefix (etcdctl role grant-permission ROLE --prefix=true readwrite /sluice/)",
+                user.unwrap_or("(none)")
+            )
+        } else {
+            return e;
+        };
+        // etcd's own words: the "error" or "message" of its JSON answer, else the answer.
+        let said = serde_json::from_str::<Value>(message)
+            .ok()
+            .and_then(|v| {
+                ["error", "message"]
+                    .iter()
+                    .find_map(|k| v.get(k).and_then(Value::as_str).map(str::to_string))
+            })
+            .unwrap_or_else(|| message.to_string());
+        EtcdError::Refused(format!("{reason} (etcd: {said})"))
+    }
+
+    /// The token to send: None without a login (or while etcd has authentication disabled);
+    /// authenticates when there is none yet.
+    fn token(&self) -> Result<Option<String>, EtcdError> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        match &*auth.token.lock() {
+            Some(Token::Valid(t)) => return Ok(Some(t.clone())),
+            Some(Token::NotNeeded) => return Ok(None),
+            None => {}
+        }
+        self.authenticate(auth)
+    }
+
+    /// A new token, unless another thread got one since `failed` was refused.
+    fn renew(&self, failed: Option<&str>) -> Result<Option<String>, EtcdError> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        match &*auth.token.lock() {
+            Some(Token::Valid(t)) if Some(t.as_str()) != failed => return Ok(Some(t.clone())),
+            _ => {}
+        }
+        self.authenticate(auth)
+    }
+
+    /// `/v3/auth/authenticate` with the login; remembers the token.
+    fn authenticate(&self, auth: &Auth) -> Result<Option<String>, EtcdError> {
+        let path = "/v3/auth/authenticate";
+        let body = json!({"name": auth.login.username, "password": auth.login.password});
+        let token = match self.call_with(path, &body.to_string(), None) {
+            Ok(v) => match v.get("token").and_then(Value::as_str) {
+                Some(t) if !t.is_empty() => Token::Valid(t.to_string()),
+                _ => return Err(Etcd::malformed(path, "no token in the answer")),
+            },
+            Err(EtcdError::Status { body, .. })
+                if body.contains("authentication is not enabled") =>
+            {
+                tracing::warn!(
+                    "{ETCD_USERNAME} is set but etcd has authentication disabled: requests go without a token"
+                );
+                Token::NotNeeded
+            }
+            Err(e) => return Err(self.refusal(e)),
+        };
+        tracing::debug!("authenticated to etcd as {}", auth.login.username);
+        *auth.token.lock() = Some(token.clone());
+        Ok(match token {
+            Token::Valid(t) => Some(t),
+            Token::NotNeeded => None,
+        })
     }
 
     /// Watch every key under `prefix` (`POST /v3/watch`, a stream): `changed` is called once
     /// the watch is in place (changes made before it are not reported) and then after every
     /// message etcd sends, until the stream ends: etcd closed it, or `cancel` was used
     /// ([`WatchCancel::cancel`] shuts the connection down). Blocks until then; Ok means the
-    /// stream ended, Err that it could not be opened or broke.
+    /// stream ended, Err that it could not be opened or broke. A watch etcd refuses for its
+    /// token is opened again once with a new one; one it cancels later ends with an error.
     pub fn watch_prefix(
         &self,
         prefix: &str,
         cancel: &WatchCancel,
         mut changed: impl FnMut(),
     ) -> Result<(), EtcdError> {
-        let path = "/v3/watch";
         let payload = json!({"create_request": {
             "key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix))}})
         .to_string();
+        let token = self.token()?;
+        let r = match self.open_watch(&payload, token.as_deref()) {
+            Err(e) if self.auth.is_some() && token_refused(&e) => {
+                let token = self.renew(token.as_deref())?;
+                self.open_watch(&payload, token.as_deref())
+            }
+            r => r,
+        };
+        let (mut r, endpoint) = r.map_err(|e| self.refusal(e))?;
+        let broke = |e: io::Error| EtcdError::Unreachable {
+            endpoints: endpoint.to_string(),
+            last: format!("the watch stream broke: {e}"),
+        };
+        // Messages arrive whenever something changes: no read limit from here on.
+        r.get_ref().tcp().set_read_timeout(None).map_err(broke)?;
+        if !cancel.arm(r.get_ref().tcp()) {
+            return Ok(());
+        }
+        changed();
+        let outcome = loop {
+            match read_chunk(&mut r) {
+                Ok(Some(message)) => match watch_cancelled("/v3/watch", &message) {
+                    Some(e) => break Err(self.refusal(e)),
+                    None => changed(),
+                },
+                Ok(None) => break Ok(()),
+                Err(_) if cancel.cancelled() => break Ok(()),
+                Err(e) => break Err(broke(e)),
+            }
+        };
+        cancel.disarm();
+        outcome
+    }
+
+    /// Open a watch on the first endpoint that answers and read etcd's first message, which
+    /// says whether the watch was created.
+    fn open_watch(
+        &self,
+        payload: &str,
+        token: Option<&str>,
+    ) -> Result<(BufReader<Conn>, &EtcdEndpoint), EtcdError> {
+        let path = "/v3/watch";
         let mut last = String::from("no endpoints configured");
+        let mut refused = None;
         for endpoint in &self.endpoints {
-            let stream = match self.send(endpoint, path, &payload) {
+            let conn = match self.send(endpoint, path, payload, token) {
                 Ok(s) => s,
                 Err(e) => {
-                    last = format!("{endpoint}: {e}");
+                    match self.io_refusal(endpoint, &e) {
+                        Some(r) => refused = Some(r),
+                        None => last = self.io_failure(endpoint, &e),
+                    }
                     continue;
                 }
             };
-            let broke = |e: io::Error| EtcdError::Unreachable {
-                endpoints: endpoint.clone(),
-                last: format!("the watch stream broke: {e}"),
+            let fail = |e: io::Error| match self.io_refusal(endpoint, &e) {
+                Some(r) => r,
+                None => EtcdError::Unreachable {
+                    endpoints: endpoint.to_string(),
+                    last: format!("the watch stream broke: {}", self.io_failure(endpoint, &e)),
+                },
             };
-            let mut r = BufReader::new(&stream);
-            let head = read_head(&mut r).map_err(broke)?;
+            let mut r = BufReader::new(conn);
+            let head = read_head(&mut r).map_err(fail)?;
             if head.status != 200 || !head.chunked {
                 return Err(Etcd::malformed(
                     path,
                     format!("HTTP {} (chunked: {})", head.status, head.chunked),
                 ));
             }
-            // Messages arrive whenever something changes: no read limit from here on.
-            stream.set_read_timeout(None).map_err(broke)?;
-            if !cancel.arm(&stream) {
-                return Ok(());
+            let first = read_chunk(&mut r).map_err(fail)?.ok_or_else(|| {
+                Etcd::malformed(path, "the stream ended before the watch was created")
+            })?;
+            if let Some(e) = watch_cancelled(path, &first) {
+                return Err(e);
             }
-            let outcome = loop {
-                match read_chunk(&mut r) {
-                    Ok(Some(_)) => changed(),
-                    Ok(None) => break Ok(()),
-                    Err(_) if cancel.cancelled() => break Ok(()),
-                    Err(e) => break Err(broke(e)),
-                }
-            };
-            cancel.disarm();
-            return outcome;
+            return Ok((r, endpoint));
         }
-        Err(EtcdError::Unreachable {
-            endpoints: self.endpoints.join(","),
+        Err(refused.unwrap_or_else(|| EtcdError::Unreachable {
+            endpoints: self.endpoint_list(),
             last,
-        })
+        }))
     }
 
     /// Every key under `prefix`, in key order (a linearizable read), and the store's revision.
@@ -326,6 +793,58 @@ impl Etcd {
     }
 }
 
+/// etcd's answer says the token sent is not (or no longer) one it takes: it expired, etcd
+/// restarted, the auth store changed since it was checked, or none was sent while etcd
+/// wants one. Asking for a new token and sending the request again is the remedy, as in
+/// etcd's Go client.
+fn token_refused(e: &EtcdError) -> bool {
+    match e {
+        EtcdError::Status { body, .. } => {
+            body.contains("invalid auth token")
+                || body.contains("revision of auth store is old")
+                || body.contains("user name is empty")
+        }
+        _ => false,
+    }
+}
+
+/// A watch stream's message that ends the watch: an error, or a cancellation (etcd creates
+/// a watch it refuses, for its token or its permissions, and cancels it in the same message).
+fn watch_cancelled(path: &str, message: &[u8]) -> Option<EtcdError> {
+    let v: Value = serde_json::from_slice(message).ok()?;
+    let status = |error: &Value| {
+        error
+            .get("http_code")
+            .and_then(Value::as_u64)
+            .and_then(|c| u16::try_from(c).ok())
+            .unwrap_or(500)
+    };
+    if let Some(error) = v.get("error") {
+        return Some(EtcdError::Status {
+            path: path.to_string(),
+            status: status(error),
+            body: error.to_string().chars().take(500).collect(),
+        });
+    }
+    let result = v.get("result")?;
+    if !result
+        .get("canceled")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+    {
+        return None;
+    }
+    let reason = result
+        .get("cancel_reason")
+        .and_then(Value::as_str)
+        .unwrap_or("no reason given");
+    Some(EtcdError::Status {
+        path: path.to_string(),
+        status: 200,
+        body: format!("etcd cancelled the watch: {reason}"),
+    })
+}
+
 fn parse_kvs(path: &str, v: &Value) -> Result<Vec<Kv>, EtcdError> {
     let Some(kvs) = v.get("kvs") else {
         return Ok(Vec::new());
@@ -407,7 +926,12 @@ struct Head {
 
 fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
-    r.read_line(&mut line)?;
+    if r.read_line(&mut line)? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the connection closed before an answer",
+        ));
+    }
     let status: u16 = line
         .split_whitespace()
         .nth(1)

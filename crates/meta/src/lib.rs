@@ -28,6 +28,7 @@ pub use cluster::{
     BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, Endpoint, EtcdStore, Owner, OwnerRecord,
     Renewal,
 };
+pub use etcd::EtcdLink;
 pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};
 pub use scram::{ScramAlteration, ScramCredentials, StoredScram};
 
@@ -58,6 +59,10 @@ pub enum MetaError {
     UnknownTopic(String),
     #[error("etcd: {0}")]
     Etcd(String),
+    /// etcd refuses this broker (its certificate, its credentials, its user's permissions)
+    /// or a setting of the link cannot be used: asking again will not help.
+    #[error("etcd: {0}")]
+    EtcdRefused(String),
     /// The log dirs are not the cluster's shared volume ([`EtcdStore::check_volume`]).
     #[error("{0}")]
     WrongVolume(String),

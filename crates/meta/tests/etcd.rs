@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sluice_meta::{BrokerInfo, EtcdStore, MetaError};
+use sluice_meta::{BrokerInfo, EtcdLink, EtcdStore, MetaError};
 
 struct Etcd {
     child: Child,
@@ -31,6 +31,10 @@ fn free_port() -> u16 {
 }
 
 fn start_etcd() -> Etcd {
+    start_etcd_with(&[])
+}
+
+fn start_etcd_with(args: &[&str]) -> Etcd {
     let dir = tempfile::tempdir().unwrap();
     let (client, peer) = (free_port(), free_port());
     let endpoint = format!("127.0.0.1:{client}");
@@ -47,6 +51,7 @@ fn start_etcd() -> Etcd {
         .arg(format!("http://127.0.0.1:{peer}"))
         .arg("--initial-cluster")
         .arg(format!("default=http://127.0.0.1:{peer}"))
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -58,7 +63,7 @@ fn start_etcd() -> Etcd {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let c = sluice_meta::etcd::Etcd::new(vec![etcd.endpoint.clone()], Duration::from_secs(1));
+        let c = sluice_meta::etcd::Etcd::connect(&link(&[&etcd.endpoint], 1)).unwrap();
         if c.get("/probe").is_ok() {
             return etcd;
         }
@@ -67,14 +72,14 @@ fn start_etcd() -> Etcd {
     }
 }
 
+fn link(endpoints: &[&str], timeout_s: u64) -> EtcdLink {
+    EtcdLink::plain(endpoints, Duration::from_secs(timeout_s)).unwrap()
+}
+
 fn store(etcd: &Etcd, node: i32) -> EtcdStore {
-    EtcdStore::open(
-        vec![etcd.endpoint.clone()],
-        "/test",
-        Duration::from_secs(2),
-        node,
-        || "cluster-a".into(),
-    )
+    EtcdStore::open(&link(&[&etcd.endpoint], 2), "/test", node, || {
+        "cluster-a".into()
+    })
     .unwrap()
 }
 
@@ -95,9 +100,8 @@ fn topics_membership_ownership_and_fencing() {
     let etcd = start_etcd();
     let a = store(&etcd, 1);
     let b = EtcdStore::open(
-        vec!["127.0.0.1:1".into(), etcd.endpoint.clone()],
+        &link(&["127.0.0.1:1", &etcd.endpoint], 2),
         "/test/",
-        Duration::from_secs(2),
         2,
         || "another".into(),
     )
@@ -345,7 +349,7 @@ fn a_departed_brokers_entries_are_taken_over_only_while_it_is_gone() {
 fn a_prefix_compare_sees_any_later_change_under_it() {
     use sluice_meta::etcd::{Compare, Op};
     let etcd = start_etcd();
-    let c = sluice_meta::etcd::Etcd::new(vec![etcd.endpoint.clone()], Duration::from_secs(2));
+    let c = sluice_meta::etcd::Etcd::connect(&link(&[&etcd.endpoint], 2)).unwrap();
     let put = |k: &str| Op::Put {
         key: k.into(),
         value: b"x".to_vec(),
@@ -368,4 +372,141 @@ fn a_prefix_compare_sees_any_later_change_under_it() {
     assert!(c
         .txn(&[Compare::PrefixModBelow("/p/".into(), rev + 1)], &[], &[])
         .unwrap());
+}
+
+/// One POST to etcd's JSON gateway as a bare HTTP/1.1 exchange (what `etcdctl user add`,
+/// `role grant-permission` and `auth enable` do), for setting up authentication.
+fn post(endpoint: &str, path: &str, body: serde_json::Value, token: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(endpoint).unwrap();
+    let body = body.to_string();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    answer
+}
+
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// etcd with authentication on and simple tokens that expire after a second unused: a user
+/// `sluice` whose role may read and write `/auth/`, and `outsider`, who may touch nothing.
+fn start_etcd_with_auth() -> Etcd {
+    use serde_json::json;
+    let etcd = start_etcd_with(&["--auth-token-ttl", "1"]);
+    let e = etcd.endpoint.as_str();
+    post(
+        e,
+        "/v3/auth/user/add",
+        json!({"name": "root", "password": "root-pw"}),
+        None,
+    );
+    post(
+        e,
+        "/v3/auth/user/grant",
+        json!({"user": "root", "role": "root"}),
+        None,
+    );
+    post(e, "/v3/auth/role/add", json!({"name": "rw"}), None);
+    post(
+        e,
+        "/v3/auth/role/grant",
+        json!({"name": "rw", "perm": {"permType": "READWRITE", "key": b64("/auth/"), "range_end": b64("/auth0")}}),
+        None,
+    );
+    for (user, password) in [("sluice", "sluice-pw"), ("outsider", "outsider-pw")] {
+        post(
+            e,
+            "/v3/auth/user/add",
+            json!({"name": user, "password": password}),
+            None,
+        );
+    }
+    post(
+        e,
+        "/v3/auth/user/grant",
+        json!({"user": "sluice", "role": "rw"}),
+        None,
+    );
+    post(e, "/v3/auth/enable", json!({}), None);
+    etcd
+}
+
+fn login_link(etcd: &Etcd, user: &str, password: &str) -> EtcdLink {
+    EtcdLink {
+        login: Some(sluice_config::EtcdLogin {
+            username: user.into(),
+            password: password.into(),
+        }),
+        ..link(&[&etcd.endpoint], 2)
+    }
+}
+
+/// A token etcd no longer takes (here: expired after a second unused) is renewed, and the
+/// request sent once more: for requests, a watch (which etcd creates and cancels at once
+/// when the token is not valid) and lease keep-alives.
+#[test]
+fn expired_auth_tokens_are_renewed() {
+    use sluice_meta::etcd::{Etcd as Client, Op, WatchCancel};
+    let etcd = start_etcd_with_auth();
+    let c = Client::connect(&login_link(&etcd, "sluice", "sluice-pw")).unwrap();
+    let put = |k: &str| Op::Put {
+        key: k.into(),
+        value: b"x".to_vec(),
+        lease: 0,
+    };
+    assert!(c.txn(&[], &[put("/auth/a")], &[]).unwrap());
+    let lease = c.lease_grant(30).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(c.get("/auth/a").unwrap().unwrap().value, b"x");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(c.lease_keep_alive(lease).unwrap() > 0);
+    std::thread::sleep(Duration::from_millis(2500));
+
+    let cancel = std::sync::Arc::new(WatchCancel::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = std::thread::spawn({
+        let (c, cancel) = (c.clone(), cancel.clone());
+        move || c.watch_prefix("/auth/", &cancel, || tx.send(()).unwrap())
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // The watch outlives its token.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(c.txn(&[], &[put("/auth/b")], &[]).unwrap());
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    cancel.cancel();
+    watcher.join().unwrap().unwrap();
+}
+
+/// What etcd refuses for good is `Refused`, in words naming the settings.
+#[test]
+fn refused_credentials_and_permissions_say_so() {
+    use sluice_meta::etcd::{Etcd as Client, EtcdError, WatchCancel};
+    let etcd = start_etcd_with_auth();
+    let refusal = |link: &EtcdLink| match Client::connect(link).unwrap().get("/auth/a") {
+        Err(EtcdError::Refused(reason)) => reason,
+        other => panic!("{other:?}"),
+    };
+    let r = refusal(&login_link(&etcd, "sluice", "wrong"));
+    assert!(r.contains("refused the user name or password"), "{r}");
+    assert!(!r.contains("wrong"), "{r}");
+    let r = refusal(&link(&[&etcd.endpoint], 2));
+    assert!(r.contains("set sluice.cluster.etcd.username"), "{r}");
+    let r = refusal(&login_link(&etcd, "outsider", "outsider-pw"));
+    assert!(r.contains("outsider may not read and write"), "{r}");
+    // A watch etcd refuses ends with the refusal instead of reporting nothing forever.
+    let c = Client::connect(&login_link(&etcd, "outsider", "outsider-pw")).unwrap();
+    match c.watch_prefix("/auth/", &WatchCancel::default(), || {}) {
+        Err(EtcdError::Refused(r)) => assert!(r.contains("may not read and write"), "{r}"),
+        other => panic!("{other:?}"),
+    }
 }

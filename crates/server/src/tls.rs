@@ -1,7 +1,8 @@
 //! TLS listeners: a rustls server configuration (ring provider) from a listener's `ssl.*`
 //! settings (sluice_config::TlsConfig), replaceable while the listener serves
 //! ([`ListenerTls`]: a keystore or truststore changed at run time, Kafka's dynamic keystore
-//! update), and the streams a connection reads and writes, plain or TLS.
+//! update), and the streams a connection reads and writes, plain or TLS. PEM is read by
+//! sluice-tls (shared with the etcd client), PKCS12 by `pkcs12.rs`.
 //!
 //! A replacement is checked as Kafka's `SslFactory` checks a reconfiguration: the new stores
 //! load; the new certificate keeps the subject and (at least) the alternative names of the
@@ -25,9 +26,9 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{
     CertificateError, ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion,
 };
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use sluice_config::{ClientAuth, KeyStore, Pem, TlsConfig, TrustStore};
+use sluice_config::{ClientAuth, KeyStore, TlsConfig, TrustStore};
+use sluice_tls::{certificates, private_key};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -434,13 +435,7 @@ fn truststore(store: &TrustStore) -> Result<Vec<CertificateDer<'static>>, String
 
 /// A truststore's certificates as rustls's roots.
 fn root_store(certs: &[CertificateDer<'static>]) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    for cert in certs {
-        roots
-            .add(cert.clone())
-            .map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
-    }
-    Ok(roots)
+    sluice_tls::roots(certs.to_vec())
 }
 
 /// Read a PKCS12 store; `which` is `ssl.keystore` or `ssl.truststore`, for the error.
@@ -461,45 +456,6 @@ fn pkcs12_store(
         };
         format!("{which}.location {} {e}{hint}", path.display())
     })
-}
-
-fn pem_text(pem: &Pem) -> Result<Vec<u8>, String> {
-    match pem {
-        Pem::File(path) => {
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-        }
-        // Kafka's inline PEM values are often written on one line in a properties file.
-        Pem::Inline(text) => Ok(text.replace("\\n", "\n").into_bytes()),
-    }
-}
-
-fn describe(pem: &Pem) -> String {
-    match pem {
-        Pem::File(path) => path.display().to_string(),
-        Pem::Inline(_) => "the inline PEM".into(),
-    }
-}
-
-fn certificates(pem: &Pem) -> Result<Vec<CertificateDer<'static>>, String> {
-    let text = pem_text(pem)?;
-    CertificateDer::pem_slice_iter(&text)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot read the certificates of {}: {e}", describe(pem)))
-}
-
-fn private_key(pem: &Pem) -> Result<PrivateKeyDer<'static>, String> {
-    let text = pem_text(pem)?;
-    if text
-        .windows(b"ENCRYPTED PRIVATE KEY".len())
-        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
-    {
-        return Err(format!(
-            "the private key in {} is encrypted, which Sluice does not read; store it unencrypted (openssl pkcs8 -topk8 -nocrypt) and protect the file",
-            describe(pem)
-        ));
-    }
-    PrivateKeyDer::from_pem_slice(&text)
-        .map_err(|e| format!("cannot read a private key from {}: {e}", describe(pem)))
 }
 
 /// ring's provider, its cipher suites narrowed to `ssl.cipher.suites` when that is set (Java's
