@@ -1308,6 +1308,24 @@ impl Cluster {
                     }
                 }
                 match (held, record) {
+                    // The view is older than the record this broker holds (its own
+                    // acquisition or progress write, made after the view was read, by this
+                    // or a concurrent reconciliation): nothing to decide from it for this
+                    // partition; a later round with a newer view does. Deciding from it let
+                    // go of partitions just acquired and acquired them again, one epoch bump
+                    // each, at every topic creation (test_open_files).
+                    (Some(h), Some(r)) if usable && h.mod_revision > r.mod_revision => {
+                        let log = existing.as_ref().and_then(|s| s.log(p).cloned());
+                        let log = log.or_else(|| broker.logs.get(&tp));
+                        if let Some(log) = &log {
+                            broker.configure_log(log, log_config(&config));
+                        }
+                        meta.epochs[p as usize] = h.owner.epoch;
+                        if let Some(owner) = meta.owners.get_mut(p as usize) {
+                            *owner = h.owner.node;
+                        }
+                        logs.push(log);
+                    }
                     // Equal, or newer than the view: this broker rewrote its own record (a
                     // recovery point) after the view was read.
                     (Some(h), Some(r))

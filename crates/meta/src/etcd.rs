@@ -153,7 +153,14 @@ pub struct Etcd {
     timeout: Duration,
     tls: Option<Arc<ClientConfig>>,
     auth: Option<Arc<Auth>>,
+    /// Connections kept open after a complete answer, by endpoint (HTTP keep-alive): a
+    /// connection per request would leave a socket in TIME_WAIT per request, and a broker
+    /// acquiring thousands of partitions ran out of local ports (`EAGAIN` on connect).
+    idle: Arc<Mutex<Vec<(EtcdEndpoint, BufReader<Conn>)>>>,
 }
+
+/// Most idle connections kept open to etcd ([`Etcd`]'s `idle`).
+const IDLE_CONNECTIONS_MAX: usize = 8;
 
 /// The login and the token it got.
 #[derive(Debug)]
@@ -174,6 +181,15 @@ enum Token {
 enum Conn {
     Plain(TcpStream),
     Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Conn::Plain(_) => "Conn::Plain",
+            Conn::Tls(_) => "Conn::Tls",
+        })
+    }
 }
 
 impl Conn {
@@ -304,6 +320,7 @@ impl Etcd {
                     token: Mutex::new(None),
                 })
             }),
+            idle: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
@@ -382,6 +399,10 @@ impl Etcd {
         }))
     }
 
+    /// One request and its answer, on an idle connection to `endpoint` if there is one (sent
+    /// once more on a new connection if that one turns out closed before any answer: etcd
+    /// closes idle connections, and a request it never read was never applied), else on a new
+    /// one. The connection is kept for the next request when the answer was complete.
     fn post(
         &self,
         endpoint: &EtcdEndpoint,
@@ -389,13 +410,64 @@ impl Etcd {
         payload: &str,
         token: Option<&str>,
     ) -> io::Result<(u16, Vec<u8>)> {
-        let conn = self.send(endpoint, path, payload, token)?;
-        let mut r = BufReader::new(conn);
-        read_response(&mut r)
+        let stream = path == LEASE_KEEP_ALIVE;
+        let reused = {
+            let mut idle = self.idle.lock();
+            idle.iter()
+                .rposition(|(e, _)| e == endpoint)
+                .map(|i| idle.swap_remove(i).1)
+        };
+        if let Some(mut r) = reused {
+            match Self::request_on(&mut r, endpoint, path, payload, token, true)
+                .and_then(|()| read_response(&mut r, stream).map_err(Unanswered::Read))
+            {
+                Ok((status, body, complete)) => {
+                    if complete {
+                        self.keep(endpoint, r);
+                    }
+                    return Ok((status, body));
+                }
+                Err(Unanswered::Closed(_)) => {}
+                Err(Unanswered::Read(e)) if closed_before_answer(&e) => {}
+                Err(Unanswered::Read(e)) => return Err(e),
+            }
+        }
+        let mut r = BufReader::new(self.connect_to(endpoint)?);
+        Self::request_on(&mut r, endpoint, path, payload, token, true).map_err(|e| match e {
+            Unanswered::Closed(e) | Unanswered::Read(e) => e,
+        })?;
+        let (status, body, complete) = read_response(&mut r, stream)?;
+        if complete {
+            self.keep(endpoint, r);
+        }
+        Ok((status, body))
     }
 
-    /// Connect to `endpoint` (over TLS for https) and send one POST; the answer is left to
-    /// read.
+    fn keep(&self, endpoint: &EtcdEndpoint, r: BufReader<Conn>) {
+        let mut idle = self.idle.lock();
+        if idle.len() < IDLE_CONNECTIONS_MAX {
+            idle.push((endpoint.clone(), r));
+        }
+    }
+
+    /// Write one POST on `r`'s connection.
+    fn request_on(
+        r: &mut BufReader<Conn>,
+        endpoint: &EtcdEndpoint,
+        path: &str,
+        payload: &str,
+        token: Option<&str>,
+        keep_alive: bool,
+    ) -> Result<(), Unanswered> {
+        let request = http_request(endpoint, path, payload, token, keep_alive);
+        let conn = r.get_mut();
+        conn.write_all(request.as_bytes())
+            .and_then(|()| conn.flush())
+            .map_err(Unanswered::Closed)
+    }
+
+    /// Connect to `endpoint` (over TLS for https) and send one POST that closes the
+    /// connection after its answer (a watch's stream); the answer is left to read.
     fn send(
         &self,
         endpoint: &EtcdEndpoint,
@@ -403,6 +475,14 @@ impl Etcd {
         payload: &str,
         token: Option<&str>,
     ) -> io::Result<Conn> {
+        let mut conn = self.connect_to(endpoint)?;
+        conn.write_all(http_request(endpoint, path, payload, token, false).as_bytes())?;
+        conn.flush()?;
+        Ok(conn)
+    }
+
+    /// A new connection to `endpoint`, over TLS for https, its handshake done.
+    fn connect_to(&self, endpoint: &EtcdEndpoint) -> io::Result<Conn> {
         let authority = endpoint.authority();
         let addr = authority
             .to_socket_addrs()?
@@ -412,7 +492,7 @@ impl Etcd {
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
         stream.set_nodelay(true)?;
-        let mut conn = match (&self.tls, endpoint.tls) {
+        Ok(match (&self.tls, endpoint.tls) {
             (Some(config), true) => {
                 let name = ServerName::try_from(endpoint.host.clone())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -427,18 +507,7 @@ impl Etcd {
             // The config makes every endpoint https when it has TLS settings, and refuses
             // https without them.
             _ => Conn::Plain(stream),
-        };
-        let auth = match token {
-            Some(t) => format!("Authorization: {t}\r\n"),
-            None => String::new(),
-        };
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {authority}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-            payload.len()
-        );
-        conn.write_all(request.as_bytes())?;
-        conn.flush()?;
-        Ok(conn)
+        })
     }
 
     /// An I/O failure that says etcd refuses this TLS link for good (a certificate, TLS
@@ -782,7 +851,7 @@ impl Etcd {
 
     /// Renew a lease; returns its remaining TTL in seconds (0 or less: it has expired).
     pub fn lease_keep_alive(&self, id: i64) -> Result<i64, EtcdError> {
-        let v = self.call("/v3/lease/keepalive", &json!({"ID": id.to_string()}))?;
+        let v = self.call(LEASE_KEEP_ALIVE, &json!({"ID": id.to_string()}))?;
         let result = v.get("result").unwrap_or(&v);
         Ok(int_field(result, "TTL"))
     }
@@ -913,6 +982,44 @@ impl WatchCancel {
     }
 }
 
+/// A POST of `payload` to `path`, with the token if any.
+fn http_request(
+    endpoint: &EtcdEndpoint,
+    path: &str,
+    payload: &str,
+    token: Option<&str>,
+    keep_alive: bool,
+) -> String {
+    let authority = endpoint.authority();
+    let auth = match token {
+        Some(t) => format!("Authorization: {t}\r\n"),
+        None => String::new(),
+    };
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: {connection}\r\n\r\n{payload}",
+        payload.len()
+    )
+}
+
+/// How a request on a kept connection failed: while it was written, or while its answer was
+/// read.
+enum Unanswered {
+    Closed(io::Error),
+    Read(io::Error),
+}
+
+/// Whether reading an answer failed because the connection was already closed, before a
+/// byte of the answer came (a kept connection etcd had closed).
+fn closed_before_answer(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::UnexpectedEof && e.to_string() == NO_ANSWER
+}
+
+const NO_ANSWER: &str = "the connection closed before an answer";
+
+/// etcd's lease keep-alive: a stream (one answer per request sent on it, never ended).
+const LEASE_KEEP_ALIVE: &str = "/v3/lease/keepalive";
+
 fn bad_data(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
@@ -926,11 +1033,23 @@ struct Head {
 
 fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the connection closed before an answer",
-        ));
+    match r.read_line(&mut line) {
+        Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, NO_ANSWER)),
+        // Closed before a byte of the answer (a TLS peer without close_notify, a reset).
+        Err(e)
+            if line.is_empty()
+                && matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::BrokenPipe
+                ) =>
+        {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, NO_ANSWER))
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
     }
     let status: u16 = line
         .split_whitespace()
@@ -990,20 +1109,38 @@ fn read_chunk(r: &mut impl BufRead) -> io::Result<Option<Vec<u8>>> {
 }
 
 /// Read an HTTP/1.1 response: status, headers, then a body of `Content-Length` bytes, or
-/// chunked, or up to the end of the connection.
-fn read_response(r: &mut impl BufRead) -> io::Result<(u16, Vec<u8>)> {
+/// chunked, or up to the end of the connection. Of a `stream` (lease keep-alive: one JSON
+/// object per message, never ending) only the first message is read. Also says whether the
+/// answer was read to its end, so that the connection can carry another request.
+fn read_response(r: &mut impl BufRead, stream: bool) -> io::Result<(u16, Vec<u8>, bool)> {
     let head = read_head(r)?;
     let mut body = Vec::new();
-    if head.chunked {
-        while let Some(chunk) = read_chunk(r)? {
+    let complete = if head.chunked {
+        let mut ended = false;
+        loop {
+            let Some(chunk) = read_chunk(r)? else {
+                ended = true;
+                break;
+            };
             if body.len() + chunk.len() > RESPONSE_BYTES_MAX {
                 return Err(bad_data("answer too large"));
             }
             body.extend_from_slice(&chunk);
-            // A streaming endpoint (lease keep-alive) sends one JSON object per message;
-            // the first is the answer.
-            if serde_json::from_slice::<Value>(&body).is_ok() {
+            if stream && serde_json::from_slice::<Value>(&body).is_ok() {
                 break;
+            }
+        }
+        // After the last chunk: trailers, then an empty line.
+        ended && !stream && {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if r.read_line(&mut line)? == 0 {
+                    break false;
+                }
+                if line.trim_end().is_empty() {
+                    break true;
+                }
             }
         }
     } else if let Some(n) = head.length {
@@ -1012,10 +1149,12 @@ fn read_response(r: &mut impl BufRead) -> io::Result<(u16, Vec<u8>)> {
         }
         body.resize(n, 0);
         r.read_exact(&mut body)?;
+        !stream
     } else {
         r.take(RESPONSE_BYTES_MAX as u64).read_to_end(&mut body)?;
-    }
-    Ok((head.status, body))
+        false
+    };
+    Ok((head.status, body, complete))
 }
 
 #[cfg(test)]
@@ -1032,14 +1171,23 @@ mod tests {
     #[test]
     fn reads_chunked_and_sized_answers() {
         let sized = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
-        let (s, body) = read_response(&mut &sized[..]).unwrap();
-        assert_eq!((s, body), (200, b"{\"a\":1}".to_vec()));
+        let (s, body, complete) = read_response(&mut &sized[..], false).unwrap();
+        assert_eq!((s, body, complete), (200, b"{\"a\":1}".to_vec(), true));
         let chunked =
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
-        let (s, body) = read_response(&mut &chunked[..]).unwrap();
-        assert_eq!((s, body), (200, b"{\"a\":1}".to_vec()));
+        let (s, body, complete) = read_response(&mut &chunked[..], false).unwrap();
+        assert_eq!((s, body, complete), (200, b"{\"a\":1}".to_vec(), true));
+        // A stream's first message; the connection cannot carry another request.
+        let (s, body, complete) = read_response(&mut &chunked[..], true).unwrap();
+        assert_eq!((s, body, complete), (200, b"{\"a\":1}".to_vec(), false));
+        // Cut short: not complete.
+        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n";
+        assert!(!read_response(&mut &cut[..], false).unwrap().2);
         let garbage = b"SSH-2.0\r\n";
-        assert!(read_response(&mut &garbage[..]).is_err());
+        assert!(read_response(&mut &garbage[..], false).is_err());
+        let nothing = b"";
+        let e = read_response(&mut &nothing[..], false).unwrap_err();
+        assert!(closed_before_answer(&e));
     }
 
     #[test]
