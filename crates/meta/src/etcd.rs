@@ -1207,3 +1207,127 @@ mod tests {
         );
     }
 }
+
+/// Adversarial review of 931e183 (keep-alive connections with a retry on a fresh one).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod adversary_tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Read one HTTP request (head and a Content-Length body) from `r`; None at EOF.
+    fn read_request(r: &mut BufReader<TcpStream>) -> Option<String> {
+        let mut length = 0;
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        loop {
+            line.clear();
+            r.read_line(&mut line).ok()?;
+            let h = line.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                if n.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        r.read_exact(&mut body).ok()?;
+        Some(String::from_utf8(body).unwrap())
+    }
+
+    fn answer(s: &mut TcpStream, body: &str) {
+        let a = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(a.as_bytes()).unwrap();
+    }
+
+    /// A compare-and-swap transaction etcd applied, on a kept connection that etcd (a
+    /// member killed between applying and answering, behind a load balancer or a proxy at
+    /// the same address) then closes before the first byte of its answer, is sent once more
+    /// on a new connection (`Etcd::post`, the `Err(Unanswered::Read(e)) if
+    /// closed_before_answer(&e)` arm: "a request it never read was never applied" cannot be
+    /// told from "read and applied, then closed"). The retry's comparison fails against the
+    /// write of the first, so the caller is told "compare failed" for a transaction that
+    /// succeeded. An error (unknown outcome) would be right; Ok(false) is not.
+    #[test]
+    fn a_cas_applied_before_the_kept_connection_closed_is_not_reported_failed() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let applied = Arc::new(AtomicUsize::new(0));
+        let server = {
+            let applied = applied.clone();
+            std::thread::spawn(move || {
+                // The fake etcd's one key: its mod revision (0: absent).
+                let mut mod_revision = 0_i64;
+                let mut revision = 4_i64;
+                let mut txn = |body: &str, mod_revision: &mut i64| -> String {
+                    let v: Value = serde_json::from_str(body).unwrap();
+                    let want: i64 = v["compare"][0]["mod_revision"]
+                        .as_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    if want == *mod_revision {
+                        revision += 1;
+                        *mod_revision = revision;
+                        applied.fetch_add(1, Ordering::SeqCst);
+                        format!("{{\"header\":{{\"revision\":\"{revision}\"}},\"succeeded\":true}}")
+                    } else {
+                        format!("{{\"header\":{{\"revision\":\"{revision}\"}}}}")
+                    }
+                };
+                // First connection: the first txn answered (kept alive); the second read and
+                // applied, then the connection closes without an answer.
+                let (s, _) = listener.accept().unwrap();
+                let mut r = BufReader::new(s);
+                let body = read_request(&mut r).unwrap();
+                let a = txn(&body, &mut mod_revision);
+                answer(r.get_mut(), &a);
+                let body = read_request(&mut r).unwrap();
+                let _lost = txn(&body, &mut mod_revision);
+                r.get_mut().shutdown(std::net::Shutdown::Both).unwrap();
+                drop(r);
+                // Any later connection: answered normally.
+                listener.set_nonblocking(false).unwrap();
+                let (s, _) = listener.accept().unwrap();
+                let mut r = BufReader::new(s);
+                while let Some(body) = read_request(&mut r) {
+                    let a = txn(&body, &mut mod_revision);
+                    answer(r.get_mut(), &a);
+                }
+            })
+        };
+        let link =
+            EtcdLink::plain(&[&format!("127.0.0.1:{}", addr.port())], Duration::from_secs(5))
+                .unwrap();
+        let etcd = Etcd::connect(&link).unwrap();
+        let put = |rev: i64| {
+            etcd.txn_at(
+                &[Compare::ModRevision("/k".into(), rev)],
+                &[Op::Put {
+                    key: "/k".into(),
+                    value: b"v".to_vec(),
+                    lease: 0,
+                }],
+                &[],
+            )
+        };
+        assert_eq!(put(0).unwrap(), Some(5));
+        let second = put(5);
+        drop(etcd);
+        assert_eq!(applied.load(Ordering::SeqCst), 2, "etcd applied both writes");
+        assert!(
+            !matches!(second, Ok(None)),
+            "a transaction etcd applied was reported as a failed comparison: {second:?} (the request was sent twice)"
+        );
+        let _ = server;
+    }
+}
