@@ -156,11 +156,13 @@ pub struct Etcd {
     /// Connections kept open after a complete answer, by endpoint (HTTP keep-alive): a
     /// connection per request would leave a socket in TIME_WAIT per request, and a broker
     /// acquiring thousands of partitions ran out of local ports (`EAGAIN` on connect).
-    idle: Arc<Mutex<Vec<(EtcdEndpoint, BufReader<Conn>)>>>,
+    idle: Arc<Mutex<Vec<(EtcdEndpoint, std::time::Instant, BufReader<Conn>)>>>,
 }
 
 /// Most idle connections kept open to etcd ([`Etcd`]'s `idle`).
 const IDLE_CONNECTIONS_MAX: usize = 8;
+/// An idle connection older than this is closed rather than used again.
+const IDLE_CONNECTION_AGE_MAX: Duration = Duration::from_secs(10);
 
 /// The login and the token it got.
 #[derive(Debug)]
@@ -399,10 +401,13 @@ impl Etcd {
         }))
     }
 
-    /// One request and its answer, on an idle connection to `endpoint` if there is one (sent
-    /// once more on a new connection if that one turns out closed before any answer: etcd
-    /// closes idle connections, and a request it never read was never applied), else on a new
-    /// one. The connection is kept for the next request when the answer was complete.
+    /// One request and its answer, on an idle connection to `endpoint` if there is one that
+    /// is still open, else on a new one; the connection is kept for the next request when
+    /// the answer was complete. A request is sent again on a new connection only when the
+    /// kept one failed while it was being written (etcd never read it whole); once written,
+    /// a failure leaves the outcome unknown (etcd may have applied it before the connection
+    /// closed), and is answered as an error, never by sending it twice: a compare-and-swap
+    /// sent again after it was applied would fail its comparison against its own write.
     fn post(
         &self,
         endpoint: &EtcdEndpoint,
@@ -411,31 +416,21 @@ impl Etcd {
         token: Option<&str>,
     ) -> io::Result<(u16, Vec<u8>)> {
         let stream = path == LEASE_KEEP_ALIVE;
-        let reused = {
-            let mut idle = self.idle.lock();
-            idle.iter()
-                .rposition(|(e, _)| e == endpoint)
-                .map(|i| idle.swap_remove(i).1)
-        };
-        if let Some(mut r) = reused {
-            match Self::request_on(&mut r, endpoint, path, payload, token, true)
-                .and_then(|()| read_response(&mut r, stream).map_err(Unanswered::Read))
-            {
-                Ok((status, body, complete)) => {
+        if let Some(mut r) = self.take_idle(endpoint) {
+            match Self::request_on(&mut r, endpoint, path, payload, token, true) {
+                Ok(()) => {
+                    let (status, body, complete) = read_response(&mut r, stream)?;
                     if complete {
                         self.keep(endpoint, r);
                     }
                     return Ok((status, body));
                 }
                 Err(Unanswered::Closed(_)) => {}
-                Err(Unanswered::Read(e)) if closed_before_answer(&e) => {}
-                Err(Unanswered::Read(e)) => return Err(e),
             }
         }
         let mut r = BufReader::new(self.connect_to(endpoint)?);
-        Self::request_on(&mut r, endpoint, path, payload, token, true).map_err(|e| match e {
-            Unanswered::Closed(e) | Unanswered::Read(e) => e,
-        })?;
+        Self::request_on(&mut r, endpoint, path, payload, token, true)
+            .map_err(|Unanswered::Closed(e)| e)?;
         let (status, body, complete) = read_response(&mut r, stream)?;
         if complete {
             self.keep(endpoint, r);
@@ -443,10 +438,30 @@ impl Etcd {
         Ok((status, body))
     }
 
+    /// A kept connection to `endpoint` that is still open: not older than
+    /// [`IDLE_CONNECTION_AGE_MAX`], nothing buffered, and nothing to read on its socket (etcd
+    /// closing it would have left an end of file or a reset there; a TLS alert would be data).
+    fn take_idle(&self, endpoint: &EtcdEndpoint) -> Option<BufReader<Conn>> {
+        loop {
+            let (since, r) = {
+                let mut idle = self.idle.lock();
+                let i = idle.iter().rposition(|(e, _, _)| e == endpoint)?;
+                let (_, since, r) = idle.swap_remove(i);
+                (since, r)
+            };
+            if since.elapsed() < IDLE_CONNECTION_AGE_MAX
+                && r.buffer().is_empty()
+                && still_open(r.get_ref().tcp())
+            {
+                return Some(r);
+            }
+        }
+    }
+
     fn keep(&self, endpoint: &EtcdEndpoint, r: BufReader<Conn>) {
         let mut idle = self.idle.lock();
         if idle.len() < IDLE_CONNECTIONS_MAX {
-            idle.push((endpoint.clone(), r));
+            idle.push((endpoint.clone(), std::time::Instant::now(), r));
         }
     }
 
@@ -1002,17 +1017,27 @@ fn http_request(
     )
 }
 
-/// How a request on a kept connection failed: while it was written, or while its answer was
-/// read.
+/// A request that could not be written whole: etcd never read it.
 enum Unanswered {
     Closed(io::Error),
-    Read(io::Error),
 }
 
 /// Whether reading an answer failed because the connection was already closed, before a
-/// byte of the answer came (a kept connection etcd had closed).
+/// byte of the answer came.
+#[cfg(test)]
 fn closed_before_answer(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::UnexpectedEof && e.to_string() == NO_ANSWER
+}
+
+/// Whether an idle socket is still open: nothing arrived on it (no end of file, reset or
+/// data), checked without waiting.
+fn still_open(socket: &TcpStream) -> bool {
+    if socket.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let open =
+        matches!(socket.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+    socket.set_nonblocking(false).is_ok() && open
 }
 
 const NO_ANSWER: &str = "the connection closed before an answer";
@@ -1305,9 +1330,11 @@ mod adversary_tests {
                 }
             })
         };
-        let link =
-            EtcdLink::plain(&[&format!("127.0.0.1:{}", addr.port())], Duration::from_secs(5))
-                .unwrap();
+        let link = EtcdLink::plain(
+            &[&format!("127.0.0.1:{}", addr.port())],
+            Duration::from_secs(5),
+        )
+        .unwrap();
         let etcd = Etcd::connect(&link).unwrap();
         let put = |rev: i64| {
             etcd.txn_at(
@@ -1323,7 +1350,11 @@ mod adversary_tests {
         assert_eq!(put(0).unwrap(), Some(5));
         let second = put(5);
         drop(etcd);
-        assert_eq!(applied.load(Ordering::SeqCst), 2, "etcd applied both writes");
+        assert_eq!(
+            applied.load(Ordering::SeqCst),
+            2,
+            "etcd applied both writes"
+        );
         assert!(
             !matches!(second, Ok(None)),
             "a transaction etcd applied was reported as a failed comparison: {second:?} (the request was sent twice)"
