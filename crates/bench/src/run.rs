@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -769,159 +770,330 @@ async fn connect_all(layout: &admin::TopicLayout) -> Result<BTreeMap<i32, Arc<Co
     Ok(conns)
 }
 
+/// Drive the workload on the topics of `layouts`, in the run's steps: start the consumers and
+/// producers, warm up (with producerRate 0, the sustainable-rate search steers the rate
+/// meanwhile), build and drain a backlog if asked, measure (with a search: windows at fixed
+/// rates until the hold is done), stop every task, and report the measured window.
 async fn measure(
     plan: &Plan,
     layouts: &[admin::TopicLayout],
     started_unix_s: u64,
 ) -> Result<Outcome> {
     let w = &plan.workload;
-    let stats = Arc::new(Stats::default());
-    let stop_producers = Arc::new(AtomicBool::new(false));
-    let stop_consumers = Arc::new(AtomicBool::new(false));
-    let backlog_wanted = w.consumer_backlog_size_gb > 0.0;
-    let (resume_tx, resume_rx) = watch::channel(!backlog_wanted);
-    let pool = Arc::new(PayloadPool::new(
-        w.message_size as usize,
-        w.payload_file.as_deref(),
-        w.use_randomized_payloads,
-        w.random_bytes_ratio,
-        w.randomized_payload_pool_size as usize,
-        0x5eed,
-    )?);
-    let mut consumers = JoinSet::new();
-    let mut producers = JoinSet::new();
-    let searching = w.producer_rate == 0.0 && !plan.unthrottled;
-    let per_producer = Arc::new(AtomicU64::new(
-        (w.producer_rate / f64::from(w.producer_count())).to_bits(),
-    ));
+    let mut tasks = Tasks::new(w)?;
     // The search sets the producers' rate itself, from its priming rate on.
-    let mut search = searching.then(|| {
+    let search = (w.producer_rate == 0.0 && !plan.unthrottled).then(|| {
         RateSearch::new(
             SEARCH_START_RATE,
-            per_producer.clone(),
+            tasks.per_producer.clone(),
             f64::from(w.producer_count()),
             plan.latency_bound_ms,
             plan.latency_percentile,
         )
     });
     for layout in layouts {
-        let n = layout.leaders.len();
+        tasks.spawn_topic(plan, layout).await?;
+    }
+    let mut run = Running::start(tasks, search, plan.report_interval);
+    run.warm_up(w.warmup_duration).await?;
+    let backlog = if w.consumer_backlog_size_gb > 0.0 {
+        Some(run.build_and_drain_backlog(w).await?)
+    } else {
+        None
+    };
+    // With a search: it ends with the warm-up (and the backlog), and the measured windows
+    // hold the rates the hold chooses (no adjustment).
+    let mut searched = run.search.take();
+    let mut held = None;
+    if let Some(s) = &mut searched {
+        held = Some(run.end_search(s, plan).await?);
+    }
+    let window = run
+        .measured_window(plan, searched.as_mut().zip(held.as_mut()))
+        .await?;
+    let stats = run.tasks.stats.clone();
+    let intervals = run.stop().await?;
+    let out = outcome(
+        plan,
+        started_unix_s,
+        &stats,
+        &window,
+        backlog,
+        held,
+        intervals,
+    );
+    print_result(&out);
+    Ok(out)
+}
+
+/// The workload's producer and consumer tasks, and what they share.
+struct Tasks {
+    stats: Arc<Stats>,
+    producers: JoinSet<Result<()>>,
+    consumers: JoinSet<Result<()>>,
+    stop_producers: Arc<AtomicBool>,
+    stop_consumers: Arc<AtomicBool>,
+    /// Lets the consumers go: false while a backlog is to be built with them held back.
+    resume_tx: watch::Sender<bool>,
+    resume_rx: watch::Receiver<bool>,
+    pool: Arc<PayloadPool>,
+    /// Each producer's rate, msg/s (f64 bits): the workload's, or the search's.
+    per_producer: Arc<AtomicU64>,
+}
+
+impl Tasks {
+    /// No task yet; the payloads made (or read from the payload file).
+    fn new(w: &Workload) -> Result<Tasks> {
+        let backlog_wanted = w.consumer_backlog_size_gb > 0.0;
+        let (resume_tx, resume_rx) = watch::channel(!backlog_wanted);
+        let pool = Arc::new(PayloadPool::new(
+            w.message_size as usize,
+            w.payload_file.as_deref(),
+            w.use_randomized_payloads,
+            w.random_bytes_ratio,
+            w.randomized_payload_pool_size as usize,
+            0x5eed,
+        )?);
+        Ok(Tasks {
+            stats: Arc::new(Stats::default()),
+            producers: JoinSet::new(),
+            consumers: JoinSet::new(),
+            stop_producers: Arc::new(AtomicBool::new(false)),
+            stop_consumers: Arc::new(AtomicBool::new(false)),
+            resume_tx,
+            resume_rx,
+            pool,
+            per_producer: Arc::new(AtomicU64::new(
+                (w.producer_rate / f64::from(w.producer_count())).to_bits(),
+            )),
+        })
+    }
+
+    /// Start one topic's tasks: probe where its partitions start, stagger their segment
+    /// rolls if asked, then start its consumers and its producers.
+    async fn spawn_topic(&mut self, plan: &Plan, layout: &admin::TopicLayout) -> Result<()> {
         let conns = connect_all(layout).await?;
         let mut start_offsets =
             admin::probe_partitions(&conns, layout, TOPIC_READY_TIMEOUT).await?;
         if plan.stagger_segment_bytes > 0 {
-            let t = Instant::now();
-            let bytes = admin::stagger_rolls(
-                &conns,
-                layout,
-                plan.stagger_segment_bytes,
-                w.message_size as usize,
-                &mut start_offsets,
-                STAGGER_TIMEOUT,
-            )
-            .await?;
-            println!(
-                "sluice bench: {}: segment rolls staggered, partition p of {n} given p/{n} of {:.1} MB ({:.0} MB in {:.1} s)",
-                layout.name,
-                plan.stagger_segment_bytes as f64 / 1e6,
-                bytes as f64 / 1e6,
-                t.elapsed().as_secs_f64()
-            );
+            stagger(plan, layout, &conns, &mut start_offsets).await?;
         }
+        self.spawn_consumers(plan, layout, &start_offsets).await?;
+        self.spawn_producers(plan, layout).await
+    }
+
+    /// Each subscription's consumers, reading the topic from `start_offsets`: consumer `c`
+    /// of `k` reads partitions `c`, `c + k`, ... ([`consumer_partitions`]), with one fetch
+    /// loop (and connection) per leader of them.
+    async fn spawn_consumers(
+        &mut self,
+        plan: &Plan,
+        layout: &admin::TopicLayout,
+        start_offsets: &[i64],
+    ) -> Result<()> {
+        let w = &plan.workload;
         for _sub in 0..w.subscriptions_per_topic {
             let k = w.consumer_per_subscription as usize;
             for c in 0..k {
-                // Group this consumer's partitions by leader: one fetch loop per leader.
-                let mut by_leader: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
-                for p in (c..n).step_by(k) {
-                    by_leader
-                        .entry(layout.leaders[p])
-                        .or_default()
-                        .push((p as i32, start_offsets[p]));
-                }
-                for (leader, partitions) in by_leader {
+                for (leader, partitions) in
+                    consumer_partitions(c, k, &layout.leaders, start_offsets)
+                {
                     let conn = Connection::connect(&layout.brokers[&leader]).await?;
-                    consumers.spawn(
+                    self.consumers.spawn(
                         Consumer {
                             topic: layout.name.clone(),
                             partitions,
                             conn,
                             driver: plan.driver.clone(),
-                            stats: stats.clone(),
-                            stop: stop_consumers.clone(),
-                            resume: resume_rx.clone(),
+                            stats: self.stats.clone(),
+                            stop: self.stop_consumers.clone(),
+                            resume: self.resume_rx.clone(),
                         }
                         .run(),
                     );
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The topic's producers, each with its own connections to the partitions' leaders and
+    /// its own seed, at the rate in [`Tasks::per_producer`].
+    async fn spawn_producers(&mut self, plan: &Plan, layout: &admin::TopicLayout) -> Result<()> {
+        let w = &plan.workload;
         for i in 0..w.producers_per_topic {
-            producers.spawn(
+            self.producers.spawn(
                 Producer {
                     topic: layout.name.clone(),
                     leaders: layout.leaders.clone(),
                     conns: connect_all(layout).await?,
-                    rate: per_producer.clone(),
+                    rate: self.per_producer.clone(),
                     driver: plan.driver.clone(),
                     key_distributor: w.key_distributor,
-                    pool: pool.clone(),
-                    stats: stats.clone(),
-                    stop: stop_producers.clone(),
+                    pool: self.pool.clone(),
+                    stats: self.stats.clone(),
+                    stop: self.stop_producers.clone(),
                     seed: u64::from(i) * 7919 + 1,
                 }
                 .run(),
             );
         }
+        Ok(())
     }
+}
 
-    let start = Instant::now();
-    let mut rep = Reporter {
-        stats: stats.clone(),
-        start,
-        last: Snapshot::take(&stats),
-        intervals: Vec::new(),
-    };
-    let mut ticker = tokio::time::interval_at(start + plan.report_interval, plan.report_interval);
-
-    // Wait until `until` holds, reporting every interval, failing if a task dies.
-    macro_rules! phase {
-        ($name:expr, $deadline:expr, $until:expr) => {{
-            let deadline: Instant = $deadline;
-            loop {
-                if $until {
-                    break;
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    break;
-                }
-                let poll = (deadline - now).min(Duration::from_millis(100));
-                tokio::select! {
-                    _ = ticker.tick() => { rep.tick($name); }
-                    Some(r) = producers.join_next() => { check_task("producer", r)?; bail!("a producer stopped early"); }
-                    Some(r) = consumers.join_next() => { check_task("consumer", r)?; bail!("a consumer stopped early"); }
-                    _ = tokio::time::sleep(poll) => {}
-                }
-                if let Some(s) = search.as_mut() {
-                    s.step(&stats);
-                }
-            }
-        }};
+/// The partitions consumer `c` of a subscription's `k` reads (`c`, `c + k`, ... of the
+/// partitions whose leaders `leaders` lists), with their start offsets, grouped by leader.
+fn consumer_partitions(
+    c: usize,
+    k: usize,
+    leaders: &[i32],
+    start_offsets: &[i64],
+) -> BTreeMap<i32, Vec<(i32, i64)>> {
+    let mut by_leader: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
+    for p in (c..leaders.len()).step_by(k) {
+        by_leader
+            .entry(leaders[p])
+            .or_default()
+            .push((p as i32, start_offsets[p]));
     }
+    by_leader
+}
 
-    if !w.warmup_duration.is_zero() {
-        println!("warm-up for {:.0} s", w.warmup_duration.as_secs_f64());
-        phase!("warmup", Instant::now() + w.warmup_duration, false);
-        // The warm-up's last part, unless the ticker has just reported it (an interval of a
-        // few milliseconds gives rates that mean nothing).
-        if rep.last.at.elapsed() >= Duration::from_millis(500) {
-            rep.tick("warmup");
+/// Spread the topic's segment rolls over time ([`admin::stagger_rolls`]) and say how.
+async fn stagger(
+    plan: &Plan,
+    layout: &admin::TopicLayout,
+    conns: &BTreeMap<i32, Arc<Connection>>,
+    start_offsets: &mut [i64],
+) -> Result<()> {
+    let n = layout.leaders.len();
+    let t = Instant::now();
+    let bytes = admin::stagger_rolls(
+        conns,
+        layout,
+        plan.stagger_segment_bytes,
+        plan.workload.message_size as usize,
+        start_offsets,
+        STAGGER_TIMEOUT,
+    )
+    .await?;
+    println!(
+        "sluice bench: {}: segment rolls staggered, partition p of {n} given p/{n} of {:.1} MB ({:.0} MB in {:.1} s)",
+        layout.name,
+        plan.stagger_segment_bytes as f64 / 1e6,
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Messages acknowledged and neither consumed nor deleted unread, now.
+fn backlog_msgs(s: &Stats) -> f64 {
+    s.counters.backlog() as f64
+}
+
+/// A measured window: the counters at its start and end, its latency histograms, and how
+/// many of its seconds there were and missed the latency bound.
+struct Measured {
+    start: Snapshot,
+    end: Snapshot,
+    publish: Histogram<u64>,
+    e2e: Histogram<u64>,
+    seconds: u32,
+    seconds_over: u32,
+}
+
+impl Measured {
+    /// The window's length in seconds (never 0).
+    fn secs(&self) -> f64 {
+        self.end
+            .at
+            .duration_since(self.start.at)
+            .as_secs_f64()
+            .max(1e-9)
+    }
+}
+
+/// The workload under way: its tasks, the reporter with its ticker, and the search while it
+/// steers the producers' rate.
+struct Running {
+    tasks: Tasks,
+    rep: Reporter,
+    ticker: tokio::time::Interval,
+    search: Option<RateSearch>,
+}
+
+impl Running {
+    /// Start reporting, every `report_interval` from now.
+    fn start(tasks: Tasks, search: Option<RateSearch>, report_interval: Duration) -> Running {
+        let start = Instant::now();
+        let rep = Reporter {
+            stats: tasks.stats.clone(),
+            start,
+            last: Snapshot::take(&tasks.stats),
+            intervals: Vec::new(),
+        };
+        Running {
+            tasks,
+            rep,
+            ticker: tokio::time::interval_at(start + report_interval, report_interval),
+            search,
         }
-        ticker.reset();
     }
-    let mut backlog = None;
-    if backlog_wanted {
+
+    /// Wait until `until` holds or `deadline` passes, reporting every interval as phase
+    /// `name` and letting the search (while there is one) judge its steps; fails as soon as
+    /// a producer or consumer task ends, as none should before it is stopped.
+    async fn phase(
+        &mut self,
+        name: &'static str,
+        deadline: Instant,
+        mut until: impl FnMut(&Stats) -> bool,
+    ) -> Result<()> {
+        loop {
+            if until(&self.tasks.stats) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            let poll = (deadline - now).min(Duration::from_millis(100));
+            tokio::select! {
+                _ = self.ticker.tick() => { self.rep.tick(name); }
+                Some(r) = self.tasks.producers.join_next() => { check_task("producer", r)?; bail!("a producer stopped early"); }
+                Some(r) = self.tasks.consumers.join_next() => { check_task("consumer", r)?; bail!("a consumer stopped early"); }
+                _ = tokio::time::sleep(poll) => {}
+            }
+            if let Some(s) = self.search.as_mut() {
+                s.step(&self.tasks.stats);
+            }
+        }
+    }
+
+    /// The warm-up, if any. Its last part is reported too, unless the ticker has just
+    /// reported it (an interval of a few milliseconds gives rates that mean nothing); the
+    /// ticker then starts afresh.
+    async fn warm_up(&mut self, duration: Duration) -> Result<()> {
+        if duration.is_zero() {
+            return Ok(());
+        }
+        println!("warm-up for {:.0} s", duration.as_secs_f64());
+        self.phase("warmup", Instant::now() + duration, |_| false)
+            .await?;
+        if self.rep.last.at.elapsed() >= Duration::from_millis(500) {
+            self.rep.tick("warmup");
+        }
+        self.ticker.reset();
+        Ok(())
+    }
+
+    /// Build a backlog of `consumerBacklogSizeGB` with the consumers held back, then let
+    /// them go and drain it down to `backlogDrainRatio` of it while the producers keep
+    /// publishing; each phase ends after [`BACKLOG_PHASE_MAX`] at the latest.
+    async fn build_and_drain_backlog(&mut self, w: &Workload) -> Result<Backlog> {
+        let stats = self.tasks.stats.clone();
         let target_bytes = (w.consumer_backlog_size_gb * 1024.0 * 1024.0 * 1024.0) as u64;
         let msg = u64::from(w.message_size);
         let backlog_bytes = |s: &Stats| s.counters.backlog() * msg;
@@ -930,11 +1102,10 @@ async fn measure(
             w.consumer_backlog_size_gb
         );
         let t0 = Instant::now();
-        phase!(
-            "backlog",
-            t0 + BACKLOG_PHASE_MAX,
-            backlog_bytes(&stats) >= target_bytes
-        );
+        self.phase("backlog", t0 + BACKLOG_PHASE_MAX, |s| {
+            backlog_bytes(s) >= target_bytes
+        })
+        .await?;
         let built_bytes = backlog_bytes(&stats);
         let build_s = t0.elapsed().as_secs_f64();
         let empty_level = ((1.0 - w.backlog_drain_ratio) * target_bytes as f64) as u64;
@@ -945,13 +1116,12 @@ async fn measure(
         );
         let consumed0 = Counters::get(&stats.counters.consumed_msgs);
         let consumed_bytes0 = Counters::get(&stats.counters.consumed_bytes);
-        let _ = resume_tx.send(true);
+        let _ = self.tasks.resume_tx.send(true);
         let t1 = Instant::now();
-        phase!(
-            "drain",
-            t1 + BACKLOG_PHASE_MAX,
-            backlog_bytes(&stats) <= empty_level
-        );
+        self.phase("drain", t1 + BACKLOG_PHASE_MAX, |s| {
+            backlog_bytes(s) <= empty_level
+        })
+        .await?;
         let drain_s = t1.elapsed().as_secs_f64().max(1e-9);
         let drained = Counters::get(&stats.counters.consumed_msgs) - consumed0;
         let drained_bytes = Counters::get(&stats.counters.consumed_bytes) - consumed_bytes0;
@@ -967,52 +1137,12 @@ async fn measure(
             "backlog drained in {:.1} s: {:.0} msg/s, {:.1} MB/s (producers kept publishing)",
             b.drain_s, b.drain_msgs_per_s, b.drain_mb_per_s
         );
-        backlog = Some(b);
+        Ok(b)
     }
-    // With a search: it ends with the warm-up, and the measured window holds the rate it
-    // settled on (no adjustment); a window that does not hold it is measured again 5% lower.
-    let backlog_now = |s: &Stats| s.counters.backlog() as f64;
-    // Before a measured window at `rate`: after an overrun, or with a backlog of more than a
-    // second of the rate, slow producers to SETTLE_DRAIN_RATE of it until consumers have
-    // caught up (SETTLE_BACKLOG_S; at most SETTLE_DRAIN_MAX) and, after an overrun,
-    // SETTLE_QUIET has passed; then hold the rate for SETTLE_TIME, and say so when the window
-    // still starts with a backlog.
-    macro_rules! settle {
-        ($searched:expr, $rate:expr, $overrun:expr) => {{
-            let searched: &mut RateSearch = $searched;
-            let rate: f64 = $rate;
-            let overrun: bool = $overrun;
-            let drained = |s: &Stats| backlog_now(s) <= SEARCH_BACKLOG_S * rate;
-            if overrun || !drained(&stats) {
-                let (before, t0) = (backlog_now(&stats), Instant::now());
-                searched.set(SETTLE_DRAIN_RATE * rate);
-                phase!(
-                    "settle",
-                    t0 + SETTLE_DRAIN_MAX,
-                    backlog_now(&stats) <= SETTLE_BACKLOG_S * rate
-                        && (!overrun || t0.elapsed() >= SETTLE_QUIET)
-                );
-                println!(
-                    "at {:.0} msg/s for {:.1} s: backlog {before:.0} -> {:.0} msg",
-                    SETTLE_DRAIN_RATE * rate,
-                    t0.elapsed().as_secs_f64(),
-                    backlog_now(&stats),
-                );
-                searched.set(rate);
-            }
-            phase!("settle", Instant::now() + SETTLE_TIME, false);
-            if !drained(&stats) {
-                println!(
-                    "the window starts with a backlog of {:.0} msg ({:.1} s of the rate)",
-                    backlog_now(&stats),
-                    backlog_now(&stats) / rate
-                );
-            }
-        }};
-    }
-    let mut held = None;
-    let mut searched = search.take();
-    if let Some(s) = &mut searched {
+
+    /// The end of the search: producers at the rate it settled on, after what its last
+    /// probes may have left behind (a backlog, full queues) drained. The hold starts there.
+    async fn end_search(&mut self, s: &mut RateSearch, plan: &Plan) -> Result<Held> {
         let rate = s.settled();
         println!(
             "sustainable-rate search settled on {rate:.0} msg/s (publish {} bound {} ms)",
@@ -1020,106 +1150,204 @@ async fn measure(
             plan.latency_bound_ms
         );
         s.set(rate);
-        // The search's last probes may have left a backlog and full queues behind.
-        settle!(s, rate, true);
-        held = Some(Held::new(
+        self.settle(s, rate, true).await?;
+        Ok(Held::new(
             rate,
             plan.latency_bound_ms,
             plan.latency_percentile,
-        ));
+        ))
     }
-    // The window reported: with a hold, the one at the highest rate held (else the last).
-    let mut windows = Vec::new();
-    let (m0, m1, pub_h, e2e_h) = loop {
+
+    /// Before a measured window at `rate`: after an overrun, or with a backlog of more than
+    /// a second of the rate, slow producers to [`SETTLE_DRAIN_RATE`] of it until consumers
+    /// have caught up ([`SETTLE_BACKLOG_S`]; at most [`SETTLE_DRAIN_MAX`]) and, after an
+    /// overrun, [`SETTLE_QUIET`] has passed; then hold the rate for [`SETTLE_TIME`], and say
+    /// so when the window still starts with a backlog.
+    async fn settle(&mut self, searched: &mut RateSearch, rate: f64, overrun: bool) -> Result<()> {
+        let stats = self.tasks.stats.clone();
+        let drained = |s: &Stats| backlog_msgs(s) <= SEARCH_BACKLOG_S * rate;
+        if overrun || !drained(&stats) {
+            let (before, t0) = (backlog_msgs(&stats), Instant::now());
+            searched.set(SETTLE_DRAIN_RATE * rate);
+            self.phase("settle", t0 + SETTLE_DRAIN_MAX, |s| {
+                backlog_msgs(s) <= SETTLE_BACKLOG_S * rate
+                    && (!overrun || t0.elapsed() >= SETTLE_QUIET)
+            })
+            .await?;
+            println!(
+                "at {:.0} msg/s for {:.1} s: backlog {before:.0} -> {:.0} msg",
+                SETTLE_DRAIN_RATE * rate,
+                t0.elapsed().as_secs_f64(),
+                backlog_msgs(&stats),
+            );
+            searched.set(rate);
+        }
+        self.phase("settle", Instant::now() + SETTLE_TIME, |_| false)
+            .await?;
+        if !drained(&stats) {
+            println!(
+                "the window starts with a backlog of {:.0} msg ({:.1} s of the rate)",
+                backlog_msgs(&stats),
+                backlog_msgs(&stats) / rate
+            );
+        }
+        Ok(())
+    }
+
+    /// The window reported. Without a search, the one measured window. With one, the hold
+    /// measures windows at the rates [`Held::judge`] chooses, letting the backlog and queues
+    /// of each drain before the next ([`Running::settle`]), until it is done; the window
+    /// reported is then the one at the highest rate held, else the last.
+    async fn measured_window(
+        &mut self,
+        plan: &Plan,
+        mut hold: Option<(&mut RateSearch, &mut Held)>,
+    ) -> Result<Measured> {
+        let mut windows = Vec::new();
+        loop {
+            let m = self.measure_window(plan).await?;
+            let Some((s, h)) = &mut hold else {
+                return Ok(m);
+            };
+            let tried = h.target;
+            let (ok, next) = judge_window(h, &m, plan);
+            windows.push((tried, ok, m));
+            let Some(rate) = next else {
+                return Ok(reported_window(h, windows));
+            };
+            s.set(rate);
+            // Let the backlog and queues of the window drain before measuring again.
+            self.settle(s, rate, !ok).await?;
+        }
+    }
+
+    /// Measure one window of `testDurationMinutes`, the totals restarted. Its seconds are
+    /// judged one by one as well (over the bound at the judged percentile, or nothing
+    /// acknowledged), to tell one stall from an overload ([`Held::judge`]).
+    async fn measure_window(&mut self, plan: &Plan) -> Result<Measured> {
+        let stats = self.tasks.stats.clone();
         stats.reset_totals();
-        // The window's seconds are judged one by one as well, to tell one stall from an
-        // overload (Held::judge).
         let _ = stats.take_step();
-        let m0 = Snapshot::take(&stats);
-        println!("measuring for {:.0} s", w.test_duration.as_secs_f64());
-        let end = Instant::now() + w.test_duration;
+        let start = Snapshot::take(&stats);
+        let test_duration = plan.workload.test_duration;
+        println!("measuring for {:.0} s", test_duration.as_secs_f64());
+        let end = Instant::now() + test_duration;
         let (mut seconds, mut seconds_over) = (0u32, 0u32);
         while Instant::now() < end {
-            phase!("test", (Instant::now() + SEARCH_STEP).min(end), false);
+            self.phase("test", (Instant::now() + SEARCH_STEP).min(end), |_| false)
+                .await?;
             let second = stats.take_step();
             seconds += 1;
             if second.count == 0 || plan.latency_percentile.of(&second) > plan.latency_bound_ms {
                 seconds_over += 1;
             }
         }
-        let m1 = Snapshot::take(&stats);
-        let (pub_h, e2e_h) = stats.totals();
-        let (Some(h), Some(s)) = (held.as_mut(), searched.as_mut()) else {
-            break (m0, m1, pub_h, e2e_h);
-        };
-        let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
-        let backlog = |m: &Snapshot| m.backlog() as f64;
-        let publish = Percentiles::of(&pub_h);
-        let window = Window {
-            published: (m1.acked - m0.acked) as f64 / secs,
-            read: (m1.consumed - m0.consumed) as f64 / secs,
-            latency: plan.latency_percentile.of(&publish),
-            backlog_before: backlog(&m0),
-            backlog_after: backlog(&m1),
-            skipped: (m1.skipped - m0.skipped) as f64,
+        let end = Snapshot::take(&stats);
+        let (publish, e2e) = stats.totals();
+        Ok(Measured {
+            start,
+            end,
+            publish,
+            e2e,
             seconds,
             seconds_over,
-        };
-        let tried = h.target;
-        let (ok, next) = h.judge(&window);
-        println!(
-            "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms, {seconds_over} of {seconds} s over the bound, backlog {:.0} -> {:.0} msg{}){}",
-            if ok { "held" } else { "not held" },
-            window.published,
-            window.read,
-            publish.p99,
-            publish.p999,
-            publish.max,
-            window.backlog_before,
-            window.backlog_after,
-            if window.skipped > 0.0 {
-                format!(", {:.0} msg deleted by retention unread", window.skipped)
-            } else {
-                String::new()
-            },
-            match next {
-                Some(rate) if rate == tried => {
-                    format!("; one stall only: measuring again at {rate:.0} msg/s")
-                }
-                Some(rate) => format!("; measuring at {rate:.0} msg/s"),
-                None if h.sustained => format!("; highest rate held: {:.0} msg/s", h.target),
-                None => "; none held, giving up".to_string(),
-            }
-        );
-        windows.push((tried, ok, (m0, m1, pub_h, e2e_h)));
-        let Some(rate) = next else {
-            for (rate, ok, (_, _, pub_h, _)) in &windows {
-                if *rate == h.target {
-                    h.missed_at_target += u32::from(!ok);
-                    h.max_at_target_ms = h.max_at_target_ms.max(Percentiles::of(pub_h).max);
-                }
-            }
-            let at = windows
-                .iter()
-                .position(|(rate, ok, _)| h.sustained && *ok && *rate == h.target)
-                .unwrap_or(windows.len() - 1);
-            break windows.swap_remove(at).2;
-        };
-        s.set(rate);
-        // Let the backlog and queues of the window drain before measuring again.
-        settle!(s, rate, !ok);
+        })
+    }
+
+    /// Stop the producers and wait for them to end, then the consumers (let go if they were
+    /// still held back); a task that failed fails the run. Returns the intervals reported.
+    async fn stop(mut self) -> Result<Vec<Interval>> {
+        self.tasks.stop_producers.store(true, Ordering::Relaxed);
+        while let Some(r) = self.tasks.producers.join_next().await {
+            check_task("producer", r)?;
+        }
+        self.tasks.stop_consumers.store(true, Ordering::Relaxed);
+        let _ = self.tasks.resume_tx.send(true);
+        while let Some(r) = self.tasks.consumers.join_next().await {
+            check_task("consumer", r)?;
+        }
+        Ok(self.rep.intervals)
+    }
+}
+
+/// Judge a window of the hold measured at its target ([`Held::judge`]) and say how it went.
+/// Returns whether it held and the next rate to measure (None: the hold is done).
+fn judge_window(h: &mut Held, m: &Measured, plan: &Plan) -> (bool, Option<f64>) {
+    let secs = m.secs();
+    let (m0, m1) = (&m.start, &m.end);
+    let backlog = |m: &Snapshot| m.backlog() as f64;
+    let publish = Percentiles::of(&m.publish);
+    let (seconds, seconds_over) = (m.seconds, m.seconds_over);
+    let window = Window {
+        published: (m1.acked - m0.acked) as f64 / secs,
+        read: (m1.consumed - m0.consumed) as f64 / secs,
+        latency: plan.latency_percentile.of(&publish),
+        backlog_before: backlog(m0),
+        backlog_after: backlog(m1),
+        skipped: (m1.skipped - m0.skipped) as f64,
+        seconds,
+        seconds_over,
     };
-    stop_producers.store(true, Ordering::Relaxed);
-    while let Some(r) = producers.join_next().await {
-        check_task("producer", r)?;
+    let tried = h.target;
+    let (ok, next) = h.judge(&window);
+    println!(
+        "rate {tried:.0} msg/s {} (publish {:.0} msg/s, read {:.0} msg/s, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms, {seconds_over} of {seconds} s over the bound, backlog {:.0} -> {:.0} msg{}){}",
+        if ok { "held" } else { "not held" },
+        window.published,
+        window.read,
+        publish.p99,
+        publish.p999,
+        publish.max,
+        window.backlog_before,
+        window.backlog_after,
+        if window.skipped > 0.0 {
+            format!(", {:.0} msg deleted by retention unread", window.skipped)
+        } else {
+            String::new()
+        },
+        match next {
+            Some(rate) if rate == tried => {
+                format!("; one stall only: measuring again at {rate:.0} msg/s")
+            }
+            Some(rate) => format!("; measuring at {rate:.0} msg/s"),
+            None if h.sustained => format!("; highest rate held: {:.0} msg/s", h.target),
+            None => "; none held, giving up".to_string(),
+        }
+    );
+    (ok, next)
+}
+
+/// Once the hold is done: the windows (rate tried, held, window) at the rate reported count
+/// their misses and their highest publish latency into `h`, so that a stall measured again
+/// is still reported; the window reported is the one that held at that rate, else the last.
+fn reported_window(h: &mut Held, mut windows: Vec<(f64, bool, Measured)>) -> Measured {
+    for (rate, ok, m) in &windows {
+        if *rate == h.target {
+            h.missed_at_target += u32::from(!ok);
+            h.max_at_target_ms = h.max_at_target_ms.max(Percentiles::of(&m.publish).max);
+        }
     }
-    stop_consumers.store(true, Ordering::Relaxed);
-    let _ = resume_tx.send(true);
-    while let Some(r) = consumers.join_next().await {
-        check_task("consumer", r)?;
-    }
-    let secs = m1.at.duration_since(m0.at).as_secs_f64().max(1e-9);
-    let out = Outcome {
+    let at = windows
+        .iter()
+        .position(|(rate, ok, _)| h.sustained && *ok && *rate == h.target)
+        .unwrap_or(windows.len() - 1);
+    windows.swap_remove(at).2
+}
+
+/// The run's result: rates and latencies over the measured window `m`, totals over the
+/// whole run (messages deleted unread, bytes published).
+fn outcome(
+    plan: &Plan,
+    started_unix_s: u64,
+    stats: &Stats,
+    m: &Measured,
+    backlog: Option<Backlog>,
+    held: Option<Held>,
+    intervals: Vec<Interval>,
+) -> Outcome {
+    let secs = m.secs();
+    let (m0, m1) = (&m.start, &m.end);
+    Outcome {
         plan: plan.clone(),
         started_unix_s,
         measured_s: secs,
@@ -1129,13 +1357,17 @@ async fn measure(
         consume_mb: (m1.consumed_bytes - m0.consumed_bytes) as f64 / secs / MB,
         publish_errors: m1.errors - m0.errors,
         skipped_msgs: Counters::get(&stats.counters.skipped_msgs),
-        publish_latency: Percentiles::of(&pub_h),
-        e2e_latency: Percentiles::of(&e2e_h),
+        publish_latency: Percentiles::of(&m.publish),
+        e2e_latency: Percentiles::of(&m.e2e),
         backlog,
         held,
         total_publish_bytes: Counters::get(&stats.counters.sent_bytes),
-        intervals: rep.intervals,
-    };
+        intervals,
+    }
+}
+
+/// Print the run's result line (and the messages retention deleted unread, if any).
+fn print_result(out: &Outcome) {
     let p = &out.publish_latency;
     let e = &out.e2e_latency;
     println!(
@@ -1149,7 +1381,6 @@ async fn measure(
             out.skipped_msgs
         );
     }
-    Ok(out)
 }
 
 fn check_task(
@@ -1623,5 +1854,22 @@ mod tests {
             last.iter().all(|r| *r < 2_400_000.0 && *r > 1_500_000.0),
             "{t:?}"
         );
+    }
+
+    #[test]
+    fn a_subscriptions_consumers_share_its_partitions_round_robin_by_leader() {
+        let leaders = [1, 2, 1, 2, 1];
+        let start = [10, 11, 12, 13, 14];
+        let of = |c| consumer_partitions(c, 2, &leaders, &start);
+        assert_eq!(
+            of(0),
+            BTreeMap::from([(1, vec![(0, 10), (2, 12), (4, 14)])])
+        );
+        assert_eq!(of(1), BTreeMap::from([(2, vec![(1, 11), (3, 13)])]));
+        // More consumers than partitions: the last ones read nothing.
+        assert!(consumer_partitions(5, 6, &leaders, &start).is_empty());
+        let one = consumer_partitions(0, 1, &leaders, &start);
+        assert_eq!(one[&1], [(0, 10), (2, 12), (4, 14)]);
+        assert_eq!(one[&2], [(1, 11), (3, 13)]);
     }
 }

@@ -29,6 +29,159 @@ pub(crate) fn new_metrics(listeners: &[&str]) -> Arc<Metrics> {
     ))
 }
 
+/// A partition this broker serves: its topic, its index, its log.
+type ServedLog = (String, i32, Arc<Log>);
+
+/// The partitions of `topics` this broker serves (it leads every one), by topic then
+/// partition, and how many partitions of them it does not serve (no log open here).
+fn served_logs(topics: &[Arc<crate::registry::TopicState>]) -> (Vec<ServedLog>, u64) {
+    let mut logs: Vec<ServedLog> = Vec::new();
+    let mut unserved = 0u64;
+    for t in topics {
+        for (p, log) in t.logs.iter().enumerate() {
+            match log {
+                Some(log) => logs.push((t.meta.name.clone(), p as i32, log.clone())),
+                None => unserved += 1,
+            }
+        }
+    }
+    (logs, unserved)
+}
+
+/// Failed logs waiting to be re-opened, the partition-file cache (open files, its cap,
+/// re-opens, closes, opens past the cap), and the always-zero offline log dirs (a failure
+/// fails one log, never a directory).
+fn expose_log_files(e: &mut Exposition, failed: u64) {
+    e.single(
+        names::FAILED_LOGS,
+        Kind::Gauge,
+        "Partition logs of this broker that failed (a failed fsync or write) and wait to be re-opened from storage.",
+        failed as f64,
+    );
+    let files = sluice_store::fds::partition_files();
+    e.single(
+        names::LOG_FILES_OPEN,
+        Kind::Gauge,
+        "Partition files (.log, .index, .timeindex, .txnindex of segments) open now.",
+        files.open as f64,
+    );
+    e.single(
+        names::LOG_FILES_MAX,
+        Kind::Gauge,
+        "The cap on open partition files (sluice.log.open.files.max, or what the open-files budget gives them).",
+        files.max as f64,
+    );
+    e.single(
+        names::LOG_FILES_REOPENED,
+        Kind::Counter,
+        "Partition files opened again after the cache had closed them.",
+        files.reopened as f64,
+    );
+    e.single(
+        names::LOG_FILES_CLOSED,
+        Kind::Counter,
+        "Partition files the cache closed to stay under its cap.",
+        files.closed as f64,
+    );
+    e.single(
+        names::LOG_FILES_OVER_CAP,
+        Kind::Counter,
+        "Opens past the cap because every open partition file was in use or had unsynced writes.",
+        files.over_cap as f64,
+    );
+    e.single(
+        names::OFFLINE_LOG_DIRS,
+        Kind::Gauge,
+        "Always 0: Sluice never takes a log directory offline (a failure fails one log, which is re-opened).",
+        0.0,
+    );
+}
+
+/// Kafka's per-partition Log gauges (size, log end and start offsets, segments; each log
+/// read once for all four), then each topic's bytes on the volume as the sum of its
+/// partitions' sizes.
+fn expose_log_gauges(e: &mut Exposition, logs: &[ServedLog]) {
+    let per_log: [(&str, &str); 4] = [
+        (
+            names::LOG_SIZE,
+            "Bytes of a partition's segment files (Log Size).",
+        ),
+        (
+            names::LOG_END_OFFSET,
+            "A partition's log end offset (Log LogEndOffset).",
+        ),
+        (
+            names::LOG_START_OFFSET,
+            "A partition's log start offset (Log LogStartOffset).",
+        ),
+        (
+            names::LOG_SEGMENTS,
+            "A partition's segments (Log NumLogSegments).",
+        ),
+    ];
+    let values: Vec<[u64; 4]> = logs
+        .iter()
+        .map(|(_, _, l)| {
+            [
+                l.size_bytes(),
+                l.log_end_offset().max(0) as u64,
+                l.log_start_offset().max(0) as u64,
+                l.segment_count() as u64,
+            ]
+        })
+        .collect();
+    for (i, (name, help)) in per_log.iter().enumerate() {
+        e.family(name, Kind::Gauge, help);
+        for ((topic, p, _), v) in logs.iter().zip(&values) {
+            let partition = p.to_string();
+            e.sample_u64(name, &[("topic", topic), ("partition", &partition)], v[i]);
+        }
+    }
+    let mut physical: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((topic, _, _), v) in logs.iter().zip(&values) {
+        *physical.entry(topic.as_str()).or_default() += v[0];
+    }
+    e.family(
+        names::TOPIC_PHYSICAL_BYTES,
+        Kind::Gauge,
+        "Bytes on the volume of a topic's partitions that this broker serves (the sum of kafka_log_log_size).",
+    );
+    for (topic, bytes) in &physical {
+        e.sample_u64(names::TOPIC_PHYSICAL_BYTES, &[("topic", topic)], *bytes);
+    }
+}
+
+/// kafka_exporter's partition offsets: each partition's high watermark (current offset)
+/// and log start offset (oldest offset).
+fn expose_partition_offsets(e: &mut Exposition, logs: &[ServedLog]) {
+    e.family(
+        names::PARTITION_CURRENT_OFFSET,
+        Kind::Gauge,
+        "A partition's high watermark: the offset the next record gets that consumers will see.",
+    );
+    for (topic, p, l) in logs {
+        let partition = p.to_string();
+        e.sample_u64(
+            names::PARTITION_CURRENT_OFFSET,
+            &[("topic", topic), ("partition", &partition)],
+            l.high_watermark().max(0) as u64,
+        );
+    }
+    e.family(
+        names::PARTITION_OLDEST_OFFSET,
+        Kind::Gauge,
+        "A partition's log start offset (kafka_exporter's oldest offset).",
+    );
+    for (topic, p, l) in logs {
+        let partition = p.to_string();
+        e.sample_u64(
+            names::PARTITION_OLDEST_OFFSET,
+            &[("topic", topic), ("partition", &partition)],
+            l.log_start_offset().max(0) as u64,
+        );
+    }
+}
+
 /// Bytes and records of a produce request's records for one partition, from the batch
 /// headers alone (no per-record work). Unparseable input counts what parsed.
 pub(crate) fn batch_stats(records: &[u8]) -> (u64, u64) {
@@ -162,30 +315,41 @@ impl Broker {
     }
 
     /// The page of metrics, in the Prometheus text format. Reads log state and the volumes;
-    /// run it off the async runtime.
+    /// run it off the async runtime. The families come in one fixed order, each step's after
+    /// the one before (the page is read as text, and compared as text across builds): the
+    /// request path's counters, partitions and the controller, the authorizer, partition
+    /// files, per-partition log gauges and offsets, lag, storage, fetch sessions, the
+    /// process, and the broker's identity.
     pub fn render_metrics(&self) -> String {
         let mut e = Exposition::new();
         let topics = self.registry.all();
         let names: std::collections::HashSet<&str> =
             topics.iter().map(|t| t.meta.name.as_str()).collect();
         self.metrics.expose(&mut e, |t| names.contains(t));
-
-        // Partitions this broker serves (every partition it serves, it leads).
-        let mut logs: Vec<(String, i32, Arc<Log>)> = Vec::new();
-        let mut unserved = 0u64;
-        for t in &topics {
-            for (p, log) in t.logs.iter().enumerate() {
-                match log {
-                    Some(log) => logs.push((t.meta.name.clone(), p as i32, log.clone())),
-                    None => unserved += 1,
-                }
-            }
-        }
+        let (logs, unserved) = served_logs(&topics);
         let failed = logs
             .iter()
             .filter(|(_, _, l)| l.failure().is_some())
-            .count();
-        let served = logs.len() as f64;
+            .count() as u64;
+        self.expose_partitions(&mut e, logs.len(), unserved, failed);
+        self.expose_authorizer(&mut e);
+        expose_log_files(&mut e, failed);
+        expose_log_gauges(&mut e, &logs);
+        expose_partition_offsets(&mut e, &logs);
+        self.expose_lag(&mut e);
+        self.expose_storage(&mut e);
+        self.expose_fetch_sessions(&mut e);
+        sluice_metrics::process::expose(&mut e, &sluice_metrics::process::read());
+        self.expose_broker_info(&mut e);
+        e.finish()
+    }
+
+    /// Partitions served and led (every partition this broker serves, it leads), the
+    /// always-zero under-replicated count (one physical copy on the shared volume), whether
+    /// this broker is the controller, and, on the controller only, the offline partitions
+    /// ([`Broker::offline_partitions`]).
+    fn expose_partitions(&self, e: &mut Exposition, served: usize, unserved: u64, failed: u64) {
+        let served = served as f64;
         e.single(
             names::PARTITION_COUNT,
             Kind::Gauge,
@@ -212,7 +376,7 @@ impl Broker {
             if is_controller { 1.0 } else { 0.0 },
         );
         let offline = if is_controller {
-            self.offline_partitions(unserved, failed as u64)
+            self.offline_partitions(unserved, failed)
         } else {
             0
         };
@@ -222,151 +386,38 @@ impl Broker {
             "On the controller: partitions no live broker serves (no owner alive, or a failed log). 0 on other brokers.",
             offline as f64,
         );
-        if self.authz.enabled() {
-            let (allowed, denied, acls) = self.authz.counts();
-            e.single(
-                names::AUTHORIZATION_ALLOWED,
-                Kind::Counter,
-                "Authorizer decisions that allowed an action (listings and authorized-operations fields included).",
-                allowed as f64,
-            );
-            e.single(
-                names::AUTHORIZATION_DENIED,
-                Kind::Counter,
-                "Authorizer decisions that denied an action (listings and authorized-operations fields included).",
-                denied as f64,
-            );
-            e.single(
-                names::ACLS_TOTAL,
-                Kind::Gauge,
-                "ACLs in force (Kafka's acls-total-count).",
-                acls as f64,
-            );
-        }
-        e.single(
-            names::FAILED_LOGS,
-            Kind::Gauge,
-            "Partition logs of this broker that failed (a failed fsync or write) and wait to be re-opened from storage.",
-            failed as f64,
-        );
-        let files = sluice_store::fds::partition_files();
-        e.single(
-            names::LOG_FILES_OPEN,
-            Kind::Gauge,
-            "Partition files (.log, .index, .timeindex, .txnindex of segments) open now.",
-            files.open as f64,
-        );
-        e.single(
-            names::LOG_FILES_MAX,
-            Kind::Gauge,
-            "The cap on open partition files (sluice.log.open.files.max, or what the open-files budget gives them).",
-            files.max as f64,
-        );
-        e.single(
-            names::LOG_FILES_REOPENED,
-            Kind::Counter,
-            "Partition files opened again after the cache had closed them.",
-            files.reopened as f64,
-        );
-        e.single(
-            names::LOG_FILES_CLOSED,
-            Kind::Counter,
-            "Partition files the cache closed to stay under its cap.",
-            files.closed as f64,
-        );
-        e.single(
-            names::LOG_FILES_OVER_CAP,
-            Kind::Counter,
-            "Opens past the cap because every open partition file was in use or had unsynced writes.",
-            files.over_cap as f64,
-        );
-        e.single(
-            names::OFFLINE_LOG_DIRS,
-            Kind::Gauge,
-            "Always 0: Sluice never takes a log directory offline (a failure fails one log, which is re-opened).",
-            0.0,
-        );
+    }
 
-        let mut physical: BTreeMap<&str, u64> = BTreeMap::new();
-        let per_log: [(&str, &str); 4] = [
-            (
-                names::LOG_SIZE,
-                "Bytes of a partition's segment files (Log Size).",
-            ),
-            (
-                names::LOG_END_OFFSET,
-                "A partition's log end offset (Log LogEndOffset).",
-            ),
-            (
-                names::LOG_START_OFFSET,
-                "A partition's log start offset (Log LogStartOffset).",
-            ),
-            (
-                names::LOG_SEGMENTS,
-                "A partition's segments (Log NumLogSegments).",
-            ),
-        ];
-        let values: Vec<[u64; 4]> = logs
-            .iter()
-            .map(|(_, _, l)| {
-                [
-                    l.size_bytes(),
-                    l.log_end_offset().max(0) as u64,
-                    l.log_start_offset().max(0) as u64,
-                    l.segment_count() as u64,
-                ]
-            })
-            .collect();
-        for (i, (name, help)) in per_log.iter().enumerate() {
-            e.family(name, Kind::Gauge, help);
-            for ((topic, p, _), v) in logs.iter().zip(&values) {
-                let partition = p.to_string();
-                e.sample_u64(name, &[("topic", topic), ("partition", &partition)], v[i]);
-            }
+    /// The authorizer's decisions and the ACLs in force; nothing when no authorizer is
+    /// configured.
+    fn expose_authorizer(&self, e: &mut Exposition) {
+        if !self.authz.enabled() {
+            return;
         }
-        for ((topic, _, _), v) in logs.iter().zip(&values) {
-            *physical.entry(topic.as_str()).or_default() += v[0];
-        }
-        e.family(
-            names::TOPIC_PHYSICAL_BYTES,
-            Kind::Gauge,
-            "Bytes on the volume of a topic's partitions that this broker serves (the sum of kafka_log_log_size).",
+        let (allowed, denied, acls) = self.authz.counts();
+        e.single(
+            names::AUTHORIZATION_ALLOWED,
+            Kind::Counter,
+            "Authorizer decisions that allowed an action (listings and authorized-operations fields included).",
+            allowed as f64,
         );
-        for (topic, bytes) in &physical {
-            e.sample_u64(names::TOPIC_PHYSICAL_BYTES, &[("topic", topic)], *bytes);
-        }
-        // kafka_exporter's partition offsets.
-        e.family(
-            names::PARTITION_CURRENT_OFFSET,
-            Kind::Gauge,
-            "A partition's high watermark: the offset the next record gets that consumers will see.",
+        e.single(
+            names::AUTHORIZATION_DENIED,
+            Kind::Counter,
+            "Authorizer decisions that denied an action (listings and authorized-operations fields included).",
+            denied as f64,
         );
-        for (topic, p, l) in &logs {
-            let partition = p.to_string();
-            e.sample_u64(
-                names::PARTITION_CURRENT_OFFSET,
-                &[("topic", topic), ("partition", &partition)],
-                l.high_watermark().max(0) as u64,
-            );
-        }
-        e.family(
-            names::PARTITION_OLDEST_OFFSET,
+        e.single(
+            names::ACLS_TOTAL,
             Kind::Gauge,
-            "A partition's log start offset (kafka_exporter's oldest offset).",
+            "ACLs in force (Kafka's acls-total-count).",
+            acls as f64,
         );
-        for (topic, p, l) in &logs {
-            let partition = p.to_string();
-            e.sample_u64(
-                names::PARTITION_OLDEST_OFFSET,
-                &[("topic", topic), ("partition", &partition)],
-                l.log_start_offset().max(0) as u64,
-            );
-        }
+    }
 
-        self.expose_lag(&mut e);
-        self.expose_storage(&mut e);
-        self.expose_fetch_sessions(&mut e);
-        sluice_metrics::process::expose(&mut e, &sluice_metrics::process::read());
+    /// The broker's identity: one sample of 1 labelled with its node id, cluster id, mode
+    /// (single or cluster) and version.
+    fn expose_broker_info(&self, e: &mut Exposition) {
         e.family(
             names::BROKER_INFO,
             Kind::Gauge,
@@ -390,7 +441,6 @@ impl Broker {
             ],
             1.0,
         );
-        e.finish()
     }
 
     /// Partitions of existing topics that no live broker serves. A single broker: those with

@@ -165,6 +165,107 @@ impl Member {
     pub(crate) fn uses_classic(&self) -> bool {
         self.classic.is_some()
     }
+
+    /// Whether a heartbeat at `epoch` (not 0, -1 or -2) may go on: at the member's epoch, or
+    /// at its previous one while it owns nothing beyond what it is assigned (the answer that
+    /// moved it on was lost; Kafka accepts it). Otherwise the member is fenced.
+    fn accepts_epoch(&self, epoch: i32, owned: Option<&Assignment>) -> bool {
+        epoch == self.epoch
+            || (epoch == self.previous_epoch
+                && owned.is_some_and(|o| minus(o, &self.assigned).is_empty()))
+    }
+
+    /// Take in what a heartbeat says about the member: subscribed names and expression
+    /// (None: unchanged; an empty expression ends it), assignor, rebalance timeout, rack and
+    /// client; its session deadline restarts. Returns whether its subscription or assignor
+    /// changed, which bumps the group epoch.
+    fn take_in(&mut self, req: &ConsumerHeartbeat, now_ms: i64, config: &GroupConfig) -> bool {
+        let mut changed = false;
+        if let Some(names) = &req.subscribed_topic_names {
+            let subscribed: BTreeSet<String> = names.iter().cloned().collect();
+            if subscribed != self.subscribed {
+                self.subscribed = subscribed;
+                changed = true;
+            }
+        }
+        if let Some(r) = &req.subscribed_topic_regex {
+            let regex = (!r.is_empty()).then(|| r.clone());
+            if regex != self.regex {
+                self.regex = regex;
+                changed = true;
+            }
+        }
+        if req.server_assignor.is_some() && self.assignor != req.server_assignor {
+            self.assignor = req.server_assignor.clone();
+            changed = true;
+        }
+        if req.rebalance_timeout_ms >= 0 {
+            self.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        }
+        if req.rack_id.is_some() {
+            self.rack_id = req.rack_id.clone();
+        }
+        if !req.client_id.is_empty() {
+            self.client_id = req.client_id.clone();
+            self.client_host = req.client_host.clone();
+        }
+        self.session_deadline_ms = now_ms + i64::from(config.consumer_session_timeout_ms);
+        changed
+    }
+
+    /// Whether the heartbeat's answer carries the member's assignment: always when it joins,
+    /// when the assignment changed since it was last sent, and when the member reports
+    /// owning something else while nothing is being revoked from it (it lost track).
+    fn assignment_due(&self, joining: bool, owned: Option<&Assignment>) -> bool {
+        joining
+            || self.sent.as_ref() != Some(&self.assigned)
+            || owned.is_some_and(|o| *o != self.assigned && self.revoking.is_empty())
+    }
+}
+
+/// The member a join (epoch 0) puts in the group under `member_id`, and whether the group
+/// epoch bumps. One that inherits a static member's instance keeps what the old one owned:
+/// a classic member replaced by a consumer-protocol one starts at epoch 0 (a bump, Kafka);
+/// a consumer-protocol one resumes at the epoch it left with and its assignment is sent
+/// again (no bump: the group did not change). A new member starts with nothing (a bump).
+fn joined_member(
+    inherited: Option<Member>,
+    member_id: String,
+    instance_id: Option<String>,
+) -> (Member, bool) {
+    match inherited {
+        Some(mut m) if m.uses_classic() => {
+            m.id = member_id;
+            m.epoch = 0;
+            m.previous_epoch = 0;
+            m.classic = None;
+            m.sent = None;
+            (m, true)
+        }
+        Some(mut m) => {
+            m.id = member_id;
+            m.epoch = m.previous_epoch.max(0);
+            m.sent = None;
+            (m, false)
+        }
+        None => (Member::new(member_id, instance_id), true),
+    }
+}
+
+/// The assignor a heartbeat asks for, which must be one `group.consumer.assignors` offers
+/// (else UNSUPPORTED_ASSIGNOR); without one, the first offered (else `uniform`).
+fn chosen_assignor(asked: Option<&String>, config: &GroupConfig) -> Result<String, GroupError> {
+    match asked {
+        Some(a) if !config.consumer_assignors.contains(a) => {
+            Err(GroupError::UnsupportedAssignor(a.clone()))
+        }
+        Some(a) => Ok(a.clone()),
+        None => Ok(config
+            .consumer_assignors
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "uniform".into())),
+    }
 }
 
 #[derive(Debug)]
@@ -530,6 +631,14 @@ impl ConsumerGroup {
         }
     }
 
+    /// A KIP-848 ConsumerGroupHeartbeat, in steps: the assignor it asks for must be offered
+    /// and a new subscription expression must compile, before anything changes; then the
+    /// member joins (epoch 0), leaves (-1, or -2 for a static member leaving for a while) or
+    /// is checked against its epoch (fenced otherwise); its fields are taken in; the group
+    /// epoch and target assignment follow ([`ConsumerGroup::refresh`]); the member moves
+    /// toward its target ([`ConsumerGroup::reconcile`], which keeps the module's invariant:
+    /// no partition is assigned to or being revoked from two members at once); the answer
+    /// carries the assignment when the member needs it.
     pub(crate) fn heartbeat(
         &mut self,
         req: ConsumerHeartbeat,
@@ -537,178 +646,34 @@ impl ConsumerGroup {
         now_ms: i64,
         config: &GroupConfig,
     ) -> Result<ConsumerHeartbeatResponse, GroupError> {
-        let assignor_name = match &req.server_assignor {
-            Some(a) if !config.consumer_assignors.contains(a) => {
-                return Err(GroupError::UnsupportedAssignor(a.clone()))
-            }
-            Some(a) => a.clone(),
-            None => config
-                .consumer_assignors
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "uniform".into()),
-        };
-        // A new expression is compiled (and refused when invalid) before anything changes.
-        if let Some(r) = req
-            .subscribed_topic_regex
-            .as_deref()
-            .filter(|r| !r.is_empty())
-        {
-            if !self.compiled.contains_key(r) {
-                let compiled = TopicRegex::new(r).map_err(GroupError::InvalidRegularExpression)?;
-                self.compiled.insert(r.to_string(), Some(compiled));
-            }
-        }
-        let mut member_id = req.member_id.clone();
-        let mut bump = false;
-        match req.member_epoch {
-            0 => {
-                if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
-                    return Err(GroupError::InvalidRequest(
-                        "SubscribedTopicNames or SubscribedTopicRegex must be set when joining"
-                            .into(),
-                    ));
-                }
-                if member_id.is_empty() {
-                    member_id = uuid::Uuid::new_v4().to_string();
-                }
-                let mut inherited: Option<Member> = None;
-                if let Some(instance) = &req.instance_id {
-                    let holder = self
-                        .members
-                        .values()
-                        .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != member_id)
-                        .map(|m| (m.id.clone(), m.epoch));
-                    if let Some((old, epoch)) = holder {
-                        // A classic member's instance can be taken over at once (Kafka).
-                        let classic = self.members.get(&old).is_some_and(Member::uses_classic);
-                        if epoch != -2 && !classic {
-                            return Err(GroupError::UnreleasedInstanceId);
-                        }
-                        inherited = self.members.remove(&old);
-                        if let Some(t) = self.target.remove(&old) {
-                            self.target.insert(member_id.clone(), t);
-                        }
-                    }
-                }
-                if let Some(old) = self.members.remove(&member_id) {
-                    // Rejoining with epoch 0: start over with nothing owned.
-                    drop(old);
-                    self.target.remove(&member_id);
-                    bump = true;
-                }
-                if inherited.is_none() && self.members.len() >= config.consumer_max_size {
-                    return Err(GroupError::GroupMaxSizeReached);
-                }
-                let m = match inherited {
-                    Some(mut m) if m.uses_classic() => {
-                        // A classic instance replaced by a consumer-protocol one: the new
-                        // member starts at epoch 0 with what the old one owned (Kafka).
-                        m.id = member_id.clone();
-                        m.epoch = 0;
-                        m.previous_epoch = 0;
-                        m.classic = None;
-                        m.sent = None;
-                        bump = true;
-                        m
-                    }
-                    Some(mut m) => {
-                        m.id = member_id.clone();
-                        m.epoch = m.previous_epoch.max(0);
-                        m.sent = None;
-                        m
-                    }
-                    None => {
-                        bump = true;
-                        Member::new(member_id.clone(), req.instance_id.clone())
-                    }
-                };
-                self.members.insert(member_id.clone(), m);
-            }
-            -1 | -2 => {
-                if !self.members.contains_key(&member_id) {
-                    return Err(GroupError::UnknownMemberId);
-                }
-                if req.member_epoch == -2 && req.instance_id.is_some() {
-                    // A static member leaving for a while keeps its assignment until its
-                    // session times out.
-                    if let Some(m) = self.members.get_mut(&member_id) {
-                        m.previous_epoch = m.epoch;
-                        m.epoch = -2;
-                        m.session_deadline_ms =
-                            now_ms + i64::from(config.consumer_session_timeout_ms);
-                    }
-                } else {
-                    self.remove_member(&member_id, now_ms);
-                }
-                return Ok(ConsumerHeartbeatResponse {
-                    member_id,
-                    member_epoch: req.member_epoch,
-                    heartbeat_interval_ms: 0,
-                    assignment: None,
-                });
-            }
+        let assignor_name = chosen_assignor(req.server_assignor.as_ref(), config)?;
+        self.compile_new_regex(req.subscribed_topic_regex.as_deref())?;
+        let (member_id, bump) = match req.member_epoch {
+            0 => self.join(&req, config)?,
+            -1 | -2 => return self.leave(&req, now_ms, config),
             epoch => {
                 let m = self
                     .members
-                    .get(&member_id)
+                    .get(&req.member_id)
                     .ok_or(GroupError::UnknownMemberId)?;
-                if epoch != m.epoch {
-                    let owned = req.owned.as_deref().map(from_wire);
-                    let ok = epoch == m.previous_epoch
-                        && owned.is_some_and(|o| minus(&o, &m.assigned).is_empty());
-                    if !ok {
-                        return Err(GroupError::FencedMemberEpoch);
-                    }
+                let owned = req.owned.as_deref().map(from_wire);
+                if !m.accepts_epoch(epoch, owned.as_ref()) {
+                    return Err(GroupError::FencedMemberEpoch);
                 }
+                (req.member_id.clone(), false)
             }
-        }
-        // Update the member.
+        };
         let mut changed = false;
         if let Some(m) = self.members.get_mut(&member_id) {
-            if let Some(names) = &req.subscribed_topic_names {
-                let subscribed: BTreeSet<String> = names.iter().cloned().collect();
-                if subscribed != m.subscribed {
-                    m.subscribed = subscribed;
-                    changed = true;
-                }
-            }
-            if let Some(r) = &req.subscribed_topic_regex {
-                // An empty expression ends the member's regex subscription.
-                let regex = (!r.is_empty()).then(|| r.clone());
-                if regex != m.regex {
-                    m.regex = regex;
-                    changed = true;
-                }
-            }
-            if req.server_assignor.is_some() && m.assignor != req.server_assignor {
-                m.assignor = req.server_assignor.clone();
-                changed = true;
-            }
-            if req.rebalance_timeout_ms >= 0 {
-                m.rebalance_timeout_ms = req.rebalance_timeout_ms;
-            }
-            if req.rack_id.is_some() {
-                m.rack_id = req.rack_id.clone();
-            }
-            if !req.client_id.is_empty() {
-                m.client_id = req.client_id.clone();
-                m.client_host = req.client_host.clone();
-            }
-            m.session_deadline_ms = now_ms + i64::from(config.consumer_session_timeout_ms);
+            changed = m.take_in(&req, now_ms, config);
         }
-        bump |= changed;
-        self.refresh(bump, topics, now_ms, assignor_name);
+        self.refresh(bump || changed, topics, now_ms, assignor_name);
         let owned = req.owned.as_deref().map(from_wire);
         self.reconcile(&member_id, owned.as_ref(), now_ms);
         let Some(m) = self.members.get_mut(&member_id) else {
             return Err(GroupError::UnknownMemberId);
         };
-        let send = req.member_epoch == 0
-            || m.sent.as_ref() != Some(&m.assigned)
-            || owned
-                .as_ref()
-                .is_some_and(|o| *o != m.assigned && m.revoking.is_empty());
+        let send = m.assignment_due(req.member_epoch == 0, owned.as_ref());
         let assignment = send.then(|| to_wire(&m.assigned));
         m.sent = Some(m.assigned.clone());
         Ok(ConsumerHeartbeatResponse {
@@ -716,6 +681,117 @@ impl ConsumerGroup {
             member_epoch: m.epoch,
             heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
             assignment,
+        })
+    }
+
+    /// A heartbeat's subscription expression, compiled the first time it is seen (and
+    /// refused, INVALID_REGULAR_EXPRESSION, when invalid) before anything else changes, so
+    /// that a refused heartbeat leaves the group as it was. An empty expression ends a
+    /// subscription and compiles nothing.
+    fn compile_new_regex(&mut self, regex: Option<&str>) -> Result<(), GroupError> {
+        if let Some(r) = regex.filter(|r| !r.is_empty()) {
+            if !self.compiled.contains_key(r) {
+                let compiled = TopicRegex::new(r).map_err(GroupError::InvalidRegularExpression)?;
+                self.compiled.insert(r.to_string(), Some(compiled));
+            }
+        }
+        Ok(())
+    }
+
+    /// A member joining or rejoining (epoch 0): it must name a subscription; without a member
+    /// id it gets a new one. A static member takes over its instance's previous member
+    /// ([`ConsumerGroup::take_over_instance`]); a member rejoining under its own id starts
+    /// over with nothing owned; a member that inherits nothing must fit under
+    /// `group.consumer.max.size`. Returns the member's id and whether the group epoch bumps.
+    fn join(
+        &mut self,
+        req: &ConsumerHeartbeat,
+        config: &GroupConfig,
+    ) -> Result<(String, bool), GroupError> {
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return Err(GroupError::InvalidRequest(
+                "SubscribedTopicNames or SubscribedTopicRegex must be set when joining".into(),
+            ));
+        }
+        let member_id = if req.member_id.is_empty() {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            req.member_id.clone()
+        };
+        let inherited = match &req.instance_id {
+            Some(instance) => self.take_over_instance(instance, &member_id)?,
+            None => None,
+        };
+        let mut bump = false;
+        if self.members.remove(&member_id).is_some() {
+            // Rejoining with epoch 0: start over with nothing owned.
+            self.target.remove(&member_id);
+            bump = true;
+        }
+        if inherited.is_none() && self.members.len() >= config.consumer_max_size {
+            return Err(GroupError::GroupMaxSizeReached);
+        }
+        let (m, new) = joined_member(inherited, member_id.clone(), req.instance_id.clone());
+        self.members.insert(member_id.clone(), m);
+        Ok((member_id, bump || new))
+    }
+
+    /// Static membership: the member that holds `instance` under another id than
+    /// `member_id` is removed, to be inherited by `member_id`, and its target assignment
+    /// moves with it. Refused (UNRELEASED_INSTANCE_ID), changing nothing, while that member
+    /// has not left for a while (epoch -2), unless it speaks the classic protocol (Kafka
+    /// takes a classic member's instance over at once).
+    fn take_over_instance(
+        &mut self,
+        instance: &str,
+        member_id: &str,
+    ) -> Result<Option<Member>, GroupError> {
+        let holder = self
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance) && m.id != member_id)
+            .map(|m| (m.id.clone(), m.epoch));
+        let Some((old, epoch)) = holder else {
+            return Ok(None);
+        };
+        let classic = self.members.get(&old).is_some_and(Member::uses_classic);
+        if epoch != -2 && !classic {
+            return Err(GroupError::UnreleasedInstanceId);
+        }
+        let inherited = self.members.remove(&old);
+        if let Some(t) = self.target.remove(&old) {
+            self.target.insert(member_id.to_string(), t);
+        }
+        Ok(inherited)
+    }
+
+    /// A member leaving (epoch -1, or -2 without an instance id): removed, and the group
+    /// epoch bumps. A static member leaving for a while (-2 with an instance id) keeps its
+    /// assignment until its session times out. The answer echoes the epoch.
+    fn leave(
+        &mut self,
+        req: &ConsumerHeartbeat,
+        now_ms: i64,
+        config: &GroupConfig,
+    ) -> Result<ConsumerHeartbeatResponse, GroupError> {
+        let member_id = req.member_id.clone();
+        if !self.members.contains_key(&member_id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if req.member_epoch == -2 && req.instance_id.is_some() {
+            if let Some(m) = self.members.get_mut(&member_id) {
+                m.previous_epoch = m.epoch;
+                m.epoch = -2;
+                m.session_deadline_ms = now_ms + i64::from(config.consumer_session_timeout_ms);
+            }
+        } else {
+            self.remove_member(&member_id, now_ms);
+        }
+        Ok(ConsumerHeartbeatResponse {
+            member_id,
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
         })
     }
 
@@ -1424,5 +1500,167 @@ impl ConsumerGroup {
 
     pub(crate) fn group_epoch(&self) -> i32 {
         self.group_epoch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The heartbeat's pure steps; the whole heartbeat is tested through the coordinator in
+    //! `tests.rs`.
+    use super::*;
+
+    fn heartbeat(member_epoch: i32) -> ConsumerHeartbeat {
+        ConsumerHeartbeat {
+            group_id: "g".into(),
+            member_id: "m".into(),
+            member_epoch,
+            instance_id: None,
+            rack_id: None,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            owned: None,
+            client_id: String::new(),
+            client_host: String::new(),
+        }
+    }
+
+    fn assignment(parts: &[(u128, &[i32])]) -> Assignment {
+        parts
+            .iter()
+            .map(|(t, ps)| (uuid::Uuid::from_u128(*t), ps.iter().copied().collect()))
+            .collect()
+    }
+
+    #[test]
+    fn the_assignor_asked_for_must_be_offered_and_defaults_to_the_first() {
+        let config = GroupConfig::default();
+        assert_eq!(chosen_assignor(None, &config), Ok("uniform".to_string()));
+        assert_eq!(
+            chosen_assignor(Some(&"range".to_string()), &config),
+            Ok("range".to_string())
+        );
+        assert_eq!(
+            chosen_assignor(Some(&"sticky".to_string()), &config),
+            Err(GroupError::UnsupportedAssignor("sticky".into()))
+        );
+        let none = GroupConfig {
+            consumer_assignors: Vec::new(),
+            ..GroupConfig::default()
+        };
+        assert_eq!(chosen_assignor(None, &none), Ok("uniform".to_string()));
+    }
+
+    #[test]
+    fn a_member_at_its_previous_epoch_goes_on_only_owning_nothing_new() {
+        let mut m = Member::new("m".into(), None);
+        m.previous_epoch = 3;
+        m.epoch = 4;
+        m.assigned = assignment(&[(1, &[0, 1])]);
+        assert!(m.accepts_epoch(4, None));
+        assert!(m.accepts_epoch(3, Some(&assignment(&[(1, &[0])]))));
+        assert!(m.accepts_epoch(3, Some(&Assignment::new())));
+        // Owning a partition it is no longer assigned, or not saying what it owns: fenced.
+        assert!(!m.accepts_epoch(3, Some(&assignment(&[(1, &[2])]))));
+        assert!(!m.accepts_epoch(3, None));
+        assert!(!m.accepts_epoch(2, Some(&Assignment::new())));
+        assert!(!m.accepts_epoch(5, None));
+    }
+
+    #[test]
+    fn only_subscription_and_assignor_changes_bump_the_group() {
+        let config = GroupConfig::default();
+        let mut m = Member::new("m".into(), None);
+        let mut req = heartbeat(1);
+        req.subscribed_topic_names = Some(vec!["b".into(), "a".into()]);
+        assert!(m.take_in(&req, 1000, &config));
+        assert_eq!(
+            m.session_deadline_ms,
+            1000 + i64::from(config.consumer_session_timeout_ms)
+        );
+        // The same names in another order, a new rack, client and timeout: no change.
+        req.subscribed_topic_names = Some(vec!["a".into(), "b".into()]);
+        req.rack_id = Some("r1".into());
+        req.client_id = "c".into();
+        req.client_host = "/10.0.0.1".into();
+        req.rebalance_timeout_ms = 7000;
+        assert!(!m.take_in(&req, 2000, &config));
+        assert_eq!(m.rack_id.as_deref(), Some("r1"));
+        assert_eq!(
+            (m.client_id.as_str(), m.client_host.as_str()),
+            ("c", "/10.0.0.1")
+        );
+        assert_eq!(m.rebalance_timeout_ms, 7000);
+        assert_eq!(
+            m.session_deadline_ms,
+            2000 + i64::from(config.consumer_session_timeout_ms)
+        );
+        // Fields left out change nothing; an empty client id keeps the client.
+        let mut empty = heartbeat(1);
+        empty.client_host = "/10.0.0.2".into();
+        assert!(!m.take_in(&empty, 3000, &config));
+        assert_eq!(m.subscribed.len(), 2);
+        assert_eq!(m.rebalance_timeout_ms, 7000);
+        assert_eq!(m.client_host, "/10.0.0.1");
+        // An expression, then an empty one that ends it.
+        req.subscribed_topic_regex = Some("t.*".into());
+        assert!(m.take_in(&req, 4000, &config));
+        req.subscribed_topic_regex = Some(String::new());
+        assert!(m.take_in(&req, 5000, &config));
+        assert_eq!(m.regex, None);
+        req.server_assignor = Some("range".into());
+        assert!(m.take_in(&req, 6000, &config));
+        assert!(!m.take_in(&req, 7000, &config));
+    }
+
+    #[test]
+    fn the_assignment_is_sent_on_join_on_change_or_when_the_member_lost_track() {
+        let mut m = Member::new("m".into(), None);
+        m.assigned = assignment(&[(1, &[0])]);
+        assert!(m.assignment_due(false, None));
+        m.sent = Some(m.assigned.clone());
+        assert!(!m.assignment_due(false, None));
+        assert!(m.assignment_due(true, None));
+        assert!(!m.assignment_due(false, Some(&assignment(&[(1, &[0])]))));
+        assert!(m.assignment_due(false, Some(&Assignment::new())));
+        // While partitions are being revoked, what it owns differs anyway.
+        m.revoking = assignment(&[(1, &[1])]);
+        assert!(!m.assignment_due(false, Some(&assignment(&[(1, &[0, 1])]))));
+    }
+
+    #[test]
+    fn a_joining_member_inherits_a_static_instance_or_starts_empty() {
+        let (m, bump) = joined_member(None, "new".into(), Some("i".into()));
+        assert!(bump);
+        assert_eq!((m.id.as_str(), m.epoch), ("new", 0));
+        assert_eq!(m.instance_id.as_deref(), Some("i"));
+
+        // A consumer-protocol member that left for a while (epoch -2) resumes where it was.
+        let mut left = Member::new("old".into(), Some("i".into()));
+        left.previous_epoch = 5;
+        left.epoch = -2;
+        left.assigned = assignment(&[(1, &[0])]);
+        left.sent = Some(left.assigned.clone());
+        let (m, bump) = joined_member(Some(left), "new".into(), Some("i".into()));
+        assert!(!bump);
+        assert_eq!((m.id.as_str(), m.epoch), ("new", 5));
+        assert_eq!(m.assigned, assignment(&[(1, &[0])]));
+        assert_eq!(m.sent, None);
+
+        // A classic member replaced: epoch 0, no longer classic, what it owned kept.
+        let mut classic = Member::new("old".into(), Some("i".into()));
+        classic.epoch = 3;
+        classic.previous_epoch = 2;
+        classic.assigned = assignment(&[(1, &[0])]);
+        classic.classic = Some(ClassicMember::new(ClassicMemberMetadata {
+            session_timeout_ms: 10_000,
+            protocols: Vec::new(),
+        }));
+        let (m, bump) = joined_member(Some(classic), "new".into(), Some("i".into()));
+        assert!(bump);
+        assert_eq!((m.epoch, m.previous_epoch), (0, 0));
+        assert!(!m.uses_classic());
+        assert_eq!(m.assigned, assignment(&[(1, &[0])]));
     }
 }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::ForgottenTopic;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind};
 use kafka_protocol::ResponseError;
-use sluice_store::{FileSlice, Isolation, ReadError};
+use sluice_store::{FileSlice, Isolation, ReadError, ReadResult};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -27,13 +28,56 @@ const MAX_WAIT_CAP_MS: i32 = 60_000;
 /// Session epoch meaning "full fetch, no session / close the session".
 const FINAL_EPOCH: i32 = -1;
 
-enum Mode {
-    /// No session: answer every requested partition.
-    Sessionless,
-    /// Full fetch that opened a session: answer every partition, remember them.
-    New(Ticket),
-    /// Incremental fetch on a session: answer only partitions with news, from these.
-    Incremental(Ticket, Vec<Target>),
+/// What a request's session id and epoch ask for, under Kafka's FetchManager rules (see
+/// sessions.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SessionAsk {
+    /// No session (before version 7, or epoch -1): answer every requested partition, after
+    /// closing the session named (0: none).
+    Sessionless { close: i32 },
+    /// A full fetch (epoch 0) that opens a session, closing the client's previous one (0:
+    /// none): answer every partition, remember them.
+    Open { previous: i32 },
+    /// An incremental fetch on session `id` at `epoch`: answer only partitions with news.
+    Continue { id: i32, epoch: i32 },
+    /// An incremental epoch without a session id: FETCH_SESSION_ID_NOT_FOUND.
+    Unnamed,
+}
+
+/// Which [`SessionAsk`] a request is. Keeps Kafka's rules: epoch -1 closes the named session
+/// and fetches without one, epoch 0 opens a new one (closing the named one), any other
+/// epoch continues the named session; versions before 7 have no sessions.
+fn session_ask(version: i16, session_id: i32, session_epoch: i32) -> SessionAsk {
+    if version < 7 || session_epoch == FINAL_EPOCH {
+        SessionAsk::Sessionless { close: session_id }
+    } else if session_epoch == 0 {
+        SessionAsk::Open {
+            previous: session_id,
+        }
+    } else if session_id == 0 {
+        SessionAsk::Unnamed
+    } else {
+        SessionAsk::Continue {
+            id: session_id,
+            epoch: session_epoch,
+        }
+    }
+}
+
+/// The session a fetch was accepted on.
+#[derive(Clone, Copy, Debug)]
+struct Session {
+    /// The request held on its session, answered with [`crate::sessions::FetchSessions::finish`].
+    ticket: Option<Ticket>,
+    /// An incremental fetch answers only the partitions with news ([`has_news`]).
+    incremental: bool,
+}
+
+impl Session {
+    /// The session id the answer carries (0: none).
+    fn id(&self) -> i32 {
+        self.ticket.map_or(0, |t| t.id)
+    }
 }
 
 fn error_response(code: i16) -> Answer {
@@ -42,6 +86,8 @@ fn error_response(code: i16) -> Answer {
     ))))
 }
 
+/// A Fetch: resolve the partitions it names, accept it on its session (the session's
+/// changes take effect here, before anything is read), then read, long-polled, and answer.
 pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: FetchRequest,
@@ -49,7 +95,26 @@ pub(crate) fn handle(
     client: crate::quotas::Who,
     listener: Arc<str>,
 ) -> Answer {
-    let by_id = version >= 13;
+    let requested = requested_targets(broker, &req, version >= 13);
+    let (session, targets) = match accept_on_session(broker, &req, version, requested) {
+        Ok(accepted) => accepted,
+        Err(code) => return error_response(code),
+    };
+    let fetch = Fetch {
+        limits: Limits::of(broker, &req, &client),
+        broker: broker.clone(),
+        client,
+        listener,
+        version,
+        session,
+    };
+    Box::pin(fetch.serve(targets))
+}
+
+/// The partitions a request names, in its order. From version 13 topics are named by id (an
+/// unknown id gives an empty name, answered UNKNOWN_TOPIC_ID), before by name (an unknown
+/// name gives the nil id).
+fn requested_targets(broker: &Broker, req: &FetchRequest, by_id: bool) -> Vec<Target> {
     let mut requested = Vec::new();
     for t in &req.topics {
         let (name, id) = if by_id {
@@ -78,86 +143,146 @@ pub(crate) fn handle(
             });
         }
     }
+    requested
+}
 
-    // Kafka's FetchManager rules (see sessions.rs): epoch -1 closes the named session and
-    // fetches without one, epoch 0 opens a new one (closing the named one), any other epoch
-    // continues the named session.
-    let mode = if version < 7 || req.session_epoch == FINAL_EPOCH {
-        if req.session_id != 0 {
-            broker.sessions.remove(req.session_id);
-        }
-        Mode::Sessionless
-    } else if req.session_epoch == 0 {
-        Mode::New(broker.sessions.create(req.session_id, requested.clone()))
-    } else if req.session_id == 0 {
-        return error_response(ResponseError::FetchSessionIdNotFound.code());
-    } else {
-        let forgotten = &req.forgotten_topics_data;
-        let change = |targets: &mut Vec<Target>| {
-            for f in forgotten {
-                targets.retain(|t| {
-                    let same_topic = if by_id {
-                        t.topic_id == f.topic_id
-                    } else {
-                        t.topic == f.topic.0.as_str()
-                    };
-                    !(same_topic && f.partitions.contains(&t.partition))
-                });
+/// Accept the request on the session it asks for ([`session_ask`]): close, open or continue
+/// one in the broker's session cache. Returns the session and the partitions the fetch
+/// reads (on a continued session, the session's partitions after the request's changes), or
+/// the error code the whole fetch is answered with.
+fn accept_on_session(
+    broker: &Broker,
+    req: &FetchRequest,
+    version: i16,
+    requested: Vec<Target>,
+) -> Result<(Session, Vec<Target>), i16> {
+    match session_ask(version, req.session_id, req.session_epoch) {
+        SessionAsk::Sessionless { close } => {
+            if close != 0 {
+                broker.sessions.remove(close);
             }
-            for r in requested.drain(..) {
-                match targets.iter_mut().find(|t| {
-                    t.topic_id == r.topic_id && t.topic == r.topic && t.partition == r.partition
-                }) {
-                    Some(t) => {
-                        t.fetch_offset = r.fetch_offset;
-                        t.max_bytes = r.max_bytes;
-                        t.current_leader_epoch = r.current_leader_epoch;
-                    }
-                    None => targets.push(r),
+            let session = Session {
+                ticket: None,
+                incremental: false,
+            };
+            Ok((session, requested))
+        }
+        SessionAsk::Open { previous } => {
+            let session = Session {
+                ticket: Some(broker.sessions.create(previous, requested.clone())),
+                incremental: false,
+            };
+            Ok((session, requested))
+        }
+        SessionAsk::Unnamed => Err(ResponseError::FetchSessionIdNotFound.code()),
+        SessionAsk::Continue { id, epoch } => {
+            let by_id = version >= 13;
+            let forgotten = &req.forgotten_topics_data;
+            let change =
+                |targets: &mut Vec<Target>| change_session(targets, forgotten, requested, by_id);
+            match broker.sessions.begin(id, epoch, change) {
+                Err(SessionError::NotFound) => Err(ResponseError::FetchSessionIdNotFound.code()),
+                Err(SessionError::InvalidEpoch) => {
+                    Err(ResponseError::InvalidFetchSessionEpoch.code())
+                }
+                Ok((ticket, targets)) => {
+                    let session = Session {
+                        ticket: Some(ticket),
+                        incremental: true,
+                    };
+                    Ok((session, targets))
                 }
             }
-        };
-        match broker
-            .sessions
-            .begin(req.session_id, req.session_epoch, change)
-        {
-            Err(SessionError::NotFound) => {
-                return error_response(ResponseError::FetchSessionIdNotFound.code())
-            }
-            Err(SessionError::InvalidEpoch) => {
-                return error_response(ResponseError::InvalidFetchSessionEpoch.code())
-            }
-            Ok((ticket, targets)) => Mode::Incremental(ticket, targets),
         }
-    };
+    }
+}
 
-    let broker = broker.clone();
-    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
-    let min_bytes = req.min_bytes.max(0) as usize;
-    let max_bytes = if req.max_bytes <= 0 {
-        i32::MAX
-    } else {
-        req.max_bytes
-    } as usize;
-    // A consumer byte-rate quota caps one answer at what the quota allows over its whole
-    // window, as Kafka caps fetch.max.bytes (more would be throttled whatever came before).
-    let max_bytes = broker
-        .quotas
-        .fetch_bytes_max(&client)
-        .map_or(max_bytes, |cap| max_bytes.min(cap));
-    let read_committed = req.isolation_level == 1;
-    Box::pin(async move {
-        let deadline = Instant::now() + max_wait;
-        let (ticket, incremental_mode, mut targets) = match mode {
-            Mode::Sessionless => (None, false, requested),
-            Mode::New(ticket) => (Some(ticket), false, requested),
-            Mode::Incremental(ticket, targets) => (Some(ticket), true, targets),
-        };
-        let session_id = ticket.map_or(0, |t| t.id);
-        // Once this fetch has to wait, an append to one of these logs wakes it; it looks at
-        // each log's end, and a wake that brings nothing it can answer with (min_bytes) sends
-        // it back to sleep.
-        let watched: Vec<_> = targets.iter().map(|t| lookup(&broker, t)).collect();
+/// An incremental request's changes to its session's partitions (KIP-227): the forgotten
+/// partitions leave first, then each requested one updates the session's entry for it
+/// (offset, max bytes, leader epoch; what was last reported is kept) or joins at the end.
+fn change_session(
+    targets: &mut Vec<Target>,
+    forgotten: &[ForgottenTopic],
+    requested: Vec<Target>,
+    by_id: bool,
+) {
+    for f in forgotten {
+        targets.retain(|t| {
+            let same_topic = if by_id {
+                t.topic_id == f.topic_id
+            } else {
+                t.topic == f.topic.0.as_str()
+            };
+            !(same_topic && f.partitions.contains(&t.partition))
+        });
+    }
+    for r in requested {
+        match targets
+            .iter_mut()
+            .find(|t| t.topic_id == r.topic_id && t.topic == r.topic && t.partition == r.partition)
+        {
+            Some(t) => {
+                t.fetch_offset = r.fetch_offset;
+                t.max_bytes = r.max_bytes;
+                t.current_leader_epoch = r.current_leader_epoch;
+            }
+            None => targets.push(r),
+        }
+    }
+}
+
+/// How long a fetch may wait and how much it answers with.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// max.wait.ms, at most [`MAX_WAIT_CAP_MS`].
+    max_wait: Duration,
+    min_bytes: usize,
+    /// fetch.max.bytes (none: unlimited), at most what the consumer byte-rate quota allows.
+    max_bytes: usize,
+    /// Read up to the last stable offset only.
+    read_committed: bool,
+}
+
+impl Limits {
+    /// The request's limits. A consumer byte-rate quota caps one answer at what the quota
+    /// allows over its whole window, as Kafka caps fetch.max.bytes (more would be throttled
+    /// whatever came before).
+    fn of(broker: &Broker, req: &FetchRequest, client: &crate::quotas::Who) -> Limits {
+        let max_bytes = if req.max_bytes <= 0 {
+            i32::MAX
+        } else {
+            req.max_bytes
+        } as usize;
+        Limits {
+            max_wait: Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64),
+            min_bytes: req.min_bytes.max(0) as usize,
+            max_bytes: broker
+                .quotas
+                .fetch_bytes_max(client)
+                .map_or(max_bytes, |cap| max_bytes.min(cap)),
+            read_committed: req.isolation_level == 1,
+        }
+    }
+}
+
+/// A fetch accepted on its session, to be read and answered.
+struct Fetch {
+    broker: Arc<Broker>,
+    client: crate::quotas::Who,
+    listener: Arc<str>,
+    version: i16,
+    session: Session,
+    limits: Limits,
+}
+
+impl Fetch {
+    /// Read until the answer has min.bytes, an error, or max.wait.ms passed. Only a fetch
+    /// that waits watches its logs (most are answered by their first read): once it has to
+    /// wait, an append to one of them wakes it, and it reads again only when a log's end
+    /// moved ([`may_have_news`]); a wake that brings too little sends it back to sleep.
+    async fn serve(self, mut targets: Vec<Target>) -> Option<Response> {
+        let deadline = Instant::now() + self.limits.max_wait;
+        let watched: Vec<_> = targets.iter().map(|t| lookup(&self.broker, t)).collect();
         let waiter = Arc::new(tokio::sync::Notify::new());
         let mut registered = false;
         let mut first = true;
@@ -166,20 +291,8 @@ pub(crate) fn handle(
             tokio::pin!(notified);
             notified.as_mut().enable();
             let expired = Instant::now() >= deadline;
-            // A read_committed fetch can read up to the last stable offset only.
-            let readable_end = |l: &sluice_store::Log| {
-                if read_committed {
-                    l.last_stable_offset()
-                } else {
-                    l.log_end_offset()
-                }
-            };
-            let maybe = first
-                || expired
-                || watched.iter().zip(&targets).any(|(log, t)| {
-                    log.as_ref()
-                        .is_none_or(|l| l.is_closed() || readable_end(l) != t.fetch_offset)
-                });
+            let maybe =
+                first || expired || may_have_news(&watched, &targets, self.limits.read_committed);
             first = false;
             if !maybe {
                 tokio::select! {
@@ -188,138 +301,14 @@ pub(crate) fn handle(
                 }
                 continue;
             }
-            let (results, bytes, errors) =
-                match read_all(&broker, &targets, max_bytes, read_committed, Reads::Cached) {
-                    Some(read) => read,
-                    None => {
-                        // Some partition's data is not in the page cache (a consumer behind
-                        // the drop-behind's tail): read on a blocking thread, so that this
-                        // runtime thread goes on serving produce requests meanwhile.
-                        let b = broker.clone();
-                        let t = std::mem::take(&mut targets);
-                        let done = tokio::task::spawn_blocking(move || {
-                            let read = read_all(&b, &t, max_bytes, read_committed, Reads::Waiting);
-                            (read, t)
-                        })
-                        .await;
-                        match done {
-                            Ok((Some(read), t)) => {
-                                targets = t;
-                                read
-                            }
-                            Ok((None, _)) | Err(_) => {
-                                tracing::error!("a fetch's read on a blocking thread failed");
-                                return None;
-                            }
-                        }
-                    }
-                };
-            if bytes >= min_bytes || errors || expired {
-                // The consumer byte-rate quota (Kafka's fetch quota manager): over it, the
-                // answer is empty with the throttle time, its bytes are not counted, and the
-                // session stays as the request left it (what this read found is sent later).
-                let answered = results
-                    .iter()
-                    .filter(|(d, slice)| slice.is_some() || d.error_code != 0)
-                    .count();
-                let size = crate::quotas::response_bytes(bytes, answered) as f64;
-                let now = crate::now_ms();
-                let throttle =
-                    broker
-                        .quotas
-                        .record(crate::quotas::QuotaKind::Fetch, &client, size, now);
-                if throttle > 0 {
-                    broker
-                        .quotas
-                        .unrecord(crate::quotas::QuotaKind::Fetch, &client, size, now);
-                    let body = FetchResponse::default()
-                        .with_session_id(session_id)
-                        .with_throttle_time_ms(throttle);
-                    return Some(Response::Fetch {
-                        body,
-                        regions: Vec::new(),
-                    });
-                }
-                let mut topics: Vec<FetchableTopicResponse> = Vec::new();
-                let mut regions = Vec::new();
-                let mut ordinal = 0usize;
-                // Counted per topic run of the answer (per-topic counters exist for the
-                // topics that exist only), added to the shared counters once per run.
-                let mut run: Option<(usize, sluice_metrics::FetchCounts)> = None;
-                let count_run = |run: &Option<(usize, sluice_metrics::FetchCounts)>,
-                                 targets: &[Target]| {
-                    if let Some((at, counts)) = run {
-                        let topic = &targets[*at].topic;
-                        let c = broker
-                            .registry
-                            .get(topic)
-                            .map(|_| broker.metrics.topic(topic));
-                        broker.metrics.fetched(c.as_deref(), counts);
-                    }
-                };
-                for (i, (data, slice)) in results.into_iter().enumerate().take(targets.len()) {
-                    if run
-                        .as_ref()
-                        .is_none_or(|(at, _)| targets[*at].topic != targets[i].topic)
-                    {
-                        count_run(&run, &targets);
-                        run = Some((i, sluice_metrics::FetchCounts::default()));
-                    }
-                    if let Some((_, c)) = &mut run {
-                        c.add(
-                            slice.as_ref().map_or(0, |s| u64::from(s.len)),
-                            data.error_code != 0,
-                        );
-                    }
-                    let target = &mut targets[i];
-                    let news = (data.error_code != 0)
-                        || slice.is_some()
-                        || target.reported != Some(reported(&data));
-                    target.reported = Some(reported(&data));
-                    if incremental_mode && !news {
-                        continue;
-                    }
-                    let same = topics.last().is_some_and(|t| {
-                        if by_id {
-                            t.topic_id == target.topic_id
-                        } else {
-                            t.topic.0.as_str() == target.topic
-                        }
-                    });
-                    if !same {
-                        topics.push(
-                            FetchableTopicResponse::default()
-                                .with_topic(topic_name(&target.topic))
-                                .with_topic_id(target.topic_id),
-                        );
-                    }
-                    if let Some(t) = topics.last_mut() {
-                        t.partitions.push(data);
-                        if let Some(slice) = slice {
-                            regions.push((ordinal, slice));
-                        }
-                        ordinal += 1;
-                    }
-                }
-                count_run(&run, &targets);
-                if let Some(ticket) = ticket {
-                    broker.sessions.finish(ticket, targets);
-                }
-                let node_endpoints = if version >= 16 {
-                    leader_hints(&broker, &mut topics, &listener)
-                } else {
-                    Vec::new()
-                };
-                let body = FetchResponse::default()
-                    .with_session_id(session_id)
-                    .with_responses(topics)
-                    .with_node_endpoints(node_endpoints);
-                return Some(Response::Fetch { body, regions });
+            let ((results, bytes, errors), read) = self.read(targets).await?;
+            targets = read;
+            if bytes >= self.limits.min_bytes || errors || expired {
+                return Some(self.respond(results, bytes, targets));
             }
             if !registered {
-                // Only a fetch that waits watches its logs (most are answered by their first
-                // read). An append since that read is seen by the check at the loop's top.
-                broker
+                // An append since that read is seen by the check at the loop's top.
+                self.broker
                     .fetch_waiters
                     .register(watched.iter().flatten(), &waiter);
                 registered = true;
@@ -330,7 +319,213 @@ pub(crate) fn handle(
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }
+    }
+
+    /// Read every target once ([`read_all`]), on this runtime thread from memory and the
+    /// page cache; if some partition's data is not in the page cache (a consumer behind the
+    /// drop-behind's tail), all of it again on a blocking thread, so that this runtime
+    /// thread goes on serving produce requests meanwhile. Gives the targets back with what
+    /// was read; None if the blocking read failed.
+    async fn read(&self, targets: Vec<Target>) -> Option<(ReadAll, Vec<Target>)> {
+        let Limits {
+            max_bytes,
+            read_committed,
+            ..
+        } = self.limits;
+        if let Some(read) = read_all(
+            &self.broker,
+            &targets,
+            max_bytes,
+            read_committed,
+            Reads::Cached,
+        ) {
+            return Some((read, targets));
+        }
+        let b = self.broker.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let read = read_all(&b, &targets, max_bytes, read_committed, Reads::Waiting);
+            (read, targets)
+        })
+        .await;
+        match done {
+            Ok((Some(read), targets)) => Some((read, targets)),
+            Ok((None, _)) | Err(_) => {
+                tracing::error!("a fetch's read on a blocking thread failed");
+                None
+            }
+        }
+    }
+
+    /// The answer to what a read found: throttled when over the consumer byte-rate quota
+    /// ([`Fetch::throttled`]), else the partitions (all, or on an incremental session those
+    /// with news) with their file regions, counted in the metrics; the session remembers
+    /// what was reported, and (version 16) partitions answered with a leadership error name
+    /// their leader.
+    fn respond(
+        &self,
+        results: Vec<(PartitionData, Option<FileSlice>)>,
+        bytes: usize,
+        mut targets: Vec<Target>,
+    ) -> Response {
+        if let Some(throttled) = self.throttled(&results, bytes) {
+            return throttled;
+        }
+        count_fetched(&self.broker, &targets, &results);
+        let (mut topics, regions) = self.assemble(results, &mut targets);
+        if let Some(ticket) = self.session.ticket {
+            self.broker.sessions.finish(ticket, targets);
+        }
+        let node_endpoints = if self.version >= 16 {
+            leader_hints(&self.broker, &mut topics, &self.listener)
+        } else {
+            Vec::new()
+        };
+        let body = FetchResponse::default()
+            .with_session_id(self.session.id())
+            .with_responses(topics)
+            .with_node_endpoints(node_endpoints);
+        Response::Fetch { body, regions }
+    }
+
+    /// The consumer byte-rate quota (Kafka's fetch quota manager): over it, the answer is
+    /// empty with the throttle time, its bytes are not counted, and the session stays as the
+    /// request left it (what this read found is sent later). None: not throttled, the
+    /// answer's bytes recorded against the quota.
+    fn throttled(
+        &self,
+        results: &[(PartitionData, Option<FileSlice>)],
+        bytes: usize,
+    ) -> Option<Response> {
+        use crate::quotas::QuotaKind;
+        let answered = results
+            .iter()
+            .filter(|(d, slice)| slice.is_some() || d.error_code != 0)
+            .count();
+        let size = crate::quotas::response_bytes(bytes, answered) as f64;
+        let now = crate::now_ms();
+        let quotas = &self.broker.quotas;
+        let throttle = quotas.record(QuotaKind::Fetch, &self.client, size, now);
+        if throttle <= 0 {
+            return None;
+        }
+        quotas.unrecord(QuotaKind::Fetch, &self.client, size, now);
+        let body = FetchResponse::default()
+            .with_session_id(self.session.id())
+            .with_throttle_time_ms(throttle);
+        Some(Response::Fetch {
+            body,
+            regions: Vec::new(),
+        })
+    }
+
+    /// The answer's topics, consecutive partitions of one topic under one entry, and the
+    /// file regions of their records by the partition's ordinal in the answer. Each target
+    /// remembers what was reported for it; an incremental fetch leaves out the partitions
+    /// without news ([`has_news`]).
+    fn assemble(
+        &self,
+        results: Vec<(PartitionData, Option<FileSlice>)>,
+        targets: &mut [Target],
+    ) -> (Vec<FetchableTopicResponse>, Vec<(usize, FileSlice)>) {
+        let by_id = self.version >= 13;
+        let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+        let mut regions = Vec::new();
+        let mut ordinal = 0usize;
+        for (target, (data, slice)) in targets.iter_mut().zip(results) {
+            let news = has_news(target, &data, slice.is_some());
+            target.reported = Some(reported(&data));
+            if self.session.incremental && !news {
+                continue;
+            }
+            let same = topics.last().is_some_and(|t| {
+                if by_id {
+                    t.topic_id == target.topic_id
+                } else {
+                    t.topic.0.as_str() == target.topic
+                }
+            });
+            if !same {
+                topics.push(
+                    FetchableTopicResponse::default()
+                        .with_topic(topic_name(&target.topic))
+                        .with_topic_id(target.topic_id),
+                );
+            }
+            if let Some(t) = topics.last_mut() {
+                t.partitions.push(data);
+                if let Some(slice) = slice {
+                    regions.push((ordinal, slice));
+                }
+                ordinal += 1;
+            }
+        }
+        (topics, regions)
+    }
+}
+
+/// Whether a waiting fetch may have something new to answer with: a log it reads is gone or
+/// closed, or a log's readable end (for read_committed the last stable offset, which is as
+/// far as it may read) is not where the fetch reads from.
+fn may_have_news(
+    watched: &[Option<Arc<sluice_store::Log>>],
+    targets: &[Target],
+    read_committed: bool,
+) -> bool {
+    let readable_end = |l: &sluice_store::Log| {
+        if read_committed {
+            l.last_stable_offset()
+        } else {
+            l.log_end_offset()
+        }
+    };
+    watched.iter().zip(targets).any(|(log, t)| {
+        log.as_ref()
+            .is_none_or(|l| l.is_closed() || readable_end(l) != t.fetch_offset)
     })
+}
+
+/// Count what a fetch answers with, per topic run of the answer (consecutive targets of one
+/// topic): per-topic counters exist for the topics that exist only; each run is added to the
+/// shared counters once.
+fn count_fetched(
+    broker: &Broker,
+    targets: &[Target],
+    results: &[(PartitionData, Option<FileSlice>)],
+) {
+    let mut run: Option<(usize, sluice_metrics::FetchCounts)> = None;
+    let count_run = |run: &Option<(usize, sluice_metrics::FetchCounts)>| {
+        if let Some((at, counts)) = run {
+            let topic = &targets[*at].topic;
+            let c = broker
+                .registry
+                .get(topic)
+                .map(|_| broker.metrics.topic(topic));
+            broker.metrics.fetched(c.as_deref(), counts);
+        }
+    };
+    for (i, (data, slice)) in results.iter().enumerate().take(targets.len()) {
+        if run
+            .as_ref()
+            .is_none_or(|(at, _)| targets[*at].topic != targets[i].topic)
+        {
+            count_run(&run);
+            run = Some((i, sluice_metrics::FetchCounts::default()));
+        }
+        if let Some((_, c)) = &mut run {
+            c.add(
+                slice.as_ref().map_or(0, |s| u64::from(s.len)),
+                data.error_code != 0,
+            );
+        }
+    }
+    count_run(&run);
+}
+
+/// Whether a partition has news for an incremental fetch session (KIP-227): records, an
+/// error, or a high watermark, log start or last stable offset other than the one last
+/// reported for it.
+fn has_news(target: &Target, data: &PartitionData, has_records: bool) -> bool {
+    data.error_code != 0 || has_records || target.reported != Some(reported(data))
 }
 
 /// What an incremental fetch session compares to decide whether a partition has news.
@@ -444,114 +639,257 @@ fn read_all(
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
-    let isolation = if read_committed {
-        Isolation::ReadCommitted
-    } else {
-        Isolation::ReadUncommitted
-    };
     for t in targets {
-        let base = PartitionData::default()
-            .with_partition_index(t.partition)
-            .with_high_watermark(-1)
-            .with_last_stable_offset(-1)
-            .with_log_start_offset(-1)
-            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
-            .with_aborted_transactions(read_committed.then(Vec::new));
-        let Some(log) = lookup(broker, t) else {
-            errors = true;
-            let code = if t.topic.is_empty() {
-                ResponseError::UnknownTopicId.code()
-            } else {
-                crate::registry::missing_partition_code(
-                    broker.registry.get(&t.topic).as_deref(),
-                    t.partition,
-                )
-            };
-            out.push((base.with_error_code(code), None));
-            continue;
-        };
-        if let Some(code) =
-            crate::registry::leader_epoch_code(t.current_leader_epoch, log.leader_epoch())
-        {
-            errors = true;
-            out.push((base.with_error_code(code), None));
-            continue;
-        }
-        let budget = max_bytes
-            .saturating_sub(total)
-            .min(t.max_bytes.max(0) as usize) as u32;
-        let result = if budget == 0 && total > 0 {
-            // Response full: report offsets only.
-            Ok(None)
-        } else {
-            match log.read_cached(t.fetch_offset, budget, total == 0, isolation) {
-                Err(ReadError::WouldBlock { .. }) if reads == Reads::Cached => return None,
-                Err(ReadError::WouldBlock { .. }) => {
-                    // Read, and bring what it found into the page cache, here: the server
-                    // then sends it from the cache on a runtime thread.
-                    let read = log.read_isolated(t.fetch_offset, budget, total == 0, isolation);
-                    read.and_then(|r| {
-                        if let Some(slice) = &r.slice {
-                            let c = &broker.cold_reads;
-                            c.partitions.fetch_add(1, Ordering::Relaxed);
-                            c.bytes.fetch_add(u64::from(slice.len), Ordering::Relaxed);
-                            slice.load().map_err(|source| ReadError::Io {
-                                tp: log.topic_partition().clone(),
-                                source,
-                            })?;
-                        }
-                        Ok(Some(r))
-                    })
-                }
-                read => read.map(Some),
-            }
-        };
-        // The offsets of the look at the log the read was made from, as Kafka answers with
-        // those it took before its read: a DeleteRecords or append since then does not make
-        // the answer's log start, high watermark or last stable offset disagree with its
-        // records.
-        let (hw, lso, log_start) = match &result {
-            Ok(Some(r)) => (r.high_watermark, r.last_stable_offset, r.log_start_offset),
-            _ => (
-                log.high_watermark(),
-                log.last_stable_offset(),
-                log.log_start_offset(),
-            ),
-        };
-        let base = base
-            .with_high_watermark(hw)
-            .with_last_stable_offset(lso)
-            .with_log_start_offset(log_start);
-        match result {
-            Ok(Some(r)) => match r.slice.filter(|s| s.len > 0) {
-                Some(slice) => {
-                    total += slice.len as usize;
-                    let base = match r.aborted {
-                        Some(aborted) if read_committed => base.with_aborted_transactions(Some(
-                            aborted
-                                .into_iter()
-                                .map(|a| {
-                                    AbortedTransaction::default()
-                                        .with_producer_id(ProducerId(a.producer_id))
-                                        .with_first_offset(a.first_offset)
-                                })
-                                .collect(),
-                        )),
-                        _ => base,
-                    };
-                    out.push((base, Some(slice)));
-                }
-                None => out.push((base.with_records(Some(Bytes::new())), None)),
-            },
-            Ok(None) => out.push((base.with_records(Some(Bytes::new())), None)),
-            Err(e) => {
-                errors = true;
-                out.push((base.with_error_code(read_error_code(&e)), None));
-            }
-        }
+        let (data, slice, failed) =
+            read_partition(broker, t, max_bytes, total, read_committed, reads)?;
+        total += slice.as_ref().map_or(0, |s| s.len as usize);
+        errors |= failed;
+        out.push((data, slice));
     }
     if reads == Reads::Waiting {
         broker.cold_reads.fetches.fetch_add(1, Ordering::Relaxed);
     }
     Some((out, total, errors))
+}
+
+/// One target's answer, its file region (never empty) and whether it is an error, after
+/// `total` bytes of the answer's other partitions: an unknown partition, a leader epoch
+/// that does not match (KIP-320) or a failed read is an error; a full answer (fetch.max.bytes
+/// reached) reports offsets only; while the answer has no records yet, a read returns at
+/// least one whole batch, however large. None when `reads` is [`Reads::Cached`] and the read would have waited.
+fn read_partition(
+    broker: &Broker,
+    t: &Target,
+    max_bytes: usize,
+    total: usize,
+    read_committed: bool,
+    reads: Reads,
+) -> Option<(PartitionData, Option<FileSlice>, bool)> {
+    let base = PartitionData::default()
+        .with_partition_index(t.partition)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
+        .with_aborted_transactions(read_committed.then(Vec::new));
+    let Some(log) = lookup(broker, t) else {
+        let code = if t.topic.is_empty() {
+            ResponseError::UnknownTopicId.code()
+        } else {
+            crate::registry::missing_partition_code(
+                broker.registry.get(&t.topic).as_deref(),
+                t.partition,
+            )
+        };
+        return Some((base.with_error_code(code), None, true));
+    };
+    if let Some(code) =
+        crate::registry::leader_epoch_code(t.current_leader_epoch, log.leader_epoch())
+    {
+        return Some((base.with_error_code(code), None, true));
+    }
+    let budget = max_bytes
+        .saturating_sub(total)
+        .min(t.max_bytes.max(0) as usize) as u32;
+    let result = if budget == 0 && total > 0 {
+        // Response full: report offsets only.
+        Ok(None)
+    } else {
+        read_log(
+            broker,
+            &log,
+            t.fetch_offset,
+            budget,
+            total == 0,
+            read_committed,
+            reads,
+        )?
+        .map(Some)
+    };
+    Some(answer_read(base, &log, result, read_committed))
+}
+
+/// Read one log at `offset`: from memory and the page cache; when that would wait for the
+/// volume, None under [`Reads::Cached`], else read waiting for it and bring what it found
+/// into the page cache here ([`FileSlice::load`]), so that the server then sends it from
+/// the cache on a runtime thread (counted in [`ColdReads`]).
+fn read_log(
+    broker: &Broker,
+    log: &sluice_store::Log,
+    offset: i64,
+    budget: u32,
+    min_one_batch: bool,
+    read_committed: bool,
+    reads: Reads,
+) -> Option<Result<ReadResult, ReadError>> {
+    let isolation = if read_committed {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    };
+    match log.read_cached(offset, budget, min_one_batch, isolation) {
+        Err(ReadError::WouldBlock { .. }) if reads == Reads::Cached => None,
+        Err(ReadError::WouldBlock { .. }) => {
+            let read = log.read_isolated(offset, budget, min_one_batch, isolation);
+            Some(read.and_then(|r| {
+                if let Some(slice) = &r.slice {
+                    let c = &broker.cold_reads;
+                    c.partitions.fetch_add(1, Ordering::Relaxed);
+                    c.bytes.fetch_add(u64::from(slice.len), Ordering::Relaxed);
+                    slice.load().map_err(|source| ReadError::Io {
+                        tp: log.topic_partition().clone(),
+                        source,
+                    })?;
+                }
+                Ok(r)
+            }))
+        }
+        read => Some(read),
+    }
+}
+
+/// A partition's answer from its read (None: nothing read, the answer was full), its file
+/// region if not empty, and whether it is an error. The offsets are those of the look at
+/// the log the read was made from, as Kafka answers with those it took before its read: a
+/// DeleteRecords or append since then does not make the answer's log start, high watermark
+/// or last stable offset disagree with its records. A read_committed answer lists the
+/// aborted transactions its records overlap.
+fn answer_read(
+    base: PartitionData,
+    log: &sluice_store::Log,
+    result: Result<Option<ReadResult>, ReadError>,
+    read_committed: bool,
+) -> (PartitionData, Option<FileSlice>, bool) {
+    let (hw, lso, log_start) = match &result {
+        Ok(Some(r)) => (r.high_watermark, r.last_stable_offset, r.log_start_offset),
+        _ => (
+            log.high_watermark(),
+            log.last_stable_offset(),
+            log.log_start_offset(),
+        ),
+    };
+    let base = base
+        .with_high_watermark(hw)
+        .with_last_stable_offset(lso)
+        .with_log_start_offset(log_start);
+    match result {
+        Ok(Some(r)) => match r.slice.filter(|s| s.len > 0) {
+            Some(slice) => {
+                let base = match r.aborted {
+                    Some(aborted) if read_committed => base.with_aborted_transactions(Some(
+                        aborted
+                            .into_iter()
+                            .map(|a| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(a.producer_id))
+                                    .with_first_offset(a.first_offset)
+                            })
+                            .collect(),
+                    )),
+                    _ => base,
+                };
+                (base, Some(slice), false)
+            }
+            None => (base.with_records(Some(Bytes::new())), None, false),
+        },
+        Ok(None) => (base.with_records(Some(Bytes::new())), None, false),
+        Err(e) => (base.with_error_code(read_error_code(&e)), None, true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::protocol::StrBytes;
+
+    use super::*;
+
+    fn target(topic: &str, partition: i32, fetch_offset: i64) -> Target {
+        Target {
+            topic: topic.into(),
+            topic_id: Uuid::nil(),
+            partition,
+            fetch_offset,
+            max_bytes: 1024,
+            current_leader_epoch: -1,
+            reported: None,
+        }
+    }
+
+    #[test]
+    fn session_ask_follows_kafkas_fetch_manager_rules() {
+        // Before version 7 there are no sessions, whatever the request says.
+        assert_eq!(session_ask(6, 5, 3), SessionAsk::Sessionless { close: 5 });
+        assert_eq!(
+            session_ask(12, 5, FINAL_EPOCH),
+            SessionAsk::Sessionless { close: 5 }
+        );
+        assert_eq!(
+            session_ask(12, 0, FINAL_EPOCH),
+            SessionAsk::Sessionless { close: 0 }
+        );
+        assert_eq!(session_ask(12, 5, 0), SessionAsk::Open { previous: 5 });
+        assert_eq!(session_ask(12, 0, 0), SessionAsk::Open { previous: 0 });
+        assert_eq!(session_ask(12, 0, 4), SessionAsk::Unnamed);
+        assert_eq!(
+            session_ask(12, 5, 4),
+            SessionAsk::Continue { id: 5, epoch: 4 }
+        );
+    }
+
+    #[test]
+    fn a_session_change_forgets_then_updates_or_adds() {
+        let mut reported = target("a", 0, 10);
+        reported.reported = Some((20, 0, 20));
+        let mut targets = vec![reported, target("a", 1, 10), target("b", 0, 10)];
+        let forgotten = vec![ForgottenTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("a")))
+            .with_partitions(vec![1])];
+        let mut moved = target("a", 0, 15);
+        moved.max_bytes = 2048;
+        let requested = vec![moved, target("c", 2, 0)];
+        change_session(&mut targets, &forgotten, requested, false);
+        let got: Vec<_> = targets
+            .iter()
+            .map(|t| (t.topic.as_str(), t.partition, t.fetch_offset, t.max_bytes))
+            .collect();
+        assert_eq!(
+            got,
+            [("a", 0, 15, 2048), ("b", 0, 10, 1024), ("c", 2, 0, 1024)]
+        );
+        // An updated partition keeps what was last reported for it.
+        assert_eq!(targets[0].reported, Some((20, 0, 20)));
+    }
+
+    #[test]
+    fn a_session_change_by_id_forgets_by_topic_id() {
+        let id = Uuid::from_u128(7);
+        let mut a0 = target("a", 0, 10);
+        a0.topic_id = id;
+        let mut targets = vec![a0, target("b", 0, 10)];
+        // Named by id (version 13 on): the name in the forgotten entry is not looked at.
+        let forgotten = vec![ForgottenTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![0])];
+        change_session(&mut targets, &forgotten, Vec::new(), true);
+        assert_eq!(targets, [target("b", 0, 10)]);
+    }
+
+    #[test]
+    fn news_is_records_an_error_or_moved_offsets() {
+        let data = PartitionData::default()
+            .with_high_watermark(20)
+            .with_log_start_offset(0)
+            .with_last_stable_offset(20);
+        let mut t = target("a", 0, 20);
+        // Never reported: news.
+        assert!(has_news(&t, &data, false));
+        t.reported = Some(reported(&data));
+        assert!(!has_news(&t, &data, false));
+        assert!(has_news(&t, &data, true));
+        assert!(has_news(&t, &data.clone().with_error_code(1), false));
+        assert!(has_news(&t, &data.clone().with_high_watermark(21), false));
+        assert!(has_news(&t, &data.clone().with_log_start_offset(5), false));
+        assert!(has_news(&t, &data.with_last_stable_offset(19), false));
+    }
 }
