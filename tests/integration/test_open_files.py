@@ -67,20 +67,7 @@ def api_versions_over_new_connection(port: int, host: str = "127.0.0.1", source:
         if source:
             s.bind((source, 0))
         s.connect((host, port))
-        client = b"open-files-test"
-        body = struct.pack(">hhih", 18, 0, 7, len(client)) + client
-        s.sendall(struct.pack(">i", len(body)) + body)
-        head = s.recv(4)
-        if len(head) < 4:
-            return False
-        (size,) = struct.unpack(">i", head)
-        got = b""
-        while len(got) < size:
-            chunk = s.recv(size - len(got))
-            if not chunk:
-                return False
-            got += chunk
-        return struct.unpack(">i", got[:4])[0] == 7
+        return _api_versions(s, 7)
     except OSError:
         return False
     finally:
