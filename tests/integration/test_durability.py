@@ -34,9 +34,12 @@ def test_acknowledged_records_survive_a_host_crash(broker_factory, tmp_path, top
     before its fsync is caught; SIGKILL alone keeps the page cache and cannot tell."""
     mount = harness.crash_fs(tmp_path, metadata="dirsync")
     try:
-        broker = broker_factory(log_dir=tmp_path / "mnt" / "data")
+        # One recovery thread per partition: every restart recovers them all at once.
+        broker = broker_factory(log_dir=tmp_path / "mnt" / "data",
+                                overrides={"num.recovery.threads.per.data.dir": str(PARTITIONS)})
         dropped = _kill_restart_rounds(broker, topic, crash=lambda: mount.crash())
         assert dropped > 0, "no crash dropped unsynced data: the test proved nothing"
+        assert f"threads={PARTITIONS}" in broker.log_text(), "the partitions were not recovered in parallel"
         broker.kill()
     finally:
         mount.stop()

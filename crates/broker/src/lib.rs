@@ -362,9 +362,8 @@ impl Broker {
         let effective = dynamic::effective(&config, &meta.broker_configs());
         if cluster.is_none() {
             registry::adopt_discovered(&meta, &logs)?;
-            for topic in meta.acquire_all()? {
-                registry.open_topic(&effective, &logs, topic)?;
-            }
+            let threads = effective.recovery_threads_per_data_dir * effective.log_dirs.len();
+            registry.open_topics(&effective, &logs, meta.acquire_all()?, threads)?;
             // What recovery found past the recovery point becomes readable once fsynced.
             for log in logs.logs() {
                 sync_for_readers(&log);

@@ -674,6 +674,9 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_writeback_bytes: p.typed("sluice.log.writeback.bytes", 1 << 20)?,
         log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 1 << 30)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
+        recovery_threads_per_data_dir: p
+            .typed("num.recovery.threads.per.data.dir", 0usize)
+            .map(|n| if n == 0 { default_parallelism() } else { n })?,
         metrics_listener,
         metrics_lag_remote_partitions_max: p
             .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,
@@ -798,6 +801,9 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.log.writeback.bytes" => Some(config.log_writeback_bytes.to_string()),
         "sluice.log.unwritten.bytes.max" => Some(config.log_unwritten_bytes_max.to_string()),
         "sluice.worker.threads" => Some(config.worker_threads.to_string()),
+        "num.recovery.threads.per.data.dir" => {
+            Some(config.recovery_threads_per_data_dir.to_string())
+        }
         "sluice.metrics.listener" => return config.metrics_listener.clone(),
         "sluice.metrics.lag.remote.partitions.max" => {
             Some(config.metrics_lag_remote_partitions_max.to_string())
@@ -900,4 +906,9 @@ pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     entries
+}
+
+/// The number of CPUs this process may use (1 when unknown).
+fn default_parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

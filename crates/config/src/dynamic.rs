@@ -45,7 +45,6 @@ const DYNAMIC_UNUSED: &[&str] = &[
     "metric.reporters",
     "num.io.threads",
     "num.network.threads",
-    "num.recovery.threads.per.data.dir",
     "num.replica.fetchers",
     "principal.builder.class",
     "producer.id.expiration.ms",

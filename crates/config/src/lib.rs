@@ -362,6 +362,9 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: u32,
     /// `log.retention.check.interval.ms`. Default 300000.
     pub log_retention_check_interval_ms: u64,
+    /// `num.recovery.threads.per.data.dir`: threads per log dir that open (and recover) the
+    /// partitions at startup. Default: the number of CPUs.
+    pub recovery_threads_per_data_dir: usize,
     /// `log.flush.offset.checkpoint.interval.ms`. Default 60000.
     pub log_flush_offset_checkpoint_interval_ms: u64,
     /// `max.connections`. Default 2147483647 (Kafka's).

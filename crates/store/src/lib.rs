@@ -550,6 +550,9 @@ pub struct Log {
     /// opener's unlink of the same names may still be in flight, so no roll creates a
     /// segment there (docs/cluster.md, Fencing point 2).
     removed_at_open: Vec<i64>,
+    /// Bytes of segment data this log's open read and validated (recovery after an unclean
+    /// shutdown or a takeover; 0 after a clean one).
+    recovered_bytes: u64,
     #[cfg(test)]
     faults: Mutex<faults::Faults>,
 }
@@ -874,6 +877,10 @@ impl Log {
         let segs = self.shared.read().segments.clone();
         let sealed = &segs[..segs.len().saturating_sub(1)];
         sealed::digest(below, sealed.iter().map(|s| (s.base_offset, s.size())))
+    }
+    /// Bytes of segment data this log's open read and validated (0 after a clean shutdown).
+    pub fn recovered_bytes(&self) -> u64 {
+        self.recovered_bytes
     }
     /// Offset below which everything is known to be fsynced.
     pub fn recovery_point_offset(&self) -> i64 {

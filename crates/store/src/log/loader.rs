@@ -142,6 +142,7 @@ impl Log {
                 epochs_past_checkpoint(&mut epochs, &p.dir, &bases, &unopened, trusted_below);
         }
         let mut recovered_any = false;
+        let mut recovered_bytes = 0u64;
         let mut i = 0;
         while i < bases.len() {
             let base = bases[i];
@@ -169,6 +170,7 @@ impl Log {
                     tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
                 }
                 recovered_any = true;
+                recovered_bytes += file_size;
                 let r = seg
                     .scan_rebuild(file_size, interval, true, next_base, |h| {
                         epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
@@ -744,7 +746,7 @@ impl Log {
         let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
-            clean = p.clean, "log loaded");
+            clean = p.clean, recovered_bytes, "log loaded");
         let sync_bounded = p.config.flush_messages == 1;
         Ok(Log {
             tp: p.tp,
@@ -789,6 +791,7 @@ impl Log {
             failure: Mutex::new(None),
             gate: p.gate,
             removed_at_open,
+            recovered_bytes,
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
         })
