@@ -1432,3 +1432,120 @@ fn cluster_routing_names_the_owner_and_fences_stale_epochs() {
         ResponseError::UnknownLeaderEpoch.code()
     );
 }
+
+/// A produce request without a transactional id that reaches the broker a partition is
+/// assigned to before it has acquired the partition waits for the acquisition instead of
+/// being answered NOT_LEADER_OR_FOLLOWER (`Broker::prepare`, ACQUISITION_WAIT_MAX). Here
+/// broker 1 leaves the cluster (a controlled shutdown: each of its partitions handed over to
+/// broker 2) while requests for those partitions keep arriving at broker 2. Every request
+/// broker 2 decides to hold back for an acquisition (its `prepare` returns a gate: no
+/// transactional id, the write-back limit is far away) must then be appended, never be
+/// answered NOT_LEADER_OR_FOLLOWER: nothing here moves a partition away from broker 2.
+#[test]
+fn a_produce_held_for_an_acquisition_is_not_answered_not_leader() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    let member = |node: &'static str| {
+        TestBroker::start(&[
+            ("node.id", node),
+            ("log.dirs", &log_dir),
+            ("sluice.cluster.etcd.endpoints", &etcd.endpoint),
+            ("sluice.cluster.poll.ms", "100"),
+        ])
+    };
+    let (a, b) = (member("1"), member("2"));
+    let (mut ca, mut cb) = (a.connect(), b.connect());
+    wait_for("both brokers registered", || {
+        let md = ca.request(&MetadataRequest::default().with_topics(None), 12);
+        md.brokers.len() == 2
+    });
+    const PARTITIONS: i32 = 32;
+    create_topic_with_partitions(&mut ca, "moving", PARTITIONS);
+    let mut owners = Vec::new();
+    wait_for("partitions spread and acquired", || {
+        owners = leaders(&mut ca, "moving");
+        owners.len() == PARTITIONS as usize
+            && owners.iter().any(|(l, _)| *l == 1)
+            && owners.iter().all(|(_, e)| *e >= 1)
+            && leaders(&mut cb, "moving") == owners
+            && owners.iter().enumerate().all(|(p, (l, _))| {
+                let c = if *l == 1 { &mut ca } else { &mut cb };
+                produce_with(c, "moving", p as i32, batch(&["x"], -1, -1, -1), -1).error_code == 0
+            })
+    });
+    let of_a: Vec<i32> = owners
+        .iter()
+        .enumerate()
+        .filter(|(_, (l, _))| *l == 1)
+        .map(|(p, _)| p as i32)
+        .collect();
+
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let started = std::time::Instant::now();
+    let workers: Vec<_> = of_a
+        .iter()
+        .map(|&p| {
+            let broker = b.broker.clone();
+            let rt = b.runtime.handle().clone();
+            std::thread::spawn(move || {
+                let conn = sluice_broker::Connection {
+                    peer: std::net::IpAddr::from([127, 0, 0, 1]),
+                    listener: "PLAINTEXT".into(),
+                    principal: None,
+                };
+                let mut seen = Vec::new();
+                while started.elapsed() < Duration::from_secs(30) {
+                    let req =
+                        decoded(&produce_request("moving", p, batch(&["y"], -1, -1, -1), -1), 9);
+                    let at = std::time::Instant::now();
+                    let (gated, answer) = match broker.prepare(&req, &conn) {
+                        Some(gate) => {
+                            let verdicts = rt.block_on(gate);
+                            (true, rt.block_on(broker.handle_prepared(req, &conn, verdicts)))
+                        }
+                        None => (false, rt.block_on(broker.handle(req, &conn))),
+                    };
+                    let Some(sluice_broker::Response::Body(ResponseKind::Produce(r))) = answer
+                    else {
+                        panic!("not a produce response: {answer:?}");
+                    };
+                    let code = r.responses[0].partition_responses[0].error_code;
+                    seen.push((p, gated, code, at.elapsed()));
+                    if code == 0 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                seen
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let leaving = a.broker.clone();
+    std::thread::spawn(move || leaving.leave_cluster())
+        .join()
+        .expect("leave");
+    let seen: Vec<(i32, bool, i16, Duration)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    let unled: Vec<i32> = of_a
+        .iter()
+        .copied()
+        .filter(|p| !seen.iter().any(|(q, _, code, _)| q == p && *code == 0))
+        .collect();
+    assert!(unled.is_empty(), "never appended at broker 2: {unled:?}");
+    let held_then_refused: Vec<_> = seen
+        .iter()
+        .filter(|(_, gated, code, _)| *gated && *code == not_leader)
+        .collect();
+    assert!(
+        held_then_refused.is_empty(),
+        "{} of {} requests held back for an acquisition were then answered \
+         NOT_LEADER_OR_FOLLOWER (partition, gated, code, time): {:?}",
+        held_then_refused.len(),
+        seen.iter().filter(|(_, gated, _, _)| *gated).count(),
+        &held_then_refused[..held_then_refused.len().min(8)]
+    );
+}
