@@ -1549,3 +1549,76 @@ fn a_produce_held_for_an_acquisition_is_not_answered_not_leader() {
         &held_then_refused[..held_then_refused.len().min(8)]
     );
 }
+
+/// The wait for an acquisition is bounded per request (ACQUISITION_WAIT_MAX and the
+/// request's timeout), but counted from when the request is read, and the connection reads
+/// nothing more meanwhile. A partition assigned to this broker whose acquisition keeps
+/// failing (here its directory's name is taken by a file: storage refuses the open, retried
+/// with a backoff) therefore holds every producer connection to this broker for the bound
+/// once per pipelined request for it: a request for a healthy partition of this broker, sent
+/// right behind three such requests, is answered three bounds later, well past its own
+/// timeout. Before the wait, the stuck partition was answered NOT_LEADER_OR_FOLLOWER at once
+/// and the healthy one was not delayed.
+#[test]
+fn a_partition_that_cannot_be_acquired_holds_the_connection_past_the_bound() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    // Storage refuses partition 0's directory: a file has its name.
+    std::fs::write(shared.path().join("stuck-0"), b"not a directory").expect("squat");
+    let log_dir = shared.path().display().to_string();
+    let b = TestBroker::start(&[
+        ("node.id", "1"),
+        ("log.dirs", &log_dir),
+        ("sluice.cluster.etcd.endpoints", &etcd.endpoint),
+        ("sluice.cluster.poll.ms", "100"),
+        ("connections.max.idle.ms", "600000"),
+    ]);
+    let mut c = b.connect();
+    wait_for("the broker registered", || {
+        c.request(&MetadataRequest::default().with_topics(None), 12)
+            .brokers
+            .len()
+            == 1
+    });
+    create_topic_with_partitions(&mut c, "stuck", 2);
+    wait_for("partition 1 acquired", || {
+        produce_with(&mut c, "stuck", 1, batch(&["ok"], -1, -1, -1), -1).error_code == 0
+    });
+    // Partition 0 is assigned here (Metadata names this broker) and never acquired.
+    assert_eq!(leaders(&mut c, "stuck")[0].0, 1);
+
+    // Pipelined on one connection, as a producer sends them (timeout_ms 5000 each): three
+    // requests for partition 0, then one for the healthy partition 1.
+    let started = std::time::Instant::now();
+    let mut stuck = Vec::new();
+    for _ in 0..3 {
+        stuck.push(c.send(
+            &produce_request("stuck", 0, batch(&["s"], -1, -1, -1), -1),
+            9,
+        ));
+    }
+    let healthy = c.send(
+        &produce_request("stuck", 1, batch(&["h"], -1, -1, -1), -1),
+        9,
+    );
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut answered = Vec::new();
+    for correlation in stuck {
+        let r = c.receive::<ProduceRequest>(9, correlation);
+        answered.push((
+            r.responses[0].partition_responses[0].error_code,
+            started.elapsed(),
+        ));
+    }
+    let r = c.receive::<ProduceRequest>(9, healthy);
+    let healthy_after = started.elapsed();
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert!(
+        healthy_after < Duration::from_secs(5) + Duration::from_millis(500),
+        "a request for a healthy partition (timeout 5000 ms) was answered after {healthy_after:?}: \
+         the connection read nothing while the requests ahead of it each waited for an \
+         acquisition that does not come ({answered:?})"
+    );
+}
