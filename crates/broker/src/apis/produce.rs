@@ -83,6 +83,19 @@ pub(crate) fn acquisitions_pending(
     pending
 }
 
+/// The topic a request's topic entry names: by id from version 13 on, by name before.
+fn topic_state(
+    broker: &Broker,
+    t: &kafka_protocol::messages::produce_request::TopicProduceData,
+    version: i16,
+) -> Option<Arc<TopicState>> {
+    if version >= 13 {
+        broker.registry.get_by_id(t.topic_id)
+    } else {
+        broker.registry.get(t.name.0.as_str())
+    }
+}
+
 /// Which transactional partitions of `req` this broker owns whose producer has no open
 /// transaction on them yet: the transaction coordinator must verify (transaction version 1)
 /// or add (version 2, Produce v12+) them before their first batch is appended (KIP-890). Yields
@@ -99,11 +112,7 @@ pub(crate) fn prepare(
     let mut producer: Option<(i64, i16)> = None;
     let mut partitions = Vec::new();
     for t in &req.topic_data {
-        let state = if version >= 13 {
-            broker.registry.get_by_id(t.topic_id)
-        } else {
-            broker.registry.get(t.name.0.as_str())
-        };
+        let state = topic_state(broker, t, version);
         let Some(state) = state else { continue };
         if allowed.is_some_and(|a| !a.contains(&state.meta.name)) {
             continue;
@@ -209,11 +218,7 @@ pub(crate) fn handle(
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let transactional = req.transactional_id.is_some();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
-        let state = if version >= 13 {
-            broker.registry.get_by_id(topic.topic_id)
-        } else {
-            broker.registry.get(topic.name.0.as_str())
-        };
+        let state = topic_state(&broker, &topic, version);
         let unknown_code = if version >= 13 {
             ResponseError::UnknownTopicId.code()
         } else {
