@@ -214,6 +214,22 @@ impl Cluster {
             && !self.handing_over.read().contains(tp)
     }
 
+    /// Whether an acquisition of `tp` by this broker may come soon, if it is assigned here:
+    /// the broker may acquire now (not leaving, its lease alive, the volume there), and no
+    /// failed try of `tp` is backing off (`acquire_retry`). A produce waits for one only then
+    /// (`Broker::awaiting_acquisition`).
+    pub(crate) fn may_acquire_soon(&self, tp: &TopicPartition) -> bool {
+        !self.stopping.load(Ordering::Acquire)
+            && !self.lease_lost.load(Ordering::Acquire)
+            && !self.volume_away.load(Ordering::Acquire)
+            && Instant::now() < *self.write_deadline.lock()
+            && !self
+                .acquire_retry
+                .lock()
+                .get(tp)
+                .is_some_and(|(at, _)| Instant::now() < *at)
+    }
+
     #[cfg(test)]
     fn hold_for_test(&self, tp: &TopicPartition, topic_id: uuid::Uuid, record: OwnerRecord) {
         self.held

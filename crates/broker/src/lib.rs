@@ -544,9 +544,7 @@ impl Broker {
                         }
                         let until = Instant::now() + wait;
                         while Instant::now() < until
-                            && pending
-                                .iter()
-                                .any(|tp| !broker.may_write(tp) && broker.assigned_here(tp))
+                            && pending.iter().any(|tp| broker.awaiting_acquisition(tp))
                         {
                             tokio::time::sleep(Duration::from_millis(5)).await;
                         }
@@ -1323,6 +1321,25 @@ impl Broker {
     /// it, the lease may be lapsing, or it is shutting down).
     pub(crate) fn may_write(&self, tp: &sluice_store::TopicPartition) -> bool {
         self.cluster.as_ref().is_none_or(|c| c.may_write(tp))
+    }
+
+    /// Whether a produce to `tp` should wait for this broker to acquire it (cluster mode): it
+    /// is assigned here, an acquisition may come soon ([`cluster::Cluster::may_acquire_soon`]:
+    /// not one backing off after a failure), and it is not served yet. Served means held,
+    /// writable and its open log in the registry (the registry takes a topic's logs once a
+    /// reconciliation round has been through all of its partitions, after the acquisition
+    /// itself): a wait that ended at the acquisition answered NOT_LEADER_OR_FOLLOWER anyway.
+    pub(crate) fn awaiting_acquisition(&self, tp: &sluice_store::TopicPartition) -> bool {
+        let Some(cluster) = &self.cluster else {
+            return false;
+        };
+        let served = self.may_write(tp)
+            && self
+                .registry
+                .get(&tp.topic)
+                .and_then(|s| s.log(tp.partition).cloned())
+                .is_some_and(|log| !log.is_closed());
+        !served && self.assigned_here(tp) && cluster.may_acquire_soon(tp)
     }
 
     /// Whether the cluster's records assign `tp` to this broker (acquired or not yet).

@@ -50,9 +50,6 @@ pub(crate) fn acquisitions_pending(
     if req.transactional_id.is_some() {
         return pending;
     }
-    let Some(view) = broker.meta.etcd().map(|s| s.view()) else {
-        return pending;
-    };
     for t in &req.topic_data {
         let name = if version >= 13 {
             broker
@@ -68,14 +65,7 @@ pub(crate) fn acquisitions_pending(
                 topic: name.clone(),
                 partition: p.index,
             };
-            if broker.may_write(&tp) {
-                continue;
-            }
-            let assigned_here = view
-                .owners
-                .get(&(name.clone(), p.index))
-                .is_some_and(|r| r.owner.node == broker.node_id);
-            if assigned_here {
+            if broker.awaiting_acquisition(&tp) {
                 pending.push(tp);
             }
         }
