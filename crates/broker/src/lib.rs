@@ -538,11 +538,12 @@ impl Broker {
                     let broker = self.clone();
                     let room = self.writeback.admit(timeout);
                     let wait = timeout.min(ACQUISITION_WAIT_MAX);
+                    // Both waits together stay within the bound.
+                    let until = Instant::now() + wait;
                     return Some(Box::pin(async move {
                         if let Some(room) = room {
                             room.await;
                         }
-                        let until = Instant::now() + wait;
                         while Instant::now() < until
                             && pending.iter().any(|tp| broker.awaiting_acquisition(tp))
                         {
