@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -141,6 +142,7 @@ def test_mutual_tls_refuses_a_client_without_a_certificate(broker_factory, certs
         admin.list_topics(timeout=5)
     harness.wait_until(lambda: failed_authentications(b) > before, 15, "a failed authentication counted")
     assert "TLS handshake failed" in b.log_text()
+    del admin  # it would go on trying
 
     # Plaintext bytes on the TLS port: the connection is closed, the broker goes on.
     with socket.create_connection(("127.0.0.1", b.tls_port), timeout=10) as s:
@@ -153,6 +155,24 @@ def test_mutual_tls_refuses_a_client_without_a_certificate(broker_factory, certs
             pass
     assert len(consume_partitions(b.tls_bootstrap, topic, [0], expected=20,
                                   **rdkafka_ssl(certs, client_cert=True))) == 20
+
+    # A connection closed before its first byte (a liveness check: the cluster's death probe,
+    # a load balancer's) is no failed handshake: not counted, not logged as one.
+    harness.wait_until(lambda: _unchanged_for_a_second(lambda: failed_authentications(b)), 30,
+                       "no more failed authentications")
+    before, logged = failed_authentications(b), b.log_text().count("TLS handshake failed")
+    for _ in range(5):
+        socket.create_connection(("127.0.0.1", b.tls_port), timeout=10).close()
+    assert len(consume_partitions(b.tls_bootstrap, topic, [0], expected=20,
+                                  **rdkafka_ssl(certs, client_cert=True))) == 20
+    assert failed_authentications(b) == before
+    assert b.log_text().count("TLS handshake failed") == logged
+
+
+def _unchanged_for_a_second(read) -> bool:
+    before = read()
+    time.sleep(1)
+    return read() == before
 
 
 @pytest.mark.parametrize("props,message", [

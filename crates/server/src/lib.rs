@@ -357,7 +357,21 @@ async fn accept(
                             (Reader::Tcp(r), Writer::Tcp(w))
                         }
                         Some(acceptor) => {
-                            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                            // A connection closed before its first byte is no handshake at
+                            // all: a liveness check (the cluster's death probe, a load
+                            // balancer's), closed quietly and not counted as a failed
+                            // authentication, as Kafka takes an end of stream for a disconnect.
+                            let started = tokio::time::Instant::now();
+                            let mut first = [0u8; 1];
+                            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
+                                Ok(Ok(0)) | Ok(Err(_)) => {
+                                    tracing::debug!(%peer, listener = %conn.listener, "connection closed before a TLS handshake began");
+                                    drop(permit);
+                                    return;
+                                }
+                                Ok(Ok(_)) | Err(_) => {}
+                            }
+                            match tokio::time::timeout_at(started + TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                                 Ok(Ok(tls)) => {
                                     if let Some(rules) = &principals {
                                         match certificate_principal(&tls, rules) {
