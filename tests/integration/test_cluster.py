@@ -231,7 +231,7 @@ def test_sigkill_failover_loses_no_acknowledged_record(volume, broker_factory, e
 
 # What a broker logs when its death probe takes another broker's process for gone.
 PROCESS_GONE = "its process is gone; revoking its lease"
-# The death probe is opt-in (sluice.cluster.death.probe.enable); these tests turn it on.
+# The death probe (sluice.cluster.death.probe.enable) is on by default; these tests say so.
 PROBE = {"sluice.cluster.death.probe.enable": "true"}
 
 

@@ -608,7 +608,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
                 lease_ms: p.typed("sluice.cluster.lease.ms", 3000)?,
                 poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
                 balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
-                death_probe_enable: p.bool("sluice.cluster.death.probe.enable", false)?,
+                death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
             })
         }
         _ => None,

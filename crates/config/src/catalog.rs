@@ -577,7 +577,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice: most partitions the broker opens; a topic creation or partition increase past it is refused with POLICY_VIOLATION. -1: derived from sluice.log.open.files.max."),
     b("sluice.cluster.balance.enable", Type::Boolean, Some("true"), Check::None, false,
         "Sluice cluster mode: the controller moves partitions so that every live broker owns a fair share (on a join, after a failover)."),
-    b("sluice.cluster.death.probe.enable", Type::Boolean, Some("false"), Check::None, false,
+    b("sluice.cluster.death.probe.enable", Type::Boolean, Some("true"), Check::None, false,
         "Sluice cluster mode: brokers probe each other's listener; a broker whose listener accepted connections and now refuses them has no process any more, and its lease is revoked at once so that its partitions move without waiting for the lease to expire."),
     b("sluice.cluster.etcd.endpoints", Type::String, None, Check::NonEmpty, false,
         "Sluice cluster mode: etcd's client URLs, comma separated, as etcd's tools write them: https://host:port, http://host:port, or host:port (TLS when sluice.cluster.etcd.ssl.truststore.location is set). Unset: a single broker with the embedded metadata store."),

@@ -512,8 +512,7 @@ pub struct ClusterSettings {
     /// `sluice.cluster.balance.enable`: move partitions to even out ownership. Default true.
     pub balance_enable: bool,
     /// `sluice.cluster.death.probe.enable`: revoke the lease of a broker whose listener
-    /// refuses connections after it accepted them (its process is gone). Default false until the
-    /// whole test suite has run with it on (docs/cluster.md).
+    /// refuses connections after it accepted them (its process is gone). Default true.
     pub death_probe_enable: bool,
 }
 
