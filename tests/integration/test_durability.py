@@ -9,6 +9,7 @@ import random
 from collections import Counter
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import KafkaException
@@ -35,14 +36,26 @@ def test_acknowledged_records_survive_a_host_crash(broker_factory, tmp_path, top
     mount = harness.crash_fs(tmp_path, metadata="dirsync")
     try:
         # One recovery thread per partition: every restart recovers them all at once.
+        metrics_port = harness.free_port()
         broker = broker_factory(log_dir=tmp_path / "mnt" / "data",
-                                overrides={"num.recovery.threads.per.data.dir": str(PARTITIONS)})
+                                overrides={"num.recovery.threads.per.data.dir": str(PARTITIONS),
+                                           "sluice.metrics.listener": f"127.0.0.1:{metrics_port}"})
         dropped = _kill_restart_rounds(broker, topic, crash=lambda: mount.crash())
         assert dropped > 0, "no crash dropped unsynced data: the test proved nothing"
         assert f"threads={PARTITIONS}" in broker.log_text(), "the partitions were not recovered in parallel"
+        assert _metric(metrics_port, "sluice_log_recovered_bytes_total") > 0, "no recovery counted in /metrics"
+        assert _metric(metrics_port, "sluice_log_recovery_seconds_total") > 0
         broker.kill()
     finally:
         mount.stop()
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not on /metrics")
 
 
 def _kill_restart_rounds(broker, topic, crash=None) -> int:

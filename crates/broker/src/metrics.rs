@@ -89,6 +89,19 @@ fn expose_log_files(e: &mut Exposition, failed: u64) {
         "Opens past the cap because every open partition file was in use or had unsynced writes.",
         files.over_cap as f64,
     );
+    let recovered = sluice_store::recovery::totals();
+    e.single(
+        names::LOG_RECOVERED_BYTES,
+        Kind::Counter,
+        "Bytes of segment data partition opens read and validated (recovery after an unclean shutdown, and at each takeover).",
+        recovered.bytes as f64,
+    );
+    e.single(
+        names::LOG_RECOVERY_SECONDS,
+        Kind::Counter,
+        "Seconds the partition opens that recovered took; with sluice_log_recovered_bytes_total, the rate recovery ran at.",
+        recovered.seconds,
+    );
     e.single(
         names::OFFLINE_LOG_DIRS,
         Kind::Gauge,

@@ -32,6 +32,7 @@ mod manager;
 pub mod mutation;
 mod producer;
 mod recent;
+pub mod recovery;
 mod relocate;
 mod sealed;
 mod segment;

@@ -11,6 +11,7 @@ use sluice_format::txn::{is_txn_marker, TxnIndexEntry, CONTROL_ABORT};
 
 impl Log {
     pub(crate) fn open(p: OpenParams) -> Result<Log, StoreError> {
+        let opened_at = std::time::Instant::now();
         let serr = |source: io::Error| StoreError::Io {
             path: p.dir.clone(),
             source,
@@ -747,6 +748,9 @@ impl Log {
         let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
             clean = p.clean, recovered_bytes, "log loaded");
+        if recovered_bytes > 0 {
+            crate::recovery::add(recovered_bytes, opened_at.elapsed());
+        }
         let sync_bounded = p.config.flush_messages == 1;
         Ok(Log {
             tp: p.tp,
