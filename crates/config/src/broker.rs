@@ -373,269 +373,36 @@ pub(crate) fn listeners_tls(
     Ok(out)
 }
 
+/// Build the broker's configuration from `props` (server.properties with any overrides):
+/// type-check every known property, then decide each part in turn. The steps run in a fixed
+/// order, so a configuration with two mistakes is always refused for the earlier one.
 pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
-    let mut given = BTreeMap::new();
-    let mut unknown = Vec::new();
-    for (name, raw) in &props {
-        if let Some(def) = catalog::broker_def(name) {
-            given.insert(
-                def.name,
-                catalog::parse_value(name, def.ty, def.check, raw)?,
-            );
-        } else if !catalog::is_ignored(name)
-            && !crate::tls::is_tls_property(name)
-            && !crate::sasl::is_sasl_property(name)
-        {
-            tracing::warn!(property = %name, "ignoring unknown configuration property {name}");
-            unknown.push(name.clone());
-        }
-    }
+    let (given, unknown) = parse_given(&props)?;
     let p = Parsed {
         props: &props,
         given,
     };
-
-    // node.id / broker.id
-    let node = p.typed::<i32>("node.id", -1)?;
-    let broker = p.typed::<i32>("broker.id", -1)?;
-    let node_id = match (p.raw("node.id"), p.raw("broker.id")) {
-        (Some(_), Some(b)) if node != broker => {
-            return Err(invalid(
-                "broker.id",
-                b,
-                format!("broker.id must equal node.id ({node}) when both are set"),
-            ))
-        }
-        (Some(_), _) => node,
-        (None, Some(_)) => broker,
-        (None, None) => DEFAULT_NODE_ID,
-    };
-
-    // listeners
-    let listeners_value = p.raw("listeners").unwrap_or(DEFAULT_LISTENERS);
-    let controller_names: Vec<String> = p
-        .raw("controller.listener.names")
-        .map(|v| csv(v).into_iter().map(|n| n.to_ascii_uppercase()).collect())
-        .unwrap_or_default();
-    let mut bound = parse_listeners("listeners", listeners_value)?;
-    bound.retain(|l| {
-        let keep = !controller_names.contains(&l.name);
-        if !keep {
-            tracing::info!(listener = %l, "not opening controller listener (Sluice has no controller endpoint)");
-        }
-        keep
-    });
-    if bound.is_empty() {
-        return Err(invalid(
-            "listeners",
-            listeners_value,
-            "every listener is named in controller.listener.names; at least one client listener is required",
-        ));
-    }
-    check_distinct_ports(listeners_value, &bound)?;
-
-    let advertised_listeners = match p.raw("advertised.listeners") {
-        Some(value) => {
-            let mut advertised = parse_listeners("advertised.listeners", value)?;
-            advertised.retain(|l| !controller_names.contains(&l.name));
-            for l in &mut advertised {
-                if l.host == WILDCARD {
-                    return Err(invalid(
-                        "advertised.listeners",
-                        value,
-                        format!("listener {} advertises the non-routable address 0.0.0.0; use an address clients can reach", l.name),
-                    ));
-                }
-                if !bound.iter().any(|b| b.name == l.name) {
-                    return Err(invalid(
-                        "advertised.listeners",
-                        value,
-                        format!("listener {} is not defined in listeners", l.name),
-                    ));
-                }
-                if l.host.is_empty() {
-                    l.host = LOOPBACK.to_string();
-                }
-            }
-            if advertised.is_empty() {
-                return Err(invalid(
-                    "advertised.listeners",
-                    value,
-                    "at least one client listener must be advertised",
-                ));
-            }
-            advertised
-        }
-        None => bound
-            .iter()
-            .map(|l| Listener {
-                host: if l.host.is_empty() {
-                    LOOPBACK.to_string()
-                } else {
-                    l.host.clone()
-                },
-                ..l.clone()
-            })
-            .collect(),
-    };
-    // listener.security.protocol.map, inter.broker.listener.name
-    let (listener_protocols, inter_broker_listener) = listener_security(&p, &bound)?;
-    let listener_tls = listeners_tls(&props, &bound, &listener_protocols)?;
-    let mut listener_sasl = BTreeMap::new();
-    for l in &bound {
-        if matches!(
-            listener_protocols.get(&l.name),
-            Some(SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
-        ) {
-            listener_sasl.insert(l.name.clone(), crate::sasl::listener_sasl(&props, &l.name)?);
-        }
-    }
-    let inter_broker_sasl = match listener_sasl.get(&inter_broker_listener) {
-        None => None,
-        Some(sasl) => Some(crate::sasl::inter_broker(
-            &props,
-            &inter_broker_listener,
-            sasl,
-        )?),
-    };
-
-    let listeners = bound
-        .into_iter()
-        .map(|l| Listener {
-            host: if l.host.is_empty() {
-                WILDCARD.to_string()
-            } else {
-                l.host
-            },
-            ..l
-        })
-        .collect();
-
-    // log.dirs / log.dir
-    let (dirs_name, dirs_value) = match p.raw("log.dirs") {
-        Some(v) => ("log.dirs", v),
-        None => ("log.dir", p.raw("log.dir").unwrap_or(DEFAULT_LOG_DIR)),
-    };
-    let log_dirs: Vec<PathBuf> = csv(dirs_value).into_iter().map(PathBuf::from).collect();
-    if log_dirs.is_empty() {
-        return Err(invalid(
-            dirs_name,
-            dirs_value,
-            "at least one directory is required",
-        ));
-    }
-
-    let max_connections_per_ip: u32 = p.typed("max.connections.per.ip", i32::MAX as u32)?;
-    let overrides_raw = match p.get("max.connections.per.ip.overrides")? {
-        Some(Value::Str(s)) => s,
-        _ => String::new(),
-    };
-    let mut max_connections_per_ip_overrides = Vec::new();
-    for entry in csv(&overrides_raw) {
-        let parsed = entry
-            .rsplit_once(':')
-            .and_then(|(host, n)| Some((host.trim(), n.trim().parse::<u32>().ok()?)))
-            .filter(|(host, n)| !host.is_empty() && i64::from(*n) <= i64::from(i32::MAX));
-        let Some((host, n)) = parsed else {
-            return Err(invalid(
-                "max.connections.per.ip.overrides",
-                &overrides_raw,
-                "each entry must be host:count or ip:count",
-            ));
-        };
-        // An IPv6 address may be written in brackets.
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        max_connections_per_ip_overrides.push((host.to_string(), n));
-    }
-    if max_connections_per_ip == 0 && max_connections_per_ip_overrides.is_empty() {
-        return Err(invalid(
-            "max.connections.per.ip",
-            "0",
-            "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.",
-        ));
-    }
-
-    let cluster_id = match p.get("cluster.id")? {
-        Some(Value::Str(s)) => Some(s),
-        _ => None,
-    };
-
-    let metrics_listener = match p.get("sluice.metrics.listener")? {
-        Some(Value::Str(s)) => {
-            let s = s.trim().to_string();
-            let ok = s
-                .rsplit_once(':')
-                .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
-            if !ok {
-                return Err(invalid(
-                    "sluice.metrics.listener",
-                    &s,
-                    "the value is not of the form host:port (for example 127.0.0.1:9404)",
-                ));
-            }
-            Some(s)
-        }
-        _ => None,
-    };
-
-    let cluster = match p.get("sluice.cluster.etcd.endpoints")? {
-        Some(Value::Str(s)) => {
-            let text = |name: &'static str| -> Result<Option<String>, ConfigError> {
-                Ok(match p.get(name)? {
-                    Some(Value::Str(v)) if !v.trim().is_empty() => Some(v.trim().to_string()),
-                    _ => None,
-                })
-            };
-            let link = crate::etcd::etcd_link(
-                &s,
-                text(crate::ETCD_TRUSTSTORE)?.as_deref(),
-                text(crate::ETCD_KEYSTORE)?.as_deref(),
-                text(crate::ETCD_USERNAME)?.as_deref(),
-                text(crate::ETCD_PASSWORD)?.as_deref(),
-            )?;
-            let prefix = match p.get("sluice.cluster.etcd.prefix")? {
-                Some(Value::Str(s)) => s.trim_end_matches('/').to_string(),
-                _ => "/sluice".to_string(),
-            };
-            Some(crate::ClusterSettings {
-                etcd_endpoints: link.endpoints,
-                etcd_tls: link.tls,
-                etcd_login: link.login,
-                etcd_prefix: prefix,
-                etcd_timeout_ms: p.typed("sluice.cluster.etcd.timeout.ms", 2000)?,
-                registration_timeout_ms: p
-                    .typed("initial.broker.registration.timeout.ms", 60000)?,
-                lease_ms: p.typed("sluice.cluster.lease.ms", 3000)?,
-                poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
-                balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
-                death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
-            })
-        }
-        _ => None,
-    };
-
-    // Topic defaults from the broker synonyms, highest-priority synonym first.
-    let mut topic_defaults = TopicConfig::default();
-    for def in catalog::TOPIC_DEFS {
-        if let Some((syn, value)) = def
-            .synonyms
-            .iter()
-            .find_map(|s| p.given.get(s.name).map(|v| (s, v.clone())))
-        {
-            topic_defaults.apply(
-                def.name,
-                catalog::convert_synonym(def.name, syn.unit, value),
-            );
-        }
-    }
-
+    let node_id = node_id(&p)?;
+    let Listeners {
+        listeners,
+        advertised_listeners,
+        listener_protocols,
+        inter_broker_listener,
+        listener_tls,
+        listener_sasl,
+        inter_broker_sasl,
+    } = listeners(&p)?;
+    let log_dirs = log_dirs(&p)?;
+    let (max_connections_per_ip, max_connections_per_ip_overrides) = connections_per_ip(&p)?;
+    let cluster_id = cluster_id(&p)?;
+    let metrics_listener = metrics_listener(&p)?;
+    let cluster = cluster_settings(&p)?;
+    let topic_defaults = topic_defaults(&p);
     let authorizer = authorizer(&p)?;
+    let rack = rack(&p)?;
 
-    let rack = match p.get("broker.rack")? {
-        Some(Value::Str(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
-        _ => None,
-    };
-
+    // The rest are plain reads of one property each (or one group of them), after the checks
+    // above.
     Ok(BrokerConfig {
         node_id,
         rack,
@@ -674,74 +441,480 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         log_writeback_bytes: p.typed("sluice.log.writeback.bytes", 1 << 20)?,
         log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 1 << 30)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
-        recovery_threads_per_data_dir: p
-            .typed("num.recovery.threads.per.data.dir", 0usize)
-            .map(|n| if n == 0 { default_parallelism() } else { n })?,
+        recovery_threads_per_data_dir: recovery_threads(&p)?,
         metrics_listener,
         metrics_lag_remote_partitions_max: p
             .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,
         metrics_lag_remote_cache_ms: p.typed("sluice.metrics.lag.remote.cache.ms", 5000)?,
-        cleaner: crate::CleanerSettings {
-            enable: p.bool("log.cleaner.enable", true)?,
-            threads: p.typed("log.cleaner.threads", 1)?,
-            backoff_ms: p.typed("log.cleaner.backoff.ms", 15_000)?,
-            dedupe_buffer_size: p.typed("log.cleaner.dedupe.buffer.size", 134_217_728)?,
-            io_buffer_size: p.typed("log.cleaner.io.buffer.size", 524_288)?,
-            io_buffer_load_factor: p.double("log.cleaner.io.buffer.load.factor", 0.9)?,
-            io_max_bytes_per_second: p.double("log.cleaner.io.max.bytes.per.second", f64::MAX)?,
-        },
+        cleaner: cleaner_settings(&p)?,
         cluster,
         cluster_id,
-        groups: crate::GroupSettings {
-            initial_rebalance_delay_ms: p.typed("group.initial.rebalance.delay.ms", 3000)?,
-            min_session_timeout_ms: p.typed("group.min.session.timeout.ms", 6000)?,
-            max_session_timeout_ms: p.typed("group.max.session.timeout.ms", 1_800_000)?,
-            max_size: p.typed("group.max.size", i32::MAX)?,
-            consumer_heartbeat_interval_ms: p
-                .typed("group.consumer.heartbeat.interval.ms", 5000)?,
-            consumer_session_timeout_ms: p.typed("group.consumer.session.timeout.ms", 45000)?,
-            consumer_max_size: p.typed("group.consumer.max.size", i32::MAX)?,
-            consumer_assignors: csv(p.raw("group.consumer.assignors").unwrap_or("uniform,range")),
-            consumer_migration_policy: p
-                .raw("group.consumer.migration.policy")
-                .unwrap_or("bidirectional")
-                .trim()
-                .to_ascii_lowercase(),
-            offsets_topic_num_partitions: p.typed("offsets.topic.num.partitions", 50)?,
-            offsets_retention_minutes: p.typed("offsets.retention.minutes", 10080)?,
-            offsets_retention_check_interval_ms: p
-                .typed("offsets.retention.check.interval.ms", 600_000)?,
-            offsets_snapshot_interval_records: p
-                .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
-            offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
-        },
-        quotas: crate::QuotaSettings {
-            window_num: p.typed("quota.window.num", 11)?,
-            window_size_seconds: p.typed("quota.window.size.seconds", 1)?,
-        },
-        transactions: crate::TxnSettings {
-            state_log_num_partitions: p.typed("transaction.state.log.num.partitions", 50)?,
-            max_timeout_ms: p.typed("transaction.max.timeout.ms", 900_000)?,
-            id_expiration_ms: p.typed("transactional.id.expiration.ms", 604_800_000)?,
-            abort_timed_out_interval_ms: p.typed(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                10_000,
-            )?,
-            remove_expired_interval_ms: p.typed(
-                "transaction.remove.expired.transaction.cleanup.interval.ms",
-                3_600_000,
-            )?,
-            version: p.typed("sluice.transaction.version", 2)?,
-            add_partitions_retry_backoff_ms: p
-                .typed("add.partitions.to.txn.retry.backoff.ms", 20)?,
-            add_partitions_retry_backoff_max_ms: p
-                .typed("add.partitions.to.txn.retry.backoff.max.ms", 100)?,
-        },
+        groups: group_settings(&p)?,
+        quotas: quota_settings(&p)?,
+        transactions: txn_settings(&p)?,
         topic_defaults,
         given: props.clone(),
         dynamic_default: BTreeMap::new(),
         dynamic_broker: BTreeMap::new(),
         unknown,
+    })
+}
+
+/// Each known property typed and checked against its catalogue entry (the first invalid one,
+/// in name order, is the error), and the names of the unknown ones, each warned about once.
+/// TLS and SASL properties are neither: they are checked per listener ([`listeners`]).
+fn parse_given(
+    props: &BTreeMap<String, String>,
+) -> Result<(BTreeMap<&'static str, Value>, Vec<String>), ConfigError> {
+    let mut given = BTreeMap::new();
+    let mut unknown = Vec::new();
+    for (name, raw) in props {
+        if let Some(def) = catalog::broker_def(name) {
+            given.insert(
+                def.name,
+                catalog::parse_value(name, def.ty, def.check, raw)?,
+            );
+        } else if !catalog::is_ignored(name)
+            && !crate::tls::is_tls_property(name)
+            && !crate::sasl::is_sasl_property(name)
+        {
+            tracing::warn!(property = %name, "ignoring unknown configuration property {name}");
+            unknown.push(name.clone());
+        }
+    }
+    Ok((given, unknown))
+}
+
+/// `node.id`, else `broker.id`, else 1; when both are set they must be equal.
+fn node_id(p: &Parsed<'_>) -> Result<i32, ConfigError> {
+    let node = p.typed::<i32>("node.id", -1)?;
+    let broker = p.typed::<i32>("broker.id", -1)?;
+    Ok(match (p.raw("node.id"), p.raw("broker.id")) {
+        (Some(_), Some(b)) if node != broker => {
+            return Err(invalid(
+                "broker.id",
+                b,
+                format!("broker.id must equal node.id ({node}) when both are set"),
+            ))
+        }
+        (Some(_), _) => node,
+        (None, Some(_)) => broker,
+        (None, None) => DEFAULT_NODE_ID,
+    })
+}
+
+/// The listener fields of [`BrokerConfig`] (same names), decided together by [`listeners`].
+struct Listeners {
+    listeners: Vec<Listener>,
+    advertised_listeners: Vec<Listener>,
+    listener_protocols: BTreeMap<String, SecurityProtocol>,
+    inter_broker_listener: String,
+    listener_tls: BTreeMap<String, crate::TlsConfig>,
+    listener_sasl: BTreeMap<String, crate::SaslConfig>,
+    inter_broker_sasl: Option<(crate::SaslMechanism, crate::SaslLogin)>,
+}
+
+/// The listeners and their security, each step checking what the one before decided: the
+/// bound listeners, the advertised ones, the protocol map and inter-broker listener, then the
+/// TLS and SASL settings of the listeners that use them.
+fn listeners(p: &Parsed<'_>) -> Result<Listeners, ConfigError> {
+    let controller_names = controller_listener_names(p);
+    let bound = bound_listeners(p, &controller_names)?;
+    let advertised_listeners = advertised_listeners(p, &bound, &controller_names)?;
+    let (listener_protocols, inter_broker_listener) = listener_security(p, &bound)?;
+    let listener_tls = listeners_tls(p.props, &bound, &listener_protocols)?;
+    let listener_sasl = listeners_sasl(p.props, &bound, &listener_protocols)?;
+    let inter_broker_sasl = inter_broker_sasl(p.props, &inter_broker_listener, &listener_sasl)?;
+    Ok(Listeners {
+        listeners: bind_all_interfaces(bound),
+        advertised_listeners,
+        listener_protocols,
+        inter_broker_listener,
+        listener_tls,
+        listener_sasl,
+        inter_broker_sasl,
+    })
+}
+
+/// `controller.listener.names`, upper-cased: the listeners Sluice does not open.
+fn controller_listener_names(p: &Parsed<'_>) -> Vec<String> {
+    p.raw("controller.listener.names")
+        .map(|v| csv(v).into_iter().map(|n| n.to_ascii_uppercase()).collect())
+        .unwrap_or_default()
+}
+
+/// `listeners` (default PLAINTEXT://127.0.0.1:9092) less the controller listeners (Sluice has
+/// no controller endpoint): at least one must remain, on distinct ports. Hosts as written.
+fn bound_listeners(
+    p: &Parsed<'_>,
+    controller_names: &[String],
+) -> Result<Vec<Listener>, ConfigError> {
+    let value = p.raw("listeners").unwrap_or(DEFAULT_LISTENERS);
+    let mut bound = parse_listeners("listeners", value)?;
+    bound.retain(|l| {
+        let keep = !controller_names.contains(&l.name);
+        if !keep {
+            tracing::info!(listener = %l, "not opening controller listener (Sluice has no controller endpoint)");
+        }
+        keep
+    });
+    if bound.is_empty() {
+        return Err(invalid(
+            "listeners",
+            value,
+            "every listener is named in controller.listener.names; at least one client listener is required",
+        ));
+    }
+    check_distinct_ports(value, &bound)?;
+    Ok(bound)
+}
+
+/// `advertised.listeners` if set ([`explicit_advertised`]), else the bound listeners with an
+/// empty host advertised as 127.0.0.1.
+fn advertised_listeners(
+    p: &Parsed<'_>,
+    bound: &[Listener],
+    controller_names: &[String],
+) -> Result<Vec<Listener>, ConfigError> {
+    match p.raw("advertised.listeners") {
+        Some(value) => explicit_advertised(value, bound, controller_names),
+        None => Ok(bound
+            .iter()
+            .map(|l| Listener {
+                host: if l.host.is_empty() {
+                    LOOPBACK.to_string()
+                } else {
+                    l.host.clone()
+                },
+                ..l.clone()
+            })
+            .collect()),
+    }
+}
+
+/// The `advertised.listeners` given as `value`, controller listeners dropped: each must be a
+/// bound listener and reachable (not 0.0.0.0; an empty host is advertised as 127.0.0.1), and
+/// at least one must remain.
+fn explicit_advertised(
+    value: &str,
+    bound: &[Listener],
+    controller_names: &[String],
+) -> Result<Vec<Listener>, ConfigError> {
+    let mut advertised = parse_listeners("advertised.listeners", value)?;
+    advertised.retain(|l| !controller_names.contains(&l.name));
+    for l in &mut advertised {
+        if l.host == WILDCARD {
+            return Err(invalid(
+                "advertised.listeners",
+                value,
+                format!("listener {} advertises the non-routable address 0.0.0.0; use an address clients can reach", l.name),
+            ));
+        }
+        if !bound.iter().any(|b| b.name == l.name) {
+            return Err(invalid(
+                "advertised.listeners",
+                value,
+                format!("listener {} is not defined in listeners", l.name),
+            ));
+        }
+        if l.host.is_empty() {
+            l.host = LOOPBACK.to_string();
+        }
+    }
+    if advertised.is_empty() {
+        return Err(invalid(
+            "advertised.listeners",
+            value,
+            "at least one client listener must be advertised",
+        ));
+    }
+    Ok(advertised)
+}
+
+/// The SASL settings of each SASL_PLAINTEXT and SASL_SSL listener of `listeners`.
+fn listeners_sasl(
+    props: &BTreeMap<String, String>,
+    listeners: &[Listener],
+    protocols: &BTreeMap<String, SecurityProtocol>,
+) -> Result<BTreeMap<String, crate::SaslConfig>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for l in listeners {
+        if matches!(
+            protocols.get(&l.name),
+            Some(SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+        ) {
+            out.insert(l.name.clone(), crate::sasl::listener_sasl(props, &l.name)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The mechanism and login the broker uses with its peers when the inter-broker listener is a
+/// SASL one (then checked by [`crate::sasl::inter_broker`]); None otherwise.
+fn inter_broker_sasl(
+    props: &BTreeMap<String, String>,
+    inter_broker_listener: &str,
+    listener_sasl: &BTreeMap<String, crate::SaslConfig>,
+) -> Result<Option<(crate::SaslMechanism, crate::SaslLogin)>, ConfigError> {
+    match listener_sasl.get(inter_broker_listener) {
+        None => Ok(None),
+        Some(sasl) => crate::sasl::inter_broker(props, inter_broker_listener, sasl).map(Some),
+    }
+}
+
+/// The listeners as bound: an empty host binds all interfaces (0.0.0.0).
+fn bind_all_interfaces(bound: Vec<Listener>) -> Vec<Listener> {
+    bound
+        .into_iter()
+        .map(|l| Listener {
+            host: if l.host.is_empty() {
+                WILDCARD.to_string()
+            } else {
+                l.host
+            },
+            ..l
+        })
+        .collect()
+}
+
+/// `log.dirs`, else `log.dir`, else ./sluice-data: at least one directory.
+fn log_dirs(p: &Parsed<'_>) -> Result<Vec<PathBuf>, ConfigError> {
+    let (dirs_name, dirs_value) = match p.raw("log.dirs") {
+        Some(v) => ("log.dirs", v),
+        None => ("log.dir", p.raw("log.dir").unwrap_or(DEFAULT_LOG_DIR)),
+    };
+    let log_dirs: Vec<PathBuf> = csv(dirs_value).into_iter().map(PathBuf::from).collect();
+    if log_dirs.is_empty() {
+        return Err(invalid(
+            dirs_name,
+            dirs_value,
+            "at least one directory is required",
+        ));
+    }
+    Ok(log_dirs)
+}
+
+/// `max.connections.per.ip` and its overrides; as on Kafka, the limit may be zero only when
+/// overrides name the hosts that may connect.
+fn connections_per_ip(p: &Parsed<'_>) -> Result<(u32, Vec<(String, u32)>), ConfigError> {
+    let max_connections_per_ip: u32 = p.typed("max.connections.per.ip", i32::MAX as u32)?;
+    let overrides_raw = match p.get("max.connections.per.ip.overrides")? {
+        Some(Value::Str(s)) => s,
+        _ => String::new(),
+    };
+    let overrides = per_ip_overrides(&overrides_raw)?;
+    if max_connections_per_ip == 0 && overrides.is_empty() {
+        return Err(invalid(
+            "max.connections.per.ip",
+            "0",
+            "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.",
+        ));
+    }
+    Ok((max_connections_per_ip, overrides))
+}
+
+/// `max.connections.per.ip.overrides` given as `raw`: comma-separated `host:count` entries, in
+/// the order given; a host is not empty (an IPv6 one may be bracketed), a count at most
+/// 2147483647.
+fn per_ip_overrides(raw: &str) -> Result<Vec<(String, u32)>, ConfigError> {
+    let mut overrides = Vec::new();
+    for entry in csv(raw) {
+        let parsed = entry
+            .rsplit_once(':')
+            .and_then(|(host, n)| Some((host.trim(), n.trim().parse::<u32>().ok()?)))
+            .filter(|(host, n)| !host.is_empty() && i64::from(*n) <= i64::from(i32::MAX));
+        let Some((host, n)) = parsed else {
+            return Err(invalid(
+                "max.connections.per.ip.overrides",
+                raw,
+                "each entry must be host:count or ip:count",
+            ));
+        };
+        // An IPv6 address may be written in brackets.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        overrides.push((host.to_string(), n));
+    }
+    Ok(overrides)
+}
+
+/// `cluster.id` (checked not blank by the catalogue); None = generate one.
+fn cluster_id(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
+    Ok(match p.get("cluster.id")? {
+        Some(Value::Str(s)) => Some(s),
+        _ => None,
+    })
+}
+
+/// `sluice.metrics.listener`, trimmed: `host:port` with a host and a valid port; None = no
+/// metrics listener.
+fn metrics_listener(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
+    Ok(match p.get("sluice.metrics.listener")? {
+        Some(Value::Str(s)) => {
+            let s = s.trim().to_string();
+            let ok = s
+                .rsplit_once(':')
+                .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid(
+                    "sluice.metrics.listener",
+                    &s,
+                    "the value is not of the form host:port (for example 127.0.0.1:9404)",
+                ));
+            }
+            Some(s)
+        }
+        _ => None,
+    })
+}
+
+/// `sluice.cluster.*`: with `sluice.cluster.etcd.endpoints` set, the broker joins the cluster
+/// those etcd endpoints hold; None (unset) = a single broker with the embedded store.
+fn cluster_settings(p: &Parsed<'_>) -> Result<Option<crate::ClusterSettings>, ConfigError> {
+    let Some(Value::Str(endpoints)) = p.get("sluice.cluster.etcd.endpoints")? else {
+        return Ok(None);
+    };
+    let link = etcd_link(p, &endpoints)?;
+    Ok(Some(crate::ClusterSettings {
+        etcd_endpoints: link.endpoints,
+        etcd_tls: link.tls,
+        etcd_login: link.login,
+        etcd_prefix: etcd_prefix(p)?,
+        etcd_timeout_ms: p.typed("sluice.cluster.etcd.timeout.ms", 2000)?,
+        registration_timeout_ms: p.typed("initial.broker.registration.timeout.ms", 60000)?,
+        lease_ms: p.typed("sluice.cluster.lease.ms", 3000)?,
+        poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
+        balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
+        death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
+    }))
+}
+
+/// The link to etcd: `endpoints` with the etcd TLS and login settings (each trimmed; a blank
+/// one is unset), checked by [`crate::etcd::etcd_link`].
+fn etcd_link(p: &Parsed<'_>, endpoints: &str) -> Result<crate::etcd::Link, ConfigError> {
+    let text = |name: &'static str| -> Result<Option<String>, ConfigError> {
+        Ok(match p.get(name)? {
+            Some(Value::Str(v)) if !v.trim().is_empty() => Some(v.trim().to_string()),
+            _ => None,
+        })
+    };
+    crate::etcd::etcd_link(
+        endpoints,
+        text(crate::ETCD_TRUSTSTORE)?.as_deref(),
+        text(crate::ETCD_KEYSTORE)?.as_deref(),
+        text(crate::ETCD_USERNAME)?.as_deref(),
+        text(crate::ETCD_PASSWORD)?.as_deref(),
+    )
+}
+
+/// `sluice.cluster.etcd.prefix` without its trailing slashes (default /sluice): the root of
+/// the cluster's keys, to which each key adds `/...`.
+fn etcd_prefix(p: &Parsed<'_>) -> Result<String, ConfigError> {
+    Ok(match p.get("sluice.cluster.etcd.prefix")? {
+        Some(Value::Str(s)) => s.trim_end_matches('/').to_string(),
+        _ => "/sluice".to_string(),
+    })
+}
+
+/// Topic defaults from the broker synonyms (`log.retention.hours` for `retention.ms`...): of
+/// those given, the highest-priority synonym of each topic config wins.
+fn topic_defaults(p: &Parsed<'_>) -> TopicConfig {
+    let mut topic_defaults = TopicConfig::default();
+    for def in catalog::TOPIC_DEFS {
+        if let Some((syn, value)) = def
+            .synonyms
+            .iter()
+            .find_map(|s| p.given.get(s.name).map(|v| (s, v.clone())))
+        {
+            topic_defaults.apply(
+                def.name,
+                catalog::convert_synonym(def.name, syn.unit, value),
+            );
+        }
+    }
+    topic_defaults
+}
+
+/// `broker.rack`, trimmed; None when unset or blank.
+fn rack(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
+    Ok(match p.get("broker.rack")? {
+        Some(Value::Str(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        _ => None,
+    })
+}
+
+/// `num.recovery.threads.per.data.dir`; 0 (the default) = one per CPU the process may use.
+fn recovery_threads(p: &Parsed<'_>) -> Result<usize, ConfigError> {
+    p.typed("num.recovery.threads.per.data.dir", 0usize)
+        .map(|n| if n == 0 { default_parallelism() } else { n })
+}
+
+/// The log cleaner's settings (`log.cleaner.*`, Kafka's names and defaults).
+fn cleaner_settings(p: &Parsed<'_>) -> Result<crate::CleanerSettings, ConfigError> {
+    Ok(crate::CleanerSettings {
+        enable: p.bool("log.cleaner.enable", true)?,
+        threads: p.typed("log.cleaner.threads", 1)?,
+        backoff_ms: p.typed("log.cleaner.backoff.ms", 15_000)?,
+        dedupe_buffer_size: p.typed("log.cleaner.dedupe.buffer.size", 134_217_728)?,
+        io_buffer_size: p.typed("log.cleaner.io.buffer.size", 524_288)?,
+        io_buffer_load_factor: p.double("log.cleaner.io.buffer.load.factor", 0.9)?,
+        io_max_bytes_per_second: p.double("log.cleaner.io.max.bytes.per.second", f64::MAX)?,
+    })
+}
+
+/// The group coordinator's settings (`group.*`, `offsets.*`); the consumer assignors as a
+/// list, the migration policy lower-cased.
+fn group_settings(p: &Parsed<'_>) -> Result<crate::GroupSettings, ConfigError> {
+    Ok(crate::GroupSettings {
+        initial_rebalance_delay_ms: p.typed("group.initial.rebalance.delay.ms", 3000)?,
+        min_session_timeout_ms: p.typed("group.min.session.timeout.ms", 6000)?,
+        max_session_timeout_ms: p.typed("group.max.session.timeout.ms", 1_800_000)?,
+        max_size: p.typed("group.max.size", i32::MAX)?,
+        consumer_heartbeat_interval_ms: p.typed("group.consumer.heartbeat.interval.ms", 5000)?,
+        consumer_session_timeout_ms: p.typed("group.consumer.session.timeout.ms", 45000)?,
+        consumer_max_size: p.typed("group.consumer.max.size", i32::MAX)?,
+        consumer_assignors: csv(p.raw("group.consumer.assignors").unwrap_or("uniform,range")),
+        consumer_migration_policy: p
+            .raw("group.consumer.migration.policy")
+            .unwrap_or("bidirectional")
+            .trim()
+            .to_ascii_lowercase(),
+        offsets_topic_num_partitions: p.typed("offsets.topic.num.partitions", 50)?,
+        offsets_retention_minutes: p.typed("offsets.retention.minutes", 10080)?,
+        offsets_retention_check_interval_ms: p
+            .typed("offsets.retention.check.interval.ms", 600_000)?,
+        offsets_snapshot_interval_records: p
+            .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
+        offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
+    })
+}
+
+/// Client quotas' rate windows (`quota.window.*`).
+fn quota_settings(p: &Parsed<'_>) -> Result<crate::QuotaSettings, ConfigError> {
+    Ok(crate::QuotaSettings {
+        window_num: p.typed("quota.window.num", 11)?,
+        window_size_seconds: p.typed("quota.window.size.seconds", 1)?,
+    })
+}
+
+/// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`,
+/// `add.partitions.to.txn.*`).
+fn txn_settings(p: &Parsed<'_>) -> Result<crate::TxnSettings, ConfigError> {
+    Ok(crate::TxnSettings {
+        state_log_num_partitions: p.typed("transaction.state.log.num.partitions", 50)?,
+        max_timeout_ms: p.typed("transaction.max.timeout.ms", 900_000)?,
+        id_expiration_ms: p.typed("transactional.id.expiration.ms", 604_800_000)?,
+        abort_timed_out_interval_ms: p.typed(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            10_000,
+        )?,
+        remove_expired_interval_ms: p.typed(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            3_600_000,
+        )?,
+        version: p.typed("sluice.transaction.version", 2)?,
+        add_partitions_retry_backoff_ms: p.typed("add.partitions.to.txn.retry.backoff.ms", 20)?,
+        add_partitions_retry_backoff_max_ms: p
+            .typed("add.partitions.to.txn.retry.backoff.max.ms", 100)?,
     })
 }
 
