@@ -16,6 +16,7 @@ const DEFAULT_NODE_ID: i32 = 1;
 /// Host advertised for a listener bound with an empty host.
 const LOOPBACK: &str = "127.0.0.1";
 const WILDCARD: &str = "0.0.0.0";
+const PROTOCOL_MAP: &str = "listener.security.protocol.map";
 
 fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::InvalidValue {
@@ -130,64 +131,29 @@ fn check_distinct_ports(value: &str, listeners: &[Listener]) -> Result<(), Confi
     Ok(())
 }
 
-/// `listener.security.protocol.map` (Kafka's default: PLAINTEXT, SSL, SASL_PLAINTEXT and
-/// SASL_SSL each mapped to itself), checked to name every listener; and the inter-broker
-/// listener: `inter.broker.listener.name`, else the listener named as
-/// `security.inter.broker.protocol` (default PLAINTEXT), else the first listener.
-fn listener_security(
+/// `listener.security.protocol.map` ([`parse_protocol_map`]; Kafka's default maps PLAINTEXT,
+/// SSL, SASL_PLAINTEXT and SASL_SSL each to itself), which must map every listener.
+fn protocol_map(
     p: &Parsed<'_>,
     listeners: &[Listener],
-) -> Result<(BTreeMap<String, SecurityProtocol>, String), ConfigError> {
-    const MAP: &str = "listener.security.protocol.map";
-    let mut map = BTreeMap::new();
-    match p.raw(MAP) {
-        Some(value) => {
-            for entry in csv(value) {
-                let (name, protocol) = entry.split_once(':').ok_or_else(|| {
-                    invalid(
-                        MAP,
-                        value,
-                        format!("{entry:?} is not LISTENER_NAME:PROTOCOL"),
-                    )
-                })?;
-                let protocol = SecurityProtocol::parse(protocol.trim()).ok_or_else(|| {
-                    invalid(
-                        MAP,
-                        value,
-                        format!(
-                            "unknown security protocol {:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
-                            protocol.trim()
-                        ),
-                    )
-                })?;
-                if map
-                    .insert(name.trim().to_ascii_uppercase(), protocol)
-                    .is_some()
-                {
-                    return Err(invalid(
-                        MAP,
-                        value,
-                        format!("listener {} is mapped more than once", name.trim()),
-                    ));
-                }
-            }
-        }
-        None => {
-            for protocol in [
-                SecurityProtocol::Plaintext,
-                SecurityProtocol::Ssl,
-                SecurityProtocol::SaslPlaintext,
-                SecurityProtocol::SaslSsl,
-            ] {
-                map.insert(protocol.name().to_string(), protocol);
-            }
-        }
-    }
+) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    let map = match p.raw(PROTOCOL_MAP) {
+        Some(value) => parse_protocol_map(value)?,
+        None => [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl,
+        ]
+        .into_iter()
+        .map(|protocol| (protocol.name().to_string(), protocol))
+        .collect(),
+    };
     for l in listeners {
         if !map.contains_key(&l.name) {
             return Err(invalid(
-                MAP,
-                p.raw(MAP).unwrap_or(""),
+                PROTOCOL_MAP,
+                p.raw(PROTOCOL_MAP).unwrap_or(""),
                 format!(
                     "no security protocol is defined for listener {}; map it, e.g. {}:PLAINTEXT",
                     l.name, l.name
@@ -195,37 +161,73 @@ fn listener_security(
             ));
         }
     }
-    let inter = match (
-        p.raw("inter.broker.listener.name"),
-        p.raw("security.inter.broker.protocol"),
-    ) {
-        (Some(_), Some(_)) => return Err(invalid(
-            "inter.broker.listener.name",
-            p.raw("inter.broker.listener.name").unwrap_or(""),
+    Ok(map)
+}
+
+/// A `listener.security.protocol.map` value: comma-separated `LISTENER_NAME:PROTOCOL`, names
+/// upper-cased, each mapped once.
+fn parse_protocol_map(value: &str) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    let mut map = BTreeMap::new();
+    for entry in csv(value) {
+        let (name, protocol) = entry.split_once(':').ok_or_else(|| {
+            invalid(
+                PROTOCOL_MAP,
+                value,
+                format!("{entry:?} is not LISTENER_NAME:PROTOCOL"),
+            )
+        })?;
+        let protocol = SecurityProtocol::parse(protocol.trim()).ok_or_else(|| {
+            invalid(
+                PROTOCOL_MAP,
+                value,
+                format!(
+                    "unknown security protocol {:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
+                    protocol.trim()
+                ),
+            )
+        })?;
+        if map
+            .insert(name.trim().to_ascii_uppercase(), protocol)
+            .is_some()
+        {
+            return Err(invalid(
+                PROTOCOL_MAP,
+                value,
+                format!("listener {} is mapped more than once", name.trim()),
+            ));
+        }
+    }
+    Ok(map)
+}
+
+/// The inter-broker listener: `inter.broker.listener.name` (which must name a listener), else
+/// the listener named as `security.inter.broker.protocol` (default PLAINTEXT), else the first
+/// listener; at most one of the two properties may be set.
+fn inter_broker_listener(p: &Parsed<'_>, listeners: &[Listener]) -> Result<String, ConfigError> {
+    const NAME: &str = "inter.broker.listener.name";
+    match (p.raw(NAME), p.raw("security.inter.broker.protocol")) {
+        (Some(name), Some(_)) => Err(invalid(
+            NAME,
+            name,
             "only one of inter.broker.listener.name and security.inter.broker.protocol may be set",
         )),
         (Some(name), None) => {
             let name = name.trim().to_ascii_uppercase();
             if !listeners.iter().any(|l| l.name == name) {
-                return Err(invalid(
-                    "inter.broker.listener.name",
-                    &name,
-                    "it must name one of the listeners",
-                ));
+                return Err(invalid(NAME, &name, "it must name one of the listeners"));
             }
-            name
+            Ok(name)
         }
         (None, protocol) => {
             let wanted = protocol.unwrap_or("PLAINTEXT").trim().to_ascii_uppercase();
-            listeners
+            Ok(listeners
                 .iter()
                 .find(|l| l.name == wanted)
                 .or_else(|| listeners.first())
                 .map(|l| l.name.clone())
-                .unwrap_or(wanted)
+                .unwrap_or(wanted))
         }
-    };
-    Ok((map, inter))
+    }
 }
 
 fn csv(value: &str) -> Vec<String> {
@@ -521,7 +523,8 @@ fn listeners(p: &Parsed<'_>) -> Result<Listeners, ConfigError> {
     let controller_names = controller_listener_names(p);
     let bound = bound_listeners(p, &controller_names)?;
     let advertised_listeners = advertised_listeners(p, &bound, &controller_names)?;
-    let (listener_protocols, inter_broker_listener) = listener_security(p, &bound)?;
+    let listener_protocols = protocol_map(p, &bound)?;
+    let inter_broker_listener = inter_broker_listener(p, &bound)?;
     let listener_tls = listeners_tls(p.props, &bound, &listener_protocols)?;
     let listener_sasl = listeners_sasl(p.props, &bound, &listener_protocols)?;
     let inter_broker_sasl = inter_broker_sasl(p.props, &inter_broker_listener, &listener_sasl)?;
