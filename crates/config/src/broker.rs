@@ -845,7 +845,8 @@ fn rack(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
     })
 }
 
-/// `num.recovery.threads.per.data.dir`; 0 (the default) = one per CPU the process may use.
+/// `num.recovery.threads.per.data.dir`; unset (no catalogue default, so the fallback 0), one
+/// per CPU the process may use. The catalogue refuses an explicit 0.
 fn recovery_threads(p: &Parsed<'_>) -> Result<usize, ConfigError> {
     p.typed("num.recovery.threads.per.data.dir", 0usize)
         .map(|n| if n == 0 { default_parallelism() } else { n })
@@ -1087,4 +1088,204 @@ pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
 /// The number of CPUs this process may use (1 when unknown).
 fn default_parallelism() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// `pairs` typed as [`build`] types them, handed to `step`.
+    fn with<R>(pairs: &[(&str, &str)], step: impl FnOnce(&Parsed<'_>) -> R) -> R {
+        let props = props(pairs);
+        let (given, _) = parse_given(&props).unwrap();
+        step(&Parsed {
+            props: &props,
+            given,
+        })
+    }
+
+    fn listener(name: &str, host: &str, port: u16) -> Listener {
+        Listener {
+            name: name.into(),
+            host: host.into(),
+            port,
+        }
+    }
+
+    fn invalid_parts(e: ConfigError) -> (String, String, String) {
+        match e {
+            ConfigError::InvalidValue {
+                name,
+                value,
+                reason,
+            } => (name, value, reason),
+            other => panic!("expected InvalidValue, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn per_ip_overrides_keep_their_order_and_lose_ipv6_brackets() {
+        assert_eq!(per_ip_overrides("").unwrap(), []);
+        assert_eq!(
+            per_ip_overrides("a:1, [::1]:2 ,host.x:3,fe80::1:2147483647").unwrap(),
+            [
+                ("a".to_string(), 1),
+                ("::1".to_string(), 2),
+                ("host.x".to_string(), 3),
+                ("fe80::1".to_string(), 2_147_483_647),
+            ]
+        );
+        // No count, no host, not a number, above Kafka's int range, negative.
+        for bad in ["h", ":5", "h:x", "h:2147483648", "h:-1", "a:1,b"] {
+            let (name, value, reason) = invalid_parts(per_ip_overrides(bad).unwrap_err());
+            assert_eq!(
+                (name.as_str(), value.as_str()),
+                ("max.connections.per.ip.overrides", bad)
+            );
+            assert!(reason.contains("host:count"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_zero_connection_limit_per_ip_needs_overrides() {
+        assert_eq!(
+            with(&[], connections_per_ip).unwrap(),
+            (2_147_483_647, vec![])
+        );
+        let (name, value, _) = invalid_parts(
+            with(&[("max.connections.per.ip", "0")], connections_per_ip).unwrap_err(),
+        );
+        assert_eq!(
+            (name.as_str(), value.as_str()),
+            ("max.connections.per.ip", "0")
+        );
+        let only_listed = with(
+            &[
+                ("max.connections.per.ip", "0"),
+                ("max.connections.per.ip.overrides", "10.0.0.1:5"),
+            ],
+            connections_per_ip,
+        );
+        assert_eq!(only_listed.unwrap(), (0, vec![("10.0.0.1".to_string(), 5)]));
+    }
+
+    #[test]
+    fn advertised_listeners_must_be_bound_reachable_and_not_controllers() {
+        let bound = [
+            listener("PLAINTEXT", "", 9092),
+            listener("EXTERNAL", "h", 9093),
+        ];
+        let controllers = ["CONTROLLER".to_string()];
+        // Controller listeners are dropped; an empty host is advertised as loopback.
+        assert_eq!(
+            explicit_advertised("plaintext://:1,CONTROLLER://c:3", &bound, &controllers).unwrap(),
+            [listener("PLAINTEXT", "127.0.0.1", 1)]
+        );
+        let reason = |value: &str| {
+            let (name, got, reason) =
+                invalid_parts(explicit_advertised(value, &bound, &controllers).unwrap_err());
+            assert_eq!(
+                (name.as_str(), got.as_str()),
+                ("advertised.listeners", value)
+            );
+            reason
+        };
+        assert!(reason("CONTROLLER://c:3").contains("at least one client listener"));
+        assert!(reason("EXTERNAL://0.0.0.0:1").contains("non-routable"));
+        assert!(reason("OTHER://h:1").contains("not defined in listeners"));
+        // Of two mistakes in one entry, the unreachable address is named.
+        assert!(reason("OTHER://0.0.0.0:1").contains("non-routable"));
+        // Unset: the bound listeners, an empty host advertised as loopback.
+        assert_eq!(
+            with(&[], |p| advertised_listeners(p, &bound, &controllers)).unwrap(),
+            [
+                listener("PLAINTEXT", "127.0.0.1", 9092),
+                listener("EXTERNAL", "h", 9093)
+            ]
+        );
+    }
+
+    #[test]
+    fn controller_listeners_are_not_bound_and_an_empty_host_binds_all_interfaces() {
+        let pairs = [
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            ("controller.listener.names", " controller "),
+        ];
+        let bound = with(&pairs, |p| {
+            bound_listeners(p, &controller_listener_names(p))
+        })
+        .unwrap();
+        assert_eq!(bound, [listener("PLAINTEXT", "", 9092)]);
+        assert_eq!(
+            bind_all_interfaces(bound),
+            [listener("PLAINTEXT", "0.0.0.0", 9092)]
+        );
+    }
+
+    #[test]
+    fn the_etcd_prefix_loses_its_trailing_slashes() {
+        assert_eq!(with(&[], etcd_prefix).unwrap(), "/sluice");
+        let prefix =
+            |value: &str| with(&[("sluice.cluster.etcd.prefix", value)], etcd_prefix).unwrap();
+        assert_eq!(prefix("/a/b//"), "/a/b");
+        assert_eq!(prefix("/a"), "/a");
+        assert_eq!(prefix("/"), "");
+    }
+
+    #[test]
+    fn a_blank_rack_is_no_rack() {
+        assert_eq!(with(&[], rack).unwrap(), None);
+        assert_eq!(with(&[("broker.rack", "  ")], rack).unwrap(), None);
+        assert_eq!(
+            with(&[("broker.rack", " r1 ")], rack).unwrap().as_deref(),
+            Some("r1")
+        );
+    }
+
+    #[test]
+    fn unset_recovery_threads_means_one_per_cpu() {
+        assert_eq!(with(&[], recovery_threads).unwrap(), default_parallelism());
+        let three = [("num.recovery.threads.per.data.dir", "3")];
+        assert_eq!(with(&three, recovery_threads).unwrap(), 3);
+    }
+
+    #[test]
+    fn the_inter_broker_login_is_decided_only_for_a_sasl_inter_broker_listener() {
+        let props = props(&[
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="p" user_b="p";"#,
+            ),
+        ]);
+        let sasl = BTreeMap::from([(
+            "SEC".to_string(),
+            crate::sasl::listener_sasl(&props, "SEC").unwrap(),
+        )]);
+        // A plaintext inter-broker listener: Kafka's default GSSAPI is not even looked at.
+        assert_eq!(inter_broker_sasl(&props, "PLAINTEXT", &sasl).unwrap(), None);
+        // A SASL one: the mechanism is checked (GSSAPI is not served) ...
+        let (name, _, _) = invalid_parts(inter_broker_sasl(&props, "SEC", &sasl).unwrap_err());
+        assert_eq!(name, "sasl.mechanism.inter.broker.protocol");
+        // ... and its login taken from the listener's JAAS configuration.
+        let mut plain = props.clone();
+        plain.insert(
+            "sasl.mechanism.inter.broker.protocol".into(),
+            "PLAIN".into(),
+        );
+        let (mechanism, login) = inter_broker_sasl(&plain, "SEC", &sasl).unwrap().unwrap();
+        assert_eq!(mechanism, crate::SaslMechanism::Plain);
+        assert_eq!(
+            (login.username.as_str(), login.password.as_str()),
+            ("b", "p")
+        );
+    }
 }

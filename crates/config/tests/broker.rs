@@ -978,3 +978,48 @@ fn etcd_link_settings_and_a_hidden_password() {
     assert_eq!(value, "https://etcd-1");
     assert!(reason.contains("port is missing"), "{reason}");
 }
+
+/// The checks run in a fixed order (each property typed, then node id, listeners, advertised
+/// listeners, protocol map, inter-broker listener, log dirs, connections per IP, metrics
+/// listener, etcd link, authorizer): of two mistakes, the earlier one is named.
+#[test]
+fn a_config_with_two_mistakes_is_refused_for_the_earlier_check() {
+    let mistakes: &[(&str, &[(&str, &str)])] = &[
+        ("num.partitions", &[("num.partitions", "zero")]),
+        ("broker.id", &[("node.id", "3"), ("broker.id", "4")]),
+        ("listeners", &[("listeners", "nope")]),
+        (
+            "advertised.listeners",
+            &[("advertised.listeners", "OTHER://h:1")],
+        ),
+        (
+            "listener.security.protocol.map",
+            &[("listener.security.protocol.map", "X:PLAINTEXT")],
+        ),
+        (
+            "inter.broker.listener.name",
+            &[("inter.broker.listener.name", "NOPE")],
+        ),
+        ("log.dirs", &[("log.dirs", " , ")]),
+        ("max.connections.per.ip", &[("max.connections.per.ip", "0")]),
+        (
+            "sluice.metrics.listener",
+            &[("sluice.metrics.listener", "9404")],
+        ),
+        (
+            "sluice.cluster.etcd.endpoints",
+            &[("sluice.cluster.etcd.endpoints", "https://etcd-1")],
+        ),
+        (
+            "authorizer.class.name",
+            &[("authorizer.class.name", "com.example.MyAuthorizer")],
+        ),
+    ];
+    for (i, (first, a)) in mistakes.iter().enumerate() {
+        assert_eq!(&build_err(a).0, first, "alone");
+        for (_, b) in &mistakes[i + 1..] {
+            let both: Vec<(&str, &str)> = a.iter().chain(b.iter()).copied().collect();
+            assert_eq!(&build_err(&both).0, first, "{both:?}");
+        }
+    }
+}
