@@ -125,6 +125,9 @@ pub struct Connection {
     pub listener: Arc<str>,
     /// The principal SASL authenticated (`User:alice`); None: Kafka's `User:ANONYMOUS`.
     pub principal: Option<Arc<str>>,
+    /// The idempotent batches this connection's produce answers refused as not written
+    /// (`apis::produce::ProduceRefusals`).
+    pub produce_refusals: Arc<apis::produce::ProduceRefusals>,
 }
 
 pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;

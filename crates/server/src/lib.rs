@@ -345,7 +345,7 @@ async fn accept(
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
                 let done = done_tx.clone();
-                let mut conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None };
+                let mut conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None, produce_refusals: Default::default() };
                 // The listener's configuration now: a keystore replaced at run time serves
                 // the connections accepted after it.
                 let acceptor = certs.as_ref().map(|c| TlsAcceptor::from(c.server_config()));

@@ -389,6 +389,7 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
         peer: std::net::IpAddr::from([127, 0, 0, 1]),
         listener: "PLAINTEXT".into(),
         principal: None,
+        produce_refusals: Default::default(),
     };
     let gate = broker
         .broker
@@ -415,6 +416,7 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
         peer: std::net::IpAddr::from([127, 0, 0, 1]),
         listener: "PLAINTEXT".into(),
         principal: None,
+        produce_refusals: Default::default(),
     };
     let answer = broker
         .runtime
@@ -1493,6 +1495,7 @@ fn a_produce_held_for_an_acquisition_is_not_answered_not_leader() {
                     peer: std::net::IpAddr::from([127, 0, 0, 1]),
                     listener: "PLAINTEXT".into(),
                     principal: None,
+                    produce_refusals: Default::default(),
                 };
                 let mut seen = Vec::new();
                 while started.elapsed() < Duration::from_secs(30) {

@@ -64,6 +64,8 @@ pub(crate) struct Client {
     pub(crate) address: String,
     /// The request's API key.
     pub(crate) api_key: i16,
+    /// The connection's refused idempotent batches (Produce).
+    pub(crate) produce_refusals: Arc<produce::ProduceRefusals>,
 }
 
 impl Client {
@@ -79,6 +81,7 @@ impl Client {
                 .clone()
                 .unwrap_or_else(|| Arc::from(crate::authz::ANONYMOUS)),
             api_key: header.request_api_key,
+            produce_refusals: conn.produce_refusals.clone(),
         }
     }
 

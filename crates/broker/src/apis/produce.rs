@@ -32,6 +32,57 @@ fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
     sluice_format::BatchHeader::parse(records).ok()
 }
 
+/// The idempotent batches one connection's produce answers refused as not written
+/// (NOT_LEADER_OR_FOLLOWER: the client retries them, in order, under the same sequence): per
+/// partition, the producer, its epoch and the batch's first sequence. A later batch of that
+/// producer on the same connection, sent before the client read the refusal (pipelined),
+/// then finds a gap where the refused batch was; answered OUT_OF_ORDER_SEQUENCE_NUMBER,
+/// librdkafka takes the pair for lost data, bumps its producer epoch and writes every
+/// unacknowledged record again under new sequence numbers, duplicating those already
+/// appended and not yet acknowledged (librdkafka issue 4953; fault runs of seeds 101 and 103).
+/// Such a batch is answered NOT_LEADER_OR_FOLLOWER too, so the client retries both in order.
+/// Any other answer to a batch of that producer (the retry of the refused batch, an append,
+/// a new epoch) ends the entry.
+#[derive(Debug, Default)]
+pub struct ProduceRefusals(parking_lot::Mutex<HashMap<(String, i32), (i64, i16, i32)>>);
+
+impl ProduceRefusals {
+    /// The answer `code` was given to a batch (`header`) of partition `tp`; returns the
+    /// code to answer instead (a gap behind a refusal of this connection is one too).
+    fn answered(
+        &self,
+        tp: (&str, i32),
+        header: Option<&sluice_format::BatchHeader>,
+        code: i16,
+    ) -> i16 {
+        let Some(h) = header.filter(|h| h.producer_id >= 0) else {
+            return code;
+        };
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        let mut refused = self.0.lock();
+        let key = (tp.0.to_string(), tp.1);
+        let earlier = refused.get(&key).copied();
+        let behind_a_refusal = earlier.is_some_and(|(pid, epoch, seq)| {
+            pid == h.producer_id && epoch == h.producer_epoch && h.base_sequence > seq
+        });
+        if code == not_leader {
+            if !behind_a_refusal {
+                refused.insert(key, (h.producer_id, h.producer_epoch, h.base_sequence));
+            }
+            return code;
+        }
+        if code == ResponseError::OutOfOrderSequenceNumber.code() && behind_a_refusal {
+            return not_leader;
+        }
+        // Its retry (at or below the refused sequence), an append, or a new epoch of the
+        // same producer: the client has moved on.
+        if earlier.is_some_and(|(pid, _, _)| pid == h.producer_id) {
+            refused.remove(&key);
+        }
+        code
+    }
+}
+
 /// The partitions of a produce request without a transactional id that the cluster has
 /// assigned to this broker and that it has not acquired yet (it is opening them). Metadata
 /// and KIP-951's leader hints name the new owner as soon as the partition is assigned, so a
@@ -241,8 +292,25 @@ pub(crate) fn handle(
                 counters: counters.as_deref(),
                 counts: &mut counts,
             };
-            let (response, flushed) =
+            let header = first_header(&records);
+            let (mut response, flushed) =
                 append_one(broker, s, p.index, records, acks, txn, now, appended);
+            let code = client.produce_refusals.answered(
+                (&s.meta.name, p.index),
+                header.as_ref(),
+                response.error_code,
+            );
+            if code != response.error_code {
+                response = error_partition(
+                    p.index,
+                    code,
+                    Some(
+                        "an earlier batch of this producer on this connection was refused; \
+                         retry in order"
+                            .into(),
+                    ),
+                );
+            }
             counts.add(bytes, messages, response.error_code != 0);
             if let Some(flushed) = flushed {
                 pending.push((ti, pi, flushed));
@@ -545,4 +613,93 @@ fn leader_hints(
                 .with_port(i32::from(port))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: i64, epoch: i16, seq: i32) -> sluice_format::BatchHeader {
+        sluice_format::BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            record_count: 1,
+        }
+    }
+
+    const NOT_LEADER: i16 = 6;
+    const OUT_OF_ORDER: i16 = 45;
+
+    /// A batch pipelined behind one this connection refused finds a gap: it is refused the
+    /// same way, not as out of order, until the client's retry of the refused batch.
+    #[test]
+    fn a_gap_behind_a_refusal_of_the_same_connection_is_refused_as_not_leader() {
+        assert_eq!(ResponseError::NotLeaderOrFollower.code(), NOT_LEADER);
+        assert_eq!(ResponseError::OutOfOrderSequenceNumber.code(), OUT_OF_ORDER);
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        // A (sequence 10) refused; B (11, sent before the client read that) finds the gap.
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 10)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            NOT_LEADER
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 12)), NOT_LEADER),
+            NOT_LEADER
+        );
+        // Another partition, producer or epoch is not behind it.
+        assert_eq!(
+            r.answered(("t", 2), Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            OUT_OF_ORDER
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(8, 0, 11)), OUT_OF_ORDER),
+            OUT_OF_ORDER
+        );
+        // The refusal is still the one at 10 (a later producer's gap ended nothing).
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            NOT_LEADER
+        );
+        // The retry of A is answered as it is (out of order when the gap is real), and ends
+        // the entry: a gap after that is a gap.
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 10)), OUT_OF_ORDER),
+            OUT_OF_ORDER
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            OUT_OF_ORDER
+        );
+        // An append ends it too.
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 20)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert_eq!(r.answered(tp, Some(&header(7, 0, 20)), 0), 0);
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 22)), OUT_OF_ORDER),
+            OUT_OF_ORDER
+        );
+        // Batches without a producer id are never tracked.
+        assert_eq!(
+            r.answered(tp, Some(&header(-1, -1, -1)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert_eq!(r.answered(tp, None, OUT_OF_ORDER), OUT_OF_ORDER);
+    }
 }
