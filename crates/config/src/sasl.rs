@@ -4,7 +4,8 @@
 //! for one listener as `listener.name.<listener, lower case>.<property>`.
 //!
 //! This module parses Kafka's JAAS syntax ([`parse_jaas`]) and reads the properties; the
-//! broker authenticates with them (crates/broker/src/sasl.rs).
+//! broker authenticates with them (crates/broker/src/sasl.rs). OAUTHBEARER's settings
+//! (which validator, its JAAS options and `sasl.oauthbearer.*`) are in `oauthbearer.rs`.
 
 use std::collections::BTreeMap;
 
@@ -16,21 +17,25 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
-    pub const ALL: [SaslMechanism; 3] = [
+    pub const ALL: [SaslMechanism; 4] = [
         SaslMechanism::Plain,
         SaslMechanism::ScramSha256,
         SaslMechanism::ScramSha512,
+        SaslMechanism::OAuthBearer,
     ];
 
-    /// The mechanism's name on the wire (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`).
+    /// The mechanism's name on the wire (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`,
+    /// `OAUTHBEARER`).
     pub fn name(self) -> &'static str {
         match self {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -45,6 +50,9 @@ impl SaslMechanism {
             SaslMechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
             SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
                 "org.apache.kafka.common.security.scram.ScramLoginModule"
+            }
+            SaslMechanism::OAuthBearer => {
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
             }
         }
     }
@@ -86,6 +94,8 @@ pub struct SaslConfig {
     pub reauth_ms: u64,
     /// `sasl.server.max.receive.size`: largest request read before authentication.
     pub max_receive_bytes: u32,
+    /// How OAUTHBEARER tokens are validated, when the listener enables it.
+    pub oauthbearer: Option<crate::OAuthBearerConfig>,
 }
 
 impl std::fmt::Debug for SaslConfig {
@@ -96,6 +106,7 @@ impl std::fmt::Debug for SaslConfig {
             .field("logins", &self.logins)
             .field("reauth_ms", &self.reauth_ms)
             .field("max_receive_bytes", &self.max_receive_bytes)
+            .field("oauthbearer", &self.oauthbearer)
             .finish()
     }
 }
@@ -113,8 +124,9 @@ const SASL_PROPERTIES: &[&str] = &[
     "sasl.mechanism.inter.broker.protocol",
 ];
 
-/// Kafka's `sasl.*` properties that Sluice accepts and does not need (Kerberos, OAUTHBEARER,
-/// callback handler classes, login refresh).
+/// Kafka's `sasl.*` properties that Sluice accepts, needs only for OAUTHBEARER
+/// (`sasl.oauthbearer.*`, the server callback handler class: `oauthbearer.rs`) or does not
+/// need (Kerberos, the client callback handler class, login refresh).
 const SASL_IGNORED_PREFIXES: &[&str] = &[
     "sasl.kerberos.",
     "sasl.login.",
@@ -375,7 +387,7 @@ pub(crate) fn listener_sasl(
                     &mech_name,
                     &mech_value,
                     format!(
-                        "listener {listener} uses SASL; the mechanism {m} is not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are){}",
+                        "listener {listener} uses SASL; the mechanism {m} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are){}",
                         if mech_name == "sasl.enabled.mechanisms" && !props.contains_key("sasl.enabled.mechanisms") {
                             " and GSSAPI is Kafka's default: set sasl.enabled.mechanisms"
                         } else {
@@ -396,8 +408,18 @@ pub(crate) fn listener_sasl(
 
     let mut plain_users = BTreeMap::new();
     let mut logins = BTreeMap::new();
+    let mut oauthbearer = None;
     for &m in &mechanisms {
-        let Some((name, entry)) = jaas_for(props, &prefix, m)? else {
+        let jaas = jaas_for(props, &prefix, m)?;
+        if m == SaslMechanism::OAuthBearer {
+            oauthbearer = Some(crate::oauthbearer::listener_oauthbearer(
+                props,
+                listener,
+                jaas.as_ref().map(|(name, entry)| (name.as_str(), entry)),
+            )?);
+            continue;
+        }
+        let Some((name, entry)) = jaas else {
             if m == SaslMechanism::Plain {
                 return Err(invalid(
                     &format!("{prefix}plain.sasl.jaas.config"),
@@ -460,6 +482,7 @@ pub(crate) fn listener_sasl(
         logins,
         reauth_ms,
         max_receive_bytes,
+        oauthbearer,
     })
 }
 
@@ -540,6 +563,13 @@ pub(crate) fn inter_broker(
             ),
         )
     })?;
+    if m == SaslMechanism::OAuthBearer {
+        return Err(invalid(
+            NAME,
+            &value,
+            format!("brokers do not log in to each other with OAUTHBEARER (they would need a token of their own): enable PLAIN or SCRAM-SHA-256/512 on the inter-broker listener {listener} as well and name it here"),
+        ));
+    }
     if !sasl.mechanisms.contains(&m) {
         return Err(invalid(
             NAME,

@@ -790,9 +790,11 @@ impl JwtValidator {
         if let Some(expected) = &self.expected_issuer {
             match claims.get("iss").and_then(Value::as_str) {
                 None => return Err(JwtRefusal::new("No Issuer (iss) claim present.")),
-                Some(iss) if iss != expected => return Err(JwtRefusal::new(format!(
+                Some(iss) if iss != expected => {
+                    return Err(JwtRefusal::new(format!(
                     "Issuer (iss) claim value ({iss}) doesn't match expected value of {expected}"
-                ))),
+                )))
+                }
                 Some(_) => {}
             }
         }

@@ -1,0 +1,397 @@
+"""SASL/OAUTHBEARER on a SASL_PLAINTEXT listener, configured as on a Kafka broker: Kafka's
+default validator (unsecured tokens, `alg: none`, with its `unsecuredValidator*` JAAS options),
+and Kafka's secured validator (`OAuthBearerValidatorCallbackHandler`: RS256 JWTs checked against
+a JWKS file, expected audience and issuer).
+
+Clients: Kafka's console tools (the Java client) with unsecured tokens and with a signed JWT read
+from a file (`FileJwtRetriever`, KIP-1139); librdkafka with its unsecured tokens
+(`enable.sasl.oauthbearer.unsecure.jwt`) and with signed tokens given by `oauth_cb` (wrong
+signature, wrong audience, expired: refused with Kafka's `{"status":"invalid_token"}`;
+short-lived tokens: re-authentication, KIP-368). Keys are made with openssl; tokens are signed
+with `openssl dgst -sha256 -sign`.
+
+Tests not marked sluice_only run against Apache Kafka too (SLUICE_TEST_TARGET=kafka), which
+needs the JWKS file and token files listed in its system properties
+`org.apache.kafka.sasl.oauthbearer.allowed.urls` / `...allowed.files` (Sluice has no such list:
+server.properties is trusted).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness import CONSOLE_CONSUMER, CONSOLE_PRODUCER, FAST_START_JVM, consume_partitions, create_topic, produce_all
+from test_sasl import closed, failed_authentications, kafka_request, kbytes, kstr, read_frame
+
+LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+SECURED_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+FILE_RETRIEVER = "org.apache.kafka.common.security.oauthbearer.FileJwtRetriever"
+AUDIENCE = "sluice-test"
+ISSUER = "https://idp.sluice.test"
+
+
+def b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unsecured_token(claims: dict) -> str:
+    return f"{b64u(json.dumps({'alg': 'none'}).encode())}.{b64u(json.dumps(claims).encode())}."
+
+
+class Signer:
+    """An RSA key (openssl) that signs RS256 JWTs, and its JWK."""
+
+    def __init__(self, d: Path, kid: str):
+        self.kid = kid
+        self.key = d / f"{kid}.key"
+        subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                        "-out", str(self.key)], check=True, capture_output=True)
+        out = subprocess.run(["openssl", "rsa", "-in", str(self.key), "-noout", "-modulus"], check=True,
+                             capture_output=True, text=True).stdout
+        modulus = bytes.fromhex(out.strip().split("=", 1)[1])
+        self.jwk = {"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig", "n": b64u(modulus), "e": "AQAB"}
+
+    def token(self, claims: dict, kid: str | None = None) -> str:
+        header = {"alg": "RS256", "typ": "JWT", "kid": kid or self.kid}
+        signing_input = f"{b64u(json.dumps(header).encode())}.{b64u(json.dumps(claims).encode())}"
+        sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self.key)], input=signing_input.encode(),
+                             check=True, capture_output=True).stdout
+        return f"{signing_input}.{b64u(sig)}"
+
+
+def claims(sub: str = "alice", lifetime_s: int = 600, **extra) -> dict:
+    now = int(time.time())
+    c = {"sub": sub, "iat": now, "exp": now + lifetime_s, "aud": AUDIENCE, "iss": ISSUER, "scope": "kafka"}
+    c.update(extra)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> dict:
+    """Two keys: `good` is in the JWKS file, `other` is not (same kid as good, to forge)."""
+    d = tmp_path_factory.mktemp("jwks")
+    good = Signer(d, "k1")
+    other = Signer(d, "k1-forged")
+    jwks = d / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [good.jwk]}))
+    return {"dir": d, "good": good, "other": other, "jwks": jwks}
+
+
+def oauth_broker(broker_factory, jaas_options: str = "", jwks: Path | None = None, **extra):
+    """A broker with PLAINTEXT on the harness port and OAUTHBEARER on ``b.sasl_bootstrap``
+    (secured, against ``jwks``, when given)."""
+    b = broker_factory(start=False)
+    b.sasl_port = harness.free_port()
+    b.sasl_bootstrap = f"127.0.0.1:{b.sasl_port}"
+    listeners = f"PLAINTEXT://127.0.0.1:{b.port},SECURE://127.0.0.1:{b.sasl_port}"
+    advertised = listeners
+    protocols = "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT"
+    if b.kind == "kafka":
+        listeners += f",CONTROLLER://127.0.0.1:{b.controller_port}"
+        protocols += ",CONTROLLER:PLAINTEXT"
+    b.overrides.update({
+        "listeners": listeners,
+        "advertised.listeners": advertised,
+        "listener.security.protocol.map": protocols,
+        "listener.name.secure.sasl.enabled.mechanisms": "OAUTHBEARER",
+        # The login part (unsecuredLoginStringClaim_sub) is what Kafka's broker logs in with
+        # itself; Sluice ignores it.
+        "listener.name.secure.oauthbearer.sasl.jaas.config":
+            f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="admin" {jaas_options};',
+    })
+    if jwks is not None:
+        url = jwks.as_uri()
+        b.overrides.update({
+            "listener.name.secure.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
+            "listener.name.secure.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": url,
+            "listener.name.secure.oauthbearer.sasl.oauthbearer.expected.audience": AUDIENCE,
+            "listener.name.secure.oauthbearer.sasl.oauthbearer.expected.issuer": ISSUER,
+        })
+        if b.kind == "kafka":
+            b.jvm_options.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={url}")
+    if b.kind == "sluice":
+        b.metrics_port = harness.free_port()
+        b.overrides["sluice.metrics.listener"] = f"127.0.0.1:{b.metrics_port}"
+    b.overrides.update(extra)
+    b.start()
+    return b
+
+
+def java_unsecured_config(tmp_path: Path, sub: str, options: str = "") -> Path:
+    f = tmp_path / f"client-unsecured-{sub}.properties"
+    f.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                 f'sasl.jaas.config={LOGIN_MODULE} required unsecuredLoginStringClaim_sub="{sub}" {options};\n')
+    return f
+
+
+def java_file_token_config(tmp_path: Path, token: str, name: str) -> tuple[Path, tuple]:
+    """A Java client that reads its JWT from a file (FileJwtRetriever), and the JVM options
+    Kafka 4 needs to let it read that file."""
+    token_file = tmp_path / f"{name}.jwt"
+    token_file.write_text(token)
+    f = tmp_path / f"client-{name}.properties"
+    f.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                 f"sasl.login.callback.handler.class={LOGIN_HANDLER}\n"
+                 f"sasl.oauthbearer.jwt.retriever.class={FILE_RETRIEVER}\n"
+                 f"sasl.oauthbearer.token.endpoint.url={token_file.as_uri()}\n"
+                 f"sasl.jaas.config={LOGIN_MODULE} required;\n")
+    jvm = (*FAST_START_JVM, f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.files={token_file}",
+           f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_file.as_uri()}")
+    return f, jvm
+
+
+def rdkafka_unsecured(principal: str, extra: str = "") -> dict:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "default", "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": f"principal={principal} {extra}".strip()}
+
+
+def rdkafka_token(make_token, calls: list | None = None) -> dict:
+    """librdkafka with a token from ``make_token()`` (called again whenever librdkafka wants a
+    fresh one) through ``oauth_cb``; each call is recorded in ``calls``."""
+    def cb(_config):
+        token, exp = make_token()
+        if calls is not None:
+            calls.append(time.time())
+        return token, exp, "ignored-by-the-broker", {}
+
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "oauth_cb": cb}
+
+
+def auth_error(bootstrap: str, conf: dict, timeout: float = 20) -> str:
+    """The authentication error librdkafka reports with these settings (fails if none comes)."""
+    from confluent_kafka import KafkaError
+
+    errors: list = []
+    p = harness.producer(bootstrap, error_cb=errors.append, log_level=0, **conf)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p.poll(0.2)
+        auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        if auth:
+            return auth[0].str()
+    raise AssertionError(f"no authentication error within {timeout}s, got {errors}")
+
+
+def test_java_console_tools_with_unsecured_tokens(broker_factory, kafka_tool, topic, tmp_path):
+    b = oauth_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    conf = java_unsecured_config(tmp_path, "alice")
+    lines = "".join(f"unsecured-{i}\n" for i in range(20))
+    kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", b.sasl_bootstrap, "--topic", topic,
+               "--command-config", str(conf), input=lines).check("kafka-console-producer with OAUTHBEARER")
+    res = kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(conf),
+                     "--topic", topic, "--from-beginning", "--max-messages", "20", "--timeout-ms", "30000")
+    res.check("kafka-console-consumer with OAUTHBEARER")
+    assert sorted(res.out.split()) == sorted(f"unsecured-{i}" for i in range(20))
+
+
+def test_librdkafka_with_unsecured_tokens(broker_factory, topic):
+    b = oauth_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=2)
+    conf = rdkafka_unsecured("alice")
+    records = [{"value": b"r%d" % i, "partition": i % 2} for i in range(100)]
+    produce_all(harness.producer(b.sasl_bootstrap, **conf), topic, records)
+    got = consume_partitions(b.sasl_bootstrap, topic, range(2), expected=100, **conf)
+    assert sorted(m.value() for m in got) == sorted(r["value"] for r in records)
+
+
+def test_unsecured_validator_options(broker_factory):
+    """unsecuredValidatorRequiredScope and unsecuredValidatorPrincipalClaimName, as Kafka's
+    default validator takes them: a token without the scope gets insufficient_scope."""
+    b = oauth_broker(broker_factory, 'unsecuredValidatorRequiredScope="produce"')
+    assert harness_can_log_in(b.sasl_bootstrap, rdkafka_unsecured("alice", "scope=produce,other"))
+    msg = auth_error(b.sasl_bootstrap, rdkafka_unsecured("alice", "scope=other"))
+    assert '{"status":"insufficient_scope", "scope":"[produce]"}' in msg, msg
+
+
+def harness_can_log_in(bootstrap: str, conf: dict, timeout: float = 15) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4", **conf})
+    try:
+        admin.list_topics(timeout=timeout)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def test_java_client_with_a_signed_jwt_from_a_file(broker_factory, kafka_tool, keys, topic, tmp_path):
+    b = oauth_broker(broker_factory, jwks=keys["jwks"])
+    create_topic(b.bootstrap, topic, partitions=1)
+    conf, jvm = java_file_token_config(tmp_path, keys["good"].token(claims("alice")), "alice")
+    lines = "".join(f"signed-{i}\n" for i in range(20))
+    kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", b.sasl_bootstrap, "--topic", topic,
+               "--command-config", str(conf), input=lines, jvm_opts=jvm).check("console producer with a JWT")
+    res = kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(conf),
+                     "--topic", topic, "--from-beginning", "--max-messages", "20", "--timeout-ms", "30000",
+                     jvm_opts=jvm)
+    res.check("console consumer with a JWT")
+    assert sorted(res.out.split()) == sorted(f"signed-{i}" for i in range(20))
+    # A token signed by another key under the same kid: Kafka's invalid_token, no records.
+    forged, jvm = java_file_token_config(tmp_path, keys["other"].token(claims("alice"), kid="k1"), "forged")
+    res = kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(forged),
+                     "--topic", topic, "--from-beginning", "--max-messages", "1", "--timeout-ms", "20000",
+                     jvm_opts=jvm, timeout=90)
+    assert "Processed a total of 0 messages" in res.err, res.describe()
+    assert '{"status":"invalid_token"}' in res.err, res.describe()
+
+
+def test_signed_tokens_refused_with_kafkas_error(broker_factory, keys, topic, target):
+    """librdkafka with signed tokens from oauth_cb: a good one logs in; a wrong signature, a
+    wrong audience, a wrong issuer, an expired token, alg none each get invalid_token."""
+    b = oauth_broker(broker_factory, jwks=keys["jwks"])
+    good = keys["good"]
+    assert harness_can_log_in(b.sasl_bootstrap, rdkafka_token(lambda: (good.token(claims()), time.time() + 600)))
+    before = failed_authentications(b) if target == "sluice" else 0
+    bad = {
+        "wrong signature": keys["other"].token(claims(), kid="k1"),
+        "unknown kid": keys["other"].token(claims()),
+        "wrong audience": good.token(claims(aud="someone-else")),
+        "wrong issuer": good.token(claims(iss="https://evil.example")),
+        "expired": good.token(claims(lifetime_s=-120)),
+        "alg none": unsecured_token(claims()),
+    }
+    for what, token in bad.items():
+        msg = auth_error(b.sasl_bootstrap, rdkafka_token(lambda t=token: (t, time.time() + 600)))
+        assert '{"status":"invalid_token"}' in msg, f"{what}: {msg}"
+    if target == "sluice":
+        harness.wait_until(lambda: failed_authentications(b) >= before + len(bad), 15, "failures counted")
+        log = b.log_text()
+        assert "JWS signature is invalid" in log, log[-3000:]
+        assert "no longer valid" in log and "acceptable identifier" in log, log[-3000:]
+
+
+def test_reauthentication_with_short_lived_tokens(broker_factory, keys, topic, target, monkeypatch):
+    """A session ends when its token expires (KIP-368): librdkafka, given 6 s tokens, fetches
+    new ones and re-authenticates its connections; records keep flowing for 20 s."""
+    # Sluice says at debug level when a re-authentication succeeds.
+    monkeypatch.setenv("RUST_LOG", "info,sluice_broker::sasl=debug")
+    b = oauth_broker(broker_factory, jwks=keys["jwks"])
+    create_topic(b.bootstrap, topic, partitions=1)
+    good = keys["good"]
+    calls: list = []
+    conf = rdkafka_token(lambda: (good.token(claims(lifetime_s=6)), time.time() + 6), calls)
+    errors: list = []
+    p = harness.producer(b.sasl_bootstrap, error_cb=errors.append, **conf)
+    delivered: list = []
+    sent = 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        p.produce(topic, value=b"%d" % sent, partition=0,
+                  on_delivery=lambda err, msg: delivered.append(err is None and msg.error() is None))
+        sent += 1
+        p.poll(0.1)
+    assert p.flush(30) == 0
+    assert len(delivered) == sent and all(delivered), (sent, delivered.count(True), errors)
+    assert len(calls) >= 3, calls
+    got = consume_partitions(b.bootstrap, topic, range(1), expected=sent)
+    assert len(got) == sent
+    if target == "sluice":
+        log = b.log_text()
+        assert "expired" not in log, log[-3000:]
+        assert log.count("SASL re-authentication succeeded") >= 2, log[-3000:]
+
+
+def oauth_raw_handshake(s: socket.socket, version: int = 1) -> None:
+    s.sendall(kafka_request(17, 1, 1, kstr("OAUTHBEARER")))
+    assert struct.unpack(">ih", read_frame(s)[:6]) == (1, 0)
+
+
+def first_message(token: str) -> bytes:
+    return b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
+
+
+@pytest.mark.sluice_only
+def test_bad_tokens_on_the_wire(broker_factory, topic):
+    """The exchange byte by byte: an invalid token gets the JSON status as a challenge, then the
+    failure after the client's ^A; a malformed message gets Kafka's generic failure; a session
+    ends when its token expires; nothing of it stops the broker."""
+    b = oauth_broker(broker_factory)
+    addr = ("127.0.0.1", b.sasl_port)
+    before = failed_authentications(b)
+    expired = unsecured_token({"sub": "alice", "exp": int(time.time()) - 10})
+    with socket.create_connection(addr, timeout=10) as s:
+        oauth_raw_handshake(s)
+        s.sendall(kafka_request(36, 1, 2, kbytes(first_message(expired))))
+        resp = read_frame(s)
+        assert struct.unpack(">ih", resp[:6]) == (2, 0)
+        assert b'{"status":"invalid_token"}' in resp
+        s.sendall(kafka_request(36, 1, 3, kbytes(b"\x01")))
+        resp = read_frame(s)
+        assert struct.unpack(">ih", resp[:6]) == (3, 58)
+        assert b'{"status":"invalid_token"}' in resp
+        assert closed(s)
+    for garbage in [b"", b"\xff\xfe", b"n,,\x01auth=Bearer\x01\x01", b"y,,\x01auth=Bearer a.b.\x01\x01",
+                    first_message("x" * 400_000), b"n,,\x01auth=Bearer a.b.\x01" + b"k=v\x01" * 10_000 + b"\x01"]:
+        with socket.create_connection(addr, timeout=10) as s:
+            oauth_raw_handshake(s)
+            s.sendall(kafka_request(36, 1, 2, kbytes(garbage)))
+            resp = read_frame(s)
+            assert resp is not None
+            code = struct.unpack(">ih", resp[:6])[1]
+            if code == 58:
+                assert b"due to invalid credentials with SASL mechanism OAUTHBEARER" in resp, resp[:300]
+            else:
+                # A well-formed message whose token is refused: the JSON challenge first.
+                assert code == 0 and b"invalid_token" in resp, resp[:300]
+                s.sendall(kafka_request(36, 1, 3, kbytes(b"\x01")))
+                assert struct.unpack(">ih", read_frame(s)[:6]) == (3, 58)
+            assert closed(s)
+    # A token that ends in 3 s: the session lifetime says so, and a request after it closes.
+    short = unsecured_token({"sub": "alice", "iat": int(time.time()), "exp": int(time.time()) + 3})
+    with socket.create_connection(addr, timeout=10) as s:
+        oauth_raw_handshake(s)
+        s.sendall(kafka_request(36, 1, 2, kbytes(first_message(short))))
+        resp = read_frame(s)
+        assert struct.unpack(">ih", resp[:6]) == (2, 0)
+        lifetime = struct.unpack(">q", resp[-8:])[0]
+        assert 1000 < lifetime <= 3000, lifetime
+        s.sendall(kafka_request(3, 1, 3, struct.pack(">i", -1)))
+        assert struct.unpack(">i", read_frame(s)[:4]) == (3,)
+        time.sleep(lifetime / 1000 + 0.5)
+        s.sendall(kafka_request(3, 1, 4, struct.pack(">i", -1)))
+        assert closed(s)
+    harness.wait_until(lambda: failed_authentications(b) >= before + 7, 10, "failures counted")
+    assert harness_can_log_in(b.sasl_bootstrap, rdkafka_unsecured("alice"))
+
+
+@pytest.mark.sluice_only
+@pytest.mark.parametrize("props,message", [
+    ({"listener.name.secure.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "file:///etc/hostname"},
+     "would be validated unsecured"),
+    ({"listener.name.secure.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER},
+     "sasl.oauthbearer.jwks.endpoint.url is required"),
+    ({"listener.name.secure.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
+      "sasl.oauthbearer.jwks.endpoint.url": "file:///nonexistent/jwks.json"}, "doesn't exist"),
+    ({"listener.name.secure.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
+      "sasl.oauthbearer.jwks.endpoint.url": "file:///etc/hostname"}, "does not load"),
+    ({"listener.name.secure.oauthbearer.sasl.server.callback.handler.class": "com.example.Handler"},
+     "cannot be loaded"),
+    ({"listener.name.secure.oauthbearer.sasl.jaas.config":
+      f'{LOGIN_MODULE} required unsecuredValidatorAllowableClockSkewMs="-5";'}, "must not be negative"),
+    ({"inter.broker.listener.name": "SECURE", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"},
+     "do not log in to each other with OAUTHBEARER"),
+])
+def test_oauthbearer_misconfigurations_are_refused(tmp_path, props, message):
+    port, sasl_port = harness.free_port(), harness.free_port()
+    conf = {"node.id": 1, "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+            "listener.name.secure.sasl.enabled.mechanisms": "OAUTHBEARER"}
+    conf.update(props)
+    harness.write_properties(tmp_path / "server.properties", conf)
+    p = subprocess.run([str(harness.SLUICE_BIN), "serve", "--config", str(tmp_path / "server.properties")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert message in p.stdout + p.stderr, p.stdout + p.stderr
