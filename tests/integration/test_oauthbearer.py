@@ -30,7 +30,7 @@ import pytest
 
 import harness
 from harness import CONSOLE_CONSUMER, CONSOLE_PRODUCER, FAST_START_JVM, consume_partitions, create_topic, produce_all
-from test_sasl import closed, failed_authentications, kafka_request, kbytes, kstr, read_frame
+from test_sasl import certs, closed, failed_authentications, kafka_request, kbytes, kstr, read_frame  # noqa: F401
 
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SECURED_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
@@ -87,9 +87,9 @@ def keys(tmp_path_factory) -> dict:
     return {"dir": d, "good": good, "other": other, "jwks": jwks}
 
 
-def oauth_broker(broker_factory, jaas_options: str = "", jwks: Path | None = None, **extra):
+def oauth_broker(broker_factory, jaas_options: str = "", jwks: Path | str | None = None, **extra):
     """A broker with PLAINTEXT on the harness port and OAUTHBEARER on ``b.sasl_bootstrap``
-    (secured, against ``jwks``, when given)."""
+    (secured, against the key set ``jwks``, a file or a URL, when given)."""
     b = broker_factory(start=False)
     b.sasl_port = harness.free_port()
     b.sasl_bootstrap = f"127.0.0.1:{b.sasl_port}"
@@ -110,7 +110,7 @@ def oauth_broker(broker_factory, jaas_options: str = "", jwks: Path | None = Non
             f'{LOGIN_MODULE} required unsecuredLoginStringClaim_sub="admin" {jaas_options};',
     })
     if jwks is not None:
-        url = jwks.as_uri()
+        url = jwks.as_uri() if isinstance(jwks, Path) else jwks
         b.overrides.update({
             "listener.name.secure.oauthbearer.sasl.server.callback.handler.class": SECURED_HANDLER,
             "listener.name.secure.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": url,
@@ -301,6 +301,107 @@ def test_reauthentication_with_short_lived_tokens(broker_factory, keys, topic, t
         log = b.log_text()
         assert "expired" not in log, log[-3000:]
         assert log.count("SASL re-authentication succeeded") >= 2, log[-3000:]
+
+
+class JwksServer:
+    """A JSON Web Key Set served over HTTP (HTTPS with ``certs``) from this process; ``keys``
+    can be changed while it runs."""
+
+    def __init__(self, keys: list, certs: Path | None = None):
+        import http.server
+        import ssl
+        import threading
+
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                body = json.dumps({"keys": server.keys}).encode()
+                server.fetches += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.keys = keys
+        self.fetches = 0
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if certs is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(certs / "broker.crt"), str(certs / "broker.key"))
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/oauth2/keys"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_jwks_over_http_with_key_rotation(broker_factory, keys, tmp_path):
+    """The key set from an HTTP endpoint; a token signed with a key added to it later is
+    accepted once the broker has fetched it again (an unknown kid asks for a refresh)."""
+    server = JwksServer([keys["good"].jwk])
+    try:
+        b = oauth_broker(broker_factory, jwks=server.url)
+        good = keys["good"]
+        harness.wait_until(lambda: harness_can_log_in(
+            b.sasl_bootstrap, rdkafka_token(lambda: (good.token(claims()), time.time() + 600)), timeout=5),
+            30, "a login with the key served over HTTP")
+        newer = Signer(tmp_path, "k2")
+        conf = rdkafka_token(lambda: (newer.token(claims()), time.time() + 600))
+        assert not harness_can_log_in(b.sasl_bootstrap, conf, timeout=5)
+        server.keys = [good.jwk, newer.jwk]
+        harness.wait_until(lambda: harness_can_log_in(b.sasl_bootstrap, conf, timeout=5), 60,
+                           "a login with the key added to the set")
+    finally:
+        server.close()
+
+
+@pytest.mark.sluice_only
+def test_jwks_over_https(broker_factory, keys, certs, monkeypatch):
+    """HTTPS: the server's certificate is checked against SSL_CERT_FILE (else the system's CA
+    bundle)."""
+    server = JwksServer([keys["good"].jwk], certs=certs)
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(certs / "ca.pem"))
+        b = oauth_broker(broker_factory, jwks=server.url)
+        good = keys["good"]
+        harness.wait_until(lambda: harness_can_log_in(
+            b.sasl_bootstrap, rdkafka_token(lambda: (good.token(claims()), time.time() + 600)), timeout=5),
+            30, "a login with the key served over HTTPS")
+        assert server.fetches >= 1
+    finally:
+        server.close()
+    # Without the CA: the fetch fails (logged), and no token is accepted.
+    server = JwksServer([keys["good"].jwk], certs=certs)
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(keys["jwks"]))
+        b = oauth_broker(broker_factory, jwks=server.url)
+        harness.wait_until(lambda: "JSON Web Key Set not loaded" in b.log_text(), 15, "the failed fetch logged")
+        assert not harness_can_log_in(
+            b.sasl_bootstrap, rdkafka_token(lambda: (keys["good"].token(claims()), time.time() + 600)), timeout=5)
+    finally:
+        server.close()
+
+
+def test_jwks_file_replaced(broker_factory, keys, tmp_path):
+    """A JWKS file replaced in place is read again: a token of the new key logs in."""
+    jwks = tmp_path / "rotating.json"
+    jwks.write_text(json.dumps({"keys": [keys["good"].jwk]}))
+    b = oauth_broker(broker_factory, jwks=jwks)
+    newer = Signer(tmp_path, "k3")
+    conf = rdkafka_token(lambda: (newer.token(claims()), time.time() + 600))
+    assert not harness_can_log_in(b.sasl_bootstrap, conf, timeout=5)
+    jwks.write_text(json.dumps({"keys": [keys["good"].jwk, newer.jwk]}))
+    harness.wait_until(lambda: harness_can_log_in(b.sasl_bootstrap, conf, timeout=5), 60,
+                       "a login with the key added to the file")
 
 
 def oauth_raw_handshake(s: socket.socket, version: int = 1) -> None:

@@ -195,6 +195,11 @@ fn refresh_loop(keys: Weak<KeySet>) {
     let mut next_full = Instant::now();
     loop {
         let Some(k) = keys.upgrade() else { return };
+        if matches!(k.source, JwksSource::Http(_)) && k.fetcher.get().is_none() {
+            // Not yet started: the server installs its HTTP client (set_jwks_fetcher).
+            k.wait(Instant::now() + FILE_CHECK_EVERY);
+            continue;
+        }
         let now = Instant::now();
         let file = match &k.source {
             JwksSource::File(path) => Some(path.clone()),
