@@ -79,14 +79,8 @@ fn is_saslname(s: &str) -> bool {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'=' => {
-                if b.get(i + 1..i + 3) == Some(b"2C") || b.get(i + 1..i + 3) == Some(b"3D") {
-                    i += 3;
-                } else {
-                    return false;
-                }
-            }
-            b',' | 0 => return false,
+            b'=' if matches!(b.get(i + 1..i + 3), Some(b"2C" | b"3D")) => i += 3,
+            b'=' | b',' | 0 => return false,
             c if c.is_ascii() => i += 1,
             _ => return false,
         }
@@ -768,24 +762,23 @@ impl JwtValidator {
                 return Err(JwtRefusal::new("No Audience (aud) claim present."))
             }
             None => {}
-            Some(auds) => {
-                if !auds.iter().any(|a| self.expected_audience.contains(a)) {
-                    let why = if self.expected_audience.is_empty() {
-                        " present in the JWT but no expected audience value(s) were provided to the JWT Consumer."
+            Some(auds) if !auds.iter().any(|a| self.expected_audience.contains(a)) => {
+                let why = if self.expected_audience.is_empty() {
+                    " present in the JWT but no expected audience value(s) were provided to the JWT Consumer."
+                } else {
+                    " doesn't contain an acceptable identifier."
+                };
+                return Err(JwtRefusal::new(format!(
+                    "Audience (aud) claim {}{why} Expected {} as an aud value.",
+                    kafka_list(&auds),
+                    if self.expected_audience.len() == 1 {
+                        self.expected_audience[0].clone()
                     } else {
-                        " doesn't contain an acceptable identifier."
-                    };
-                    return Err(JwtRefusal::new(format!(
-                        "Audience (aud) claim {}{why} Expected {} as an aud value.",
-                        kafka_list(&auds),
-                        if self.expected_audience.len() == 1 {
-                            self.expected_audience[0].clone()
-                        } else {
-                            format!("one of {}", kafka_list(&self.expected_audience))
-                        }
-                    )));
-                }
+                        format!("one of {}", kafka_list(&self.expected_audience))
+                    }
+                )));
             }
+            Some(_) => {}
         }
         if let Some(expected) = &self.expected_issuer {
             match claims.get("iss").and_then(Value::as_str) {
