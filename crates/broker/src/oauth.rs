@@ -24,8 +24,8 @@ use crate::{Broker, BrokerError};
 /// installs it (only the server touches sockets).
 pub type JwksFetcher = dyn Fn(&str) -> Result<Vec<u8>, String> + Send + Sync;
 
-/// How often a `file:` key set is checked for changes.
-const FILE_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often the refresh thread wakes up: a `file:` key set is checked for changes this often.
+const TICK: Duration = Duration::from_secs(1);
 /// The shortest time between two refreshes asked for by unknown key ids.
 const EXPEDITE_MIN: Duration = Duration::from_secs(1);
 
@@ -188,44 +188,39 @@ impl KeySet {
     }
 }
 
-/// The refresh thread of one key set; it ends when the set is dropped.
+/// The refresh thread of one key set; it ends within [`TICK`] of the set being dropped.
 fn refresh_loop(keys: Weak<KeySet>) {
     let mut backoff = None::<Duration>;
     let mut stamp = None;
-    let mut next_full = Instant::now();
+    // When the set is next read or fetched (at once: a file set was read at start, and reading
+    // it again costs little).
+    let mut next_load = Instant::now();
     loop {
         let Some(k) = keys.upgrade() else { return };
         if matches!(k.source, JwksSource::Http(_)) && k.fetcher.get().is_none() {
-            // Not yet started: the server installs its HTTP client (set_jwks_fetcher).
-            k.wait(Instant::now() + FILE_CHECK_EVERY);
+            // Not started yet: the server installs its HTTP client (set_jwks_fetcher).
+            k.wait(Instant::now() + TICK);
             continue;
         }
         let now = Instant::now();
-        let file = match &k.source {
-            JwksSource::File(path) => Some(path.clone()),
-            JwksSource::Http(_) => None,
-        };
-        let changed = file.as_ref().is_some_and(|p| {
-            let s = file_stamp(p);
-            let changed = s != stamp;
-            stamp = s;
-            changed
-        });
-        let due = now >= next_full || changed || k.current().is_none();
-        let mut wait = file
-            .as_ref()
-            .map_or(k.refresh, |_| FILE_CHECK_EVERY.min(k.refresh));
-        if due {
+        if let JwksSource::File(path) = &k.source {
+            let s = file_stamp(path);
+            if s != stamp {
+                stamp = s;
+                next_load = now;
+            }
+        }
+        if now >= next_load {
             match k.load() {
                 Ok(set) => {
                     k.install(set);
                     backoff = None;
-                    next_full = now + k.refresh;
+                    next_load = now + k.refresh;
                 }
                 Err(e) => {
                     let b = backoff.map_or(k.backoff, |b| (b * 2).min(k.backoff_max));
                     backoff = Some(b);
-                    wait = wait.min(b);
+                    next_load = now + b;
                     tracing::warn!(
                         url = %k.url,
                         "JSON Web Key Set not loaded ({e}); trying again in {} ms, the keys loaded before stay in force",
@@ -234,9 +229,8 @@ fn refresh_loop(keys: Weak<KeySet>) {
                 }
             }
         }
-        let expedited = k.wait(Instant::now() + wait);
-        if expedited {
-            next_full = Instant::now();
+        if k.wait(next_load.min(Instant::now() + TICK)) {
+            next_load = Instant::now();
         }
     }
 }
