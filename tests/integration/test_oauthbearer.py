@@ -405,6 +405,36 @@ def test_jwks_file_replaced(broker_factory, keys, tmp_path):
                        "a login with the key added to the file")
 
 
+def test_java_client_reauthenticates_with_short_lived_unsecured_tokens(broker_factory, kafka_tool, topic, tmp_path,
+                                                                       target, monkeypatch):
+    """The Java client's unsecured tokens living 10 s (unsecuredLoginLifetimeSeconds): the console
+    consumer keeps its connections for 25 s, logging in again with fresh tokens (KIP-368), and
+    reads what a producer writes meanwhile."""
+    monkeypatch.setenv("RUST_LOG", "info,sluice_broker::sasl=debug")
+    b = oauth_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    conf = java_unsecured_config(tmp_path, "alice", 'unsecuredLoginLifetimeSeconds="10"')
+    consumer = subprocess.Popen(
+        harness.java_cmd(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", str(conf),
+                         "--topic", topic, "--from-beginning", "--timeout-ms", "25000", jvm_opts=FAST_START_JVM),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        p = harness.producer(b.bootstrap)
+        for i in range(25):
+            produce_all(p, topic, [{"value": b"t%d" % i, "partition": 0}])
+            time.sleep(1)
+        out, err = consumer.communicate(timeout=120)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+    assert out.split() == ["t%d" % i for i in range(25)], err[-3000:]
+    assert "SaslAuthenticationException" not in err, err[-3000:]
+    if target == "sluice":
+        log = b.log_text()
+        assert "expired" not in log, log[-3000:]
+        assert log.count("SASL re-authentication succeeded") >= 2, log[-3000:]
+
+
 def oauth_raw_handshake(s: socket.socket, version: int = 1) -> None:
     s.sendall(kafka_request(17, 1, 1, kstr("OAUTHBEARER")))
     assert struct.unpack(">ih", read_frame(s)[:6]) == (1, 0)
