@@ -435,6 +435,24 @@ def test_java_client_reauthenticates_with_short_lived_unsecured_tokens(broker_fa
         assert log.count("SASL re-authentication succeeded") >= 2, log[-3000:]
 
 
+def test_the_tokens_subject_is_the_principal_under_acls(broker_factory, kafka_tool, keys, topic):
+    """A signed token's `sub` is the principal the authorizer sees (`User:<sub>`): bob may not
+    write the topic until an ACL names him."""
+    from test_acls import STANDARD_AUTHORIZER, acls, produce_error
+
+    b = oauth_broker(broker_factory, jwks=keys["jwks"], **{
+        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    create_topic(b.bootstrap, topic, partitions=1)
+    good = keys["good"]
+    bob = rdkafka_token(lambda: (good.token(claims("bob")), time.time() + 600))
+    assert produce_error(b.sasl_bootstrap, bob, topic) == "TOPIC_AUTHORIZATION_FAILED"
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:bob", "--operation", "Write", "--operation", "Describe",
+         "--topic", topic)
+    harness.wait_until(lambda: produce_error(b.sasl_bootstrap, bob, topic) is None, 30, "bob writes after the ACL")
+    carol = rdkafka_token(lambda: (good.token(claims("carol")), time.time() + 600))
+    assert produce_error(b.sasl_bootstrap, carol, topic) == "TOPIC_AUTHORIZATION_FAILED"
+
+
 def oauth_raw_handshake(s: socket.socket, version: int = 1) -> None:
     s.sendall(kafka_request(17, 1, 1, kstr("OAUTHBEARER")))
     assert struct.unpack(">ih", read_frame(s)[:6]) == (1, 0)
