@@ -462,6 +462,24 @@ def first_message(token: str) -> bytes:
     return b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
 
 
+def test_session_lifetime_is_the_token_or_the_mechanisms_limit(broker_factory):
+    """SaslAuthenticate's session_lifetime_ms: the shorter of the token's life and
+    `listener.name.<l>.oauthbearer.connections.max.reauth.ms` (Kafka's per-mechanism form)."""
+    b = oauth_broker(broker_factory, **{"listener.name.secure.oauthbearer.connections.max.reauth.ms": "2000"})
+
+    def lifetime(exp: float) -> int:
+        token = unsecured_token({"sub": "alice", "iat": int(time.time()), "exp": exp})
+        with socket.create_connection(("127.0.0.1", b.sasl_port), timeout=10) as s:
+            oauth_raw_handshake(s)
+            s.sendall(kafka_request(36, 1, 2, kbytes(first_message(token))))
+            resp = read_frame(s)
+            assert struct.unpack(">ih", resp[:6]) == (2, 0), resp
+            return struct.unpack(">q", resp[-8:])[0]
+
+    assert lifetime(time.time() + 600) == 2000
+    assert 1000 < lifetime(time.time() + 1.5) < 2000
+
+
 @pytest.mark.sluice_only
 def test_bad_tokens_on_the_wire(broker_factory, topic):
     """The exchange byte by byte: an invalid token gets the JSON status as a challenge, then the

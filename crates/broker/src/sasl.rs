@@ -521,7 +521,7 @@ impl Authenticator {
                 }
             }
             let lifetime_ms = session_lifetime_ms(
-                self.config.reauth_ms,
+                self.config.reauth_ms_for(mechanism),
                 credential_expires_ms,
                 crate::now_ms(),
             );

@@ -92,10 +92,24 @@ pub struct SaslConfig {
     pub logins: BTreeMap<SaslMechanism, SaslLogin>,
     /// `connections.max.reauth.ms`: a session's lifetime (KIP-368); 0 = no limit.
     pub reauth_ms: u64,
+    /// `listener.name.<l>.<mechanism>.connections.max.reauth.ms`, where given: the lifetime of
+    /// that mechanism's sessions instead (Kafka's per-mechanism form).
+    pub reauth_ms_by_mechanism: BTreeMap<SaslMechanism, u64>,
     /// `sasl.server.max.receive.size`: largest request read before authentication.
     pub max_receive_bytes: u32,
     /// How OAUTHBEARER tokens are validated, when the listener enables it.
     pub oauthbearer: Option<crate::OAuthBearerConfig>,
+}
+
+impl SaslConfig {
+    /// The session lifetime of `mechanism` (`connections.max.reauth.ms`, or its per-mechanism
+    /// form); 0 = no limit.
+    pub fn reauth_ms_for(&self, mechanism: SaslMechanism) -> u64 {
+        self.reauth_ms_by_mechanism
+            .get(&mechanism)
+            .copied()
+            .unwrap_or(self.reauth_ms)
+    }
 }
 
 impl std::fmt::Debug for SaslConfig {
@@ -105,6 +119,7 @@ impl std::fmt::Debug for SaslConfig {
             .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
             .field("logins", &self.logins)
             .field("reauth_ms", &self.reauth_ms)
+            .field("reauth_ms_by_mechanism", &self.reauth_ms_by_mechanism)
             .field("max_receive_bytes", &self.max_receive_bytes)
             .field("oauthbearer", &self.oauthbearer)
             .finish()
@@ -471,6 +486,27 @@ pub(crate) fn listener_sasl(
         }
     };
     let reauth_ms = number("connections.max.reauth.ms", 0, i64::MAX as u64)?;
+    let mut reauth_ms_by_mechanism = BTreeMap::new();
+    for &m in &mechanisms {
+        let name = format!(
+            "{prefix}{}.connections.max.reauth.ms",
+            m.name().to_ascii_lowercase()
+        );
+        if let Some(v) = props.get(&name).map(|v| v.trim()) {
+            let ms = v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n <= i64::MAX as u64)
+                .ok_or_else(|| {
+                    invalid(
+                        &name,
+                        v,
+                        format!("must be a whole number from 0 to {}", i64::MAX),
+                    )
+                })?;
+            reauth_ms_by_mechanism.insert(m, ms);
+        }
+    }
     let max_receive_bytes = number(
         "sasl.server.max.receive.size",
         u64::from(SASL_MAX_RECEIVE_DEFAULT),
@@ -481,6 +517,7 @@ pub(crate) fn listener_sasl(
         plain_users,
         logins,
         reauth_ms,
+        reauth_ms_by_mechanism,
         max_receive_bytes,
         oauthbearer,
     })
@@ -690,6 +727,10 @@ mod tests {
                 "listener.name.sasl_plaintext.connections.max.reauth.ms",
                 "60000",
             ),
+            (
+                "listener.name.sasl_plaintext.plain.connections.max.reauth.ms",
+                "5000",
+            ),
         ]);
         let c = listener_sasl(&p, "SASL_PLAINTEXT").unwrap();
         assert_eq!(
@@ -699,6 +740,8 @@ mod tests {
         assert_eq!(c.plain_users["alice"], "alice-secret");
         assert_eq!(c.logins[&SaslMechanism::ScramSha512].password, "s");
         assert_eq!(c.reauth_ms, 60000);
+        assert_eq!(c.reauth_ms_for(SaslMechanism::Plain), 5000);
+        assert_eq!(c.reauth_ms_for(SaslMechanism::ScramSha512), 60000);
         assert_eq!(c.max_receive_bytes, SASL_MAX_RECEIVE_DEFAULT);
         // GSSAPI (Kafka's default) is refused with what to set.
         let e = listener_sasl(&props(&[]), "SASL_PLAINTEXT")
