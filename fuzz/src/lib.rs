@@ -16,6 +16,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("index_entries", targets::index_entries),
     ("text_files", targets::text_files),
     ("principal_rules", targets::principal_rules),
+    ("oauthbearer", targets::oauthbearer),
 ];
 
 /// Look a target up by name.
@@ -390,6 +391,56 @@ pub mod targets {
         if let Ok(mapper) = sluice_config::SslPrincipalMapper::parse(rules) {
             let name = mapper.name(dn);
             assert_eq!(mapper.name(dn), name, "mapping is not deterministic");
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // oauthbearer
+    // ------------------------------------------------------------------------------------
+
+    /// The key set the `oauthbearer` target validates signed tokens against (an RSA and an
+    /// EC key; nothing signs with them, so only the paths up to the signature check and the
+    /// refusals are reached).
+    pub const FUZZ_JWKS: &str = r#"{"keys":[
+        {"kty":"RSA","kid":"r1","alg":"RS256","use":"sig","e":"AQAB","n":"wAvhYfZDk3tmR3jWwzvyhrQ2dsPtpWm7OKo6IztSMfaWhldpVyRmT8C8JKfDOG8u4ryE6Ppr-oTN3T1qHbDEj0-XGz_AVUYi1KZoCR2Me1iQrYr3vSRJUnl7XQw3uIHzn6nWMKzRFxbEoQKFGwLV9CUmxzEFJbKH6pclJ0Hxr20mPqHgW8dwLahFewbOBUyTJWNDw-QVlUW9F06rp6QVaXXNHaOEQsdCpWpKdRnmcoHNkgHxUY8LA0gtA-ik72jJ9sjz5nZ7oo2wQzf4xGEUK5GSJm0HPzrbPfuE0c7pJAtDRYp6hDnqMUB19kBb9mF6X8xAo0oJSmkUnmm6cpazxw"},
+        {"kty":"EC","crv":"P-256","kid":"e1","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
+
+    /// Target `oauthbearer`: the OAUTHBEARER client first message (the first SASL token of an
+    /// unauthenticated client). Parsing it, and validating its token as Kafka's unsecured and
+    /// broker JWT validators do, never panics; a parsed message rebuilt by the client encoder
+    /// parses back the same; every refusal's challenge is one JSON object. The input is also
+    /// read as a JSON Web Key Set and, whole, as a token.
+    pub fn oauthbearer(data: &[u8]) {
+        use sluice_sasl::oauthbearer::{
+            client_first, parse_client_first, Jwks, JwtValidator, UnsecuredValidator,
+        };
+        const NOW_MS: i64 = 1_700_000_000_000;
+        let unsecured = UnsecuredValidator {
+            required_scope: vec!["kafka".into()],
+            clock_skew_ms: 1000,
+            ..UnsecuredValidator::default()
+        };
+        let secured = JwtValidator {
+            expected_audience: vec!["kafka".into()],
+            expected_issuer: Some("https://idp".into()),
+            ..JwtValidator::default()
+        };
+        let keys = Jwks::parse(FUZZ_JWKS.as_bytes()).unwrap_or_default();
+        let _ = Jwks::parse(data);
+        let mut tokens = vec![String::from_utf8_lossy(data).into_owned()];
+        if let Ok(first) = parse_client_first(data) {
+            let again = parse_client_first(&client_first(&first.token, &first.extensions));
+            if first.authzid.is_empty() {
+                assert_eq!(again.as_ref().ok(), Some(&first), "round trip");
+            }
+            tokens.push(first.token);
+        }
+        for token in tokens {
+            if let Err(r) = unsecured.validate(&token, NOW_MS) {
+                let json: Result<serde_json::Value, _> = serde_json::from_str(&r.challenge());
+                assert!(json.is_ok_and(|v| v.is_object()), "challenge {}", r.challenge());
+            }
+            let _ = secured.validate(&token, &keys, NOW_MS);
         }
     }
 }

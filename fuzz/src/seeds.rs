@@ -32,6 +32,9 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     for (name, data) in principal_rules() {
         out.push(("principal_rules", name, data));
     }
+    for (name, data) in oauthbearer() {
+        out.push(("oauthbearer", name, data));
+    }
     out
 }
 
@@ -207,6 +210,22 @@ pub fn principal_rules() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// OAUTHBEARER client first messages: an unsecured token (valid at the target's time) with an
+/// authorization id and extensions, and a signed-looking one.
+pub fn oauthbearer() -> Vec<(String, Vec<u8>)> {
+    // {"alg":"none"} . {"sub":"alice","iat":1699999999,"exp":1700000600,"scope":["kafka"]} .
+    let unsecured = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImlhdCI6MTY5OTk5OTk5OSwiZXhwIjoxNzAwMDAwNjAwLCJzY29wZSI6WyJrYWZrYSJdfQ.";
+    // {"alg":"RS256","kid":"r1"} . {"sub":"bob","iat":1,"exp":1700000600,"aud":"kafka","iss":"https://idp"} . sig
+    let signed = "eyJhbGciOiJSUzI1NiIsImtpZCI6InIxIn0.eyJzdWIiOiJib2IiLCJpYXQiOjEsImV4cCI6MTcwMDAwMDYwMCwiYXVkIjoia2Fma2EiLCJpc3MiOiJodHRwczovL2lkcCJ9.c2lnbmF0dXJl";
+    vec![
+        (
+            "unsecured".into(),
+            format!("n,a=alice,\u{1}auth=Bearer {unsecured}\u{1}traceId=abc\u{1}\u{1}").into_bytes(),
+        ),
+        ("signed".into(), format!("n,,\u{1}auth=Bearer {signed}\u{1}\u{1}").into_bytes()),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     /// The seeds are what they claim to be: valid input for the code under test.
@@ -241,6 +260,23 @@ mod tests {
             let rules = t.split_once('\n').unwrap().0;
             assert!(sluice_config::SslPrincipalMapper::parse(rules).is_ok(), "{name}");
         }
+    }
+
+    #[test]
+    fn oauthbearer_seeds_parse() {
+        for (name, m) in super::oauthbearer() {
+            let first = sluice_sasl::oauthbearer::parse_client_first(&m);
+            assert!(first.is_ok(), "{name}: {first:?}");
+        }
+        let (_, m) = &super::oauthbearer()[0];
+        let first = sluice_sasl::oauthbearer::parse_client_first(m).unwrap();
+        let token = sluice_sasl::oauthbearer::UnsecuredValidator::default()
+            .validate(&first.token, 1_700_000_000_000);
+        assert!(token.is_ok(), "{token:?}");
+        assert_eq!(
+            sluice_sasl::oauthbearer::Jwks::parse(crate::targets::FUZZ_JWKS.as_bytes()).map(|k| k.keys.len()),
+            Ok(2)
+        );
     }
 
     #[test]

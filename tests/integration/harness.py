@@ -651,6 +651,8 @@ class KafkaBroker(Broker):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
+        # More JVM options (system properties a test's configuration needs).
+        self.jvm_options: list = []
         self.controller_port = free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
@@ -681,7 +683,7 @@ class KafkaBroker(Broker):
         return java_cmd(
             KAFKA_MAIN,
             str(self.config_file),
-            jvm_opts=(f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC"),
+            jvm_opts=(f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", *self.jvm_options),
             log4j=BROKER_LOG4J,
         )
 

@@ -38,6 +38,7 @@ mod lag;
 mod log_limit;
 mod markers;
 mod metrics;
+mod oauth;
 mod peers;
 mod quotas;
 mod recompress;
@@ -68,6 +69,7 @@ pub use cache::{CacheDropTotals, CACHE_CHECK_INTERVAL, CACHE_MIN_STEP_BYTES};
 pub use dynamic::ListenerCertificates;
 pub use groups::OFFSETS_TOPIC;
 pub use log_limit::LogLimiter;
+pub use oauth::JwksFetcher;
 pub use peers::{PeerClient, PeerReply, Probe, PEER_REQUEST_TIMEOUT};
 pub use sasl::{Authenticator, Step as AuthStep, USER_PRINCIPAL};
 pub use txns::TXN_TOPIC;
@@ -215,6 +217,8 @@ pub struct Broker {
     authz: authz::Authz,
     /// The SASL settings of each SASL listener, by name.
     sasl_listeners: HashMap<String, Arc<sluice_config::SaslConfig>>,
+    /// How each listener that enables OAUTHBEARER validates tokens, by name.
+    oauth_listeners: HashMap<String, Arc<oauth::OAuthValidation>>,
     /// What the request path counts (`metrics.rs` exports it with the state gauges).
     metrics: Arc<sluice_metrics::Metrics>,
     /// Failed logs whose re-open failed: when to try again, and the wait after that.
@@ -294,6 +298,9 @@ impl Broker {
     /// Open the broker's stores and every partition. Must run inside a tokio runtime (it
     /// starts the group-commit and page-cache drop-behind tasks).
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, BrokerError> {
+        // OAUTHBEARER key sets first: one that does not load stops startup before any
+        // partition opens.
+        let oauth_listeners = oauth::listeners(&config)?;
         let fds = sluice_store::fds::FdBudget::new(
             sluice_store::fds::open_files_limit(),
             config.log_open_files_max,
@@ -448,6 +455,7 @@ impl Broker {
                 .iter()
                 .map(|(name, c)| (name.clone(), Arc::new(c.clone())))
                 .collect(),
+            oauth_listeners,
             metrics,
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             volume_missing_logged: parking_lot::Mutex::new(None),

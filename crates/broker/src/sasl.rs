@@ -11,6 +11,8 @@
 //!            --SaslHandshake, mechanism not enabled-->  UNSUPPORTED_SASL_MECHANISM, closed
 //!            --anything else-->  closed ("Unexpected Kafka request of type ... during SASL handshake")
 //! Authenticate --exchange completes-->  Authenticated (principal `User:<name>` kept)
+//!              --OAUTHBEARER token refused-->  Authenticate, answered with Kafka's JSON status
+//!                  (`{"status":"invalid_token"}`) as a challenge; the client's `^A` then fails
 //!              --credentials refused-->  SASL_AUTHENTICATION_FAILED with Kafka's message, closed
 //!              --anything else-->  closed ("... during SASL authentication")
 //! Authenticated --any request-->  served, unless the session expired (closed);
@@ -21,6 +23,9 @@
 //! follows Kafka: a mechanism's own authentication message (PLAIN's "Invalid username or
 //! password"), else only "Authentication failed during authentication due to invalid
 //! credentials with SASL mechanism X", the reason going to the broker's log.
+//!
+//! A session ends `connections.max.reauth.ms` after it began or, for OAUTHBEARER, when its
+//! token expires, whichever is first (Kafka's rule); the client is told that lifetime.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -34,10 +39,11 @@ use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use sluice_config::{SaslConfig, SaslMechanism};
 use sluice_meta::ScramCredentials;
-use sluice_sasl::{plain, ScramCredential, ScramFailure, ScramMechanism, ScramServer};
+use sluice_sasl::{oauthbearer, plain, ScramCredential, ScramFailure, ScramMechanism, ScramServer};
 use sluice_wire::Request;
 
 use crate::apis::str_bytes;
+use crate::oauth::OAuthValidation;
 use crate::Broker;
 
 /// Kafka's principal type for SASL users.
@@ -113,7 +119,7 @@ impl ScramStore {
 
 fn scram_mechanism(m: SaslMechanism) -> Option<ScramMechanism> {
     match m {
-        SaslMechanism::Plain => None,
+        SaslMechanism::Plain | SaslMechanism::OAuthBearer => None,
         SaslMechanism::ScramSha256 => Some(ScramMechanism::Sha256),
         SaslMechanism::ScramSha512 => Some(ScramMechanism::Sha512),
     }
@@ -139,6 +145,11 @@ pub enum Step {
 enum MechServer {
     Plain,
     Scram(Box<ScramServer>),
+    /// OAUTHBEARER; after a refused token, the JSON status sent and the reason, until the
+    /// client's `^A`.
+    OAuthBearer {
+        refused: Option<(String, String)>,
+    },
 }
 
 enum State {
@@ -165,13 +176,18 @@ enum State {
 struct Session {
     principal: Arc<str>,
     mechanism: SaslMechanism,
-    /// When the session ends without a re-authentication (`connections.max.reauth.ms`).
+    /// When the session ends without a re-authentication (`connections.max.reauth.ms`, or
+    /// the OAUTHBEARER token's expiry).
     expires: Option<Instant>,
+    /// The lifetime the client was given, ms (0: none).
+    lifetime_ms: i64,
 }
 
 /// The SASL state of one connection on a SASL listener.
 pub struct Authenticator {
     config: Arc<SaslConfig>,
+    /// How OAUTHBEARER tokens are validated, when the listener enables it.
+    oauth: Option<Arc<OAuthValidation>>,
     listener: Arc<str>,
     state: State,
     session: Option<Session>,
@@ -222,9 +238,14 @@ enum Token {
 }
 
 impl Authenticator {
-    pub(crate) fn new(config: Arc<SaslConfig>, listener: Arc<str>) -> Authenticator {
+    pub(crate) fn new(
+        config: Arc<SaslConfig>,
+        oauth: Option<Arc<OAuthValidation>>,
+        listener: Arc<str>,
+    ) -> Authenticator {
         Authenticator {
             config,
+            oauth,
             listener,
             state: State::Handshake {
                 versions_seen: false,
@@ -324,10 +345,9 @@ impl Authenticator {
                             SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(bytes)),
                         )),
                         Token::Done(bytes, _) => {
-                            let lifetime_ms = if version >= 1 {
-                                i64::try_from(self.config.reauth_ms).unwrap_or(i64::MAX)
-                            } else {
-                                0
+                            let lifetime_ms = match &self.session {
+                                Some(s) if version >= 1 => s.lifetime_ms,
+                                _ => 0,
                             };
                             Step::Reply(ResponseKind::SaslAuthenticate(
                                 SaslAuthenticateResponse::default()
@@ -380,9 +400,10 @@ impl Authenticator {
             )),
             _ => None,
         };
-        let server = match scram_mechanism(m) {
-            None => MechServer::Plain,
-            Some(s) => MechServer::Scram(Box::new(ScramServer::new(s))),
+        let server = match (m, scram_mechanism(m)) {
+            (SaslMechanism::OAuthBearer, _) => MechServer::OAuthBearer { refused: None },
+            (_, None) => MechServer::Plain,
+            (_, Some(s)) => MechServer::Scram(Box::new(ScramServer::new(s))),
         };
         self.state = State::Authenticate {
             mechanism: m,
@@ -419,7 +440,44 @@ impl Authenticator {
         let generic = format!(
             "Authentication failed during {text} due to invalid credentials with SASL mechanism {mechanism}"
         );
+        // OAUTHBEARER: when the token expires, ms since the epoch.
+        let mut credential_expires_ms = None;
         let outcome = match server {
+            MechServer::OAuthBearer { refused } => {
+                let previous = refused.take();
+                match previous {
+                    // The client's ^A after our error status: the failure, with that status.
+                    Some((json, reason)) if bytes == [oauthbearer::CONTROL_A] => {
+                        Token::Refused(json, format!("OAUTHBEARER token refused: {reason}"))
+                    }
+                    _ => match oauthbearer::parse_client_first(bytes) {
+                        Err(reason) => Token::Refused(generic, reason),
+                        Ok(first) => match self.oauth.as_ref().map(|o| o.validate(&first.token)) {
+                            None => Token::Refused(
+                                generic,
+                                "OAUTHBEARER is not configured on this listener".into(),
+                            ),
+                            Some(Err((json, reason))) => {
+                                tracing::debug!(listener = %self.listener, "OAUTHBEARER token refused: {reason}");
+                                *refused = Some((json.clone(), reason));
+                                Token::Challenge(json.into_bytes())
+                            }
+                            Some(Ok(token)) => {
+                                if !first.authzid.is_empty() && first.authzid != token.principal {
+                                    let m = format!(
+                                        "Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({})",
+                                        first.authzid, token.principal
+                                    );
+                                    Token::Refused(m.clone(), m)
+                                } else {
+                                    credential_expires_ms = Some(token.expires_ms);
+                                    Token::Done(Vec::new(), token.principal)
+                                }
+                            }
+                        },
+                    },
+                }
+            }
             MechServer::Plain => match plain::parse(bytes) {
                 Err(message) => Token::Refused(message.clone(), message),
                 Ok(m) => {
@@ -462,13 +520,19 @@ impl Authenticator {
                     return Token::Refused(message.clone(), message);
                 }
             }
-            let expires = (self.config.reauth_ms > 0)
-                .then(|| Instant::now() + Duration::from_millis(self.config.reauth_ms));
-            tracing::debug!(listener = %self.listener, %principal, %mechanism, "SASL {text} succeeded");
+            let lifetime_ms = session_lifetime_ms(
+                self.config.reauth_ms_for(mechanism),
+                credential_expires_ms,
+                crate::now_ms(),
+            );
+            let expires = lifetime_ms
+                .map(|ms| Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+            tracing::debug!(listener = %self.listener, %principal, %mechanism, ?lifetime_ms, "SASL {text} succeeded");
             self.session = Some(Session {
                 principal,
                 mechanism,
                 expires,
+                lifetime_ms: lifetime_ms.unwrap_or(0),
             });
             self.state = State::Authenticated;
         }
@@ -480,6 +544,40 @@ impl Broker {
     /// The authenticator of a new connection on `listener`, if it is a SASL listener.
     pub fn authenticator(&self, listener: &Arc<str>) -> Option<Authenticator> {
         let config = self.sasl_listeners.get(listener.as_ref())?;
-        Some(Authenticator::new(config.clone(), listener.clone()))
+        let oauth = self.oauth_listeners.get(listener.as_ref()).cloned();
+        Some(Authenticator::new(config.clone(), oauth, listener.clone()))
+    }
+}
+
+/// A session's lifetime as Kafka's `SaslServerAuthenticator` computes it, ms: none without
+/// `connections.max.reauth.ms` and a credential that expires; else the shorter of the two,
+/// from `now_ms`, never negative.
+fn session_lifetime_ms(
+    reauth_ms: u64,
+    credential_expires_ms: Option<i64>,
+    now_ms: i64,
+) -> Option<i64> {
+    let max = (reauth_ms > 0).then(|| i64::try_from(reauth_ms).unwrap_or(i64::MAX));
+    let credential = credential_expires_ms.map(|e| e.saturating_sub(now_ms));
+    let lifetime = match (max, credential) {
+        (None, None) => return None,
+        (Some(m), None) => m,
+        (None, Some(c)) => c,
+        (Some(m), Some(c)) => m.min(c),
+    };
+    Some(lifetime.max(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_lifetime_ms;
+
+    #[test]
+    fn session_lifetime_is_the_shorter_of_the_reauth_limit_and_the_token() {
+        assert_eq!(session_lifetime_ms(0, None, 1000), None);
+        assert_eq!(session_lifetime_ms(500, None, 1000), Some(500));
+        assert_eq!(session_lifetime_ms(0, Some(61_000), 1000), Some(60_000));
+        assert_eq!(session_lifetime_ms(5000, Some(61_000), 1000), Some(5000));
+        assert_eq!(session_lifetime_ms(0, Some(900), 1000), Some(0));
     }
 }

@@ -13,6 +13,7 @@ mod catalog;
 mod dynamic;
 mod etcd;
 mod memory;
+mod oauthbearer;
 mod principal;
 mod properties;
 mod sasl;
@@ -26,6 +27,7 @@ pub use etcd::{
     ETCD_PASSWORD, ETCD_TRUSTSTORE, ETCD_USERNAME,
 };
 pub use memory::{available_memory, log_cache_default, LOG_CACHE_FLOOR_BYTES};
+pub use oauthbearer::{JwksSource, JwksValidation, OAuthBearerConfig, UnsecuredValidation};
 pub use principal::SslPrincipalMapper;
 pub use sasl::{
     parse_jaas, JaasEntry, SaslConfig, SaslLogin, SaslMechanism, SASL_MAX_RECEIVE_DEFAULT,

@@ -4,7 +4,8 @@
 //! for one listener as `listener.name.<listener, lower case>.<property>`.
 //!
 //! This module parses Kafka's JAAS syntax ([`parse_jaas`]) and reads the properties; the
-//! broker authenticates with them (crates/broker/src/sasl.rs).
+//! broker authenticates with them (crates/broker/src/sasl.rs). OAUTHBEARER's settings
+//! (which validator, its JAAS options and `sasl.oauthbearer.*`) are in `oauthbearer.rs`.
 
 use std::collections::BTreeMap;
 
@@ -16,21 +17,25 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
-    pub const ALL: [SaslMechanism; 3] = [
+    pub const ALL: [SaslMechanism; 4] = [
         SaslMechanism::Plain,
         SaslMechanism::ScramSha256,
         SaslMechanism::ScramSha512,
+        SaslMechanism::OAuthBearer,
     ];
 
-    /// The mechanism's name on the wire (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`).
+    /// The mechanism's name on the wire (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`,
+    /// `OAUTHBEARER`).
     pub fn name(self) -> &'static str {
         match self {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -45,6 +50,9 @@ impl SaslMechanism {
             SaslMechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
             SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
                 "org.apache.kafka.common.security.scram.ScramLoginModule"
+            }
+            SaslMechanism::OAuthBearer => {
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
             }
         }
     }
@@ -84,8 +92,24 @@ pub struct SaslConfig {
     pub logins: BTreeMap<SaslMechanism, SaslLogin>,
     /// `connections.max.reauth.ms`: a session's lifetime (KIP-368); 0 = no limit.
     pub reauth_ms: u64,
+    /// `listener.name.<l>.<mechanism>.connections.max.reauth.ms`, where given: the lifetime of
+    /// that mechanism's sessions instead (Kafka's per-mechanism form).
+    pub reauth_ms_by_mechanism: BTreeMap<SaslMechanism, u64>,
     /// `sasl.server.max.receive.size`: largest request read before authentication.
     pub max_receive_bytes: u32,
+    /// How OAUTHBEARER tokens are validated, when the listener enables it.
+    pub oauthbearer: Option<crate::OAuthBearerConfig>,
+}
+
+impl SaslConfig {
+    /// The session lifetime of `mechanism` (`connections.max.reauth.ms`, or its per-mechanism
+    /// form); 0 = no limit.
+    pub fn reauth_ms_for(&self, mechanism: SaslMechanism) -> u64 {
+        self.reauth_ms_by_mechanism
+            .get(&mechanism)
+            .copied()
+            .unwrap_or(self.reauth_ms)
+    }
 }
 
 impl std::fmt::Debug for SaslConfig {
@@ -95,7 +119,9 @@ impl std::fmt::Debug for SaslConfig {
             .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
             .field("logins", &self.logins)
             .field("reauth_ms", &self.reauth_ms)
+            .field("reauth_ms_by_mechanism", &self.reauth_ms_by_mechanism)
             .field("max_receive_bytes", &self.max_receive_bytes)
+            .field("oauthbearer", &self.oauthbearer)
             .finish()
     }
 }
@@ -113,8 +139,9 @@ const SASL_PROPERTIES: &[&str] = &[
     "sasl.mechanism.inter.broker.protocol",
 ];
 
-/// Kafka's `sasl.*` properties that Sluice accepts and does not need (Kerberos, OAUTHBEARER,
-/// callback handler classes, login refresh).
+/// Kafka's `sasl.*` properties that Sluice accepts, needs only for OAUTHBEARER
+/// (`sasl.oauthbearer.*`, the server callback handler class: `oauthbearer.rs`) or does not
+/// need (Kerberos, the client callback handler class, login refresh).
 const SASL_IGNORED_PREFIXES: &[&str] = &[
     "sasl.kerberos.",
     "sasl.login.",
@@ -375,7 +402,7 @@ pub(crate) fn listener_sasl(
                     &mech_name,
                     &mech_value,
                     format!(
-                        "listener {listener} uses SASL; the mechanism {m} is not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are){}",
+                        "listener {listener} uses SASL; the mechanism {m} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are){}",
                         if mech_name == "sasl.enabled.mechanisms" && !props.contains_key("sasl.enabled.mechanisms") {
                             " and GSSAPI is Kafka's default: set sasl.enabled.mechanisms"
                         } else {
@@ -396,8 +423,18 @@ pub(crate) fn listener_sasl(
 
     let mut plain_users = BTreeMap::new();
     let mut logins = BTreeMap::new();
+    let mut oauthbearer = None;
     for &m in &mechanisms {
-        let Some((name, entry)) = jaas_for(props, &prefix, m)? else {
+        let jaas = jaas_for(props, &prefix, m)?;
+        if m == SaslMechanism::OAuthBearer {
+            oauthbearer = Some(crate::oauthbearer::listener_oauthbearer(
+                props,
+                listener,
+                jaas.as_ref().map(|(name, entry)| (name.as_str(), entry)),
+            )?);
+            continue;
+        }
+        let Some((name, entry)) = jaas else {
             if m == SaslMechanism::Plain {
                 return Err(invalid(
                     &format!("{prefix}plain.sasl.jaas.config"),
@@ -449,6 +486,27 @@ pub(crate) fn listener_sasl(
         }
     };
     let reauth_ms = number("connections.max.reauth.ms", 0, i64::MAX as u64)?;
+    let mut reauth_ms_by_mechanism = BTreeMap::new();
+    for &m in &mechanisms {
+        let name = format!(
+            "{prefix}{}.connections.max.reauth.ms",
+            m.name().to_ascii_lowercase()
+        );
+        if let Some(v) = props.get(&name).map(|v| v.trim()) {
+            let ms = v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n <= i64::MAX as u64)
+                .ok_or_else(|| {
+                    invalid(
+                        &name,
+                        v,
+                        format!("must be a whole number from 0 to {}", i64::MAX),
+                    )
+                })?;
+            reauth_ms_by_mechanism.insert(m, ms);
+        }
+    }
     let max_receive_bytes = number(
         "sasl.server.max.receive.size",
         u64::from(SASL_MAX_RECEIVE_DEFAULT),
@@ -459,7 +517,9 @@ pub(crate) fn listener_sasl(
         plain_users,
         logins,
         reauth_ms,
+        reauth_ms_by_mechanism,
         max_receive_bytes,
+        oauthbearer,
     })
 }
 
@@ -540,6 +600,13 @@ pub(crate) fn inter_broker(
             ),
         )
     })?;
+    if m == SaslMechanism::OAuthBearer {
+        return Err(invalid(
+            NAME,
+            &value,
+            format!("brokers do not log in to each other with OAUTHBEARER (they would need a token of their own): enable PLAIN or SCRAM-SHA-256/512 on the inter-broker listener {listener} as well and name it here"),
+        ));
+    }
     if !sasl.mechanisms.contains(&m) {
         return Err(invalid(
             NAME,
@@ -660,6 +727,10 @@ mod tests {
                 "listener.name.sasl_plaintext.connections.max.reauth.ms",
                 "60000",
             ),
+            (
+                "listener.name.sasl_plaintext.plain.connections.max.reauth.ms",
+                "5000",
+            ),
         ]);
         let c = listener_sasl(&p, "SASL_PLAINTEXT").unwrap();
         assert_eq!(
@@ -669,6 +740,8 @@ mod tests {
         assert_eq!(c.plain_users["alice"], "alice-secret");
         assert_eq!(c.logins[&SaslMechanism::ScramSha512].password, "s");
         assert_eq!(c.reauth_ms, 60000);
+        assert_eq!(c.reauth_ms_for(SaslMechanism::Plain), 5000);
+        assert_eq!(c.reauth_ms_for(SaslMechanism::ScramSha512), 60000);
         assert_eq!(c.max_receive_bytes, SASL_MAX_RECEIVE_DEFAULT);
         // GSSAPI (Kafka's default) is refused with what to set.
         let e = listener_sasl(&props(&[]), "SASL_PLAINTEXT")

@@ -14,14 +14,17 @@
 //! exception is an ApiVersions request newer than ours, which gets Kafka's fallback answer.
 //!
 //! The operations listener (`/metrics`, `/healthz`, `/readyz`) is `http.rs`, a minimal
-//! HTTP/1.1 server: [`serve_http`].
+//! HTTP/1.1 server: [`serve_http`]. The client that fetches OAUTHBEARER key sets over
+//! HTTP(S) is `jwks.rs`: [`jwks_fetcher`].
 
 mod http;
+mod jwks;
 mod pkcs12;
 mod tls;
 mod x500;
 
 pub use http::{serve_http, HTTP_MAX_CONNECTIONS, HTTP_MAX_HEAD_BYTES, HTTP_READ_TIMEOUT};
+pub use jwks::{jwks_fetcher, JWKS_MAX_BYTES, JWKS_TIMEOUT, SYSTEM_CA_BUNDLES};
 pub use tls::{Certificates, ListenerTls};
 
 use std::collections::{HashMap, VecDeque};

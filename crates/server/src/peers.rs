@@ -187,6 +187,10 @@ async fn sasl_login(
             client.verify_server_final(&server_final)?;
             lifetime_ms
         }
+        // The configuration refuses it as `sasl.mechanism.inter.broker.protocol`.
+        SaslMechanism::OAuthBearer => {
+            return Err("brokers do not log in to each other with OAUTHBEARER".into())
+        }
     };
     Ok((lifetime_ms > 0).then(|| Instant::now() + Duration::from_millis(lifetime_ms as u64)))
 }

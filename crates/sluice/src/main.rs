@@ -319,6 +319,8 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let broker = sluice_broker::Broker::open(config)?;
         broker.set_peers(std::sync::Arc::new(peers));
+        // OAUTHBEARER key sets at http(s):// URLs are fetched with the server's client.
+        broker.set_jwks_fetcher(sluice_server::jwks_fetcher());
         // Keystores and truststores set at run time before this start are taken up now.
         broker.set_certificates(std::sync::Arc::new(sluice_server::Certificates::new(certs)));
         let fds = broker.fd_budget();
