@@ -1629,3 +1629,97 @@ fn a_partition_whose_acquisition_keeps_failing_is_not_waited_for() {
          acquisition that does not come ({answered:?})"
     );
 }
+
+/// Two brokers on one shared directory and a real etcd, a topic of 4 partitions spread over
+/// them; returns the brokers (a: node 1, b: node 2) and a partition b owns and serves.
+fn two_brokers_and_a_partition_of_b(
+    log_dir: &str,
+    etcd: &Etcd,
+    topic: &str,
+) -> (TestBroker, TestBroker, i32) {
+    let member = |node: &'static str| {
+        TestBroker::start(&[
+            ("node.id", node),
+            ("log.dirs", log_dir),
+            ("sluice.cluster.etcd.endpoints", &etcd.endpoint),
+            ("sluice.cluster.poll.ms", "100"),
+            ("connections.max.idle.ms", "600000"),
+        ])
+    };
+    let (a, b) = (member("1"), member("2"));
+    let (mut ca, mut cb) = (a.connect(), b.connect());
+    wait_for("both brokers registered", || {
+        let md = ca.request(&MetadataRequest::default().with_topics(None), 12);
+        md.brokers.len() == 2
+    });
+    create_topic_with_partitions(&mut ca, topic, 4);
+    let mut owners = Vec::new();
+    wait_for("partitions spread and acquired", || {
+        owners = leaders(&mut ca, topic);
+        owners.len() == 4
+            && owners.iter().any(|(l, _)| *l == 1)
+            && owners.iter().any(|(l, _)| *l == 2)
+            && owners.iter().all(|(_, e)| *e >= 1)
+            && leaders(&mut cb, topic) == owners
+            && owners.iter().enumerate().all(|(p, (l, _))| {
+                let c = if *l == 1 { &mut ca } else { &mut cb };
+                produce_with(c, topic, p as i32, batch(&["x"], -1, -1, -1), -1).error_code == 0
+            })
+    });
+    let p = owners
+        .iter()
+        .position(|(l, _)| *l == 2)
+        .expect("a partition of broker 2") as i32;
+    (a, b, p)
+}
+
+/// Broker b leaves the cluster (its partitions handed over to a); returns once a appends to
+/// partition `p` of `topic`.
+fn b_leaves_and_a_serves(a: &TestBroker, b: &TestBroker, topic: &str, p: i32) {
+    let leaving = b.broker.clone();
+    std::thread::spawn(move || leaving.leave_cluster())
+        .join()
+        .expect("leave");
+    let mut probe = a.connect();
+    wait_for("broker 1 serves the partition", || {
+        produce_with(&mut probe, topic, p, batch(&["probe"], -1, -1, -1), -1).error_code == 0
+    });
+}
+
+/// ADVERSARY (ProduceRefusals keyed per partition, one producer each): a connection shared
+/// by two idempotent producers (a proxy multiplexing clients onto one broker connection).
+/// Broker 1 refuses producer 1's batch (sequence 1) NOT_LEADER_OR_FOLLOWER, then producer
+/// 2's: the second refusal replaces the first in the connection's table. Once broker 1
+/// serves the partition, producer 1's next batch (sequence 2, pipelined behind its refused
+/// one) finds the gap at 1: the rule says NOT_LEADER_OR_FOLLOWER (retry both in order), the
+/// broker answers OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka bumps its epoch: issue 4953).
+#[test]
+fn a_refusal_of_another_producer_on_the_connection_does_not_end_the_rule() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    let (a, b, p) = two_brokers_and_a_partition_of_b(&log_dir, &etcd, "proxied");
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let (p1, p2) = (7001_i64, 7002_i64);
+    // Both producers wrote sequence 0 at the owner.
+    let mut cb = b.connect();
+    for pid in [p1, p2] {
+        let r = produce_with(&mut cb, "proxied", p, batch(&["s0"], pid, 0, 0), -1);
+        assert_eq!(r.error_code, 0);
+    }
+    // The proxy's one connection to broker 1 (not the owner): both sequence-1 batches refused.
+    let mut proxy = a.connect();
+    for pid in [p1, p2] {
+        let r = produce_with(&mut proxy, "proxied", p, batch(&["s1"], pid, 0, 1), -1);
+        assert_eq!(r.error_code, not_leader, "producer {pid}");
+    }
+    b_leaves_and_a_serves(&a, &b, "proxied", p);
+    // Producer 1's sequence 2, pipelined behind its refused sequence 1 on the same connection.
+    let r = produce_with(&mut proxy, "proxied", p, batch(&["s2"], p1, 0, 2), -1);
+    assert_eq!(
+        r.error_code, not_leader,
+        "a batch pipelined behind one this connection refused NOT_LEADER_OR_FOLLOWER was \
+         answered {} ({:?})",
+        r.error_code, r.error_message
+    );
+}
