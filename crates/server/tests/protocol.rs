@@ -1723,3 +1723,59 @@ fn a_refusal_of_another_producer_on_the_connection_does_not_end_the_rule() {
         r.error_code, r.error_message
     );
 }
+
+/// ADVERSARY (ProduceRefusals never expire): the retry of the refused batch need not come
+/// back on this connection. Broker 1 refuses a producer's sequence 1 (not the owner); the
+/// producer retries it at the owner (KIP-951's hint), where it is written. Later broker 1
+/// serves the partition and the producer's batch on the old connection has a real gap
+/// (sequence 5 where 2 is expected): a fresh connection gets OUT_OF_ORDER_SEQUENCE_NUMBER,
+/// the old one NOT_LEADER_OR_FOLLOWER every time (with no leader hint; Metadata names broker 1):
+/// the gap is hidden for as long as the connection lives and the client loops on it.
+#[test]
+fn a_refusal_retried_elsewhere_hides_a_real_gap_on_its_connection_forever() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    let (a, b, p) = two_brokers_and_a_partition_of_b(&log_dir, &etcd, "gapped");
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
+    let pid = 7003_i64;
+    let mut cb = b.connect();
+    assert_eq!(
+        produce_with(&mut cb, "gapped", p, batch(&["s0"], pid, 0, 0), -1).error_code,
+        0
+    );
+    let mut old = a.connect();
+    assert_eq!(
+        produce_with(&mut old, "gapped", p, batch(&["s1"], pid, 0, 1), -1).error_code,
+        not_leader
+    );
+    // The retry of the refused batch, at the owner.
+    assert_eq!(
+        produce_with(&mut cb, "gapped", p, batch(&["s1"], pid, 0, 1), -1).error_code,
+        0
+    );
+    b_leaves_and_a_serves(&a, &b, "gapped", p);
+    let gap = || batch(&["s5"], pid, 0, 5);
+    let mut fresh = a.connect();
+    assert_eq!(
+        produce_with(&mut fresh, "gapped", p, gap(), -1).error_code,
+        out_of_order,
+        "the gap is real"
+    );
+    // Produce v12: the answers name no other leader (KIP-951), so the client finds broker 1
+    // in Metadata again and retries here, on this connection: a loop.
+    let answers: Vec<(i16, i32)> = (0..5)
+        .map(|_| {
+            let r = old.request(&produce_request("gapped", p, gap(), -1), 12);
+            let part = &r.responses[0].partition_responses[0];
+            (part.error_code, part.current_leader.leader_id.0)
+        })
+        .collect();
+    assert!(
+        answers.iter().all(|(c, _)| *c == out_of_order),
+        "a real gap on the connection that once refused this producer's sequence 1 (retried \
+         and written elsewhere) was answered (code, named leader) {answers:?} (6: \
+         NOT_LEADER_OR_FOLLOWER) by the partition's owner, broker 1"
+    );
+}
