@@ -702,4 +702,34 @@ mod tests {
         );
         assert_eq!(r.answered(tp, None, OUT_OF_ORDER), OUT_OF_ORDER);
     }
+    /// ADVERSARY: a retriable refusal of another kind between the refused batch and the one
+    /// behind it ends the rule. A (10) is refused NOT_LEADER_OR_FOLLOWER; B (11, pipelined)
+    /// is refused NOT_ENOUGH_REPLICAS (the ownership of the partition, just acquired, could
+    /// not be confirmed in etcd yet: `append_one`), nothing written either; C (12, pipelined
+    /// behind both) finds the gap at 10, still pipelined behind a batch this connection
+    /// refused NOT_LEADER_OR_FOLLOWER, and is answered OUT_OF_ORDER_SEQUENCE_NUMBER.
+    #[test]
+    fn a_gap_behind_a_refusal_stays_refused_after_a_retriable_error_between() {
+        const NOT_ENOUGH_REPLICAS: i16 = 19;
+        assert_eq!(
+            ResponseError::NotEnoughReplicas.code(),
+            NOT_ENOUGH_REPLICAS
+        );
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 10)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 11)), NOT_ENOUGH_REPLICAS),
+            NOT_ENOUGH_REPLICAS
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 12)), OUT_OF_ORDER),
+            NOT_LEADER,
+            "a batch pipelined behind one refused NOT_LEADER_OR_FOLLOWER (and one refused \
+             NOT_ENOUGH_REPLICAS) was answered OUT_OF_ORDER_SEQUENCE_NUMBER"
+        );
+    }
 }
