@@ -732,4 +732,23 @@ mod tests {
              NOT_ENOUGH_REPLICAS) was answered OUT_OF_ORDER_SEQUENCE_NUMBER"
         );
     }
+
+    /// ADVERSARY: producer sequences wrap from i32::MAX to 0 (Kafka's
+    /// `DefaultRecordBatch.incrementSequence`, librdkafka likewise). The batch behind a
+    /// refused one at the end of the range starts at 0, which `h.base_sequence > seq` does
+    /// not take for "behind": it is answered OUT_OF_ORDER_SEQUENCE_NUMBER.
+    #[test]
+    fn a_gap_behind_a_refusal_at_the_sequence_wrap_is_refused_as_not_leader() {
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, i32::MAX)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert_eq!(
+            r.answered(tp, Some(&header(7, 0, 0)), OUT_OF_ORDER),
+            NOT_LEADER,
+            "the batch after sequence i32::MAX (sequence 0), behind the refused one"
+        );
+    }
 }
