@@ -1779,3 +1779,121 @@ fn a_refusal_retried_elsewhere_hides_a_real_gap_on_its_connection_forever() {
          NOT_LEADER_OR_FOLLOWER) by the partition's owner, broker 1"
     );
 }
+
+/// ADVERSARY (claim: a produce request waits for an acquisition in progress until the
+/// partition is served, and not for one backing off): `Broker::prepare` decides once, when
+/// the request is read, which of its partitions to wait for (`acquisitions_pending`), and
+/// its wait re-checks only those. Two partitions assigned here whose acquisitions failed
+/// (their directories' names taken by files, as ENOSPC refused seed 103's): `a-0`, whose
+/// retry is due, and `z-0`, still backing off, whose file is gone meanwhile. A request for
+/// both (librdkafka puts every partition it sends to one broker in one request) waits for
+/// `a-0` alone. The next reconciliation round retries both, in topic order: `a-0` fails
+/// again (it backs off: the wait ends), then `z`'s 16 partitions are acquired, and served
+/// together at the end. The request is handled in
+/// between, and `z-0`, whose acquisition is in progress, is answered NOT_LEADER_OR_FOLLOWER,
+/// while a request for `z-0` alone read right then waits for it and is appended (seed 103's
+/// answer "8 ms after the acquisition ended").
+#[test]
+fn a_partition_backing_off_when_its_request_was_read_is_not_waited_for_after() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    // Rounds come 5 s apart (or when etcd changes), and a failed acquisition is tried again
+    // 5 s later.
+    let b = TestBroker::start(&[
+        ("node.id", "1"),
+        ("log.dirs", &log_dir),
+        ("sluice.cluster.etcd.endpoints", &etcd.endpoint),
+        ("sluice.cluster.poll.ms", "5000"),
+        ("connections.max.idle.ms", "600000"),
+    ]);
+    let mut c = b.connect();
+    wait_for("the broker registered", || {
+        c.request(&MetadataRequest::default().with_topics(None), 12)
+            .brokers
+            .len()
+            == 1
+    });
+    let conn = sluice_broker::Connection {
+        peer: std::net::IpAddr::from([127, 0, 0, 1]),
+        listener: "PLAINTEXT".into(),
+        principal: None,
+        produce_refusals: Default::default(),
+    };
+    let broker = b.broker.clone();
+    let rt = b.runtime.handle().clone();
+    let request = |topics: &[&str]| {
+        decoded(
+            &ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(5000)
+                .with_topic_data(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            TopicProduceData::default()
+                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                                .with_partition_data(vec![PartitionProduceData::default()
+                                    .with_index(0)
+                                    .with_records(Some(batch(&["v"], -1, -1, -1)))])
+                        })
+                        .collect(),
+                ),
+            9,
+        )
+    };
+    // Whether a request for `topics`, read now, would wait for an acquisition.
+    let waits = |topics: &[&str]| broker.prepare(&request(topics), &conn).is_some();
+    let run = |req: sluice_wire::Request| -> (bool, Vec<(String, i16)>) {
+        let (gated, answer) = match broker.prepare(&req, &conn) {
+            Some(gate) => {
+                let verdicts = rt.block_on(gate);
+                (true, rt.block_on(broker.handle_prepared(req, &conn, verdicts)))
+            }
+            None => (false, rt.block_on(broker.handle(req, &conn))),
+        };
+        let Some(sluice_broker::Response::Body(ResponseKind::Produce(r))) = answer else {
+            panic!("not a produce response: {answer:?}");
+        };
+        let codes = r
+            .responses
+            .iter()
+            .map(|t| (t.name.0.to_string(), t.partition_responses[0].error_code))
+            .collect();
+        (gated, codes)
+    };
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+
+    std::fs::write(shared.path().join("a-0"), b"squat").expect("squat");
+    create_topic_with_partitions(&mut c, "a", 1);
+    std::thread::sleep(Duration::from_millis(2000));
+    // Topic z's partitions are acquired one after the other in a round, and the registry
+    // takes them together at its end: z-0 is served only once all 16 are acquired.
+    const Z_PARTITIONS: i32 = 16;
+    for p in 0..Z_PARTITIONS {
+        std::fs::write(shared.path().join(format!("z-{p}")), b"squat").expect("squat");
+    }
+    create_topic_with_partitions(&mut c, "z", Z_PARTITIONS);
+    std::thread::sleep(Duration::from_millis(1000));
+    for p in 0..Z_PARTITIONS {
+        std::fs::remove_file(shared.path().join(format!("z-{p}"))).expect("unsquat");
+    }
+    assert!(!waits(&["a"]) && !waits(&["z"]), "both acquisitions failed and back off");
+    // a-0's retry is due (a request for it waits), z-0's not yet.
+    wait_for("a-0's retry due", || {
+        std::thread::sleep(Duration::from_millis(20));
+        waits(&["a"])
+    });
+    assert!(!waits(&["z"]), "z-0 still backs off");
+    let (gated, codes) = run(request(&["a", "z"]));
+    assert!(gated, "the request waited for a-0's acquisition");
+    let z = codes.iter().find(|(t, _)| t == "z").expect("z answered").1;
+    let due_now = waits(&["z"]);
+    let (_, alone) = run(request(&["z"]));
+    assert!(
+        !(z == not_leader && due_now),
+        "a request that waited for an acquisition answered z-0 NOT_LEADER_OR_FOLLOWER ({codes:?}) \
+         while z-0's acquisition was under way: a request for z-0 alone, read right after, \
+         waited for it and was answered {alone:?}"
+    );
+}
