@@ -541,11 +541,13 @@ impl Broker {
                 };
                 let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
                 let pending = apis::produce::acquisitions_pending(self, r, request.version());
-                if !pending.is_empty() {
-                    // Partitions assigned here and being acquired: the request waits for them
-                    // (at most the request's timeout, and ACQUISITION_WAIT_MAX), reading nothing
-                    // more from the connection meanwhile, then is handled as usual
-                    // (`acquisitions_pending`). No transactional id: `txn` is None.
+                if pending.iter().any(|tp| self.awaiting_acquisition(tp)) {
+                    // Partitions assigned here and being acquired: the request waits while any
+                    // of its partitions assigned here and not served is awaited (one backing
+                    // off now may be acquired meanwhile), at most the request's timeout and
+                    // ACQUISITION_WAIT_MAX, reading nothing more from the connection, then is
+                    // handled as usual (`acquisitions_pending`). No transactional id: `txn`
+                    // is None.
                     let broker = self.clone();
                     let room = self.writeback.admit(timeout);
                     let wait = timeout.min(ACQUISITION_WAIT_MAX);
@@ -1342,16 +1344,27 @@ impl Broker {
     /// reconciliation round has been through all of its partitions, after the acquisition
     /// itself): a wait that ended at the acquisition answered NOT_LEADER_OR_FOLLOWER anyway.
     pub(crate) fn awaiting_acquisition(&self, tp: &sluice_store::TopicPartition) -> bool {
-        let Some(cluster) = &self.cluster else {
+        self.acquisition_candidate(tp)
+            && self
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.may_acquire_soon(tp))
+    }
+
+    /// Whether `tp` is assigned here and not served yet (cluster mode), whether or not an
+    /// acquisition may come soon: a partition backing off when a request is read may be
+    /// acquired while the request waits for another one, and is then waited for too.
+    pub(crate) fn acquisition_candidate(&self, tp: &sluice_store::TopicPartition) -> bool {
+        if self.cluster.is_none() {
             return false;
-        };
+        }
         let served = self.may_write(tp)
             && self
                 .registry
                 .get(&tp.topic)
                 .and_then(|s| s.log(tp.partition).cloned())
                 .is_some_and(|log| !log.is_closed());
-        !served && self.assigned_here(tp) && cluster.may_acquire_soon(tp)
+        !served && self.assigned_here(tp)
     }
 
     /// Whether the cluster's records assign `tp` to this broker (acquired or not yet).

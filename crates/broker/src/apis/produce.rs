@@ -41,10 +41,34 @@ fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
 /// unacknowledged record again under new sequence numbers, duplicating those already
 /// appended and not yet acknowledged (librdkafka issue 4953; fault runs of seeds 101 and 103).
 /// Such a batch is answered NOT_LEADER_OR_FOLLOWER too, so the client retries both in order.
-/// Any other answer to a batch of that producer (the retry of the refused batch, an append,
-/// a new epoch) ends the entry.
+/// An entry is per partition and producer (a connection may carry several producers: a
+/// proxy), and ends when a batch of that producer is appended (or found a duplicate), when
+/// the refused batch or one before it is answered otherwise (its retry: a real gap is then
+/// answered as one), at a new producer epoch, or after [`REFUSALS_BEHIND_MAX`] batches
+/// refused behind it (the client's in-flight window: the refused batch may have been retried
+/// on another broker, and a gap found later on this connection is a real one).
 #[derive(Debug, Default)]
-pub struct ProduceRefusals(parking_lot::Mutex<HashMap<(String, i32), (i64, i16, i32)>>);
+pub struct ProduceRefusals(parking_lot::Mutex<HashMap<(String, i32, i64), Refused>>);
+
+/// A batch refused as not written, and how many batches behind it were refused since.
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    epoch: i16,
+    sequence: i32,
+    behind: u32,
+}
+
+/// Batches of one producer refused behind a refusal before the rule gives up: Kafka's
+/// clients keep at most five requests in flight per partition for an idempotent producer.
+const REFUSALS_BEHIND_MAX: u32 = 5;
+
+/// Whether sequence `a` comes after `b`: sequences count modulo 2^31, past i32::MAX to 0
+/// (Kafka's `DefaultRecordBatch.incrementSequence`), and a producer is never half that far
+/// ahead.
+fn sequence_after(a: i32, b: i32) -> bool {
+    let d = (i64::from(a) - i64::from(b)).rem_euclid(1 << 31);
+    d > 0 && d < 1 << 30
+}
 
 impl ProduceRefusals {
     /// The answer `code` was given to a batch (`header`) of partition `tp`; returns the
@@ -60,31 +84,55 @@ impl ProduceRefusals {
         };
         let not_leader = ResponseError::NotLeaderOrFollower.code();
         let mut refused = self.0.lock();
-        let key = (tp.0.to_string(), tp.1);
+        let key = (tp.0.to_string(), tp.1, h.producer_id);
         let earlier = refused.get(&key).copied();
-        let behind_a_refusal = earlier.is_some_and(|(pid, epoch, seq)| {
-            pid == h.producer_id && epoch == h.producer_epoch && h.base_sequence > seq
-        });
-        if code == not_leader {
-            if !behind_a_refusal {
-                refused.insert(key, (h.producer_id, h.producer_epoch, h.base_sequence));
+        let behind = earlier
+            .filter(|r| r.epoch == h.producer_epoch && sequence_after(h.base_sequence, r.sequence));
+        match behind {
+            Some(_) if code == 0 => {
+                refused.remove(&key);
+                code
             }
-            return code;
+            Some(mut r) => {
+                // Behind the refusal: refused whatever the log said, within the window.
+                r.behind += 1;
+                if r.behind >= REFUSALS_BEHIND_MAX {
+                    refused.remove(&key);
+                } else {
+                    refused.insert(key, r);
+                }
+                if code == ResponseError::OutOfOrderSequenceNumber.code() {
+                    not_leader
+                } else {
+                    code
+                }
+            }
+            None if code == not_leader => {
+                refused.insert(
+                    key,
+                    Refused {
+                        epoch: h.producer_epoch,
+                        sequence: h.base_sequence,
+                        behind: 0,
+                    },
+                );
+                code
+            }
+            None => {
+                // The refused batch's retry, one before it, or a new epoch: the client has
+                // moved on.
+                if earlier.is_some() {
+                    refused.remove(&key);
+                }
+                code
+            }
         }
-        if code == ResponseError::OutOfOrderSequenceNumber.code() && behind_a_refusal {
-            return not_leader;
-        }
-        // Its retry (at or below the refused sequence), an append, or a new epoch of the
-        // same producer: the client has moved on.
-        if earlier.is_some_and(|(pid, _, _)| pid == h.producer_id) {
-            refused.remove(&key);
-        }
-        code
     }
 }
 
 /// The partitions of a produce request without a transactional id that the cluster has
-/// assigned to this broker and that it has not acquired yet (it is opening them). Metadata
+/// assigned to this broker and that it does not serve yet (it is opening them, or will try
+/// again after a failure: `Broker::acquisition_candidate`). Metadata
 /// and KIP-951's leader hints name the new owner as soon as the partition is assigned, so a
 /// producer can reach it first; answered NOT_LEADER_OR_FOLLOWER, its next pipelined request,
 /// handled after the acquisition, would be refused as out of order, and librdkafka answers
@@ -116,7 +164,7 @@ pub(crate) fn acquisitions_pending(
                 topic: name.clone(),
                 partition: p.index,
             };
-            if broker.awaiting_acquisition(&tp) {
+            if broker.acquisition_candidate(&tp) {
                 pending.push(tp);
             }
         }
@@ -711,10 +759,7 @@ mod tests {
     #[test]
     fn a_gap_behind_a_refusal_stays_refused_after_a_retriable_error_between() {
         const NOT_ENOUGH_REPLICAS: i16 = 19;
-        assert_eq!(
-            ResponseError::NotEnoughReplicas.code(),
-            NOT_ENOUGH_REPLICAS
-        );
+        assert_eq!(ResponseError::NotEnoughReplicas.code(), NOT_ENOUGH_REPLICAS);
         let r = ProduceRefusals::default();
         let tp = ("t", 1);
         assert_eq!(
