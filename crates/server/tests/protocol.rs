@@ -1785,10 +1785,10 @@ fn a_refusal_retried_elsewhere_hides_a_real_gap_only_for_the_in_flight_window() 
     );
 }
 
-/// ADVERSARY (claim: a produce request waits for an acquisition in progress until the
-/// partition is served, and not for one backing off): `Broker::prepare` decides once, when
-/// the request is read, which of its partitions to wait for (`acquisitions_pending`), and
-/// its wait re-checks only those. Two partitions assigned here whose acquisitions failed
+/// A produce request waits for an acquisition in progress until the partition is served.
+/// Found by an adversary (fixed since): `Broker::prepare` decided once, when the request was
+/// read, which of its partitions to wait for (`acquisitions_pending`), and its wait
+/// re-checked only those. Two partitions assigned here whose acquisitions failed
 /// (their directories' names taken by files, as ENOSPC refused seed 103's): `a-0`, whose
 /// retry is due, and `z-0`, still backing off, whose file is gone meanwhile. A request for
 /// both (librdkafka puts every partition it sends to one broker in one request) waits for
@@ -1799,7 +1799,7 @@ fn a_refusal_retried_elsewhere_hides_a_real_gap_only_for_the_in_flight_window() 
 /// while a request for `z-0` alone read right then waits for it and is appended (seed 103's
 /// answer "8 ms after the acquisition ended").
 #[test]
-fn a_partition_backing_off_when_its_request_was_read_is_not_waited_for_after() {
+fn a_partition_backing_off_when_its_request_was_read_is_waited_for_once_its_acquisition_starts() {
     let etcd = Etcd::start();
     let shared = tempfile::tempdir().expect("tempdir");
     let log_dir = shared.path().display().to_string();
