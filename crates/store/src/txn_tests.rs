@@ -460,6 +460,46 @@ fn a_verdict_from_before_a_marker_cannot_open_a_transaction_after_it() {
     assert_eq!(log.last_stable_offset(), 4);
 }
 
+/// Transaction version 2: EndTxn is answered once the coordinator has prepared, so the first
+/// batch of the next transaction (at the bumped epoch) can reach a partition before the
+/// previous transaction's marker. Its verification starts, the marker (at the bumped epoch)
+/// lands, the coordinator completes and answers "added". The marker ended the older epoch's
+/// transaction, not the one being verified, so the verdict still opens it (seen in CI: a
+/// three-broker test's producer failed with INVALID_TXN_STATE when the owner's question
+/// reached the coordinator after the marker's answer). A marker ending the verified epoch's
+/// own transaction (bumped again) still clears the guard.
+#[test]
+fn a_marker_ending_the_previous_epochs_transaction_keeps_the_next_ones_verification() {
+    let d = tempfile::tempdir().unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, cfg());
+    let c = AppendOrigin::Client;
+    // T1 open here at epoch 0.
+    let g0 = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
+    log.append_verified(txn_at(5, 0, 0, "k", "t1"), c, Some(g0), NOW)
+        .unwrap(); // 0
+    // T2's first batch (epoch 1) starts its verification before T1's marker.
+    let g = log.start_txn_verification(5, 1, Some(0), NOW).unwrap();
+    log.append_marker(5, 1, 0, ControlType::Commit, NOW)
+        .unwrap(); // 1
+    // The coordinator added the partition to T2: the verdict opens it.
+    log.append_verified(txn_at(5, 1, 0, "k", "t2"), c, Some(g), NOW)
+        .unwrap(); // 2
+    log.append_marker(5, 2, 0, ControlType::Abort, NOW)
+        .unwrap(); // 3
+    // T3 (epoch 2): its verification starts, then T3 itself is aborted by the coordinator
+    // (epoch 3) before the verdict comes back: that verdict opens nothing.
+    let g3 = log.start_txn_verification(5, 2, Some(0), NOW).unwrap();
+    log.append_marker(5, 3, 0, ControlType::Abort, NOW)
+        .unwrap(); // 4
+    refused_as_invalid_txn_state(
+        log.append_verified(txn_at(5, 2, 0, "k", "t3"), c, Some(g3), NOW),
+        5,
+    );
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(log.last_stable_offset(), 5);
+}
+
 /// Two produce requests of a producer's new transaction wait for the coordinator's verdict
 /// together; the later one's verdict comes first. It is refused as out of order until the
 /// earlier batch is in (Kafka's `lowestSequence`), or its sequence would be taken and the
