@@ -23,7 +23,9 @@ use crate::deferred::{Attempt, DeleteCtx};
 use crate::epoch::EpochCache;
 use crate::fsutil::{sync_dir, write_all_vectored_at, write_atomic};
 use crate::gate::Fenced;
-use crate::producer::{MarkerError, ProducerEntry, ProducerStates, SeqCheck, SeqError};
+use crate::producer::{
+    keeps_verification, MarkerError, ProducerEntry, ProducerStates, SeqCheck, SeqError,
+};
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{
     rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
@@ -858,9 +860,20 @@ impl Log {
         }
         w.cursor = cursor;
         // A transactional append (data or marker) ends the producer's verification: its
-        // transaction is open here now, or ended (Kafka's `updateProducers`).
+        // transaction is open here now, or ended (Kafka's `updateProducers`). Except a marker
+        // ending a transaction of an older epoch than the verification's: with transaction
+        // version 2 the next transaction (at the bumped epoch) can start verifying before the
+        // previous one's marker lands, and that marker ends the previous transaction, not the
+        // one the verdict will be about (`keeps_verification`).
         for b in batches.iter().filter(|b| b.header.is_transactional()) {
-            w.verifying.remove(&b.header.producer_id);
+            let pid = b.header.producer_id;
+            let keep = b.header.is_control()
+                && w.verifying
+                    .get(&pid)
+                    .is_some_and(|v| keeps_verification(w.producers.get(pid), v.epoch));
+            if !keep {
+                w.verifying.remove(&pid);
+            }
         }
         for (pid, entry) in overlay {
             w.producers.insert(pid, entry);

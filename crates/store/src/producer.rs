@@ -71,6 +71,18 @@ impl Verifying {
     }
 }
 
+/// Whether a marker for a producer, whose entry before the marker is `entry`, leaves its
+/// verification of epoch `verifying_epoch` in place: only when the marker ends a transaction
+/// opened at an older epoch. That transaction is not the one the verification asks about (a
+/// transaction of the verification's epoch started after it ended: transaction version 2
+/// bumps the epoch at every end), and the coordinator answers for the verification's epoch
+/// only, so its verdict still holds. A marker ending a transaction of the same epoch, or
+/// arriving with none open here, may end the verified transaction itself: it clears the
+/// verification (Kafka's ABA guard).
+pub(crate) fn keeps_verification(entry: Option<&ProducerEntry>, verifying_epoch: i16) -> bool {
+    entry.is_some_and(|e| e.txn_first.is_some() && e.epoch < verifying_epoch)
+}
+
 /// Why a marker is refused.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum MarkerError {

@@ -467,7 +467,7 @@ fn a_verdict_from_before_a_marker_cannot_open_a_transaction_after_it() {
 /// transaction, not the one being verified, so the verdict still opens it (seen in CI: a
 /// three-broker test's producer failed with INVALID_TXN_STATE when the owner's question
 /// reached the coordinator after the marker's answer). A marker ending the verified epoch's
-/// own transaction (bumped again) still clears the guard.
+/// own transaction still clears the guard.
 #[test]
 fn a_marker_ending_the_previous_epochs_transaction_keeps_the_next_ones_verification() {
     let d = tempfile::tempdir().unwrap();
@@ -478,26 +478,32 @@ fn a_marker_ending_the_previous_epochs_transaction_keeps_the_next_ones_verificat
     let g0 = log.start_txn_verification(5, 0, Some(0), NOW).unwrap();
     log.append_verified(txn_at(5, 0, 0, "k", "t1"), c, Some(g0), NOW)
         .unwrap(); // 0
-    // T2's first batch (epoch 1) starts its verification before T1's marker.
+                   // T2's first batch (epoch 1) starts its verification before T1's marker.
     let g = log.start_txn_verification(5, 1, Some(0), NOW).unwrap();
     log.append_marker(5, 1, 0, ControlType::Commit, NOW)
         .unwrap(); // 1
-    // The coordinator added the partition to T2: the verdict opens it.
+                   // The coordinator added the partition to T2: the verdict opens it.
     log.append_verified(txn_at(5, 1, 0, "k", "t2"), c, Some(g), NOW)
         .unwrap(); // 2
-    log.append_marker(5, 2, 0, ControlType::Abort, NOW)
-        .unwrap(); // 3
-    // T3 (epoch 2): its verification starts, then T3 itself is aborted by the coordinator
-    // (epoch 3) before the verdict comes back: that verdict opens nothing.
+    log.append_marker(5, 2, 0, ControlType::Abort, NOW).unwrap(); // 3
+                                                                  // Transaction version 1 after a re-initialisation: T3 open at epoch 2; InitProducerId
+                                                                  // bumps to 3 and the coordinator aborts T3 at epoch 3, after T4's first batch started
+                                                                  // verifying (kept: T3 was of an older epoch). T4 is then aborted too (no bump in version
+                                                                  // 1) before its verdict comes back: that marker clears the verification, and the stale
+                                                                  // verdict opens nothing (T5 at epoch 3 may hold the partition by now).
     let g3 = log.start_txn_verification(5, 2, Some(0), NOW).unwrap();
-    log.append_marker(5, 3, 0, ControlType::Abort, NOW)
+    log.append_verified(txn_at(5, 2, 0, "k", "t3"), c, Some(g3), NOW)
         .unwrap(); // 4
+    let g4 = log.start_txn_verification(5, 3, Some(0), NOW).unwrap();
+    log.append_marker(5, 3, 0, ControlType::Abort, NOW).unwrap(); // 5
+    assert_eq!(log.start_txn_verification(5, 3, Some(0), NOW), Some(g4));
+    log.append_marker(5, 3, 0, ControlType::Abort, NOW).unwrap(); // 6
     refused_as_invalid_txn_state(
-        log.append_verified(txn_at(5, 2, 0, "k", "t3"), c, Some(g3), NOW),
+        log.append_verified(txn_at(5, 3, 0, "k", "t4"), c, Some(g4), NOW),
         5,
     );
-    assert_eq!(log.log_end_offset(), 5);
-    assert_eq!(log.last_stable_offset(), 5);
+    assert_eq!(log.log_end_offset(), 7);
+    assert_eq!(log.last_stable_offset(), 7);
 }
 
 /// Two produce requests of a producer's new transaction wait for the coordinator's verdict
