@@ -223,11 +223,11 @@ impl Cluster {
             && !self.lease_lost.load(Ordering::Acquire)
             && !self.volume_away.load(Ordering::Acquire)
             && Instant::now() < *self.write_deadline.lock()
-            && !self
+            && self
                 .acquire_retry
                 .lock()
                 .get(tp)
-                .is_some_and(|(at, _)| Instant::now() < *at)
+                .is_none_or(|(at, _)| Instant::now() >= *at)
     }
 
     #[cfg(test)]
@@ -395,6 +395,40 @@ impl Cluster {
         segment: i64,
         acquired: bool,
     ) -> Result<bool, ConfirmError> {
+        let Some(p) = self.progress_of(log, rp, segment, acquired)? else {
+            return Ok(false);
+        };
+        let tp = log.topic_partition();
+        let _progress = self.progress.lock();
+        match store.record_progress(
+            &tp.topic,
+            tp.partition,
+            p.held,
+            p.recovery_point,
+            p.segment,
+            acquired,
+            p.sealed,
+        ) {
+            Ok(Some(next)) => {
+                self.took_progress(tp, p.held, next);
+                Ok(true)
+            }
+            Ok(None) => Err(ConfirmError::NotOwner(
+                "ownership changed before the acknowledgement".to_string(),
+            )),
+            Err(e) => Err(ConfirmError::Unreachable(e.to_string())),
+        }
+    }
+
+    /// What [`Cluster::record_progress`] writes for `log`, from the record this broker holds
+    /// for it: None when the record says it all already.
+    fn progress_of(
+        &self,
+        log: &Log,
+        rp: i64,
+        segment: i64,
+        acquired: bool,
+    ) -> Result<Option<sluice_meta::cluster::Progress>, ConfirmError> {
         let tp = log.topic_partition();
         let Some(Held {
             record: held,
@@ -430,25 +464,26 @@ impl Cluster {
             hash: d.hash,
         });
         if rp <= held.owner.recovery_point && same_segment && sealed == held.owner.sealed {
-            return Ok(false);
+            return Ok(None);
         }
-        let _progress = self.progress.lock();
-        match store.record_progress(&tp.topic, tp.partition, held, rp, segment, acquired, sealed) {
-            Ok(Some(next)) => {
-                let mut all = self.held.write();
-                // Still the record this broker holds (not released meanwhile).
-                if let Some(h) = all
-                    .get_mut(tp)
-                    .filter(|h| h.record.mod_revision == held.mod_revision)
-                {
-                    h.record = next;
-                }
-                Ok(true)
-            }
-            Ok(None) => Err(ConfirmError::NotOwner(
-                "ownership changed before the acknowledgement".to_string(),
-            )),
-            Err(e) => Err(ConfirmError::Unreachable(e.to_string())),
+        Ok(Some(sluice_meta::cluster::Progress {
+            partition: tp.partition,
+            held,
+            recovery_point: rp,
+            segment,
+            sealed,
+        }))
+    }
+
+    /// `next`, written over `held` by a progress write, is the record this broker holds for
+    /// `tp` now, if it still holds `held` (not released meanwhile). Under `progress`.
+    fn took_progress(&self, tp: &TopicPartition, held: OwnerRecord, next: OwnerRecord) {
+        let mut all = self.held.write();
+        if let Some(h) = all
+            .get_mut(tp)
+            .filter(|h| h.record.mod_revision == held.mod_revision)
+        {
+            h.record = next;
         }
     }
 
@@ -915,7 +950,7 @@ impl Cluster {
         partition: i32,
         seen: OwnerRecord,
         config: &sluice_config::TopicConfig,
-    ) -> Option<(OwnerRecord, Arc<Log>)> {
+    ) -> Acquired {
         let started = Instant::now();
         let record = match store.acquire(&topic.name, partition, seen) {
             Ok(Some(r)) => r,
@@ -929,25 +964,125 @@ impl Cluster {
             topic: topic.name.clone(),
             partition,
         };
-        if Instant::now() >= *self.write_deadline.lock() {
-            // The etcd call outlasted the deadline: recovering now could race the broker that
-            // takes the partition once this lease expires. The record stays; a later round
-            // acquires it again if it still names this broker.
+        if self.acquired_too_late(&tp) {
+            return None;
+        }
+        let opened = self
+            .open_acquired(broker, store, view, topic, &tp, record, config)
+            .and_then(|log| {
+                self.record_acquired(store, &log)?;
+                Ok(log)
+            });
+        self.finish_acquiring(broker, &tp, record, opened, started)
+    }
+
+    /// [`Cluster::acquire`] for several partitions of one topic (a topic created, a broker's
+    /// share taken over): the epochs are bumped [`sluice_meta::cluster::BATCH_RECORDS_MAX`]
+    /// records per etcd transaction, the files opened by `threads` threads at once, and the
+    /// new segments recorded in one transaction per batch. The same steps, in the same order,
+    /// for each partition as one acquisition; a batch whose records changed meanwhile is
+    /// acquired one by one.
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_many(
+        &self,
+        broker: &Broker,
+        store: &EtcdStore,
+        view: &ClusterView,
+        topic: &sluice_meta::TopicMeta,
+        pending: &[(i32, OwnerRecord)],
+        config: &sluice_config::TopicConfig,
+        threads: usize,
+    ) -> Vec<(i32, Acquired)> {
+        let one_by_one = |chunk: &[(i32, OwnerRecord)]| -> Vec<_> {
+            chunk
+                .iter()
+                .map(|(p, r)| (*p, self.acquire(broker, store, view, topic, *p, *r, config)))
+                .collect()
+        };
+        if pending.len() == 1 {
+            return one_by_one(pending);
+        }
+        let mut out = Vec::with_capacity(pending.len());
+        for chunk in pending.chunks(sluice_meta::cluster::BATCH_RECORDS_MAX) {
+            let started = Instant::now();
+            let records = match store.acquire_many(&topic.name, chunk) {
+                Ok(Some(records)) => records,
+                Ok(None) => {
+                    // A record changed since the view (or is not ours any more).
+                    out.extend(one_by_one(chunk));
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %topic.name, partitions = chunk.len(), "acquiring failed: {e}");
+                    out.extend(chunk.iter().map(|(p, _)| (*p, None)));
+                    continue;
+                }
+            };
+            let tps: Vec<TopicPartition> = chunk
+                .iter()
+                .map(|(p, _)| TopicPartition {
+                    topic: topic.name.clone(),
+                    partition: *p,
+                })
+                .collect();
+            if tps.iter().any(|tp| self.acquired_too_late(tp)) {
+                out.extend(chunk.iter().map(|(p, _)| (*p, None)));
+                continue;
+            }
+            let jobs: Vec<(&TopicPartition, OwnerRecord)> =
+                tps.iter().zip(records.iter().copied()).collect();
+            let opened = crate::parallel_map(&jobs, threads, |(tp, record)| {
+                self.open_acquired(broker, store, view, topic, tp, *record, config)
+            });
+            let recorded = self.record_acquired_many(store, &topic.name, &opened);
+            for (((tp, record), opened), recorded) in jobs.into_iter().zip(opened).zip(recorded) {
+                let opened = opened.and_then(|log| recorded.map(|()| log));
+                let done = self.finish_acquiring(broker, tp, record, opened, started);
+                out.push((tp.partition, done));
+            }
+        }
+        out
+    }
+
+    /// Whether the etcd call that acquired `tp` outlasted the write deadline: recovering
+    /// now could race the broker that takes the partition once this lease expires. The
+    /// record stays; a later round acquires it again if it still names this broker.
+    fn acquired_too_late(&self, tp: &TopicPartition) -> bool {
+        let late = Instant::now() >= *self.write_deadline.lock();
+        if late {
             tracing::warn!(
                 ?tp,
                 "acquired past the write deadline; not opening the partition"
             );
-            return None;
         }
+        late
+    }
+
+    /// The files of `tp`, just acquired under `record`: held from here (putting a deleted
+    /// topic's directory aside, the new segment and the flush pass the write gate under the
+    /// epoch just acquired, the log is opened with it), opened (recovered), a new segment
+    /// started and everything fsynced.
+    #[allow(clippy::too_many_arguments)]
+    fn open_acquired(
+        &self,
+        broker: &Broker,
+        store: &EtcdStore,
+        view: &ClusterView,
+        topic: &sluice_meta::TopicMeta,
+        tp: &TopicPartition,
+        record: OwnerRecord,
+        config: &sluice_config::TopicConfig,
+    ) -> Result<Arc<Log>, String> {
+        let partition = tp.partition;
         let open = || {
             match (record.owner.recovery_point, record.owner.segment) {
                 (0, 0) => {
                     broker
                         .logs
-                        .open_log(&tp, topic.id, log_config(config), record.owner.epoch)
+                        .open_log(tp, topic.id, log_config(config), record.owner.epoch)
                 }
                 (rp, _) => broker.logs.open_log_recorded(
-                    &tp,
+                    tp,
                     topic.id,
                     log_config(config),
                     record.owner.epoch,
@@ -988,56 +1123,125 @@ impl Cluster {
         let mut opened = pending
             .iter()
             .try_for_each(|id| {
-                self.retire_stray(broker, store, view, &tp, topic.id, *id, record.owner.epoch)
+                self.retire_stray(broker, store, view, tp, topic.id, *id, record.owner.epoch)
             })
             .and_then(|()| open());
         if opened.is_err() {
             // The directory of a deleted topic of this name, left where it was (its owner was
             // away when it was deleted): put aside once nobody else may write it, then opened
             // anew.
-            if let Some(stray) = broker.logs.stray_topic_id(&tp, topic.id) {
+            if let Some(stray) = broker.logs.stray_topic_id(tp, topic.id) {
                 opened = self
-                    .retire_stray(
-                        broker,
-                        store,
-                        view,
-                        &tp,
-                        topic.id,
-                        stray,
-                        record.owner.epoch,
-                    )
+                    .retire_stray(broker, store, view, tp, topic.id, stray, record.owner.epoch)
                     .and_then(|()| open());
             }
         }
-        let opened = opened.and_then(|log| {
+        opened.and_then(|log| {
             log.roll(now_ms()).map_err(|e| e.to_string())?;
             log.flush().map_err(|e| e.to_string())?;
-            // Readers see what was recovered, and from now on only what a confirmed
-            // flush round covered; the record names the new segment first (what was
-            // recovered may be a former owner's unacknowledged tail, which a later owner's
-            // stale listing must not lose once it was served).
-            let mark = log.synced_mark();
-            let rp = log.recovery_point_offset();
-            // The segment it rolled, even below the recorded one: recovery removed what lay
-            // past damage, and a record naming a segment no longer there would refuse every
-            // later takeover.
-            match self.record_progress(store, &log, rp, mark.base, true) {
-                Ok(true) => log.recovery_point_recorded(rp),
-                Ok(false) => {}
-                Err(e) => {
-                    return Err(format!(
-                        "recording the new segment in the owner record: {e}"
-                    ))
-                }
-            }
-            log.publish(mark);
             Ok(log)
+        })
+    }
+
+    /// Readers of a log just acquired see what was recovered, and from now on only what a
+    /// confirmed flush round covered; the owner record names the new segment first (what
+    /// was recovered may be a former owner's unacknowledged tail, which a later owner's
+    /// stale listing must not lose once it was served). The segment is the one it rolled,
+    /// even below the recorded one: recovery removed what lay past damage, and a record
+    /// naming a segment no longer there would refuse every later takeover.
+    fn record_acquired(&self, store: &EtcdStore, log: &Log) -> Result<(), String> {
+        let mark = log.synced_mark();
+        let rp = log.recovery_point_offset();
+        match self.record_progress(store, log, rp, mark.base, true) {
+            Ok(true) => log.recovery_point_recorded(rp),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(format!(
+                    "recording the new segment in the owner record: {e}"
+                ))
+            }
+        }
+        log.publish(mark);
+        Ok(())
+    }
+
+    /// [`Cluster::record_acquired`] for the logs of one topic opened by one batch, in one
+    /// etcd transaction; one by one if it fails.
+    fn record_acquired_many(
+        &self,
+        store: &EtcdStore,
+        topic: &str,
+        opened: &[Result<Arc<Log>, String>],
+    ) -> Vec<Result<(), String>> {
+        let logs: Vec<&Arc<Log>> = opened.iter().filter_map(|o| o.as_ref().ok()).collect();
+        let marks: Vec<(sluice_store::SyncedMark, i64)> = logs
+            .iter()
+            .map(|log| (log.synced_mark(), log.recovery_point_offset()))
+            .collect();
+        let progress: Result<Vec<_>, _> = logs
+            .iter()
+            .zip(&marks)
+            .map(|(log, (mark, rp))| self.progress_of(log, *rp, mark.base, true))
+            .collect();
+        let batched = progress.ok().and_then(|progress| {
+            let writes: Vec<sluice_meta::cluster::Progress> =
+                progress.iter().flatten().copied().collect();
+            let _progress = self.progress.lock();
+            match store.record_progress_many(topic, &writes, true) {
+                Ok(Some(next)) => {
+                    for (w, next) in writes.iter().zip(next) {
+                        let tp = TopicPartition {
+                            topic: topic.to_string(),
+                            partition: w.partition,
+                        };
+                        self.took_progress(&tp, w.held, next);
+                    }
+                    Some(progress)
+                }
+                _ => None,
+            }
         });
+        let Some(progress) = batched else {
+            return opened
+                .iter()
+                .map(|o| match o {
+                    Ok(log) => self.record_acquired(store, log),
+                    Err(e) => Err(e.clone()),
+                })
+                .collect();
+        };
+        let mut recorded = logs.iter().zip(marks).zip(progress);
+        opened
+            .iter()
+            .map(|o| match o {
+                Ok(_) => {
+                    let ((log, (mark, rp)), written) = recorded.next().expect("one per log");
+                    if written.is_some() {
+                        log.recovery_point_recorded(rp);
+                    }
+                    log.publish(mark);
+                    Ok(())
+                }
+                Err(e) => Err(e.clone()),
+            })
+            .collect()
+    }
+
+    /// The end of an acquisition of `tp` under `record`: served from now on, or let go of
+    /// and tried again later (with a growing wait) when its files could not be opened.
+    fn finish_acquiring(
+        &self,
+        broker: &Broker,
+        tp: &TopicPartition,
+        record: OwnerRecord,
+        opened: Result<Arc<Log>, String>,
+        started: Instant,
+    ) -> Acquired {
         match opened {
             Ok(log) => {
-                self.acquire_retry.lock().remove(&tp);
-                self.unconfirmed.write().remove(&tp);
-                broker.load_coordinator_partition(&tp, &log, true);
+                self.acquire_retry.lock().remove(tp);
+                self.unconfirmed.write().remove(tp);
+                broker.load_coordinator_partition(tp, &log, true);
                 broker.metrics.acquired(started.elapsed());
                 tracing::info!(
                     ?tp,
@@ -1049,11 +1253,11 @@ impl Cluster {
                 Some((record, log))
             }
             Err(e) => {
-                self.held.write().remove(&tp);
+                self.held.write().remove(tp);
                 let mut retry = self.acquire_retry.lock();
                 let first = Duration::from_millis(self.settings.poll_ms).max(ACQUIRE_RETRY_MIN);
                 let wait = retry
-                    .get(&tp)
+                    .get(tp)
                     .map_or(first, |(_, w)| (*w * 2).min(ACQUIRE_RETRY_MAX));
                 retry.insert(tp.clone(), (Instant::now() + wait, wait));
                 drop(retry);
@@ -1062,7 +1266,7 @@ impl Cluster {
                     retry_ms = wait.as_millis() as u64,
                     "opening an acquired partition failed; it stays offline until a later attempt succeeds: {e}"
                 );
-                let _ = broker.logs.release_log(&tp);
+                let _ = broker.logs.release_log(tp);
                 None
             }
         }
@@ -1277,6 +1481,7 @@ impl Cluster {
             let config = sluice_config::topic_config(&effective, &topic.configs);
             let mut meta = topic.clone();
             let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
+            let mut to_acquire: Vec<(i32, OwnerRecord)> = Vec::new();
             for p in 0..topic.partitions() {
                 let tp = TopicPartition {
                     topic: topic.name.clone(),
@@ -1409,13 +1614,9 @@ impl Cluster {
                             self.held.write().remove(&tp);
                             self.release_files(broker, &tp, false);
                         }
-                        match self.acquire(broker, store, view, topic, p, r, &config) {
-                            Some((rec, log)) => {
-                                meta.epochs[p as usize] = rec.owner.epoch;
-                                logs.push(Some(log));
-                            }
-                            None => logs.push(None),
-                        }
+                        // Acquired with the topic's others below.
+                        to_acquire.push((p, r));
+                        logs.push(None);
                     }
                     (Some(_), _) => {
                         // Assigned elsewhere, or this broker cannot serve it now (leaving, a
@@ -1438,6 +1639,15 @@ impl Cluster {
                         logs.push(None);
                     }
                     (None, _) => logs.push(None),
+                }
+            }
+            let threads = effective.recovery_threads_per_data_dir.max(1);
+            let acquired =
+                self.acquire_many(broker, store, view, topic, &to_acquire, &config, threads);
+            for (p, done) in acquired {
+                if let Some((rec, log)) = done {
+                    meta.epochs[p as usize] = rec.owner.epoch;
+                    logs[p as usize] = Some(log);
                 }
             }
             broker
@@ -1531,6 +1741,9 @@ impl Cluster {
         }
     }
 }
+
+/// What an acquisition gives: the record it wrote and the log opened, or None.
+type Acquired = Option<(OwnerRecord, Arc<Log>)>;
 
 /// Run `round` every `period` while the broker lives and is not shutting down. The thread
 /// holds the broker only during a round.

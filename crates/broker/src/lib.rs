@@ -1415,3 +1415,33 @@ fn spawn_passes(broker: &Arc<Broker>, interval: Duration, what: &'static str, pa
         }
     });
 }
+
+/// `f` of every item, by up to `threads` threads at once (the caller's among them), each
+/// taking the next item; the results in the items' order.
+pub(crate) fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let results: Vec<parking_lot::Mutex<Option<R>>> = items
+        .iter()
+        .map(|_| parking_lot::Mutex::new(None))
+        .collect();
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(item) = items.get(k) else { return };
+        *results[k].lock() = Some(f(item));
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.clamp(1, items.len().max(1)) {
+            scope.spawn(work);
+        }
+        work();
+    });
+    results
+        .into_iter()
+        .map(|r| r.into_inner().expect("every item is mapped"))
+        .collect()
+}

@@ -310,16 +310,13 @@ impl Registry {
             .enumerate()
             .flat_map(|(t, meta)| (0..meta.epochs.len()).map(move |p| (t, p)))
             .collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        // After a failure the remaining partitions are not opened: it is the answer.
         let failed = std::sync::atomic::AtomicBool::new(false);
-        let opened: Vec<parking_lot::Mutex<Option<Result<Arc<Log>, BrokerError>>>> =
-            jobs.iter().map(|_| parking_lot::Mutex::new(None)).collect();
-        let open_next = || loop {
-            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if k >= jobs.len() || failed.load(std::sync::atomic::Ordering::Relaxed) {
-                return;
+        let threads = threads.clamp(1, jobs.len().max(1));
+        let opened = crate::parallel_map(&jobs, threads, |&(t, partition)| {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
             }
-            let (t, partition) = jobs[k];
             let meta = &topics[t];
             let tp = TopicPartition {
                 topic: meta.name.clone(),
@@ -336,18 +333,10 @@ impl Registry {
             if r.is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            *opened[k].lock() = Some(r);
-        };
-        let threads = threads.clamp(1, jobs.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 1..threads {
-                scope.spawn(open_next);
-            }
-            open_next();
+            Some(r)
         });
-        // Every job ran unless one failed; then the failure is the answer.
         let mut results = Vec::with_capacity(jobs.len());
-        for r in opened.into_iter().map(|m| m.into_inner()) {
+        for r in opened {
             match r {
                 Some(Ok(log)) => results.push(log),
                 Some(Err(e)) => return Err(e),

@@ -558,7 +558,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
     b("num.partitions", Type::Int, Some("1"), Check::AtLeast(1), false,
         "Partition count of automatically created topics."),
     b("num.recovery.threads.per.data.dir", Type::Int, None, Check::AtLeast(1), true,
-        "Threads per log directory that open and recover partitions at startup. Default: the number of CPUs (Kafka's is 1). Set at run time, it applies at the next start."),
+        "Threads per log directory that open and recover partitions at startup, and in a cluster the partitions of a topic acquired together. Default: the number of CPUs (Kafka's is 1). Set at run time, it applies at the next start, and to acquisitions at once."),
     b("offset.metadata.max.bytes", Type::Int, Some("4096"), Check::AtLeast(0), false,
         "Largest metadata string of a committed offset."),
     b("offsets.retention.check.interval.ms", Type::Long, Some("600000"), Check::AtLeast(1), false,

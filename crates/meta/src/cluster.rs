@@ -33,6 +33,9 @@ use crate::{MetaError, TopicMeta, PRODUCER_ID_BLOCK};
 
 /// Most comparisons sent in one confirming transaction (etcd's default `--max-txn-ops` is 128).
 const CONFIRM_COMPARES_MAX: usize = 100;
+/// The most owner records one batched acquisition or progress write changes in one etcd
+/// transaction (etcd refuses more than `--max-txn-ops`, 128 by default, in a transaction).
+pub const BATCH_RECORDS_MAX: usize = 100;
 
 /// One listener a broker advertises: its name and where clients reach it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +127,17 @@ pub struct Owner {
     /// many, and a hash of their base offsets and sizes. A next owner whose listing and file
     /// sizes give the same trusts them without reading them (docs/cluster.md, fencing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<Sealed>,
+}
+
+/// One partition's progress for [`EtcdStore::record_progress_many`]: the record this broker
+/// holds, and the recovery point, newest segment and sealed digest to write in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub partition: i32,
+    pub held: OwnerRecord,
+    pub recovery_point: i64,
+    pub segment: i64,
     pub sealed: Option<Sealed>,
 }
 
@@ -739,41 +753,70 @@ impl EtcdStore {
         partition: i32,
         seen: OwnerRecord,
     ) -> Result<Option<OwnerRecord>, MetaError> {
-        if seen.owner.node != self.node_id {
+        Ok(self
+            .acquire_many(topic, &[(partition, seen)])?
+            .and_then(|mut v| v.pop()))
+    }
+
+    /// [`EtcdStore::acquire`] for several partitions of `topic` in one transaction (at most
+    /// [`BATCH_RECORDS_MAX`]): all are acquired, in the order given, or none (Ok(None)) when
+    /// any record changed or one is not assigned to this broker.
+    pub fn acquire_many(
+        &self,
+        topic: &str,
+        seen: &[(i32, OwnerRecord)],
+    ) -> Result<Option<Vec<OwnerRecord>>, MetaError> {
+        if seen.iter().any(|(_, r)| r.owner.node != self.node_id) || seen.is_empty() {
             return Ok(None);
         }
+        let mut nexts = Vec::with_capacity(seen.len());
+        let mut compares = Vec::with_capacity(seen.len() + 1);
+        let mut ops = Vec::with_capacity(seen.len());
+        for (partition, r) in seen {
+            let key = self.owner_key(topic, *partition);
+            let next = Owner {
+                node: self.node_id,
+                epoch: r.owner.epoch + 1,
+                from: None,
+                to: None,
+                ..r.owner
+            };
+            compares.push(Compare::ModRevision(key.clone(), r.mod_revision));
+            ops.push(Op::Put {
+                key,
+                value: to_json(&next),
+                lease: 0,
+            });
+            nexts.push(next);
+        }
+        self.txn_registered(compares, &ops, nexts)
+    }
+
+    /// Run a transaction of `ops` on the owner records `compares` names, also comparing this
+    /// broker's registration; the records written, with their new mod revision, when it ran.
+    fn txn_registered(
+        &self,
+        mut compares: Vec<Compare>,
+        ops: &[Op],
+        owners: Vec<Owner>,
+    ) -> Result<Option<Vec<OwnerRecord>>, MetaError> {
+        assert!(
+            ops.len() <= BATCH_RECORDS_MAX,
+            "too many records in one transaction"
+        );
         let Some((_, reg_rev)) = *self.registration.lock() else {
             return Ok(None);
         };
-        let key = self.owner_key(topic, partition);
-        let next = Owner {
-            node: self.node_id,
-            epoch: seen.owner.epoch + 1,
-            pinned: seen.owner.pinned,
-            from: None,
-            to: None,
-            recovery_point: seen.owner.recovery_point,
-            segment: seen.owner.segment,
-            sealed: seen.owner.sealed,
-        };
-        let revision = self
-            .etcd
-            .txn_at(
-                &[
-                    Compare::ModRevision(key.clone(), seen.mod_revision),
-                    Compare::ModRevision(self.broker_key(self.node_id), reg_rev),
-                ],
-                &[Op::Put {
-                    key,
-                    value: to_json(&next),
-                    lease: 0,
-                }],
-                &[],
-            )
-            .map_err(etcd_err)?;
-        Ok(revision.map(|mod_revision| OwnerRecord {
-            owner: next,
-            mod_revision,
+        compares.push(Compare::ModRevision(self.broker_key(self.node_id), reg_rev));
+        let revision = self.etcd.txn_at(&compares, ops, &[]).map_err(etcd_err)?;
+        Ok(revision.map(|mod_revision| {
+            owners
+                .into_iter()
+                .map(|owner| OwnerRecord {
+                    owner,
+                    mod_revision,
+                })
+                .collect()
         }))
     }
 
@@ -794,39 +837,54 @@ impl EtcdStore {
         acquired: bool,
         sealed: Option<Sealed>,
     ) -> Result<Option<OwnerRecord>, MetaError> {
-        let Some((_, reg_rev)) = *self.registration.lock() else {
-            return Ok(None);
+        let progress = Progress {
+            partition,
+            held,
+            recovery_point,
+            segment,
+            sealed,
         };
-        let key = self.owner_key(topic, partition);
-        let owner = Owner {
-            recovery_point: recovery_point.max(held.owner.recovery_point),
-            segment: if acquired {
-                segment
-            } else {
-                segment.max(held.owner.segment)
-            },
-            sealed: sealed.or(held.owner.sealed),
-            ..held.owner
-        };
-        let revision = self
-            .etcd
-            .txn_at(
-                &[
-                    Compare::ModRevision(key.clone(), held.mod_revision),
-                    Compare::ModRevision(self.broker_key(self.node_id), reg_rev),
-                ],
-                &[Op::Put {
-                    key,
-                    value: to_json(&owner),
-                    lease: 0,
-                }],
-                &[],
-            )
-            .map_err(etcd_err)?;
-        Ok(revision.map(|mod_revision| OwnerRecord {
-            owner,
-            mod_revision,
-        }))
+        Ok(self
+            .record_progress_many(topic, &[progress], acquired)?
+            .and_then(|mut v| v.pop()))
+    }
+
+    /// [`EtcdStore::record_progress`] for several partitions of `topic` in one transaction
+    /// (at most [`BATCH_RECORDS_MAX`]): all are written, in the order given, or none
+    /// (Ok(None)) when any record changed.
+    pub fn record_progress_many(
+        &self,
+        topic: &str,
+        progress: &[Progress],
+        acquired: bool,
+    ) -> Result<Option<Vec<OwnerRecord>>, MetaError> {
+        if progress.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let mut owners = Vec::with_capacity(progress.len());
+        let mut compares = Vec::with_capacity(progress.len() + 1);
+        let mut ops = Vec::with_capacity(progress.len());
+        for p in progress {
+            let key = self.owner_key(topic, p.partition);
+            let owner = Owner {
+                recovery_point: p.recovery_point.max(p.held.owner.recovery_point),
+                segment: if acquired {
+                    p.segment
+                } else {
+                    p.segment.max(p.held.owner.segment)
+                },
+                sealed: p.sealed.or(p.held.owner.sealed),
+                ..p.held.owner
+            };
+            compares.push(Compare::ModRevision(key.clone(), p.held.mod_revision));
+            ops.push(Op::Put {
+                key,
+                value: to_json(&owner),
+                lease: 0,
+            });
+            owners.push(owner);
+        }
+        self.txn_registered(compares, &ops, owners)
     }
 
     /// True if this broker's registration and every listed owner record are exactly as they

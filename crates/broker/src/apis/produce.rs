@@ -307,7 +307,7 @@ pub(crate) fn handle(
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let transactional = req.transactional_id.is_some();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
-        let state = topic_state(&broker, &topic, version);
+        let state = topic_state(broker, &topic, version);
         let unknown_code = if version >= 13 {
             ResponseError::UnknownTopicId.code()
         } else {
