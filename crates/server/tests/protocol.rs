@@ -1908,3 +1908,47 @@ fn a_partition_backing_off_when_its_request_was_read_is_waited_for_once_its_acqu
          waited for it and was answered {alone:?}"
     );
 }
+
+/// ADVERSARY (claim: `ProduceRefusals` never acknowledges a batch that follows a gap, nor makes
+/// the retry of a refused batch an OUT_OF_ORDER_SEQUENCE_NUMBER): a new producer's first
+/// batch (sequence 0) reaches broker 1 before it serves the partition and is refused
+/// NOT_LEADER_OR_FOLLOWER (an acquisition backing off, or a wait that ran out). Its next
+/// batch (sequence 1), pipelined behind it on the same connection, is read once broker 1
+/// serves the partition. The log knows no state of the producer and accepts any sequence
+/// (`ProducerStates::check`, "unknown producer"), so sequence 1 is appended across the gap,
+/// and `ProduceRefusals::answered` takes the success for "the client moved on" (the
+/// `Some(_) if code == 0` arm) and acknowledges it. The client then retries sequence 0,
+/// which the log now refuses as OUT_OF_ORDER_SEQUENCE_NUMBER (it expects 2): the pair is
+/// reordered in the log (1 acknowledged before 0) and the client's retry of its head batch
+/// gets the answer that makes librdkafka bump its epoch (or fail fatally).
+#[test]
+fn a_new_producers_batch_behind_its_refused_first_one_is_not_acknowledged_across_the_gap() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    let (a, b, p) = two_brokers_and_a_partition_of_b(&log_dir, &etcd, "fresh");
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let out_of_order = ResponseError::OutOfOrderSequenceNumber.code();
+    let pid = 7005_i64;
+    let mut conn = a.connect();
+    assert_eq!(
+        produce_with(&mut conn, "fresh", p, batch(&["s0"], pid, 0, 0), -1).error_code,
+        not_leader,
+        "broker 1 does not serve the partition yet"
+    );
+    b_leaves_and_a_serves(&a, &b, "fresh", p);
+    // Sequence 1, sent before the client read the refusal of sequence 0.
+    let behind = produce_with(&mut conn, "fresh", p, batch(&["s1"], pid, 0, 1), -1);
+    // The client's retry of sequence 0, in order after the refusal.
+    let retry = produce_with(&mut conn, "fresh", p, batch(&["s0"], pid, 0, 0), -1);
+    assert!(
+        behind.error_code != 0 && retry.error_code != out_of_order,
+        "a batch pipelined behind its producer's refused first batch was answered {} (0: \
+         appended at offset {}, across the gap at sequence 0), and the retry of the refused \
+         batch was answered {} (45: OUT_OF_ORDER_SEQUENCE_NUMBER) {:?}",
+        behind.error_code,
+        behind.base_offset,
+        retry.error_code,
+        retry.error_message
+    );
+}
