@@ -40,11 +40,13 @@ fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
 /// librdkafka takes the pair for lost data, bumps its producer epoch and writes every
 /// unacknowledged record again under new sequence numbers, duplicating those already
 /// appended and not yet acknowledged (librdkafka issue 4953; fault runs of seeds 101 and 103).
-/// Such a batch is answered NOT_LEADER_OR_FOLLOWER too, so the client retries both in order.
-/// An entry is per partition and producer (a connection may carry several producers: a
-/// proxy), and ends when a batch of that producer is appended (or found a duplicate), when
-/// the refused batch or one before it is answered otherwise (its retry: a real gap is then
-/// answered as one), at a new producer epoch, or after [`REFUSALS_BEHIND_MAX`] batches
+/// (And a producer the log does not know yet has any sequence accepted: the later batch
+/// would be appended across the gap, the refused one's retry then out of order.) Such a
+/// batch is refused NOT_LEADER_OR_FOLLOWER too, before the log sees it, so the client
+/// retries both in order. An entry is per partition and producer (a connection may carry
+/// several producers: a proxy), and ends when the log answers a batch of that producer that
+/// is not behind it (the refused batch's retry, one before it, a new epoch: a real gap is
+/// then answered as one), or after [`REFUSALS_BEHIND_MAX`] batches
 /// refused behind it (the client's in-flight window: the refused batch may have been retried
 /// on another broker, and a gap found later on this connection is a real one).
 #[derive(Debug, Default)]
@@ -71,61 +73,51 @@ fn sequence_after(a: i32, b: i32) -> bool {
 }
 
 impl ProduceRefusals {
-    /// The answer `code` was given to a batch (`header`) of partition `tp`; returns the
-    /// code to answer instead (a gap behind a refusal of this connection is one too).
-    fn answered(
-        &self,
-        tp: (&str, i32),
-        header: Option<&sluice_format::BatchHeader>,
-        code: i16,
-    ) -> i16 {
+    /// Whether a batch (`header`) of partition `tp` comes behind a batch of its producer this
+    /// connection refused as not written (same epoch, a later sequence): then it is refused
+    /// too, before the log sees it. The log could take it across the gap (a producer it does
+    /// not know yet accepts any sequence) or answer OUT_OF_ORDER_SEQUENCE_NUMBER; either way
+    /// the refused batch's retry would not come first.
+    fn refuses_behind(&self, tp: (&str, i32), header: Option<&sluice_format::BatchHeader>) -> bool {
         let Some(h) = header.filter(|h| h.producer_id >= 0) else {
-            return code;
+            return false;
         };
-        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        let mut refused = self.0.lock();
+        if refused.is_empty() {
+            return false;
+        }
+        let key = (tp.0.to_string(), tp.1, h.producer_id);
+        let Some(r) = refused.get_mut(&key) else {
+            return false;
+        };
+        if r.epoch != h.producer_epoch || !sequence_after(h.base_sequence, r.sequence) {
+            return false;
+        }
+        r.behind += 1;
+        if r.behind >= REFUSALS_BEHIND_MAX {
+            refused.remove(&key);
+        }
+        true
+    }
+
+    /// The log answered `code` to a batch (`header`) of partition `tp` not refused behind
+    /// another: a refusal as not written starts an entry; any other answer to a batch of
+    /// the producer (the refused batch's retry, one before it, a new epoch) ends one.
+    fn answered(&self, tp: (&str, i32), header: Option<&sluice_format::BatchHeader>, code: i16) {
+        let Some(h) = header.filter(|h| h.producer_id >= 0) else {
+            return;
+        };
         let mut refused = self.0.lock();
         let key = (tp.0.to_string(), tp.1, h.producer_id);
-        let earlier = refused.get(&key).copied();
-        let behind = earlier
-            .filter(|r| r.epoch == h.producer_epoch && sequence_after(h.base_sequence, r.sequence));
-        match behind {
-            Some(_) if code == 0 => {
-                refused.remove(&key);
-                code
-            }
-            Some(mut r) => {
-                // Behind the refusal: refused whatever the log said, within the window.
-                r.behind += 1;
-                if r.behind >= REFUSALS_BEHIND_MAX {
-                    refused.remove(&key);
-                } else {
-                    refused.insert(key, r);
-                }
-                if code == ResponseError::OutOfOrderSequenceNumber.code() {
-                    not_leader
-                } else {
-                    code
-                }
-            }
-            None if code == not_leader => {
-                refused.insert(
-                    key,
-                    Refused {
-                        epoch: h.producer_epoch,
-                        sequence: h.base_sequence,
-                        behind: 0,
-                    },
-                );
-                code
-            }
-            None => {
-                // The refused batch's retry, one before it, or a new epoch: the client has
-                // moved on.
-                if earlier.is_some() {
-                    refused.remove(&key);
-                }
-                code
-            }
+        if code == ResponseError::NotLeaderOrFollower.code() {
+            let r = Refused {
+                epoch: h.producer_epoch,
+                sequence: h.base_sequence,
+                behind: 0,
+            };
+            refused.insert(key, r);
+        } else if !refused.is_empty() {
+            refused.remove(&key);
         }
     }
 }
@@ -341,24 +333,27 @@ pub(crate) fn handle(
                 counts: &mut counts,
             };
             let header = first_header(&records);
-            let (mut response, flushed) =
-                append_one(broker, s, p.index, records, acks, txn, now, appended);
-            let code = client.produce_refusals.answered(
-                (&s.meta.name, p.index),
-                header.as_ref(),
-                response.error_code,
-            );
-            if code != response.error_code {
-                response = error_partition(
+            let refusals = &client.produce_refusals;
+            if refusals.refuses_behind((&s.meta.name, p.index), header.as_ref()) {
+                counts.add(bytes, messages, true);
+                partitions.push(error_partition(
                     p.index,
-                    code,
+                    ResponseError::NotLeaderOrFollower.code(),
                     Some(
                         "an earlier batch of this producer on this connection was refused; \
                          retry in order"
                             .into(),
                     ),
-                );
+                ));
+                continue;
             }
+            let (response, flushed) =
+                append_one(broker, s, p.index, records, acks, txn, now, appended);
+            refusals.answered(
+                (&s.meta.name, p.index),
+                header.as_ref(),
+                response.error_code,
+            );
             counts.add(bytes, messages, response.error_code != 0);
             if let Some(flushed) = flushed {
                 pending.push((ti, pi, flushed));
@@ -688,6 +683,21 @@ mod tests {
     const NOT_LEADER: i16 = 6;
     const OUT_OF_ORDER: i16 = 45;
 
+    /// The answer to a batch whose append the log would answer `log_code`, as `handle` gives
+    /// it: refused first when it comes behind a refusal.
+    fn answer(
+        r: &ProduceRefusals,
+        tp: (&str, i32),
+        h: Option<&sluice_format::BatchHeader>,
+        log_code: i16,
+    ) -> i16 {
+        if r.refuses_behind(tp, h) {
+            return NOT_LEADER;
+        }
+        r.answered(tp, h, log_code);
+        log_code
+    }
+
     /// A batch pipelined behind one this connection refused finds a gap: it is refused the
     /// same way, not as out of order, until the client's retry of the refused batch.
     #[test]
@@ -698,64 +708,63 @@ mod tests {
         let tp = ("t", 1);
         // A (sequence 10) refused; B (11, sent before the client read that) finds the gap.
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 10)), NOT_LEADER),
+            answer(&r, tp, Some(&header(7, 0, 10)), NOT_LEADER),
             NOT_LEADER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
             NOT_LEADER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 12)), NOT_LEADER),
+            answer(&r, tp, Some(&header(7, 0, 12)), NOT_LEADER),
             NOT_LEADER
         );
         // Another partition, producer or epoch is not behind it.
         assert_eq!(
-            r.answered(("t", 2), Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            answer(&r, ("t", 2), Some(&header(7, 0, 11)), OUT_OF_ORDER),
             OUT_OF_ORDER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(8, 0, 11)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(8, 0, 11)), OUT_OF_ORDER),
             OUT_OF_ORDER
         );
         // The refusal is still the one at 10 (a later producer's gap ended nothing).
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
             NOT_LEADER
         );
         // The retry of A is answered as it is (out of order when the gap is real), and ends
         // the entry: a gap after that is a gap.
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 10)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 10)), OUT_OF_ORDER),
             OUT_OF_ORDER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 11)), OUT_OF_ORDER),
             OUT_OF_ORDER
         );
         // An append ends it too.
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 20)), NOT_LEADER),
+            answer(&r, tp, Some(&header(7, 0, 20)), NOT_LEADER),
             NOT_LEADER
         );
-        assert_eq!(r.answered(tp, Some(&header(7, 0, 20)), 0), 0);
+        assert_eq!(answer(&r, tp, Some(&header(7, 0, 20)), 0), 0);
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 22)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 22)), OUT_OF_ORDER),
             OUT_OF_ORDER
         );
         // Batches without a producer id are never tracked.
         assert_eq!(
-            r.answered(tp, Some(&header(-1, -1, -1)), NOT_LEADER),
+            answer(&r, tp, Some(&header(-1, -1, -1)), NOT_LEADER),
             NOT_LEADER
         );
-        assert_eq!(r.answered(tp, None, OUT_OF_ORDER), OUT_OF_ORDER);
+        assert_eq!(answer(&r, tp, None, OUT_OF_ORDER), OUT_OF_ORDER);
     }
     /// ADVERSARY: a retriable refusal of another kind between the refused batch and the one
-    /// behind it ends the rule. A (10) is refused NOT_LEADER_OR_FOLLOWER; B (11, pipelined)
-    /// is refused NOT_ENOUGH_REPLICAS (the ownership of the partition, just acquired, could
-    /// not be confirmed in etcd yet: `append_one`), nothing written either; C (12, pipelined
-    /// behind both) finds the gap at 10, still pipelined behind a batch this connection
-    /// refused NOT_LEADER_OR_FOLLOWER, and is answered OUT_OF_ORDER_SEQUENCE_NUMBER.
+    /// behind it ended the rule. A (10) is refused NOT_LEADER_OR_FOLLOWER; B (11, pipelined)
+    /// would be refused NOT_ENOUGH_REPLICAS (the ownership of the partition, just acquired,
+    /// could not be confirmed in etcd yet: `append_one`), nothing written either; C (12,
+    /// pipelined behind both) finds the gap at 10. Both are refused before the log.
     #[test]
     fn a_gap_behind_a_refusal_stays_refused_after_a_retriable_error_between() {
         const NOT_ENOUGH_REPLICAS: i16 = 19;
@@ -763,18 +772,49 @@ mod tests {
         let r = ProduceRefusals::default();
         let tp = ("t", 1);
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 10)), NOT_LEADER),
+            answer(&r, tp, Some(&header(7, 0, 10)), NOT_LEADER),
             NOT_LEADER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 11)), NOT_ENOUGH_REPLICAS),
-            NOT_ENOUGH_REPLICAS
+            answer(&r, tp, Some(&header(7, 0, 11)), NOT_ENOUGH_REPLICAS),
+            NOT_LEADER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 12)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 12)), OUT_OF_ORDER),
             NOT_LEADER,
             "a batch pipelined behind one refused NOT_LEADER_OR_FOLLOWER (and one refused \
              NOT_ENOUGH_REPLICAS) was answered OUT_OF_ORDER_SEQUENCE_NUMBER"
+        );
+    }
+
+    /// ADVERSARY (31834a6): a batch behind a refusal that the log would take (a producer it
+    /// does not know yet accepts any sequence) is refused before it is appended, so the
+    /// refused batch's retry comes first.
+    #[test]
+    fn a_batch_behind_a_refusal_is_refused_even_when_the_log_would_take_it() {
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 0, 0)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert_eq!(answer(&r, tp, Some(&header(7, 0, 1)), 0), NOT_LEADER);
+        assert_eq!(answer(&r, tp, Some(&header(7, 0, 0)), 0), 0);
+        assert_eq!(answer(&r, tp, Some(&header(7, 0, 1)), 0), 0);
+        // Given up after the client's in-flight window: a gap found later is a real one.
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 0, 5)), NOT_LEADER),
+            NOT_LEADER
+        );
+        for seq in 6..6 + REFUSALS_BEHIND_MAX as i32 {
+            assert_eq!(
+                answer(&r, tp, Some(&header(7, 0, seq)), OUT_OF_ORDER),
+                NOT_LEADER
+            );
+        }
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 0, 6)), OUT_OF_ORDER),
+            OUT_OF_ORDER
         );
     }
 
@@ -787,11 +827,11 @@ mod tests {
         let r = ProduceRefusals::default();
         let tp = ("t", 1);
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, i32::MAX)), NOT_LEADER),
+            answer(&r, tp, Some(&header(7, 0, i32::MAX)), NOT_LEADER),
             NOT_LEADER
         );
         assert_eq!(
-            r.answered(tp, Some(&header(7, 0, 0)), OUT_OF_ORDER),
+            answer(&r, tp, Some(&header(7, 0, 0)), OUT_OF_ORDER),
             NOT_LEADER,
             "the batch after sequence i32::MAX (sequence 0), behind the refused one"
         );
