@@ -84,6 +84,13 @@ pub(crate) struct WriteBehind {
     produce_wait_us: AtomicU64,
     /// Logs whose last writeback failed (warned about once until one succeeds).
     failing: Mutex<std::collections::HashSet<TopicPartition>>,
+    /// Produce appends since start.
+    appends: AtomicU64,
+    /// `appends` when the last pass that started no writeback began (u64::MAX: the last
+    /// pass started some). While it is still `appends`, a pass has nothing to do: the
+    /// broker skips it, and with it the walk over every log (0.3 of a core per broker
+    /// idle at 3,333 partitions, every 10 ms).
+    quiet_at: AtomicU64,
 }
 
 impl WriteBehind {
@@ -100,7 +107,14 @@ impl WriteBehind {
             produce_waits: AtomicU64::new(0),
             produce_wait_us: AtomicU64::new(0),
             failing: Mutex::new(std::collections::HashSet::new()),
+            appends: AtomicU64::new(0),
+            quiet_at: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Whether nothing was appended since a pass that found nothing to write back.
+    pub(crate) fn idle(&self) -> bool {
+        self.quiet_at.load(Ordering::Acquire) == self.appends.load(Ordering::Acquire)
     }
 
     pub(crate) fn totals(&self) -> WritebackTotals {
@@ -116,6 +130,7 @@ impl WriteBehind {
 
     /// A produce append of `bytes` (raises the estimate until the next pass recomputes it).
     pub(crate) fn appended(&self, bytes: u64) {
+        self.appends.fetch_add(1, Ordering::AcqRel);
         if self.limit.is_some() {
             self.unwritten.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -157,6 +172,8 @@ impl WriteBehind {
     /// One pass over `logs`. Blocking (waits for writeback).
     pub(crate) fn pass(&self, logs: &[Arc<Log>]) {
         let Some(step) = self.step else { return };
+        let appends = self.appends.load(Ordering::Acquire);
+        let mut any_started = false;
         // What waits below the step, over all logs, stays within half the limit: with many
         // logs each one is written back in smaller steps.
         let logs_n = u64::try_from(logs.len().max(1)).unwrap_or(u64::MAX);
@@ -189,6 +206,7 @@ impl WriteBehind {
             }
             match log.start_writeback(min, end) {
                 Ok(Some(s)) => {
+                    any_started = true;
                     in_flight += s.bytes;
                     started.push_back((log, s));
                 }
@@ -216,6 +234,10 @@ impl WriteBehind {
             .map(|l| l.unwritten_bytes())
             .sum();
         self.unwritten.store(now, Ordering::Relaxed);
+        self.quiet_at.store(
+            if any_started { u64::MAX } else { appends },
+            Ordering::Release,
+        );
         self.room.notify_waiters();
     }
 
@@ -261,6 +283,28 @@ pub(crate) fn start(broker: &Arc<Broker>) {
         return;
     }
     crate::spawn_passes(broker, PASS_INTERVAL, "write-behind", |b| {
-        b.writeback.pass(&b.logs.logs());
+        if !b.writeback.idle() {
+            b.writeback.pass(&b.logs.logs());
+        }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass that starts no writeback makes the broker idle until the next append; one that
+    /// started some does not (what it left is looked at again).
+    #[test]
+    fn passes_are_skipped_until_something_is_appended() {
+        let wb = WriteBehind::new(&BrokerConfig::default());
+        assert!(wb.step.is_some(), "write-behind is on by default");
+        assert!(!wb.idle(), "the first pass runs");
+        wb.pass(&[]);
+        assert!(wb.idle());
+        wb.appended(100);
+        assert!(!wb.idle());
+        wb.pass(&[]);
+        assert!(wb.idle());
+    }
 }
