@@ -89,8 +89,6 @@ pub(crate) struct Cluster {
     wakeup: Arc<Wakeup>,
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
-    /// When the cluster thread last read every record (`EtcdStore::refresh`).
-    last_full_read: Mutex<Instant>,
     /// Set once the controlled shutdown has run (it runs once).
     left: AtomicBool,
     /// Set when another process registered with this node id: this one never registers
@@ -195,7 +193,6 @@ impl Cluster {
             reconcile_lock: Mutex::new(()),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
-            last_full_read: Mutex::new(Instant::now()),
             left: AtomicBool::new(false),
             replaced: AtomicBool::new(false),
             probed: Mutex::new(HashMap::new()),
@@ -1745,10 +1742,6 @@ impl Cluster {
     }
 }
 
-/// The cluster thread reads every record at least this often, also while the watch keeps its
-/// view current (a safety net; `sluice_meta::cluster::Views`).
-const FULL_READ_EVERY: Duration = Duration::from_secs(10);
-
 /// What an acquisition gives: the record it wrote and the log opened, or None.
 type Acquired = Option<(OwnerRecord, Arc<Log>)>;
 
@@ -1897,16 +1890,7 @@ fn cluster_loop(weak: Weak<Broker>) {
                     Err(e) => tracing::warn!("registering again failed: {e}"),
                 }
             }
-            // Read in full only when the watch has not kept the view current, and at least
-            // every FULL_READ_EVERY whatever it says.
-            let full = cluster.last_full_read.lock().elapsed() >= FULL_READ_EVERY;
-            let read = if full {
-                *cluster.last_full_read.lock() = Instant::now();
-                store.refresh()
-            } else {
-                store.refresh_if_stale()
-            };
-            match read {
+            match store.refresh() {
                 Ok(view) => {
                     broker.quotas.reload_if_changed(store, view.revision);
                     broker.scram.reload_if_changed(store, view.revision);

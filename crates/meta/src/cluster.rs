@@ -272,248 +272,19 @@ impl ClusterView {
 pub struct ClusterWatch {
     etcd: Etcd,
     prefix: String,
-    views: Arc<Views>,
 }
 
 impl ClusterWatch {
-    /// Watch the cluster's records, keeping the store's view current with what the watch
-    /// reports ([`Views`]); `changed` runs once the watch is in place and after every
-    /// change, until the watch ends (etcd went away, or `cancel`). Blocks.
+    /// `changed` runs once the watch is in place and after every change, until the watch
+    /// ends (etcd went away, or `cancel`). Blocks.
     pub fn run(
         &self,
         cancel: &crate::etcd::WatchCancel,
-        mut changed: impl FnMut(),
+        changed: impl FnMut(),
     ) -> Result<(), MetaError> {
-        let outcome = self.etcd.watch_prefix(&self.prefix, cancel, |message| {
-            self.views.watched(&self.prefix, message);
-            changed();
-        });
-        self.views.watch_ended();
-        outcome.map_err(etcd_err)
-    }
-}
-
-/// The view of the cluster and how current it is. A full read (`EtcdStore::refresh`, one
-/// range of every record) costs etcd and the broker in proportion to the records: at tens of
-/// thousands of partitions, one per round and broker kept etcd's core busy. So the watch's
-/// reports are applied instead: a full read made after the watch was in place is the base,
-/// and every owner or topic record written since (acquisitions, progress, assignments,
-/// topics created or changed: nearly all changes) is applied to it as the watch reports it.
-/// Anything else (a broker, the controller, a deletion, a config) makes the view stale
-/// until the next full read, which
-/// then applies what the watch reported past its revision. Without a watch, every round
-/// reads in full, as before.
-#[derive(Debug, Default)]
-pub(crate) struct Views {
-    view: RwLock<Arc<ClusterView>>,
-    sync: Mutex<WatchSync>,
-}
-
-#[derive(Debug, Default)]
-struct WatchSync {
-    /// A watch is in place.
-    live: bool,
-    /// Counts the watches put in place: a full read counts as a base only if the watch it
-    /// started under is still the one in place.
-    generation: u64,
-    /// The view is a full read made under this watch plus everything it reported since.
-    synced: bool,
-    /// Changes reported while not synced, for the next full read to apply those past its
-    /// revision (at most [`WATCH_PENDING_MAX`]; past that, `overflow`).
-    pending: Vec<crate::etcd::WatchEvent>,
-    overflow: bool,
-}
-
-/// Changes kept for the next full read; more, and that read applies none (one more follows).
-const WATCH_PENDING_MAX: usize = 100_000;
-
-impl Views {
-    /// What the watch reported.
-    fn watched(&self, prefix: &str, message: crate::etcd::WatchMessage) {
-        use crate::etcd::WatchMessage;
-        let mut sync = self.sync.lock();
-        match message {
-            WatchMessage::Started => {
-                sync.live = true;
-                sync.generation += 1;
-                sync.synced = false;
-                sync.pending.clear();
-                sync.overflow = false;
-            }
-            WatchMessage::Unreadable => {
-                sync.synced = false;
-                sync.overflow = true;
-                sync.pending.clear();
-            }
-            WatchMessage::Events { revision, events } => {
-                if sync.synced && all_applied(prefix, &events) {
-                    let mut current = self.view.write();
-                    let view = Arc::make_mut(&mut current);
-                    apply_events(prefix, view, &events);
-                    view.revision = view.revision.max(revision);
-                } else {
-                    sync.synced = false;
-                    if sync.pending.len() + events.len() > WATCH_PENDING_MAX {
-                        sync.overflow = true;
-                        sync.pending.clear();
-                    } else if !sync.overflow {
-                        sync.pending.extend(events);
-                    }
-                }
-            }
-        }
-    }
-
-    fn watch_ended(&self) {
-        let mut sync = self.sync.lock();
-        sync.live = false;
-        sync.synced = false;
-        sync.pending.clear();
-    }
-
-    /// The generation of the watch in place, if one is (taken before a full read).
-    fn live_generation(&self) -> Option<u64> {
-        let sync = self.sync.lock();
-        sync.live.then_some(sync.generation)
-    }
-
-    /// Whether the view is current (no full read needed).
-    fn synced(&self) -> bool {
-        self.sync.lock().synced
-    }
-
-    /// Install `view`, a full read begun while watch `generation` was in place (None: none
-    /// was): views only move forward; the watch's reports past its revision are applied,
-    /// and the view is synced if they are all owner records.
-    fn install(
-        &self,
-        prefix: &str,
-        view: ClusterView,
-        generation: Option<u64>,
-    ) -> Arc<ClusterView> {
-        let mut sync = self.sync.lock();
-        let mut current = self.view.write();
-        // Views only move forward: a read that finished after a newer one is dropped, so
-        // nobody acts on an older picture than one already seen (a topic just created would
-        // look deleted).
-        if view.revision >= current.revision {
-            *current = Arc::new(view);
-        }
-        let base = current.revision;
-        if sync.live && generation == Some(sync.generation) && !sync.synced {
-            if sync.overflow {
-                sync.overflow = false;
-                sync.pending.clear();
-            } else {
-                sync.pending.retain(|e| e.kv.mod_revision > base);
-                if all_applied(prefix, &sync.pending) {
-                    let pending = std::mem::take(&mut sync.pending);
-                    apply_events(prefix, Arc::make_mut(&mut current), &pending);
-                    sync.synced = true;
-                }
-            }
-        }
-        current.clone()
-    }
-}
-
-/// A change the watch's view applies by itself: a write of an owner record, or of a topic's
-/// record (a topic created, its partitions or configs changed: written in one transaction
-/// with its new owner records, so reported in one message with them).
-enum Applied<'a> {
-    Owner(&'a str, i32),
-    Topic(&'a str),
-}
-
-fn applied<'a>(prefix: &str, e: &'a crate::etcd::WatchEvent) -> Option<Applied<'a>> {
-    if e.deleted {
-        return None;
-    }
-    let rest = e.kv.key.strip_prefix(prefix)?;
-    if let Some(name) = rest.strip_prefix("topics/") {
-        return Some(Applied::Topic(name));
-    }
-    let (topic, p) = rest.strip_prefix("owners/")?.rsplit_once('/')?;
-    Some(Applied::Owner(topic, p.parse().ok()?))
-}
-
-/// Whether the view can apply every one of `events` by itself.
-fn all_applied(prefix: &str, events: &[crate::etcd::WatchEvent]) -> bool {
-    events.iter().all(|e| applied(prefix, e).is_some())
-}
-
-/// Apply `events` (each one [`applied`] takes) to `view`, each only if newer than what the
-/// view has; the topics written are rebuilt from their record and the owner records after
-/// all of them.
-fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::WatchEvent]) {
-    let mut topics: Vec<(&str, TopicRecord)> = Vec::new();
-    for e in events {
-        match applied(prefix, e) {
-            Some(Applied::Owner(topic, p)) => {
-                let Ok(owner) = serde_json::from_slice::<Owner>(&e.kv.value) else {
-                    continue;
-                };
-                let key = (topic.to_string(), p);
-                if view
-                    .owners
-                    .get(&key)
-                    .is_some_and(|r| r.mod_revision >= e.kv.mod_revision)
-                {
-                    continue;
-                }
-                if let Some(t) = view.topics.get_mut(topic) {
-                    if let (Some(epoch), Some(node)) =
-                        (t.epochs.get_mut(p as usize), t.owners.get_mut(p as usize))
-                    {
-                        *epoch = owner.epoch;
-                        *node = owner.node;
-                    }
-                }
-                view.owners.insert(
-                    key,
-                    OwnerRecord {
-                        owner,
-                        mod_revision: e.kv.mod_revision,
-                    },
-                );
-            }
-            Some(Applied::Topic(name)) => {
-                if let Ok(record) = serde_json::from_slice::<TopicRecord>(&e.kv.value) {
-                    topics.retain(|(n, _)| *n != name);
-                    topics.push((name, record));
-                }
-            }
-            None => {}
-        }
-    }
-    for (name, record) in topics {
-        let meta = topic_meta(name, record, &view.owners);
-        view.topics.insert(name.to_string(), meta);
-    }
-}
-
-/// A topic as the view has it: its record, with each partition's epoch and owner from its
-/// owner record (0 and -1 without one).
-fn topic_meta(
-    name: &str,
-    t: TopicRecord,
-    owners: &BTreeMap<(String, i32), OwnerRecord>,
-) -> TopicMeta {
-    let n = t.partitions.max(0) as usize;
-    let mut epochs = vec![0; n];
-    let mut nodes = vec![-1; n];
-    for p in 0..n {
-        if let Some(r) = owners.get(&(name.to_string(), p as i32)) {
-            epochs[p] = r.owner.epoch;
-            nodes[p] = r.owner.node;
-        }
-    }
-    TopicMeta {
-        name: name.to_string(),
-        id: t.id,
-        epochs,
-        owners: nodes,
-        configs: t.configs,
+        self.etcd
+            .watch_prefix(&self.prefix, cancel, changed)
+            .map_err(etcd_err)
     }
 }
 
@@ -524,8 +295,7 @@ pub struct EtcdStore {
     prefix: String,
     node_id: i32,
     cluster_id: String,
-    /// The view, shared with the watch that keeps it current ([`ClusterWatch`]).
-    views: Arc<Views>,
+    view: RwLock<Arc<ClusterView>>,
     /// (next producer id to hand out, first id not reserved by this broker).
     producer_ids: Mutex<(i64, i64)>,
     /// This broker's registration: (lease id, mod revision of its broker key).
@@ -589,7 +359,7 @@ impl EtcdStore {
             prefix,
             node_id,
             cluster_id,
-            views: Arc::default(),
+            view: RwLock::new(Arc::new(ClusterView::default())),
             producer_ids: Mutex::new((0, 0)),
             registration: Mutex::new(None),
             own_leases: Mutex::new(std::collections::HashSet::new()),
@@ -656,13 +426,12 @@ impl EtcdStore {
 
     /// The latest view read by [`EtcdStore::refresh`].
     pub fn view(&self) -> Arc<ClusterView> {
-        self.views.view.read().clone()
+        self.view.read().clone()
     }
 
     /// Read every record of the cluster (one linearizable range) and make it the view.
     pub fn refresh(&self) -> Result<Arc<ClusterView>, MetaError> {
         let root = format!("{}/", self.prefix);
-        let generation = self.views.live_generation();
         let (kvs, revision) = self.etcd.range_prefix(&root).map_err(etcd_err)?;
         let mut view = ClusterView {
             revision,
@@ -711,19 +480,34 @@ impl EtcdStore {
             }
         }
         for (name, t) in topics {
-            let meta = topic_meta(&name, t, &view.owners);
-            view.topics.insert(name, meta);
+            let n = t.partitions.max(0) as usize;
+            let mut epochs = vec![0; n];
+            let mut owners = vec![-1; n];
+            for p in 0..n {
+                if let Some(r) = view.owners.get(&(name.clone(), p as i32)) {
+                    epochs[p] = r.owner.epoch;
+                    owners[p] = r.owner.node;
+                }
+            }
+            view.topics.insert(
+                name.clone(),
+                TopicMeta {
+                    name,
+                    id: t.id,
+                    epochs,
+                    owners,
+                    configs: t.configs,
+                },
+            );
         }
-        Ok(self.views.install(&root, view, generation))
-    }
-
-    /// The view, read in full ([`EtcdStore::refresh`]) unless the watch has kept it current
-    /// since the last full read ([`Views`]).
-    pub fn refresh_if_stale(&self) -> Result<Arc<ClusterView>, MetaError> {
-        if self.views.synced() {
-            return Ok(self.view());
+        // Views only move forward: a read that finished after a newer one is dropped, so
+        // nobody acts on an older picture than one already seen (a topic just created would
+        // look deleted).
+        let mut current = self.view.write();
+        if view.revision >= current.revision {
+            *current = Arc::new(view);
         }
-        self.refresh()
+        Ok(current.clone())
     }
 
     // ---- membership ------------------------------------------------------------------
@@ -958,7 +742,6 @@ impl EtcdStore {
         ClusterWatch {
             etcd: self.etcd.clone(),
             prefix: format!("{}/", self.prefix),
-            views: self.views.clone(),
         }
     }
 
@@ -1661,134 +1444,6 @@ pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    fn owner_put(topic: &str, p: i32, epoch: i32, rev: i64) -> crate::etcd::WatchEvent {
-        let owner = Owner {
-            node: 1,
-            epoch,
-            pinned: false,
-            from: None,
-            to: None,
-            recovery_point: 0,
-            segment: 0,
-            sealed: None,
-        };
-        crate::etcd::WatchEvent {
-            deleted: false,
-            kv: crate::etcd::Kv {
-                key: format!("p/owners/{topic}/{p}"),
-                value: serde_json::to_vec(&owner).unwrap(),
-                create_revision: 1,
-                mod_revision: rev,
-                lease: 0,
-            },
-        }
-    }
-
-    fn put(key: &str, value: &str, rev: i64) -> crate::etcd::WatchEvent {
-        crate::etcd::WatchEvent {
-            deleted: false,
-            kv: crate::etcd::Kv {
-                key: key.into(),
-                value: value.as_bytes().to_vec(),
-                create_revision: rev,
-                mod_revision: rev,
-                lease: 0,
-            },
-        }
-    }
-
-    fn read_at(revision: i64, epochs: &[i32]) -> ClusterView {
-        let mut v = ClusterView {
-            revision,
-            ..ClusterView::default()
-        };
-        v.topics.insert(
-            "t".into(),
-            TopicMeta {
-                name: "t".into(),
-                id: Uuid::nil(),
-                epochs: epochs.to_vec(),
-                owners: vec![1; epochs.len()],
-                configs: BTreeMap::new(),
-            },
-        );
-        v
-    }
-
-    /// The watch keeps the view current from a full read made under it: owner records are
-    /// applied as reported; anything else makes it stale until the next full read, which
-    /// applies what was reported past its revision; a read begun under an earlier watch is
-    /// no base.
-    #[test]
-    fn the_watch_keeps_the_view_current_between_full_reads() {
-        use crate::etcd::WatchMessage::{Events, Started};
-        let views = Views::default();
-        let p = "p/";
-        views.watched(p, Started);
-        let generation = views.live_generation();
-        assert!(!views.synced());
-        views.install(p, read_at(10, &[1, 1]), generation);
-        assert!(views.synced(), "a read under the watch is a base");
-        views.watched(
-            p,
-            Events {
-                revision: 11,
-                events: vec![owner_put("t", 0, 5, 11)],
-            },
-        );
-        let v = views.view.read().clone();
-        assert_eq!((v.revision, v.topics["t"].epochs.clone()), (11, vec![5, 1]));
-        assert_eq!(v.owners[&("t".to_string(), 0)].mod_revision, 11);
-        // A topic created (its record and owner records in one message) is applied.
-        let topic = r#"{"id":"00000000-0000-0000-0000-000000000000","partitions":2}"#;
-        let created = vec![
-            put("p/topics/u", topic, 12),
-            owner_put("u", 0, 1, 12),
-            owner_put("u", 1, 1, 12),
-        ];
-        views.watched(
-            p,
-            Events {
-                revision: 12,
-                events: created,
-            },
-        );
-        assert!(views.synced());
-        assert_eq!(views.view.read().topics["u"].epochs, vec![1, 1]);
-        // A broker's record: stale; an owner record reported after it waits for the next read.
-        views.watched(
-            p,
-            Events {
-                revision: 12,
-                events: vec![put("p/brokers/3", "{}", 12)],
-            },
-        );
-        views.watched(
-            p,
-            Events {
-                revision: 13,
-                events: vec![owner_put("t", 1, 7, 13)],
-            },
-        );
-        assert!(!views.synced());
-        assert_eq!(views.view.read().topics["t"].epochs, vec![5, 1]);
-        // The read at 12 has the topic; the owner write at 13 is applied over it.
-        let v = views.install(p, read_at(12, &[5, 1]), views.live_generation());
-        assert!(views.synced());
-        assert_eq!(v.topics["t"].epochs, vec![5, 7]);
-        // A new watch: a read begun under the previous one is no base.
-        let old = views.live_generation();
-        views.watched(p, Started);
-        views.install(p, read_at(14, &[5, 7]), old);
-        assert!(!views.synced());
-        views.install(p, read_at(15, &[5, 7]), views.live_generation());
-        assert!(views.synced());
-        // Without a watch, never synced.
-        views.watch_ended();
-        views.install(p, read_at(16, &[5, 7]), None);
-        assert!(!views.synced());
-    }
 
     fn view(brokers: &[i32], owners: &[(&str, i32, i32)]) -> ClusterView {
         let mut v = ClusterView::default();
