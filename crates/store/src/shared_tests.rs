@@ -1343,10 +1343,10 @@ fn a_refused_roll_on_the_append_path_fails_the_log_for_its_re_open() {
 /// last segment new files (`replace_with_new_empty_files`) creates each spare, asks the write
 /// gate, then renames; after a stalled step it asks the gate again and stops. So a rename
 /// that is issued before the opener's deadline and lands after the next owner acknowledged
-/// names a spare made before that deadline, which the next owner's open removed (its listing
-/// drops every `.spare`) or took for its own replacement (made anew under the same name,
-/// renamed into place): the late rename finds no source and the owner's segment keeps its
-/// name (adversary finding on 34081be; docs/cluster.md, Fencing point 2).
+/// names a spare made before that deadline, under a name of that opener's own, which the next
+/// owner's open removed (its listing drops every `.spare`): the late rename finds no source
+/// and the owner's segment keeps its name (adversary finding on 34081be; docs/cluster.md,
+/// Fencing point 2).
 #[test]
 fn a_deposed_openers_rename_stalled_in_flight_finds_no_spare() {
     let dir = tempfile::tempdir().unwrap();
@@ -1376,6 +1376,7 @@ fn a_deposed_openers_rename_stalled_in_flight_finds_no_spare() {
         .map(|ext| {
             let path = t0.join(format!("00000000000000000006.{ext}"));
             let mut spare = path.clone().into_os_string();
+            spare.push(".3-1-0");
             spare.push(crate::segment::SPARE_SUFFIX);
             std::fs::File::create(&spare).unwrap();
             (std::path::PathBuf::from(spare), path)
@@ -2004,28 +2005,24 @@ fn ADVERSARY_an_index_full_roll_at_a_base_the_open_removed() {
     );
 }
 
-/// ADVERSARY (5a48f52): two deposed openers, each with one operation in flight. The first
-/// one's late rename of `6.log.spare` finds a source after all: the spare the second one
-/// made under the same name (`replace_with_new_empty_files` names every opener's spare
-/// `<base>.<kind>.spare`, and its `File::create` is not preceded by a gate check of its own).
+/// Two deposed openers, each with one operation in flight (adversary on 5a48f52). Before
+/// each opener's spares had names of their own, the first one's late rename of
+/// `6.log.spare` found a source after all: the spare the second one made under the same
+/// name, moved over the next owner's `6.log`.
 ///
-/// Interleaving (loader.rs:1263-1282):
+/// Interleaving (`replace_with_new_empty_files`):
 /// 1. A appends a, b; B acquires, rolls (empty 6.log), dies idle.
-/// 2. C1 (epoch 3) opens: 6.log is empty; it creates 6.log.spare, passes its check
-///    (loader.rs:1280) and issues rename(6.log.spare, 6.log) (loader.rs:1281): in flight.
+/// 2. C1 (epoch 3) opens: 6.log is empty; it creates its spare of 6.log, passes its check
+///    and issues the rename over 6.log: in flight.
 /// 3. C2 (epoch 4) acquires after C1's deadline + lease and opens: its listing removes C1's
-///    6.log.spare (loader.rs:77); 6.log is still empty, so it replaces 6.index and
-///    6.timeindex, then issues File::create(6.log.spare) (loader.rs:1276): in flight (C2 is
-///    cut off too); its next check refuses.
+///    spare; 6.log is still empty, so it replaces 6.index and 6.timeindex, then issues the
+///    create of its spare of 6.log: in flight (C2 is cut off too); its next check refuses.
 /// 4. D (epoch 5) acquires after C2's deadline + lease: its listing holds no spare; it gives
 ///    6 new files, appends c, fsyncs, passes its link check, acknowledges c.
-/// 5. C2's create lands: a new empty 6.log.spare.
-/// 6. C1's rename lands: it moves that empty file over D's 6.log. c is in an unlinked
-///    inode; the next owner finds 6.log empty.
+/// 5. C2's create lands: a new empty spare, under C2's name.
+/// 6. C1's rename lands: its source, under C1's name, is gone; D's 6.log keeps c.
 #[test]
-#[ignore = "a known window (docs/cluster.md, Fencing point 2): two deposed openers in a row, each with an operation in flight"]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_second_deposed_openers_late_spare_feeds_the_first_ones_late_rename() {
+fn a_second_deposed_openers_late_spare_feeds_no_late_rename() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let first = open(&a, 1);
@@ -2044,20 +2041,41 @@ fn ADVERSARY_a_second_deposed_openers_late_spare_feeds_the_first_ones_late_renam
     b.release_log(&tp()).unwrap();
 
     let t0 = dir.path().join("t-0");
-    let log_spare = t0.join("00000000000000000006.log.spare");
+    let log_spares = {
+        let t0 = t0.clone();
+        move || -> Vec<std::path::PathBuf> {
+            let mut v: Vec<_> = std::fs::read_dir(&t0)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    let n = p.file_name().unwrap().to_string_lossy().to_string();
+                    n.starts_with("00000000000000000006.log.") && n.ends_with(".spare")
+                })
+                .collect();
+            v.sort();
+            v
+        }
+    };
     let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
-    let (slot, root, spare) = (d_log.clone(), dir.path().to_path_buf(), log_spare.clone());
+    let (slot, root, spares) = (d_log.clone(), dir.path().to_path_buf(), log_spares.clone());
     // C1: checks 1 (the directory), 2 (6.index), 3 (6.timeindex) pass; at 4 (6.log) it has
-    // made 6.log.spare and passed the check: its rename is in flight while this runs.
+    // made its spare of 6.log and passed the check: its rename is in flight while this runs.
     let c1 = stalled_opener(dir.path(), 3, 4, move || {
-        assert!(spare.exists(), "C1 made its spare");
-        // C2: passes checks 1 to 3, creates 6.log.spare, is refused at 4.
+        let c1_spares = spares();
+        assert_eq!(c1_spares.len(), 1, "C1 made its spare of 6.log");
+        // C2: passes checks 1 to 3, creates its spare of 6.log, is refused at 4.
         let c2 = stalled_opener(&root, 4, 3, || {});
         let c2_open = take_over_recorded(&c2, 4, rp, newest);
         eprintln!("C2's open: {:?}", c2_open.as_ref().map(|_| ()));
-        // C2's create of 6.log.spare is its operation in flight: it has not landed when
-        // D lists the directory (the file C2's open made is taken away until it lands).
-        std::fs::remove_file(&spare).expect("C2 made 6.log.spare");
+        let c2_spares: Vec<_> = spares()
+            .into_iter()
+            .filter(|p| !c1_spares.contains(p))
+            .collect();
+        assert_eq!(c2_spares.len(), 1, "C2 made a spare of 6.log of its own");
+        let c2_spare = c2_spares[0].clone();
+        // C2's create is its operation in flight: it has not landed when D lists the
+        // directory (the file C2's open made is taken away until it lands).
+        std::fs::remove_file(&c2_spare).expect("C2 made its spare");
         let d = broker(&root, 5);
         let log = take_over_recorded(&d, 5, rp, newest).unwrap();
         log.roll(NOW).unwrap();
@@ -2066,10 +2084,10 @@ fn ADVERSARY_a_second_deposed_openers_late_spare_feeds_the_first_ones_late_renam
         log.sync_appended()
             .expect("D's fsync and link check pass: batch c is acknowledged");
         // C2's create lands.
-        std::fs::File::create(&spare).unwrap();
+        std::fs::File::create(&c2_spare).unwrap();
         *slot.lock() = Some((d, log));
     });
-    // C1 resumes: its rename lands.
+    // C1 resumes: its rename lands (or finds no source).
     let c1_open = take_over_recorded(&c1, 3, rp, newest);
     eprintln!("C1's open: {:?}", c1_open.as_ref().map(|_| ()));
     let (d, dlog) = d_log
@@ -2233,26 +2251,23 @@ fn a_former_owners_late_write_misses_a_segment_recovery_emptied() {
     );
 }
 
-/// ADVERSARY (5a48f52): `complete_swaps` at open (cleaner/recover.rs:39) removes by name and
-/// asks no write gate at all; a deposed opener's removal there, stalled in flight, lands on
-/// the cleaned segment the next owner's open renamed into place under the same name.
+/// A deposed opener's removals in `complete_swaps` (at open), stalled in flight, never land on
+/// the cleaned segment the next owner's open renamed into place under the same name
+/// (adversary on 5a48f52: before, the first old segment's files were removed by name, its
+/// `.log` too, although the switch had renamed it aside).
 ///
 /// Interleaving:
 /// 1. A's cleaner switch is cut short (a crash, or A deposed) after renaming the old
 ///    segments aside (`CrashAt::OldRenamed`): 0.log.swap etc. and the old files as
 ///    `.deleted`.
-/// 2. C opens (deposed meanwhile): complete_swaps finds the switch begun (recover.rs:78),
-///    and removes the first old segment's files by name, 0.log first
-///    (recover.rs:99-101, `remove_if_exists`): its unlink of 0.log (whose LOOKUP/REMOVE is
-///    queued while C is cut off) is in flight.
-/// 3. D acquires after C's deadline + lease; its open completes the same swap: it renames
-///    0.log.swap to 0.log (recover.rs:110) and serves the cleaned segment.
-/// 4. C's unlink of 0.log lands: the cleaned segment, the only copy of k1's record
-///    (acknowledged by A), is gone; the next owner starts the log past it.
+/// 2. C opens (deposed meanwhile): complete_swaps finds the switch begun and removes what it
+///    removes by name; each removal may be in flight (C is cut off).
+/// 3. D acquires after C's deadline + lease; its open completes the same swap (renames
+///    0.log.swap to 0.log) and serves the cleaned segment.
+/// 4. C's removals land. The cleaned segment, the only copy of k1's record (acknowledged by
+///    A), must still be there for the next owner.
 #[test]
-#[ignore = "a known window (docs/cluster.md, Fencing point 2): a deposed opener's unlink in complete_swaps stalled in flight"]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned_segment() {
+fn a_deposed_openers_late_removals_in_complete_swaps_miss_the_cleaned_segment() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = a
@@ -2279,6 +2294,20 @@ fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned
     );
     let _ = a.release_log(&tp());
 
+    // C's open sees the directory as it is now: what its complete_swaps removes by name, on
+    // a copy (its removals are the operations that may be in flight).
+    let c_view = tempfile::tempdir().unwrap();
+    for name in &names {
+        std::fs::copy(t0.join(name), c_view.path().join(name)).unwrap();
+    }
+    let mut c_removes = Vec::new();
+    crate::cleaner::recover::complete_swaps_removing(c_view.path(), &tp(), &mut c_removes).unwrap();
+    let c_removes: Vec<std::ffi::OsString> = c_removes
+        .iter()
+        .map(|p| p.file_name().unwrap().to_os_string())
+        .collect();
+    eprintln!("C's removals by name: {c_removes:?}");
+
     // D's open completes the swap.
     let d = broker(dir.path(), 3);
     let dlog = d
@@ -2299,8 +2328,10 @@ fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned
     let rp = dlog.recovery_point_offset();
     let newest = dlog.synced_mark().base;
 
-    // C's unlink of 0.log lands.
-    std::fs::remove_file(t0.join("00000000000000000000.log")).unwrap();
+    // C's removals land.
+    for name in &c_removes {
+        let _ = std::fs::remove_file(t0.join(name));
+    }
     let _ = d.release_log(&tp());
 
     let e = broker(dir.path(), 4);
@@ -2316,8 +2347,8 @@ fn ADVERSARY_a_deposed_openers_late_unlink_in_complete_swaps_removes_the_cleaned
         .expect("E's takeover");
     assert!(
         holds_k1(&next),
-        "k1's record (acknowledged, kept by the cleaner) is lost: the deposed opener's late \
-         unlink of 0.log in complete_swaps removed the cleaned segment (log start now {})",
+        "k1's record (acknowledged, kept by the cleaner) is lost: a deposed opener's late \
+         removal in complete_swaps landed on the cleaned segment (log start now {})",
         next.log_start_offset()
     );
 }

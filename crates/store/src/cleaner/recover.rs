@@ -37,6 +37,16 @@ use crate::TopicPartition;
 
 /// Remove or complete the cleaner's leftovers in the partition directory `dir`.
 pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> {
+    complete_swaps_removing(dir, tp, &mut Vec::new())
+}
+
+/// [`complete_swaps`], noting in `removed` every file it asks to remove by name (whether or
+/// not it was there): what a deposed opener's removals stalled in flight could land on.
+pub(crate) fn complete_swaps_removing(
+    dir: &Path,
+    tp: &TopicPartition,
+    removed: &mut Vec<std::path::PathBuf>,
+) -> io::Result<()> {
     let mut swaps: BTreeMap<i64, BTreeSet<&'static str>> = BTreeMap::new();
     let mut logs = BTreeSet::new();
     // Bases of `.log` files renamed aside by a switch that named its swap's base.
@@ -48,6 +58,7 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
         let Some(name) = name.to_str() else { continue };
         if name.ends_with(CLEANED_SUFFIX) {
             tracing::info!(?tp, file = name, "removing an unfinished cleaned segment");
+            removed.push(entry.path());
             std::fs::remove_file(entry.path())?;
             changed = true;
         } else if let Some(stem) = name.strip_suffix(SWAP_SUFFIX) {
@@ -71,7 +82,7 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
                 SegmentFileKind::TimeIndex,
                 SegmentFileKind::TxnIndex,
             ] {
-                remove_if_exists(&swap_path(dir, base, kind))?;
+                remove_if_exists(&swap_path(dir, base, kind), removed)?;
             }
             continue;
         }
@@ -79,7 +90,7 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
             tracing::info!(?tp, segment = base,
                 "removing a cleaned segment whose switch had not begun (its segments were in place when it was left)");
             for kind in SEGMENT_KINDS {
-                remove_if_exists(&swap_path(dir, base, kind))?;
+                remove_if_exists(&swap_path(dir, base, kind), removed)?;
             }
             continue;
         }
@@ -94,11 +105,26 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
         // `.txnindex` only if it keeps aborted transactions (a stale one would hide committed
         // records). Once renaming in had begun, every old file had been renamed aside (step 4
         // renames the swap's files only then), and what is at `base` is the cleaned segment's.
+        //
+        // Nothing at `base` that the swap brings is removed by name: its rename replaces the
+        // old file in one step. A removal by name at `base` issued by an opener deposed since
+        // and stalled in flight would land on the cleaned segment's file that the next owner
+        // renamed into place meanwhile (adversary on 5a48f52); its `.log` is aside anyway
+        // (the switch had begun). What the swap does not bring (an index it lacks, a
+        // `.txnindex` when it keeps no aborted transaction) is removed: no later owner makes
+        // those files at `base`. The segments it covers past `base` lie inside the cleaned
+        // segment's offsets, where no segment is made again.
         let renaming_in = !kinds.contains(SegmentFileKind::Index.suffix());
-        let first = (!renaming_in).then_some(base);
-        for old in first.into_iter().chain(covered) {
+        if !renaming_in {
             for kind in SEGMENT_KINDS {
-                remove_if_exists(&seg_path(dir, old, kind))?;
+                if kind != SegmentFileKind::Log && !kinds.contains(kind.suffix()) {
+                    remove_if_exists(&seg_path(dir, base, kind), removed)?;
+                }
+            }
+        }
+        for old in covered {
+            for kind in SEGMENT_KINDS {
+                remove_if_exists(&seg_path(dir, old, kind), removed)?;
             }
             logs.remove(&old);
         }
@@ -132,7 +158,8 @@ pub(crate) fn switched_aside(name: &str) -> Option<i64> {
     }
 }
 
-fn remove_if_exists(path: &Path) -> io::Result<()> {
+fn remove_if_exists(path: &Path, removed: &mut Vec<std::path::PathBuf>) -> io::Result<()> {
+    removed.push(path.to_path_buf());
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

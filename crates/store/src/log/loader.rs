@@ -105,7 +105,8 @@ impl Log {
                 if crate::fsutil::len_at_open(&path).map_err(serr)? == Some(0) {
                     tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
                     let check = || may_write_io(&p, "replacing an empty last segment");
-                    replace_with_new_empty_files(&p.dir, last, &check).map_err(serr)?;
+                    replace_with_new_empty_files(&p.dir, last, p.leader_epoch, &check)
+                        .map_err(serr)?;
                 }
             }
         }
@@ -413,7 +414,7 @@ impl Log {
                 drop(last);
                 tracing::info!(tp = ?p.tp, segment = base, "replacing the files of a last segment recovery emptied");
                 let check = || may_write_io(&p, "replacing a last segment recovery emptied");
-                replace_with_new_empty_files(&p.dir, base, &check).map_err(serr)?;
+                replace_with_new_empty_files(&p.dir, base, p.leader_epoch, &check).map_err(serr)?;
                 let (seg, _) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
                 {
                     let mut m = seg.meta.write();
@@ -1302,11 +1303,24 @@ fn first_batch(log: &std::fs::File, len: u64) -> Option<BatchHeader> {
 /// the segment the owner record names: `check_listing_is_current`), while a former owner that
 /// holds the old `.log` open writes only into the file replaced (on NFS, a stale handle). Its
 /// transaction index goes: an empty segment has none.
+///
+/// Each opener's spares have names of their own (`<file>.<epoch>-<process>-<n>.spare`): a
+/// deposed opener's rename stalled in flight names its own spare, which the next owner's open
+/// removed with every spare it lists, and never one another opener made later under the same
+/// name (two deposed openers in a row, the second's create landing after the next owner's
+/// listing: `a_second_deposed_openers_late_spare_feeds_no_late_rename`).
 fn replace_with_new_empty_files(
     dir: &Path,
     base: i64,
+    epoch: i32,
     check: &dyn Fn() -> io::Result<()>,
 ) -> io::Result<()> {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let token = format!(
+        ".{epoch}-{}-{}",
+        std::process::id(),
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     for kind in [
         SegmentFileKind::Index,
         SegmentFileKind::TimeIndex,
@@ -1314,8 +1328,12 @@ fn replace_with_new_empty_files(
     ] {
         let path = seg_path(dir, base, kind);
         let mut spare = path.clone().into_os_string();
+        spare.push(&token);
         spare.push(crate::segment::SPARE_SUFFIX);
-        std::fs::File::create(&spare)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&spare)?;
         // The write gate right before each rename: the file may be the active segment of an
         // owner that acquired the partition since (a check then a rename; what stays open is
         // a rename that stalls in flight, docs/cluster.md).
