@@ -58,6 +58,43 @@ impl Default for BatchBuilder {
     }
 }
 
+/// A batch of no records that holds the offsets `base_offset..=last_offset` (a header only,
+/// record count 0, no producer): what a shared directory's open writes where it removes
+/// segments past damage, so that the log continues past their base offsets and no segment is
+/// made at those names again (docs/cluster.md, Fencing point 2). Clients skip it as they skip
+/// a batch compaction emptied: Kafka's consumers move to the batch's last offset plus one.
+/// `None` when the range does not fit one batch (more than `i32::MAX` offsets).
+pub fn filler_batch(
+    base_offset: i64,
+    last_offset: i64,
+    partition_leader_epoch: i32,
+    timestamp: i64,
+) -> Option<Vec<u8>> {
+    let delta = i32::try_from(last_offset.checked_sub(base_offset)?).ok()?;
+    if delta < 0 {
+        return None;
+    }
+    let header = BatchHeader {
+        base_offset,
+        batch_length: (HEADER_LEN - LOG_OVERHEAD) as i32,
+        partition_leader_epoch,
+        magic: MAGIC_V2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: delta,
+        base_timestamp: timestamp,
+        max_timestamp: timestamp,
+        producer_id: NO_PRODUCER_ID,
+        producer_epoch: NO_PRODUCER_EPOCH,
+        base_sequence: NO_SEQUENCE,
+        record_count: 0,
+    };
+    let mut out = header.encode().to_vec();
+    let crc = compute_crc(&out);
+    out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Some(out)
+}
+
 impl BatchBuilder {
     pub fn new() -> Self {
         Self::default()

@@ -547,10 +547,6 @@ pub struct Log {
     failure: Mutex<Option<LogFailure>>,
     /// Asked immediately before every write to the log's files (`gate.rs`).
     gate: Arc<gate::GateSlot>,
-    /// Bases of the segments this log's open removed (after damage, strays): a deposed
-    /// opener's unlink of the same names may still be in flight, so no roll creates a
-    /// segment there (docs/cluster.md, Fencing point 2).
-    removed_at_open: Vec<i64>,
     /// Bytes of segment data this log's open read and validated (recovery after an unclean
     /// shutdown or a takeover; 0 after a clean one).
     recovered_bytes: u64,

@@ -1115,11 +1115,6 @@ impl Log {
         };
         match reason {
             None => Ok(active_size),
-            Some(why @ ("size" | "time")) if self.removed_at_open.contains(&leo) => {
-                tracing::debug!(tp = ?self.tp, reason = why, base = leo,
-                    "not rolling at a base this log's open removed a segment at; rolling after the next batch");
-                Ok(active_size)
-            }
             Some(why) => {
                 tracing::debug!(tp = ?self.tp, reason = why, new_base = leo, "rolling segment");
                 self.roll_locked(w, now_ms).map_err(|e| self.aio(e))?;
@@ -2270,10 +2265,7 @@ impl Log {
                     let expired = cfg.cleanup.delete
                         && cfg.retention_ms >= 0
                         && now_ms.saturating_sub(largest) > cfg.retention_ms;
-                    // Never at a base the open removed a segment at (see `maybe_roll`), unless
-                    // retention needs it: an idle partition's expired data would otherwise stay.
-                    let leo = self.shared.read().leo;
-                    if expired || (time_due && !self.removed_at_open.contains(&leo)) {
+                    if expired || time_due {
                         self.roll_locked(&mut w, now_ms)?;
                     }
                 }

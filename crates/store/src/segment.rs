@@ -508,7 +508,7 @@ impl Spare {
 /// stalled roll never replaces a file the new owner made meanwhile (a check then a rename
 /// could). Only where links are refused too (EPERM, EOPNOTSUPP), a check then a plain
 /// rename.
-fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {

@@ -1423,11 +1423,10 @@ fn a_deposed_openers_rename_stalled_in_flight_finds_no_spare() {
 /// A deposed opener's removal that stalls in flight lands on nothing of the next owner's. An
 /// open that finds damage removes the segments after it (and one that finds a stray removes
 /// it), by name; a deposed opener's unlink issued before its deadline can land after the next
-/// owner, which removed the same files at its own open, created a file of the same name. The
-/// next owner never rolls at a base its open removed, so the only file that name can be
-/// given is one rolled by a later owner, whose open finds the name taken (no stalled unlink
-/// of it can still be in flight: it would have landed before, or the file would still be
-/// there to remove again).
+/// owner, which removed the same files at its own open, created a file of the same name. In a
+/// shared directory the open first makes the log continue past the bases it removes (a batch
+/// of no records holding their offsets, `continue_past_removed`), so no owner ever makes a
+/// segment under one of those names again.
 #[test]
 fn a_deposed_openers_removal_stalled_in_flight_unlinks_no_new_segment() {
     let dir = tempfile::tempdir().unwrap();
@@ -1462,13 +1461,17 @@ fn a_deposed_openers_removal_stalled_in_flight_unlinks_no_new_segment() {
     let dlog = d
         .open_log_at(&tp(), uuid::Uuid::from_u128(7), small.clone(), 3, 0, 0)
         .unwrap();
-    assert_eq!(dlog.log_end_offset(), 6);
+    assert_eq!(
+        dlog.log_end_offset(),
+        10,
+        "the log continues past 9, the base D's open removed"
+    );
     assert!(!t0.join("00000000000000000009.log").exists());
     dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
-    // The next batch is due a roll at 9, the base D's open removed.
+    // The next batch is due a roll, past 9.
     dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
     dlog.sync_appended()
-        .expect("the owner's fsync and link check pass: the batch at 9 is acknowledged");
+        .expect("the owner's fsync and link check pass: batch d is acknowledged");
 
     // C's unlinks land.
     for ext in ["log", "index", "timeindex"] {
@@ -1484,9 +1487,9 @@ fn a_deposed_openers_removal_stalled_in_flight_unlinks_no_new_segment() {
         .expect("E's takeover");
     assert_eq!(
         batches(&next),
-        vec![(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
-        "the batch the owner acknowledged at 9 is lost: a deposed opener's late unlink of \
-         segment 9 landed on the segment the owner rolled there"
+        vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "e-0"), (13, "d-0")],
+        "a batch the owner acknowledged is lost: a deposed opener's late unlink of segment 9 \
+         landed on a segment the owner made there"
     );
 }
 
@@ -1809,26 +1812,19 @@ fn adv_next_takeover_has(
     }
 }
 
-/// ADVERSARY (5a48f52): `removed_at_open` lives in one `Log` object, and only `maybe_roll`
-/// and the maintenance time roll consult it; `roll_locked` does not. A planned hand-over
-/// (`hand_over_log`) rolls at the log end through `roll_locked`, so the owner whose open
-/// removed segment 9 creates `9.log` itself.
+/// A hand-over's roll is never at a base an open removed (adversary on 5a48f52: when only the
+/// opening `Log` object knew the bases its open removed, a planned hand-over rolled at one).
 ///
-/// Interleaving: C (epoch 2) opens, finds c damaged, passes "cutting a recovered segment"
-/// (loader.rs:172) and issues `remove_segment_files(dir, 9)` (loader.rs:219, unlink of
-/// `9.log` by name), which stalls in flight (NFS REMOVE queued while C is cut off). D
-/// (epoch 3) acquires after C's deadline plus the lease, opens (cuts 6, removes 9 itself:
-/// removed_at_open = [9]), appends e (6..8; log end 9), acknowledges. D hands the partition
-/// over (SIGTERM controlled shutdown, or a balancing move): `hand_over_log` -> `Log::roll` ->
-/// `roll_locked` at 9 (manager.rs:780, log.rs:1119) creates `9.log`. E (epoch 4) acquires:
-/// its open finds `9.log` empty and gives it new files (same name), E appends f at 9,
-/// fsyncs, passes the link check and acknowledges. C's REMOVE of `9.log` lands: E's active
-/// segment has no name. The next owner's listing has no segment at or past the recorded
-/// 9 and refuses the partition as a stale view, forever; the batch acknowledged at 9 is gone.
+/// Interleaving: C (epoch 2) opens, finds c damaged, and issues its unlink of `9.log` by
+/// name, which stalls in flight (NFS REMOVE queued while C is cut off). D (epoch 3) acquires
+/// after C's deadline plus the lease, opens (cuts 6, removes 9 itself), appends e,
+/// acknowledges. D hands the partition over (SIGTERM controlled shutdown, or a balancing
+/// move): `hand_over_log` rolls at the log end. E (epoch 4) acquires, appends d,
+/// acknowledges. C's REMOVE of `9.log` lands. Before, the log end after e was 9, the
+/// hand-over made `9.log`, E appended d there, and C's unlink took it (the next owner then
+/// refused the partition as a stale view, forever). Now D's open continues the log past 9.
 #[test]
-#[ignore = "a known window (docs/cluster.md, Fencing point 2): a hand-over's roll at a base an open removed, with a deposed opener's unlink of it in flight"]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed() {
+fn a_hand_over_never_rolls_at_a_base_an_open_removed() {
     let dir = tempfile::tempdir().unwrap();
     let one_batch = adv_damaged_before_9(dir.path());
     let small = LogConfig {
@@ -1844,10 +1840,10 @@ fn ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed() {
         .unwrap();
     dlog.roll(NOW).unwrap(); // the acquisition's roll: a no-op, 6 is empty
     dlog.flush().unwrap();
-    assert_eq!(dlog.log_end_offset(), 6);
+    assert_eq!(dlog.log_end_offset(), 10, "the log continues past 9");
     dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
     dlog.sync_appended().unwrap();
-    assert_eq!(dlog.log_end_offset(), 9);
+    assert_eq!(dlog.log_end_offset(), 13);
     // A planned move: the hand-over rolls at 9.
     let rp = d.hand_over_log(&tp(), NOW).unwrap().unwrap();
     let newest = dlog.synced_mark().base;
@@ -1871,9 +1867,9 @@ fn ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed() {
     elog.roll(NOW).unwrap();
     elog.flush().unwrap();
     let out = elog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
-    assert_eq!(out.base_offset, 9);
+    assert_eq!(out.base_offset, 13);
     elog.sync_appended()
-        .expect("E's fsync and link check pass: the batch at 9 is acknowledged");
+        .expect("E's fsync and link check pass: batch d is acknowledged");
     let newest = elog.synced_mark().base;
     let rp = elog.recovery_point_offset();
 
@@ -1885,25 +1881,21 @@ fn ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed() {
         small,
         rp,
         newest,
-        &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+        &[(0, "a-0"), (3, "b-0"), (6, "?"), (10, "e-0"), (13, "d-0")],
     );
 }
 
-/// ADVERSARY (5a48f52): the next acquisition does not know what an earlier open removed.
-/// Its open lists no `9.*` (gone), so its `removed_at_open` is empty, and the acquisition's
-/// roll (broker cluster.rs:996, `log.roll` right after the open) is at the log end: 9.
+/// The next acquisition never rolls at a base an earlier open removed (adversary on 5a48f52:
+/// when the removed bases lived in the opening `Log` object only, the next owner's open knew
+/// nothing of them).
 ///
-/// Interleaving: as in `ADVERSARY_a_hand_over_rolls_at_a_base_its_open_removed`, C's unlink
-/// of `9.log` (loader.rs:219) stalls in flight; D opens (removes 9), appends e, acknowledges
-/// (log end 9) and dies or is deposed (a crash; or its log fails and it acquires it again:
-/// the same path). E acquires: open (log end 9), `roll` at 9 creates `9.log`
-/// (log.rs:1119, no `removed_at_open` check; E's is empty anyway), records segment 9 as
-/// newest, appends d at 9, acknowledges. C's unlink lands. The next owner refuses the
-/// partition (stale view) forever, and d is gone.
+/// Interleaving: as in `a_hand_over_never_rolls_at_a_base_an_open_removed`, C's unlink of
+/// `9.log` stalls in flight; D opens (removes 9), appends e, acknowledges and dies or is
+/// deposed (a crash; or its log fails and it acquires it again: the same path). E acquires:
+/// open, the acquisition's roll at the log end, appends d, acknowledges. C's unlink lands.
+/// Before, the log end after e was 9: E's roll made `9.log` and C's unlink took d with it.
 #[test]
-#[ignore = "a known window (docs/cluster.md, Fencing point 2): the next owner's acquisition roll at a base a former open removed, with a deposed opener's unlink of it in flight"]
-#[allow(non_snake_case)]
-fn ADVERSARY_the_next_acquisition_rolls_at_a_base_a_former_open_removed() {
+fn the_next_acquisition_never_rolls_at_a_base_a_former_open_removed() {
     let dir = tempfile::tempdir().unwrap();
     let one_batch = adv_damaged_before_9(dir.path());
     let small = LogConfig {
@@ -1919,7 +1911,7 @@ fn ADVERSARY_the_next_acquisition_rolls_at_a_base_a_former_open_removed() {
     dlog.flush().unwrap();
     dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
     dlog.sync_appended().unwrap();
-    assert_eq!(dlog.log_end_offset(), 9);
+    assert_eq!(dlog.log_end_offset(), 13);
     let newest = dlog.synced_mark().base;
     let rp = dlog.recovery_point_offset();
     d.release_log(&tp()).unwrap(); // D dies / is deposed
@@ -1936,13 +1928,13 @@ fn ADVERSARY_the_next_acquisition_rolls_at_a_base_a_former_open_removed() {
             newest,
         )
         .unwrap();
-    assert_eq!(elog.log_end_offset(), 9);
+    assert_eq!(elog.log_end_offset(), 13);
     elog.roll(NOW).unwrap();
     elog.flush().unwrap();
     let out = elog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
-    assert_eq!(out.base_offset, 9);
+    assert_eq!(out.base_offset, 13);
     elog.sync_appended()
-        .expect("E's fsync and link check pass: the batch at 9 is acknowledged");
+        .expect("E's fsync and link check pass: batch d is acknowledged");
     let newest = elog.synced_mark().base;
     let rp = elog.recovery_point_offset();
 
@@ -1954,21 +1946,18 @@ fn ADVERSARY_the_next_acquisition_rolls_at_a_base_a_former_open_removed() {
         small,
         rp,
         newest,
-        &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+        &[(0, "a-0"), (3, "b-0"), (6, "?"), (10, "e-0"), (13, "d-0")],
     );
 }
 
-/// ADVERSARY (5a48f52): `maybe_roll` defers only the "size" and "time" rolls; "index full"
-/// (and the offset and position overflows) still roll at a base the log's own open removed.
+/// An index-full roll is never at a base the open removed (adversary on 5a48f52: a roll
+/// deferral that only size and time rolls knew of let an index-full roll make `9.log`).
 ///
-/// Interleaving: C's unlink of `9.log` (loader.rs:219) stalls in flight; D opens (removes
-/// 9; its config has a small `segment.index.bytes`), appends e (log end 9), then d: the
-/// time index is full, `maybe_roll` (log.rs:1104, the `Some(why)` arm) rolls at 9 and
-/// creates `9.log`; d goes there and is acknowledged. C's unlink lands.
+/// Interleaving: C's unlink of `9.log` stalls in flight; D opens (removes 9; its config has
+/// a small `segment.index.bytes`), appends e, then d: the time index is full and the log
+/// rolls at its end; d goes there and is acknowledged. C's unlink lands.
 #[test]
-#[ignore = "a known window (docs/cluster.md, Fencing point 2): an index-full roll is never deferred"]
-#[allow(non_snake_case)]
-fn ADVERSARY_an_index_full_roll_at_a_base_the_open_removed() {
+fn an_index_full_roll_is_never_at_a_base_the_open_removed() {
     let dir = tempfile::tempdir().unwrap();
     adv_damaged_before_9(dir.path());
     let tiny_index = LogConfig {
@@ -1983,9 +1972,9 @@ fn ADVERSARY_an_index_full_roll_at_a_base_the_open_removed() {
     dlog.flush().unwrap();
     dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
     let out = dlog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
-    assert_eq!(out.base_offset, 9);
+    assert_eq!(out.base_offset, 13);
     dlog.sync_appended()
-        .expect("D's fsync and link check pass: the batch at 9 is acknowledged");
+        .expect("D's fsync and link check pass: batch d is acknowledged");
     let newest = dlog.synced_mark().base;
     let rp = dlog.recovery_point_offset();
     eprintln!(
@@ -2001,7 +1990,7 @@ fn ADVERSARY_an_index_full_roll_at_a_base_the_open_removed() {
         tiny_index,
         rp,
         newest,
-        &[(0, "a-0"), (3, "b-0"), (6, "e-0"), (9, "d-0")],
+        &[(0, "a-0"), (3, "b-0"), (6, "?"), (10, "e-0"), (13, "d-0")],
     );
 }
 
@@ -2353,12 +2342,10 @@ fn a_deposed_openers_late_removals_in_complete_swaps_miss_the_cleaned_segment() 
     );
 }
 
-/// ADVERSARY (5a48f52): the roll deferral keeps expired data forever on an idle partition
-/// whose log end sits at a base its open removed: the maintenance roll (log.rs:2262) is
-/// skipped, so the active segment never becomes a sealed one that retention can delete,
-/// for as long as this log object lives (no further append comes to move the log end).
+/// An idle partition whose open removed segments is rolled and its expired data deleted
+/// (adversary on 5a48f52: a roll deferral at removed bases, since replaced by the log
+/// continuing past them, kept such data forever).
 #[test]
-#[allow(non_snake_case)]
 fn an_idle_log_end_at_a_removed_base_is_still_rolled_for_retention() {
     let dir = tempfile::tempdir().unwrap();
     adv_damaged_before_9(dir.path());
@@ -2375,15 +2362,97 @@ fn an_idle_log_end_at_a_removed_base_is_still_rolled_for_retention() {
     dlog.flush().unwrap();
     dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
     dlog.sync_appended().unwrap();
-    assert_eq!(dlog.log_end_offset(), 9);
+    assert_eq!(dlog.log_end_offset(), 13);
     // The partition is idle; days pass.
+    // (The open stamps the batch that continues the log with the wall clock's time.)
+    let now = NOW.max(crate::fsutil::now_ms());
     for day in 1..=7 {
-        dlog.maintain(NOW + day * 86_400_000).unwrap();
+        dlog.maintain(now + day * 86_400_000).unwrap();
     }
     assert_eq!(
         (dlog.log_start_offset(), dlog.segment_count()),
-        (9, 1),
+        (13, 1),
         "a week past retention.ms (60 s) and segment.ms (1 h), the idle partition still \
-         serves its expired batches: the roll at 9 is deferred to a batch that never comes"
+         serves its expired batches: its active segment was never rolled"
+    );
+}
+
+/// Refuses once `refuse` says so (an opener deposed at that point).
+struct RefuseWhen(Box<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for RefuseWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RefuseWhen")
+    }
+}
+
+impl WriteGate for RefuseWhen {
+    fn check(&self, _tp: &TopicPartition, _id: uuid::Uuid, _epoch: i32) -> Result<(), String> {
+        if (self.0)() {
+            Err("deposed: another broker acquired the partition".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// An open that removes the segments after damage makes the log continue past them first
+/// (`continue_past_removed`); an opener deposed right after that (the segment holding the
+/// batch of no records is in place, nothing removed, nothing cut) leaves a directory the next
+/// open reads consistently: the damaged segment is complete up to the new segment (its
+/// damage is cut, the segments after it kept), and the new segment's batch crosses the old
+/// segment past the damage, an older epoch's: a stray, removed. The log goes on past every
+/// base a removal named.
+#[test]
+fn an_opener_deposed_after_continuing_the_log_leaves_a_directory_the_next_open_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    a.release_log(&tp()).unwrap();
+    // Segment 3 holds b (3..5) and c (6..8); a host crash damaged c. Segment 9 holds d.
+    let t0 = dir.path().join("t-0");
+    let seg3 = t0.join("00000000000000000003.log");
+    let mut bytes = std::fs::read(&seg3).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg3, &bytes).unwrap();
+
+    // C (epoch 2) opens and is deposed once the segment that continues the log is in place.
+    let c = broker(dir.path(), 2);
+    let filler = t0.join("00000000000000000006.log");
+    let seen = filler.clone();
+    c.set_write_gate(Arc::new(RefuseWhen(Box::new(move || seen.exists()))));
+    let refused = c.open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 2, 0, 0);
+    assert!(refused.is_err(), "C was deposed during its open");
+    assert!(filler.exists(), "C made the segment that continues the log");
+    assert!(
+        t0.join("00000000000000000009.log").exists(),
+        "C removed nothing after it was deposed"
+    );
+
+    // D (epoch 3) opens from what C left, acquires (roll) and appends e.
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), cfg(), 3, 0, 0)
+        .unwrap();
+    assert_eq!(
+        dlog.log_end_offset(),
+        10,
+        "the log continues past 9, the base of the segment after the damage"
+    );
+    assert!(!t0.join("00000000000000000009.log").exists());
+    dlog.roll(NOW).unwrap();
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    assert_eq!(
+        batches(&dlog),
+        vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "e-0")]
     );
 }

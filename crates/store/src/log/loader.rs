@@ -63,7 +63,6 @@ impl Log {
         // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
         crate::cleaner::recover::complete_swaps(&p.dir, &p.tp).map_err(serr)?;
         let mut bases = Vec::new();
-        let mut removed_at_open = Vec::new();
         // The base of a segment that held bytes and that recovery cut to none.
         let mut cut_to_empty: Option<i64> = None;
         for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
@@ -183,13 +182,7 @@ impl Log {
                     if next_base != p.newest_segment
                         && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
                     {
-                        removed_at_open.push(put_stray_aside(
-                            &p.tp,
-                            &p.dir,
-                            &mut bases,
-                            i,
-                            &mut first_recover,
-                        )?);
+                        put_stray_aside(&p.tp, &p.dir, &seg, &mut bases, i, &mut first_recover)?;
                         continue;
                     }
                 }
@@ -215,7 +208,14 @@ impl Log {
                         "damaged bytes past a segment whose offsets are complete; cutting them and keeping the later segments");
                 }
                 let stopped = r.stopped.is_some() && !complete;
+                // In a shared directory the log first continues past what goes
+                // (`continue_past_removed`), at a segment of its own.
+                let continued_at = (stopped && p.shared && !is_last)
+                    .then(|| continue_past_removed(&p, base, r.next_offset, &bases[i + 1..]))
+                    .transpose()?
+                    .and_then(|made| made.then_some(r.next_offset));
                 if stopped {
+                    may_write(&p, "removing the segments after damage")?;
                     // Everything after the damage goes, before the damaged segment is cut: a
                     // segment left behind would come back at the next open, past a log end
                     // that has moved on since. One that cannot be removed is renamed aside (a
@@ -223,8 +223,14 @@ impl Log {
                     // the next open finds the damage again.
                     for &later in &bases[i + 1..] {
                         remove_segment_files(&p.dir, later, false)?;
-                        removed_at_open.push(later);
                     }
+                }
+                if continued_at == Some(base) {
+                    // The damaged segment kept nothing and now holds the batch that continues
+                    // the log, in new files: opened again from them.
+                    drop(seg);
+                    bases.truncate(i + 1);
+                    continue;
                 }
                 seg.log
                     .for_write()
@@ -247,6 +253,13 @@ impl Log {
                 }
                 cursor = r.cursor;
                 segments.push(Arc::new(seg));
+                if let Some(at) = continued_at {
+                    // Then the segment that continues the log, recovered as the last one.
+                    bases.truncate(i + 1);
+                    bases.push(at);
+                    i += 1;
+                    continue;
+                }
                 if stopped {
                     break;
                 }
@@ -352,13 +365,14 @@ impl Log {
                         if next_base != p.newest_segment
                             && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
                         {
-                            removed_at_open.push(put_stray_aside(
+                            put_stray_aside(
                                 &p.tp,
                                 &p.dir,
+                                &seg,
                                 &mut bases,
                                 i,
                                 &mut first_recover,
-                            )?);
+                            )?;
                             continue;
                         }
                     }
@@ -795,7 +809,6 @@ impl Log {
             writeback_point: Mutex::new(writeback_point),
             failure: Mutex::new(None),
             gate: p.gate,
-            removed_at_open,
             recovered_bytes,
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
@@ -1067,15 +1080,27 @@ fn is_stray(
 
 /// Remove the stray segment after `bases[i]` ([`is_stray`]) with its producer snapshot, and
 /// drop it from `bases`, keeping `first_recover` on the same segment (the one before it if it
-/// was the stray). Returns the stray's base.
+/// was the stray). The segment before it, `crossing`, is fsynced first: its batches crossing
+/// the stray's base are then on storage, so the log stays past that base and no segment is
+/// made under the stray's name again, where a deposed opener's removal of it, stalled in
+/// flight, could land (docs/cluster.md, Fencing point 2).
 fn put_stray_aside(
     tp: &TopicPartition,
     dir: &Path,
+    crossing: &Segment,
     bases: &mut Vec<i64>,
     i: usize,
     first_recover: &mut usize,
-) -> Result<i64, StoreError> {
+) -> Result<(), StoreError> {
     let stray = bases[i + 1];
+    crossing
+        .log
+        .get()
+        .and_then(|f| f.sync_data())
+        .map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     tracing::warn!(?tp, segment = stray, before = bases[i],
         "a segment a former owner created inside a newer owner's data after a takeover; removing it");
     remove_segment_files(dir, stray, true)?;
@@ -1083,7 +1108,7 @@ fn put_stray_aside(
     if *first_recover > i {
         *first_recover -= 1;
     }
-    Ok(stray)
+    Ok(())
 }
 
 /// A takeover reads the directory as the previous owner left it, or refuses. An NFS client may
@@ -1315,25 +1340,26 @@ fn replace_with_new_empty_files(
     epoch: i32,
     check: &dyn Fn() -> io::Result<()>,
 ) -> io::Result<()> {
-    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let token = format!(
-        ".{epoch}-{}-{}",
-        std::process::id(),
-        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    );
+    replace_with_new_files(dir, base, epoch, &[], check)
+}
+
+/// [`replace_with_new_empty_files`], the new `.log` holding `content` (written and fsynced
+/// before it is renamed into place).
+fn replace_with_new_files(
+    dir: &Path,
+    base: i64,
+    epoch: i32,
+    content: &[u8],
+    check: &dyn Fn() -> io::Result<()>,
+) -> io::Result<()> {
+    let token = spare_token(epoch);
     for kind in [
         SegmentFileKind::Index,
         SegmentFileKind::TimeIndex,
         SegmentFileKind::Log,
     ] {
         let path = seg_path(dir, base, kind);
-        let mut spare = path.clone().into_os_string();
-        spare.push(&token);
-        spare.push(crate::segment::SPARE_SUFFIX);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&spare)?;
+        let spare = make_spare_of(&path, &token, kind, content)?;
         // The write gate right before each rename: the file may be the active segment of an
         // owner that acquired the partition since (a check then a rename; what stays open is
         // a rename that stalls in flight, docs/cluster.md).
@@ -1344,6 +1370,105 @@ fn replace_with_new_empty_files(
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// A name part no other opener's spares have: this opener's epoch, process and count.
+fn spare_token(epoch: i32) -> String {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!(
+        ".{epoch}-{}-{}",
+        std::process::id(),
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// Create the spare of `path` (`<path><token>.spare`, new), holding `content` if it is the
+/// `.log` (fsynced), empty otherwise.
+fn make_spare_of(
+    path: &Path,
+    token: &str,
+    kind: SegmentFileKind,
+    content: &[u8],
+) -> io::Result<PathBuf> {
+    use std::io::Write;
+    let mut spare = path.to_path_buf().into_os_string();
+    spare.push(token);
+    spare.push(crate::segment::SPARE_SUFFIX);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&spare)?;
+    if kind == SegmentFileKind::Log && !content.is_empty() {
+        f.write_all(content)?;
+        f.sync_data()?;
+    }
+    Ok(PathBuf::from(spare))
+}
+
+/// Where an open of a shared directory removes the segments after damage (`removed`, in
+/// order), it first makes the log continue past their base offsets, so that no owner ever
+/// makes a segment under one of those names again: a removal by name of a deposed opener,
+/// stalled in flight, would land on it (docs/cluster.md, Fencing point 2). A segment at
+/// `at` (the offset after the damaged segment's last valid batch) is made holding one batch
+/// of no records over `at..=` the last removed base ([`sluice_format::builder::filler_batch`]),
+/// at this opener's epoch, fsynced, renamed into place (a new name: never over another's
+/// file; when `at` is the damaged segment's own base, which keeps nothing, over its files),
+/// the directory fsynced, all before any removal. An open that stops after it finds the
+/// damaged segment complete up to the new one (its damage is cut, the later segments kept)
+/// and the filler's batch crossing their bases: they are strays of an older epoch, removed
+/// then. Returns whether it was made (not when the range does not fit one batch: the
+/// removals then go ahead as in a directory of one broker).
+fn continue_past_removed(
+    p: &OpenParams,
+    damaged_base: i64,
+    at: i64,
+    removed: &[i64],
+) -> Result<bool, StoreError> {
+    let Some(&last) = removed.last() else {
+        return Ok(false);
+    };
+    let Some(filler) = sluice_format::builder::filler_batch(at, last, p.leader_epoch, p.now_ms)
+    else {
+        tracing::warn!(tp = ?p.tp, at, last, "the removed segments' offsets do not fit one batch; removing them without covering their bases");
+        return Ok(false);
+    };
+    may_write(
+        p,
+        "making the log continue past the segments removed after damage",
+    )?;
+    tracing::warn!(tp = ?p.tp, segment = at, through = last, removed = ?removed,
+        "the log continues past the segments removed after the damage: a batch of no records holds their offsets");
+    let check = || may_write_io(p, "renaming the segment that continues the log into place");
+    let made = if at == damaged_base {
+        replace_with_new_files(&p.dir, at, p.leader_epoch, &filler, &check)
+    } else {
+        (|| {
+            let token = spare_token(p.leader_epoch);
+            for kind in [
+                SegmentFileKind::Index,
+                SegmentFileKind::TimeIndex,
+                SegmentFileKind::Log,
+            ] {
+                let path = seg_path(&p.dir, at, kind);
+                let spare = make_spare_of(&path, &token, kind, &filler)?;
+                check()?;
+                if kind == SegmentFileKind::Log {
+                    crate::segment::rename_no_replace(&spare, &path)?;
+                } else {
+                    // No segment has index files here (no `.log` at `at` was listed): one left
+                    // by an attempt cut short is replaced.
+                    std::fs::rename(&spare, &path)?;
+                }
+            }
+            Ok(())
+        })()
+    };
+    made.and_then(|()| sync_dir(&p.dir))
+        .map_err(|source| StoreError::Io {
+            path: p.dir.clone(),
+            source,
+        })?;
+    Ok(true)
 }
 
 #[cfg(test)]
