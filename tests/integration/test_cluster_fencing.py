@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import TopicPartition as TP
 
 import harness
-from cluster_support import bootstrap_of, cluster_overrides, coordinator_of, live_brokers
+from cluster_support import bootstrap_of, cluster_overrides, coordinator_of, live_brokers, start_cluster, wait_all_led
 from nfs_support import _request, _string
 from tcp_proxy import TcpProxy
 
@@ -162,3 +162,76 @@ def test_a_coordinator_cut_off_from_etcd_writes_nothing_and_offsets_survive(brok
                        "a coordinator after the hand-over")
     assert committed(bootstrap_of(live), "kept", topic) == 42
     assert committed(bootstrap_of(live), "zombie-group", topic) < 0, "a refused commit was kept"
+
+
+def _owner_record(etcd, key: str) -> dict:
+    import base64
+    import json
+    kvs = etcd.call("/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()}).get("kvs", [])
+    assert len(kvs) == 1, f"no owner record at {key}"
+    return json.loads(base64.b64decode(kvs[0]["value"]))
+
+
+def _put(etcd, key: str, value: dict) -> None:
+    import base64
+    import json
+    etcd.call("/v3/kv/put", {"key": base64.b64encode(key.encode()).decode(),
+                             "value": base64.b64encode(json.dumps(value).encode()).decode()})
+
+
+def test_a_log_continued_past_removed_segments_is_read_by_real_clients(broker_factory, etcd, tmp_path, topic,
+                                                                       kafka_tool):
+    """Damage in a shared directory's log, with segments after it, is cut and those segments
+    removed; before removing them the open makes the log continue past their base offsets with
+    a segment holding one batch of no records over those offsets (docs/cluster.md, Fencing
+    point 2). librdkafka and the Java console consumer read across that batch, and new records
+    go past it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (node,) = start_cluster(broker_factory, etcd, shared, n=1, **{"sluice.cluster.balance.enable": "false"})
+    bootstrap = bootstrap_of([node])
+    harness.create_topic(bootstrap, topic, partitions=1, config={"segment.bytes": str(1 << 20)})
+    wait_all_led(bootstrap, topic, 1)
+    p = harness.producer(bootstrap, acks="all", **{"linger.ms": 0, "batch.num.messages": 1})
+    first = [f"first-{i:03d}-" + "x" * 60_000 for i in range(80)]
+    for v in first:  # one batch each
+        harness.produce_all(p, topic, [{"value": v, "partition": 0}])
+    pdir = shared / f"{topic}-0"
+    segments = sorted(pdir.glob("*.log"))
+    assert len(segments) >= 4, segments
+    node.kill()
+
+    # The record's recovery point lags (as after a crash before it was written): the next open
+    # validates every segment. A host crash damaged the last batch of the second segment.
+    key = f"/sluice-test/owners/{topic}/0"
+    record = _owner_record(etcd, key)
+    record["recovery_point"] = 0
+    record.pop("sealed", None)
+    _put(etcd, key, record)
+    damaged = segments[1]
+    data = bytearray(damaged.read_bytes())
+    data[-1] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    later = [int(s.stem) for s in segments[2:]]
+
+    node.start()
+    wait_all_led(bootstrap, topic, 1, timeout=60)
+    assert "the log continues past the segments removed after the damage" in node.log_text_since_start(), \
+        harness.tail(node.log_file)
+    # Every record before the damaged batch, then new ones past the removed bases.
+    before = harness.consume_partitions(bootstrap, topic, [0], timeout=60)
+    kept = [m.value().decode() for m in before]
+    assert kept == first[:len(kept)] and 0 < len(kept) < len(first), kept
+    new = [f"new-{i}" for i in range(5)]
+    acked = harness.produce_all(harness.producer(bootstrap, acks="all"), topic,
+                                [{"value": v, "partition": 0} for v in new])
+    assert min(m.offset() for m in acked) > max(later), \
+        f"a new record at or below a removed base: {[m.offset() for m in acked]}, removed {later}"
+
+    got = harness.consume_partitions(bootstrap, topic, [0], expected=len(kept) + len(new), timeout=60)
+    assert [m.value().decode() for m in got] == kept + new
+    res = kafka_tool(harness.CONSOLE_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--from-beginning", "--max-messages", str(len(kept) + len(new)), "--timeout-ms", "30000",
+                     timeout=120)
+    res.check("kafka-console-consumer across the batch of no records")
+    assert res.out.split() == kept + new, res.describe()[-3000:]
