@@ -2456,3 +2456,87 @@ fn an_opener_deposed_after_continuing_the_log_leaves_a_directory_the_next_open_r
         vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "e-0")]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Adversary review of 4a14d84 and 9ba9b36 (the log continues past removed segments through
+// a batch of no records; an opener's spares have names of their own).
+// ---------------------------------------------------------------------------------------
+
+/// Segments 0 (a, b), 6 (c, epoch 1) and 9 (`d`, appended by `d_epoch`'s owner: a new
+/// owner's acquisition roll at 9 when `d_epoch` > 1), all durable; then a host crash damages
+/// batch c. Returns (the recovery point, the newest segment) the owner of 9 recorded.
+fn adv51_damaged_before_9(dir: &Path, d_epoch: i32, d: Bytes) -> (i64, i64) {
+    let a = broker(dir, 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    let recorded = if d_epoch == 1 {
+        first.roll(NOW).unwrap();
+        first.append(d, AppendOrigin::Client, NOW).unwrap();
+        first.flush().unwrap();
+        let r = (first.recovery_point_offset(), first.synced_mark().base);
+        a.release_log(&tp()).unwrap();
+        r
+    } else {
+        let rp = first.recovery_point_offset();
+        a.release_log(&tp()).unwrap();
+        let b = broker(dir, d_epoch);
+        let owner = take_over_recorded(&b, d_epoch, rp, 0).unwrap();
+        owner.roll(NOW).unwrap(); // the acquisition's roll, at 9
+        owner.flush().unwrap();
+        owner.append(d, AppendOrigin::Client, NOW).unwrap();
+        owner.flush().unwrap();
+        let r = (owner.recovery_point_offset(), owner.synced_mark().base);
+        b.release_log(&tp()).unwrap();
+        r
+    };
+    assert!(dir.join("t-0").join("00000000000000000009.log").exists());
+    let seg6 = dir.join("t-0").join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+    recorded
+}
+
+/// ADVERSARY (9ba9b36): the batch of no records that continues the log past the removed
+/// segments loses its epoch, and with it the log's epoch history (OffsetsForLeaderEpoch,
+/// KIP-320 truncation detection). `EpochCache::assign` (epoch.rs:59) ignores an epoch whose
+/// start offset is below the newest entry's; the filler's start offset (`at`, loader.rs:205)
+/// is always below the start of an epoch that began in a removed segment, and the cache is
+/// then truncated only at the new log end (loader.rs:517, `truncate_from_end(leo)`), which
+/// the filler moved past that start.
+///
+/// Interleaving (no deposed opener needed):
+/// 1. A (epoch 1) appends a, b, rolls at 6, appends c (6..=8), releases.
+/// 2. B (epoch 2) acquires, rolls at 9, appends d at 9 and acknowledges it; its
+///    `leader-epoch-checkpoint` says epoch 2 begins at 9. A consumer fetches d: position 10,
+///    last fetched epoch 2.
+/// 3. A host crash damages c. C (epoch 3) opens: it cuts 6 to nothing, puts the filler
+///    6..=9 (epoch 3) there and removes 9. `assign(3, 6)` is refused (6 < 9), and
+///    `truncate_from_end(10)` keeps (2, 9): the cache says epoch 2 began at 9, inside C's
+///    filler, and epoch 1 ran to 9.
+/// 4. The consumer validates its position after the leader change: OffsetsForLeaderEpoch(2)
+///    answers (2, 10), so it sees no truncation and never learns that d (and c, for a
+///    consumer at 9 under epoch 1, told (1, 9)) is gone. Before 9ba9b36 the log end was 6,
+///    the cache was truncated to (1, 0), and both consumers were told (1, 6).
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_the_filler_batch_keeps_the_removed_segments_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    adv51_damaged_before_9(dir.path(), 2, batch("d"));
+    let c = broker(dir.path(), 3);
+    let log = take_over_recorded(&c, 3, 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "the filler holds 6..=9");
+    let entries = log.leader_epoch_entries();
+    assert_eq!(
+        (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)),
+        (Some((1, 6)), Some((1, 6))),
+        "epoch 1 ends at 6 (c is cut, the filler of epoch 3 begins there) and epoch 2 has no \
+         offset left (d was removed); the epoch cache is {entries:?}, so a consumer that \
+         read d (or c) is not told its position diverged"
+    );
+}
