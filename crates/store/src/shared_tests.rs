@@ -2540,3 +2540,91 @@ fn ADVERSARY_the_filler_batch_keeps_the_removed_segments_epochs() {
          read d (or c) is not told its position diverged"
     );
 }
+
+/// ADVERSARY (9ba9b36): a deposed opener's late unlink of a segment it removes after damage
+/// lands on a segment the next owner kept and acknowledged from. Once the filler is in place
+/// the next owner no longer sees damage (the damaged segment is "complete" up to the filler,
+/// loader.rs:190), so it keeps the later segments unless each is a stray; the recorded
+/// newest segment never is (loader.rs:182, `next_base != p.newest_segment`), so the filler
+/// crossing it is cut instead and the segment kept. The deposed opener's removal of that
+/// very segment (loader.rs:224), stalled in flight, then lands on it.
+///
+/// Interleaving:
+/// 1. A (epoch 1) appends a, b, rolls at 6, appends c, rolls at 9, appends d (idempotent
+///    producer P, sequence 0) and fsyncs; its confirmation round records segment 9 in the
+///    owner record (`record_segment`, before `confirm_held`), then its confirmation fails
+///    (A's lease expired): P is told to retry, and the record's recovery point (raised only
+///    after a confirmed round) stays below 9 (here 0). A host crash damages c.
+/// 2. C (epoch 2) acquires and opens (recorded newest 9): it puts the filler 6..=9 in place,
+///    passes its check "removing the segments after damage" and issues its unlink of
+///    `9.log`: in flight.
+/// 3. D (epoch 3) acquires after C's deadline plus the lease and opens: 6 holds the filler,
+///    complete up to 9, and 9 is the recorded segment, so the filler is cut and 9 kept;
+///    D rolls at 10 and flushes. P's retry of d reaches D: a duplicate of the batch at 9,
+///    acknowledged with offset 9. D appends e and acknowledges it.
+/// 4. C's unlink of `9.log` lands: d, acknowledged by D, is gone.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_deposed_openers_late_unlink_takes_a_segment_the_next_owner_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d_batch = Bytes::from(
+        BatchBuilder::new()
+            .producer(42, 0, 0)
+            .record(NOW, Some(b"k"), Some(b"d-0"))
+            .build(),
+    );
+    let (_, newest) = adv51_damaged_before_9(dir.path(), 1, d_batch.clone());
+    assert_eq!(newest, 9, "A's record names segment 9");
+    let t0 = dir.path().join("t-0");
+
+    let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
+    let (slot, root, t) = (d_log.clone(), dir.path().to_path_buf(), t0.clone());
+    // C's checks: 1 the directory, 2 and 3 cutting segments 0 and 6, 4 continuing the log,
+    // 5 to 7 the renames of 6's new files, 8 removing the segments after damage: its unlink
+    // of 9 is in flight while this runs.
+    let c = stalled_opener(dir.path(), 2, 8, move || {
+        assert!(
+            t.join("00000000000000000009.log").exists(),
+            "C has not removed 9 yet"
+        );
+        let six = std::fs::read(t.join("00000000000000000006.log")).unwrap();
+        let h = sluice_format::parse_batches(&six, None).unwrap()[0].header;
+        assert_eq!(
+            (h.base_offset, h.last_offset(), h.record_count),
+            (6, 9, 0),
+            "C's filler is in place"
+        );
+        let d = broker(&root, 3);
+        let log = take_over_recorded(&d, 3, 0, 9).expect("D's takeover");
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        let retry = log.append(d_batch, AppendOrigin::Client, NOW).unwrap();
+        assert!(retry.duplicate && retry.base_offset == 9, "{retry:?}");
+        log.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+        log.sync_appended()
+            .expect("D's fsync and link check pass: d (P's retry) and e are acknowledged");
+        assert_eq!(
+            batches(&log),
+            vec![(0, "a-0"), (3, "b-0"), (9, "d-0"), (10, "e-0")]
+        );
+        *slot.lock() = Some((d, log));
+    });
+    // C resumes: its unlink of 9 lands; its next check refuses.
+    let c_open = take_over_recorded(&c, 2, 0, 9);
+    assert!(c_open.is_err(), "C was deposed");
+    let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
+    eprintln!("D's next fsync: {:?}", dlog.sync_appended().map(|_| ()));
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    let _ = d.release_log(&tp());
+    let e = broker(dir.path(), 4);
+    match take_over_recorded(&e, 4, rp, newest) {
+        Ok(next) => assert_eq!(
+            batches(&next),
+            vec![(0, "a-0"), (3, "b-0"), (9, "d-0"), (10, "e-0")],
+            "batch d, which D acknowledged (P's retry, answered as a duplicate at 9), is lost: \
+             C's late unlink of 9.log landed on the segment D kept"
+        ),
+        Err(err) => panic!("the partition can no longer be opened: {err}"),
+    }
+}
