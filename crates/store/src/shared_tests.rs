@@ -2628,3 +2628,46 @@ fn ADVERSARY_a_deposed_openers_late_unlink_takes_a_segment_the_next_owner_kept()
         Err(err) => panic!("the partition can no longer be opened: {err}"),
     }
 }
+
+/// ADVERSARY (4a14d84/9ba9b36, not introduced by them): an opener deposed right after it
+/// removed the segments after damage (no operation in flight) leaves the partition
+/// unopenable. Those segments may include the one the owner record names as the newest
+/// with published data (loader.rs:224 removes every later base; the stray rule spares the
+/// recorded one, loader.rs:182, this one does not). The record is corrected only by the
+/// opener's own acquisition (`record_acquired`, which "records the segment it rolled even
+/// below the recorded one"); a deposed opener never gets there, and every later open is
+/// refused as a stale view (`check_listing_is_current`, loader.rs:1122), although the
+/// filler has moved the log past the recorded base.
+///
+/// Interleaving:
+/// 1. A (epoch 1): segments 0 (a, b), 6 (c), 9 (d); its record names segment 9, its
+///    recovery point lags (as in the test above). A host crash damages c.
+/// 2. C (epoch 2) opens: filler 6..=9 at 6, passes "removing the segments after damage",
+///    removes 9; its lease expires (its next check refuses): it records nothing.
+/// 3. D (epoch 3) acquires with the record (recovery point 0, segment 9): its listing
+///    shows 0 and 6 only; refused, and so is every later takeover: nothing can correct the
+///    record but an owner's acquisition.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_an_opener_deposed_after_its_removals_leaves_the_partition_unopenable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, newest) = adv51_damaged_before_9(dir.path(), 1, batch("d"));
+    assert_eq!(newest, 9);
+    let t0 = dir.path().join("t-0");
+    let c = broker(dir.path(), 2);
+    let nine = t0.join("00000000000000000009.log");
+    let gone = nine.clone();
+    c.set_write_gate(Arc::new(RefuseWhen(Box::new(move || !gone.exists()))));
+    let refused = take_over_recorded(&c, 2, 0, 9);
+    assert!(refused.is_err(), "C was deposed during its open");
+    assert!(!nine.exists(), "C removed 9 before it was deposed");
+
+    let d = broker(dir.path(), 3);
+    match take_over_recorded(&d, 3, 0, 9) {
+        Ok(log) => assert_eq!(log.log_end_offset(), 10),
+        Err(e) => panic!(
+            "the partition can no longer be opened: the record names segment 9, which a \
+             deposed opener removed after damage: {e}"
+        ),
+    }
+}
