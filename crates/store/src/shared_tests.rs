@@ -2671,3 +2671,86 @@ fn ADVERSARY_an_opener_deposed_after_its_removals_leaves_the_partition_unopenabl
         ),
     }
 }
+
+/// ADVERSARY (9ba9b36): the filler moves the log end to one past the last removed base,
+/// which is where the log ended before the damage whenever the last removed segment held
+/// one offset. A producer snapshot written at that old log end (a state rebuilt at open,
+/// `persist_rebuilt_state`, loader.rs:747, by an opener deposed before its acquisition's
+/// roll) is then "at the log end" (loader.rs:525: kept) and loaded (loader.rs:537),
+/// although it counts the batches the open just removed. A producer's retry of a removed
+/// batch is answered as a duplicate at an offset that holds the filler: acknowledged, never
+/// stored. Before 9ba9b36 the log end was the damage's offset, below that snapshot, which
+/// was removed and not loaded, and the retry was appended.
+///
+/// Interleaving:
+/// 1. A (epoch 1): segments 0 (a, b), 6 (c), 9 (d: idempotent producer P, sequence 0, one
+///    record). A's answer for d never reaches P (a timeout, a dropped connection): P will
+///    retry d. A's host crashes; its producer snapshots are lost ("a crash lost every
+///    snapshot", loader.rs:843).
+/// 2. B (epoch 2) acquires and opens: no snapshot, so it rebuilds the producer state from
+///    the log start and writes it at its log end, `10.snapshot` (P: sequence 0 at 9). B is
+///    deposed before its acquisition's roll (its lease expired): nothing else is written.
+/// 3. A host crash damages c. C (epoch 3) acquires: it cuts 6, puts the filler 6..=9 there,
+///    removes 9: the log end is 10, and `10.snapshot` is kept and loaded.
+/// 4. P's retry of d reaches C: a duplicate of the batch at 9, acknowledged with offset 9,
+///    where the filler is. d is in no batch of the log.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_snapshot_at_the_fillers_end_swallows_a_retry_of_a_removed_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = dir.path().join("t-0");
+    let d_batch = Bytes::from(
+        BatchBuilder::new()
+            .producer(42, 0, 0)
+            .record(NOW, Some(b"k"), Some(b"d-0"))
+            .build(),
+    );
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(d_batch.clone(), AppendOrigin::Client, NOW).unwrap();
+    first.flush().unwrap();
+    a.release_log(&tp()).unwrap();
+    for e in std::fs::read_dir(&t0).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+
+    // B opens, rebuilds the producer state and writes it at 10; deposed before its roll.
+    let b = broker(dir.path(), 2);
+    let blog = take_over_recorded(&b, 2, 0, 0).unwrap();
+    assert_eq!(blog.log_end_offset(), 10);
+    drop(blog);
+    b.release_log(&tp()).unwrap();
+    assert!(
+        t0.join("00000000000000000010.snapshot").exists(),
+        "B's open wrote the state it rebuilt at its log end"
+    );
+
+    let seg6 = t0.join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+
+    let c = broker(dir.path(), 3);
+    let log = take_over_recorded(&c, 3, 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "the filler holds 6..=9");
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    // P's retry of d.
+    let retry = log.append(d_batch, AppendOrigin::Client, NOW).unwrap();
+    log.sync_appended().expect("C acknowledges P's retry");
+    let got = batches(&log);
+    assert!(
+        got.iter().any(|(_, tag)| *tag == "d-0"),
+        "P's retry of d was acknowledged ({retry:?}) but d is in no batch of the log: \
+         {got:?}; C's producer state came from B's snapshot at 10, the filler's end"
+    );
+}
