@@ -63,12 +63,12 @@ impl Default for BatchBuilder {
 /// segments past damage, so that the log continues past their base offsets and no segment is
 /// made at those names again (docs/cluster.md, Fencing point 2). Clients skip it as they skip
 /// a batch compaction emptied: Kafka's consumers move to the batch's last offset plus one.
+/// It has no timestamp (-1): it answers no time lookup and moves no segment's largest time.
 /// `None` when the range does not fit one batch (more than `i32::MAX` offsets).
 pub fn filler_batch(
     base_offset: i64,
     last_offset: i64,
     partition_leader_epoch: i32,
-    timestamp: i64,
 ) -> Option<Vec<u8>> {
     let delta = i32::try_from(last_offset.checked_sub(base_offset)?).ok()?;
     if delta < 0 {
@@ -82,8 +82,8 @@ pub fn filler_batch(
         crc: 0,
         attributes: 0,
         last_offset_delta: delta,
-        base_timestamp: timestamp,
-        max_timestamp: timestamp,
+        base_timestamp: crate::batch::NO_TIMESTAMP,
+        max_timestamp: crate::batch::NO_TIMESTAMP,
         producer_id: NO_PRODUCER_ID,
         producer_epoch: NO_PRODUCER_EPOCH,
         base_sequence: NO_SEQUENCE,
@@ -193,4 +193,10 @@ impl BatchBuilder {
         out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         out
     }
+}
+
+/// Whether `h` heads a [`filler_batch`]: no records, no producer, not a control batch. (The
+/// batches compaction empties keep their producer.)
+pub fn is_filler(h: &BatchHeader) -> bool {
+    h.record_count == 0 && h.producer_id < 0 && !h.is_control()
 }

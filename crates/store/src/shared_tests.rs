@@ -2364,7 +2364,8 @@ fn an_idle_log_end_at_a_removed_base_is_still_rolled_for_retention() {
     dlog.sync_appended().unwrap();
     assert_eq!(dlog.log_end_offset(), 13);
     // The partition is idle; days pass.
-    // (The open stamps the batch that continues the log with the wall clock's time.)
+    // (The segment that continues the log has no timestamp: it ages from its file's
+    // modification time, the wall clock's.)
     let now = NOW.max(crate::fsutil::now_ms());
     for day in 1..=7 {
         dlog.maintain(now + day * 86_400_000).unwrap();
@@ -2502,7 +2503,7 @@ fn adv51_damaged_before_9(dir: &Path, d_epoch: i32, d: Bytes) -> (i64, i64) {
     recorded
 }
 
-/// ADVERSARY (9ba9b36): the batch of no records that continues the log past the removed
+/// Found by an adversary on 9ba9b36, since fixed: the batch of no records that continues the log past the removed
 /// segments loses its epoch, and with it the log's epoch history (OffsetsForLeaderEpoch,
 /// KIP-320 truncation detection). `EpochCache::assign` (epoch.rs:59) ignores an epoch whose
 /// start offset is below the newest entry's; the filler's start offset (`at`, loader.rs:205)
@@ -2524,8 +2525,7 @@ fn adv51_damaged_before_9(dir: &Path, d_epoch: i32, d: Bytes) -> (i64, i64) {
 ///    consumer at 9 under epoch 1, told (1, 9)) is gone. Before 9ba9b36 the log end was 6,
 ///    the cache was truncated to (1, 0), and both consumers were told (1, 6).
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_the_filler_batch_keeps_the_removed_segments_epochs() {
+fn the_epochs_of_removed_segments_go_with_them() {
     let dir = tempfile::tempdir().unwrap();
     adv51_damaged_before_9(dir.path(), 2, batch("d"));
     let c = broker(dir.path(), 3);
@@ -2541,13 +2541,12 @@ fn ADVERSARY_the_filler_batch_keeps_the_removed_segments_epochs() {
     );
 }
 
-/// ADVERSARY (9ba9b36): a deposed opener's late unlink of a segment it removes after damage
-/// lands on a segment the next owner kept and acknowledged from. Once the filler is in place
-/// the next owner no longer sees damage (the damaged segment is "complete" up to the filler,
-/// loader.rs:190), so it keeps the later segments unless each is a stray; the recorded
-/// newest segment never is (loader.rs:182, `next_base != p.newest_segment`), so the filler
-/// crossing it is cut instead and the segment kept. The deposed opener's removal of that
-/// very segment (loader.rs:224), stalled in flight, then lands on it.
+/// A deposed opener's late unlink of a segment it removes after damage lands on nothing the
+/// next owner kept (adversary on 9ba9b36: once the filler was in place the next owner no
+/// longer saw damage, the damaged segment being complete up to the filler, and kept the
+/// recorded newest segment, which is never a stray, cutting the filler where it crossed it;
+/// the deposed opener's removal of that very segment, stalled in flight, then landed on it).
+/// Now the segments the filler crosses are strays whatever the record names.
 ///
 /// Interleaving:
 /// 1. A (epoch 1) appends a, b, rolls at 6, appends c, rolls at 9, appends d (idempotent
@@ -2559,13 +2558,12 @@ fn ADVERSARY_the_filler_batch_keeps_the_removed_segments_epochs() {
 ///    passes its check "removing the segments after damage" and issues its unlink of
 ///    `9.log`: in flight.
 /// 3. D (epoch 3) acquires after C's deadline plus the lease and opens: 6 holds the filler,
-///    complete up to 9, and 9 is the recorded segment, so the filler is cut and 9 kept;
-///    D rolls at 10 and flushes. P's retry of d reaches D: a duplicate of the batch at 9,
-///    acknowledged with offset 9. D appends e and acknowledges it.
-/// 4. C's unlink of `9.log` lands: d, acknowledged by D, is gone.
+///    complete up to 9, and 9 lies under it: a stray, removed. D rolls at 10 and flushes.
+///    P's retry of d reaches D and is appended at 10 (before: 9 was kept, and the retry was
+///    answered as a duplicate at 9). D appends e and acknowledges both.
+/// 4. C's unlink of `9.log` lands on nothing: the next owner has d and e.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_deposed_openers_late_unlink_takes_a_segment_the_next_owner_kept() {
+fn a_deposed_openers_late_unlink_takes_no_segment_the_next_owner_kept() {
     let dir = tempfile::tempdir().unwrap();
     let d_batch = Bytes::from(
         BatchBuilder::new()
@@ -2598,14 +2596,18 @@ fn ADVERSARY_a_deposed_openers_late_unlink_takes_a_segment_the_next_owner_kept()
         let log = take_over_recorded(&d, 3, 0, 9).expect("D's takeover");
         log.roll(NOW).unwrap();
         log.flush().unwrap();
+        assert!(
+            !t.join("00000000000000000009.log").exists(),
+            "9, under C's filler, is a stray to D"
+        );
         let retry = log.append(d_batch, AppendOrigin::Client, NOW).unwrap();
-        assert!(retry.duplicate && retry.base_offset == 9, "{retry:?}");
+        assert!(!retry.duplicate && retry.base_offset == 10, "{retry:?}");
         log.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
         log.sync_appended()
             .expect("D's fsync and link check pass: d (P's retry) and e are acknowledged");
         assert_eq!(
             batches(&log),
-            vec![(0, "a-0"), (3, "b-0"), (9, "d-0"), (10, "e-0")]
+            vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "d-0"), (11, "e-0")]
         );
         *slot.lock() = Some((d, log));
     });
@@ -2621,15 +2623,14 @@ fn ADVERSARY_a_deposed_openers_late_unlink_takes_a_segment_the_next_owner_kept()
     match take_over_recorded(&e, 4, rp, newest) {
         Ok(next) => assert_eq!(
             batches(&next),
-            vec![(0, "a-0"), (3, "b-0"), (9, "d-0"), (10, "e-0")],
-            "batch d, which D acknowledged (P's retry, answered as a duplicate at 9), is lost: \
-             C's late unlink of 9.log landed on the segment D kept"
+            vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "d-0"), (11, "e-0")],
+            "a batch D acknowledged is lost: C's late unlink of 9.log landed on a segment D kept"
         ),
         Err(err) => panic!("the partition can no longer be opened: {err}"),
     }
 }
 
-/// ADVERSARY (4a14d84/9ba9b36, not introduced by them): an opener deposed right after it
+/// Found by an adversary on 4a14d84/9ba9b36, not introduced by them, since fixed: an opener deposed right after it
 /// removed the segments after damage (no operation in flight) leaves the partition
 /// unopenable. Those segments may include the one the owner record names as the newest
 /// with published data (loader.rs:224 removes every later base; the stray rule spares the
@@ -2648,8 +2649,7 @@ fn ADVERSARY_a_deposed_openers_late_unlink_takes_a_segment_the_next_owner_kept()
 ///    shows 0 and 6 only; refused, and so is every later takeover: nothing can correct the
 ///    record but an owner's acquisition.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_an_opener_deposed_after_its_removals_leaves_the_partition_unopenable() {
+fn an_opener_deposed_after_its_removals_leaves_an_openable_partition() {
     let dir = tempfile::tempdir().unwrap();
     let (_, newest) = adv51_damaged_before_9(dir.path(), 1, batch("d"));
     assert_eq!(newest, 9);
@@ -2672,7 +2672,7 @@ fn ADVERSARY_an_opener_deposed_after_its_removals_leaves_the_partition_unopenabl
     }
 }
 
-/// ADVERSARY (9ba9b36): the filler moves the log end to one past the last removed base,
+/// Found by an adversary on 9ba9b36, since fixed: the filler moves the log end to one past the last removed base,
 /// which is where the log ended before the damage whenever the last removed segment held
 /// one offset. A producer snapshot written at that old log end (a state rebuilt at open,
 /// `persist_rebuilt_state`, loader.rs:747, by an opener deposed before its acquisition's
@@ -2695,8 +2695,7 @@ fn ADVERSARY_an_opener_deposed_after_its_removals_leaves_the_partition_unopenabl
 /// 4. P's retry of d reaches C: a duplicate of the batch at 9, acknowledged with offset 9,
 ///    where the filler is. d is in no batch of the log.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_snapshot_at_the_fillers_end_swallows_a_retry_of_a_removed_batch() {
+fn a_retry_of_a_removed_batch_is_appended_not_taken_for_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let t0 = dir.path().join("t-0");
     let d_batch = Bytes::from(
@@ -2712,7 +2711,9 @@ fn ADVERSARY_a_snapshot_at_the_fillers_end_swallows_a_retry_of_a_removed_batch()
     first.roll(NOW).unwrap();
     first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
     first.roll(NOW).unwrap();
-    first.append(d_batch.clone(), AppendOrigin::Client, NOW).unwrap();
+    first
+        .append(d_batch.clone(), AppendOrigin::Client, NOW)
+        .unwrap();
     first.flush().unwrap();
     a.release_log(&tp()).unwrap();
     for e in std::fs::read_dir(&t0).unwrap() {
@@ -2752,5 +2753,30 @@ fn ADVERSARY_a_snapshot_at_the_fillers_end_swallows_a_retry_of_a_removed_batch()
         got.iter().any(|(_, tag)| *tag == "d-0"),
         "P's retry of d was acknowledged ({retry:?}) but d is in no batch of the log: \
          {got:?}; C's producer state came from B's snapshot at 10, the filler's end"
+    );
+}
+
+/// The batch of no records that continues a log answers no ListOffsets by timestamp (found by
+/// an adversary on 9ba9b36, since fixed: it carried the opener's wall clock, and
+/// MAX_TIMESTAMP answered its last offset, a timestamp past every record its base offset).
+/// It has no timestamp now: Kafka answers with records only.
+///
+/// Segments 0 (a, b), 6 (c), 9 (d), records stamped NOW..NOW+2; a host crash damages c; C
+/// opens: the filler 6..=9.
+#[test]
+fn the_filler_batch_answers_no_list_offsets_by_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    adv51_damaged_before_9(dir.path(), 1, batch("d"));
+    let c = broker(dir.path(), 2);
+    let log = take_over_recorded(&c, 2, 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "the filler holds 6..=9");
+    assert_eq!(
+        (
+            log.max_timestamp(),
+            log.offset_for_timestamp(NOW + 3_600_000).unwrap()
+        ),
+        (Some((NOW + 2, 2)), None),
+        "ListOffsets answers from the filler batch, which holds no record: MAX_TIMESTAMP \
+         must be a record's (a-2 at 2), and no record is stamped an hour after NOW"
     );
 }

@@ -179,8 +179,8 @@ impl Log {
                     .map_err(serr)?;
                 may_write(&p, "cutting a recovered segment")?;
                 if let Some(pos) = r.overlapped.filter(|_| p.shared) {
-                    if next_base != p.newest_segment
-                        && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
+                    if is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
+                        .map_err(serr)?
                     {
                         put_stray_aside(&p.tp, &p.dir, &seg, &mut bases, i, &mut first_recover)?;
                         continue;
@@ -224,6 +224,15 @@ impl Log {
                     for &later in &bases[i + 1..] {
                         remove_segment_files(&p.dir, later, false)?;
                     }
+                }
+                if let Some(at) = continued_at {
+                    // What described the removed segments goes with them: the epochs that
+                    // began in them (the batch that continues the log starts this opener's
+                    // epoch at `at`), and the producer snapshots past `at`, whose state counts
+                    // their batches (one at the new log end would otherwise be kept, and a
+                    // retry of a removed batch taken for a duplicate).
+                    epochs_dirty |= epochs.truncate_from_end(at);
+                    crate::snapshots::remove_unless(&p.dir, |o| o <= at).map_err(serr)?;
                 }
                 if continued_at == Some(base) {
                     // The damaged segment kept nothing and now holds the batch that continues
@@ -362,8 +371,8 @@ impl Log {
                         verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
                     may_write(&p, "cutting a sealed segment's tail")?;
                     if let Some(pos) = crossing {
-                        if next_base != p.newest_segment
-                            && is_stray(&seg, pos, file_size, &p.dir, next_base).map_err(serr)?
+                        if is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
+                            .map_err(serr)?
                         {
                             put_stray_aside(
                                 &p.tp,
@@ -1049,22 +1058,27 @@ fn remove_segment_files(dir: &Path, base: i64, snapshot: bool) -> Result<(), Sto
 /// newer owner's, and the crossing batches are what is cut, as before. (Epochs are compared
 /// only between owners of the cluster: a crossing needs two of them; batches adopted from a
 /// Kafka log dir may carry higher leader epochs, but never cross.) The callers never ask it of
-/// the segment the owner record names as the newest with published data: that one is the
-/// owner's own (its roll made a new file), the batches crossing into it are a former owner's
-/// and are cut, and a later takeover needs it listed (`check_listing_is_current`).
+/// the segment the owner record names as the newest with published data (`recorded`): that
+/// one is the owner's own (its roll made a new file), the batches crossing into it are a
+/// former owner's and are cut, and a later takeover needs it listed
+/// (`check_listing_is_current`). Except under the batch of no records an open made before
+/// removing the segments after damage (`continue_past_removed`): the segments it crosses are
+/// the ones that open was removing, the recorded one included, and go.
 fn is_stray(
     seg: &Segment,
     cross_pos: u64,
     end: u64,
     dir: &Path,
     next_base: i64,
+    recorded: i64,
 ) -> io::Result<bool> {
     let crossing = match BatchScanner::new(seg.log.get()?, cross_pos, end, false).next_batch() {
+        Ok(Some((_, h))) if sluice_format::builder::is_filler(&h) => return Ok(true),
         Ok(Some((_, h))) => h.partition_leader_epoch,
         Ok(None) | Err(ScanError::Corrupt { .. }) => return Ok(false),
         Err(ScanError::Io(e)) => return Err(e),
     };
-    if crossing < 0 {
+    if next_base == recorded || crossing < 0 {
         return Ok(false);
     }
     let next = std::fs::File::open(seg_path(dir, next_base, SegmentFileKind::Log))?;
@@ -1119,10 +1133,27 @@ fn put_stray_aside(
 /// The previous owner recorded the newest segment it published data in before publishing it
 /// (docs/cluster.md, fencing point 2): a listing with no segment at or past it is stale.
 /// Segments are created in increasing order, so a listing that shows it shows those below.
+///
+/// An open that removed the segments after damage may have removed the recorded one: it made
+/// the log continue past them first (`continue_past_removed`), and a listing whose newest
+/// segment begins with that batch of no records, reaching the recorded base, shows a file made
+/// after the recorded segment: it is current.
 fn check_listing_is_current(p: &OpenParams, bases: &[i64]) -> Result<(), StoreError> {
     let recorded = p.newest_segment;
     if recorded <= 0 || bases.last().is_some_and(|&newest| newest >= recorded) {
         return Ok(());
+    }
+    if let Some(&newest) = bases.last() {
+        let path = seg_path(&p.dir, newest, SegmentFileKind::Log);
+        let continued = std::fs::File::open(&path).ok().and_then(|f| {
+            let len = f.metadata().ok()?.len();
+            first_batch(&f, len)
+        });
+        if continued
+            .is_some_and(|h| sluice_format::builder::is_filler(&h) && h.last_offset() >= recorded)
+        {
+            return Ok(());
+        }
     }
     Err(StoreError::Invalid {
         path: p.dir.clone(),
@@ -1427,8 +1458,7 @@ fn continue_past_removed(
     let Some(&last) = removed.last() else {
         return Ok(false);
     };
-    let Some(filler) = sluice_format::builder::filler_batch(at, last, p.leader_epoch, p.now_ms)
-    else {
+    let Some(filler) = sluice_format::builder::filler_batch(at, last, p.leader_epoch) else {
         tracing::warn!(tp = ?p.tp, at, last, "the removed segments' offsets do not fit one batch; removing them without covering their bases");
         return Ok(false);
     };
