@@ -2278,7 +2278,9 @@ fn a_deposed_openers_late_removals_in_complete_swaps_miss_the_cleaned_segment() 
         .collect();
     eprintln!("after the cut-short switch: {names:?}");
     assert!(
-        names.iter().any(|n| n == "00000000000000000000.log.swap"),
+        names
+            .iter()
+            .any(|n| n.starts_with("00000000000000000000.log.") && n.ends_with(".swap")),
         "precondition: a switch cut short"
     );
     let _ = a.release_log(&tp());
@@ -2779,4 +2781,248 @@ fn the_filler_batch_answers_no_list_offsets_by_timestamp() {
         "ListOffsets answers from the filler batch, which holds no record: MAX_TIMESTAMP \
          must be a record's (a-2 at 2), and no record is stamped an hour after NOW"
     );
+}
+
+/// A write gate that lets everything through and, armed, the first time it is asked while
+/// `from` exists, renames `from` to `to` first (removes `from` when `to` is None): a deposed
+/// opener's rename or unlink by name, stalled in flight, landing at that moment.
+struct LandRenameWhenSourceExists {
+    armed: std::sync::atomic::AtomicBool,
+    fired: std::sync::atomic::AtomicBool,
+    from: std::path::PathBuf,
+    to: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for LandRenameWhenSourceExists {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LandRenameWhenSourceExists")
+    }
+}
+
+impl WriteGate for LandRenameWhenSourceExists {
+    fn check(&self, _tp: &TopicPartition, _id: uuid::Uuid, _epoch: i32) -> Result<(), String> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.armed.load(SeqCst) && self.from.exists() && !self.fired.swap(true, SeqCst) {
+            let landed = match &self.to {
+                Some(to) => std::fs::rename(&self.from, to),
+                None => std::fs::remove_file(&self.from),
+            };
+            eprintln!("the deposed opener's late operation lands: {landed:?}");
+        }
+        Ok(())
+    }
+}
+
+/// Found by an adversary on 4a14d84, since fixed (each switch's swap files are named with its
+/// tag, `swap::swap_path`): completing a cut-short cleaner swap renamed by name, and the
+/// names were not the opener's own: `<base>.log.swap` (cleaner/recover.rs:140-147,
+/// `std::fs::rename(swap_path(..), seg_path(..))`). A deposed opener's rename of it, stalled
+/// in flight, lands on the `.swap` of the next owner's own later cleaning at the same base
+/// (base 0 is cleaned again and again), between its step 2 (cleaned files renamed to the
+/// swap names) and its step 4 (old files aside, swap files in, swap.rs:390-412): the cleaned
+/// `.log` replaces the live one early, step 4 then renames that file aside (by the old
+/// segment's name) and finds no `0.log.swap` to rename in; the log fails, and the next open
+/// finds no `0.log` at all and removes the `.deleted` files: the group's records are gone.
+/// (The spares got names of their own in 4a14d84; the swap files did not.)
+///
+/// Interleaving:
+/// 1. A's cleaner switch is cut short after renaming the old segments aside
+///    (`CrashAt::OldRenamed`): `0.log.swap` (k1 = keep-me, acknowledged) and the old files
+///    as `.deleted`.
+/// 2. C (epoch 2) opens and is deposed: its `complete_swaps` finds the switch begun, renames
+///    the index swaps in and issues `rename(0.log.swap, 0.log)`: in flight.
+/// 3. D (epoch 3) acquires after C's deadline plus the lease; its open completes the same
+///    swap (`0.log.swap` becomes `0.log`). D appends y and x (superseding x) and acknowledges
+///    them; its cleaner cleans the group at 0 again: step 2 renames its cleaned files to
+///    `0.*.swap`.
+/// 4. C's rename lands: D's `0.log.swap` becomes `0.log`. D's step 4 renames `0.log` (the
+///    cleaned file) aside and fails on the missing `0.log.swap`; its log fails.
+/// 5. E acquires: no `0.log`, the `.deleted` files are removed: the log starts at 6; k1
+///    (acknowledged by A) and y and x at 4 and 5 (acknowledged by D) are lost.
+#[test]
+fn a_deposed_openers_late_swap_rename_misses_the_next_owners_cleaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "keep-me"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    let rp = old.flush().unwrap();
+    let _ = a.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::OldRenamed));
+    let t0 = dir.path().join("t-0");
+    let a_swap = swap_left_at_0(&t0);
+    assert!(a_swap.exists(), "precondition: a switch cut short");
+    let _ = a.release_log(&tp());
+
+    // C's rename of 0.log.swap is in flight from here; D's gate lands it when armed.
+    let gate = Arc::new(LandRenameWhenSourceExists {
+        armed: false.into(),
+        fired: false.into(),
+        from: a_swap.clone(),
+        to: Some(t0.join("00000000000000000000.log")),
+    });
+    let d = broker(dir.path(), 3);
+    d.set_write_gate(gate.clone());
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, rp, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    let holds_k1 = |log: &Log| {
+        let r = log.read(log.log_start_offset(), 1 << 20, true).unwrap();
+        r.slice.is_some_and(|s| {
+            let bytes = s.read_bytes().unwrap();
+            bytes.windows(7).any(|w| w == b"keep-me")
+        })
+    };
+    assert!(holds_k1(&dlog), "precondition: D serves k1");
+    put_keyed(&dlog, "y", "v");
+    put_keyed(&dlog, "x", "w");
+    dlog.roll(NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    gate.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let cleaned = d.clean_log(&tp());
+    eprintln!(
+        "D's cleaning: {:?}; the deposed opener's rename landed: {}",
+        cleaned.as_ref().map(|_| ()),
+        gate.fired.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    let rp = dlog.recovery_point_offset();
+    let newest = dlog.synced_mark().base;
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 4);
+    let next = e
+        .open_log_at(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            compact_cfg(),
+            4,
+            rp,
+            newest,
+        )
+        .expect("E's takeover");
+    assert!(
+        holds_k1(&next),
+        "k1's record (acknowledged, kept by both cleanings) is lost: a deposed opener's late \
+         rename of 0.log.swap landed in the next owner's cleaning (log start now {})",
+        next.log_start_offset()
+    );
+}
+
+/// Found by an adversary on 4a14d84, since fixed (tagged swap names): the same with a removal
+/// by name. `complete_swaps` removes the swap
+/// files of a switch that had not begun by name (cleaner/recover.rs:93,
+/// `remove_if_exists(&swap_path(..))`); a deposed opener's unlink of `0.log.swap`, stalled
+/// in flight, lands between steps 2 and 4 of the next owner's own cleaning at base 0: step 4
+/// renames the old segments aside, finds no `0.log.swap`, and fails the log; the next open
+/// finds no `0.log` and removes the `.deleted` files.
+///
+/// Interleaving:
+/// 1. A's cleaner leaves its swap files without beginning the switch (`CrashAt::Swapped`: a
+///    crash, or the gate refusing A's switch once deposed).
+/// 2. C (epoch 2) opens and is deposed: `complete_swaps` removes `0.log.swap` and its index
+///    swaps by name; the unlink of `0.log.swap` is in flight.
+/// 3. D (epoch 3) acquires after C's deadline plus the lease (its open removes A's swap files
+///    too), appends and acknowledges; its cleaner cleans the group at 0: step 2 renames its
+///    cleaned files to `0.*.swap`.
+/// 4. C's unlink lands on D's `0.log.swap`; D's step 4 renames `0.log` aside and fails.
+/// 5. E acquires: no `0.log`; k1 (acknowledged by A, kept by D's cleaning) is lost.
+#[test]
+fn a_deposed_openers_late_swap_removal_misses_the_next_owners_cleaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "keep-me"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    let rp = old.flush().unwrap();
+    let _ = a.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::Swapped));
+    let t0 = dir.path().join("t-0");
+    let a_swap = swap_left_at_0(&t0);
+    assert!(
+        a_swap.exists() && t0.join("00000000000000000000.log").exists(),
+        "precondition: swap files left, the switch not begun"
+    );
+    let _ = a.release_log(&tp());
+
+    let gate = Arc::new(LandRenameWhenSourceExists {
+        armed: false.into(),
+        fired: false.into(),
+        from: a_swap.clone(),
+        to: None,
+    });
+    let d = broker(dir.path(), 3);
+    d.set_write_gate(gate.clone());
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, rp, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    let holds_k1 = |log: &Log| {
+        let r = log.read(log.log_start_offset(), 1 << 20, true).unwrap();
+        r.slice.is_some_and(|s| {
+            let bytes = s.read_bytes().unwrap();
+            bytes.windows(7).any(|w| w == b"keep-me")
+        })
+    };
+    assert!(holds_k1(&dlog), "precondition: D serves k1");
+    put_keyed(&dlog, "y", "v");
+    put_keyed(&dlog, "x", "w");
+    dlog.roll(NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    gate.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let cleaned = d.clean_log(&tp());
+    eprintln!(
+        "D's cleaning: {:?}; the deposed opener's unlink landed: {}",
+        cleaned.as_ref().map(|_| ()),
+        gate.fired.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    let rp = dlog.recovery_point_offset();
+    let newest = dlog.synced_mark().base;
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 4);
+    let next = e
+        .open_log_at(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            compact_cfg(),
+            4,
+            rp,
+            newest,
+        )
+        .expect("E's takeover");
+    assert!(
+        holds_k1(&next),
+        "k1's record (acknowledged, kept by D's cleaning) is lost: a deposed opener's late \
+         unlink of 0.log.swap landed in the next owner's cleaning (log start now {})",
+        next.log_start_offset()
+    );
+}
+
+/// The `.log` swap file a switch at 0 left in `t0` (`<base>.log.<tag>.swap`).
+fn swap_left_at_0(t0: &Path) -> std::path::PathBuf {
+    let left: Vec<_> = std::fs::read_dir(t0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.starts_with("00000000000000000000.log.") && n.ends_with(".swap")
+        })
+        .collect();
+    assert_eq!(left.len(), 1, "one .log swap file at 0: {left:?}");
+    left[0].clone()
 }

@@ -47,10 +47,11 @@ pub(crate) fn complete_swaps_removing(
     tp: &TopicPartition,
     removed: &mut Vec<std::path::PathBuf>,
 ) -> io::Result<()> {
-    let mut swaps: BTreeMap<i64, BTreeSet<&'static str>> = BTreeMap::new();
+    // (base, the switch's tag: None for Kafka's untagged names) -> the kinds left.
+    let mut swaps: BTreeMap<(i64, Option<String>), BTreeSet<&'static str>> = BTreeMap::new();
     let mut logs = BTreeSet::new();
-    // Bases of `.log` files renamed aside by a switch that named its swap's base.
-    let mut begun = BTreeSet::new();
+    // (base, tag) of `.log` files renamed aside by a switch whose tag names the swap's base.
+    let mut aside: BTreeSet<(i64, String)> = BTreeSet::new();
     let mut changed = false;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -62,20 +63,35 @@ pub(crate) fn complete_swaps_removing(
             std::fs::remove_file(entry.path())?;
             changed = true;
         } else if let Some(stem) = name.strip_suffix(SWAP_SUFFIX) {
-            match parse_segment_file_name(stem) {
-                Some((base, kind)) => {
-                    swaps.entry(base).or_default().insert(kind.suffix());
+            let parsed = match parse_segment_file_name(stem) {
+                Some((base, kind)) => Some((base, kind, None)),
+                None => stem.rsplit_once('.').and_then(|(file, tag)| {
+                    parse_segment_file_name(file)
+                        .filter(|(base, _)| swap_tag_names(tag, *base))
+                        .map(|(base, kind)| (base, kind, Some(tag.to_string())))
+                }),
+            };
+            match parsed {
+                Some((base, kind, tag)) => {
+                    swaps.entry((base, tag)).or_default().insert(kind.suffix());
                 }
                 None => tracing::warn!(?tp, file = name, "ignoring an unknown .swap file"),
             }
         } else if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
             logs.insert(base);
-        } else if let Some(base) = switched_aside(name) {
-            begun.insert(base);
+        } else if let Some(switched) = switched_aside(name) {
+            aside.insert(switched);
         }
     }
-    for (base, kinds) in swaps {
+    for ((base, tag), kinds) in swaps {
         changed = true;
+        let tag = tag.as_deref();
+        let swap_path = |dir: &Path, base: i64, kind| swap_path(dir, base, kind, tag);
+        // A tagged switch had begun when its first old segment's `.log` is aside under its
+        // tag; one of Kafka's names, when one is aside under any tag naming its base.
+        let begun = aside
+            .iter()
+            .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t));
         if !kinds.contains(SegmentFileKind::Log.suffix()) {
             for kind in [
                 SegmentFileKind::Index,
@@ -86,7 +102,7 @@ pub(crate) fn complete_swaps_removing(
             }
             continue;
         }
-        if logs.contains(&base) || !begun.contains(&base) {
+        if logs.contains(&base) || !begun {
             tracing::info!(?tp, segment = base,
                 "removing a cleaned segment whose switch had not begun (its segments were in place when it was left)");
             for kind in SEGMENT_KINDS {
@@ -94,7 +110,7 @@ pub(crate) fn complete_swaps_removing(
             }
             continue;
         }
-        let next = swap_next_offset(dir, base, tp)?;
+        let next = swap_next_offset(dir, base, tag, tp)?;
         let covered: Vec<i64> = logs.range(base..next.max(base + 1)).copied().collect();
         tracing::info!(?tp, segment = base, next_offset = next, replaces = ?covered,
             "completing the swap of a cleaned segment");
@@ -146,14 +162,16 @@ pub(crate) fn complete_swaps_removing(
     Ok(())
 }
 
-/// The base offset of a `<base>.log.<tag>.deleted` file that a cleaned segment's switch
-/// renamed aside as the first segment of the group it replaced: the tag names that base
-/// (`swap::swap_tag_names`).
-pub(crate) fn switched_aside(name: &str) -> Option<i64> {
+/// The base offset and tag of a `<base>.log.<tag>.deleted` file that a cleaned segment's
+/// switch renamed aside as the first segment of the group it replaced: the tag names that
+/// base (`swap::swap_tag_names`).
+pub(crate) fn switched_aside(name: &str) -> Option<(i64, String)> {
     let stem = name.strip_suffix(DELETED_SUFFIX)?;
     let (file, tag) = stem.rsplit_once('.')?;
     match parse_segment_file_name(file) {
-        Some((base, SegmentFileKind::Log)) if swap_tag_names(tag, base) => Some(base),
+        Some((base, SegmentFileKind::Log)) if swap_tag_names(tag, base) => {
+            Some((base, tag.to_string()))
+        }
         _ => None,
     }
 }
@@ -169,8 +187,13 @@ fn remove_if_exists(path: &Path, removed: &mut Vec<std::path::PathBuf>) -> io::R
 
 /// The offset after the last valid batch of a `.log.swap` (its base if it has none); a
 /// damaged tail is cut.
-fn swap_next_offset(dir: &Path, base: i64, tp: &TopicPartition) -> io::Result<i64> {
-    let path = swap_path(dir, base, SegmentFileKind::Log);
+fn swap_next_offset(
+    dir: &Path,
+    base: i64,
+    tag: Option<&str>,
+    tp: &TopicPartition,
+) -> io::Result<i64> {
+    let path = swap_path(dir, base, SegmentFileKind::Log, tag);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

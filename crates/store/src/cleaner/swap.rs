@@ -5,13 +5,16 @@
 //!    (`<base>.log.<token>.cleaned`, and `.index`/`.timeindex` alike), so that no two
 //!    brokers ever write the same file, and fsynced.
 //! 2. Under the log's files lock, after checking that the cleaning was not aborted and that
-//!    this broker still owns the partition, they are renamed to Kafka's swap names
-//!    (`<base>.log.swap`; index files first) and the directory is fsynced: from here on the
-//!    swap is complete on storage, and recovery finishes it (`recover.rs`).
+//!    this broker still owns the partition, they are renamed to swap names of this switch's
+//!    own (`<base>.log.<tag>.swap`, Kafka's `.swap` suffix with the switch's tag; index files
+//!    first) and the directory is fsynced: from here on the swap is complete on storage, and
+//!    recovery finishes it (`recover.rs`). No other switch ever uses those names, so a
+//!    deposed opener's rename or removal of another switch's swap files, stalled in flight,
+//!    never lands on this one's.
 //! 3. Under the writer lock (the only moment appends wait), the segment list is switched:
 //!    readers see the old list or the new one, never a mix; readers holding old segments go
 //!    on reading them.
-//! 4. Each old segment's files are renamed aside to unique `.<tag>.deleted` names (never
+//! 4. Each old segment's files are renamed aside to `.<tag>.deleted` names (never
 //!    renamed over, never unlinked while open), then the swap files into the freed names (the
 //!    `.log` last), and the directory is fsynced. The old segments go to the deferred
 //!    deletion: unlinked after their last reader.
@@ -89,8 +92,20 @@ pub(crate) fn swap_tag_names(tag: &str, base: i64) -> bool {
     }
 }
 
-pub(crate) fn swap_path(dir: &Path, base: i64, kind: SegmentFileKind) -> PathBuf {
+/// `<base>.<kind>.<tag>.swap` for a switch of this cleaner (its tag, [`swap_tag`]), or Kafka's
+/// `<base>.<kind>.swap` (`tag` None: a Kafka log dir, or a switch before swap names were
+/// tagged).
+pub(crate) fn swap_path(
+    dir: &Path,
+    base: i64,
+    kind: SegmentFileKind,
+    tag: Option<&str>,
+) -> PathBuf {
     let mut p = seg_path(dir, base, kind).into_os_string();
+    if let Some(tag) = tag {
+        p.push(".");
+        p.push(tag);
+    }
     p.push(SWAP_SUFFIX);
     PathBuf::from(p)
 }
@@ -311,29 +326,24 @@ impl Log {
                 "this broker no longer owns the partition",
             ));
         }
+        // The switch's tag names its swap files and, in step 4, the old files it puts aside: a
+        // `.swap` left by a former owner (whose switch the gate refused) has another.
+        let tag = swap_tag(base);
+        let swap = |kind| swap_path(&dir, base, kind, Some(&tag));
         let renamed = (|| {
-            // A `.swap` of this base left by a former owner (whose switch the gate refused)
-            // would otherwise join this one: a `.txnindex.swap` this cleaning does not make.
             for kind in KINDS {
-                match std::fs::remove_file(swap_path(&dir, base, kind)) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
-            }
-            for kind in KINDS {
-                done.seg
-                    .rename_kind(kind, &swap_path(&dir, base, kind), |from, to| {
-                        rename_kind(
-                            kind,
-                            from.unwrap_or(&cleaned_path(&dir, base, kind, &done.cleaned.token)),
-                            to,
-                        )
-                    })?;
+                done.seg.rename_kind(kind, &swap(kind), |from, to| {
+                    rename_kind(
+                        kind,
+                        from.unwrap_or(&cleaned_path(&dir, base, kind, &done.cleaned.token)),
+                        to,
+                    )
+                })?;
             }
             sync_dir(&dir)
         })();
         if let Err(e) = renamed {
-            remove_all(&dir, base, |k| swap_path(&dir, base, k));
+            remove_all(&dir, base, swap);
             drop(files);
             done.cleaned.discard();
             return Err(e.into());
@@ -380,14 +390,13 @@ impl Log {
             // partition's files are another broker's now, and an open of theirs completes
             // the swap or removes it).
             if (ctx.owns)() {
-                remove_all(&dir, base, |k| swap_path(&dir, base, k));
+                remove_all(&dir, base, swap);
             }
             drop(files);
             return Err(CleanStop::Aborted(
                 "the segments changed during the cleaning",
             ));
         }
-        let tag = swap_tag(base);
         let mut res = Ok(());
         for g in group {
             if let Err(e) = g.rename_deleted(Some(&tag)) {
@@ -406,7 +415,7 @@ impl Log {
                     return Err(CleanStop::Aborted("simulated crash"));
                 }
                 if let Err(e) = new.rename_kind(kind, &seg_path(&dir, base, kind), |from, to| {
-                    rename_kind(kind, from.unwrap_or(&swap_path(&dir, base, kind)), to)
+                    rename_kind(kind, from.unwrap_or(&swap(kind)), to)
                 }) {
                     res = Err(e);
                     break;

@@ -490,12 +490,12 @@ fn a_swap_is_completed_only_once_its_switch_had_begun() {
     // The first segment of the group, renamed aside under a tag naming the swap's base.
     assert_eq!(
         switched_aside("00000000000000000017.log.17-0123456789ab.deleted"),
-        Some(17)
+        Some((17, "17-0123456789ab".to_string()))
     );
     // A tag from before tags named the base: such swaps are completed, as they were.
     assert_eq!(
         switched_aside("00000000000000000017.log.0123456789ab.deleted"),
-        Some(17)
+        Some((17, "0123456789ab".to_string()))
     );
     // Renamed aside by a switch of another swap (a group starting lower), by retention or
     // DeleteRecords (no tag), or not the `.log`: not this swap's switch.
@@ -529,8 +529,29 @@ fn a_cleaning_takes_no_swap_file_a_former_owner_left() {
         std::fs::read(&txnindex).map_or(true, |b| b != [7u8; 40]),
         "the former owner's transaction index was switched in"
     );
-    assert!(!stale.exists());
+    // (It stays for the next open, which removes it: no switch of this cleaner takes a swap
+    // file not named with its own tag.)
     check_against(&log, &model, false);
+}
+
+/// The tag of the `.log` swap file a switch at `base` left in `dir` (`<base>.log.<tag>.swap`).
+fn swap_tag_left(dir: &std::path::Path, base: i64) -> String {
+    let prefix = format!("{base:020}.log.");
+    let tags: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().to_string();
+            name.strip_prefix(&prefix)?
+                .strip_suffix(".swap")
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(
+        tags.len(),
+        1,
+        "one switch's .log swap file at {base}: {tags:?}"
+    );
+    tags[0].clone()
 }
 
 #[test]
@@ -575,8 +596,10 @@ fn a_completed_swap_takes_none_of_the_replaced_segments_files() {
     let dir = log.dir().to_path_buf();
     drop(log);
     drop(m);
-    assert!(dir.join("00000000000000000000.log.swap").exists());
-    assert!(!dir.join("00000000000000000000.txnindex.swap").exists());
+    let tag = swap_tag_left(&dir, 0);
+    assert!(!dir
+        .join(format!("00000000000000000000.txnindex.{tag}.swap"))
+        .exists());
     let stale = dir.join("00000000000000000000.txnindex");
     let entry = sluice_format::txn::TxnIndexEntry {
         producer_id: 42,
@@ -588,7 +611,7 @@ fn a_completed_swap_takes_none_of_the_replaced_segments_files() {
     std::fs::write(&stale, entry).unwrap();
     std::fs::rename(
         dir.join("00000000000000000000.log"),
-        dir.join("00000000000000000000.log.0-0123456789ab.deleted"),
+        dir.join(format!("00000000000000000000.log.{tag}.deleted")),
     )
     .unwrap();
     let m = open_mgr(d.path());
@@ -618,8 +641,10 @@ fn a_swap_completed_after_its_indexes_were_renamed_in_keeps_them() {
     let dir = log.dir().to_path_buf();
     drop(log);
     drop(m);
-    assert!(dir.join("00000000000000000000.log.swap").exists());
-    assert!(!dir.join("00000000000000000000.index.swap").exists());
+    let tag = swap_tag_left(&dir, 0);
+    assert!(!dir
+        .join(format!("00000000000000000000.index.{tag}.swap"))
+        .exists());
     // The cleaned segment's transaction index, renamed in with the others.
     let txnindex = dir.join("00000000000000000000.txnindex");
     assert!(!txnindex.exists());
