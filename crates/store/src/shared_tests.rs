@@ -3026,3 +3026,147 @@ fn swap_left_at_0(t0: &Path) -> std::path::PathBuf {
     assert_eq!(left.len(), 1, "one .log swap file at 0: {left:?}");
     left[0].clone()
 }
+
+/// Found by an adversary on 9ba9b36, since fixed: as
+/// `a_deposed_openers_late_unlink_takes_no_segment_the_next_owner_kept`,
+/// without a recorded segment or a lagging recovery point: in a log adopted from Kafka the
+/// later segments' batches carry Kafka's leader epochs, above the cluster's owner epochs,
+/// so the filler (at the opener's owner epoch) is never "newer" than the segment it
+/// crosses (`is_stray`, loader.rs:1055): the next owner cuts the filler and keeps the
+/// segments the deposed opener is removing, and the opener's late unlink takes one of them.
+///
+/// Interleaving:
+/// 1. The Kafka era (leader epoch 57): segments 0 (a, b), 6 (c), 9 (d: idempotent producer
+///    P, sequence 0). The log is adopted by the cluster; a host crash damages c.
+/// 2. C (owner epoch 1, the first acquisition: no record) opens: it puts the filler 6..=9
+///    (epoch 1) in place, passes "removing the segments after damage" and issues its unlink
+///    of `9.log`: in flight.
+/// 3. D (epoch 2) acquires after C's deadline plus the lease and opens: 6 is complete up to
+///    the filler; the filler crosses 9, whose first batch has epoch 57 > 1. Before, not a
+///    stray: the filler was cut, 9 kept, and P's retry of d a duplicate at 9. Now whatever
+///    lies under the filler is a stray: D removes 9, rolls at 10, appends P's retry of d
+///    there and e, and acknowledges both.
+/// 4. C's unlink of `9.log` lands on nothing.
+#[test]
+fn a_deposed_openers_late_unlink_takes_no_kafka_era_segment_the_next_owner_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d_batch = Bytes::from(
+        BatchBuilder::new()
+            .producer(42, 0, 0)
+            .record(NOW, Some(b"k"), Some(b"d-0"))
+            .build(),
+    );
+    {
+        let k = broker(dir.path(), 9);
+        let kl = open(&k, 57);
+        kl.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+        kl.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+        kl.roll(NOW).unwrap();
+        kl.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+        kl.roll(NOW).unwrap();
+        kl.append(d_batch.clone(), AppendOrigin::Client, NOW)
+            .unwrap();
+        kl.flush().unwrap();
+        k.release_log(&tp()).unwrap();
+    }
+    let t0 = dir.path().join("t-0");
+    let seg6 = t0.join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+
+    let d_log: Arc<parking_lot::Mutex<Option<(LogManager, Arc<Log>)>>> = Default::default();
+    let (slot, root, t) = (d_log.clone(), dir.path().to_path_buf(), t0.clone());
+    // C's checks: 1 the directory, 2 and 3 cutting segments 0 and 6, 4 continuing the log,
+    // 5 to 7 the renames of 6's new files, 8 removing the segments after damage: its unlink
+    // of 9 is in flight while this runs.
+    let c = stalled_opener(dir.path(), 1, 8, move || {
+        assert!(t.join("00000000000000000009.log").exists());
+        let six = std::fs::read(t.join("00000000000000000006.log")).unwrap();
+        let h = sluice_format::parse_batches(&six, None).unwrap()[0].header;
+        assert_eq!(
+            (h.base_offset, h.last_offset(), h.record_count),
+            (6, 9, 0),
+            "C's filler is in place"
+        );
+        let d = broker(&root, 2);
+        let log = open(&d, 2);
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        let retry = log.append(d_batch, AppendOrigin::Client, NOW).unwrap();
+        assert!(!retry.duplicate && retry.base_offset == 10, "{retry:?}");
+        log.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+        log.sync_appended()
+            .expect("D's fsync and link check pass: d (P's retry) and e are acknowledged");
+        assert_eq!(
+            batches(&log),
+            vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "d-0"), (11, "e-0")]
+        );
+        *slot.lock() = Some((d, log));
+    });
+    let c_open = c.open_log(&tp(), uuid::Uuid::from_u128(7), cfg(), 1);
+    assert!(c_open.is_err(), "C was deposed");
+    let (d, dlog) = d_log.lock().take().expect("D acquired while C was stalled");
+    let newest = dlog.synced_mark().base;
+    let rp = dlog.recovery_point_offset();
+    let _ = d.release_log(&tp());
+    let e = broker(dir.path(), 4);
+    match take_over_recorded(&e, 3, rp, newest) {
+        Ok(next) => assert_eq!(
+            batches(&next),
+            vec![(0, "a-0"), (3, "b-0"), (6, "?"), (10, "d-0"), (11, "e-0")],
+            "a batch D acknowledged is lost: C's late unlink of 9.log landed on a segment D kept"
+        ),
+        Err(err) => panic!("the partition can no longer be opened: {err}"),
+    }
+}
+
+/// Found by an adversary on 9ba9b36, since fixed: `the_epochs_of_removed_segments_go_with_them` with
+/// the records the cluster actually keeps. An owner record's recovery point is at or past
+/// the base of the segment its acquisition started, so an open recovers from below an
+/// epoch's start only when there is no record: the first acquisition of a log adopted from
+/// Kafka (`open_log`, every segment recovered), whose `leader-epoch-checkpoint` holds
+/// Kafka's epochs, which may begin anywhere. The filler (owner epoch 1) is refused by the
+/// cache (epoch.rs:59), and `truncate_from_end(10)` (loader.rs:517) keeps Kafka's epoch 57
+/// beginning at 9, an offset that now holds the filler: OffsetsForLeaderEpoch(57) answers
+/// the log end, so a consumer migrated from Kafka that read d (offset 9, epoch 57) is told
+/// its position is valid. Before 9ba9b36 the log ended at 6 and the entry was dropped.
+///
+/// Interleaving: the Kafka era writes a, b (epoch 55), c at 6 (epoch 55) and d at 9 (epoch
+/// 57, a leader change); a host crash damages c; the cluster's first acquisition (C, owner
+/// epoch 1) opens: the filler 6..=9 at 6, 9 removed.
+#[test]
+fn a_kafka_epoch_of_removed_segments_goes_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let k = broker(dir.path(), 9);
+        let kl = open(&k, 55);
+        kl.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+        kl.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+        kl.roll(NOW).unwrap();
+        kl.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+        kl.roll(NOW).unwrap();
+        kl.set_leader_epoch(57);
+        kl.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+        kl.flush().unwrap();
+        assert_eq!(kl.leader_epoch_entries(), vec![(55, 0), (57, 9)]);
+        k.release_log(&tp()).unwrap();
+    }
+    let seg6 = dir.path().join("t-0").join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+
+    let c = broker(dir.path(), 1);
+    let log = open(&c, 1);
+    assert_eq!(log.log_end_offset(), 10, "the filler holds 6..=9");
+    let entries = log.leader_epoch_entries();
+    assert!(
+        entries.iter().all(|&(_, start)| start < 6),
+        "the epoch cache has an epoch beginning inside the filler (6..=9), whose batch is \
+         of epoch 1: {entries:?}; OffsetsForLeaderEpoch(57) answers {:?}",
+        log.end_offset_for_epoch(57)
+    );
+}
