@@ -3170,3 +3170,366 @@ fn a_kafka_epoch_of_removed_segments_goes_with_them() {
         log.end_offset_for_epoch(57)
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Adversary review of 05d20be, 265e829 and 0a7da8d (the filler made a stray of what it
+// crosses; tagged swap names).
+// ---------------------------------------------------------------------------------------
+
+/// Found by an adversary on 0a7da8d, since fixed: when the removed segments' offsets do not fit one batch of no records, the open
+/// removes them "without covering their bases" (loader.rs:1461-1464, `continue_past_removed`
+/// returns false) and the log end goes back to the damage: the late unlink that 9ba9b36 closed
+/// is open again for every removed base within reach, although only the last one is far.
+///
+/// Interleaving:
+/// 1. A (epoch 1): segments 0 (a, b), 6 (c), 9 (d) and a later segment whose base is more
+///    than `i32::MAX` offsets past c (a log whose offsets past the damage span that far: a
+///    long compacted log, an adopted Kafka log, an open with no recovery point recorded);
+///    a host crash damages c.
+/// 2. C (epoch 2) opens: `filler_batch(6, last removed base)` is None, so no segment covers
+///    9; C issues its unlink of `9.log` (it passed "removing the segments after damage"),
+///    which stalls in flight; C is deposed.
+/// 3. D (epoch 3) opens the same way (no filler, 9 removed, log end 6), appends e at 6..=8,
+///    acknowledges it, hands the partition over: the hand-over's roll makes `9.log`.
+/// 4. E (epoch 4) acquires, appends d at 9 and acknowledges it (its record names segment 9).
+/// 5. C's unlink of `9.log` lands: d is gone, and the next takeover (record: segment 9) finds
+///    no segment at or past 9 and is refused as a stale view, at every attempt.
+#[test]
+fn removed_bases_beyond_one_batchs_reach_are_never_rolled_at_again() {
+    let dir = tempfile::tempdir().unwrap();
+    adv_damaged_before_9(dir.path());
+    let t0 = dir.path().join("t-0");
+    let far = 3_000_000_000i64;
+    let mut b = BatchBuilder::new().record(NOW, Some(b"k"), Some(b"far-0"));
+    b.base_offset = far;
+    b.partition_leader_epoch = 1;
+    std::fs::write(t0.join(format!("{far:020}.log")), b.build()).unwrap();
+
+    // D (epoch 3): its open cuts 6 and removes 9 and the far segment; C's unlinks of 9 are
+    // in flight.
+    let d = broker(dir.path(), 3);
+    let dlog = take_over_recorded(&d, 3, 0, 0).unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    eprintln!("log end after D's open: {}", dlog.log_end_offset());
+    dlog.append(batch("e"), AppendOrigin::Client, NOW).unwrap();
+    dlog.sync_appended().unwrap();
+    let rp = d.hand_over_log(&tp(), NOW).unwrap().unwrap();
+    let newest = dlog.synced_mark().base;
+
+    // E (epoch 4) acquires, appends d and acknowledges it.
+    let e = broker(dir.path(), 4);
+    let elog = take_over_recorded(&e, 4, rp, newest).unwrap();
+    elog.roll(NOW).unwrap();
+    elog.flush().unwrap();
+    let out = elog.append(batch("d"), AppendOrigin::Client, NOW).unwrap();
+    elog.sync_appended()
+        .expect("E's fsync and link check pass: batch d is acknowledged");
+    let newest = elog.synced_mark().base;
+    let rp = elog.recovery_point_offset();
+    eprintln!("d acknowledged at {} in segment {newest}", out.base_offset);
+
+    adv_stalled_unlinks_of_9_land(dir.path());
+    let _ = e.release_log(&tp());
+    let f = broker(dir.path(), 5);
+    match take_over_recorded(&f, 5, rp, newest) {
+        Ok(next) => assert!(
+            batches(&next).iter().any(|(_, t)| *t == "d-0"),
+            "an acknowledged batch is lost: C's late unlink of 9 landed on E's segment: {:?}",
+            batches(&next)
+        ),
+        Err(err) => panic!(
+            "the partition can no longer be opened (its record names segment {newest}, which \
+             C's late unlink removed), and d, acknowledged at {}, is gone: {err}",
+            out.base_offset
+        ),
+    }
+}
+
+/// Refuses once `6.log` begins with a batch of no records: an opener deposed right after the
+/// segment that continues the log at 6 (over the damaged segment's files) is in place.
+fn adv51b_deposed_once_the_filler_is_at_6(t0: &Path) -> Arc<RefuseWhen> {
+    let six = t0.join("00000000000000000006.log");
+    Arc::new(RefuseWhen(Box::new(move || {
+        std::fs::read(&six)
+            .ok()
+            .and_then(|b| parse_batches(&b, None).ok())
+            .and_then(|v| v.first().map(|x| x.header.record_count == 0))
+            .unwrap_or(false)
+    })))
+}
+
+/// Found by an adversary on 0a7da8d, since fixed: the epochs of the segments under a filler survive when the opener that made it
+/// was deposed before its removals: the fix of `the_epochs_of_removed_segments_go_with_them`
+/// truncates the epoch cache only in the open that made the filler (loader.rs:228-236,
+/// `if let Some(at) = continued_at`); the next open removes the same segments as strays under
+/// the filler (`is_stray` -> true, loader.rs:1076; `put_stray_aside`, loader.rs:1100-1122),
+/// which touches no epoch, and `EpochCache::assign` refuses the filler's epoch at 6 below the
+/// removed segment's epoch start at 9.
+///
+/// Interleaving:
+/// 1. A (epoch 1) appends a, b, rolls at 6, appends c; B (epoch 2) acquires, rolls at 9,
+///    appends d at 9 and acknowledges it (`leader-epoch-checkpoint`: epoch 2 begins at 9). A
+///    consumer reads d: position 10, last fetched epoch 2. A host crash damages c.
+/// 2. C (epoch 3) opens: its filler 6..=9 (epoch 3) replaces segment 6's files; C is deposed
+///    before "removing the segments after damage" (nothing removed, no checkpoint written).
+/// 3. D (epoch 4) opens: 6 holds the filler, which crosses 9: 9 is a stray, removed; the
+///    checkpoint's (2, 9) stays, (3, 6) is refused, and `truncate_from_end(10)` keeps (2, 9).
+/// 4. The consumer's OffsetsForLeaderEpoch(2) is answered (2, 10): no truncation is detected
+///    although d is gone (before the filler, (1, 6)).
+#[test]
+fn epochs_under_a_deposed_openers_filler_go_with_the_strays() {
+    let dir = tempfile::tempdir().unwrap();
+    adv51_damaged_before_9(dir.path(), 2, batch("d"));
+    let t0 = dir.path().join("t-0");
+    let c = broker(dir.path(), 3);
+    c.set_write_gate(adv51b_deposed_once_the_filler_is_at_6(&t0));
+    assert!(take_over_recorded(&c, 3, 0, 0).is_err(), "C was deposed");
+    assert!(
+        t0.join("00000000000000000009.log").exists(),
+        "C removed nothing"
+    );
+
+    let d = broker(dir.path(), 4);
+    let log = take_over_recorded(&d, 4, 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "the filler holds 6..=9");
+    assert!(
+        !t0.join("00000000000000000009.log").exists(),
+        "9 was a stray"
+    );
+    let entries = log.leader_epoch_entries();
+    assert_eq!(
+        (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)),
+        (Some((1, 6)), Some((1, 6))),
+        "epoch 2 has no offset left (d was removed under C's filler); the epoch cache is \
+         {entries:?}, so a consumer that read d is not told its position diverged"
+    );
+}
+
+/// Found by an adversary on 0a7da8d, since fixed: a producer snapshot at the filler's end survives when the opener that made the
+/// filler was deposed before its removals: the fix of
+/// `a_retry_of_a_removed_batch_is_appended_not_taken_for_a_duplicate` removes the snapshots
+/// past the continuation point only in that opener's open (loader.rs:235); the next open
+/// removes segment 9 as a stray under the filler with its own snapshot only
+/// (`remove_segment_files(dir, stray, true)`, loader.rs:1118), keeps `10.snapshot` (at its
+/// log end) and loads it.
+///
+/// Interleaving:
+/// 1. A (epoch 1): segments 0 (a, b), 6 (c), 9 (d: idempotent producer P, sequence 0); A's
+///    answer for d never reaches P; A's host crashes and its snapshots are lost.
+/// 2. B (epoch 2) opens, rebuilds the producer state and writes `10.snapshot` (P: sequence 0
+///    at 9); deposed before its roll.
+/// 3. A host crash damages c. C (epoch 3) opens: its filler 6..=9 replaces segment 6's
+///    files; C is deposed before its removals.
+/// 4. D (epoch 4) opens: 9 is a stray under the filler, removed; log end 10; `10.snapshot`
+///    is kept and loaded. P's retry of d is answered as a duplicate at 9, where the filler
+///    is: acknowledged, in no batch of the log.
+#[test]
+fn a_snapshot_past_a_deposed_openers_filler_goes_with_the_strays() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = dir.path().join("t-0");
+    let d_batch = Bytes::from(
+        BatchBuilder::new()
+            .producer(42, 0, 0)
+            .record(NOW, Some(b"k"), Some(b"d-0"))
+            .build(),
+    );
+    let a = broker(dir.path(), 1);
+    let first = open(&a, 1);
+    first.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    first.append(batch("b"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    first.roll(NOW).unwrap();
+    first
+        .append(d_batch.clone(), AppendOrigin::Client, NOW)
+        .unwrap();
+    first.flush().unwrap();
+    a.release_log(&tp()).unwrap();
+    for e in std::fs::read_dir(&t0).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let b = broker(dir.path(), 2);
+    let blog = take_over_recorded(&b, 2, 0, 0).unwrap();
+    assert_eq!(blog.log_end_offset(), 10);
+    drop(blog);
+    b.release_log(&tp()).unwrap();
+    assert!(t0.join("00000000000000000010.snapshot").exists());
+    let seg6 = t0.join("00000000000000000006.log");
+    let mut bytes = std::fs::read(&seg6).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&seg6, &bytes).unwrap();
+
+    let c = broker(dir.path(), 3);
+    c.set_write_gate(adv51b_deposed_once_the_filler_is_at_6(&t0));
+    assert!(take_over_recorded(&c, 3, 0, 0).is_err(), "C was deposed");
+    assert!(
+        t0.join("00000000000000000009.log").exists(),
+        "C removed nothing"
+    );
+
+    let d = broker(dir.path(), 4);
+    let log = take_over_recorded(&d, 4, 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "the filler holds 6..=9");
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let retry = log.append(d_batch, AppendOrigin::Client, NOW).unwrap();
+    log.sync_appended().expect("D acknowledges P's retry");
+    let got = batches(&log);
+    assert!(
+        got.iter().any(|(_, tag)| *tag == "d-0"),
+        "P's retry of d was acknowledged ({retry:?}) but d is in no batch of the log: \
+         {got:?}; D's producer state came from B's snapshot at 10, past C's filler"
+    );
+}
+
+/// Found by an adversary on 0a7da8d, since fixed: a deposed owner's cleaner switch, stalled in flight at its first rename of step
+/// 4 (the group's first old segment's `.log` to `<base>.log.<tag>.deleted`), lands after the
+/// next owner's open removed that switch's swap files as "not begun": the segment the next
+/// owner kept and serves loses its name, and the open after it removes it as a leftover.
+///
+/// `swap_in` (cleaner/swap.rs:356-385) asks the write gate (`ctx.owns`) once, under the writer
+/// lock, then renames every old segment's files aside (`rename_deleted`, segment.rs:1249,
+/// `.log` first) and the swap files in, none of them asked again. The open decides whether a
+/// switch had begun from the listing (recover.rs:89-111): `0.log` still there, so A's swap is
+/// removed and segment 0 kept; A's rename of `0.log` was issued before and lands after.
+///
+/// Interleaving:
+/// 1. A (epoch 1), compacted topic: k1 at 0 (kept by every cleaning), k2 at 1 and 2, x at 3,
+///    segments rolled after each; flushed. A's cleaner makes the swap of the group at 0
+///    (`0.log.<tag>.swap`), passes its ownership check and issues the rename of `0.log` to
+///    `0.log.<tag>.deleted`, which stalls in flight (NFS RENAME queued while A is cut off).
+/// 2. D (epoch 3) acquires after A's deadline plus the lease and opens: `0.log` is listed,
+///    so the switch had not begun: A's swap files are removed, segment 0 kept. D serves k1,
+///    appends y and acknowledges it.
+/// 3. A's rename lands: `0.log` is now `0.log.<tag>.deleted` (D's descriptor still reads it:
+///    nothing fails, and a rename leaves `nlink` at 1, so D's link check sees nothing).
+/// 4. E (epoch 4) acquires: no `0.log`; `0.log.<tag>.deleted` has no swap to complete and is
+///    removed with the other `.deleted` files. k1, acknowledged and never superseded, is gone.
+#[test]
+fn a_deposed_cleaners_late_rename_aside_is_undone_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "keep-me"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    let rp = old.flush().unwrap();
+    // A's switch stops where its first rename of step 4 is issued.
+    let _ = a.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::Swapped));
+    let t0 = dir.path().join("t-0");
+    let a_swap = swap_left_at_0(&t0);
+    let name = a_swap.file_name().unwrap().to_string_lossy().to_string();
+    let tag = name
+        .strip_prefix("00000000000000000000.log.")
+        .and_then(|s| s.strip_suffix(".swap"))
+        .unwrap()
+        .to_string();
+    let _ = a.release_log(&tp());
+
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, rp, 0)
+        .unwrap();
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    let holds_k1 = |log: &Log| {
+        let r = log.read(log.log_start_offset(), 1 << 20, true).unwrap();
+        r.slice.is_some_and(|s| {
+            let bytes = s.read_bytes().unwrap();
+            bytes.windows(7).any(|w| w == b"keep-me")
+        })
+    };
+    assert!(holds_k1(&dlog), "precondition: D serves k1");
+    assert!(!a_swap.exists(), "D's open removed A's swap (not begun)");
+    put_keyed(&dlog, "y", "v");
+    dlog.sync_appended()
+        .expect("D's fsync and link check pass: y is acknowledged");
+
+    // A's rename, issued before its deadline, lands.
+    std::fs::rename(
+        t0.join("00000000000000000000.log"),
+        t0.join(format!("00000000000000000000.log.{tag}.deleted")),
+    )
+    .unwrap();
+    assert!(
+        holds_k1(&dlog),
+        "D still reads segment 0 through its descriptor"
+    );
+    let rp = dlog.recovery_point_offset();
+    let newest = dlog.synced_mark().base;
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 4);
+    match e.open_log_at(
+        &tp(),
+        uuid::Uuid::from_u128(7),
+        compact_cfg(),
+        4,
+        rp,
+        newest,
+    ) {
+        Ok(next) => assert!(
+            holds_k1(&next),
+            "k1's record (acknowledged, never superseded, served by D) is lost: A's late \
+             rename of 0.log aside landed on the segment D kept (log start now {})",
+            next.log_start_offset()
+        ),
+        Err(err) => panic!("the partition can no longer be opened: {err}"),
+    }
+}
+
+/// Found by an adversary on 0a7da8d, since fixed: as `an_opener_deposed_after_its_removals_leaves_an_openable_partition`, where
+/// the removed offsets do not fit one batch of no records: without the filler
+/// (loader.rs:1461-1464) an opener deposed right after its removals (no operation in flight)
+/// leaves the partition unopenable again.
+///
+/// Interleaving:
+/// 1. A (epoch 1): segments 0 (a, b), 6 (c), 9 (d) and, more than `i32::MAX` offsets past c,
+///    the segment the owner record names as the newest with published data. A host crash
+///    damages c.
+/// 2. C (epoch 2) opens: no filler (the range does not fit), it removes 9 and the recorded
+///    segment, and is deposed (its next check refuses): it records nothing.
+/// 3. D (epoch 3) acquires with the record: its listing shows 0 and 6 only, below the recorded
+///    segment, and no filler vouches for it: refused as a stale view, and so is every later
+///    takeover.
+#[test]
+fn removed_bases_beyond_one_batchs_reach_leave_an_openable_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    adv_damaged_before_9(dir.path());
+    let t0 = dir.path().join("t-0");
+    let far = 3_000_000_000i64;
+    let mut b = BatchBuilder::new().record(NOW, Some(b"k"), Some(b"far-0"));
+    b.base_offset = far;
+    b.partition_leader_epoch = 1;
+    let far_log = t0.join(format!("{far:020}.log"));
+    std::fs::write(&far_log, b.build()).unwrap();
+
+    let c = broker(dir.path(), 2);
+    let gone = far_log.clone();
+    c.set_write_gate(Arc::new(RefuseWhen(Box::new(move || !gone.exists()))));
+    let refused = take_over_recorded(&c, 2, 0, far);
+    assert!(refused.is_err(), "C was deposed during its open");
+    assert!(
+        !far_log.exists(),
+        "C removed the recorded segment before it was deposed"
+    );
+
+    let d = broker(dir.path(), 3);
+    if let Err(e) = take_over_recorded(&d, 3, 0, far) {
+        panic!(
+            "the partition can no longer be opened: the record names segment {far}, which a \
+             deposed opener removed after damage without a filler: {e}"
+        );
+    }
+}

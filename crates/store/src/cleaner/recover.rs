@@ -52,6 +52,8 @@ pub(crate) fn complete_swaps_removing(
     let mut logs = BTreeSet::new();
     // (base, tag) of `.log` files renamed aside by a switch whose tag names the swap's base.
     let mut aside: BTreeSet<(i64, String)> = BTreeSet::new();
+    // Bases of `.log` files Kafka renamed aside (`<base>.log.deleted`, untagged).
+    let mut kafka_aside: BTreeSet<i64> = BTreeSet::new();
     let mut changed = false;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -81,17 +83,29 @@ pub(crate) fn complete_swaps_removing(
             logs.insert(base);
         } else if let Some(switched) = switched_aside(name) {
             aside.insert(switched);
+        } else if let Some((base, SegmentFileKind::Log)) = name
+            .strip_suffix(DELETED_SUFFIX)
+            .and_then(parse_segment_file_name)
+        {
+            kafka_aside.insert(base);
         }
     }
+    let tagged_swaps: BTreeSet<(i64, String)> = swaps
+        .keys()
+        .filter_map(|(base, tag)| tag.clone().map(|t| (*base, t)))
+        .collect();
     for ((base, tag), kinds) in swaps {
         changed = true;
         let tag = tag.as_deref();
         let swap_path = |dir: &Path, base: i64, kind| swap_path(dir, base, kind, tag);
         // A tagged switch had begun when its first old segment's `.log` is aside under its
-        // tag; one of Kafka's names, when one is aside under any tag naming its base.
+        // tag; one of Kafka's names, when one is aside under any tag naming its base, or under
+        // Kafka's own `.deleted` name (a Kafka log dir whose cleaning stopped mid-switch:
+        // Kafka completes it, so does this).
         let begun = aside
             .iter()
-            .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t));
+            .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t))
+            || (tag.is_none() && kafka_aside.contains(&base));
         if !kinds.contains(SegmentFileKind::Log.suffix()) {
             for kind in [
                 SegmentFileKind::Index,
@@ -155,6 +169,21 @@ pub(crate) fn complete_swaps_removing(
             }
         }
         logs.insert(base);
+    }
+    // A switch's first old segment aside with no segment under its name and no swap of that
+    // switch left: the swap was removed as not begun (by an open that found the segment in
+    // place), and the rename aside landed after, a deposed cleaner's step 4 stalled in
+    // flight. The segment is the log's: it goes back under its name.
+    for (base, tag) in &aside {
+        if logs.contains(base) || tagged_swaps.contains(&(*base, tag.clone())) {
+            continue;
+        }
+        let from = crate::segment::deleted_path(dir, *base, SegmentFileKind::Log, Some(tag));
+        tracing::warn!(?tp, segment = base, tag = tag.as_str(),
+            "a segment renamed aside by a switch whose swap was removed as not begun; renaming it back");
+        crate::segment::rename_no_replace(&from, &seg_path(dir, *base, SegmentFileKind::Log))?;
+        logs.insert(*base);
+        changed = true;
     }
     if changed {
         sync_dir(dir)?;

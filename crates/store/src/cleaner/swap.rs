@@ -399,6 +399,14 @@ impl Log {
         }
         let mut res = Ok(());
         for g in group {
+            // The write gate before each rename aside, as before each of an opener's renames:
+            // a deposed broker stops after the one that may be in flight (an open that found
+            // the swap not begun removed it; `recover.rs` puts a first segment renamed aside
+            // late back under its name).
+            if !(ctx.owns)() {
+                res = Err(io::Error::other("this broker no longer owns the partition"));
+                break;
+            }
             if let Err(e) = g.rename_deleted(Some(&tag)) {
                 res = Err(e);
                 break;

@@ -665,3 +665,79 @@ fn a_swap_completed_after_its_indexes_were_renamed_in_keeps_them() {
         "the cleaned segment's own .txnindex was removed"
     );
 }
+
+/// Found by an adversary on 0a7da8d, since fixed: an adopted Kafka log dir whose cleaning crashed after Kafka's
+/// `LocalLog.replaceSegments` renamed the old segments to `.deleted` loses the group's
+/// records at Sluice's first open.
+///
+/// Kafka's switch (3.x `LocalLog.replaceSegments`): (1) `<base>.log.cleaned` ->
+/// `<base>.log.swap` (indexes alike); (2) each old segment through `deleteSegmentFiles(..,
+/// asyncDelete = true)`, which renames its files to `<base>.log.deleted` (no tag) at once
+/// and unlinks them only after `file.delete.delay.ms`; (3) `.swap` -> final name. From (1)
+/// on Kafka's `LogLoader` completes the swap (it deletes `.deleted` files and renames every
+/// `.swap` into place over the segments it overlaps).
+///
+/// Interleaving:
+/// 1. A Kafka broker cleans the group at 0 and crashes between (2) and (3) (a power loss):
+///    the directory holds `0.log.swap` (+ `.index.swap`, `.timeindex.swap`) and
+///    `0.log.deleted` (+ its indexes), and the active segment.
+/// 2. The log dir is adopted by Sluice. Its open (`cleaner/recover.rs`
+///    `complete_swaps_removing`) finds the untagged swap and asks whether its switch had
+///    begun: "one of Kafka's names, when one is aside under any tag naming its base"
+///    (recover.rs:89-94); Kafka's `0.log.deleted` has no tag (`switched_aside` -> None,
+///    recover.rs:180), so `begun` is false and the swap is removed as one "whose switch had
+///    not begun" (recover.rs:105-111).
+/// 3. The loader then removes the `.deleted` files: neither the cleaned segment nor the old
+///    one is left, and every record of the group (offsets 0 up to the active segment) is gone;
+///    the log starts at the active segment's base.
+#[test]
+fn a_kafka_swap_left_after_its_old_segments_went_aside_is_completed() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 12, 10);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let end = log.log_end_offset();
+    // Sluice's switch stopped at the same point as Kafka's (old segments aside, swap not in).
+    m.clean_log_at(&tp(), Some(CrashAt::OldRenamed)).unwrap();
+    let dir = log.dir().to_path_buf();
+    drop(log);
+    drop(m);
+    // Rename Sluice's tagged names to the ones Kafka's switch leaves at that point.
+    let mut renamed = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().to_string();
+        for suffix in [".swap", ".deleted"] {
+            if let Some(stem) = name.strip_suffix(suffix) {
+                // `<base>.<kind>.<tag>` -> `<base>.<kind>`
+                let mut parts: Vec<&str> = stem.split('.').collect();
+                if parts.len() == 3 {
+                    parts.pop();
+                    let kafka = format!("{}{suffix}", parts.join("."));
+                    std::fs::rename(dir.join(&name), dir.join(&kafka)).unwrap();
+                    renamed.push(kafka);
+                }
+            }
+        }
+    }
+    renamed.sort();
+    assert!(
+        renamed.iter().any(|n| n == "00000000000000000000.log.swap")
+            && renamed
+                .iter()
+                .any(|n| n == "00000000000000000000.log.deleted"),
+        "Kafka's crash state: {renamed:?}"
+    );
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(60_000));
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(
+        log.log_start_offset(),
+        0,
+        "the group's records are gone: Kafka's swap was removed as not begun and its old \
+         segment (`0.log.deleted`) removed as a leftover"
+    );
+    check_against(&log, &model, false);
+}

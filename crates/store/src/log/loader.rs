@@ -179,9 +179,10 @@ impl Log {
                     .map_err(serr)?;
                 may_write(&p, "cutting a recovered segment")?;
                 if let Some(pos) = r.overlapped.filter(|_| p.shared) {
-                    if is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
-                        .map_err(serr)?
-                    {
+                    let stray = is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
+                        .map_err(serr)?;
+                    if stray != Stray::No {
+                        epochs_dirty |= forget_under_filler(&p, stray, &mut epochs)?;
                         put_stray_aside(&p.tp, &p.dir, &seg, &mut bases, i, &mut first_recover)?;
                         continue;
                     }
@@ -210,10 +211,10 @@ impl Log {
                 let stopped = r.stopped.is_some() && !complete;
                 // In a shared directory the log first continues past what goes
                 // (`continue_past_removed`), at a segment of its own.
-                let continued_at = (stopped && p.shared && !is_last)
+                let continued = (stopped && p.shared && !is_last)
                     .then(|| continue_past_removed(&p, base, r.next_offset, &bases[i + 1..]))
-                    .transpose()?
-                    .and_then(|made| made.then_some(r.next_offset));
+                    .transpose()?;
+                let continued_at = continued.as_ref().and_then(|c| c.first().copied());
                 if stopped {
                     may_write(&p, "removing the segments after damage")?;
                     // Everything after the damage goes, before the damaged segment is cut: a
@@ -234,11 +235,12 @@ impl Log {
                     epochs_dirty |= epochs.truncate_from_end(at);
                     crate::snapshots::remove_unless(&p.dir, |o| o <= at).map_err(serr)?;
                 }
-                if continued_at == Some(base) {
+                if let Some(made) = continued.as_ref().filter(|_| continued_at == Some(base)) {
                     // The damaged segment kept nothing and now holds the batch that continues
                     // the log, in new files: opened again from them.
                     drop(seg);
                     bases.truncate(i + 1);
+                    bases.extend_from_slice(&made[1..]);
                     continue;
                 }
                 seg.log
@@ -262,10 +264,10 @@ impl Log {
                 }
                 cursor = r.cursor;
                 segments.push(Arc::new(seg));
-                if let Some(at) = continued_at {
-                    // Then the segment that continues the log, recovered as the last one.
+                if let Some(made) = continued {
+                    // Then the segments that continue the log, recovered as the last ones.
                     bases.truncate(i + 1);
-                    bases.push(at);
+                    bases.extend(made);
                     i += 1;
                     continue;
                 }
@@ -371,9 +373,11 @@ impl Log {
                         verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
                     may_write(&p, "cutting a sealed segment's tail")?;
                     if let Some(pos) = crossing {
-                        if is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
-                            .map_err(serr)?
-                        {
+                        let stray =
+                            is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
+                                .map_err(serr)?;
+                        if stray != Stray::No {
+                            epochs_dirty |= forget_under_filler(&p, stray, &mut epochs)?;
                             put_stray_aside(
                                 &p.tp,
                                 &p.dir,
@@ -1071,15 +1075,17 @@ fn is_stray(
     dir: &Path,
     next_base: i64,
     recorded: i64,
-) -> io::Result<bool> {
+) -> io::Result<Stray> {
     let crossing = match BatchScanner::new(seg.log.get()?, cross_pos, end, false).next_batch() {
-        Ok(Some((_, h))) if sluice_format::builder::is_filler(&h) => return Ok(true),
+        Ok(Some((_, h))) if sluice_format::builder::is_filler(&h) => {
+            return Ok(Stray::UnderFiller(h.base_offset))
+        }
         Ok(Some((_, h))) => h.partition_leader_epoch,
-        Ok(None) | Err(ScanError::Corrupt { .. }) => return Ok(false),
+        Ok(None) | Err(ScanError::Corrupt { .. }) => return Ok(Stray::No),
         Err(ScanError::Io(e)) => return Err(e),
     };
     if next_base == recorded || crossing < 0 {
-        return Ok(false);
+        return Ok(Stray::No);
     }
     let next = std::fs::File::open(seg_path(dir, next_base, SegmentFileKind::Log))?;
     let len = next.metadata()?.len();
@@ -1089,7 +1095,44 @@ fn is_stray(
         Err(ScanError::Io(e)) => return Err(e),
     };
     // An empty one holds no record of anyone's to lose.
-    Ok(first.is_none_or(|epoch| epoch < crossing))
+    Ok(if first.is_none_or(|epoch| epoch < crossing) {
+        Stray::Older
+    } else {
+        Stray::No
+    })
+}
+
+/// What [`is_stray`] found of the segment after a crossing batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stray {
+    /// Not a stray: the crossing batches are cut.
+    No,
+    /// A former owner's segment inside a newer owner's data.
+    Older,
+    /// Under the batch of no records an open made at this offset before removing the
+    /// segments after damage (`continue_past_removed`), which stopped before it removed
+    /// this one.
+    UnderFiller(i64),
+}
+
+/// For a stray under the batch of no records at `at`, what the open that made it would have
+/// done after its removals (`continue_past_removed`): the epochs that began past `at` and
+/// the producer snapshots past it describe the segments removed and go. (Nothing of a
+/// later owner's lies past it yet: a later owner writes only after an open that removed
+/// every stray under it.) Returns whether the epoch cache changed.
+fn forget_under_filler(
+    p: &OpenParams,
+    stray: Stray,
+    epochs: &mut EpochCache,
+) -> Result<bool, StoreError> {
+    let Stray::UnderFiller(at) = stray else {
+        return Ok(false);
+    };
+    crate::snapshots::remove_unless(&p.dir, |o| o <= at).map_err(|source| StoreError::Io {
+        path: p.dir.clone(),
+        source,
+    })?;
+    Ok(epochs.truncate_from_end(at))
 }
 
 /// Remove the stray segment after `bases[i]` ([`is_stray`]) with its producer snapshot, and
@@ -1444,61 +1487,78 @@ fn make_spare_of(
 /// of no records over `at..=` the last removed base ([`sluice_format::builder::filler_batch`]),
 /// at this opener's epoch, fsynced, renamed into place (a new name: never over another's
 /// file; when `at` is the damaged segment's own base, which keeps nothing, over its files),
-/// the directory fsynced, all before any removal. An open that stops after it finds the
-/// damaged segment complete up to the new one (its damage is cut, the later segments kept)
-/// and the filler's batch crossing their bases: they are strays of an older epoch, removed
-/// then. Returns whether it was made (not when the range does not fit one batch: the
-/// removals then go ahead as in a directory of one broker).
+/// the directory fsynced, all before any removal. Offsets past one batch's reach (2^31) take
+/// more such segments, each based past the one before and at no removed base. An open that
+/// stops after it finds the damaged segment complete up to the new one (its damage is cut,
+/// the segments after it kept) and the batch crossing their bases: they are strays under it,
+/// removed then (`Stray::UnderFiller`). Returns the bases of the segments made (none when
+/// nothing is removed).
 fn continue_past_removed(
     p: &OpenParams,
     damaged_base: i64,
     at: i64,
     removed: &[i64],
-) -> Result<bool, StoreError> {
+) -> Result<Vec<i64>, StoreError> {
     let Some(&last) = removed.last() else {
-        return Ok(false);
+        return Ok(Vec::new());
     };
-    let Some(filler) = sluice_format::builder::filler_batch(at, last, p.leader_epoch) else {
-        tracing::warn!(tp = ?p.tp, at, last, "the removed segments' offsets do not fit one batch; removing them without covering their bases");
-        return Ok(false);
-    };
+    let chunks = filler_chunks(at, last, removed);
     may_write(
         p,
         "making the log continue past the segments removed after damage",
     )?;
-    tracing::warn!(tp = ?p.tp, segment = at, through = last, removed = ?removed,
+    tracing::warn!(tp = ?p.tp, segment = at, through = last, removed = ?removed, segments = chunks.len(),
         "the log continues past the segments removed after the damage: a batch of no records holds their offsets");
     let check = || may_write_io(p, "renaming the segment that continues the log into place");
-    let made = if at == damaged_base {
-        replace_with_new_files(&p.dir, at, p.leader_epoch, &filler, &check)
-    } else {
-        (|| {
-            let token = spare_token(p.leader_epoch);
-            for kind in [
-                SegmentFileKind::Index,
-                SegmentFileKind::TimeIndex,
-                SegmentFileKind::Log,
-            ] {
-                let path = seg_path(&p.dir, at, kind);
-                let spare = make_spare_of(&path, &token, kind, &filler)?;
-                check()?;
-                if kind == SegmentFileKind::Log {
-                    crate::segment::rename_no_replace(&spare, &path)?;
-                } else {
-                    // No segment has index files here (no `.log` at `at` was listed): one left
-                    // by an attempt cut short is replaced.
-                    std::fs::rename(&spare, &path)?;
-                }
+    let made = chunks.iter().try_for_each(|&(from, to)| {
+        let filler = sluice_format::builder::filler_batch(from, to, p.leader_epoch)
+            .ok_or_else(|| io::Error::other("a filler batch's range past one batch's reach"))?;
+        if from == damaged_base {
+            return replace_with_new_files(&p.dir, from, p.leader_epoch, &filler, &check);
+        }
+        let token = spare_token(p.leader_epoch);
+        for kind in [
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+            SegmentFileKind::Log,
+        ] {
+            let path = seg_path(&p.dir, from, kind);
+            let spare = make_spare_of(&path, &token, kind, &filler)?;
+            check()?;
+            if kind == SegmentFileKind::Log {
+                crate::segment::rename_no_replace(&spare, &path)?;
+            } else {
+                // No segment has index files here (no `.log` at `from` was listed): one left
+                // by an attempt cut short is replaced.
+                std::fs::rename(&spare, &path)?;
             }
-            Ok(())
-        })()
-    };
+        }
+        Ok(())
+    });
     made.and_then(|()| sync_dir(&p.dir))
         .map_err(|source| StoreError::Io {
             path: p.dir.clone(),
             source,
         })?;
-    Ok(true)
+    Ok(chunks.into_iter().map(|(from, _)| from).collect())
+}
+
+/// The ranges `from..=to` of the batches of no records that cover `at..=last`: each within
+/// one batch's reach (and one segment's: offsets relative to a segment base are 32-bit), and
+/// none starting at a base in `removed` (a segment is made at each start).
+fn filler_chunks(at: i64, last: i64, removed: &[i64]) -> Vec<(i64, i64)> {
+    let reach = i64::from(i32::MAX) - 1;
+    let mut chunks = Vec::new();
+    let mut from = at;
+    while from <= last {
+        let mut to = last.min(from.saturating_add(reach));
+        while to < last && to > from && removed.contains(&(to + 1)) {
+            to -= 1;
+        }
+        chunks.push((from, to));
+        from = to + 1;
+    }
+    chunks
 }
 
 #[cfg(test)]
@@ -1560,5 +1620,30 @@ mod epoch_tests {
         let mut stale = load();
         assign_epochs_of(&mut stale, &f, size, inner_pos);
         assert_eq!(stale.entries(), &[(1, 0), (2, 1)], "epoch 2 lost");
+    }
+}
+
+#[cfg(test)]
+mod filler_tests {
+    use super::filler_chunks;
+
+    #[test]
+    fn filler_chunks_cover_the_range_within_reach_and_start_at_no_removed_base() {
+        assert_eq!(filler_chunks(6, 9, &[9]), vec![(6, 9)]);
+        let reach = i64::from(i32::MAX) - 1;
+        let last = 6 + 2 * reach + 10;
+        // The second chunk would start at a removed base: it starts one before.
+        let removed = [9, 6 + reach + 1, last];
+        let chunks = filler_chunks(6, last, &removed);
+        assert_eq!(chunks.first().map(|c| c.0), Some(6));
+        assert_eq!(chunks.last().map(|c| c.1), Some(last));
+        for w in chunks.windows(2) {
+            assert_eq!(w[0].1 + 1, w[1].0, "contiguous: {chunks:?}");
+        }
+        for &(from, to) in &chunks {
+            assert!(to - from <= reach, "within one batch: {chunks:?}");
+            assert!(!removed.contains(&from) || from == 6, "{chunks:?}");
+        }
+        assert_eq!(chunks[0], (6, 6 + reach - 1));
     }
 }
