@@ -1785,6 +1785,48 @@ fn a_refusal_retried_elsewhere_hides_a_real_gap_only_for_the_in_flight_window() 
     );
 }
 
+/// A refusal whose batch was retried and written elsewhere does not refuse the producer's
+/// next batch on the old connection when the log takes it in order: broker 1 refuses a
+/// producer's sequence 1 (not the owner), the producer retries it at the owner, where it is
+/// written; once broker 1 serves the partition, sequence 2 on the old connection is
+/// appended. Before, it was refused as behind the stale refusal, leaving a gap at 2 that
+/// the next batch was answered OUT_OF_ORDER_SEQUENCE_NUMBER for, and librdkafka bumped its
+/// epoch and wrote its unacknowledged records again (fault runs of seeds 104 and 105).
+#[test]
+fn a_batch_in_order_after_a_refusal_retried_elsewhere_is_appended() {
+    let etcd = Etcd::start();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let log_dir = shared.path().display().to_string();
+    let (a, b, p) = two_brokers_and_a_partition_of_b(&log_dir, &etcd, "stale");
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let pid = 7004_i64;
+    let mut cb = b.connect();
+    assert_eq!(
+        produce_with(&mut cb, "stale", p, batch(&["s0"], pid, 0, 0), -1).error_code,
+        0
+    );
+    let mut old = a.connect();
+    assert_eq!(
+        produce_with(&mut old, "stale", p, batch(&["s1"], pid, 0, 1), -1).error_code,
+        not_leader
+    );
+    // The retry of the refused batch, at the owner.
+    assert_eq!(
+        produce_with(&mut cb, "stale", p, batch(&["s1"], pid, 0, 1), -1).error_code,
+        0
+    );
+    b_leaves_and_a_serves(&a, &b, "stale", p);
+    for seq in [2, 3] {
+        let r = produce_with(&mut old, "stale", p, batch(&["next"], pid, 0, seq), -1);
+        assert_eq!(
+            r.error_code, 0,
+            "sequence {seq}, in order for the log, on the connection that once refused \
+             sequence 1 (retried and written elsewhere), was answered {} ({:?})",
+            r.error_code, r.error_message
+        );
+    }
+}
+
 /// A produce request waits for an acquisition in progress until the partition is served.
 /// Found by an adversary (fixed since): `Broker::prepare` decided once, when the request was
 /// read, which of its partitions to wait for (`acquisitions_pending`), and its wait

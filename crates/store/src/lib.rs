@@ -725,6 +725,23 @@ impl Log {
             .is_some_and(|e| e.txn_first.is_some() && e.epoch == producer_epoch)
     }
 
+    /// The sequence the log takes next from `producer_id` at `producer_epoch` (the one after
+    /// its last batch), if it knows the producer at that epoch.
+    pub fn next_sequence(&self, producer_id: i64, producer_epoch: i16) -> Option<i32> {
+        let w = self.writer.lock();
+        let e = w.producers.get(producer_id)?;
+        if e.epoch != producer_epoch {
+            return None;
+        }
+        e.batches.back().map(|b| {
+            if b.last_seq == i32::MAX {
+                0
+            } else {
+                b.last_seq + 1
+            }
+        })
+    }
+
     pub fn producers(&self) -> Vec<ProducerView> {
         self.writer.lock().producers.views()
     }

@@ -77,8 +77,19 @@ impl ProduceRefusals {
     /// connection refused as not written (same epoch, a later sequence): then it is refused
     /// too, before the log sees it. The log could take it across the gap (a producer it does
     /// not know yet accepts any sequence) or answer OUT_OF_ORDER_SEQUENCE_NUMBER; either way
-    /// the refused batch's retry would not come first.
-    fn refuses_behind(&self, tp: (&str, i32), header: Option<&sluice_format::BatchHeader>) -> bool {
+    /// the refused batch's retry would not come first. Unless the log takes it in order
+    /// (`in_order`: the log's next sequence of the producer at that epoch is the batch's
+    /// first): the refused batch was written since, its retry having gone to another
+    /// connection or broker, and the entry is stale. Refused, the batch would leave the gap
+    /// the entry guards against: the next one, past the entry's window, is then answered out
+    /// of order, and librdkafka bumps its epoch and writes its unacknowledged records again
+    /// (fault runs of seeds 104 and 105).
+    fn refuses_behind(
+        &self,
+        tp: (&str, i32),
+        header: Option<&sluice_format::BatchHeader>,
+        in_order: impl FnOnce(&sluice_format::BatchHeader) -> bool,
+    ) -> bool {
         let Some(h) = header.filter(|h| h.producer_id >= 0) else {
             return false;
         };
@@ -87,12 +98,22 @@ impl ProduceRefusals {
             return false;
         }
         let key = (tp.0.to_string(), tp.1, h.producer_id);
+        let Some(&Refused {
+            epoch, sequence, ..
+        }) = refused.get(&key)
+        else {
+            return false;
+        };
+        if epoch != h.producer_epoch || !sequence_after(h.base_sequence, sequence) {
+            return false;
+        }
+        if in_order(h) {
+            refused.remove(&key);
+            return false;
+        }
         let Some(r) = refused.get_mut(&key) else {
             return false;
         };
-        if r.epoch != h.producer_epoch || !sequence_after(h.base_sequence, r.sequence) {
-            return false;
-        }
         r.behind += 1;
         if r.behind >= REFUSALS_BEHIND_MAX {
             refused.remove(&key);
@@ -334,7 +355,12 @@ pub(crate) fn handle(
             };
             let header = first_header(&records);
             let refusals = &client.produce_refusals;
-            if refusals.refuses_behind((&s.meta.name, p.index), header.as_ref()) {
+            let in_order = |h: &sluice_format::BatchHeader| {
+                s.log(p.index).is_some_and(|log| {
+                    log.next_sequence(h.producer_id, h.producer_epoch) == Some(h.base_sequence)
+                })
+            };
+            if refusals.refuses_behind((&s.meta.name, p.index), header.as_ref(), in_order) {
                 counts.add(bytes, messages, true);
                 partitions.push(error_partition(
                     p.index,
@@ -691,11 +717,36 @@ mod tests {
         h: Option<&sluice_format::BatchHeader>,
         log_code: i16,
     ) -> i16 {
-        if r.refuses_behind(tp, h) {
+        if r.refuses_behind(tp, h, |_| false) {
             return NOT_LEADER;
         }
         r.answered(tp, h, log_code);
         log_code
+    }
+
+    /// A refusal whose batch was written since (its retry went to another connection or
+    /// broker) is stale: a later batch the log takes in order goes through, instead of being
+    /// refused and leaving a gap the next batch would be answered out of order for (the
+    /// librdkafka epoch bumps of the fault runs of seeds 104 and 105).
+    #[test]
+    fn a_batch_the_log_takes_in_order_is_not_refused_behind_a_stale_refusal() {
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 0, 10)), NOT_LEADER),
+            NOT_LEADER
+        );
+        // 10 was retried elsewhere and written; 11 comes here, in order for the log.
+        assert!(!r.refuses_behind(tp, Some(&header(7, 0, 11)), |_| true));
+        r.answered(tp, Some(&header(7, 0, 11)), 0);
+        // The entry is gone: 12 is not refused either, whatever the log would say.
+        assert!(!r.refuses_behind(tp, Some(&header(7, 0, 12)), |_| false));
+        // Out of order for the log (a producer it does not know, or a real gap): refused.
+        assert_eq!(
+            answer(&r, tp, Some(&header(8, 0, 20)), NOT_LEADER),
+            NOT_LEADER
+        );
+        assert!(r.refuses_behind(tp, Some(&header(8, 0, 21)), |_| false));
     }
 
     /// A batch pipelined behind one this connection refused finds a gap: it is refused the
