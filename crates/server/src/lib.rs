@@ -827,6 +827,16 @@ const SENDFILE_CHUNK_BYTES: usize = 128 * 1024;
 /// Largest number of buffers handed to one vectored write (Linux's IOV_MAX is 1024).
 const MAX_IOVECS: usize = 1024;
 
+/// Over TLS a region cannot go out with `sendfile`: it is read, encrypted and written. One at
+/// least SENDFILE_MIN_BYTES long goes through one buffer of this size, reused for each of its
+/// chunks and the response's other large regions, instead of each region being read whole
+/// into fresh memory before the response is written: that held up to a whole response
+/// (`fetch.max.bytes`, 50 MiB by default) in memory per connection, and the new pages' faults
+/// and zeroing took 15% of the broker's CPU under kafka-consumer-perf-test over TLS
+/// (docs/benchmarks.md, "TLS"). 64 KiB is what rustls encrypts before writing to the socket
+/// (its default buffer limit) and below glibc's threshold for a fresh mapping.
+const TLS_CHUNK_BYTES: usize = 64 * 1024;
+
 /// Write a frame given in parts, with each region's bytes taken from its file.
 async fn write_parts(
     writer: &mut Writer,
@@ -834,6 +844,7 @@ async fn write_parts(
     regions: &[(usize, FileSlice)],
 ) -> io::Result<()> {
     let mut pending: Vec<Bytes> = Vec::with_capacity(parts.len());
+    let mut chunk: Vec<u8> = Vec::new();
     for part in parts {
         match part {
             FramePart::Inline(b) => pending.push(b),
@@ -843,21 +854,42 @@ async fn write_parts(
                         "fetch response refers to a missing region",
                     ));
                 };
-                if region.len < SENDFILE_MIN_BYTES || !matches!(writer, Writer::Tcp(_)) {
+                if region.len < SENDFILE_MIN_BYTES {
                     let bytes = region.read_bytes().inspect_err(|e| {
                         tracing::error!("reading a fetched region from its segment failed: {e}")
                     })?;
                     pending.push(bytes);
                 } else {
                     write_all_vectored(writer, &mut pending).await?;
-                    if let Writer::Tcp(tcp) = writer {
-                        send_region(tcp, region).await?;
+                    match writer {
+                        Writer::Tcp(tcp) => send_region(tcp, region).await?,
+                        Writer::Tls(_) => write_region(writer, region, &mut chunk).await?,
                     }
                 }
             }
         }
     }
     write_all_vectored(writer, &mut pending).await
+}
+
+/// Write one region read from its file in chunks of TLS_CHUNK_BYTES through `chunk` (TLS:
+/// the bytes must pass through memory to be encrypted).
+async fn write_region(
+    writer: &mut Writer,
+    region: &FileSlice,
+    chunk: &mut Vec<u8>,
+) -> io::Result<()> {
+    chunk.resize(TLS_CHUNK_BYTES, 0);
+    let mut from: u32 = 0;
+    while from < region.len {
+        let n = ((region.len - from) as usize).min(TLS_CHUNK_BYTES);
+        region.read_into(from, &mut chunk[..n]).inspect_err(|e| {
+            tracing::error!("reading a fetched region from its segment failed: {e}")
+        })?;
+        writer.write_all(&chunk[..n]).await?;
+        from += n as u32;
+    }
+    Ok(())
 }
 
 /// Write every buffer, in as few system calls as the socket allows; empties `bufs`.

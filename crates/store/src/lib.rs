@@ -458,6 +458,27 @@ impl FileSlice {
         Ok(())
     }
 
+    /// Fill `buf` with the region's bytes from `from` bytes into it (`buf` no longer than
+    /// what the region has left): for a caller that reuses one buffer for a region's chunks.
+    pub fn read_into(&self, from: u32, buf: &mut [u8]) -> io::Result<()> {
+        if u64::from(from) + buf.len() as u64 > u64::from(self.len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "read past the end of a fetched region",
+            ));
+        }
+        let start = self.position + u64::from(from);
+        let mut done = 0;
+        while done < buf.len() {
+            let read = rustix::io::pread(&*self.file, &mut buf[done..], start + done as u64)?;
+            if read == 0 {
+                return Err(ended_inside());
+            }
+            done += read;
+        }
+        Ok(())
+    }
+
     /// Read `len` bytes of the region from `from` bytes into it (clamped to the region).
     pub fn read_range(&self, from: u32, len: u32) -> io::Result<Bytes> {
         let from = from.min(self.len);

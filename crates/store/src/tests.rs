@@ -3795,3 +3795,30 @@ fn an_index_rewrite_under_a_reader_never_makes_a_segment_look_timeless() {
         );
     }
 }
+
+/// `read_into` fills a reused buffer with the region's bytes chunk by chunk (the TLS path of
+/// a fetch), the same bytes `read_range` gives; a read past the region's end is refused.
+#[test]
+fn read_into_gives_a_regions_chunks() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("segment");
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let slice = FileSlice {
+        file: Arc::new(std::fs::File::open(&path).unwrap()),
+        position: 100,
+        len: 9_000,
+    };
+    let mut chunk = vec![0u8; 4096];
+    let mut got = Vec::new();
+    let mut from = 0u32;
+    while from < slice.len {
+        let n = ((slice.len - from) as usize).min(chunk.len());
+        slice.read_into(from, &mut chunk[..n]).unwrap();
+        assert_eq!(Bytes::copy_from_slice(&chunk[..n]), slice.read_range(from, n as u32).unwrap());
+        got.extend_from_slice(&chunk[..n]);
+        from += n as u32;
+    }
+    assert_eq!(got, &data[100..9_100]);
+    assert!(slice.read_into(8_999, &mut chunk[..2]).is_err());
+}
