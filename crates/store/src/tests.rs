@@ -3815,7 +3815,10 @@ fn read_into_gives_a_regions_chunks() {
     while from < slice.len {
         let n = ((slice.len - from) as usize).min(chunk.len());
         slice.read_into(from, &mut chunk[..n]).unwrap();
-        assert_eq!(Bytes::copy_from_slice(&chunk[..n]), slice.read_range(from, n as u32).unwrap());
+        assert_eq!(
+            Bytes::copy_from_slice(&chunk[..n]),
+            slice.read_range(from, n as u32).unwrap()
+        );
         got.extend_from_slice(&chunk[..n]);
         from += n as u32;
     }
