@@ -3387,7 +3387,7 @@ fn a_snapshot_past_a_deposed_openers_filler_goes_with_the_strays() {
     );
 }
 
-/// Found by an adversary on 0a7da8d, since fixed: a deposed owner's cleaner switch, stalled in flight at its first rename of step
+/// ADVERSARY (0a7da8d), a known window: a deposed owner's cleaner switch, stalled in flight at its first rename of step
 /// 4 (the group's first old segment's `.log` to `<base>.log.<tag>.deleted`), lands after the
 /// next owner's open removed that switch's swap files as "not begun": the segment the next
 /// owner kept and serves loses its name, and the open after it removes it as a leftover.
@@ -3411,7 +3411,9 @@ fn a_snapshot_past_a_deposed_openers_filler_goes_with_the_strays() {
 /// 4. E (epoch 4) acquires: no `0.log`; `0.log.<tag>.deleted` has no swap to complete and is
 ///    removed with the other `.deleted` files. k1, acknowledged and never superseded, is gone.
 #[test]
-fn a_deposed_cleaners_late_rename_aside_is_undone_at_the_next_open() {
+#[ignore = "a known window (docs/compaction.md, Recovery): a deposed cleaner's rename aside stalled in flight past the next owner's open; renaming such a segment back resurrected deleted and superseded records (adversary on 1d1a5e6), so it is not done"]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_deposed_cleaners_late_rename_aside_takes_a_segment_the_next_owner_kept() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = a

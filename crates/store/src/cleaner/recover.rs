@@ -90,10 +90,6 @@ pub(crate) fn complete_swaps_removing(
             kafka_aside.insert(base);
         }
     }
-    let tagged_swaps: BTreeSet<(i64, String)> = swaps
-        .keys()
-        .filter_map(|(base, tag)| tag.clone().map(|t| (*base, t)))
-        .collect();
     for ((base, tag), kinds) in swaps {
         changed = true;
         let tag = tag.as_deref();
@@ -169,21 +165,6 @@ pub(crate) fn complete_swaps_removing(
             }
         }
         logs.insert(base);
-    }
-    // A switch's first old segment aside with no segment under its name and no swap of that
-    // switch left: the swap was removed as not begun (by an open that found the segment in
-    // place), and the rename aside landed after, a deposed cleaner's step 4 stalled in
-    // flight. The segment is the log's: it goes back under its name.
-    for (base, tag) in &aside {
-        if logs.contains(base) || tagged_swaps.contains(&(*base, tag.clone())) {
-            continue;
-        }
-        let from = crate::segment::deleted_path(dir, *base, SegmentFileKind::Log, Some(tag));
-        tracing::warn!(?tp, segment = base, tag = tag.as_str(),
-            "a segment renamed aside by a switch whose swap was removed as not begun; renaming it back");
-        crate::segment::rename_no_replace(&from, &seg_path(dir, *base, SegmentFileKind::Log))?;
-        logs.insert(*base);
-        changed = true;
     }
     if changed {
         sync_dir(dir)?;

@@ -741,3 +741,242 @@ fn a_kafka_swap_left_after_its_old_segments_went_aside_is_completed() {
     );
     check_against(&log, &model, false);
 }
+
+/// Found by an adversary on f0dc644 (a rename-back at open, since removed): the rename-back of `complete_swaps_removing`
+/// (cleaner/recover.rs:173-187) resurrects a segment that DeleteRecords (or retention)
+/// deleted after a completed cleaning.
+///
+/// Interleaving:
+/// 1. The cleaner cleans the group at 0 and completes its switch: the cleaned `0.log` is in
+///    place and the old one aside as `0.log.<0-x>.deleted`, retired to `pending`
+///    (cleaner/swap.rs:445-458); it stays on disk until `reap_pending` unlinks it
+///    (log.rs:2145-2197: not while a reader holds it, never once the broker is not
+///    `writable`, log.rs:2154).
+/// 2. DeleteRecords (or retention) moves the log start past segment 0: the cleaned `0.log`
+///    goes aside / is unlinked.
+/// 3. The broker stops or is deposed before `0.log.<0-x>.deleted` is unlinked.
+/// 4. The next open: `switched_aside` takes `0.log.<0-x>.deleted` for a switch's first
+///    segment; no `0.log`, no swap of tag `0-x` -> renamed back to `0.log` (recover.rs:183):
+///    the old, uncleaned segment 0 is back in the log, below the deleted-records point.
+///
+/// Observed: after the reopen the log starts at 0 again; the records DeleteRecords deleted
+/// (and the superseded ones the cleaning removed) are served to readers. Steps 1-3 are
+/// stood in for with a copy of the aside file put back after the stop.
+#[test]
+fn a_segment_deleted_after_its_cleaning_is_never_renamed_back() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 20, 15);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let dir = log.dir().to_path_buf();
+    let mut bases: Vec<i64> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.strip_suffix(".log").and_then(|s| s.parse::<i64>().ok())
+        })
+        .collect();
+    bases.sort();
+    m.clean_log_at(&tp(), None).unwrap();
+    let aside: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("00000000000000000000.log.") && n.ends_with(".deleted"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    // Step 1's aside file, as a fetch in flight (or a stop before the reap) keeps it.
+    let kept = std::fs::read(dir.join(&aside[0])).unwrap();
+    let start = bases[1];
+    log.delete_records_before(start).unwrap();
+    log.flush().unwrap();
+    let zero = crate::segment::seg_path(&dir, 0, sluice_format::SegmentFileKind::Log);
+    let gone_after_delete = !zero.exists();
+    let before = records(&log);
+    let end = log.log_end_offset();
+    drop(log);
+    drop(m);
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("00000000000000000000.log"))
+        .collect();
+    left.sort();
+    eprintln!("aside after cleaning {aside:?}; 0.log gone after delete: {gone_after_delete}; left at stop {left:?}");
+    // Step 3: the broker stopped before the reader let go of the aside file.
+    std::fs::write(dir.join(&aside[0]), kept).unwrap();
+    let m = open_mgr(d.path());
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(0), 1)
+        .expect("the open fails");
+    assert_eq!(log.log_end_offset(), end);
+    assert!(
+        log.log_start_offset() >= start,
+        "log start {} < {start}: deleted records are served again",
+        log.log_start_offset()
+    );
+    assert_eq!(records(&log), before, "the records served changed");
+    assert!(
+        !zero.exists(),
+        "segment 0, cleaned then deleted by DeleteRecords, was renamed back under its name"
+    );
+}
+
+/// Found by an adversary on f0dc644 (a rename-back at open, since removed): the rename-back of `complete_swaps_removing`
+/// (cleaner/recover.rs:173-187) puts a switch's first old segment back under its name when no
+/// `<base>.log` and no swap of its tag exist, without asking whether a later switch's cleaned
+/// segment covers that base: it resurrects cleaned-away records over the newer segment.
+///
+/// Interleaving:
+/// 1. A cleaning pass cleans segment B (B > 0) alone and completes its switch: the cleaned
+///    `B.log` in place, the old one aside as `B.log.<B-x>.deleted`, retired to `pending`
+///    (cleaner/swap.rs:445-458), which `reap_pending` leaves while a fetch holds the segment
+///    (log.rs:2175-2180) and for good once the broker is not `writable` (log.rs:2154).
+/// 2. More records; the next pass merges the group 0..B.. into a cleaned `0.log`: the cleaned
+///    `B.log` goes aside as `B.log.<0-y>.deleted`.
+/// 3. The broker stops (or is deposed) with `B.log.<B-x>.deleted` still on disk.
+/// 4. The next open: `switched_aside` takes `B.log.<B-x>.deleted` for a switch's first
+///    segment; no `B.log`, no swap of tag `B-x` -> renamed back to `B.log` (recover.rs:183),
+///    over offsets the cleaned `0.log` holds.
+///
+/// Steps 1-3 are stood in for with a copy of the aside file put back after the stop.
+///
+/// Observed (B = 18): the reopened log serves offsets 18..=35 again with their superseded
+/// values and a tombstone the cleanings had removed (k9 at 24), records that a completed
+/// cleaning took out of what readers see.
+#[test]
+fn a_segment_a_later_switch_covers_is_never_renamed_back() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 20, 15);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log_at(&tp(), None).unwrap();
+    let dir = log.dir().to_path_buf();
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    // Step 1: the first pass's aside files (keep their bytes, as a reader would).
+    let aside: Vec<(String, Vec<u8>)> = names()
+        .into_iter()
+        .filter(|n| n.contains(".log.") && n.ends_with(".deleted"))
+        .map(|n| {
+            let b = std::fs::read(dir.join(&n)).unwrap();
+            (n, b)
+        })
+        .collect();
+    fill(&log, &mut model, 20, 15);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    m.clean_log_at(&tp(), None).unwrap();
+    let now = names();
+    // Step 2: a base whose cleaned segment the second pass merged into a lower one.
+    let (name, bytes) = aside
+        .into_iter()
+        .find(|(n, _)| {
+            let base = &n[..20];
+            base != "00000000000000000000" && !now.contains(&format!("{base}.log"))
+        })
+        .expect("the second pass merges segments");
+    let b: i64 = name[..20].parse().unwrap();
+    let before = records(&log);
+    let end = log.log_end_offset();
+    drop(log);
+    drop(m);
+    // Step 3: the stop left it on disk.
+    std::fs::write(dir.join(&name), bytes).unwrap();
+    let m = open_mgr(d.path());
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(0), 1)
+        .expect("the open fails: a renamed-back segment overlaps the cleaned one");
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(
+        records(&log),
+        before,
+        "the records served changed: segment {b}'s pre-cleaning records are back"
+    );
+    assert!(
+        !crate::segment::seg_path(&dir, b, sluice_format::SegmentFileKind::Log).exists(),
+        "segment {b}, merged into the cleaned segment at 0, was renamed back under its name"
+    );
+}
+
+/// Found by an adversary on f0dc644 (a rename-back at open, since removed): the fencing path of the rename-back needs no reader.
+/// A deposed cleaner's rename aside that lands after the new owner's open, then the new
+/// owner's DeleteRecords past that segment: the next open renames the segment back
+/// (cleaner/recover.rs:173-187) and the deleted records are served again.
+///
+/// Interleaving:
+/// 1. Broker A cleans the group at 0; it is deposed; its step 4 rename of `0.log` to
+///    `0.log.<0-a>.deleted` (cleaner/swap.rs:410) was asked of the write gate before
+///    (swap.rs:406) and stalls in flight (NFS).
+/// 2. Broker B opens the partition: `0.log` in place, A's swap removed as not begun.
+/// 3. A's rename lands: `0.log.<0-a>.deleted`, no `0.log` (B keeps serving from its open
+///    file).
+/// 4. B's DeleteRecords moves the log start past segment 0: the segment is dropped (its
+///    `.log` is already gone; the rest renamed aside/unlinked).
+/// 5. B (or C) opens the partition again: `0.log.<0-a>.deleted`, no `0.log`, no swap of tag
+///    `0-a` -> renamed back to `0.log` (recover.rs:183): the log starts at 0 again.
+///
+/// Steps 1-2 leave the directory as it was (the swap removed): the test starts at step 3.
+/// Observed: after step 5 the log starts at 0 and serves the deleted records.
+#[test]
+fn records_deleted_after_a_late_aside_stay_deleted() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, compact_cfg(0));
+    let mut model = BTreeMap::new();
+    fill(&log, &mut model, 20, 15);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let dir = log.dir().to_path_buf();
+    let zero = crate::segment::seg_path(&dir, 0, sluice_format::SegmentFileKind::Log);
+    let mut bases: Vec<i64> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.strip_suffix(".log").and_then(|s| s.parse::<i64>().ok())
+        })
+        .collect();
+    bases.sort();
+    // Step 3: the deposed cleaner's rename aside lands.
+    std::fs::rename(
+        &zero,
+        crate::segment::deleted_path(
+            &dir,
+            0,
+            sluice_format::SegmentFileKind::Log,
+            Some("0-0123456789ab"),
+        ),
+    )
+    .unwrap();
+    // Step 4.
+    let start = bases[1];
+    log.delete_records_before(start).unwrap();
+    log.flush().unwrap();
+    let before = records(&log);
+    let end = log.log_end_offset();
+    drop(log);
+    drop(m);
+    // Step 5.
+    let m = open_mgr(d.path());
+    let log = m
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(0), 1)
+        .expect("the open fails");
+    assert_eq!(log.log_end_offset(), end);
+    assert!(
+        log.log_start_offset() >= start,
+        "log start {} < {start}: records DeleteRecords deleted are served again",
+        log.log_start_offset()
+    );
+    assert_eq!(records(&log), before, "the records served changed");
+}
