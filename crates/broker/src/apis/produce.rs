@@ -724,6 +724,50 @@ mod tests {
         log_code
     }
 
+    /// ADVERSARY (round 3, on f0dc644): `refuses_behind` ends the refusal entry as soon as
+    /// the log's next sequence equals the batch's (produce.rs:110-113), before the batch is
+    /// appended; when its append then fails with a retriable code other than
+    /// NOT_LEADER_OR_FOLLOWER, nothing guards the gap it leaves, and the next pipelined batch
+    /// goes to the log and is answered OUT_OF_ORDER_SEQUENCE_NUMBER where 8bf4fd6's parent
+    /// answered NOT_LEADER_OR_FOLLOWER.
+    ///
+    /// Interleaving (one connection C1 of producer 7, epoch 0; batches of one record):
+    /// 1. C1 carries 10, 11, 12 pipelined. 10 is answered NOT_LEADER_OR_FOLLOWER
+    ///    (`may_write` false, produce.rs:480-488): entry (7, 0, 10).
+    /// 2. 10's retry is written through another connection to this broker (the log's next
+    ///    sequence is 11).
+    /// 3. 11 on C1: `in_order` (produce.rs:358-362) is true, the entry is removed
+    ///    (produce.rs:111). `append_one` answers NOT_ENOUGH_REPLICAS: the ownership is
+    ///    unconfirmed (produce.rs:458-478), or for a transactional producer the partition's
+    ///    verification is missing (`admit_transactional`'s `retry()`). 11 is not written;
+    ///    `answered` (produce.rs:140) has no entry to keep.
+    /// 4. The flush round confirms the ownership. 12 on C1: no entry, the log (next 11)
+    ///    answers OUT_OF_ORDER_SEQUENCE_NUMBER. Before 8bf4fd6, 11 and 12 were both refused
+    ///    NOT_LEADER_OR_FOLLOWER behind the entry and retried in order. librdkafka answers
+    ///    the out-of-order by bumping its epoch and writing its unacknowledged records
+    ///    again.
+    #[test]
+    #[allow(non_snake_case)]
+    fn ADVERSARY_an_in_order_batch_whose_append_fails_retriably_reopens_the_gap() {
+        const NOT_ENOUGH_REPLICAS: i16 = 19;
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 0, 10)), NOT_LEADER),
+            NOT_LEADER
+        );
+        // 10 written through another connection: 11 is in order for the log.
+        assert!(!r.refuses_behind(tp, Some(&header(7, 0, 11)), |_| true));
+        // ... but not written: ownership unconfirmed (or the transaction unverified).
+        r.answered(tp, Some(&header(7, 0, 11)), NOT_ENOUGH_REPLICAS);
+        // 12, pipelined behind 11: the log's next is 11, it would answer out of order.
+        assert!(
+            r.refuses_behind(tp, Some(&header(7, 0, 12)), |h| h.base_sequence == 11),
+            "12 goes to the log across the gap 11 left: OUT_OF_ORDER_SEQUENCE_NUMBER where \
+             NOT_LEADER_OR_FOLLOWER was answered before 8bf4fd6"
+        );
+    }
+
     /// A refusal whose batch was written since (its retry went to another connection or
     /// broker) is stale: a later batch the log takes in order goes through, instead of being
     /// refused and leaving a gap the next batch would be answered out of order for (the
