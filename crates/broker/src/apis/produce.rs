@@ -60,6 +60,14 @@ struct Refused {
     behind: u32,
 }
 
+/// Whether a produce answer says the batch was not written and is to be retried (the codes
+/// [`append_one`] answers before the log appends anything, and a failed log's).
+fn refused_unwritten(code: i16) -> bool {
+    code == ResponseError::NotLeaderOrFollower.code()
+        || code == ResponseError::NotEnoughReplicas.code()
+        || code == ResponseError::KafkaStorageError.code()
+}
+
 /// Batches of one producer refused behind a refusal before the rule gives up: Kafka's
 /// clients keep at most five requests in flight per partition for an idempotent producer.
 const REFUSALS_BEHIND_MAX: u32 = 5;
@@ -122,15 +130,19 @@ impl ProduceRefusals {
     }
 
     /// The log answered `code` to a batch (`header`) of partition `tp` not refused behind
-    /// another: a refusal as not written starts an entry; any other answer to a batch of
-    /// the producer (the refused batch's retry, one before it, a new epoch) ends one.
+    /// another: a retriable refusal as not written (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
+    /// while the ownership is unconfirmed or the transaction unverified, KAFKA_STORAGE_ERROR)
+    /// starts an entry; any other answer to a batch of the producer (the refused batch's
+    /// retry, one before it, a new epoch) ends one. A batch let through as in order for the
+    /// log whose append is then refused starts the entry again at its own sequence: the
+    /// batches pipelined behind it would otherwise reach the log across its gap.
     fn answered(&self, tp: (&str, i32), header: Option<&sluice_format::BatchHeader>, code: i16) {
         let Some(h) = header.filter(|h| h.producer_id >= 0) else {
             return;
         };
         let mut refused = self.0.lock();
         let key = (tp.0.to_string(), tp.1, h.producer_id);
-        if code == ResponseError::NotLeaderOrFollower.code() {
+        if refused_unwritten(code) {
             let r = Refused {
                 epoch: h.producer_epoch,
                 sequence: h.base_sequence,
@@ -724,12 +736,11 @@ mod tests {
         log_code
     }
 
-    /// ADVERSARY (round 3, on f0dc644): `refuses_behind` ends the refusal entry as soon as
-    /// the log's next sequence equals the batch's (produce.rs:110-113), before the batch is
-    /// appended; when its append then fails with a retriable code other than
-    /// NOT_LEADER_OR_FOLLOWER, nothing guards the gap it leaves, and the next pipelined batch
-    /// goes to the log and is answered OUT_OF_ORDER_SEQUENCE_NUMBER where 8bf4fd6's parent
-    /// answered NOT_LEADER_OR_FOLLOWER.
+    /// Found by an adversary on f0dc644, since fixed: `refuses_behind` ends the refusal entry
+    /// as soon as the log's next sequence equals the batch's, before the batch is appended;
+    /// when its append then failed with a retriable code other than NOT_LEADER_OR_FOLLOWER,
+    /// nothing guarded the gap it left, and the next pipelined batch went to the log and was
+    /// answered OUT_OF_ORDER_SEQUENCE_NUMBER. Now such a refusal starts the entry again.
     ///
     /// Interleaving (one connection C1 of producer 7, epoch 0; batches of one record):
     /// 1. C1 carries 10, 11, 12 pipelined. 10 is answered NOT_LEADER_OR_FOLLOWER
@@ -747,8 +758,7 @@ mod tests {
     ///    the out-of-order by bumping its epoch and writing its unacknowledged records
     ///    again.
     #[test]
-    #[allow(non_snake_case)]
-    fn ADVERSARY_an_in_order_batch_whose_append_fails_retriably_reopens_the_gap() {
+    fn an_in_order_batch_whose_append_fails_retriably_guards_its_own_gap() {
         const NOT_ENOUGH_REPLICAS: i16 = 19;
         let r = ProduceRefusals::default();
         let tp = ("t", 1);
@@ -766,6 +776,10 @@ mod tests {
             "12 goes to the log across the gap 11 left: OUT_OF_ORDER_SEQUENCE_NUMBER where \
              NOT_LEADER_OR_FOLLOWER was answered before 8bf4fd6"
         );
+        // 11's retry, then 12's, are taken in order.
+        assert!(!r.refuses_behind(tp, Some(&header(7, 0, 11)), |h| h.base_sequence == 11));
+        r.answered(tp, Some(&header(7, 0, 11)), 0);
+        assert!(!r.refuses_behind(tp, Some(&header(7, 0, 12)), |h| h.base_sequence == 12));
     }
 
     /// A refusal whose batch was written since (its retry went to another connection or
