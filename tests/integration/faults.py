@@ -837,6 +837,14 @@ def check_transactions(env: "Env", tp: TxnProducer, timeout: float = 180) -> dic
             "errors": dict(tp.errors.most_common(8))}
 
 
+# a chain producer call hangs when it has not returned this long after its own timeout
+PRODUCER_CALL_MARGIN_S = 15.0
+
+
+class ProducerHung(Exception):
+    """A producer call of the chain did not return in time (reported as ``client-hung``)."""
+
+
 class TransformChain:
     """Consume-transform-produce exactly once, as a Kafka Streams or librdkafka EOS application
     does it: a read_committed consumer of group G reads the guaranteed workload's topic, and
@@ -861,6 +869,7 @@ class TransformChain:
         # fenced (consumer, producer) pairs, kept until the run ends (`_retire`)
         self.retired: list = []
         self.instances = 0
+        self.last_commit_t: Optional[float] = None
         self.thread = threading.Thread(target=self._run, daemon=True, name="transform")
 
     def _new(self):
@@ -939,9 +948,12 @@ class TransformChain:
                               partition=m.partition())
                     p.poll(0)
                 positions = c.position(c.assignment())
-                p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 30)
+                group_metadata = c.consumer_group_metadata()
+                self._bounded("send_offsets_to_transaction",
+                              lambda: p.send_offsets_to_transaction(positions, group_metadata, 30), 30)
                 commit_transaction(p, self.errors)
                 self.commits += 1
+                self.last_commit_t = round(time.monotonic() - T0, 1)
                 for tp in positions:
                     if tp.offset >= 0:
                         self.positions[tp.partition] = tp.offset
@@ -967,15 +979,60 @@ class TransformChain:
                 self.errors["consumer gone"] += 1
                 self._retire(None, p)
                 c, p = None, None
+            except ProducerHung:
+                # Reported; the producer is kept (its call still blocks a thread of its own)
+                # and a new instance fences its transaction.
+                self.errors["producer hung"] += 1
+                self._retire(c, p)
+                c, p = None, None
             except BufferError:
                 self.errors["BufferError"] += 1
                 time.sleep(0.1)
         self._close(c)
 
 
+    def _bounded(self, call: str, fn, timeout: float):
+        """``fn()``, a producer call with its own ``timeout``, in a thread of its own, waited for
+        ``timeout`` plus :data:`PRODUCER_CALL_MARGIN_S`. librdkafka's
+        ``send_offsets_to_transaction`` waits for the group coordinator's connection without
+        a bound once that coordinator's broker left the metadata and came back (librdkafka
+        issues 5456 and 5511): a broker that is killed and restarted leaves it blocked for
+        good. A call that does not return in time is a ``client-hung`` note, and the chain goes
+        on with a new instance, as an application would after restarting its producer."""
+        box: dict = {}
+
+        def run():
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller
+                box["error"] = e
+
+        t = threading.Thread(target=run, daemon=True, name=f"transform-{call}")
+        started = time.monotonic()
+        t.start()
+        t.join(timeout + PRODUCER_CALL_MARGIN_S)
+        if t.is_alive():
+            self.env.finding("client-hung", client=f"transform producer #{self.instances}", call=call,
+                             waited_s=round(time.monotonic() - started), stacks="",
+                             known="librdkafka issues 5456 and 5511")
+            raise ProducerHung(call)
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
     def start(self):
         self.thread.start()
         return self
+
+    def doing(self) -> dict:
+        """Where the chain's thread is now (its Python stack) and when it last committed: what a
+        ``transform-behind`` finding needs to tell a client stuck in a call from a chain that
+        reads nothing."""
+        import traceback
+        frame = sys._current_frames().get(self.thread.ident)
+        stack = traceback.format_stack(frame)[-6:] if frame is not None else []
+        return {"stack": [line.strip() for line in stack], "commits": self.commits,
+                "last_commit_t": self.last_commit_t, "errors": dict(self.errors)}
 
     def drain(self, ends: Dict[int, int], timeout: float = 90) -> bool:
         """Wait until G's offsets (as committed by this client) reach ``ends``."""
@@ -1463,7 +1520,8 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         live.finish()
         ends = end_offsets(env, guaranteed.topic)
         if not transform.drain(ends):
-            env.finding("transform-behind", positions=dict(transform.positions), ends=ends)
+            env.finding("transform-behind", positions=dict(transform.positions), ends=ends,
+                        **transform.doing())
         transform.finish()
         # Every host crashes before the final read (what was not fsynced is dropped), so that
         # what was acknowledged is read from storage, not from faultfs's unsynced overlay.
@@ -1622,6 +1680,10 @@ def table(result: dict) -> str:
         lines.append(f"harness findings: {Counter(f['kind'] for f in result['findings'])}")
     for f in result.get("findings", []):
         if f["kind"] == "client-hung":
+            if f.get("known"):
+                lines.append(f"note: {f['client']}: {f['call']}() did not return in {f['waited_s']} s "
+                             f"(at {f['t']} s; {f['known']}); a new instance replaced it")
+                continue
             lines.append(f"note: {f['client']}: {f['call']}() did not return in {f['waited_s']} s "
                          f"(at {f['t']} s), its process was killed; stacks: {f['stacks']}"
                          + (f", librdkafka frames: {' '.join(f['c_frames'])}" if f.get("c_frames") else ""))
