@@ -1945,6 +1945,7 @@ mod tests {
             poll_ms: 200,
             balance_enable: false,
             death_probe_enable: false,
+            broker_session_timeout_ms: 9000,
         };
         let cluster = Arc::new(Cluster::new(settings));
         *cluster.write_deadline.lock() = Instant::now() + Duration::from_secs(600);

@@ -1268,6 +1268,35 @@ impl Broker {
         }
     }
 
+    /// The brokers clients are given in Metadata and DescribeCluster, at their addresses on
+    /// `listener`, with their racks: the live ones, and in a cluster those whose lease ended
+    /// less than `broker.session.timeout.ms` ago, as Kafka keeps a broker that stopped
+    /// heartbeating until its session times out. Their partitions are led elsewhere already;
+    /// clients keep their connection objects, and one restarted meanwhile never leaves
+    /// their view (librdkafka 2.10+ drops the object of a broker gone from Metadata, and a
+    /// transactional request waiting for it is never woken again: librdkafka issues 5456
+    /// and 5511).
+    pub(crate) fn listed_brokers(&self, listener: &str) -> Vec<(i32, String, u16, Option<String>)> {
+        let mut out: Vec<_> = self
+            .live_endpoints(listener)
+            .into_iter()
+            .map(|(id, host, port)| (id, host, port, self.broker_rack(id)))
+            .collect();
+        if let (Some(store), Some(settings)) = (self.meta.etcd(), self.config.cluster.as_ref()) {
+            let within = std::time::Duration::from_millis(settings.broker_session_timeout_ms);
+            for b in store.departed_within(within) {
+                if out.iter().any(|(id, ..)| *id == b.node_id) {
+                    continue;
+                }
+                if let Some((host, port)) = b.endpoint(listener) {
+                    out.push((b.node_id, host, port, b.rack.clone()));
+                }
+            }
+        }
+        out.sort_unstable_by_key(|(id, ..)| *id);
+        out
+    }
+
     /// The `broker.rack` of a live broker (this one, or in a cluster any registered one).
     pub(crate) fn broker_rack(&self, id: i32) -> Option<String> {
         match self.meta.etcd() {

@@ -788,6 +788,7 @@ fn cluster_settings(p: &Parsed<'_>) -> Result<Option<crate::ClusterSettings>, Co
         poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
         balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
         death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
+        broker_session_timeout_ms: p.typed("broker.session.timeout.ms", 9000)?,
     }))
 }
 

@@ -516,6 +516,9 @@ pub struct ClusterSettings {
     /// `sluice.cluster.death.probe.enable`: revoke the lease of a broker whose listener
     /// refuses connections after it accepted them (its process is gone). Default true.
     pub death_probe_enable: bool,
+    /// `broker.session.timeout.ms`: how long a broker whose lease ended stays in the broker
+    /// lists of Metadata and DescribeCluster (Kafka's fencing delay). Default 9000.
+    pub broker_session_timeout_ms: u64,
 }
 
 impl Default for BrokerConfig {

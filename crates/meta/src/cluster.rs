@@ -303,6 +303,9 @@ pub struct EtcdStore {
     /// Every lease this process granted itself: a registration under any other lease is
     /// another process's (a replacement with this node id).
     own_leases: Mutex<std::collections::HashSet<i64>>,
+    /// Brokers that left the view (their lease ended) and when this process's view first
+    /// lacked them: [`EtcdStore::departed_within`].
+    departed: Mutex<std::collections::HashMap<i32, (BrokerInfo, std::time::Instant)>>,
 }
 
 pub(crate) fn etcd_err(e: EtcdError) -> MetaError {
@@ -363,6 +366,7 @@ impl EtcdStore {
             producer_ids: Mutex::new((0, 0)),
             registration: Mutex::new(None),
             own_leases: Mutex::new(std::collections::HashSet::new()),
+            departed: Mutex::new(std::collections::HashMap::new()),
         };
         store.refresh()?;
         Ok(store)
@@ -505,9 +509,37 @@ impl EtcdStore {
         // look deleted).
         let mut current = self.view.write();
         if view.revision >= current.revision {
+            self.note_departures(&current.brokers, &view.brokers);
             *current = Arc::new(view);
         }
         Ok(current.clone())
+    }
+
+    /// Remember the brokers of `before` that `after` lacks, from now; forget those `after`
+    /// holds (a broker that registered again).
+    fn note_departures(
+        &self,
+        before: &BTreeMap<i32, BrokerInfo>,
+        after: &BTreeMap<i32, BrokerInfo>,
+    ) {
+        let mut departed = self.departed.lock();
+        departed.retain(|id, _| !after.contains_key(id));
+        let now = std::time::Instant::now();
+        for (id, info) in before.iter().filter(|(id, _)| !after.contains_key(id)) {
+            departed.entry(*id).or_insert_with(|| (info.clone(), now));
+        }
+    }
+
+    /// The brokers whose registration left the view less than `within` ago and that have not
+    /// registered again, as last registered. A Kafka broker that stops heartbeating stays in
+    /// the Metadata answer until its session times out (`broker.session.timeout.ms`); clients
+    /// keep their connection objects meanwhile (librdkafka 2.10+ drops the objects of brokers
+    /// gone from Metadata, and a request waiting for such a broker's connection is never
+    /// woken again: librdkafka issues 5456 and 5511).
+    pub fn departed_within(&self, within: Duration) -> Vec<BrokerInfo> {
+        let mut departed = self.departed.lock();
+        departed.retain(|_, (_, since)| since.elapsed() < within);
+        departed.values().map(|(info, _)| info.clone()).collect()
     }
 
     // ---- membership ------------------------------------------------------------------

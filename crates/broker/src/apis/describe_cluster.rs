@@ -1,4 +1,5 @@
-//! DescribeCluster: the live brokers (this one alone, or the cluster's registered members) and
+//! DescribeCluster: the brokers (this one alone, or the cluster's registered members and those
+//! whose lease ended less than `broker.session.timeout.ms` ago: `Broker::listed_brokers`) and
 //! the broker clients send controller requests to (this one).
 
 use std::sync::Arc;
@@ -18,14 +19,14 @@ pub(crate) fn handle(
     listener: &str,
 ) -> Option<ResponseKind> {
     let brokers = broker
-        .live_endpoints(listener)
+        .listed_brokers(listener)
         .into_iter()
-        .map(|(id, host, port)| {
+        .map(|(id, host, port, rack)| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(id))
                 .with_host(str_bytes(host))
                 .with_port(i32::from(port))
-                .with_rack(broker.broker_rack(id).map(str_bytes))
+                .with_rack(rack.map(str_bytes))
         })
         .collect();
     let body = DescribeClusterResponse::default()

@@ -155,14 +155,14 @@ pub(crate) fn handle(
             .collect(),
     };
     let brokers = broker
-        .live_endpoints(listener)
+        .listed_brokers(listener)
         .into_iter()
-        .map(|(id, host, port)| {
+        .map(|(id, host, port, rack)| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(id))
                 .with_host(str_bytes(host))
                 .with_port(i32::from(port))
-                .with_rack(broker.broker_rack(id).map(str_bytes))
+                .with_rack(rack.map(str_bytes))
         })
         .collect();
     let body = MetadataResponse::default()
