@@ -17,6 +17,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("text_files", targets::text_files),
     ("principal_rules", targets::principal_rules),
     ("oauthbearer", targets::oauthbearer),
+    ("sasl", targets::sasl),
 ];
 
 /// Look a target up by name.
@@ -441,6 +442,50 @@ pub mod targets {
                 assert!(json.is_ok_and(|v| v.is_object()), "challenge {}", r.challenge());
             }
             let _ = secured.validate(&token, &keys, NOW_MS);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // sasl
+    // ------------------------------------------------------------------------------------
+
+    /// Target `sasl`: the SASL/PLAIN and SCRAM messages a client (or, for the broker's own
+    /// SCRAM client, a peer) sends before it is authenticated. The whole input is a PLAIN
+    /// message: parsing and checking it never panics, and a parsed message rebuilt by the
+    /// client encoder parses back the same user and password. Split at its first newline, it
+    /// is a SCRAM client-first then client-final message for the server side of both
+    /// mechanisms (a known user, so the proof check is reached), and a server-first then
+    /// server-final message for the client side.
+    pub fn sasl(data: &[u8]) {
+        use sluice_sasl::plain;
+        use sluice_sasl::{ScramClient, ScramCredential, ScramMechanism, ScramServer};
+        if let Ok(m) = plain::parse(data) {
+            let _ = plain::authenticate(&m, Some("secret"));
+            let _ = plain::authenticate(&m, None);
+            let again = plain::parse(&plain::client_message(&m.username, &m.password));
+            let again = again.expect("a PLAIN client message of a parsed user parses");
+            assert_eq!(
+                (again.username.as_str(), again.password.as_str()),
+                (m.username.as_str(), m.password.as_str()),
+                "round trip"
+            );
+        }
+        let (first, last) = match data.iter().position(|b| *b == b'\n') {
+            Some(i) => (&data[..i], &data[i + 1..]),
+            None => (data, &b""[..]),
+        };
+        for m in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+            let salted = vec![7u8; m.hash_len()];
+            let credential = ScramCredential::from_salted_password(m, b"salt", &salted, 4096);
+            let mut server = ScramServer::with_nonce(m, "servernonce");
+            if server.client_first(first, |_| Some(credential.clone())).is_ok() {
+                let _ = server.client_final(last);
+            }
+            let _ = server.client_final(last);
+            let mut client = ScramClient::with_nonce(m, "user", "pw", "clientnonce");
+            if client.client_final(first).is_ok() {
+                let _ = client.verify_server_final(last);
+            }
         }
     }
 }

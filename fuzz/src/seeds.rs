@@ -35,6 +35,9 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     for (name, data) in oauthbearer() {
         out.push(("oauthbearer", name, data));
     }
+    for (name, data) in sasl() {
+        out.push(("sasl", name, data));
+    }
     out
 }
 
@@ -226,6 +229,18 @@ pub fn oauthbearer() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// SASL messages: a PLAIN message with an authorization id, and a SCRAM client-first and
+/// client-final pair of the target's server (its nonce, a proof of the right length).
+pub fn sasl() -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("plain".into(), b"alice\0alice\0secret".to_vec()),
+        (
+            "scram".into(),
+            b"n,,n=alice,r=abc\nc=biws,r=abcservernonce,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_vec(),
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     /// The seeds are what they claim to be: valid input for the code under test.
@@ -277,6 +292,21 @@ mod tests {
             sluice_sasl::oauthbearer::Jwks::parse(crate::targets::FUZZ_JWKS.as_bytes()).map(|k| k.keys.len()),
             Ok(2)
         );
+    }
+
+    #[test]
+    fn sasl_seeds_parse() {
+        let (_, plain) = &super::sasl()[0];
+        assert!(sluice_sasl::plain::parse(plain).is_ok());
+        let (_, scram) = &super::sasl()[1];
+        let (first, last) = scram.split_at(scram.iter().position(|b| *b == b'\n').unwrap());
+        let m = sluice_sasl::ScramMechanism::Sha256;
+        let credential = sluice_sasl::ScramCredential::from_salted_password(m, b"salt", &[7; 32], 4096);
+        let mut server = sluice_sasl::ScramServer::with_nonce(m, "servernonce");
+        assert!(server.client_first(first, |_| Some(credential)).is_ok());
+        // The proof is the right length and wrong: refused as credentials, not as format.
+        let refusal = server.client_final(&last[1..]).unwrap_err();
+        assert!(format!("{refusal:?}").contains("Invalid client credentials"), "{refusal:?}");
     }
 
     #[test]
