@@ -927,6 +927,87 @@ mod tests {
         );
     }
 
+    /// ADVERSARY (on 407ede8): the set of "refused as not written" answers that start a
+    /// refusal entry misses UNKNOWN_TOPIC_OR_PARTITION (and UNKNOWN_TOPIC_ID from v13), which
+    /// `handle` answers before `append_one` for a partition this broker's registry does not
+    /// hold (produce.rs:346-349), without calling `answered` (produce.rs:388-392). Java and
+    /// librdkafka retry it (metadata refresh, same sequence): nothing was written.
+    ///
+    /// Interleaving (cluster; connection C1 of idempotent producer 7, epoch 0): partition t-1
+    /// was just added (CreatePartitions) or topic t just created; the client's Metadata (from
+    /// a broker whose view has it) names broker A as t-1's owner; A's registry lags a poll.
+    /// 1. C1 carries t-1 sequence 0, then sequence 1 pipelined. Sequence 0 finds no
+    ///    partition t-1: UNKNOWN_TOPIC_OR_PARTITION, no entry (produce.rs:346-349).
+    /// 2. A's view catches up, t-1 is opened.
+    /// 3. Sequence 1 on C1: no entry, so `refuses_behind` lets it through; the log does not
+    ///    know producer 7 and takes any sequence (`ProducerStates::check`, store
+    ///    producer.rs:144-147): appended across the gap.
+    /// 4. The retry of sequence 0: the log's next is 2, OUT_OF_ORDER_SEQUENCE_NUMBER;
+    ///    librdkafka bumps its epoch and writes its unacknowledged records again (the
+    ///    duplicates of librdkafka issue 4953 the rule exists to prevent).
+    #[test]
+    #[allow(non_snake_case)]
+    fn ADVERSARY_a_batch_behind_one_refused_unknown_partition_is_appended_across_its_gap() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let mut props = std::collections::BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("log.dirs".to_string(), dir.path().display().to_string());
+        let broker =
+            Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap();
+        broker
+            .create_topic("t", 1, std::collections::BTreeMap::new())
+            .unwrap();
+        let client = crate::apis::Client {
+            id: "producer".into(),
+            host: "/127.0.0.1".into(),
+            listener: std::sync::Arc::from("PLAINTEXT"),
+            principal: std::sync::Arc::from(crate::authz::ANONYMOUS),
+            address: "127.0.0.1".into(),
+            api_key: 0,
+            produce_refusals: std::sync::Arc::new(ProduceRefusals::default()),
+        };
+        let produce = |seq: i32| -> i16 {
+            let records = sluice_format::BatchBuilder::new()
+                .record(1_700_000_000_000, None, Some(b"v".as_slice()))
+                .producer(7, 0, seq)
+                .build();
+            let req = ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(1000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(kafka_protocol::messages::TopicName(str_bytes("t")))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(1)
+                        .with_records(Some(bytes::Bytes::from(records)))])]);
+            let reply = handle(&broker, req, 9, &Verdicts::new(), &client);
+            match rt.block_on(reply) {
+                Some(ResponseKind::Produce(r)) => r.responses[0].partition_responses[0].error_code,
+                other => panic!("unexpected answer {other:?}"),
+            }
+        };
+        // Sequence 0: A's registry does not hold t-1 yet. Retriable, nothing written.
+        assert_eq!(produce(0), ResponseError::UnknownTopicOrPartition.code());
+        // A's view catches up: t-1 is opened.
+        broker.add_partitions("t", 2, false).unwrap();
+        // Sequence 1, pipelined behind 0 on the same connection.
+        let behind = produce(1);
+        // The client's retry of sequence 0.
+        let retry = produce(0);
+        assert!(
+            behind != 0 && retry == 0,
+            "sequence 1 (pipelined behind sequence 0, refused UNKNOWN_TOPIC_OR_PARTITION) was \
+             answered {behind} (0: appended across the gap) and the retry of 0 then {retry} \
+             (45: OUT_OF_ORDER_SEQUENCE_NUMBER)"
+        );
+    }
+
     /// ADVERSARY: producer sequences wrap from i32::MAX to 0 (Kafka's
     /// `DefaultRecordBatch.incrementSequence`, librdkafka likewise). The batch behind a
     /// refused one at the end of the range starts at 0, which `h.base_sequence > seq` does
