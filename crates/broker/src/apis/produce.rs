@@ -1008,6 +1008,51 @@ mod tests {
         );
     }
 
+    /// ADVERSARY (on 407ede8): an answer to a batch of an older epoch of the producer ends the
+    /// refusal entry of its current epoch. `answered` removes the entry keyed by (partition,
+    /// producer id) on any answer that is not a refusal as not written (produce.rs:151-153),
+    /// whatever the batch's epoch; `refuses_behind` let that batch through because its epoch
+    /// is not the entry's (produce.rs:107). A zombie of the same transactional id (the same
+    /// producer id, the epoch before the fencing) sharing the connection (a proxy: the case
+    /// `ProduceRefusals` names) is answered INVALID_PRODUCER_EPOCH and erases the live
+    /// producer's entry.
+    ///
+    /// Interleaving (connection C1 carries producer 7 at epoch 5, the live instance, and its
+    /// zombie at epoch 4):
+    /// 1. Epoch 5 sequence 10 is refused NOT_LEADER_OR_FOLLOWER (`may_write` false,
+    ///    produce.rs:480-488): entry (7, 5, 10).
+    /// 2. The zombie's batch (epoch 4) goes to the log: INVALID_PRODUCER_EPOCH; `answered`
+    ///    removes the entry.
+    /// 3. Epoch 5 sequence 11, pipelined behind 10, goes to the log across 10's gap:
+    ///    OUT_OF_ORDER_SEQUENCE_NUMBER (or, on a log that does not know producer 7, appended
+    ///    before 10).
+    #[test]
+    #[allow(non_snake_case)]
+    fn ADVERSARY_an_older_epochs_answer_ends_the_refusal_of_the_current_epoch() {
+        const INVALID_PRODUCER_EPOCH: i16 = 47;
+        assert_eq!(
+            ResponseError::InvalidProducerEpoch.code(),
+            INVALID_PRODUCER_EPOCH
+        );
+        let r = ProduceRefusals::default();
+        let tp = ("t", 1);
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 5, 10)), NOT_LEADER),
+            NOT_LEADER
+        );
+        // The zombie (epoch 4) of the same producer id, on the same connection.
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 4, 3)), INVALID_PRODUCER_EPOCH),
+            INVALID_PRODUCER_EPOCH
+        );
+        assert_eq!(
+            answer(&r, tp, Some(&header(7, 5, 11)), OUT_OF_ORDER),
+            NOT_LEADER,
+            "epoch 5 sequence 11, pipelined behind 10 (refused), reached the log across the gap \
+             after a zombie's batch of epoch 4 was answered"
+        );
+    }
+
     /// ADVERSARY: producer sequences wrap from i32::MAX to 0 (Kafka's
     /// `DefaultRecordBatch.incrementSequence`, librdkafka likewise). The batch behind a
     /// refused one at the end of the range starts at 0, which `h.base_sequence > seq` does
