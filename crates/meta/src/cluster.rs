@@ -1534,6 +1534,98 @@ mod tests {
         c
     }
 
+    /// A store that talks to nobody (`Etcd::connect` is lazy), whose view the test installs
+    /// as `refresh` does (cluster.rs:510-514).
+    fn offline_store() -> EtcdStore {
+        let link = EtcdLink::plain(&["127.0.0.1:1"], Duration::from_secs(1)).unwrap();
+        EtcdStore {
+            etcd: Etcd::connect(&link).unwrap(),
+            prefix: "/t".into(),
+            node_id: 1,
+            cluster_id: "c".into(),
+            view: RwLock::new(Arc::new(ClusterView::default())),
+            producer_ids: Mutex::new((0, 0)),
+            registration: Mutex::new(None),
+            own_leases: Mutex::new(std::collections::HashSet::new()),
+            departed: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The tail of `refresh` (cluster.rs:510-514), with a view read from etcd.
+    fn install(store: &EtcdStore, view: ClusterView) {
+        let mut current = store.view.write();
+        if view.revision >= current.revision {
+            store.note_departures(&current.brokers, &view.brokers);
+            *current = Arc::new(view);
+        }
+    }
+
+    fn brokers_at(revision: i64, brokers: &[(i32, &str)]) -> ClusterView {
+        let mut v = ClusterView {
+            revision,
+            ..ClusterView::default()
+        };
+        for &(id, host) in brokers {
+            v.brokers.insert(
+                id,
+                BrokerInfo {
+                    partitions_max: None,
+                    node_id: id,
+                    host: host.into(),
+                    port: 9092,
+                    listeners: Vec::new(),
+                    rack: None,
+                    lease: i64::from(id),
+                },
+            );
+        }
+        v
+    }
+
+    /// ADVERSARY (on b61746e): a broker that restarts inside its session timeout is left out of
+    /// a Metadata or DescribeCluster answer whose listing crosses the view refresh that sees it
+    /// back. `Broker::listed_brokers` reads the live brokers from one view
+    /// (`live_endpoints`, broker lib.rs:1281, `store.view()`) and the departed ones later
+    /// (`departed_within`, broker lib.rs:1287); `refresh` drops a broker from the departed set
+    /// in the same step that installs the view holding it again (`note_departures`,
+    /// cluster.rs:512,526).
+    ///
+    /// Interleaving (brokers 1 and 2; broker 2's process crashes and restarts):
+    /// 1. Broker 2's lease ends: broker 1's refresh installs a view without it; it is in the
+    ///    departed set (listed, as intended).
+    /// 2. A Metadata request on broker 1: `live_endpoints` reads the view (no broker 2).
+    /// 3. Broker 2 registers again; broker 1's poll (`refresh`) installs the view holding it
+    ///    and removes it from the departed set.
+    /// 4. The same request: `departed_within` has no broker 2. The answer lists broker 2
+    ///    nowhere: librdkafka 2.10+ drops its broker object, the very case b61746e meant to
+    ///    end (a send_offsets_to_transaction waiting for that broker blocks for good,
+    ///    librdkafka issues 5456, 5511).
+    #[test]
+    #[allow(non_snake_case)]
+    fn ADVERSARY_restarted_broker_missing_from_a_listing_that_crosses_a_refresh() {
+        let store = offline_store();
+        let within = Duration::from_secs(9);
+        install(&store, brokers_at(1, &[(1, "h1"), (2, "h2-old")]));
+        // 1. broker 2's lease ended.
+        install(&store, brokers_at(2, &[(1, "h1")]));
+        assert_eq!(store.departed_within(within).len(), 1);
+        // 2. listed_brokers: live_endpoints (broker lib.rs:1281).
+        let live: Vec<i32> = store.view().brokers.keys().copied().collect();
+        // 3. broker 2 registered again; the poll refreshes the view.
+        install(&store, brokers_at(3, &[(1, "h1"), (2, "h2-new")]));
+        // 4. listed_brokers: departed_within (broker lib.rs:1287).
+        let departed: Vec<i32> = store
+            .departed_within(within)
+            .iter()
+            .map(|b| b.node_id)
+            .collect();
+        assert!(
+            live.contains(&2) || departed.contains(&2),
+            "broker 2 (departed, then registered again) is in neither read of the listing: \
+             live {live:?}, departed {departed:?}"
+        );
+    }
+
     #[test]
     fn orphans_of_a_dead_broker_spread_over_the_survivors() {
         let owners: Vec<(&str, i32, i32)> = (0..9).map(|p| ("t", p, p % 3 + 1)).collect();
