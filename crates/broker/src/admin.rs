@@ -174,16 +174,18 @@ impl Broker {
                 message: e.to_string(),
             })?;
         let mut meta = meta;
-        for p in 0..meta.partitions() {
-            meta.epochs[p as usize] =
-                self.meta.acquire_partition(name, p).map_err(|e| Refusal {
-                    code: meta_error_code(&e),
-                    message: e.to_string(),
-                })?;
-        }
+        meta.epochs = self
+            .meta
+            .acquire_partitions(name, 0..meta.partitions())
+            .map_err(|e| Refusal {
+                code: meta_error_code(&e),
+                message: e.to_string(),
+            })?;
+        let effective = self.effective_config();
+        let threads = effective.recovery_threads_per_data_dir.max(1);
         let state = self
             .registry
-            .open_topic(&self.effective_config(), &self.logs, meta)
+            .open_topic(&effective, &self.logs, meta, threads)
             .map_err(|e| {
                 tracing::error!(topic = name, "opening the logs of a new topic failed: {e}");
                 Refusal::new(ResponseError::KafkaStorageError, e.to_string())
@@ -257,11 +259,14 @@ impl Broker {
             return Ok(());
         }
         let mut added = Vec::with_capacity((count - current) as usize);
-        for p in current..count {
-            let epoch = self.meta.acquire_partition(name, p).map_err(|e| Refusal {
+        let epochs = self
+            .meta
+            .acquire_partitions(name, current..count)
+            .map_err(|e| Refusal {
                 code: meta_error_code(&e),
                 message: e.to_string(),
             })?;
+        for (p, epoch) in (current..count).zip(epochs) {
             meta.epochs[p as usize] = epoch;
             let tp = TopicPartition {
                 topic: name.to_string(),

@@ -258,26 +258,49 @@ impl Registry {
         self.topics.read().by_name.values().cloned().collect()
     }
 
-    /// Open the logs of every partition of `topic` (whose epochs are already acquired).
+    /// Open the logs of every partition of `topic` (whose epochs are already acquired), on up
+    /// to `threads` threads (`num.recovery.threads.per.data.dir`, as a cluster opens the
+    /// partitions it acquires together): a new partition's files and directory are fsynced,
+    /// and one after the other that took about 10 ms a partition.
     pub(crate) fn open_topic(
         &self,
         broker_config: &BrokerConfig,
         logs: &LogManager,
         topic: TopicMeta,
+        threads: usize,
     ) -> Result<Arc<TopicState>, BrokerError> {
         let config = sluice_config::topic_config(broker_config, &topic.configs);
-        let mut opened = Vec::with_capacity(topic.epochs.len());
-        for (partition, epoch) in topic.epochs.iter().enumerate() {
+        let partitions: Vec<usize> = (0..topic.epochs.len()).collect();
+        // After a failure the remaining partitions are not opened: the first error is the
+        // answer, as when they were opened one after the other.
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let threads = threads.clamp(1, partitions.len().max(1));
+        let results = crate::parallel_map(&partitions, threads, |&partition| {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition: partition as i32,
             };
-            opened.push(Some(logs.open_log(
-                &tp,
-                topic.id,
-                log_config(&config),
-                *epoch,
-            )?));
+            let r = logs.open_log(&tp, topic.id, log_config(&config), topic.epochs[partition]);
+            if r.is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some(r)
+        });
+        let mut opened = Vec::with_capacity(partitions.len());
+        for r in results {
+            match r {
+                Some(Ok(log)) => opened.push(Some(log)),
+                Some(Err(e)) => return Err(e.into()),
+                None => {}
+            }
+        }
+        if opened.len() != partitions.len() {
+            return Err(BrokerError::Startup(
+                "a partition's log was not opened".into(),
+            ));
         }
         let state = Arc::new(TopicState {
             meta: topic,

@@ -353,6 +353,34 @@ impl EmbeddedStore {
         Ok(result)
     }
 
+    /// Take ownership of partitions `partitions` of topic `name` with a single write (a topic
+    /// created, partitions added): bumps and returns their epochs, in order. One write instead
+    /// of one per partition: each rewrites and fsyncs the whole file.
+    pub fn acquire_partitions(
+        &self,
+        name: &str,
+        partitions: std::ops::Range<i32>,
+    ) -> Result<Vec<i32>, MetaError> {
+        let mut state = self.state.lock();
+        let mut next = clone_state(&state);
+        let topic = next
+            .topics
+            .get_mut(name)
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))?;
+        let mut result = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            let epoch = usize::try_from(partition)
+                .ok()
+                .and_then(|p| topic.epochs.get_mut(p))
+                .ok_or_else(|| MetaError::UnknownTopic(format!("{name}-{partition}")))?;
+            *epoch += 1;
+            result.push(*epoch);
+        }
+        self.persist(&next)?;
+        *state = next;
+        Ok(result)
+    }
+
     /// A producer id never handed out before by this store.
     pub fn next_producer_id(&self) -> Result<i64, MetaError> {
         let mut state = self.state.lock();
@@ -553,6 +581,18 @@ impl Meta {
         }
     }
 
+    /// See [`EmbeddedStore::acquire_partitions`]; single broker only.
+    pub fn acquire_partitions(
+        &self,
+        name: &str,
+        partitions: std::ops::Range<i32>,
+    ) -> Result<Vec<i32>, MetaError> {
+        match self {
+            Meta::Embedded { store, .. } => store.acquire_partitions(name, partitions),
+            Meta::Etcd(_) => Err(acquired_one_by_one()),
+        }
+    }
+
     pub fn next_producer_id(&self) -> Result<i64, MetaError> {
         match self {
             Meta::Embedded { store, .. } => store.next_producer_id(),
@@ -657,6 +697,19 @@ mod tests {
             .unwrap();
         store.add_partitions("orders", 5).unwrap();
         assert_eq!(store.acquire_partition("orders", 4).unwrap(), 1);
+        assert_eq!(
+            store.acquire_partitions("orders", 3..5).unwrap(),
+            vec![1, 2]
+        );
+        assert!(
+            store.acquire_partitions("orders", 4..6).is_err(),
+            "partition 5 does not exist"
+        );
+        assert_eq!(
+            store.topic("orders").unwrap().epochs,
+            vec![0, 0, 0, 1, 2],
+            "nothing written by a refusal"
+        );
         let p1 = store.next_producer_id().unwrap();
         drop(store);
 
@@ -664,11 +717,11 @@ mod tests {
         assert_eq!(store.cluster_id(), cluster);
         let again = store.topic("orders").unwrap();
         assert_eq!(again.id, t.id);
-        assert_eq!(again.epochs, vec![0, 0, 0, 0, 1]);
+        assert_eq!(again.epochs, vec![0, 0, 0, 1, 2]);
         assert_eq!(again.configs, configs);
         assert!(store.next_producer_id().unwrap() > p1);
         let all = store.acquire_all().unwrap();
-        assert_eq!(all[0].epochs, vec![1, 1, 1, 1, 2]);
+        assert_eq!(all[0].epochs, vec![1, 1, 1, 2, 3]);
     }
 
     #[test]
