@@ -1277,24 +1277,22 @@ impl Broker {
     /// transactional request waiting for it is never woken again: librdkafka issues 5456
     /// and 5511).
     pub(crate) fn listed_brokers(&self, listener: &str) -> Vec<(i32, String, u16, Option<String>)> {
-        let mut out: Vec<_> = self
-            .live_endpoints(listener)
+        let (Some(store), Some(settings)) = (self.meta.etcd(), self.config.cluster.as_ref()) else {
+            return self
+                .live_endpoints(listener)
+                .into_iter()
+                .map(|(id, host, port)| (id, host, port, self.broker_rack(id)))
+                .collect();
+        };
+        let within = std::time::Duration::from_millis(settings.broker_session_timeout_ms);
+        store
+            .listed_brokers(within)
             .into_iter()
-            .map(|(id, host, port)| (id, host, port, self.broker_rack(id)))
-            .collect();
-        if let (Some(store), Some(settings)) = (self.meta.etcd(), self.config.cluster.as_ref()) {
-            let within = std::time::Duration::from_millis(settings.broker_session_timeout_ms);
-            for b in store.departed_within(within) {
-                if out.iter().any(|(id, ..)| *id == b.node_id) {
-                    continue;
-                }
-                if let Some((host, port)) = b.endpoint(listener) {
-                    out.push((b.node_id, host, port, b.rack.clone()));
-                }
-            }
-        }
-        out.sort_unstable_by_key(|(id, ..)| *id);
-        out
+            .filter_map(|b| {
+                let (host, port) = b.endpoint(listener)?;
+                Some((b.node_id, host, port, b.rack))
+            })
+            .collect()
     }
 
     /// The `broker.rack` of a live broker (this one, or in a cluster any registered one).

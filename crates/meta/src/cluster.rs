@@ -530,16 +530,28 @@ impl EtcdStore {
         }
     }
 
-    /// The brokers whose registration left the view less than `within` ago and that have not
-    /// registered again, as last registered. A Kafka broker that stops heartbeating stays in
-    /// the Metadata answer until its session times out (`broker.session.timeout.ms`); clients
-    /// keep their connection objects meanwhile (librdkafka 2.10+ drops the objects of brokers
-    /// gone from Metadata, and a request waiting for such a broker's connection is never
-    /// woken again: librdkafka issues 5456 and 5511).
-    pub fn departed_within(&self, within: Duration) -> Vec<BrokerInfo> {
+    /// The brokers to list to clients, from one view: every registered broker, and each one
+    /// whose registration left the view less than `within` ago and has not registered again,
+    /// as last registered. A Kafka broker that stops heartbeating stays in the Metadata answer
+    /// until its session times out (`broker.session.timeout.ms`); clients keep their
+    /// connection objects meanwhile (librdkafka 2.10+ drops the objects of brokers gone from
+    /// Metadata, and a request waiting for such a broker's connection is never woken again:
+    /// librdkafka issues 5456 and 5511). The view and the departed set are read under the
+    /// view's lock, which [`EtcdStore::refresh`] holds while it moves a broker between them:
+    /// a broker back from the departed set is in the view read, never in neither.
+    pub fn listed_brokers(&self, within: Duration) -> Vec<BrokerInfo> {
+        let view = self.view.read();
         let mut departed = self.departed.lock();
         departed.retain(|_, (_, since)| since.elapsed() < within);
-        departed.values().map(|(info, _)| info.clone()).collect()
+        let mut out: Vec<BrokerInfo> = view.brokers.values().cloned().collect();
+        out.extend(
+            departed
+                .iter()
+                .filter(|(id, _)| !view.brokers.contains_key(id))
+                .map(|(_, (info, _))| info.clone()),
+        );
+        out.sort_unstable_by_key(|b| b.node_id);
+        out
     }
 
     // ---- membership ------------------------------------------------------------------
@@ -1582,48 +1594,38 @@ mod tests {
         v
     }
 
-    /// ADVERSARY (on b61746e): a broker that restarts inside its session timeout is left out of
-    /// a Metadata or DescribeCluster answer whose listing crosses the view refresh that sees it
-    /// back. `Broker::listed_brokers` reads the live brokers from one view
-    /// (`live_endpoints`, broker lib.rs:1281, `store.view()`) and the departed ones later
-    /// (`departed_within`, broker lib.rs:1287); `refresh` drops a broker from the departed set
-    /// in the same step that installs the view holding it again (`note_departures`,
-    /// cluster.rs:512,526).
-    ///
-    /// Interleaving (brokers 1 and 2; broker 2's process crashes and restarts):
-    /// 1. Broker 2's lease ends: broker 1's refresh installs a view without it; it is in the
-    ///    departed set (listed, as intended).
-    /// 2. A Metadata request on broker 1: `live_endpoints` reads the view (no broker 2).
-    /// 3. Broker 2 registers again; broker 1's poll (`refresh`) installs the view holding it
-    ///    and removes it from the departed set.
-    /// 4. The same request: `departed_within` has no broker 2. The answer lists broker 2
-    ///    nowhere: librdkafka 2.10+ drops its broker object, the very case b61746e meant to
-    ///    end (a send_offsets_to_transaction waiting for that broker blocks for good,
-    ///    librdkafka issues 5456, 5511).
+    /// Found by an adversary on b61746e, since fixed: a broker that restarts inside its
+    /// session timeout was left out of a Metadata or DescribeCluster answer whose listing
+    /// crossed the view refresh that saw it back: the listing read the live brokers from one
+    /// view and the departed ones later, and `refresh` drops a broker from the departed set in
+    /// the step that installs the view holding it again. Interleaving (brokers 1 and 2;
+    /// broker 2's process crashes and restarts): broker 2's lease ends (departed, listed);
+    /// a Metadata request reads the view (no broker 2); broker 2 registers again and the poll
+    /// installs the view holding it, removing it from the departed set; the same request then
+    /// read the departed set: broker 2 in neither. Now one read under the view's lock lists
+    /// it at every step, once, with its newest registration.
     #[test]
-    #[allow(non_snake_case)]
-    fn ADVERSARY_restarted_broker_missing_from_a_listing_that_crosses_a_refresh() {
+    fn a_restarted_broker_is_listed_at_every_step_of_its_return() {
         let store = offline_store();
         let within = Duration::from_secs(9);
+        let listed = |store: &EtcdStore| -> Vec<(i32, String)> {
+            store
+                .listed_brokers(within)
+                .into_iter()
+                .map(|b| (b.node_id, b.host))
+                .collect()
+        };
         install(&store, brokers_at(1, &[(1, "h1"), (2, "h2-old")]));
-        // 1. broker 2's lease ended.
+        assert_eq!(listed(&store), [(1, "h1".into()), (2, "h2-old".into())]);
+        // Broker 2's lease ended: listed as last registered.
         install(&store, brokers_at(2, &[(1, "h1")]));
-        assert_eq!(store.departed_within(within).len(), 1);
-        // 2. listed_brokers: live_endpoints (broker lib.rs:1281).
-        let live: Vec<i32> = store.view().brokers.keys().copied().collect();
-        // 3. broker 2 registered again; the poll refreshes the view.
+        assert_eq!(listed(&store), [(1, "h1".into()), (2, "h2-old".into())]);
+        // Registered again: listed once, as registered now.
         install(&store, brokers_at(3, &[(1, "h1"), (2, "h2-new")]));
-        // 4. listed_brokers: departed_within (broker lib.rs:1287).
-        let departed: Vec<i32> = store
-            .departed_within(within)
-            .iter()
-            .map(|b| b.node_id)
-            .collect();
-        assert!(
-            live.contains(&2) || departed.contains(&2),
-            "broker 2 (departed, then registered again) is in neither read of the listing: \
-             live {live:?}, departed {departed:?}"
-        );
+        assert_eq!(listed(&store), [(1, "h1".into()), (2, "h2-new".into())]);
+        // Left again, and the session timed out: not listed.
+        install(&store, brokers_at(4, &[(1, "h1")]));
+        assert_eq!(store.listed_brokers(Duration::ZERO).len(), 1);
     }
 
     #[test]

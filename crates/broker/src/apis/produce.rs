@@ -63,10 +63,20 @@ struct Refused {
 /// Whether a produce answer says the batch was not written and is to be retried (the codes
 /// [`append_one`] answers before the log appends anything, and a failed log's).
 fn refused_unwritten(code: i16) -> bool {
-    code == ResponseError::NotLeaderOrFollower.code()
-        || code == ResponseError::NotEnoughReplicas.code()
-        || code == ResponseError::KafkaStorageError.code()
+    [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::NotEnoughReplicas.code(),
+        ResponseError::KafkaStorageError.code(),
+        ResponseError::UnknownTopicOrPartition.code(),
+        ResponseError::UnknownTopicId.code(),
+    ]
+    .contains(&code)
 }
+
+/// Most refusal entries one connection keeps: past it a new refusal starts none (the rule
+/// then protects fewer partitions, it never refuses more). A client producing to many
+/// unknown partitions under many producer ids cannot grow the map without bound.
+const REFUSALS_MAX: usize = 4096;
 
 /// Batches of one producer refused behind a refusal before the rule gives up: Kafka's
 /// clients keep at most five requests in flight per partition for an idempotent producer.
@@ -132,17 +142,30 @@ impl ProduceRefusals {
     /// The log answered `code` to a batch (`header`) of partition `tp` not refused behind
     /// another: a retriable refusal as not written (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
     /// while the ownership is unconfirmed or the transaction unverified, KAFKA_STORAGE_ERROR)
-    /// starts an entry; any other answer to a batch of the producer (the refused batch's
-    /// retry, one before it, a new epoch) ends one. A batch let through as in order for the
-    /// log whose append is then refused starts the entry again at its own sequence: the
-    /// batches pipelined behind it would otherwise reach the log across its gap.
+    /// starts an entry, as does UNKNOWN_TOPIC_OR_PARTITION (a partition this broker does not
+    /// know yet); any other answer to a batch of the producer (the refused batch's retry, one
+    /// before it, a new epoch) ends one. A batch let through as in order for the log whose
+    /// append is then refused starts the entry again at its own sequence: the batches
+    /// pipelined behind it would otherwise reach the log across its gap. A batch of an older
+    /// epoch than the entry's changes nothing.
     fn answered(&self, tp: (&str, i32), header: Option<&sluice_format::BatchHeader>, code: i16) {
         let Some(h) = header.filter(|h| h.producer_id >= 0) else {
             return;
         };
         let mut refused = self.0.lock();
         let key = (tp.0.to_string(), tp.1, h.producer_id);
+        // A batch of an older epoch (a fenced instance of the same producer id on this
+        // connection: a proxy) neither starts nor ends the current epoch's entry.
+        if refused
+            .get(&key)
+            .is_some_and(|r| h.producer_epoch < r.epoch)
+        {
+            return;
+        }
         if refused_unwritten(code) {
+            if refused.len() >= REFUSALS_MAX && !refused.contains_key(&key) {
+                return;
+            }
             let r = Refused {
                 epoch: h.producer_epoch,
                 sequence: h.base_sequence,
@@ -345,6 +368,21 @@ pub(crate) fn handle(
             let records = p.records.unwrap_or_default();
             let Some(s) = state.as_deref().filter(|s| s.has_partition(p.index)) else {
                 counts.add(0, 0, true);
+                // Not written, retried: the batches pipelined behind it must not reach the
+                // log once the partition is known here (a partition just added, this
+                // broker's view a poll behind the client's metadata).
+                let name = match state.as_deref() {
+                    Some(s) => Some(s.meta.name.clone()),
+                    None if version < 13 => Some(topic.name.0.to_string()),
+                    None => None,
+                };
+                if let Some(name) = name {
+                    client.produce_refusals.answered(
+                        (&name, p.index),
+                        first_header(&records).as_ref(),
+                        unknown_code,
+                    );
+                }
                 partitions.push(error_partition(p.index, unknown_code, None));
                 continue;
             };
@@ -927,8 +965,8 @@ mod tests {
         );
     }
 
-    /// ADVERSARY (on 407ede8): the set of "refused as not written" answers that start a
-    /// refusal entry misses UNKNOWN_TOPIC_OR_PARTITION (and UNKNOWN_TOPIC_ID from v13), which
+    /// Found by an adversary on 407ede8, since fixed: the set of "refused as not written"
+    /// answers that start a refusal entry missed UNKNOWN_TOPIC_OR_PARTITION (and UNKNOWN_TOPIC_ID from v13), which
     /// `handle` answers before `append_one` for a partition this broker's registry does not
     /// hold (produce.rs:346-349), without calling `answered` (produce.rs:388-392). Java and
     /// librdkafka retry it (metadata refresh, same sequence): nothing was written.
@@ -946,8 +984,7 @@ mod tests {
     ///    librdkafka bumps its epoch and writes its unacknowledged records again (the
     ///    duplicates of librdkafka issue 4953 the rule exists to prevent).
     #[test]
-    #[allow(non_snake_case)]
-    fn ADVERSARY_a_batch_behind_one_refused_unknown_partition_is_appended_across_its_gap() {
+    fn a_batch_behind_one_refused_as_an_unknown_partition_waits_for_its_retry() {
         use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
         let dir = tempfile::tempdir().unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -1008,8 +1045,8 @@ mod tests {
         );
     }
 
-    /// ADVERSARY (on 407ede8): an answer to a batch of an older epoch of the producer ends the
-    /// refusal entry of its current epoch. `answered` removes the entry keyed by (partition,
+    /// Found by an adversary on 407ede8, since fixed: an answer to a batch of an older epoch
+    /// of the producer ended the refusal entry of its current epoch. `answered` removes the entry keyed by (partition,
     /// producer id) on any answer that is not a refusal as not written (produce.rs:151-153),
     /// whatever the batch's epoch; `refuses_behind` let that batch through because its epoch
     /// is not the entry's (produce.rs:107). A zombie of the same transactional id (the same
@@ -1027,8 +1064,7 @@ mod tests {
     ///    OUT_OF_ORDER_SEQUENCE_NUMBER (or, on a log that does not know producer 7, appended
     ///    before 10).
     #[test]
-    #[allow(non_snake_case)]
-    fn ADVERSARY_an_older_epochs_answer_ends_the_refusal_of_the_current_epoch() {
+    fn an_older_epochs_answer_leaves_the_refusal_of_the_current_epoch() {
         const INVALID_PRODUCER_EPOCH: i16 = 47;
         assert_eq!(
             ResponseError::InvalidProducerEpoch.code(),
