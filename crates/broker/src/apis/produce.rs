@@ -965,7 +965,7 @@ mod tests {
         );
     }
 
-    /// Found by an adversary on 407ede8, since fixed: the set of "refused as not written"
+    /// Found by an adversary on 0cfb7e3, since fixed: the set of "refused as not written"
     /// answers that start a refusal entry missed UNKNOWN_TOPIC_OR_PARTITION (and UNKNOWN_TOPIC_ID from v13), which
     /// `handle` answers before `append_one` for a partition this broker's registry does not
     /// hold (produce.rs:346-349), without calling `answered` (produce.rs:388-392). Java and
@@ -1045,7 +1045,7 @@ mod tests {
         );
     }
 
-    /// Found by an adversary on 407ede8, since fixed: an answer to a batch of an older epoch
+    /// Found by an adversary on 0cfb7e3, since fixed: an answer to a batch of an older epoch
     /// of the producer ended the refusal entry of its current epoch. `answered` removes the entry keyed by (partition,
     /// producer id) on any answer that is not a refusal as not written (produce.rs:151-153),
     /// whatever the batch's epoch; `refuses_behind` let that batch through because its epoch
