@@ -722,8 +722,25 @@ fn leader_hints(
             }
         }
     }
-    broker
-        .endpoints_of(&leaders, listener)
+    let endpoints = broker.endpoints_of(&leaders, listener);
+    // The hints and the endpoints come from two reads of the view: a hinted broker that left
+    // in between is not hinted (the client asks Metadata, as without a hint).
+    if leaders
+        .iter()
+        .any(|l| !endpoints.iter().any(|(e, _, _)| e == l))
+    {
+        for t in topics.iter_mut() {
+            for p in t.partition_responses.iter_mut() {
+                let id = p.current_leader.leader_id.0;
+                if id >= 0 && !endpoints.iter().any(|(e, _, _)| *e == id) {
+                    p.current_leader = LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(-1))
+                        .with_leader_epoch(-1);
+                }
+            }
+        }
+    }
+    endpoints
         .into_iter()
         .map(|(id, host, port)| {
             NodeEndpoint::default()
