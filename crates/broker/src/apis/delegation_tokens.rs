@@ -1,8 +1,8 @@
 //! CreateDelegationToken, RenewDelegationToken, ExpireDelegationToken and
-//! DescribeDelegationToken as Apache Kafka answers them on a connection that is not SASL
-//! authenticated: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED. Sluice has only PLAINTEXT listeners
-//! (docs/compatibility.md), so this is every connection; `kafka-delegation-tokens` then reports
-//! Kafka's own error instead of a closed connection.
+//! DescribeDelegationToken: Sluice issues no delegation tokens, so every connection is answered
+//! as Apache Kafka answers one that is not SASL authenticated, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+//! (docs/compatibility.md); `kafka-delegation-tokens` then reports Kafka's own error instead of
+//! a closed connection.
 
 use kafka_protocol::messages::{
     CreateDelegationTokenResponse, DescribeDelegationTokenResponse, ExpireDelegationTokenResponse,
