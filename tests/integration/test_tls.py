@@ -197,6 +197,40 @@ def test_tls_misconfigurations_are_refused_with_their_reason(tmp_path, certs, pr
     assert message in p.stdout + p.stderr, p.stdout + p.stderr
 
 
+def _handshake(port: int, certs: Path, version=None, ciphers=None):
+    """A TLS handshake with the broker's SSL port from Python's ssl module: the protocol
+    version and cipher negotiated, or the SSLError raised."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    if version is not None:
+        ctx.minimum_version = ctx.maximum_version = version
+    if ciphers is not None:
+        ctx.set_ciphers(ciphers)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                return tls.version(), tls.cipher()[0]
+    except ssl.SSLError as e:
+        return e
+
+
+def test_enabled_protocols_and_cipher_suites_are_what_a_connection_can_negotiate(broker_factory, certs):
+    """`ssl.enabled.protocols` and `ssl.cipher.suites` restrict what a client can negotiate,
+    not only what starts: TLS 1.3 refused by a listener enabled for TLS 1.2 only, and a TLS
+    1.2 suite outside the list refused while the listed one is taken."""
+    import ssl
+    b = tls_broker(broker_factory, certs, **{
+        "ssl.enabled.protocols": "TLSv1.2",
+        "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"})
+    assert isinstance(_handshake(b.tls_port, certs, ssl.TLSVersion.TLSv1_3), ssl.SSLError)
+    assert _handshake(b.tls_port, certs, ssl.TLSVersion.TLSv1_2) == ("TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+    refused = _handshake(b.tls_port, certs, ssl.TLSVersion.TLSv1_2, ciphers="ECDHE-RSA-AES256-GCM-SHA384")
+    assert isinstance(refused, ssl.SSLError), refused
+    # Unrestricted, the same client gets TLS 1.3.
+    b2 = tls_broker(broker_factory, certs)
+    assert _handshake(b2.tls_port, certs)[0] == "TLSv1.3"
+
+
 def test_brokers_call_each_other_over_mutual_tls(broker_factory, certs, tmp_path, topic):
     """A cluster whose inter-broker listener is SSL with client certificates required: the
     transaction markers a coordinator sends to the partitions' owners go over it, and clients
