@@ -117,6 +117,8 @@ def test_kafka_acls_adds_lists_and_removes(broker_factory, kafka_tool, topic):
          "--resource-pattern-type", "prefixed", "--topic", f"{topic}-pre")
     acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "IdempotentWrite", "--cluster")
     acls(kafka_tool, b, "--add", "--deny-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+         "--delegation-token", f"{topic}-dt")
     # Adding the same ACL again changes nothing.
     acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", f"{topic}-g")
 
@@ -128,6 +130,10 @@ def test_kafka_acls_adds_lists_and_removes(broker_factory, kafka_tool, topic):
     assert "ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)" in out, out
     assert "(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)" in out, out
     assert out.count("(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)") == 2, out
+    assert f"ResourcePattern(resourceType=DELEGATION_TOKEN, name={topic}-dt, patternType=LITERAL)" in out, out
+    out = acls(kafka_tool, b, "--list", "--delegation-token", f"{topic}-dt").out
+    assert "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in out, out
+    assert f"name={topic}-tx" not in out, out
 
     # --list of one topic; MATCH (--resource-pattern-type match) finds the prefixed ACL too.
     out = acls(kafka_tool, b, "--list", "--topic", topic).out
