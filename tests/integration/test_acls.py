@@ -310,3 +310,38 @@ def test_an_acl_made_through_one_broker_is_enforced_by_another(broker_factory, k
                            "broker 3 denies alice")
     finally:
         etcd.kill()
+
+
+def test_admin_tools_of_a_user_without_acls_are_refused(broker_factory, kafka_tool, topic, tmp_path):
+    """Kafka's admin tools run by a user no ACL names: topic creation and deletion, topic
+    configs described and altered, log dirs described and the ACLs listed are each refused with
+    Kafka's authorization error, and a topic it may not DESCRIBE is missing from its list."""
+    from harness import CONFIG_COMMAND, LOG_DIRS, TOPIC_COMMAND
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    user(kafka_tool, b, "alice")
+    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret"))
+
+    def refused(tool, *args, said):
+        res = kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+        text = res.out + res.err
+        assert said in text, f"{tool} {' '.join(args)}: expected {said!r}\n{res.describe()}"
+        return text
+
+    refused(TOPIC_COMMAND, "--create", "--topic", f"{topic}-new", "--partitions", "1",
+            said="TopicAuthorizationException")
+    # kafka-configs looks the topic up first: one alice may not DESCRIBE does not exist for it.
+    refused(CONFIG_COMMAND, "--describe", "--entity-type", "topics", "--entity-name", topic,
+            said="doesn't exist")
+    refused(CONFIG_COMMAND, "--alter", "--entity-type", "topics", "--entity-name", topic,
+            "--add-config", "retention.ms=1000", said="TopicAuthorizationException")
+    refused(LOG_DIRS, "--describe", "--topic-list", topic, said="ClusterAuthorizationException")
+    refused(ACL_COMMAND, "--list", said="ClusterAuthorizationException")
+    listed = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
+                        "--list", timeout=90).check("kafka-topics --list by alice")
+    assert topic not in listed.out.split(), listed.out
+    res = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
+                     "--delete", "--topic", topic, timeout=90)
+    assert res.rc != 0, res.describe()
+    # Still there for the super user.
+    assert topic in harness.admin(b.bootstrap).list_topics(timeout=10).topics
