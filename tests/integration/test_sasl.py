@@ -520,3 +520,46 @@ def test_cluster_with_a_sasl_inter_broker_listener(broker_factory, kafka_tool, t
         assert "SASL authentication failed" not in logs, logs[-3000:]
     finally:
         etcd.kill()
+
+
+@pytest.mark.sluice_only
+def test_a_flood_of_failed_logins(broker_factory):
+    """Sixty wrong-password PLAIN logins at once: each is answered SASL_AUTHENTICATION_FAILED
+    no sooner than `connection.failed.authentication.delay.ms` and closed, counted in
+    /metrics, logged at most about once a second (the next line says how many were left out),
+    and the broker goes on serving a right login and plaintext clients. The listener takes
+    PLAIN without TLS, which the start-up log warns about."""
+    import threading
+    delay_ms = 600
+    b = sasl_broker(broker_factory, **{"connection.failed.authentication.delay.ms": str(delay_ms)})
+    assert "takes SASL/PLAIN without TLS" in b.log_text()
+    before = failed_authentications(b)
+    lines_before = b.log_text().count("SASL authentication failed")
+    answers: list = []
+
+    def wrong_login():
+        with socket.create_connection(("127.0.0.1", b.sasl_port), timeout=30) as s:
+            s.sendall(kafka_request(17, 1, 1, kstr("PLAIN")))
+            read_frame(s)
+            sent = time.monotonic()
+            s.sendall(kafka_request(36, 0, 2, kbytes(b"\0alice\0wrong")))
+            resp = read_frame(s)
+            answers.append((resp is not None and struct.unpack(">ih", resp[:6]) == (2, 58),
+                            time.monotonic() - sent, closed(s)))
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=wrong_login) for _ in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    elapsed = time.monotonic() - started
+    assert len(answers) == 60, answers
+    assert all(refused and shut for refused, _, shut in answers), answers
+    assert min(waited for _, waited, _ in answers) >= delay_ms / 1000 * 0.9, answers
+    harness.wait_until(lambda: failed_authentications(b) >= before + 60, 15, "sixty failed authentications counted")
+    time.sleep(1.5)  # the limiter's last line
+    lines = b.log_text().count("SASL authentication failed") - lines_before
+    assert 1 <= lines <= elapsed + 3, f"{lines} log lines for 60 failed logins in {elapsed:.1f} s"
+    assert can_log_in(b.sasl_bootstrap, rdkafka_sasl("PLAIN", "alice", "alice-secret"))
+    assert harness.admin(b.bootstrap).list_topics(timeout=10) is not None
