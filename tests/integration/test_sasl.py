@@ -433,6 +433,25 @@ def test_sasl_ssl(broker_factory, kafka_tool, certs, tmp_path, topic):
     assert "Invalid username or password" in msg
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_java_producer_and_consumer_over_sasl_ssl(broker_factory, kafka_tool, certs, tmp_path, topic, mechanism):
+    """The Java console producer and consumer over SASL_SSL with each mechanism."""
+    b = sasl_broker(broker_factory, certs=certs)
+    if mechanism.startswith("SCRAM"):
+        add_scram_user(kafka_tool, b, "alice", "alice-secret", mechanism)
+    create_topic(b.bootstrap, topic, partitions=1)
+    conf = str(java_sasl_config(tmp_path, mechanism, "alice", "alice-secret", certs))
+    values = [f"{mechanism}-{i}" for i in range(50)]
+    harness.wait_until(lambda: kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", b.sasl_bootstrap,
+                                          "--producer.config", conf, "--topic", topic,
+                                          input="".join(v + "\n" for v in values), timeout=90).rc == 0,
+                       60, f"the Java producer logs in with {mechanism}")
+    res = kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
+                     "--topic", topic, "--from-beginning", "--max-messages", "50", "--timeout-ms", "30000")
+    res.check(f"kafka-console-consumer over SASL_SSL with {mechanism}")
+    assert res.out.split()[:50] == values, res.out[:500]
+
+
 @pytest.mark.sluice_only
 def test_session_lifetime_and_reauthentication(broker_factory, kafka_tool, topic, tmp_path):
     """connections.max.reauth.ms (KIP-368): the Java client re-authenticates on its connection
