@@ -482,10 +482,12 @@ def test_session_lifetime_and_reauthentication(broker_factory, kafka_tool, topic
 
 
 @pytest.mark.sluice_only
-def test_cluster_with_a_sasl_inter_broker_listener(broker_factory, kafka_tool, tmp_path, topic):
-    """Brokers log in to each other with SCRAM on a SASL_PLAINTEXT inter-broker listener: the
-    transaction markers a coordinator sends to other owners go over it, and a SCRAM user created
-    through one broker logs in on another."""
+@pytest.mark.parametrize("inter", ["PLAIN", "SCRAM-SHA-512"])
+def test_cluster_with_a_sasl_inter_broker_listener(broker_factory, kafka_tool, tmp_path, topic, inter):
+    """Brokers log in to each other with PLAIN, or with SCRAM as a user created through the
+    cluster, on a SASL_PLAINTEXT inter-broker listener: the transaction markers a coordinator
+    sends to other owners go over it, and a SCRAM user created through one broker logs in on
+    another."""
     from cluster_support import EtcdServer, cluster_overrides, live_brokers
 
     etcd = EtcdServer(tmp_path / "etcd").start()
@@ -504,11 +506,14 @@ def test_cluster_with_a_sasl_inter_broker_listener(broker_factory, kafka_tool, t
                 "advertised.listeners": listeners,
                 "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SECURE:SASL_PLAINTEXT",
                 "inter.broker.listener.name": "INTERNAL",
-                "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": inter,
+                "listener.name.internal.sasl.enabled.mechanisms": inter,
                 "listener.name.internal.plain.sasl.jaas.config":
                     'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
                     'password="broker-secret" user_broker="broker-secret";',
+                "listener.name.internal.scram-sha-512.sasl.jaas.config":
+                    'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+                    'password="broker-secret";',
                 "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-512",
                 "listener.name.secure.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
             })
@@ -516,6 +521,9 @@ def test_cluster_with_a_sasl_inter_broker_listener(broker_factory, kafka_tool, t
             brokers.append(b)
         bootstrap = ",".join(b.bootstrap for b in brokers)
         harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "three brokers")
+        if inter.startswith("SCRAM"):
+            # The brokers' own user, created through the plaintext listener.
+            add_scram_user(kafka_tool, brokers[0], "broker", "broker-secret", inter)
         # A user created through broker 1 logs in on broker 3 (its SASL listener alone).
         add_scram_user(kafka_tool, brokers[0], "frank", "frank-secret", "SCRAM-SHA-512")
         frank = rdkafka_sasl("SCRAM-SHA-512", "frank", "frank-secret")
