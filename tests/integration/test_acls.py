@@ -345,3 +345,23 @@ def test_admin_tools_of_a_user_without_acls_are_refused(broker_factory, kafka_to
     assert res.rc != 0, res.describe()
     # Still there for the super user.
     assert topic in harness.admin(b.bootstrap).list_topics(timeout=10).topics
+
+
+def test_authorized_operations_are_answered(broker_factory, kafka_tool, topic):
+    """DescribeCluster and DescribeTopics with authorized operations: everything for a super
+    user, nothing on the cluster for a user no ACL names, and on a topic what its ACLs allow
+    (READ, with the DESCRIBE it implies)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap, "broker.address.family": "v4"})
+    ops = admin.describe_cluster(include_authorized_operations=True).result(timeout=15).authorized_operations
+    assert {AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CREATE} <= set(ops or []), ops
+    theirs = AdminClient({"bootstrap.servers": b.sasl_bootstrap, "broker.address.family": "v4", **alice})
+    ops = theirs.describe_cluster(include_authorized_operations=True).result(timeout=15).authorized_operations
+    assert not ops, ops
+    t = theirs.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(timeout=15)
+    assert set(t.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}, t.authorized_operations
