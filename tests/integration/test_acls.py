@@ -365,3 +365,32 @@ def test_authorized_operations_are_answered(broker_factory, kafka_tool, topic):
     assert not ops, ops
     t = theirs.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(timeout=15)
     assert set(t.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}, t.authorized_operations
+
+
+@pytest.mark.sluice_only
+def test_authorizer_decisions_and_acls_are_counted_in_metrics(broker_factory, kafka_tool, topic):
+    """/metrics: the authorizer's denied and allowed decisions and the number of ACLs, under
+    Kafka's authorizer-metrics names (as counters)."""
+    import urllib.request
+    port = harness.free_port()
+    b = acl_broker(broker_factory, **{"sluice.metrics.listener": f"127.0.0.1:{port}"})
+
+    def metric(name: str) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+        assert m, f"{name} missing: {text[-1500:]}"
+        return float(m.group(1))
+
+    create_topic(b.bootstrap, topic, partitions=1)
+    alice = user(kafka_tool, b, "alice")
+    denied = metric("kafka_server_authorizer_metrics_authorization_denied_total")
+    assert produce_error(b.sasl_bootstrap, alice, topic) == "TOPIC_AUTHORIZATION_FAILED"
+    harness.wait_until(lambda: metric("kafka_server_authorizer_metrics_authorization_denied_total") > denied,
+                       10, "a denial counted")
+    assert metric("kafka_server_authorizer_metrics_acls_total_count") == 0
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    harness.wait_until(lambda: metric("kafka_server_authorizer_metrics_acls_total_count") >= 2, 10, "the ACLs counted")
+    allowed = metric("kafka_server_authorizer_metrics_authorization_allowed_total")
+    assert produce_error(b.sasl_bootstrap, alice, topic) is None
+    assert metric("kafka_server_authorizer_metrics_authorization_allowed_total") > allowed
