@@ -411,7 +411,6 @@ def certs(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.sluice_only
 def test_sasl_ssl(broker_factory, kafka_tool, certs, tmp_path, topic):
     """SASL_SSL: TLS first, then SASL, for librdkafka and the Java tools."""
     b = sasl_broker(broker_factory, certs=certs)
