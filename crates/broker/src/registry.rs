@@ -269,46 +269,10 @@ impl Registry {
         topic: TopicMeta,
         threads: usize,
     ) -> Result<Arc<TopicState>, BrokerError> {
-        let config = sluice_config::topic_config(broker_config, &topic.configs);
-        let partitions: Vec<usize> = (0..topic.epochs.len()).collect();
-        // After a failure the remaining partitions are not opened: the first error is the
-        // answer, as when they were opened one after the other.
-        let failed = std::sync::atomic::AtomicBool::new(false);
-        let threads = threads.clamp(1, partitions.len().max(1));
-        let results = crate::parallel_map(&partitions, threads, |&partition| {
-            if failed.load(std::sync::atomic::Ordering::Relaxed) {
-                return None;
-            }
-            let tp = TopicPartition {
-                topic: topic.name.clone(),
-                partition: partition as i32,
-            };
-            let r = logs.open_log(&tp, topic.id, log_config(&config), topic.epochs[partition]);
-            if r.is_err() {
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            Some(r)
-        });
-        let mut opened = Vec::with_capacity(partitions.len());
-        for r in results {
-            match r {
-                Some(Ok(log)) => opened.push(Some(log)),
-                Some(Err(e)) => return Err(e.into()),
-                None => {}
-            }
-        }
-        if opened.len() != partitions.len() {
-            return Err(BrokerError::Startup(
-                "a partition's log was not opened".into(),
-            ));
-        }
-        let state = Arc::new(TopicState {
-            meta: topic,
-            config,
-            logs: opened,
-        });
-        self.insert(state.clone());
-        Ok(state)
+        let name = topic.name.clone();
+        self.open_topics(broker_config, logs, vec![topic], threads)?;
+        self.get(&name)
+            .ok_or_else(|| BrokerError::Startup(format!("topic {name} vanished once opened")))
     }
 
     /// Open the logs of every partition of `topics` (epochs already acquired) on up to
