@@ -1228,15 +1228,14 @@ impl Log {
         spare: Option<&mut crate::segment::Spare>,
     ) {
         let dir = self.dir();
-        let written = match spare.and_then(|sp| {
+        let spare = spare.and_then(|sp| {
             let file = sp.take(SegmentFileKind::Snapshot)?;
             Some((file, sp.path(SegmentFileKind::Snapshot)))
-        }) {
-            Some((file, from)) => {
-                crate::snapshots::write_spare(file, &from, &dir, leo, &w.producers)
-            }
-            None => crate::snapshots::write(&dir, leo, &w.producers),
-        };
+        });
+        let written =
+            crate::snapshots::write(&dir, leo, &w.producers, self.leader_epoch(), spare, &|| {
+                self.gate_io()
+            });
         match written {
             Ok(()) => self.snapshots_unsynced.lock().push(leo),
             Err(e) => {

@@ -502,6 +502,18 @@ impl Spare {
     }
 }
 
+/// A name part no other writer's spares have: the writer's epoch, process and count
+/// (`.<epoch>-<process>-<n>`). Epochs grow with every acquisition, so two owners of a shared
+/// directory never make the same name.
+pub(crate) fn spare_token(epoch: i32) -> String {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!(
+        ".{epoch}-{}-{}",
+        std::process::id(),
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
 /// Rename `from` to `to` unless `to` exists. Where the file system does not take the flag
 /// for that (NFS, some FUSE file systems answer EINVAL), a hard link then an unlink of
 /// `from`: the link fails if `to` exists, atomically at the server, so a former owner's

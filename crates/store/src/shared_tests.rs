@@ -3535,3 +3535,186 @@ fn removed_bases_beyond_one_batchs_reach_leave_an_openable_partition() {
         );
     }
 }
+
+/// One record of producer `pid` (epoch 0) at sequence `seq`.
+fn pid_batch(pid: i64, seq: i32) -> Bytes {
+    Bytes::from(
+        BatchBuilder::new()
+            .producer(pid, 0, seq)
+            .record(NOW, None, Some(b"v"))
+            .build(),
+    )
+}
+
+/// The set-up of the stalled snapshot writes below: A (epoch 1) holds 0..=2 (durable) and,
+/// at 3, producer 42's batch, which never reaches what the next owner reads (not fsynced
+/// when A's host failed, or past a lagging NFS view). Returns A's manager and log.
+fn a_with_an_unread_producer_batch(dir: &Path) -> (LogManager, Arc<Log>) {
+    let a = broker(dir, 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap();
+    old.flush().unwrap();
+    old.append(pid_batch(42, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    (a, old)
+}
+
+/// Cut A's segment 0 back to its first batch: what the next owner reads of it.
+fn cut_to_first_batch(dir: &Path) {
+    let seg0 = dir.join("t-0").join("00000000000000000000.log");
+    let bytes = std::fs::read(&seg0).unwrap();
+    let first = parse_batches(&bytes, None).unwrap()[0].header.total_len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg0)
+        .unwrap()
+        .set_len(first as u64)
+        .unwrap();
+}
+
+/// B (epoch 2) takes over at 3, appends producer 43's batch at 3 and rolls at 4, where A's
+/// snapshot is (its log end): B's `4.snapshot` holds producer 43 at sequence 0.
+fn b_rolls_at_4(b: &LogManager, before_roll: impl FnOnce()) -> Arc<Log> {
+    let new = open(b, 2);
+    assert_eq!(new.log_end_offset(), 3);
+    let acked = new
+        .append(pid_batch(43, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(acked.base_offset, 3);
+    before_roll();
+    new.roll(NOW).unwrap();
+    new.append(batch("c"), AppendOrigin::Client, NOW).unwrap();
+    new
+}
+
+/// The next owner after B: producer 42's retry of its batch (never acknowledged: A's
+/// confirmation failed) is stored, and producer 43's retry of its batch (acknowledged by B,
+/// the answer lost) is a duplicate.
+fn c_has_bs_producer_state(dir: &Path, b: &LogManager, blog: Arc<Log>) {
+    let rp = blog.flush().unwrap();
+    drop(blog);
+    b.release_log(&tp()).unwrap();
+    let c = broker(dir, 3);
+    let log = take_over(&c, 3, rp).unwrap();
+    let retry43 = log
+        .append(pid_batch(43, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(
+        retry43.duplicate && retry43.base_offset == 3,
+        "producer 43's retry of what B acknowledged at 3 was appended again: {retry43:?}"
+    );
+    let retry42 = log
+        .append(pid_batch(42, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(
+        !retry42.duplicate,
+        "producer 42's retry was taken for a duplicate of a batch that is in no log: {retry42:?}"
+    );
+}
+
+/// A former owner's producer snapshot write that passed its checks and stalled in flight
+/// lands after the new owner rolled at the same offset (A's log end, which B reached with
+/// batches of its own). It must neither replace nor rewrite B's snapshot there, or the next
+/// owner loads A's producer state: a producer's retry of what B acknowledged is appended
+/// twice, and another's retry of what only A held is taken for a duplicate and never stored.
+#[test]
+fn a_former_owners_stalled_snapshot_never_replaces_the_new_owners_at_the_same_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, old) = a_with_an_unread_producer_batch(dir.path());
+    // A's close (a release, or a shutdown) seals and writes `4.snapshot`; the write stalls.
+    crate::snapshots::STALL_NEXT.with(|s| s.set(true));
+    drop(old);
+    a.close_log(&tp()).unwrap();
+    let landing = crate::snapshots::STALLED
+        .with(|s| s.borrow_mut().pop())
+        .unwrap();
+    cut_to_first_batch(dir.path());
+    let b = broker(dir.path(), 2);
+    let blog = b_rolls_at_4(&b, || {});
+    // A's rename lands: B's open removed the file it renames (a `.spare`).
+    assert_eq!(
+        landing().map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::NotFound)
+    );
+    c_has_bs_producer_state(dir.path(), &b, blog);
+}
+
+/// As above, A's whole snapshot write comes after B's open (B's listing did not show
+/// anything of it), and lands after B's roll at the same offset.
+#[test]
+fn a_former_owners_snapshot_written_after_the_new_owners_open_never_replaces_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, old) = a_with_an_unread_producer_batch(dir.path());
+    cut_to_first_batch(dir.path());
+    let b = broker(dir.path(), 2);
+    let landing = std::cell::RefCell::new(None);
+    let blog = b_rolls_at_4(&b, || {
+        crate::snapshots::STALL_NEXT.with(|s| s.set(true));
+        old.close_active().unwrap();
+        *landing.borrow_mut() = crate::snapshots::STALLED.with(|s| s.borrow_mut().pop());
+    });
+    assert_eq!(
+        (landing.into_inner().unwrap())().map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::AlreadyExists),
+        "A's late rename found the name B's snapshot has free"
+    );
+    drop(old);
+    drop(a);
+    c_has_bs_producer_state(dir.path(), &b, blog);
+}
+
+/// A former owner's stalled snapshot write that lands before the new owner rolls at its
+/// offset: the new owner's roll puts its own in place of it.
+#[test]
+fn a_new_owners_roll_replaces_a_former_owners_snapshot_at_its_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, old) = a_with_an_unread_producer_batch(dir.path());
+    cut_to_first_batch(dir.path());
+    let b = broker(dir.path(), 2);
+    let blog = b_rolls_at_4(&b, || {
+        crate::snapshots::STALL_NEXT.with(|s| s.set(true));
+        old.close_active().unwrap();
+        let landing = crate::snapshots::STALLED.with(|s| s.borrow_mut().pop());
+        landing.unwrap()().unwrap();
+        assert!(dir
+            .path()
+            .join("t-0/00000000000000000004.snapshot")
+            .exists());
+    });
+    drop(old);
+    drop(a);
+    c_has_bs_producer_state(dir.path(), &b, blog);
+}
+
+/// A former owner's stalled snapshot placement lands where the new owner has none: at an
+/// offset the new owner reached without rolling there (A's log end, 4), and the new owner
+/// stops there (a crash). The next owner's log end is 4, where A's snapshot is: it is not
+/// trusted, as no owner rolled there.
+#[test]
+fn a_former_owners_late_snapshot_at_the_log_end_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, old) = a_with_an_unread_producer_batch(dir.path());
+    cut_to_first_batch(dir.path());
+    let b = broker(dir.path(), 2);
+    let blog = open(&b, 2);
+    blog.roll(NOW).unwrap();
+    // A's seal comes after B's open listed the directory, and its rename lands after B's
+    // append of producer 43's batch at 3.
+    crate::snapshots::STALL_NEXT.with(|s| s.set(true));
+    old.close_active().unwrap();
+    let landing = crate::snapshots::STALLED
+        .with(|s| s.borrow_mut().pop())
+        .unwrap();
+    let acked = blog
+        .append(pid_batch(43, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!((acked.base_offset, blog.log_end_offset()), (3, 4));
+    landing().unwrap();
+    assert!(dir
+        .path()
+        .join("t-0/00000000000000000004.snapshot")
+        .exists());
+    drop(old);
+    drop(a);
+    c_has_bs_producer_state(dir.path(), &b, blog);
+}

@@ -63,27 +63,104 @@ fn remove(dir: &Path, offset: i64) {
     }
 }
 
+/// How many times a placement removes a file it finds at the snapshot's name and tries again.
+const PLACE_ATTEMPTS: usize = 4;
+
 /// Write the snapshot of `producers` as of `offset`. Older snapshots are left for [`prune`],
 /// off the append path: removing a file can wait for the volume.
-pub(crate) fn write(dir: &Path, offset: i64, producers: &ProducerStates) -> io::Result<()> {
-    let bytes = encode_snapshot(&producers.to_snapshot());
-    std::fs::write(snapshot_path(dir, offset), bytes)
-}
-
-/// As [`write`], into `file`, a spare's (`crate::segment::Spare`: created empty ahead of the
-/// roll, at `spare_path`), then renamed to the snapshot's name.
-pub(crate) fn write_spare(
-    file: std::fs::File,
-    spare_path: &Path,
+///
+/// The bytes go first into a file of this writer's own: `spare` (the roll's, made ahead:
+/// `crate::segment::Spare`) or a new `<offset>.snapshot.<epoch>-<process>-<n>.spare`. Then
+/// `check` (the write gate), then a rename to the snapshot's name that never replaces a file
+/// there ([`crate::segment::rename_no_replace`]). A file found there is this writer's own
+/// older one at the same offset (an open's rebuilt state, then the acquisition's roll) or a
+/// former owner's that landed late; it is removed and the rename tried again, after the gate
+/// once more. So a former owner's write that passed its gate and stalled in flight never
+/// lands in a new owner's snapshot: it never opens one by its name (a write in place could
+/// truncate and fill the file the new owner made since), and its rename either finds its own
+/// file gone (every open of a shared directory removes the `.spare` files it lists) or the
+/// name taken (docs/cluster.md, fencing point 2).
+pub(crate) fn write(
     dir: &Path,
     offset: i64,
     producers: &ProducerStates,
+    epoch: i32,
+    spare: Option<(std::fs::File, PathBuf)>,
+    check: &dyn Fn() -> io::Result<()>,
 ) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let bytes = encode_snapshot(&producers.to_snapshot());
-    file.write_all_at(&bytes, 0)?;
-    drop(file);
-    std::fs::rename(spare_path, snapshot_path(dir, offset))
+    let path = snapshot_path(dir, offset);
+    let (file, from) = match spare {
+        Some(spare) => spare,
+        None => {
+            let mut from = path.clone().into_os_string();
+            from.push(crate::segment::spare_token(epoch));
+            from.push(crate::segment::SPARE_SUFFIX);
+            let from = PathBuf::from(from);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&from)?;
+            (file, from)
+        }
+    };
+    let placed = file.write_all_at(&bytes, 0).and_then(|()| {
+        drop(file);
+        place(&from, &path, check)
+    });
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&from);
+    }
+    placed
+}
+
+/// Rename `from` to `path` without replacing a file there; one found there is removed and
+/// the rename tried again ([`write`]), `check` asked before each try.
+fn place(from: &Path, path: &Path, check: &dyn Fn() -> io::Result<()>) -> io::Result<()> {
+    for _ in 0..PLACE_ATTEMPTS {
+        check()?;
+        #[cfg(test)]
+        if stall(Box::new({
+            let (from, path) = (from.to_path_buf(), path.to_path_buf());
+            move || crate::segment::rename_no_replace(&from, &path)
+        })) {
+            return Ok(());
+        }
+        match crate::segment::rename_no_replace(from, path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                tracing::debug!(path = %path.display(), "a producer snapshot is already at this offset; replacing it");
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            placed => return placed,
+        }
+    }
+    Err(io::Error::other(format!(
+        "{} was there again after {PLACE_ATTEMPTS} removals",
+        path.display()
+    )))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test builds: the next snapshot placement on this thread stalls in flight after its
+    /// gate check: its rename is kept in [`STALLED`] for the test to run later.
+    pub(crate) static STALL_NEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    pub(crate) static STALLED: std::cell::RefCell<Vec<Box<dyn FnOnce() -> io::Result<()>>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Test builds: keep `landing` for later instead of running it, if a stall is armed.
+#[cfg(test)]
+fn stall(landing: Box<dyn FnOnce() -> io::Result<()>>) -> bool {
+    if !STALL_NEXT.with(|s| s.replace(false)) {
+        return false;
+    }
+    STALLED.with(|s| s.borrow_mut().push(landing));
+    true
 }
 
 /// fsync the snapshot as of `offset` (its directory entry is the caller's to fsync). One

@@ -531,11 +531,15 @@ impl Log {
         epochs_dirty |= epochs.truncate_from_start(log_start);
 
         if p.shared {
-            // In a shared directory an owner writes its snapshots at segment bases (its rolls)
-            // and at its log end (a seal, a hand-over, a rebuilt state); one anywhere else is
-            // a former owner's, written by a stalled seal after a takeover, and describes
-            // batches a newer owner cut (docs/cluster.md, fencing point 2).
-            let at = |o: i64| o == leo || segments.iter().any(|s| s.base_offset == o);
+            // In a shared directory only a snapshot at a segment base is trusted: its owner
+            // rolled there and put it in place with a rename that never replaces a file (a
+            // former owner's late one, if first, was removed by that roll). One anywhere else,
+            // the log end included, may be a former owner's, placed by a rename that stalled
+            // in flight past a takeover: it describes batches a newer owner cut or never had
+            // (docs/cluster.md, fencing point 2). An owner's own at its log end (a seal, a
+            // rebuilt state) only saves a replay of the active segment, and a hand-over and
+            // every acquisition roll there, so a base is what the next open finds.
+            let at = |o: i64| segments.iter().any(|s| s.base_offset == o);
             may_write(&p, "removing a former owner's producer snapshots")?;
             let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr)?;
             if !removed.is_empty() {
@@ -758,7 +762,7 @@ impl Log {
         // for everything below it.
         may_write(&p, "writing the rebuilt producer state and leader epochs")?;
         let unsynced_snapshots = if rebuilt_from_start {
-            persist_rebuilt_state(&p.dir, &p.tp, leo, &producers)
+            persist_rebuilt_state(&p, leo, &producers)
         } else {
             Vec::new()
         };
@@ -876,13 +880,10 @@ fn replay_start(segments: &[Arc<Segment>], snapshot: Option<i64>) -> usize {
 /// first (recovered data by recovery, rewritten transaction indexes by their rewrite), as a
 /// flush makes the segments below a roll's snapshot durable before it. A failure is logged: the next open replays from the start
 /// again. Returns the snapshots left for the log's first flush to make durable.
-fn persist_rebuilt_state(
-    dir: &Path,
-    tp: &TopicPartition,
-    leo: i64,
-    producers: &ProducerStates,
-) -> Vec<i64> {
-    let durable = crate::snapshots::write(dir, leo, producers)
+fn persist_rebuilt_state(p: &OpenParams, leo: i64, producers: &ProducerStates) -> Vec<i64> {
+    let (dir, tp) = (&p.dir, &p.tp);
+    let check = || may_write_io(p, "placing the rebuilt producer snapshot");
+    let durable = crate::snapshots::write(dir, leo, producers, p.leader_epoch, None, &check)
         .and_then(|()| crate::snapshots::sync(dir, leo))
         .and_then(|()| sync_dir(dir));
     match durable {
@@ -1426,7 +1427,7 @@ fn replace_with_new_files(
     content: &[u8],
     check: &dyn Fn() -> io::Result<()>,
 ) -> io::Result<()> {
-    let token = spare_token(epoch);
+    let token = crate::segment::spare_token(epoch);
     for kind in [
         SegmentFileKind::Index,
         SegmentFileKind::TimeIndex,
@@ -1444,16 +1445,6 @@ fn replace_with_new_files(
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
-}
-
-/// A name part no other opener's spares have: this opener's epoch, process and count.
-fn spare_token(epoch: i32) -> String {
-    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    format!(
-        ".{epoch}-{}-{}",
-        std::process::id(),
-        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
 }
 
 /// Create the spare of `path` (`<path><token>.spare`, new), holding `content` if it is the
@@ -1516,7 +1507,7 @@ fn continue_past_removed(
         if from == damaged_base {
             return replace_with_new_files(&p.dir, from, p.leader_epoch, &filler, &check);
         }
-        let token = spare_token(p.leader_epoch);
+        let token = crate::segment::spare_token(p.leader_epoch);
         for kind in [
             SegmentFileKind::Index,
             SegmentFileKind::TimeIndex,
