@@ -2292,7 +2292,8 @@ fn a_deposed_openers_late_removals_in_complete_swaps_miss_the_cleaned_segment() 
         std::fs::copy(t0.join(name), c_view.path().join(name)).unwrap();
     }
     let mut c_removes = Vec::new();
-    crate::cleaner::recover::complete_swaps_removing(c_view.path(), &tp(), &mut c_removes).unwrap();
+    crate::cleaner::recover::complete_swaps_removing(c_view.path(), &tp(), true, &mut c_removes)
+        .unwrap();
     let c_removes: Vec<std::ffi::OsString> = c_removes
         .iter()
         .map(|p| p.file_name().unwrap().to_os_string())
@@ -3387,7 +3388,7 @@ fn a_snapshot_past_a_deposed_openers_filler_goes_with_the_strays() {
     );
 }
 
-/// ADVERSARY (0a7da8d), a known window: a deposed owner's cleaner switch, stalled in flight at its first rename of step
+/// Found by an adversary on 0a7da8d, since fixed: a deposed owner's cleaner switch, stalled in flight at its first rename of step
 /// 4 (the group's first old segment's `.log` to `<base>.log.<tag>.deleted`), lands after the
 /// next owner's open removed that switch's swap files as "not begun": the segment the next
 /// owner kept and serves loses its name, and the open after it removes it as a leftover.
@@ -3410,10 +3411,11 @@ fn a_snapshot_past_a_deposed_openers_filler_goes_with_the_strays() {
 ///    nothing fails, and a rename leaves `nlink` at 1, so D's link check sees nothing).
 /// 4. E (epoch 4) acquires: no `0.log`; `0.log.<tag>.deleted` has no swap to complete and is
 ///    removed with the other `.deleted` files. k1, acknowledged and never superseded, is gone.
+///
+/// Now D's open, before it removes A's swap, makes `0.log.<tag>.deleted` a directory: A's
+/// late rename of a file onto it fails (`cleaner::recover::block_late_switch`).
 #[test]
-#[ignore = "a known window (docs/compaction.md, Recovery): a deposed cleaner's rename aside stalled in flight past the next owner's open; renaming such a segment back resurrected deleted and superseded records (adversary on 1d1a5e6), so it is not done"]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_deposed_cleaners_late_rename_aside_takes_a_segment_the_next_owner_kept() {
+fn a_deposed_cleaners_late_rename_aside_never_takes_a_segment_the_next_owner_kept() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = a
@@ -3458,12 +3460,12 @@ fn ADVERSARY_a_deposed_cleaners_late_rename_aside_takes_a_segment_the_next_owner
     dlog.sync_appended()
         .expect("D's fsync and link check pass: y is acknowledged");
 
-    // A's rename, issued before its deadline, lands.
-    std::fs::rename(
+    // A's rename, issued before its deadline, lands: the name is a directory now.
+    let landed = std::fs::rename(
         t0.join("00000000000000000000.log"),
         t0.join(format!("00000000000000000000.log.{tag}.deleted")),
-    )
-    .unwrap();
+    );
+    assert!(landed.is_err(), "A's late rename moved 0.log aside");
     assert!(
         holds_k1(&dlog),
         "D still reads segment 0 through its descriptor"

@@ -36,8 +36,10 @@ use crate::segment::{seg_path, BatchScanner, ScanError, SEGMENT_KINDS};
 use crate::TopicPartition;
 
 /// Remove or complete the cleaner's leftovers in the partition directory `dir`.
-pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> {
-    complete_swaps_removing(dir, tp, &mut Vec::new())
+/// `shared`: a directory shared by the brokers of a cluster, where a former owner's switch
+/// may still be in flight ([`block_late_switch`]).
+pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition, shared: bool) -> io::Result<()> {
+    complete_swaps_removing(dir, tp, shared, &mut Vec::new())
 }
 
 /// [`complete_swaps`], noting in `removed` every file it asks to remove by name (whether or
@@ -45,6 +47,7 @@ pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition) -> io::Result<()> 
 pub(crate) fn complete_swaps_removing(
     dir: &Path,
     tp: &TopicPartition,
+    shared: bool,
     removed: &mut Vec<std::path::PathBuf>,
 ) -> io::Result<()> {
     // (base, the switch's tag: None for Kafka's untagged names) -> the kinds left.
@@ -113,6 +116,9 @@ pub(crate) fn complete_swaps_removing(
             continue;
         }
         if logs.contains(&base) || !begun {
+            if let Some(tag) = tag.filter(|_| shared) {
+                block_late_switch(dir, base, tag)?;
+            }
             tracing::info!(?tp, segment = base,
                 "removing a cleaned segment whose switch had not begun (its segments were in place when it was left)");
             for kind in SEGMENT_KINDS {
@@ -170,6 +176,34 @@ pub(crate) fn complete_swaps_removing(
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Make sure the switch tagged `tag` never begins, in a shared directory: a directory takes the name its first
+/// rename would move `<base>.log` to (`<base>.log.<tag>.deleted`), before its swap files go.
+///
+/// A deposed owner's switch asks the write gate before each rename aside, so it stops after
+/// at most one; but that one, the first, can stall in flight and land after this open found
+/// `<base>.log` in place (the switch had not begun) and removed the swap: it would take the
+/// segment this owner keeps and serves from under its name, and the next open would remove
+/// it as a leftover. A rename of a file onto a directory fails (EISDIR, at the server on
+/// NFS), so that late rename finds the name taken and moves nothing. The directory stays:
+/// the rename may land at any time. Kafka's log loading lists files only and skips it; the
+/// deferred deletion of a deleted partition removes it with the rest. If a file is already
+/// there, the rename landed after this open's listing: the switch had begun after all, and
+/// the open fails to be tried again, when its listing shows it.
+fn block_late_switch(dir: &Path, base: i64, tag: &str) -> io::Result<()> {
+    let mut name = seg_path(dir, base, SegmentFileKind::Log).into_os_string();
+    name.push(format!(".{tag}{DELETED_SUFFIX}"));
+    let path = std::path::PathBuf::from(name);
+    match std::fs::create_dir(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(io::Error::other(format!(
+            "{} appeared during the open (a switch's late rename aside); opening again",
+            path.display()
+        ))),
+        Err(e) => Err(e),
+    }
 }
 
 /// The base offset and tag of a `<base>.log.<tag>.deleted` file that a cleaned segment's

@@ -61,7 +61,7 @@ impl Log {
         }
 
         // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
-        crate::cleaner::recover::complete_swaps(&p.dir, &p.tp).map_err(serr)?;
+        crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared).map_err(serr)?;
         let mut bases = Vec::new();
         // The base of a segment that held bytes and that recovery cut to none.
         let mut cut_to_empty: Option<i64> = None;
@@ -70,6 +70,10 @@ impl Log {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.ends_with(DELETED_SUFFIX) {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    // A name a cleaner switch must never take (`cleaner::recover`).
+                    continue;
+                }
                 // Left over from a deletion that did not finish; nothing can hold it now.
                 if let Err(e) = std::fs::remove_file(entry.path()) {
                     tracing::warn!(file = %entry.path().display(), error = %e, "could not remove deleted file");
