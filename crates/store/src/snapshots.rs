@@ -144,18 +144,22 @@ fn place(from: &Path, path: &Path, check: &dyn Fn() -> io::Result<()>) -> io::Re
     )))
 }
 
+/// Test builds: a placement's rename, kept to run later ([`STALLED`]).
+#[cfg(test)]
+pub(crate) type Landing = Box<dyn FnOnce() -> io::Result<()>>;
+
 #[cfg(test)]
 thread_local! {
     /// Test builds: the next snapshot placement on this thread stalls in flight after its
     /// gate check: its rename is kept in [`STALLED`] for the test to run later.
     pub(crate) static STALL_NEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    pub(crate) static STALLED: std::cell::RefCell<Vec<Box<dyn FnOnce() -> io::Result<()>>>> =
+    pub(crate) static STALLED: std::cell::RefCell<Vec<Landing>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Test builds: keep `landing` for later instead of running it, if a stall is armed.
 #[cfg(test)]
-fn stall(landing: Box<dyn FnOnce() -> io::Result<()>>) -> bool {
+fn stall(landing: Landing) -> bool {
     if !STALL_NEXT.with(|s| s.replace(false)) {
         return false;
     }
