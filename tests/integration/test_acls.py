@@ -394,3 +394,124 @@ def test_authorizer_decisions_and_acls_are_counted_in_metrics(broker_factory, ka
     allowed = metric("kafka_server_authorizer_metrics_authorization_allowed_total")
     assert produce_error(b.sasl_bootstrap, alice, topic) is None
     assert metric("kafka_server_authorizer_metrics_authorization_allowed_total") > allowed
+
+
+@pytest.mark.sluice_only
+def test_a_secured_cluster_with_the_authorizer_on(broker_factory, kafka_tool, tmp_path, topic):
+    """Three brokers as a secured Kafka cluster is set up: brokers log in to each other with
+    SASL (PLAIN, as User:broker, a super user) on the inter-broker listener, clients on a SASL
+    listener, the authorizer on, and no right for the anonymous principal of the plaintext
+    listener. An admin (a super user) creates the topic, the user and the ACLs with Kafka's
+    tools; the user's transactions span partitions other brokers own (their markers go over
+    the inter-broker listener), and the group coordinator reports the group's lag of the
+    partitions other brokers own, asked over that listener with the broker's principal."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from cluster_support import EtcdServer, cluster_overrides, live_brokers
+    from test_metrics import samples, value
+
+    plain_jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+                  'password="broker-secret" user_broker="broker-secret" user_admin="admin-secret";')
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    try:
+        shared = tmp_path / "shared"
+        brokers = []
+        for node in (1, 2, 3):
+            b = broker_factory(start=False, log_dir=shared, kind="sluice", name=f"node{node}")
+            b.internal = f"127.0.0.1:{harness.free_port()}"
+            b.sasl_bootstrap = f"127.0.0.1:{harness.free_port()}"
+            b.metrics_port = harness.free_port()
+            b.overrides.update(cluster_overrides(etcd, node, shared, "/secured"))
+            listeners = f"EXTERNAL://127.0.0.1:{b.port},INTERNAL://{b.internal},SECURE://{b.sasl_bootstrap}"
+            b.overrides.update({
+                "listeners": listeners,
+                "advertised.listeners": listeners,
+                "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SECURE:SASL_PLAINTEXT",
+                "inter.broker.listener.name": "INTERNAL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.internal.plain.sasl.jaas.config": plain_jaas,
+                "listener.name.secure.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                "listener.name.secure.plain.sasl.jaas.config": plain_jaas,
+                "listener.name.secure.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+                "authorizer.class.name": STANDARD_AUTHORIZER,
+                "super.users": "User:broker;User:admin",
+                "sluice.metrics.listener": f"127.0.0.1:{b.metrics_port}",
+                "sluice.metrics.lag.remote.cache.ms": 0,
+            })
+            b.start()
+            brokers.append(b)
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "three brokers")
+        secure = ",".join(b.sasl_bootstrap for b in brokers)
+        admin_conf = rdkafka_sasl("PLAIN", "admin", "admin-secret")
+        admin_file = java_sasl_config(tmp_path, "PLAIN", "admin", "admin-secret")
+
+        # The plaintext listener's anonymous principal may do nothing.
+        anonymous = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+        refused = anonymous.create_topics([NewTopic(f"{topic}-anon", 1, 1)])[f"{topic}-anon"].exception(30)
+        assert refused is not None and refused.args[0].name() == "TOPIC_AUTHORIZATION_FAILED", refused
+
+        admin = AdminClient({"bootstrap.servers": secure, "broker.address.family": "v4", **admin_conf})
+        admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+
+        def owners():
+            parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+            return {p: m.leader for p, m in parts.items()}
+
+        harness.wait_until(lambda: len(o := owners()) == 6 and all(l >= 0 for l in o.values()), 30,
+                           "every partition led")
+
+        def tool(cls, *args):
+            return kafka_tool(cls, "--bootstrap-server", brokers[0].sasl_bootstrap,
+                              "--command-config", str(admin_file), *args)
+
+        tool(harness.CONFIG_COMMAND, "--alter", "--add-config", "SCRAM-SHA-512=[password=frank-secret]",
+             "--entity-type", "users", "--entity-name", "frank").check("kafka-configs adds frank")
+        group, txn = f"{topic}-group", f"{topic}-txn"
+        tool(ACL_COMMAND, "--add", "--allow-principal", "User:frank", "--producer", "--topic", topic,
+             "--transactional-id", txn).check("kafka-acls --producer")
+        tool(ACL_COMMAND, "--add", "--allow-principal", "User:frank", "--consumer", "--topic", topic,
+             "--group", group).check("kafka-acls --consumer")
+        frank = rdkafka_sasl("SCRAM-SHA-512", "frank", "frank-secret")
+        harness.wait_until(lambda: can_list_topics(brokers[2].sasl_bootstrap, frank), 30, "frank on broker 3")
+
+        p = harness.producer(secure, **{"transactional.id": txn}, **frank)
+        p.init_transactions(30)
+        for t in range(3):
+            p.begin_transaction()
+            for i in range(60):
+                p.produce(topic, value=b"%d-%d" % (t, i), partition=i % 6)
+            p.commit_transaction(30)
+        got = harness.consume_partitions(secure, topic, range(6), expected=180,
+                                         **{"isolation.level": "read_committed", "group.id": group}, **frank)
+        assert sorted(m.value() for m in got) == sorted(b"%d-%d" % (t, i) for t in range(3) for i in range(60))
+
+        committed = {part: 3 * (part + 1) for part in range(6)}
+        c = Consumer({"bootstrap.servers": secure, "broker.address.family": "v4", "group.id": group,
+                      "enable.auto.commit": False, **frank})
+        try:
+            c.commit(offsets=[TopicPartition(topic, part, o) for part, o in committed.items()], asynchronous=False)
+        finally:
+            c.close()
+        # Each partition: 30 records and 3 commit markers.
+        expected = {part: 33 - o for part, o in committed.items()}
+
+        def reported():
+            for b in brokers:
+                ss = samples(b.metrics_port)
+                lags = {int(l["partition"]): v for name, l, v in ss
+                        if name == "kafka_consumergroup_lag" and l.get("consumergroup") == group}
+                if lags:
+                    return b, lags
+            return None
+
+        coordinator, lags = harness.wait_until(lambda: (r := reported()) and r[1] == expected and r, 30,
+                                               "the coordinator reports the lag of every partition")
+        node = brokers.index(coordinator) + 1
+        led = owners()
+        assert any(o != node for o in led.values()), (node, led)
+        logs = "".join(b.log_text() for b in brokers)
+        assert "SASL login to" not in logs, logs[-3000:]
+    finally:
+        etcd.kill()
