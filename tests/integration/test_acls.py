@@ -515,3 +515,53 @@ def test_a_secured_cluster_with_the_authorizer_on(broker_factory, kafka_tool, tm
         assert "SASL login to" not in logs, logs[-3000:]
     finally:
         etcd.kill()
+
+
+def test_records_quotas_and_reassignments_need_their_acls(broker_factory, kafka_tool, topic, tmp_path):
+    """DeleteRecords, client quotas and partition reassignments through Kafka's tools, by a
+    user no ACL names, are refused with Kafka's authorization errors; each works once the ACL
+    Kafka asks for is granted (DELETE on the topic; ALTER_CONFIGS and DESCRIBE_CONFIGS on the
+    cluster; DESCRIBE on the cluster)."""
+    import json
+    from harness import CONFIG_COMMAND, DELETE_RECORDS
+    reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=1)
+    p = harness.producer(b.bootstrap)
+    produce_all(p, topic, [{"value": b"r%d" % i, "partition": 0} for i in range(5)])
+    user(kafka_tool, b, "alice")
+    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret"))
+    plan = tmp_path / "delete.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 3}]}))
+
+    def run(tool, *args):
+        res = kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+        return res, res.out + res.err
+
+    def refused(tool, *args, said):
+        res, text = run(tool, *args)
+        assert said in text, f"{tool} {' '.join(args)}: expected {said!r}\n{res.describe()}"
+
+    def works(tool, *args, says=None):
+        res, text = run(tool, *args)
+        assert res.rc == 0 and "Exception" not in text, res.describe()
+        if says:
+            assert says in text, res.describe()
+
+    def grant(*args):
+        acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", *args)
+
+    quota = ("--alter", "--entity-type", "clients", "--entity-name", "c1", "--add-config", "producer_byte_rate=1048576")
+    refused(DELETE_RECORDS, "--offset-json-file", str(plan), said="TopicAuthorizationException")
+    refused(CONFIG_COMMAND, *quota, said="ClusterAuthorizationException")
+    refused(CONFIG_COMMAND, "--describe", "--entity-type", "clients", said="ClusterAuthorizationException")
+    refused(reassign, "--list", said="ClusterAuthorizationException")
+    assert harness.admin(b.bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
+
+    grant("--operation", "Delete", "--operation", "Describe", "--topic", topic)
+    works(DELETE_RECORDS, "--offset-json-file", str(plan), says="low_watermark: 3")
+    grant("--operation", "AlterConfigs", "--operation", "DescribeConfigs", "--cluster")
+    works(CONFIG_COMMAND, *quota)
+    works(CONFIG_COMMAND, "--describe", "--entity-type", "clients", says="producer_byte_rate=1048576")
+    grant("--operation", "Describe", "--cluster")
+    works(reassign, "--list")
