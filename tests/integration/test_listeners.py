@@ -5,7 +5,8 @@ and in a cluster; brokers call each other on the inter-broker listener.
 
 Each broker has an INTERNAL listener on 127.0.0.1 and an EXTERNAL one on 127.0.0.2 (another
 loopback address, bound on its own): a client of EXTERNAL that were given an INTERNAL address
-would reach the broker at 127.0.0.1, and the checks below tell the two apart.
+would reach the broker at 127.0.0.1, and the checks below tell the two apart. The test of one
+broker runs against Apache Kafka too (SLUICE_TEST_TARGET=kafka).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from confluent_kafka.admin import AdminClient
 
 import harness
 from harness import consume_partitions, create_topic, produce_all, producer, wait_until
-
-pytestmark = pytest.mark.sluice_only
 
 EXTERNAL_HOST = "127.0.0.2"
 
@@ -34,6 +33,9 @@ def two_listeners(b, **extra) -> dict:
         "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL",
     }
+    if b.kind == "kafka":
+        props["listeners"] += f",CONTROLLER://127.0.0.1:{b.controller_port}"
+        props["listener.security.protocol.map"] += ",CONTROLLER:PLAINTEXT"
     props.update(extra)
     return props
 
@@ -102,6 +104,7 @@ def test_each_listener_answers_with_its_own_addresses(broker_factory, topic):
     wait_until(lambda: committed_through(b.external, group, topic) == 50, 30, "the group's commit")
 
 
+@pytest.mark.sluice_only
 def test_a_cluster_gives_each_listener_its_own_addresses(broker_factory, tmp_path, topic):
     from cluster_support import EtcdServer, cluster_overrides
 
@@ -142,6 +145,7 @@ def test_a_cluster_gives_each_listener_its_own_addresses(broker_factory, tmp_pat
         etcd.kill()
 
 
+@pytest.mark.sluice_only
 @pytest.mark.parametrize("props,message", [
     ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT", "listeners": "OTHER://127.0.0.1:{port}"},
      "no security protocol is defined for listener OTHER"),
