@@ -1712,15 +1712,17 @@ SELF_TEST = (
 )
 
 
-def self_test(mutations_bin: Path, workdir: Path, seed: int = 1) -> List[dict]:
-    """Run each broken variant of SELF_TEST against its check; one row per variant:
-    ``{"variant", "caught_by"}`` (empty: not caught)."""
+def self_test(mutations_bin: Path, workdir: Path, seed: int = 1, only: Optional[str] = None) -> List[dict]:
+    """Run each broken variant of SELF_TEST (or the one named ``only``) against its check; one
+    row per variant: ``{"variant", "caught_by"}`` (empty: not caught)."""
     import subprocess
     rows = []
     saved_bin, saved_env = harness.SLUICE_BIN, os.environ.get("SLUICE_MUTATION")
     try:
         harness.SLUICE_BIN = Path(mutations_bin)
         for variant, how in SELF_TEST:
+            if only is not None and variant != only:
+                continue
             os.environ["SLUICE_MUTATION"] = variant
             caught: List[str] = []
             if "faults" in how:
