@@ -3720,3 +3720,201 @@ fn a_former_owners_late_snapshot_at_the_log_end_is_not_trusted() {
     drop(a);
     c_has_bs_producer_state(dir.path(), &b, blog);
 }
+
+/// Move `dir`'s files whose name satisfies `pick` into `side` (created): what a stale NFS
+/// listing of `dir` does not show. Returns the names moved, for [`restore_hidden`].
+fn hide_from_listing(dir: &Path, side: &Path, pick: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::create_dir_all(side).unwrap();
+    let mut moved = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().to_string();
+        if pick(&name) {
+            std::fs::rename(dir.join(&name), side.join(&name)).unwrap();
+            moved.push(name);
+        }
+    }
+    moved
+}
+
+/// The files [`hide_from_listing`] moved, back under their names in `dir`.
+fn restore_hidden(dir: &Path, side: &Path, names: &[String]) {
+    for name in names {
+        std::fs::rename(side.join(name), dir.join(name)).unwrap();
+    }
+}
+
+/// ADVERSARY (e878c79): a former owner's stalled snapshot placement lands at a segment base
+/// where the new owner never placed a snapshot of its own, and the next owner trusts it.
+///
+/// The shared open trusts a snapshot at a segment base because "its owner rolled there and
+/// put it in place" (loader.rs:538-547). But a base made by the FORMER owner's roll, whose
+/// segment is empty when the new owner opens, becomes the new owner's active segment with no
+/// roll of its own: `roll_locked` returns at once for an empty active segment at the log end
+/// (log.rs:1135-1137), so no snapshot of the new owner ever takes that name, and the former
+/// owner's late `rename_no_replace` (snapshots.rs `place`) finds it free.
+///
+/// Interleaving:
+/// 1. A (epoch 1) holds 0..=2 (durable) and producer 42's batch at 3, which never reaches
+///    storage (not flushed; A's host fails). A rolls at 4: `4.log` is created (a synchronous
+///    namespace operation, on storage), and A's snapshot placement of `4.snapshot` (producer
+///    42 at sequence 0) passes its gate check and stalls in flight (snapshots.rs `place`).
+/// 2. B (epoch 2) acquires and opens. Its listing does not show A's snapshot spare (a stale
+///    listing: the premise of
+///    `a_former_owners_snapshot_written_after_the_new_owners_open_never_replaces_its_own`),
+///    so the spare is not swept. B finds segment 0 ending at 3 and the empty last segment 4:
+///    new files at 4, log end 4, no producer 42 (right: its batch is in no log). B's
+///    acquisition roll is a no-op (empty active at the log end). B appends producer 43's
+///    batch at 4 and acknowledges it.
+/// 3. A's rename lands: `4.snapshot` did not exist, so it is placed.
+/// 4. C (epoch 3) opens: 4 is a segment base, so A's snapshot is trusted and loaded (loader.rs
+///    556): producer 42 is "known" at sequence 0. Producer 42's retry of its batch (never
+///    acknowledged by A, never stored anywhere) is answered as a duplicate: acknowledged and
+///    never stored.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_former_owners_late_snapshot_at_a_base_it_rolled_and_the_new_owner_never_rolled_is_trusted(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = dir.path().join("t-0");
+    let (a, old) = a_with_an_unread_producer_batch(dir.path());
+    assert_eq!(old.log_end_offset(), 4);
+    // A's roll at 4: the segment is created, the snapshot placement stalls after its gate.
+    crate::snapshots::STALL_NEXT.with(|s| s.set(true));
+    old.roll(NOW).unwrap();
+    let landing = crate::snapshots::STALLED
+        .with(|s| s.borrow_mut().pop())
+        .expect("A's snapshot placement was captured");
+    assert!(t0.join("00000000000000000004.log").exists());
+    // A's host fails: producer 42's batch at 3 never reached storage.
+    cut_to_first_batch(dir.path());
+    // B's listing does not show A's spare (stale).
+    let side = dir.path().join("hidden");
+    let hidden = hide_from_listing(&t0, &side, |n| {
+        n.starts_with("00000000000000000004.snapshot") && n.ends_with(".spare")
+    });
+    assert_eq!(hidden.len(), 1, "A's snapshot spare: {hidden:?}");
+    let b = broker(dir.path(), 2);
+    let blog = open(&b, 2);
+    assert_eq!(blog.log_end_offset(), 4);
+    blog.roll(NOW).unwrap();
+    let acked = blog
+        .append(pid_batch(43, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(acked.base_offset, 4);
+    blog.sync_appended().expect("B acknowledges producer 43's batch");
+    restore_hidden(&t0, &side, &hidden);
+    // A's rename lands.
+    let landed = landing().map_err(|e| e.kind());
+    let rp = blog.flush().unwrap();
+    drop(blog);
+    b.release_log(&tp()).unwrap();
+    drop(old);
+    drop(a);
+
+    let c = broker(dir.path(), 3);
+    let log = take_over(&c, 3, rp).unwrap();
+    let retry42 = log
+        .append(pid_batch(42, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(
+        !retry42.duplicate,
+        "producer 42's retry was taken for a duplicate of a batch that is in no log \
+         ({retry42:?}): C loaded A's 4.snapshot (A's late rename: {landed:?}), trusted as \
+         at a segment base, though no owner of this log rolled there"
+    );
+}
+
+/// ADVERSARY (ce44183): the blocker directory is made only for a swap the open's own listing
+/// shows, and that listing (`complete_swaps`, recover.rs:61) is a separate `read_dir` that no
+/// currency check covers (`check_listing_is_current`, loader.rs:95 and 1189, checks the
+/// loader's later listing, and only against the recorded segment base, which a cleaning after
+/// the owner's last roll does not move). An open whose listing does not show the former
+/// owner's swap makes no blocker and leaves the swap in place; that owner's first rename
+/// aside, stalled in flight, then takes the segment the new owner kept, and the next open
+/// finds the switch "begun" and completes a swap made from segments the new owner has
+/// deleted since: records removed by an acknowledged DeleteRecords come back below the log
+/// start (the hazard docs/compaction.md names for a stale swap).
+///
+/// Interleaving:
+/// 1. A (epoch 1), compacted: k1 at 0, k2 at 1 and 2, x at 3, rolled after each (its last
+///    roll, and the segment it records, come before the cleaning). A's cleaner makes
+///    `0.log.<tag>.swap` (and its index swaps), passes its gate check and issues the rename of
+///    `0.log` to `0.log.<tag>.deleted`, which stalls in flight.
+/// 2. D (epoch 3) opens from an NFS-cached listing taken before A's swap files appeared (still
+///    current by the record: it shows every segment). No swap listed: no blocker, and the
+///    swap files stay. D rolls and serves.
+/// 3. A's rename lands: `0.log` is now `0.log.<tag>.deleted`, a file (no directory there).
+/// 4. D answers DeleteRecords(3): log start 3, segments 0, 1 and 2 deleted (segment 0's name
+///    is already gone).
+/// 5. E (epoch 4) opens: no `0.log`, `0.log.<tag>.deleted` under the swap's tag: the switch
+///    "had begun", and A's cleaned segment is renamed to `0.log`: k1 and k2 (offsets 0..=2,
+///    deleted by D's acknowledged DeleteRecords) are served again, log start 0.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_records_come_back(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "keep-me"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    let rp = old.flush().unwrap();
+    let _ = a.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::Swapped));
+    let t0 = dir.path().join("t-0");
+    let a_swap = swap_left_at_0(&t0);
+    let name = a_swap.file_name().unwrap().to_string_lossy().to_string();
+    let tag = name
+        .strip_prefix("00000000000000000000.log.")
+        .and_then(|s| s.strip_suffix(".swap"))
+        .unwrap()
+        .to_string();
+    let _ = a.release_log(&tp());
+
+    // D's listings predate A's swap files (a cached listing).
+    let side = dir.path().join("hidden");
+    let hidden = hide_from_listing(&t0, &side, |n| n.ends_with(".swap"));
+    assert!(!hidden.is_empty());
+    let d = broker(dir.path(), 3);
+    let dlog = d
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, rp, 0)
+        .unwrap();
+    restore_hidden(&t0, &side, &hidden);
+    dlog.roll(NOW).unwrap();
+    dlog.flush().unwrap();
+    // A's rename, issued before its deadline, lands: nothing blocks it.
+    let landed = std::fs::rename(
+        t0.join("00000000000000000000.log"),
+        t0.join(format!("00000000000000000000.log.{tag}.deleted")),
+    );
+    let deleted = dlog.delete_records_before(3);
+    assert_eq!(dlog.log_start_offset(), 3, "D's DeleteRecords: {deleted:?}");
+    put_keyed(&dlog, "y", "v");
+    dlog.sync_appended().unwrap();
+    let rp = dlog.recovery_point_offset();
+    let newest = dlog.synced_mark().base;
+    let _ = d.release_log(&tp());
+
+    let e = broker(dir.path(), 4);
+    let next = e
+        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 4, rp, newest)
+        .unwrap();
+    let r = next.read(next.log_start_offset(), 1 << 20, true).unwrap();
+    let served_k1 = r.slice.is_some_and(|s| {
+        let bytes = s.read_bytes().unwrap();
+        bytes.windows(7).any(|w| w == b"keep-me")
+    });
+    assert!(
+        next.log_start_offset() >= 3 && !served_k1,
+        "records D deleted (DeleteRecords to 3, acknowledged) are back: log start {}, k1 \
+         served: {served_k1}; A's late rename aside landed ({landed:?}) as D's open made no \
+         blocker for a swap its listing did not show, and E completed that swap",
+        next.log_start_offset()
+    );
+}
