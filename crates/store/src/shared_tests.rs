@@ -3743,8 +3743,11 @@ fn restore_hidden(dir: &Path, side: &Path, names: &[String]) {
     }
 }
 
-/// ADVERSARY (e878c79): a former owner's stalled snapshot placement lands at a segment base
-/// where the new owner never placed a snapshot of its own, and the next owner trusts it.
+/// Found by an adversary on ca4e392, since fixed: a former owner's stalled snapshot placement
+/// lands at a segment base where the new owner never placed a snapshot of its own, and the
+/// next owner trusts it. Now an open of a shared directory that keeps an empty last segment
+/// at the log end places its own snapshot at that base (`owns_empty_base`, loader.rs), so the
+/// late rename finds the name taken.
 ///
 /// The shared open trusts a snapshot at a segment base because "its owner rolled there and
 /// put it in place" (loader.rs:538-547). But a base made by the FORMER owner's roll, whose
@@ -3771,9 +3774,7 @@ fn restore_hidden(dir: &Path, side: &Path, names: &[String]) {
 ///    acknowledged by A, never stored anywhere) is answered as a duplicate: acknowledged and
 ///    never stored.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_former_owners_late_snapshot_at_a_base_it_rolled_and_the_new_owner_never_rolled_is_trusted(
-) {
+fn a_former_owners_late_snapshot_at_a_base_the_new_owner_kept_empty_is_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let t0 = dir.path().join("t-0");
     let (a, old) = a_with_an_unread_producer_batch(dir.path());
@@ -3801,7 +3802,8 @@ fn ADVERSARY_a_former_owners_late_snapshot_at_a_base_it_rolled_and_the_new_owner
         .append(pid_batch(43, 0), AppendOrigin::Client, NOW)
         .unwrap();
     assert_eq!(acked.base_offset, 4);
-    blog.sync_appended().expect("B acknowledges producer 43's batch");
+    blog.sync_appended()
+        .expect("B acknowledges producer 43's batch");
     restore_hidden(&t0, &side, &hidden);
     // A's rename lands.
     let landed = landing().map_err(|e| e.kind());
@@ -3851,8 +3853,8 @@ fn ADVERSARY_a_former_owners_late_snapshot_at_a_base_it_rolled_and_the_new_owner
 ///    deleted by D's acknowledged DeleteRecords) are served again, log start 0.
 #[test]
 #[allow(non_snake_case)]
-fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_records_come_back(
-) {
+fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_records_come_back()
+{
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = a
@@ -3903,7 +3905,14 @@ fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_
 
     let e = broker(dir.path(), 4);
     let next = e
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 4, rp, newest)
+        .open_log_at(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            compact_cfg(),
+            4,
+            rp,
+            newest,
+        )
         .unwrap();
     let r = next.read(next.log_start_offset(), 1 << 20, true).unwrap();
     let served_k1 = r.slice.is_some_and(|s| {

@@ -246,9 +246,14 @@ pub(crate) fn read_at_or_below(dir: &Path, offset: i64) -> Option<(i64, Producer
     })
 }
 
-/// The newest readable snapshot at or below `log_end`: its offset and the state it holds.
-/// Snapshots above `log_end`, and unreadable ones met on the way, are removed.
-pub(crate) fn load_newest(dir: &Path, log_end: i64) -> Option<(i64, ProducerStates)> {
+/// The newest readable snapshot at or below `log_end` whose offset `trusted` takes: its
+/// offset and the state it holds. Snapshots above `log_end`, and unreadable ones met on the
+/// way, are removed.
+pub(crate) fn load_newest(
+    dir: &Path,
+    log_end: i64,
+    trusted: &dyn Fn(i64) -> bool,
+) -> Option<(i64, ProducerStates)> {
     let all = match list(dir) {
         Ok(all) => all,
         Err(e) => {
@@ -259,6 +264,9 @@ pub(crate) fn load_newest(dir: &Path, log_end: i64) -> Option<(i64, ProducerStat
     for &offset in all.iter().rev() {
         if offset > log_end {
             remove(dir, offset);
+            continue;
+        }
+        if !trusted(offset) {
             continue;
         }
         let path = snapshot_path(dir, offset);

@@ -553,7 +553,11 @@ impl Log {
         }
         // Producer state: the newest readable snapshot at or below the log end, and a replay
         // of the batch headers from `replay_start` on (from the log start without one).
-        let snapshot = crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo));
+        // In a shared directory only the snapshots at segment bases (a listing of its own, so
+        // a former owner's placement landing after the removal above is not loaded either).
+        let at_base = |o: i64| !p.shared || segments.iter().any(|s| s.base_offset == o);
+        let snapshot =
+            crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo), &at_base);
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -765,7 +769,15 @@ impl Log {
         // After the transaction indexes it rewrote and fsynced: a durable snapshot vouches
         // for everything below it.
         may_write(&p, "writing the rebuilt producer state and leader epochs")?;
-        let unsynced_snapshots = if rebuilt_from_start {
+        // In a shared directory, an empty last segment at the log end is this owner's
+        // active segment with no roll of its own (an acquisition rolls only past data), at a
+        // base a former owner made: this owner places its snapshot there, so a former owner's
+        // placement stalled in flight finds the name taken (docs/cluster.md, fencing point 2).
+        let owns_empty_base = p.shared
+            && segments
+                .last()
+                .is_some_and(|s| s.size() == 0 && s.base_offset == leo);
+        let unsynced_snapshots = if rebuilt_from_start || owns_empty_base {
             persist_rebuilt_state(&p, leo, &producers)
         } else {
             Vec::new()
@@ -879,7 +891,8 @@ fn replay_start(segments: &[Arc<Segment>], snapshot: Option<i64>) -> usize {
     recent_start(segments).min(snap)
 }
 
-/// Write the producer state a replay from the log start rebuilt as `<leo>.snapshot`, fsynced
+/// Write the producer state a replay from the log start rebuilt (or, in a shared directory,
+/// the state at the base of the empty active segment this open keeps) as `<leo>.snapshot`, fsynced
 /// with its directory entry, so the next open starts from it. Everything below it is durable
 /// first (recovered data by recovery, rewritten transaction indexes by their rewrite), as a
 /// flush makes the segments below a roll's snapshot durable before it. A failure is logged: the next open replays from the start
