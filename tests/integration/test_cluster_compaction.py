@@ -128,6 +128,15 @@ def test_compaction_in_a_cluster_and_after_a_failover(broker_factory, etcd, tmp_
         else:
             assert by_key[key] == (before[key][0], value), f"{key}: newest value at its own offset"
 
+    # Each switch was announced in the owner record before its swap files were made: the
+    # record names the last one (its cleaned segment's base and the random part of its tag).
+    import base64
+    import json
+    key = f"/sluice-test/owners/{topic}/0"
+    kvs = etcd.call("/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()}).get("kvs", [])
+    record = json.loads(base64.b64decode(kvs[0]["value"]))
+    assert record.get("switch", {}).get("base", -1) >= 0 and record["switch"]["id"] > 0, record
+
     # The owner dies; the new owner serves the compacted log and compacts what comes next.
     victim = brokers[owner - 1]
     victim.kill()

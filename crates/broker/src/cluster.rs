@@ -55,6 +55,10 @@ pub(crate) struct Cluster {
     /// until `held` has the new record: a reconciliation that sees a newer record of its own
     /// at its epoch takes it before deciding the record changed behind its back.
     progress: Mutex<()>,
+    /// Confirmation rounds hold it shared; a cleaner switch's announcement, which rewrites an
+    /// owner record outside the flush thread, holds it alone, so that no round compares the
+    /// record's mod revision from before the rewrite (a spurious "not owner").
+    confirming: RwLock<()>,
     /// Held partitions being handed over: no new append is taken ([`Cluster::may_write`]),
     /// while the hand-over itself seals and fsyncs through the gate.
     handing_over: RwLock<HashSet<TopicPartition>>,
@@ -100,9 +104,10 @@ pub(crate) struct Cluster {
 }
 
 /// The write gate of a broker in a cluster (`sluice_store::WriteGate`): every write to a
-/// partition's files asks it immediately before it writes.
+/// partition's files asks it immediately before it writes. The broker's cluster store records
+/// a cleaner switch's announcement.
 #[derive(Debug)]
-pub(crate) struct Gate(pub(crate) Arc<Cluster>);
+pub(crate) struct Gate(pub(crate) Arc<Cluster>, pub(crate) Weak<Broker>);
 
 impl sluice_store::WriteGate for Gate {
     fn check(
@@ -112,6 +117,19 @@ impl sluice_store::WriteGate for Gate {
         leader_epoch: i32,
     ) -> Result<(), String> {
         self.0.may_write_files(tp, topic_id, leader_epoch)
+    }
+
+    fn announce_switch(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+        switch: sluice_store::CleanerSwitch,
+    ) -> Result<(), String> {
+        let broker = self.1.upgrade().ok_or("the broker is shutting down")?;
+        let store = broker.meta.etcd().ok_or("no cluster store")?;
+        self.0
+            .announce_switch(store, tp, topic_id, leader_epoch, switch)
     }
 }
 
@@ -182,6 +200,7 @@ impl Cluster {
             settings,
             held: RwLock::new(HashMap::new()),
             progress: Mutex::new(()),
+            confirming: RwLock::new(()),
             handing_over: RwLock::new(HashSet::new()),
             failed_logs: Mutex::new(HashSet::new()),
             write_deadline: Mutex::new(Instant::now()),
@@ -264,6 +283,38 @@ impl Cluster {
         }
     }
 
+    /// Record `switch` in `tp`'s owner record (`EtcdStore::record_switch`), after the write
+    /// gate's check, by compare-and-swap on the record this broker holds under the log's
+    /// epoch and topic id; the held record becomes the new one, as after `record_progress`.
+    fn announce_switch(
+        &self,
+        store: &EtcdStore,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+        switch: sluice_store::CleanerSwitch,
+    ) -> Result<(), String> {
+        self.may_write_files(tp, topic_id, leader_epoch)?;
+        let _confirming = self.confirming.write();
+        let _progress = self.progress.lock();
+        let held = match self.held.read().get(tp) {
+            Some(h) if h.topic_id == topic_id && h.record.owner.epoch == leader_epoch => h.record,
+            _ => return Err("the partition is no longer held under this log's epoch".into()),
+        };
+        let recorded = sluice_meta::Switch {
+            base: switch.base,
+            id: switch.id,
+        };
+        match store.record_switch(&tp.topic, tp.partition, held, recorded) {
+            Ok(Some(next)) => {
+                self.took_progress(tp, held, next);
+                Ok(())
+            }
+            Ok(None) => Err("ownership changed before the switch was recorded".into()),
+            Err(e) => Err(format!("recording the switch failed: {e}")),
+        }
+    }
+
     /// The lease could not be renewed: once the write deadline has passed, nothing may be
     /// written (the write gate already refuses), and the partitions go: their coordinators
     /// unload (their clients get NOT_COORDINATOR and look for the new one), reads end
@@ -307,6 +358,7 @@ impl Cluster {
     pub(crate) fn confirm(&self, store: &EtcdStore, logs: &[Arc<Log>]) -> Vec<Result<(), String>> {
         // Taken before the check: data durable by then was on storage before any new owner
         // could have acquired the partition and read its files.
+        let _confirming = self.confirming.read();
         let marks: Vec<_> = logs.iter().map(|l| l.synced_mark()).collect();
         // The owner record names the newest segment of what is published before it is: a
         // takeover refuses a listing of the directory without it (a stale view).
@@ -1093,6 +1145,10 @@ impl Cluster {
                             below: d.below,
                             count: d.count,
                             hash: d.hash,
+                        }),
+                        switch: record.owner.switch.map(|s| sluice_store::CleanerSwitch {
+                            base: s.base,
+                            id: s.id,
                         }),
                     },
                 ),
@@ -1923,6 +1979,7 @@ mod tests {
                 recovery_point: 0,
                 segment: 0,
                 sealed: None,
+                switch: None,
             },
             mod_revision: 1,
         }
@@ -1958,7 +2015,7 @@ mod tests {
             },
         )
         .unwrap();
-        m.set_write_gate(Arc::new(Gate(cluster.clone())));
+        m.set_write_gate(Arc::new(Gate(cluster.clone(), Weak::new())));
         let tp = TopicPartition {
             topic: "t".into(),
             partition: 0,

@@ -481,9 +481,10 @@ impl Broker {
         // snapshots, retention, DeleteRecords, the cleaner's swaps) asks the cluster, under
         // the log's writer lock, whether this broker still may write it (`cluster::Gate`).
         if let Some(cluster) = &broker.cluster {
-            broker
-                .logs
-                .set_write_gate(Arc::new(cluster::Gate(cluster.clone())));
+            broker.logs.set_write_gate(Arc::new(cluster::Gate(
+                cluster.clone(),
+                Arc::downgrade(&broker),
+            )));
         }
         broker
             .logs

@@ -128,6 +128,20 @@ pub struct Owner {
     /// sizes give the same trusts them without reading them (docs/cluster.md, fencing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed: Option<Sealed>,
+    /// The last cleaner switch the owner announced before making its swap files
+    /// ([`EtcdStore::record_switch`]): the next owner's open makes that switch's first rename
+    /// aside, should it stall in flight past the takeover, land on nothing
+    /// (docs/compaction.md). Kept through acquisitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<Switch>,
+}
+
+/// [`Owner::switch`]: the cleaned segment's base offset and the random part of the switch's
+/// tag.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Switch {
+    pub base: i64,
+    pub id: u64,
 }
 
 /// One partition's progress for [`EtcdStore::record_progress_many`]: the record this broker
@@ -929,6 +943,35 @@ impl EtcdStore {
             owners.push(owner);
         }
         self.txn_registered(compares, &ops, owners)
+    }
+
+    /// Record in a partition's owner record the cleaner switch about to begin, if the record
+    /// is still `held` and this broker still registered. Returns the new record (its mod
+    /// revision is the one confirmations must compare from now on), or None if it changed.
+    pub fn record_switch(
+        &self,
+        topic: &str,
+        partition: i32,
+        held: OwnerRecord,
+        switch: Switch,
+    ) -> Result<Option<OwnerRecord>, MetaError> {
+        let key = self.owner_key(topic, partition);
+        let owner = Owner {
+            switch: Some(switch),
+            ..held.owner
+        };
+        let op = Op::Put {
+            key: key.clone(),
+            value: to_json(&owner),
+            lease: 0,
+        };
+        Ok(self
+            .txn_registered(
+                vec![Compare::ModRevision(key, held.mod_revision)],
+                &[op],
+                vec![owner],
+            )?
+            .and_then(|mut v| v.pop()))
     }
 
     /// True if this broker's registration and every listed owner record are exactly as they

@@ -26,7 +26,7 @@ pub mod scram;
 pub use acls::AclSet;
 pub use cluster::{
     BrokerInfo, ClusterView, ClusterWatch, DeletedTopic, Endpoint, EtcdStore, Owner, OwnerRecord,
-    Renewal,
+    Renewal, Switch,
 };
 pub use etcd::EtcdLink;
 pub use quotas::{ClientQuotas, QuotaAlteration, QuotaEntity};

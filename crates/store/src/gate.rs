@@ -40,6 +40,23 @@ pub trait WriteGate: Send + Sync + fmt::Debug {
         topic_id: uuid::Uuid,
         leader_epoch: i32,
     ) -> Result<(), String>;
+
+    /// Record, where the next owner of `tp` will read it, the cleaner switch about to begin
+    /// (`switch`), after the same check as [`WriteGate::check`]: Ok once recorded. A next
+    /// owner's open makes that switch's first rename aside impossible whatever its listing
+    /// shows (`cleaner::recover`), as that rename may stall in flight past the takeover. A
+    /// single broker has no next owner: the default records nothing.
+    fn announce_switch(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+        switch: crate::CleanerSwitch,
+    ) -> Result<(), String> {
+        self.check(tp, topic_id, leader_epoch)?;
+        let _ = switch;
+        Ok(())
+    }
 }
 
 /// The gate installed on a log manager, shared by all its logs (none: every write passes).
@@ -67,6 +84,21 @@ impl GateSlot {
     }
 }
 
+impl GateSlot {
+    pub(crate) fn announce_switch(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        leader_epoch: i32,
+        switch: crate::CleanerSwitch,
+    ) -> Result<(), String> {
+        match &*self.0.read() {
+            None => Ok(()),
+            Some(g) => g.announce_switch(tp, topic_id, leader_epoch, switch),
+        }
+    }
+}
+
 /// A write refused by the gate: this broker may no longer write the partition's files.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{tp:?}: this broker may not write the partition's files: {reason}")]
@@ -88,6 +120,16 @@ impl Log {
     pub(crate) fn gate(&self) -> Result<(), Fenced> {
         self.gate
             .check(&self.tp, self.topic_id, self.leader_epoch())
+            .map_err(|reason| Fenced {
+                tp: self.tp.clone(),
+                reason,
+            })
+    }
+
+    /// [`WriteGate::announce_switch`] for this log.
+    pub(crate) fn announce_switch(&self, switch: crate::CleanerSwitch) -> Result<(), Fenced> {
+        self.gate
+            .announce_switch(&self.tp, self.topic_id, self.leader_epoch(), switch)
             .map_err(|reason| Fenced {
                 tp: self.tp.clone(),
                 reason,

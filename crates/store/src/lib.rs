@@ -170,6 +170,17 @@ pub struct Recorded {
     pub recovery_point: i64,
     pub newest_segment: i64,
     pub sealed: Option<SealedDigest>,
+    /// The last cleaner switch the owner announced ([`WriteGate::announce_switch`]).
+    pub switch: Option<CleanerSwitch>,
+}
+
+/// A cleaner switch, as announced before its swap files are made: the base offset of the
+/// cleaned segment and the random part of its tag (`<base>-<id as 12 hex digits>`, the tag of
+/// its `.swap` and `.deleted` names: `cleaner::swap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanerSwitch {
+    pub base: i64,
+    pub id: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1288,6 +1299,7 @@ impl LogManager {
                 recovery_point,
                 newest_segment,
                 sealed: None,
+                switch: None,
             },
         )
     }
@@ -1312,6 +1324,7 @@ impl LogManager {
                 durable: recorded.recovery_point,
                 newest_segment: recorded.newest_segment,
                 sealed: recorded.sealed,
+                switch: recorded.switch,
             }),
         )
     }

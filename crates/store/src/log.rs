@@ -224,6 +224,8 @@ pub(crate) struct OpenParams {
     pub newest_segment: i64,
     /// See `manager::Known::sealed`.
     pub sealed: Option<crate::SealedDigest>,
+    /// See `manager::Known::switch`.
+    pub switch: Option<crate::CleanerSwitch>,
     pub log_start: Option<i64>,
     pub clean: bool,
     pub now_ms: i64,

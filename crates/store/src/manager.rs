@@ -45,6 +45,8 @@ pub(crate) struct Known {
     pub(crate) newest_segment: i64,
     /// What the previous owner recorded of its sealed segments (`crate::sealed`).
     pub(crate) sealed: Option<crate::SealedDigest>,
+    /// The last cleaner switch a previous owner announced (`cleaner::recover`).
+    pub(crate) switch: Option<crate::CleanerSwitch>,
 }
 
 #[derive(Debug)]
@@ -615,6 +617,7 @@ impl Inner {
                 recovery_point: rp,
                 newest_segment: known.map_or(0, |k| k.newest_segment),
                 sealed: known.and_then(|k| k.sealed),
+                switch: known.and_then(|k| k.switch),
                 log_start: ls,
                 clean,
                 now_ms: now_ms(),
@@ -729,6 +732,7 @@ impl Inner {
             // This broker's own view of the files it wrote.
             newest_segment: 0,
             sealed: None,
+            switch: None,
         };
         // Appends go to a new segment: recovery may have cut the failed log's active segment
         // short, and positions in it that a reader of the failed log may still be sending

@@ -75,6 +75,7 @@ fn take_over_trusting(
             recovery_point: rp,
             newest_segment: 0,
             sealed: trust.then_some(sealed),
+            switch: None,
         },
     )
 }
@@ -1568,6 +1569,7 @@ fn a_trusted_cleaned_segment_loses_no_epoch() {
                     recovery_point: rp,
                     newest_segment: 0,
                     sealed: Some(sealed),
+                    switch: None,
                 }
                 .with_trust(trust),
             )
@@ -1702,6 +1704,7 @@ fn an_epoch_beginning_inside_a_merged_cleaned_segment_is_not_lost() {
                 recovery_point: rp,
                 newest_segment: 0,
                 sealed: Some(sealed),
+                switch: None,
             },
         )
         .unwrap();
@@ -1734,6 +1737,7 @@ fn an_epoch_beginning_inside_a_merged_cleaned_segment_is_not_lost() {
                 recovery_point: rp,
                 newest_segment: 0,
                 sealed: None,
+                switch: None,
             },
         )
         .unwrap();
@@ -2292,8 +2296,14 @@ fn a_deposed_openers_late_removals_in_complete_swaps_miss_the_cleaned_segment() 
         std::fs::copy(t0.join(name), c_view.path().join(name)).unwrap();
     }
     let mut c_removes = Vec::new();
-    crate::cleaner::recover::complete_swaps_removing(c_view.path(), &tp(), true, &mut c_removes)
-        .unwrap();
+    crate::cleaner::recover::complete_swaps_removing(
+        c_view.path(),
+        &tp(),
+        true,
+        None,
+        &mut c_removes,
+    )
+    .unwrap();
     let c_removes: Vec<std::ffi::OsString> = c_removes
         .iter()
         .map(|p| p.file_name().unwrap().to_os_string())
@@ -3736,6 +3746,27 @@ fn hide_from_listing(dir: &Path, side: &Path, pick: impl Fn(&str) -> bool) -> Ve
     moved
 }
 
+/// A write gate letting every write through and keeping the last switch announced.
+#[derive(Debug, Default)]
+struct Announced(parking_lot::Mutex<Option<crate::CleanerSwitch>>);
+
+impl WriteGate for Announced {
+    fn check(&self, _: &TopicPartition, _: uuid::Uuid, _: i32) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn announce_switch(
+        &self,
+        _: &TopicPartition,
+        _: uuid::Uuid,
+        _: i32,
+        switch: crate::CleanerSwitch,
+    ) -> Result<(), String> {
+        *self.0.lock() = Some(switch);
+        Ok(())
+    }
+}
+
 /// The files [`hide_from_listing`] moved, back under their names in `dir`.
 fn restore_hidden(dir: &Path, side: &Path, names: &[String]) {
     for name in names {
@@ -3826,7 +3857,7 @@ fn a_former_owners_late_snapshot_at_a_base_the_new_owner_kept_empty_is_not_trust
     );
 }
 
-/// ADVERSARY (ce44183): the blocker directory is made only for a swap the open's own listing
+/// Found by an adversary on ca4e392, since fixed: the blocker directory is made only for a swap the open's own listing
 /// shows, and that listing (`complete_swaps`, recover.rs:61) is a separate `read_dir` that no
 /// currency check covers (`check_listing_is_current`, loader.rs:95 and 1189, checks the
 /// loader's later listing, and only against the recorded segment base, which a cleaning after
@@ -3851,12 +3882,17 @@ fn a_former_owners_late_snapshot_at_a_base_the_new_owner_kept_empty_is_not_trust
 /// 5. E (epoch 4) opens: no `0.log`, `0.log.<tag>.deleted` under the swap's tag: the switch
 ///    "had begun", and A's cleaned segment is renamed to `0.log`: k1 and k2 (offsets 0..=2,
 ///    deleted by D's acknowledged DeleteRecords) are served again, log start 0.
+///
+/// Now a switch is announced before its swap files exist (`WriteGate::announce_switch`: in a
+/// cluster, recorded in the owner record), and the next owner's open makes the blocker for
+/// the announced switch whatever its listing shows.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_records_come_back()
-{
+fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
+    // What A's gate records of its switch (in a cluster: the owner record).
+    let announced = Arc::new(Announced::default());
+    a.set_write_gate(announced.clone());
     let old = a
         .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
         .unwrap();
@@ -3877,6 +3913,8 @@ fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_
         .and_then(|s| s.strip_suffix(".swap"))
         .unwrap()
         .to_string();
+    let switch = announced.0.lock().expect("A announced its switch");
+    assert_eq!(crate::cleaner::swap::switch_tag(switch), tag);
     let _ = a.release_log(&tp());
 
     // D's listings predate A's swap files (a cached listing).
@@ -3884,17 +3922,24 @@ fn ADVERSARY_an_open_whose_listing_misses_the_swap_makes_no_blocker_and_deleted_
     let hidden = hide_from_listing(&t0, &side, |n| n.ends_with(".swap"));
     assert!(!hidden.is_empty());
     let d = broker(dir.path(), 3);
+    let recorded = Recorded {
+        recovery_point: rp,
+        newest_segment: 0,
+        sealed: None,
+        switch: Some(switch),
+    };
     let dlog = d
-        .open_log_at(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, rp, 0)
+        .open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded)
         .unwrap();
     restore_hidden(&t0, &side, &hidden);
     dlog.roll(NOW).unwrap();
     dlog.flush().unwrap();
-    // A's rename, issued before its deadline, lands: nothing blocks it.
+    // A's rename, issued before its deadline, lands on the blocker D made.
     let landed = std::fs::rename(
         t0.join("00000000000000000000.log"),
         t0.join(format!("00000000000000000000.log.{tag}.deleted")),
     );
+    assert!(landed.is_err(), "A's late rename moved 0.log aside");
     let deleted = dlog.delete_records_before(3);
     assert_eq!(dlog.log_start_offset(), 3, "D's DeleteRecords: {deleted:?}");
     put_keyed(&dlog, "y", "v");

@@ -21,7 +21,7 @@ mod filter;
 mod offset_map;
 pub(crate) mod recover;
 pub(crate) mod schedule;
-mod swap;
+pub(crate) mod swap;
 
 pub(crate) use clean::CleanCtx;
 pub(crate) use offset_map::OffsetMap;

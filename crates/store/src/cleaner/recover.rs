@@ -9,6 +9,8 @@
 //!   `[base, its next offset)`) are removed and it takes its segment name, its
 //!   `.index.swap`/`.timeindex.swap`/`.txnindex.swap` with it (a missing index is rebuilt
 //!   from the data, as always).
+//! - a swap whose switch an earlier open blocked (a directory under the name of its first
+//!   rename aside, [`block_late_switch`]): removed; it never began and never will.
 //! - any other `<base>.log.swap`: removed, with its index `.swap` files. The segments it was
 //!   made from were all still in place when it was left (a crash before the switch, or a
 //!   switch refused by the write gate), so nothing is lost; but they may have changed since:
@@ -37,9 +39,15 @@ use crate::TopicPartition;
 
 /// Remove or complete the cleaner's leftovers in the partition directory `dir`.
 /// `shared`: a directory shared by the brokers of a cluster, where a former owner's switch
-/// may still be in flight ([`block_late_switch`]).
-pub(crate) fn complete_swaps(dir: &Path, tp: &TopicPartition, shared: bool) -> io::Result<()> {
-    complete_swaps_removing(dir, tp, shared, &mut Vec::new())
+/// may still be in flight ([`block_late_switch`]); `announced`: the last switch a former owner
+/// recorded before it began (`WriteGate::announce_switch`).
+pub(crate) fn complete_swaps(
+    dir: &Path,
+    tp: &TopicPartition,
+    shared: bool,
+    announced: Option<crate::CleanerSwitch>,
+) -> io::Result<()> {
+    complete_swaps_removing(dir, tp, shared, announced, &mut Vec::new())
 }
 
 /// [`complete_swaps`], noting in `removed` every file it asks to remove by name (whether or
@@ -48,6 +56,7 @@ pub(crate) fn complete_swaps_removing(
     dir: &Path,
     tp: &TopicPartition,
     shared: bool,
+    announced: Option<crate::CleanerSwitch>,
     removed: &mut Vec<std::path::PathBuf>,
 ) -> io::Result<()> {
     // (base, the switch's tag: None for Kafka's untagged names) -> the kinds left.
@@ -57,6 +66,10 @@ pub(crate) fn complete_swaps_removing(
     let mut aside: BTreeSet<(i64, String)> = BTreeSet::new();
     // Bases of `.log` files Kafka renamed aside (`<base>.log.deleted`, untagged).
     let mut kafka_aside: BTreeSet<i64> = BTreeSet::new();
+    // (base, tag) of switches an earlier open blocked ([`block_late_switch`]: a directory
+    // under the name of their first rename aside, made over nothing): they never began and
+    // never will, so their swaps are removed, never completed.
+    let mut blocked: BTreeSet<(i64, String)> = BTreeSet::new();
     let mut changed = false;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -85,12 +98,41 @@ pub(crate) fn complete_swaps_removing(
         } else if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
             logs.insert(base);
         } else if let Some(switched) = switched_aside(name) {
-            aside.insert(switched);
+            if entry.file_type()?.is_dir() {
+                blocked.insert(switched);
+            } else {
+                aside.insert(switched);
+            }
         } else if let Some((base, SegmentFileKind::Log)) = name
             .strip_suffix(DELETED_SUFFIX)
             .and_then(parse_segment_file_name)
         {
             kafka_aside.insert(base);
+        }
+    }
+    // The switch a former owner announced, when this listing shows no swap of it: it is
+    // long done (its swap renamed in), or it never made its swap files, or they are not
+    // listed (an NFS client's cached listing). Its first rename aside must land on nothing.
+    if let Some(switch) = announced.filter(|_| shared) {
+        let tag = super::swap::switch_tag(switch);
+        let key = (switch.base, tag.clone());
+        if !swaps.contains_key(&(switch.base, Some(tag.clone()))) && !blocked.contains(&key) {
+            if aside.contains(&key) {
+                // Its first rename aside landed. With the cleaned segment in place under the
+                // base's name it completed (what is aside is the old segment, removed with
+                // the other `.deleted` files); without, its swap files are there and the
+                // listing does not show them: refused as a stale view, to be tried again.
+                if !logs.contains(&switch.base) {
+                    return Err(io::Error::other(format!(
+                        "a switch's first segment is renamed aside ({}) but neither its swap nor the segment is listed: a stale view of the directory; opening again",
+                        blocker_path(dir, switch.base, &tag).display()
+                    )));
+                }
+            } else {
+                block_late_switch(dir, switch.base, &tag)?;
+                blocked.insert(key);
+                changed = true;
+            }
         }
     }
     for ((base, tag), kinds) in swaps {
@@ -101,10 +143,11 @@ pub(crate) fn complete_swaps_removing(
         // tag; one of Kafka's names, when one is aside under any tag naming its base, or under
         // Kafka's own `.deleted` name (a Kafka log dir whose cleaning stopped mid-switch:
         // Kafka completes it, so does this).
-        let begun = aside
-            .iter()
-            .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t))
-            || (tag.is_none() && kafka_aside.contains(&base));
+        let begun = !tag.is_some_and(|t| blocked.contains(&(base, t.to_string())))
+            && (aside
+                .iter()
+                .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t))
+                || (tag.is_none() && kafka_aside.contains(&base)));
         if !kinds.contains(SegmentFileKind::Log.suffix()) {
             for kind in [
                 SegmentFileKind::Index,
@@ -192,9 +235,7 @@ pub(crate) fn complete_swaps_removing(
 /// there, the rename landed after this open's listing: the switch had begun after all, and
 /// the open fails to be tried again, when its listing shows it.
 fn block_late_switch(dir: &Path, base: i64, tag: &str) -> io::Result<()> {
-    let mut name = seg_path(dir, base, SegmentFileKind::Log).into_os_string();
-    name.push(format!(".{tag}{DELETED_SUFFIX}"));
-    let path = std::path::PathBuf::from(name);
+    let path = blocker_path(dir, base, tag);
     match std::fs::create_dir(&path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
@@ -204,6 +245,12 @@ fn block_late_switch(dir: &Path, base: i64, tag: &str) -> io::Result<()> {
         ))),
         Err(e) => Err(e),
     }
+}
+
+fn blocker_path(dir: &Path, base: i64, tag: &str) -> std::path::PathBuf {
+    let mut name = seg_path(dir, base, SegmentFileKind::Log).into_os_string();
+    name.push(format!(".{tag}{DELETED_SUFFIX}"));
+    std::path::PathBuf::from(name)
 }
 
 /// The base offset and tag of a `<base>.log.<tag>.deleted` file that a cleaned segment's

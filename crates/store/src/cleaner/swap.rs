@@ -75,11 +75,14 @@ pub(crate) fn cleaned_path(dir: &Path, base: i64, kind: SegmentFileKind, token: 
 /// replaced again, or deleted, while these wait for a reader, so each removal needs names of
 /// its own): `<base of the cleaned segment>-<random>`, so that an open can tell a switch that
 /// had begun (`recover.rs`).
-fn swap_tag(base: i64) -> String {
-    format!(
-        "{base}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    )
+fn new_switch(base: i64) -> crate::CleanerSwitch {
+    let id = uuid::Uuid::new_v4().as_u64_pair().0 & 0xffff_ffff_ffff;
+    crate::CleanerSwitch { base, id }
+}
+
+/// The tag of `switch`'s names: `<base>-<id as 12 hex digits>`.
+pub(crate) fn switch_tag(switch: crate::CleanerSwitch) -> String {
+    format!("{}-{:012x}", switch.base, switch.id)
 }
 
 /// True if `tag` is the tag of a switch of the cleaned segment based at `base`, or of any
@@ -312,6 +315,20 @@ impl Log {
             drop(done);
             return Err(CleanStop::Aborted("simulated crash"));
         }
+        // The switch's tag names its swap files and, in step 4, the old files it puts aside: a
+        // `.swap` left by a former owner (whose switch the gate refused) has another. It is
+        // recorded for the next owner before any of them exists (in a cluster: in the owner
+        // record, through the write gate, an etcd write), so that whatever its listing shows,
+        // the next owner's open can make this switch's first rename aside, if it stalls in
+        // flight, land on nothing (`recover.rs`).
+        let switch = new_switch(base);
+        if let Err(e) = self.announce_switch(switch) {
+            done.cleaned.discard();
+            tracing::info!(tp = ?self.tp, error = %e, "a cleaned segment's switch was not announced; the cleaning is dropped");
+            return Err(CleanStop::Aborted(
+                "the switch could not be recorded for the next owner",
+            ));
+        }
         let files = self.files_lock.lock();
         if (ctx.aborted)() || self.is_closed() || self.failure().is_some() {
             drop(files);
@@ -326,9 +343,7 @@ impl Log {
                 "this broker no longer owns the partition",
             ));
         }
-        // The switch's tag names its swap files and, in step 4, the old files it puts aside: a
-        // `.swap` left by a former owner (whose switch the gate refused) has another.
-        let tag = swap_tag(base);
+        let tag = switch_tag(switch);
         let swap = |kind| swap_path(&dir, base, kind, Some(&tag));
         let renamed = (|| {
             for kind in KINDS {

@@ -61,8 +61,9 @@ impl Log {
         }
 
         // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
-        crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared).map_err(serr)?;
+        crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared, p.switch).map_err(serr)?;
         let mut bases = Vec::new();
+        let mut blockers: Vec<(i64, PathBuf)> = Vec::new();
         // The base of a segment that held bytes and that recovery cut to none.
         let mut cut_to_empty: Option<i64> = None;
         for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
@@ -72,6 +73,9 @@ impl Log {
             if name.ends_with(DELETED_SUFFIX) {
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     // A name a cleaner switch must never take (`cleaner::recover`).
+                    if let Some((base, _)) = crate::cleaner::recover::switched_aside(name) {
+                        blockers.push((base, entry.path()));
+                    }
                     continue;
                 }
                 // Left over from a deletion that did not finish; nothing can hold it now.
@@ -94,6 +98,15 @@ impl Log {
         }
         bases.sort_unstable();
         check_listing_is_current(&p, &bases)?;
+        // A switch's blocker below the first segment guards a name no segment takes again:
+        // no segment is ever made below the log's first.
+        if let Some(&first) = bases.first() {
+            for (_, path) in blockers.iter().filter(|(base, _)| *base < first) {
+                if let Err(e) = std::fs::remove_dir(path) {
+                    tracing::debug!(dir = %path.display(), error = %e, "could not remove a switch's blocker");
+                }
+            }
+        }
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
