@@ -3972,3 +3972,55 @@ fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
         next.log_start_offset()
     );
 }
+
+/// ADVERSARY (on ae4b207): a former owner's roll snapshot is trusted at a segment base while
+/// the data it describes below that base never reached storage, because the segment at that
+/// base is NOT empty. `snapshot_bound` (loader.rs:934) and `owns_empty_base` (loader.rs:789)
+/// only consider an EMPTY last segment; the `at_base` filter (loader.rs:571) trusts any
+/// snapshot at a base. A roll does not fsync the sealed segment (log.rs:1129-1172: seal, create,
+/// write_producer_snapshot), and writeback of two files is unordered (NFS: the snapshot's
+/// bytes reach the server at its close, log.rs `snapshots::write` drops the file before the
+/// rename; the new segment's pages by background writeback).
+///
+/// Interleaving:
+/// 1. A (epoch 1) holds 0..=2 (flushed) and producer 42's batch at 3 (not flushed, never
+///    acknowledged: A's confirmation never ran).
+/// 2. A rolls at 4: `4.log` created, `4.snapshot` placed (producer 42 at sequence 0; its
+///    bytes reach the server at close). A appends a batch at 4 into `4.log`.
+/// 3. A's host fails: writeback had sent `4.log`'s page, not segment 0's tail (batch 3).
+/// 4. B (epoch 2) takes over: segment 0 ends at 3, segment 4 holds a batch (not empty, so
+///    no `snapshot_bound` cut and no `owns_empty_base`); `4.snapshot` is at a base: loaded.
+/// 5. Producer 42 retries its unacknowledged batch at B: taken for a duplicate, answered
+///    success, and stored nowhere (acks=all data loss).
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_former_owners_roll_snapshot_over_a_lost_tail_is_trusted_when_the_next_segment_holds_data(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, old) = a_with_an_unread_producer_batch(dir.path());
+    assert_eq!(old.log_end_offset(), 4);
+    old.roll(NOW).unwrap();
+    assert!(dir
+        .path()
+        .join("t-0/00000000000000000004.snapshot")
+        .exists());
+    let at4 = old.append(batch("x"), AppendOrigin::Client, NOW).unwrap();
+    assert_eq!(at4.base_offset, 4);
+    // A's host fails: segment 0's tail (producer 42's batch at 3) never reached storage;
+    // `4.log`'s page and `4.snapshot` did.
+    cut_to_first_batch(dir.path());
+    drop(old);
+    drop(a);
+
+    let b = broker(dir.path(), 2);
+    let blog = take_over(&b, 2, 3).unwrap();
+    let retry42 = blog
+        .append(pid_batch(42, 0), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(
+        !retry42.duplicate,
+        "producer 42's retry was taken for a duplicate of a batch that is in no log \
+         ({retry42:?}): B loaded A's 4.snapshot (at a segment base) although segment 0 ends \
+         at 3 and producer 42's batch at 3 is gone"
+    );
+}
