@@ -4024,3 +4024,85 @@ fn ADVERSARY_a_former_owners_roll_snapshot_over_a_lost_tail_is_trusted_when_the_
          at 3 and producer 42's batch at 3 is gone"
     );
 }
+
+/// ADVERSARY (on ae4b207): a completed switch wedges the partition: every open is refused
+/// as "a stale view", with a CURRENT listing. recover.rs:118-128 takes "the announced
+/// switch's first segment is aside, and neither its swap nor `<base>.log` is listed" for a
+/// stale listing. But that is also what a current directory holds once the switch completed
+/// and the cleaned segment at `base` was deleted since (retention, DeleteRecords), while the
+/// old segment's aside file is still there (its deferred deletion waits for its last reader,
+/// or the owner crashed before it ran: the loader removes `.deleted` files only after
+/// `complete_swaps`, loader.rs:64-80). The owner record keeps the switch through
+/// acquisitions (meta cluster.rs `Owner::switch`), so every later open fails the same way.
+///
+/// Interleaving:
+/// 1. A (epoch 1) announces switch S at base 0 and completes it: the cleaned segment is
+///    `0.log`, the old one `0.log.<S>.deleted`, whose unlink waits for a reader (a fetch).
+/// 2. A answers DeleteRecords past the cleaned segment: `0.log` is deleted.
+/// 3. A's host fails before the deferred deletion unlinks `0.log.<S>.deleted`.
+/// 4. D (epoch 3) acquires; the record still names S. D's open: announced S, no swap of S,
+///    its aside listed, no `0.log`: "a stale view; opening again". And again, forever.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = dir.path().join("t-0");
+    let a = broker(dir.path(), 1);
+    let announced = Arc::new(Announced::default());
+    a.set_write_gate(announced.clone());
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "v"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "y", "v"), 4);
+    old.roll(NOW).unwrap();
+    old.flush().unwrap();
+    // A fetch holds the old segment 0: its deferred deletion waits.
+    let reader = old.read(0, 1 << 20, true).unwrap();
+    let stats = a.clean_log_at(&tp(), None).unwrap();
+    assert!(stats.is_some(), "A cleaned");
+    let switch = announced.0.lock().expect("A announced its switch");
+    assert_eq!(switch.base, 0);
+    let tag = crate::cleaner::swap::switch_tag(switch);
+    let aside = t0.join(format!("00000000000000000000.log.{tag}.deleted"));
+    assert!(aside.is_file(), "the old segment 0 waits for its reader: {aside:?}");
+    // DeleteRecords past the cleaned segment at 0.
+    let deleted = old.delete_records_before(5);
+    assert_eq!(old.log_start_offset(), 5, "A's DeleteRecords: {deleted:?}");
+    old.flush().unwrap();
+    let rp = old.recovery_point_offset();
+    let newest = old.synced_mark().base;
+    let names: Vec<_> = std::fs::read_dir(&t0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!t0.join("00000000000000000000.log").exists(), "segment 0 deleted: {names:?} {:?}", old.shared.read().segments.iter().map(|s| s.base_offset).collect::<Vec<_>>());
+    // A's host fails: nothing more of A runs (its deferred deletion never unlinks the aside).
+    std::mem::forget(reader);
+    std::mem::forget(old);
+    std::mem::forget(a);
+    assert!(aside.is_file());
+
+    let d = broker(dir.path(), 3);
+    let recorded = Recorded {
+        recovery_point: rp,
+        newest_segment: newest,
+        sealed: None,
+        switch: Some(switch),
+    };
+    let mut last = None;
+    for _ in 0..3 {
+        match d.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded)
+        {
+            Ok(_) => return,
+            Err(e) => last = Some(e.to_string()),
+        }
+    }
+    panic!(
+        "the partition is wedged: every open of a current directory fails: {}",
+        last.unwrap()
+    );
+}
