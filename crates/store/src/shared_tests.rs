@@ -4106,3 +4106,153 @@ fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_ope
         last.unwrap()
     );
 }
+
+/// ADVERSARY (on ae4b207): the open's removal of "blockers below the first segment"
+/// (loader.rs:101-109) trusts its own listing's first segment, and that listing is a
+/// separate `read_dir` from `complete_swaps`' (recover.rs:74), after `complete_swaps` renamed
+/// the cleaned segment into place. An NFS client's cached listing taken before that rename
+/// (a consistent snapshot of the directory mid-switch) shows no `0.log`: the blocker of an
+/// older switch at 0, still possibly in flight, is removed, and that switch's late rename
+/// aside then takes the segment every owner kept. Without the removal the late rename lands
+/// on the blocker and the stale view costs nothing (the next open lists `0.log` again).
+///
+/// Interleaving:
+/// 1. A (epoch 1) announces S1 at base 0, makes its swap, and its rename of `0.log` to
+///    `0.log.<S1>.deleted` passes the gate and stalls in flight.
+/// 2. B (epoch 2) opens with the record naming S1: blocker `0.log.<S1>.deleted/` made, S1's
+///    swap removed. B appends, rolls, announces S2 at base 0 and switches: `0.log` aside under
+///    S2, indexes in, `0.log.<S2>.swap` not yet renamed in (B deposed / crashes).
+/// 3. C (epoch 3) opens (record names S2). `complete_swaps` lists the directory mid-switch
+///    (current: S2's `.log.swap` and aside, no `0.log`) and completes S2: `0.log` is the
+///    cleaned segment. The loader's listing is the client's cached snapshot of that same
+///    moment (before C's own rename): no `0.log`, first segment above 0, so the blocker of S1
+///    at 0 is removed (emulated: `0.log` is kept out of that listing by a thread that moves
+///    it aside as soon as C renames it in, and puts it back after the open).
+/// 4. A's rename lands: nothing at `0.log.<S1>.deleted` any more, so `0.log` (the cleaned
+///    segment, offsets 0.., kept and served by C) is moved aside; the next open removes it as
+///    a `.deleted` leftover: those records are lost for good.
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_stale_loader_listing_removes_a_blocker_above_the_real_first_segment() {
+    // The emulation races a thread against the open (step 3): tried a few times.
+    for _ in 0..20 {
+        if let Some(broken) = stale_loader_listing_round() {
+            panic!("{broken}");
+        }
+    }
+}
+
+/// One try of [`ADVERSARY_a_stale_loader_listing_removes_a_blocker_above_the_real_first_segment`]:
+/// what broke, if the loader's listing missed `0.log`.
+fn stale_loader_listing_round() -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = dir.path().join("t-0");
+    let a = broker(dir.path(), 1);
+    let a_gate = Arc::new(Announced::default());
+    a.set_write_gate(a_gate.clone());
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 1)
+        .unwrap();
+    assert_eq!(put_keyed(&old, "k1", "keep-me"), 0);
+    assert_eq!(put_keyed(&old, "k2", "old"), 1);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "k2", "new"), 2);
+    old.roll(NOW).unwrap();
+    assert_eq!(put_keyed(&old, "x", "v"), 3);
+    old.roll(NOW).unwrap();
+    let rp = old.flush().unwrap();
+    // A's switch S1: swap made; its first rename aside is in flight (lands in step 4).
+    let _ = a.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::Swapped));
+    let s1 = a_gate.0.lock().expect("A announced S1");
+    let s1_tag = crate::cleaner::swap::switch_tag(s1);
+    let _ = a.release_log(&tp());
+
+    // B opens with the record naming S1: S1 is blocked.
+    let b = broker(dir.path(), 2);
+    let b_gate = Arc::new(Announced::default());
+    b.set_write_gate(b_gate.clone());
+    let recorded = Recorded {
+        recovery_point: rp,
+        newest_segment: 0,
+        sealed: None,
+        switch: Some(s1),
+    };
+    let blog = b
+        .open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 2, recorded)
+        .unwrap();
+    let s1_blocker = t0.join(format!("00000000000000000000.log.{s1_tag}.deleted"));
+    assert!(s1_blocker.is_dir(), "B blocked S1");
+    blog.roll(NOW).unwrap();
+    put_keyed(&blog, "x", "w");
+    blog.roll(NOW).unwrap();
+    put_keyed(&blog, "y", "v");
+    blog.roll(NOW).unwrap();
+    let rp = blog.flush().unwrap();
+    let newest = blog.synced_mark().base;
+    // B's switch S2 at 0 stops with its indexes in, its `.log` still `.swap`.
+    let _ = b.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::IndexesIn));
+    let s2 = b_gate.0.lock().expect("B announced S2");
+    assert_eq!(s2.base, 0);
+    assert!(!t0.join("00000000000000000000.log").exists(), "S2 mid-switch");
+    drop(blog);
+    let _ = b.release_log(&tp());
+
+    // C's loader listing is the cached one of the mid-switch moment: `0.log`, which C's
+    // `complete_swaps` renames in, is not in it.
+    let side = dir.path().join("hidden");
+    std::fs::create_dir_all(&side).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let (t0, side, stop) = (t0.clone(), side.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if std::fs::rename(
+                    t0.join("00000000000000000000.log"),
+                    side.join("00000000000000000000.log"),
+                )
+                .is_ok()
+                {
+                    return true;
+                }
+            }
+            false
+        })
+    };
+    let c = broker(dir.path(), 3);
+    let recorded = Recorded {
+        recovery_point: rp,
+        newest_segment: newest,
+        sealed: None,
+        switch: Some(s2),
+    };
+    let opened =
+        c.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let hid = spinner.join().unwrap();
+    if !hid {
+        // The thread never ran during the open: this round emulated nothing.
+        return None;
+    }
+    std::fs::rename(
+        side.join("00000000000000000000.log"),
+        t0.join("00000000000000000000.log"),
+    )
+    .unwrap();
+    let clog = opened.unwrap();
+    let c_segments: Vec<i64> = clog.shared.read().segments.iter().map(|s| s.base_offset).collect();
+    // The listing had S1's blocker; the loader raced the spinner only if the blocker stayed.
+    // A's rename, in flight since step 1, lands.
+    let landed = std::fs::rename(
+        t0.join("00000000000000000000.log"),
+        t0.join(format!("00000000000000000000.log.{s1_tag}.deleted")),
+    );
+    drop(clog);
+    landed.is_ok().then(|| {
+        format!(
+            "A's late rename aside of S1 moved the cleaned segment 0 (kept by C) aside: C's open \
+             (segments {c_segments:?}) removed S1's blocker as 'below the first segment' of a \
+             listing that did not show 0.log (blocker still there: {})",
+            s1_blocker.is_dir()
+        )
+    })
+}
