@@ -16,7 +16,7 @@
 //! than the kept tail read from storage.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,6 +57,9 @@ pub(crate) struct DropBehind {
     errors: AtomicU64,
     /// Logs whose last drop failed (warned about once until one succeeds).
     failing: Mutex<HashSet<TopicPartition>>,
+    /// How many logs the last pass saw: when it changes, so does every log's share, and the
+    /// next pass looks at them all.
+    logs_seen: AtomicUsize,
 }
 
 /// (share, step) of one log when `logs` logs are open.
@@ -76,6 +79,7 @@ impl DropBehind {
             read_back_bytes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             failing: Mutex::new(HashSet::new()),
+            logs_seen: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -88,15 +92,26 @@ impl DropBehind {
         }
     }
 
-    /// One pass over `logs`. Blocking (`fdatasync`).
+    /// One pass over `logs`. Blocking (`fdatasync`). A log is looked at only if something
+    /// could have given it work since the last pass (`Log::take_cache_work`), or when the
+    /// number of logs changed (every share with it).
     pub(crate) fn pass(&self, logs: &[Arc<Log>]) {
         let Some(budget) = self.budget else { return };
         let (share, step) = share_and_step(budget, self.min_partition, logs.len());
+        let every = self.logs_seen.swap(logs.len(), Ordering::AcqRel) != logs.len();
         let mut pass = DropStats::default();
         let mut read_back = 0;
         for log in logs {
+            if !log.take_cache_work() && !every {
+                continue;
+            }
             read_back += log.drop_read_back();
+            if log.read_back_pending() {
+                // Reads recorded are advised out one pass later.
+                log.keep_cache_work();
+            }
             if log.is_closed() || log.cache_undropped_bytes() <= share.saturating_add(step) {
+                // Below the step it waits for more: the next append sets the flag again.
                 continue;
             }
             let tp = log.topic_partition();
@@ -109,6 +124,7 @@ impl DropBehind {
                     }
                 }
                 Err(e) => {
+                    log.keep_cache_work();
                     self.errors.fetch_add(1, Ordering::Relaxed);
                     if self.failing.lock().insert(tp.clone()) {
                         tracing::warn!(?tp, error = %e, "page-cache drop-behind failed; the next flush of this partition reports it");
@@ -147,7 +163,7 @@ pub(crate) fn start(broker: &Arc<Broker>) {
         CACHE_CHECK_INTERVAL,
         "page-cache drop-behind",
         |b| {
-            b.cache.pass(&b.logs.logs());
+            b.cache.pass(&b.logs.logs_snapshot());
         },
     );
 }

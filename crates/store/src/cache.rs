@@ -94,6 +94,13 @@ pub(crate) struct ReadBack {
     previous: Vec<ReadRange>,
 }
 
+impl ReadBack {
+    /// Whether reads are recorded for a later pass to advise out.
+    pub(crate) fn pending(&self) -> bool {
+        !self.current.is_empty() || !self.previous.is_empty()
+    }
+}
+
 /// What one [`Log::drop_cache_behind`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DropStats {
@@ -340,6 +347,7 @@ impl Log {
             None => pos + len,
         };
         let len = end - pos;
+        self.cache_work.store(true, std::sync::atomic::Ordering::Release);
         let mut rb = self.read_back.lock();
         // A reader's next read starts where its last one ended (or inside it, for a batch it
         // had only part of): the same range.

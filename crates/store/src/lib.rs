@@ -571,6 +571,13 @@ pub struct Log {
     /// What reads brought back into the page cache from below the drop point, for the next
     /// passes to advise out again (see `cache.rs`). Held only briefly, never through I/O.
     read_back: Mutex<cache::ReadBack>,
+    /// Set by what can give the drop-behind work (an append, a read recorded below the drop
+    /// point, a move to another log dir), taken by its pass ([`Log::take_cache_work`]): an
+    /// idle log costs a pass one atomic swap, not a look at its segments.
+    cache_work: std::sync::atomic::AtomicBool,
+    /// The same for the broker's periodic flush check ([`Log::take_flush_work`]): set by an
+    /// append, a roll, a config change and snapshots made durable (old ones to prune).
+    flush_work: std::sync::atomic::AtomicBool,
     /// How far writeback of the log's data has been started and waited for (in memory only;
     /// see `writeback.rs`). Held only briefly, never through I/O.
     writeback_point: Mutex<cache::DropPoint>,
@@ -885,6 +892,8 @@ impl Log {
             self.shared.write().sync_bounded = bounded;
         }
         *self.config.write() = config;
+        self.flush_work
+            .store(true, std::sync::atomic::Ordering::Release);
     }
     /// Readers see nothing past the synced mark (`flush.messages=1`): see [`Log::set_config`].
     pub fn sync_bounded(&self) -> bool {
@@ -1011,14 +1020,55 @@ impl Log {
         self.drop_read_back_impl()
     }
 
+    /// Whether anything could have given the page-cache drop-behind work on this log since
+    /// the last call (an append, a read below the drop point, a move); the flag is cleared.
+    /// A pass that finds work it could not finish calls [`Log::keep_cache_work`].
+    pub fn take_cache_work(&self) -> bool {
+        self.cache_work
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// Reads recorded below the drop point that a later [`Log::drop_read_back`] advises out.
+    pub fn read_back_pending(&self) -> bool {
+        self.read_back.lock().pending()
+    }
+
+    /// The next drop-behind pass looks at this log again.
+    pub fn keep_cache_work(&self) {
+        self.cache_work
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Make the files of the next segment ahead of its roll (`segment::Spare`) once the
     /// active segment is half full, so that the roll, on the append path, only renames them;
     /// also removes producer snapshots past the newest kept once a roll wrote one. Blocking
     /// (it creates and removes files); call it off the async runtime, periodically. A no-op
     /// when a spare is ready, and on a closed, deleted or failed log. A failure is logged: the
     /// roll then creates the files.
-    pub fn prepare_spare(&self) {
+    /// Returns whether a later call still has something to do (the spare could not be made
+    /// now).
+    pub fn prepare_spare(&self) -> bool {
         self.prepare_spare_impl()
+    }
+
+    /// Whether anything could have given the periodic flush check work on this log since the
+    /// last call (an append, a roll, a config change, snapshots made durable); the flag is
+    /// cleared. The check calls [`Log::keep_flush_work`] for what it leaves to a later pass.
+    pub fn take_flush_work(&self) -> bool {
+        self.flush_work
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// The next flush check looks at this log again.
+    pub fn keep_flush_work(&self) {
+        self.flush_work
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Data not yet flushed under a finite `flush.ms`: a later flush check flushes it when
+    /// due ([`Log::flush_due_by_time`]).
+    pub fn flush_pending_by_time(&self) -> bool {
+        self.config.read().flush_ms != i64::MAX && self.shared.read().unflushed_since.is_some()
     }
 
     /// Bytes appended after the writeback point: written to the page cache, not yet known to
@@ -1333,6 +1383,11 @@ impl LogManager {
     }
     pub fn logs(&self) -> Vec<Arc<Log>> {
         self.inner.logs()
+    }
+    /// Every open log, in partition order, shared (made once per change of the set): for
+    /// passes over all of them.
+    pub fn logs_snapshot(&self) -> Arc<Vec<Arc<Log>>> {
+        self.inner.logs_snapshot()
     }
     pub fn dirs(&self) -> &[PathBuf] {
         &self.inner.dirs

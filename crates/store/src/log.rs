@@ -884,6 +884,8 @@ impl Log {
             let mut s = self.shared.write();
             s.leo = off;
             s.active_size = new_size;
+            self.cache_work.store(true, Ordering::Release);
+            self.flush_work.store(true, Ordering::Release);
             for &(pid, first, bi) in &started {
                 let pos = active_size + batches[bi].position as u64;
                 s.txns.start(
@@ -1165,6 +1167,7 @@ impl Log {
             s.active_size = 0;
             s.dir_dirty = true;
         }
+        self.flush_work.store(true, Ordering::Release);
         self.write_producer_snapshot(w, leo, spare.as_mut());
         if let Some(sp) = spare {
             sp.discard();
@@ -1190,21 +1193,21 @@ impl Log {
         }
     }
 
-    pub(crate) fn prepare_spare_impl(&self) {
+    pub(crate) fn prepare_spare_impl(&self) -> bool {
         if self.deleted.load(Ordering::Acquire) || self.failure().is_some() || !self.writable() {
-            return;
+            return false;
         }
         let Some(mut slot) = self.spare.try_lock() else {
-            return;
+            return true;
         };
         let dir = self.dir();
         self.prune_snapshots();
         if slot.is_some() {
-            return;
+            return false;
         }
         let half = self.config.read().segment_bytes / 2;
         if self.shared.read().active_size < half {
-            return;
+            return false;
         }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -1212,9 +1215,13 @@ impl Log {
             .as_nanos();
         let token = format!("{:x}-{now:x}", std::process::id());
         match crate::segment::Spare::create(&dir, &token) {
-            Ok(spare) => *slot = Some(spare),
+            Ok(spare) => {
+                *slot = Some(spare);
+                false
+            }
             Err(e) => {
-                tracing::warn!(tp = ?self.tp, dir = %dir.display(), error = %e, "could not make the next segment's files ahead of its roll")
+                tracing::warn!(tp = ?self.tp, dir = %dir.display(), error = %e, "could not make the next segment's files ahead of its roll");
+                true
             }
         }
     }
@@ -1286,6 +1293,7 @@ impl Log {
             .lock()
             .retain(|o| !offsets.contains(o));
         self.snapshots_unpruned.store(true, Ordering::Release);
+        self.flush_work.store(true, Ordering::Release);
     }
 
     /// Remove all but the newest durable snapshots, if a snapshot was written or made durable

@@ -184,6 +184,8 @@ impl Log {
         };
         // The new log dir's checkpoint has no recovery point for it until its next write.
         self.reset_recorded_recovery_point(i64::MIN);
+        // The drop point starts over in the new dir: everything there is undropped.
+        self.keep_cache_work();
         // The old directory's producer snapshots stay behind; the state as of now replaces them.
         self.write_producer_snapshot(&w, leo, None);
         if let Err(e) = self.make_snapshots_durable() {

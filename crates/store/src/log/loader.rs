@@ -852,6 +852,8 @@ impl Log {
             del: p.del,
             drop_point: Mutex::new(drop_point),
             read_back: Mutex::new(crate::cache::ReadBack::default()),
+            cache_work: std::sync::atomic::AtomicBool::new(true),
+            flush_work: std::sync::atomic::AtomicBool::new(true),
             writeback_point: Mutex::new(writeback_point),
             failure: Mutex::new(None),
             gate: p.gate,
