@@ -347,7 +347,8 @@ impl Log {
             None => pos + len,
         };
         let len = end - pos;
-        self.cache_work.store(true, std::sync::atomic::Ordering::Release);
+        self.cache_work
+            .store(true, std::sync::atomic::Ordering::Release);
         let mut rb = self.read_back.lock();
         // A reader's next read starts where its last one ended (or inside it, for a batch it
         // had only part of): the same range.

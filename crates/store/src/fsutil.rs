@@ -63,6 +63,31 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Test builds: a predicate on names ([`LISTING_HIDES`]).
+#[cfg(test)]
+pub(crate) type NameFilter = Box<dyn Fn(&str) -> bool>;
+
+#[cfg(test)]
+thread_local! {
+    /// Test builds: names a directory listing on this thread leaves out (an NFS client's
+    /// cached listing), while lookups by name still find them ([`listing_hides`]).
+    pub(crate) static LISTING_HIDES: std::cell::RefCell<Option<NameFilter>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Test builds: whether a listing leaves `name` out ([`LISTING_HIDES`]); never otherwise.
+pub(crate) fn listing_hides(name: &str) -> bool {
+    #[cfg(test)]
+    {
+        LISTING_HIDES.with(|h| h.borrow().as_ref().is_some_and(|f| f(name)))
+    }
+    #[cfg(not(test))]
+    {
+        let _ = name;
+        false
+    }
+}
+
 /// fsync a directory so that entries created or renamed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     if crate::mutation::active(crate::mutation::Mutation::SkipDirFsync) {

@@ -3884,8 +3884,9 @@ fn a_former_owners_late_snapshot_at_a_base_the_new_owner_kept_empty_is_not_trust
 ///    deleted by D's acknowledged DeleteRecords) are served again, log start 0.
 ///
 /// Now a switch is announced before its swap files exist (`WriteGate::announce_switch`: in a
-/// cluster, recorded in the owner record), and the next owner's open makes the blocker for
-/// the announced switch whatever its listing shows.
+/// cluster, recorded in the owner record), and the next owner's open looks the announced
+/// switch's swap up by name: one its listing misses makes the open refused as a stale view,
+/// and the open tried again, its listing current, blocks the switch.
 #[test]
 fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
     let dir = tempfile::tempdir().unwrap();
@@ -3917,10 +3918,10 @@ fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
     assert_eq!(crate::cleaner::swap::switch_tag(switch), tag);
     let _ = a.release_log(&tp());
 
-    // D's listings predate A's swap files (a cached listing).
-    let side = dir.path().join("hidden");
-    let hidden = hide_from_listing(&t0, &side, |n| n.ends_with(".swap"));
-    assert!(!hidden.is_empty());
+    // D's listing predates A's swap files (a cached listing); a lookup by name finds them.
+    crate::fsutil::LISTING_HIDES.with(|h| {
+        *h.borrow_mut() = Some(Box::new(|n: &str| n.ends_with(".swap")));
+    });
     let d = broker(dir.path(), 3);
     let recorded = Recorded {
         recovery_point: rp,
@@ -3928,10 +3929,16 @@ fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
         sealed: None,
         switch: Some(switch),
     };
+    let stale = d.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded);
+    crate::fsutil::LISTING_HIDES.with(|h| *h.borrow_mut() = None);
+    assert!(
+        stale.is_err(),
+        "an open whose listing misses the announced switch's swap is refused"
+    );
+    // Tried again, its listing current: the swap had not begun, it is blocked and removed.
     let dlog = d
         .open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded)
         .unwrap();
-    restore_hidden(&t0, &side, &hidden);
     dlog.roll(NOW).unwrap();
     dlog.flush().unwrap();
     // A's rename, issued before its deadline, lands on the blocker D made.
@@ -3973,7 +3980,9 @@ fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
     );
 }
 
-/// ADVERSARY (on ae4b207): a former owner's roll snapshot is trusted at a segment base while
+/// Found by an adversary on ae4b207, since fixed (`snapshot_bound`: a gap between segments
+/// past the recovery point bounds the snapshots an open loads): a former owner's roll
+/// snapshot was trusted at a segment base while
 /// the data it describes below that base never reached storage, because the segment at that
 /// base is NOT empty. `snapshot_bound` (loader.rs:934) and `owns_empty_base` (loader.rs:789)
 /// only consider an EMPTY last segment; the `at_base` filter (loader.rs:571) trusts any
@@ -3993,9 +4002,7 @@ fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
 /// 5. Producer 42 retries its unacknowledged batch at B: taken for a duplicate, answered
 ///    success, and stored nowhere (acks=all data loss).
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_former_owners_roll_snapshot_over_a_lost_tail_is_trusted_when_the_next_segment_holds_data(
-) {
+fn a_roll_snapshot_over_a_lost_tail_is_not_trusted_when_the_next_segment_holds_data() {
     let dir = tempfile::tempdir().unwrap();
     let (a, old) = a_with_an_unread_producer_batch(dir.path());
     assert_eq!(old.log_end_offset(), 4);
@@ -4025,7 +4032,9 @@ fn ADVERSARY_a_former_owners_roll_snapshot_over_a_lost_tail_is_trusted_when_the_
     );
 }
 
-/// ADVERSARY (on ae4b207): a completed switch wedges the partition: every open is refused
+/// Found by an adversary on ae4b207, since fixed (an announced switch with no swap file,
+/// looked up by name, completed or never began: nothing to refuse or block): a completed
+/// switch wedged the partition: every open is refused
 /// as "a stale view", with a CURRENT listing. recover.rs:118-128 takes "the announced
 /// switch's first segment is aside, and neither its swap nor `<base>.log` is listed" for a
 /// stale listing. But that is also what a current directory holds once the switch completed
@@ -4043,8 +4052,7 @@ fn ADVERSARY_a_former_owners_roll_snapshot_over_a_lost_tail_is_trusted_when_the_
 /// 4. D (epoch 3) acquires; the record still names S. D's open: announced S, no swap of S,
 ///    its aside listed, no `0.log`: "a stale view; opening again". And again, forever.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_open() {
+fn a_completed_switch_whose_segment_was_deleted_since_wedges_no_open() {
     let dir = tempfile::tempdir().unwrap();
     let t0 = dir.path().join("t-0");
     let a = broker(dir.path(), 1);
@@ -4071,15 +4079,30 @@ fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_ope
     assert_eq!(switch.base, 0);
     let tag = crate::cleaner::swap::switch_tag(switch);
     let aside = t0.join(format!("00000000000000000000.log.{tag}.deleted"));
-    assert!(aside.is_file(), "the old segment 0 waits for its reader: {aside:?}");
+    assert!(
+        aside.is_file(),
+        "the old segment 0 waits for its reader: {aside:?}"
+    );
     // DeleteRecords past the cleaned segment at 0.
     let deleted = old.delete_records_before(5);
     assert_eq!(old.log_start_offset(), 5, "A's DeleteRecords: {deleted:?}");
     old.flush().unwrap();
     let rp = old.recovery_point_offset();
     let newest = old.synced_mark().base;
-    let names: Vec<_> = std::fs::read_dir(&t0).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(!t0.join("00000000000000000000.log").exists(), "segment 0 deleted: {names:?} {:?}", old.shared.read().segments.iter().map(|s| s.base_offset).collect::<Vec<_>>());
+    let names: Vec<_> = std::fs::read_dir(&t0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        !t0.join("00000000000000000000.log").exists(),
+        "segment 0 deleted: {names:?} {:?}",
+        old.shared
+            .read()
+            .segments
+            .iter()
+            .map(|s| s.base_offset)
+            .collect::<Vec<_>>()
+    );
     // A's host fails: nothing more of A runs (its deferred deletion never unlinks the aside).
     std::mem::forget(reader);
     std::mem::forget(old);
@@ -4095,8 +4118,7 @@ fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_ope
     };
     let mut last = None;
     for _ in 0..3 {
-        match d.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded)
-        {
+        match d.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded) {
             Ok(_) => return,
             Err(e) => last = Some(e.to_string()),
         }
@@ -4107,7 +4129,8 @@ fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_ope
     );
 }
 
-/// ADVERSARY (on ae4b207): the open's removal of "blockers below the first segment"
+/// Found by an adversary on ae4b207, since fixed (blockers are never removed, and made only
+/// for a swap that exists): the open's removal of "blockers below the first segment"
 /// (loader.rs:101-109) trusts its own listing's first segment, and that listing is a
 /// separate `read_dir` from `complete_swaps`' (recover.rs:74), after `complete_swaps` renamed
 /// the cleaned segment into place. An NFS client's cached listing taken before that rename
@@ -4132,8 +4155,7 @@ fn ADVERSARY_a_completed_switch_whose_segment_was_deleted_since_wedges_every_ope
 ///    segment, offsets 0.., kept and served by C) is moved aside; the next open removes it as
 ///    a `.deleted` leftover: those records are lost for good.
 #[test]
-#[allow(non_snake_case)]
-fn ADVERSARY_a_stale_loader_listing_removes_a_blocker_above_the_real_first_segment() {
+fn a_stale_loader_listing_never_removes_a_blocker() {
     // The emulation races a thread against the open (step 3): tried a few times.
     for _ in 0..20 {
         if let Some(broken) = stale_loader_listing_round() {
@@ -4142,7 +4164,7 @@ fn ADVERSARY_a_stale_loader_listing_removes_a_blocker_above_the_real_first_segme
     }
 }
 
-/// One try of [`ADVERSARY_a_stale_loader_listing_removes_a_blocker_above_the_real_first_segment`]:
+/// One try of [`a_stale_loader_listing_never_removes_a_blocker`]:
 /// what broke, if the loader's listing missed `0.log`.
 fn stale_loader_listing_round() -> Option<String> {
     let dir = tempfile::tempdir().unwrap();
@@ -4193,7 +4215,10 @@ fn stale_loader_listing_round() -> Option<String> {
     let _ = b.clean_log_at(&tp(), Some(crate::cleaner::CrashAt::IndexesIn));
     let s2 = b_gate.0.lock().expect("B announced S2");
     assert_eq!(s2.base, 0);
-    assert!(!t0.join("00000000000000000000.log").exists(), "S2 mid-switch");
+    assert!(
+        !t0.join("00000000000000000000.log").exists(),
+        "S2 mid-switch"
+    );
     drop(blog);
     let _ = b.release_log(&tp());
 
@@ -4225,8 +4250,7 @@ fn stale_loader_listing_round() -> Option<String> {
         sealed: None,
         switch: Some(s2),
     };
-    let opened =
-        c.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded);
+    let opened = c.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let hid = spinner.join().unwrap();
     if !hid {
@@ -4239,7 +4263,13 @@ fn stale_loader_listing_round() -> Option<String> {
     )
     .unwrap();
     let clog = opened.unwrap();
-    let c_segments: Vec<i64> = clog.shared.read().segments.iter().map(|s| s.base_offset).collect();
+    let c_segments: Vec<i64> = clog
+        .shared
+        .read()
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .collect();
     // The listing had S1's blocker; the loader raced the spinner only if the blocker stayed.
     // A's rename, in flight since step 1, lands.
     let landed = std::fs::rename(

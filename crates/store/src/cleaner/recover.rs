@@ -75,6 +75,9 @@ pub(crate) fn complete_swaps_removing(
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if crate::fsutil::listing_hides(name) {
+            continue;
+        }
         if name.ends_with(CLEANED_SUFFIX) {
             tracing::info!(?tp, file = name, "removing an unfinished cleaned segment");
             removed.push(entry.path());
@@ -110,29 +113,22 @@ pub(crate) fn complete_swaps_removing(
             kafka_aside.insert(base);
         }
     }
-    // The switch a former owner announced, when this listing shows no swap of it: it is
-    // long done (its swap renamed in), or it never made its swap files, or they are not
-    // listed (an NFS client's cached listing). Its first rename aside must land on nothing.
+    // The switch a former owner announced, when this listing shows no swap of it: looked up
+    // by name (a lookup asks the server; a listing may be an NFS client's cached one). With
+    // no swap file it never made one (its first rename aside comes after the swap exists,
+    // and after a gate check that a deposed owner fails) or it completed (its swap renamed
+    // in): nothing of it can still take a segment. With one, the listing is stale: refused,
+    // to be tried again, so that the open that goes on sees the swap and blocks the switch
+    // or completes it (`an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch`).
     if let Some(switch) = announced.filter(|_| shared) {
         let tag = super::swap::switch_tag(switch);
-        let key = (switch.base, tag.clone());
-        if !swaps.contains_key(&(switch.base, Some(tag.clone()))) && !blocked.contains(&key) {
-            if aside.contains(&key) {
-                // Its first rename aside landed. With the cleaned segment in place under the
-                // base's name it completed (what is aside is the old segment, removed with
-                // the other `.deleted` files); without, its swap files are there and the
-                // listing does not show them: refused as a stale view, to be tried again.
-                if !logs.contains(&switch.base) {
-                    return Err(io::Error::other(format!(
-                        "a switch's first segment is renamed aside ({}) but neither its swap nor the segment is listed: a stale view of the directory; opening again",
-                        blocker_path(dir, switch.base, &tag).display()
-                    )));
-                }
-            } else {
-                block_late_switch(dir, switch.base, &tag)?;
-                blocked.insert(key);
-                changed = true;
-            }
+        let listed = swaps.contains_key(&(switch.base, Some(tag.clone())));
+        let swap = swap_path(dir, switch.base, SegmentFileKind::Log, Some(&tag));
+        if !listed && !blocked.contains(&(switch.base, tag.clone())) && swap.exists() {
+            return Err(io::Error::other(format!(
+                "{} is not in the listing of its directory: a stale view; opening again",
+                swap.display()
+            )));
         }
     }
     for ((base, tag), kinds) in swaps {

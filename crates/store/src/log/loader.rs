@@ -63,7 +63,6 @@ impl Log {
         // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
         crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared, p.switch).map_err(serr)?;
         let mut bases = Vec::new();
-        let mut blockers: Vec<(i64, PathBuf)> = Vec::new();
         // The base of a segment that held bytes and that recovery cut to none.
         let mut cut_to_empty: Option<i64> = None;
         for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
@@ -72,10 +71,8 @@ impl Log {
             let Some(name) = name.to_str() else { continue };
             if name.ends_with(DELETED_SUFFIX) {
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    // A name a cleaner switch must never take (`cleaner::recover`).
-                    if let Some((base, _)) = crate::cleaner::recover::switched_aside(name) {
-                        blockers.push((base, entry.path()));
-                    }
+                    // A name a cleaner switch must never take (`cleaner::recover`): it stays,
+                    // as that switch's rename may land at any time.
                     continue;
                 }
                 // Left over from a deletion that did not finish; nothing can hold it now.
@@ -98,15 +95,6 @@ impl Log {
         }
         bases.sort_unstable();
         check_listing_is_current(&p, &bases)?;
-        // A switch's blocker below the first segment guards a name no segment takes again:
-        // no segment is ever made below the log's first.
-        if let Some(&first) = bases.first() {
-            for (_, path) in blockers.iter().filter(|(base, _)| *base < first) {
-                if let Err(e) = std::fs::remove_dir(path) {
-                    tracing::debug!(dir = %path.display(), error = %e, "could not remove a switch's blocker");
-                }
-            }
-        }
         if p.shared {
             // An empty last segment may be the active segment of a former owner that still
             // holds it open, with a write that passed its write gate and stalled: appended to
@@ -569,8 +557,11 @@ impl Log {
         // In a shared directory only the snapshots at segment bases (a listing of its own, so
         // a former owner's placement landing after the removal above is not loaded either).
         let at_base = |o: i64| !p.shared || segments.iter().any(|s| s.base_offset == o);
-        let snapshot =
-            crate::snapshots::load_newest(&p.dir, snapshot_bound(&segments, leo), &at_base);
+        let snapshot = crate::snapshots::load_newest(
+            &p.dir,
+            snapshot_bound(&segments, leo, recorded_recovery_point),
+            &at_base,
+        );
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the process
         // before may have written them without fsync, and the prune keeps only the newest
@@ -927,19 +918,32 @@ fn persist_rebuilt_state(p: &OpenParams, leo: i64, producers: &ProducerStates) -
     }
 }
 
-/// The highest offset a producer snapshot may be taken at: the log end, unless the active
-/// segment is empty and the data before it ends below its base. Then a roll named a segment
-/// (and wrote a snapshot) at an end that the data never reached on storage, as a former
-/// owner on NFS may leave: its file names reached the server, the bytes it had not fsynced
-/// did not. A snapshot there would count as written batches that are not in the log (a
-/// producer's retry of them would be taken for a duplicate and never stored).
-fn snapshot_bound(segments: &[Arc<Segment>], leo: i64) -> i64 {
-    match segments {
+/// The highest offset a producer snapshot may be taken at: the log end, unless the data of a
+/// segment ends below the next segment's base, past the recovery point (`durable`), or the
+/// active segment is empty and the data before it ends below its base. Then a roll named a
+/// segment (and wrote a snapshot) at an end that the data never reached on storage (a crash,
+/// or a former owner on NFS: its file names, and the bytes written back since, reached the
+/// server; the sealed segment's tail it had not fsynced did not). A snapshot there would
+/// count as written batches that are not in the log (a producer's retry of them would be
+/// taken for a duplicate and never stored). Below the recovery point such a gap is a
+/// cleaning's (it removes records, and whole batches): those batches were written, and a
+/// snapshot past them counts them rightly.
+fn snapshot_bound(segments: &[Arc<Segment>], leo: i64, durable: i64) -> i64 {
+    let lost_tail = segments.windows(2).find_map(|w| {
+        let (before, next) = (&w[0], &w[1]);
+        (before.next_offset() < next.base_offset && next.base_offset > durable)
+            .then(|| before.next_offset())
+    });
+    let empty_active = match segments {
         [.., before, active] if active.size() == 0 && before.next_offset() < active.base_offset => {
-            before.next_offset()
+            Some(before.next_offset())
         }
-        _ => leo,
-    }
+        _ => None,
+    };
+    lost_tail
+        .into_iter()
+        .chain(empty_active)
+        .fold(leo, i64::min)
 }
 
 /// Where the batch holding `offset` starts (for an open transaction known from a snapshot).
