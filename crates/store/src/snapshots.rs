@@ -235,15 +235,22 @@ pub(crate) fn remove_unless(dir: &Path, keep: impl Fn(i64) -> bool) -> io::Resul
     Ok(removed)
 }
 
-/// The newest readable snapshot at or below `offset`, removing nothing: its offset and the
-/// state it holds.
-pub(crate) fn read_at_or_below(dir: &Path, offset: i64) -> Option<(i64, ProducerStates)> {
+/// The newest readable snapshot at or below `offset` whose offset `trusted` takes, removing
+/// nothing: its offset and the state it holds.
+pub(crate) fn read_at_or_below(
+    dir: &Path,
+    offset: i64,
+    trusted: &dyn Fn(i64) -> bool,
+) -> Option<(i64, ProducerStates)> {
     let all = list(dir).ok()?;
-    all.iter().rev().filter(|o| **o <= offset).find_map(|&o| {
-        let bytes = std::fs::read(snapshot_path(dir, o)).ok()?;
-        let entries = decode_snapshot(&bytes).ok()?;
-        Some((o, ProducerStates::from_snapshot(&entries)))
-    })
+    all.iter()
+        .rev()
+        .filter(|o| **o <= offset && trusted(**o))
+        .find_map(|&o| {
+            let bytes = std::fs::read(snapshot_path(dir, o)).ok()?;
+            let entries = decode_snapshot(&bytes).ok()?;
+            Some((o, ProducerStates::from_snapshot(&entries)))
+        })
 }
 
 /// The newest readable snapshot at or below `log_end` whose offset `trusted` takes: its

@@ -675,7 +675,7 @@ impl Log {
         // unflushed segment from the snapshot at or below its base.
         let below_snapshot = recovered_from
             .filter(|b| *b < exact_from)
-            .and_then(|b| crate::snapshots::read_at_or_below(&p.dir, b))
+            .and_then(|b| crate::snapshots::read_at_or_below(&p.dir, b, &at_base))
             .map(|older| replay_for_indexes(&segments, older, exact_from, interval, p.now_ms))
             .transpose()
             .map_err(serr)?
