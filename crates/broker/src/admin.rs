@@ -493,6 +493,75 @@ pub(crate) mod tests {
             "the re-open gave its log the configs it read before the change"
         );
     }
+
+    fn snapshot_files(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".snapshot"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// ADVERSARY (1d4ea99): the prune of old producer snapshots waits for a recovery point
+    /// to be recorded (`snapshots::prune` keeps the newest durable snapshot at or below the
+    /// recorded one), and `Log::recovery_point_recorded` (store lib.rs:957) marks the
+    /// snapshots unpruned but never sets `flush_work`. Interleaving on one broker:
+    /// 1. rolls at b2, b3; a flush on the append path (flush.messages, or the cleaner's
+    ///    `sync_appended`) makes their snapshots durable: `snapshots_durable` sets the flag;
+    /// 2. the flush check (lib.rs:1142) takes the flag; nothing to flush (`moved` false, no
+    ///    checkpoint written); `prepare_spare` prunes with the recorded recovery point still
+    ///    at b1, so the snapshot at b1 stays;
+    /// 3. the periodic checkpoint records b3 (`recovery_point_recorded`): b1 is prunable now;
+    /// 4. the log stays idle: every later check skips it (flag clear), and the snapshot at b1
+    ///    is never removed. Before 1d4ea99 the next check pruned it. (The same in a cluster:
+    ///    the recovery point is recorded in etcd after the group commit's sync.)
+    #[test]
+    #[allow(non_snake_case)]
+    fn ADVERSARY_a_recorded_recovery_point_never_prunes_an_idle_logs_snapshots() {
+        let (dir, rt) = (tempfile::tempdir().unwrap(), runtime());
+        let _in_runtime = rt.enter();
+        let broker = broker_in(dir.path());
+        broker.create_topic("t", 1, BTreeMap::new()).unwrap();
+        let log = broker.logs.get(&partition_0()).unwrap();
+        let now = 1_700_000_000_000i64;
+        let append = |k: i64| {
+            let b = sluice_format::BatchBuilder::new().record(now + k, None, Some(b"v"));
+            log.append(
+                bytes::Bytes::from(b.build()),
+                sluice_store::AppendOrigin::Client,
+                now,
+            )
+            .unwrap();
+        };
+        append(0);
+        log.roll(now).unwrap();
+        // The check flushes the sealed segment and records the recovery point (b1).
+        broker.flush_due_logs();
+        broker.flush_due_logs();
+        broker.flush_due_logs();
+        append(1);
+        log.roll(now).unwrap();
+        append(2);
+        log.roll(now).unwrap();
+        let pdir = log.dir();
+        // A flush outside the check (the append path's, under flush.messages).
+        log.flush().unwrap();
+        broker.flush_due_logs();
+        assert_eq!(snapshot_files(&pdir).len(), 3, "{:?}", snapshot_files(&pdir));
+        // The periodic checkpoint (log.flush.offset.checkpoint.interval.ms).
+        broker.logs.checkpoint().unwrap();
+        for _ in 0..5 {
+            broker.flush_due_logs();
+        }
+        assert_eq!(
+            snapshot_files(&pdir).len(),
+            2,
+            "an old producer snapshot is never pruned on an idle log: {:?}",
+            snapshot_files(&pdir)
+        );
+    }
 }
 
 /// Partitions granted by [`Broker::check_partition_budget`] and not yet open: they count
