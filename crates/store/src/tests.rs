@@ -3825,3 +3825,65 @@ fn read_into_gives_a_regions_chunks() {
     assert_eq!(got, &data[100..9_100]);
     assert!(slice.read_into(8_999, &mut chunk[..2]).is_err());
 }
+
+/// ADVERSARY (1d4ea99): `Log::note_read_back` (cache.rs:350) sets `cache_work` *before* it
+/// records the range under `read_back`, so the drop-behind pass (broker cache.rs:104-116:
+/// take the flag, `drop_read_back`, keep the flag only if `read_back_pending`) can run
+/// entirely in between. Interleaving: a consumer far behind reads below the drop point; its
+/// `note_read_back` stores the flag; the pass takes it, finds nothing recorded and does not
+/// keep it; the reader then records its range. The flag is clear, the range is pending, and
+/// every later pass skips the log (`!take_cache_work() && !every`): what the read brought
+/// back into the page cache is never advised out while the log takes no append and no other
+/// read below the point. The pass's steps are emulated here, in their order (the broker's
+/// `DropBehind::pass` cannot be driven between the two halves of a read from outside).
+#[test]
+#[allow(non_snake_case)]
+fn ADVERSARY_a_read_back_recorded_after_the_pass_took_the_flag_is_never_advised_out() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    for i in 0..20i64 {
+        log.append(batch(4, NOW + i, "r"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    log.drop_cache_behind(0).unwrap();
+    // The broker's pass for one log, as in crates/broker/src/cache.rs (the log is below its
+    // share once dropped, so only the read-back part acts).
+    let pass = |log: &Log| {
+        if !log.take_cache_work() {
+            return;
+        }
+        log.drop_read_back();
+        if log.read_back_pending() {
+            log.keep_cache_work();
+        }
+    };
+    for _ in 0..4 {
+        pass(&log);
+    }
+    assert!(!log.read_back_pending());
+    assert!(!log.cache_work.load(std::sync::atomic::Ordering::Acquire));
+    // The read: its flag store lands, its record waits for the lock.
+    let held = log.read_back.lock();
+    let reader = {
+        let log = log.clone();
+        std::thread::spawn(move || log.note_read_back(0, 0, 512))
+    };
+    while !log.cache_work.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    // The pass runs now: it takes the flag; its `drop_read_back` and `read_back_pending`
+    // find nothing recorded yet (what they would see under this lock), so it keeps nothing.
+    assert!(log.take_cache_work());
+    assert!(!held.pending());
+    drop(held);
+    reader.join().unwrap();
+    for _ in 0..5 {
+        pass(&log);
+    }
+    assert!(
+        !log.read_back_pending(),
+        "a range read back below the drop point is never advised out: the flag was taken before it was recorded"
+    );
+}
