@@ -504,7 +504,8 @@ pub(crate) mod tests {
         v
     }
 
-    /// ADVERSARY (1d4ea99): the prune of old producer snapshots waits for a recovery point
+    /// Found by an adversary on 1d4ea99, since fixed (recording a recovery point sets the
+    /// flush check's flag): the prune of old producer snapshots waits for a recovery point
     /// to be recorded (`snapshots::prune` keeps the newest durable snapshot at or below the
     /// recorded one), and `Log::recovery_point_recorded` (store lib.rs:957) marks the
     /// snapshots unpruned but never sets `flush_work`. Interleaving on one broker:
@@ -518,8 +519,7 @@ pub(crate) mod tests {
     ///    is never removed. Before 1d4ea99 the next check pruned it. (The same in a cluster:
     ///    the recovery point is recorded in etcd after the group commit's sync.)
     #[test]
-    #[allow(non_snake_case)]
-    fn ADVERSARY_a_recorded_recovery_point_never_prunes_an_idle_logs_snapshots() {
+    fn a_recorded_recovery_point_prunes_an_idle_logs_snapshots() {
         let (dir, rt) = (tempfile::tempdir().unwrap(), runtime());
         let _in_runtime = rt.enter();
         let broker = broker_in(dir.path());
@@ -549,7 +549,12 @@ pub(crate) mod tests {
         // A flush outside the check (the append path's, under flush.messages).
         log.flush().unwrap();
         broker.flush_due_logs();
-        assert_eq!(snapshot_files(&pdir).len(), 3, "{:?}", snapshot_files(&pdir));
+        assert_eq!(
+            snapshot_files(&pdir).len(),
+            3,
+            "{:?}",
+            snapshot_files(&pdir)
+        );
         // The periodic checkpoint (log.flush.offset.checkpoint.interval.ms).
         broker.logs.checkpoint().unwrap();
         for _ in 0..5 {

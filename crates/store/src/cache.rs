@@ -347,8 +347,6 @@ impl Log {
             None => pos + len,
         };
         let len = end - pos;
-        self.cache_work
-            .store(true, std::sync::atomic::Ordering::Release);
         let mut rb = self.read_back.lock();
         // A reader's next read starts where its last one ended (or inside it, for a batch it
         // had only part of): the same range.
@@ -368,6 +366,10 @@ impl Log {
                 bytes: len,
             });
         }
+        // After the range is recorded: a pass that took the flag before this either saw the
+        // range or leaves the flag set for the next one.
+        self.cache_work
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn drop_read_back_impl(&self) -> u64 {

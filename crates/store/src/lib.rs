@@ -961,8 +961,9 @@ impl Log {
             .fetch_max(offset, Ordering::AcqRel)
             < offset
         {
-            // A snapshot kept for the old one may go now.
+            // A snapshot kept for the old one may go now, at the next flush check.
             self.snapshots_unpruned.store(true, Ordering::Release);
+            self.flush_work.store(true, Ordering::Release);
         }
     }
     /// Seal the active segment and start a new one (no-op when the active segment is empty).
