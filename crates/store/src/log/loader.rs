@@ -542,8 +542,9 @@ impl Log {
             // the log end included, may be a former owner's, placed by a rename that stalled
             // in flight past a takeover: it describes batches a newer owner cut or never had
             // (docs/cluster.md, fencing point 2). An owner's own at its log end (a seal, a
-            // rebuilt state) only saves a replay of the active segment, and a hand-over and
-            // every acquisition roll there, so a base is what the next open finds.
+            // rebuilt state) only saves a replay of the active segment; a hand-over rolls
+            // before it seals and an acquisition rolls at the log end, so the next open
+            // finds its snapshot at a base.
             let at = |o: i64| segments.iter().any(|s| s.base_offset == o);
             may_write(&p, "removing a former owner's producer snapshots")?;
             let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr)?;
