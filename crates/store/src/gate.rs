@@ -82,9 +82,7 @@ impl GateSlot {
             Some(g) => g.check(tp, topic_id, leader_epoch),
         }
     }
-}
 
-impl GateSlot {
     pub(crate) fn announce_switch(
         &self,
         tp: &TopicPartition,

@@ -3624,6 +3624,16 @@ fn c_has_bs_producer_state(dir: &Path, b: &LogManager, blog: Arc<Log>) {
     );
 }
 
+/// `old`'s close (a seal, then `<its log end>.snapshot`) whose snapshot placement stalls in
+/// flight after its gate check: its landing, to run later.
+fn stalled_close(old: &Log) -> crate::snapshots::Landing {
+    crate::snapshots::STALL_NEXT.with(|s| s.set(true));
+    old.close_active().unwrap();
+    crate::snapshots::STALLED
+        .with(|s| s.borrow_mut().pop())
+        .expect("the close's snapshot placement was kept")
+}
+
 /// A former owner's producer snapshot write that passed its checks and stalled in flight
 /// lands after the new owner rolled at the same offset (A's log end, which B reached with
 /// batches of its own). It must neither replace nor rewrite B's snapshot there, or the next
@@ -3661,9 +3671,7 @@ fn a_former_owners_snapshot_written_after_the_new_owners_open_never_replaces_its
     let b = broker(dir.path(), 2);
     let landing = std::cell::RefCell::new(None);
     let blog = b_rolls_at_4(&b, || {
-        crate::snapshots::STALL_NEXT.with(|s| s.set(true));
-        old.close_active().unwrap();
-        *landing.borrow_mut() = crate::snapshots::STALLED.with(|s| s.borrow_mut().pop());
+        *landing.borrow_mut() = Some(stalled_close(&old));
     });
     assert_eq!(
         (landing.into_inner().unwrap())().map_err(|e| e.kind()),
@@ -3684,10 +3692,7 @@ fn a_new_owners_roll_replaces_a_former_owners_snapshot_at_its_base() {
     cut_to_first_batch(dir.path());
     let b = broker(dir.path(), 2);
     let blog = b_rolls_at_4(&b, || {
-        crate::snapshots::STALL_NEXT.with(|s| s.set(true));
-        old.close_active().unwrap();
-        let landing = crate::snapshots::STALLED.with(|s| s.borrow_mut().pop());
-        landing.unwrap()().unwrap();
+        stalled_close(&old)().unwrap();
         assert!(dir
             .path()
             .join("t-0/00000000000000000004.snapshot")
