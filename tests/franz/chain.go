@@ -353,7 +353,28 @@ func runChain(args []string) int {
 	code := 0
 	func() {
 		var stableTotal, stableMax int64
-		var t0 time.Time
+		// The records are produced before the first member of each group joins, so that every
+		// counted step begins right after the previous one became stable, whatever the
+		// broker's produce time (a step's length depends on when it begins in the members'
+		// heartbeat intervals).
+		p, err := kgo.NewClient(seeds, kgo.ProducerLinger(5*time.Millisecond))
+		if err != nil {
+			out("ERROR %v", err)
+			code = 1
+			return
+		}
+		t0 := time.Now()
+		for i := 0; i < c.records; i++ {
+			k := []byte(strconv.Itoa(i))
+			p.Produce(ctx, &kgo.Record{Topic: c.topic(0), Key: k, Value: k}, nil)
+		}
+		if err := p.Flush(ctx); err != nil {
+			out("ERROR produce: %v", err)
+			code = 1
+			return
+		}
+		p.Close()
+		out("PRODUCED %d %d", c.records, time.Since(t0).Milliseconds())
 		plan := []string{"join"}
 		for i := 1; i < c.maxMembers; i++ {
 			plan = append(plan, "join")
@@ -406,27 +427,7 @@ func runChain(args []string) int {
 			}
 			ms := time.Since(began).Milliseconds()
 			trace("chain", "step %d %s stable after %d ms", step, change, ms)
-			if step == 0 {
-				// The first member of each group only starts the chain: produce now.
-				p, err := kgo.NewClient(seeds, kgo.ProducerLinger(5*time.Millisecond))
-				if err != nil {
-					out("ERROR %v", err)
-					code = 1
-					return
-				}
-				t0 = time.Now()
-				for i := 0; i < c.records; i++ {
-					k := []byte(strconv.Itoa(i))
-					p.Produce(ctx, &kgo.Record{Topic: c.topic(0), Key: k, Value: k}, nil)
-				}
-				if err := p.Flush(ctx); err != nil {
-					out("ERROR produce: %v", err)
-					code = 1
-					return
-				}
-				p.Close()
-				out("PRODUCED %d %d", c.records, time.Since(t0).Milliseconds())
-			} else {
+			if step > 0 {
 				stableTotal += ms
 				stableMax = max(stableMax, ms)
 			}

@@ -2,13 +2,13 @@
 Python twin of tests/java/ChurnChain.java, for bench/churn-compare and test_group_churn.py.
 
 Topics PREFIX-0 .. PREFIX-STAGES; group PREFIX-g<s> consumes PREFIX-<s> and produces every
-record on to PREFIX-<s+1>, committing after the producer's flush (at least once). Every group
-starts with one member; RECORDS records are then produced to PREFIX-0 (t0) and members are
-added one at a time up to MAX_MEMBERS, then removed one at a time; after each step it waits
-until every group is stable (its live members' assignments cover its input's partitions once,
-every member has one, the shares differ by at most one, and a member that left has closed: until
-then the partitions it holds are still its own). A reader assigned the last topic
-counts what comes out.
+record on to PREFIX-<s+1>, committing after the producer's flush (at least once). RECORDS
+records are produced to PREFIX-0 (t0); every group starts with one member and, once it is
+stable, members are added one at a time up to MAX_MEMBERS, then removed one at a time; after
+each step it waits until every group is stable (its live members' assignments cover its input's
+partitions once, every member has one, the shares differ by at most one, and a member that left
+has closed: until then the partitions it holds are still its own). A reader assigned the last
+topic counts what comes out.
 
     python churn_chain.py BOOTSTRAP VARIANT PREFIX RECORDS STAGES PARTITIONS MAX_MEMBERS POLL_PAUSE_MS TIMEOUT_S [CLIENT]
 
@@ -288,7 +288,22 @@ class Chain:
         try:
             plan = ["join"] * self.max_members + ["leave"] * (self.max_members - 1)
             stable_total = stable_max = 0
-            t0 = 0.0
+            # The records are produced before the first member of each group joins, so that every
+            # counted step begins right after the previous one became stable, whatever the broker's
+            # produce time (a step's length depends on when it begins in the heartbeat intervals).
+            p = Producer({"bootstrap.servers": self.bootstrap, "broker.address.family": "v4",
+                          "acks": "all", "linger.ms": 5})
+            t0 = time.monotonic()
+            for i in range(self.records):
+                k = str(i).encode()
+                while True:
+                    try:
+                        p.produce(f"{self.prefix}-0", key=k, value=k)
+                        break
+                    except BufferError:
+                        p.poll(0.05)
+            p.flush(60)
+            out(f"PRODUCED {self.records} {int((time.monotonic() - t0) * 1000)}")
             for step, change in enumerate(plan):
                 began = time.monotonic()
                 leaving: list = [[] for _ in range(self.stages)]  # this step's leavers, per group
@@ -307,21 +322,7 @@ class Chain:
                         raise RuntimeError(f"not stable after step {step} ({change})")
                     time.sleep(0.005)
                 ms = int((time.monotonic() - began) * 1000)
-                if step == 0:
-                    p = Producer({"bootstrap.servers": self.bootstrap, "broker.address.family": "v4",
-                                  "acks": "all", "linger.ms": 5})
-                    t0 = time.monotonic()
-                    for i in range(self.records):
-                        k = str(i).encode()
-                        while True:
-                            try:
-                                p.produce(f"{self.prefix}-0", key=k, value=k)
-                                break
-                            except BufferError:
-                                p.poll(0.05)
-                    p.flush(60)
-                    out(f"PRODUCED {self.records} {int((time.monotonic() - t0) * 1000)}")
-                else:
+                if step > 0:
                     stable_total += ms
                     stable_max = max(stable_max, ms)
                 out(f"STABLE {step} {change} {len(groups[0])} {ms}")

@@ -15,8 +15,8 @@
 // CloseOptions.GroupMembershipOperation.LEAVE_GROUP), consumer-uniform / consumer-range
 // (group.protocol=consumer, group.remote.assignor uniform / range).
 //
-// Every group starts with one member; once it is stable RECORDS records are produced to
-// PREFIX-0 (that instant is t0), then the churn: one member is added to every group at a time
+// RECORDS records are produced to PREFIX-0 (that instant is t0); every group starts with one
+// member, then the churn: once it is stable, one member is added to every group at a time
 // up to MAX_MEMBERS, then removed one at a time down to one; after each step the program waits
 // until every group is stable again (its live members' assignments cover every partition of
 // its input once, each member has one, the shares differ by at most one, and a member that left
@@ -271,7 +271,20 @@ public class ChurnChain {
         try {
             long stableTotal = 0, stableMax = 0;
             int step = 0;
-            long t0 = 0;
+            // The records are produced before the first member of each group joins, so that every
+            // counted step begins right after the previous one became stable, whatever the
+            // broker's produce time (a step's length depends on when it begins in the members'
+            // heartbeat intervals).
+            long t0;
+            try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(), new StringSerializer(), new StringSerializer())) {
+                t0 = System.nanoTime();
+                for (int i = 0; i < records; i++) {
+                    String k = Integer.toString(i);
+                    p.send(new ProducerRecord<>(prefix + "-0", k, k));
+                }
+                p.flush();
+            }
+            out("PRODUCED " + records + " " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
             List<String> plan = new ArrayList<>();
             plan.add("join");
             for (int m = 1; m < maxMembers; m++) plan.add("join");
@@ -299,18 +312,7 @@ public class ChurnChain {
                     Thread.sleep(5);
                 }
                 long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began);
-                if (step == 0) {
-                    // The first member of each group only starts the chain: produce now.
-                    try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(), new StringSerializer(), new StringSerializer())) {
-                        t0 = System.nanoTime();
-                        for (int i = 0; i < records; i++) {
-                            String k = Integer.toString(i);
-                            p.send(new ProducerRecord<>(prefix + "-0", k, k));
-                        }
-                        p.flush();
-                    }
-                    out("PRODUCED " + records + " " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
-                } else {
+                if (step > 0) {
                     stableTotal += ms;
                     stableMax = Math.max(stableMax, ms);
                 }
