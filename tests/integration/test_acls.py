@@ -65,6 +65,18 @@ def user(kafka_tool, b, name: str) -> dict:
     return conf
 
 
+def user_tool(kafka_tool, b, tmp_path: Path, name: str):
+    """The user ``name`` (as ``user``): librdkafka's settings for it, and a runner of Kafka's
+    tools logged in as it on ``b``'s SASL listener (``run(TOOL_CLASS, *args)``: the ToolResult,
+    unchecked)."""
+    rdkafka = user(kafka_tool, b, name)
+    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", name, f"{name}-secret"))
+
+    def run(tool: str, *args: str) -> harness.ToolResult:
+        return kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+    return rdkafka, run
+
+
 def can_list_topics(bootstrap: str, conf: dict) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -319,11 +331,10 @@ def test_admin_tools_of_a_user_without_acls_are_refused(broker_factory, kafka_to
     from harness import CONFIG_COMMAND, LOG_DIRS, TOPIC_COMMAND
     b = acl_broker(broker_factory)
     create_topic(b.bootstrap, topic, partitions=1)
-    user(kafka_tool, b, "alice")
-    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret"))
+    _, run = user_tool(kafka_tool, b, tmp_path, "alice")
 
     def refused(tool, *args, said):
-        res = kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+        res = run(tool, *args)
         text = res.out + res.err
         assert said in text, f"{tool} {' '.join(args)}: expected {said!r}\n{res.describe()}"
         return text
@@ -337,11 +348,9 @@ def test_admin_tools_of_a_user_without_acls_are_refused(broker_factory, kafka_to
             "--add-config", "retention.ms=1000", said="TopicAuthorizationException")
     refused(LOG_DIRS, "--describe", "--topic-list", topic, said="ClusterAuthorizationException")
     refused(ACL_COMMAND, "--list", said="ClusterAuthorizationException")
-    listed = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
-                        "--list", timeout=90).check("kafka-topics --list by alice")
+    listed = run(TOPIC_COMMAND, "--list").check("kafka-topics --list by alice")
     assert topic not in listed.out.split(), listed.out
-    res = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
-                     "--delete", "--topic", topic, timeout=90)
+    res = run(TOPIC_COMMAND, "--delete", "--topic", topic)
     assert res.rc != 0, res.describe()
     # Still there for the super user.
     assert topic in harness.admin(b.bootstrap).list_topics(timeout=10).topics
@@ -529,13 +538,12 @@ def test_records_quotas_and_reassignments_need_their_acls(broker_factory, kafka_
     create_topic(b.bootstrap, topic, partitions=1)
     p = harness.producer(b.bootstrap)
     produce_all(p, topic, [{"value": b"r%d" % i, "partition": 0} for i in range(5)])
-    user(kafka_tool, b, "alice")
-    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret"))
+    _, as_alice = user_tool(kafka_tool, b, tmp_path, "alice")
     plan = tmp_path / "delete.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 3}]}))
 
     def run(tool, *args):
-        res = kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+        res = as_alice(tool, *args)
         return res, res.out + res.err
 
     def refused(tool, *args, said):
