@@ -77,6 +77,19 @@ def user_tool(kafka_tool, b, tmp_path: Path, name: str):
     return rdkafka, run
 
 
+def listed_acls(out: str) -> set:
+    """kafka-acls' listing as (resource type, name, pattern type, principal, operation,
+    permission) tuples."""
+    got, resource = set(), None
+    for line in out.splitlines():
+        if m := re.search(r"ResourcePattern\(resourceType=(\w+), name=(.*), patternType=(\w+)\)", line):
+            resource = m.groups()
+        elif m := re.search(r"\(principal=(.+), host=.+, operation=(\w+), permissionType=(\w+)\)", line):
+            assert resource, out
+            got.add((*resource, *m.groups()))
+    return got
+
+
 def can_list_topics(bootstrap: str, conf: dict) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -573,3 +586,58 @@ def test_records_quotas_and_reassignments_need_their_acls(broker_factory, kafka_
     works(CONFIG_COMMAND, "--describe", "--entity-type", "clients", says="producer_byte_rate=1048576")
     grant("--operation", "Describe", "--cluster")
     works(reassign, "--list")
+
+
+def test_implied_operations_as_clients_see_them(broker_factory, kafka_tool, topic, tmp_path):
+    """StandardAuthorizer's implied operations through real clients: an ALLOW of READ, WRITE,
+    DELETE or ALTER on a topic lets its principal DESCRIBE it (Metadata, ListOffsets), one of
+    ALTER_CONFIGS lets it DESCRIBE_CONFIGS (READ does not), ALL allows everything, ALTER on the
+    cluster allows DESCRIBE on it (DescribeAcls); no implied ALLOW overrides a DENY of DESCRIBE,
+    and a DENY of READ leaves the DESCRIBE an ALLOW of READ implies."""
+    from harness import CONFIG_COMMAND, GET_OFFSETS, TOPIC_COMMAND
+    b = acl_broker(broker_factory)
+    # Alice's ACLs on each topic (-: DENY).
+    grants = {"read": ["Read"], "write": ["Write"], "delete": ["Delete"], "alter": ["Alter"],
+              "configs": ["Read", "AlterConfigs"], "all": ["All"], "denied": ["All", "-Describe"],
+              "unread": ["Read", "-Read"]}
+    for suffix, ops in grants.items():
+        create_topic(b.bootstrap, f"{topic}-{suffix}", partitions=1)
+        for permission, denied in (("allow", False), ("deny", True)):
+            mine = [op.lstrip("-") for op in ops if op.startswith("-") == denied]
+            if mine:
+                acls(kafka_tool, b, "--add", f"--{permission}-principal", "User:alice", "--topic",
+                     f"{topic}-{suffix}", *[a for op in mine for a in ("--operation", op)])
+    produce_all(harness.producer(b.bootstrap), f"{topic}-read",
+                [{"value": b"r%d" % i, "partition": 0} for i in range(3)])
+    alice, run = user_tool(kafka_tool, b, tmp_path, "alice")
+
+    # Metadata: every topic alice may DESCRIBE, by implication or by ALL; not the denied one.
+    listed = run(TOPIC_COMMAND, "--list").check("kafka-topics --list by alice").out.split()
+    described = ("read", "write", "delete", "alter", "configs", "all", "unread")
+    assert sorted(t for t in listed if t.startswith(topic)) == sorted(f"{topic}-{s}" for s in described), listed
+    # ListOffsets (kafka-get-offsets of every topic alice lists) needs DESCRIBE too.
+    out = run(GET_OFFSETS, "--topic", f"{topic}-.*").check("kafka-get-offsets by alice").out
+    assert sorted(out.split()) == sorted(f"{topic}-{s}:0:{3 if s == 'read' else 0}" for s in described), out
+    # READ: a consumer in a group it may READ (FindCoordinator asks DESCRIBE of the group; the
+    # topic's Metadata and ListOffsets DESCRIBE, Fetch READ).
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", f"{topic}-g")
+    assert group_consume_error(b.sasl_bootstrap, alice, f"{topic}-read", f"{topic}-g", want=3) is None
+    # WRITE and ALL: a producer (its Metadata request needs DESCRIBE); ALL with DESCRIBE denied: no.
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-write") is None
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-all") is None
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-denied") == "TOPIC_AUTHORIZATION_FAILED"
+    # DESCRIBE_CONFIGS: implied by ALTER_CONFIGS, not by READ; kafka-topics --describe asks
+    # for DESCRIBE and DESCRIBE_CONFIGS, which ALL allows.
+    res = run(CONFIG_COMMAND, "--describe", "--entity-type", "topics", "--entity-name", f"{topic}-configs")
+    assert f"Dynamic configs for topic {topic}-configs are:" in res.check("kafka-configs by alice").out, res.out
+    res = run(CONFIG_COMMAND, "--describe", "--entity-type", "topics", "--entity-name", f"{topic}-read")
+    assert res.rc != 0 and "TopicAuthorizationException" in res.err, res.describe()
+    out = run(TOPIC_COMMAND, "--describe", "--topic", f"{topic}-all").check("kafka-topics --describe by alice").out
+    assert f"Topic: {topic}-all\tTopicId:" in out and "Partition: 0" in out, out
+    # The cluster: ALTER implies DESCRIBE (kafka-acls --list).
+    res = run(ACL_COMMAND, "--list")
+    assert "ClusterAuthorizationException" in res.out + res.err, res.describe()
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Alter", "--cluster")
+    out = run(ACL_COMMAND, "--list", "--topic", f"{topic}-denied").check("kafka-acls --list by alice").out
+    assert listed_acls(out) == {("TOPIC", f"{topic}-denied", "LITERAL", "User:alice", op, perm)
+                                for op, perm in (("ALL", "ALLOW"), ("DESCRIBE", "DENY"))}, out
