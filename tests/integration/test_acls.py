@@ -641,3 +641,46 @@ def test_implied_operations_as_clients_see_them(broker_factory, kafka_tool, topi
     out = run(ACL_COMMAND, "--list", "--topic", f"{topic}-denied").check("kafka-acls --list by alice").out
     assert listed_acls(out) == {("TOPIC", f"{topic}-denied", "LITERAL", "User:alice", op, perm)
                                 for op, perm in (("ALL", "ALLOW"), ("DESCRIBE", "DENY"))}, out
+
+
+def test_any_and_match_filters_list_and_remove_what_kafka_does(broker_factory, kafka_tool, topic):
+    """kafka-acls --list and --remove with --resource-pattern-type match (every binding that
+    applies to a topic of that name: the literal name, the wildcard `*`, prefixes of it) and any
+    (the name exactly, whatever the pattern type), each answering or removing several bindings."""
+    b = acl_broker(broker_factory)
+    name, other = f"{topic}-orders", f"{topic}-other"
+    bindings = [  # (pattern type, name, principal, operation)
+        ("LITERAL", name, "User:alice", "READ"),
+        ("PREFIXED", name, "User:alice", "WRITE"),
+        ("PREFIXED", f"{topic}-", "User:bob", "READ"),
+        ("LITERAL", "*", "User:carol", "DESCRIBE"),
+        ("LITERAL", other, "User:alice", "READ"),
+        ("PREFIXED", other, "User:bob", "WRITE"),
+        ("PREFIXED", f"{name}-eu", "User:bob", "DESCRIBE"),
+    ]
+    for pattern, resource, principal, op in bindings:
+        acls(kafka_tool, b, "--add", "--allow-principal", principal, "--operation", op.capitalize(),
+             "--resource-pattern-type", pattern.lower(), "--topic", resource)
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", name)
+    topics = {("TOPIC", n, pt, p, op, "ALLOW") for pt, n, p, op in bindings}
+    group = ("GROUP", name, "LITERAL", "User:alice", "READ", "ALLOW")
+
+    def listing(*args) -> set:
+        return listed_acls(acls(kafka_tool, b, "--list", *args).out)
+
+    def on(*names) -> set:
+        return {t for t in topics if t[1] in names}
+
+    assert listing() == topics | {group}
+    assert listing("--topic", name, "--resource-pattern-type", "match") == on(name, f"{topic}-", "*")
+    assert listing("--topic", name, "--resource-pattern-type", "any") == on(name)
+    prefixed = {t for t in on(name) if t[2] == "PREFIXED"}
+    assert listing("--topic", name, "--resource-pattern-type", "prefixed") == prefixed
+    # Removing by MATCH: the literal, prefixed and wildcard bindings that apply to the name.
+    acls(kafka_tool, b, "--remove", "--force", "--topic", name, "--resource-pattern-type", "match")
+    topics -= on(name, f"{topic}-", "*")
+    assert listing() == topics | {group}
+    # Removing by ANY: the literal and the prefixed binding of that exact name.
+    acls(kafka_tool, b, "--remove", "--force", "--topic", other, "--resource-pattern-type", "any")
+    topics -= on(other)
+    assert listing() == topics | {group} and len(topics) == 1, topics
