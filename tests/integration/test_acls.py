@@ -684,3 +684,51 @@ def test_any_and_match_filters_list_and_remove_what_kafka_does(broker_factory, k
     acls(kafka_tool, b, "--remove", "--force", "--topic", other, "--resource-pattern-type", "any")
     topics -= on(other)
     assert listing() == topics | {group} and len(topics) == 1, topics
+
+
+def test_write_txn_markers_need_cluster_action(broker_factory, kafka_tool, topic, tmp_path):
+    """WriteTxnMarkers, as `kafka-transactions abort` sends it (Admin.abortTransaction, to the
+    partition's leader): from a user without CLUSTER_ACTION on the cluster it is refused with
+    CLUSTER_AUTHORIZATION_FAILED and the transaction stays open; a super user's writes the
+    ABORT marker, as does a user granted CLUSTER_ACTION, or ALTER (which Kafka takes too)."""
+    from harness import TRANSACTIONS_COMMAND
+    from test_transactions import table, watermarks
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=3)
+    # A transaction left open on every partition: records 0-1 of each, unstable.
+    p = harness.producer(b.bootstrap, **{"transactional.id": f"{topic}-tx", "transaction.timeout.ms": 600000,
+                                             "log_level": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    produce_all(p, topic, [{"value": b"open", "partition": part} for part in range(3) for _ in range(2)])
+    (open_txn,) = table(kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", b.bootstrap, "describe-producers",
+                                   "--topic", topic, "--partition", "0").check("describe-producers").out)
+    _, run = user_tool(kafka_tool, b, tmp_path, "alice")
+    # Describe on the topic: the admin client looks its leader up first.
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Describe", "--topic", topic)
+
+    def abort(runner, partition: int) -> harness.ToolResult:
+        return runner(TRANSACTIONS_COMMAND, "abort", "--topic", topic, "--partition", str(partition),
+                      "--producer-id", open_txn["ProducerId"], "--producer-epoch", open_txn["ProducerEpoch"],
+                      "--coordinator-epoch", open_txn["LatestCoordinatorEpoch"])
+
+    def super_user(tool, *args) -> harness.ToolResult:
+        return kafka_tool(tool, "--bootstrap-server", b.bootstrap, *args)
+
+    def stable_to(partition: int) -> int:
+        return watermarks(b.bootstrap, topic, partition, "read_committed")[1]
+
+    res = abort(run, 0)
+    assert res.rc != 0 and "failed due to cluster authorization error" in res.err, res.describe()
+    assert stable_to(0) == 0
+    abort(super_user, 0).check("kafka-transactions abort by a super user")
+    assert stable_to(0) == 3  # the ABORT marker at 2
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "ClusterAction", "--cluster")
+    abort(run, 1).check("kafka-transactions abort with CLUSTER_ACTION")
+    assert stable_to(1) == 3
+    acls(kafka_tool, b, "--remove", "--force", "--allow-principal", "User:alice", "--operation", "ClusterAction",
+         "--cluster")
+    assert "failed due to cluster authorization error" in abort(run, 2).err
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Alter", "--cluster")
+    abort(run, 2).check("kafka-transactions abort with ALTER")
+    assert stable_to(2) == 3
