@@ -65,6 +65,31 @@ def user(kafka_tool, b, name: str) -> dict:
     return conf
 
 
+def user_tool(kafka_tool, b, tmp_path: Path, name: str):
+    """The user ``name`` (as ``user``): librdkafka's settings for it, and a runner of Kafka's
+    tools logged in as it on ``b``'s SASL listener (``run(TOOL_CLASS, *args)``: the ToolResult,
+    unchecked)."""
+    rdkafka = user(kafka_tool, b, name)
+    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", name, f"{name}-secret"))
+
+    def run(tool: str, *args: str) -> harness.ToolResult:
+        return kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+    return rdkafka, run
+
+
+def listed_acls(out: str) -> set:
+    """kafka-acls' listing as (resource type, name, pattern type, principal, operation,
+    permission) tuples."""
+    got, resource = set(), None
+    for line in out.splitlines():
+        if m := re.search(r"ResourcePattern\(resourceType=(\w+), name=(.*), patternType=(\w+)\)", line):
+            resource = m.groups()
+        elif m := re.search(r"\(principal=(.+), host=.+, operation=(\w+), permissionType=(\w+)\)", line):
+            assert resource, out
+            got.add((*resource, *m.groups()))
+    return got
+
+
 def can_list_topics(bootstrap: str, conf: dict) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -319,11 +344,10 @@ def test_admin_tools_of_a_user_without_acls_are_refused(broker_factory, kafka_to
     from harness import CONFIG_COMMAND, LOG_DIRS, TOPIC_COMMAND
     b = acl_broker(broker_factory)
     create_topic(b.bootstrap, topic, partitions=1)
-    user(kafka_tool, b, "alice")
-    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret"))
+    _, run = user_tool(kafka_tool, b, tmp_path, "alice")
 
     def refused(tool, *args, said):
-        res = kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+        res = run(tool, *args)
         text = res.out + res.err
         assert said in text, f"{tool} {' '.join(args)}: expected {said!r}\n{res.describe()}"
         return text
@@ -337,11 +361,9 @@ def test_admin_tools_of_a_user_without_acls_are_refused(broker_factory, kafka_to
             "--add-config", "retention.ms=1000", said="TopicAuthorizationException")
     refused(LOG_DIRS, "--describe", "--topic-list", topic, said="ClusterAuthorizationException")
     refused(ACL_COMMAND, "--list", said="ClusterAuthorizationException")
-    listed = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
-                        "--list", timeout=90).check("kafka-topics --list by alice")
+    listed = run(TOPIC_COMMAND, "--list").check("kafka-topics --list by alice")
     assert topic not in listed.out.split(), listed.out
-    res = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf,
-                     "--delete", "--topic", topic, timeout=90)
+    res = run(TOPIC_COMMAND, "--delete", "--topic", topic)
     assert res.rc != 0, res.describe()
     # Still there for the super user.
     assert topic in harness.admin(b.bootstrap).list_topics(timeout=10).topics
@@ -529,13 +551,12 @@ def test_records_quotas_and_reassignments_need_their_acls(broker_factory, kafka_
     create_topic(b.bootstrap, topic, partitions=1)
     p = harness.producer(b.bootstrap)
     produce_all(p, topic, [{"value": b"r%d" % i, "partition": 0} for i in range(5)])
-    user(kafka_tool, b, "alice")
-    conf = str(java_sasl_config(tmp_path, "SCRAM-SHA-256", "alice", "alice-secret"))
+    _, as_alice = user_tool(kafka_tool, b, tmp_path, "alice")
     plan = tmp_path / "delete.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 3}]}))
 
     def run(tool, *args):
-        res = kafka_tool(tool, "--bootstrap-server", b.sasl_bootstrap, "--command-config", conf, *args, timeout=90)
+        res = as_alice(tool, *args)
         return res, res.out + res.err
 
     def refused(tool, *args, said):
@@ -565,3 +586,149 @@ def test_records_quotas_and_reassignments_need_their_acls(broker_factory, kafka_
     works(CONFIG_COMMAND, "--describe", "--entity-type", "clients", says="producer_byte_rate=1048576")
     grant("--operation", "Describe", "--cluster")
     works(reassign, "--list")
+
+
+def test_implied_operations_as_clients_see_them(broker_factory, kafka_tool, topic, tmp_path):
+    """StandardAuthorizer's implied operations through real clients: an ALLOW of READ, WRITE,
+    DELETE or ALTER on a topic lets its principal DESCRIBE it (Metadata, ListOffsets), one of
+    ALTER_CONFIGS lets it DESCRIBE_CONFIGS (READ does not), ALL allows everything, ALTER on the
+    cluster allows DESCRIBE on it (DescribeAcls); no implied ALLOW overrides a DENY of DESCRIBE,
+    and a DENY of READ leaves the DESCRIBE an ALLOW of READ implies."""
+    from harness import CONFIG_COMMAND, GET_OFFSETS, TOPIC_COMMAND
+    b = acl_broker(broker_factory)
+    # Alice's ACLs on each topic (-: DENY).
+    grants = {"read": ["Read"], "write": ["Write"], "delete": ["Delete"], "alter": ["Alter"],
+              "configs": ["Read", "AlterConfigs"], "all": ["All"], "denied": ["All", "-Describe"],
+              "unread": ["Read", "-Read"]}
+    for suffix, ops in grants.items():
+        create_topic(b.bootstrap, f"{topic}-{suffix}", partitions=1)
+        for permission, denied in (("allow", False), ("deny", True)):
+            mine = [op.lstrip("-") for op in ops if op.startswith("-") == denied]
+            if mine:
+                acls(kafka_tool, b, "--add", f"--{permission}-principal", "User:alice", "--topic",
+                     f"{topic}-{suffix}", *[a for op in mine for a in ("--operation", op)])
+    produce_all(harness.producer(b.bootstrap), f"{topic}-read",
+                [{"value": b"r%d" % i, "partition": 0} for i in range(3)])
+    alice, run = user_tool(kafka_tool, b, tmp_path, "alice")
+
+    # Metadata: every topic alice may DESCRIBE, by implication or by ALL; not the denied one.
+    listed = run(TOPIC_COMMAND, "--list").check("kafka-topics --list by alice").out.split()
+    described = ("read", "write", "delete", "alter", "configs", "all", "unread")
+    assert sorted(t for t in listed if t.startswith(topic)) == sorted(f"{topic}-{s}" for s in described), listed
+    # ListOffsets (kafka-get-offsets of every topic alice lists) needs DESCRIBE too.
+    out = run(GET_OFFSETS, "--topic", f"{topic}-.*").check("kafka-get-offsets by alice").out
+    assert sorted(out.split()) == sorted(f"{topic}-{s}:0:{3 if s == 'read' else 0}" for s in described), out
+    # READ: a consumer in a group it may READ (FindCoordinator asks DESCRIBE of the group; the
+    # topic's Metadata and ListOffsets DESCRIBE, Fetch READ).
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", f"{topic}-g")
+    assert group_consume_error(b.sasl_bootstrap, alice, f"{topic}-read", f"{topic}-g", want=3) is None
+    # WRITE and ALL: a producer (its Metadata request needs DESCRIBE); ALL with DESCRIBE denied: no.
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-write") is None
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-all") is None
+    assert produce_error(b.sasl_bootstrap, alice, f"{topic}-denied") == "TOPIC_AUTHORIZATION_FAILED"
+    # DESCRIBE_CONFIGS: implied by ALTER_CONFIGS, not by READ; kafka-topics --describe asks
+    # for DESCRIBE and DESCRIBE_CONFIGS, which ALL allows.
+    res = run(CONFIG_COMMAND, "--describe", "--entity-type", "topics", "--entity-name", f"{topic}-configs")
+    assert f"Dynamic configs for topic {topic}-configs are:" in res.check("kafka-configs by alice").out, res.out
+    res = run(CONFIG_COMMAND, "--describe", "--entity-type", "topics", "--entity-name", f"{topic}-read")
+    assert res.rc != 0 and "TopicAuthorizationException" in res.err, res.describe()
+    out = run(TOPIC_COMMAND, "--describe", "--topic", f"{topic}-all").check("kafka-topics --describe by alice").out
+    assert f"Topic: {topic}-all\tTopicId:" in out and "Partition: 0" in out, out
+    # The cluster: ALTER implies DESCRIBE (kafka-acls --list).
+    res = run(ACL_COMMAND, "--list")
+    assert "ClusterAuthorizationException" in res.out + res.err, res.describe()
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Alter", "--cluster")
+    out = run(ACL_COMMAND, "--list", "--topic", f"{topic}-denied").check("kafka-acls --list by alice").out
+    assert listed_acls(out) == {("TOPIC", f"{topic}-denied", "LITERAL", "User:alice", op, perm)
+                                for op, perm in (("ALL", "ALLOW"), ("DESCRIBE", "DENY"))}, out
+
+
+def test_any_and_match_filters_list_and_remove_what_kafka_does(broker_factory, kafka_tool, topic):
+    """kafka-acls --list and --remove with --resource-pattern-type match (every binding that
+    applies to a topic of that name: the literal name, the wildcard `*`, prefixes of it) and any
+    (the name exactly, whatever the pattern type), each answering or removing several bindings."""
+    b = acl_broker(broker_factory)
+    name, other = f"{topic}-orders", f"{topic}-other"
+    bindings = [  # (pattern type, name, principal, operation)
+        ("LITERAL", name, "User:alice", "READ"),
+        ("PREFIXED", name, "User:alice", "WRITE"),
+        ("PREFIXED", f"{topic}-", "User:bob", "READ"),
+        ("LITERAL", "*", "User:carol", "DESCRIBE"),
+        ("LITERAL", other, "User:alice", "READ"),
+        ("PREFIXED", other, "User:bob", "WRITE"),
+        ("PREFIXED", f"{name}-eu", "User:bob", "DESCRIBE"),
+    ]
+    for pattern, resource, principal, op in bindings:
+        acls(kafka_tool, b, "--add", "--allow-principal", principal, "--operation", op.capitalize(),
+             "--resource-pattern-type", pattern.lower(), "--topic", resource)
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", name)
+    topics = {("TOPIC", n, pt, p, op, "ALLOW") for pt, n, p, op in bindings}
+    group = ("GROUP", name, "LITERAL", "User:alice", "READ", "ALLOW")
+
+    def listing(*args) -> set:
+        return listed_acls(acls(kafka_tool, b, "--list", *args).out)
+
+    def on(*names) -> set:
+        return {t for t in topics if t[1] in names}
+
+    assert listing() == topics | {group}
+    assert listing("--topic", name, "--resource-pattern-type", "match") == on(name, f"{topic}-", "*")
+    assert listing("--topic", name, "--resource-pattern-type", "any") == on(name)
+    prefixed = {t for t in on(name) if t[2] == "PREFIXED"}
+    assert listing("--topic", name, "--resource-pattern-type", "prefixed") == prefixed
+    # Removing by MATCH: the literal, prefixed and wildcard bindings that apply to the name.
+    acls(kafka_tool, b, "--remove", "--force", "--topic", name, "--resource-pattern-type", "match")
+    topics -= on(name, f"{topic}-", "*")
+    assert listing() == topics | {group}
+    # Removing by ANY: the literal and the prefixed binding of that exact name.
+    acls(kafka_tool, b, "--remove", "--force", "--topic", other, "--resource-pattern-type", "any")
+    topics -= on(other)
+    assert listing() == topics | {group} and len(topics) == 1, topics
+
+
+def test_write_txn_markers_need_cluster_action(broker_factory, kafka_tool, topic, tmp_path):
+    """WriteTxnMarkers, as `kafka-transactions abort` sends it (Admin.abortTransaction, to the
+    partition's leader): from a user without CLUSTER_ACTION on the cluster it is refused with
+    CLUSTER_AUTHORIZATION_FAILED and the transaction stays open; a super user's writes the
+    ABORT marker, as does a user granted CLUSTER_ACTION, or ALTER (which Kafka takes too)."""
+    from harness import TRANSACTIONS_COMMAND
+    from test_transactions import table, watermarks
+    b = acl_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=3)
+    # A transaction left open on every partition: records 0-1 of each, unstable.
+    p = harness.producer(b.bootstrap, **{"transactional.id": f"{topic}-tx", "transaction.timeout.ms": 600000,
+                                             "log_level": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    produce_all(p, topic, [{"value": b"open", "partition": part} for part in range(3) for _ in range(2)])
+    (open_txn,) = table(kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", b.bootstrap, "describe-producers",
+                                   "--topic", topic, "--partition", "0").check("describe-producers").out)
+    _, run = user_tool(kafka_tool, b, tmp_path, "alice")
+    # Describe on the topic: the admin client looks its leader up first.
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Describe", "--topic", topic)
+
+    def abort(runner, partition: int) -> harness.ToolResult:
+        return runner(TRANSACTIONS_COMMAND, "abort", "--topic", topic, "--partition", str(partition),
+                      "--producer-id", open_txn["ProducerId"], "--producer-epoch", open_txn["ProducerEpoch"],
+                      "--coordinator-epoch", open_txn["LatestCoordinatorEpoch"])
+
+    def super_user(tool, *args) -> harness.ToolResult:
+        return kafka_tool(tool, "--bootstrap-server", b.bootstrap, *args)
+
+    def stable_to(partition: int) -> int:
+        return watermarks(b.bootstrap, topic, partition, "read_committed")[1]
+
+    res = abort(run, 0)
+    assert res.rc != 0 and "failed due to cluster authorization error" in res.err, res.describe()
+    assert stable_to(0) == 0
+    abort(super_user, 0).check("kafka-transactions abort by a super user")
+    assert stable_to(0) == 3  # the ABORT marker at 2
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "ClusterAction", "--cluster")
+    abort(run, 1).check("kafka-transactions abort with CLUSTER_ACTION")
+    assert stable_to(1) == 3
+    acls(kafka_tool, b, "--remove", "--force", "--allow-principal", "User:alice", "--operation", "ClusterAction",
+         "--cluster")
+    assert "failed due to cluster authorization error" in abort(run, 2).err
+    acls(kafka_tool, b, "--add", "--allow-principal", "User:alice", "--operation", "Alter", "--cluster")
+    abort(run, 2).check("kafka-transactions abort with ALTER")
+    assert stable_to(2) == 3
