@@ -371,6 +371,10 @@ impl Broker {
             .map(|c| Arc::new(cluster::Cluster::new(c)));
         let effective = dynamic::effective(&config, &meta.broker_configs());
         if cluster.is_none() {
+            sluice_store::recovery::set_follow_policy(
+                effective.log_recovery_point_bytes,
+                effective.log_recovery_point_interval_ms,
+            );
             registry::adopt_discovered(&meta, &logs)?;
             let threads = effective.recovery_threads_per_data_dir * effective.log_dirs.len();
             registry.open_topics(&effective, &logs, meta.acquire_all()?, threads)?;
@@ -1165,6 +1169,21 @@ impl Broker {
                     Ok(_) => moved = true,
                     Err(e) => {
                         tracing::error!(tp = ?log.topic_partition(), "flushing sealed segments failed: {e}")
+                    }
+                }
+            }
+            if self.cluster.is_none() {
+                // The recovery point follows the log end (`sluice.log.recovery.point.*`).
+                let started = Instant::now();
+                match log.advance_recovery_point(now) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        self.metrics.fsync(started.elapsed(), true);
+                        moved = true;
+                    }
+                    Err(e) => {
+                        self.metrics.fsync(started.elapsed(), false);
+                        tracing::error!(tp = ?log.topic_partition(), "moving the recovery point to the log end failed: {e}")
                     }
                 }
             }

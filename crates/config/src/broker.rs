@@ -441,6 +441,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         )?,
         log_cache_min_partition_bytes: p.typed("sluice.log.cache.min.partition.bytes", 8 << 20)?,
         log_writeback_bytes: p.typed("sluice.log.writeback.bytes", 1 << 20)?,
+        log_recovery_point_bytes: p.typed("sluice.log.recovery.point.bytes", 8 << 20)?,
+        log_recovery_point_interval_ms: p.typed("sluice.log.recovery.point.interval.ms", 1000)?,
         log_unwritten_bytes_max: p.typed("sluice.log.unwritten.bytes.max", 1 << 30)?,
         worker_threads: p.typed("sluice.worker.threads", 0)?,
         recovery_threads_per_data_dir: recovery_threads(&p)?,
@@ -977,6 +979,10 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
             Some(config.log_cache_min_partition_bytes.to_string())
         }
         "sluice.log.writeback.bytes" => Some(config.log_writeback_bytes.to_string()),
+        "sluice.log.recovery.point.bytes" => Some(config.log_recovery_point_bytes.to_string()),
+        "sluice.log.recovery.point.interval.ms" => {
+            Some(config.log_recovery_point_interval_ms.to_string())
+        }
         "sluice.log.unwritten.bytes.max" => Some(config.log_unwritten_bytes_max.to_string()),
         "sluice.worker.threads" => Some(config.worker_threads.to_string()),
         "num.recovery.threads.per.data.dir" => {

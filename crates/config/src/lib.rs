@@ -398,6 +398,13 @@ pub struct BrokerConfig {
     /// `log_cache_bytes` (so with many partitions the total kept may exceed it). Default
     /// 8388608 (8 MiB).
     pub log_cache_min_partition_bytes: u64,
+    /// `sluice.log.recovery.point.bytes`: bytes appended to a partition's active segment after
+    /// which the recovery point follows the log end (a producer snapshot there, then an
+    /// fsync of what the write-behind wrote back), so that a restart after a crash validates
+    /// little. 0 = off. Default 8388608 (8 MiB). One broker only for now.
+    pub log_recovery_point_bytes: u64,
+    /// `sluice.log.recovery.point.interval.ms`: at most this often per partition. Default 1000.
+    pub log_recovery_point_interval_ms: u64,
     /// `sluice.log.writeback.bytes`: bytes appended to a partition log after which the broker
     /// starts their writeback to the volume and waits for it (write-behind), rather than
     /// leaving them to the kernel's dirty-page thresholds. -1 = disabled. Default 1048576.

@@ -589,6 +589,9 @@ pub struct Log {
     /// Bytes of segment data this log's open read and validated (recovery after an unclean
     /// shutdown or a takeover; 0 after a clean one).
     recovered_bytes: u64,
+    /// Where the active segment stood when the recovery point last followed the log end
+    /// (`Log::advance_recovery_point`), and when.
+    rp_followed: Mutex<log::Followed>,
     #[cfg(test)]
     faults: Mutex<faults::Faults>,
 }
@@ -840,6 +843,16 @@ impl Log {
     /// failed fsync fails the log, as in [`Log::flush`].
     pub fn sync_appended(&self) -> io::Result<i64> {
         self.flush_impl(log::FlushScope::Appended)
+    }
+    /// Move the recovery point to the log end when the policy of
+    /// [`recovery::set_follow_policy`] says it is due: a producer snapshot at the log end,
+    /// then a flush of everything (what the write-behind wrote back makes the fsync cheap).
+    /// Returns whether it moved; a failed fsync fails the log, as in [`Log::flush`].
+    pub fn advance_recovery_point(&self, now_ms: i64) -> io::Result<bool> {
+        match recovery::follow_policy() {
+            Some((bytes, interval)) => self.advance_recovery_point_impl(now_ms, bytes, interval),
+            None => Ok(false),
+        }
     }
     /// fsync the sealed segments past the recovery point (data and index files) and move the
     /// recovery point to the active segment's base, as Kafka flushes a segment once it has

@@ -155,6 +155,15 @@ impl Shared {
     }
 }
 
+/// Where the active segment stood when the recovery point last followed the log end.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Followed {
+    pub at_ms: i64,
+    /// The active segment's base offset and size then.
+    pub base: i64,
+    pub size: u64,
+}
+
 /// What a read sees of the log, taken in one look at it ([`Log::visible`]).
 struct View {
     /// The segments readers see (cut at the visible end's segment).
@@ -2007,6 +2016,61 @@ impl Log {
         Ok(s.recovery_point)
     }
 
+    /// Keep the recovery point within about `interval_ms` of the log end: when at least
+    /// `min_bytes` were appended to the active segment since it last moved here, and
+    /// `interval_ms` passed, a producer snapshot at the log end, then a flush of everything
+    /// ([`FlushScope::All`]), which moves the recovery point to at least the snapshot's
+    /// offset. A restart after a crash then validates only what lies past the recovery point
+    /// (`Segment::resume_point`) and replays producer state from the snapshot. Acks mean what
+    /// they meant: this adds a durable point, it waits for no append. Returns whether it ran.
+    pub(crate) fn advance_recovery_point_impl(
+        &self,
+        now_ms: i64,
+        min_bytes: u64,
+        interval_ms: i64,
+    ) -> io::Result<bool> {
+        if self.failure.lock().is_some() || !self.writable() {
+            return Ok(false);
+        }
+        {
+            let last = self.rp_followed.lock();
+            if now_ms.saturating_sub(last.at_ms) < interval_ms {
+                return Ok(false);
+            }
+            let s = self.shared.read();
+            let Some(active) = s.segments.last() else {
+                return Ok(false);
+            };
+            let since = if active.base_offset == last.base {
+                s.active_size.saturating_sub(last.size)
+            } else {
+                s.active_size
+            };
+            if since < min_bytes || s.recovery_point >= s.leo {
+                return Ok(false);
+            }
+        }
+        // The state as of the log end, written under the writer lock as a roll writes its own
+        // (nothing is appended past it meanwhile, and the log does not move to another dir).
+        let (base, size) = {
+            let w = self.writer.lock();
+            let (leo, base, size) = {
+                let s = self.shared.read();
+                let base = s.segments.last().map_or(s.leo, |a| a.base_offset);
+                (s.leo, base, s.active_size)
+            };
+            self.write_producer_snapshot(&w, leo, None);
+            (base, size)
+        };
+        self.flush_impl(FlushScope::All)?;
+        *self.rp_followed.lock() = Followed {
+            at_ms: now_ms,
+            base,
+            size,
+        };
+        Ok(true)
+    }
+
     // ------------------------------------------------------------------------------------
     // Retention and deletion
     // ------------------------------------------------------------------------------------
@@ -2292,8 +2356,20 @@ impl Log {
             })
         };
         if idle_dirty {
+            // With the recovery point following the log end, a snapshot there first when
+            // enough was appended since the last one (so that a restart replays little).
+            let followed = match crate::recovery::follow_policy() {
+                Some((bytes, _)) => self.advance_recovery_point_impl(now_ms, bytes, 0),
+                None => Ok(false),
+            };
             // A failed fsync fails the log (its own path); retention below goes on regardless.
-            if let Err(e) = self.flush_impl(FlushScope::All) {
+            if let Err(e) = followed.and_then(|done| {
+                if done {
+                    Ok(0)
+                } else {
+                    self.flush_impl(FlushScope::All)
+                }
+            }) {
                 tracing::warn!(tp = ?self.tp, error = %e, "flushing an idle partition failed");
             }
         }

@@ -563,6 +563,33 @@ fn open_rw(path: &Path) -> io::Result<File> {
 pub(crate) type LoadedIndexes = (Arc<Vec<OffsetIndexEntry>>, Arc<Vec<TimeIndexEntry>>);
 
 /// Result of building indexes from the log file.
+/// Where [`Segment::scan_rebuild_from`] starts: a batch boundary, and what a scan from the
+/// segment's start would have computed up to it.
+#[derive(Debug)]
+pub(crate) struct ScanStart {
+    pub pos: u64,
+    pub cursor: IndexCursor,
+    pub offset_index: Vec<OffsetIndexEntry>,
+    pub time_index: Vec<TimeIndexEntry>,
+    /// The segment's first batch's timestamp, when the scan starts past it and knows it.
+    pub first_batch_ts: Option<i64>,
+    /// The last offset of the batch at `pos`, when an index entry named it.
+    pub batch_last_offset: Option<i64>,
+}
+
+impl ScanStart {
+    pub(crate) fn at_base(base: i64) -> ScanStart {
+        ScanStart {
+            pos: 0,
+            cursor: IndexCursor::new(base),
+            offset_index: Vec::new(),
+            time_index: Vec::new(),
+            first_batch_ts: None,
+            batch_last_offset: None,
+        }
+    }
+}
+
 pub(crate) struct Rebuilt {
     pub size: u64,
     pub next_offset: i64,
@@ -1012,18 +1039,104 @@ impl Segment {
         interval: u64,
         verify: bool,
         next_base: i64,
+        on_batch: impl FnMut(&BatchHeader),
+    ) -> io::Result<Rebuilt> {
+        let start = ScanStart::at_base(self.base_offset);
+        self.scan_rebuild_from(start, end, interval, verify, next_base, on_batch)
+    }
+
+    /// Where recovery of this segment may start when everything below `recovery_point` (an
+    /// offset inside it) was durable, index entries included (a flush of everything moved
+    /// the recovery point there): the last offset-index entry below the recovery point, with
+    /// the entries up to it kept, as the scan from 0 would have made them. None when the
+    /// index files say nothing usable (missing, damaged, no entry below the point): the
+    /// segment is then recovered from its start.
+    pub(crate) fn resume_point(
+        &self,
+        recovery_point: i64,
+        log_size: u64,
+    ) -> io::Result<Option<ScanStart>> {
+        if recovery_point <= self.base_offset {
+            return Ok(None);
+        }
+        let (index_file, time_file) = (self.index_file.get()?, self.time_file.get()?);
+        let read = |f: &std::fs::File, entry: usize| -> io::Result<Vec<u8>> {
+            let len = f.metadata()?.len();
+            let len = len - len % entry as u64;
+            let mut b = vec![0u8; usize::try_from(len).unwrap_or(0)];
+            f.read_exact_at(&mut b, 0)?;
+            Ok(b)
+        };
+        let mut oi = decode_offset_index(&read(&index_file, OFFSET_INDEX_ENTRY_LEN)?);
+        let mut ti = decode_time_index(&read(&time_file, TIME_INDEX_ENTRY_LEN)?);
+        // Entries past the recovery point may be torn or never written: only the valid
+        // prefix below it counts. An entry names a batch by its last offset.
+        let below = |rel: i32| self.base_offset + i64::from(rel) < recovery_point;
+        oi.truncate(valid_offset_index_prefix(&oi, log_size));
+        oi.truncate(oi.partition_point(|e| below(e.relative_offset)));
+        let Some(last) = oi.last().copied() else {
+            return Ok(None);
+        };
+        // The time entries made up to the batch of the last offset entry (a later one names a
+        // batch after it).
+        ti.truncate(valid_time_index_prefix(&ti));
+        ti.truncate(ti.partition_point(|e| e.relative_offset <= last.relative_offset));
+        let mut cursor = IndexCursor::new(self.base_offset);
+        cursor.last_off_rel = Some(last.relative_offset);
+        cursor.last_time = ti.last().copied();
+        if let Some(t) = ti.last() {
+            cursor.max_ts = t.timestamp;
+            cursor.off_max_ts = self.base_offset + i64::from(t.relative_offset);
+        }
+        Ok(Some(ScanStart {
+            pos: last.position as u64,
+            cursor,
+            offset_index: oi,
+            time_index: ti,
+            first_batch_ts: None,
+            batch_last_offset: Some(self.base_offset + i64::from(last.relative_offset)),
+        }))
+    }
+
+    /// [`Segment::scan_rebuild`] from `start`: the batches from `start.pos` to `end`, after
+    /// the index entries `start` holds. A scan that resumes at an index entry stops at once
+    /// (`stopped`) when the batch found there is not the one the entry names.
+    pub(crate) fn scan_rebuild_from(
+        &self,
+        start: ScanStart,
+        end: u64,
+        interval: u64,
+        verify: bool,
+        next_base: i64,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> io::Result<Rebuilt> {
-        let mut cursor = IndexCursor::new(self.base_offset);
-        let mut oi = Vec::new();
-        let mut ti = Vec::new();
-        let mut scanner = BatchScanner::new(self.log.get()?, 0, end, verify);
+        let ScanStart {
+            pos: start_pos,
+            mut cursor,
+            offset_index: mut oi,
+            time_index: mut ti,
+            mut first_batch_ts,
+            mut batch_last_offset,
+        } = start;
+        // A scan from past the first batch does not see the segment's first timestamp.
+        let sees_first = start_pos == 0;
+        let mut scanner = BatchScanner::new(self.log.get()?, start_pos, end, verify);
         let mut next_offset = self.base_offset;
-        let mut first_batch_ts = None;
         let mut stopped = None;
         let mut overlapped = None;
         loop {
             match scanner.next_batch() {
+                Ok(Some((pos, h))) if batch_last_offset.is_some_and(|l| l != h.last_offset()) => {
+                    stopped = Some((
+                        pos,
+                        FormatError::Record(format!(
+                            "the batch at the index entry's position ends at offset {}, not {}",
+                            h.last_offset(),
+                            batch_last_offset.unwrap_or_default()
+                        )),
+                    ));
+                    break;
+                }
                 Ok(Some((pos, h))) if h.last_offset() >= next_base => {
                     overlapped = Some(pos);
                     break;
@@ -1042,9 +1155,10 @@ impl Segment {
                         ));
                         break;
                     }
-                    if first_batch_ts.is_none() {
+                    if first_batch_ts.is_none() && sees_first {
                         first_batch_ts = Some(h.max_timestamp);
                     }
+                    batch_last_offset = None;
                     let (o, t) = cursor.observe(pos, &h, interval);
                     oi.extend(o);
                     ti.extend(t);

@@ -3886,3 +3886,143 @@ fn a_read_back_recorded_after_the_pass_took_the_flag_is_advised_out() {
         "a range read back below the drop point is never advised out: the flag was taken before it was recorded"
     );
 }
+
+/// Issue 56: the recovery point follows the log end inside the active segment (a producer
+/// snapshot there, then a flush of everything), and an unclean open validates only what lies
+/// past it: damage below it in the active segment is not rescanned (a whole-segment
+/// validation would cut the log there), a torn tail past it is cut, and producer state comes
+/// from the snapshot plus the batches after it (a retry of the last batch is recognised).
+#[test]
+fn recovery_resumes_at_a_recovery_point_inside_the_active_segment() {
+    let c = LogConfig {
+        index_interval_bytes: 300,
+        ..cfg()
+    };
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let (rp, leo) = {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone());
+        for i in 0..100i64 {
+            log.append(batch(2, NOW + i, "below"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        log.append(pbatch(10, 2, 0, 3), AppendOrigin::Client, NOW)
+            .unwrap();
+        assert!(
+            !log.advance_recovery_point_impl(crate::fsutil::now_ms(), 1 << 30, 0)
+                .unwrap(),
+            "not due below its bytes"
+        );
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        let rp = log.recovery_point_offset();
+        assert_eq!(rp, log.log_end_offset());
+        assert_eq!(log.segment_count(), 1, "inside the active segment");
+        assert!(
+            !log.advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 60_000)
+                .unwrap(),
+            "not due within its interval"
+        );
+        m.checkpoint().unwrap();
+        for i in 0..20i64 {
+            log.append(batch(2, NOW + i, "past"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        log.append(pbatch(10, 2, 3, 2), AppendOrigin::Client, NOW)
+            .unwrap();
+        log.flush_impl(crate::log::FlushScope::Appended).unwrap();
+        assert_eq!(
+            log.recovery_point_offset(),
+            rp,
+            "an fsync of the data alone"
+        );
+        (rp, log.log_end_offset())
+        // No shutdown: a crash.
+    };
+    let seg = pdir.join(format!("{:020}.log", 0));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Damage under the CRC of the first batch (below the recovery point), and a torn batch
+    // after the last.
+    bytes[sluice_format::HEADER_LEN + 5] ^= 0xff;
+    let size = bytes.len();
+    bytes.extend_from_slice(&batch(2, NOW, "torn")[..40]);
+    std::fs::write(&seg, &bytes).unwrap();
+    let (_m, log) = unclean_reopen_with(d.path(), c.clone());
+    assert_eq!(log.log_end_offset(), leo, "nothing below {rp} rescanned");
+    assert_eq!(file_len(&seg), size as u64, "the torn tail is cut");
+    assert!(
+        log.recovered_bytes < size as u64 / 4,
+        "validated {} of {size} bytes",
+        log.recovered_bytes
+    );
+    let rolling_ts = log.shared.read().segments[0].meta.read().rolling_ts;
+    assert_eq!(
+        rolling_ts,
+        NOW + 1,
+        "time rolls count from the first batch, not from the open"
+    );
+    // The damage undone, the index files match the batches.
+    let mut now = std::fs::read(&seg).unwrap();
+    now[sluice_format::HEADER_LEN + 5] ^= 0xff;
+    std::fs::write(&seg, &now).unwrap();
+    verify_indexes(&pdir);
+    let r = log
+        .append(pbatch(10, 2, 3, 2), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(r.duplicate, "the retry past the snapshot is recognised");
+    assert!(matches!(
+        log.append(pbatch(10, 2, 7, 1), AppendOrigin::Client, NOW),
+        Err(AppendError::OutOfOrderSequence { expected: 5, .. })
+    ));
+}
+
+/// When the index entry below the recovery point does not lead to it (an entry that names
+/// another batch), the whole segment is validated: the damage below is found and cut.
+#[test]
+fn recovery_validates_the_whole_segment_when_the_index_misleads() {
+    let c = LogConfig {
+        index_interval_bytes: 300,
+        ..cfg()
+    };
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone());
+        for i in 0..100i64 {
+            log.append(batch(2, NOW + i, "below"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        m.checkpoint().unwrap();
+    }
+    let index = pdir.join(format!("{:020}.index", 0));
+    let mut idx = std::fs::read(&index).unwrap();
+    assert!(idx.len() >= 16, "entries below the recovery point");
+    // The last entry's position moved to the previous entry's batch.
+    let n = idx.len();
+    let prev: [u8; 4] = idx[n - 12..n - 8].try_into().unwrap();
+    idx[n - 4..].copy_from_slice(&prev);
+    std::fs::write(&index, &idx).unwrap();
+    let seg = pdir.join(format!("{:020}.log", 0));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let first_len = 12 + u32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    bytes[first_len + 70] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+    let (_m, log) = unclean_reopen_with(d.path(), c);
+    assert_eq!(
+        log.log_end_offset(),
+        2,
+        "validated from the start and cut at the damage"
+    );
+}
+
+fn unclean_reopen_with(d: &Path, c: LogConfig) -> (LogManager, Arc<Log>) {
+    let m = open_mgr(d);
+    let log = open(&m, c);
+    (m, log)
+}

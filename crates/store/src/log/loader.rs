@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::segment::ScanStart;
 use sluice_format::txn::{is_txn_marker, TxnIndexEntry, CONTROL_ABORT};
 
 impl Log {
@@ -149,6 +150,9 @@ impl Log {
         }
         let mut recovered_any = false;
         let mut recovered_bytes = 0u64;
+        // The recovery point, when recovery validated only what lies past it in the segment
+        // holding it (`Segment::resume_point`).
+        let mut resumed_at: Option<i64> = None;
         let mut i = 0;
         while i < bases.len() {
             let base = bases[i];
@@ -176,12 +180,48 @@ impl Log {
                     tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
                 }
                 recovered_any = true;
-                recovered_bytes += file_size;
-                let r = seg
-                    .scan_rebuild(file_size, interval, true, next_base, |h| {
-                        epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
-                    })
-                    .map_err(serr)?;
+                // The segment holding the recovery point is validated from it on, when its
+                // index files say where it lies (`Segment::resume_point`); what lies below it
+                // was durable, index entries included, when the recovery point was recorded.
+                let resume = if i == first_recover && !p.shared {
+                    resume_from(&p, &seg, rp_cp, file_size)
+                } else {
+                    None
+                };
+                let resumed_pos = resume.as_ref().map(|r| r.pos);
+                let reached = std::cell::Cell::new(false);
+                let mut r = match resume {
+                    Some(start) => seg
+                        .scan_rebuild_from(start, file_size, interval, true, next_base, |h| {
+                            reached.set(reached.get() || h.next_offset() == rp_cp);
+                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                        })
+                        .map_err(serr)?,
+                    None => seg
+                        .scan_rebuild(file_size, interval, true, next_base, |h| {
+                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+                        })
+                        .map_err(serr)?,
+                };
+                let mut from_pos = 0;
+                if let Some(pos) = resumed_pos {
+                    if reached.get() {
+                        from_pos = pos;
+                        resumed_at = Some(rp_cp);
+                    } else {
+                        // The batches from the index entry on do not reach the recovery point
+                        // at a batch boundary: the segment is validated from its start.
+                        tracing::warn!(tp = ?p.tp, segment = base, recovery_point = rp_cp, position = pos,
+                            "the data after the index entry below the recovery point does not lead to it; validating the whole segment");
+                        r = seg
+                            .scan_rebuild(file_size, interval, true, next_base, |h| {
+                                epochs_dirty |=
+                                    epochs.assign(h.partition_leader_epoch, h.base_offset);
+                            })
+                            .map_err(serr)?;
+                    }
+                }
+                recovered_bytes += file_size - from_pos;
                 may_write(&p, "cutting a recovered segment")?;
                 if let Some(pos) = r.overlapped.filter(|_| p.shared) {
                     let stray = is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
@@ -258,13 +298,24 @@ impl Log {
                 }
                 seg.write_index_files(&r.offset_index, &r.time_index)
                     .map_err(serr)?;
+                // A scan that resumed past the first batch did not see it.
+                let first_ts = match r.first_batch_ts {
+                    None if from_pos > 0 => {
+                        let file = seg.log.get().map_err(serr)?;
+                        match BatchScanner::new(file, 0, r.size, false).next_batch() {
+                            Ok(Some((_, h))) => Some(h.max_timestamp),
+                            _ => None,
+                        }
+                    }
+                    t => t,
+                };
                 {
                     let mut m = seg.meta.write();
                     m.size = r.size;
                     m.next_offset = r.next_offset;
                     m.max_ts = r.cursor.max_ts;
                     m.off_max_ts = r.cursor.off_max_ts;
-                    m.rolling_ts = r.first_batch_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
+                    m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
                     m.set_indexes_as_on_disk(r.offset_index, r.time_index);
                 }
                 cursor = r.cursor;
@@ -558,9 +609,14 @@ impl Log {
         // In a shared directory only the snapshots at segment bases (a listing of its own, so
         // a former owner's placement landing after the removal above is not loaded either).
         let at_base = |o: i64| !p.shared || segments.iter().any(|s| s.base_offset == o);
+        // After a recovery that resumed at the recovery point, a snapshot at or below it:
+        // what the transaction index holds below the snapshot is then known durable (a flush
+        // of everything moved the recovery point), and the replay from the snapshot computes
+        // the rest.
+        let bound = snapshot_bound(&segments, leo, recorded_recovery_point);
         let snapshot = crate::snapshots::load_newest(
             &p.dir,
-            snapshot_bound(&segments, leo, recorded_recovery_point),
+            resumed_at.map_or(bound, |rp| bound.min(rp)),
             &at_base,
         );
         // After an unclean shutdown every snapshot left is made durable before this process
@@ -595,9 +651,12 @@ impl Log {
         // Segments whose scan stopped at a batch it could not read (a sealed one trusted below
         // the recovery point is not validated): what was computed of them is incomplete.
         let mut scan_stopped: std::collections::HashSet<i64> = std::collections::HashSet::new();
-        for s in &segments[from..] {
+        let (from, from_pos) =
+            history_start(&segments, from, snap_offset, interval).map_err(serr)?;
+        for (k, s) in segments.iter().enumerate().skip(from) {
             let end = s.size();
-            let mut scanner = BatchScanner::new(s.log.get().map_err(serr)?, 0, end, false);
+            let start = if k == from { from_pos } else { 0 };
+            let mut scanner = BatchScanner::new(s.log.get().map_err(serr)?, start, end, false);
             loop {
                 match scanner.next_batch() {
                     Ok(Some((pos, h))) => {
@@ -674,7 +733,10 @@ impl Log {
         // own, from the newest snapshot at or below the first of them, if one is left (the
         // prune keeps one at or below the recorded recovery point), as Kafka recovers each
         // unflushed segment from the snapshot at or below its base.
-        let below_snapshot = recovered_from
+        // Where what this open recovered begins: the recovery point where recovery resumed
+        // there, else the first recovered segment's base.
+        let recovered_start = resumed_at.or(recovered_from);
+        let below_snapshot = recovered_start
             .filter(|b| *b < exact_from)
             .and_then(|b| crate::snapshots::read_at_or_below(&p.dir, b, &at_base))
             .map(|older| replay_for_indexes(&segments, older, exact_from, interval, p.now_ms))
@@ -711,7 +773,12 @@ impl Log {
             // state on; below the snapshot (a snapshot above a recovered segment says nothing
             // of whether that segment's index reached storage: its roll's flush may have
             // failed or not run), by walking back over the log.
-            let exact = replayed && seg.base_offset >= exact_from;
+            // A segment recovered from the recovery point on (`resumed_at`): its index below
+            // the snapshot was durable, as the recovery point is not past the snapshot.
+            let resumed_here = resumed_at.is_some()
+                && recovered_from == Some(seg.base_offset)
+                && resumed_at.is_some_and(|rp| rp >= exact_from);
+            let exact = replayed && (seg.base_offset >= exact_from || resumed_here);
             let walked = if let Some(v) = below_snapshot
                 .as_ref()
                 .filter(|_| recovered && !exact && !scan_stopped.contains(&seg.base_offset))
@@ -850,9 +917,28 @@ impl Log {
             failure: Mutex::new(None),
             gate: p.gate,
             recovered_bytes,
+            rp_followed: Mutex::new(Followed {
+                at_ms: p.now_ms,
+                base: cursor.base,
+                size: active_size,
+            }),
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
         })
+    }
+}
+
+/// Where the recovery of `seg`, the segment holding the recovery point `rp`, may start:
+/// its last offset-index entry below `rp` (None: from its start). An unreadable index file
+/// is not an error here: the segment is then validated whole.
+fn resume_from(p: &OpenParams, seg: &Segment, rp: i64, size: u64) -> Option<ScanStart> {
+    match seg.resume_point(rp, size) {
+        Ok(start) => start,
+        Err(e) => {
+            tracing::warn!(tp = ?p.tp, segment = seg.base_offset, error = %e,
+                "could not read the index below the recovery point; validating the whole segment");
+            None
+        }
     }
 }
 
@@ -896,6 +982,43 @@ fn replay_start(segments: &[Arc<Segment>], snapshot: Option<i64>) -> usize {
         .rposition(|s| s.base_offset <= offset)
         .unwrap_or(0);
     recent_start(segments).min(snap)
+}
+
+/// Bytes of batches before a producer snapshot that the replay at open reads for their
+/// history (the last batches of each producer, so that a retry of one is recognised).
+const HISTORY_BYTES: u64 = 4 << 20;
+
+/// Where the producer-state replay starts reading, as (segment index, position): at most
+/// [`HISTORY_BYTES`] before the snapshot at `snapshot` (never before segment `from`), at a
+/// batch boundary the offset index names. Without a snapshot, from the start of `from`.
+fn history_start(
+    segments: &[Arc<Segment>],
+    from: usize,
+    snapshot: i64,
+    interval: u64,
+) -> io::Result<(usize, u64)> {
+    let Some(snap_k) = segments.iter().rposition(|s| s.base_offset <= snapshot) else {
+        return Ok((from, 0));
+    };
+    if snapshot == i64::MIN || snap_k < from {
+        return Ok((from, 0));
+    }
+    let snap = &segments[snap_k];
+    let mut k = snap_k;
+    let mut want = HISTORY_BYTES;
+    let mut end = snap.lookup_position(snapshot, snap.size(), interval)?;
+    loop {
+        if end >= want {
+            let seg = &segments[k];
+            return Ok((k, seg.boundary_at_or_below(end - want, 0, interval)?));
+        }
+        if k == from {
+            return Ok((from, 0));
+        }
+        want -= end;
+        k -= 1;
+        end = segments[k].size();
+    }
 }
 
 /// Write the producer state a replay from the log start rebuilt (or, in a shared directory,
