@@ -4026,3 +4026,47 @@ fn unclean_reopen_with(d: &Path, c: LogConfig) -> (LogManager, Arc<Log>) {
     let log = open(&m, c);
     (m, log)
 }
+
+/// Issue 56: the recovery point never moves past data a crash can drop. A failed fsync in the
+/// move leaves it where it was (and fails the log), and the checkpoint written after says so;
+/// the snapshot written for the move is not counted durable, so the prune keeps the older one.
+#[test]
+fn a_failed_fsync_leaves_the_recovery_point_where_it_was() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, cfg());
+    for i in 0..20i64 {
+        log.append(batch(2, NOW + i, "a"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let now = crate::fsutil::now_ms();
+    assert!(log.advance_recovery_point_impl(now, 1, 0).unwrap());
+    let rp = log.recovery_point_offset();
+    assert_eq!(rp, 40);
+    for i in 0..20i64 {
+        log.append(batch(2, NOW + i, "b"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.faults.lock().flush_sync = true;
+    assert!(log.advance_recovery_point_impl(now, 1, 0).is_err());
+    assert_eq!(log.recovery_point_offset(), rp);
+    assert!(matches!(log.failure(), Some(LogFailure::SyncFailed { .. })));
+    assert!(
+        !log.advance_recovery_point_impl(now, 1, 0).unwrap(),
+        "not on a failed log"
+    );
+    m.checkpoint().unwrap();
+    let text =
+        std::fs::read_to_string(d.path().join(crate::manager::RECOVERY_POINT_CHECKPOINT)).unwrap();
+    assert!(text.lines().any(|l| l == "topic 0 40"), "{text}");
+    assert!(
+        log.snapshots_unsynced.lock().contains(&80),
+        "the new snapshot is not durable"
+    );
+    log.prune_snapshots();
+    assert!(d
+        .path()
+        .join("topic-0")
+        .join(format!("{:020}.snapshot", 40))
+        .exists());
+}
