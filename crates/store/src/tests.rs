@@ -4070,3 +4070,74 @@ fn a_failed_fsync_leaves_the_recovery_point_where_it_was() {
         .join(format!("{:020}.snapshot", 40))
         .exists());
 }
+
+/// ADVERSARY: the resumed recovery of the segment holding the recovery point takes the time
+/// index below it from the `.timeindex` file without checking that the file holds the time
+/// entries of the offset entries it keeps (`Segment::resume_point`, segment.rs, `ti.truncate`):
+/// a time index that lost its entries while the offset index kept them gives a cursor whose
+/// max timestamp is that of the batches from the resume position on. The state comes from a
+/// second crash: the first unclean open rewrites the recovered segment's index files
+/// (`Segment::write_index_files`: `time_file.set_len(0)`, then the write, then the fsyncs),
+/// and a crash after the offset index was written and the time index cut, before its write
+/// reached storage, leaves an empty `.timeindex` beside a whole `.index`. A full validation
+/// of the segment gives the first batch's timestamp as the segment's max.
+#[test]
+fn adversary_resumed_recovery_trusts_a_time_index_that_lost_its_entries() {
+    let c = LogConfig {
+        index_interval_bytes: 300,
+        ..cfg()
+    };
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let late = NOW + 1_000_000;
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone());
+        // The first batch carries the segment's largest timestamp (CreateTime, a producer's).
+        log.append(batch(2, late, "first"), AppendOrigin::Client, NOW)
+            .unwrap();
+        for i in 0..100i64 {
+            log.append(batch(2, NOW + i, "below"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        assert_eq!(log.recovery_point_offset(), log.log_end_offset());
+        m.checkpoint().unwrap();
+        assert_eq!(log.max_timestamp(), Some((late + 1, 1)));
+        // A crash.
+    }
+    {
+        // The first unclean open resumes at the recovery point and rewrites the index files.
+        let (_m, log) = unclean_reopen_with(d.path(), c.clone());
+        assert_eq!(log.max_timestamp(), Some((late + 1, 1)));
+        // A second crash inside `write_index_files`: the time index cut, not yet rewritten.
+    }
+    let ti = pdir.join(format!("{:020}.timeindex", 0));
+    assert!(file_len(&ti) > 0);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ti)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let (_m, log) = unclean_reopen_with(d.path(), c.clone());
+    // What a full validation of the segment computes.
+    let seg = log.shared.read().segments[0].clone();
+    let full = seg
+        .scan_rebuild(seg.size(), 300, true, i64::MAX, |_| {})
+        .unwrap();
+    assert_eq!(full.cursor.max_ts, late + 1);
+    assert_eq!(
+        log.max_timestamp(),
+        Some((late + 1, 1)),
+        "the segment's max timestamp is its first batch's (ListOffsets MAX_TIMESTAMP, time retention)"
+    );
+    assert_eq!(
+        seg.meta.read().time_index.as_deref().cloned().unwrap_or_default(),
+        full.time_index,
+        "the time index a full validation rebuilds"
+    );
+    assert_eq!(log.offset_for_timestamp(late).unwrap(), Some((0, late)));
+}
