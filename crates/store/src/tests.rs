@@ -4141,3 +4141,56 @@ fn adversary_resumed_recovery_trusts_a_time_index_that_lost_its_entries() {
     );
     assert_eq!(log.offset_for_timestamp(late).unwrap(), Some((0, late)));
 }
+
+/// ADVERSARY: leader epochs that began in the segment holding the recovery point, below the
+/// offset-index entry recovery resumes from, are never re-derived: the resumed scan
+/// (loader.rs, `scan_rebuild_from(start, ..)` with `epochs.assign` per batch) starts at that
+/// entry. The epoch cache's file is not always right: `Log::persist_epochs` (log.rs) logs a
+/// failed write and relies on "the cache is rebuilt from the batches' epochs where recovery
+/// scans" (an unreadable file is ignored too, epoch.rs `EpochCache::load`). Interleaving: the
+/// write of `leader-epoch-checkpoint` for the new epoch 5 fails (a full disk), appends go on,
+/// `advance_recovery_point_impl` moves the recovery point to the log end (its flush does not
+/// touch the epoch file), crash. A full validation of the segment assigns epoch 5 at its
+/// first batch; the resumed one at the first batch it scans, past the resume position.
+#[test]
+fn adversary_resumed_recovery_loses_epochs_that_began_below_the_resume_position() {
+    let c = LogConfig {
+        index_interval_bytes: 300,
+        ..cfg()
+    };
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let (leo, epoch5_at) = {
+        let m = open_mgr(d.path());
+        let log = open(&m, c.clone()); // leader epoch 3
+        for i in 0..50i64 {
+            log.append(batch(2, NOW + i, "e3"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        // The disk is full when the new epoch's checkpoint is written (its temp file cannot be
+        // created): the write fails and is logged.
+        let tmp = pdir.join("leader-epoch-checkpoint.tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        log.set_leader_epoch(5);
+        let epoch5_at = log.log_end_offset();
+        for i in 0..50i64 {
+            log.append(batch(2, NOW + i, "e5"), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert_eq!(log.leader_epoch_entries(), vec![(3, 0), (5, epoch5_at)]);
+        std::fs::remove_dir(&tmp).unwrap();
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        m.checkpoint().unwrap();
+        (log.log_end_offset(), epoch5_at)
+        // A crash.
+    };
+    let (_m, log) = unclean_reopen_with(d.path(), c);
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(
+        log.leader_epoch_entries(),
+        vec![(3, 0), (5, epoch5_at)],
+        "the epochs a full validation of the segment assigns"
+    );
+}
