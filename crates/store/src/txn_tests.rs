@@ -1771,3 +1771,74 @@ fn a_read_committed_fetch_on_a_failed_log_never_loses_the_aborts_its_re_open_del
         );
     }
 }
+
+/// ADVERSARY: after a recovery that resumed at the recovery point, the `.txnindex` entries
+/// below the producer snapshot are taken from the file as it is (loader.rs, the `want`
+/// branch for `replayed && !damaged`: `old.iter().filter(|e| e.last_offset < exact_from)`,
+/// with `exact` true through `resumed_here`), on the ground that a flush of everything made
+/// them durable. But every unclean open rewrites the recovered segment's index in place,
+/// even unchanged (`!same || recovered`): `TxnIndex::replace` (txn.rs) cuts the file to 0,
+/// writes, and only then fsyncs. A second crash after the cut reached storage and before
+/// the write did leaves an empty, valid `.txnindex`; the next open resumes at the same
+/// recovery point, keeps the empty index below the snapshot, and read_committed returns
+/// the aborted records. A full validation of the segment (a replay from the snapshot at or
+/// below its base) computes the entry again.
+#[test]
+fn adversary_a_second_crash_in_the_txnindex_rewrite_loses_an_abort_below_the_snapshot() {
+    let c = LogConfig {
+        index_interval_bytes: 300,
+        ..cfg()
+    };
+    let d = tempfile::tempdir().unwrap();
+    let dir = {
+        let m = mgr(d.path());
+        let log = open(&m, c.clone());
+        log.append(txn(1, 0, 1, "a", "aborted"), AppendOrigin::Client, NOW)
+            .unwrap(); // 0: producer 1 opens
+        log.append_marker(1, 0, 0, ControlType::Abort, NOW).unwrap(); // 1
+        for i in 0..40 {
+            log.append(data(&format!("filler-{i}")), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        assert_eq!(log.recovery_point_offset(), log.log_end_offset());
+        m.checkpoint().unwrap();
+        dir_of(&log)
+        // A crash.
+    };
+    let entries = txn_index(&dir, 0).unwrap();
+    assert_eq!(entries.len(), 1);
+    {
+        // The first unclean open resumes at the recovery point and rewrites the index.
+        let m = mgr(d.path());
+        let log = open(&m, c.clone());
+        assert_eq!(txn_index(&dir, 0), Some(entries.clone()));
+        let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+        assert_eq!(aborted.len(), 1);
+        // A second crash inside `TxnIndex::replace`: the file cut, the write not on storage.
+    }
+    let path = dir.join(sluice_format::segment_file_name(
+        0,
+        SegmentFileKind::TxnIndex,
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let m = mgr(d.path());
+    let log = open(&m, c);
+    let (_, aborted) = read_batches(&log, 0, Isolation::ReadCommitted);
+    assert_eq!(
+        aborted,
+        vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0
+        }],
+        "read_committed must be told that offset 0 was aborted"
+    );
+    assert_eq!(txn_index(&dir, 0), Some(entries));
+}
