@@ -10,7 +10,7 @@ use crate::fsutil::write_atomic;
 
 pub(crate) const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct EpochCache {
     path: PathBuf,
     entries: Vec<(i32, i64)>,

@@ -45,3 +45,33 @@ pub(crate) fn fire(armed: &mut bool, errno: Errno) -> io::Result<()> {
     }
     Ok(())
 }
+
+thread_local! {
+    /// A rewrite of one kind of file stops after this many of its steps (see
+    /// [`rewrite_step`]), as a crash would leave it on storage.
+    static REWRITE_STOP: std::cell::Cell<Option<(&'static str, u32)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Make the next rewrites of files of `kind` ("index" for a segment's offset and time
+/// indexes, "txnindex") on this thread stop after `steps` of their writes and cuts, failing
+/// with EIO: what reached storage is what a crash there leaves.
+pub(crate) fn stop_rewrite_after(kind: &'static str, steps: u32) {
+    REWRITE_STOP.with(|c| c.set(Some((kind, steps))));
+}
+
+/// One step (a write or a cut) of a rewrite of a file of `kind`: fails once the armed count
+/// of steps ([`stop_rewrite_after`]) is used up.
+pub(crate) fn rewrite_step(kind: &'static str) -> io::Result<()> {
+    REWRITE_STOP.with(|c| match c.get() {
+        Some((k, 0)) if k == kind => {
+            c.set(None);
+            Err(io::Error::from_raw_os_error(Errno::IO.raw_os_error()))
+        }
+        Some((k, n)) if k == kind => {
+            c.set(Some((k, n - 1)));
+            Ok(())
+        }
+        _ => Ok(()),
+    })
+}

@@ -545,6 +545,10 @@ pub struct Log {
     epochs: Mutex<epoch::EpochCache>,
     /// Held while `leader-epoch-checkpoint` is written (taken before `epochs`).
     epoch_file: Mutex<()>,
+    /// The last write of `leader-epoch-checkpoint` failed: the file may lack an epoch that
+    /// began since, which only a recovery that reads its batches finds again, so the recovery
+    /// point does not move until a write succeeds (`Log::epochs_durable`).
+    epochs_unpersisted: std::sync::atomic::AtomicBool,
     /// The next segment's files, made ahead of the roll (held while they are made; a roll
     /// only tries it, so it never waits for that).
     spare: Mutex<Option<segment::Spare>>,

@@ -1978,6 +1978,7 @@ impl Log {
         if res.is_ok() {
             self.snapshots_durable(&snapshots);
         }
+        let epochs_durable = res.is_ok() && self.epochs_durable();
         let mut s = self.shared.write();
         if let Err(e) = res {
             s.dir_dirty |= dir_dirty;
@@ -1995,7 +1996,7 @@ impl Log {
             .map_or(indexed, |seg| {
                 seg.base_offset.max(s.recovery_point).min(indexed)
             });
-        if writable {
+        if writable && epochs_durable {
             s.recovery_point = s.recovery_point.max(indexed);
         }
         if scope == FlushScope::Sealed {
@@ -2116,9 +2117,24 @@ impl Log {
             return;
         }
         let (path, text) = self.epochs.lock().contents();
-        if let Err(e) = crate::fsutil::write_atomic(&path, text.as_bytes()) {
-            tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
+        match crate::fsutil::write_atomic(&path, text.as_bytes()) {
+            Ok(()) => self.epochs_unpersisted.store(false, Ordering::Release),
+            Err(e) => {
+                self.epochs_unpersisted.store(true, Ordering::Release);
+                tracing::warn!(tp = ?self.tp, error = %e, "could not write leader-epoch-checkpoint");
+            }
         }
+    }
+
+    /// Whether `leader-epoch-checkpoint` holds every epoch the log knows (a failed write is
+    /// tried again here). Until it does, no flush moves the recovery point: a recovery that
+    /// starts past an epoch's first batch never sees where it began.
+    fn epochs_durable(&self) -> bool {
+        if !self.epochs_unpersisted.load(Ordering::Acquire) {
+            return true;
+        }
+        self.persist_epochs();
+        !self.epochs_unpersisted.load(Ordering::Acquire)
     }
 
     /// Delete sealed segments whose successor starts at or below the log start.

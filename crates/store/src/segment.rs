@@ -1207,12 +1207,23 @@ impl Segment {
             tb.extend_from_slice(&e.encode());
         }
         {
+            // Written over in place, then cut to their length: never emptied first, so that a
+            // crash in the middle leaves the entries a rewrite keeps (those below the recovery
+            // point, which an open resumes from: `Segment::resume_point`) as they were.
             let (index_file, time_file) =
                 (self.index_file.for_write()?, self.time_file.for_write()?);
-            index_file.set_len(0)?;
+            #[cfg(test)]
+            crate::faults::rewrite_step("index")?;
             index_file.write_all_at(&ib, 0)?;
-            time_file.set_len(0)?;
+            #[cfg(test)]
+            crate::faults::rewrite_step("index")?;
+            index_file.set_len(ib.len() as u64)?;
+            #[cfg(test)]
+            crate::faults::rewrite_step("index")?;
             time_file.write_all_at(&tb, 0)?;
+            #[cfg(test)]
+            crate::faults::rewrite_step("index")?;
+            time_file.set_len(tb.len() as u64)?;
         }
         // Synced here: a rebuild rewrites a sealed segment's files, which may lie below the
         // recovery point, where no flush syncs them again (a seal's writes are the only ones

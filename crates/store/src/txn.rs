@@ -226,9 +226,16 @@ impl TxnIndex {
             if self.file.is_none() {
                 self.file = Some(CachedFile::open(&txn_path(dir, base), true)?);
             }
+            // Written over in place, then cut: never emptied first, so that a crash in the
+            // middle leaves the entries a rewrite keeps as they were (an open resumed at the
+            // recovery point takes those below the producer snapshot from the file).
             let f = self.file.as_ref().expect("opened above").for_write()?;
-            f.set_len(0)?;
+            #[cfg(test)]
+            crate::faults::rewrite_step("txnindex")?;
             f.write_all_at(&bytes, 0)?;
+            #[cfg(test)]
+            crate::faults::rewrite_step("txnindex")?;
+            f.set_len(bytes.len() as u64)?;
         }
         self.entries = Some(Arc::new(entries));
         Ok(())

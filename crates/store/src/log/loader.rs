@@ -181,14 +181,17 @@ impl Log {
                 }
                 recovered_any = true;
                 // The segment holding the recovery point is validated from it on, when its
-                // index files say where it lies (`Segment::resume_point`); what lies below it
-                // was durable, index entries included, when the recovery point was recorded.
-                let resume = if i == first_recover && !p.shared {
+                // index files (both there) say where it lies (`Segment::resume_point`); what
+                // lies below it was durable, index entries included, when the recovery point
+                // was recorded, and no rewrite ever empties them first.
+                let resume = if i == first_recover && !p.shared && existed {
                     resume_from(&p, &seg, rp_cp, file_size)
                 } else {
                     None
                 };
                 let resumed_pos = resume.as_ref().map(|r| r.pos);
+                // What the epochs were before the resumed scan, for a fallback to start from.
+                let epochs_before = resume.as_ref().map(|_| (epochs.clone(), epochs_dirty));
                 let reached = std::cell::Cell::new(false);
                 let mut r = match resume {
                     Some(start) => seg
@@ -213,6 +216,10 @@ impl Log {
                         // at a batch boundary: the segment is validated from its start.
                         tracing::warn!(tp = ?p.tp, segment = base, recovery_point = rp_cp, position = pos,
                             "the data after the index entry below the recovery point does not lead to it; validating the whole segment");
+                        if let Some((before, dirty)) = epochs_before {
+                            epochs = before;
+                            epochs_dirty = dirty;
+                        }
                         r = seg
                             .scan_rebuild(file_size, interval, true, next_base, |h| {
                                 epochs_dirty |=
@@ -855,8 +862,10 @@ impl Log {
             Vec::new()
         };
 
+        let mut epochs_unpersisted = false;
         if epochs_dirty {
             if let Err(e) = epochs.persist() {
+                epochs_unpersisted = true;
                 tracing::warn!(tp = ?p.tp, error = %e, "could not write leader-epoch-checkpoint");
             }
         }
@@ -901,6 +910,7 @@ impl Log {
             files_lock: Mutex::new(()),
             epochs: Mutex::new(epochs),
             epoch_file: Mutex::new(()),
+            epochs_unpersisted: AtomicBool::new(epochs_unpersisted),
             spare: Mutex::new(None),
             snapshots_unpruned: AtomicBool::new(true),
             recorded_recovery_point: std::sync::atomic::AtomicI64::new(recorded_recovery_point),
