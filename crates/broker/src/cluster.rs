@@ -460,6 +460,7 @@ impl Cluster {
             p.segment,
             acquired,
             p.sealed,
+            p.snapshot,
         ) {
             Ok(Some(next)) => {
                 self.took_progress(tp, p.held, next);
@@ -515,7 +516,19 @@ impl Cluster {
             count: d.count,
             hash: d.hash,
         });
-        if rp <= held.owner.recovery_point && same_segment && sealed == held.owner.sealed {
+        // The producer snapshot the next owner may trust at the recovery point written.
+        let snapshot = (rp > 0)
+            .then(|| log.vouched_snapshot(rp.max(held.owner.recovery_point)))
+            .flatten()
+            .map(|s| sluice_meta::cluster::SnapshotRef {
+                offset: s.offset,
+                crc: s.crc,
+            });
+        if rp <= held.owner.recovery_point
+            && same_segment
+            && sealed == held.owner.sealed
+            && (snapshot.is_none() || snapshot == held.owner.snapshot)
+        {
             return Ok(None);
         }
         Ok(Some(sluice_meta::cluster::Progress {
@@ -524,6 +537,7 @@ impl Cluster {
             recovery_point: rp,
             segment,
             sealed,
+            snapshot,
         }))
     }
 
@@ -1149,6 +1163,10 @@ impl Cluster {
                         switch: record.owner.switch.map(|s| sluice_store::CleanerSwitch {
                             base: s.base,
                             id: s.id,
+                        }),
+                        snapshot: record.owner.snapshot.map(|s| sluice_store::SnapshotRef {
+                            offset: s.offset,
+                            crc: s.crc,
                         }),
                     },
                 ),
@@ -1980,6 +1998,7 @@ mod tests {
                 segment: 0,
                 sealed: None,
                 switch: None,
+                snapshot: None,
             },
             mod_revision: 1,
         }

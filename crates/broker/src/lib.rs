@@ -370,11 +370,11 @@ impl Broker {
             .clone()
             .map(|c| Arc::new(cluster::Cluster::new(c)));
         let effective = dynamic::effective(&config, &meta.broker_configs());
+        sluice_store::recovery::set_follow_policy(
+            effective.log_recovery_point_bytes,
+            effective.log_recovery_point_interval_ms,
+        );
         if cluster.is_none() {
-            sluice_store::recovery::set_follow_policy(
-                effective.log_recovery_point_bytes,
-                effective.log_recovery_point_interval_ms,
-            );
             registry::adopt_discovered(&meta, &logs)?;
             let threads = effective.recovery_threads_per_data_dir * effective.log_dirs.len();
             registry.open_topics(&effective, &logs, meta.acquire_all()?, threads)?;
@@ -1172,8 +1172,10 @@ impl Broker {
                     }
                 }
             }
-            if self.cluster.is_none() {
-                // The recovery point follows the log end (`sluice.log.recovery.point.*`).
+            {
+                // The recovery point follows the log end (`sluice.log.recovery.point.*`; in a
+                // cluster the next confirmed round records it, and the snapshot there, in the
+                // owner record).
                 let started = Instant::now();
                 match log.advance_recovery_point(now) {
                     Ok(false) => {}

@@ -134,6 +134,18 @@ pub struct Owner {
     /// (docs/compaction.md). Kept through acquisitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<Switch>,
+    /// The owner's newest durable producer snapshot at or below `recovery_point`: the next
+    /// owner's open trusts that file (not at a segment base) if it still carries this CRC, and
+    /// replays producer state from there (docs/cluster.md, fencing point 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotRef>,
+}
+
+/// [`Owner::snapshot`]: a producer snapshot's offset and the CRC-32C its file carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub offset: i64,
+    pub crc: u32,
 }
 
 /// [`Owner::switch`]: the cleaned segment's base offset and the random part of the switch's
@@ -153,6 +165,9 @@ pub struct Progress {
     pub recovery_point: i64,
     pub segment: i64,
     pub sealed: Option<Sealed>,
+    /// The snapshot vouched for at `recovery_point` (None: the record's is kept, except at
+    /// an acquisition, which drops the former owner's).
+    pub snapshot: Option<SnapshotRef>,
 }
 
 /// [`Owner::sealed`].
@@ -894,6 +909,7 @@ impl EtcdStore {
         segment: i64,
         acquired: bool,
         sealed: Option<Sealed>,
+        snapshot: Option<SnapshotRef>,
     ) -> Result<Option<OwnerRecord>, MetaError> {
         let progress = Progress {
             partition,
@@ -901,6 +917,7 @@ impl EtcdStore {
             recovery_point,
             segment,
             sealed,
+            snapshot,
         };
         Ok(self
             .record_progress_many(topic, &[progress], acquired)?
@@ -932,6 +949,11 @@ impl EtcdStore {
                     p.segment.max(p.held.owner.segment)
                 },
                 sealed: p.sealed.or(p.held.owner.sealed),
+                snapshot: if acquired {
+                    p.snapshot
+                } else {
+                    p.snapshot.or(p.held.owner.snapshot)
+                },
                 ..p.held.owner
             };
             compares.push(Compare::ModRevision(key.clone(), p.held.mod_revision));

@@ -273,7 +273,7 @@ fn a_deleted_topic_names_its_owners_until_they_let_go() {
     let seen = b.refresh().unwrap().owners[&("gone".to_string(), 1)];
     let held = b.acquire("gone", 1, seen).unwrap().unwrap();
     assert!(b
-        .record_progress("gone", 1, held, 10, 0, false, None)
+        .record_progress("gone", 1, held, 10, 0, false, None, None)
         .unwrap()
         .is_some());
     a.delete_topic("gone").unwrap();

@@ -172,6 +172,17 @@ pub struct Recorded {
     pub sealed: Option<SealedDigest>,
     /// The last cleaner switch the owner announced ([`WriteGate::announce_switch`]).
     pub switch: Option<CleanerSwitch>,
+    /// The owner's newest durable producer snapshot at or below its recovery point
+    /// ([`Log::vouched_snapshot`]): trusted by the next owner's open though not at a segment
+    /// base, if the file there still has this CRC.
+    pub snapshot: Option<SnapshotRef>,
+}
+
+/// A producer snapshot an owner vouches for: its offset and the CRC-32C its file carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotRef {
+    pub offset: i64,
+    pub crc: u32,
 }
 
 /// A cleaner switch, as announced before its swap files are made: the base offset of the
@@ -596,6 +607,9 @@ pub struct Log {
     /// Where the active segment stood when the recovery point last followed the log end
     /// (`Log::advance_recovery_point`), and when.
     rp_followed: Mutex<log::Followed>,
+    /// The CRC-32C of each of the newest snapshots this log wrote, by offset
+    /// (`Log::vouched_snapshot`).
+    snapshot_crcs: Mutex<Vec<(i64, u32)>>,
     #[cfg(test)]
     faults: Mutex<faults::Faults>,
 }
@@ -857,6 +871,11 @@ impl Log {
             Some((bytes, interval)) => self.advance_recovery_point_impl(now_ms, bytes, interval),
             None => Ok(false),
         }
+    }
+    /// The newest durable producer snapshot this log wrote at or below `upto`, with its CRC:
+    /// what an owner records for the next owner's open to trust ([`Recorded::snapshot`]).
+    pub fn vouched_snapshot(&self, upto: i64) -> Option<SnapshotRef> {
+        self.vouched_snapshot_impl(upto)
     }
     /// fsync the sealed segments past the recovery point (data and index files) and move the
     /// recovery point to the active segment's base, as Kafka flushes a segment once it has
@@ -1368,6 +1387,7 @@ impl LogManager {
                 newest_segment,
                 sealed: None,
                 switch: None,
+                snapshot: None,
             },
         )
     }
@@ -1393,6 +1413,7 @@ impl LogManager {
                 newest_segment: recorded.newest_segment,
                 sealed: recorded.sealed,
                 switch: recorded.switch,
+                snapshot: recorded.snapshot,
             }),
         )
     }

@@ -155,6 +155,10 @@ impl Shared {
     }
 }
 
+/// How many of the snapshots it wrote a log remembers the CRC of (for
+/// [`Log::vouched_snapshot_impl`]; the prune keeps fewer files than this).
+const SNAPSHOT_CRCS_KEPT: usize = 8;
+
 /// Where the active segment stood when the recovery point last followed the log end.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Followed {
@@ -235,6 +239,8 @@ pub(crate) struct OpenParams {
     pub sealed: Option<crate::SealedDigest>,
     /// See `manager::Known::switch`.
     pub switch: Option<crate::CleanerSwitch>,
+    /// See `manager::Known::snapshot`.
+    pub vouched_snapshot: Option<crate::SnapshotRef>,
     pub log_start: Option<i64>,
     pub clean: bool,
     pub now_ms: i64,
@@ -1255,13 +1261,36 @@ impl Log {
                 self.gate_io()
             });
         match written {
-            Ok(()) => self.snapshots_unsynced.lock().push(leo),
+            Ok(crc) => {
+                self.snapshots_unsynced.lock().push(leo);
+                let mut crcs = self.snapshot_crcs.lock();
+                crcs.retain(|(o, _)| *o != leo);
+                crcs.push((leo, crc));
+                let n = crcs.len();
+                if n > SNAPSHOT_CRCS_KEPT {
+                    crcs.drain(..n - SNAPSHOT_CRCS_KEPT);
+                }
+            }
             Err(e) => {
                 tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot")
             }
         }
         // The old ones go in the next `prepare_spare`, off the append path.
         self.snapshots_unpruned.store(true, Ordering::Release);
+    }
+
+    /// The newest producer snapshot this log wrote at or below `upto` that is durable, with
+    /// the CRC-32C it wrote in it: what an owner vouches for in its owner record, so that the
+    /// next owner's open trusts it though it is not at a segment base (a former owner's file
+    /// there would carry another CRC).
+    pub(crate) fn vouched_snapshot_impl(&self, upto: i64) -> Option<crate::SnapshotRef> {
+        let unsynced = self.snapshots_unsynced.lock().clone();
+        self.snapshot_crcs
+            .lock()
+            .iter()
+            .filter(|(o, _)| *o <= upto && !unsynced.contains(o))
+            .max_by_key(|(o, _)| *o)
+            .map(|&(offset, crc)| crate::SnapshotRef { offset, crc })
     }
 
     /// The snapshots written at or below `upto` and not yet fsynced. They stay listed (and

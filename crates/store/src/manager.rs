@@ -47,6 +47,8 @@ pub(crate) struct Known {
     pub(crate) sealed: Option<crate::SealedDigest>,
     /// The last cleaner switch a previous owner announced (`cleaner::recover`).
     pub(crate) switch: Option<crate::CleanerSwitch>,
+    /// The producer snapshot the previous owner vouched for (`crate::Recorded::snapshot`).
+    pub(crate) snapshot: Option<crate::SnapshotRef>,
 }
 
 #[derive(Debug)]
@@ -646,6 +648,7 @@ impl Inner {
                 newest_segment: known.map_or(0, |k| k.newest_segment),
                 sealed: known.and_then(|k| k.sealed),
                 switch: known.and_then(|k| k.switch),
+                vouched_snapshot: known.and_then(|k| k.snapshot),
                 log_start: ls,
                 clean,
                 now_ms: now_ms(),
@@ -761,6 +764,7 @@ impl Inner {
             newest_segment: 0,
             sealed: None,
             switch: None,
+            snapshot: None,
         };
         // Appends go to a new segment: recovery may have cut the failed log's active segment
         // short, and positions in it that a reader of the failed log may still be sending

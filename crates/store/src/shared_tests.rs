@@ -76,6 +76,7 @@ fn take_over_trusting(
             newest_segment: 0,
             sealed: trust.then_some(sealed),
             switch: None,
+            snapshot: None,
         },
     )
 }
@@ -1570,6 +1571,7 @@ fn a_trusted_cleaned_segment_loses_no_epoch() {
                     newest_segment: 0,
                     sealed: Some(sealed),
                     switch: None,
+                    snapshot: None,
                 }
                 .with_trust(trust),
             )
@@ -1705,6 +1707,7 @@ fn an_epoch_beginning_inside_a_merged_cleaned_segment_is_not_lost() {
                 newest_segment: 0,
                 sealed: Some(sealed),
                 switch: None,
+                snapshot: None,
             },
         )
         .unwrap();
@@ -1738,6 +1741,7 @@ fn an_epoch_beginning_inside_a_merged_cleaned_segment_is_not_lost() {
                 newest_segment: 0,
                 sealed: None,
                 switch: None,
+                snapshot: None,
             },
         )
         .unwrap();
@@ -3933,6 +3937,7 @@ fn an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch() {
         newest_segment: 0,
         sealed: None,
         switch: Some(switch),
+        snapshot: None,
     };
     let stale = d.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded);
     crate::fsutil::LISTING_HIDES.with(|h| *h.borrow_mut() = None);
@@ -4120,6 +4125,7 @@ fn a_completed_switch_whose_segment_was_deleted_since_wedges_no_open() {
         newest_segment: newest,
         sealed: None,
         switch: Some(switch),
+        snapshot: None,
     };
     let mut last = None;
     for _ in 0..3 {
@@ -4203,6 +4209,7 @@ fn stale_loader_listing_round() -> Option<String> {
         newest_segment: 0,
         sealed: None,
         switch: Some(s1),
+        snapshot: None,
     };
     let blog = b
         .open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 2, recorded)
@@ -4254,6 +4261,7 @@ fn stale_loader_listing_round() -> Option<String> {
         newest_segment: newest,
         sealed: None,
         switch: Some(s2),
+        snapshot: None,
     };
     let opened = c.open_log_recorded(&tp(), uuid::Uuid::from_u128(7), compact_cfg(), 3, recorded);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -4291,4 +4299,117 @@ fn stale_loader_listing_round() -> Option<String> {
             s1_blocker.is_dir()
         )
     })
+}
+
+/// Issue 56, a takeover: the previous owner's recovery point followed its log end inside the
+/// active segment (a producer snapshot there, then a full flush), and its record names that
+/// snapshot with its CRC. The next owner validates only what lies past the recovery point
+/// (damage below it, under a batch's CRC, is not read) and keeps the snapshot it was vouched
+/// (not at a segment base): a retry of the producer's last batch is recognised.
+fn owner_with_a_followed_recovery_point(
+    dir: &Path,
+) -> (LogManager, Arc<Log>, i64, crate::SnapshotRef) {
+    let a = broker(dir, 1);
+    let old = open(&a, 1);
+    for seq in 0..3 {
+        old.append(pbatch(seq), AppendOrigin::Client, NOW).unwrap();
+    }
+    for i in 0..100 {
+        old.append(batch(&format!("f{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(old
+        .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+        .unwrap());
+    let rp = old.recovery_point_offset();
+    assert_eq!(rp, old.log_end_offset());
+    assert_eq!(old.segment_count(), 1, "inside the active segment");
+    let vouched = old
+        .vouched_snapshot(rp)
+        .expect("a durable snapshot at the recovery point");
+    assert_eq!(vouched.offset, rp);
+    for i in 0..5 {
+        old.append(batch(&format!("past{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    old.sync_appended().unwrap();
+    (a, old, rp, vouched)
+}
+
+fn take_over_vouched(
+    m: &LogManager,
+    epoch: i32,
+    rp: i64,
+    snapshot: crate::SnapshotRef,
+) -> Result<Arc<Log>, StoreError> {
+    m.open_log_recorded(
+        &tp(),
+        uuid::Uuid::from_u128(7),
+        cfg(),
+        epoch,
+        Recorded {
+            recovery_point: rp,
+            newest_segment: 0,
+            sealed: None,
+            switch: None,
+            snapshot: Some(snapshot),
+        },
+    )
+}
+
+#[test]
+fn a_takeover_resumes_at_the_recorded_point_and_trusts_the_vouched_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let (_a, old, rp, vouched) = owner_with_a_followed_recovery_point(dir.path());
+    let leo = old.log_end_offset();
+    // Damage under the CRC of the first batch, below the recovery point.
+    let seg = pdir.join(format!("{:020}.log", 0));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[sluice_format::HEADER_LEN + 5] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+
+    let b = broker(dir.path(), 2);
+    let log = take_over_vouched(&b, 2, rp, vouched).unwrap();
+    assert_eq!(log.log_end_offset(), leo, "nothing below {rp} validated");
+    assert!(log.recovered_bytes < bytes.len() as u64 / 4);
+    assert!(
+        pdir.join(format!("{rp:020}.snapshot")).exists(),
+        "the vouched snapshot is kept, though not at a segment base"
+    );
+    let retry = log.append(pbatch(2), AppendOrigin::Client, NOW).unwrap();
+    assert!(retry.duplicate, "{retry:?}");
+    assert_eq!(retry.base_offset, 2);
+    let next = log.append(pbatch(3), AppendOrigin::Client, NOW).unwrap();
+    assert!(!next.duplicate);
+}
+
+/// A file at the vouched offset that is not the one the owner vouched for (a former owner's
+/// placement landing late: another CRC) is not trusted: it is removed, and producer state
+/// comes from a snapshot at a segment base and the batches after it.
+#[test]
+fn a_file_at_the_vouched_offset_with_another_crc_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let (_a, old, rp, vouched) = owner_with_a_followed_recovery_point(dir.path());
+    let leo = old.log_end_offset();
+    let path = pdir.join(format!("{rp:020}.snapshot"));
+    let mut entries =
+        sluice_format::snapshot::decode_snapshot(&std::fs::read(&path).unwrap()).unwrap();
+    let e = entries.iter_mut().find(|e| e.producer_id == 42).unwrap();
+    e.last_sequence = 10;
+    std::fs::write(&path, sluice_format::snapshot::encode_snapshot(&entries)).unwrap();
+
+    let b = broker(dir.path(), 2);
+    let log = take_over_vouched(&b, 2, rp, vouched).unwrap();
+    assert_eq!(log.log_end_offset(), leo);
+    assert!(
+        !path.exists(),
+        "removed: not the file the owner vouched for"
+    );
+    let retry = log.append(pbatch(2), AppendOrigin::Client, NOW).unwrap();
+    assert!(retry.duplicate, "{retry:?}");
+    let next = log.append(pbatch(3), AppendOrigin::Client, NOW).unwrap();
+    assert!(!next.duplicate);
+    assert_eq!(next.base_offset, leo);
 }

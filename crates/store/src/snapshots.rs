@@ -87,9 +87,10 @@ pub(crate) fn write(
     epoch: i32,
     spare: Option<(std::fs::File, PathBuf)>,
     check: &dyn Fn() -> io::Result<()>,
-) -> io::Result<()> {
+) -> io::Result<u32> {
     use std::os::unix::fs::FileExt;
     let bytes = encode_snapshot(&producers.to_snapshot());
+    let crc = crc_of(&bytes).unwrap_or_default();
     let path = snapshot_path(dir, offset);
     let (file, from) = match spare {
         Some(spare) => spare,
@@ -112,7 +113,12 @@ pub(crate) fn write(
     if placed.is_err() {
         let _ = std::fs::remove_file(&from);
     }
-    placed
+    placed.map(|()| crc)
+}
+
+/// The CRC-32C a snapshot file's bytes carry (Kafka's format: after the 2-byte version).
+pub(crate) fn crc_of(bytes: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(bytes.get(2..6)?.try_into().ok()?))
 }
 
 /// Rename `from` to `path` without replacing a file there; one found there is removed and
@@ -235,31 +241,36 @@ pub(crate) fn remove_unless(dir: &Path, keep: impl Fn(i64) -> bool) -> io::Resul
     Ok(removed)
 }
 
-/// The newest readable snapshot at or below `offset` whose offset `trusted` takes, removing
+/// The newest readable snapshot at or below `offset` that `trusted` takes (asked first with
+/// its offset alone, then with the bytes read, which are the bytes loaded), removing
 /// nothing: its offset and the state it holds.
 pub(crate) fn read_at_or_below(
     dir: &Path,
     offset: i64,
-    trusted: &dyn Fn(i64) -> bool,
+    trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
 ) -> Option<(i64, ProducerStates)> {
     let all = list(dir).ok()?;
     all.iter()
         .rev()
-        .filter(|o| **o <= offset && trusted(**o))
+        .filter(|o| **o <= offset && trusted(**o, None))
         .find_map(|&o| {
             let bytes = std::fs::read(snapshot_path(dir, o)).ok()?;
+            if !trusted(o, Some(&bytes)) {
+                return None;
+            }
             let entries = decode_snapshot(&bytes).ok()?;
             Some((o, ProducerStates::from_snapshot(&entries)))
         })
 }
 
-/// The newest readable snapshot at or below `log_end` whose offset `trusted` takes: its
+/// The newest readable snapshot at or below `log_end` that `trusted` takes (asked first with
+/// its offset alone, then with the bytes read, which are the bytes loaded): its
 /// offset and the state it holds. Snapshots above `log_end`, and unreadable ones met on the
 /// way, are removed.
 pub(crate) fn load_newest(
     dir: &Path,
     log_end: i64,
-    trusted: &dyn Fn(i64) -> bool,
+    trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
 ) -> Option<(i64, ProducerStates)> {
     let all = match list(dir) {
         Ok(all) => all,
@@ -273,11 +284,16 @@ pub(crate) fn load_newest(
             remove(dir, offset);
             continue;
         }
-        if !trusted(offset) {
+        if !trusted(offset, None) {
             continue;
         }
         let path = snapshot_path(dir, offset);
-        match std::fs::read(&path)
+        let bytes = match std::fs::read(&path) {
+            // Trusted for what it holds, read once: the bytes checked are the bytes loaded.
+            Ok(b) if !trusted(offset, Some(&b)) => continue,
+            read => read,
+        };
+        match bytes
             .map_err(|e| e.to_string())
             .and_then(|b| decode_snapshot(&b).map_err(|e| e.to_string()))
         {

@@ -184,7 +184,7 @@ impl Log {
                 // index files (both there) say where it lies (`Segment::resume_point`); what
                 // lies below it was durable, index entries included, when the recovery point
                 // was recorded, and no rewrite ever empties them first.
-                let resume = if i == first_recover && !p.shared && existed {
+                let resume = if i == first_recover && existed {
                     resume_from(&p, &seg, rp_cp, file_size)
                 } else {
                     None
@@ -603,7 +603,13 @@ impl Log {
             // rebuilt state) only saves a replay of the active segment; a hand-over rolls
             // before it seals and an acquisition rolls at the log end, so the next open
             // finds its snapshot at a base.
-            let at = |o: i64| segments.iter().any(|s| s.base_offset == o);
+            // The one the previous owner vouched for stays if its file still has the CRC the
+            // owner recorded (a former owner's placement there would not: it is removed).
+            let at = |o: i64| {
+                segments.iter().any(|s| s.base_offset == o)
+                    || p.vouched_snapshot
+                        .is_some_and(|v| v.offset == o && snapshot_crc(&p.dir, o) == Some(v.crc))
+            };
             may_write(&p, "removing a former owner's producer snapshots")?;
             let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr)?;
             if !removed.is_empty() {
@@ -615,7 +621,16 @@ impl Log {
         // of the batch headers from `replay_start` on (from the log start without one).
         // In a shared directory only the snapshots at segment bases (a listing of its own, so
         // a former owner's placement landing after the removal above is not loaded either).
-        let at_base = |o: i64| !p.shared || segments.iter().any(|s| s.base_offset == o);
+        // In a shared directory, also the snapshot the previous owner vouched for, when the
+        // bytes loaded carry the CRC it recorded.
+        let at_base = |o: i64, bytes: Option<&[u8]>| {
+            !p.shared
+                || segments.iter().any(|s| s.base_offset == o)
+                || p.vouched_snapshot.is_some_and(|v| {
+                    v.offset == o
+                        && bytes.is_none_or(|b| crate::snapshots::crc_of(b) == Some(v.crc))
+                })
+        };
         // After a recovery that resumed at the recovery point, a snapshot at or below it:
         // what the transaction index holds below the snapshot is then known durable (a flush
         // of everything moved the recovery point), and the replay from the snapshot computes
@@ -927,6 +942,7 @@ impl Log {
             failure: Mutex::new(None),
             gate: p.gate,
             recovered_bytes,
+            snapshot_crcs: Mutex::new(Vec::new()),
             rp_followed: Mutex::new(Followed {
                 at_ms: p.now_ms,
                 base: cursor.base,
@@ -936,6 +952,20 @@ impl Log {
             faults: Mutex::new(crate::faults::Faults::default()),
         })
     }
+}
+
+/// The CRC-32C the snapshot file at `offset` in `dir` carries, if it can be read.
+fn snapshot_crc(dir: &Path, offset: i64) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(sluice_format::segment_file_name(
+        offset,
+        SegmentFileKind::Snapshot,
+    ));
+    let mut head = [0u8; 6];
+    std::fs::File::open(path)
+        .and_then(|f| f.read_exact_at(&mut head, 0))
+        .ok()?;
+    crate::snapshots::crc_of(&head)
 }
 
 /// Where the recovery of `seg`, the segment holding the recovery point `rp`, may start:
@@ -1041,7 +1071,7 @@ fn persist_rebuilt_state(p: &OpenParams, leo: i64, producers: &ProducerStates) -
     let (dir, tp) = (&p.dir, &p.tp);
     let check = || may_write_io(p, "placing the rebuilt producer snapshot");
     let durable = crate::snapshots::write(dir, leo, producers, p.leader_epoch, None, &check)
-        .and_then(|()| crate::snapshots::sync(dir, leo))
+        .and_then(|_| crate::snapshots::sync(dir, leo))
         .and_then(|()| sync_dir(dir));
     match durable {
         Ok(()) => Vec::new(),
