@@ -611,7 +611,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
     b("sluice.log.open.files.max", Type::Long, Some("-1"), Check::AtLeast(-1), false,
         "Sluice: most partition files (segments' .log, .index, .timeindex) the broker holds open at once; idle ones are closed and opened again when used. -1: half of what the open-files limit leaves after a reserve of 256."),
     b("sluice.log.recovery.point.bytes", Type::Long, Some("8388608"), Check::AtLeast(0), false,
-        "Sluice: bytes appended to a partition's active segment after which its recovery point follows the log end (a producer snapshot there, then an fsync of what the write-behind already wrote back), at most once per sluice.log.recovery.point.interval.ms, so that a restart after a crash validates only what was written since. 0 turns it off. One broker (a cluster keeps its recovery points in etcd)."),
+        "Sluice: bytes appended to a partition's active segment after which its recovery point follows the log end (a producer snapshot there, then an fsync of what the write-behind already wrote back), at most once per sluice.log.recovery.point.interval.ms, so that a restart after a crash, or a takeover in a cluster, validates only what was written since. 0 turns it off."),
     b("sluice.log.recovery.point.interval.ms", Type::Long, Some("1000"), Check::AtLeast(1), false,
         "Sluice: how often at most the recovery point of a partition follows its log end (see sluice.log.recovery.point.bytes)."),
     b("sluice.log.unwritten.bytes.max", Type::Long, Some("1073741824"), Check::AtLeast(-1), false,

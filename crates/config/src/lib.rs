@@ -401,7 +401,8 @@ pub struct BrokerConfig {
     /// `sluice.log.recovery.point.bytes`: bytes appended to a partition's active segment after
     /// which the recovery point follows the log end (a producer snapshot there, then an
     /// fsync of what the write-behind wrote back), so that a restart after a crash validates
-    /// little. 0 = off. Default 8388608 (8 MiB). One broker only for now.
+    /// little (in a cluster the owner records it in etcd for the next owner). 0 = off.
+    /// Default 8388608 (8 MiB).
     pub log_recovery_point_bytes: u64,
     /// `sluice.log.recovery.point.interval.ms`: at most this often per partition. Default 1000.
     pub log_recovery_point_interval_ms: u64,
