@@ -4413,3 +4413,52 @@ fn a_file_at_the_vouched_offset_with_another_crc_is_not_trusted() {
     assert!(!next.duplicate);
     assert_eq!(next.base_offset, leo);
 }
+
+/// ADVERSARY (issue 56): a takeover that resumes inside the segment holding the recorded
+/// recovery point never reads that segment's first batch, so the epoch that began there comes
+/// from `leader-epoch-checkpoint` alone. A former owner's stalled checkpoint rewrite (its
+/// older view, fencing point 3) landing after the owner recorded its recovery point takes
+/// that epoch out of the file; `epochs_past_checkpoint` reads only the trusted sealed
+/// segments (loader.rs:158-161), never the resumed one (loader.rs:187-205), so the new owner
+/// starts the epoch at the first batch after the resume position. A full validation starts it
+/// at the segment's base.
+#[test]
+fn adversary_a_former_owners_late_epoch_checkpoint_moves_the_resumed_segments_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = broker(dir.path(), 1);
+    let old = open(&a, 1);
+    old.append(batch("a"), AppendOrigin::Client, NOW).unwrap(); // 0..2
+    old.flush().unwrap();
+    let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
+    let stale = std::fs::read(&checkpoint).unwrap();
+
+    // B takes over (epoch 2) at 3, rolls there (its acquisition), appends, and its recovery
+    // point follows its log end inside that segment.
+    let b = broker(dir.path(), 2);
+    let owner = take_over(&b, 2, 3).unwrap();
+    owner.roll(NOW).unwrap();
+    for i in 0..100 {
+        owner
+            .append(batch(&format!("b{i}")), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    assert!(owner
+        .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+        .unwrap());
+    let rp = owner.recovery_point_offset();
+    assert_eq!(rp, owner.log_end_offset());
+    assert_eq!(owner.end_offset_for_epoch(1), Some((1, 3)));
+    let vouched = owner.vouched_snapshot(rp).unwrap();
+    // B crashes; the former owner's stalled rewrite lands now.
+    std::fs::write(&checkpoint, &stale).unwrap();
+
+    let c = broker(dir.path(), 3);
+    let next = take_over_vouched(&c, 3, rp, vouched).unwrap();
+    assert_eq!(next.log_end_offset(), rp);
+    assert_eq!(
+        next.end_offset_for_epoch(1),
+        Some((1, 3)),
+        "epoch 1 ends where epoch 2 began (a full validation says 3): {:?}",
+        next.leader_epoch_entries()
+    );
+}
