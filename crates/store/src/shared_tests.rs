@@ -4462,3 +4462,88 @@ fn adversary_a_former_owners_late_epoch_checkpoint_moves_the_resumed_segments_ep
         next.leader_epoch_entries()
     );
 }
+
+/// The writes for `adversary_a_vouched_snapshot_forgets_retries_a_full_validation_recognises`:
+/// producer 42's batches 0..=2, then 8 MiB of other batches in the same segment, then the
+/// recovery point follows the log end (a snapshot there), and the owner crashes.
+fn adv56b_owner_with_old_producer_batches(
+    dir: &Path,
+) -> (LogManager, Arc<Log>, i64, crate::SnapshotRef, LogConfig) {
+    let mut big = cfg();
+    big.segment_bytes = 64 << 20;
+    big.max_message_bytes = 2 << 20;
+    let a = broker(dir, 1);
+    let old = a
+        .open_log(&tp(), uuid::Uuid::from_u128(7), big.clone(), 1)
+        .unwrap();
+    for seq in 0..3 {
+        old.append(pbatch(seq), AppendOrigin::Client, NOW).unwrap();
+    }
+    let value = vec![b'x'; 1 << 20];
+    for _ in 0..8 {
+        let b = BatchBuilder::new().record(NOW, None, Some(&value)).build();
+        old.append(Bytes::from(b), AppendOrigin::Client, NOW).unwrap();
+    }
+    assert!(old
+        .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+        .unwrap());
+    let rp = old.recovery_point_offset();
+    assert_eq!(old.segment_count(), 1);
+    let vouched = old.vouched_snapshot(rp).unwrap();
+    (a, old, rp, vouched, big)
+}
+
+/// ADVERSARY (issue 56): the vouched snapshot (not at a segment base) lets a takeover replay
+/// producer history from only `HISTORY_BYTES` (4 MiB) before it (loader.rs:657-659,
+/// `history_start`), where the full validation from the snapshot at a segment base it
+/// replaces replays every batch of the segment. Producer 42's batches 0..=2 lie more than
+/// 4 MiB before the vouched offset: after a full validation a retry of batch 1 is a duplicate;
+/// after the vouched one it is refused as out of order (the Java client's idempotent producer
+/// takes OUT_OF_ORDER_SEQUENCE_NUMBER as fatal), so a retry is not recognised.
+#[test]
+fn adversary_a_vouched_snapshot_forgets_retries_a_full_validation_recognises() {
+    // A full validation (no snapshot vouched): the retry is recognised.
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, _old, rp, _vouched, big) = adv56b_owner_with_old_producer_batches(dir.path());
+    let b = broker(dir.path(), 2);
+    let recorded = |snapshot| Recorded {
+        recovery_point: rp,
+        newest_segment: 0,
+        sealed: None,
+        switch: None,
+        snapshot,
+    };
+    let full = b
+        .open_log_recorded(&tp(), uuid::Uuid::from_u128(7), big.clone(), 2, recorded(None))
+        .unwrap();
+    let retry = full.append(pbatch(1), AppendOrigin::Client, NOW);
+    assert!(
+        retry.as_ref().is_ok_and(|r| r.duplicate && r.base_offset == 1),
+        "{retry:?}"
+    );
+
+    // The same directory, the owner's snapshot vouched for.
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, _old, rp, vouched, big) = adv56b_owner_with_old_producer_batches(dir.path());
+    let b = broker(dir.path(), 2);
+    let log = b
+        .open_log_recorded(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            big,
+            2,
+            Recorded {
+                recovery_point: rp,
+                newest_segment: 0,
+                sealed: None,
+                switch: None,
+                snapshot: Some(vouched),
+            },
+        )
+        .unwrap();
+    let retry = log.append(pbatch(1), AppendOrigin::Client, NOW);
+    assert!(
+        retry.as_ref().is_ok_and(|r| r.duplicate && r.base_offset == 1),
+        "a retry a full validation recognises: {retry:?}"
+    );
+}
