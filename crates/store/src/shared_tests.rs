@@ -4414,7 +4414,9 @@ fn a_file_at_the_vouched_offset_with_another_crc_is_not_trusted() {
     assert_eq!(next.base_offset, leo);
 }
 
-/// ADVERSARY (issue 56): a takeover that resumes inside the segment holding the recorded
+/// Found by an adversary on 8966a29, since fixed (the resumed segment's epochs below the
+/// resume position are read from its first and last batches, as a trusted sealed segment's):
+/// a takeover that resumes inside the segment holding the recorded
 /// recovery point never reads that segment's first batch, so the epoch that began there comes
 /// from `leader-epoch-checkpoint` alone. A former owner's stalled checkpoint rewrite (its
 /// older view, fencing point 3) landing after the owner recorded its recovery point takes
@@ -4423,7 +4425,7 @@ fn a_file_at_the_vouched_offset_with_another_crc_is_not_trusted() {
 /// starts the epoch at the first batch after the resume position. A full validation starts it
 /// at the segment's base.
 #[test]
-fn adversary_a_former_owners_late_epoch_checkpoint_moves_the_resumed_segments_epoch() {
+fn a_former_owners_late_epoch_checkpoint_never_moves_the_resumed_segments_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let a = broker(dir.path(), 1);
     let old = open(&a, 1);
@@ -4482,7 +4484,8 @@ fn adv56b_owner_with_old_producer_batches(
     let value = vec![b'x'; 1 << 20];
     for _ in 0..8 {
         let b = BatchBuilder::new().record(NOW, None, Some(&value)).build();
-        old.append(Bytes::from(b), AppendOrigin::Client, NOW).unwrap();
+        old.append(Bytes::from(b), AppendOrigin::Client, NOW)
+            .unwrap();
     }
     assert!(old
         .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
@@ -4493,7 +4496,9 @@ fn adv56b_owner_with_old_producer_batches(
     (a, old, rp, vouched, big)
 }
 
-/// ADVERSARY (issue 56): the vouched snapshot (not at a segment base) lets a takeover replay
+/// Found by an adversary on 8966a29, since fixed (the history replay reaches back to the
+/// snapshot before the one loaded, here the segment base's): the vouched snapshot (not at a
+/// segment base) lets a takeover replay
 /// producer history from only `HISTORY_BYTES` (4 MiB) before it (loader.rs:657-659,
 /// `history_start`), where the full validation from the snapshot at a segment base it
 /// replaces replays every batch of the segment. Producer 42's batches 0..=2 lie more than
@@ -4501,7 +4506,7 @@ fn adv56b_owner_with_old_producer_batches(
 /// after the vouched one it is refused as out of order (the Java client's idempotent producer
 /// takes OUT_OF_ORDER_SEQUENCE_NUMBER as fatal), so a retry is not recognised.
 #[test]
-fn adversary_a_vouched_snapshot_forgets_retries_a_full_validation_recognises() {
+fn a_vouched_snapshot_keeps_the_retries_appended_since_the_snapshot_before_it() {
     // A full validation (no snapshot vouched): the retry is recognised.
     let dir = tempfile::tempdir().unwrap();
     let (_a, _old, rp, _vouched, big) = adv56b_owner_with_old_producer_batches(dir.path());
@@ -4514,11 +4519,19 @@ fn adversary_a_vouched_snapshot_forgets_retries_a_full_validation_recognises() {
         snapshot,
     };
     let full = b
-        .open_log_recorded(&tp(), uuid::Uuid::from_u128(7), big.clone(), 2, recorded(None))
+        .open_log_recorded(
+            &tp(),
+            uuid::Uuid::from_u128(7),
+            big.clone(),
+            2,
+            recorded(None),
+        )
         .unwrap();
     let retry = full.append(pbatch(1), AppendOrigin::Client, NOW);
     assert!(
-        retry.as_ref().is_ok_and(|r| r.duplicate && r.base_offset == 1),
+        retry
+            .as_ref()
+            .is_ok_and(|r| r.duplicate && r.base_offset == 1),
         "{retry:?}"
     );
 
@@ -4543,7 +4556,9 @@ fn adversary_a_vouched_snapshot_forgets_retries_a_full_validation_recognises() {
         .unwrap();
     let retry = log.append(pbatch(1), AppendOrigin::Client, NOW);
     assert!(
-        retry.as_ref().is_ok_and(|r| r.duplicate && r.base_offset == 1),
+        retry
+            .as_ref()
+            .is_ok_and(|r| r.duplicate && r.base_offset == 1),
         "a retry a full validation recognises: {retry:?}"
     );
 }

@@ -39,6 +39,11 @@ fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
     dir.join(segment_file_name(offset, SegmentFileKind::Snapshot))
 }
 
+/// Offsets of the snapshot files in `dir`, ascending (what they hold is not read).
+pub(crate) fn offsets(dir: &Path) -> io::Result<Vec<i64>> {
+    list(dir)
+}
+
 /// Offsets of the snapshot files in `dir`, ascending.
 fn list(dir: &Path) -> io::Result<Vec<i64>> {
     let mut v = Vec::new();

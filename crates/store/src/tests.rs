@@ -4089,7 +4089,6 @@ fn a_second_crash_in_the_index_rewrite_keeps_the_time_index_below_the_recovery_p
         ..cfg()
     };
     let d = tempfile::tempdir().unwrap();
-    let pdir = d.path().join("topic-0");
     let late = NOW + 1_000_000;
     {
         let m = open_mgr(d.path());

@@ -192,6 +192,20 @@ impl Log {
                 let resumed_pos = resume.as_ref().map(|r| r.pos);
                 // What the epochs were before the resumed scan, for a fallback to start from.
                 let epochs_before = resume.as_ref().map(|_| (epochs.clone(), epochs_dirty));
+                if let Some(start) = &resume {
+                    // The epochs of the batches below the resume position, from the first and
+                    // last of them (all their headers when those differ), as for a trusted
+                    // sealed segment: `leader-epoch-checkpoint` may lack one (a failed write,
+                    // or in a shared directory a former owner's late rewrite).
+                    let last_from = start
+                        .offset_index
+                        .iter()
+                        .rev()
+                        .nth(1)
+                        .map_or(0, |e| e.position as u64);
+                    let file = seg.log.get().map_err(serr)?;
+                    epochs_dirty |= assign_epochs_of(&mut epochs, &file, start.pos, last_from);
+                }
                 let reached = std::cell::Cell::new(false);
                 let mut r = match resume {
                     Some(start) => seg
@@ -673,8 +687,15 @@ impl Log {
         // Segments whose scan stopped at a batch it could not read (a sealed one trusted below
         // the recovery point is not validated): what was computed of them is incomplete.
         let mut scan_stopped: std::collections::HashSet<i64> = std::collections::HashSet::new();
+        // The snapshot before the one loaded, if any: its offset (only where it lies: its
+        // content is not read) bounds the history replay too.
+        let previous = crate::snapshots::offsets(&p.dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|o| *o < snap_offset)
+            .max();
         let (from, from_pos) =
-            history_start(&segments, from, snap_offset, interval).map_err(serr)?;
+            history_start(&segments, from, snap_offset, previous, interval).map_err(serr)?;
         for (k, s) in segments.iter().enumerate().skip(from) {
             let end = s.size();
             let start = if k == from { from_pos } else { 0 };
@@ -1024,17 +1045,22 @@ fn replay_start(segments: &[Arc<Segment>], snapshot: Option<i64>) -> usize {
     recent_start(segments).min(snap)
 }
 
-/// Bytes of batches before a producer snapshot that the replay at open reads for their
-/// history (the last batches of each producer, so that a retry of one is recognised).
+/// Bytes of batches before a producer snapshot that the replay at open reads at least for
+/// their history (the last batches of each producer, so that a retry of one is recognised).
 const HISTORY_BYTES: u64 = 4 << 20;
 
-/// Where the producer-state replay starts reading, as (segment index, position): at most
-/// [`HISTORY_BYTES`] before the snapshot at `snapshot` (never before segment `from`), at a
-/// batch boundary the offset index names. Without a snapshot, from the start of `from`.
+/// Where the producer-state replay starts reading, as (segment index, position), never
+/// before segment `from`: at the older of [`HISTORY_BYTES`] before the snapshot at
+/// `snapshot` and the snapshot before it (`previous`, written a recovery-point interval or a
+/// roll earlier), at a batch boundary the offset index names. So a batch appended since the
+/// previous snapshot, which a producer may still retry (its answer lost in the crash), is
+/// recognised; one from before it has only the snapshot's last batch of its producer, as
+/// Kafka's snapshots keep. Without a snapshot, from the start of `from`.
 fn history_start(
     segments: &[Arc<Segment>],
     from: usize,
     snapshot: i64,
+    previous: Option<i64>,
     interval: u64,
 ) -> io::Result<(usize, u64)> {
     let Some(snap_k) = segments.iter().rposition(|s| s.base_offset <= snapshot) else {
@@ -1047,18 +1073,34 @@ fn history_start(
     let mut k = snap_k;
     let mut want = HISTORY_BYTES;
     let mut end = snap.lookup_position(snapshot, snap.size(), interval)?;
-    loop {
+    let window = loop {
         if end >= want {
             let seg = &segments[k];
-            return Ok((k, seg.boundary_at_or_below(end - want, 0, interval)?));
+            break (k, seg.boundary_at_or_below(end - want, 0, interval)?);
         }
         if k == from {
-            return Ok((from, 0));
+            break (from, 0);
         }
         want -= end;
         k -= 1;
         end = segments[k].size();
-    }
+    };
+    // No snapshot before it: the replay reads from the start of `from`, as before.
+    let Some(prev) = previous else {
+        return Ok((from, 0));
+    };
+    let prev_k = segments
+        .iter()
+        .rposition(|s| s.base_offset <= prev)
+        .unwrap_or(0)
+        .max(from);
+    let seg = &segments[prev_k];
+    let prev_at = if seg.base_offset <= prev {
+        (prev_k, seg.lookup_position(prev, seg.size(), interval)?)
+    } else {
+        (prev_k, 0)
+    };
+    Ok(window.min(prev_at))
 }
 
 /// Write the producer state a replay from the log start rebuilt (or, in a shared directory,
