@@ -17,6 +17,9 @@ pub(crate) struct Faults {
     pub truncate: bool,
     /// The next `fdatasync` of a segment's `.log` by a flush fails (EIO).
     pub flush_sync: bool,
+    /// The next `fdatasync` of the producer snapshot the recovery point follows the log end
+    /// with fails (ENOSPC).
+    pub snapshot_sync: bool,
     /// The next `fdatasync` of the page-cache drop-behind fails (EIO).
     pub drop_sync: bool,
     /// The next `fdatasync` of the page-cache drop-behind finds the file gone (ESTALE).

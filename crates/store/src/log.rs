@@ -2082,7 +2082,7 @@ impl Log {
         }
         // The state as of the log end, written under the writer lock as a roll writes its own
         // (nothing is appended past it meanwhile, and the log does not move to another dir).
-        let (base, size) = {
+        let (leo, base, size) = {
             let w = self.writer.lock();
             let (leo, base, size) = {
                 let s = self.shared.read();
@@ -2090,8 +2090,38 @@ impl Log {
                 (s.leo, base, s.active_size)
             };
             self.write_producer_snapshot(&w, leo, None);
-            (base, size)
+            (leo, base, size)
         };
+        // The snapshot is made durable here, apart from the data: it holds no record, so a
+        // failure to write or fsync it (a full volume) fails no log, as the flush's fsync of a
+        // roll's snapshot does; it is removed and the recovery point stays (tried again later).
+        if self.snapshots_unsynced.lock().contains(&leo) {
+            let dir = self.dir();
+            #[cfg(test)]
+            let synced = crate::faults::fire(
+                &mut self.faults.lock().snapshot_sync,
+                rustix::io::Errno::NOSPC,
+            );
+            #[cfg(not(test))]
+            let synced = Ok(());
+            let synced = synced
+                .and_then(|()| crate::snapshots::sync(&dir, leo))
+                .and_then(|()| sync_dir(&dir));
+            match synced {
+                Ok(()) => self.snapshots_durable(&[leo]),
+                Err(e) => {
+                    tracing::warn!(tp = ?self.tp, offset = leo, error = %e,
+                        "could not make a producer snapshot at the log end durable; removing it");
+                    crate::snapshots::remove_offset(&dir, leo);
+                    self.snapshots_unsynced.lock().retain(|o| *o != leo);
+                    self.snapshot_crcs.lock().retain(|(o, _)| *o != leo);
+                    return Ok(false);
+                }
+            }
+        } else {
+            // Not written (a full volume): nothing to trust at the log end yet.
+            return Ok(false);
+        }
         self.flush_impl(FlushScope::All)?;
         *self.rp_followed.lock() = Followed {
             at_ms: now_ms,

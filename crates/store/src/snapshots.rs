@@ -59,6 +59,11 @@ fn list(dir: &Path) -> io::Result<Vec<i64>> {
     Ok(v)
 }
 
+/// Remove the snapshot file at `offset` (a missing one is no error; a failure is logged).
+pub(crate) fn remove_offset(dir: &Path, offset: i64) {
+    remove(dir, offset)
+}
+
 fn remove(dir: &Path, offset: i64) {
     let path = snapshot_path(dir, offset);
     if let Err(e) = std::fs::remove_file(&path) {
