@@ -523,6 +523,7 @@ impl Cluster {
             .map(|s| sluice_meta::cluster::SnapshotRef {
                 offset: s.offset,
                 crc: s.crc,
+                previous: s.previous.unwrap_or(0),
             });
         if rp <= held.owner.recovery_point
             && same_segment
@@ -1167,6 +1168,7 @@ impl Cluster {
                         snapshot: record.owner.snapshot.map(|s| sluice_store::SnapshotRef {
                             offset: s.offset,
                             crc: s.crc,
+                            previous: (s.previous > 0).then_some(s.previous),
                         }),
                     },
                 ),

@@ -146,6 +146,10 @@ pub struct Owner {
 pub struct SnapshotRef {
     pub offset: i64,
     pub crc: u32,
+    /// The offset of the owner's snapshot before it (0: none): where the next owner's replay
+    /// of producer history starts (a position only; that file is not trusted).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub previous: i64,
 }
 
 /// [`Owner::switch`]: the cleaned segment's base offset and the random part of the switch's

@@ -183,6 +183,9 @@ pub struct Recorded {
 pub struct SnapshotRef {
     pub offset: i64,
     pub crc: u32,
+    /// The offset of the snapshot the owner wrote before it, if any: where the next owner's
+    /// replay of producer history starts (only a position: that file is not trusted).
+    pub previous: Option<i64>,
 }
 
 /// A cleaner switch, as announced before its swap files are made: the base offset of the

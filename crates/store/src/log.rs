@@ -1285,12 +1285,19 @@ impl Log {
     /// there would carry another CRC).
     pub(crate) fn vouched_snapshot_impl(&self, upto: i64) -> Option<crate::SnapshotRef> {
         let unsynced = self.snapshots_unsynced.lock().clone();
-        self.snapshot_crcs
-            .lock()
+        let crcs = self.snapshot_crcs.lock();
+        let (offset, crc) = crcs
             .iter()
             .filter(|(o, _)| *o <= upto && !unsynced.contains(o))
             .max_by_key(|(o, _)| *o)
-            .map(|&(offset, crc)| crate::SnapshotRef { offset, crc })
+            .copied()?;
+        // Each was written at the log end then, so it lies at a batch boundary.
+        let previous = crcs.iter().map(|(o, _)| *o).filter(|o| *o < offset).max();
+        Some(crate::SnapshotRef {
+            offset,
+            crc,
+            previous,
+        })
     }
 
     /// The snapshots written at or below `upto` and not yet fsynced. They stay listed (and

@@ -688,10 +688,17 @@ impl Log {
         // the recovery point is not validated): what was computed of them is incomplete.
         let mut scan_stopped: std::collections::HashSet<i64> = std::collections::HashSet::new();
         // The snapshot before the one loaded, if any: its offset (only where it lies: its
-        // content is not read) bounds the history replay too.
+        // content is not read) bounds the history replay too. For the snapshot an owner
+        // vouched for, the one it wrote before it, which it recorded with it (an open of a
+        // shared directory removed that file, not being at a segment base).
+        let vouched_previous = p
+            .vouched_snapshot
+            .filter(|v| v.offset == snap_offset)
+            .and_then(|v| v.previous);
         let previous = crate::snapshots::offsets(&p.dir)
             .unwrap_or_default()
             .into_iter()
+            .chain(vouched_previous)
             .filter(|o| *o < snap_offset)
             .max();
         let (from, from_pos) =
