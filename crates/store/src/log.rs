@@ -2179,6 +2179,9 @@ impl Log {
     fn persist_epochs(&self) {
         let _turn = self.epoch_file.lock();
         if let Err(e) = self.gate() {
+            // Not written: no flush may move the recovery point past the epoch until a
+            // later write succeeds (a fenced log never flushes again anyway).
+            self.epochs_unpersisted.store(true, Ordering::Release);
             tracing::debug!(tp = ?self.tp, "leader-epoch-checkpoint not written: {e}");
             return;
         }
