@@ -415,7 +415,7 @@ pub struct BrokerConfig {
     /// appended (backpressure instead of the kernel's dirty-page throttle). -1 = no limit.
     /// Default 1073741824 (1 GiB): room for a second or more of the volume's rate while the
     /// volume stalls on a cache flush (a checkpoint's or a roll's fsync), which 256 MiB was
-    /// not (docs/benchmarks.md, "Latency at saturation").
+    /// not (docs/configuration.md, write-behind: measured on 2026-11-24).
     pub log_unwritten_bytes_max: i64,
     /// `sluice.worker.threads`: threads of the runtime that serves connections and requests
     /// (file system calls that may block run on extra threads). 0 = one per CPU the process

@@ -821,7 +821,8 @@ const SENDFILE_MIN_BYTES: u32 = 64 * 1024;
 /// others between calls. On loopback a call also runs the reader's receive path (the softirq
 /// that delivers the segments runs in the sending thread: 28% of the broker's samples inside
 /// `sendfile` in a profile at 700k msg/s), and one of 650 KB was seen to hold a runtime
-/// thread for 31 ms while produce requests waited unread (docs/benchmarks.md).
+/// thread for 31 ms while produce requests waited unread (2026-11-26; fixed in 6212207, whose
+/// effect ARCHITECTURE.md gives with the fetch path's invariant).
 const SENDFILE_CHUNK_BYTES: usize = 128 * 1024;
 
 /// Largest number of buffers handed to one vectored write (Linux's IOV_MAX is 1024).
@@ -833,7 +834,7 @@ const MAX_IOVECS: usize = 1024;
 /// into fresh memory before the response is written: that held up to a whole response
 /// (`fetch.max.bytes`, 50 MiB by default) in memory per connection, and the new pages' faults
 /// and zeroing took 15% of the broker's CPU under kafka-consumer-perf-test over TLS
-/// (docs/benchmarks.md, "TLS"). 64 KiB is what rustls encrypts before writing to the socket
+/// (bda7375, 2026-11-30). 64 KiB is what rustls encrypts before writing to the socket
 /// (its default buffer limit) and below glibc's threshold for a fresh mapping.
 const TLS_CHUNK_BYTES: usize = 64 * 1024;
 

@@ -407,7 +407,7 @@ const ANCHOR_GAP: u64 = 64 * 1024;
 /// no journal, each free is discarded there and then, behind the queued writes, while
 /// appends to the same file wait for its lock: stalls of 0.5-2 s at 400k msg/s on this
 /// project's test machine. With these anchors a segment keeps more than 4 extents, so the
-/// leaf is never freed. Measured in docs/benchmarks.md ("Latency at saturation").
+/// leaf is never freed. Measured: ARCHITECTURE.md, the extent anchors' invariant (8d3fca0).
 ///
 /// Best effort: a volume without `fallocate` (FUSE, some NFS servers) or without the room
 /// is left alone. The cost is 6 blocks (and a leaf block) per segment, kept until the
