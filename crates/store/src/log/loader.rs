@@ -7,797 +7,939 @@
 use std::path::Path;
 
 use super::*;
-use crate::segment::ScanStart;
+use crate::segment::{Rebuilt, ScanStart};
 use sluice_format::txn::{is_txn_marker, TxnIndexEntry, CONTROL_ABORT};
 
 impl Log {
+    /// Opens the log in `p.dir`; a restart and a cluster takeover both come through here. The
+    /// steps run in the order of the recovery invariants (docs/log-format.md, "Recovery
+    /// invariants"; in a shared directory the fencing points of docs/cluster.md): read the
+    /// directory, load the segments (validate what lies past the recovery point and cut its
+    /// damage, load the rest), settle the log's ends and make what was recovered durable,
+    /// rebuild the producer and transaction state, then start the log. Every write an open
+    /// makes passes the write gate first (`may_write`): a deposed opener writes nothing.
     pub(crate) fn open(p: OpenParams) -> Result<Log, StoreError> {
         let opened_at = std::time::Instant::now();
-        let serr = |source: io::Error| StoreError::Io {
-            path: p.dir.clone(),
-            source,
-        };
-        // A new partition directory: its entry in the log dir is fsynced below.
-        let created_dir = match std::fs::symlink_metadata(&p.dir) {
-            Ok(_) => false,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
-            Err(e) => return Err(serr(e)),
-        };
-        may_write(&p, "creating or stamping the directory")?;
-        std::fs::create_dir_all(&p.dir).map_err(serr)?;
-        let interval = u64::from(p.config.index_interval_bytes);
-
-        // partition.metadata
-        let md_path = p.dir.join(PARTITION_METADATA);
-        match std::fs::read_to_string(&md_path) {
-            Ok(text) => match parse_partition_metadata(&text) {
-                Ok(id) if id == *p.topic_id.as_bytes() => {}
-                Ok(id) => {
-                    return Err(StoreError::Invalid {
-                        path: p.dir.clone(),
-                        reason: format!(
-                            "partition.metadata has topic id {} but {} was expected",
-                            uuid::Uuid::from_bytes(id),
-                            p.topic_id
-                        ),
-                    })
-                }
-                Err(e) => {
-                    tracing::warn!(path = %md_path.display(), error = %e, "rewriting unreadable partition.metadata");
-                    write_atomic(
-                        &md_path,
-                        format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
-                    )
-                    .map_err(serr)?;
-                }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                write_atomic(
-                    &md_path,
-                    format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
-                )
-                .map_err(serr)?;
-            }
-            Err(e) => return Err(serr(e)),
+        let created_dir = stamp_dir(&p)?;
+        let bases = list_segments(&p)?;
+        let mut o = Opening::new(p, bases)?;
+        o.load_segments()?;
+        o.replace_emptied_last()?;
+        let ends = o.settle_ends(created_dir)?;
+        if o.p.shared {
+            remove_foreign_snapshots(&o.p, &o.segments)?;
         }
+        let mut replay = o.replay_producer_state(&ends)?;
+        o.rebuild_txn_indexes(&ends, &mut replay)?;
+        o.into_log(ends, replay, opened_at)
+    }
+}
 
-        // What a cleaning cut short left (cleaner/recover.rs), then the segment files.
-        crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared, p.switch).map_err(serr)?;
-        let mut bases = Vec::new();
-        // The base of a segment that held bytes and that recovery cut to none.
-        let mut cut_to_empty: Option<i64> = None;
-        for entry in std::fs::read_dir(&p.dir).map_err(serr)? {
-            let entry = entry.map_err(serr)?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.ends_with(DELETED_SUFFIX) {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    // A name a cleaner switch must never take (`cleaner::recover`): it stays,
-                    // as that switch's rename may land at any time.
-                    continue;
-                }
-                // Left over from a deletion that did not finish; nothing can hold it now.
-                if let Err(e) = std::fs::remove_file(entry.path()) {
-                    tracing::warn!(file = %entry.path().display(), error = %e, "could not remove deleted file");
-                }
+/// How a [`StoreError`] names an I/O failure in the log's directory.
+fn serr(dir: &Path) -> impl Fn(io::Error) -> StoreError {
+    let dir = dir.to_path_buf();
+    move |source| StoreError::Io {
+        path: dir.clone(),
+        source,
+    }
+}
+
+/// Creates the partition's directory if it is new and checks (or writes) its
+/// `partition.metadata`: a directory of another topic with the same name is never opened as
+/// this one's. Returns whether the directory was created (its entry is fsynced later).
+fn stamp_dir(p: &OpenParams) -> Result<bool, StoreError> {
+    let serr = serr(&p.dir);
+    let created_dir = match std::fs::symlink_metadata(&p.dir) {
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+        Err(e) => return Err(serr(e)),
+    };
+    may_write(p, "creating or stamping the directory")?;
+    std::fs::create_dir_all(&p.dir).map_err(&serr)?;
+    let md_path = p.dir.join(PARTITION_METADATA);
+    let rewrite = || {
+        write_atomic(
+            &md_path,
+            format_partition_metadata(p.topic_id.as_bytes()).as_bytes(),
+        )
+        .map_err(&serr)
+    };
+    match std::fs::read_to_string(&md_path) {
+        Ok(text) => match parse_partition_metadata(&text) {
+            Ok(id) if id == *p.topic_id.as_bytes() => {}
+            Ok(id) => {
+                return Err(StoreError::Invalid {
+                    path: p.dir.clone(),
+                    reason: format!(
+                        "partition.metadata has topic id {} but {} was expected",
+                        uuid::Uuid::from_bytes(id),
+                        p.topic_id
+                    ),
+                })
+            }
+            Err(e) => {
+                tracing::warn!(path = %md_path.display(), error = %e, "rewriting unreadable partition.metadata");
+                rewrite()?;
+            }
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => rewrite()?,
+        Err(e) => return Err(serr(e)),
+    }
+    Ok(created_dir)
+}
+
+/// The bases of the directory's segments, in order, once what a cleaning cut short was
+/// completed or undone (`cleaner::recover`) and what a deletion or a roll left behind was
+/// removed; a listing older than the owner record's newest segment is refused (a lagging NFS
+/// view, tried again). In a shared directory an empty last segment gets new files (a former
+/// owner may still hold it open).
+fn list_segments(p: &OpenParams) -> Result<Vec<i64>, StoreError> {
+    let serr = serr(&p.dir);
+    crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared, p.switch).map_err(&serr)?;
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(&p.dir).map_err(&serr)? {
+        let entry = entry.map_err(&serr)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(DELETED_SUFFIX) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                // A name a cleaner switch must never take (`cleaner::recover`): it stays,
+                // as that switch's rename may land at any time.
                 continue;
             }
-            if name.ends_with(crate::segment::SPARE_SUFFIX) {
-                // Made ahead of a roll that did not come (by this broker before a restart, or
-                // by a former owner of a shared directory).
-                if let Err(e) = std::fs::remove_file(entry.path()) {
-                    tracing::warn!(file = %entry.path().display(), error = %e, "could not remove a spare segment file");
-                }
-                continue;
+            // Left over from a deletion that did not finish; nothing can hold it now.
+            if let Err(e) = std::fs::remove_file(entry.path()) {
+                tracing::warn!(file = %entry.path().display(), error = %e, "could not remove deleted file");
             }
-            if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
-                bases.push(base);
-            }
+            continue;
         }
-        bases.sort_unstable();
-        check_listing_is_current(&p, &bases)?;
-        if p.shared {
-            // An empty last segment may be the active segment of a former owner that still
-            // holds it open, with a write that passed its write gate and stalled: appended to
-            // by this owner, that write would land over this owner's batches. It holds no
-            // data; its files are replaced by new ones of this owner's (on NFS the former
-            // owner's write then fails as stale; elsewhere it goes to the unlinked file).
-            if let Some(&last) = bases.last() {
-                let path = seg_path(&p.dir, last, SegmentFileKind::Log);
-                // Its length as an open reports it, never a stat by name: a lagging NFS
-                // view answers that from its attribute cache, and the segment the previous
-                // owner filled with acknowledged batches since looks empty (seed 75).
-                if crate::fsutil::len_at_open(&path).map_err(serr)? == Some(0) {
-                    tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
-                    let check = || may_write_io(&p, "replacing an empty last segment");
-                    replace_with_new_empty_files(&p.dir, last, p.leader_epoch, &check)
-                        .map_err(serr)?;
-                }
+        if name.ends_with(crate::segment::SPARE_SUFFIX) {
+            // Made ahead of a roll that did not come (by this broker before a restart, or
+            // by a former owner of a shared directory).
+            if let Err(e) = std::fs::remove_file(entry.path()) {
+                tracing::warn!(file = %entry.path().display(), error = %e, "could not remove a spare segment file");
             }
+            continue;
         }
+        if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    check_listing_is_current(p, &bases)?;
+    if p.shared {
+        replace_empty_last(p, &bases)?;
+    }
+    Ok(bases)
+}
 
+/// In a shared directory, an empty last segment may be the active segment of a former owner
+/// that still holds it open, with a write that passed its write gate and stalled: appended to
+/// by this owner, that write would land over this owner's batches. It holds no data; its
+/// files are replaced by new ones of this owner's (on NFS the former owner's write then fails
+/// as stale; elsewhere it goes to the unlinked file). docs/cluster.md, fencing.
+fn replace_empty_last(p: &OpenParams, bases: &[i64]) -> Result<(), StoreError> {
+    let Some(&last) = bases.last() else {
+        return Ok(());
+    };
+    let serr = serr(&p.dir);
+    let path = seg_path(&p.dir, last, SegmentFileKind::Log);
+    // Its length as an open reports it, never a stat by name: a lagging NFS view answers
+    // that from its attribute cache, and the segment the previous owner filled with
+    // acknowledged batches since looks empty (seed 75).
+    if crate::fsutil::len_at_open(&path).map_err(&serr)? == Some(0) {
+        tracing::info!(tp = ?p.tp, segment = last, "replacing the files of an empty last segment left by the previous owner");
+        let check = || may_write_io(p, "replacing an empty last segment");
+        replace_with_new_empty_files(&p.dir, last, p.leader_epoch, &check).map_err(&serr)?;
+    }
+    Ok(())
+}
+
+/// What an open has read and decided so far (`Log::open`), handed from step to step.
+struct Opening {
+    p: OpenParams,
+    /// `index.interval.bytes`.
+    interval: u64,
+    /// The recovery point the open was given (`i64::MIN` without one).
+    rp_cp: i64,
+    /// The segments still to load (and those loaded), in order; steps put strays aside and
+    /// continue the log past damage by changing it.
+    bases: Vec<i64>,
+    /// Index in `bases` of the first segment to recover: the one holding the recovery point
+    /// (`bases.len()` after a clean shutdown).
+    first_recover: usize,
+    /// The sealed segments below the recovery point, taken unopened and unread: their files
+    /// are opened and checked on first use (`Segment::unopened`).
+    unopened: HashMap<i64, Segment>,
+    /// In a shared directory, the sealed segments below this bound are the ones the previous
+    /// owner's record vouches for (`crate::sealed`).
+    trusted_below: i64,
+    epochs: EpochCache,
+    /// Whether `epochs` changed from what `leader-epoch-checkpoint` holds.
+    epochs_dirty: bool,
+    segments: Vec<Arc<Segment>>,
+    cursor: IndexCursor,
+    /// The base of a segment that held bytes and that recovery cut to none.
+    cut_to_empty: Option<i64>,
+    recovered_any: bool,
+    recovered_bytes: u64,
+    /// The recovery point, when recovery validated only what lies past it in the segment
+    /// holding it (`Segment::resume_point`).
+    resumed_at: Option<i64>,
+}
+
+/// What a segment's loading step leaves the loop over the segments to do.
+enum Next {
+    /// Load the next segment.
+    Advance,
+    /// Load the segment at the same position again: `bases` changed there.
+    Again,
+    /// The log ends in this segment.
+    Stop,
+}
+
+/// Where the loaded log begins and ends, and what of it an open recovered.
+struct Ends {
+    leo: i64,
+    log_start: i64,
+    /// The recovery point the log starts with (its end, after a recovery made it durable).
+    recovery_point: i64,
+    /// What the next open after a crash would be given until this one's is recorded.
+    recorded_recovery_point: i64,
+    /// The first segment this open recovered (None after a clean shutdown): what lies from
+    /// there on may be only partly on storage, index files and snapshots included.
+    recovered_from: Option<i64>,
+}
+
+/// The producer and transaction state rebuilt from a snapshot and the batches after it.
+struct ProducerReplay {
+    producers: ProducerStates,
+    txns: crate::txn::TxnState,
+    /// The aborted transactions the replay found, by segment base.
+    computed: HashMap<i64, Vec<TxnIndexEntry>>,
+    /// Segments whose replay stopped at a batch it could not read: what was computed of
+    /// them is incomplete.
+    scan_stopped: std::collections::HashSet<i64>,
+    /// The loaded snapshot's offset (`i64::MIN` without one): the replay is exact from here.
+    snap_offset: i64,
+    /// Index of the first segment the replay read.
+    from: usize,
+    /// Whether no snapshot was loaded and the replay began before the recent segments.
+    rebuilt_from_start: bool,
+}
+
+impl Opening {
+    /// Loads the leader epochs and decides which segments are recovered, which are taken
+    /// unread (below the recovery point) and, in a shared directory, which the previous
+    /// owner's record vouches for.
+    fn new(p: OpenParams, bases: Vec<i64>) -> Result<Opening, StoreError> {
+        let serr = serr(&p.dir);
         let mut epochs = EpochCache::load(&p.dir);
-        let mut epochs_dirty = false;
-        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
-        let mut cursor = IndexCursor::new(0);
         let rp_cp = p.recovery_point.unwrap_or(i64::MIN);
-        // First segment to recover when the shutdown was not clean: the one containing the
-        // recovery point (segments overlapping [recovery point, end)).
-        let mut first_recover = if p.clean {
+        // The segment containing the recovery point and those after it, when the shutdown
+        // was not clean.
+        let first_recover = if p.clean {
             bases.len()
         } else {
             bases.iter().rposition(|b| *b <= rp_cp).unwrap_or(0)
         };
-        // The sealed segments below the recovery point, taken unopened and unread: their
-        // files are opened and checked on first use (`Segment::unopened`). One whose index
-        // file is missing is opened in the loop and its indexes rebuilt.
-        let mut unopened: std::collections::HashMap<i64, Segment> =
-            std::collections::HashMap::new();
+        // One whose index file is missing is opened in the loop and its indexes rebuilt.
+        let mut unopened = HashMap::new();
         for (k, &base) in bases.iter().enumerate() {
             if k + 1 < bases.len() && (p.clean || k < first_recover) {
-                if let Some(seg) = Segment::unopened(&p.dir, base, p.now_ms).map_err(serr)? {
+                if let Some(seg) = Segment::unopened(&p.dir, base, p.now_ms).map_err(&serr)? {
                     unopened.insert(base, seg);
                 }
             }
         }
-        // In a shared directory, the sealed segments the previous owner's record vouches for
-        // (`crate::sealed`): their tails, a stray among them and their first batches' epochs
-        // are not read. Those at or past this bound are checked as before.
-        let trusted_below = trusted_bound(&p, &bases, &unopened).map_err(serr)?;
+        // Their tails, a stray among them and their first batches' epochs are not read.
+        // Those at or past this bound are checked as before.
+        let trusted_below = trusted_bound(&p, &bases, &unopened).map_err(&serr)?;
+        let mut epochs_dirty = false;
         if trusted_below > i64::MIN {
             epochs_dirty |=
                 epochs_past_checkpoint(&mut epochs, &p.dir, &bases, &unopened, trusted_below);
         }
-        let mut recovered_any = false;
-        let mut recovered_bytes = 0u64;
-        // The recovery point, when recovery validated only what lies past it in the segment
-        // holding it (`Segment::resume_point`).
-        let mut resumed_at: Option<i64> = None;
+        Ok(Opening {
+            interval: u64::from(p.config.index_interval_bytes),
+            rp_cp,
+            segments: Vec::with_capacity(bases.len()),
+            bases,
+            first_recover,
+            unopened,
+            trusted_below,
+            epochs,
+            epochs_dirty,
+            cursor: IndexCursor::new(0),
+            cut_to_empty: None,
+            recovered_any: false,
+            recovered_bytes: 0,
+            resumed_at: None,
+            p,
+        })
+    }
+
+    /// Loads the listed segments in order: those from the recovery point on after a crash
+    /// validated batch by batch (`recover_segment`), the active segment of a clean shutdown
+    /// from its indexes (`load_clean_active`), the sealed ones below the recovery point
+    /// unread (`load_sealed`).
+    fn load_segments(&mut self) -> Result<(), StoreError> {
         let mut i = 0;
-        while i < bases.len() {
-            let base = bases[i];
-            let is_last = i + 1 == bases.len();
-            // A segment ends where the next begins: a batch reaching the next segment's base
-            // offset was appended by a former owner after a takeover sealed this segment
-            // (docs/cluster.md, fencing) and is cut.
-            let next_base = bases.get(i + 1).copied().unwrap_or(i64::MAX);
-            let recover = !p.clean && i >= first_recover;
-            let (seg, existed) = match unopened.remove(&base) {
+        while i < self.bases.len() {
+            let base = self.bases[i];
+            let (seg, existed) = match self.unopened.remove(&base) {
                 Some(seg) => (seg, true),
-                None => Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?,
+                None => Segment::open_files(&self.p.dir, base, self.p.now_ms)
+                    .map_err(serr(&self.p.dir))?,
             };
-            let file_size = seg.size();
-            if recover {
-                // Full validation of every batch, of what storage holds: pages the kernel
-                // kept after failing to write them (a failed fsync before a re-open) are
-                // advised out first. Dirty pages stay (the kernel may still write them).
-                if let Err(e) = rustix::fs::fadvise(
-                    &*seg.log.get().map_err(serr)?,
-                    0,
-                    None,
-                    rustix::fs::Advice::DontNeed,
-                ) {
-                    tracing::debug!(tp = ?p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
+            let next = if !self.p.clean && i >= self.first_recover {
+                self.recover_segment(i, seg, existed)?
+            } else if i + 1 == self.bases.len() {
+                self.load_clean_active(seg, existed)?
+            } else {
+                self.load_sealed(i, seg, existed)?
+            };
+            match next {
+                Next::Advance => i += 1,
+                Next::Again => {}
+                Next::Stop => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// A segment at or past the recovery point after a crash: every batch of what storage
+    /// holds validated, what follows the first invalid one cut (and in a shared directory a
+    /// former owner's batches past the next segment's base: docs/cluster.md, fencing), the
+    /// indexes rebuilt from the batches. No byte past a valid batch is ever served.
+    fn recover_segment(
+        &mut self,
+        i: usize,
+        seg: Segment,
+        existed: bool,
+    ) -> Result<Next, StoreError> {
+        let base = self.bases[i];
+        // A segment ends where the next begins.
+        let next_base = self.bases.get(i + 1).copied().unwrap_or(i64::MAX);
+        let file_size = seg.size();
+        // Pages the kernel kept after failing to write them (a failed fsync before a
+        // re-open) are advised out first. Dirty pages stay (the kernel may still write them).
+        if let Err(e) = rustix::fs::fadvise(
+            &*seg.log.get().map_err(serr(&self.p.dir))?,
+            0,
+            None,
+            rustix::fs::Advice::DontNeed,
+        ) {
+            tracing::debug!(tp = ?self.p.tp, segment = base, error = %e, "could not advise a segment out of the page cache before recovery");
+        }
+        self.recovered_any = true;
+        let (r, from_pos) = self.validate(i, &seg, existed, file_size, next_base)?;
+        self.recovered_bytes += file_size - from_pos;
+        may_write(&self.p, "cutting a recovered segment")?;
+        if let Some(pos) = r.overlapped.filter(|_| self.p.shared) {
+            if self.put_aside_if_stray(i, &seg, pos, file_size, next_base)? {
+                return Ok(Next::Again);
+            }
+        }
+        let (stopped, continued) = self.remove_after_damage(i, &r, next_base)?;
+        let continued_at = continued.as_ref().and_then(|c| c.first().copied());
+        if let Some(made) = continued.as_ref().filter(|_| continued_at == Some(base)) {
+            // The damaged segment kept nothing and now holds the batch that continues the
+            // log, in new files: opened again from them.
+            drop(seg);
+            self.bases.truncate(i + 1);
+            self.bases.extend_from_slice(&made[1..]);
+            return Ok(Next::Again);
+        }
+        self.install_recovered(seg, r, file_size, from_pos)?;
+        if let Some(made) = continued {
+            // Then the segments that continue the log, recovered as the last ones.
+            self.bases.truncate(i + 1);
+            self.bases.extend(made);
+            return Ok(Next::Advance);
+        }
+        Ok(if stopped { Next::Stop } else { Next::Advance })
+    }
+
+    /// Validates a recovered segment's batches: from the recovery point when this segment
+    /// holds it and its index files say where it lies (`Segment::resume_point`: what lies
+    /// below was durable, index entries included, when the recovery point was recorded, and
+    /// no rewrite ever empties them first), else from its start. The scan from the recovery
+    /// point must reach it at a batch boundary, or the whole segment is validated. Returns
+    /// the scan and the position validation began at.
+    fn validate(
+        &mut self,
+        i: usize,
+        seg: &Segment,
+        existed: bool,
+        file_size: u64,
+        next_base: i64,
+    ) -> Result<(Rebuilt, u64), StoreError> {
+        let serr = serr(&self.p.dir);
+        let rp = self.rp_cp;
+        let resume = (i == self.first_recover && existed)
+            .then(|| resume_from(&self.p, seg, rp, file_size))
+            .flatten();
+        let Some(start) = resume else {
+            return Ok((self.validate_whole(seg, file_size, next_base)?, 0));
+        };
+        let pos = start.pos;
+        // What the epochs were before the resumed scan, for a fallback to start from.
+        let before = (self.epochs.clone(), self.epochs_dirty);
+        // The epochs of the batches below the resume position, from the first and last of
+        // them (all their headers when those differ), as for a trusted sealed segment:
+        // `leader-epoch-checkpoint` may lack one (a failed write, or in a shared directory a
+        // former owner's late rewrite).
+        let last_from = start
+            .offset_index
+            .iter()
+            .rev()
+            .nth(1)
+            .map_or(0, |e| e.position as u64);
+        {
+            let file = seg.log.get().map_err(&serr)?;
+            self.epochs_dirty |= assign_epochs_of(&mut self.epochs, &file, pos, last_from);
+        }
+        let reached = std::cell::Cell::new(false);
+        let (epochs, dirty) = (&mut self.epochs, &mut self.epochs_dirty);
+        let r = seg
+            .scan_rebuild_from(start, file_size, self.interval, true, next_base, |h| {
+                reached.set(reached.get() || h.next_offset() == rp);
+                *dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+            })
+            .map_err(&serr)?;
+        if reached.get() {
+            self.resumed_at = Some(rp);
+            return Ok((r, pos));
+        }
+        tracing::warn!(tp = ?self.p.tp, segment = seg.base_offset, recovery_point = rp, position = pos,
+            "the data after the index entry below the recovery point does not lead to it; validating the whole segment");
+        (self.epochs, self.epochs_dirty) = before;
+        Ok((self.validate_whole(seg, file_size, next_base)?, 0))
+    }
+
+    /// Validates every batch of a segment from its start, the epochs of its batches noted.
+    fn validate_whole(
+        &mut self,
+        seg: &Segment,
+        file_size: u64,
+        next_base: i64,
+    ) -> Result<Rebuilt, StoreError> {
+        let (epochs, dirty) = (&mut self.epochs, &mut self.epochs_dirty);
+        seg.scan_rebuild(file_size, self.interval, true, next_base, |h| {
+            *dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+        })
+        .map_err(serr(&self.p.dir))
+    }
+
+    /// In a shared directory, a segment whose batches reach into the next segment's offsets
+    /// may be a stray (a former owner's roll that landed late: docs/cluster.md, fencing): it
+    /// is put aside with the epochs it started, and `bases` changes at `i`. Returns whether
+    /// it was.
+    fn put_aside_if_stray(
+        &mut self,
+        i: usize,
+        seg: &Segment,
+        pos: u64,
+        file_size: u64,
+        next_base: i64,
+    ) -> Result<bool, StoreError> {
+        let p = &self.p;
+        let stray = is_stray(seg, pos, file_size, &p.dir, next_base, p.newest_segment)
+            .map_err(serr(&p.dir))?;
+        if stray == Stray::No {
+            return Ok(false);
+        }
+        self.epochs_dirty |= forget_under_filler(p, stray, &mut self.epochs)?;
+        put_stray_aside(
+            &p.tp,
+            &p.dir,
+            seg,
+            &mut self.bases,
+            i,
+            &mut self.first_recover,
+        )?;
+        Ok(true)
+    }
+
+    /// Where validation stopped short of the segment's end: damage (a torn or corrupt
+    /// batch) ends the log there, and every later segment is removed before this one is cut
+    /// (left behind, one would come back at the next open past a log end that has moved
+    /// on); damage past a segment whose offsets are complete is cut and the later segments
+    /// kept. In a shared directory the log first continues past what goes
+    /// (`continue_past_removed`), at a segment of its own. Returns whether the log ends in
+    /// this segment, and the bases of the segments that continue it.
+    fn remove_after_damage(
+        &mut self,
+        i: usize,
+        r: &Rebuilt,
+        next_base: i64,
+    ) -> Result<(bool, Option<Vec<i64>>), StoreError> {
+        let p = &self.p;
+        let base = self.bases[i];
+        let is_last = i + 1 == self.bases.len();
+        if let Some((pos, err)) = &r.stopped {
+            tracing::warn!(
+                tp = ?p.tp, segment = base, position = pos, error = %err,
+                "corrupt or torn data found during recovery; truncating the log here"
+            );
+        }
+        if let Some(pos) = r.overlapped {
+            tracing::warn!(
+                tp = ?p.tp, segment = base, position = pos, next_base,
+                "batches past the next segment's base offset (appended by a former owner after a takeover); cutting them"
+            );
+        }
+        // Damage past the last offset before the next segment (a former owner's write
+        // after a takeover, torn: the new owner sealed this segment there) is cut like a
+        // batch reaching the next segment: the later segments continue the offsets.
+        let complete = r.stopped.is_some() && !is_last && r.next_offset == next_base;
+        if complete {
+            tracing::warn!(tp = ?p.tp, segment = base, next_base,
+                "damaged bytes past a segment whose offsets are complete; cutting them and keeping the later segments");
+        }
+        let stopped = r.stopped.is_some() && !complete;
+        let continued = (stopped && p.shared && !is_last)
+            .then(|| continue_past_removed(p, base, r.next_offset, &self.bases[i + 1..]))
+            .transpose()?;
+        if stopped {
+            may_write(p, "removing the segments after damage")?;
+            // One that cannot be removed is renamed aside (a later open removes it); if that
+            // fails too the log is not opened, and the next open finds the damage again.
+            for &later in &self.bases[i + 1..] {
+                remove_segment_files(&p.dir, later, false)?;
+            }
+        }
+        if let Some(at) = continued.as_ref().and_then(|c| c.first().copied()) {
+            // What described the removed segments goes with them: the epochs that began in
+            // them (the batch that continues the log starts this opener's epoch at `at`),
+            // and the producer snapshots past `at`, whose state counts their batches (one at
+            // the new log end would otherwise be kept, and a retry of a removed batch taken
+            // for a duplicate).
+            self.epochs_dirty |= self.epochs.truncate_from_end(at);
+            crate::snapshots::remove_unless(&p.dir, |o| o <= at).map_err(serr(&p.dir))?;
+        }
+        Ok((stopped, continued))
+    }
+
+    /// Cuts a recovered segment at the end of its last valid batch and writes the indexes
+    /// rebuilt from its batches: no index entry and no byte past what the log holds.
+    fn install_recovered(
+        &mut self,
+        seg: Segment,
+        r: Rebuilt,
+        file_size: u64,
+        from_pos: u64,
+    ) -> Result<(), StoreError> {
+        let serr = serr(&self.p.dir);
+        seg.log
+            .for_write()
+            .map_err(&serr)?
+            .set_len(r.size)
+            .map_err(&serr)?;
+        if r.size == 0 && file_size > 0 {
+            self.cut_to_empty = Some(seg.base_offset);
+        }
+        seg.write_index_files(&r.offset_index, &r.time_index)
+            .map_err(&serr)?;
+        // A scan that resumed past the first batch did not see it.
+        let first_ts = match r.first_batch_ts {
+            None if from_pos > 0 => {
+                let file = seg.log.get().map_err(&serr)?;
+                match BatchScanner::new(file, 0, r.size, false).next_batch() {
+                    Ok(Some((_, h))) => Some(h.max_timestamp),
+                    _ => None,
                 }
-                recovered_any = true;
-                // The segment holding the recovery point is validated from it on, when its
-                // index files (both there) say where it lies (`Segment::resume_point`); what
-                // lies below it was durable, index entries included, when the recovery point
-                // was recorded, and no rewrite ever empties them first.
-                let resume = if i == first_recover && existed {
-                    resume_from(&p, &seg, rp_cp, file_size)
-                } else {
-                    None
-                };
-                let resumed_pos = resume.as_ref().map(|r| r.pos);
-                // What the epochs were before the resumed scan, for a fallback to start from.
-                let epochs_before = resume.as_ref().map(|_| (epochs.clone(), epochs_dirty));
-                if let Some(start) = &resume {
-                    // The epochs of the batches below the resume position, from the first and
-                    // last of them (all their headers when those differ), as for a trusted
-                    // sealed segment: `leader-epoch-checkpoint` may lack one (a failed write,
-                    // or in a shared directory a former owner's late rewrite).
-                    let last_from = start
-                        .offset_index
-                        .iter()
-                        .rev()
-                        .nth(1)
-                        .map_or(0, |e| e.position as u64);
-                    let file = seg.log.get().map_err(serr)?;
-                    epochs_dirty |= assign_epochs_of(&mut epochs, &file, start.pos, last_from);
+            }
+            t => t,
+        };
+        let loaded = Loaded {
+            size: r.size,
+            next_offset: r.next_offset,
+            cursor: r.cursor,
+            first_ts,
+            offset_index: r.offset_index,
+            time_index: r.time_index,
+        };
+        self.push_loaded(seg, loaded);
+        Ok(())
+    }
+
+    /// The active segment of a clean shutdown: its index files loaded, only the tail after
+    /// the last index entry read to find the log end (a tail that does not read is cut);
+    /// without index files, every batch read and the indexes rebuilt.
+    fn load_clean_active(&mut self, seg: Segment, existed: bool) -> Result<Next, StoreError> {
+        let serr = serr(&self.p.dir);
+        let base = seg.base_offset;
+        let file_size = seg.size();
+        let indexes = if existed {
+            seg.read_index_files(file_size).map_err(&serr)?
+        } else {
+            None
+        };
+        let loaded = match indexes {
+            Some((oi, ti)) => read_clean_tail(&self.p, &seg, oi, ti, file_size)?,
+            None => {
+                let r = seg
+                    .scan_rebuild(file_size, self.interval, false, i64::MAX, |_| {})
+                    .map_err(&serr)?;
+                may_write(&self.p, "rebuilding an active segment's indexes")?;
+                seg.write_index_files(&r.offset_index, &r.time_index)
+                    .map_err(&serr)?;
+                Loaded {
+                    size: r.size,
+                    next_offset: r.next_offset,
+                    cursor: r.cursor,
+                    first_ts: r.first_batch_ts,
+                    offset_index: r.offset_index,
+                    time_index: r.time_index,
                 }
-                let reached = std::cell::Cell::new(false);
-                let mut r = match resume {
-                    Some(start) => seg
-                        .scan_rebuild_from(start, file_size, interval, true, next_base, |h| {
-                            reached.set(reached.get() || h.next_offset() == rp_cp);
-                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
-                        })
-                        .map_err(serr)?,
-                    None => seg
-                        .scan_rebuild(file_size, interval, true, next_base, |h| {
-                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
-                        })
-                        .map_err(serr)?,
-                };
-                let mut from_pos = 0;
-                if let Some(pos) = resumed_pos {
-                    if reached.get() {
-                        from_pos = pos;
-                        resumed_at = Some(rp_cp);
-                    } else {
-                        // The batches from the index entry on do not reach the recovery point
-                        // at a batch boundary: the segment is validated from its start.
-                        tracing::warn!(tp = ?p.tp, segment = base, recovery_point = rp_cp, position = pos,
-                            "the data after the index entry below the recovery point does not lead to it; validating the whole segment");
-                        if let Some((before, dirty)) = epochs_before {
-                            epochs = before;
-                            epochs_dirty = dirty;
-                        }
-                        r = seg
-                            .scan_rebuild(file_size, interval, true, next_base, |h| {
-                                epochs_dirty |=
-                                    epochs.assign(h.partition_leader_epoch, h.base_offset);
-                            })
-                            .map_err(serr)?;
-                    }
+            }
+        };
+        if loaded.size != file_size {
+            may_write(&self.p, "cutting the active segment")?;
+            seg.log
+                .for_write()
+                .map_err(&serr)?
+                .set_len(loaded.size)
+                .map_err(&serr)?;
+            if loaded.size == 0 {
+                self.cut_to_empty = Some(base);
+            }
+        }
+        self.push_loaded(seg, loaded);
+        Ok(Next::Advance)
+    }
+
+    /// Records what was loaded of a segment in its state and makes it the last loaded one.
+    fn push_loaded(&mut self, seg: Segment, l: Loaded) {
+        {
+            let mut m = seg.meta.write();
+            m.size = l.size;
+            m.next_offset = l.next_offset;
+            m.max_ts = l.cursor.max_ts;
+            m.off_max_ts = l.cursor.off_max_ts;
+            m.rolling_ts = l.first_ts.filter(|t| *t >= 0).unwrap_or(self.p.now_ms);
+            m.set_indexes_as_on_disk(l.offset_index, l.time_index);
+        }
+        self.cursor = l.cursor;
+        self.segments.push(Arc::new(seg));
+    }
+
+    /// A sealed segment below the recovery point: trusted, its indexes loaded when first
+    /// used (missing ones rebuilt now). In a shared directory, at or past what the previous
+    /// owner's record vouches for, its tail is checked first: it may have been a former
+    /// owner's active segment, appended to after a takeover sealed it (docs/cluster.md,
+    /// fencing), and its batches' epochs are noted.
+    fn load_sealed(&mut self, i: usize, seg: Segment, existed: bool) -> Result<Next, StoreError> {
+        let serr = serr(&self.p.dir);
+        let base = self.bases[i];
+        let next_base = self.bases[i + 1];
+        let checked = self.p.shared && base >= self.trusted_below;
+        let mut file_size = seg.size();
+        if checked {
+            let (valid, crossing) =
+                verified_sealed_size(&seg, file_size, next_base).map_err(&serr)?;
+            may_write(&self.p, "cutting a sealed segment's tail")?;
+            if let Some(pos) = crossing {
+                if self.put_aside_if_stray(i, &seg, pos, file_size, next_base)? {
+                    return Ok(Next::Again);
                 }
-                recovered_bytes += file_size - from_pos;
-                may_write(&p, "cutting a recovered segment")?;
-                if let Some(pos) = r.overlapped.filter(|_| p.shared) {
-                    let stray = is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
-                        .map_err(serr)?;
-                    if stray != Stray::No {
-                        epochs_dirty |= forget_under_filler(&p, stray, &mut epochs)?;
-                        put_stray_aside(&p.tp, &p.dir, &seg, &mut bases, i, &mut first_recover)?;
-                        continue;
-                    }
-                }
-                if let Some((pos, err)) = &r.stopped {
-                    tracing::warn!(
-                        tp = ?p.tp, segment = base, position = pos, error = %err,
-                        "corrupt or torn data found during recovery; truncating the log here"
-                    );
-                }
-                if let Some(pos) = r.overlapped {
-                    tracing::warn!(
-                        tp = ?p.tp, segment = base, position = pos, next_base,
-                        "batches past the next segment's base offset (appended by a former owner after a takeover); cutting them"
-                    );
-                }
-                // Damage past the last offset before the next segment (a former owner's
-                // write after a takeover, torn: the new owner sealed this segment there) is
-                // cut like a batch reaching the next segment: the later segments continue
-                // the offsets and are kept.
-                let complete = r.stopped.is_some() && !is_last && r.next_offset == next_base;
-                if complete {
-                    tracing::warn!(tp = ?p.tp, segment = base, next_base,
-                        "damaged bytes past a segment whose offsets are complete; cutting them and keeping the later segments");
-                }
-                let stopped = r.stopped.is_some() && !complete;
-                // In a shared directory the log first continues past what goes
-                // (`continue_past_removed`), at a segment of its own.
-                let continued = (stopped && p.shared && !is_last)
-                    .then(|| continue_past_removed(&p, base, r.next_offset, &bases[i + 1..]))
-                    .transpose()?;
-                let continued_at = continued.as_ref().and_then(|c| c.first().copied());
-                if stopped {
-                    may_write(&p, "removing the segments after damage")?;
-                    // Everything after the damage goes, before the damaged segment is cut: a
-                    // segment left behind would come back at the next open, past a log end
-                    // that has moved on since. One that cannot be removed is renamed aside (a
-                    // later open removes it); if that fails too the log is not opened, and
-                    // the next open finds the damage again.
-                    for &later in &bases[i + 1..] {
-                        remove_segment_files(&p.dir, later, false)?;
-                    }
-                }
-                if let Some(at) = continued_at {
-                    // What described the removed segments goes with them: the epochs that
-                    // began in them (the batch that continues the log starts this opener's
-                    // epoch at `at`), and the producer snapshots past `at`, whose state counts
-                    // their batches (one at the new log end would otherwise be kept, and a
-                    // retry of a removed batch taken for a duplicate).
-                    epochs_dirty |= epochs.truncate_from_end(at);
-                    crate::snapshots::remove_unless(&p.dir, |o| o <= at).map_err(serr)?;
-                }
-                if let Some(made) = continued.as_ref().filter(|_| continued_at == Some(base)) {
-                    // The damaged segment kept nothing and now holds the batch that continues
-                    // the log, in new files: opened again from them.
-                    drop(seg);
-                    bases.truncate(i + 1);
-                    bases.extend_from_slice(&made[1..]);
-                    continue;
-                }
+            }
+            if valid < file_size {
+                tracing::warn!(tp = ?self.p.tp, segment = base, position = valid, next_base,
+                    "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
                 seg.log
                     .for_write()
-                    .map_err(serr)?
-                    .set_len(r.size)
-                    .map_err(serr)?;
-                if r.size == 0 && file_size > 0 {
-                    cut_to_empty = Some(base);
-                }
-                seg.write_index_files(&r.offset_index, &r.time_index)
-                    .map_err(serr)?;
-                // A scan that resumed past the first batch did not see it.
-                let first_ts = match r.first_batch_ts {
-                    None if from_pos > 0 => {
-                        let file = seg.log.get().map_err(serr)?;
-                        match BatchScanner::new(file, 0, r.size, false).next_batch() {
-                            Ok(Some((_, h))) => Some(h.max_timestamp),
-                            _ => None,
-                        }
-                    }
-                    t => t,
-                };
-                {
-                    let mut m = seg.meta.write();
-                    m.size = r.size;
-                    m.next_offset = r.next_offset;
-                    m.max_ts = r.cursor.max_ts;
-                    m.off_max_ts = r.cursor.off_max_ts;
-                    m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
-                    m.set_indexes_as_on_disk(r.offset_index, r.time_index);
-                }
-                cursor = r.cursor;
-                segments.push(Arc::new(seg));
-                if let Some(made) = continued {
-                    // Then the segments that continue the log, recovered as the last ones.
-                    bases.truncate(i + 1);
-                    bases.extend(made);
-                    i += 1;
-                    continue;
-                }
-                if stopped {
-                    break;
-                }
-            } else if is_last {
-                // The active segment of a clean shutdown: indexes loaded fully, the tail after
-                // the last index entry scanned to find the end offset.
-                let loaded = if existed {
-                    seg.read_index_files(file_size).map_err(serr)?
-                } else {
-                    None
-                };
-                let (oi, ti, c, next, size, first_ts) = match loaded {
-                    Some((oi, ti)) => {
-                        let mut c = IndexCursor::new(base);
-                        let start = oi.last().map_or(0, |e| e.position as u64);
-                        c.last_off_rel = oi.last().map(|e| e.relative_offset);
-                        c.last_time = ti.last().copied();
-                        if let Some(t) = ti.last() {
-                            c.max_ts = t.timestamp;
-                            c.off_max_ts = base + i64::from(t.relative_offset);
-                        }
-                        let mut scanner = BatchScanner::new(
-                            seg.log.get().map_err(serr)?,
-                            start,
-                            file_size,
-                            false,
-                        );
-                        let mut next = base;
-                        let mut size = start;
-                        loop {
-                            match scanner.next_batch() {
-                                Ok(Some((pos, h))) => {
-                                    // Entries for this tail already exist up to `start`.
-                                    if h.max_timestamp > c.max_ts {
-                                        c.max_ts = h.max_timestamp;
-                                        c.off_max_ts = h.last_offset();
-                                    }
-                                    c.bytes_since += h.total_len() as u64;
-                                    next = h.next_offset();
-                                    size = pos + h.total_len() as u64;
-                                }
-                                Ok(None) => break,
-                                Err(ScanError::Io(e)) => return Err(serr(e)),
-                                Err(ScanError::Corrupt { pos, err }) => {
-                                    tracing::warn!(tp = ?p.tp, position = pos, error = %err,
-                                        "invalid batch at the end of a cleanly shut down log; truncating");
-                                    break;
-                                }
-                            }
-                        }
-                        let first_ts = read_first_ts(&seg);
-                        (oi, ti, c, next, size, first_ts)
-                    }
-                    None => {
-                        let r = seg
-                            .scan_rebuild(file_size, interval, false, next_base, |_| {})
-                            .map_err(serr)?;
-                        may_write(&p, "rebuilding an active segment's indexes")?;
-                        seg.write_index_files(&r.offset_index, &r.time_index)
-                            .map_err(serr)?;
-                        (
-                            r.offset_index,
-                            r.time_index,
-                            r.cursor,
-                            r.next_offset,
-                            r.size,
-                            r.first_batch_ts,
-                        )
-                    }
-                };
-                if size != file_size {
-                    may_write(&p, "cutting the active segment")?;
-                    seg.log
-                        .for_write()
-                        .map_err(serr)?
-                        .set_len(size)
-                        .map_err(serr)?;
-                    if size == 0 {
-                        cut_to_empty = Some(base);
-                    }
-                }
-                {
-                    let mut m = seg.meta.write();
-                    m.size = size;
-                    m.next_offset = next;
-                    m.max_ts = c.max_ts;
-                    m.off_max_ts = c.off_max_ts;
-                    m.rolling_ts = first_ts.filter(|t| *t >= 0).unwrap_or(p.now_ms);
-                    m.set_indexes_as_on_disk(oi, ti);
-                }
-                cursor = c;
-                segments.push(Arc::new(seg));
-            } else {
-                // A sealed segment below the recovery point: trusted, indexes loaded lazily. In a
-                // shared dir its tail is checked first: it may have been a former owner's
-                // active segment, appended to after a takeover sealed it.
-                let mut file_size = file_size;
-                if p.shared && base >= trusted_below {
-                    let (valid, crossing) =
-                        verified_sealed_size(&seg, file_size, next_base).map_err(serr)?;
-                    may_write(&p, "cutting a sealed segment's tail")?;
-                    if let Some(pos) = crossing {
-                        let stray =
-                            is_stray(&seg, pos, file_size, &p.dir, next_base, p.newest_segment)
-                                .map_err(serr)?;
-                        if stray != Stray::No {
-                            epochs_dirty |= forget_under_filler(&p, stray, &mut epochs)?;
-                            put_stray_aside(
-                                &p.tp,
-                                &p.dir,
-                                &seg,
-                                &mut bases,
-                                i,
-                                &mut first_recover,
-                            )?;
-                            continue;
-                        }
-                    }
-                    if valid < file_size {
-                        tracing::warn!(tp = ?p.tp, segment = base, position = valid, next_base,
-                            "bytes past a sealed segment's last batch (appended by a former owner after a takeover); cutting them");
-                        seg.log
-                            .for_write()
-                            .map_err(serr)?
-                            .set_len(valid)
-                            .map_err(serr)?;
-                        seg.meta.write().size = valid;
-                        file_size = valid;
-                    }
-                }
-                // Index files that are there are checked when first used (`ensure_loaded`,
-                // `timestamps`) and rebuilt then if invalid; missing ones are rebuilt now.
-                if !existed {
-                    tracing::info!(tp = ?p.tp, segment = base, "index files missing; rebuilding");
-                    let r = seg
-                        .scan_rebuild(file_size, interval, false, next_base, |_| {})
-                        .map_err(serr)?;
-                    may_write(&p, "rebuilding a sealed segment's indexes")?;
-                    seg.write_index_files(&r.offset_index, &r.time_index)
-                        .map_err(serr)?;
-                    let mut m = seg.meta.write();
-                    m.max_ts = r.cursor.max_ts;
-                    m.off_max_ts = r.cursor.off_max_ts;
-                    m.set_indexes_as_on_disk(r.offset_index, r.time_index);
-                }
-                {
-                    let mut m = seg.meta.write();
-                    m.next_offset = bases[i + 1];
-                }
-                if p.shared && base >= trusted_below {
-                    epochs_dirty |= assign_segment_epochs(&mut epochs, &seg, file_size);
-                }
-                segments.push(Arc::new(seg));
+                    .map_err(&serr)?
+                    .set_len(valid)
+                    .map_err(&serr)?;
+                seg.meta.write().size = valid;
+                file_size = valid;
             }
-            i += 1;
         }
+        // Index files that are there are checked when first used (`ensure_loaded`,
+        // `timestamps`) and rebuilt then if invalid; missing ones are rebuilt now.
+        if !existed {
+            tracing::info!(tp = ?self.p.tp, segment = base, "index files missing; rebuilding");
+            let r = seg
+                .scan_rebuild(file_size, self.interval, false, next_base, |_| {})
+                .map_err(&serr)?;
+            may_write(&self.p, "rebuilding a sealed segment's indexes")?;
+            seg.write_index_files(&r.offset_index, &r.time_index)
+                .map_err(&serr)?;
+            let mut m = seg.meta.write();
+            m.max_ts = r.cursor.max_ts;
+            m.off_max_ts = r.cursor.off_max_ts;
+            m.set_indexes_as_on_disk(r.offset_index, r.time_index);
+        }
+        seg.meta.write().next_offset = next_base;
+        if checked {
+            self.epochs_dirty |= assign_segment_epochs(&mut self.epochs, &seg, file_size);
+        }
+        self.segments.push(Arc::new(seg));
+        Ok(Next::Advance)
+    }
 
-        // A last segment that held bytes and that recovery cut to none (a torn batch only) is
-        // still the file a former owner may hold open with a write in flight, or a deposed
-        // opener with its own cut in flight: like one found empty in the listing, it gets new
-        // files, so that what this owner appends there is in a file no one else holds.
-        if p.shared
-            && cut_to_empty.is_some()
-            && segments.last().map(|s| s.base_offset) == cut_to_empty
+    /// A last segment that held bytes and that recovery cut to none (a torn batch only) is
+    /// still the file a former owner may hold open with a write in flight, or a deposed
+    /// opener with its own cut in flight: like one found empty in the listing, in a shared
+    /// directory it gets new files, so that what this owner appends there is in a file no one
+    /// else holds (docs/cluster.md, fencing).
+    fn replace_emptied_last(&mut self) -> Result<(), StoreError> {
+        let p = &self.p;
+        if !p.shared
+            || self.cut_to_empty.is_none()
+            || self.segments.last().map(|s| s.base_offset) != self.cut_to_empty
         {
-            if let Some(last) = segments.pop() {
-                let base = last.base_offset;
-                drop(last);
-                tracing::info!(tp = ?p.tp, segment = base, "replacing the files of a last segment recovery emptied");
-                let check = || may_write_io(&p, "replacing a last segment recovery emptied");
-                replace_with_new_empty_files(&p.dir, base, p.leader_epoch, &check).map_err(serr)?;
-                let (seg, _) = Segment::open_files(&p.dir, base, p.now_ms).map_err(serr)?;
-                {
-                    let mut m = seg.meta.write();
-                    m.size = 0;
-                    m.next_offset = base;
-                    m.rolling_ts = p.now_ms;
-                    m.set_indexes_as_on_disk(Vec::new(), Vec::new());
-                }
-                cursor = IndexCursor::new(base);
-                segments.push(Arc::new(seg));
-            }
+            return Ok(());
         }
+        let serr = serr(&p.dir);
+        let Some(last) = self.segments.pop() else {
+            return Ok(());
+        };
+        let base = last.base_offset;
+        drop(last);
+        tracing::info!(tp = ?p.tp, segment = base, "replacing the files of a last segment recovery emptied");
+        let check = || may_write_io(p, "replacing a last segment recovery emptied");
+        replace_with_new_empty_files(&p.dir, base, p.leader_epoch, &check).map_err(&serr)?;
+        let (seg, _) = Segment::open_files(&p.dir, base, p.now_ms).map_err(&serr)?;
+        {
+            let mut m = seg.meta.write();
+            m.size = 0;
+            m.next_offset = base;
+            m.rolling_ts = p.now_ms;
+            m.set_indexes_as_on_disk(Vec::new(), Vec::new());
+        }
+        self.cursor = IndexCursor::new(base);
+        self.segments.push(Arc::new(seg));
+        Ok(())
+    }
 
-        // Log start: checkpoint or first segment; a checkpoint beyond the end empties the log.
-        let mut leo = segments.last().map_or(0, |s| s.next_offset());
-        if let Some(ls) = p.log_start {
-            if ls > leo && !segments.is_empty() {
-                tracing::warn!(tp = ?p.tp, log_start = ls, leo, "log start beyond log end; starting an empty log at the log start");
-                for s in segments.drain(..) {
-                    // Close the files before unlinking them.
-                    let base = s.base_offset;
-                    drop(s);
-                    if let Err(e) = rename_deleted_in(&p.dir, base, None)
-                        .and_then(|()| unlink_deleted_in(&p.dir, base, None))
-                    {
-                        tracing::warn!(error = %e, "could not delete segment");
-                    }
+    /// Settles where the log starts and ends (a log start checkpointed beyond the end
+    /// empties the log; a log without segments gets one), makes what was recovered durable
+    /// (`make_recovered_durable`) and cuts the epochs to the log.
+    fn settle_ends(&mut self, created_dir: bool) -> Result<Ends, StoreError> {
+        let p = &self.p;
+        let mut leo = self.segments.last().map_or(0, |s| s.next_offset());
+        if let Some(ls) = p
+            .log_start
+            .filter(|ls| *ls > leo && !self.segments.is_empty())
+        {
+            tracing::warn!(tp = ?p.tp, log_start = ls, leo, "log start beyond log end; starting an empty log at the log start");
+            for s in self.segments.drain(..) {
+                // Close the files before unlinking them.
+                let base = s.base_offset;
+                drop(s);
+                if let Err(e) = rename_deleted_in(&p.dir, base, None)
+                    .and_then(|()| unlink_deleted_in(&p.dir, base, None))
+                {
+                    tracing::warn!(error = %e, "could not delete segment");
                 }
             }
         }
-        let created_segment = segments.is_empty();
+        let created_segment = self.segments.is_empty();
         if created_segment {
             let base = p.log_start.unwrap_or(0).max(0);
-            let check = || may_write_io(&p, "replacing an empty first segment");
-            let seg = Segment::create(&p.dir, base, p.now_ms, Some(&check)).map_err(serr)?;
-            cursor = IndexCursor::new(base);
-            segments.push(Arc::new(seg));
+            let check = || may_write_io(p, "replacing an empty first segment");
+            let seg =
+                Segment::create(&p.dir, base, p.now_ms, Some(&check)).map_err(serr(&p.dir))?;
+            self.cursor = IndexCursor::new(base);
+            self.segments.push(Arc::new(seg));
             leo = base;
         }
-        let first_base = segments[0].base_offset;
+        let first_base = self.segments[0].base_offset;
         let log_start = p.log_start.unwrap_or(first_base).max(first_base).min(leo);
         let recovery_point = if p.clean {
             leo
         } else {
             p.recovery_point.unwrap_or(0).clamp(0, leo)
         };
-        may_write(&p, "making what it recovered durable")?;
-        if recovered_any || !p.clean {
-            // Recovered data might only be in the page cache; make it durable before trusting.
-            // The transaction index too: the recovery point moves past these segments, and
-            // an open below a producer snapshot does not rebuild their aborted transactions.
-            for s in &segments {
-                if s.next_offset() > recovery_point || Arc::ptr_eq(s, &segments[segments.len() - 1])
-                {
-                    s.log.sync_data().map_err(serr)?;
-                    s.index_file.sync_data().map_err(serr)?;
-                    s.time_file.sync_data().map_err(serr)?;
-                    s.txn.lock().sync(&s.dir, s.base_offset).map_err(serr)?;
-                }
-            }
-            sync_dir(&p.dir).map_err(serr)?;
-        } else if created_segment {
-            // A clean start flushes nothing: the new segment's entries are made durable here
-            // (a flush fsyncs only the directory changes it knows of).
-            sync_dir(&p.dir).map_err(serr)?;
-        }
-        if created_dir {
-            if let Some(log_dir) = p.dir.parent() {
-                sync_dir(log_dir).map_err(serr)?;
-            }
-        }
-        // The first segment this open recovers (None after a clean shutdown): what lies from
-        // there on may be only partly on storage, index files and snapshots included.
+        self.make_recovered_durable(recovery_point, created_segment, created_dir)?;
         let recovered_from = (!p.clean)
             .then(|| {
-                segments
+                self.segments
                     .iter()
                     .find(|s| s.next_offset() > recovery_point)
                     .map(|s| s.base_offset)
             })
             .flatten();
-        // What the next open after a crash would be given until this one's is recorded.
-        let recorded_recovery_point = recovery_point;
-        let recovery_point = if recovered_any { leo } else { recovery_point };
+        self.epochs_dirty |= self.epochs.truncate_from_end(leo);
+        self.epochs_dirty |= self.epochs.truncate_from_start(log_start);
+        Ok(Ends {
+            leo,
+            log_start,
+            recovery_point: if self.recovered_any {
+                leo
+            } else {
+                recovery_point
+            },
+            recorded_recovery_point: recovery_point,
+            recovered_from,
+        })
+    }
 
-        epochs_dirty |= epochs.truncate_from_end(leo);
-        epochs_dirty |= epochs.truncate_from_start(log_start);
-
-        if p.shared {
-            // In a shared directory only a snapshot at a segment base is trusted: its owner
-            // rolled there and put it in place with a rename that never replaces a file (a
-            // former owner's late one, if first, was removed by that roll). One anywhere else,
-            // the log end included, may be a former owner's, placed by a rename that stalled
-            // in flight past a takeover: it describes batches a newer owner cut or never had
-            // (docs/cluster.md, fencing point 2). An owner's own at its log end (a seal, a
-            // rebuilt state) only saves a replay of the active segment; a hand-over rolls
-            // before it seals and an acquisition rolls at the log end, so the next open
-            // finds its snapshot at a base.
-            // The one the previous owner vouched for stays if its file still has the CRC the
-            // owner recorded (a former owner's placement there would not: it is removed).
-            let at = |o: i64| {
-                segments.iter().any(|s| s.base_offset == o)
-                    || p.vouched_snapshot
-                        .is_some_and(|v| v.offset == o && snapshot_crc(&p.dir, o) == Some(v.crc))
-            };
-            may_write(&p, "removing a former owner's producer snapshots")?;
-            let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr)?;
-            if !removed.is_empty() {
-                tracing::warn!(tp = ?p.tp, ?removed,
-                    "producer snapshots neither at a segment base nor at the log end (a former owner's); removed");
+    /// After a crash, what recovery kept may be only in the page cache: every segment past
+    /// the recovery point (and the active one) is fsynced, its indexes and transaction index
+    /// too, then the directory, before the recovery point may move past them. A new
+    /// segment's or directory's entry is made durable here too (a flush fsyncs only the
+    /// directory changes it knows of).
+    fn make_recovered_durable(
+        &self,
+        recovery_point: i64,
+        created_segment: bool,
+        created_dir: bool,
+    ) -> Result<(), StoreError> {
+        let (p, segments) = (&self.p, &self.segments);
+        let serr = serr(&p.dir);
+        may_write(p, "making what it recovered durable")?;
+        if self.recovered_any || !p.clean {
+            // The transaction index too: the recovery point moves past these segments, and
+            // an open below a producer snapshot does not rebuild their aborted transactions.
+            for s in segments {
+                if s.next_offset() > recovery_point || Arc::ptr_eq(s, &segments[segments.len() - 1])
+                {
+                    s.log.sync_data().map_err(&serr)?;
+                    s.index_file.sync_data().map_err(&serr)?;
+                    s.time_file.sync_data().map_err(&serr)?;
+                    s.txn.lock().sync(&s.dir, s.base_offset).map_err(&serr)?;
+                }
+            }
+            sync_dir(&p.dir).map_err(&serr)?;
+        } else if created_segment {
+            sync_dir(&p.dir).map_err(&serr)?;
+        }
+        if created_dir {
+            if let Some(log_dir) = p.dir.parent() {
+                sync_dir(log_dir).map_err(&serr)?;
             }
         }
-        // Producer state: the newest readable snapshot at or below the log end, and a replay
-        // of the batch headers from `replay_start` on (from the log start without one).
-        // In a shared directory only the snapshots at segment bases (a listing of its own, so
-        // a former owner's placement landing after the removal above is not loaded either).
-        // In a shared directory, also the snapshot the previous owner vouched for, when the
-        // bytes loaded carry the CRC it recorded.
-        let at_base = |o: i64, bytes: Option<&[u8]>| {
-            !p.shared
-                || segments.iter().any(|s| s.base_offset == o)
-                || p.vouched_snapshot.is_some_and(|v| {
-                    v.offset == o
-                        && bytes.is_none_or(|b| crate::snapshots::crc_of(b) == Some(v.crc))
-                })
-        };
-        // After a recovery that resumed at the recovery point, a snapshot at or below it:
-        // what the transaction index holds below the snapshot is then known durable (a flush
-        // of everything moved the recovery point), and the replay from the snapshot computes
-        // the rest.
-        let bound = snapshot_bound(&segments, leo, recorded_recovery_point);
+        Ok(())
+    }
+
+    /// Whether the producer snapshot at `offset` may be loaded: any, in a directory of this
+    /// broker's own; in a shared directory one at a segment base, or the one the previous
+    /// owner vouched for when the bytes loaded carry the CRC it recorded.
+    fn snapshot_trusted(&self, offset: i64, bytes: Option<&[u8]>) -> bool {
+        !self.p.shared
+            || self.segments.iter().any(|s| s.base_offset == offset)
+            || self.p.vouched_snapshot.is_some_and(|v| {
+                v.offset == offset
+                    && bytes.is_none_or(|b| crate::snapshots::crc_of(b) == Some(v.crc))
+            })
+    }
+
+    /// Rebuilds the producer and transaction state: the newest trusted snapshot at or below
+    /// what is known durable (`snapshot_bound`; after a recovery that resumed at the recovery
+    /// point, at or below it), then a replay of the batch headers after it, exact as
+    /// Kafka's (markers followed, aborted transactions computed); the batches shortly before
+    /// the snapshot only add batch history for idempotence (`history_start`).
+    fn replay_producer_state(&mut self, ends: &Ends) -> Result<ProducerReplay, StoreError> {
+        let serr = serr(&self.p.dir);
+        let bound = snapshot_bound(&self.segments, ends.leo, ends.recorded_recovery_point);
         let snapshot = crate::snapshots::load_newest(
-            &p.dir,
-            resumed_at.map_or(bound, |rp| bound.min(rp)),
-            &at_base,
+            &self.p.dir,
+            self.resumed_at.map_or(bound, |rp| bound.min(rp)),
+            &|o, b| self.snapshot_trusted(o, b),
         );
         // After an unclean shutdown every snapshot left is made durable before this process
-        // counts it so (their names were made durable with the directory above): the process
-        // before may have written them without fsync, and the prune keeps only the newest
-        // durable ones. A clean shutdown fsynced its own (`Log::close_active`).
-        if !p.clean {
-            crate::snapshots::sync_every(&p.dir).map_err(serr)?;
+        // counts it so (their names were made durable with the directory above): the
+        // process before may have written them without fsync, and the prune keeps only the
+        // newest durable ones. A clean shutdown fsynced its own (`Log::close_active`).
+        if !self.p.clean {
+            crate::snapshots::sync_every(&self.p.dir).map_err(&serr)?;
         }
-        let from = replay_start(&segments, snapshot.as_ref().map(|(offset, _)| *offset));
-        let rebuilt_from_start = snapshot.is_none() && recent_start(&segments) > 0;
-        // From the snapshot's offset on (from the first batch without one), the replay is
-        // exact (Kafka's): it starts from the snapshot's state (open transactions and
-        // coordinator epochs included), follows markers, and rebuilds the transaction index
-        // of what it reads. Batches below the snapshot only add batch history for
-        // idempotence. Batches below the log start are read too: what DeleteRecords hid is
-        // still in the files, and a transaction opened there may still be open (the last
-        // stable offset then stays at the log start); idle producers whose last batch lies
-        // below the log start are dropped after the replay.
-        let (snap_offset, mut producers) = match snapshot {
-            Some((offset, state)) => (offset, state),
-            None => (i64::MIN, ProducerStates::default()),
-        };
-        let mut hist = ProducerStates::default();
+        let from = replay_start(&self.segments, snapshot.as_ref().map(|(offset, _)| *offset));
+        let rebuilt_from_start = snapshot.is_none() && recent_start(&self.segments) > 0;
+        let (snap_offset, producers) = snapshot.unwrap_or((i64::MIN, ProducerStates::default()));
         let mut txns = crate::txn::TxnState::default();
         for (pid, first) in producers.open_txns() {
-            let mark = batch_mark(&segments, first, interval).map_err(serr)?;
+            let mark = batch_mark(&self.segments, first, self.interval).map_err(&serr)?;
             txns.start(pid, mark);
         }
-        let mut computed: std::collections::HashMap<i64, Vec<TxnIndexEntry>> =
-            std::collections::HashMap::new();
-        // Segments whose scan stopped at a batch it could not read (a sealed one trusted below
-        // the recovery point is not validated): what was computed of them is incomplete.
-        let mut scan_stopped: std::collections::HashSet<i64> = std::collections::HashSet::new();
         // The snapshot before the one loaded, if any: its offset (only where it lies: its
         // content is not read) bounds the history replay too. For the snapshot an owner
         // vouched for, the one it wrote before it, which it recorded with it (an open of a
         // shared directory removed that file, not being at a segment base).
-        let vouched_previous = p
+        let vouched_previous = self
+            .p
             .vouched_snapshot
             .filter(|v| v.offset == snap_offset)
             .and_then(|v| v.previous);
-        let previous = crate::snapshots::offsets(&p.dir)
+        let previous = crate::snapshots::offsets(&self.p.dir)
             .unwrap_or_default()
             .into_iter()
             .chain(vouched_previous)
             .filter(|o| *o < snap_offset)
             .max();
         let (from, from_pos) =
-            history_start(&segments, from, snap_offset, previous, interval).map_err(serr)?;
-        for (k, s) in segments.iter().enumerate().skip(from) {
-            let end = s.size();
+            history_start(&self.segments, from, snap_offset, previous, self.interval)
+                .map_err(&serr)?;
+        let mut replay = ProducerReplay {
+            producers,
+            txns,
+            computed: HashMap::new(),
+            scan_stopped: Default::default(),
+            snap_offset,
+            from,
+            rebuilt_from_start,
+        };
+        let mut hist = ProducerStates::default();
+        for (k, s) in self.segments.iter().enumerate().skip(from) {
             let start = if k == from { from_pos } else { 0 };
-            let mut scanner = BatchScanner::new(s.log.get().map_err(serr)?, start, end, false);
-            loop {
-                match scanner.next_batch() {
-                    Ok(Some((pos, h))) => {
-                        if p.clean {
-                            epochs_dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
-                        }
-                        if h.base_offset < snap_offset {
-                            hist.replay(&h, p.now_ms);
-                            continue;
-                        }
-                        if is_txn_marker(&h) {
-                            let c = match s
-                                .log
-                                .get()
-                                .and_then(|f| crate::txn::read_marker(&f, pos, &h))
-                            {
-                                Ok(Some(c)) => c,
-                                Ok(None) => continue,
-                                Err(e) => return Err(serr(e)),
-                            };
-                            let Some(first) =
-                                producers.replay_marker(&h, c.coordinator_epoch, p.now_ms)
-                            else {
-                                continue;
-                            };
-                            if c.control_type == CONTROL_ABORT {
-                                let lso = txns.stable_after(h.producer_id, h.base_offset);
-                                computed
-                                    .entry(s.base_offset)
-                                    .or_default()
-                                    .push(TxnIndexEntry {
-                                        producer_id: h.producer_id,
-                                        first_offset: first,
-                                        last_offset: h.base_offset,
-                                        last_stable_offset: lso,
-                                    });
-                            }
-                            txns.ongoing.remove(&first);
-                        } else if producers.replay(&h, p.now_ms) {
-                            txns.start(
-                                h.producer_id,
-                                SyncedMark {
-                                    offset: h.base_offset,
-                                    base: s.base_offset,
-                                    pos,
-                                },
-                            );
-                        }
-                    }
-                    Ok(None) => break,
-                    // A recovered segment was validated above: its batches can be read. Its
-                    // transaction index is rebuilt from this replay, since what its file holds
-                    // may never have reached storage, so a read that fails now fails the open
-                    // (to be retried) rather than keep that file.
-                    Err(e) if recovered_from.is_some_and(|b| s.base_offset >= b) => {
-                        return Err(serr(e.into_io()));
-                    }
-                    Err(e) => {
-                        tracing::warn!(tp = ?p.tp, segment = s.base_offset, error = %e.into_io(), "producer state scan stopped early");
-                        scan_stopped.insert(s.base_offset);
-                        break;
-                    }
-                }
-            }
+            let (epochs, dirty) = (&mut self.epochs, &mut self.epochs_dirty);
+            replay_segment(&self.p, s, start, ends, &mut replay, &mut hist, |h| {
+                *dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+            })?;
         }
-        producers.merge_history(hist);
-        producers.truncate_head(log_start);
+        replay.producers.merge_history(hist);
+        replay.producers.truncate_head(ends.log_start);
+        Ok(replay)
+    }
 
-        // Transaction indexes: exact from the replay for the segments it read from the
-        // snapshot's offset on (from the first segment, without a snapshot); a damaged one
-        // below is rebuilt from the log alone.
-        let exact_from = snap_offset;
+    /// Rewrites the transaction indexes the replay or the recovery says may be wrong: exact
+    /// from the replay for the segments it read from the snapshot's offset on; a recovered
+    /// segment's whatever its file holds (what an earlier process wrote and never synced, or
+    /// what a failed fsync left, which an fsync from here would not write); a damaged one
+    /// rebuilt from the log alone. Each rewrite is fsynced, then the directory.
+    fn rebuild_txn_indexes(
+        &self,
+        ends: &Ends,
+        replay: &mut ProducerReplay,
+    ) -> Result<(), StoreError> {
+        let serr = serr(&self.p.dir);
         // Recovered segments below the snapshot: their indexes from an exact replay of their
         // own, from the newest snapshot at or below the first of them, if one is left (the
         // prune keeps one at or below the recorded recovery point), as Kafka recovers each
-        // unflushed segment from the snapshot at or below its base.
-        // Where what this open recovered begins: the recovery point where recovery resumed
-        // there, else the first recovered segment's base.
-        let recovered_start = resumed_at.or(recovered_from);
-        let below_snapshot = recovered_start
+        // unflushed segment from the snapshot at or below its base. Where what this open
+        // recovered begins: the recovery point where recovery resumed there, else the first
+        // recovered segment's base.
+        let exact_from = replay.snap_offset;
+        let below_snapshot = self
+            .resumed_at
+            .or(ends.recovered_from)
             .filter(|b| *b < exact_from)
-            .and_then(|b| crate::snapshots::read_at_or_below(&p.dir, b, &at_base))
-            .map(|older| replay_for_indexes(&segments, older, exact_from, interval, p.now_ms))
+            .and_then(|b| {
+                crate::snapshots::read_at_or_below(&self.p.dir, b, &|o, bytes| {
+                    self.snapshot_trusted(o, bytes)
+                })
+            })
+            .map(|older| {
+                replay_for_indexes(
+                    &self.segments,
+                    older,
+                    exact_from,
+                    self.interval,
+                    self.p.now_ms,
+                )
+            })
             .transpose()
-            .map_err(serr)?
+            .map_err(&serr)?
             .flatten();
-        let mut rewrote_txn_index = false;
-        for (i, seg) in segments.iter().enumerate() {
-            let next = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
-            let recovered = recovered_from.is_some_and(|b| seg.base_offset >= b);
-            if i < from && !recovered {
+        let mut rewrote = false;
+        for (i, seg) in self.segments.iter().enumerate() {
+            let recovered = ends.recovered_from.is_some_and(|b| seg.base_offset >= b);
+            if i < replay.from && !recovered {
                 // Neither replayed nor recovered: its index is loaded on first use, and
                 // rebuilt from the log then if damaged (`Log::rebuild_txn_index`).
                 continue;
@@ -806,105 +948,137 @@ impl Log {
             let damaged = match &loaded {
                 Ok(_) => false,
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                    tracing::warn!(tp = ?p.tp, segment = seg.base_offset, error = %e,
+                    tracing::warn!(tp = ?self.p.tp, segment = seg.base_offset, error = %e,
                         "damaged transaction index; rebuilding it from the log");
                     true
                 }
                 Err(e) => return Err(serr(io::Error::new(e.kind(), e.to_string()))),
             };
-            // A scan that stopped early computed part of the segment's index only: the index
-            // it has is kept (rebuilt only if damaged), never replaced by less.
-            let replayed =
-                i >= from && next > exact_from && !scan_stopped.contains(&seg.base_offset);
-            // A recovered segment's index is rebuilt from the log whatever the file holds: the
-            // file may be what an earlier process wrote and never synced, or what a failed
-            // fsync left (pages the kernel marked clean), which an fsync from here would not
-            // write. From the replay where it read the whole segment from the snapshot's
-            // state on; below the snapshot (a snapshot above a recovered segment says nothing
-            // of whether that segment's index reached storage: its roll's flush may have
-            // failed or not run), by walking back over the log.
-            // A segment recovered from the recovery point on (`resumed_at`): its index below
-            // the snapshot was durable, as the recovery point is not past the snapshot.
-            let resumed_here = resumed_at.is_some()
-                && recovered_from == Some(seg.base_offset)
-                && resumed_at.is_some_and(|rp| rp >= exact_from);
-            let exact = replayed && (seg.base_offset >= exact_from || resumed_here);
-            let walked = if let Some(v) = below_snapshot
-                .as_ref()
-                .filter(|_| recovered && !exact && !scan_stopped.contains(&seg.base_offset))
-            {
-                Some(v.get(&seg.base_offset).cloned().unwrap_or_default())
-            } else if recovered && !exact && !scan_stopped.contains(&seg.base_offset) {
-                // An unreadable batch in an older segment the walk reads (below the recovery
-                // point, not validated) does not fail the open: the file is kept, as when a
-                // scan stops early.
-                match crate::log::rebuild_walkback(&segments, i, log_start) {
-                    Ok(v) => Some(v),
-                    Err(e) => {
-                        tracing::warn!(tp = ?p.tp, segment = seg.base_offset, error = %e,
-                            "could not rebuild the transaction index by walking back; keeping it");
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            let want = if walked.is_some() {
-                walked
-            } else if replayed && (seg.base_offset >= exact_from || !damaged) {
-                let mut v: Vec<TxnIndexEntry> = match &loaded {
-                    Ok(old) if seg.base_offset < exact_from => old
-                        .iter()
-                        .filter(|e| e.last_offset < exact_from)
-                        .copied()
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                v.extend(computed.remove(&seg.base_offset).unwrap_or_default());
-                Some(v)
-            } else if damaged {
-                Some(crate::log::rebuild_walkback(&segments, i, log_start).map_err(serr)?)
-            } else {
-                None
-            };
+            let old = loaded.as_ref().ok().map(|v| &***v);
+            let want =
+                self.txn_index_wanted(i, ends, replay, below_snapshot.as_ref(), old, damaged)?;
             if let Some(v) = want {
-                let same = loaded.as_ref().is_ok_and(|old| **old == v);
+                let same = old.is_some_and(|old| *old == *v);
                 if !same || recovered {
                     if !same {
-                        tracing::info!(tp = ?p.tp, segment = seg.base_offset, entries = v.len(),
+                        tracing::info!(tp = ?self.p.tp, segment = seg.base_offset, entries = v.len(),
                             "rewriting the transaction index from the log");
                     }
-                    may_write(&p, "rewriting a transaction index")?;
+                    may_write(&self.p, "rewriting a transaction index")?;
                     let mut t = seg.txn.lock();
                     t.file = None;
-                    t.replace(&seg.dir, seg.base_offset, v).map_err(serr)?;
-                    t.sync(&seg.dir, seg.base_offset).map_err(serr)?;
-                    rewrote_txn_index = true;
+                    t.replace(&seg.dir, seg.base_offset, v).map_err(&serr)?;
+                    t.sync(&seg.dir, seg.base_offset).map_err(&serr)?;
+                    rewrote = true;
                 }
             }
         }
-        if rewrote_txn_index {
+        if rewrote {
             // A transaction index created or removed above is in the directory for good.
-            sync_dir(&p.dir).map_err(serr)?;
+            sync_dir(&self.p.dir).map_err(&serr)?;
         }
+        Ok(())
+    }
 
-        // After the transaction indexes it rewrote and fsynced: a durable snapshot vouches
-        // for everything below it.
+    /// What the transaction index of segment `i` must hold, when the open knows it: walked
+    /// back over the log for a recovered segment the exact replay did not read whole (from
+    /// the older snapshot's replay when there is one); from the replay for one it read from
+    /// the snapshot's offset on (entries below the snapshot kept from the file); rebuilt
+    /// from the log when damaged. None: the file is kept as it is.
+    fn txn_index_wanted(
+        &self,
+        i: usize,
+        ends: &Ends,
+        replay: &mut ProducerReplay,
+        below_snapshot: Option<&HashMap<i64, Vec<TxnIndexEntry>>>,
+        old: Option<&[TxnIndexEntry]>,
+        damaged: bool,
+    ) -> Result<Option<Vec<TxnIndexEntry>>, StoreError> {
+        let seg = &self.segments[i];
+        let base = seg.base_offset;
+        let next = self.segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset);
+        let exact_from = replay.snap_offset;
+        let recovered = ends.recovered_from.is_some_and(|b| base >= b);
+        let stopped = replay.scan_stopped.contains(&base);
+        // A scan that stopped early computed part of the segment's index only: the index it
+        // has is kept (rebuilt only if damaged), never replaced by less.
+        let replayed = i >= replay.from && next > exact_from && !stopped;
+        // Below the snapshot, a recovered segment's index is walked back over the log: a
+        // snapshot above it says nothing of whether its roll's flush made its index durable.
+        // A segment recovered from the recovery point on (`resumed_at`): its index below the
+        // snapshot was durable, as the recovery point is not past the snapshot.
+        let resumed_here =
+            ends.recovered_from == Some(base) && self.resumed_at.is_some_and(|rp| rp >= exact_from);
+        let exact = replayed && (base >= exact_from || resumed_here);
+        if recovered && !exact && !stopped {
+            if let Some(v) = below_snapshot {
+                return Ok(Some(v.get(&base).cloned().unwrap_or_default()));
+            }
+            // An unreadable batch in an older segment the walk reads (below the recovery
+            // point, not validated) does not fail the open: the file is kept, as when a
+            // scan stops early.
+            match crate::log::rebuild_walkback(&self.segments, i, ends.log_start) {
+                Ok(v) => return Ok(Some(v)),
+                Err(e) => {
+                    tracing::warn!(tp = ?self.p.tp, segment = base, error = %e,
+                        "could not rebuild the transaction index by walking back; keeping it");
+                }
+            }
+        }
+        if replayed && (base >= exact_from || !damaged) {
+            let mut v: Vec<TxnIndexEntry> = match old {
+                Some(old) if base < exact_from => old
+                    .iter()
+                    .filter(|e| e.last_offset < exact_from)
+                    .copied()
+                    .collect(),
+                _ => Vec::new(),
+            };
+            v.extend(replay.computed.remove(&base).unwrap_or_default());
+            return Ok(Some(v));
+        }
+        if damaged {
+            let v = crate::log::rebuild_walkback(&self.segments, i, ends.log_start)
+                .map_err(serr(&self.p.dir))?;
+            return Ok(Some(v));
+        }
+        Ok(None)
+    }
+
+    /// Starts the log: the rebuilt producer state written as a snapshot where the next open
+    /// must find one (rebuilt from the log start, or this owner's empty last segment in a
+    /// shared directory: docs/cluster.md, fencing point 2), the leader epochs written, after
+    /// the transaction indexes were rewritten and fsynced (a durable snapshot vouches for
+    /// everything below it).
+    fn into_log(
+        self,
+        ends: Ends,
+        replay: ProducerReplay,
+        opened_at: std::time::Instant,
+    ) -> Result<Log, StoreError> {
+        let Opening {
+            p,
+            epochs,
+            epochs_dirty,
+            segments,
+            mut cursor,
+            recovered_bytes,
+            ..
+        } = self;
         may_write(&p, "writing the rebuilt producer state and leader epochs")?;
         // In a shared directory, an empty last segment at the log end is this owner's
         // active segment with no roll of its own (an acquisition rolls only past data), at a
-        // base a former owner made: this owner places its snapshot there, so a former owner's
-        // placement stalled in flight finds the name taken (docs/cluster.md, fencing point 2).
+        // base a former owner made: this owner places its snapshot there, so a former
+        // owner's placement stalled in flight finds the name taken.
         let owns_empty_base = p.shared
             && segments
                 .last()
-                .is_some_and(|s| s.size() == 0 && s.base_offset == leo);
-        let unsynced_snapshots = if rebuilt_from_start || owns_empty_base {
-            persist_rebuilt_state(&p, leo, &producers)
+                .is_some_and(|s| s.size() == 0 && s.base_offset == ends.leo);
+        let unsynced_snapshots = if replay.rebuilt_from_start || owns_empty_base {
+            persist_rebuilt_state(&p, ends.leo, &replay.producers)
         } else {
             Vec::new()
         };
-
         let mut epochs_unpersisted = false;
         if epochs_dirty {
             if let Err(e) = epochs.persist() {
@@ -912,14 +1086,13 @@ impl Log {
                 tracing::warn!(tp = ?p.tp, error = %e, "could not write leader-epoch-checkpoint");
             }
         }
-
         let active_size = segments.last().map_or(0, |s| s.size());
         cursor.base = segments.last().map_or(0, |s| s.base_offset);
         // Drop-behind starts at the end: what is cached now is left to the kernel.
         let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
-        tracing::info!(tp = ?p.tp, segments = segments.len(), log_start, leo, producers = producers.len(),
-            clean = p.clean, recovered_bytes, "log loaded");
+        tracing::info!(tp = ?p.tp, segments = segments.len(), log_start = ends.log_start, leo = ends.leo,
+            producers = replay.producers.len(), clean = p.clean, recovered_bytes, "log loaded");
         if recovered_bytes > 0 {
             crate::recovery::add(recovered_bytes, opened_at.elapsed());
         }
@@ -931,21 +1104,21 @@ impl Log {
             config: RwLock::new(p.config),
             shared: RwLock::new(Shared {
                 segments: Arc::new(segments),
-                log_start,
-                leo,
+                log_start: ends.log_start,
+                leo: ends.leo,
                 active_size,
-                recovery_point,
-                synced: recovery_point,
+                recovery_point: ends.recovery_point,
+                synced: ends.recovery_point,
                 synced_mark: SyncedMark::NONE,
                 published: None,
                 sync_bounded,
                 unflushed_since: None,
                 dir_dirty: false,
-                txns,
+                txns: replay.txns,
             }),
             writer: Mutex::new(Writer {
                 cursor,
-                producers,
+                producers: replay.producers,
                 failed_writes: Default::default(),
                 verifying: Default::default(),
             }),
@@ -956,7 +1129,9 @@ impl Log {
             epochs_unpersisted: AtomicBool::new(epochs_unpersisted),
             spare: Mutex::new(None),
             snapshots_unpruned: AtomicBool::new(true),
-            recorded_recovery_point: std::sync::atomic::AtomicI64::new(recorded_recovery_point),
+            recorded_recovery_point: std::sync::atomic::AtomicI64::new(
+                ends.recorded_recovery_point,
+            ),
             snapshots_unsynced: Mutex::new(unsynced_snapshots),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
@@ -980,6 +1155,181 @@ impl Log {
             faults: Mutex::new(crate::faults::Faults::default()),
         })
     }
+}
+
+/// What loading a segment found: its end and the indexes that describe it.
+struct Loaded {
+    size: u64,
+    next_offset: i64,
+    cursor: IndexCursor,
+    first_ts: Option<i64>,
+    offset_index: Vec<OffsetIndexEntry>,
+    time_index: Vec<sluice_format::TimeIndexEntry>,
+}
+
+/// The tail of a cleanly shut down active segment after its last offset-index entry, read
+/// to find the log end: the entries up to there exist; a batch that does not read ends the
+/// segment (it is cut).
+fn read_clean_tail(
+    p: &OpenParams,
+    seg: &Segment,
+    oi: Vec<OffsetIndexEntry>,
+    ti: Vec<sluice_format::TimeIndexEntry>,
+    file_size: u64,
+) -> Result<Loaded, StoreError> {
+    let serr = serr(&p.dir);
+    let base = seg.base_offset;
+    let mut c = IndexCursor::new(base);
+    let start = oi.last().map_or(0, |e| e.position as u64);
+    c.last_off_rel = oi.last().map(|e| e.relative_offset);
+    c.last_time = ti.last().copied();
+    if let Some(t) = ti.last() {
+        c.max_ts = t.timestamp;
+        c.off_max_ts = base + i64::from(t.relative_offset);
+    }
+    let mut scanner = BatchScanner::new(seg.log.get().map_err(&serr)?, start, file_size, false);
+    let mut next = base;
+    let mut size = start;
+    loop {
+        match scanner.next_batch() {
+            Ok(Some((pos, h))) => {
+                if h.max_timestamp > c.max_ts {
+                    c.max_ts = h.max_timestamp;
+                    c.off_max_ts = h.last_offset();
+                }
+                c.bytes_since += h.total_len() as u64;
+                next = h.next_offset();
+                size = pos + h.total_len() as u64;
+            }
+            Ok(None) => break,
+            Err(ScanError::Io(e)) => return Err(serr(e)),
+            Err(ScanError::Corrupt { pos, err }) => {
+                tracing::warn!(tp = ?p.tp, position = pos, error = %err,
+                    "invalid batch at the end of a cleanly shut down log; truncating");
+                break;
+            }
+        }
+    }
+    Ok(Loaded {
+        size,
+        next_offset: next,
+        cursor: c,
+        first_ts: read_first_ts(seg),
+        offset_index: oi,
+        time_index: ti,
+    })
+}
+
+/// In a shared directory only a snapshot at a segment base is trusted: its owner rolled there
+/// and put it in place with a rename that never replaces a file (a former owner's late one,
+/// if first, was removed by that roll). One anywhere else, the log end included, may be a
+/// former owner's, placed by a rename that stalled in flight past a takeover: it describes
+/// batches a newer owner cut or never had (docs/cluster.md, fencing point 2); it is removed.
+/// An owner's own at its log end (a seal, a rebuilt state) only saves a replay of the active
+/// segment; a hand-over rolls before it seals and an acquisition rolls at the log end, so the
+/// next open finds its snapshot at a base. The one the previous owner vouched for stays if
+/// its file still has the CRC the owner recorded (a former owner's placement there would
+/// not).
+fn remove_foreign_snapshots(p: &OpenParams, segments: &[Arc<Segment>]) -> Result<(), StoreError> {
+    let at = |o: i64| {
+        segments.iter().any(|s| s.base_offset == o)
+            || p.vouched_snapshot
+                .is_some_and(|v| v.offset == o && snapshot_crc(&p.dir, o) == Some(v.crc))
+    };
+    may_write(p, "removing a former owner's producer snapshots")?;
+    let removed = crate::snapshots::remove_unless(&p.dir, at).map_err(serr(&p.dir))?;
+    if !removed.is_empty() {
+        tracing::warn!(tp = ?p.tp, ?removed,
+            "producer snapshots neither at a segment base nor at the log end (a former owner's); removed");
+    }
+    Ok(())
+}
+
+/// Replays one segment's batch headers from `start` into the producer state: below the
+/// snapshot's offset only batch history; from it on exactly, markers followed (an abort's
+/// transaction noted for the segment's transaction index) and transactions started. A
+/// recovered segment was validated: a read that fails there fails the open; elsewhere the
+/// replay of the segment stops early and it is noted (its transaction index is kept).
+fn replay_segment(
+    p: &OpenParams,
+    s: &Segment,
+    start: u64,
+    ends: &Ends,
+    replay: &mut ProducerReplay,
+    hist: &mut ProducerStates,
+    mut note_epoch: impl FnMut(&BatchHeader),
+) -> Result<(), StoreError> {
+    let serr = serr(&p.dir);
+    let mut scanner = BatchScanner::new(s.log.get().map_err(&serr)?, start, s.size(), false);
+    loop {
+        match scanner.next_batch() {
+            Ok(Some((pos, h))) => {
+                if p.clean {
+                    note_epoch(&h);
+                }
+                if h.base_offset < replay.snap_offset {
+                    hist.replay(&h, p.now_ms);
+                } else if is_txn_marker(&h) {
+                    replay_marker(p, s, pos, &h, replay).map_err(&serr)?;
+                } else if replay.producers.replay(&h, p.now_ms) {
+                    let mark = SyncedMark {
+                        offset: h.base_offset,
+                        base: s.base_offset,
+                        pos,
+                    };
+                    replay.txns.start(h.producer_id, mark);
+                }
+            }
+            Ok(None) => return Ok(()),
+            Err(e) if ends.recovered_from.is_some_and(|b| s.base_offset >= b) => {
+                return Err(serr(e.into_io()));
+            }
+            Err(e) => {
+                tracing::warn!(tp = ?p.tp, segment = s.base_offset, error = %e.into_io(), "producer state scan stopped early");
+                replay.scan_stopped.insert(s.base_offset);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A transaction marker in the replay: ends its producer's transaction; an abort's range
+/// goes to the segment's transaction index, with the last stable offset after it.
+fn replay_marker(
+    p: &OpenParams,
+    s: &Segment,
+    pos: u64,
+    h: &BatchHeader,
+    replay: &mut ProducerReplay,
+) -> io::Result<()> {
+    let Some(c) = s
+        .log
+        .get()
+        .and_then(|f| crate::txn::read_marker(&f, pos, h))?
+    else {
+        return Ok(());
+    };
+    let Some(first) = replay
+        .producers
+        .replay_marker(h, c.coordinator_epoch, p.now_ms)
+    else {
+        return Ok(());
+    };
+    if c.control_type == CONTROL_ABORT {
+        let lso = replay.txns.stable_after(h.producer_id, h.base_offset);
+        replay
+            .computed
+            .entry(s.base_offset)
+            .or_default()
+            .push(TxnIndexEntry {
+                producer_id: h.producer_id,
+                first_offset: first,
+                last_offset: h.base_offset,
+                last_stable_offset: lso,
+            });
+    }
+    replay.txns.ongoing.remove(&first);
+    Ok(())
 }
 
 /// The CRC-32C the snapshot file at `offset` in `dir` carries, if it can be read.
@@ -1885,5 +2235,155 @@ mod filler_tests {
             assert!(!removed.contains(&from) || from == 6, "{chunks:?}");
         }
         assert_eq!(chunks[0], (6, 6 + reach - 1));
+    }
+}
+
+#[cfg(test)]
+mod step_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::tests::{cfg, NOW};
+    use crate::{LogManager, MetaProperties};
+
+    fn topic_id() -> uuid::Uuid {
+        uuid::Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788)
+    }
+
+    fn tp() -> TopicPartition {
+        TopicPartition {
+            topic: "topic".into(),
+            partition: 0,
+        }
+    }
+
+    fn params(dir: PathBuf, clean: bool, recovery_point: Option<i64>) -> OpenParams {
+        OpenParams {
+            dir,
+            tp: tp(),
+            topic_id: topic_id(),
+            config: LogConfig {
+                index_interval_bytes: 300,
+                ..cfg()
+            },
+            leader_epoch: 3,
+            recovery_point,
+            newest_segment: 0,
+            sealed: None,
+            switch: None,
+            vouched_snapshot: None,
+            log_start: None,
+            clean,
+            now_ms: NOW,
+            del: Arc::new(DeleteCtx::default()),
+            shared: false,
+            gate: Arc::new(crate::gate::GateSlot::default()),
+        }
+    }
+
+    /// One segment of 40 batches of two records (offsets 0..80), index entries every 300
+    /// bytes, shut down cleanly. Returns the partition's directory and the segment's size.
+    fn one_segment(root: &Path) -> (PathBuf, u64) {
+        let m = LogManager::open(
+            vec![root.to_path_buf()],
+            MetaProperties {
+                node_id: 1,
+                cluster_id: "test-cluster-id-00000A".into(),
+            },
+        )
+        .unwrap();
+        let c = LogConfig {
+            index_interval_bytes: 300,
+            ..cfg()
+        };
+        let log = m.open_log(&tp(), topic_id(), c, 3).unwrap();
+        for i in 0..40i64 {
+            let b = sluice_format::BatchBuilder::new()
+                .record(NOW + i, Some(b"k"), Some(b"v0"))
+                .record(NOW + i, Some(b"k"), Some(b"v1"))
+                .build();
+            log.append(bytes::Bytes::from(b), crate::AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        m.shutdown().unwrap();
+        let dir = root.join("topic-0");
+        let size = std::fs::metadata(seg_path(&dir, 0, SegmentFileKind::Log))
+            .unwrap()
+            .len();
+        (dir, size)
+    }
+
+    #[test]
+    fn stamp_dir_stamps_a_new_directory_and_refuses_another_topics() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("topic-0");
+        assert!(stamp_dir(&params(dir.clone(), true, None)).unwrap());
+        assert!(dir.join(PARTITION_METADATA).exists());
+        assert!(!stamp_dir(&params(dir.clone(), true, None)).unwrap());
+        let other = OpenParams {
+            topic_id: uuid::Uuid::from_u128(7),
+            ..params(dir, true, None)
+        };
+        assert!(matches!(stamp_dir(&other), Err(StoreError::Invalid { .. })));
+    }
+
+    #[test]
+    fn list_segments_removes_leftovers_and_keeps_blocker_directories() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("topic-0");
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = |base: i64| sluice_format::segment_file_name(base, SegmentFileKind::Log);
+        std::fs::write(dir.join(name(0)), b"").unwrap();
+        std::fs::write(dir.join(name(10)), b"").unwrap();
+        let deleted = dir.join(format!("{}{DELETED_SUFFIX}", name(5)));
+        std::fs::write(&deleted, b"x").unwrap();
+        let spare = dir.join(format!("{}{}", name(20), crate::segment::SPARE_SUFFIX));
+        std::fs::write(&spare, b"").unwrap();
+        let blocker = dir.join(format!("{}.abc{DELETED_SUFFIX}", name(0)));
+        std::fs::create_dir(&blocker).unwrap();
+        let bases = list_segments(&params(dir, true, None)).unwrap();
+        assert_eq!(bases, vec![0, 10]);
+        assert!(!deleted.exists() && !spare.exists());
+        assert!(blocker.is_dir(), "a switch's blocker stays");
+    }
+
+    /// `Opening::validate`: at a recovery point on a batch boundary recovery resumes there
+    /// and validates only what follows; at one inside a batch (the scan never reaches it)
+    /// the whole segment is validated. The log end is the same either way.
+    #[test]
+    fn validation_resumes_only_at_a_recovery_point_the_scan_reaches() {
+        let d = tempfile::tempdir().unwrap();
+        let (dir, size) = one_segment(d.path());
+        let mut o = Opening::new(params(dir.clone(), false, Some(60)), vec![0]).unwrap();
+        o.load_segments().unwrap();
+        assert_eq!(o.resumed_at, Some(60));
+        assert!(o.recovered_bytes > 0 && o.recovered_bytes < size / 2);
+        assert_eq!(o.segments[0].next_offset(), 80);
+        drop(o);
+        let mut o = Opening::new(params(dir, false, Some(61)), vec![0]).unwrap();
+        o.load_segments().unwrap();
+        assert_eq!(o.resumed_at, None);
+        assert_eq!(o.recovered_bytes, size);
+        assert_eq!(o.segments[0].next_offset(), 80);
+    }
+
+    /// `load_clean_active` / `read_clean_tail`: the active segment of a clean shutdown is
+    /// read from its last index entry on, and bytes after its last batch are cut.
+    #[test]
+    fn a_clean_active_segment_is_cut_after_its_last_batch() {
+        let d = tempfile::tempdir().unwrap();
+        let (dir, size) = one_segment(d.path());
+        let path = seg_path(&dir, 0, SegmentFileKind::Log);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(&[0xAB; 100]);
+        std::fs::write(&path, bytes).unwrap();
+        let mut o = Opening::new(params(dir, true, None), vec![0]).unwrap();
+        o.load_segments().unwrap();
+        assert_eq!(o.recovered_bytes, 0, "a clean start validates nothing");
+        assert_eq!(o.segments[0].size(), size);
+        assert_eq!(o.segments[0].next_offset(), 80);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
     }
 }
