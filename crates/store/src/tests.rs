@@ -4221,3 +4221,123 @@ fn a_full_volume_failing_the_followed_snapshot_fails_no_log() {
     assert!(log.advance_recovery_point_impl(now, 1, 0).unwrap());
     assert_eq!(log.recovery_point_offset(), 42);
 }
+
+/// ADVERSARY (issue 56, 9ad390d): the snapshot the recovery point follows the log end with is
+/// now fsynced, and its directory entry with it, *before* the data below it
+/// (log.rs:2105-2131, then `flush_impl` at log.rs:2132), against docs/log-format.md ("A
+/// durable snapshot so vouches for everything below it"). When the data's fsync then fails
+/// (faultfs fail-next-fsync drops the pages, as Linux does) or a crash comes before it, the
+/// disk holds `<S>.snapshot` above the durable log end R. The restart's open removes it
+/// (snapshots.rs:293, `load_newest` from loader.rs:653), but after the last directory fsync of
+/// that open (loader.rs:582; with the log ending at R exactly no transaction index is
+/// rewritten, so the one at loader.rs:888 does not run), and nothing fsyncs the partition
+/// directory until the next roll or snapshot: acks=all fsyncs (`FlushScope::Appended`) and an
+/// idle or `flush.ms` flush (`FlushScope::All`, log.rs:2006-2011: no `sync_dir` without a
+/// snapshot or `dir_dirty`) do not, and the latter moves the recovery point past S, which
+/// the checkpoint records. A second crash (one broker: faultfs `dirsync`) undoes the unlink;
+/// the open resumes at that recovery point, `load_newest(.., rp)` takes the resurrected S (now
+/// below the log end), and producer 10 is believed to have stored seq 3..=5 at offsets
+/// 13..=15, where another producer's acknowledged records now lie. Producer 10's retry of that
+/// never-acknowledged batch is answered as a duplicate at offset 13: acknowledged, never
+/// stored. Before 9ad390d the snapshot was fsynced only after its data (in `flush_impl`), so
+/// the crash took its directory entry with the data.
+///
+/// The crashes follow faultfs `dirsync` from what this thread fsynced (`snapshots::SYNCED`,
+/// `fsutil::SYNCED_DIRS`): a file survives only if fsynced and listed at a later fsync of its
+/// directory; an unlink is undone unless a later fsync of the directory no longer lists it.
+#[test]
+fn adversary_a_followed_snapshot_made_durable_before_its_data_comes_back_after_a_second_crash()
+{
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let snap = |o: i64| pdir.join(format!("{o:020}.snapshot"));
+    let seg = pdir.join(format!("{:020}.log", 0));
+    // The names of the partition directory at its last fsync on this thread, if any.
+    let last_dir_fsync = || {
+        crate::fsutil::SYNCED_DIRS.with(|v| {
+            v.borrow()
+                .iter()
+                .rev()
+                .find(|(p, _)| p.ends_with("topic-0"))
+                .map(|(_, names)| names.clone())
+        })
+    };
+    let (r, s, durable_len, s_durable);
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+            .unwrap(); // 0..=2
+        for i in 0..5i64 {
+            log.append(batch(2, NOW + i, "a"), AppendOrigin::Client, NOW)
+                .unwrap(); // 3..=12
+        }
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        r = log.recovery_point_offset();
+        assert_eq!(r, 13);
+        m.checkpoint().unwrap();
+        durable_len = file_len(&seg);
+        // Appended, never acknowledged: the fsync that would make them durable fails.
+        log.append(pbatch(10, 0, 3, 3), AppendOrigin::Client, NOW)
+            .unwrap(); // 13..=15
+        log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+            .unwrap(); // 16..=17
+        s = log.log_end_offset();
+        crate::snapshots::SYNCED.with(|v| v.borrow_mut().clear());
+        crate::fsutil::SYNCED_DIRS.with(|v| v.borrow_mut().clear());
+        log.faults.lock().flush_sync = true;
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .is_err());
+        assert_eq!(log.recovery_point_offset(), r);
+        let name = format!("{s:020}.snapshot");
+        s_durable = crate::snapshots::SYNCED.with(|v| v.borrow().contains(&s))
+            && last_dir_fsync().is_some_and(|names| names.contains(&name));
+        m.checkpoint().unwrap();
+    }
+    // The crash (or the failed fsync) dropped the data past R; the snapshot at S stays only
+    // if it was made durable.
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(durable_len).unwrap();
+    drop(f);
+    if !s_durable {
+        let _ = std::fs::remove_file(snap(s));
+    }
+    let kept = std::fs::read(snap(s)).ok();
+    let unlink_durable;
+    {
+        crate::fsutil::SYNCED_DIRS.with(|v| v.borrow_mut().clear());
+        let (m, log) = unclean_reopen_with(d.path(), cfg());
+        assert_eq!(log.log_end_offset(), r);
+        assert!(!snap(s).exists(), "above the log end: not kept");
+        // Another producer's records, acknowledged under a flush; no roll, no snapshot.
+        for i in 0..5i64 {
+            log.append(batch(2, NOW + i, "c"), AppendOrigin::Client, NOW)
+                .unwrap(); // 13..=22
+        }
+        log.sync_appended().unwrap();
+        log.flush().unwrap();
+        assert!(log.recovery_point_offset() > s);
+        m.checkpoint().unwrap();
+        let name = format!("{s:020}.snapshot");
+        unlink_durable = last_dir_fsync().is_some_and(|names| !names.contains(&name));
+    }
+    // The second crash: an unlink no directory fsync covered is undone.
+    if let (Some(kept), false) = (kept, unlink_durable) {
+        std::fs::write(snap(s), &kept).unwrap();
+    }
+    let (_m, log) = unclean_reopen_with(d.path(), cfg());
+    assert_eq!(log.log_end_offset(), 23);
+    let retry = log
+        .append(pbatch(10, 0, 3, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(
+        !retry.duplicate,
+        "producer 10's seq 3 was never stored; answered as a duplicate at {} (another \
+         producer's record): {retry:?}",
+        retry.base_offset
+    );
+    assert_eq!(retry.base_offset, 23);
+}
