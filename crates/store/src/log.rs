@@ -2119,7 +2119,11 @@ impl Log {
                 Err(e) => {
                     tracing::warn!(tp = ?self.tp, offset = leo, error = %e,
                         "could not make a producer snapshot at the log end durable; removing it");
-                    crate::snapshots::remove_offset(&dir, leo);
+                    // Not past the write gate: after a takeover the name may be the new
+                    // owner's (its acquisition rolls at the log end this owner left).
+                    if self.gate().is_ok() {
+                        crate::snapshots::remove_offset(&dir, leo);
+                    }
                     self.snapshots_unsynced.lock().retain(|o| *o != leo);
                     self.snapshot_crcs.lock().retain(|(o, _)| *o != leo);
                     return Ok(false);

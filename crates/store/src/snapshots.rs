@@ -276,11 +276,12 @@ pub(crate) fn read_at_or_below(
 /// The newest readable snapshot at or below `log_end` that `trusted` takes (asked first with
 /// its offset alone, then with the bytes read, which are the bytes loaded): its
 /// offset and the state it holds. Snapshots above `log_end`, and unreadable ones met on the
-/// way, are removed.
+/// way, are removed; `removed` is set when any was (the caller makes the removal durable).
 pub(crate) fn load_newest(
     dir: &Path,
     log_end: i64,
     trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
+    removed: &mut bool,
 ) -> Option<(i64, ProducerStates)> {
     let all = match list(dir) {
         Ok(all) => all,
@@ -292,6 +293,7 @@ pub(crate) fn load_newest(
     for &offset in all.iter().rev() {
         if offset > log_end {
             remove(dir, offset);
+            *removed = true;
             continue;
         }
         if !trusted(offset, None) {
@@ -311,6 +313,7 @@ pub(crate) fn load_newest(
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; removing it and using an older one");
                 remove(dir, offset);
+                *removed = true;
             }
         }
     }

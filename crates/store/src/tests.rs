@@ -4222,8 +4222,8 @@ fn a_full_volume_failing_the_followed_snapshot_fails_no_log() {
     assert_eq!(log.recovery_point_offset(), 42);
 }
 
-/// ADVERSARY (issue 56, 9ad390d): the snapshot the recovery point follows the log end with is
-/// now fsynced, and its directory entry with it, *before* the data below it
+/// Found by an adversary on 9ad390d (issue 56), since fixed: the snapshot the recovery point
+/// follows the log end with is fsynced, and its directory entry with it, *before* the data below it
 /// (log.rs:2105-2131, then `flush_impl` at log.rs:2132), against docs/log-format.md ("A
 /// durable snapshot so vouches for everything below it"). When the data's fsync then fails
 /// (faultfs fail-next-fsync drops the pages, as Linux does) or a crash comes before it, the
@@ -4245,9 +4245,9 @@ fn a_full_volume_failing_the_followed_snapshot_fails_no_log() {
 /// The crashes follow faultfs `dirsync` from what this thread fsynced (`snapshots::SYNCED`,
 /// `fsutil::SYNCED_DIRS`): a file survives only if fsynced and listed at a later fsync of its
 /// directory; an unlink is undone unless a later fsync of the directory no longer lists it.
+/// The fix: an open that removes snapshots past what is durable fsyncs the directory after.
 #[test]
-fn adversary_a_followed_snapshot_made_durable_before_its_data_comes_back_after_a_second_crash()
-{
+fn a_snapshot_an_open_removed_stays_removed_through_a_second_crash() {
     let d = tempfile::tempdir().unwrap();
     let pdir = d.path().join("topic-0");
     let snap = |o: i64| pdir.join(format!("{o:020}.snapshot"));

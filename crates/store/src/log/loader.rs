@@ -837,11 +837,21 @@ impl Opening {
     fn replay_producer_state(&mut self, ends: &Ends) -> Result<ProducerReplay, StoreError> {
         let serr = serr(&self.p.dir);
         let bound = snapshot_bound(&self.segments, ends.leo, ends.recorded_recovery_point);
+        may_write(&self.p, "removing producer snapshots past what is durable")?;
+        let mut removed = false;
         let snapshot = crate::snapshots::load_newest(
             &self.p.dir,
             self.resumed_at.map_or(bound, |rp| bound.min(rp)),
             &|o, b| self.snapshot_trusted(o, b),
+            &mut removed,
         );
+        if removed {
+            // The removal is made durable before the recovery point can pass the offsets of
+            // the snapshots removed: undone by a crash, one would describe batches that were
+            // never stored, once the log has grown past it with others (a durable snapshot
+            // may be older than the data below it: `advance_recovery_point_impl`).
+            sync_dir(&self.p.dir).map_err(&serr)?;
+        }
         // After an unclean shutdown every snapshot left is made durable before this process
         // counts it so (their names were made durable with the directory above): the
         // process before may have written them without fsync, and the prune keeps only the
