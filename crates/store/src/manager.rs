@@ -285,8 +285,6 @@ fn read_checkpoint(path: &Path) -> HashMap<TopicPartition, i64> {
     }
 }
 
-/// Read or create `meta.properties`. An existing file is kept as it is (it may have been
-/// written by Apache Kafka) but must name the same cluster and node.
 /// The `cluster.id` recorded in an existing `meta.properties` of any of `dirs` (a log
 /// directory written by Kafka or an earlier Sluice), read before the store is opened.
 pub fn existing_cluster_id(dirs: &[PathBuf]) -> Option<String> {
@@ -309,6 +307,8 @@ pub(crate) fn directory_id(dir: &Path) -> Result<Option<String>, StoreError> {
         .map(|(_, v)| v))
 }
 
+/// Read or create `meta.properties`. An existing file is kept as it is (it may have been
+/// written by Apache Kafka) but must name the same cluster and node.
 pub(crate) fn ensure_meta_properties(
     dir: &Path,
     meta: &MetaProperties,

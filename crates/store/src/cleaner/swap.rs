@@ -95,7 +95,7 @@ pub(crate) fn swap_tag_names(tag: &str, base: i64) -> bool {
     }
 }
 
-/// `<base>.<kind>.<tag>.swap` for a switch of this cleaner (its tag, [`swap_tag`]), or Kafka's
+/// `<base>.<kind>.<tag>.swap` for a switch of this cleaner (its tag, [`switch_tag`]), or Kafka's
 /// `<base>.<kind>.swap` (`tag` None: a Kafka log dir, or a switch before swap names were
 /// tagged).
 pub(crate) fn swap_path(
