@@ -285,8 +285,6 @@ fn read_checkpoint(path: &Path) -> HashMap<TopicPartition, i64> {
     }
 }
 
-/// Read or create `meta.properties`. An existing file is kept as it is (it may have been
-/// written by Apache Kafka) but must name the same cluster and node.
 /// The `cluster.id` recorded in an existing `meta.properties` of any of `dirs` (a log
 /// directory written by Kafka or an earlier Sluice), read before the store is opened.
 pub fn existing_cluster_id(dirs: &[PathBuf]) -> Option<String> {
@@ -309,6 +307,8 @@ pub(crate) fn directory_id(dir: &Path) -> Result<Option<String>, StoreError> {
         .map(|(_, v)| v))
 }
 
+/// Read or create `meta.properties`. An existing file is kept as it is (it may have been
+/// written by Apache Kafka) but must name the same cluster and node.
 pub(crate) fn ensure_meta_properties(
     dir: &Path,
     meta: &MetaProperties,
@@ -404,7 +404,225 @@ pub(crate) struct Inner {
     pub gate: Arc<crate::gate::GateSlot>,
 }
 
+/// What the listings of the log dirs found at start: the partitions, the log dir each lives
+/// in, and the directories a deletion or a move left (`*-delete`, `*-future`).
+#[derive(Debug, Default)]
+struct Discovery {
+    discovered: Vec<DiscoveredLog>,
+    placement: HashMap<TopicPartition, usize>,
+    pending_dirs: Vec<PendingDir>,
+}
+
+/// Opens the log dir `dirs[idx]` at start: creates it (durably), checks or writes its
+/// `meta.properties` (a dir of another cluster, or of another node on a single broker, is
+/// never used), consumes its clean-shutdown marker, reads its checkpoint files and lists its
+/// partitions into `found`. Everything here runs before any partition of the dir is opened,
+/// so each open finds the marker and the recovery points as the last shutdown left them
+/// (docs/log-format.md, "Recovery invariants").
+fn open_dir(
+    idx: usize,
+    dirs: &[PathBuf],
+    meta: &MetaProperties,
+    shared: bool,
+    found: &mut Discovery,
+    first_dirty: &mut HashMap<TopicPartition, i64>,
+) -> Result<DirState, StoreError> {
+    let dir = &dirs[idx];
+    let ioe = |source: io::Error| StoreError::Io {
+        path: dir.clone(),
+        source,
+    };
+    crate::fsutil::create_dir_all_durable(dir).map_err(ioe)?;
+    ensure_meta_properties(dir, meta, shared)?;
+    let clean = take_clean_marker(dir, shared).map_err(ioe)?;
+    if !shared {
+        first_dirty.extend(crate::cleaner::schedule::read_checkpoint(dir));
+    }
+    let (recovery_points, log_starts) = read_dir_checkpoints(dir, shared);
+    list_partition_dirs(idx, dirs, found).map_err(ioe)?;
+    tracing::info!(dir = %dir.display(), clean, "log dir opened");
+    Ok(DirState {
+        clean,
+        recovery_points,
+        log_starts,
+        written: HashMap::new(),
+    })
+}
+
+/// Consumes `dir`'s clean-shutdown marker: true if it was there. The marker vouches for the
+/// shutdown before this start only (docs/log-format.md, "Recovery invariants": after a clean
+/// shutdown every segment is trusted), so it is removed, and its removal made durable,
+/// before any log of the dir is opened: a crash from here on is recovered from. A shared log
+/// dir's per-dir files belong to no broker (docs/cluster.md, "Per-directory files on a
+/// shared volume"): there every open recovers, and a marker is neither trusted nor removed.
+fn take_clean_marker(dir: &Path, shared: bool) -> io::Result<bool> {
+    let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
+    let clean = !shared && marker.exists();
+    if clean {
+        std::fs::remove_file(&marker)?;
+        sync_dir(dir)?;
+    }
+    Ok(clean)
+}
+
+/// `dir`'s recovery points and log start offsets, from its checkpoint files (docs/log-format.md,
+/// "Recovery invariants": everything below a recovery point was fsynced before the checkpoint
+/// recorded it). A shared log dir has none: each owner records its recovery point in etcd
+/// (docs/cluster.md, "Per-directory files on a shared volume").
+fn read_dir_checkpoints(
+    dir: &Path,
+    shared: bool,
+) -> (HashMap<TopicPartition, i64>, HashMap<TopicPartition, i64>) {
+    if shared {
+        (HashMap::new(), HashMap::new())
+    } else {
+        (
+            read_checkpoint(&dir.join(RECOVERY_POINT_CHECKPOINT)),
+            read_checkpoint(&dir.join(LOG_START_CHECKPOINT)),
+        )
+    }
+}
+
+/// Lists the partition directories of the log dir `dirs[idx]` into `found`: each
+/// `<topic>-<partition>` once, in the first log dir holding it (a duplicate in a later one is
+/// left alone, with a warning), and every `*-delete` and `*-future` directory for the
+/// deferred deletion (an unfinished deletion, or an unfinished copy whose original is intact:
+/// docs/log-format.md, "Deletion"). Anything else is not a partition's and is left alone
+/// (docs/log-format.md, "Directory layout").
+fn list_partition_dirs(idx: usize, dirs: &[PathBuf], found: &mut Discovery) -> io::Result<()> {
+    for entry in std::fs::read_dir(&dirs[idx])? {
+        let entry = entry?;
+        let Ok(ft) = entry.file_type() else { continue };
+        if !ft.is_dir() {
+            continue;
+        }
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if is_delete_dir(name) || is_future_dir(name) {
+            found.pending_dirs.push(PendingDir::new(entry.path()));
+            continue;
+        }
+        let Some(tp) = parse_partition_dir(name) else {
+            tracing::debug!(entry = %entry.path().display(), "ignoring entry in log dir");
+            continue;
+        };
+        if let Some(&other) = found.placement.get(&tp) {
+            tracing::warn!(?tp, first = %dirs[other].display(), duplicate = %entry.path().display(),
+                "partition found in more than one log dir; using the first");
+            continue;
+        }
+        let topic_id = dir_topic_id(&entry.path());
+        found.placement.insert(tp.clone(), idx);
+        found.discovered.push(DiscoveredLog {
+            tp,
+            topic_id,
+            dir: entry.path(),
+        });
+    }
+    Ok(())
+}
+
+/// True if `tp` names a partition directory Kafka would make: a topic of 1 to 249 characters
+/// of `[A-Za-z0-9._-]`, not `.` or `..`, and a partition >= 0 (docs/log-format.md, "Directory
+/// layout"). Nothing else is ever made a directory name in a log dir.
+fn legal_topic_partition(tp: &TopicPartition) -> bool {
+    let legal = !tp.topic.is_empty()
+        && tp.topic.len() <= 249
+        && tp.topic != "."
+        && tp.topic != ".."
+        && tp
+            .topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    legal && tp.partition >= 0
+}
+
+/// How [`Inner::claim_open`] leaves a partition.
+#[derive(Debug)]
+enum Claim {
+    /// It is open already: its log.
+    Open(Arc<Log>),
+    /// Claimed for the caller to open (in `Registry::opening`).
+    ToOpen(Slot),
+}
+
+/// Where a claimed partition is opened, and how.
+#[derive(Debug)]
+struct Slot {
+    /// The log dir (index) it is placed in.
+    idx: usize,
+    /// Its directory there.
+    dir: PathBuf,
+    /// It may be opened as cleanly shut down (no recovery).
+    clean: bool,
+}
+
+/// The log dir for `tp`, recorded in `reg.placement`: where it was placed before, else where
+/// a shared dir holds it already (`found`), else the one of the `dirs` log dirs holding the
+/// fewest partitions (the first of those). Once placed, a partition is opened in that log dir
+/// only: its directory is never made in a second one.
+fn place(reg: &mut Registry, tp: &TopicPartition, found: Option<usize>, dirs: usize) -> usize {
+    let idx = match reg.placement.get(tp).copied().or(found) {
+        Some(i) => i,
+        None => {
+            let mut counts = vec![0usize; dirs];
+            for &i in reg.placement.values() {
+                counts[i] += 1;
+            }
+            (0..dirs).min_by_key(|&i| (counts[i], i)).unwrap_or(0)
+        }
+    };
+    reg.placement.insert(tp.clone(), idx);
+    idx
+}
+
+/// The open `log` of a partition opened again: it must be of the topic `topic_id` (a topic
+/// deleted and created again under its name has another id, and is never served from the
+/// old one's log); it takes `config` and `leader_epoch` up.
+fn take_up(
+    log: Arc<Log>,
+    topic_id: uuid::Uuid,
+    config: LogConfig,
+    leader_epoch: i32,
+) -> Result<Arc<Log>, StoreError> {
+    if log.topic_id() != topic_id {
+        return Err(StoreError::Invalid {
+            path: log.dir().to_path_buf(),
+            reason: format!(
+                "log has topic id {} but {topic_id} was requested",
+                log.topic_id()
+            ),
+        });
+    }
+    log.set_config(config);
+    log.set_leader_epoch(leader_epoch);
+    Ok(log)
+}
+
+/// The opened `log`, unless it ends below `required`, the offset storage was known to hold (a
+/// takeover's recorded recovery point, a re-open's synced offset): then it is marked deleted,
+/// so that it writes nothing more, and the open is refused rather than serve less
+/// (docs/cluster.md, "Per-directory files on a shared volume": an acquisition never serves
+/// less than storage was known to hold).
+fn refuse_short_log(log: Log, required: Option<i64>) -> Result<Log, StoreError> {
+    if let Some(durable) = required.filter(|&d| log.log_end_offset() < d) {
+        log.mark_deleted();
+        return Err(StoreError::Invalid {
+            path: log.dir(),
+            reason: format!(
+                "storage holds offsets up to {} but offsets up to {durable} were made \
+                 durable: refusing to serve less",
+                log.log_end_offset()
+            ),
+        });
+    }
+    Ok(log)
+}
+
 impl Inner {
+    /// Opens the log dirs `dirs` ([`open_dir`] each, in order), then sweeps the leftovers of
+    /// silly renames and reaps what deletions left. No partition is opened here
+    /// ([`Inner::open_log`] does that).
     pub(crate) fn open(
         dirs: Vec<PathBuf>,
         meta: MetaProperties,
@@ -419,73 +637,17 @@ impl Inner {
             });
         }
         let mut states = Vec::new();
-        let mut discovered = Vec::new();
-        let mut placement: HashMap<TopicPartition, usize> = HashMap::new();
-        let mut pending_dirs = Vec::new();
+        let mut found = Discovery::default();
         let mut first_dirty = HashMap::new();
-        for (idx, dir) in dirs.iter().enumerate() {
-            let ioe = |source: io::Error| StoreError::Io {
-                path: dir.clone(),
-                source,
-            };
-            crate::fsutil::create_dir_all_durable(dir).map_err(ioe)?;
-            ensure_meta_properties(dir, &meta, shared)?;
-            // A shared log dir's per-dir files belong to no broker: every open recovers, and
-            // the recovery points are not kept there.
-            let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
-            let clean = !shared && marker.exists();
-            if clean {
-                std::fs::remove_file(&marker).map_err(ioe)?;
-                sync_dir(dir).map_err(ioe)?;
-            }
-            if !shared {
-                first_dirty.extend(crate::cleaner::schedule::read_checkpoint(dir));
-            }
-            let (recovery_points, log_starts) = if shared {
-                (HashMap::new(), HashMap::new())
-            } else {
-                (
-                    read_checkpoint(&dir.join(RECOVERY_POINT_CHECKPOINT)),
-                    read_checkpoint(&dir.join(LOG_START_CHECKPOINT)),
-                )
-            };
-            for entry in std::fs::read_dir(dir).map_err(ioe)? {
-                let entry = entry.map_err(ioe)?;
-                let Ok(ft) = entry.file_type() else { continue };
-                if !ft.is_dir() {
-                    continue;
-                }
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else { continue };
-                if is_delete_dir(name) || is_future_dir(name) {
-                    pending_dirs.push(PendingDir::new(entry.path()));
-                    continue;
-                }
-                let Some(tp) = parse_partition_dir(name) else {
-                    tracing::debug!(entry = %entry.path().display(), "ignoring entry in log dir");
-                    continue;
-                };
-                if let Some(&other) = placement.get(&tp) {
-                    tracing::warn!(?tp, first = %dirs[other].display(), duplicate = %entry.path().display(),
-                        "partition found in more than one log dir; using the first");
-                    continue;
-                }
-                let topic_id = dir_topic_id(&entry.path());
-                placement.insert(tp.clone(), idx);
-                discovered.push(DiscoveredLog {
-                    tp,
-                    topic_id,
-                    dir: entry.path(),
-                });
-            }
-            tracing::info!(dir = %dir.display(), clean, "log dir opened");
-            states.push(Mutex::new(DirState {
-                clean,
-                recovery_points,
-                log_starts,
-                written: HashMap::new(),
-            }));
+        for idx in 0..dirs.len() {
+            let state = open_dir(idx, &dirs, &meta, shared, &mut found, &mut first_dirty)?;
+            states.push(Mutex::new(state));
         }
+        let Discovery {
+            mut discovered,
+            placement,
+            pending_dirs,
+        } = found;
         discovered.sort_by(|a, b| a.tp.cmp(&b.tp));
         let del = Arc::new(DeleteCtx {
             retry,
@@ -523,6 +685,10 @@ impl Inner {
         Ok(inner)
     }
 
+    /// Opens the log of `tp`, or returns the one open ([`take_up`]). The name is checked
+    /// ([`legal_topic_partition`]), the partition claimed so that it is opened by one thread
+    /// at a time and open at most once ([`Inner::claim_open`]), opened from its files
+    /// ([`Inner::open_claimed`]), and the claim ended ([`Inner::finish_open`]).
     pub(crate) fn open_log(
         &self,
         tp: &TopicPartition,
@@ -531,15 +697,7 @@ impl Inner {
         leader_epoch: i32,
         known: Option<Known>,
     ) -> Result<Arc<Log>, StoreError> {
-        let legal = !tp.topic.is_empty()
-            && tp.topic.len() <= 249
-            && tp.topic != "."
-            && tp.topic != ".."
-            && tp
-                .topic
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-        if !legal || tp.partition < 0 {
+        if !legal_topic_partition(tp) {
             return Err(StoreError::Invalid {
                 path: self.dirs[0].clone(),
                 reason: format!("illegal topic partition {tp:?}"),
@@ -553,129 +711,140 @@ impl Inner {
         } else {
             None
         };
-        let (idx, clean) = {
-            let mut reg = self.reg.lock();
-            loop {
-                if let Some(log) = reg.logs.get(tp) {
-                    let log = log.clone();
-                    drop(reg);
-                    if log.topic_id() != topic_id {
-                        return Err(StoreError::Invalid {
-                            path: log.dir().to_path_buf(),
-                            reason: format!(
-                                "log has topic id {} but {topic_id} was requested",
-                                log.topic_id()
-                            ),
-                        });
-                    }
-                    log.set_config(config);
-                    log.set_leader_epoch(leader_epoch);
-                    return Ok(log);
-                }
-                if !reg.opening.contains(tp) {
-                    break;
-                }
-                self.opened.wait(&mut reg);
-            }
-            reg.opening.insert(tp.clone());
-            let idx = match reg.placement.get(tp).copied().or(found) {
-                Some(i) => {
-                    reg.placement.insert(tp.clone(), i);
-                    i
-                }
-                None => {
-                    let mut counts = vec![0usize; self.dirs.len()];
-                    for &i in reg.placement.values() {
-                        counts[i] += 1;
-                    }
-                    let i = (0..self.dirs.len())
-                        .min_by_key(|&i| (counts[i], i))
-                        .unwrap_or(0);
-                    reg.placement.insert(tp.clone(), i);
-                    i
-                }
-            };
-            let first_open = reg.opened_once.insert(tp.clone());
-            let closed_clean = reg.closed_clean.remove(tp);
-            let clean =
-                !self.shared && (closed_clean || (first_open && self.states[idx].lock().clean));
-            (idx, clean)
+        let slot = match self.claim_open(tp, &name, found) {
+            Claim::Open(log) => return take_up(log, topic_id, config, leader_epoch),
+            Claim::ToOpen(slot) => slot,
         };
-        let result = (|| {
-            let (rp, ls) = {
-                let st = self.states[idx].lock();
-                (
-                    known
-                        .map(|k| k.recovery_point)
-                        .or_else(|| st.recovery_points.get(tp).copied()),
-                    st.log_starts.get(tp).copied(),
-                )
-            };
-            let dir = self.dirs[idx].join(&name);
-            // What storage is known to hold (a takeover's recovery point, from the previous
-            // owner; a re-open's synced offset) is found, or the open refuses rather than
-            // serve less: a volume that went away (an unmounted export, a file system process
-            // that died) leaves the bare mount point, where the partition would open empty.
-            let required = known.map(|k| k.durable).filter(|&d| d > 0);
-            // The dir's identity is checked at each open in a shared dir (an acquisition: its
-            // previous owner may have recorded no recovery point yet) and at each re-open.
-            if (self.shared || known.is_some()) && !self.dirs[idx].join(META_PROPERTIES).is_file() {
-                return Err(StoreError::Invalid {
-                    path: self.dirs[idx].clone(),
-                    reason: "no meta.properties in this log dir: refusing to open a partition \
-                             in it (is the volume mounted?)"
-                        .into(),
-                });
+        let result = self.open_claimed(tp, slot, topic_id, config, leader_epoch, known);
+        self.finish_open(tp, &result);
+        result
+    }
+
+    /// Claims `tp` (directory `name`) for opening, waiting while another thread opens it: a
+    /// partition is opened by one thread at a time and open at most once, so no two logs of
+    /// this process write one directory. Returns its log if it is open already; otherwise
+    /// marks it opening, places it ([`place`]) and decides whether it opens as cleanly shut
+    /// down: never in a shared dir (every open there recovers), and on a single broker after
+    /// a clean `close_log`, or at its first open since start in a log dir whose clean-shutdown
+    /// marker was there (docs/log-format.md, "Recovery invariants").
+    fn claim_open(&self, tp: &TopicPartition, name: &str, found: Option<usize>) -> Claim {
+        let mut reg = self.reg.lock();
+        loop {
+            if let Some(log) = reg.logs.get(tp) {
+                return Claim::Open(log.clone());
             }
-            if let Some(durable) = required {
-                if !dir.is_dir() {
-                    return Err(StoreError::Invalid {
-                        path: dir,
-                        reason: format!(
-                            "the partition's directory is not there, but offsets up to {durable} \
-                             were made durable: refusing to open it empty (is the volume mounted?)"
-                        ),
-                    });
-                }
+            if !reg.opening.contains(tp) {
+                break;
             }
-            let log = Log::open(OpenParams {
-                dir,
-                tp: tp.clone(),
-                topic_id,
-                config,
-                leader_epoch,
-                recovery_point: rp,
-                newest_segment: known.map_or(0, |k| k.newest_segment),
-                sealed: known.and_then(|k| k.sealed),
-                switch: known.and_then(|k| k.switch),
-                vouched_snapshot: known.and_then(|k| k.snapshot),
-                log_start: ls,
-                clean,
-                now_ms: now_ms(),
-                del: self.del.clone(),
-                shared: self.shared,
-                gate: self.gate.clone(),
-            })?;
-            if let Some(durable) = required.filter(|&d| log.log_end_offset() < d) {
-                log.mark_deleted();
+            self.opened.wait(&mut reg);
+        }
+        reg.opening.insert(tp.clone());
+        let idx = place(&mut reg, tp, found, self.dirs.len());
+        let first_open = reg.opened_once.insert(tp.clone());
+        let closed_clean = reg.closed_clean.remove(tp);
+        let clean = !self.shared && (closed_clean || (first_open && self.states[idx].lock().clean));
+        Claim::ToOpen(Slot {
+            idx,
+            dir: self.dirs[idx].join(name),
+            clean,
+        })
+    }
+
+    /// Opens the claimed partition `tp` from its files: from the recovery point `known`
+    /// names (a takeover's, a re-open's) or its log dir's checkpoint, once storage was found
+    /// to be what it was known to hold ([`Inner::check_known_storage`]), and refused if the
+    /// opened log ends below what was made durable ([`refuse_short_log`]).
+    fn open_claimed(
+        &self,
+        tp: &TopicPartition,
+        slot: Slot,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        leader_epoch: i32,
+        known: Option<Known>,
+    ) -> Result<Arc<Log>, StoreError> {
+        let (rp, ls) = {
+            let st = self.states[slot.idx].lock();
+            (
+                known
+                    .map(|k| k.recovery_point)
+                    .or_else(|| st.recovery_points.get(tp).copied()),
+                st.log_starts.get(tp).copied(),
+            )
+        };
+        let required = self.check_known_storage(slot.idx, &slot.dir, known)?;
+        let log = Log::open(OpenParams {
+            dir: slot.dir,
+            tp: tp.clone(),
+            topic_id,
+            config,
+            leader_epoch,
+            recovery_point: rp,
+            newest_segment: known.map_or(0, |k| k.newest_segment),
+            sealed: known.and_then(|k| k.sealed),
+            switch: known.and_then(|k| k.switch),
+            vouched_snapshot: known.and_then(|k| k.snapshot),
+            log_start: ls,
+            clean: slot.clean,
+            now_ms: now_ms(),
+            del: self.del.clone(),
+            shared: self.shared,
+            gate: self.gate.clone(),
+        })?;
+        Ok(Arc::new(refuse_short_log(log, required)?))
+    }
+
+    /// Refuses, before anything is written, to open a partition where storage is not what it
+    /// was known to hold (docs/cluster.md, "Per-directory files on a shared volume": an
+    /// acquisition never serves less than storage was known to hold; ARCHITECTURE.md, the
+    /// re-open of a failed log): a log dir without its `meta.properties`, or no partition
+    /// directory where offsets were made durable. Returns the offset the opened log must
+    /// reach, if any ([`refuse_short_log`]).
+    fn check_known_storage(
+        &self,
+        idx: usize,
+        dir: &Path,
+        known: Option<Known>,
+    ) -> Result<Option<i64>, StoreError> {
+        // What storage is known to hold (a takeover's recovery point, from the previous
+        // owner; a re-open's synced offset) is found, or the open refuses rather than
+        // serve less: a volume that went away (an unmounted export, a file system process
+        // that died) leaves the bare mount point, where the partition would open empty.
+        let required = known.map(|k| k.durable).filter(|&d| d > 0);
+        // The dir's identity is checked at each open in a shared dir (an acquisition: its
+        // previous owner may have recorded no recovery point yet) and at each re-open.
+        if (self.shared || known.is_some()) && !self.dirs[idx].join(META_PROPERTIES).is_file() {
+            return Err(StoreError::Invalid {
+                path: self.dirs[idx].clone(),
+                reason: "no meta.properties in this log dir: refusing to open a partition \
+                         in it (is the volume mounted?)"
+                    .into(),
+            });
+        }
+        if let Some(durable) = required {
+            if !dir.is_dir() {
                 return Err(StoreError::Invalid {
-                    path: log.dir(),
+                    path: dir.to_path_buf(),
                     reason: format!(
-                        "storage holds offsets up to {} but offsets up to {durable} were made \
-                         durable: refusing to serve less",
-                        log.log_end_offset()
+                        "the partition's directory is not there, but offsets up to {durable} \
+                         were made durable: refusing to open it empty (is the volume mounted?)"
                     ),
                 });
             }
-            Ok(Arc::new(log))
-        })();
+        }
+        Ok(required)
+    }
+
+    /// Ends the claim of [`Inner::claim_open`]: an opened log joins the registry, and the
+    /// threads waiting for the partition wake, to find it open or, after a failed open, to
+    /// open it themselves.
+    fn finish_open(&self, tp: &TopicPartition, result: &Result<Arc<Log>, StoreError>) {
         let mut reg = self.reg.lock();
         reg.opening.remove(tp);
-        if let Ok(log) = &result {
+        if let Ok(log) = result {
             reg.insert_log(tp.clone(), log.clone());
         }
         self.opened.notify_all();
-        result
     }
 
     fn dir_index_of(&self, tp: &TopicPartition) -> Option<usize> {
@@ -1423,5 +1592,106 @@ impl Inner {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(topic: &str, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+
+    #[test]
+    fn only_names_kafka_would_make_are_legal() {
+        for ok in [tp("orders", 0), tp("a.b_C-9", 7), tp(&"t".repeat(249), 0)] {
+            assert!(legal_topic_partition(&ok), "{ok:?}");
+        }
+        for bad in [
+            tp("", 0),
+            tp(".", 0),
+            tp("..", 0),
+            tp("a/b", 0),
+            tp("caf\u{e9}", 0),
+            tp("a b", 0),
+            tp(&"t".repeat(250), 0),
+            tp("orders", -1),
+        ] {
+            assert!(!legal_topic_partition(&bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_partition_is_placed_once_in_the_log_dir_holding_fewest() {
+        let mut reg = Registry::default();
+        for (t, i) in [("a", 0), ("b", 0), ("c", 1)] {
+            reg.placement.insert(tp(t, 0), i);
+        }
+        // Placed 2, 1, 0: dir 2; then 2, 1, 1: the first of the fewest; then 2, 2, 1.
+        assert_eq!(place(&mut reg, &tp("new", 0), None, 3), 2);
+        assert_eq!(place(&mut reg, &tp("new", 1), None, 3), 1);
+        assert_eq!(place(&mut reg, &tp("new", 2), None, 3), 2);
+        assert_eq!(reg.placement.get(&tp("new", 0)), Some(&2));
+        // Where a shared dir holds it already, whatever the counts say.
+        assert_eq!(place(&mut reg, &tp("found", 0), Some(0), 3), 0);
+        // Once placed, always there.
+        assert_eq!(place(&mut reg, &tp("a", 0), Some(2), 3), 0);
+        assert_eq!(place(&mut reg, &tp("new", 0), None, 3), 2);
+    }
+
+    #[test]
+    fn the_clean_shutdown_marker_is_consumed_once_and_never_in_a_shared_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let marker = d.path().join(CLEAN_SHUTDOWN_MARKER);
+        std::fs::write(&marker, b"{}").unwrap();
+        assert!(take_clean_marker(d.path(), false).unwrap());
+        assert!(
+            !marker.exists(),
+            "a marker left would vouch for the next crash"
+        );
+        assert!(!take_clean_marker(d.path(), false).unwrap());
+        // A shared dir's per-dir files are no broker's: not trusted, not removed.
+        std::fs::write(&marker, b"{}").unwrap();
+        assert!(!take_clean_marker(d.path(), true).unwrap());
+        assert!(marker.exists());
+    }
+
+    #[test]
+    fn listing_finds_each_partition_once_and_the_leftover_dirs() {
+        let roots = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let dirs: Vec<PathBuf> = roots.iter().map(|d| d.path().to_path_buf()).collect();
+        let mkdir = |i: usize, name: &str| std::fs::create_dir(dirs[i].join(name)).unwrap();
+        mkdir(0, "t-0");
+        mkdir(0, &delete_dir_name(&tp("t", 1)));
+        mkdir(0, &future_dir_name(&tp("t", 2)));
+        mkdir(0, "__cluster_metadata-0");
+        mkdir(0, "not a partition");
+        std::fs::write(dirs[0].join("t-3"), b"a file").unwrap();
+        mkdir(1, "t-0");
+        mkdir(1, "u-5");
+        let mut found = Discovery::default();
+        list_partition_dirs(0, &dirs, &mut found).unwrap();
+        list_partition_dirs(1, &dirs, &mut found).unwrap();
+        let mut listed: Vec<_> = found
+            .discovered
+            .iter()
+            .map(|d| (d.tp.clone(), d.dir.clone()))
+            .collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            vec![
+                (tp("t", 0), dirs[0].join("t-0")),
+                (tp("u", 5), dirs[1].join("u-5")),
+            ]
+        );
+        assert_eq!(found.placement.get(&tp("t", 0)), Some(&0));
+        assert_eq!(found.placement.get(&tp("u", 5)), Some(&1));
+        assert_eq!(found.placement.len(), 2);
+        assert_eq!(found.pending_dirs.len(), 2, "the -delete and -future dirs");
     }
 }

@@ -52,6 +52,13 @@ pub(crate) fn complete_swaps(
 
 /// [`complete_swaps`], noting in `removed` every file it asks to remove by name (whether or
 /// not it was there): what a deposed opener's removals stalled in flight could land on.
+///
+/// The steps: list the leftovers, removing every `.cleaned` ([`Leftovers::list`]); refuse a
+/// stale listing that misses an announced switch's swap ([`check_announced_swap_listed`]);
+/// then for each swap, in order of base: remove index swaps left without their `.log` swap
+/// ([`remove_index_swaps`]), remove a swap whose switch had not begun
+/// ([`remove_unbegun_swap`]), complete any other ([`complete_swap`]); last, fsync the
+/// directory if anything changed.
 pub(crate) fn complete_swaps_removing(
     dir: &Path,
     tp: &TopicPartition,
@@ -59,161 +66,257 @@ pub(crate) fn complete_swaps_removing(
     announced: Option<crate::CleanerSwitch>,
     removed: &mut Vec<std::path::PathBuf>,
 ) -> io::Result<()> {
-    // (base, the switch's tag: None for Kafka's untagged names) -> the kinds left.
-    let mut swaps: BTreeMap<(i64, Option<String>), BTreeSet<&'static str>> = BTreeMap::new();
-    let mut logs = BTreeSet::new();
-    // (base, tag) of `.log` files renamed aside by a switch whose tag names the swap's base.
-    let mut aside: BTreeSet<(i64, String)> = BTreeSet::new();
-    // Bases of `.log` files Kafka renamed aside (`<base>.log.deleted`, untagged).
-    let mut kafka_aside: BTreeSet<i64> = BTreeSet::new();
-    // (base, tag) of switches an earlier open blocked ([`block_late_switch`]: a directory
-    // under the name of their first rename aside, made over nothing): they never began and
-    // never will, so their swaps are removed, never completed.
-    let mut blocked: BTreeSet<(i64, String)> = BTreeSet::new();
-    let mut changed = false;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if crate::fsutil::listing_hides(name) {
-            continue;
-        }
-        if name.ends_with(CLEANED_SUFFIX) {
-            tracing::info!(?tp, file = name, "removing an unfinished cleaned segment");
-            removed.push(entry.path());
-            std::fs::remove_file(entry.path())?;
-            changed = true;
-        } else if let Some(stem) = name.strip_suffix(SWAP_SUFFIX) {
-            let parsed = match parse_segment_file_name(stem) {
-                Some((base, kind)) => Some((base, kind, None)),
-                None => stem.rsplit_once('.').and_then(|(file, tag)| {
-                    parse_segment_file_name(file)
-                        .filter(|(base, _)| swap_tag_names(tag, *base))
-                        .map(|(base, kind)| (base, kind, Some(tag.to_string())))
-                }),
-            };
-            match parsed {
-                Some((base, kind, tag)) => {
-                    swaps.entry((base, tag)).or_default().insert(kind.suffix());
-                }
-                None => tracing::warn!(?tp, file = name, "ignoring an unknown .swap file"),
-            }
-        } else if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
-            logs.insert(base);
-        } else if let Some(switched) = switched_aside(name) {
-            if entry.file_type()?.is_dir() {
-                blocked.insert(switched);
-            } else {
-                aside.insert(switched);
-            }
-        } else if let Some((base, SegmentFileKind::Log)) = name
-            .strip_suffix(DELETED_SUFFIX)
-            .and_then(parse_segment_file_name)
-        {
-            kafka_aside.insert(base);
-        }
-    }
-    // The switch a former owner announced, when this listing shows no swap of it: looked up
-    // by name (a lookup asks the server; a listing may be an NFS client's cached one). With
-    // no swap file it never made one (its first rename aside comes after the swap exists,
-    // and after a gate check that a deposed owner fails) or it completed (its swap renamed
-    // in): nothing of it can still take a segment. With one, the listing is stale: refused,
-    // to be tried again, so that the open that goes on sees the swap and blocks the switch
-    // or completes it (`an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch`).
+    let mut left = Leftovers::list(dir, tp, removed)?;
     if let Some(switch) = announced.filter(|_| shared) {
-        let tag = super::swap::switch_tag(switch);
-        let listed = swaps.contains_key(&(switch.base, Some(tag.clone())));
-        let swap = swap_path(dir, switch.base, SegmentFileKind::Log, Some(&tag));
-        if !listed && !blocked.contains(&(switch.base, tag.clone())) && swap.exists() {
-            return Err(io::Error::other(format!(
-                "{} is not in the listing of its directory: a stale view; opening again",
-                swap.display()
-            )));
-        }
+        check_announced_swap_listed(dir, switch, &left)?;
     }
-    for ((base, tag), kinds) in swaps {
-        changed = true;
+    for ((base, tag), kinds) in std::mem::take(&mut left.swaps) {
+        left.changed = true;
         let tag = tag.as_deref();
-        let swap_path = |dir: &Path, base: i64, kind| swap_path(dir, base, kind, tag);
-        // A tagged switch had begun when its first old segment's `.log` is aside under its
-        // tag; one of Kafka's names, when one is aside under any tag naming its base, or under
-        // Kafka's own `.deleted` name (a Kafka log dir whose cleaning stopped mid-switch:
-        // Kafka completes it, so does this).
-        let begun = !tag.is_some_and(|t| blocked.contains(&(base, t.to_string())))
-            && (aside
-                .iter()
-                .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t))
-                || (tag.is_none() && kafka_aside.contains(&base)));
         if !kinds.contains(SegmentFileKind::Log.suffix()) {
-            for kind in [
-                SegmentFileKind::Index,
-                SegmentFileKind::TimeIndex,
-                SegmentFileKind::TxnIndex,
-            ] {
-                remove_if_exists(&swap_path(dir, base, kind), removed)?;
-            }
-            continue;
+            remove_index_swaps(dir, base, tag, removed)?;
+        } else if left.logs.contains(&base) || !switch_had_begun(&left, base, tag) {
+            remove_unbegun_swap(dir, tp, shared, base, tag, removed)?;
+        } else {
+            complete_swap(dir, tp, &mut left.logs, base, tag, &kinds, removed)?;
         }
-        if logs.contains(&base) || !begun {
-            if let Some(tag) = tag.filter(|_| shared) {
-                block_late_switch(dir, base, tag)?;
-            }
-            tracing::info!(?tp, segment = base,
-                "removing a cleaned segment whose switch had not begun (its segments were in place when it was left)");
-            for kind in SEGMENT_KINDS {
-                remove_if_exists(&swap_path(dir, base, kind), removed)?;
-            }
-            continue;
-        }
-        let next = swap_next_offset(dir, base, tag, tp)?;
-        let covered: Vec<i64> = logs.range(base..next.max(base + 1)).copied().collect();
-        tracing::info!(?tp, segment = base, next_offset = next, replaces = ?covered,
-            "completing the swap of a cleaned segment");
-        // The first old segment's files too, while the switch had not begun renaming the
-        // swap's files in (its `.index.swap`, which every cleaning makes and renames in
-        // first, is still there): its `.log` is aside, but a switch that failed after that
-        // rename may have left its indexes under their names, and the cleaned segment has a
-        // `.txnindex` only if it keeps aborted transactions (a stale one would hide committed
-        // records). Once renaming in had begun, every old file had been renamed aside (step 4
-        // renames the swap's files only then), and what is at `base` is the cleaned segment's.
-        //
-        // Nothing at `base` that the swap brings is removed by name: its rename replaces the
-        // old file in one step. A removal by name at `base` issued by an opener deposed since
-        // and stalled in flight would land on the cleaned segment's file that the next owner
-        // renamed into place meanwhile (adversary on 5a48f52); its `.log` is aside anyway
-        // (the switch had begun). What the swap does not bring (an index it lacks, a
-        // `.txnindex` when it keeps no aborted transaction) is removed: no later owner makes
-        // those files at `base`. The segments it covers past `base` lie inside the cleaned
-        // segment's offsets, where no segment is made again.
-        let renaming_in = !kinds.contains(SegmentFileKind::Index.suffix());
-        if !renaming_in {
-            for kind in SEGMENT_KINDS {
-                if kind != SegmentFileKind::Log && !kinds.contains(kind.suffix()) {
-                    remove_if_exists(&seg_path(dir, base, kind), removed)?;
-                }
-            }
-        }
-        for old in covered {
-            for kind in SEGMENT_KINDS {
-                remove_if_exists(&seg_path(dir, old, kind), removed)?;
-            }
-            logs.remove(&old);
-        }
-        for kind in [
-            SegmentFileKind::Index,
-            SegmentFileKind::TimeIndex,
-            SegmentFileKind::TxnIndex,
-            SegmentFileKind::Log,
-        ] {
-            if kinds.contains(kind.suffix()) {
-                std::fs::rename(swap_path(dir, base, kind), seg_path(dir, base, kind))?;
-            }
-        }
-        logs.insert(base);
     }
-    if changed {
+    if left.changed {
         sync_dir(dir)?;
     }
+    Ok(())
+}
+
+/// What one listing of a partition directory shows of the cleaner's switches.
+#[derive(Debug, Default)]
+struct Leftovers {
+    /// (base, the switch's tag: None for Kafka's untagged names) -> the kinds of its `.swap`
+    /// files left.
+    swaps: BTreeMap<(i64, Option<String>), BTreeSet<&'static str>>,
+    /// Bases of the segments' `.log` files.
+    logs: BTreeSet<i64>,
+    /// (base, tag) of `.log` files renamed aside by a switch whose tag names the swap's base.
+    aside: BTreeSet<(i64, String)>,
+    /// Bases of `.log` files Kafka renamed aside (`<base>.log.deleted`, untagged).
+    kafka_aside: BTreeSet<i64>,
+    /// (base, tag) of switches an earlier open blocked ([`block_late_switch`]: a directory
+    /// under the name of their first rename aside, made over nothing): they never began and
+    /// never will, so their swaps are removed, never completed.
+    blocked: BTreeSet<(i64, String)>,
+    /// Something was removed or renamed: the directory is fsynced at the end.
+    changed: bool,
+}
+
+impl Leftovers {
+    /// Lists `dir`, removing every `*.cleaned` file as it goes (any writer's token: an
+    /// unfinished cleaned segment, which no switch took up; docs/compaction.md, "Recovery").
+    /// Entries an NFS client hides (`fsutil::listing_hides`) are not looked at.
+    fn list(
+        dir: &Path,
+        tp: &TopicPartition,
+        removed: &mut Vec<std::path::PathBuf>,
+    ) -> io::Result<Leftovers> {
+        let mut left = Leftovers::default();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if crate::fsutil::listing_hides(name) {
+                continue;
+            }
+            if name.ends_with(CLEANED_SUFFIX) {
+                tracing::info!(?tp, file = name, "removing an unfinished cleaned segment");
+                removed.push(entry.path());
+                std::fs::remove_file(entry.path())?;
+                left.changed = true;
+            } else if let Some(stem) = name.strip_suffix(SWAP_SUFFIX) {
+                match parse_swap_stem(stem) {
+                    Some((base, kind, tag)) => {
+                        left.swaps
+                            .entry((base, tag))
+                            .or_default()
+                            .insert(kind.suffix());
+                    }
+                    None => tracing::warn!(?tp, file = name, "ignoring an unknown .swap file"),
+                }
+            } else if let Some((base, SegmentFileKind::Log)) = parse_segment_file_name(name) {
+                left.logs.insert(base);
+            } else if let Some(switched) = switched_aside(name) {
+                if entry.file_type()?.is_dir() {
+                    left.blocked.insert(switched);
+                } else {
+                    left.aside.insert(switched);
+                }
+            } else if let Some((base, SegmentFileKind::Log)) = name
+                .strip_suffix(DELETED_SUFFIX)
+                .and_then(parse_segment_file_name)
+            {
+                left.kafka_aside.insert(base);
+            }
+        }
+        Ok(left)
+    }
+}
+
+/// The base, kind and tag of a `.swap` file, from its name without the `.swap`: Kafka's
+/// `<base>.<kind>` (no tag), or a switch's `<base>.<kind>.<tag>` whose tag names `base`
+/// (`swap::swap_tag_names`). None for anything else: such a file is no switch's and is left
+/// alone.
+fn parse_swap_stem(stem: &str) -> Option<(i64, SegmentFileKind, Option<String>)> {
+    match parse_segment_file_name(stem) {
+        Some((base, kind)) => Some((base, kind, None)),
+        None => stem.rsplit_once('.').and_then(|(file, tag)| {
+            parse_segment_file_name(file)
+                .filter(|(base, _)| swap_tag_names(tag, *base))
+                .map(|(base, kind)| (base, kind, Some(tag.to_string())))
+        }),
+    }
+}
+
+/// In a shared directory, the switch a former owner announced (`WriteGate::announce_switch`),
+/// when the listing `left` shows no swap of it: looked up by name (a lookup asks the server;
+/// a listing may be an NFS client's cached one). With no swap file it never made one (its
+/// first rename aside comes after the swap exists, and after a gate check that a deposed
+/// owner fails) or it completed (its swap renamed in): nothing of it can still take a
+/// segment. With one, the listing is stale: refused, to be tried again, so that the open
+/// that goes on sees the swap and blocks the switch or completes it (docs/compaction.md,
+/// "Recovery"; `an_open_whose_listing_misses_the_swap_still_blocks_the_announced_switch`).
+fn check_announced_swap_listed(
+    dir: &Path,
+    switch: crate::CleanerSwitch,
+    left: &Leftovers,
+) -> io::Result<()> {
+    let tag = super::swap::switch_tag(switch);
+    let listed = left.swaps.contains_key(&(switch.base, Some(tag.clone())));
+    let swap = swap_path(dir, switch.base, SegmentFileKind::Log, Some(&tag));
+    if !listed && !left.blocked.contains(&(switch.base, tag.clone())) && swap.exists() {
+        return Err(io::Error::other(format!(
+            "{} is not in the listing of its directory: a stale view; opening again",
+            swap.display()
+        )));
+    }
+    Ok(())
+}
+
+/// True if the switch of the swap at `base` tagged `tag` had begun, by the listing `left`:
+/// a tagged switch, when its first old segment's `.log` is aside under its tag and no
+/// earlier open blocked it; one of Kafka's names, when one is aside under any tag naming its
+/// base, or under Kafka's own `.deleted` name (a Kafka log dir whose cleaning stopped
+/// mid-switch: Kafka completes it, so does this). Only a switch that had begun is completed
+/// (docs/compaction.md, "Recovery").
+fn switch_had_begun(left: &Leftovers, base: i64, tag: Option<&str>) -> bool {
+    !tag.is_some_and(|t| left.blocked.contains(&(base, t.to_string())))
+        && (left
+            .aside
+            .iter()
+            .any(|(b, t)| *b == base && tag.is_none_or(|tag| tag == t))
+            || (tag.is_none() && left.kafka_aside.contains(&base)))
+}
+
+/// Removes the index `.swap` files at `base` of a swap whose `.log.swap` is gone: the `.log`
+/// was renamed in already (docs/compaction.md, "Recovery").
+fn remove_index_swaps(
+    dir: &Path,
+    base: i64,
+    tag: Option<&str>,
+    removed: &mut Vec<std::path::PathBuf>,
+) -> io::Result<()> {
+    for kind in [
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+        SegmentFileKind::TxnIndex,
+    ] {
+        remove_if_exists(&swap_path(dir, base, kind, tag), removed)?;
+    }
+    Ok(())
+}
+
+/// Removes the swap at `base` whose switch had not begun (no first segment aside under its
+/// tag, [`switch_had_begun`], or the segment at `base` still under its name), with its index
+/// swaps: the segments it was made from were all in place when it was left (a crash before
+/// the switch, or a switch the write gate refused), so nothing is lost, and they may have
+/// changed since (a later owner's retention, DeleteRecords or cleaning), so completing it
+/// could bring deleted records back. In a shared directory its switch is first blocked for
+/// good ([`block_late_switch`]): a deposed owner's first rename aside, stalled in flight,
+/// then lands on nothing (docs/compaction.md, "Recovery").
+fn remove_unbegun_swap(
+    dir: &Path,
+    tp: &TopicPartition,
+    shared: bool,
+    base: i64,
+    tag: Option<&str>,
+    removed: &mut Vec<std::path::PathBuf>,
+) -> io::Result<()> {
+    if let Some(tag) = tag.filter(|_| shared) {
+        block_late_switch(dir, base, tag)?;
+    }
+    tracing::info!(?tp, segment = base,
+        "removing a cleaned segment whose switch had not begun (its segments were in place when it was left)");
+    for kind in SEGMENT_KINDS {
+        remove_if_exists(&swap_path(dir, base, kind, tag), removed)?;
+    }
+    Ok(())
+}
+
+/// Completes the swap at `base` tagged `tag`, whose switch had begun, with its `.swap`
+/// files of `kinds`: the segments of `logs` whose base lies in `[base, its next offset)` are
+/// removed and the swap takes its segment names, indexes first, the `.log` last, so that
+/// `logs` then lists it (docs/compaction.md, "Recovery"). Nothing at `base` that the swap
+/// brings is removed by name first: its renames replace those files.
+fn complete_swap(
+    dir: &Path,
+    tp: &TopicPartition,
+    logs: &mut BTreeSet<i64>,
+    base: i64,
+    tag: Option<&str>,
+    kinds: &BTreeSet<&'static str>,
+    removed: &mut Vec<std::path::PathBuf>,
+) -> io::Result<()> {
+    let next = swap_next_offset(dir, base, tag, tp)?;
+    let covered: Vec<i64> = logs.range(base..next.max(base + 1)).copied().collect();
+    tracing::info!(?tp, segment = base, next_offset = next, replaces = ?covered,
+        "completing the swap of a cleaned segment");
+    // The first old segment's files too, while the switch had not begun renaming the
+    // swap's files in (its `.index.swap`, which every cleaning makes and renames in
+    // first, is still there): its `.log` is aside, but a switch that failed after that
+    // rename may have left its indexes under their names, and the cleaned segment has a
+    // `.txnindex` only if it keeps aborted transactions (a stale one would hide committed
+    // records). Once renaming in had begun, every old file had been renamed aside (step 4
+    // renames the swap's files only then), and what is at `base` is the cleaned segment's.
+    //
+    // Nothing at `base` that the swap brings is removed by name: its rename replaces the
+    // old file in one step. A removal by name at `base` issued by an opener deposed since
+    // and stalled in flight would land on the cleaned segment's file that the next owner
+    // renamed into place meanwhile (adversary on 5a48f52); its `.log` is aside anyway
+    // (the switch had begun). What the swap does not bring (an index it lacks, a
+    // `.txnindex` when it keeps no aborted transaction) is removed: no later owner makes
+    // those files at `base`. The segments it covers past `base` lie inside the cleaned
+    // segment's offsets, where no segment is made again.
+    let renaming_in = !kinds.contains(SegmentFileKind::Index.suffix());
+    if !renaming_in {
+        for kind in SEGMENT_KINDS {
+            if kind != SegmentFileKind::Log && !kinds.contains(kind.suffix()) {
+                remove_if_exists(&seg_path(dir, base, kind), removed)?;
+            }
+        }
+    }
+    for old in covered {
+        for kind in SEGMENT_KINDS {
+            remove_if_exists(&seg_path(dir, old, kind), removed)?;
+        }
+        logs.remove(&old);
+    }
+    for kind in [
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+        SegmentFileKind::TxnIndex,
+        SegmentFileKind::Log,
+    ] {
+        if kinds.contains(kind.suffix()) {
+            std::fs::rename(swap_path(dir, base, kind, tag), seg_path(dir, base, kind))?;
+        }
+    }
+    logs.insert(base);
     Ok(())
 }
 
@@ -309,4 +412,122 @@ fn swap_next_offset(
         file.sync_all()?;
     }
     Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TAG: &str = "17-0123456789ab";
+
+    #[test]
+    fn a_swap_name_is_kafkas_or_tagged_with_its_own_base() {
+        assert_eq!(
+            parse_swap_stem("00000000000000000017.log"),
+            Some((17, SegmentFileKind::Log, None))
+        );
+        assert_eq!(
+            parse_swap_stem(&format!("00000000000000000017.index.{TAG}")),
+            Some((17, SegmentFileKind::Index, Some(TAG.to_string())))
+        );
+        // A tag naming another base, an empty random part, no segment name: no switch's.
+        for stem in [
+            "00000000000000000017.log.5-0123456789ab",
+            "00000000000000000017.log.17-",
+            "00000000000000000017.log.cleaned",
+            "x.log",
+        ] {
+            assert_eq!(parse_swap_stem(stem), None, "{stem}");
+        }
+    }
+
+    #[test]
+    fn the_listing_removes_cleaned_files_and_tells_asides_from_blockers() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let touch = |name: &str| std::fs::write(dir.join(name), b"x").unwrap();
+        touch("00000000000000000000.log");
+        touch("00000000000000000000.log.1234-5.cleaned");
+        touch(&format!("00000000000000000017.log.{TAG}.swap"));
+        touch(&format!("00000000000000000017.index.{TAG}.swap"));
+        touch(&format!("00000000000000000017.log.{TAG}.deleted"));
+        std::fs::create_dir(dir.join("00000000000000000030.log.30-0123456789ab.deleted")).unwrap();
+        touch("00000000000000000040.log.deleted");
+        touch("junk.swap");
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let mut removed = Vec::new();
+        let left = Leftovers::list(dir, &tp, &mut removed).unwrap();
+        assert!(left.changed);
+        assert_eq!(
+            removed,
+            vec![dir.join("00000000000000000000.log.1234-5.cleaned")]
+        );
+        assert!(!removed[0].exists());
+        assert_eq!(left.logs, BTreeSet::from([0]));
+        let kinds = left.swaps.get(&(17, Some(TAG.to_string())));
+        assert_eq!(kinds, Some(&BTreeSet::from([".log", ".index"])));
+        assert_eq!(left.swaps.len(), 1, "junk.swap is no switch's");
+        assert_eq!(left.aside, BTreeSet::from([(17, TAG.to_string())]));
+        assert_eq!(
+            left.blocked,
+            BTreeSet::from([(30, "30-0123456789ab".to_string())])
+        );
+        assert_eq!(left.kafka_aside, BTreeSet::from([40]));
+    }
+
+    #[test]
+    fn a_switch_had_begun_once_its_first_segment_went_aside_under_its_tag() {
+        let left = Leftovers {
+            aside: BTreeSet::from([(17, TAG.to_string())]),
+            kafka_aside: BTreeSet::from([40]),
+            blocked: BTreeSet::from([(60, "60-0123456789ab".to_string())]),
+            ..Leftovers::default()
+        };
+        assert!(switch_had_begun(&left, 17, Some(TAG)));
+        assert!(
+            !switch_had_begun(&left, 17, Some("17-ba9876543210")),
+            "another switch's"
+        );
+        assert!(
+            switch_had_begun(&left, 17, None),
+            "Kafka's name: any tag naming its base"
+        );
+        assert!(switch_had_begun(&left, 40, None), "Kafka's own .deleted");
+        assert!(!switch_had_begun(&left, 40, Some("40-0123456789ab")));
+        assert!(
+            !switch_had_begun(&left, 60, Some("60-0123456789ab")),
+            "blocked"
+        );
+        assert!(!switch_had_begun(&left, 99, None));
+    }
+
+    #[test]
+    fn a_listing_that_misses_the_announced_swap_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let switch = crate::CleanerSwitch {
+            base: 17,
+            id: 0x0123_4567_89ab,
+        };
+        assert_eq!(super::super::swap::switch_tag(switch), TAG);
+        let listed_none = Leftovers::default();
+        // No swap file: the switch never made one, or it completed.
+        check_announced_swap_listed(dir, switch, &listed_none).unwrap();
+        std::fs::write(swap_path(dir, 17, SegmentFileKind::Log, Some(TAG)), b"x").unwrap();
+        let err = check_announced_swap_listed(dir, switch, &listed_none).unwrap_err();
+        assert!(err.to_string().contains("a stale view"), "{err}");
+        let listed = Leftovers {
+            swaps: BTreeMap::from([((17, Some(TAG.to_string())), BTreeSet::from([".log"]))]),
+            ..Leftovers::default()
+        };
+        check_announced_swap_listed(dir, switch, &listed).unwrap();
+        let blocked = Leftovers {
+            blocked: BTreeSet::from([(17, TAG.to_string())]),
+            ..Leftovers::default()
+        };
+        check_announced_swap_listed(dir, switch, &blocked).unwrap();
+    }
 }

@@ -95,7 +95,7 @@ pub(crate) fn swap_tag_names(tag: &str, base: i64) -> bool {
     }
 }
 
-/// `<base>.<kind>.<tag>.swap` for a switch of this cleaner (its tag, [`swap_tag`]), or Kafka's
+/// `<base>.<kind>.<tag>.swap` for a switch of this cleaner (its tag, [`switch_tag`]), or Kafka's
 /// `<base>.<kind>.swap` (`tag` None: a Kafka log dir, or a switch before swap names were
 /// tagged).
 pub(crate) fn swap_path(
@@ -301,7 +301,13 @@ fn remap(mark: &mut SyncedMark, group: &[Arc<Segment>], base: i64, size: u64) {
 }
 
 impl Log {
-    /// Steps 2 to 4 of the module doc.
+    /// Steps 2 to 4 of the module doc: the switch is announced ([`Log::announce_switch`]),
+    /// then, under the log's files lock, the swap is refused if the cleaning was aborted or
+    /// the write gate says no ([`Log::swap_refusal`]); the cleaned files are renamed to the
+    /// switch's swap names ([`rename_to_swap`], step 2), the segment list switched under the
+    /// writer lock ([`Log::switch_segment_list`], step 3), the old segments renamed aside
+    /// ([`Log::rename_group_aside`]) and the swap files renamed in ([`rename_swap_in`]), step
+    /// 4; last the old segments go to the deferred deletion ([`Log::retire_group`]).
     pub(super) fn swap_in(
         &self,
         ctx: &CleanCtx<'_>,
@@ -330,34 +336,14 @@ impl Log {
             ));
         }
         let files = self.files_lock.lock();
-        if (ctx.aborted)() || self.is_closed() || self.failure().is_some() {
+        if let Some(reason) = self.swap_refusal(ctx) {
             drop(files);
             done.cleaned.discard();
-            return Err(CleanStop::Aborted("the log is closing, moving or failed"));
-        }
-        // The ownership check appends use, immediately before the swap.
-        if !(ctx.owns)() {
-            drop(files);
-            done.cleaned.discard();
-            return Err(CleanStop::Aborted(
-                "this broker no longer owns the partition",
-            ));
+            return Err(CleanStop::Aborted(reason));
         }
         let tag = switch_tag(switch);
         let swap = |kind| swap_path(&dir, base, kind, Some(&tag));
-        let renamed = (|| {
-            for kind in KINDS {
-                done.seg.rename_kind(kind, &swap(kind), |from, to| {
-                    rename_kind(
-                        kind,
-                        from.unwrap_or(&cleaned_path(&dir, base, kind, &done.cleaned.token)),
-                        to,
-                    )
-                })?;
-            }
-            sync_dir(&dir)
-        })();
-        if let Err(e) = renamed {
+        if let Err(e) = rename_to_swap(&done, &tag) {
             remove_all(&dir, base, swap);
             drop(files);
             done.cleaned.discard();
@@ -370,36 +356,7 @@ impl Log {
         }
         let new_size = done.seg.size();
         let new = Arc::new(done.seg);
-        let switched = {
-            let _w = self.writer.lock();
-            let mut s = self.shared.write();
-            let at = s.segments.iter().position(|x| Arc::ptr_eq(x, &group[0]));
-            let intact = at.is_some_and(|k| {
-                k + group.len() < s.segments.len()
-                    && group
-                        .iter()
-                        .zip(&s.segments[k..])
-                        .all(|(g, x)| Arc::ptr_eq(g, x))
-            });
-            let live = !(ctx.aborted)() && !self.is_closed() && *self.dir.read() == dir;
-            match at {
-                Some(k) if intact && live && (ctx.owns)() => {
-                    let mut v = s.segments.to_vec();
-                    v.splice(k..k + group.len(), [new.clone()]);
-                    s.segments = Arc::new(v);
-                    let mut synced = s.synced_mark;
-                    remap(&mut synced, group, base, new_size);
-                    s.synced_mark = synced;
-                    if let Some(mut p) = s.published {
-                        remap(&mut p, group, base, new_size);
-                        s.published = Some(p);
-                    }
-                    true
-                }
-                _ => false,
-            }
-        };
-        if !switched {
+        if !self.switch_segment_list(ctx, group, &new, new_size) {
             // Retention removed part of the group meanwhile, or the log is going away: the
             // old segments stay; the swap files go, unless the write gate refuses (the
             // partition's files are another broker's now, and an open of theirs completes
@@ -412,40 +369,21 @@ impl Log {
                 "the segments changed during the cleaning",
             ));
         }
-        let mut res = Ok(());
-        for g in group {
-            // The write gate before each rename aside, as before each of an opener's renames:
-            // a deposed broker stops after the one that may be in flight (an open that found
-            // the swap not begun removed it; `recover.rs` puts a first segment renamed aside
-            // late back under its name).
-            if !(ctx.owns)() {
-                res = Err(io::Error::other("this broker no longer owns the partition"));
-                break;
-            }
-            if let Err(e) = g.rename_deleted(Some(&tag)) {
-                res = Err(e);
-                break;
-            }
-        }
+        let res = self.rename_group_aside(ctx, group, &tag);
         #[cfg(test)]
         if ctx.crash_at == Some(super::CrashAt::OldRenamed) {
             return Err(CleanStop::Aborted("simulated crash"));
         }
-        if res.is_ok() {
-            for kind in KINDS {
-                #[cfg(test)]
-                if kind == SegmentFileKind::Log && ctx.crash_at == Some(super::CrashAt::IndexesIn) {
-                    return Err(CleanStop::Aborted("simulated crash"));
-                }
-                if let Err(e) = new.rename_kind(kind, &seg_path(&dir, base, kind), |from, to| {
-                    rename_kind(kind, from.unwrap_or(&swap(kind)), to)
-                }) {
-                    res = Err(e);
-                    break;
-                }
-            }
+        // The swap files in: the indexes, then the `.log` (the last of `KINDS`).
+        let (indexes, log) = KINDS.split_at(KINDS.len() - 1);
+        let res = res.and_then(|()| rename_swap_in(&new, &tag, indexes));
+        #[cfg(test)]
+        if res.is_ok() && ctx.crash_at == Some(super::CrashAt::IndexesIn) {
+            return Err(CleanStop::Aborted("simulated crash"));
         }
-        let res = res.and_then(|()| sync_dir(&dir));
+        let res = res
+            .and_then(|()| rename_swap_in(&new, &tag, log))
+            .and_then(|()| sync_dir(&dir));
         drop(files);
         if let Err(e) = res {
             self.fail(LogFailure::Refused {
@@ -455,6 +393,95 @@ impl Log {
             });
             return Err(CleanStop::Io(e));
         }
+        self.retire_group(group, &dir, &tag);
+        Ok(())
+    }
+
+    /// Why the swap must not go on, if it must not: the cleaning was aborted (the log is
+    /// closing, moving or failed), or the write gate refuses (this broker no longer owns the
+    /// partition: the check appends use). Asked under the files lock, immediately before the
+    /// cleaned files are renamed to their swap names (docs/compaction.md, "The swap, safe on
+    /// NFS semantics", step 2; docs/cluster.md, Fencing point 3).
+    fn swap_refusal(&self, ctx: &CleanCtx<'_>) -> Option<&'static str> {
+        if (ctx.aborted)() || self.is_closed() || self.failure().is_some() {
+            return Some("the log is closing, moving or failed");
+        }
+        // The ownership check appends use, immediately before the swap.
+        if !(ctx.owns)() {
+            return Some("this broker no longer owns the partition");
+        }
+        None
+    }
+
+    /// Step 3 of the module doc: under the writer lock (the only moment appends wait for the
+    /// cleaner), replaces `group` by `new` (of `new_size` bytes) in the segment list, and
+    /// moves the synced and published marks that lay in the group to its end ([`remap`]);
+    /// readers see the old list or the new one. Only while the group is still in the list,
+    /// whole, below the active segment, the cleaning was not aborted, the log not closed or
+    /// moved, and the write gate lets this broker write (checked again here: docs/compaction.md,
+    /// "Cluster mode"). False, changing nothing, otherwise.
+    fn switch_segment_list(
+        &self,
+        ctx: &CleanCtx<'_>,
+        group: &[Arc<Segment>],
+        new: &Arc<Segment>,
+        new_size: u64,
+    ) -> bool {
+        let base = new.base_offset;
+        let _w = self.writer.lock();
+        let mut s = self.shared.write();
+        let at = s.segments.iter().position(|x| Arc::ptr_eq(x, &group[0]));
+        let intact = at.is_some_and(|k| {
+            k + group.len() < s.segments.len()
+                && group
+                    .iter()
+                    .zip(&s.segments[k..])
+                    .all(|(g, x)| Arc::ptr_eq(g, x))
+        });
+        let live = !(ctx.aborted)() && !self.is_closed() && *self.dir.read() == new.dir;
+        match at {
+            Some(k) if intact && live && (ctx.owns)() => {
+                let mut v = s.segments.to_vec();
+                v.splice(k..k + group.len(), [new.clone()]);
+                s.segments = Arc::new(v);
+                let mut synced = s.synced_mark;
+                remap(&mut synced, group, base, new_size);
+                s.synced_mark = synced;
+                if let Some(mut p) = s.published {
+                    remap(&mut p, group, base, new_size);
+                    s.published = Some(p);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Step 4 of the module doc, first half: renames each old segment of `group` aside to
+    /// its `.<tag>.deleted` names (its `.log` first: `Segment::rename_deleted`), in order,
+    /// asking the write gate before each, as before each of an opener's renames: a deposed
+    /// broker stops after the one that may be in flight (an open that found the swap not
+    /// begun removed it, and blocks that rename: `recover.rs`; docs/compaction.md,
+    /// "Recovery"). Stops at the first failure.
+    fn rename_group_aside(
+        &self,
+        ctx: &CleanCtx<'_>,
+        group: &[Arc<Segment>],
+        tag: &str,
+    ) -> io::Result<()> {
+        for g in group {
+            if !(ctx.owns)() {
+                return Err(io::Error::other("this broker no longer owns the partition"));
+            }
+            g.rename_deleted(Some(tag))?;
+        }
+        Ok(())
+    }
+
+    /// The old segments of `group`, renamed aside under `tag` in `dir`, go to the deferred
+    /// deletion: unlinked after their last reader, retried with backoff, never fatal
+    /// (ARCHITECTURE.md: a file is never unlinked while this process holds it open).
+    fn retire_group(&self, group: &[Arc<Segment>], dir: &Path, tag: &str) {
         let now = crate::fsutil::now_ms();
         let retired: Vec<PendingSegment> = group
             .iter()
@@ -462,16 +489,165 @@ impl Log {
                 self.del.counters.added();
                 PendingSegment {
                     seg: Some(g.clone()),
-                    dir: dir.clone(),
+                    dir: dir.to_path_buf(),
                     base: g.base_offset,
                     renamed: true,
                     attempt: Attempt::default(),
-                    tag: Some(tag.clone()),
+                    tag: Some(tag.to_string()),
                 }
             })
             .collect();
         self.pending.lock().extend(retired);
         self.reap_pending(now);
-        Ok(())
+    }
+}
+
+/// Step 2 of the module doc: renames the finished cleaned segment's files from their
+/// temporary names to the swap names of the switch tagged `tag` (index files first, the
+/// `.log` last; a missing `.txnindex` is none), through the file cache, then fsyncs the
+/// directory: from here on the swap is complete on storage and an open whose switch had
+/// begun completes it (docs/compaction.md, "The swap, safe on NFS semantics"). No other
+/// switch uses these names.
+fn rename_to_swap(done: &Finished, tag: &str) -> io::Result<()> {
+    let (dir, base) = (&done.cleaned.dir, done.cleaned.base);
+    for kind in KINDS {
+        done.seg
+            .rename_kind(kind, &swap_path(dir, base, kind, Some(tag)), |from, to| {
+                rename_kind(
+                    kind,
+                    from.unwrap_or(&cleaned_path(dir, base, kind, &done.cleaned.token)),
+                    to,
+                )
+            })?;
+    }
+    sync_dir(dir)
+}
+
+/// Step 4 of the module doc, second half: renames the swap files of `kinds` (of the switch
+/// tagged `tag`) into the freed segment names of `new`, through the file cache, in order,
+/// stopping at the first failure. Called for the index files, then for the `.log`: once the
+/// `.log` is in, the cleaned segment stands under its name.
+fn rename_swap_in(new: &Segment, tag: &str, kinds: &[SegmentFileKind]) -> io::Result<()> {
+    let (dir, base) = (&new.dir, new.base_offset);
+    for &kind in kinds {
+        new.rename_kind(kind, &seg_path(dir, base, kind), |from, to| {
+            rename_kind(
+                kind,
+                from.unwrap_or(&swap_path(dir, base, kind, Some(tag))),
+                to,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use bytes::Bytes;
+    use sluice_format::BatchBuilder;
+
+    use super::*;
+    use crate::segment::deleted_path;
+    use crate::tests::{cfg, NOW};
+    use crate::{AppendOrigin, LogConfig, LogManager, MetaProperties, TopicPartition};
+
+    const TAG: &str = "0-0123456789ab";
+
+    #[test]
+    fn the_cleaned_files_become_swap_files_then_segment_files_the_log_last() {
+        use SegmentFileKind as K;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let mut cleaned = Cleaned::create(dir, 0, "tok", 4096).unwrap();
+        let batch = BatchBuilder::new()
+            .record(NOW, Some(b"k"), Some(b"v"))
+            .build();
+        let h = BatchHeader::decode(&batch).unwrap();
+        cleaned.append(&batch, &h, 4096).unwrap();
+        let done = cleaned
+            .finish(h.next_offset(), NOW, NOW, Vec::new())
+            .unwrap();
+        rename_to_swap(&done, TAG).unwrap();
+        for kind in [K::Log, K::Index, K::TimeIndex] {
+            assert!(!cleaned_path(dir, 0, kind, "tok").exists(), "{kind:?}");
+            assert!(swap_path(dir, 0, kind, Some(TAG)).exists(), "{kind:?}");
+        }
+        // No aborted transaction kept: no `.txnindex`, and its absence is no error.
+        assert!(!swap_path(dir, 0, K::TxnIndex, Some(TAG)).exists());
+        let new = done.seg;
+        let (indexes, log) = KINDS.split_at(KINDS.len() - 1);
+        assert_eq!(log, [K::Log]);
+        rename_swap_in(&new, TAG, indexes).unwrap();
+        assert!(seg_path(dir, 0, K::Index).exists() && seg_path(dir, 0, K::TimeIndex).exists());
+        assert!(
+            !seg_path(dir, 0, K::Log).exists(),
+            "the .log is renamed in last"
+        );
+        rename_swap_in(&new, TAG, log).unwrap();
+        assert_eq!(std::fs::read(seg_path(dir, 0, K::Log)).unwrap(), batch);
+        assert!(!swap_path(dir, 0, K::Log, Some(TAG)).exists());
+    }
+
+    #[test]
+    fn a_refused_gate_stops_the_renames_aside_at_the_next_segment() {
+        let d = tempfile::tempdir().unwrap();
+        let m = LogManager::open(
+            vec![d.path().to_path_buf()],
+            MetaProperties {
+                node_id: 1,
+                cluster_id: "test-cluster-id-00000A".into(),
+            },
+        )
+        .unwrap();
+        let tp = TopicPartition {
+            topic: "compacted".into(),
+            partition: 0,
+        };
+        let config = LogConfig {
+            segment_bytes: 1000,
+            ..cfg()
+        };
+        let log = m
+            .open_log(&tp, uuid::Uuid::from_u128(7), config, 1)
+            .unwrap();
+        for i in 0..60 {
+            let value = format!("v{i}-{}", "x".repeat(40));
+            let b = BatchBuilder::new().record(NOW, Some(b"k"), Some(value.as_bytes()));
+            log.append(Bytes::from(b.build()), AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        let segments = log.shared.read().segments.clone();
+        assert!(segments.len() >= 3, "{} segments", segments.len());
+        let group = &segments[..2];
+        let at_name = |g: &Arc<Segment>| seg_path(&g.dir, g.base_offset, SegmentFileKind::Log);
+        let aside =
+            |g: &Arc<Segment>| deleted_path(&g.dir, g.base_offset, SegmentFileKind::Log, Some(TAG));
+        let mut map = super::super::OffsetMap::new(1 << 16, 0.9);
+        let throttle = super::super::clean::Throttle::new(f64::MAX);
+        let asked = AtomicUsize::new(0);
+        // The gate lets the first rename aside through, and refuses from then on.
+        let owns = || asked.fetch_add(1, Ordering::SeqCst) == 0;
+        let ctx = CleanCtx {
+            first_dirty: 0,
+            now_ms: NOW,
+            map: &mut map,
+            throttle: &throttle,
+            aborted: &|| false,
+            owns: &owns,
+            token: "tok",
+            io_buffer_bytes: 4096,
+            max_decompressed: 1 << 20,
+            crash_at: None,
+        };
+        let err = log.rename_group_aside(&ctx, group, TAG).unwrap_err();
+        assert!(err.to_string().contains("no longer owns"), "{err}");
+        assert!(!at_name(&group[0]).exists() && aside(&group[0]).exists());
+        assert!(
+            at_name(&group[1]).exists() && !aside(&group[1]).exists(),
+            "renamed aside after the gate refused"
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
     }
 }
