@@ -4341,3 +4341,103 @@ fn a_snapshot_an_open_removed_stays_removed_through_a_second_crash() {
     );
     assert_eq!(retry.base_offset, 23);
 }
+
+/// ADVERSARY (1468c7c): the open's removal of a producer snapshot past what is durable is
+/// made durable now (loader.rs:849-854), but a removal that *fails* is only logged
+/// (snapshots.rs:67-74 `remove`), and `load_newest` still sets `removed` (snapshots.rs:295-296)
+/// and goes on: the open succeeds with `<S>.snapshot` left above its log end. Nothing later
+/// removes it (prune keeps the newest; no follow snapshot lands at S), so once the log has
+/// grown past S the next open, clean or not, loads it as the newest snapshot at or below the
+/// log end: producer 10's never-stored seq 3..=5 count as stored, and its retry is answered as
+/// a duplicate at another producer's offset. An unlink can fail on a failing volume (EIO) or
+/// NFS (ESTALE, EACCES after a server-side change); here the file is made immutable
+/// (`chattr +i`, EPERM), the same as any such failure to `remove_file`. Compare
+/// `remove_segment_files` (loader.rs:1635), which refuses to open the log when a segment file
+/// can be neither removed nor renamed aside.
+#[test]
+fn adversary_a_snapshot_past_the_log_end_an_open_fails_to_unlink_is_loaded_once_the_log_passes_it(
+) {
+    struct Immutable(std::path::PathBuf);
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let pdir = d.path().join("topic-0");
+    let snap = |o: i64| pdir.join(format!("{o:020}.snapshot"));
+    let seg = pdir.join(format!("{:020}.log", 0));
+    let (r, s, durable_len);
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, cfg());
+        log.append(pbatch(10, 0, 0, 3), AppendOrigin::Client, NOW)
+            .unwrap(); // 0..=2
+        for i in 0..5i64 {
+            log.append(batch(2, NOW + i, "a"), AppendOrigin::Client, NOW)
+                .unwrap(); // 3..=12
+        }
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .unwrap());
+        r = log.recovery_point_offset();
+        assert_eq!(r, 13);
+        m.checkpoint().unwrap();
+        durable_len = file_len(&seg);
+        // Appended, never acknowledged: the fsync that would make them durable fails.
+        log.append(pbatch(10, 0, 3, 3), AppendOrigin::Client, NOW)
+            .unwrap(); // 13..=15
+        log.append(batch(2, NOW, "b"), AppendOrigin::Client, NOW)
+            .unwrap(); // 16..=17
+        s = log.log_end_offset();
+        log.faults.lock().flush_sync = true;
+        assert!(log
+            .advance_recovery_point_impl(crate::fsutil::now_ms(), 1, 0)
+            .is_err());
+        assert_eq!(log.recovery_point_offset(), r);
+        m.checkpoint().unwrap();
+    }
+    // The failed fsync (or a crash) dropped the data past R; the snapshot at S was made
+    // durable before it (9ad390d).
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(durable_len).unwrap();
+    drop(f);
+    assert!(snap(s).exists());
+    // The volume refuses to unlink that one file.
+    let ok = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(snap(s))
+        .status()
+        .is_ok_and(|st| st.success());
+    assert!(ok, "this test needs `chattr +i` (root, ext4) to make an unlink fail");
+    let _guard = Immutable(snap(s));
+    {
+        let (m, log) = unclean_reopen_with(d.path(), cfg());
+        assert_eq!(log.log_end_offset(), r);
+        // Another producer's records, acknowledged under a flush.
+        for i in 0..5i64 {
+            log.append(batch(2, NOW + i, "c"), AppendOrigin::Client, NOW)
+                .unwrap(); // 13..=22
+        }
+        log.sync_appended().unwrap();
+        log.flush().unwrap();
+        assert!(log.recovery_point_offset() > s);
+        m.checkpoint().unwrap();
+    }
+    // A restart; no crash needed.
+    let (_m, log) = unclean_reopen_with(d.path(), cfg());
+    assert_eq!(log.log_end_offset(), 23);
+    let retry = log
+        .append(pbatch(10, 0, 3, 3), AppendOrigin::Client, NOW)
+        .unwrap();
+    assert!(
+        !retry.duplicate,
+        "producer 10's seq 3 was never stored; answered as a duplicate at {} (another \
+         producer's record): {retry:?}",
+        retry.base_offset
+    );
+    assert_eq!(retry.base_offset, 23);
+}
