@@ -277,23 +277,33 @@ pub(crate) fn read_at_or_below(
 /// its offset alone, then with the bytes read, which are the bytes loaded): its
 /// offset and the state it holds. Snapshots above `log_end`, and unreadable ones met on the
 /// way, are removed; `removed` is set when any was (the caller makes the removal durable).
+/// One above `log_end` that cannot be removed is an error: left in place, it would be loaded
+/// once the log grows past it, describing batches that were never stored.
 pub(crate) fn load_newest(
     dir: &Path,
     log_end: i64,
     trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
     removed: &mut bool,
-) -> Option<(i64, ProducerStates)> {
+) -> io::Result<Option<(i64, ProducerStates)>> {
     let all = match list(dir) {
         Ok(all) => all,
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "could not list producer snapshots");
-            return None;
+            return Ok(None);
         }
     };
     for &offset in all.iter().rev() {
         if offset > log_end {
-            remove(dir, offset);
-            *removed = true;
+            match std::fs::remove_file(snapshot_path(dir, offset)) {
+                Ok(()) => *removed = true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("could not remove the producer snapshot at {offset}, past the log end {log_end}: {e}"),
+                    ))
+                }
+            }
             continue;
         }
         if !trusted(offset, None) {
@@ -309,7 +319,7 @@ pub(crate) fn load_newest(
             .map_err(|e| e.to_string())
             .and_then(|b| decode_snapshot(&b).map_err(|e| e.to_string()))
         {
-            Ok(entries) => return Some((offset, ProducerStates::from_snapshot(&entries))),
+            Ok(entries) => return Ok(Some((offset, ProducerStates::from_snapshot(&entries)))),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; removing it and using an older one");
                 remove(dir, offset);
@@ -317,5 +327,5 @@ pub(crate) fn load_newest(
             }
         }
     }
-    None
+    Ok(None)
 }

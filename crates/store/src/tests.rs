@@ -4342,8 +4342,8 @@ fn a_snapshot_an_open_removed_stays_removed_through_a_second_crash() {
     assert_eq!(retry.base_offset, 23);
 }
 
-/// ADVERSARY (1468c7c): the open's removal of a producer snapshot past what is durable is
-/// made durable now (loader.rs:849-854), but a removal that *fails* is only logged
+/// Found by an adversary on 1468c7c (issue 56), since fixed: the open's removal of a producer
+/// snapshot past what is durable is made durable (loader.rs:849-854), but a removal that *fails* is only logged
 /// (snapshots.rs:67-74 `remove`), and `load_newest` still sets `removed` (snapshots.rs:295-296)
 /// and goes on: the open succeeds with `<S>.snapshot` left above its log end. Nothing later
 /// removes it (prune keeps the newest; no follow snapshot lands at S), so once the log has
@@ -4353,10 +4353,9 @@ fn a_snapshot_an_open_removed_stays_removed_through_a_second_crash() {
 /// NFS (ESTALE, EACCES after a server-side change); here the file is made immutable
 /// (`chattr +i`, EPERM), the same as any such failure to `remove_file`. Compare
 /// `remove_segment_files` (loader.rs:1635), which refuses to open the log when a segment file
-/// can be neither removed nor renamed aside.
+/// can be neither removed nor renamed aside. The fix: such an open fails (to be tried again).
 #[test]
-fn adversary_a_snapshot_past_the_log_end_an_open_fails_to_unlink_is_loaded_once_the_log_passes_it(
-) {
+fn an_open_that_cannot_remove_a_snapshot_past_its_log_end_refuses_to_open() {
     struct Immutable(std::path::PathBuf);
     impl Drop for Immutable {
         fn drop(&mut self) {
@@ -4412,10 +4411,23 @@ fn adversary_a_snapshot_past_the_log_end_an_open_fails_to_unlink_is_loaded_once_
         .arg(snap(s))
         .status()
         .is_ok_and(|st| st.success());
-    assert!(ok, "this test needs `chattr +i` (root, ext4) to make an unlink fail");
-    let _guard = Immutable(snap(s));
+    assert!(
+        ok,
+        "this test needs `chattr +i` (root, ext4) to make an unlink fail"
+    );
+    let guard = Immutable(snap(s));
+    {
+        let m = open_mgr(d.path());
+        assert!(
+            m.open_log(&tp(0), topic_id(), cfg(), 3).is_err(),
+            "an open that cannot remove a snapshot past its log end must not open the log"
+        );
+    }
+    // The volume lets it go again: the next open removes it.
+    drop(guard);
     {
         let (m, log) = unclean_reopen_with(d.path(), cfg());
+        assert!(!snap(s).exists());
         assert_eq!(log.log_end_offset(), r);
         // Another producer's records, acknowledged under a flush.
         for i in 0..5i64 {

@@ -844,7 +844,8 @@ impl Opening {
             self.resumed_at.map_or(bound, |rp| bound.min(rp)),
             &|o, b| self.snapshot_trusted(o, b),
             &mut removed,
-        );
+        )
+        .map_err(&serr)?;
         if removed {
             // The removal is made durable before the recovery point can pass the offsets of
             // the snapshots removed: undone by a crash, one would describe batches that were
