@@ -41,6 +41,7 @@ use crate::{
 mod append;
 mod flush;
 mod loader;
+mod read;
 
 pub(crate) const PARTITION_METADATA: &str = "partition.metadata";
 
@@ -966,7 +967,7 @@ impl Log {
     }
 
     // ------------------------------------------------------------------------------------
-    // Read
+    // Read (the bounded read's steps: `log/read.rs`)
     // ------------------------------------------------------------------------------------
 
     pub(crate) fn read_impl(
@@ -1136,182 +1137,6 @@ impl Log {
         let view = self.visible(false);
         self.read_bounded(&view, offset, max_bytes, min_one_batch, use_recent, false)
             .map(|(r, _)| r)
-    }
-
-    /// A read of what `view` shows, and the offset after the last batch it returns (the
-    /// upper bound of the aborted transactions a read_committed fetch needs). A view taken
-    /// with `committed` stops at the last stable offset. `cached_only`: as in
-    /// [`Log::read_isolated_from`].
-    fn read_bounded(
-        &self,
-        view: &View,
-        offset: i64,
-        max_bytes: u32,
-        min_one_batch: bool,
-        use_recent: bool,
-        cached_only: bool,
-    ) -> Result<(ReadResult, i64), ReadError> {
-        let segs = &view.segs;
-        let (log_start, log_end, leo, active_size, hw, lso) = (
-            view.log_start,
-            view.log_end,
-            view.end,
-            view.active_size,
-            view.hw,
-            view.lso,
-        );
-        let result = |slice: Option<FileSlice>| ReadResult {
-            slice,
-            high_watermark: hw,
-            log_start_offset: log_start,
-            last_stable_offset: lso,
-            aborted: None,
-        };
-        let rio = |source: io::Error| {
-            if cached_only && source.kind() == io::ErrorKind::WouldBlock {
-                ReadError::WouldBlock {
-                    tp: self.tp.clone(),
-                }
-            } else {
-                ReadError::Io {
-                    tp: self.tp.clone(),
-                    source,
-                }
-            }
-        };
-        fn scanner(
-            file: &Arc<std::fs::File>,
-            from: u64,
-            limit: u64,
-            cached_only: bool,
-        ) -> BatchScanner<'static> {
-            let s = BatchScanner::new(file.clone(), from, limit, false);
-            if cached_only {
-                s.cached_only()
-            } else {
-                s
-            }
-        }
-        if offset < log_start || offset > log_end {
-            return Err(ReadError::OffsetOutOfRange {
-                tp: self.tp.clone(),
-                requested: offset,
-                log_start,
-                log_end,
-            });
-        }
-        // Between the visible end (the high watermark, or the last stable offset) and the
-        // log end: nothing yet.
-        if offset >= leo {
-            return Ok((result(None), offset));
-        }
-        let interval = self.interval();
-        let first = segs
-            .partition_point(|s| s.base_offset <= offset)
-            .saturating_sub(1);
-        for i in first..segs.len() {
-            let seg = &segs[i];
-            let limit = Self::seg_limit(segs, i, active_size);
-            // The offset after everything this segment shows readers.
-            let seg_end = if i + 1 == segs.len() {
-                leo
-            } else {
-                seg.next_offset()
-            };
-            // The `.log`, opened again if the file cache closed it (not on a read that must
-            // not wait: that one is read again on a blocking thread).
-            let file = if cached_only {
-                seg.log
-                    .get_if_open()
-                    .ok_or_else(|| rio(io::ErrorKind::WouldBlock.into()))?
-            } else {
-                seg.log.get().map_err(rio)?
-            };
-            let slice = |position: u64, len: u64| {
-                Some(FileSlice {
-                    file: file.clone(),
-                    position,
-                    len: u32::try_from(len).unwrap_or(u32::MAX),
-                })
-            };
-            let tail = if use_recent && i + 1 == segs.len() {
-                let m = seg.meta.read();
-                m.recent
-                    .read(offset, u64::from(max_bytes), min_one_batch, limit)
-                    .map(|t| match t {
-                        TailRead::Found { position, len } => {
-                            (t, m.recent.offset_after(position + len).unwrap_or(seg_end))
-                        }
-                        TailRead::TooLarge => (t, offset),
-                    })
-            } else {
-                None
-            };
-            match tail {
-                Some((TailRead::TooLarge, _)) => return Ok((result(None), offset)),
-                Some((TailRead::Found { position, len }, upper)) => {
-                    return Ok((result(slice(position, len)), upper));
-                }
-                None => {}
-            }
-            if cached_only && !seg.indexes_loaded() {
-                return Err(rio(io::ErrorKind::WouldBlock.into()));
-            }
-            let start = seg.lookup_position(offset, limit, interval).map_err(rio)?;
-            let mut batches = scanner(&file, start, limit, cached_only);
-            let found = loop {
-                match batches.next_batch() {
-                    Ok(Some((pos, h))) => {
-                        if h.last_offset() >= offset {
-                            break Some((pos, h));
-                        }
-                    }
-                    Ok(None) => break None,
-                    Err(e) => return Err(rio(e.into_io())),
-                }
-            };
-            let Some((pos, h)) = found else { continue };
-            let first_len = h.total_len() as u64;
-            let max = u64::from(max_bytes);
-            let (len, upper) = if first_len > max {
-                if !min_one_batch {
-                    return Ok((result(None), offset));
-                }
-                (first_len, h.next_offset())
-            } else if pos + max >= limit {
-                (limit - pos, seg_end)
-            } else {
-                // Whole batches only: walk from the nearest batch boundary below the cap.
-                let target = pos + max;
-                let from = seg
-                    .boundary_at_or_below(target, pos, interval)
-                    .map_err(rio)?;
-                let mut batches = scanner(&file, from, limit, cached_only);
-                // Every batch before `from` (a batch start at or below the cap) fits whole.
-                let mut end = (pos + first_len).max(from);
-                // The first batch left out starts the range no aborted transaction of this
-                // read needs to reach.
-                let mut upper = seg_end;
-                loop {
-                    match batches.next_batch() {
-                        Ok(Some((p, h))) => {
-                            let e = p + h.total_len() as u64;
-                            if e > target {
-                                upper = h.base_offset;
-                                break;
-                            }
-                            end = end.max(e);
-                        }
-                        Ok(None) => break,
-                        Err(e) => return Err(rio(e.into_io())),
-                    }
-                }
-                (end - pos, upper.max(h.next_offset()))
-            };
-            self.note_read_back(seg.base_offset, pos, len);
-            return Ok((result(slice(pos, len)), upper));
-        }
-        Ok((result(None), offset))
     }
 
     pub(crate) fn offset_for_timestamp_impl(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
