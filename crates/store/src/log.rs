@@ -41,6 +41,7 @@ use crate::{
 mod append;
 mod flush;
 mod loader;
+mod maintain;
 mod read;
 
 pub(crate) const PARTITION_METADATA: &str = "partition.metadata";
@@ -1338,7 +1339,7 @@ impl Log {
     }
 
     // ------------------------------------------------------------------------------------
-    // Retention and deletion
+    // Retention and deletion (the maintenance round's steps: `log/maintain.rs`)
     // ------------------------------------------------------------------------------------
 
     pub(crate) fn delete_records_impl(&self, offset: i64) -> Result<i64, ReadError> {
@@ -1585,117 +1586,6 @@ impl Log {
                 }
             }
         }
-    }
-
-    pub(crate) fn maintain_impl(&self, now_ms: i64) -> io::Result<()> {
-        let cfg = self.config.read().clone();
-        let interval = u64::from(cfg.index_interval_bytes);
-        // Producer expiry, and of verifications whose verdict never came.
-        {
-            let mut w = self.writer.lock();
-            w.producers.expire(now_ms);
-            w.verifying.retain(|_, v| !v.expired(now_ms));
-        }
-        // Nothing below is this broker's to do while the gate is closed (each write asks it
-        // again under the writer lock).
-        if !self.writable() {
-            return Ok(());
-        }
-        self.write_rebuilt_indexes(interval);
-        // Time-based roll of the active segment, also when its data is all past retention.
-        {
-            let mut w = self.writer.lock();
-            let (segs, active_size) = {
-                let s = self.shared.read();
-                (s.segments.clone(), s.active_size)
-            };
-            if let Some(active) = segs.last() {
-                if active_size > 0 {
-                    let (rolling_ts, largest) = {
-                        let m = active.meta.read();
-                        (
-                            m.rolling_ts,
-                            if m.max_ts >= 0 { m.max_ts } else { m.mtime_ms },
-                        )
-                    };
-                    let time_due = now_ms.saturating_sub(rolling_ts) > cfg.segment_ms;
-                    let expired = cfg.cleanup.delete
-                        && cfg.retention_ms >= 0
-                        && now_ms.saturating_sub(largest) > cfg.retention_ms;
-                    if expired || time_due {
-                        self.roll_locked(&mut w, now_ms)?;
-                    }
-                }
-            }
-        }
-        // An idle partition whose active segment's index files were written since their last
-        // fsync (acks=all syncs the data only) is flushed in full: the file cache may then
-        // close them (an idle partition holds no descriptor), and its recovery point reaches
-        // its end. Once per idle spell: a flushed segment's files are clean.
-        let idle_dirty = {
-            let s = self.shared.read();
-            s.segments.last().is_some_and(|a| {
-                (a.index_file.dirty() || a.time_file.dirty())
-                    && now_ms.saturating_sub(a.meta.read().mtime_ms) >= IDLE_FLUSH_MS
-            })
-        };
-        if idle_dirty {
-            // With the recovery point following the log end, a snapshot there first when
-            // enough was appended since the last one (so that a restart replays little).
-            let followed = match crate::recovery::follow_policy() {
-                Some((bytes, _)) => self.advance_recovery_point_impl(now_ms, bytes, 0),
-                None => Ok(false),
-            };
-            // A failed fsync fails the log (its own path); retention below goes on regardless.
-            if let Err(e) = followed.and_then(|done| {
-                if done {
-                    Ok(0)
-                } else {
-                    self.flush_impl(FlushScope::All)
-                }
-            }) {
-                tracing::warn!(tp = ?self.tp, error = %e, "flushing an idle partition failed");
-            }
-        }
-        // Time retention: oldest sealed segments whose largest timestamp is too old. A
-        // compacted topic (cleanup.policy without delete) keeps its data; the cleaner keeps it
-        // small.
-        if cfg.cleanup.delete && cfg.retention_ms >= 0 {
-            let segs = self.shared.read().segments.clone();
-            let sealed = segs.len().saturating_sub(1);
-            let n = segs[..sealed]
-                .iter()
-                .take_while(|s| {
-                    now_ms.saturating_sub(s.largest_timestamp(interval)) > cfg.retention_ms
-                })
-                .count();
-            if n > 0 {
-                self.delete_oldest(segs[n - 1].base_offset, "retention.ms");
-            }
-        }
-        // Size retention.
-        if cfg.cleanup.delete && cfg.retention_bytes >= 0 {
-            let segs = self.shared.read().segments.clone();
-            let total = self.size_bytes_impl();
-            let mut diff = i128::from(total) - i128::from(cfg.retention_bytes);
-            let sealed = segs.len().saturating_sub(1);
-            let mut n = 0;
-            for s in &segs[..sealed] {
-                let sz = i128::from(s.size());
-                if diff - sz >= 0 {
-                    diff -= sz;
-                    n += 1;
-                } else {
-                    break;
-                }
-            }
-            if n > 0 {
-                self.delete_oldest(segs[n - 1].base_offset, "retention.bytes");
-            }
-        }
-        self.delete_below_log_start();
-        self.reap_pending(now_ms);
-        Ok(())
     }
 
     pub(crate) fn size_bytes_impl(&self) -> u64 {
