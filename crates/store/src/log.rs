@@ -1,4 +1,7 @@
 //! The partition log: append, read, flush, retention (opening and recovery: `log/loader.rs`).
+//! The safety paths are sequences of named steps, each in a file of its own: the append
+//! (`log/append.rs`, where the write gate of an append lives), the flush (`log/flush.rs`),
+//! the bounded read (`log/read.rs`) and the maintenance round (`log/maintain.rs`).
 
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
