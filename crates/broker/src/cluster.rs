@@ -143,6 +143,120 @@ struct Held {
     topic_id: uuid::Uuid,
 }
 
+/// One reconciliation's reading of the cluster: the view it decides from, and what this
+/// broker may do in it ([`Cluster::reconcile`]).
+struct Round<'a> {
+    broker: &'a Broker,
+    store: &'a EtcdStore,
+    view: &'a ClusterView,
+    /// The broker's configuration with the view's dynamic configs taken up.
+    effective: &'a sluice_config::BrokerConfig,
+    /// This broker may hold partitions now ([`Cluster::may_hold_partitions`]).
+    usable: bool,
+    /// A log dir's volume is missing: nothing is acquired.
+    volume_missing: bool,
+}
+
+/// What a reconciliation builds for one topic of the view ([`Cluster::reconcile_topic`]).
+struct TopicPass<'a> {
+    topic: &'a sluice_meta::TopicMeta,
+    /// The registry's state of the topic, unless it is of a deleted incarnation of the name.
+    existing: Option<Arc<TopicState>>,
+    /// The registry held a deleted incarnation of the topic's name.
+    replaced: bool,
+    config: sluice_config::TopicConfig,
+    /// The topic as this broker serves it: the epochs (and owners) of what it holds.
+    meta: sluice_meta::TopicMeta,
+    /// The partitions assigned here to acquire together, with the records naming this broker.
+    to_acquire: Vec<(i32, OwnerRecord)>,
+}
+
+/// What a reconciliation does with one partition ([`decide_partition`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PartitionStep {
+    /// A planned move to the live broker `to`: hand the partition over under `record`.
+    HandOver { record: OwnerRecord, to: i32 },
+    /// The view is older than the record this broker holds (its own acquisition or progress
+    /// write, made after the view was read): keep serving, under the held record's epoch.
+    KeepNewerHeld(OwnerRecord),
+    /// The record is the one this broker holds, or older at the same epoch: keep serving.
+    Keep,
+    /// The record changed but names this broker at its epoch: acquire again in place.
+    AcquireInPlace(OwnerRecord),
+    /// Assigned here, but not yet: no volume, or a failed acquisition is backing off.
+    NotYet,
+    /// Assigned here: acquire it with the topic's others, letting go first of what is held
+    /// (`release_held`: held under another epoch).
+    Acquire {
+        record: OwnerRecord,
+        release_held: bool,
+    },
+    /// Held, but assigned elsewhere (to `new_owner`; -1: no record) or not servable now.
+    LetGo { new_owner: i32 },
+    /// Neither held nor assigned here.
+    Nothing,
+}
+
+/// Decide what to do with a partition from the record this broker holds it under (`held`),
+/// the view's owner record (`record`), whether the record names this broker and it may hold
+/// partitions (`mine`, `usable`: [`Cluster::may_hold_partitions`]), a planned move to a live
+/// broker (`moving`), and whether an acquisition must wait (`not_yet`, asked only when it
+/// matters). Pure: the caller does what it says.
+///
+/// Keeps: a view older than what this broker holds never lets go of (or acquires again) a
+/// partition just acquired, since every acquisition bumps the epoch and a record at this
+/// broker's epoch was written by this broker; a partition whose record names another broker,
+/// or that this broker cannot serve now, is let go (docs/cluster.md, Ownership).
+fn decide_partition(
+    held: Option<OwnerRecord>,
+    record: Option<OwnerRecord>,
+    mine: bool,
+    usable: bool,
+    moving: Option<i32>,
+    not_yet: impl FnOnce() -> bool,
+) -> PartitionStep {
+    if let (Some(to), Some(r)) = (moving, record) {
+        if mine && held.is_none_or(|h| h.owner.epoch == r.owner.epoch) {
+            return PartitionStep::HandOver { record: r, to };
+        }
+    }
+    match (held, record) {
+        // The view is older than the record this broker holds (its own acquisition or
+        // progress write, made after the view was read, by this or a concurrent
+        // reconciliation): nothing to decide from it for this partition; a later round with
+        // a newer view does. Deciding from it let go of partitions just acquired and
+        // acquired them again, one epoch bump each, at every topic creation
+        // (test_open_files).
+        (Some(h), Some(r)) if usable && h.mod_revision > r.mod_revision => {
+            PartitionStep::KeepNewerHeld(h)
+        }
+        // Equal, or newer than the view: this broker rewrote its own record (a recovery
+        // point) after the view was read.
+        (Some(h), Some(r))
+            if mine && h.mod_revision >= r.mod_revision && h.owner.epoch == r.owner.epoch =>
+        {
+            PartitionStep::Keep
+        }
+        // The record changed but names us at our epoch: no other broker acquired it
+        // meanwhile (every acquisition bumps the epoch), so the files are as we left them.
+        (Some(h), Some(r)) if mine && r.owner.epoch == h.owner.epoch => {
+            PartitionStep::AcquireInPlace(r)
+        }
+        // No volume, or its files could not be opened a moment ago: not yet.
+        (None, Some(_)) if mine && not_yet() => PartitionStep::NotYet,
+        (held, Some(r)) if mine => PartitionStep::Acquire {
+            record: r,
+            release_held: held.is_some(),
+        },
+        // Assigned elsewhere, or this broker cannot serve it now (leaving, a lost lease):
+        // stop appending at once, then let go.
+        (Some(_), _) => PartitionStep::LetGo {
+            new_owner: record.map_or(-1, |r| r.owner.node),
+        },
+        (None, _) => PartitionStep::Nothing,
+    }
+}
+
 /// Why a confirmation did not confirm a partition.
 #[derive(Debug, thiserror::Error)]
 enum ConfirmError {
@@ -1510,6 +1624,13 @@ impl Cluster {
 
     /// Make what this broker serves match `view`: acquire what is assigned to it, release what
     /// is not, apply topic changes (configs, partitions, deletions) to the registry.
+    ///
+    /// The takeover path, in order: read the newest view under the reconciliation lock, take
+    /// up the dynamic configs, decide whether this broker may hold partitions at all
+    /// ([`Cluster::may_hold_partitions`]), reconcile each topic of the view
+    /// ([`Cluster::reconcile_topic`]), forget the topics gone from it
+    /// ([`Cluster::forget_deleted_topics`]), and put aside the directories of deleted topics
+    /// this broker was named for, letting go of them in etcd ([`Cluster::let_go_of_deleted`]).
     pub(crate) fn reconcile(&self, broker: &Broker) {
         let Some(store) = broker.meta.etcd() else {
             return;
@@ -1520,220 +1641,326 @@ impl Cluster {
         let view = store.view();
         let view = view.as_ref();
         let effective = broker.take_up_dynamic_configs(&view.broker_configs);
-        let me = broker.node_id;
-        // Past the write deadline nothing is acquired (an acquisition recovers, so writes,
-        // the partition's files) and what is held is let go: the lease may expire any moment.
-        let usable = !self.stopping.load(Ordering::Acquire)
-            && !self.lease_lost.load(Ordering::Acquire)
-            && !self.volume_away.load(Ordering::Acquire)
-            && Instant::now() < *self.write_deadline.lock();
+        let usable = self.may_hold_partitions();
         // Without the shared volume nothing is acquired (an acquisition bumps the epoch in
         // etcd before it opens the files), also in a round that runs before the cluster
         // thread has seen the volume go (and made the broker leave, `volume_away`).
         let volume_missing = broker.log_dir_volume_missing("partitions are taken over");
+        let round = Round {
+            broker,
+            store,
+            view,
+            effective: &effective,
+            usable,
+            volume_missing,
+        };
         for topic in view.topics.values() {
-            // A topic of this name deleted and created again (this view shows both): what
-            // this broker held of the deleted one is let go of first, never served as the
-            // new topic's.
-            let existing = broker.registry.get(&topic.name);
-            let replaced = existing.as_ref().is_some_and(|s| s.meta.id != topic.id);
-            let existing = existing.filter(|_| !replaced);
-            if replaced {
-                // Partitions of the deleted topic past the new one's count are let go of
-                // here: the loop below covers only the new topic's partitions.
-                let extra: Vec<TopicPartition> = self
-                    .held
-                    .read()
-                    .keys()
-                    .filter(|tp| tp.topic == topic.name && tp.partition >= topic.partitions())
-                    .cloned()
-                    .collect();
-                for tp in extra {
-                    if self.held.write().remove(&tp).is_some() {
-                        self.release_files(broker, &tp, false);
-                    }
-                }
-            }
-            let config = sluice_config::topic_config(&effective, &topic.configs);
-            let mut meta = topic.clone();
-            let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
-            let mut to_acquire: Vec<(i32, OwnerRecord)> = Vec::new();
-            for p in 0..topic.partitions() {
-                let tp = TopicPartition {
-                    topic: topic.name.clone(),
-                    partition: p,
-                };
-                let record = view.owners.get(&(topic.name.clone(), p)).copied();
-                if self.failed_logs.lock().remove(&tp) && self.held.write().remove(&tp).is_some() {
-                    // A failed log (`acquire_again`): let go, then acquired again below.
-                    self.release_files(broker, &tp, false);
-                }
-                if replaced && self.held.write().remove(&tp).is_some() {
-                    self.release_files(broker, &tp, false);
-                }
-                let mut held = self.held.read().get(&tp).map(|h| h.record);
-                if let (Some(h), Some(r)) = (held, record) {
-                    if r.owner.node == me
-                        && r.owner.epoch == h.owner.epoch
-                        && r.mod_revision > h.mod_revision
-                    {
-                        // Perhaps this broker's own progress write, whose answer is being
-                        // taken in: once it is, the record is what this broker holds, and
-                        // is not acquired again (which would fail every confirmation in
-                        // flight: the benchmark's 1 MiB segments, a record write per roll,
-                        // re-acquired one partition hundreds of times).
-                        let _progress = self.progress.lock();
-                        held = self.held.read().get(&tp).map(|h| h.record);
-                    }
-                }
-                let mine = usable && record.is_some_and(|r| r.owner.node == me);
-                if !mine {
-                    let mut retry = self.acquire_retry.lock();
-                    if !retry.is_empty() {
-                        retry.remove(&tp);
-                    }
-                }
-                // A planned move to a live broker: hand the partition over (files or not).
-                let moving = record
-                    .and_then(|r| r.owner.to)
-                    .filter(|t| *t != me && view.brokers.contains_key(t));
-                if let (Some(to), Some(r)) = (moving, record) {
-                    if mine && held.is_none_or(|h| h.owner.epoch == r.owner.epoch) {
-                        self.hand_over(broker, store, &tp, r, to);
-                        logs.push(None);
-                        continue;
-                    }
-                }
-                match (held, record) {
-                    // The view is older than the record this broker holds (its own
-                    // acquisition or progress write, made after the view was read, by this
-                    // or a concurrent reconciliation): nothing to decide from it for this
-                    // partition; a later round with a newer view does. Deciding from it let
-                    // go of partitions just acquired and acquired them again, one epoch bump
-                    // each, at every topic creation (test_open_files).
-                    (Some(h), Some(r)) if usable && h.mod_revision > r.mod_revision => {
-                        let log = existing.as_ref().and_then(|s| s.log(p).cloned());
-                        let log = log.or_else(|| broker.logs.get(&tp));
-                        if let Some(log) = &log {
-                            broker.configure_log(log, log_config(&config));
-                        }
-                        meta.epochs[p as usize] = h.owner.epoch;
-                        if let Some(owner) = meta.owners.get_mut(p as usize) {
-                            *owner = h.owner.node;
-                        }
-                        logs.push(log);
-                    }
-                    // Equal, or newer than the view: this broker rewrote its own record (a
-                    // recovery point) after the view was read.
-                    (Some(h), Some(r))
-                        if mine
-                            && h.mod_revision >= r.mod_revision
-                            && h.owner.epoch == r.owner.epoch =>
-                    {
-                        let log = existing.as_ref().and_then(|s| s.log(p).cloned());
-                        let log = log.or_else(|| broker.logs.get(&tp));
-                        if let Some(log) = &log {
-                            broker.configure_log(log, log_config(&config));
-                        }
-                        logs.push(log);
-                    }
-                    (Some(h), Some(r)) if mine && r.owner.epoch == h.owner.epoch => {
-                        // The record changed but names us at our epoch: no other broker
-                        // acquired it meanwhile (every acquisition bumps the epoch), so the
-                        // files are as we left them. Acquire again in place for a record
-                        // that confirmations can compare against.
-                        let log = existing.as_ref().and_then(|s| s.log(p).cloned());
-                        match (store.acquire(&topic.name, p, r), log) {
-                            (Ok(Some(rec)), Some(log)) => {
-                                {
-                                    // Both under the lock the write gate reads `held` with.
-                                    let mut held = self.held.write();
-                                    log.set_leader_epoch(rec.owner.epoch);
-                                    held.insert(
-                                        tp.clone(),
-                                        Held {
-                                            record: rec,
-                                            topic_id: topic.id,
-                                        },
-                                    );
-                                }
-                                // A coordinator that unloaded while the epochs differed (the
-                                // write gate refused meanwhile) loads again.
-                                self.load_coordinator(broker, &tp, &log);
-                                meta.epochs[p as usize] = rec.owner.epoch;
-                                logs.push(Some(log));
-                            }
-                            (outcome, _) => {
-                                if let Err(e) = outcome {
-                                    tracing::warn!(?tp, "acquiring again failed: {e}");
-                                }
-                                self.held.write().remove(&tp);
-                                self.release_files(broker, &tp, false);
-                                logs.push(None);
-                            }
-                        }
-                    }
-                    (None, Some(_))
-                        if mine
-                            && (volume_missing
-                                || self
-                                    .acquire_retry
-                                    .lock()
-                                    .get(&tp)
-                                    .is_some_and(|(at, _)| Instant::now() < *at)) =>
-                    {
-                        // No volume, or its files could not be opened a moment ago: not yet.
-                        logs.push(None);
-                    }
-                    (held, Some(r)) if mine => {
-                        if held.is_some() {
-                            self.held.write().remove(&tp);
-                            self.release_files(broker, &tp, false);
-                        }
-                        // Acquired with the topic's others below.
-                        to_acquire.push((p, r));
-                        logs.push(None);
-                    }
-                    (Some(_), _) => {
-                        // Assigned elsewhere, or this broker cannot serve it now (leaving, a
-                        // lost lease): stop appending at once, then let go.
-                        self.held.write().remove(&tp);
-                        let new_owner = record.map_or(-1, |r| r.owner.node);
-                        if new_owner == me {
-                            tracing::info!(
-                                ?tp,
-                                "letting go of a partition this broker cannot serve now"
-                            );
-                        } else {
-                            tracing::info!(
-                                ?tp,
-                                new_owner,
-                                "partition moved to another broker; releasing it"
-                            );
-                        }
-                        self.release_files(broker, &tp, false);
-                        logs.push(None);
-                    }
-                    (None, _) => logs.push(None),
-                }
-            }
-            let threads = effective.recovery_threads_per_data_dir.max(1);
-            let acquired =
-                self.acquire_many(broker, store, view, topic, &to_acquire, &config, threads);
-            for (p, done) in acquired {
-                if let Some((rec, log)) = done {
-                    meta.epochs[p as usize] = rec.owner.epoch;
-                    logs[p as usize] = Some(log);
-                }
-            }
-            broker
-                .registry
-                .insert(Arc::new(TopicState { meta, config, logs }));
+            self.reconcile_topic(&round, topic);
         }
-        // Topics gone from etcd: deleted. Their owners delete the files, through the write
-        // gate: the partition stays held until its directory is renamed away, so a broker
-        // past its write deadline leaves it (for `let_go_of_deleted` once it may write again,
-        // or for the next owner of a partition of that name).
+        self.forget_deleted_topics(broker, view);
+        if usable {
+            self.let_go_of_deleted(broker, store, view);
+        }
+    }
+
+    /// Whether this broker may hold partitions in this reconciliation: it is not stopping,
+    /// its lease was not lost, its volume is there, and its write deadline has not passed.
+    ///
+    /// Past the write deadline nothing is acquired (an acquisition recovers, so writes, the
+    /// partition's files) and what is held is let go: the lease may expire any moment
+    /// (docs/cluster.md, Fencing, point 3).
+    fn may_hold_partitions(&self) -> bool {
+        !self.stopping.load(Ordering::Acquire)
+            && !self.lease_lost.load(Ordering::Acquire)
+            && !self.volume_away.load(Ordering::Acquire)
+            && Instant::now() < *self.write_deadline.lock()
+    }
+
+    /// Reconcile one topic of the view: let go of what this broker held of a deleted
+    /// incarnation of its name, decide each partition ([`Cluster::reconcile_partition`]),
+    /// acquire the partitions assigned here together ([`Cluster::acquire_many`]), and put the
+    /// topic's new state in the registry.
+    ///
+    /// Keeps: a topic of this name deleted and created again (the view shows both) is never
+    /// served from what this broker held of the deleted one (docs/cluster.md, Fencing,
+    /// point 4).
+    fn reconcile_topic(&self, round: &Round<'_>, topic: &sluice_meta::TopicMeta) {
+        let broker = round.broker;
+        // A topic of this name deleted and created again (this view shows both): what
+        // this broker held of the deleted one is let go of first, never served as the
+        // new topic's.
+        let existing = broker.registry.get(&topic.name);
+        let replaced = existing.as_ref().is_some_and(|s| s.meta.id != topic.id);
+        let existing = existing.filter(|_| !replaced);
+        if replaced {
+            // Partitions of the deleted topic past the new one's count are let go of
+            // here: the loop below covers only the new topic's partitions.
+            for tp in self.held_beyond(&topic.name, topic.partitions()) {
+                if self.held.write().remove(&tp).is_some() {
+                    self.release_files(broker, &tp, false);
+                }
+            }
+        }
+        let mut pass = TopicPass {
+            topic,
+            existing,
+            replaced,
+            config: sluice_config::topic_config(round.effective, &topic.configs),
+            meta: topic.clone(),
+            to_acquire: Vec::new(),
+        };
+        let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
+        for p in 0..topic.partitions() {
+            logs.push(self.reconcile_partition(round, &mut pass, p));
+        }
+        let threads = round.effective.recovery_threads_per_data_dir.max(1);
+        let acquired = self.acquire_many(
+            broker,
+            round.store,
+            round.view,
+            topic,
+            &pass.to_acquire,
+            &pass.config,
+            threads,
+        );
+        for (p, done) in acquired {
+            if let Some((rec, log)) = done {
+                pass.meta.epochs[p as usize] = rec.owner.epoch;
+                logs[p as usize] = Some(log);
+            }
+        }
+        broker.registry.insert(Arc::new(TopicState {
+            meta: pass.meta,
+            config: pass.config,
+            logs,
+        }));
+    }
+
+    /// The partitions of topic `name` this broker holds at or past partition `count`: those
+    /// of a deleted incarnation of the name beyond the new incarnation's partitions.
+    fn held_beyond(&self, name: &str, count: i32) -> Vec<TopicPartition> {
+        self.held
+            .read()
+            .keys()
+            .filter(|tp| tp.topic == name && tp.partition >= count)
+            .cloned()
+            .collect()
+    }
+
+    /// Reconcile partition `p` of the topic `pass` builds: let go of a failed or replaced
+    /// log, read what this broker holds, decide from it and the view's owner record
+    /// ([`decide_partition`]), and do it. Returns the log served for the partition now (None:
+    /// not served, or acquired with the topic's others afterwards, `pass.to_acquire`).
+    fn reconcile_partition(
+        &self,
+        round: &Round<'_>,
+        pass: &mut TopicPass<'_>,
+        p: i32,
+    ) -> Option<Arc<Log>> {
+        let (broker, me) = (round.broker, round.broker.node_id);
+        let tp = TopicPartition {
+            topic: pass.topic.name.clone(),
+            partition: p,
+        };
+        let record = round
+            .view
+            .owners
+            .get(&(pass.topic.name.clone(), p))
+            .copied();
+        self.let_go_of_failed_or_replaced(broker, &tp, pass.replaced);
+        let held = self.held_record(&tp, record, me);
+        let mine = round.usable && record.is_some_and(|r| r.owner.node == me);
+        if !mine {
+            self.forget_acquire_retry(&tp);
+        }
+        // A planned move to a live broker: hand the partition over (files or not).
+        let moving = record
+            .and_then(|r| r.owner.to)
+            .filter(|t| *t != me && round.view.brokers.contains_key(t));
+        let step = decide_partition(held, record, mine, round.usable, moving, || {
+            round.volume_missing || self.acquire_backing_off(&tp)
+        });
+        match step {
+            PartitionStep::HandOver { record, to } => {
+                self.hand_over(broker, round.store, &tp, record, to);
+                None
+            }
+            PartitionStep::KeepNewerHeld(h) => {
+                let log = Self::served_log(broker, pass, &tp);
+                pass.meta.epochs[p as usize] = h.owner.epoch;
+                if let Some(owner) = pass.meta.owners.get_mut(p as usize) {
+                    *owner = h.owner.node;
+                }
+                log
+            }
+            PartitionStep::Keep => Self::served_log(broker, pass, &tp),
+            PartitionStep::AcquireInPlace(r) => self.acquire_in_place(round, pass, &tp, r),
+            PartitionStep::NotYet | PartitionStep::Nothing => None,
+            PartitionStep::Acquire {
+                record,
+                release_held,
+            } => {
+                if release_held {
+                    self.held.write().remove(&tp);
+                    self.release_files(broker, &tp, false);
+                }
+                // Acquired with the topic's others (`reconcile_topic`).
+                pass.to_acquire.push((p, record));
+                None
+            }
+            PartitionStep::LetGo { new_owner } => {
+                self.let_go(broker, &tp, new_owner);
+                None
+            }
+        }
+    }
+
+    /// Let go of `tp` before deciding anything about it when its log failed
+    /// ([`Cluster::acquire_again`]: it is acquired again under a new epoch, never re-opened in
+    /// place) or when it belongs to a deleted incarnation of the topic's name (`replaced`).
+    fn let_go_of_failed_or_replaced(&self, broker: &Broker, tp: &TopicPartition, replaced: bool) {
+        if self.failed_logs.lock().remove(tp) && self.held.write().remove(tp).is_some() {
+            // A failed log (`acquire_again`): let go, then acquired again below.
+            self.release_files(broker, tp, false);
+        }
+        if replaced && self.held.write().remove(tp).is_some() {
+            self.release_files(broker, tp, false);
+        }
+    }
+
+    /// The owner record this broker holds `tp` under, read after any progress write of its
+    /// own that `record` (the view's) may show: a newer record naming this broker at its
+    /// epoch is perhaps that write, whose answer is being taken in (`progress`); once it is,
+    /// the record is what this broker holds, and the partition is not acquired again.
+    fn held_record(
+        &self,
+        tp: &TopicPartition,
+        record: Option<OwnerRecord>,
+        me: i32,
+    ) -> Option<OwnerRecord> {
+        let mut held = self.held.read().get(tp).map(|h| h.record);
+        if let (Some(h), Some(r)) = (held, record) {
+            if r.owner.node == me
+                && r.owner.epoch == h.owner.epoch
+                && r.mod_revision > h.mod_revision
+            {
+                // Perhaps this broker's own progress write, whose answer is being
+                // taken in: once it is, the record is what this broker holds, and
+                // is not acquired again (which would fail every confirmation in
+                // flight: the benchmark's 1 MiB segments, a record write per roll,
+                // re-acquired one partition hundreds of times).
+                let _progress = self.progress.lock();
+                held = self.held.read().get(tp).map(|h| h.record);
+            }
+        }
+        held
+    }
+
+    /// Forget the backoff of a failed acquisition of `tp`: it is not this broker's to acquire
+    /// now.
+    fn forget_acquire_retry(&self, tp: &TopicPartition) {
+        let mut retry = self.acquire_retry.lock();
+        if !retry.is_empty() {
+            retry.remove(tp);
+        }
+    }
+
+    /// Whether a failed acquisition of `tp` is backing off: its files could not be opened a
+    /// moment ago, and the next try is not due yet.
+    fn acquire_backing_off(&self, tp: &TopicPartition) -> bool {
+        self.acquire_retry
+            .lock()
+            .get(tp)
+            .is_some_and(|(at, _)| Instant::now() < *at)
+    }
+
+    /// The log of `tp` this broker keeps serving (the registry's, else the log manager's),
+    /// configured with the topic's current config.
+    fn served_log(broker: &Broker, pass: &TopicPass<'_>, tp: &TopicPartition) -> Option<Arc<Log>> {
+        let log = pass
+            .existing
+            .as_ref()
+            .and_then(|s| s.log(tp.partition).cloned());
+        let log = log.or_else(|| broker.logs.get(tp));
+        if let Some(log) = &log {
+            broker.configure_log(log, log_config(&pass.config));
+        }
+        log
+    }
+
+    /// Acquire `tp` again in place: its record changed but names this broker at the epoch it
+    /// holds, so no other broker acquired it meanwhile (every acquisition bumps the epoch)
+    /// and the files are as this broker left them. The new record is one confirmations can
+    /// compare against ([`Cluster::confirm`]). Failing that, the partition is let go.
+    ///
+    /// Keeps: the log's leader epoch and `held` change together, under the lock the write
+    /// gate reads `held` with ([`Gate`]).
+    fn acquire_in_place(
+        &self,
+        round: &Round<'_>,
+        pass: &mut TopicPass<'_>,
+        tp: &TopicPartition,
+        r: OwnerRecord,
+    ) -> Option<Arc<Log>> {
+        let p = tp.partition;
+        let log = pass.existing.as_ref().and_then(|s| s.log(p).cloned());
+        match (round.store.acquire(&pass.topic.name, p, r), log) {
+            (Ok(Some(rec)), Some(log)) => {
+                {
+                    // Both under the lock the write gate reads `held` with.
+                    let mut held = self.held.write();
+                    log.set_leader_epoch(rec.owner.epoch);
+                    held.insert(
+                        tp.clone(),
+                        Held {
+                            record: rec,
+                            topic_id: pass.topic.id,
+                        },
+                    );
+                }
+                // A coordinator that unloaded while the epochs differed (the
+                // write gate refused meanwhile) loads again.
+                self.load_coordinator(round.broker, tp, &log);
+                pass.meta.epochs[p as usize] = rec.owner.epoch;
+                Some(log)
+            }
+            (outcome, _) => {
+                if let Err(e) = outcome {
+                    tracing::warn!(?tp, "acquiring again failed: {e}");
+                }
+                self.held.write().remove(tp);
+                self.release_files(round.broker, tp, false);
+                None
+            }
+        }
+    }
+
+    /// Let go of `tp`: assigned elsewhere (to `new_owner`, -1: no record), or this broker
+    /// cannot serve it now (leaving, a lost lease). It stops appending at once (`held` first:
+    /// the write gate refuses from then on), then releases the files, writing nothing else
+    /// (docs/cluster.md, Ownership).
+    fn let_go(&self, broker: &Broker, tp: &TopicPartition, new_owner: i32) {
+        self.held.write().remove(tp);
+        if new_owner == broker.node_id {
+            tracing::info!(
+                ?tp,
+                "letting go of a partition this broker cannot serve now"
+            );
+        } else {
+            tracing::info!(
+                ?tp,
+                new_owner,
+                "partition moved to another broker; releasing it"
+            );
+        }
+        self.release_files(broker, tp, false);
+    }
+
+    /// Forget the topics gone from `view`: deleted. Their owners delete the files, through the
+    /// write gate: the partition stays held until its directory is renamed away, so a broker
+    /// past its write deadline leaves it (for `let_go_of_deleted` once it may write again, or
+    /// for the next owner of a partition of that name: docs/cluster.md, Fencing, point 4).
+    fn forget_deleted_topics(&self, broker: &Broker, view: &ClusterView) {
         for state in broker.registry.all() {
             if view.topics.contains_key(&state.meta.name) {
                 continue;
@@ -1750,9 +1977,6 @@ impl Cluster {
                 }
             }
             tracing::info!(topic = %state.meta.name, "topic deleted");
-        }
-        if usable {
-            self.let_go_of_deleted(broker, store, view);
         }
     }
 
@@ -2077,5 +2301,196 @@ mod tests {
             .unwrap();
         new.roll(0).unwrap();
         assert_eq!(new.segment_count(), 2);
+    }
+
+    fn test_settings() -> ClusterSettings {
+        ClusterSettings {
+            etcd_endpoints: vec![],
+            etcd_tls: None,
+            etcd_login: None,
+            etcd_prefix: "/t".into(),
+            etcd_timeout_ms: 1000,
+            registration_timeout_ms: 60000,
+            lease_ms: 3000,
+            poll_ms: 200,
+            balance_enable: false,
+            death_probe_enable: false,
+            broker_session_timeout_ms: 9000,
+        }
+    }
+
+    /// An owner record naming `node` at `epoch`, written at `mod_revision`.
+    fn record(node: i32, epoch: i32, mod_revision: i64) -> OwnerRecord {
+        let mut r = held_at(epoch);
+        r.owner.node = node;
+        r.mod_revision = mod_revision;
+        r
+    }
+
+    /// The reconciliation's decision for one partition, in the order the cases are checked:
+    /// a view older than the record held never makes the broker let go of (or acquire again)
+    /// what it just acquired; a record at its own epoch is kept or acquired again in place,
+    /// never acquired under a new epoch; what is assigned elsewhere, or cannot be served, is
+    /// let go.
+    #[test]
+    fn a_partition_is_decided_from_the_held_record_and_the_views() {
+        let never = || -> bool { panic!("asked whether to wait where it does not matter") };
+        // The view predates this broker's own acquisition (held at revision 5, the view
+        // shows revision 3 at the older epoch): kept, under the held record.
+        let held = record(1, 2, 5);
+        assert_eq!(
+            decide_partition(Some(held), Some(record(2, 1, 3)), false, true, None, never),
+            PartitionStep::KeepNewerHeld(held)
+        );
+        // The view shows the record held, or an older one at its epoch: kept.
+        assert_eq!(
+            decide_partition(Some(held), Some(held), true, true, None, never),
+            PartitionStep::Keep
+        );
+        // A newer record at this broker's epoch (a progress write's answer not taken in):
+        // acquired again in place, not under a new epoch.
+        let newer = record(1, 2, 7);
+        assert_eq!(
+            decide_partition(Some(held), Some(newer), true, true, None, never),
+            PartitionStep::AcquireInPlace(newer)
+        );
+        // Acquired by this broker under another epoch than it holds: let go, then acquired.
+        let bumped = record(1, 3, 7);
+        assert_eq!(
+            decide_partition(Some(held), Some(bumped), true, true, None, never),
+            PartitionStep::Acquire {
+                record: bumped,
+                release_held: true
+            }
+        );
+        // Assigned here, not held: acquired, unless the acquisition must wait.
+        assert_eq!(
+            decide_partition(None, Some(bumped), true, true, None, || false),
+            PartitionStep::Acquire {
+                record: bumped,
+                release_held: false
+            }
+        );
+        assert_eq!(
+            decide_partition(None, Some(bumped), true, true, None, || true),
+            PartitionStep::NotYet
+        );
+        // Assigned elsewhere at a newer revision: let go, naming the new owner.
+        assert_eq!(
+            decide_partition(Some(held), Some(record(2, 3, 9)), false, true, None, never),
+            PartitionStep::LetGo { new_owner: 2 }
+        );
+        // This broker cannot hold partitions now (past its write deadline): let go, even of a
+        // record naming it and older than the one it holds.
+        assert_eq!(
+            decide_partition(Some(held), Some(record(1, 2, 3)), false, false, None, never),
+            PartitionStep::LetGo { new_owner: 1 }
+        );
+        assert_eq!(
+            decide_partition(Some(held), None, false, true, None, never),
+            PartitionStep::LetGo { new_owner: -1 }
+        );
+        assert_eq!(
+            decide_partition(None, Some(record(2, 3, 9)), false, true, None, never),
+            PartitionStep::Nothing
+        );
+    }
+
+    /// A planned move is handed over by the broker the record names, whether it holds the
+    /// partition at the record's epoch or not at all; held under another epoch, the record
+    /// is decided as without the move.
+    #[test]
+    fn a_planned_move_is_handed_over_only_at_the_records_epoch() {
+        let never = || -> bool { panic!("asked whether to wait where it does not matter") };
+        let mut moving = record(1, 2, 5);
+        moving.owner.to = Some(3);
+        assert_eq!(
+            decide_partition(
+                Some(record(1, 2, 4)),
+                Some(moving),
+                true,
+                true,
+                Some(3),
+                never
+            ),
+            PartitionStep::HandOver {
+                record: moving,
+                to: 3
+            }
+        );
+        assert_eq!(
+            decide_partition(None, Some(moving), true, true, Some(3), never),
+            PartitionStep::HandOver {
+                record: moving,
+                to: 3
+            }
+        );
+        assert_eq!(
+            decide_partition(
+                Some(record(1, 1, 4)),
+                Some(moving),
+                true,
+                true,
+                Some(3),
+                never
+            ),
+            PartitionStep::Acquire {
+                record: moving,
+                release_held: true
+            }
+        );
+        // Not this broker's to hand over (it cannot hold partitions now): let go.
+        assert_eq!(
+            decide_partition(
+                Some(record(1, 2, 4)),
+                Some(moving),
+                false,
+                false,
+                Some(3),
+                never
+            ),
+            PartitionStep::LetGo { new_owner: 1 }
+        );
+    }
+
+    /// Of a deleted incarnation's partitions, those past the new incarnation's count are the
+    /// ones the per-partition pass does not reach; other topics' are not among them.
+    #[test]
+    fn the_partitions_held_beyond_a_new_incarnations_count_are_found() {
+        let cluster = Cluster::new(test_settings());
+        let id = uuid::Uuid::from_u128(1);
+        for (topic, partition) in [("t", 0), ("t", 1), ("t", 2), ("t", 3), ("u", 5), ("tt", 4)] {
+            let tp = TopicPartition {
+                topic: topic.into(),
+                partition,
+            };
+            cluster.hold_for_test(&tp, id, held_at(1));
+        }
+        let mut beyond = cluster.held_beyond("t", 2);
+        beyond.sort_by_key(|tp| tp.partition);
+        let beyond: Vec<_> = beyond
+            .iter()
+            .map(|tp| (tp.topic.as_str(), tp.partition))
+            .collect();
+        assert_eq!(beyond, [("t", 2), ("t", 3)]);
+    }
+
+    /// A broker holds partitions only before its write deadline and while it is not leaving,
+    /// re-registering or without its volume.
+    #[test]
+    fn partitions_are_held_only_before_the_write_deadline() {
+        let cluster = Cluster::new(test_settings());
+        assert!(
+            !cluster.may_hold_partitions(),
+            "a new cluster's deadline has passed"
+        );
+        *cluster.write_deadline.lock() = Instant::now() + Duration::from_secs(600);
+        assert!(cluster.may_hold_partitions());
+        for flag in [&cluster.stopping, &cluster.lease_lost, &cluster.volume_away] {
+            flag.store(true, Ordering::Release);
+            assert!(!cluster.may_hold_partitions());
+            flag.store(false, Ordering::Release);
+        }
+        assert!(cluster.may_hold_partitions());
     }
 }

@@ -728,7 +728,11 @@ impl Broker {
         }
     }
 
-    /// Hand a request that [`apis::access::admit`] let through to its API's handler.
+    /// Hand a request that [`apis::access::admit`] let through to its API's handler: each
+    /// family of APIs in turn takes the requests it handles and gives back the others
+    /// ([`Broker::dispatch_partitions`], [`Broker::dispatch_admin`],
+    /// [`Broker::dispatch_groups`], [`Broker::dispatch_txns`], [`Broker::dispatch_security`]).
+    /// Fetch never comes here ([`Broker::answer`]).
     fn dispatch_admitted(
         self: &Arc<Self>,
         body: RequestKind,
@@ -737,13 +741,71 @@ impl Broker {
         client: &apis::Client,
         verdicts: Verdicts,
     ) -> Reply {
-        match body {
+        let unhandled = self
+            .dispatch_partitions(body, version, client, verdicts)
+            .or_else(|body| self.dispatch_admin(body, version, client))
+            .or_else(|body| self.dispatch_groups(body, version, client))
+            .or_else(|body| self.dispatch_txns(body, version))
+            .or_else(|body| self.dispatch_security(body, version));
+        match unhandled {
+            Ok(reply) => reply,
+            Err(_) => {
+                // The wire layer only decodes APIs listed in SUPPORTED_APIS, all handled by a
+                // family; reaching this is a bug, answered by closing nothing and replying
+                // nothing.
+                tracing::error!(
+                    api_key = header.request_api_key,
+                    "no handler for a decoded request"
+                );
+                ready(None)
+            }
+        }
+    }
+
+    /// The APIs that read or write partitions' data and logs (Fetch aside): ApiVersions and
+    /// Metadata too, the first requests of every client. A request of another family is given
+    /// back.
+    fn dispatch_partitions(
+        self: &Arc<Self>,
+        body: RequestKind,
+        version: i16,
+        client: &apis::Client,
+        verdicts: Verdicts,
+    ) -> Result<Reply, RequestKind> {
+        Ok(match body {
             RequestKind::ApiVersions(r) => ready(apis::api_versions::handle(self, r, version)),
             RequestKind::Metadata(r) => {
                 ready(apis::metadata::handle(self, r, version, &client.listener))
             }
             RequestKind::Produce(r) => apis::produce::handle(self, r, version, &verdicts, client),
             RequestKind::ListOffsets(r) => ready(apis::list_offsets::handle(self, r, version)),
+            RequestKind::DescribeLogDirs(r) => {
+                ready(apis::describe_log_dirs::handle(self, r, version))
+            }
+            RequestKind::DeleteRecords(r) => ready(apis::delete_records::handle(self, r, version)),
+            RequestKind::AlterReplicaLogDirs(r) => {
+                ready(apis::alter_replica_log_dirs::handle(self, r, version))
+            }
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                ready(apis::offset_for_leader_epoch::handle(self, r, version))
+            }
+            RequestKind::DescribeProducers(r) => {
+                ready(apis::describe_producers::handle(self, r, version))
+            }
+            other => return Err(other),
+        })
+    }
+
+    /// The APIs that administer topics, configs, the cluster and partition ownership; those
+    /// that change metadata run off the runtime ([`Broker::off_runtime`]: they wait for etcd
+    /// or write files). A request of another family is given back.
+    fn dispatch_admin(
+        self: &Arc<Self>,
+        body: RequestKind,
+        version: i16,
+        client: &apis::Client,
+    ) -> Result<Reply, RequestKind> {
+        Ok(match body {
             RequestKind::CreateTopics(r) => {
                 self.off_runtime(move |b| apis::create_topics::handle(b, r, version))
             }
@@ -766,19 +828,30 @@ impl Broker {
                 version,
                 &client.listener,
             )),
-            RequestKind::DescribeLogDirs(r) => {
-                ready(apis::describe_log_dirs::handle(self, r, version))
+            RequestKind::AlterPartitionReassignments(r) => self
+                .off_runtime(move |b| apis::alter_partition_reassignments::handle(b, r, version)),
+            RequestKind::ListPartitionReassignments(r) => {
+                ready(apis::list_partition_reassignments::handle(self, r, version))
             }
-            RequestKind::DeleteRecords(r) => ready(apis::delete_records::handle(self, r, version)),
-            RequestKind::AlterReplicaLogDirs(r) => {
-                ready(apis::alter_replica_log_dirs::handle(self, r, version))
+            RequestKind::ElectLeaders(r) => {
+                self.off_runtime(move |b| apis::elect_leaders::handle(b, r, version))
             }
-            RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
-                apis::txn::init_producer_id(self, r, version)
+            RequestKind::DescribeTopicPartitions(r) => {
+                ready(apis::describe_topic_partitions::handle(self, r, version))
             }
-            RequestKind::InitProducerId(r) => {
-                self.off_runtime(move |b| apis::init_producer_id::handle(b, r, version))
-            }
+            other => return Err(other),
+        })
+    }
+
+    /// The consumer-group APIs (classic and KIP-848) and FindCoordinator. A request of
+    /// another family is given back.
+    fn dispatch_groups(
+        self: &Arc<Self>,
+        body: RequestKind,
+        version: i16,
+        client: &apis::Client,
+    ) -> Result<Reply, RequestKind> {
+        Ok(match body {
             RequestKind::FindCoordinator(r) => ready(apis::find_coordinator::handle(
                 self,
                 r,
@@ -800,19 +873,27 @@ impl Broker {
             RequestKind::ConsumerGroupHeartbeat(r) => {
                 apis::consumer_group_heartbeat::handle(self, r, version, client)
             }
-            RequestKind::AlterPartitionReassignments(r) => self
-                .off_runtime(move |b| apis::alter_partition_reassignments::handle(b, r, version)),
-            RequestKind::ListPartitionReassignments(r) => {
-                ready(apis::list_partition_reassignments::handle(self, r, version))
-            }
-            RequestKind::ElectLeaders(r) => {
-                self.off_runtime(move |b| apis::elect_leaders::handle(b, r, version))
-            }
-            RequestKind::OffsetForLeaderEpoch(r) => {
-                ready(apis::offset_for_leader_epoch::handle(self, r, version))
-            }
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))
+            }
+            other => return Err(other),
+        })
+    }
+
+    /// The producer-id and transaction APIs: InitProducerId with a transactional id goes to
+    /// the transaction coordinator, without one it allocates off the runtime. A request of
+    /// another family is given back.
+    fn dispatch_txns(
+        self: &Arc<Self>,
+        body: RequestKind,
+        version: i16,
+    ) -> Result<Reply, RequestKind> {
+        Ok(match body {
+            RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+                apis::txn::init_producer_id(self, r, version)
+            }
+            RequestKind::InitProducerId(r) => {
+                self.off_runtime(move |b| apis::init_producer_id::handle(b, r, version))
             }
             RequestKind::AddPartitionsToTxn(r) => apis::txn::add_partitions(self, r, version),
             RequestKind::AddOffsetsToTxn(r) => apis::txn::add_offsets(self, r, version),
@@ -821,12 +902,19 @@ impl Broker {
             RequestKind::WriteTxnMarkers(r) => apis::write_txn_markers::handle(self, r, version),
             RequestKind::DescribeTransactions(r) => ready(apis::txn::describe(self, r, version)),
             RequestKind::ListTransactions(r) => ready(apis::txn::list(self, r, version)),
-            RequestKind::DescribeProducers(r) => {
-                ready(apis::describe_producers::handle(self, r, version))
-            }
-            RequestKind::DescribeTopicPartitions(r) => {
-                ready(apis::describe_topic_partitions::handle(self, r, version))
-            }
+            other => return Err(other),
+        })
+    }
+
+    /// The APIs of quotas, credentials, ACLs and delegation tokens, and the SASL requests
+    /// that reach the broker after authentication. A request of another family is given
+    /// back.
+    fn dispatch_security(
+        self: &Arc<Self>,
+        body: RequestKind,
+        version: i16,
+    ) -> Result<Reply, RequestKind> {
+        Ok(match body {
             RequestKind::DescribeClientQuotas(r) => {
                 ready(apis::client_quotas::describe(self, r, version))
             }
@@ -858,16 +946,8 @@ impl Broker {
             RequestKind::RenewDelegationToken(_) => ready(apis::delegation_tokens::renew()),
             RequestKind::ExpireDelegationToken(_) => ready(apis::delegation_tokens::expire()),
             RequestKind::DescribeDelegationToken(_) => ready(apis::delegation_tokens::describe()),
-            _ => {
-                // The wire layer only decodes APIs listed in SUPPORTED_APIS, all handled above;
-                // reaching this is a bug, answered by closing nothing and replying nothing.
-                tracing::error!(
-                    api_key = header.request_api_key,
-                    "no handler for a decoded request"
-                );
-                ready(None)
-            }
-        }
+            other => return Err(other),
+        })
     }
 
     /// This broker as an `Arc` (None while it is being dropped).
@@ -1504,4 +1584,126 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(
         .into_iter()
         .map(|r| r.into_inner().expect("every item is mapped"))
         .collect()
+}
+
+#[cfg(test)]
+mod dispatch_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use kafka_protocol::messages::{
+        ApiVersionsRequest, CreateDelegationTokenRequest, DescribeAclsRequest,
+        DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+        DescribeTransactionsRequest, FetchRequest, ListGroupsRequest, ListOffsetsRequest,
+        ListTransactionsRequest, RequestHeader, SaslHandshakeRequest,
+    };
+
+    fn client() -> apis::Client {
+        apis::Client {
+            id: "client".into(),
+            host: "/127.0.0.1".into(),
+            listener: Arc::from("PLAINTEXT"),
+            principal: Arc::from(authz::ANONYMOUS),
+            address: "127.0.0.1".into(),
+            api_key: 0,
+            produce_refusals: Arc::new(apis::produce::ProduceRefusals::default()),
+        }
+    }
+
+    /// Each request is claimed by one family of the dispatch, and every other family gives
+    /// it back unchanged, so the chain in `dispatch_admitted` reaches its handler; a request
+    /// no family handles (Fetch, answered before the dispatch) is answered with nothing.
+    #[test]
+    fn each_request_is_handled_by_exactly_one_family() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let mut props = std::collections::BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("log.dirs".to_string(), dir.path().display().to_string());
+        let broker = Broker::open(BrokerConfig::from_properties(props).unwrap()).unwrap();
+        let client = client();
+        // (request, version, the family that handles it: partitions, admin, groups,
+        // transactions, security)
+        let samples = [
+            (
+                RequestKind::ApiVersions(ApiVersionsRequest::default()),
+                0,
+                0,
+            ),
+            (
+                RequestKind::ListOffsets(ListOffsetsRequest::default()),
+                1,
+                0,
+            ),
+            (
+                RequestKind::DescribeConfigs(DescribeConfigsRequest::default()),
+                1,
+                1,
+            ),
+            (
+                RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+                0,
+                1,
+            ),
+            (RequestKind::ListGroups(ListGroupsRequest::default()), 0, 2),
+            (
+                RequestKind::DescribeGroups(DescribeGroupsRequest::default()),
+                0,
+                2,
+            ),
+            (
+                RequestKind::ListTransactions(ListTransactionsRequest::default()),
+                0,
+                3,
+            ),
+            (
+                RequestKind::DescribeTransactions(DescribeTransactionsRequest::default()),
+                0,
+                3,
+            ),
+            (
+                RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+                1,
+                4,
+            ),
+            (
+                RequestKind::SaslHandshake(SaslHandshakeRequest::default()),
+                0,
+                4,
+            ),
+            (
+                RequestKind::CreateDelegationToken(CreateDelegationTokenRequest::default()),
+                1,
+                4,
+            ),
+        ];
+        for (body, version, family) in samples {
+            let results = [
+                broker.dispatch_partitions(body.clone(), version, &client, Verdicts::new()),
+                broker.dispatch_admin(body.clone(), version, &client),
+                broker.dispatch_groups(body.clone(), version, &client),
+                broker.dispatch_txns(body.clone(), version),
+                broker.dispatch_security(body.clone(), version),
+            ];
+            for (i, result) in results.into_iter().enumerate() {
+                match result {
+                    Ok(_) => assert_eq!(i, family, "family {i} claimed {body:?}"),
+                    Err(back) => {
+                        assert_ne!(i, family, "family {i} gave back {body:?}");
+                        assert_eq!(back, body, "family {i} changed what it gave back");
+                    }
+                }
+            }
+        }
+        let fetch = RequestKind::Fetch(FetchRequest::default());
+        let header = RequestHeader::default().with_request_api_key(1);
+        let answer =
+            rt.block_on(broker.dispatch_admitted(fetch, 4, &header, &client, Verdicts::new()));
+        assert!(answer.is_none(), "{answer:?}");
+    }
 }

@@ -481,18 +481,33 @@ async fn next_ready(queue: &mut VecDeque<Queued>) -> (Queued, Option<Response>) 
 /// earlier one are ready. Reading pauses while a response is being written (as Kafka mutes a
 /// channel while it sends). One task, not a reader and a writer: a response costs no task
 /// wake-up, and the socket is never used from two threads at once.
+///
+/// Each turn does one step, the first ready of: write the oldest answer once ready (then
+/// mute the connection for its throttle time, [`muted_until_after`]); unmute; start the
+/// request held back once its gate opens ([`Session::start_gated`]); stop reading at
+/// shutdown or when idle; take in a frame read ([`Session::on_read`]). Once reading stopped
+/// and every queued request is answered, the connection closes ([`Session::close`]).
 async fn connection(
     broker: Arc<Broker>,
     mut reader: Reader,
     mut writer: Writer,
-    mut conn: Connection,
-    mut auth: Option<Authenticator>,
+    conn: Connection,
+    auth: Option<Authenticator>,
     limits: &Limits,
     mut shutdown: watch::Receiver<bool>,
 ) -> Close {
-    let conn = &mut conn;
     let max_in_flight = limits.max_in_flight.max(1);
-    let mut queue: VecDeque<Queued> = VecDeque::with_capacity(max_in_flight);
+    let mut s = Session {
+        broker,
+        conn,
+        auth,
+        limits,
+        queue: VecDeque::with_capacity(max_in_flight),
+        stopped: None,
+        gated: None,
+        muted_until: None,
+        failure_answered: false,
+    };
     // Bytes read from the socket but not yet framed: one read can bring several pipelined
     // requests (or the next one's start), so most requests cost one system call, not two.
     let mut inbuf = BytesMut::new();
@@ -501,188 +516,296 @@ async fn connection(
     // empty again, so restarting it at a read too would change nothing.
     let idle = tokio::time::sleep(limits.idle_timeout);
     tokio::pin!(idle);
-    // Why reading stopped (then the queued requests are answered and the connection closes).
-    let mut stopped: Option<Close> = None;
-    // A request waiting for its gate (`Broker::prepare`) before its ordered part runs.
-    let mut gated: Option<(Gate, Request, std::time::Instant)> = None;
-    // Client quotas: a throttled answer mutes the connection (nothing more is read) until
-    // this instant, as Kafka mutes a throttled client's channel (KIP-219).
-    let mut muted_until: Option<tokio::time::Instant> = None;
-    // A failed authentication's answer was held back already (else the close is).
-    let mut failure_answered = false;
     loop {
-        if stopped.is_some() && queue.is_empty() && gated.is_none() {
+        if s.stopped.is_some() && s.queue.is_empty() && s.gated.is_none() {
             break;
         }
         tokio::select! {
             biased;
-            (head, response) = next_ready(&mut queue), if !queue.is_empty() => {
-                let throttle_ms = match write_response(&broker, &mut writer, head, response).await {
+            (head, response) = next_ready(&mut s.queue), if !s.queue.is_empty() => {
+                let throttle_ms = match write_response(&s.broker, &mut writer, head, response).await {
                     Ok(ms) => ms,
-                    Err(e) => {
-                        return match stopped {
-                            None | Some(Close::Eof) => Close::Io(e),
-                            Some(close) => close,
-                        };
-                    }
+                    Err(e) => return close_after_write_error(s.stopped, e),
                 };
                 let now = tokio::time::Instant::now();
-                if throttle_ms > 0 {
-                    let until = now + Duration::from_millis(throttle_ms as u64);
-                    muted_until = Some(muted_until.map_or(until, |m| m.max(until)));
-                }
+                s.muted_until = muted_until_after(s.muted_until, now, throttle_ms);
                 idle.as_mut().reset(now + limits.idle_timeout);
             }
-            () = sleep_until_some(muted_until), if muted_until.is_some() => muted_until = None,
-            verdicts = open_gate(&mut gated), if gated.is_some() => {
-                if let Some((_, request, received)) = gated.take() {
-                    let (api_key, version, correlation_id) =
-                        (request.api_key, request.version(), request.correlation_id());
-                    let reply = broker.handle_prepared(request, &*conn, verdicts);
-                    queue.push_back(Queued::Pending(InFlight {
-                        api_key,
-                        version,
-                        correlation_id,
-                        received,
-                        reply,
-                    }));
+            () = sleep_until_some(s.muted_until), if s.muted_until.is_some() => s.muted_until = None,
+            verdicts = open_gate(&mut s.gated), if s.gated.is_some() => s.start_gated(verdicts),
+            _ = shutdown.changed(), if s.stopped.is_none() => s.stopped = Some(Close::Shutdown),
+            () = &mut idle, if s.stopped.is_none() && s.queue.is_empty() => s.stopped = Some(Close::Idle),
+            read = read_frame(&mut reader, &mut inbuf, frame_limit(limits, s.auth.as_ref())),
+                if s.stopped.is_none() && s.gated.is_none() && s.muted_until.is_none()
+                    && s.queue.len() < max_in_flight => s.on_read(read),
+        }
+    }
+    s.close(writer).await
+}
+
+/// What one connection's task keeps between its steps ([`connection`]).
+struct Session<'a> {
+    broker: Arc<Broker>,
+    conn: Connection,
+    auth: Option<Authenticator>,
+    limits: &'a Limits,
+    /// The requests read and not yet answered, in request order.
+    queue: VecDeque<Queued>,
+    /// Why reading stopped (then the queued requests are answered and the connection closes).
+    stopped: Option<Close>,
+    /// A request waiting for its gate (`Broker::prepare`) before its ordered part runs.
+    gated: Option<(Gate, Request, std::time::Instant)>,
+    /// Client quotas: a throttled answer mutes the connection (nothing more is read) until
+    /// this instant, as Kafka mutes a throttled client's channel (KIP-219).
+    muted_until: Option<tokio::time::Instant>,
+    /// A failed authentication's answer was held back already (else the close is).
+    failure_answered: bool,
+}
+
+/// A request's API key, version and correlation id, as its answer is written with them.
+type RequestId = (ApiKey, i16, i32);
+
+/// The id `request`'s answer is written with.
+fn request_id(request: &Request) -> RequestId {
+    (request.api_key, request.version(), request.correlation_id())
+}
+
+impl InFlight {
+    /// A request read at `received`, to be answered with `reply` under `id`.
+    fn new(id: RequestId, received: std::time::Instant, reply: Answer) -> InFlight {
+        let (api_key, version, correlation_id) = id;
+        InFlight {
+            api_key,
+            version,
+            correlation_id,
+            received,
+            reply,
+        }
+    }
+}
+
+impl Session<'_> {
+    /// Take in what one read brought: a frame, or why reading stops. A frame too large for a
+    /// SASL connection not authenticated yet fails its authentication (Kafka's bound on
+    /// unauthenticated input, `sasl.server.max.receive.size`). After a SaslHandshake v0 a
+    /// frame is a bare token ([`Session::on_raw_token`]); otherwise a request
+    /// ([`Session::on_frame`]).
+    fn on_read(&mut self, read: Result<Bytes, Close>) {
+        let frame = match read {
+            Ok(frame) => frame,
+            Err(Close::Oversized(size))
+                if self.auth.as_ref().is_some_and(|a| !a.authenticated()) =>
+            {
+                self.broker
+                    .metrics()
+                    .failed_authentication(&self.conn.listener);
+                self.stopped = Some(Close::AuthFailed(format!(
+                    "Failing SASL authentication due to invalid receive size ({size} bytes; sasl.server.max.receive.size is {})",
+                    frame_limit(self.limits, self.auth.as_ref())
+                )));
+                return;
+            }
+            Err(close) => {
+                self.stopped = Some(close);
+                return;
+            }
+        };
+        if self.auth.as_ref().is_some_and(|a| a.wants_raw_token()) {
+            self.on_raw_token(&frame);
+        } else {
+            self.on_frame(frame);
+        }
+    }
+
+    /// After a SaslHandshake v0 the tokens come and go as bare size-prefixed frames: answer
+    /// one ([`raw_token_frame`]), and take the principal once authenticated; a refused token
+    /// fails the authentication.
+    fn on_raw_token(&mut self, frame: &Bytes) {
+        let Some(a) = self.auth.as_mut() else {
+            return;
+        };
+        match a.on_raw_token(&self.broker, frame) {
+            Ok(token) => {
+                self.queue.push_back(Queued::Raw(raw_token_frame(&token)));
+                if a.authenticated() {
+                    self.conn.principal = a.principal();
                 }
             }
-            _ = shutdown.changed(), if stopped.is_none() => stopped = Some(Close::Shutdown),
-            () = &mut idle, if stopped.is_none() && queue.is_empty() => stopped = Some(Close::Idle),
-            read = read_frame(&mut reader, &mut inbuf, frame_limit(limits, auth.as_ref())),
-                if stopped.is_none() && gated.is_none() && muted_until.is_none()
-                    && queue.len() < max_in_flight => {
-                let frame = match read {
-                    Ok(frame) => frame,
-                    Err(Close::Oversized(size)) if auth.as_ref().is_some_and(|a| !a.authenticated()) => {
-                        broker.metrics().failed_authentication(&conn.listener);
-                        stopped = Some(Close::AuthFailed(format!(
-                            "Failing SASL authentication due to invalid receive size ({size} bytes; sasl.server.max.receive.size is {})",
-                            frame_limit(limits, auth.as_ref())
-                        )));
-                        continue;
-                    }
-                    Err(close) => {
-                        stopped = Some(close);
-                        continue;
-                    }
-                };
-                if let Some(a) = auth.as_mut().filter(|a| a.wants_raw_token()) {
-                    // After a SaslHandshake v0 the tokens come and go as bare size-prefixed
-                    // frames.
-                    match a.on_raw_token(&broker, &frame) {
-                        Ok(token) => {
-                            let mut out = BytesMut::with_capacity(FRAME_PREFIX + token.len());
-                            out.extend_from_slice(&(token.len() as u32).to_be_bytes());
-                            out.extend_from_slice(&token);
-                            queue.push_back(Queued::Raw(out));
-                            if a.authenticated() {
-                                conn.principal = a.principal();
-                            }
-                        }
-                        Err(reason) => {
-                            broker.metrics().failed_authentication(&conn.listener);
-                            stopped = Some(Close::AuthFailed(reason));
-                        }
-                    }
-                    continue;
-                }
-                match decode_request(frame) {
-                    Ok(request) => {
-                        let received = std::time::Instant::now();
-                        broker.metrics().request(request.api_key as i16, request.version());
-                        let (api_key, version, correlation_id) =
-                            (request.api_key, request.version(), request.correlation_id());
-                        let request = match auth.as_mut() {
-                            None => request,
-                            Some(a) => {
-                                let was_authenticated = a.authenticated();
-                                match a.on_request(&broker, request) {
-                                    AuthStep::Serve(request) => *request,
-                                    AuthStep::Reply(body) => {
-                                        if a.authenticated() {
-                                            conn.principal = a.principal();
-                                        }
-                                        queue.push_back(Queued::Pending(InFlight {
-                                            api_key,
-                                            version,
-                                            correlation_id,
-                                            received,
-                                            reply: Box::pin(std::future::ready(Some(Response::Body(body)))),
-                                        }));
-                                        continue;
-                                    }
-                                    AuthStep::Fail { reply, reason } => {
-                                        broker.metrics().failed_authentication(&conn.listener);
-                                        if let Some(body) = reply {
-                                            let delay = limits.failed_auth_delay;
-                                            failure_answered = true;
-                                            queue.push_back(Queued::Pending(InFlight {
-                                                api_key,
-                                                version,
-                                                correlation_id,
-                                                received,
-                                                reply: Box::pin(async move {
-                                                    tokio::time::sleep(delay).await;
-                                                    Some(Response::Body(body))
-                                                }),
-                                            }));
-                                        }
-                                        stopped = Some(Close::AuthFailed(reason));
-                                        continue;
-                                    }
-                                    AuthStep::Close(reason) if was_authenticated => {
-                                        stopped = Some(Close::Expired(reason));
-                                        continue;
-                                    }
-                                    AuthStep::Close(reason) => {
-                                        broker.metrics().failed_authentication(&conn.listener);
-                                        stopped = Some(Close::AuthFailed(reason));
-                                        continue;
-                                    }
-                                }
-                            }
-                        };
-                        match broker.prepare(&request, &conn) {
-                            // Nothing more is read until the gate opens: appends stay in order.
-                            Some(gate) => gated = Some((gate, request, received)),
-                            None => {
-                                let reply = broker.handle(request, &*conn);
-                                queue.push_back(Queued::Pending(InFlight {
-                                    api_key,
-                                    version,
-                                    correlation_id,
-                                    received,
-                                    reply,
-                                }));
-                            }
-                        }
-                    }
-                    Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
-                        match sluice_wire::unsupported_api_versions_response(correlation_id) {
-                            Ok(frame) => queue.push_back(Queued::Raw(frame)),
-                            Err(e) => stopped = Some(Close::Wire(e)),
-                        }
-                    }
-                    Err(e) => {
-                        if auth.as_ref().is_some_and(|a| !a.authenticated()) {
-                            broker.metrics().failed_authentication(&conn.listener);
-                        }
-                        stopped = Some(Close::Wire(e));
-                    }
-                }
+            Err(reason) => {
+                self.broker
+                    .metrics()
+                    .failed_authentication(&self.conn.listener);
+                self.stopped = Some(Close::AuthFailed(reason));
             }
         }
     }
-    let close = stopped.unwrap_or(Close::Eof);
-    if matches!(close, Close::AuthFailed(_)) && !failure_answered {
-        tokio::time::sleep(limits.failed_auth_delay).await;
+
+    /// Decode a frame. A request is counted, goes through the connection's authenticator
+    /// ([`Session::authenticate`]) and, if it is to be served, starts ([`Session::start`]).
+    /// An ApiVersions request newer than ours gets Kafka's fallback answer; anything else
+    /// that cannot be a request stops reading (one log line at the close), and before a SASL
+    /// connection authenticated counts as a failed authentication.
+    fn on_frame(&mut self, frame: Bytes) {
+        match decode_request(frame) {
+            Ok(request) => {
+                let received = std::time::Instant::now();
+                self.broker
+                    .metrics()
+                    .request(request.api_key as i16, request.version());
+                let id = request_id(&request);
+                if let Some(request) = self.authenticate(request, id, received) {
+                    self.start(request, id, received);
+                }
+            }
+            Err(WireError::UnsupportedApiVersions { correlation_id, .. }) => {
+                match sluice_wire::unsupported_api_versions_response(correlation_id) {
+                    Ok(frame) => self.queue.push_back(Queued::Raw(frame)),
+                    Err(e) => self.stopped = Some(Close::Wire(e)),
+                }
+            }
+            Err(e) => {
+                if self.auth.as_ref().is_some_and(|a| !a.authenticated()) {
+                    self.broker
+                        .metrics()
+                        .failed_authentication(&self.conn.listener);
+                }
+                self.stopped = Some(Close::Wire(e));
+            }
+        }
     }
-    match writer.shutdown().await {
-        Err(e) if matches!(close, Close::Eof) => Close::Io(e),
-        _ => close,
+
+    /// Hand a request of a SASL connection to its authenticator first; the request to serve,
+    /// if any (on a connection without SASL, the request itself).
+    ///
+    /// Keeps (ARCHITECTURE.md): on a SASL listener no request but ApiVersions, SaslHandshake
+    /// and SaslAuthenticate reaches `Broker::handle` before its connection has
+    /// authenticated, and none after its session ended without a re-authentication. The
+    /// authenticator's own answers are queued in request order; a failed authentication's
+    /// answer waits `connection.failed.authentication.delay.ms`, and reading stops.
+    fn authenticate(
+        &mut self,
+        request: Request,
+        id: RequestId,
+        received: std::time::Instant,
+    ) -> Option<Request> {
+        let Some(a) = self.auth.as_mut() else {
+            return Some(request);
+        };
+        let was_authenticated = a.authenticated();
+        match a.on_request(&self.broker, request) {
+            AuthStep::Serve(request) => Some(*request),
+            AuthStep::Reply(body) => {
+                if a.authenticated() {
+                    self.conn.principal = a.principal();
+                }
+                let reply: Answer = Box::pin(std::future::ready(Some(Response::Body(body))));
+                self.queue
+                    .push_back(Queued::Pending(InFlight::new(id, received, reply)));
+                None
+            }
+            AuthStep::Fail { reply, reason } => {
+                self.broker
+                    .metrics()
+                    .failed_authentication(&self.conn.listener);
+                if let Some(body) = reply {
+                    let delay = self.limits.failed_auth_delay;
+                    self.failure_answered = true;
+                    let reply: Answer = Box::pin(async move {
+                        tokio::time::sleep(delay).await;
+                        Some(Response::Body(body))
+                    });
+                    self.queue
+                        .push_back(Queued::Pending(InFlight::new(id, received, reply)));
+                }
+                self.stopped = Some(Close::AuthFailed(reason));
+                None
+            }
+            AuthStep::Close(reason) if was_authenticated => {
+                self.stopped = Some(Close::Expired(reason));
+                None
+            }
+            AuthStep::Close(reason) => {
+                self.broker
+                    .metrics()
+                    .failed_authentication(&self.conn.listener);
+                self.stopped = Some(Close::AuthFailed(reason));
+                None
+            }
+        }
     }
+
+    /// Run a request's ordered part now and queue its answer, unless it must wait for its
+    /// gate first (`Broker::prepare`: a transactional produce's KIP-890 check, produce
+    /// backpressure, an acquisition under way). Then it is held back, and nothing more is
+    /// read until the gate opens: appends stay in request order (ARCHITECTURE.md).
+    fn start(&mut self, request: Request, id: RequestId, received: std::time::Instant) {
+        match self.broker.prepare(&request, &self.conn) {
+            // Nothing more is read until the gate opens: appends stay in order.
+            Some(gate) => self.gated = Some((gate, request, received)),
+            None => {
+                let reply = self.broker.handle(request, &self.conn);
+                self.queue
+                    .push_back(Queued::Pending(InFlight::new(id, received, reply)));
+            }
+        }
+    }
+
+    /// The held-back request's gate opened: run its ordered part with the gate's answer and
+    /// queue its answer, in request order (nothing was read after it).
+    fn start_gated(&mut self, verdicts: Verdicts) {
+        if let Some((_, request, received)) = self.gated.take() {
+            let id = request_id(&request);
+            let reply = self.broker.handle_prepared(request, &self.conn, verdicts);
+            self.queue
+                .push_back(Queued::Pending(InFlight::new(id, received, reply)));
+        }
+    }
+
+    /// Close the connection once every queued request is answered: a failed authentication
+    /// whose answer was not held back waits `connection.failed.authentication.delay.ms`
+    /// first; then the writer shuts down. Returns why the connection ended.
+    async fn close(self, mut writer: Writer) -> Close {
+        let close = self.stopped.unwrap_or(Close::Eof);
+        if matches!(close, Close::AuthFailed(_)) && !self.failure_answered {
+            tokio::time::sleep(self.limits.failed_auth_delay).await;
+        }
+        match writer.shutdown().await {
+            Err(e) if matches!(close, Close::Eof) => Close::Io(e),
+            _ => close,
+        }
+    }
+}
+
+/// Why a connection ends when writing an answer failed with `e`: the reason reading had
+/// stopped for, if any (a shutdown, an idle timeout, a failed authentication), else the
+/// write's error.
+fn close_after_write_error(stopped: Option<Close>, e: io::Error) -> Close {
+    match stopped {
+        None | Some(Close::Eof) => Close::Io(e),
+        Some(close) => close,
+    }
+}
+
+/// Until when the connection reads nothing, after an answer with a throttle time of
+/// `throttle_ms` written `now`: the later of that and the mute already running (KIP-219).
+fn muted_until_after(
+    muted_until: Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+    throttle_ms: i32,
+) -> Option<tokio::time::Instant> {
+    if throttle_ms > 0 {
+        let until = now + Duration::from_millis(throttle_ms as u64);
+        return Some(muted_until.map_or(until, |m| m.max(until)));
+    }
+    muted_until
+}
+
+/// A SASL token as the bare size-prefixed frame a SaslHandshake v0 client reads.
+fn raw_token_frame(token: &[u8]) -> BytesMut {
+    let mut out = BytesMut::with_capacity(FRAME_PREFIX + token.len());
+    out.extend_from_slice(&(token.len() as u32).to_be_bytes());
+    out.extend_from_slice(token);
+    out
 }
 
 /// The largest frame read now: `socket.request.max.bytes`, and before a SASL connection is
@@ -971,5 +1094,66 @@ mod per_ip_tests {
             per_ip.admit(mapped).is_ok(),
             "the IPv4 client of a dual-stack listener is refused despite its override"
         );
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    /// A throttled answer mutes the connection until its throttle time has passed, or longer
+    /// when a mute running already ends later; an answer without a throttle time changes
+    /// nothing (a running mute is not lifted).
+    #[test]
+    fn a_throttled_answer_mutes_until_the_later_end() {
+        let now = tokio::time::Instant::now();
+        let ms = |n: u64| Duration::from_millis(n);
+        assert_eq!(muted_until_after(None, now, 0), None);
+        assert_eq!(muted_until_after(None, now, -1), None);
+        assert_eq!(muted_until_after(None, now, 100), Some(now + ms(100)));
+        assert_eq!(
+            muted_until_after(Some(now + ms(500)), now, 100),
+            Some(now + ms(500))
+        );
+        assert_eq!(
+            muted_until_after(Some(now + ms(50)), now, 100),
+            Some(now + ms(100))
+        );
+        assert_eq!(
+            muted_until_after(Some(now + ms(50)), now, 0),
+            Some(now + ms(50))
+        );
+    }
+
+    /// A write that fails after reading stopped ends the connection for the reason reading
+    /// stopped (its one log line names it); otherwise for the write's error.
+    #[test]
+    fn a_failed_write_keeps_the_reason_reading_stopped() {
+        let e = || io::Error::from(io::ErrorKind::BrokenPipe);
+        assert!(matches!(close_after_write_error(None, e()), Close::Io(_)));
+        assert!(matches!(
+            close_after_write_error(Some(Close::Eof), e()),
+            Close::Io(_)
+        ));
+        assert!(matches!(
+            close_after_write_error(Some(Close::Shutdown), e()),
+            Close::Shutdown
+        ));
+        assert!(matches!(
+            close_after_write_error(Some(Close::Idle), e()),
+            Close::Idle
+        ));
+        assert!(matches!(
+            close_after_write_error(Some(Close::AuthFailed("bad".into())), e()),
+            Close::AuthFailed(reason) if reason == "bad"
+        ));
+    }
+
+    /// A SaslHandshake v0 token goes out as a bare frame: its length, big-endian, then the
+    /// token.
+    #[test]
+    fn a_raw_token_is_framed_with_its_length() {
+        assert_eq!(&raw_token_frame(b"abc")[..], b"\0\0\0\x03abc");
+        assert_eq!(&raw_token_frame(b"")[..], b"\0\0\0\0");
     }
 }

@@ -316,6 +316,23 @@ fn verdict_code(code: i16, version: i16) -> i16 {
 /// any other client gets INVALID_TOPIC_EXCEPTION, as from Kafka's ReplicaManager.
 const ADMIN_CLIENT_ID: &str = "__admin_client";
 
+/// One produce request's settings, as each partition's append needs them.
+struct Produce<'a> {
+    broker: &'a Arc<Broker>,
+    client: &'a super::Client,
+    version: i16,
+    acks: i16,
+    /// A transactional request's verdicts ([`prepare`]) and version: None without a
+    /// transactional id.
+    txn: Option<(&'a Verdicts, i16)>,
+    now: i64,
+}
+
+/// The produce path, in order: a request with an invalid `acks` is refused whole
+/// ([`invalid_acks`]); each topic's partitions are appended now, in request order, before the
+/// connection reads its next request ([`produce_topic`]); acks=0 gets no answer; the answer
+/// of the others waits for the flush rounds its acks=all appends joined
+/// ([`answer_after_flushes`]).
 pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: ProduceRequest,
@@ -325,130 +342,225 @@ pub(crate) fn handle(
 ) -> Reply {
     let acks = req.acks;
     if !matches!(acks, -1..=1) {
-        let responses = req
-            .topic_data
-            .iter()
-            .map(|t| {
-                TopicProduceResponse::default()
-                    .with_name(t.name.clone())
-                    .with_topic_id(t.topic_id)
-                    .with_partition_responses(
-                        t.partition_data
-                            .iter()
-                            .map(|p| {
-                                error_partition(
-                                    p.index,
-                                    ResponseError::InvalidRequiredAcks.code(),
-                                    None,
-                                )
-                            })
-                            .collect(),
-                    )
-            })
-            .collect();
-        return crate::ready(Some(ResponseKind::Produce(
-            ProduceResponse::default().with_responses(responses),
-        )));
+        return crate::ready(Some(ResponseKind::Produce(invalid_acks(&req))));
     }
-    let now = now_ms();
+    let produce = Produce {
+        broker,
+        client,
+        version,
+        acks,
+        txn: req
+            .transactional_id
+            .is_some()
+            .then_some((verdicts, version)),
+        now: now_ms(),
+    };
     let mut pending = Vec::new();
     let mut responses = Vec::with_capacity(req.topic_data.len());
-    let transactional = req.transactional_id.is_some();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
-        let state = topic_state(broker, &topic, version);
-        let unknown_code = if version >= 13 {
-            ResponseError::UnknownTopicId.code()
-        } else {
-            ResponseError::UnknownTopicOrPartition.code()
-        };
-        let mut partitions = Vec::with_capacity(topic.partition_data.len());
-        let mut counts = sluice_metrics::ProduceCounts::default();
-        let counters = state.as_deref().map(|s| broker.metrics.topic(&s.meta.name));
-        for (pi, p) in topic.partition_data.into_iter().enumerate() {
-            let records = p.records.unwrap_or_default();
-            let Some(s) = state.as_deref().filter(|s| s.has_partition(p.index)) else {
-                counts.add(0, 0, true);
-                // Not written, retried: the batches pipelined behind it must not reach the
-                // log once the partition is known here (a partition just added, this
-                // broker's view a poll behind the client's metadata).
-                let name = match state.as_deref() {
-                    Some(s) => Some(s.meta.name.clone()),
-                    None if version < 13 => Some(topic.name.0.to_string()),
-                    None => None,
-                };
-                if let Some(name) = name {
-                    client.produce_refusals.answered(
-                        (&name, p.index),
-                        first_header(&records).as_ref(),
-                        unknown_code,
-                    );
-                }
-                partitions.push(error_partition(p.index, unknown_code, None));
-                continue;
-            };
-            let (bytes, messages) = crate::metrics::batch_stats(&records);
-            if crate::is_internal_topic(&s.meta.name) && client.id != ADMIN_CLIENT_ID {
-                // Only its coordinator writes it: a client's records would be replayed into
-                // the groups' or transactions' state at the next load.
-                counts.add(bytes, messages, true);
-                partitions.push(error_partition(
-                    p.index,
-                    ResponseError::InvalidTopicException.code(),
-                    Some(format!("Cannot append to internal topic {}", s.meta.name)),
-                ));
-                continue;
-            }
-            let txn = transactional.then_some((verdicts, version));
-            let appended = Appended {
-                counters: counters.as_deref(),
-                counts: &mut counts,
-            };
-            let header = first_header(&records);
-            let refusals = &client.produce_refusals;
-            let in_order = |h: &sluice_format::BatchHeader| {
-                s.log(p.index).is_some_and(|log| {
-                    log.next_sequence(h.producer_id, h.producer_epoch) == Some(h.base_sequence)
-                })
-            };
-            if refusals.refuses_behind((&s.meta.name, p.index), header.as_ref(), in_order) {
-                counts.add(bytes, messages, true);
-                partitions.push(error_partition(
-                    p.index,
-                    ResponseError::NotLeaderOrFollower.code(),
-                    Some(
-                        "an earlier batch of this producer on this connection was refused; \
-                         retry in order"
-                            .into(),
-                    ),
-                ));
-                continue;
-            }
-            let (response, flushed) =
-                append_one(broker, s, p.index, records, acks, txn, now, appended);
-            refusals.answered(
-                (&s.meta.name, p.index),
-                header.as_ref(),
-                response.error_code,
-            );
-            counts.add(bytes, messages, response.error_code != 0);
-            if let Some(flushed) = flushed {
-                pending.push((ti, pi, flushed));
-            }
-            partitions.push(response);
-        }
-        broker.metrics.produced(counters.as_deref(), &counts);
-        responses.push(
-            TopicProduceResponse::default()
-                .with_name(topic.name)
-                .with_topic_id(topic.topic_id)
-                .with_partition_responses(partitions),
-        );
+        let (response, flushes) = produce_topic(&produce, topic);
+        pending.extend(flushes.into_iter().map(|(pi, flushed)| (ti, pi, flushed)));
+        responses.push(response);
     }
     if acks == 0 {
         return crate::ready(None);
     }
-    let broker = broker.clone();
-    let listener = client.listener.clone();
+    answer_after_flushes(
+        broker.clone(),
+        client.listener.clone(),
+        responses,
+        pending,
+        version,
+    )
+}
+
+/// The answer to a request whose `acks` is not -1, 0 or 1: INVALID_REQUIRED_ACKS for every
+/// partition, nothing appended.
+fn invalid_acks(req: &ProduceRequest) -> ProduceResponse {
+    let responses = req
+        .topic_data
+        .iter()
+        .map(|t| {
+            TopicProduceResponse::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partition_responses(
+                    t.partition_data
+                        .iter()
+                        .map(|p| {
+                            error_partition(
+                                p.index,
+                                ResponseError::InvalidRequiredAcks.code(),
+                                None,
+                            )
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ProduceResponse::default().with_responses(responses)
+}
+
+/// Append each partition of one topic entry, in request order: a partition this broker does
+/// not know is refused as not written ([`note_unknown_partition`]), the others go through
+/// [`produce_partition`]. Counts the topic's metrics once. Returns the topic's answer and the
+/// flush rounds its acks=all appends wait for, by partition ordinal.
+fn produce_topic(
+    produce: &Produce<'_>,
+    topic: kafka_protocol::messages::produce_request::TopicProduceData,
+) -> (
+    TopicProduceResponse,
+    Vec<(
+        usize,
+        impl std::future::Future<Output = Result<(), FlushError>>,
+    )>,
+) {
+    let broker = produce.broker;
+    let state = topic_state(broker, &topic, produce.version);
+    let unknown_code = if produce.version >= 13 {
+        ResponseError::UnknownTopicId.code()
+    } else {
+        ResponseError::UnknownTopicOrPartition.code()
+    };
+    let mut partitions = Vec::with_capacity(topic.partition_data.len());
+    let mut flushes = Vec::new();
+    let mut counts = sluice_metrics::ProduceCounts::default();
+    let counters = state.as_deref().map(|s| broker.metrics.topic(&s.meta.name));
+    for (pi, p) in topic.partition_data.into_iter().enumerate() {
+        let records = p.records.unwrap_or_default();
+        let Some(s) = state.as_deref().filter(|s| s.has_partition(p.index)) else {
+            counts.add(0, 0, true);
+            let name = match state.as_deref() {
+                Some(s) => Some(s.meta.name.clone()),
+                None if produce.version < 13 => Some(topic.name.0.to_string()),
+                None => None,
+            };
+            note_unknown_partition(produce.client, name, p.index, &records, unknown_code);
+            partitions.push(error_partition(p.index, unknown_code, None));
+            continue;
+        };
+        let (response, flushed) = produce_partition(
+            produce,
+            s,
+            p.index,
+            records,
+            counters.as_deref(),
+            &mut counts,
+        );
+        if let Some(flushed) = flushed {
+            flushes.push((pi, flushed));
+        }
+        partitions.push(response);
+    }
+    broker.metrics.produced(counters.as_deref(), &counts);
+    let response = TopicProduceResponse::default()
+        .with_name(topic.name)
+        .with_topic_id(topic.topic_id)
+        .with_partition_responses(partitions);
+    (response, flushes)
+}
+
+/// Note the refusal of a partition this broker does not know (`name`, when the request or
+/// the registry names the topic): not written, retried. The batches pipelined behind it on
+/// this connection must not reach the log once the partition is known here (a partition just
+/// added, this broker's view a poll behind the client's metadata: [`ProduceRefusals`]).
+fn note_unknown_partition(
+    client: &super::Client,
+    name: Option<String>,
+    index: i32,
+    records: &[u8],
+    unknown_code: i16,
+) {
+    if let Some(name) = name {
+        client.produce_refusals.answered(
+            (&name, index),
+            first_header(records).as_ref(),
+            unknown_code,
+        );
+    }
+}
+
+/// Append one partition's records, known to this broker, and count them: a client's batch
+/// for an internal topic is refused (only its coordinator writes it); a batch pipelined
+/// behind one this connection refused as not written is refused too, before the log sees it
+/// ([`ProduceRefusals::refuses_behind`]); the others go to [`append_one`], and its answer is
+/// noted for the batches behind ([`ProduceRefusals::answered`]).
+fn produce_partition(
+    produce: &Produce<'_>,
+    s: &TopicState,
+    index: i32,
+    records: bytes::Bytes,
+    counters: Option<&sluice_metrics::TopicCounters>,
+    counts: &mut sluice_metrics::ProduceCounts,
+) -> (
+    PartitionProduceResponse,
+    Option<impl std::future::Future<Output = Result<(), FlushError>>>,
+) {
+    let (bytes, messages) = crate::metrics::batch_stats(&records);
+    if crate::is_internal_topic(&s.meta.name) && produce.client.id != ADMIN_CLIENT_ID {
+        // Only its coordinator writes it: a client's records would be replayed into
+        // the groups' or transactions' state at the next load.
+        counts.add(bytes, messages, true);
+        let response = error_partition(
+            index,
+            ResponseError::InvalidTopicException.code(),
+            Some(format!("Cannot append to internal topic {}", s.meta.name)),
+        );
+        return (response, None);
+    }
+    let header = first_header(&records);
+    let refusals = &produce.client.produce_refusals;
+    let in_order = |h: &sluice_format::BatchHeader| {
+        s.log(index).is_some_and(|log| {
+            log.next_sequence(h.producer_id, h.producer_epoch) == Some(h.base_sequence)
+        })
+    };
+    if refusals.refuses_behind((&s.meta.name, index), header.as_ref(), in_order) {
+        counts.add(bytes, messages, true);
+        let response = error_partition(
+            index,
+            ResponseError::NotLeaderOrFollower.code(),
+            Some(
+                "an earlier batch of this producer on this connection was refused; \
+                 retry in order"
+                    .into(),
+            ),
+        );
+        return (response, None);
+    }
+    let appended = Appended {
+        counters,
+        counts: &mut *counts,
+    };
+    let (response, flushed) = append_one(
+        produce.broker,
+        s,
+        index,
+        records,
+        produce.acks,
+        produce.txn,
+        produce.now,
+        appended,
+    );
+    refusals.answered((&s.meta.name, index), header.as_ref(), response.error_code);
+    counts.add(bytes, messages, response.error_code != 0);
+    (response, flushed)
+}
+
+/// The answer of a request with acks 1 or -1, once every flush round its acks=all appends
+/// joined (`pending`: topic and partition ordinals, the round) is done. A failed round
+/// answers its partition as possibly persisted, never as not written; from version 10 on the
+/// partitions answered NOT_LEADER_OR_FOLLOWER carry their owner ([`leader_hints`]).
+fn answer_after_flushes<F>(
+    broker: Arc<Broker>,
+    listener: Arc<str>,
+    mut responses: Vec<TopicProduceResponse>,
+    pending: Vec<(usize, usize, F)>,
+    version: i16,
+) -> Reply
+where
+    F: std::future::Future<Output = Result<(), FlushError>> + Send + 'static,
+{
     Box::pin(async move {
         for (topic, partition, flushed) in pending {
             if let Err(e) = flushed.await {
@@ -485,14 +597,28 @@ struct Appended<'a> {
     counts: &'a mut sluice_metrics::ProduceCounts,
 }
 
+/// What the checks before an append let through ([`check_before_append`]): the records as
+/// they are appended (recompressed for the topic, if it asks), their logical size when the
+/// recompression knows it, and a transactional batch's verification guard.
+type Checked = (
+    bytes::Bytes,
+    Option<u64>,
+    Option<sluice_store::VerificationGuard>,
+);
+
 /// Append one partition's records. Returns its answer and, for acks=all data that must be on
 /// storage first, the flush round to wait for.
+///
+/// In order: the partition's log ([`missing_partition_code`] without one), the checks before
+/// the log sees anything ([`check_before_append`]), the append on the log's single writer
+/// (which validates, deduplicates, assigns offsets and writes), the accounting of what was
+/// appended, and the flush round to join ([`join_flush_round`]).
 #[allow(clippy::too_many_arguments)]
 fn append_one(
     broker: &Broker,
     state: &TopicState,
     index: i32,
-    mut records: bytes::Bytes,
+    records: bytes::Bytes,
     acks: i16,
     txn: Option<(&Verdicts, i16)>,
     now: i64,
@@ -505,69 +631,11 @@ fn append_one(
         let code = missing_partition_code(Some(state), index);
         return (error_partition(index, code, None), None);
     };
-    if broker
-        .cluster
-        .as_ref()
-        .is_some_and(|c| c.is_unconfirmed(log.topic_partition()))
-    {
-        // Ask etcd again (a flush round confirms); the client's retry gets through once it
-        // answers. Nothing was written: NOT_ENOUGH_REPLICAS, retriable, not persisted.
-        let confirmed = broker.flusher.request(log.clone());
-        tokio::spawn(async move {
-            if let Err(e) = confirmed.await {
-                tracing::debug!("ownership not confirmed yet: {e}");
-            }
-        });
-        return (
-            error_partition(
-                index,
-                ResponseError::NotEnoughReplicas.code(),
-                Some("the partition's ownership cannot be confirmed in etcd now".into()),
-            ),
-            None,
-        );
-    }
-    if !broker.may_write(log.topic_partition()) {
-        return (
-            error_partition(
-                index,
-                ResponseError::NotLeaderOrFollower.code(),
-                Some("this broker is not the partition's owner now".into()),
-            ),
-            None,
-        );
-    }
-    // KIP-890: the verification guard its transaction's verdict came with (none for a
-    // request without a transactional id: the log refuses a transactional batch of it that
-    // would open a transaction).
-    let mut guard = None;
-    if let Some((verdicts, version)) = txn {
-        match admit_transactional(log, &records, verdicts, version) {
-            Ok(g) => guard = g,
-            Err((code, message)) => return (error_partition(index, code, Some(message)), None),
-        }
-    }
-    let mut logical = None;
-    if let Some(target) = crate::recompress::target_codec(&state.config.compression_type) {
-        match crate::recompress::recompress(records, target) {
-            Ok((r, l)) => (records, logical) = (r, l),
-            Err(e) => {
-                return (
-                    error_partition(index, ResponseError::CorruptMessage.code(), Some(e)),
-                    None,
-                )
-            }
-        }
-    }
-    if state.config.compacts() {
-        if let Err(message) = every_record_has_a_key(&records) {
-            let message = format!("{message} in topic partition {}-{index}", state.meta.name);
-            return (
-                error_partition(index, ResponseError::InvalidRecord.code(), Some(message)),
-                None,
-            );
-        }
-    }
+    let (records, logical, guard) =
+        match check_before_append(broker, state, log, index, records, txn) {
+            Ok(checked) => checked,
+            Err(refused) => return (refused, None),
+        };
     let physical = records.len() as u64;
     let logical = logical.or_else(|| {
         appended
@@ -587,24 +655,10 @@ fn append_one(
                 .with_base_offset(outcome.base_offset)
                 .with_log_append_time_ms(outcome.log_append_time_ms)
                 .with_log_start_offset(outcome.log_start_offset);
-            // In a cluster no other broker holds a copy: acks=all waits for the fsync (and
-            // the ownership confirmation) whatever flush.messages says. acks=0/1 data joins a
-            // round too, in the background: readers see data only once a confirmed round
-            // has covered it.
-            if !(outcome.flush_due || broker.cluster.is_some()) {
-                return (response, None);
-            }
-            let flushed = broker.flusher.request(log.clone());
-            if acks == -1 {
-                return (response, Some(flushed));
-            }
-            // Honour flush.messages without making acks=0/1 wait for it.
-            tokio::spawn(async move {
-                if let Err(e) = flushed.await {
-                    tracing::error!("background flush failed: {e}");
-                }
-            });
-            (response, None)
+            (
+                response,
+                join_flush_round(broker, log, outcome.flush_due, acks),
+            )
         }
         Err(e) => {
             tracing::debug!("produce refused: {e}");
@@ -614,6 +668,130 @@ fn append_one(
             )
         }
     }
+}
+
+/// The checks a partition's records pass before the log sees them, in order; the first that
+/// fails answers the partition, with nothing written: ownership confirmed in etcd
+/// ([`refuse_unconfirmed`]), this broker may write the partition now (it holds it, before its
+/// write deadline: docs/cluster.md, Fencing), a transactional batch belongs to a transaction
+/// open on the partition or one the coordinator verified ([`admit_transactional`], KIP-890),
+/// the records recompressed for a topic whose `compression.type` names a codec, and on a
+/// compacted topic every record has a key ([`every_record_has_a_key`]).
+fn check_before_append(
+    broker: &Broker,
+    state: &TopicState,
+    log: &Arc<sluice_store::Log>,
+    index: i32,
+    mut records: bytes::Bytes,
+    txn: Option<(&Verdicts, i16)>,
+) -> Result<Checked, PartitionProduceResponse> {
+    if let Some(refused) = refuse_unconfirmed(broker, log, index) {
+        return Err(refused);
+    }
+    if !broker.may_write(log.topic_partition()) {
+        return Err(error_partition(
+            index,
+            ResponseError::NotLeaderOrFollower.code(),
+            Some("this broker is not the partition's owner now".into()),
+        ));
+    }
+    // KIP-890: the verification guard its transaction's verdict came with (none for a
+    // request without a transactional id: the log refuses a transactional batch of it that
+    // would open a transaction).
+    let mut guard = None;
+    if let Some((verdicts, version)) = txn {
+        match admit_transactional(log, &records, verdicts, version) {
+            Ok(g) => guard = g,
+            Err((code, message)) => return Err(error_partition(index, code, Some(message))),
+        }
+    }
+    let mut logical = None;
+    if let Some(target) = crate::recompress::target_codec(&state.config.compression_type) {
+        match crate::recompress::recompress(records, target) {
+            Ok((r, l)) => (records, logical) = (r, l),
+            Err(e) => {
+                return Err(error_partition(
+                    index,
+                    ResponseError::CorruptMessage.code(),
+                    Some(e),
+                ))
+            }
+        }
+    }
+    if state.config.compacts() {
+        if let Err(message) = every_record_has_a_key(&records) {
+            let message = format!("{message} in topic partition {}-{index}", state.meta.name);
+            return Err(error_partition(
+                index,
+                ResponseError::InvalidRecord.code(),
+                Some(message),
+            ));
+        }
+    }
+    Ok((records, logical, guard))
+}
+
+/// The refusal of an append to a partition whose last ownership confirmation could not
+/// reach etcd (`Cluster::is_unconfirmed`), if it is one: nothing is written (such appends
+/// could not be acknowledged, yet would be published once ownership is confirmed:
+/// ARCHITECTURE.md), and etcd is asked again by a flush round, so the client's retry gets
+/// through once it answers.
+fn refuse_unconfirmed(
+    broker: &Broker,
+    log: &Arc<sluice_store::Log>,
+    index: i32,
+) -> Option<PartitionProduceResponse> {
+    if !broker
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.is_unconfirmed(log.topic_partition()))
+    {
+        return None;
+    }
+    // Ask etcd again (a flush round confirms); the client's retry gets through once it
+    // answers. Nothing was written: NOT_ENOUGH_REPLICAS, retriable, not persisted.
+    let confirmed = broker.flusher.request(log.clone());
+    tokio::spawn(async move {
+        if let Err(e) = confirmed.await {
+            tracing::debug!("ownership not confirmed yet: {e}");
+        }
+    });
+    Some(error_partition(
+        index,
+        ResponseError::NotEnoughReplicas.code(),
+        Some("the partition's ownership cannot be confirmed in etcd now".into()),
+    ))
+}
+
+/// The flush round an append joins, if any; returned only for acks=all, which waits for it.
+///
+/// Keeps (ARCHITECTURE.md): acks=all with a flush due is answered only after the fsync that
+/// covers the append; in a cluster every append joins a round, since only a confirmed round
+/// publishes data (docs/cluster.md, Fencing, point 7).
+fn join_flush_round(
+    broker: &Broker,
+    log: &Arc<sluice_store::Log>,
+    flush_due: bool,
+    acks: i16,
+) -> Option<impl std::future::Future<Output = Result<(), FlushError>>> {
+    // In a cluster no other broker holds a copy: acks=all waits for the fsync (and
+    // the ownership confirmation) whatever flush.messages says. acks=0/1 data joins a
+    // round too, in the background: readers see data only once a confirmed round
+    // has covered it.
+    if !(flush_due || broker.cluster.is_some()) {
+        return None;
+    }
+    let flushed = broker.flusher.request(log.clone());
+    if acks == -1 {
+        return Some(flushed);
+    }
+    // Honour flush.messages without making acks=0/1 wait for it.
+    tokio::spawn(async move {
+        if let Err(e) = flushed.await {
+            tracing::error!("background flush failed: {e}");
+        }
+    });
+    None
 }
 
 /// A transactional produce request's batches for one partition: all transactional (as Kafka
@@ -1122,6 +1300,175 @@ mod tests {
             answer(&r, tp, Some(&header(7, 0, 0)), OUT_OF_ORDER),
             NOT_LEADER,
             "the batch after sequence i32::MAX (sequence 0), behind the refused one"
+        );
+    }
+
+    /// A single broker in `dir` (the caller has entered a tokio runtime: the flusher and the
+    /// maintenance tasks start with it).
+    fn single_broker(dir: &std::path::Path) -> Arc<Broker> {
+        let mut props = std::collections::BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("log.dirs".to_string(), dir.display().to_string());
+        Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap()
+    }
+
+    fn message(r: &PartitionProduceResponse) -> String {
+        r.error_message
+            .as_ref()
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default()
+    }
+
+    /// A request with an invalid `acks` is refused whole: every partition of every topic, in
+    /// request order, with INVALID_REQUIRED_ACKS.
+    #[test]
+    fn invalid_acks_refuse_every_partition_in_request_order() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let topic = |name: &'static str, indexes: &[i32]| {
+            TopicProduceData::default()
+                .with_name(kafka_protocol::messages::TopicName(str_bytes(name)))
+                .with_partition_data(
+                    indexes
+                        .iter()
+                        .map(|i| PartitionProduceData::default().with_index(*i))
+                        .collect(),
+                )
+        };
+        let req = ProduceRequest::default()
+            .with_acks(2)
+            .with_topic_data(vec![topic("a", &[3, 0]), topic("b", &[1])]);
+        let answer = invalid_acks(&req);
+        let got: Vec<(String, i32, i16, i64)> = answer
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partition_responses
+                    .iter()
+                    .map(|p| (t.name.0.to_string(), p.index, p.error_code, p.base_offset))
+            })
+            .collect();
+        let invalid = ResponseError::InvalidRequiredAcks.code();
+        assert_eq!(
+            got,
+            [
+                ("a".to_string(), 3, invalid, -1),
+                ("a".to_string(), 0, invalid, -1),
+                ("b".to_string(), 1, invalid, -1),
+            ]
+        );
+    }
+
+    /// The checks before an append, on a compacted topic of a single broker: a record
+    /// without a key is refused INVALID_RECORD naming the partition; in a transactional
+    /// request a batch that is not transactional is refused before the key check; a batch
+    /// whose records all have keys passes unchanged, with no verification guard. Nothing
+    /// refused reaches the log.
+    #[test]
+    fn the_checks_before_an_append_refuse_in_order_and_write_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let broker = single_broker(dir.path());
+        let mut configs = std::collections::BTreeMap::new();
+        configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        let state = broker.create_topic("t", 1, configs).unwrap();
+        let log = state.log(0).unwrap().clone();
+        let keyless = bytes::Bytes::from(
+            sluice_format::BatchBuilder::new()
+                .record(1_700_000_000_000, None, Some(b"v".as_slice()))
+                .build(),
+        );
+        let keyed = bytes::Bytes::from(
+            sluice_format::BatchBuilder::new()
+                .record(
+                    1_700_000_000_000,
+                    Some(b"k".as_slice()),
+                    Some(b"v".as_slice()),
+                )
+                .build(),
+        );
+        let refused = check_before_append(&broker, &state, &log, 0, keyless.clone(), None)
+            .expect_err("a record without a key passed on a compacted topic");
+        assert_eq!(refused.error_code, ResponseError::InvalidRecord.code());
+        assert_eq!(
+            message(&refused),
+            "Compacted topic cannot accept message without key in topic partition t-0"
+        );
+        let verdicts = Verdicts::new();
+        let refused = check_before_append(&broker, &state, &log, 0, keyless, Some((&verdicts, 9)))
+            .expect_err("a batch that is not transactional passed in a transactional request");
+        assert_eq!(refused.error_code, ResponseError::InvalidRecord.code());
+        assert!(
+            message(&refused).contains("not transactional"),
+            "the key was checked before the transaction: {}",
+            message(&refused)
+        );
+        let (records, logical, guard) =
+            check_before_append(&broker, &state, &log, 0, keyed.clone(), None).unwrap();
+        assert_eq!(records, keyed);
+        assert_eq!(logical, None);
+        assert!(guard.is_none());
+        assert_eq!(log.log_end_offset(), 0, "a check wrote into the log");
+    }
+
+    /// A flush round that fails after the append answers its partition as possibly
+    /// persisted (NOT_ENOUGH_REPLICAS_AFTER_APPEND when ownership could not be confirmed,
+    /// KAFKA_STORAGE_ERROR when the fsync failed), never as not written; the other
+    /// partitions keep their answers.
+    #[test]
+    fn a_failed_flush_round_answers_possibly_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let broker = single_broker(dir.path());
+        let appended = |index: i32| {
+            PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(7)
+        };
+        let responses = vec![TopicProduceResponse::default()
+            .with_name(kafka_protocol::messages::TopicName(str_bytes("t")))
+            .with_partition_responses(vec![appended(0), appended(1), appended(2)])];
+        let outcomes = [
+            Ok(()),
+            Err(FlushError::NotOwner("moved".into())),
+            Err(FlushError::Storage("fsync failed".into())),
+        ];
+        let pending = outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(p, outcome)| (0, p, std::future::ready(outcome)))
+            .collect();
+        let answer = match rt.block_on(answer_after_flushes(
+            broker.clone(),
+            Arc::from("PLAINTEXT"),
+            responses,
+            pending,
+            9,
+        )) {
+            Some(ResponseKind::Produce(answer)) => answer,
+            other => panic!("unexpected answer {other:?}"),
+        };
+        let got: Vec<(i32, i16, i64)> = answer.responses[0]
+            .partition_responses
+            .iter()
+            .map(|p| (p.index, p.error_code, p.base_offset))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 0, 7),
+                (1, ResponseError::NotEnoughReplicasAfterAppend.code(), -1),
+                (2, ResponseError::KafkaStorageError.code(), -1),
+            ]
         );
     }
 }
