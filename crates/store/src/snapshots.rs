@@ -277,21 +277,17 @@ pub(crate) fn read_at_or_below(
 /// its offset alone, then with the bytes read, which are the bytes loaded): its
 /// offset and the state it holds. Snapshots above `log_end`, and unreadable ones met on the
 /// way, are removed; `removed` is set when any was (the caller makes the removal durable).
-/// One above `log_end` that cannot be removed is an error: left in place, it would be loaded
-/// once the log grows past it, describing batches that were never stored.
+/// One above `log_end` that cannot be removed, or a listing that fails, is an error: left in
+/// place, such a snapshot would be loaded once the log grows past it, describing batches that
+/// were never stored.
 pub(crate) fn load_newest(
     dir: &Path,
     log_end: i64,
     trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
     removed: &mut bool,
 ) -> io::Result<Option<(i64, ProducerStates)>> {
-    let all = match list(dir) {
-        Ok(all) => all,
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "could not list producer snapshots");
-            return Ok(None);
-        }
-    };
+    // A listing that fails is an error too: one past `log_end` it would have shown stays.
+    let all = list(dir)?;
     for &offset in all.iter().rev() {
         if offset > log_end {
             match std::fs::remove_file(snapshot_path(dir, offset)) {
