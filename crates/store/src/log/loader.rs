@@ -213,10 +213,7 @@ struct Ends {
 
 /// The producer and transaction state rebuilt from a snapshot and the batches after it.
 struct ProducerReplay {
-    producers: ProducerStates,
-    txns: crate::txn::TxnState,
-    /// The aborted transactions the replay found, by segment base.
-    computed: HashMap<i64, Vec<TxnIndexEntry>>,
+    state: ReplayState,
     /// Segments whose replay stopped at a batch it could not read: what was computed of
     /// them is incomplete.
     scan_stopped: std::collections::HashSet<i64>,
@@ -863,11 +860,8 @@ impl Opening {
         let from = replay_start(&self.segments, snapshot.as_ref().map(|(offset, _)| *offset));
         let rebuilt_from_start = snapshot.is_none() && recent_start(&self.segments) > 0;
         let (snap_offset, producers) = snapshot.unwrap_or((i64::MIN, ProducerStates::default()));
-        let mut txns = crate::txn::TxnState::default();
-        for (pid, first) in producers.open_txns() {
-            let mark = batch_mark(&self.segments, first, self.interval).map_err(&serr)?;
-            txns.start(pid, mark);
-        }
+        let state =
+            ReplayState::from_snapshot(producers, &self.segments, self.interval).map_err(&serr)?;
         // The snapshot before the one loaded, if any: its offset (only where it lies: its
         // content is not read) bounds the history replay too. For the snapshot an owner
         // vouched for, the one it wrote before it, which it recorded with it (an open of a
@@ -887,9 +881,7 @@ impl Opening {
             history_start(&self.segments, from, snap_offset, previous, self.interval)
                 .map_err(&serr)?;
         let mut replay = ProducerReplay {
-            producers,
-            txns,
-            computed: HashMap::new(),
+            state,
             scan_stopped: Default::default(),
             snap_offset,
             from,
@@ -903,8 +895,8 @@ impl Opening {
                 *dirty |= epochs.assign(h.partition_leader_epoch, h.base_offset);
             })?;
         }
-        replay.producers.merge_history(hist);
-        replay.producers.truncate_head(ends.log_start);
+        replay.state.producers.merge_history(hist);
+        replay.state.producers.truncate_head(ends.log_start);
         Ok(replay)
     }
 
@@ -1045,7 +1037,7 @@ impl Opening {
                     .collect(),
                 _ => Vec::new(),
             };
-            v.extend(replay.computed.remove(&base).unwrap_or_default());
+            v.extend(replay.state.computed.remove(&base).unwrap_or_default());
             return Ok(Some(v));
         }
         if damaged {
@@ -1086,7 +1078,7 @@ impl Opening {
                 .last()
                 .is_some_and(|s| s.size() == 0 && s.base_offset == ends.leo);
         let unsynced_snapshots = if replay.rebuilt_from_start || owns_empty_base {
-            persist_rebuilt_state(&p, ends.leo, &replay.producers)
+            persist_rebuilt_state(&p, ends.leo, &replay.state.producers)
         } else {
             Vec::new()
         };
@@ -1103,7 +1095,7 @@ impl Opening {
         let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         tracing::info!(tp = ?p.tp, segments = segments.len(), log_start = ends.log_start, leo = ends.leo,
-            producers = replay.producers.len(), clean = p.clean, recovered_bytes, "log loaded");
+            producers = replay.state.producers.len(), clean = p.clean, recovered_bytes, "log loaded");
         if recovered_bytes > 0 {
             crate::recovery::add(recovered_bytes, opened_at.elapsed());
         }
@@ -1125,11 +1117,11 @@ impl Opening {
                 sync_bounded,
                 unflushed_since: None,
                 dir_dirty: false,
-                txns: replay.txns,
+                txns: replay.state.txns,
             }),
             writer: Mutex::new(Writer {
                 cursor,
-                producers: replay.producers,
+                producers: replay.state.producers,
                 failed_writes: Default::default(),
                 verifying: Default::default(),
             }),
@@ -1281,14 +1273,15 @@ fn replay_segment(
                 if h.base_offset < replay.snap_offset {
                     hist.replay(&h, p.now_ms);
                 } else if is_txn_marker(&h) {
-                    replay_marker(p, s, pos, &h, replay).map_err(&serr)?;
-                } else if replay.producers.replay(&h, p.now_ms) {
-                    let mark = SyncedMark {
-                        offset: h.base_offset,
-                        base: s.base_offset,
-                        pos,
-                    };
-                    replay.txns.start(h.producer_id, mark);
+                    let marker = s
+                        .log
+                        .get()
+                        .and_then(|f| crate::txn::read_marker(&f, pos, &h));
+                    if let Some(c) = marker.map_err(&serr)? {
+                        replay.state.marker(s, &h, &c, p.now_ms);
+                    }
+                } else {
+                    replay.state.data(s, pos, &h, p.now_ms);
                 }
             }
             Ok(None) => return Ok(()),
@@ -1304,43 +1297,72 @@ fn replay_segment(
     }
 }
 
-/// A transaction marker in the replay: ends its producer's transaction; an abort's range
-/// goes to the segment's transaction index, with the last stable offset after it.
-fn replay_marker(
-    p: &OpenParams,
-    s: &Segment,
-    pos: u64,
-    h: &BatchHeader,
-    replay: &mut ProducerReplay,
-) -> io::Result<()> {
-    let Some(c) = s
-        .log
-        .get()
-        .and_then(|f| crate::txn::read_marker(&f, pos, h))?
-    else {
-        return Ok(());
-    };
-    let Some(first) = replay
-        .producers
-        .replay_marker(h, c.coordinator_epoch, p.now_ms)
-    else {
-        return Ok(());
-    };
-    if c.control_type == CONTROL_ABORT {
-        let lso = replay.txns.stable_after(h.producer_id, h.base_offset);
-        replay
-            .computed
-            .entry(s.base_offset)
-            .or_default()
-            .push(TxnIndexEntry {
-                producer_id: h.producer_id,
-                first_offset: first,
-                last_offset: h.base_offset,
-                last_stable_offset: lso,
-            });
+/// What a replay of batch headers builds: the producers' state, the open transactions, and
+/// the aborted transactions it found, by segment base (their `.txnindex` entries).
+#[derive(Default)]
+struct ReplayState {
+    producers: ProducerStates,
+    txns: crate::txn::TxnState,
+    computed: HashMap<i64, Vec<TxnIndexEntry>>,
+}
+
+impl ReplayState {
+    /// Starts from a snapshot's producers, their open transactions marked where they began.
+    fn from_snapshot(
+        producers: ProducerStates,
+        segments: &[Arc<Segment>],
+        interval: u64,
+    ) -> io::Result<ReplayState> {
+        let mut txns = crate::txn::TxnState::default();
+        for (pid, first) in producers.open_txns() {
+            txns.start(pid, batch_mark(segments, first, interval)?);
+        }
+        Ok(ReplayState {
+            producers,
+            txns,
+            computed: HashMap::new(),
+        })
     }
-    replay.txns.ongoing.remove(&first);
-    Ok(())
+
+    /// A data batch at `pos` of segment `s`: its producer's state, and the transaction it
+    /// starts, if any.
+    fn data(&mut self, s: &Segment, pos: u64, h: &BatchHeader, now_ms: i64) {
+        if self.producers.replay(h, now_ms) {
+            let mark = SyncedMark {
+                offset: h.base_offset,
+                base: s.base_offset,
+                pos,
+            };
+            self.txns.start(h.producer_id, mark);
+        }
+    }
+
+    /// A transaction marker of segment `s`: ends its producer's transaction; an abort's range
+    /// goes to the segment's entries, with the last stable offset after it.
+    fn marker(
+        &mut self,
+        s: &Segment,
+        h: &BatchHeader,
+        c: &sluice_format::txn::ControlRecord,
+        now_ms: i64,
+    ) {
+        let Some(first) = self.producers.replay_marker(h, c.coordinator_epoch, now_ms) else {
+            return;
+        };
+        if c.control_type == CONTROL_ABORT {
+            let lso = self.txns.stable_after(h.producer_id, h.base_offset);
+            self.computed
+                .entry(s.base_offset)
+                .or_default()
+                .push(TxnIndexEntry {
+                    producer_id: h.producer_id,
+                    first_offset: first,
+                    last_offset: h.base_offset,
+                    last_stable_offset: lso,
+                });
+        }
+        self.txns.ongoing.remove(&first);
+    }
 }
 
 /// The CRC-32C the snapshot file at `offset` in `dir` carries, if it can be read.
@@ -1561,13 +1583,9 @@ fn replay_for_indexes(
     upto: i64,
     interval: u64,
     now_ms: i64,
-) -> io::Result<Option<std::collections::HashMap<i64, Vec<TxnIndexEntry>>>> {
-    let (offset, mut producers) = older;
-    let mut txns = crate::txn::TxnState::default();
-    for (pid, first) in producers.open_txns() {
-        txns.start(pid, batch_mark(segments, first, interval)?);
-    }
-    let mut computed: std::collections::HashMap<i64, Vec<TxnIndexEntry>> = Default::default();
+) -> io::Result<Option<HashMap<i64, Vec<TxnIndexEntry>>>> {
+    let (offset, producers) = older;
+    let mut state = ReplayState::from_snapshot(producers, segments, interval)?;
     let start = segments
         .iter()
         .rposition(|s| s.base_offset <= offset)
@@ -1590,44 +1608,21 @@ fn replay_for_indexes(
                 continue;
             }
             if !is_txn_marker(&h) {
-                if producers.replay(&h, now_ms) {
-                    let mark = SyncedMark {
-                        offset: h.base_offset,
-                        base: s.base_offset,
-                        pos,
-                    };
-                    txns.start(h.producer_id, mark);
-                }
+                state.data(s, pos, &h, now_ms);
                 continue;
             }
-            let c = match s
+            match s
                 .log
                 .get()
                 .and_then(|f| crate::txn::read_marker(&f, pos, &h))
             {
-                Ok(Some(c)) => c,
-                Ok(None) => continue,
+                Ok(Some(c)) => state.marker(s, &h, &c, now_ms),
+                Ok(None) => {}
                 Err(_) => return Ok(None),
-            };
-            let Some(first) = producers.replay_marker(&h, c.coordinator_epoch, now_ms) else {
-                continue;
-            };
-            if c.control_type == CONTROL_ABORT {
-                let lso = txns.stable_after(h.producer_id, h.base_offset);
-                computed
-                    .entry(s.base_offset)
-                    .or_default()
-                    .push(TxnIndexEntry {
-                        producer_id: h.producer_id,
-                        first_offset: first,
-                        last_offset: h.base_offset,
-                        last_stable_offset: lso,
-                    });
             }
-            txns.ongoing.remove(&first);
         }
     }
-    Ok(Some(computed))
+    Ok(Some(state.computed))
 }
 
 /// Remove the files of the segment at `base` (its producer snapshot too, with `snapshot`).
