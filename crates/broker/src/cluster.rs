@@ -93,6 +93,9 @@ pub(crate) struct Cluster {
     wakeup: Arc<Wakeup>,
     /// Ends the etcd watch (controlled shutdown).
     watch_cancel: Arc<WatchCancel>,
+    /// When the cluster thread last read every record although the watch kept its view
+    /// current ([`EtcdStore::refresh_current`]).
+    last_full_read: Mutex<Instant>,
     /// Set once the controlled shutdown has run (it runs once).
     left: AtomicBool,
     /// Set when another process registered with this node id: this one never registers
@@ -326,6 +329,7 @@ impl Cluster {
             reconcile_lock: Mutex::new(()),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
+            last_full_read: Mutex::new(Instant::now()),
             left: AtomicBool::new(false),
             replaced: AtomicBool::new(false),
             probed: Mutex::new(HashMap::new()),
@@ -2190,7 +2194,14 @@ fn cluster_loop(weak: Weak<Broker>) {
                     Err(e) => tracing::warn!("registering again failed: {e}"),
                 }
             }
-            match store.refresh() {
+            // Read in full only when the watch cannot vouch for the view, and at least every
+            // `sluice.cluster.full.read.interval.ms` whatever it says.
+            let every = Duration::from_millis(cluster.settings.full_read_interval_ms);
+            let full = cluster.last_full_read.lock().elapsed() >= every;
+            if full {
+                *cluster.last_full_read.lock() = Instant::now();
+            }
+            match store.refresh_current(full) {
                 Ok(view) => {
                     broker.quotas.reload_if_changed(store, view.revision);
                     broker.scram.reload_if_changed(store, view.revision);
@@ -2245,6 +2256,7 @@ mod tests {
             registration_timeout_ms: 60000,
             lease_ms: 3000,
             poll_ms: 200,
+            full_read_interval_ms: 60000,
             balance_enable: false,
             death_probe_enable: false,
             broker_session_timeout_ms: 9000,
@@ -2313,6 +2325,7 @@ mod tests {
             registration_timeout_ms: 60000,
             lease_ms: 3000,
             poll_ms: 200,
+            full_read_interval_ms: 60000,
             balance_enable: false,
             death_probe_enable: false,
             broker_session_timeout_ms: 9000,

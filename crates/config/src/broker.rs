@@ -788,6 +788,7 @@ fn cluster_settings(p: &Parsed<'_>) -> Result<Option<crate::ClusterSettings>, Co
         registration_timeout_ms: p.typed("initial.broker.registration.timeout.ms", 60000)?,
         lease_ms: p.typed("sluice.cluster.lease.ms", 3000)?,
         poll_ms: p.typed("sluice.cluster.poll.ms", 200)?,
+        full_read_interval_ms: p.typed("sluice.cluster.full.read.interval.ms", 60000)?,
         balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
         death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
         broker_session_timeout_ms: p.typed("broker.session.timeout.ms", 9000)?,

@@ -595,6 +595,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice cluster mode: time limit of one etcd request."),
     b("sluice.cluster.etcd.username", Type::String, None, Check::None, false,
         "Sluice cluster mode: the etcd user this broker authenticates as when etcd has authentication enabled; the user needs read and write access to the keys under sluice.cluster.etcd.prefix."),
+    b("sluice.cluster.full.read.interval.ms", Type::Long, Some("60000"), Check::Between(1000, 3600000), false,
+        "Sluice cluster mode: how often a broker reads every record of the cluster from etcd although the etcd watch kept its view current (between, it applies what the watch reports and reads in full only after a change it cannot apply: a broker, the controller, a deletion, a config)."),
     b("sluice.cluster.lease.ms", Type::Int, Some("3000"), Check::Between(2000, 300000), false,
         "Sluice cluster mode: the broker's etcd lease. A broker that cannot renew it for this long is dead to the cluster; it stops acknowledging writes before that (it fences itself)."),
     b("sluice.cluster.poll.ms", Type::Int, Some("200"), Check::Between(20, 10000), false,

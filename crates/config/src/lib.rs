@@ -519,6 +519,9 @@ pub struct ClusterSettings {
     pub lease_ms: u64,
     /// `sluice.cluster.poll.ms`: how often membership and ownership are read. Default 200.
     pub poll_ms: u64,
+    /// `sluice.cluster.full.read.interval.ms`: how often a broker reads every record of the
+    /// cluster although the watch kept its view current. Default 60000.
+    pub full_read_interval_ms: u64,
     /// `sluice.cluster.balance.enable`: move partitions to even out ownership. Default true.
     pub balance_enable: bool,
     /// `sluice.cluster.death.probe.enable`: revoke the lease of a broker whose listener

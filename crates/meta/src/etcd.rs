@@ -693,7 +693,7 @@ impl Etcd {
         &self,
         prefix: &str,
         cancel: &WatchCancel,
-        mut changed: impl FnMut(),
+        mut changed: impl FnMut(WatchMessage),
     ) -> Result<(), EtcdError> {
         let payload = json!({"create_request": {
             "key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix))}})
@@ -716,12 +716,12 @@ impl Etcd {
         if !cancel.arm(r.get_ref().tcp()) {
             return Ok(());
         }
-        changed();
+        changed(WatchMessage::Started);
         let outcome = loop {
             match read_chunk(&mut r) {
                 Ok(Some(message)) => match watch_cancelled("/v3/watch", &message) {
                     Some(e) => break Err(self.refusal(e)),
-                    None => changed(),
+                    None => changed(parse_watch_message(&message)),
                 },
                 Ok(None) => break Ok(()),
                 Err(_) if cancel.cancelled() => break Ok(()),
@@ -957,6 +957,52 @@ fn parse_kvs(path: &str, v: &Value) -> Result<Vec<Kv>, EtcdError> {
             })
         })
         .collect()
+}
+
+/// What a watch ([`Etcd::watch_prefix`]) reports.
+#[derive(Debug)]
+pub enum WatchMessage {
+    /// The watch is in place: changes from now on are reported.
+    Started,
+    /// Changes, in revision order (none: a progress report).
+    Events(Vec<WatchEvent>),
+    /// A message that could not be read: something changed, what is unknown.
+    Unreadable,
+}
+
+/// One change a watch reports: a key written (its key-value after the write) or deleted (its
+/// `mod_revision` is the deletion's revision).
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    pub deleted: bool,
+    pub kv: Kv,
+}
+
+fn parse_watch_message(message: &[u8]) -> WatchMessage {
+    let path = "/v3/watch";
+    let Ok(v) = serde_json::from_slice::<Value>(message) else {
+        return WatchMessage::Unreadable;
+    };
+    let Some(result) = v.get("result") else {
+        return WatchMessage::Unreadable;
+    };
+    let mut events = Vec::new();
+    for e in result
+        .get("events")
+        .and_then(Value::as_array)
+        .map_or(&[][..], |a| a.as_slice())
+    {
+        let deleted = e.get("type").and_then(Value::as_str) == Some("DELETE");
+        let kv = e.get("kv").map(|kv| json!({ "kvs": [kv] }));
+        match kv.as_ref().map(|kv| parse_kvs(path, kv)) {
+            Some(Ok(mut kvs)) if kvs.len() == 1 => events.push(WatchEvent {
+                deleted,
+                kv: kvs.remove(0),
+            }),
+            _ => return WatchMessage::Unreadable,
+        }
+    }
+    WatchMessage::Events(events)
 }
 
 /// Ends a [`Etcd::watch_prefix`] from another thread.

@@ -476,7 +476,7 @@ fn expired_auth_tokens_are_renewed() {
     let (tx, rx) = std::sync::mpsc::channel();
     let watcher = std::thread::spawn({
         let (c, cancel) = (c.clone(), cancel.clone());
-        move || c.watch_prefix("/auth/", &cancel, || tx.send(()).unwrap())
+        move || c.watch_prefix("/auth/", &cancel, |_| tx.send(()).unwrap())
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // The watch outlives its token.
@@ -505,7 +505,7 @@ fn refused_credentials_and_permissions_say_so() {
     assert!(r.contains("outsider may not read and write"), "{r}");
     // A watch etcd refuses ends with the refusal instead of reporting nothing forever.
     let c = Client::connect(&login_link(&etcd, "outsider", "outsider-pw")).unwrap();
-    match c.watch_prefix("/auth/", &WatchCancel::default(), || {}) {
+    match c.watch_prefix("/auth/", &WatchCancel::default(), |_| {}) {
         Err(EtcdError::Refused(r)) => assert!(r.contains("may not read and write"), "{r}"),
         other => panic!("{other:?}"),
     }
