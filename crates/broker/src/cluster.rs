@@ -89,6 +89,12 @@ pub(crate) struct Cluster {
     stopping: AtomicBool,
     /// One reconciliation at a time (the cluster thread, or a topic change on a request).
     reconcile_lock: Mutex<()>,
+    /// What the last reconciliations left steady ([`Cluster::reconcile`]); taken under
+    /// `reconcile_lock`.
+    passes: Mutex<Passes>,
+    /// Set by whatever changes what this broker holds outside a reconciliation (a log failed,
+    /// everything released): the next reconciliation visits every topic.
+    visit_all: AtomicBool,
     /// Wakes the cluster thread before its next poll: the etcd watch saw a change.
     wakeup: Arc<Wakeup>,
     /// Ends the etcd watch (controlled shutdown).
@@ -172,7 +178,36 @@ struct TopicPass<'a> {
     meta: sluice_meta::TopicMeta,
     /// The partitions assigned here to acquire together, with the records naming this broker.
     to_acquire: Vec<(i32, OwnerRecord)>,
+    /// Every partition's step so far left it as it was ([`PartitionStep::is_steady`]).
+    steady: bool,
 }
+
+/// What the reconciliations left steady: the topics whose every partition was kept, or is
+/// neither held nor assigned here, with the records they were decided from, and what every
+/// topic's decisions also rest on.
+#[derive(Debug, Default)]
+struct Passes {
+    /// (topic id, the view's revision of the topic's records), by name.
+    steady: HashMap<String, (uuid::Uuid, i64)>,
+    /// The inputs of the last visit of every topic.
+    inputs: Option<RoundInputs>,
+    /// When every topic was last visited.
+    all_at: Option<Instant>,
+}
+
+/// What every topic's reconciliation rests on besides its own records: a change visits every
+/// topic.
+#[derive(Debug, PartialEq)]
+struct RoundInputs {
+    usable: bool,
+    volume_missing: bool,
+    brokers: BTreeMap<i32, sluice_meta::BrokerInfo>,
+    broker_configs: sluice_meta::broker_configs::BrokerConfigs,
+    deleted: BTreeMap<uuid::Uuid, sluice_meta::DeletedTopic>,
+}
+
+/// Every topic is visited at least this often, whatever changed.
+const VISIT_ALL_EVERY: Duration = Duration::from_secs(10);
 
 /// What a reconciliation does with one partition ([`decide_partition`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,6 +233,14 @@ enum PartitionStep {
     LetGo { new_owner: i32 },
     /// Neither held nor assigned here.
     Nothing,
+}
+
+impl PartitionStep {
+    /// Whether the step leaves the partition as it is, for as long as its record stays the
+    /// same: kept under the record the view shows, or neither held nor assigned here.
+    fn is_steady(&self) -> bool {
+        matches!(self, PartitionStep::Keep | PartitionStep::Nothing)
+    }
 }
 
 /// Decide what to do with a partition from the record this broker holds it under (`held`),
@@ -327,6 +370,8 @@ impl Cluster {
             volume_away: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             reconcile_lock: Mutex::new(()),
+            passes: Mutex::new(Passes::default()),
+            visit_all: AtomicBool::new(true),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
             last_full_read: Mutex::new(Instant::now()),
@@ -1082,6 +1127,7 @@ impl Cluster {
     /// reconciliation lets it go and acquires the partition again (a new epoch, then the
     /// recovery from what storage holds, as at any acquisition).
     pub(crate) fn acquire_again(&self, tp: &TopicPartition, failure: &sluice_store::LogFailure) {
+        self.visit_all.store(true, Ordering::Release);
         if self.failed_logs.lock().insert(tp.clone()) {
             tracing::warn!(?tp, %failure, "a failed log is let go and acquired again");
         }
@@ -1091,6 +1137,7 @@ impl Cluster {
     /// Stop serving every partition (shutdown, or the lease was lost). Returns how many.
     fn release_all(&self, broker: &Broker) -> usize {
         let held: Vec<TopicPartition> = self.held.write().drain().map(|(tp, _)| tp).collect();
+        self.visit_all.store(true, Ordering::Release);
         for tp in &held {
             self.release_files(broker, tp, false);
         }
@@ -1658,9 +1705,51 @@ impl Cluster {
             usable,
             volume_missing,
         };
-        for topic in view.topics.values() {
-            self.reconcile_topic(&round, topic);
+        let inputs = RoundInputs {
+            usable,
+            volume_missing,
+            brokers: view.brokers.clone(),
+            broker_configs: view.broker_configs.clone(),
+            deleted: view.deleted.clone(),
+        };
+        let mut passes = self.passes.lock();
+        let visit_all = self.visit_all.swap(false, Ordering::AcqRel)
+            || passes.inputs.as_ref() != Some(&inputs)
+            || passes
+                .all_at
+                .is_none_or(|at| at.elapsed() >= VISIT_ALL_EVERY);
+        if visit_all {
+            passes.steady.clear();
+            passes.inputs = Some(inputs);
+            passes.all_at = Some(Instant::now());
         }
+        // Topics with a partition whose log failed, or whose acquisition failed, are never
+        // steady; they are visited until they are.
+        let unsettled: HashSet<String> = (self.failed_logs.lock().iter())
+            .chain(self.acquire_retry.lock().keys())
+            .map(|tp| tp.topic.clone())
+            .collect();
+        for topic in view.topics.values() {
+            let stamp = (
+                topic.id,
+                view.revisions.get(&topic.name).copied().unwrap_or(0),
+            );
+            if passes.steady.get(&topic.name) == Some(&stamp)
+                && !unsettled.contains(&topic.name)
+                && broker.registry.get(&topic.name).is_some()
+            {
+                continue;
+            }
+            if self.reconcile_topic(&round, topic) {
+                passes.steady.insert(topic.name.clone(), stamp);
+            } else {
+                passes.steady.remove(&topic.name);
+            }
+        }
+        passes
+            .steady
+            .retain(|name, _| view.topics.contains_key(name));
+        drop(passes);
         self.forget_deleted_topics(broker, view);
         if usable {
             self.let_go_of_deleted(broker, store, view);
@@ -1683,12 +1772,14 @@ impl Cluster {
     /// Reconcile one topic of the view: let go of what this broker held of a deleted
     /// incarnation of its name, decide each partition ([`Cluster::reconcile_partition`]),
     /// acquire the partitions assigned here together ([`Cluster::acquire_many`]), and put the
-    /// topic's new state in the registry.
+    /// topic's new state in the registry. Returns whether the topic is steady: every
+    /// partition kept as it was, or neither held nor assigned here (a later reconciliation
+    /// may skip it while its records and the round's inputs stay the same).
     ///
     /// Keeps: a topic of this name deleted and created again (the view shows both) is never
     /// served from what this broker held of the deleted one (docs/cluster.md, Fencing,
     /// point 4).
-    fn reconcile_topic(&self, round: &Round<'_>, topic: &sluice_meta::TopicMeta) {
+    fn reconcile_topic(&self, round: &Round<'_>, topic: &sluice_meta::TopicMeta) -> bool {
         let broker = round.broker;
         // A topic of this name deleted and created again (this view shows both): what
         // this broker held of the deleted one is let go of first, never served as the
@@ -1712,6 +1803,7 @@ impl Cluster {
             config: sluice_config::topic_config(round.effective, &topic.configs),
             meta: topic.clone(),
             to_acquire: Vec::new(),
+            steady: !replaced,
         };
         let mut logs: Vec<Option<Arc<Log>>> = Vec::with_capacity(topic.epochs.len());
         for p in 0..topic.partitions() {
@@ -1738,6 +1830,7 @@ impl Cluster {
             config: pass.config,
             logs,
         }));
+        pass.steady && pass.to_acquire.is_empty()
     }
 
     /// The partitions of topic `name` this broker holds at or past partition `count`: those
@@ -1784,6 +1877,7 @@ impl Cluster {
         let step = decide_partition(held, record, mine, round.usable, moving, || {
             round.volume_missing || self.acquire_backing_off(&tp)
         });
+        pass.steady &= step.is_steady();
         match step {
             PartitionStep::HandOver { record, to } => {
                 self.hand_over(broker, round.store, &tp, record, to);
@@ -1797,7 +1891,11 @@ impl Cluster {
                 }
                 log
             }
-            PartitionStep::Keep => Self::served_log(broker, pass, &tp),
+            PartitionStep::Keep => {
+                let log = Self::served_log(broker, pass, &tp);
+                pass.steady &= log.is_some();
+                log
+            }
             PartitionStep::AcquireInPlace(r) => self.acquire_in_place(round, pass, &tp, r),
             PartitionStep::NotYet | PartitionStep::Nothing => None,
             PartitionStep::Acquire {

@@ -264,6 +264,9 @@ pub struct ClusterView {
     pub topics: BTreeMap<String, TopicMeta>,
     /// Owner records by (topic, partition).
     pub owners: BTreeMap<(String, i32), OwnerRecord>,
+    /// The newest change to each topic's records (its topic record and its owner records),
+    /// by name: a topic whose revision did not move has the same records.
+    pub revisions: BTreeMap<String, i64>,
     /// Dynamic broker configs by entity (`broker_configs.rs`).
     pub broker_configs: crate::broker_configs::BrokerConfigs,
     /// Deleted topics whose partitions' brokers have not all let go yet, by topic id.
@@ -518,8 +521,10 @@ fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::Wat
                         mod_revision: e.kv.mod_revision,
                     },
                 );
+                note_revision(&mut view.revisions, topic, e.kv.mod_revision);
             }
             Some(Applied::Topic(name)) => {
+                note_revision(&mut view.revisions, name, e.kv.mod_revision);
                 if let Ok(record) = serde_json::from_slice::<TopicRecord>(&e.kv.value) {
                     topics.retain(|(n, _)| *n != name);
                     topics.push((name, record));
@@ -534,6 +539,16 @@ fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::Wat
     for (name, record) in topics {
         let meta = topic_meta(name, record, &view.owners);
         view.topics.insert(name.to_string(), meta);
+    }
+}
+
+/// `revision` is a change to `topic`'s records: its revision is at least that.
+fn note_revision(revisions: &mut BTreeMap<String, i64>, topic: &str, revision: i64) {
+    match revisions.get_mut(topic) {
+        Some(r) => *r = (*r).max(revision),
+        None => {
+            revisions.insert(topic.to_string(), revision);
+        }
     }
 }
 
@@ -744,12 +759,14 @@ impl EtcdStore {
                 view.deleted.insert(id, d);
             } else if let Some(name) = rest.strip_prefix("topics/") {
                 topics.insert(name.to_string(), parse_json(kv)?);
+                note_revision(&mut view.revisions, name, kv.mod_revision);
             } else if let Some(tp) = rest.strip_prefix("owners/") {
                 let Some((topic, p)) = tp.rsplit_once('/') else {
                     continue;
                 };
                 let Ok(p) = p.parse::<i32>() else { continue };
                 let owner: Owner = parse_json(kv)?;
+                note_revision(&mut view.revisions, topic, kv.mod_revision);
                 view.owners.insert(
                     (topic.to_string(), p),
                     OwnerRecord {
@@ -1800,7 +1817,11 @@ mod tests {
             epoch,
             ..Owner::default()
         };
-        put(&format!("p/owners/{topic}/{p}"), &String::from_utf8(to_json(&owner)).unwrap(), rev)
+        put(
+            &format!("p/owners/{topic}/{p}"),
+            &String::from_utf8(to_json(&owner)).unwrap(),
+            rev,
+        )
     }
 
     fn put(key: &str, value: &str, rev: i64) -> crate::etcd::WatchEvent {
@@ -1855,7 +1876,10 @@ mod tests {
         views.watched(crate::etcd::WatchMessage::Started);
         let epoch = views.epoch_if_live();
         views.install(p, read_at(10, &[1, 1]), epoch, |_, _| {});
-        assert!(views.current(p).is_some(), "a read under the watch is a base");
+        assert!(
+            views.current(p).is_some(),
+            "a read under the watch is a base"
+        );
         views.watched(events(vec![owner_put("t", 0, 5, 11)]));
         assert_eq!(epochs(&views), vec![1, 1], "applied at the next round");
         let v = views.current(p).unwrap();
