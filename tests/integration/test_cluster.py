@@ -865,7 +865,9 @@ def test_a_broker_started_before_etcd_waits_for_it(broker_factory, tmp_path, top
         started: list = []
         t = threading.Thread(target=lambda: started.append(early.start(timeout=90)), daemon=True)
         t.start()
-        harness.wait_until(lambda: "etcd does not answer yet" in early.log_text(), 30,
+        # `early.proc` is set by the starting thread once Popen returns, which can be after the
+        # process wrote its first lines.
+        harness.wait_until(lambda: early.proc is not None and "etcd does not answer yet" in early.log_text(), 30,
                            "the broker to say it waits for etcd")
         assert early.running, "the broker exited while etcd was down"
         etcd.start()
