@@ -2299,7 +2299,19 @@ fn cluster_loop(weak: Weak<Broker>) {
             if full {
                 *cluster.last_full_read.lock() = Instant::now();
             }
-            match store.refresh_current(full) {
+            // A watch quiet this long is sent this broker's beat; one that does not report it
+            // this long after is opened again (`EtcdStore::refresh_current`).
+            let silence = Duration::from_millis(cluster.settings.lease_ms / 3)
+                .max(Duration::from_millis(cluster.settings.poll_ms));
+            let read = store.refresh_current(full, silence);
+            if store.take_watch_restart() {
+                tracing::warn!(
+                    silence_ms = silence.as_millis() as u64,
+                    "the etcd watch did not report this broker's beat: reading in full and opening the watch again"
+                );
+                cluster.watch_cancel.restart();
+            }
+            match read {
                 Ok(view) => {
                     broker.quotas.reload_if_changed(store, view.revision);
                     broker.scram.reload_if_changed(store, view.revision);

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -362,6 +362,16 @@ struct WatchSync {
     synced: bool,
     /// Changes reported and not applied yet, in revision order.
     pending: Vec<crate::etcd::WatchEvent>,
+    /// The first parts of a response etcd split (`fragment`), held until its last part
+    /// comes, so that no round applies half of one revision's changes.
+    partial: Vec<crate::etcd::WatchEvent>,
+    /// When the watch last reported anything.
+    last_message: Option<Instant>,
+    /// The newest revision the watch reported.
+    seen: i64,
+    /// This broker's beat ([`EtcdStore::watch_went_silent`]): the revision it was written at
+    /// and when, until the watch reports it.
+    beat: Option<(i64, Instant)>,
 }
 
 /// Changes kept between two rounds; past that they are dropped and the next round reads in
@@ -379,14 +389,60 @@ impl Views {
                 sync.lost();
             }
             WatchMessage::Unreadable => sync.lost(),
-            WatchMessage::Events(events) => {
-                if sync.pending.len() + events.len() > WATCH_PENDING_MAX {
+            WatchMessage::Events { events, fragment } => {
+                sync.last_message = Some(Instant::now());
+                if sync.pending.len() + sync.partial.len() + events.len() > WATCH_PENDING_MAX {
                     sync.lost();
-                } else {
-                    sync.pending.extend(events);
+                    return;
+                }
+                if let Some(last) = events.last() {
+                    sync.seen = sync.seen.max(last.kv.mod_revision);
+                }
+                sync.partial.extend(events);
+                if !fragment {
+                    let whole = std::mem::take(&mut sync.partial);
+                    sync.pending.extend(whole);
                 }
             }
         }
+        if sync.beat.is_some_and(|(revision, _)| sync.seen >= revision) {
+            sync.beat = None;
+        }
+    }
+
+    /// How the watch does: quiet for `silence` (a beat is due), silent (a beat written
+    /// `silence` ago was not reported), or fine. No watch in place: fine (every round reads
+    /// in full).
+    fn health(&self, silence: Duration) -> WatchHealth {
+        let sync = self.sync.lock();
+        if !sync.live {
+            return WatchHealth::Fine;
+        }
+        match sync.beat {
+            Some((_, at)) if at.elapsed() >= silence => WatchHealth::Silent,
+            Some(_) => WatchHealth::Fine,
+            None if sync.last_message.is_none_or(|at| at.elapsed() >= silence) => {
+                WatchHealth::Quiet
+            }
+            None => WatchHealth::Fine,
+        }
+    }
+
+    fn beat_written(&self, revision: i64, at: Instant) {
+        let mut sync = self.sync.lock();
+        if sync.seen < revision {
+            sync.beat = Some((revision, at));
+        }
+    }
+
+    /// The watch went silent: nothing it reported is trusted until a new one is in place and
+    /// a full read made under it.
+    fn silent(&self) {
+        let mut sync = self.sync.lock();
+        sync.beat = None;
+        // No base until a new watch is in place (`Started`).
+        sync.live = false;
+        sync.lost();
     }
 
     fn watch_ended(&self) {
@@ -463,7 +519,16 @@ impl WatchSync {
         self.epoch += 1;
         self.synced = false;
         self.pending.clear();
+        self.partial.clear();
     }
+}
+
+/// What [`Views::health`] finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WatchHealth {
+    Fine,
+    Quiet,
+    Silent,
 }
 
 /// A change the view applies by itself: a write of an owner record, or of a topic's record
@@ -472,6 +537,8 @@ impl WatchSync {
 enum Applied<'a> {
     Owner(&'a str, i32),
     Topic(&'a str),
+    /// A broker's beat ([`EtcdStore::watch_went_silent`]): nothing to apply.
+    Beat,
 }
 
 fn applied<'a>(prefix: &str, e: &'a crate::etcd::WatchEvent) -> Option<Applied<'a>> {
@@ -481,6 +548,9 @@ fn applied<'a>(prefix: &str, e: &'a crate::etcd::WatchEvent) -> Option<Applied<'
     let rest = e.kv.key.strip_prefix(prefix)?;
     if let Some(name) = rest.strip_prefix("topics/") {
         return Some(Applied::Topic(name));
+    }
+    if rest.starts_with("beats/") {
+        return Some(Applied::Beat);
     }
     let (topic, p) = rest.strip_prefix("owners/")?.rsplit_once('/')?;
     Some(Applied::Owner(topic, p.parse().ok()?))
@@ -497,7 +567,9 @@ fn all_applied(prefix: &str, events: &[crate::etcd::WatchEvent]) -> bool {
 fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::WatchEvent]) {
     let mut topics: Vec<(&str, TopicRecord)> = Vec::new();
     for e in events {
-        if e.kv.mod_revision <= view.revision {
+        // Strictly older only: the rest of a revision etcd split over several messages has
+        // the revision the view took from its first part (applied again, it changes nothing).
+        if e.kv.mod_revision < view.revision {
             continue;
         }
         match applied(prefix, e) {
@@ -530,7 +602,7 @@ fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::Wat
                     topics.push((name, record));
                 }
             }
-            None => {}
+            Some(Applied::Beat) | None => {}
         }
     }
     if let Some(last) = events.last() {
@@ -586,6 +658,8 @@ pub struct EtcdStore {
     cluster_id: String,
     /// The view, shared with the watch that keeps it current ([`ClusterWatch`]).
     views: Arc<Views>,
+    /// The watch went silent ([`EtcdStore::take_watch_restart`]).
+    watch_restart: Mutex<bool>,
     /// (next producer id to hand out, first id not reserved by this broker).
     producer_ids: Mutex<(i64, i64)>,
     /// This broker's registration: (lease id, mod revision of its broker key).
@@ -653,6 +727,7 @@ impl EtcdStore {
             node_id,
             cluster_id,
             views: Arc::default(),
+            watch_restart: Mutex::new(false),
             producer_ids: Mutex::new((0, 0)),
             registration: Mutex::new(None),
             own_leases: Mutex::new(std::collections::HashSet::new()),
@@ -790,14 +865,54 @@ impl EtcdStore {
     /// watch cannot vouch for that, or when `full` asks for one. Either way etcd is asked
     /// first (one key, a linearizable read), so a broker cut off from etcd gets an error as
     /// from a full read, never the last view it had.
-    pub fn refresh_current(&self, full: bool) -> Result<Arc<ClusterView>, MetaError> {
+    ///
+    /// A watch can also go silent while etcd answers reads (a connection dropped by
+    /// something in between without a reset, a member cut off from the others). So a watch
+    /// that reported nothing for `silence` is sent something: this broker writes its beat
+    /// (`beats/<node id>`); if the watch has not reported it `silence` later, its view is not
+    /// trusted (a full read each round) and [`EtcdStore::take_watch_restart`] says to open
+    /// the watch again.
+    pub fn refresh_current(
+        &self,
+        full: bool,
+        silence: Duration,
+    ) -> Result<Arc<ClusterView>, MetaError> {
         if !full {
             self.etcd.get(&self.key("cluster_id")).map_err(etcd_err)?;
+            match self.views.health(silence) {
+                WatchHealth::Fine => {}
+                WatchHealth::Quiet => self.beat()?,
+                WatchHealth::Silent => {
+                    self.views.silent();
+                    *self.watch_restart.lock() = true;
+                }
+            }
             if let Some(view) = self.views.current(&format!("{}/", self.prefix)) {
                 return Ok(view);
             }
         }
         self.refresh()
+    }
+
+    /// Write this broker's beat, for its watch to report ([`EtcdStore::refresh_current`]).
+    fn beat(&self) -> Result<(), MetaError> {
+        let at = Instant::now();
+        let key = self.key(&format!("beats/{}", self.node_id));
+        let put = Op::Put {
+            key,
+            value: self.node_id.to_string().into_bytes(),
+            lease: 0,
+        };
+        if let Some(revision) = self.etcd.txn_at(&[], &[put], &[]).map_err(etcd_err)? {
+            self.views.beat_written(revision, at);
+        }
+        Ok(())
+    }
+
+    /// Whether the watch went silent since the last call ([`EtcdStore::refresh_current`]):
+    /// its connection is to be shut down and a new watch opened.
+    pub fn take_watch_restart(&self) -> bool {
+        std::mem::take(&mut *self.watch_restart.lock())
     }
 
     /// Remember the brokers of `before` that `after` lacks, from now; forget those `after`
@@ -1856,7 +1971,17 @@ mod tests {
     }
 
     fn events(events: Vec<crate::etcd::WatchEvent>) -> crate::etcd::WatchMessage {
-        crate::etcd::WatchMessage::Events(events)
+        crate::etcd::WatchMessage::Events {
+            events,
+            fragment: false,
+        }
+    }
+
+    fn fragment(events: Vec<crate::etcd::WatchEvent>) -> crate::etcd::WatchMessage {
+        crate::etcd::WatchMessage::Events {
+            events,
+            fragment: true,
+        }
     }
 
     fn epochs(views: &Views) -> Vec<i32> {
@@ -1964,6 +2089,114 @@ mod tests {
         assert!(views.current(p).is_none());
     }
 
+    /// Found by an adversary on a5134e6, since fixed (claim: every change is in the view by
+    /// the round after the watch reported it). etcd sends a watch response of max-request-bytes or more in
+    /// fragments (`sendLoop` calls `sendFragments` for every watch it created, fragment
+    /// asked or not: `fragmented, ok := sws.fragment[id]; if !fragmented && !ok {..} else
+    /// { sendFragments(..) }`), cutting between events, also between events of one revision
+    /// (one transaction: a topic created with its owner records, or a batch of acquisitions).
+    /// The gateway passes each fragment as its own message. A round between two fragments
+    /// applies the first and moves the view's revision to the transaction's; the second
+    /// fragment's events then have `mod_revision <= view.revision` and `apply_events`
+    /// (cluster.rs `if e.kv.mod_revision <= view.revision { continue; }`) skips them: the
+    /// view keeps a partition of the new topic without its owner record (owner -1, epoch 0)
+    /// until the next full read, 60 s later, and no state etcd ever had looks like that.
+    #[test]
+    fn a_transaction_reported_in_two_fragments_is_applied_whole_whatever_round_falls_between() {
+        let views = Views::default();
+        let p = "p/";
+        views.watched(crate::etcd::WatchMessage::Started);
+        views.install(p, read_at(10, &[1, 1]), views.epoch_if_live(), |_, _| {});
+        // One transaction at revision 11: topic `u` (2 partitions) and its 2 owner records,
+        // reported in two fragments.
+        let topic = r#"{"id":"00000000-0000-0000-0000-000000000000","partitions":2}"#;
+        views.watched(events(vec![
+            put("p/topics/u", topic, 11),
+            owner_put("u", 0, 1, 11),
+        ]));
+        // The cluster thread's round, woken by the first fragment.
+        let between = views.current(p).expect("owner and topic records only");
+        assert_eq!(between.revision, 11);
+        views.watched(events(vec![owner_put("u", 1, 1, 11)]));
+        let v = views.current(p).expect("owner and topic records only");
+        assert_eq!(
+            (
+                v.topics["u"].epochs.clone(),
+                v.topics["u"].owners.clone(),
+                v.owners.contains_key(&("u".to_string(), 1))
+            ),
+            (vec![1, 1], vec![1, 1], true),
+            "the second fragment of revision 11 was dropped: partition u-1 has no owner record in the view (revision {})",
+            v.revision
+        );
+    }
+
+    /// etcd marks the first parts of a split response (`fragment`): no round applies half of
+    /// one revision's changes.
+    #[test]
+    fn a_round_never_applies_part_of_a_response_etcd_split() {
+        let views = Views::default();
+        let p = "p/";
+        views.watched(crate::etcd::WatchMessage::Started);
+        views.install(p, read_at(10, &[1, 1]), views.epoch_if_live(), |_, _| {});
+        let topic = r#"{"id":"00000000-0000-0000-0000-000000000000","partitions":2}"#;
+        views.watched(fragment(vec![
+            put("p/topics/u", topic, 11),
+            owner_put("u", 0, 1, 11),
+        ]));
+        let between = views.current(p).unwrap();
+        assert!(
+            !between.topics.contains_key("u"),
+            "half of revision 11 applied"
+        );
+        assert_eq!(between.revision, 10);
+        views.watched(events(vec![owner_put("u", 1, 1, 11)]));
+        let v = views.current(p).unwrap();
+        assert_eq!((v.revision, v.topics["u"].owners.clone()), (11, vec![1, 1]));
+    }
+
+    /// A watch that reports nothing is sent a beat; one that does not report its beat is
+    /// silent: no base until a new watch is in place.
+    #[test]
+    fn a_watch_that_does_not_report_the_beat_is_silent() {
+        let views = Views::default();
+        let p = "p/";
+        let silence = Duration::from_millis(50);
+        assert_eq!(
+            views.health(silence),
+            WatchHealth::Fine,
+            "no watch: every round reads in full"
+        );
+        views.watched(crate::etcd::WatchMessage::Started);
+        views.install(p, read_at(10, &[1, 1]), views.epoch_if_live(), |_, _| {});
+        assert_eq!(
+            views.health(silence),
+            WatchHealth::Quiet,
+            "nothing reported yet"
+        );
+        views.watched(events(vec![owner_put("t", 0, 2, 11)]));
+        assert_eq!(views.health(silence), WatchHealth::Fine);
+        std::thread::sleep(silence);
+        assert_eq!(views.health(silence), WatchHealth::Quiet);
+        // The beat is reported: fine again.
+        views.beat_written(12, Instant::now());
+        assert_eq!(views.health(silence), WatchHealth::Fine);
+        views.watched(events(vec![put("p/beats/1", "1", 12)]));
+        assert!(views.current(p).is_some(), "a beat changes nothing");
+        std::thread::sleep(silence);
+        // A beat not reported within `silence`: silent.
+        views.beat_written(13, Instant::now());
+        std::thread::sleep(silence);
+        assert_eq!(views.health(silence), WatchHealth::Silent);
+        views.silent();
+        assert!(views.current(p).is_none());
+        views.install(p, read_at(14, &[2, 1]), views.epoch_if_live(), |_, _| {});
+        assert!(views.current(p).is_none(), "no base before a new watch");
+        views.watched(crate::etcd::WatchMessage::Started);
+        views.install(p, read_at(15, &[2, 1]), views.epoch_if_live(), |_, _| {});
+        assert!(views.current(p).is_some());
+    }
+
     fn view(brokers: &[i32], owners: &[(&str, i32, i32)]) -> ClusterView {
         let mut v = ClusterView::default();
         for &b in brokers {
@@ -2031,6 +2264,7 @@ mod tests {
             node_id: 1,
             cluster_id: "c".into(),
             views: Arc::default(),
+            watch_restart: Mutex::new(false),
             producer_ids: Mutex::new((0, 0)),
             registration: Mutex::new(None),
             own_leases: Mutex::new(std::collections::HashSet::new()),

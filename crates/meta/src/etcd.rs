@@ -717,14 +717,30 @@ impl Etcd {
             return Ok(());
         }
         changed(WatchMessage::Started);
-        let outcome = loop {
+        // The gateway sends one JSON message a line; a line may come in several HTTP chunks,
+        // and a chunk may hold only the newline after a long message.
+        let mut line: Vec<u8> = Vec::new();
+        let outcome = 'stream: loop {
             match read_chunk(&mut r) {
-                Ok(Some(message)) => match watch_cancelled("/v3/watch", &message) {
-                    Some(e) => break Err(self.refusal(e)),
-                    None => changed(parse_watch_message(&message)),
-                },
+                Ok(Some(chunk)) => {
+                    line.extend_from_slice(&chunk);
+                    while let Some(end) = line.iter().position(|b| *b == b'\n') {
+                        let message: Vec<u8> = line.drain(..=end).collect();
+                        if message.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        match watch_cancelled("/v3/watch", &message) {
+                            Some(e) => break 'stream Err(self.refusal(e)),
+                            None => changed(parse_watch_message(&message)),
+                        }
+                    }
+                    if line.len() > WATCH_LINE_MAX {
+                        changed(WatchMessage::Unreadable);
+                        line.clear();
+                    }
+                }
                 Ok(None) => break Ok(()),
-                Err(_) if cancel.cancelled() => break Ok(()),
+                Err(_) if cancel.cancelled() || cancel.take_restart() => break Ok(()),
                 Err(e) => break Err(broke(e)),
             }
         };
@@ -959,13 +975,21 @@ fn parse_kvs(path: &str, v: &Value) -> Result<Vec<Kv>, EtcdError> {
         .collect()
 }
 
+/// A watch message longer than this without its newline is dropped (and reported
+/// unreadable): etcd's own messages are at most about `--max-request-bytes` (1.5 MiB).
+const WATCH_LINE_MAX: usize = 64 << 20;
+
 /// What a watch ([`Etcd::watch_prefix`]) reports.
 #[derive(Debug)]
 pub enum WatchMessage {
     /// The watch is in place: changes from now on are reported.
     Started,
-    /// Changes, in revision order (none: a progress report).
-    Events(Vec<WatchEvent>),
+    /// Changes, in revision order (none: a progress report). `fragment`: etcd split one
+    /// response (one revision's events may be in several), and more of it follows.
+    Events {
+        events: Vec<WatchEvent>,
+        fragment: bool,
+    },
     /// A message that could not be read: something changed, what is unknown.
     Unreadable,
 }
@@ -1002,7 +1026,8 @@ fn parse_watch_message(message: &[u8]) -> WatchMessage {
             _ => return WatchMessage::Unreadable,
         }
     }
-    WatchMessage::Events(events)
+    let fragment = result.get("fragment").and_then(Value::as_bool) == Some(true);
+    WatchMessage::Events { events, fragment }
 }
 
 /// Ends a [`Etcd::watch_prefix`] from another thread.
@@ -1011,9 +1036,28 @@ pub struct WatchCancel {
     /// The watch's connection while one is open.
     conn: parking_lot::Mutex<Option<TcpStream>>,
     cancelled: std::sync::atomic::AtomicBool,
+    /// The open watch was shut down to be opened again ([`WatchCancel::restart`]).
+    restarting: std::sync::atomic::AtomicBool,
 }
 
 impl WatchCancel {
+    /// Shut the open watch's connection down (its reader returns, and its caller may open a
+    /// new one): a watch that went silent.
+    pub fn restart(&self) {
+        let conn = self.conn.lock();
+        if let Some(s) = &*conn {
+            self.restarting
+                .store(true, std::sync::atomic::Ordering::Release);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Whether the watch was shut down by [`WatchCancel::restart`] (then forgets it).
+    fn take_restart(&self) -> bool {
+        self.restarting
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
     /// Shut the open watch's connection down (its reader returns), and refuse new ones.
     pub fn cancel(&self) {
         let conn = self.conn.lock();
@@ -1035,6 +1079,8 @@ impl WatchCancel {
             return false;
         }
         *conn = stream.try_clone().ok();
+        self.restarting
+            .store(false, std::sync::atomic::Ordering::Release);
         true
     }
 

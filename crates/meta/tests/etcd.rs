@@ -510,3 +510,197 @@ fn refused_credentials_and_permissions_say_so() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A TCP proxy in front of etcd whose watch connections (a `POST /v3/watch`) can be made to go
+/// silent: from `silence()` on, what etcd sends on them is dropped, without closing them, as
+/// a NAT or firewall that forgot an idle connection, or an etcd member cut off from its
+/// peers, does. Every other connection passes as before.
+struct Proxy {
+    endpoint: String,
+    silent: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    fn start(upstream: &str) -> Proxy {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = listener.local_addr().unwrap().to_string();
+        let silent = Arc::new(AtomicBool::new(false));
+        let upstream = upstream.to_string();
+        let flag = silent.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let watch = Arc::new(AtomicBool::new(false));
+                // Client to etcd: passes; a watch request marks the connection.
+                let (mut from, mut to) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let marks = watch.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if buf[..n].windows(9).any(|w| w == b"/v3/watch") {
+                            marks.store(true, Ordering::Release);
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+                // etcd to client: dropped on a watch connection once silent.
+                let (mut from, mut to) = (server, client);
+                let flag = flag.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if watch.load(Ordering::Acquire) && flag.load(Ordering::Acquire) {
+                            continue;
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Proxy { endpoint, silent }
+    }
+
+    fn silence(&self) {
+        self.silent
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Found by an adversary on a5134e6, since fixed (beats: `EtcdStore::refresh_current`).
+/// Claim: "a broker cut off from etcd gets an error from
+/// refresh_current as it did from a full read, so it does not act on a stale view"). The
+/// one-key linearizable read proves etcd answers, not that the watch still reports: a watch
+/// connection that goes silent (no FIN, no RST: a NAT or firewall dropping an idle
+/// long-lived connection, an etcd member partitioned from its peers, which keeps the
+/// stream open) never errors, `Views` stays `synced`, and every round returns the view of
+/// the moment it went silent while etcd answers every read. Before a6bd335 each round (200
+/// ms) read everything; now a change (a topic created, a partition assigned to this broker,
+/// a broker gone, which the controller acts on) waits for the full read,
+/// sluice.cluster.full.read.interval.ms (60 s), and after it the view is "synced" again and
+/// stale again for the next 60 s. The watch asks for no progress notifications
+/// (etcd.rs watch_prefix: no "progress_notify"), so nothing can tell a quiet watch from a
+/// dead one.
+#[test]
+fn a_round_sees_a_change_within_a_few_polls_when_the_watch_connection_goes_silent() {
+    let etcd = start_etcd();
+    let proxy = Proxy::start(&etcd.endpoint);
+    let a = EtcdStore::open(&link(&[&proxy.endpoint], 2), "/test", 1, || {
+        "cluster-a".into()
+    })
+    .unwrap();
+    let b = store(&etcd, 2);
+    // The cluster thread's watch (watch_loop), feeding a's view.
+    let watch = a.watcher();
+    let cancel = std::sync::Arc::new(sluice_meta::etcd::WatchCancel::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = std::thread::spawn({
+        let (watch, cancel) = (watch.clone(), cancel.clone());
+        move || watch.run(&cancel, || drop(tx.send(())))
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // A full read under the watch: the base later rounds apply the watch's reports to.
+    a.refresh().unwrap();
+    let seen = |name: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            // One round of the cluster thread (every 200 ms, full reads 60 s apart).
+            let v = a
+                .refresh_current(false, Duration::from_secs(1))
+                .expect("etcd answers every read");
+            if v.topics.contains_key(name) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(v.revision);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    // The watch works: another broker's topic is seen at the next rounds.
+    b.create_topic("before", 1, BTreeMap::new(), &[1], None, &[])
+        .unwrap();
+    assert_eq!(seen("before"), Ok(()), "the watch reports changes");
+    // The watch connection goes silent; etcd still answers.
+    proxy.silence();
+    b.create_topic("after", 1, BTreeMap::new(), &[1], None, &[])
+        .unwrap();
+    let outcome = seen("after");
+    cancel.cancel();
+    let _ = watcher.join();
+    assert_eq!(
+        outcome,
+        Ok(()),
+        "5 s (25 rounds) after topic 'after' was created (assigned to broker 1), with etcd answering every one-key read, broker 1's rounds still act on a view without it (Err: the view's revision)"
+    );
+}
+
+/// As above, for what the controller acts on: a broker that left (its key deleted) stays in
+/// the view of a broker whose watch went silent, so its partitions are not given to others
+/// until the next full read (sluice.cluster.full.read.interval.ms, 60 s) instead of the
+/// next round.
+#[test]
+fn a_broker_that_left_is_gone_from_the_view_within_a_few_polls_when_the_watch_connection_goes_silent(
+) {
+    let etcd = start_etcd();
+    let proxy = Proxy::start(&etcd.endpoint);
+    let a = EtcdStore::open(&link(&[&proxy.endpoint], 2), "/test", 1, || {
+        "cluster-a".into()
+    })
+    .unwrap();
+    let b = store(&etcd, 2);
+    a.register(Duration::from_secs(10), &info(9001)).unwrap();
+    b.register(Duration::from_secs(10), &info(9002)).unwrap();
+    let watch = a.watcher();
+    let cancel = std::sync::Arc::new(sluice_meta::etcd::WatchCancel::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = std::thread::spawn({
+        let (watch, cancel) = (watch.clone(), cancel.clone());
+        move || watch.run(&cancel, || drop(tx.send(())))
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    a.refresh().unwrap();
+    assert!(a
+        .refresh_current(false, Duration::from_secs(1))
+        .unwrap()
+        .brokers
+        .contains_key(&2));
+    proxy.silence();
+    b.deregister().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listed = loop {
+        let v = a
+            .refresh_current(false, Duration::from_secs(1))
+            .expect("etcd answers every read");
+        if !v.brokers.contains_key(&2) || Instant::now() >= deadline {
+            break v.brokers.keys().copied().collect::<Vec<_>>();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    cancel.cancel();
+    let _ = watcher.join();
+    assert_eq!(
+        listed,
+        vec![1],
+        "5 s (25 rounds) after broker 2 left, with etcd answering every one-key read, broker 1's rounds still list it"
+    );
+}
