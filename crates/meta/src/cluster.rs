@@ -386,6 +386,8 @@ impl Views {
         match message {
             WatchMessage::Started => {
                 sync.live = true;
+                // A beat the previous watch owed is not this one's to report.
+                sync.beat = None;
                 sync.lost();
             }
             WatchMessage::Unreadable => sync.lost(),
@@ -448,6 +450,7 @@ impl Views {
     fn watch_ended(&self) {
         let mut sync = self.sync.lock();
         sync.live = false;
+        sync.beat = None;
         sync.lost();
     }
 
@@ -605,7 +608,13 @@ fn apply_events(prefix: &str, view: &mut ClusterView, events: &[crate::etcd::Wat
             Some(Applied::Beat) | None => {}
         }
     }
-    if let Some(last) = events.last() {
+    // Beats change nothing the view holds: its revision (which the quota, credential and
+    // ACL reloads compare) stays.
+    if let Some(last) = events
+        .iter()
+        .rev()
+        .find(|e| !matches!(applied(prefix, e), Some(Applied::Beat)))
+    {
         view.revision = view.revision.max(last.kv.mod_revision);
     }
     for (name, record) in topics {
@@ -881,7 +890,9 @@ impl EtcdStore {
             self.etcd.get(&self.key("cluster_id")).map_err(etcd_err)?;
             match self.views.health(silence) {
                 WatchHealth::Fine => {}
-                WatchHealth::Quiet => self.beat()?,
+                // A beat that cannot be written (etcd refusing writes, say, while it answers
+                // reads) leaves the round as it is; the next quiet round writes one again.
+                WatchHealth::Quiet => drop(self.beat()),
                 WatchHealth::Silent => {
                     self.views.silent();
                     *self.watch_restart.lock() = true;
@@ -2195,6 +2206,46 @@ mod tests {
         views.watched(crate::etcd::WatchMessage::Started);
         views.install(p, read_at(15, &[2, 1]), views.epoch_if_live(), |_, _| {});
         assert!(views.current(p).is_some());
+    }
+
+    /// Found by an adversary on a97f352, since fixed; claim C2 ("a restarted watch cannot be mistaken
+    /// for the old one"). The beat (`WatchSync::beat`) is not tied to the watch it was
+    /// written for: `watch_ended` and `watched(Started)` leave it in place (only `silent()`
+    /// clears it). Interleaving: watch A is quiet, a round writes the beat at revision 12
+    /// (`refresh_current` -> `beat` -> `beat_written`); A's connection is reset (an etcd
+    /// member restarted) before it reports 12 (`ClusterWatch::run` -> `watch_ended`);
+    /// `watch_loop` opens B `poll_ms` later: etcd creates B at the current revision, so B
+    /// never reports 12 (only changes after its creation). `silence` after the beat,
+    /// `Views::health` finds `Some((12, at))` elapsed and answers Silent: the healthy new
+    /// watch B is declared silent, its view distrusted (`silent()`: a full read each round)
+    /// and B shut down (`WatchCancel::restart`), with a warning that the watch did not report
+    /// the beat.
+    #[test]
+    fn a_beat_owed_by_a_watch_that_ended_is_not_held_against_the_next_watch() {
+        let views = Views::default();
+        let p = "p/";
+        let silence = Duration::from_millis(100);
+        // Watch A, with a base.
+        views.watched(crate::etcd::WatchMessage::Started);
+        views.install(p, read_at(10, &[1, 1]), views.epoch_if_live(), |_, _| {});
+        views.watched(events(vec![owner_put("t", 0, 2, 11)]));
+        std::thread::sleep(silence);
+        assert_eq!(views.health(silence), WatchHealth::Quiet);
+        // The round writes the beat (revision 12).
+        views.beat_written(12, Instant::now());
+        // A's connection is reset before it reports 12.
+        views.watch_ended();
+        // B is in place, created at revision 12 (reports only what comes after), with a
+        // full read under it: a base.
+        views.watched(crate::etcd::WatchMessage::Started);
+        views.install(p, read_at(12, &[2, 1]), views.epoch_if_live(), |_, _| {});
+        assert!(views.current(p).is_some(), "B's base is in place");
+        std::thread::sleep(silence + Duration::from_millis(20));
+        assert_ne!(
+            views.health(silence),
+            WatchHealth::Silent,
+            "watch B (in place, healthy) is declared silent for the beat of revision 12 that watch A owed and B, created after it, can never report: B is shut down and the view distrusted"
+        );
     }
 
     fn view(brokers: &[i32], owners: &[(&str, i32, i32)]) -> ClusterView {

@@ -704,3 +704,62 @@ fn a_broker_that_left_is_gone_from_the_view_within_a_few_polls_when_the_watch_co
         "5 s (25 rounds) after broker 2 left, with etcd answering every one-key read, broker 1's rounds still list it"
     );
 }
+
+/// Found by an adversary on a97f352, since fixed; claim C4 ("the beat costs little and breaks
+/// nothing"). `EtcdStore::refresh_current` writes the beat with `self.beat()?`
+/// (crates/meta/src/cluster.rs, the `WatchHealth::Quiet` arm): when the write fails the
+/// round gets an error although etcd answered both the one-key read before it and would
+/// answer the full read after it. etcd refuses writes and answers reads when its space
+/// quota is exceeded (the NOSPACE alarm, a common operational state until an operator
+/// compacts and defragments), and a quiet watch is exactly what a cluster that cannot
+/// write looks like: so every round of every broker whose watch has been quiet for
+/// `silence` fails ("reading the cluster's records failed") and skips `reconcile` and
+/// `control` (crates/broker/src/cluster.rs cluster_loop, `match read { Ok(view) => ..,
+/// Err(e) => warn }`), where before a97f352 it read and went on. The same for any
+/// transient write failure (a timed-out txn, a leader change).
+#[test]
+fn a_round_reads_while_etcd_refuses_writes_but_answers_reads() {
+    let etcd = start_etcd();
+    let a = store(&etcd, 1);
+    let watch = a.watcher();
+    let cancel = std::sync::Arc::new(sluice_meta::etcd::WatchCancel::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = std::thread::spawn({
+        let (watch, cancel) = (watch.clone(), cancel.clone());
+        move || watch.run(&cancel, || drop(tx.send(())))
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    a.refresh().unwrap();
+    // etcd's space quota is exceeded: the NOSPACE alarm (as etcd raises it itself).
+    let answer = post(
+        &etcd.endpoint,
+        "/v3/kv/range",
+        serde_json::json!({"key": b64("/probe")}),
+        None,
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let member = body["header"]["member_id"].as_str().unwrap().to_string();
+    post(
+        &etcd.endpoint,
+        "/v3/maintenance/alarm",
+        serde_json::json!({"action": "ACTIVATE", "memberID": member, "alarm": "NOSPACE"}),
+        None,
+    );
+    // etcd answers reads: a full read works.
+    a.refresh()
+        .expect("etcd answers reads under the NOSPACE alarm");
+    let silence = Duration::from_millis(300);
+    std::thread::sleep(silence);
+    let round = a.refresh_current(false, silence);
+    let full = a.refresh();
+    cancel.cancel();
+    let _ = watcher.join();
+    assert!(full.is_ok(), "{full:?}");
+    assert!(
+        round.is_ok(),
+        "etcd answers every read (a full read just now: {}), yet the round fails because the beat could not be written: {:?}",
+        full.is_ok(),
+        round.err()
+    );
+}
