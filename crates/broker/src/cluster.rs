@@ -92,6 +92,9 @@ pub(crate) struct Cluster {
     /// What the last reconciliations left steady ([`Cluster::reconcile`]); taken under
     /// `reconcile_lock`.
     passes: Mutex<Passes>,
+    /// (controller key revision, view revision) of the last controller round that planned
+    /// nothing ([`Cluster::control`]).
+    planned_empty: Mutex<Option<(i64, i64)>>,
     /// Set by whatever changes what this broker holds outside a reconciliation (a log failed,
     /// everything released): the next reconciliation visits every topic.
     visit_all: AtomicBool,
@@ -371,6 +374,7 @@ impl Cluster {
             stopping: AtomicBool::new(false),
             reconcile_lock: Mutex::new(()),
             passes: Mutex::new(Passes::default()),
+            planned_empty: Mutex::new(None),
             visit_all: AtomicBool::new(true),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
@@ -2106,14 +2110,22 @@ impl Cluster {
                 }
             },
         };
+        // The plan is a function of the view alone: a view at the revision of the last plan
+        // that was empty (no record changed, no broker came or went) plans nothing again.
+        let mut planned = self.planned_empty.lock();
+        if *planned == Some((rev, view.revision)) {
+            return;
+        }
         let plan = sluice_meta::cluster::plan_assignments(
             view,
             self.settings.balance_enable,
             BALANCE_MOVES_MAX,
         );
         if plan.is_empty() {
+            *planned = Some((rev, view.revision));
             return;
         }
+        drop(planned);
         let moves: Vec<(String, i32, OwnerRecord, i32)> = plan
             .into_iter()
             .filter_map(|(t, p, node)| {

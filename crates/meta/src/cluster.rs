@@ -374,6 +374,10 @@ struct WatchSync {
     beat: Option<(i64, Instant)>,
 }
 
+/// How long a broker waits for its watch to report its own write before it reads every
+/// record instead ([`EtcdStore::refresh_through`]).
+const THROUGH_WAIT: Duration = Duration::from_millis(500);
+
 /// Changes kept between two rounds; past that they are dropped and the next round reads in
 /// full.
 const WATCH_PENDING_MAX: usize = 200_000;
@@ -903,6 +907,25 @@ impl EtcdStore {
             }
         }
         self.refresh()
+    }
+
+    /// The view once it holds every change up to `revision` (a write of this broker's it
+    /// must see): the watch's reports applied ([`Views::current`]) as soon as they reach it,
+    /// or a full read when the watch cannot vouch for the view or has not reported it within
+    /// [`THROUGH_WAIT`]. A full read of every record after each topic created cost etcd a
+    /// range of the whole cluster per topic.
+    fn refresh_through(&self, revision: i64) -> Result<Arc<ClusterView>, MetaError> {
+        let prefix = format!("{}/", self.prefix);
+        let deadline = Instant::now() + THROUGH_WAIT;
+        loop {
+            match self.views.current(&prefix) {
+                Some(view) if view.revision >= revision => return Ok(view),
+                Some(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                _ => return self.refresh(),
+            }
+        }
     }
 
     /// Write this broker's beat, for its watch to report ([`EtcdStore::refresh_current`]).
@@ -1447,14 +1470,14 @@ impl EtcdStore {
                 lease: 0,
             });
         }
-        let created = self
+        let Some(revision) = self
             .etcd
-            .txn(&[Compare::CreateRevision(key, 0)], &ops, &[])
-            .map_err(etcd_err)?;
-        if !created {
+            .txn_at(&[Compare::CreateRevision(key, 0)], &ops, &[])
+            .map_err(etcd_err)?
+        else {
             return Err(MetaError::TopicExists(name.to_string()));
-        }
-        self.refresh()?;
+        };
+        self.refresh_through(revision)?;
         self.topic(name)
             .ok_or_else(|| MetaError::Etcd(format!("topic {name} vanished after its creation")))
     }
@@ -1660,20 +1683,20 @@ impl EtcdStore {
                 lease: 0,
             });
         }
-        let ok = self
+        let Some(revision) = self
             .etcd
-            .txn(
+            .txn_at(
                 &[Compare::ModRevision(kv.key.clone(), kv.mod_revision)],
                 &ops,
                 &[],
             )
-            .map_err(etcd_err)?;
-        if !ok {
+            .map_err(etcd_err)?
+        else {
             return Err(MetaError::Etcd(format!(
                 "topic {name} changed while partitions were being added; try again"
             )));
-        }
-        self.refresh()?;
+        };
+        self.refresh_through(revision)?;
         self.topic(name)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))
     }
@@ -1685,9 +1708,9 @@ impl EtcdStore {
     ) -> Result<TopicMeta, MetaError> {
         let (kv, mut t) = self.topic_record(name)?;
         t.configs = configs;
-        let ok = self
+        let Some(revision) = self
             .etcd
-            .txn(
+            .txn_at(
                 &[Compare::ModRevision(kv.key.clone(), kv.mod_revision)],
                 &[Op::Put {
                     key: kv.key.clone(),
@@ -1696,13 +1719,13 @@ impl EtcdStore {
                 }],
                 &[],
             )
-            .map_err(etcd_err)?;
-        if !ok {
+            .map_err(etcd_err)?
+        else {
             return Err(MetaError::Etcd(format!(
                 "topic {name} changed while its configs were being set; try again"
             )));
-        }
-        self.refresh()?;
+        };
+        self.refresh_through(revision)?;
         self.topic(name)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))
     }
