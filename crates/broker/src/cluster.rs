@@ -2369,21 +2369,7 @@ mod tests {
     /// It must write nothing into the new incarnation's directory.
     #[test]
     fn a_log_of_a_deleted_incarnation_writes_nothing_at_the_same_epoch() {
-        let settings = ClusterSettings {
-            etcd_endpoints: vec![],
-            etcd_tls: None,
-            etcd_login: None,
-            etcd_prefix: "/t".into(),
-            etcd_timeout_ms: 1000,
-            registration_timeout_ms: 60000,
-            lease_ms: 3000,
-            poll_ms: 200,
-            full_read_interval_ms: 60000,
-            balance_enable: false,
-            death_probe_enable: false,
-            broker_session_timeout_ms: 9000,
-        };
-        let cluster = Arc::new(Cluster::new(settings));
+        let cluster = Arc::new(Cluster::new(test_settings()));
         *cluster.write_deadline.lock() = Instant::now() + Duration::from_secs(600);
         let dir = tempfile::tempdir().unwrap();
         let m = LogManager::open(
