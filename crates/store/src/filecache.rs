@@ -102,6 +102,8 @@ struct State {
     synced: u64,
     /// Opened at least once ([`CachedFile::unopened`] makes one that was not).
     opened: bool,
+    /// Opened read-only: a file of a partition another broker owns (`replica.rs`).
+    read_only: bool,
 }
 
 impl State {
@@ -192,6 +194,7 @@ impl FileCache {
                 writes: 0,
                 synced: 0,
                 opened: true,
+                read_only: false,
             }),
         });
         self.open.fetch_add(1, Ordering::Relaxed);
@@ -283,6 +286,16 @@ impl CachedFile {
     /// modification time are returned. A log's open takes its sealed segments below the
     /// recovery point so, to cost nothing per segment until one is used.
     pub(crate) fn unopened(path: &Path) -> io::Result<(CachedFile, rustix::fs::Stat)> {
+        Self::unopened_as(path, false)
+    }
+
+    /// [`CachedFile::unopened`], opened read-only on use: a file another broker writes
+    /// (`replica.rs`), which this one never writes through the descriptor.
+    pub(crate) fn unopened_read_only(path: &Path) -> io::Result<(CachedFile, rustix::fs::Stat)> {
+        Self::unopened_as(path, true)
+    }
+
+    fn unopened_as(path: &Path, read_only: bool) -> io::Result<(CachedFile, rustix::fs::Stat)> {
         let st = rustix::fs::stat(path)?;
         let cache = files();
         let slot = Arc::new(Slot {
@@ -295,6 +308,7 @@ impl CachedFile {
                 writes: 0,
                 synced: 0,
                 opened: false,
+                read_only,
             }),
         });
         Ok((CachedFile(slot), st))
@@ -309,7 +323,10 @@ impl CachedFile {
             return Ok(f.clone());
         }
         slot.cache.make_room();
-        let file = OpenOptions::new().read(true).write(true).open(&st.path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!st.read_only)
+            .open(&st.path)?;
         if identity(&file)? != st.id {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
