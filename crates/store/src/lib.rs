@@ -34,6 +34,7 @@ mod producer;
 mod recent;
 pub mod recovery;
 mod relocate;
+mod replica;
 mod sealed;
 mod segment;
 mod snapshots;
@@ -57,6 +58,7 @@ pub use cleaner::{CleanStats, CleanerConfig};
 pub use deferred::{DeleteRetry, DeletionStats};
 pub use gate::{Fenced, WriteGate};
 pub use manager::existing_cluster_id;
+pub use replica::{Published, ReplicaReader};
 pub use writeback::{WritebackEnd, WritebackStarted};
 
 /// A topic name and partition index.
