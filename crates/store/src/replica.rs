@@ -205,13 +205,19 @@ impl SegFiles {
         offset: i64,
         sealed: bool,
     ) -> u64 {
-        let (known, index) = {
+        let unread = sealed && !self.learned.lock().index_read;
+        if unread {
+            // Read outside the lock (other reads of the segment go on meanwhile).
+            let index = self.read_index(dir, size).map(Arc::new);
             let mut l = self.learned.lock();
-            let known = l.start_at_or_below(offset);
-            if sealed && !l.index_read {
+            if !l.index_read {
                 l.index_read = true;
-                l.index = self.read_index(dir, size).map(Arc::new);
+                l.index = index;
             }
+        }
+        let (known, index) = {
+            let l = self.learned.lock();
+            let known = l.start_at_or_below(offset);
             (known, if sealed { l.index.clone() } else { None })
         };
         let from_known = known.map_or(0, |(_, p)| p);

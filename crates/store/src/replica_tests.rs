@@ -495,6 +495,12 @@ fn garbage_below_the_bound_is_an_error_until_fixed() {
     }
 }
 
+#[test]
+fn a_reader_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<ReplicaReader>();
+}
+
 /// No input panics: odd published offsets, and a directory of random bytes.
 #[test]
 fn no_panic_on_any_input() {
