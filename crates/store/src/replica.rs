@@ -87,7 +87,10 @@ struct SegFiles {
 /// What reads learned of one segment.
 #[derive(Debug, Default)]
 struct Learned {
-    /// Batch starts scanned: (base offset, position), ascending in both.
+    /// Batch starts scanned: (offset, position), ascending in both, the offset at or below
+    /// the base offset of the batch there and past every offset before it (the end of a
+    /// returned range is kept with the offset after it, the next read's, before the batch
+    /// there was read: the owner may not have written it yet).
     starts: Vec<(i64, u64)>,
     /// The `.index` entries (hints), once read; `index_read` even when there was none.
     index: Option<Arc<Vec<OffsetIndexEntry>>>,
@@ -341,13 +344,18 @@ impl SegFiles {
         }
         let mut batches = BatchScanner::new(file.clone(), stop, size, false);
         let mut noted = stop;
+        // Where the returned range ends is where the next read (at the offset after it)
+        // starts: remembered with that offset.
+        let ends_at = |stop: u64, next: i64| self.learned.lock().note(next, stop);
         loop {
             if next >= end {
+                ends_at(stop, next);
                 return Ok(Some((stop - pos, end)));
             }
             match batches.next_batch() {
                 Ok(Some((p, b))) => {
                     if b.last_offset() >= end {
+                        ends_at(stop, next);
                         return Ok(Some((stop - pos, end)));
                     }
                     let e = p + b.total_len() as u64;
@@ -368,7 +376,10 @@ impl SegFiles {
                 | Err(ScanError::Corrupt {
                     err: FormatError::Truncated { .. },
                     ..
-                }) => return Ok(Some((stop - pos, next))),
+                }) => {
+                    ends_at(stop, next);
+                    return Ok(Some((stop - pos, next)));
+                }
                 Err(e) => return Err(e.into_io()),
             }
         }
