@@ -53,8 +53,9 @@ const KNOWN_GAP_BYTES: u64 = 64 * 1024;
 const KNOWN_MAX: usize = 4096;
 /// Largest `.index` file read as a hint (Kafka's default `segment.index.bytes`).
 const INDEX_HINT_MAX_BYTES: u64 = 10 * 1024 * 1024;
-/// Largest `.txnindex` file read (about 30 million aborted transactions).
-const TXN_INDEX_MAX_BYTES: u64 = 1 << 30;
+/// Largest `.txnindex` file read (about two million aborted transactions in one segment);
+/// a larger one is an error rather than an allocation of its size.
+const TXN_INDEX_MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// ESTALE: the file handle of an NFS file removed or replaced by another client.
 const ESTALE: i32 = 116;
 
