@@ -402,12 +402,16 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
     let topic_defaults = topic_defaults(&p);
     let authorizer = authorizer(&p)?;
     let rack = rack(&p)?;
+    let read_replicas = p
+        .get("replica.selector.class")?
+        .is_none_or(|v| !matches!(v, Value::Str(s) if s == crate::catalog::LEADER_SELECTOR));
 
     // The rest are plain reads of one property each (or one group of them), after the checks
     // above.
     Ok(BrokerConfig {
         node_id,
         rack,
+        read_replicas,
         listeners,
         advertised_listeners,
         listener_protocols,

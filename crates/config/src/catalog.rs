@@ -95,6 +95,13 @@ pub(crate) struct BrokerDef {
     pub(crate) doc: &'static str,
 }
 
+/// `replica.selector.class`: the rack-aware selector (the default: read replicas on).
+pub(crate) const RACK_AWARE_SELECTOR: &str =
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+/// `replica.selector.class`: the leader only (no read replicas).
+pub(crate) const LEADER_SELECTOR: &str = "org.apache.kafka.common.replica.LeaderSelector";
+const REPLICA_SELECTORS: &[&str] = &[RACK_AWARE_SELECTOR, LEADER_SELECTOR];
+
 pub(crate) const COMPRESSION_TYPES: &[&str] =
     &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 pub(crate) const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
@@ -573,6 +580,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Number of samples kept for client quotas (produce, fetch and request rates)."),
     b("quota.window.size.seconds", Type::Int, Some("1"), Check::AtLeast(1), false,
         "Time span of each client quota sample."),
+    b("replica.selector.class", Type::String, Some(RACK_AWARE_SELECTOR), Check::OneOf(REPLICA_SELECTORS), false,
+        "Sluice cluster mode: which broker a consumer's fetches go to (KIP-392). org.apache.kafka.common.replica.RackAwareReplicaSelector (the default): a consumer with client.rack reads from a live broker in its rack, which serves the partition straight from the shared volume without owning it (docs/cluster.md, read replicas); the owner when none is, or when the consumer sets no rack. org.apache.kafka.common.replica.LeaderSelector: always the owner, and this broker serves no reads of partitions it does not own."),
     b("security.inter.broker.protocol", Type::String, Some("PLAINTEXT"), Check::NonEmpty, false,
         "Names the inter-broker listener when inter.broker.listener.name is unset (the listener of that name)."),
     b("sluice.broker.partitions.max", Type::Long, Some("-1"), Check::AtLeast(-1), false,

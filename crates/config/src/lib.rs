@@ -330,6 +330,10 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// `broker.rack`; None when unset or empty.
     pub rack: Option<String>,
+    /// `replica.selector.class` is the rack-aware selector (the default): in a cluster this
+    /// broker serves fetches of partitions other brokers own from the shared volume, and as
+    /// an owner sends consumers with a rack to a broker in their rack (KIP-392).
+    pub read_replicas: bool,
     /// `listeners`. Default `PLAINTEXT://127.0.0.1:9092`. Names are upper-cased; an empty host
     /// (`PLAINTEXT://:9092`) becomes `0.0.0.0` (all interfaces). Listeners named in
     /// `controller.listener.names` are dropped (Sluice has no controller endpoint).

@@ -64,6 +64,10 @@ pub struct BrokerInfo {
     /// brokers published it) counts as no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions_max: Option<u64>,
+    /// It serves fetches of partitions other brokers own, from the shared volume
+    /// (`replica.selector.class` rack-aware, KIP-392 read replicas).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reads: bool,
     /// The etcd lease its registration lives under (not stored; read with the record).
     #[serde(skip)]
     pub lease: i64,
@@ -2278,6 +2282,7 @@ mod tests {
                 b,
                 BrokerInfo {
                     partitions_max: None,
+                    reads: false,
                     node_id: b,
                     host: "h".into(),
                     port: 1,
@@ -2363,6 +2368,7 @@ mod tests {
                 id,
                 BrokerInfo {
                     partitions_max: None,
+                    reads: false,
                     node_id: id,
                     host: host.into(),
                     port: 9092,

@@ -86,6 +86,7 @@ fn store(etcd: &Etcd, node: i32) -> EtcdStore {
 fn info(port: u16) -> BrokerInfo {
     BrokerInfo {
         partitions_max: None,
+        reads: false,
         node_id: 0,
         host: "127.0.0.1".into(),
         port,
