@@ -1436,6 +1436,18 @@ impl LogManager {
     pub fn dirs(&self) -> &[PathBuf] {
         &self.inner.dirs
     }
+    /// The directory of `tp` in whichever log dir holds it with the files of topic
+    /// `topic_id` (its `partition.metadata` says so): for reads of a partition another broker
+    /// owns (`ReplicaReader`). None when no log dir has it (not created yet, or only another
+    /// incarnation of the topic's).
+    pub fn partition_dir(&self, tp: &TopicPartition, topic_id: uuid::Uuid) -> Option<PathBuf> {
+        let name = format!("{}-{}", tp.topic, tp.partition);
+        self.inner
+            .dirs
+            .iter()
+            .map(|d| d.join(&name))
+            .find(|d| manager::dir_topic_id(d) == Some(topic_id))
+    }
     /// The first log dir whose `meta.properties` is not there: a volume that is not mounted
     /// (the bare mount point). Opens and re-opens wait while it is gone.
     pub fn volume_missing(&self) -> Option<PathBuf> {

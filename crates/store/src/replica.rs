@@ -65,6 +65,8 @@ const ESTALE: i32 = 116;
 pub struct ReplicaReader {
     tp: TopicPartition,
     dir: PathBuf,
+    /// The topic incarnation whose files it reads, when given ([`ReplicaReader::of_topic`]).
+    topic_id: Option<uuid::Uuid>,
     listing: Mutex<Option<Arc<Listing>>>,
 }
 
@@ -399,12 +401,12 @@ impl SegFiles {
                 decode_txn_index(&b, self.base)
                     .map_err(|e| invalid(format!("{}: {e}", path.display())))?
             }
-            None => {
-                // No file: no aborted transaction, unless the segment went away with it.
-                self.log.still_at_its_name()?;
-                Vec::new()
-            }
+            // No file: no aborted transaction.
+            None => Vec::new(),
         };
+        // Read by its name: it is this segment's only if the `.log` still is at its name
+        // after (the segment went away, or the directory is another incarnation's).
+        self.log.still_at_its_name()?;
         let entries = Arc::new(entries);
         if sealed {
             self.learned.lock().txns = Some(entries.clone());
@@ -419,7 +421,28 @@ impl ReplicaReader {
         ReplicaReader {
             tp,
             dir,
+            topic_id: None,
             listing: Mutex::new(None),
+        }
+    }
+
+    /// The same, reading only while the directory holds the files of topic `id` (its
+    /// `partition.metadata` says so at every listing): a topic deleted and created again
+    /// under its name has other files at the same path, which no bound learned for the
+    /// earlier one covers.
+    pub fn of_topic(mut self, id: uuid::Uuid) -> ReplicaReader {
+        self.topic_id = Some(id);
+        self
+    }
+
+    /// An error unless the directory holds the files of the topic this reader is for.
+    fn check_incarnation(&self) -> io::Result<()> {
+        match self.topic_id {
+            Some(id) if crate::manager::dir_topic_id(&self.dir) != Some(id) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} does not hold topic {id} any more", self.dir.display()),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -547,6 +570,7 @@ impl ReplicaReader {
     /// error of kind `NotFound`: the listing would miss offsets still in the log.
     fn relist(&self) -> io::Result<Arc<Listing>> {
         let old = self.listing.lock().clone();
+        self.check_incarnation()?;
         let mut bases = Vec::new();
         let mut swaps = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {
@@ -590,6 +614,9 @@ impl ReplicaReader {
                 })
             }));
         }
+        // Checked again after: the files listed are the topic's if it held them before and
+        // after (a new incarnation's directory replaces the whole directory, by rename).
+        self.check_incarnation()?;
         let l = Arc::new(Listing { segs });
         *self.listing.lock() = Some(l.clone());
         Ok(l)
