@@ -789,6 +789,7 @@ impl Cluster {
                 .collect(),
             rack: broker.config.rack.clone(),
             partitions_max: Some(broker.fds.partitions),
+            reads: broker.config.read_replicas,
             lease: 0,
         }
     }

@@ -41,6 +41,7 @@ mod metrics;
 mod oauth;
 mod peers;
 mod quotas;
+mod readers;
 mod recompress;
 mod registry;
 mod sasl;
@@ -203,6 +204,8 @@ pub struct Broker {
     writeback: Arc<writeback::WriteBehind>,
     /// Long-polling fetches, woken by appends to the logs they watch.
     fetch_waiters: waiters::FetchWaiters,
+    /// KIP-392: partitions other brokers own, read here from the shared volume.
+    pub(crate) readers: readers::Readers,
     /// Fetch reads that waited for the volume (on a blocking thread).
     cold_reads: apis::fetch::ColdReads,
     sessions: sessions::FetchSessions,
@@ -228,6 +231,9 @@ pub struct Broker {
     volume_missing_logged: parking_lot::Mutex<Option<Instant>>,
     /// Carries requests to other brokers (set by the server at start).
     peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
+    /// A second client to the peers, for the read replicas' long polls (which would hold
+    /// the one connection `peers` has to each peer for up to `readers::POLL_WAIT`).
+    reader_peers: std::sync::OnceLock<Arc<dyn PeerClient>>,
     /// The TLS listeners' certificates, which a keystore change at run time replaces (set by
     /// the server at start; `dynamic.rs`).
     certs: std::sync::OnceLock<Arc<dyn ListenerCertificates>>,
@@ -447,6 +453,7 @@ impl Broker {
             cache: cache::DropBehind::new(&config),
             writeback: Arc::new(writeback::WriteBehind::new(&config)),
             fetch_waiters: waiters::FetchWaiters::default(),
+            readers: readers::Readers::default(),
             cold_reads: apis::fetch::ColdReads::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
@@ -464,6 +471,7 @@ impl Broker {
             reopen_retry: parking_lot::Mutex::new(HashMap::new()),
             volume_missing_logged: parking_lot::Mutex::new(None),
             peers: std::sync::OnceLock::new(),
+            reader_peers: std::sync::OnceLock::new(),
             certs: std::sync::OnceLock::new(),
             remote_lag: parking_lot::Mutex::new(None),
             this: std::sync::OnceLock::new(),
@@ -962,6 +970,73 @@ impl Broker {
     /// Install the client that carries requests to other brokers (the server's).
     pub fn set_peers(&self, peers: Arc<dyn PeerClient>) {
         let _ = self.peers.set(peers);
+    }
+
+    /// Install a second client to the other brokers, with connections of its own, for the
+    /// read replicas' long polls to the owners (`readers.rs`).
+    pub fn set_reader_peers(&self, peers: Arc<dyn PeerClient>) {
+        let _ = self.reader_peers.set(peers);
+    }
+
+    /// A read replica's poll to `node`, the owner, on the reader connections: within
+    /// [`PEER_REQUEST_TIMEOUT`] (the owner holds it at most `readers::POLL_WAIT`).
+    pub(crate) async fn call_reader_peer(
+        &self,
+        node: i32,
+        body: RequestKind,
+    ) -> Result<ResponseKind, String> {
+        let Some(peers) = self.reader_peers.get().cloned() else {
+            return Err("no client for read replicas' polls".into());
+        };
+        let Some((_, host, port)) = self
+            .live_brokers()
+            .into_iter()
+            .find(|(id, _, _)| *id == node)
+        else {
+            return Err(format!("broker {node} is not registered"));
+        };
+        let (api, version) = readers::poll_call();
+        match tokio::time::timeout(
+            PEER_REQUEST_TIMEOUT,
+            peers.call(&host, port, api, version, body),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "broker {node} did not answer a read replica's poll within {PEER_REQUEST_TIMEOUT:?}"
+            )),
+        }
+    }
+
+    /// The topic id, owner and leader epoch the cluster's records name for a partition now
+    /// (the owner may be away: its partitions are being failed over). None on a single
+    /// broker, or for a partition the records do not name.
+    pub(crate) fn owner_of(&self, topic: &str, partition: i32) -> Option<(uuid::Uuid, i32, i32)> {
+        let view = self.meta.etcd()?.view();
+        let id = view.topics.get(topic)?.id;
+        let rec = view.owners.get(&(topic.to_string(), partition))?.owner;
+        Some((id, rec.node, rec.epoch))
+    }
+
+    /// KIP-392: the live brokers that serve reads of partitions they do not own, with their
+    /// racks (`replica.selector.class` rack-aware and `broker.rack` set: the rack-aware
+    /// selector only ever sends a consumer to a broker in its rack). Empty on a single
+    /// broker, and when this broker's own selector is the leader's.
+    pub(crate) fn read_replicas(&self) -> Vec<(i32, String)> {
+        if !self.config.read_replicas {
+            return Vec::new();
+        }
+        let Some(store) = self.meta.etcd() else {
+            return Vec::new();
+        };
+        store
+            .view()
+            .brokers
+            .values()
+            .filter(|b| b.reads)
+            .filter_map(|b| b.rack.clone().map(|r| (b.node_id, r)))
+            .collect()
     }
 
     /// Send `body` to broker `node` (its advertised endpoint), within

@@ -725,6 +725,31 @@ impl Broker {
             "Bytes those partition reads returned.",
             bytes as f64,
         );
+        let r = self.readers.totals();
+        e.single(
+            names::READ_REPLICA_PARTITIONS,
+            Kind::Gauge,
+            "Partitions other brokers own that this broker serves reads of from the shared volume (KIP-392 read replicas).",
+            r.partitions as f64,
+        );
+        e.single(
+            names::READ_REPLICA_BYTES,
+            Kind::Counter,
+            "Record bytes this broker served from partitions other brokers own.",
+            r.bytes as f64,
+        );
+        e.single(
+            names::READ_REPLICA_POLLS,
+            Kind::Counter,
+            "Polls this broker sent to owners for what they published of the partitions it reads.",
+            r.polls as f64,
+        );
+        e.single(
+            names::PREFERRED_REPLICA_REDIRECTS,
+            Kind::Counter,
+            "Fetch answers that sent a consumer to a broker in its rack (preferred_read_replica).",
+            r.redirects as f64,
+        );
         let w = self.writeback_totals();
         e.single(
             names::WRITEBACK_BYTES,

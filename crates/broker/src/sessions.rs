@@ -34,6 +34,9 @@ pub(crate) struct Target {
     pub(crate) max_bytes: i32,
     /// The leader epoch the client believes current (KIP-320); -1: no check.
     pub(crate) current_leader_epoch: i32,
+    /// The log start offset the fetcher says it has (a read replica's poll: the one it
+    /// knows; -1 from consumers).
+    pub(crate) log_start: i64,
     /// What was last reported to the client: (high watermark, log start offset, last stable
     /// offset).
     pub(crate) reported: Option<(i64, i64, i64)>,
@@ -187,6 +190,7 @@ mod tests {
             fetch_offset: offset,
             max_bytes: 1024,
             current_leader_epoch: -1,
+            log_start: -1,
             reported: None,
         }
     }

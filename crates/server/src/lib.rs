@@ -247,6 +247,7 @@ pub async fn serve(
 ) {
     // Plaintext calls to peers, unless the binary installed its own (TLS) already.
     broker.set_peers(Arc::new(TcpPeers::new(broker.node_id())));
+    broker.set_reader_peers(Arc::new(TcpPeers::new(broker.node_id())));
     let slots = Arc::new(Semaphore::new(
         limits.max_connections.min(Semaphore::MAX_PERMITS as u32) as usize,
     ));

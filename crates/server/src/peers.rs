@@ -110,6 +110,21 @@ impl TcpPeers {
     }
 }
 
+impl TcpPeers {
+    /// The same calls (TLS, SASL login, client id) on connections of their own: the read
+    /// replicas' long polls go through one, so that they never hold up the calls of the
+    /// first (transaction markers, consumer lag).
+    pub fn separate(&self) -> TcpPeers {
+        TcpPeers {
+            conns: parking_lot::Mutex::default(),
+            correlation: Arc::default(),
+            client_id: self.client_id.clone(),
+            tls: self.tls.clone(),
+            sasl: self.sasl.clone(),
+        }
+    }
+}
+
 /// Log in on a new connection; returns when the session ends, if the broker said.
 async fn sasl_login(
     stream: &mut Box<dyn PeerIo>,

@@ -318,6 +318,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             None => peers,
         };
         let broker = sluice_broker::Broker::open(config)?;
+        broker.set_reader_peers(std::sync::Arc::new(peers.separate()));
         broker.set_peers(std::sync::Arc::new(peers));
         // OAUTHBEARER key sets at http(s):// URLs are fetched with the server's client.
         broker.set_jwks_fetcher(sluice_server::jwks_fetcher());

@@ -100,13 +100,15 @@ pub(crate) fn handle(
         Ok(accepted) => accepted,
         Err(code) => return error_response(code),
     };
+    let rack = (version >= 11 && !req.rack_id.is_empty()).then(|| req.rack_id.to_string());
     let fetch = Fetch {
-        limits: Limits::of(broker, &req, &client),
+        limits: Limits::of(broker, &req, &client, version),
         broker: broker.clone(),
         client,
         listener,
         version,
         session,
+        rack,
     };
     Box::pin(fetch.serve(targets))
 }
@@ -139,6 +141,7 @@ fn requested_targets(broker: &Broker, req: &FetchRequest, by_id: bool) -> Vec<Ta
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
+                log_start: p.log_start_offset,
                 reported: None,
             });
         }
@@ -225,6 +228,7 @@ fn change_session(
                 t.fetch_offset = r.fetch_offset;
                 t.max_bytes = r.max_bytes;
                 t.current_leader_epoch = r.current_leader_epoch;
+                t.log_start = r.log_start;
             }
             None => targets.push(r),
         }
@@ -241,13 +245,22 @@ struct Limits {
     max_bytes: usize,
     /// Read up to the last stable offset only.
     read_committed: bool,
+    /// A read replica's poll (a follower's fetch from another broker of the cluster,
+    /// `readers.rs`): no records are read, only the offsets the owner published, answered
+    /// as soon as one differs from what the poll says it knows.
+    reader_poll: bool,
 }
 
 impl Limits {
     /// The request's limits. A consumer byte-rate quota caps one answer at what the quota
     /// allows over its whole window, as Kafka caps fetch.max.bytes (more would be throttled
     /// whatever came before).
-    fn of(broker: &Broker, req: &FetchRequest, client: &crate::quotas::Who) -> Limits {
+    fn of(
+        broker: &Broker,
+        req: &FetchRequest,
+        client: &crate::quotas::Who,
+        version: i16,
+    ) -> Limits {
         let max_bytes = if req.max_bytes <= 0 {
             i32::MAX
         } else {
@@ -261,7 +274,17 @@ impl Limits {
                 .fetch_bytes_max(client)
                 .map_or(max_bytes, |cap| max_bytes.min(cap)),
             read_committed: req.isolation_level == 1,
+            reader_poll: broker.meta.etcd().is_some() && follower_id(req, version) >= 0,
         }
+    }
+}
+
+/// The replica id of a follower's fetch (-1: a consumer's), where the version carries it.
+fn follower_id(req: &FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
     }
 }
 
@@ -273,6 +296,16 @@ struct Fetch {
     version: i16,
     session: Session,
     limits: Limits,
+    /// The consumer's `client.rack` (version 11 on), for the preferred read replica.
+    rack: Option<String>,
+}
+
+/// Where a fetch target is read from: this broker's own log, or (KIP-392) the files of a
+/// partition another broker owns, on the shared volume (`readers.rs`).
+#[derive(Clone, Debug)]
+enum Source {
+    Own(Arc<sluice_store::Log>),
+    Replica(Arc<crate::readers::Replica>),
 }
 
 impl Fetch {
@@ -282,7 +315,11 @@ impl Fetch {
     /// moved ([`may_have_news`]); a wake that brings too little sends it back to sleep.
     async fn serve(self, mut targets: Vec<Target>) -> Option<Response> {
         let deadline = Instant::now() + self.limits.max_wait;
-        let watched: Vec<_> = targets.iter().map(|t| lookup(&self.broker, t)).collect();
+        let poll = self.limits.reader_poll;
+        let watched: Vec<_> = targets
+            .iter()
+            .map(|t| source(&self.broker, t, !poll))
+            .collect();
         let waiter = Arc::new(tokio::sync::Notify::new());
         let mut registered = false;
         let mut first = true;
@@ -291,8 +328,9 @@ impl Fetch {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let expired = Instant::now() >= deadline;
-            let maybe =
-                first || expired || may_have_news(&watched, &targets, self.limits.read_committed);
+            let maybe = first
+                || expired
+                || may_have_news(&watched, &targets, self.limits.read_committed, poll);
             first = false;
             if !maybe {
                 tokio::select! {
@@ -303,14 +341,26 @@ impl Fetch {
             }
             let ((results, bytes, errors), read) = self.read(targets).await?;
             targets = read;
-            if bytes >= self.limits.min_bytes || errors || expired {
+            let moved = poll
+                && results
+                    .iter()
+                    .zip(&targets)
+                    .any(|((d, _), t)| polled_news(t, d));
+            if bytes >= self.limits.min_bytes || errors || expired || moved {
                 return Some(self.respond(results, bytes, targets));
             }
             if !registered {
                 // An append since that read is seen by the check at the loop's top.
-                self.broker
-                    .fetch_waiters
-                    .register(watched.iter().flatten(), &waiter);
+                let own = watched.iter().filter_map(|s| match s {
+                    Some(Source::Own(log)) => Some(log),
+                    _ => None,
+                });
+                self.broker.fetch_waiters.register(own, &waiter);
+                for s in watched.iter().flatten() {
+                    if let Source::Replica(r) = s {
+                        r.register(&waiter);
+                    }
+                }
                 registered = true;
                 continue;
             }
@@ -327,23 +377,18 @@ impl Fetch {
     /// thread goes on serving produce requests meanwhile. Gives the targets back with what
     /// was read; None if the blocking read failed.
     async fn read(&self, targets: Vec<Target>) -> Option<(ReadAll, Vec<Target>)> {
-        let Limits {
-            max_bytes,
-            read_committed,
-            ..
-        } = self.limits;
-        if let Some(read) = read_all(
-            &self.broker,
-            &targets,
-            max_bytes,
-            read_committed,
-            Reads::Cached,
-        ) {
+        let how = How {
+            max_bytes: self.limits.max_bytes,
+            read_committed: self.limits.read_committed,
+            reader_poll: self.limits.reader_poll,
+            rack: self.rack.clone(),
+        };
+        if let Some(read) = read_all(&self.broker, &targets, &how, Reads::Cached) {
             return Some((read, targets));
         }
         let b = self.broker.clone();
         let done = tokio::task::spawn_blocking(move || {
-            let read = read_all(&b, &targets, max_bytes, read_committed, Reads::Waiting);
+            let read = read_all(&b, &targets, &how, Reads::Waiting);
             (read, targets)
         })
         .await;
@@ -467,21 +512,45 @@ impl Fetch {
 /// closed, or a log's readable end (for read_committed the last stable offset, which is as
 /// far as it may read) is not where the fetch reads from.
 fn may_have_news(
-    watched: &[Option<Arc<sluice_store::Log>>],
+    watched: &[Option<Source>],
     targets: &[Target],
     read_committed: bool,
+    poll: bool,
 ) -> bool {
     let readable_end = |l: &sluice_store::Log| {
-        if read_committed {
+        if poll {
+            l.high_watermark()
+        } else if read_committed {
             l.last_stable_offset()
         } else {
             l.log_end_offset()
         }
     };
-    watched.iter().zip(targets).any(|(log, t)| {
-        log.as_ref()
-            .is_none_or(|l| l.is_closed() || readable_end(l) != t.fetch_offset)
+    watched.iter().zip(targets).any(|(source, t)| match source {
+        None => true,
+        Some(Source::Own(l)) => {
+            l.is_closed()
+                || readable_end(l) != t.fetch_offset
+                || (poll && l.log_start_offset() != t.log_start)
+        }
+        Some(Source::Replica(r)) => {
+            r.unanswered()
+                || r.published().is_some_and(|p| {
+                    let end = if read_committed {
+                        p.last_stable
+                    } else {
+                        p.high_watermark
+                    };
+                    end != t.fetch_offset
+                })
+        }
     })
+}
+
+/// Whether a read replica's poll has news for a partition: an error, or a high watermark or
+/// log start other than the poll says it knows.
+fn polled_news(t: &Target, d: &PartitionData) -> bool {
+    d.error_code != 0 || d.high_watermark != t.fetch_offset || d.log_start_offset != t.log_start
 }
 
 /// Count what a fetch answers with, per topic run of the answer (consecutive targets of one
@@ -525,7 +594,10 @@ fn count_fetched(
 /// error, or a high watermark, log start or last stable offset other than the one last
 /// reported for it.
 fn has_news(target: &Target, data: &PartitionData, has_records: bool) -> bool {
-    data.error_code != 0 || has_records || target.reported != Some(reported(data))
+    data.error_code != 0
+        || has_records
+        || data.preferred_read_replica.0 >= 0
+        || target.reported != Some(reported(data))
 }
 
 /// What an incremental fetch session compares to decide whether a partition has news.
@@ -600,6 +672,59 @@ fn lookup(broker: &Broker, t: &Target) -> Option<Arc<sluice_store::Log>> {
         .filter(|log| log.writable())
 }
 
+/// The source of a target: this broker's log of it; else, for a consumer's fetch
+/// (`replicas`) when this broker serves read replicas, the replica of a partition another
+/// broker owns (`readers.rs`), made for the topic incarnation, owner and epoch the records
+/// name now.
+fn source(broker: &Broker, t: &Target, replicas: bool) -> Option<Source> {
+    if let Some(log) = lookup(broker, t) {
+        return Some(Source::Own(log));
+    }
+    if !replicas || !broker.config.read_replicas || t.topic.is_empty() {
+        return None;
+    }
+    let (id, owner, epoch) = broker.owner_of(&t.topic, t.partition)?;
+    if owner < 0 || owner == broker.node_id() || (!t.topic_id.is_nil() && id != t.topic_id) {
+        return None;
+    }
+    let tp = sluice_store::TopicPartition {
+        topic: t.topic.clone(),
+        partition: t.partition,
+    };
+    broker
+        .readers
+        .replica(broker, &tp, (id, owner, epoch))
+        .map(Source::Replica)
+}
+
+/// KIP-392, on the owner: the broker a consumer in `rack` should fetch `t` from instead, a
+/// live broker serving read replicas in its rack (one of them by the partition, so that a
+/// rack's partitions spread over its brokers); None when this broker is in that rack or
+/// none is.
+fn preferred_replica(broker: &Broker, t: &Target, rack: &str) -> Option<i32> {
+    if broker.config.rack.as_deref() == Some(rack) {
+        return None;
+    }
+    let mut candidates: Vec<i32> = broker
+        .read_replicas()
+        .into_iter()
+        .filter(|(id, r)| r == rack && *id != broker.node_id())
+        .map(|(id, _)| id)
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    candidates.sort_unstable();
+    // FNV-1a over the topic name and partition: the same choice on every broker and start.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in t.topic.bytes().chain(t.partition.to_be_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    candidates
+        .get((h % candidates.len() as u64) as usize)
+        .copied()
+}
+
 /// How [`read_all`] reads the logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Reads {
@@ -629,19 +754,23 @@ type ReadAll = (Vec<(PartitionData, Option<FileSlice>)>, usize, bool);
 /// (left in the file: the server sends it), total record bytes, and whether any partition
 /// had an error (which answers at once, like Kafka); None when `reads` is
 /// [`Reads::Cached`] and some partition's read would have waited for the volume.
-fn read_all(
-    broker: &Broker,
-    targets: &[Target],
+/// What a fetch asks of its reads.
+#[derive(Clone, Debug)]
+struct How {
     max_bytes: usize,
     read_committed: bool,
-    reads: Reads,
-) -> Option<ReadAll> {
+    /// A read replica's poll: offsets only, from this broker's own logs.
+    reader_poll: bool,
+    /// The consumer's rack, for the preferred read replica.
+    rack: Option<String>,
+}
+
+fn read_all(broker: &Broker, targets: &[Target], how: &How, reads: Reads) -> Option<ReadAll> {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
     for t in targets {
-        let (data, slice, failed) =
-            read_partition(broker, t, max_bytes, total, read_committed, reads)?;
+        let (data, slice, failed) = read_partition(broker, t, how, total, reads)?;
         total += slice.as_ref().map_or(0, |s| s.len as usize);
         errors |= failed;
         out.push((data, slice));
@@ -660,11 +789,12 @@ fn read_all(
 fn read_partition(
     broker: &Broker,
     t: &Target,
-    max_bytes: usize,
+    how: &How,
     total: usize,
-    read_committed: bool,
     reads: Reads,
 ) -> Option<(PartitionData, Option<FileSlice>, bool)> {
+    let read_committed = how.read_committed;
+    let max_bytes = how.max_bytes;
     let base = PartitionData::default()
         .with_partition_index(t.partition)
         .with_high_watermark(-1)
@@ -672,7 +802,25 @@ fn read_partition(
         .with_log_start_offset(-1)
         .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
         .with_aborted_transactions(read_committed.then(Vec::new));
-    let Some(log) = lookup(broker, t) else {
+    let log = match source(broker, t, !how.reader_poll) {
+        Some(Source::Own(log)) => Some(log),
+        Some(Source::Replica(r)) => {
+            if reads == Reads::Cached {
+                return None; // read on a blocking thread: the files are another broker's
+            }
+            return Some(read_replica(
+                broker,
+                &r,
+                t,
+                base,
+                max_bytes,
+                total,
+                read_committed,
+            ));
+        }
+        None => None,
+    };
+    let Some(log) = log else {
         let code = if t.topic.is_empty() {
             ResponseError::UnknownTopicId.code()
         } else {
@@ -687,6 +835,22 @@ fn read_partition(
         crate::registry::leader_epoch_code(t.current_leader_epoch, log.leader_epoch())
     {
         return Some((base.with_error_code(code), None, true));
+    }
+    if how.reader_poll {
+        // Offsets only: what this owner has published.
+        return Some(answer_read(base, &log, Ok(None), false));
+    }
+    if let Some(to) = how
+        .rack
+        .as_deref()
+        .and_then(|r| preferred_replica(broker, t, r))
+    {
+        // Sent to a broker in the consumer's rack, with the offsets and no records, at once
+        // (as Kafka's leader answers a fetch it prefers another replica for).
+        let (data, _, _) = answer_read(base, &log, Ok(None), read_committed);
+        let data = data.with_preferred_read_replica(kafka_protocol::messages::BrokerId(to));
+        broker.readers.redirects.fetch_add(1, Ordering::Relaxed);
+        return Some((data, None, true));
     }
     let budget = max_bytes
         .saturating_sub(total)
@@ -707,6 +871,73 @@ fn read_partition(
         .map(Some)
     };
     Some(answer_read(base, &log, result, read_committed))
+}
+
+/// One target read from the replica of a partition another broker owns, never past what the
+/// owner published as last learned: an epoch that is not the replica's is refused as by the
+/// owner (KIP-320); before the owner's first answer, nothing (NOT_LEADER_OR_FOLLOWER once
+/// it waited too long, and the consumer goes back to the owner); an offset past the
+/// published high watermark is OFFSET_OUT_OF_RANGE, on which clients go back to the owner
+/// (KIP-392). Read on a blocking thread, the records brought into the page cache.
+fn read_replica(
+    broker: &Broker,
+    r: &crate::readers::Replica,
+    t: &Target,
+    base: PartitionData,
+    max_bytes: usize,
+    total: usize,
+    read_committed: bool,
+) -> (PartitionData, Option<FileSlice>, bool) {
+    if let Some(code) = crate::registry::leader_epoch_code(t.current_leader_epoch, r.epoch) {
+        return (base.with_error_code(code), None, true);
+    }
+    let Some(published) = r.published() else {
+        if r.unanswered() {
+            let code = ResponseError::NotLeaderOrFollower.code();
+            return (base.with_error_code(code), None, true);
+        }
+        return (base.with_records(Some(Bytes::new())), None, false);
+    };
+    let base = base
+        .with_high_watermark(published.high_watermark)
+        .with_last_stable_offset(published.last_stable)
+        .with_log_start_offset(published.log_start);
+    let budget = max_bytes
+        .saturating_sub(total)
+        .min(t.max_bytes.max(0) as usize) as u32;
+    if budget == 0 && total > 0 {
+        return (base.with_records(Some(Bytes::new())), None, false);
+    }
+    let read = r
+        .reader
+        .read(
+            t.fetch_offset,
+            budget,
+            total == 0,
+            read_committed,
+            published,
+        )
+        .and_then(|res| {
+            if let Some(slice) = &res.slice {
+                slice.load().map_err(|source| ReadError::Io {
+                    tp: r.tp.clone(),
+                    source,
+                })?;
+            }
+            Ok(res)
+        });
+    match read {
+        Ok(res) => match res.slice.filter(|s| s.len > 0) {
+            Some(slice) => {
+                let served = &broker.readers.bytes;
+                served.fetch_add(u64::from(slice.len), Ordering::Relaxed);
+                let base = with_aborted(base, res.aborted, read_committed);
+                (base, Some(slice), false)
+            }
+            None => (base.with_records(Some(Bytes::new())), None, false),
+        },
+        Err(e) => (base.with_error_code(read_error_code(&e)), None, true),
+    }
 }
 
 /// Read one log at `offset`: from memory and the page cache; when that would wait for the
@@ -775,25 +1006,34 @@ fn answer_read(
     match result {
         Ok(Some(r)) => match r.slice.filter(|s| s.len > 0) {
             Some(slice) => {
-                let base = match r.aborted {
-                    Some(aborted) if read_committed => base.with_aborted_transactions(Some(
-                        aborted
-                            .into_iter()
-                            .map(|a| {
-                                AbortedTransaction::default()
-                                    .with_producer_id(ProducerId(a.producer_id))
-                                    .with_first_offset(a.first_offset)
-                            })
-                            .collect(),
-                    )),
-                    _ => base,
-                };
+                let base = with_aborted(base, r.aborted, read_committed);
                 (base, Some(slice), false)
             }
             None => (base.with_records(Some(Bytes::new())), None, false),
         },
         Ok(None) => (base.with_records(Some(Bytes::new())), None, false),
         Err(e) => (base.with_error_code(read_error_code(&e)), None, true),
+    }
+}
+
+/// A read_committed answer lists the aborted transactions its records overlap.
+fn with_aborted(
+    base: PartitionData,
+    aborted: Option<Vec<sluice_store::AbortedTxn>>,
+    read_committed: bool,
+) -> PartitionData {
+    match aborted {
+        Some(aborted) if read_committed => base.with_aborted_transactions(Some(
+            aborted
+                .into_iter()
+                .map(|a| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(a.producer_id))
+                        .with_first_offset(a.first_offset)
+                })
+                .collect(),
+        )),
+        _ => base,
     }
 }
 
@@ -812,6 +1052,7 @@ mod tests {
             fetch_offset,
             max_bytes: 1024,
             current_leader_epoch: -1,
+            log_start: -1,
             reported: None,
         }
     }

@@ -25,6 +25,7 @@ const OPS_NOT_REQUESTED: i32 = i32::MIN;
 /// LEADER_NOT_AVAILABLE, which clients retry.
 pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataResponseTopic {
     let live = broker.live_brokers();
+    let readers = reader_ids(broker);
     let partitions = t
         .meta
         .epochs
@@ -36,10 +37,10 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
                 .with_partition_index(p as i32)
                 .with_leader_epoch(*epoch);
             if live.iter().any(|(id, _, _)| *id == owner) {
-                let node = BrokerId(owner);
-                part.with_leader_id(node)
-                    .with_replica_nodes(vec![node])
-                    .with_isr_nodes(vec![node])
+                let replicas = replicas_of(owner, &readers);
+                part.with_leader_id(BrokerId(owner))
+                    .with_replica_nodes(replicas.clone())
+                    .with_isr_nodes(replicas)
             } else {
                 part.with_error_code(ResponseError::LeaderNotAvailable.code())
                     .with_leader_id(BrokerId(-1))
@@ -57,6 +58,28 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
         .with_partitions(partitions)
         .with_is_internal(crate::is_internal_topic(&t.meta.name))
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+/// The brokers that serve reads of partitions they do not own (KIP-392, `readers.rs`),
+/// sorted.
+pub(crate) fn reader_ids(broker: &Broker) -> Vec<i32> {
+    let mut ids: Vec<i32> = broker
+        .read_replicas()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// A partition's replicas as clients see them: its owner, then the brokers that serve its
+/// reads from the shared volume (a consumer is sent only to a broker its Metadata lists as
+/// a replica: the Java client checks). Every one is in sync: there is one copy of the data.
+pub(crate) fn replicas_of(owner: i32, readers: &[i32]) -> Vec<BrokerId> {
+    std::iter::once(owner)
+        .chain(readers.iter().copied().filter(|id| *id != owner))
+        .map(BrokerId)
+        .collect()
 }
 
 fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic {

@@ -1,0 +1,339 @@
+//! KIP-392 read replicas on a shared volume: this broker serves fetches of partitions other
+//! brokers own, straight from their files, never past what their owner has published
+//! (docs/cluster.md, "Read replicas").
+//!
+//! A partition is read here once a consumer fetches it ([`Readers::replica`]): a
+//! [`Replica`] holds the store's reader of its directory and the owner and leader epoch the
+//! cluster's records named then. What the owner has published (high watermark, last stable
+//! offset, log start) is learned by one long-polling task per owner ([`poll_owner`]): a
+//! Fetch from this broker (a follower's, `replica_id` this node) naming every partition read
+//! here that the owner owns, with the high watermark and log start this broker knows; the
+//! owner reads no records for it and answers when one of them moved, or after
+//! [`POLL_WAIT`]. Until the first answer a replica has nothing to serve (its fetches wait,
+//! then are answered NOT_LEADER_OR_FOLLOWER, and the client goes back to the owner); when the
+//! owner stops answering it serves up to the last offsets it learned. A replica whose owner
+//! or epoch changed in the records is dropped at once (the next fetch makes a new one): a new
+//! owner may cut what lay past the old one's published end and write other bytes there.
+//! Replicas nobody fetched for [`IDLE`] are dropped.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use sluice_store::{Published, ReplicaReader, TopicPartition};
+use tokio::sync::Notify;
+
+use crate::Broker;
+
+/// How long the owner holds a poll without news.
+pub(crate) const POLL_WAIT: Duration = Duration::from_millis(500);
+/// A replica nobody fetched for this long is dropped (and its owner no longer polled for it).
+const IDLE: Duration = Duration::from_secs(60);
+/// How long a new replica waits for its owner's first answer before its fetches are sent
+/// back to the owner.
+const FIRST_ANSWER: Duration = Duration::from_secs(1);
+/// Wait after a failed poll before the next.
+const RETRY: Duration = Duration::from_millis(200);
+/// Fetch version of the polls (topics by name).
+const POLL_VERSION: i16 = 12;
+
+/// One partition another broker owns, read here.
+#[derive(Debug)]
+pub(crate) struct Replica {
+    pub(crate) tp: TopicPartition,
+    pub(crate) reader: ReplicaReader,
+    /// The topic incarnation, owner and leader epoch the records named when this replica
+    /// was made.
+    pub(crate) topic_id: uuid::Uuid,
+    pub(crate) owner: i32,
+    pub(crate) epoch: i32,
+    /// When it was made: one that has learned nothing from its owner within
+    /// [`FIRST_ANSWER`] answers NOT_LEADER_OR_FOLLOWER, and its consumers go to the owner.
+    created: Instant,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// What the owner had published at its last answer; None before the first.
+    published: Option<Published>,
+    last_used: Instant,
+    /// Fetches waiting here for news (held weakly: a finished fetch needs no removal).
+    waiters: Vec<Weak<Notify>>,
+}
+
+impl Replica {
+    /// What the owner has published, as last learned; None before the first answer.
+    pub(crate) fn published(&self) -> Option<Published> {
+        self.state.lock().published
+    }
+
+    /// Whether it has waited longer than [`FIRST_ANSWER`] for its owner's first answer.
+    pub(crate) fn unanswered(&self) -> bool {
+        self.published().is_none() && self.created.elapsed() >= FIRST_ANSWER
+    }
+
+    /// Wake `waiter` when what the owner published changes (until `waiter` is dropped).
+    pub(crate) fn register(&self, waiter: &Arc<Notify>) {
+        let mut s = self.state.lock();
+        s.waiters.retain(|w| w.strong_count() > 0);
+        s.waiters.push(Arc::downgrade(waiter));
+    }
+
+    fn learn(&self, published: Published) {
+        let mut s = self.state.lock();
+        if s.published == Some(published) {
+            return;
+        }
+        s.published = Some(published);
+        s.waiters.retain(|w| match w.upgrade() {
+            Some(n) => {
+                n.notify_one();
+                true
+            }
+            None => false,
+        });
+    }
+}
+
+/// The replicas this broker reads, and the owners it polls.
+#[derive(Debug, Default)]
+pub(crate) struct Readers {
+    parts: Mutex<HashMap<TopicPartition, Arc<Replica>>>,
+    /// Owners with a poll task running.
+    polled: Mutex<BTreeSet<i32>>,
+    /// Record bytes served from replicas.
+    pub(crate) bytes: AtomicU64,
+    /// Polls sent to owners.
+    polls: AtomicU64,
+    /// Fetch answers that named a preferred read replica (as an owner).
+    pub(crate) redirects: AtomicU64,
+}
+
+/// What the metrics page shows of the read replicas.
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) partitions: usize,
+    pub(crate) bytes: u64,
+    pub(crate) polls: u64,
+    pub(crate) redirects: u64,
+}
+
+impl Readers {
+    pub(crate) fn totals(&self) -> Totals {
+        Totals {
+            partitions: self.parts.lock().len(),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            polls: self.polls.load(Ordering::Relaxed),
+            redirects: self.redirects.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The replica of `tp` (of topic `topic_id`) to serve a fetch from, owned by `owner` at
+    /// `epoch` as the records say now: the one kept if it was made for that incarnation,
+    /// owner and epoch, else a new one on the partition's directory (None: no log dir holds
+    /// it), and the owner's poll task started if none runs.
+    pub(crate) fn replica(
+        &self,
+        broker: &Broker,
+        tp: &TopicPartition,
+        (topic_id, owner, epoch): (uuid::Uuid, i32, i32),
+    ) -> Option<Arc<Replica>> {
+        let key = (topic_id, owner, epoch);
+        if let Some(r) = self.parts.lock().get(tp) {
+            if (r.topic_id, r.owner, r.epoch) == key {
+                r.state.lock().last_used = Instant::now();
+                return Some(r.clone());
+            }
+        }
+        // Looked up outside the lock (it reads the volume).
+        let dir = broker.logs.partition_dir(tp, topic_id)?;
+        let made = Arc::new(Replica {
+            tp: tp.clone(),
+            reader: ReplicaReader::new(tp.clone(), dir).of_topic(topic_id),
+            topic_id,
+            owner,
+            epoch,
+            created: Instant::now(),
+            state: Mutex::new(State {
+                published: None,
+                last_used: Instant::now(),
+                waiters: Vec::new(),
+            }),
+        });
+        let replica = {
+            let mut parts = self.parts.lock();
+            match parts.get(tp) {
+                // Made meanwhile by another fetch.
+                Some(r) if (r.topic_id, r.owner, r.epoch) == key => r.clone(),
+                _ => {
+                    parts.insert(tp.clone(), made.clone());
+                    made
+                }
+            }
+        };
+        if let Some(b) = broker.arc() {
+            if self.polled.lock().insert(owner) {
+                tokio::spawn(poll_owner(Arc::downgrade(&b), owner));
+            }
+        }
+        Some(replica)
+    }
+
+    /// The replicas the poll of `owner` names: those made for it whose records still name it
+    /// at their epoch and that were fetched within [`IDLE`]; the others are dropped.
+    fn of_owner(&self, broker: &Broker, owner: i32) -> Vec<Arc<Replica>> {
+        let mut parts = self.parts.lock();
+        parts.retain(|tp, r| {
+            let current =
+                broker.owner_of(&tp.topic, tp.partition) == Some((r.topic_id, r.owner, r.epoch));
+            current && r.state.lock().last_used.elapsed() < IDLE
+        });
+        parts
+            .values()
+            .filter(|r| r.owner == owner)
+            .cloned()
+            .collect()
+    }
+
+    /// Drop the replica of `tp` if it is `replica` (its owner refused it: moved, or fenced).
+    fn drop_replica(&self, replica: &Arc<Replica>) {
+        let mut parts = self.parts.lock();
+        if parts
+            .get(&replica.tp)
+            .is_some_and(|r| Arc::ptr_eq(r, replica))
+        {
+            parts.remove(&replica.tp);
+        }
+    }
+}
+
+/// Poll `owner` for what it published of the partitions read here, until none is left (or
+/// the broker is gone).
+async fn poll_owner(weak: Weak<Broker>, owner: i32) {
+    loop {
+        let Some(broker) = weak.upgrade() else {
+            return;
+        };
+        let replicas = broker.readers.of_owner(&broker, owner);
+        if replicas.is_empty() {
+            // Gone from the set under the parts' lock order: a replica made after this
+            // check starts a new task.
+            let mut polled = broker.readers.polled.lock();
+            if broker.readers.of_owner(&broker, owner).is_empty() {
+                polled.remove(&owner);
+                return;
+            }
+            continue;
+        }
+        let request = poll_request(broker.node_id(), &replicas);
+        broker.readers.polls.fetch_add(1, Ordering::Relaxed);
+        let answer = broker
+            .call_reader_peer(owner, RequestKind::Fetch(request))
+            .await;
+        match answer {
+            Ok(ResponseKind::Fetch(r)) if r.error_code == 0 => {
+                learn_all(&broker, &replicas, r);
+            }
+            Ok(ResponseKind::Fetch(r)) => {
+                tracing::debug!(
+                    owner,
+                    code = r.error_code,
+                    "read replicas: the owner refused a poll"
+                );
+                drop(broker);
+                tokio::time::sleep(RETRY).await;
+            }
+            Ok(_) => {
+                drop(broker);
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(e) => {
+                tracing::debug!(owner, "read replicas: polling the owner failed: {e}");
+                drop(broker);
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// A follower's Fetch naming every replica, at the high watermark and log start it knows
+/// (none yet: -1, which the owner always answers at once), reading nothing.
+fn poll_request(node: i32, replicas: &[Arc<Replica>]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for r in replicas {
+        let known = r.published();
+        let mut fp = FetchPartition::default();
+        fp.partition = r.tp.partition;
+        fp.current_leader_epoch = r.epoch;
+        fp.fetch_offset = known.map_or(-1, |p| p.high_watermark);
+        fp.log_start_offset = known.map_or(-1, |p| p.log_start);
+        fp.partition_max_bytes = 0;
+        match topics.last_mut() {
+            Some(t) if t.topic.0.as_str() == r.tp.topic => t.partitions.push(fp),
+            _ => {
+                let mut t = FetchTopic::default();
+                t.topic = TopicName(StrBytes::from_string(r.tp.topic.clone()));
+                t.partitions.push(fp);
+                topics.push(t);
+            }
+        }
+    }
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(node);
+    req.max_wait_ms = POLL_WAIT.as_millis() as i32;
+    req.min_bytes = 1;
+    req.max_bytes = 0;
+    req.isolation_level = 0;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    req.topics = topics;
+    req
+}
+
+/// Take what the owner answered: offsets into each replica named, and a replica the owner
+/// refused (it moved, or the epoch changed) dropped.
+fn learn_all(
+    broker: &Broker,
+    replicas: &[Arc<Replica>],
+    r: kafka_protocol::messages::FetchResponse,
+) {
+    for t in r.responses {
+        for pd in t.partitions {
+            let Some(replica) = replicas
+                .iter()
+                .find(|x| x.tp.topic == t.topic.0.as_str() && x.tp.partition == pd.partition_index)
+            else {
+                continue;
+            };
+            if pd.error_code != 0 || pd.high_watermark < 0 {
+                if pd.error_code != ResponseError::UnknownLeaderEpoch.code() {
+                    broker.readers.drop_replica(replica);
+                }
+                continue;
+            }
+            replica.learn(Published {
+                log_start: pd.log_start_offset,
+                high_watermark: pd.high_watermark,
+                last_stable: if pd.last_stable_offset >= 0 {
+                    pd.last_stable_offset
+                } else {
+                    pd.high_watermark
+                },
+            });
+        }
+    }
+}
+
+/// The POLL_VERSION of the Fetch a reader's poll sends, for the peer call.
+pub(crate) fn poll_call() -> (ApiKey, i16) {
+    (ApiKey::Fetch, POLL_VERSION)
+}
