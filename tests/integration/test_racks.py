@@ -1,7 +1,9 @@
 """broker.rack: given to clients in Metadata and DescribeCluster (in a cluster, every broker's
-rack by every broker); the Java client's rack-aware range assignor (KIP-881, client.rack)
-gives each consumer the partitions whose owner is in its rack; a consumer with client.rack
-(KIP-392) still reads everything from the owner."""
+rack by every broker); with read replicas off (the leader selector), each partition's one
+replica is its owner, and the Java client's rack-aware range assignor (KIP-881, client.rack)
+gives each consumer the partitions whose owner is in its rack; a consumer with client.rack on
+a single broker reads everything from it. (With read replicas on, every racked broker is a
+replica of every partition: test_read_replicas.py.)"""
 
 import pytest
 
@@ -42,7 +44,9 @@ def test_range_assignor_gives_each_consumer_its_racks_partitions(broker_factory,
     nodes = []
     for node, rack in ((1, "rack-a"), (2, "rack-b")):
         nodes.append(broker_factory(
-            overrides=cluster_overrides(etcd, node, shared, "/sluice-racks", **{"broker.rack": rack}),
+            overrides=cluster_overrides(etcd, node, shared, "/sluice-racks", **{
+                "broker.rack": rack,
+                "replica.selector.class": "org.apache.kafka.common.replica.LeaderSelector"}),
             log_dir=shared, kind="sluice", name=f"node{node}"))
     n1, n2 = nodes
     wait_until(lambda: len(live_brokers(n1.bootstrap)) == 2, 30, "2 brokers")

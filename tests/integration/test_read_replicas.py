@@ -1,0 +1,214 @@
+"""Read replicas on a shared volume (KIP-392, issue 58): in a three-broker cluster with one
+broker per rack, a consumer with client.rack is sent by each partition's owner to the broker
+in its rack (Fetch's preferred_read_replica), which serves the partition straight from the
+shared files without owning it, never past what the owner published. Checked on the brokers'
+metrics (bytes served by read replicas, redirects by owners) and against what a consumer of
+the owners reads: the same records at the same offsets, read_uncommitted and read_committed,
+and through an owner's kill. With `replica.selector.class` the leader's, nothing changes."""
+
+import re
+import time
+import urllib.request
+
+import pytest
+
+import harness
+from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, live_brokers, wait_all_led
+
+pytestmark = pytest.mark.sluice_only
+
+RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    server = EtcdServer(tmp_path / "etcd").start()
+    yield server
+    server.kill()
+
+
+def racked_cluster(broker_factory, etcd, tmp_path, **extra):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers, ports = {}, {}
+    for node, rack in RACKS.items():
+        ports[node] = harness.free_port()
+        brokers[node] = broker_factory(
+            overrides=cluster_overrides(etcd, node, shared, "/sluice-reads", **{
+                "broker.rack": rack, "sluice.metrics.listener": f"127.0.0.1:{ports[node]}", **extra}),
+            log_dir=shared, kind="sluice", name=f"node{node}")
+    bootstrap = bootstrap_of(brokers.values())
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers")
+    return brokers, ports
+
+
+def metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert m, f"{name} missing"
+    return float(m.group(1))
+
+
+def owners_of(bootstrap: str, topic: str, partitions: int) -> dict:
+    return wait_all_led(bootstrap, topic, partitions, timeout=60)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int, **conf) -> dict:
+    """partition -> [(offset, value)] read with assign() from the beginning."""
+    msgs = harness.consume_partitions(bootstrap, topic, range(partitions), expected=expected, timeout=90,
+                                      **{"fetch.wait.max.ms": 100, **conf})
+    out: dict = {}
+    for m in msgs:
+        out.setdefault(m.partition(), []).append((m.offset(), m.value()))
+    return out
+
+
+def test_a_consumer_reads_from_the_broker_in_its_rack(broker_factory, etcd, tmp_path, topic):
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    records = [{"value": b"v%d" % i, "partition": i % 3} for i in range(3000)]
+    harness.produce_all(harness.producer(bootstrap, acks="all"), topic, records)
+
+    # Metadata lists every racked broker as an in-sync replica, the owner first (the Java
+    # client follows a preferred read replica only to a broker listed as a replica).
+    md = harness.admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+    for p, pm in md.partitions.items():
+        assert pm.leader == owners[p]
+        assert pm.replicas[0] == owners[p] and sorted(pm.replicas) == [1, 2, 3], pm.replicas
+        assert sorted(pm.isrs) == [1, 2, 3]
+
+    truth = read_all(bootstrap, topic, 3, 3000)
+    assert sum(len(v) for v in truth.values()) == 3000
+
+    before = {n: metric(ports[n], "sluice_read_replica_bytes_total") for n in RACKS}
+    redirects = {n: metric(ports[n], "sluice_preferred_replica_redirects_total") for n in RACKS}
+    got = read_all(bootstrap, topic, 3, 3000, **{"client.rack": "rack-b"})
+    assert got == truth
+    # Broker 2 (rack-b) served the partitions it does not own; the other owners sent the
+    # consumer there.
+    not_owned = [p for p, o in owners.items() if o != 2]
+    assert not_owned, owners
+    assert metric(ports[2], "sluice_read_replica_bytes_total") > before[2]
+    for p in not_owned:
+        assert metric(ports[owners[p]], "sluice_preferred_replica_redirects_total") > redirects[owners[p]]
+    # An owner in the consumer's rack sends it nowhere.
+    assert metric(ports[2], "sluice_preferred_replica_redirects_total") == redirects[2]
+    assert metric(ports[2], "sluice_read_replica_partitions") == len(not_owned)
+
+
+def test_read_committed_through_a_replica_sees_what_the_owner_gives(broker_factory, etcd, tmp_path, topic):
+    from confluent_kafka import Producer
+
+    brokers, _ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners_of(bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx"})
+    p.init_transactions(30)
+    for t in range(12):
+        p.begin_transaction()
+        for i in range(50):
+            p.produce(topic, value=b"t%d-%d" % (t, i), partition=i % 3)
+        if t % 3 == 2:
+            p.flush(30)  # written, then aborted (librdkafka drops what it has not sent)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    committed = 8 * 50
+    truth = read_all(bootstrap, topic, 3, committed, **{"isolation.level": "read_committed"})
+    assert sum(len(v) for v in truth.values()) == committed
+    assert not any(v.startswith(b"t2-") for vs in truth.values() for _, v in vs)
+    got = read_all(bootstrap, topic, 3, committed, **{"isolation.level": "read_committed", "client.rack": "rack-c"})
+    assert got == truth
+    # read_uncommitted (librdkafka's default is read_committed) through the replica gives
+    # every record, aborted ones included, as the owners do.
+    uncommitted = {"isolation.level": "read_uncommitted"}
+    everything = read_all(bootstrap, topic, 3, 600, **uncommitted)
+    assert sum(len(v) for v in everything.values()) == 600
+    assert read_all(bootstrap, topic, 3, 600, **uncommitted, **{"client.rack": "rack-c"}) == everything
+
+
+def test_a_replica_reader_keeps_reading_through_an_owners_kill(broker_factory, etcd, tmp_path, topic):
+    """A consumer in rack-c reads a partition owned in rack-a through broker 3 while records
+    keep coming; broker 1 is killed mid-way. Every acknowledged record is read once, in offset
+    order, nothing skipped or repeated."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path, **{"sluice.cluster.death.probe.enable": "true"})
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    part = next(p for p, o in owners.items() if o == 1)
+    prod = harness.producer(bootstrap, acks="all")
+    acked = []
+
+    def produce(n, start):
+        vals = [b"r%d" % i for i in range(start, start + n)]
+        for v in vals:
+            prod.produce(topic, value=v, partition=part,
+                         on_delivery=lambda err, m: err is None and acked.append(m.value()))
+        prod.flush(60)
+
+    produce(500, 0)
+    c = harness.consumer(bootstrap, **{"client.rack": "rack-c", "fetch.wait.max.ms": 100})
+    seen = []
+    try:
+        c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
+
+        def drain(until):
+            deadline = time.monotonic() + 90
+            while len(seen) < until and time.monotonic() < deadline:
+                for m in c.consume(num_messages=1000, timeout=0.5):
+                    if m.error() is None:
+                        seen.append((m.offset(), m.value()))
+        drain(500)
+        assert metric(ports[3], "sluice_read_replica_bytes_total") > 0
+        brokers[1].kill()
+        wait_all_led(bootstrap_of([brokers[2], brokers[3]]), topic, 3, exclude=(1,), timeout=60)
+        produce(500, 500)
+        drain(len(acked))
+    finally:
+        c.close()
+    offsets = [o for o, _ in seen]
+    assert offsets == sorted(set(offsets)), "records repeated or out of order"
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "records skipped"
+    assert sorted(v for _, v in seen) == sorted(acked)
+
+
+def test_java_consumer_follows_the_preferred_read_replica(broker_factory, etcd, tmp_path, topic):
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    records = [{"value": b"v%d" % i, "partition": i % 3} for i in range(900)]
+    harness.produce_all(harness.producer(bootstrap, acks="all"), topic, records)
+    before = metric(ports[2], "sluice_read_replica_bytes_total")
+    prog = harness.JavaProgram(tmp_path, "rack-b-consumer", "RackConsumer", bootstrap, f"{topic}-g", topic, "rack-b")
+    try:
+        def read():
+            return {(int(w[1]), int(w[2])) for w in prog.words("REC")}
+        harness.wait_until(lambda: len(read()) >= 900, 90, "every record read by the Java consumer")
+        assert len(read()) == 900
+        assert {p for p, _ in read()} == {0, 1, 2}
+    finally:
+        prog.terminate()
+    if any(o != 2 for o in owners.values()):
+        assert metric(ports[2], "sluice_read_replica_bytes_total") > before
+
+
+def test_the_leader_selector_keeps_reads_on_the_owner(broker_factory, etcd, tmp_path, topic):
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path, **{
+        "replica.selector.class": "org.apache.kafka.common.replica.LeaderSelector"})
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    harness.produce_all(harness.producer(bootstrap), topic, [{"value": b"x", "partition": p} for p in range(3)])
+    md = harness.admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+    assert {p: pm.replicas for p, pm in md.partitions.items()} == {p: [o] for p, o in owners.items()}
+    assert sum(len(v) for v in read_all(bootstrap, topic, 3, 3, **{"client.rack": "rack-b"}).values()) == 3
+    for n in RACKS:
+        assert metric(ports[n], "sluice_read_replica_bytes_total") == 0
+        assert metric(ports[n], "sluice_preferred_replica_redirects_total") == 0
