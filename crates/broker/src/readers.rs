@@ -176,11 +176,15 @@ impl Readers {
                 Some(r) if (r.topic_id, r.owner, r.epoch) == key => r.clone(),
                 _ => {
                     parts.insert(tp.clone(), made.clone());
-                    made
+                    made.clone()
                 }
             }
         };
         if let Some(b) = broker.arc() {
+            if Arc::ptr_eq(&replica, &made) {
+                // Its first offsets at once, not after the owner's poll in flight returns.
+                tokio::spawn(first_answer(Arc::downgrade(&b), made.clone()));
+            }
             if self.polled.lock().insert(owner) {
                 tokio::spawn(poll_owner(Arc::downgrade(&b), owner));
             }
@@ -262,6 +266,29 @@ async fn poll_owner(weak: Weak<Broker>, owner: i32) {
                 tokio::time::sleep(RETRY).await;
             }
         }
+    }
+}
+
+/// A new replica's first offsets: a poll of it alone that the owner answers at once, on the
+/// connection of the other calls to it (held only that long), since the long poll of its
+/// owner may be in flight without it for up to [`POLL_WAIT`].
+async fn first_answer(weak: Weak<Broker>, replica: Arc<Replica>) {
+    let Some(broker) = weak.upgrade() else {
+        return;
+    };
+    let mut request = poll_request(broker.node_id(), std::slice::from_ref(&replica));
+    request.max_wait_ms = 0;
+    let (api, version) = poll_call();
+    let owner = replica.owner;
+    match broker
+        .call_peer(owner, api, version, RequestKind::Fetch(request))
+        .await
+    {
+        Ok(ResponseKind::Fetch(r)) if r.error_code == 0 => {
+            learn_all(&broker, std::slice::from_ref(&replica), r)
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!(owner, "read replicas: a first poll failed: {e}"),
     }
 }
 
