@@ -212,3 +212,75 @@ def test_the_leader_selector_keeps_reads_on_the_owner(broker_factory, etcd, tmp_
     for n in RACKS:
         assert metric(ports[n], "sluice_read_replica_bytes_total") == 0
         assert metric(ports[n], "sluice_preferred_replica_redirects_total") == 0
+
+
+def _reader_consumer(bootstrap: str, topic: str, part: int, rack: str, start=None):
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    c = harness.consumer(bootstrap, **{"client.rack": rack, "fetch.wait.max.ms": 100,
+                                       "isolation.level": "read_uncommitted", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING if start is None else start)])
+    return c
+
+
+def _drain(c, seen: list, until: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while len(seen) < until and time.monotonic() < deadline:
+        for m in c.consume(num_messages=1000, timeout=0.5):
+            if m.error() is None:
+                seen.append((m.offset(), m.value()))
+
+
+def test_a_killed_reader_sends_its_consumers_back_to_the_owner(broker_factory, etcd, tmp_path, topic):
+    """A consumer in rack-c reads a partition owned in rack-a through broker 3; broker 3 is
+    killed; the consumer goes on reading from the owner, nothing skipped or repeated."""
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path, **{"sluice.cluster.death.probe.enable": "true"})
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    part = next(p for p, o in owners.items() if o == 1)
+    prod = harness.producer(bootstrap, acks="all")
+    harness.produce_all(prod, topic, [{"value": b"a%d" % i, "partition": part} for i in range(500)])
+    c = _reader_consumer(bootstrap, topic, part, "rack-c")
+    seen: list = []
+    try:
+        _drain(c, seen, 500)
+        assert len(seen) == 500
+        assert metric(ports[3], "sluice_read_replica_bytes_total") > 0
+        brokers[3].kill()
+        harness.produce_all(prod, topic, [{"value": b"b%d" % i, "partition": part} for i in range(500)])
+        _drain(c, seen, 1000)
+    finally:
+        c.close()
+    assert [o for o, _ in seen] == list(range(1000))
+
+
+def test_a_reader_follows_delete_records_and_retention(broker_factory, etcd, tmp_path, topic):
+    """Records deleted below a new log start on the owner (DeleteRecords) are not served by
+    the reader once it learned the new start: a consumer of the reader positioned below it is
+    reset as a consumer of the owner would be (auto.offset.reset=earliest: to the new start),
+    and reads on from there."""
+    from confluent_kafka import TopicPartition
+
+    brokers, _ports = racked_cluster(broker_factory, etcd, tmp_path, **{"log.segment.bytes": 1 << 20})
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=1)
+    owner = owners_of(bootstrap, topic, 1)[0]
+    other = next(n for n in RACKS if n != owner)
+    prod = harness.producer(bootstrap, acks="all")
+    # About 4 MB: four segments, the first ones wholly below the new start.
+    harness.produce_all(prod, topic, [{"value": b"x%04d" % i + bytes(2000), "partition": 0} for i in range(2000)])
+    truth = read_all(bootstrap, topic, 1, 2000, **{"isolation.level": "read_uncommitted"})[0]
+    got = read_all(bootstrap, topic, 1, 2000, **{"isolation.level": "read_uncommitted", "client.rack": RACKS[other]})[0]
+    assert got == truth
+    a = harness.admin(bootstrap)
+    a.delete_records([TopicPartition(topic, 0, 1500)], request_timeout=30)[TopicPartition(topic, 0, 1500)].result()
+    # Positioned below the new start: reset to it, as by the owner.
+    c = _reader_consumer(bootstrap, topic, 0, RACKS[other], start=0)
+    seen: list = []
+    try:
+        _drain(c, seen, 500)
+    finally:
+        c.close()
+    assert [o for o, _ in seen] == list(range(1500, 2000))
+    assert seen == [(o, v) for o, v in truth if o >= 1500]

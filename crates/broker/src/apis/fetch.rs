@@ -840,11 +840,15 @@ fn read_partition(
         // Offsets only: what this owner has published.
         return Some(answer_read(base, &log, Ok(None), false));
     }
-    if let Some(to) = how
+    // Only an offset the owner holds is sent elsewhere (as Kafka's leader prefers a replica
+    // only when the fetch offset lies in its log): one out of range gets the owner's answer.
+    let in_range = || (log.log_start_offset()..=log.high_watermark()).contains(&t.fetch_offset);
+    let preferred = how
         .rack
         .as_deref()
-        .and_then(|r| preferred_replica(broker, t, r))
-    {
+        .filter(|_| in_range())
+        .and_then(|r| preferred_replica(broker, t, r));
+    if let Some(to) = preferred {
         // Sent to a broker in the consumer's rack, with the offsets and no records, at once
         // (as Kafka's leader answers a fetch it prefers another replica for).
         let (data, _, _) = answer_read(base, &log, Ok(None), read_committed);
