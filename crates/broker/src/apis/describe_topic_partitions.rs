@@ -76,7 +76,6 @@ pub(crate) fn handle(
     }
     let limit = req.response_partition_limit.clamp(1, PARTITION_LIMIT_MAX);
     let live: Vec<i32> = broker.live_brokers().iter().map(|(id, _, _)| *id).collect();
-    let readers = super::metadata::reader_ids(broker);
     let pages = paginate(
         names.iter().map(|n| {
             let start = match &cursor {
@@ -97,7 +96,7 @@ pub(crate) fn handle(
                 .with_is_internal(crate::is_internal_topic(page.name))
                 .with_partitions(
                     page.range
-                        .map(|p| partition(&t, p, &live, &readers))
+                        .map(|p| partition(&t, p, &live))
                         .collect::<Vec<_>>(),
                 ),
             None if all => continue,
@@ -122,22 +121,16 @@ pub(crate) fn handle(
     Some(ResponseKind::DescribeTopicPartitions(resp))
 }
 
-fn partition(
-    t: &TopicState,
-    p: i32,
-    live: &[i32],
-    readers: &[i32],
-) -> DescribeTopicPartitionsResponsePartition {
+fn partition(t: &TopicState, p: i32, live: &[i32]) -> DescribeTopicPartitionsResponsePartition {
     let idx = p as usize;
     let owner = t.meta.owners.get(idx).copied().unwrap_or(-1);
     let epoch = t.meta.epochs.get(idx).copied().unwrap_or(-1);
-    let alive = live.contains(&owner);
-    // The brokers serving its reads are listed beside a live owner (as in Metadata).
-    let replicas: Vec<BrokerId> = match (owner >= 0, alive) {
-        (true, true) => super::metadata::replicas_of(owner, readers),
-        (true, false) => vec![BrokerId(owner)],
-        _ => vec![],
+    let replicas: Vec<BrokerId> = if owner >= 0 {
+        vec![BrokerId(owner)]
+    } else {
+        vec![]
     };
+    let alive = live.contains(&owner);
     DescribeTopicPartitionsResponsePartition::default()
         .with_partition_index(p)
         .with_leader_id(BrokerId(if alive { owner } else { -1 }))

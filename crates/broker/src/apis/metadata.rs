@@ -62,7 +62,7 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
 
 /// The brokers that serve reads of partitions they do not own (KIP-392, `readers.rs`),
 /// sorted.
-pub(crate) fn reader_ids(broker: &Broker) -> Vec<i32> {
+fn reader_ids(broker: &Broker) -> Vec<i32> {
     let mut ids: Vec<i32> = broker
         .read_replicas()
         .into_iter()
@@ -72,10 +72,12 @@ pub(crate) fn reader_ids(broker: &Broker) -> Vec<i32> {
     ids
 }
 
-/// A partition's replicas as clients see them: its owner, then the brokers that serve its
-/// reads from the shared volume (a consumer is sent only to a broker its Metadata lists as
-/// a replica: the Java client checks). Every one is in sync: there is one copy of the data.
-pub(crate) fn replicas_of(owner: i32, readers: &[i32]) -> Vec<BrokerId> {
+/// A partition's replicas as clients see them in Metadata: its owner, then the brokers that
+/// serve its reads from the shared volume (a consumer is sent only to a broker its Metadata
+/// lists as a replica: the Java client checks). Every one is in sync: there is one copy of
+/// the data. DescribeTopicPartitions, which Kafka's tools read (kafka-topics --describe,
+/// kafka-reassign-partitions --verify compares it with its plan), names the owner alone.
+fn replicas_of(owner: i32, readers: &[i32]) -> Vec<BrokerId> {
     std::iter::once(owner)
         .chain(readers.iter().copied().filter(|id| *id != owner))
         .map(BrokerId)
