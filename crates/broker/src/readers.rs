@@ -364,3 +364,105 @@ fn learn_all(
 pub(crate) fn poll_call() -> (ApiKey, i16) {
     (ApiKey::Fetch, POLL_VERSION)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn replica(
+        topic: &str,
+        partition: i32,
+        epoch: i32,
+        published: Option<Published>,
+    ) -> Arc<Replica> {
+        let tp = TopicPartition {
+            topic: topic.into(),
+            partition,
+        };
+        Arc::new(Replica {
+            reader: ReplicaReader::new(tp.clone(), "/nonexistent".into()),
+            tp,
+            topic_id: uuid::Uuid::nil(),
+            owner: 2,
+            epoch,
+            created: Instant::now(),
+            state: Mutex::new(State {
+                published,
+                last_used: Instant::now(),
+                waiters: Vec::new(),
+            }),
+        })
+    }
+
+    #[test]
+    fn a_poll_names_each_replica_at_what_it_knows_and_reads_nothing() {
+        let known = Published {
+            log_start: 5,
+            high_watermark: 40,
+            last_stable: 30,
+        };
+        let rs = [
+            replica("a", 0, 3, Some(known)),
+            replica("a", 1, 4, None),
+            replica("b", 0, 1, None),
+        ];
+        let req = poll_request(7, &rs);
+        assert_eq!(req.replica_id.0, 7);
+        assert_eq!(req.max_wait_ms, POLL_WAIT.as_millis() as i32);
+        assert_eq!(req.session_epoch, -1, "sessionless");
+        let names: Vec<_> = req.topics.iter().map(|t| t.topic.0.to_string()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let a = &req.topics[0].partitions;
+        assert_eq!(
+            (
+                a[0].partition,
+                a[0].fetch_offset,
+                a[0].log_start_offset,
+                a[0].current_leader_epoch
+            ),
+            (0, 40, 5, 3)
+        );
+        // Nothing known yet: -1, which the owner answers at once.
+        assert_eq!((a[1].fetch_offset, a[1].log_start_offset), (-1, -1));
+        assert!(req
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .all(|p| p.partition_max_bytes == 0));
+    }
+
+    #[test]
+    fn learning_wakes_waiters_only_when_something_moved() {
+        let r = replica("a", 0, 1, None);
+        let waiter = Arc::new(Notify::new());
+        r.register(&waiter);
+        let p = Published {
+            log_start: 0,
+            high_watermark: 10,
+            last_stable: 10,
+        };
+        r.learn(p);
+        assert_eq!(r.published(), Some(p));
+        // The wake-up is kept for the next wait: it completes at once.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let woke = |w: &Arc<Notify>| {
+            rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(50), w.notified())
+                    .await
+                    .is_ok()
+            })
+        };
+        assert!(woke(&waiter));
+        r.learn(p);
+        assert!(!woke(&waiter), "the same offsets again wake no one");
+        r.learn(Published {
+            high_watermark: 11,
+            ..p
+        });
+        assert!(woke(&waiter));
+    }
+}

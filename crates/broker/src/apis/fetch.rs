@@ -750,10 +750,6 @@ pub(crate) struct ColdReads {
 /// the records' total bytes; whether any partition had an error.
 type ReadAll = (Vec<(PartitionData, Option<FileSlice>)>, usize, bool);
 
-/// Read every target once. Returns per-target data with the file region holding its records
-/// (left in the file: the server sends it), total record bytes, and whether any partition
-/// had an error (which answers at once, like Kafka); None when `reads` is
-/// [`Reads::Cached`] and some partition's read would have waited for the volume.
 /// What a fetch asks of its reads.
 #[derive(Clone, Debug)]
 struct How {
@@ -765,6 +761,11 @@ struct How {
     rack: Option<String>,
 }
 
+/// Read every target once. Returns per-target data with the file region holding its records
+/// (left in the file: the server sends it), total record bytes, and whether any partition
+/// had an error or must be answered at once (a preferred read replica named, as Kafka
+/// answers); None when `reads` is [`Reads::Cached`] and some partition's read would have
+/// waited for the volume (or is a read replica's, always read on a blocking thread).
 fn read_all(broker: &Broker, targets: &[Target], how: &How, reads: Reads) -> Option<ReadAll> {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
