@@ -82,6 +82,8 @@ VIOLATING_FINDINGS = ("broker-died", "broker-start-failed", "partition-unavailab
                       "group-consumer-behind", "transform-behind")
 # librdkafka's own log lines (connection refused, ...) are expected under faults: errors only
 QUIET = {"log_level": 2}
+# The rack of the consumers that observe a cluster run (broker 2's): see Env.reader_conf.
+READER_RACK = "rack-2"
 
 SINGLE_FAULTS = ("kill", "pause", "crash", "fsync-eio", "enospc", "disk-full", "unmount")
 # the loop-device volume the hosts' data lives on (disk-full fills it)
@@ -233,6 +235,11 @@ class Env:
         # its directory is fsynced. A cluster's is NFS: the server makes them stable before it
         # answers (and the three mounts share one backing directory).
         self.metadata = "sync" if self.cluster else "dirsync"
+        # A cluster's brokers are in racks of their own, and the consumers that observe the
+        # run (live, group, transform) are in broker 2's: they read the partitions brokers 1
+        # and 3 own through broker 2, a read replica (docs/cluster.md), under every fault.
+        # The final checks read from the owners.
+        self.reader_conf: Dict[str, str] = {"client.rack": READER_RACK} if self.cluster else {}
         for i in range(n):
             self.mounts.append(mount_faultfs(self.backing, workdir / f"host{i + 1}" / "mnt",
                                              log_path=workdir / f"host{i + 1}" / "faultfs.log",
@@ -253,6 +260,7 @@ class Env:
                     "sluice.cluster.etcd.prefix": prefix,
                     "sluice.cluster.lease.ms": LEASE_MS,
                     "sluice.cluster.poll.ms": 100,
+                    "broker.rack": f"rack-{i + 1}",
                 })
             props.update(broker_config or {})
             b = harness.SluiceBroker(workdir / f"host{i + 1}", log_dir=self.mounts[i].mountpoint,
@@ -532,7 +540,8 @@ class LiveConsumer:
         self.hist = hist
         self.by_topic = {w.topic: w.name for w in wls}
         self.c = harness.consumer(env.bootstrap, **{**QUIET, "enable.partition.eof": False,
-                                                    "topic.metadata.refresh.interval.ms": 1000})
+                                                    "topic.metadata.refresh.interval.ms": 1000,
+                                                    **env.reader_conf})
         self.c.assign([TopicPartition(w.topic, p, OFFSET_BEGINNING) for w in wls for p in range(PARTITIONS)])
         self.stop_flag = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name="live-consumer")
@@ -594,7 +603,8 @@ class GroupConsumer:
             **QUIET, "bootstrap.servers": self.env.bootstrap, "broker.address.family": "v4",
             "group.id": self.group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000})
+            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000,
+            **self.env.reader_conf})
         try:
             c.subscribe([self.wl.topic])
         except BaseException:
@@ -877,7 +887,8 @@ class TransformChain:
         self.instances += 1
         c = group_client(self.env, f"transform consumer #{self.instances}", harness.consumer_conf(
             self.env.bootstrap, **{**QUIET, "group.id": self.group, "isolation.level": "read_committed",
-                                   "enable.partition.eof": False, "session.timeout.ms": 10000}))
+                                   "enable.partition.eof": False, "session.timeout.ms": 10000,
+                                   **self.env.reader_conf}))
         try:
             c.subscribe([self.in_topic])
             # SLUICE_FAULTS_CHAIN_DEBUG=eos,... : librdkafka debug contexts of the chain's
