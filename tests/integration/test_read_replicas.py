@@ -383,3 +383,199 @@ def test_a_reader_serves_a_compacted_topic_consistently(broker_factory, etcd, tm
     for o in sorted(produced):
         latest[produced[o][0]] = o
     assert set(latest.values()) <= set(offsets)
+
+
+# Found by an adversary on 42c0382 (the first version of read replicas), since fixed.
+
+
+def test_adv_reassign_verify_reports_a_move_completed_with_read_replicas(broker_factory, etcd, tmp_path,
+                                                                          kafka_tool, topic):
+    """Found by an adversary on 42c0382, since fixed. docs/cluster.md 'Moving partitions by hand': `kafka-reassign-partitions --verify`
+    reports a move completed once the new owner acquired the partition. With read replicas
+    on (broker.rack set, the default selector) Metadata/DescribeTopics list every racked
+    broker as a replica, so the tool compares [owner, readers...] to the plan's [N] and
+    never reports the move completed."""
+    import json
+
+    brokers, _ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=1)
+    owners = owners_of(bootstrap, topic, 1)
+    target = next(n for n in RACKS if n != owners[0])
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [target],
+                                          "log_dirs": ["any"]}]}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    execute = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--execute",
+                         "--reassignment-json-file", str(plan_file)).check()
+    assert "Successfully started partition reassignment" in execute.out, execute.out + execute.err
+    harness.wait_until(lambda: owners_of(bootstrap, topic, 1)[0] == target or None, 30, "the move")
+
+    last = {}
+
+    def verified():
+        res = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--verify",
+                         "--reassignment-json-file", str(plan_file))
+        last["out"] = res.out + res.err
+        return res if "is completed" in res.out else None
+
+    try:
+        harness.wait_until(verified, 30, "--verify to report the reassignment completed")
+    except Exception:
+        raise AssertionError("--verify never reported the move completed: " + last.get("out", ""))
+
+
+
+def test_adv_a_replica_follows_its_partition_moved_to_another_log_dir(broker_factory, etcd, tmp_path, topic):
+    """Found by an adversary on 42c0382, since fixed. Claim 3 through AlterReplicaLogDirs on the owner (several shared log dirs, docs/cluster.md
+    'Per-directory files'): readers.rs makes a Replica's ReplicaReader on the directory it
+    found at the replica's making (Readers::replica, partition_dir) and keeps it while the
+    topic id, owner and epoch are unchanged. A move between log dirs changes none of them, so
+    broker 3 keeps reading the old directory, which the owner no longer writes (then
+    removes): the rack-c consumer reads nothing past the move."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from nfs_support import alter_replica_log_dirs, dir_of
+
+    shared1, shared2 = tmp_path / "shared1", tmp_path / "shared2"
+    shared1.mkdir()
+    shared2.mkdir()
+    brokers, ports = {}, {}
+    for node, rack in RACKS.items():
+        ports[node] = harness.free_port()
+        brokers[node] = broker_factory(
+            overrides=cluster_overrides(etcd, node, shared1, "/sluice-reads", **{
+                "log.dirs": f"{shared1},{shared2}", "broker.rack": rack,
+                "sluice.metrics.listener": f"127.0.0.1:{ports[node]}"}),
+            log_dir=shared1, kind="sluice", name=f"node{node}")
+    bootstrap = bootstrap_of(brokers.values())
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers")
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    part = next(p for p, o in owners.items() if o != 3)
+    owner = brokers[owners[part]]
+    prod = harness.producer(bootstrap, acks="all")
+    acked = []
+
+    def produce(start, n):
+        for i in range(start, start + n):
+            prod.produce(topic, value=b"r%d" % i, partition=part,
+                         on_delivery=lambda err, m: err is None and acked.append(m.value()))
+        prod.flush(60)
+
+    produce(0, 500)
+    c = harness.consumer(bootstrap, **{"client.rack": "rack-c", "fetch.wait.max.ms": 100})
+    seen = []
+    try:
+        c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
+
+        def drain(until, secs):
+            deadline = time.monotonic() + secs
+            while len(seen) < until and time.monotonic() < deadline:
+                for m in c.consume(num_messages=1000, timeout=0.5):
+                    if m.error() is None:
+                        seen.append((m.offset(), m.value()))
+        drain(500, 60)
+        assert len(seen) == 500
+        assert metric(ports[3], "sluice_read_replica_bytes_total") > 0
+        origin = dir_of(owner.bootstrap, topic, part)
+        target = str(shared2) if origin == str(shared1) else str(shared1)
+        assert alter_replica_log_dirs(owner.bootstrap, {target: {topic: [part]}}) == {(topic, part): 0}
+        harness.wait_until(lambda: dir_of(owner.bootstrap, topic, part) == target, 60, "the move between log dirs")
+        produce(500, 500)
+        drain(1000, 60)
+    finally:
+        c.close()
+    offsets = [o for o, _ in seen]
+    assert offsets == sorted(set(offsets)), "records repeated or out of order"
+    assert len(seen) == len(acked) == 1000, f"read {len(seen)} of {len(acked)} acknowledged records"
+
+
+def test_adv_reassign_generate_works_with_read_replicas(broker_factory, etcd, tmp_path, kafka_tool, topic):
+    """Found by an adversary on 42c0382, since fixed. Same root cause as the --verify finding: `kafka-reassign-partitions --generate` takes a
+    partition's replication factor from the replicas Metadata lists, now [owner, readers...]
+    (3 in a three-rack cluster), so a plan for a broker list of two fails ('Replication factor:
+    3 larger than available brokers: 2'), where without racks it proposes one."""
+    import json
+
+    brokers, _ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners_of(bootstrap, topic, 3)
+    topics_json = tmp_path / "topics.json"
+    topics_json.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    gen = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--generate", "--topics-to-move-json-file",
+                     str(topics_json), "--broker-list", "1,2")
+    assert gen.rc == 0 and "Proposed partition reassignment configuration" in gen.out, gen.out + gen.err
+
+
+def test_adv_without_racks_a_non_owner_still_refuses_a_consumers_fetch(broker_factory, etcd, tmp_path, topic):
+    """Found by an adversary on 42c0382, since fixed. Claim 4 (nothing changes for clusters without broker.rack): fetch.rs `source()` makes a
+    read replica for any consumer fetch of a partition another broker owns whenever
+    `replica.selector.class` is not the leader's (the default), whatever the racks and the
+    Fetch version. So in a cluster without broker.rack, a Fetch v4 (before KIP-392's v11;
+    Kafka's followers refuse it) sent to a non-owner is no longer answered
+    NOT_LEADER_OR_FOLLOWER: it is answered with no error (nothing yet, then the records)."""
+    from test_cluster_fencing import fetch_error
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers = {}
+    for node in RACKS:
+        brokers[node] = broker_factory(
+            overrides=cluster_overrides(etcd, node, shared, "/sluice-reads"),
+            log_dir=shared, kind="sluice", name=f"node{node}")
+    bootstrap = bootstrap_of(brokers.values())
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers")
+    harness.create_topic(bootstrap, topic, partitions=1)
+    owner = owners_of(bootstrap, topic, 1)[0]
+    harness.produce_all(harness.producer(bootstrap, acks="all"), topic, [{"value": b"x", "partition": 0}] * 10)
+    other = next(n for n in RACKS if n != owner)
+    codes = []
+    for _ in range(3):
+        codes.append(fetch_error(brokers[other].bootstrap, topic, 0))
+        time.sleep(1.2)
+    assert codes == [6, 6, 6], f"Fetch v4 to non-owner {other} answered {codes} (6: NOT_LEADER_OR_FOLLOWER)"
+
+
+def test_adv_a_replica_serves_records_deleted_records_removed(broker_factory, etcd, tmp_path, topic):
+    """Found by an adversary on 42c0382, since fixed. DeleteRecords on the owner moves its log start without waking the read replicas' polls
+    (fetch.rs: a poll waits on fetch_waiters, which DeleteRecords does not wake; only an HWM
+    move or POLL_WAIT answers it), so for up to 500 ms after DeleteRecords is acknowledged
+    a reader still serves the records below the new log start, which the owner refuses
+    (OFFSET_OUT_OF_RANGE); Kafka acknowledges DeleteRecords only once every replica's log
+    start has moved (its low watermark)."""
+    from confluent_kafka import TopicPartition
+
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=1)
+    owners = owners_of(bootstrap, topic, 1)
+    if owners[0] == 3:
+        pytest.skip("partition owned in rack-c")
+    prod = harness.producer(bootstrap, acks="all")
+    harness.produce_all(prod, topic, [{"value": b"w%d" % i, "partition": 0} for i in range(200)])
+    assert sum(len(v) for v in read_all(bootstrap, topic, 1, 200, **{"client.rack": "rack-c"}).values()) == 200
+    admin = harness.admin(bootstrap)
+    c = harness.consumer(bootstrap, **{"client.rack": "rack-c", "fetch.wait.max.ms": 50,
+                                       "auto.offset.reset": "error"})
+    served_deleted = []
+    try:
+        end = 200
+        for i in range(12):
+            harness.produce_all(prod, topic, [{"value": b"n%d-%d" % (i, j), "partition": 0} for j in range(20)])
+            end += 20
+            time.sleep(0.05)
+            cut = end - 10
+            admin.delete_records([TopicPartition(topic, 0, cut)], request_timeout=30)[
+                TopicPartition(topic, 0, cut)].result(timeout=30)
+            # DeleteRecords is acknowledged: nothing below `cut` may be read any more.
+            c.assign([TopicPartition(topic, 0, cut - 5)])
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                for m in c.consume(num_messages=100, timeout=0.1):
+                    if m.error() is None and m.offset() < cut:
+                        served_deleted.append((i, cut, m.offset()))
+            c.unassign()
+    finally:
+        c.close()
+    assert not served_deleted, f"records below an acknowledged DeleteRecords' offset read: {served_deleted[:10]}"

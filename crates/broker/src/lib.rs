@@ -790,7 +790,7 @@ impl Broker {
             RequestKind::DescribeLogDirs(r) => {
                 ready(apis::describe_log_dirs::handle(self, r, version))
             }
-            RequestKind::DeleteRecords(r) => ready(apis::delete_records::handle(self, r, version)),
+            RequestKind::DeleteRecords(r) => apis::delete_records::handle(self, r, version),
             RequestKind::AlterReplicaLogDirs(r) => {
                 ready(apis::alter_replica_log_dirs::handle(self, r, version))
             }

@@ -22,10 +22,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use sluice_store::{Published, ReplicaReader, TopicPartition};
@@ -40,10 +37,17 @@ const IDLE: Duration = Duration::from_secs(60);
 /// How long a new replica waits for its owner's first answer before its fetches are sent
 /// back to the owner.
 const FIRST_ANSWER: Duration = Duration::from_secs(1);
+/// A replica whose owner has not answered for this long serves nothing (see
+/// [`Replica::stale`]).
+const ANSWER_STALE: Duration = Duration::from_secs(5);
+/// As an owner: a reader that has not polled a partition for this long (twice
+/// [`ANSWER_STALE`]: it has stopped serving it) is not waited for.
+const READER_GONE: Duration = Duration::from_secs(10);
 /// Wait after a failed poll before the next.
 const RETRY: Duration = Duration::from_millis(200);
-/// Fetch version of the polls (topics by name).
-const POLL_VERSION: i16 = 12;
+/// Fetch version of the polls: 13, topics by id, so that an answer about another
+/// incarnation of a topic's name is never taken for this one's.
+const POLL_VERSION: i16 = 13;
 
 /// One partition another broker owns, read here.
 #[derive(Debug)]
@@ -65,6 +69,8 @@ pub(crate) struct Replica {
 struct State {
     /// What the owner had published at its last answer; None before the first.
     published: Option<Published>,
+    /// When the owner last answered.
+    answered_at: Option<Instant>,
     last_used: Instant,
     /// Fetches waiting here for news (held weakly: a finished fetch needs no removal).
     waiters: Vec<Weak<Notify>>,
@@ -88,8 +94,19 @@ impl Replica {
         s.waiters.push(Arc::downgrade(waiter));
     }
 
+    /// Whether its owner has not answered for [`ANSWER_STALE`]: it serves nothing then (its
+    /// consumers go to the owner), since the owner stops waiting for it after
+    /// [`READER_GONE`] (DeleteRecords, [`Readers::readers_behind`]).
+    pub(crate) fn stale(&self) -> bool {
+        self.state
+            .lock()
+            .answered_at
+            .is_some_and(|t| t.elapsed() >= ANSWER_STALE)
+    }
+
     fn learn(&self, published: Published) {
         let mut s = self.state.lock();
+        s.answered_at = Some(Instant::now());
         if s.published == Some(published) {
             return;
         }
@@ -116,6 +133,9 @@ pub(crate) struct Readers {
     polls: AtomicU64,
     /// Fetch answers that named a preferred read replica (as an owner).
     pub(crate) redirects: AtomicU64,
+    /// As an owner: the log start each reader's last poll of a partition said it knows, and
+    /// when (a DeleteRecords is answered once every reader knows its new start).
+    polled_by: Mutex<HashMap<TopicPartition, HashMap<i32, (i64, Instant)>>>,
 }
 
 /// What the metrics page shows of the read replicas.
@@ -128,6 +148,29 @@ pub(crate) struct Totals {
 }
 
 impl Readers {
+    /// As an owner: reader `node` polled `tp` saying it knows log start `log_start`.
+    pub(crate) fn note_poll(&self, node: i32, tp: TopicPartition, log_start: i64) {
+        let mut by = self.polled_by.lock();
+        by.entry(tp)
+            .or_default()
+            .insert(node, (log_start, Instant::now()));
+    }
+
+    /// As an owner: whether a reader that polled `tp` within [`READER_GONE`] still knows a
+    /// log start below `start` (those gone longer are forgotten here).
+    pub(crate) fn readers_behind(&self, tp: &TopicPartition, start: i64) -> bool {
+        let mut by = self.polled_by.lock();
+        let Some(readers) = by.get_mut(tp) else {
+            return false;
+        };
+        readers.retain(|_, (_, at)| at.elapsed() < READER_GONE);
+        let behind = readers.values().any(|(known, _)| *known < start);
+        if readers.is_empty() {
+            by.remove(tp);
+        }
+        behind
+    }
+
     pub(crate) fn totals(&self) -> Totals {
         Totals {
             partitions: self.parts.lock().len(),
@@ -165,6 +208,7 @@ impl Readers {
             created: Instant::now(),
             state: Mutex::new(State {
                 published: None,
+                answered_at: None,
                 last_used: Instant::now(),
                 waiters: Vec::new(),
             }),
@@ -201,11 +245,23 @@ impl Readers {
                 broker.owner_of(&tp.topic, tp.partition) == Some((r.topic_id, r.owner, r.epoch));
             current && r.state.lock().last_used.elapsed() < IDLE
         });
-        parts
+        let mut of: Vec<Arc<Replica>> = parts
             .values()
             .filter(|r| r.owner == owner)
             .cloned()
-            .collect()
+            .collect();
+        // One entry per topic in the poll.
+        of.sort_by_key(|r| (r.topic_id, r.tp.partition));
+        of
+    }
+
+    /// Drop `replica` if its directory is no longer where the partition's files are (its
+    /// owner moved it to another log dir): the next fetch makes one on the new directory.
+    pub(crate) fn drop_if_moved(&self, broker: &Broker, replica: &Arc<Replica>) {
+        let now = broker.logs.partition_dir(&replica.tp, replica.topic_id);
+        if now.as_deref() != Some(replica.reader.dir()) {
+            self.drop_replica(replica);
+        }
     }
 
     /// Drop the replica of `tp` if it is `replica` (its owner refused it: moved, or fenced).
@@ -305,10 +361,10 @@ fn poll_request(node: i32, replicas: &[Arc<Replica>]) -> FetchRequest {
         fp.log_start_offset = known.map_or(-1, |p| p.log_start);
         fp.partition_max_bytes = 0;
         match topics.last_mut() {
-            Some(t) if t.topic.0.as_str() == r.tp.topic => t.partitions.push(fp),
+            Some(t) if t.topic_id == r.topic_id => t.partitions.push(fp),
             _ => {
                 let mut t = FetchTopic::default();
-                t.topic = TopicName(StrBytes::from_string(r.tp.topic.clone()));
+                t.topic_id = r.topic_id;
                 t.partitions.push(fp);
                 topics.push(t);
             }
@@ -337,7 +393,7 @@ fn learn_all(
         for pd in t.partitions {
             let Some(replica) = replicas
                 .iter()
-                .find(|x| x.tp.topic == t.topic.0.as_str() && x.tp.partition == pd.partition_index)
+                .find(|x| x.topic_id == t.topic_id && x.tp.partition == pd.partition_index)
             else {
                 continue;
             };
@@ -370,6 +426,10 @@ pub(crate) fn poll_call() -> (ApiKey, i16) {
 mod tests {
     use super::*;
 
+    fn id(topic: &str) -> uuid::Uuid {
+        uuid::Uuid::from_u128(topic.bytes().map(u128::from).sum())
+    }
+
     fn replica(
         topic: &str,
         partition: i32,
@@ -383,12 +443,13 @@ mod tests {
         Arc::new(Replica {
             reader: ReplicaReader::new(tp.clone(), "/nonexistent".into()),
             tp,
-            topic_id: uuid::Uuid::nil(),
+            topic_id: id(topic),
             owner: 2,
             epoch,
             created: Instant::now(),
             state: Mutex::new(State {
                 published,
+                answered_at: None,
                 last_used: Instant::now(),
                 waiters: Vec::new(),
             }),
@@ -411,8 +472,8 @@ mod tests {
         assert_eq!(req.replica_id.0, 7);
         assert_eq!(req.max_wait_ms, POLL_WAIT.as_millis() as i32);
         assert_eq!(req.session_epoch, -1, "sessionless");
-        let names: Vec<_> = req.topics.iter().map(|t| t.topic.0.to_string()).collect();
-        assert_eq!(names, ["a", "b"]);
+        let ids: Vec<_> = req.topics.iter().map(|t| t.topic_id).collect();
+        assert_eq!(ids, [id("a"), id("b")]);
         let a = &req.topics[0].partitions;
         assert_eq!(
             (

@@ -1,6 +1,7 @@
 //! DeleteRecords: raise a partition's log start offset.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -8,17 +9,79 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
+use sluice_store::TopicPartition;
+
 use crate::errors::read_error_code;
 use crate::Broker;
 
 /// "Up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
+/// Longest wait for the read replicas of a partition to learn its new log start (at most the
+/// request's timeout).
+const READERS_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// DeleteRecords, answered once every read replica that reads a partition knows its new log
+/// start (`readers.rs`: the owner wakes their polls and waits for their next ones), as Kafka
+/// answers once every in-sync replica's log start moved; a partition some reader has not
+/// caught up with within the request's timeout is answered REQUEST_TIMED_OUT, as by Kafka
+/// (its records are gone on the owner all the same).
 pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: DeleteRecordsRequest,
     _version: i16,
-) -> Option<ResponseKind> {
+) -> crate::Reply {
+    let wait = Duration::from_millis(req.timeout_ms.max(0) as u64).min(READERS_WAIT_MAX);
+    let mut response = delete(broker, req);
+    let moved: Vec<(usize, usize, TopicPartition, i64)> = response
+        .topics
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            t.partitions.iter().enumerate().filter_map(move |(j, p)| {
+                (p.error_code == 0).then(|| {
+                    let tp = TopicPartition {
+                        topic: t.name.0.to_string(),
+                        partition: p.partition_index,
+                    };
+                    (i, j, tp, p.low_watermark)
+                })
+            })
+        })
+        .collect();
+    for (_, _, tp, _) in &moved {
+        if let Some(log) = broker
+            .registry
+            .get(&tp.topic)
+            .and_then(|s| s.log(tp.partition).cloned())
+        {
+            broker.fetch_waiters.wake(&log);
+        }
+    }
+    let broker = broker.clone();
+    Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + wait;
+        let behind = |b: &Broker| {
+            moved
+                .iter()
+                .filter(|(_, _, tp, low)| b.readers.readers_behind(tp, *low))
+                .map(|(i, j, _, _)| (*i, *j))
+                .collect::<Vec<_>>()
+        };
+        let mut late = behind(&broker);
+        while !late.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            late = behind(&broker);
+        }
+        for (i, j) in late {
+            response.topics[i].partitions[j].error_code = ResponseError::RequestTimedOut.code();
+        }
+        Some(ResponseKind::DeleteRecords(response))
+    })
+}
+
+/// Raise the log start of each partition named that this broker owns.
+fn delete(broker: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let topics = req
         .topics
         .into_iter()
@@ -56,7 +119,5 @@ pub(crate) fn handle(
                 .with_partitions(partitions)
         })
         .collect();
-    Some(ResponseKind::DeleteRecords(
-        DeleteRecordsResponse::default().with_topics(topics),
-    ))
+    DeleteRecordsResponse::default().with_topics(topics)
 }

@@ -101,8 +101,20 @@ pub(crate) fn handle(
         Err(code) => return error_response(code),
     };
     let rack = (version >= 11 && !req.rack_id.is_empty()).then(|| req.rack_id.to_string());
+    let limits = Limits::of(broker, &req, &client, version);
+    if limits.reader_poll {
+        // What each reader knows of the log start (DeleteRecords waits for it).
+        let node = follower_id(&req, version);
+        for t in &targets {
+            let tp = sluice_store::TopicPartition {
+                topic: t.topic.clone(),
+                partition: t.partition,
+            };
+            broker.readers.note_poll(node, tp, t.log_start);
+        }
+    }
     let fetch = Fetch {
-        limits: Limits::of(broker, &req, &client, version),
+        limits,
         broker: broker.clone(),
         client,
         listener,
@@ -309,6 +321,12 @@ enum Source {
 }
 
 impl Fetch {
+    /// Whether this fetch may be served from read replicas: a consumer's (not a reader's
+    /// poll) of version 11 or later (KIP-392: Kafka's followers serve consumers from there).
+    fn serves_replicas(&self) -> bool {
+        !self.limits.reader_poll && self.version >= 11
+    }
+
     /// Read until the answer has min.bytes, an error, or max.wait.ms passed. Only a fetch
     /// that waits watches its logs (most are answered by their first read): once it has to
     /// wait, an append to one of them wakes it, and it reads again only when a log's end
@@ -316,9 +334,10 @@ impl Fetch {
     async fn serve(self, mut targets: Vec<Target>) -> Option<Response> {
         let deadline = Instant::now() + self.limits.max_wait;
         let poll = self.limits.reader_poll;
+        let replicas = self.serves_replicas();
         let watched: Vec<_> = targets
             .iter()
-            .map(|t| source(&self.broker, t, !poll))
+            .map(|t| source(&self.broker, t, replicas))
             .collect();
         let waiter = Arc::new(tokio::sync::Notify::new());
         let mut registered = false;
@@ -381,6 +400,7 @@ impl Fetch {
             max_bytes: self.limits.max_bytes,
             read_committed: self.limits.read_committed,
             reader_poll: self.limits.reader_poll,
+            replicas: self.serves_replicas(),
             rack: self.rack.clone(),
         };
         if let Some(read) = read_all(&self.broker, &targets, &how, Reads::Cached) {
@@ -680,7 +700,10 @@ fn source(broker: &Broker, t: &Target, replicas: bool) -> Option<Source> {
     if let Some(log) = lookup(broker, t) {
         return Some(Source::Own(log));
     }
-    if !replicas || !broker.config.read_replicas || t.topic.is_empty() {
+    // Only a broker that Metadata lists as a replica (read replicas on, a rack) serves reads
+    // of partitions it does not own: without racks nothing changes.
+    let listed = broker.config.read_replicas && broker.config.rack.is_some();
+    if !replicas || !listed || t.topic.is_empty() {
         return None;
     }
     let (id, owner, epoch) = broker.owner_of(&t.topic, t.partition)?;
@@ -757,6 +780,8 @@ struct How {
     read_committed: bool,
     /// A read replica's poll: offsets only, from this broker's own logs.
     reader_poll: bool,
+    /// Partitions other brokers own may be read here ([`Fetch::serves_replicas`]).
+    replicas: bool,
     /// The consumer's rack, for the preferred read replica.
     rack: Option<String>,
 }
@@ -803,7 +828,7 @@ fn read_partition(
         .with_log_start_offset(-1)
         .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
         .with_aborted_transactions(read_committed.then(Vec::new));
-    let log = match source(broker, t, !how.reader_poll) {
+    let log = match source(broker, t, how.replicas) {
         Some(Source::Own(log)) => Some(log),
         Some(Source::Replica(r)) => {
             if reads == Reads::Cached {
@@ -886,7 +911,7 @@ fn read_partition(
 /// (KIP-392). Read on a blocking thread, the records brought into the page cache.
 fn read_replica(
     broker: &Broker,
-    r: &crate::readers::Replica,
+    r: &Arc<crate::readers::Replica>,
     t: &Target,
     base: PartitionData,
     max_bytes: usize,
@@ -894,6 +919,11 @@ fn read_replica(
     read_committed: bool,
 ) -> (PartitionData, Option<FileSlice>, bool) {
     if let Some(code) = crate::registry::leader_epoch_code(t.current_leader_epoch, r.epoch) {
+        return (base.with_error_code(code), None, true);
+    }
+    if r.stale() {
+        // Its owner has not answered for a while: the consumer goes to the owner.
+        let code = ResponseError::NotLeaderOrFollower.code();
         return (base.with_error_code(code), None, true);
     }
     let Some(published) = r.published() else {
@@ -931,6 +961,21 @@ fn read_replica(
             }
             Ok(res)
         });
+    let end = if read_committed {
+        published.last_stable
+    } else {
+        published.high_watermark
+    };
+    let found_nothing = match &read {
+        Ok(res) => res.slice.as_ref().is_none_or(|s| s.len == 0) && t.fetch_offset < end,
+        Err(_) => true,
+    };
+    if found_nothing {
+        // Nothing where the owner published something, or an error: if the partition's
+        // directory is elsewhere now (the owner moved it to another log dir), this replica is
+        // dropped, and the next fetch makes one on the new directory.
+        broker.readers.drop_if_moved(broker, r);
+    }
     match read {
         Ok(res) => match res.slice.filter(|s| s.len > 0) {
             Some(slice) => {
