@@ -135,8 +135,12 @@ pub(crate) struct Readers {
     pub(crate) redirects: AtomicU64,
     /// As an owner: the log start each reader's last poll of a partition said it knows, and
     /// when (a DeleteRecords is answered once every reader knows its new start).
-    polled_by: Mutex<HashMap<TopicPartition, HashMap<i32, (i64, Instant)>>>,
+    polled_by: Mutex<HashMap<TopicPartition, PolledBy>>,
 }
+
+/// As an owner, per reader node: the log start its last poll of a partition said it knows,
+/// and when.
+type PolledBy = HashMap<i32, (i64, Instant)>;
 
 /// What the metrics page shows of the read replicas.
 #[derive(Debug, Default)]

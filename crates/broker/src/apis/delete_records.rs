@@ -38,15 +38,17 @@ pub(crate) fn handle(
         .iter()
         .enumerate()
         .flat_map(|(i, t)| {
-            t.partitions.iter().enumerate().filter_map(move |(j, p)| {
-                (p.error_code == 0).then(|| {
+            t.partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.error_code == 0)
+                .map(move |(j, p)| {
                     let tp = TopicPartition {
                         topic: t.name.0.to_string(),
                         partition: p.partition_index,
                     };
                     (i, j, tp, p.low_watermark)
                 })
-            })
         })
         .collect();
     for (_, _, tp, _) in &moved {
