@@ -11,7 +11,10 @@
 //! owner reads no records for it and answers when one of them moved, or after
 //! [`POLL_WAIT`]. Until the first answer a replica has nothing to serve (its fetches wait,
 //! then are answered NOT_LEADER_OR_FOLLOWER, and the client goes back to the owner); when the
-//! owner stops answering it serves up to the last offsets it learned. A replica whose owner
+//! owner stops answering it serves up to the last offsets it learned for [`ANSWER_STALE`],
+//! then nothing. As an owner, this broker notes the log start each reader's poll says it
+//! knows ([`Readers::note_poll`]): a DeleteRecords is answered once every reader knows the
+//! new one (`apis/delete_records.rs`). A replica whose owner
 //! or epoch changed in the records is dropped at once (the next fetch makes a new one): a new
 //! owner may cut what lay past the old one's published end and write other bytes there.
 //! Replicas nobody fetched for [`IDLE`] are dropped.
