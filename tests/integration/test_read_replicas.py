@@ -579,3 +579,176 @@ def test_adv_a_replica_serves_records_deleted_records_removed(broker_factory, et
     finally:
         c.close()
     assert not served_deleted, f"records below an acknowledged DeleteRecords' offset read: {served_deleted[:10]}"
+
+
+# Found by an adversary on 0d6bb4e (the second round), since fixed.
+
+def test_adv2_delete_records_on_a_recreated_topic_waits_for_the_old_incarnations_readers(
+        broker_factory, etcd, tmp_path, topic):
+    """Found by an adversary on 0d6bb4e, since fixed. Adversary 2 (claim 4, DeleteRecords answers): an owner notes a reader's polls by topic
+    NAME (readers.rs `polled_by: HashMap<TopicPartition, ..>`, `note_poll` from fetch.rs
+    handle), and forgets a reader only READER_GONE (10 s) after its last poll. After a topic
+    is deleted and re-created under the same name, the old incarnation's readers (whose
+    replicas were dropped with it: nobody reads the new topic through them) still count as
+    readers "behind" any new log start, so DeleteRecords on the new topic waits up to 10 s
+    and, with a shorter timeout, is answered REQUEST_TIMED_OUT although no broker reads it
+    but its owner (on main: answered at once)."""
+    from confluent_kafka import TopicPartition
+
+    parts = 12
+    brokers, _ports = racked_cluster(broker_factory, etcd, tmp_path)
+    bootstrap = bootstrap_of(brokers.values())
+    harness.create_topic(bootstrap, topic, partitions=parts)
+    old_owners = owners_of(bootstrap, topic, parts)
+    prod = harness.producer(bootstrap, acks="all")
+    harness.produce_all(prod, topic, [{"value": b"o%d" % i, "partition": i % parts} for i in range(parts * 10)])
+    # Every partition read through a reader (rack-b reads through 2, rack-c through 3).
+    for rack in ("rack-b", "rack-c"):
+        got = read_all(bootstrap, topic, parts, parts * 10, **{"client.rack": rack})
+        assert sum(len(v) for v in got.values()) == parts * 10
+    admin = harness.admin(bootstrap)
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+    harness.wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30, "topic gone")
+    deleted_at = time.monotonic()
+    # Owners are assigned round robin: one-partition topics until the next partition goes
+    # to the old topic's first owner, so that the re-created partitions have their old owners.
+    for i in range(3):
+        dummy = f"{topic}-shift{i}"
+        harness.create_topic(bootstrap, dummy, partitions=1)
+        if owners_of(bootstrap, dummy, 1)[0] % 3 + 1 == old_owners[0]:
+            break
+    for attempt in range(50):
+        try:
+            harness.create_topic(bootstrap, topic, partitions=parts)
+            break
+        except Exception:  # noqa: BLE001 (still being deleted)
+            time.sleep(0.1)
+    new_owners = owners_of(bootstrap, topic, parts)
+    same = [p for p in range(parts) if new_owners[p] == old_owners[p]]
+    if not same:
+        pytest.skip(f"no partition re-created on its old owner: {old_owners} {new_owners}")
+    harness.produce_all(prod, topic, [{"value": b"n%d" % i, "partition": p} for p in same for i in range(20)])
+    tps = [TopicPartition(topic, p, 10) for p in same]
+    started = time.monotonic()
+    futures = admin.delete_records(tps, request_timeout=30, operation_timeout=3)
+    errors = {}
+    for tp, f in futures.items():
+        try:
+            f.result(timeout=30)
+        except Exception as e:  # noqa: BLE001
+            errors[tp.partition] = str(e)
+    took = time.monotonic() - started
+    assert not errors and took < 2.5, (
+        f"DeleteRecords on a topic nobody reads but its owners ({time.monotonic() - deleted_at:.1f} s after "
+        f"the old incarnation's deletion) took {took:.1f} s, errors {errors}")
+
+
+def test_adv2_an_owner_keeps_sending_consumers_to_a_reader_that_cannot_poll_it(
+        broker_factory, etcd, tmp_path, topic):
+    """Found by an adversary on 0d6bb4e, since fixed. Adversary 2 (claim 3, liveness): the owner names a preferred read replica from the
+    brokers registered with reads on in the consumer's rack (fetch.rs `preferred_replica`,
+    lib.rs `read_replicas`), whether or not that broker is polling it (the owner knows:
+    readers.rs `polled_by`). A reader whose polls cannot reach its owner (here: the owner's
+    inter-broker listener black-holed, its client listener and etcd fine) turns stale after
+    ANSWER_STALE and answers NOT_LEADER_OR_FOLLOWER (fetch.rs `read_replica`); the consumer
+    goes back to the owner, which sends it to the same reader again, forever: records the
+    owner holds and serves are never read (Kafka's leader prefers only a caught-up replica,
+    and a follower that stops fetching leaves the ISR after replica.lag.time.max.ms)."""
+    from tcp_proxy import TcpProxy
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers, proxies = {}, {}
+    try:
+        for node, rack in RACKS.items():
+            b = broker_factory(start=False, log_dir=shared, kind="sluice", name=f"node{node}")
+            internal = harness.free_port()
+            proxies[node] = TcpProxy(internal)
+            b.overrides.update(cluster_overrides(etcd, node, shared, "/sluice-reads", **{"broker.rack": rack}))
+            b.overrides.update({
+                "listeners": f"PLAINTEXT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{internal}",
+                "advertised.listeners":
+                    f"PLAINTEXT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{proxies[node].port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                "inter.broker.listener.name": "INTERNAL",
+            })
+            b.start()
+            brokers[node] = b
+        bootstrap = bootstrap_of(brokers.values())
+        harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers")
+        harness.create_topic(bootstrap, topic, partitions=1)
+        owner = owners_of(bootstrap, topic, 1)[0]
+        reader = next(n for n in RACKS if n != owner)
+        prod = harness.producer(bootstrap, acks="all")
+        harness.produce_all(prod, topic, [{"value": b"a%d" % i, "partition": 0} for i in range(200)])
+        c = _reader_consumer(bootstrap, topic, 0, RACKS[reader])
+        seen: list = []
+        try:
+            _drain(c, seen, 200)
+            assert len(seen) == 200
+            # Only broker-to-broker traffic to the owner stops; clients reach it as before.
+            proxies[owner].blackhole(True)
+            harness.produce_all(prod, topic, [{"value": b"b%d" % i, "partition": 0} for i in range(200)])
+            _drain(c, seen, 400, timeout=60)
+        finally:
+            c.close()
+        # The owner serves all of them to a consumer without a rack.
+        direct = read_all(bootstrap, topic, 1, 400)[0]
+        assert [o for o, _ in direct] == list(range(400))
+        assert [o for o, _ in seen] == list(range(400)), (
+            f"read {len(seen)} of 400 records in 60 s with the owner {owner} reachable by clients")
+    finally:
+        for p in proxies.values():
+            p.close()
+
+
+def test_adv2_a_consumer_is_not_sent_to_a_reader_without_its_listener(broker_factory, etcd, tmp_path, topic):
+    """Found by an adversary on 0d6bb4e, since fixed. Adversary 2 (claim 3): the owner chooses the preferred read replica among every live
+    racked broker with reads on (fetch.rs `preferred_replica`, lib.rs `read_replicas`),
+    whatever listener the consumer came in on; Metadata on that listener leaves out a
+    broker without it (lib.rs `live_endpoints`, as Kafka). Kafka's leader considers only
+    replicas with an endpoint on the client's listener (`getPartitionReplicaEndpoints(tp,
+    listenerName)`). Here broker 2 (rack-b) has no EXTERNAL listener: a rack-b consumer on
+    EXTERNAL is sent to broker 2, which it cannot find, and the owner gives it nothing, ever
+    (librdkafka: "preferred replica (2) currently unknown")."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers, external = {}, {}
+    for node, rack in RACKS.items():
+        b = broker_factory(start=False, log_dir=shared, kind="sluice", name=f"node{node}")
+        b.overrides.update(cluster_overrides(etcd, node, shared, "/sluice-reads", **{"broker.rack": rack}))
+        if node != 2:
+            external[node] = f"127.0.0.2:{harness.free_port()}"
+            b.overrides.update({
+                "listeners": f"PLAINTEXT://127.0.0.1:{b.port},EXTERNAL://{external[node]}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{b.port},EXTERNAL://{external[node]}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+            })
+        b.start()
+        brokers[node] = b
+    bootstrap = bootstrap_of(brokers.values())
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers")
+    harness.create_topic(bootstrap, topic, partitions=3)
+    owners = owners_of(bootstrap, topic, 3)
+    part = next((p for p, o in owners.items() if o != 2), None)
+    if part is None:
+        pytest.skip("every partition owned by broker 2")
+    prod = harness.producer(bootstrap, acks="all")
+    harness.produce_all(prod, topic, [{"value": b"e%d" % i, "partition": part} for i in range(100)])
+    ext_bootstrap = ",".join(external.values())
+    # Without a rack, a consumer on EXTERNAL reads them all from the owner.
+    direct = harness.consume_partitions(ext_bootstrap, topic, [part], expected=100, timeout=30)
+    assert sorted(m.offset() for m in direct) == list(range(100))
+    c = harness.consumer(ext_bootstrap, **{"client.rack": "rack-b", "fetch.wait.max.ms": 100,
+                                           "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
+    seen: list = []
+    try:
+        _drain(c, seen, 100, timeout=30)
+    finally:
+        c.close()
+    assert [o for o, _ in seen] == list(range(100)), (
+        f"a rack-b consumer on EXTERNAL read {len(seen)} of 100 records from owner {owners[part]} in 30 s")

@@ -1019,22 +1019,23 @@ impl Broker {
         Some((id, rec.node, rec.epoch))
     }
 
-    /// KIP-392: the live brokers that serve reads of partitions they do not own, with their
-    /// racks (`replica.selector.class` rack-aware and `broker.rack` set: the rack-aware
+    /// KIP-392: the live brokers with an endpoint on `listener` that serve reads of
+    /// partitions they do not own, with their racks (`replica.selector.class` rack-aware and `broker.rack` set: the rack-aware
     /// selector only ever sends a consumer to a broker in its rack). Empty on a single
     /// broker, and when this broker's own selector is the leader's.
-    pub(crate) fn read_replicas(&self) -> Vec<(i32, String)> {
+    pub(crate) fn read_replicas(&self, listener: &str) -> Vec<(i32, String)> {
         if !self.config.read_replicas {
             return Vec::new();
         }
         let Some(store) = self.meta.etcd() else {
             return Vec::new();
         };
+        // Only those a client on `listener` can reach (Metadata on it lists no other).
         store
             .view()
             .brokers
             .values()
-            .filter(|b| b.reads)
+            .filter(|b| b.reads && b.endpoint(listener).is_some())
             .filter_map(|b| b.rack.clone().map(|r| (b.node_id, r)))
             .collect()
     }

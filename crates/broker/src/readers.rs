@@ -46,6 +46,12 @@ const ANSWER_STALE: Duration = Duration::from_secs(5);
 /// As an owner: a reader that has not polled a partition for this long (twice
 /// [`ANSWER_STALE`]: it has stopped serving it) is not waited for.
 const READER_GONE: Duration = Duration::from_secs(10);
+/// As an owner: how long a reader that was sent consumers may take to start polling.
+const SEND_TRIAL: Duration = Duration::from_secs(3);
+/// As an owner: after this long a reader that did not poll is sent consumers again.
+const SEND_RETRY: Duration = Duration::from_secs(30);
+/// As an owner: entries of [`Readers::may_send`] kept before old ones are swept.
+const SENT_MAX: usize = 100_000;
 /// Wait after a failed poll before the next.
 const RETRY: Duration = Duration::from_millis(200);
 /// Fetch version of the polls: 13, topics by id, so that an answer about another
@@ -107,9 +113,20 @@ impl Replica {
             .is_some_and(|t| t.elapsed() >= ANSWER_STALE)
     }
 
-    fn learn(&self, published: Published) {
+    /// Take an owner's answer. Never backwards: an owner's published offsets only grow, and
+    /// two polls (the first one and the long one, on different connections) may answer out
+    /// of order, so each offset is the larger of what was known and what was answered.
+    fn learn(&self, answered: Published) {
         let mut s = self.state.lock();
         s.answered_at = Some(Instant::now());
+        let published = match s.published {
+            Some(p) => Published {
+                log_start: p.log_start.max(answered.log_start),
+                high_watermark: p.high_watermark.max(answered.high_watermark),
+                last_stable: p.last_stable.max(answered.last_stable),
+            },
+            None => answered,
+        };
         if s.published == Some(published) {
             return;
         }
@@ -138,7 +155,10 @@ pub(crate) struct Readers {
     pub(crate) redirects: AtomicU64,
     /// As an owner: the log start each reader's last poll of a partition said it knows, and
     /// when (a DeleteRecords is answered once every reader knows its new start).
-    polled_by: Mutex<HashMap<TopicPartition, PolledBy>>,
+    polled_by: Mutex<HashMap<(uuid::Uuid, i32), PolledBy>>,
+    /// As an owner: when it first sent consumers of a partition to a reader, by (topic id,
+    /// partition, reader) ([`Readers::may_send`]).
+    sent: Mutex<HashMap<(uuid::Uuid, i32, i32), Instant>>,
 }
 
 /// As an owner, per reader node: the log start its last poll of a partition said it knows,
@@ -155,27 +175,72 @@ pub(crate) struct Totals {
 }
 
 impl Readers {
-    /// As an owner: reader `node` polled `tp` saying it knows log start `log_start`.
-    pub(crate) fn note_poll(&self, node: i32, tp: TopicPartition, log_start: i64) {
+    /// As an owner: reader `node` polled these partitions (topic id, partition, the log start
+    /// it says it knows). A `whole` poll (the long one, not a new replica's first) names every
+    /// partition the reader reads from this broker: it no longer reads the others.
+    pub(crate) fn note_poll(&self, node: i32, polled: &[(uuid::Uuid, i32, i64)], whole: bool) {
+        let now = Instant::now();
         let mut by = self.polled_by.lock();
-        by.entry(tp)
-            .or_default()
-            .insert(node, (log_start, Instant::now()));
+        if whole {
+            let named: std::collections::HashSet<(uuid::Uuid, i32)> =
+                polled.iter().map(|(id, p, _)| (*id, *p)).collect();
+            by.retain(|key, readers| {
+                if !named.contains(key) {
+                    readers.remove(&node);
+                }
+                !readers.is_empty()
+            });
+        }
+        for (id, p, log_start) in polled {
+            by.entry((*id, *p))
+                .or_default()
+                .insert(node, (*log_start, now));
+        }
     }
 
-    /// As an owner: whether a reader that polled `tp` within [`READER_GONE`] still knows a
-    /// log start below `start` (those gone longer are forgotten here).
-    pub(crate) fn readers_behind(&self, tp: &TopicPartition, start: i64) -> bool {
+    /// As an owner: whether a reader that polled partition `partition` of topic `topic_id`
+    /// within [`READER_GONE`] still knows a log start below `start` (those gone longer are
+    /// forgotten here).
+    pub(crate) fn readers_behind(&self, topic_id: uuid::Uuid, partition: i32, start: i64) -> bool {
         let mut by = self.polled_by.lock();
-        let Some(readers) = by.get_mut(tp) else {
+        let tp = (topic_id, partition);
+        let Some(readers) = by.get_mut(&tp) else {
             return false;
         };
         readers.retain(|_, (_, at)| at.elapsed() < READER_GONE);
         let behind = readers.values().any(|(known, _)| *known < start);
         if readers.is_empty() {
-            by.remove(tp);
+            by.remove(&tp);
         }
         behind
+    }
+
+    /// As an owner: whether consumers of a partition may be sent to reader `node`: it polls
+    /// it (within [`ANSWER_STALE`]), or it was first sent them less than [`SEND_TRIAL`] ago
+    /// (time to start polling), or [`SEND_RETRY`] ago or more (tried again). A reader that was
+    /// sent consumers and does not poll (it cannot reach this broker) is not sent more in
+    /// between: they are served here.
+    pub(crate) fn may_send(&self, topic_id: uuid::Uuid, partition: i32, node: i32) -> bool {
+        let polls = self
+            .polled_by
+            .lock()
+            .get(&(topic_id, partition))
+            .and_then(|r| r.get(&node).map(|(_, at)| at.elapsed() < ANSWER_STALE))
+            .unwrap_or(false);
+        if polls {
+            return true;
+        }
+        let mut sent = self.sent.lock();
+        if sent.len() > SENT_MAX {
+            sent.retain(|_, at| at.elapsed() < SEND_RETRY);
+        }
+        let at = sent
+            .entry((topic_id, partition, node))
+            .or_insert_with(Instant::now);
+        if at.elapsed() >= SEND_RETRY {
+            *at = Instant::now();
+        }
+        at.elapsed() < SEND_TRIAL
     }
 
     pub(crate) fn totals(&self) -> Totals {
@@ -308,7 +373,11 @@ async fn poll_owner(weak: Weak<Broker>, owner: i32) {
             .await;
         match answer {
             Ok(ResponseKind::Fetch(r)) if r.error_code == 0 => {
-                learn_all(&broker, &replicas, r);
+                if !learn_all(&broker, &replicas, r) {
+                    // Only refusals (an epoch the owner does not have yet): not at once again.
+                    drop(broker);
+                    tokio::time::sleep(RETRY).await;
+                }
             }
             Ok(ResponseKind::Fetch(r)) => {
                 tracing::debug!(
@@ -348,7 +417,7 @@ async fn first_answer(weak: Weak<Broker>, replica: Arc<Replica>) {
         .await
     {
         Ok(ResponseKind::Fetch(r)) if r.error_code == 0 => {
-            learn_all(&broker, std::slice::from_ref(&replica), r)
+            learn_all(&broker, std::slice::from_ref(&replica), r);
         }
         Ok(_) => {}
         Err(e) => tracing::debug!(owner, "read replicas: a first poll failed: {e}"),
@@ -390,12 +459,13 @@ fn poll_request(node: i32, replicas: &[Arc<Replica>]) -> FetchRequest {
 }
 
 /// Take what the owner answered: offsets into each replica named, and a replica the owner
-/// refused (it moved, or the epoch changed) dropped.
+/// refused (it moved, or the epoch changed) dropped. Whether any offsets were learned.
 fn learn_all(
     broker: &Broker,
     replicas: &[Arc<Replica>],
     r: kafka_protocol::messages::FetchResponse,
-) {
+) -> bool {
+    let mut learned = false;
     for t in r.responses {
         for pd in t.partitions {
             let Some(replica) = replicas
@@ -410,6 +480,7 @@ fn learn_all(
                 }
                 continue;
             }
+            learned = true;
             replica.learn(Published {
                 log_start: pd.log_start_offset,
                 high_watermark: pd.high_watermark,
@@ -421,6 +492,7 @@ fn learn_all(
             });
         }
     }
+    learned
 }
 
 /// The POLL_VERSION of the Fetch a reader's poll sends, for the peer call.
@@ -498,6 +570,29 @@ mod tests {
             .iter()
             .flat_map(|t| &t.partitions)
             .all(|p| p.partition_max_bytes == 0));
+    }
+
+    /// Found by an adversary on 0d6bb4e, since fixed: a replica learns from two polls that
+    /// are not ordered with each other, its [`first_answer`] (on the `call_peer` connection)
+    /// and its owner's [`poll_owner`] (on the reader connection). An answer the owner computed
+    /// before a DeleteRecords, arriving after one computed after it (and after the next poll
+    /// told the owner the new start, which acknowledged the DeleteRecords), put the replica's
+    /// log start back below the acknowledged offset. Now nothing learned goes backwards.
+    #[test]
+    fn a_replica_never_goes_back_below_a_log_start_it_learned() {
+        let r = replica("a", 0, 1, None);
+        let before = Published {
+            log_start: 0,
+            high_watermark: 100,
+            last_stable: 100,
+        };
+        let after = Published {
+            log_start: 50,
+            ..before
+        };
+        r.learn(after); // the long poll's answer, computed after the DeleteRecords
+        r.learn(before); // first_answer's, computed before it, delivered later
+        assert_eq!(r.published(), Some(after));
     }
 
     #[test]

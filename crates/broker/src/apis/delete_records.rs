@@ -51,23 +51,26 @@ pub(crate) fn handle(
                 })
         })
         .collect();
-    for (_, _, tp, _) in &moved {
-        if let Some(log) = broker
-            .registry
-            .get(&tp.topic)
-            .and_then(|s| s.log(tp.partition).cloned())
-        {
-            broker.fetch_waiters.wake(&log);
+    // The readers' polls are woken, and each partition is waited for by its topic's id
+    // (another incarnation's readers are not this one's).
+    let mut waits = Vec::with_capacity(moved.len());
+    for (i, j, tp, low) in moved {
+        let Some(state) = broker.registry.get(&tp.topic) else {
+            continue;
+        };
+        if let Some(log) = state.log(tp.partition) {
+            broker.fetch_waiters.wake(log);
         }
+        waits.push((i, j, state.meta.id, tp.partition, low));
     }
     let broker = broker.clone();
     Box::pin(async move {
         let deadline = tokio::time::Instant::now() + wait;
         let behind = |b: &Broker| {
-            moved
+            waits
                 .iter()
-                .filter(|(_, _, tp, low)| b.readers.readers_behind(tp, *low))
-                .map(|(i, j, _, _)| (*i, *j))
+                .filter(|(_, _, id, p, low)| b.readers.readers_behind(*id, *p, *low))
+                .map(|(i, j, _, _, _)| (*i, *j))
                 .collect::<Vec<_>>()
         };
         let mut late = behind(&broker);

@@ -103,15 +103,14 @@ pub(crate) fn handle(
     let rack = (version >= 11 && !req.rack_id.is_empty()).then(|| req.rack_id.to_string());
     let limits = Limits::of(broker, &req, &client, version);
     if limits.reader_poll {
-        // What each reader knows of the log start (DeleteRecords waits for it).
+        // What each reader knows of the log start (DeleteRecords waits for it); its long
+        // poll names every partition it reads from here.
         let node = follower_id(&req, version);
-        for t in &targets {
-            let tp = sluice_store::TopicPartition {
-                topic: t.topic.clone(),
-                partition: t.partition,
-            };
-            broker.readers.note_poll(node, tp, t.log_start);
-        }
+        let polled: Vec<_> = targets
+            .iter()
+            .map(|t| (t.topic_id, t.partition, t.log_start))
+            .collect();
+        broker.readers.note_poll(node, &polled, req.max_wait_ms > 0);
     }
     let fetch = Fetch {
         limits,
@@ -402,6 +401,7 @@ impl Fetch {
             reader_poll: self.limits.reader_poll,
             replicas: self.serves_replicas(),
             rack: self.rack.clone(),
+            listener: self.listener.clone(),
         };
         if let Some(read) = read_all(&self.broker, &targets, &how, Reads::Cached) {
             return Some((read, targets));
@@ -724,14 +724,15 @@ fn source(broker: &Broker, t: &Target, replicas: bool) -> Option<Source> {
 /// live broker serving read replicas in its rack (one of them by the partition, so that a
 /// rack's partitions spread over its brokers); None when this broker is in that rack or
 /// none is.
-fn preferred_replica(broker: &Broker, t: &Target, rack: &str) -> Option<i32> {
+fn preferred_replica(broker: &Broker, t: &Target, rack: &str, listener: &str) -> Option<i32> {
     if broker.config.rack.as_deref() == Some(rack) {
         return None;
     }
     let mut candidates: Vec<i32> = broker
-        .read_replicas()
+        .read_replicas(listener)
         .into_iter()
         .filter(|(id, r)| r == rack && *id != broker.node_id())
+        .filter(|(id, _)| broker.readers.may_send(t.topic_id, t.partition, *id))
         .map(|(id, _)| id)
         .collect();
     if candidates.is_empty() {
@@ -784,6 +785,8 @@ struct How {
     replicas: bool,
     /// The consumer's rack, for the preferred read replica.
     rack: Option<String>,
+    /// The listener the fetch came in on (a preferred read replica must have it).
+    listener: Arc<str>,
 }
 
 /// Read every target once. Returns per-target data with the file region holding its records
@@ -873,7 +876,7 @@ fn read_partition(
         .rack
         .as_deref()
         .filter(|_| in_range())
-        .and_then(|r| preferred_replica(broker, t, r));
+        .and_then(|r| preferred_replica(broker, t, r, &how.listener));
     if let Some(to) = preferred {
         // Sent to a broker in the consumer's rack, with the offsets and no records, at once
         // (as Kafka's leader answers a fetch it prefers another replica for).
@@ -961,6 +964,17 @@ fn read_replica(
             }
             Ok(res)
         });
+    // A DeleteRecords acknowledged while this read ran: what lies below the log start the
+    // owner answered since is not served (the owner acknowledged it once this broker knew).
+    let read = read.and_then(|res| match r.published() {
+        Some(now) if t.fetch_offset < now.log_start => Err(ReadError::OffsetOutOfRange {
+            tp: r.tp.clone(),
+            requested: t.fetch_offset,
+            log_start: now.log_start,
+            log_end: now.high_watermark,
+        }),
+        _ => Ok(res),
+    });
     let end = if read_committed {
         published.last_stable
     } else {

@@ -23,9 +23,9 @@ const OPS_NOT_REQUESTED: i32 = i32::MIN;
 /// cluster sees the same storage, so there is nothing to replicate or to fall behind. A
 /// partition whose owner is not alive (it is being failed over) has no leader yet:
 /// LEADER_NOT_AVAILABLE, which clients retry.
-pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataResponseTopic {
+fn topic_response(broker: &Broker, t: &TopicState, listener: &str) -> MetadataResponseTopic {
     let live = broker.live_brokers();
-    let readers = reader_ids(broker);
+    let readers = reader_ids(broker, listener);
     let partitions = t
         .meta
         .epochs
@@ -60,11 +60,11 @@ pub(crate) fn topic_response(broker: &Broker, t: &TopicState) -> MetadataRespons
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
 }
 
-/// The brokers that serve reads of partitions they do not own (KIP-392, `readers.rs`),
-/// sorted.
-fn reader_ids(broker: &Broker) -> Vec<i32> {
+/// The brokers on `listener` that serve reads of partitions they do not own (KIP-392,
+/// `readers.rs`), sorted.
+fn reader_ids(broker: &Broker, listener: &str) -> Vec<i32> {
     let mut ids: Vec<i32> = broker
-        .read_replicas()
+        .read_replicas(listener)
         .into_iter()
         .map(|(id, _)| id)
         .collect();
@@ -92,9 +92,9 @@ fn error_topic(name: Option<&str>, id: Uuid, code: i16) -> MetadataResponseTopic
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
 }
 
-fn by_id(broker: &Broker, id: Uuid) -> MetadataResponseTopic {
+fn by_id(broker: &Broker, id: Uuid, listener: &str) -> MetadataResponseTopic {
     match broker.registry.get_by_id(id) {
-        Some(t) => topic_response(broker, &t),
+        Some(t) => topic_response(broker, &t, listener),
         None => error_topic(None, id, ResponseError::UnknownTopicId.code()),
     }
 }
@@ -110,14 +110,14 @@ pub(crate) fn handle(
             .registry
             .all()
             .iter()
-            .map(|t| topic_response(broker, t))
+            .map(|t| topic_response(broker, t, listener))
             .collect(),
         // Before v1 an empty list meant "all topics".
         Some(list) if list.is_empty() && version == 0 => broker
             .registry
             .all()
             .iter()
-            .map(|t| topic_response(broker, t))
+            .map(|t| topic_response(broker, t, listener))
             .collect(),
         Some(list) => list
             .into_iter()
@@ -125,11 +125,11 @@ pub(crate) fn handle(
                 // As Kafka: a topic id, when given, names the topic (the Java client sends an
                 // empty name beside the ids of topics it was assigned but does not know yet,
                 // e.g. under a regex subscription).
-                _ if !requested.topic_id.is_nil() => by_id(broker, requested.topic_id),
+                _ if !requested.topic_id.is_nil() => by_id(broker, requested.topic_id, listener),
                 Some(name) => {
                     let name = name.0.as_str().to_string();
                     if let Some(t) = broker.registry.get(&name) {
-                        return topic_response(broker, &t);
+                        return topic_response(broker, &t, listener);
                     }
                     // The internal topic is created with its own settings, never as an
                     // ordinary auto-created topic.
@@ -139,7 +139,7 @@ pub(crate) fn handle(
                             .then(|| broker.registry.get(&name))
                             .flatten()
                         {
-                            Some(t) => topic_response(broker, &t),
+                            Some(t) => topic_response(broker, &t, listener),
                             None => error_topic(
                                 Some(&name),
                                 Uuid::nil(),
@@ -165,17 +165,17 @@ pub(crate) fn handle(
                     }
                     match broker.create_topic(&name, broker.config.num_partitions, BTreeMap::new())
                     {
-                        Ok(t) => topic_response(broker, &t),
+                        Ok(t) => topic_response(broker, &t, listener),
                         // Lost a race with another creator: answer with what exists now.
                         Err(_) if broker.registry.get(&name).is_some() => broker
                             .registry
                             .get(&name)
-                            .map(|t| topic_response(broker, &t))
+                            .map(|t| topic_response(broker, &t, listener))
                             .unwrap_or_default(),
                         Err(refusal) => error_topic(Some(&name), Uuid::nil(), refusal.code),
                     }
                 }
-                None => by_id(broker, requested.topic_id),
+                None => by_id(broker, requested.topic_id, listener),
             })
             .collect(),
     };
