@@ -231,10 +231,11 @@ def _drain(c, seen: list, until: int, timeout: float = 90) -> None:
                 seen.append((m.offset(), m.value()))
 
 
-def test_a_killed_reader_sends_its_consumers_back_to_the_owner(broker_factory, etcd, tmp_path, topic):
-    """A consumer in rack-c reads a partition owned in rack-a through broker 3; broker 3 is
-    killed; the consumer goes on reading from the owner, nothing skipped or repeated."""
-    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path, **{"sluice.cluster.death.probe.enable": "true"})
+def _reading_through_broker_3(broker_factory, etcd, tmp_path, topic, **extra):
+    """Three racked brokers; 500 records in a partition broker 1 owns, read by a rack-c
+    consumer through broker 3. Returns (brokers, ports, bootstrap, owners, partition, producer,
+    consumer, the (offset, value) pairs read)."""
+    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path, **extra)
     bootstrap = bootstrap_of(brokers.values())
     harness.create_topic(bootstrap, topic, partitions=3)
     owners = owners_of(bootstrap, topic, 3)
@@ -247,6 +248,18 @@ def test_a_killed_reader_sends_its_consumers_back_to_the_owner(broker_factory, e
         _drain(c, seen, 500)
         assert len(seen) == 500
         assert metric(ports[3], "sluice_read_replica_bytes_total") > 0
+    except BaseException:
+        c.close()
+        raise
+    return brokers, ports, bootstrap, owners, part, prod, c, seen
+
+
+def test_a_killed_reader_sends_its_consumers_back_to_the_owner(broker_factory, etcd, tmp_path, topic):
+    """A consumer in rack-c reads a partition owned in rack-a through broker 3; broker 3 is
+    killed; the consumer goes on reading from the owner, nothing skipped or repeated."""
+    brokers, _ports, bootstrap, _owners, part, prod, c, seen = _reading_through_broker_3(
+        broker_factory, etcd, tmp_path, topic, **{"sluice.cluster.death.probe.enable": "true"})
+    try:
         brokers[3].kill()
         harness.produce_all(prod, topic, [{"value": b"b%d" % i, "partition": part} for i in range(500)])
         _drain(c, seen, 1000)
@@ -299,18 +312,9 @@ def test_a_reader_follows_a_planned_move_and_the_tools_see_one_replica(broker_fa
 
     from cluster_support import describe_partitions
 
-    brokers, ports = racked_cluster(broker_factory, etcd, tmp_path)
-    bootstrap = bootstrap_of(brokers.values())
-    harness.create_topic(bootstrap, topic, partitions=3)
-    owners = owners_of(bootstrap, topic, 3)
-    part = next(p for p, o in owners.items() if o == 1)
-    prod = harness.producer(bootstrap, acks="all")
-    harness.produce_all(prod, topic, [{"value": b"a%d" % i, "partition": part} for i in range(500)])
-    c = _reader_consumer(bootstrap, topic, part, "rack-c")
-    seen: list = []
+    _brokers, _ports, bootstrap, _owners, part, prod, c, seen = _reading_through_broker_3(
+        broker_factory, etcd, tmp_path, topic)
     try:
-        _drain(c, seen, 500)
-        assert metric(ports[3], "sluice_read_replica_bytes_total") > 0
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": topic, "partition": part, "replicas": [2], "log_dirs": ["any"]}]}))

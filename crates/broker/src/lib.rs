@@ -988,25 +988,8 @@ impl Broker {
         let Some(peers) = self.reader_peers.get().cloned() else {
             return Err("no client for read replicas' polls".into());
         };
-        let Some((_, host, port)) = self
-            .live_brokers()
-            .into_iter()
-            .find(|(id, _, _)| *id == node)
-        else {
-            return Err(format!("broker {node} is not registered"));
-        };
         let (api, version) = readers::poll_call();
-        match tokio::time::timeout(
-            PEER_REQUEST_TIMEOUT,
-            peers.call(&host, port, api, version, body),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(_) => Err(format!(
-                "broker {node} did not answer a read replica's poll within {PEER_REQUEST_TIMEOUT:?}"
-            )),
-        }
+        self.call_with(peers, node, api, version, body).await
     }
 
     /// The topic id, owner and leader epoch the cluster's records name for a partition now
@@ -1020,9 +1003,10 @@ impl Broker {
     }
 
     /// KIP-392: the live brokers with an endpoint on `listener` that serve reads of
-    /// partitions they do not own, with their racks (`replica.selector.class` rack-aware and `broker.rack` set: the rack-aware
-    /// selector only ever sends a consumer to a broker in its rack). Empty on a single
-    /// broker, and when this broker's own selector is the leader's.
+    /// partitions they do not own, with their racks (`replica.selector.class` rack-aware and
+    /// `broker.rack` set: the rack-aware selector only ever sends a consumer to a broker in
+    /// its rack). Empty on a single broker, and when this broker's own selector is the
+    /// leader's.
     pub(crate) fn read_replicas(&self, listener: &str) -> Vec<(i32, String)> {
         if !self.config.read_replicas {
             return Vec::new();
@@ -1052,6 +1036,18 @@ impl Broker {
         let Some(peers) = self.peers.get().cloned() else {
             return Err("no client for broker-to-broker requests".into());
         };
+        self.call_with(peers, node, api, version, body).await
+    }
+
+    /// Send `body` to live broker `node` through `peers`, within [`PEER_REQUEST_TIMEOUT`].
+    async fn call_with(
+        &self,
+        peers: Arc<dyn PeerClient>,
+        node: i32,
+        api: kafka_protocol::messages::ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, String> {
         let Some((_, host, port)) = self
             .live_brokers()
             .into_iter()
