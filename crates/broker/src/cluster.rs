@@ -20,7 +20,7 @@
 //! lost a partition therefore never acknowledges data the new owner may not have: the new
 //! owner acquired (changing the record) before it read the files.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ use sluice_meta::etcd::WatchCancel;
 use sluice_meta::{BrokerInfo, ClusterView, EtcdStore, OwnerRecord, Renewal};
 use sluice_store::{Log, TopicPartition};
 
+use crate::locality::{Settling, Volumes};
 use crate::peers::Probe;
 use crate::registry::{log_config, TopicState};
 use crate::{now_ms, Broker, OFFSETS_TOPIC, TXN_TOPIC};
@@ -47,6 +48,11 @@ const ACQUIRE_RETRY_MAX: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct Cluster {
     settings: ClusterSettings,
+    /// This broker's log dirs as the cluster numbers its volumes, and which it reaches
+    /// directly (`locality.rs`).
+    pub(crate) volumes: Volumes,
+    /// As the controller: when each broker registered, for `sluice.cluster.locality.delay.ms`.
+    settling: Mutex<Settling>,
     /// Partitions this broker serves, with the owner record it acquired. The write gate
     /// ([`Gate`]) lets a partition's files be written only while it is here, under the epoch
     /// and topic id of its log.
@@ -92,9 +98,9 @@ pub(crate) struct Cluster {
     /// What the last reconciliations left steady ([`Cluster::reconcile`]); taken under
     /// `reconcile_lock`.
     passes: Mutex<Passes>,
-    /// (controller key revision, view revision) of the last controller round that planned
-    /// nothing ([`Cluster::control`]).
-    planned_empty: Mutex<Option<(i64, i64)>>,
+    /// (controller key revision, view revision, settled brokers) of the last controller round
+    /// that planned nothing ([`Cluster::control`]).
+    planned_empty: Mutex<Option<(i64, i64, BTreeSet<i32>)>>,
     /// Set by whatever changes what this broker holds outside a reconciliation (a log failed,
     /// everything released): the next reconciliation visits every topic.
     visit_all: AtomicBool,
@@ -358,9 +364,11 @@ impl Wakeup {
 }
 
 impl Cluster {
-    pub(crate) fn new(settings: ClusterSettings) -> Cluster {
+    pub(crate) fn new(settings: ClusterSettings, volumes: Volumes) -> Cluster {
         Cluster {
             settings,
+            volumes,
+            settling: Mutex::new(Settling::default()),
             held: RwLock::new(HashMap::new()),
             progress: Mutex::new(()),
             confirming: RwLock::new(()),
@@ -619,16 +627,7 @@ impl Cluster {
         };
         let tp = log.topic_partition();
         let _progress = self.progress.lock();
-        match store.record_progress(
-            &tp.topic,
-            tp.partition,
-            p.held,
-            p.recovery_point,
-            p.segment,
-            acquired,
-            p.sealed,
-            p.snapshot,
-        ) {
+        match store.record_progress(&tp.topic, p, acquired) {
             Ok(Some(next)) => {
                 self.took_progress(tp, p.held, next);
                 Ok(true)
@@ -692,10 +691,13 @@ impl Cluster {
                 crc: s.crc,
                 previous: s.previous.unwrap_or(0),
             });
+        // The volume the log lies on, for the controller's choice of its next owner.
+        let volume = self.volumes.dir_of(&log.dir()).and_then(|d| d.volume);
         if rp <= held.owner.recovery_point
             && same_segment
             && sealed == held.owner.sealed
             && (snapshot.is_none() || snapshot == held.owner.snapshot)
+            && (volume.is_none() || volume == held.owner.volume)
         {
             return Ok(None);
         }
@@ -706,6 +708,7 @@ impl Cluster {
             segment,
             sealed,
             snapshot,
+            volume,
         }))
     }
 
@@ -790,6 +793,11 @@ impl Cluster {
             rack: broker.config.rack.clone(),
             partitions_max: Some(broker.fds.partitions),
             reads: broker.config.read_replicas,
+            direct: broker
+                .cluster
+                .as_ref()
+                .map(|c| c.volumes.direct())
+                .unwrap_or_default(),
             lease: 0,
         }
     }
@@ -1038,12 +1046,18 @@ impl Cluster {
                 Some(r) if r.owner.node == me && r.mod_revision > mine.mod_revision => *r,
                 _ => mine,
             };
+            // Among the brokers with direct access to its volume when one is alive.
+            let direct: Vec<i32> = sluice_meta::cluster::candidates_for(&view, record.owner.volume)
+                .into_iter()
+                .filter(|b| *b != me)
+                .collect();
+            let pool = if direct.is_empty() { &others } else { &direct };
             let to = record
                 .owner
                 .to
                 .filter(|t| total.contains_key(t))
                 .or_else(|| {
-                    others.iter().copied().min_by_key(|b| {
+                    pool.iter().copied().min_by_key(|b| {
                         let of_topic = per_topic.get(&(tp.topic.as_str(), *b)).copied();
                         (of_topic.unwrap_or(0), total[b], *b)
                     })
@@ -2098,7 +2112,10 @@ impl Cluster {
         }
         let rev = match view.controller {
             Some((id, rev)) if id == broker.node_id => rev,
-            Some(_) => return,
+            Some(_) => {
+                self.settling.lock().reset();
+                return;
+            }
             None => match store.campaign() {
                 Ok(Some(rev)) => {
                     tracing::info!(node_id = broker.node_id, "became the controller");
@@ -2111,19 +2128,29 @@ impl Cluster {
                 }
             },
         };
-        // The plan is a function of the view alone: a view at the revision of the last plan
-        // that was empty (no record changed, no broker came or went) plans nothing again.
+        // The brokers registered long enough for partitions to move back to them for
+        // locality (as Kafka delays its preferred leader election).
+        let settled = self.settling.lock().settled(
+            view.brokers.iter().map(|(n, b)| (*n, b.lease)),
+            Duration::from_millis(self.settings.locality_delay_ms),
+            Instant::now(),
+        );
+        // The plan is a function of the view and the settled brokers alone: the same as at
+        // the last plan that was empty (no record changed, no broker came, went or settled)
+        // plans nothing again.
         let mut planned = self.planned_empty.lock();
-        if *planned == Some((rev, view.revision)) {
+        let key = (rev, view.revision, settled);
+        if planned.as_ref() == Some(&key) {
             return;
         }
         let plan = sluice_meta::cluster::plan_assignments(
             view,
             self.settings.balance_enable,
             BALANCE_MOVES_MAX,
+            &key.2,
         );
         if plan.is_empty() {
-            *planned = Some((rev, view.revision));
+            *planned = Some(key);
             return;
         }
         drop(planned);
@@ -2359,6 +2386,7 @@ mod tests {
                 sealed: None,
                 switch: None,
                 snapshot: None,
+                volume: None,
             },
             mod_revision: 1,
         }
@@ -2370,7 +2398,7 @@ mod tests {
     /// It must write nothing into the new incarnation's directory.
     #[test]
     fn a_log_of_a_deleted_incarnation_writes_nothing_at_the_same_epoch() {
-        let cluster = Arc::new(Cluster::new(test_settings()));
+        let cluster = Arc::new(Cluster::new(test_settings(), Volumes::default()));
         *cluster.write_deadline.lock() = Instant::now() + Duration::from_secs(600);
         let dir = tempfile::tempdir().unwrap();
         let m = LogManager::open(
@@ -2437,6 +2465,7 @@ mod tests {
             full_read_interval_ms: 60000,
             balance_enable: false,
             death_probe_enable: false,
+            locality_delay_ms: 30_000,
             broker_session_timeout_ms: 9000,
         }
     }
@@ -2579,7 +2608,7 @@ mod tests {
     /// ones the per-partition pass does not reach; other topics' are not among them.
     #[test]
     fn the_partitions_held_beyond_a_new_incarnations_count_are_found() {
-        let cluster = Cluster::new(test_settings());
+        let cluster = Cluster::new(test_settings(), Volumes::default());
         let id = uuid::Uuid::from_u128(1);
         for (topic, partition) in [("t", 0), ("t", 1), ("t", 2), ("t", 3), ("u", 5), ("tt", 4)] {
             let tp = TopicPartition {
@@ -2601,7 +2630,7 @@ mod tests {
     /// re-registering or without its volume.
     #[test]
     fn partitions_are_held_only_before_the_write_deadline() {
-        let cluster = Cluster::new(test_settings());
+        let cluster = Cluster::new(test_settings(), Volumes::default());
         assert!(
             !cluster.may_hold_partitions(),
             "a new cluster's deadline has passed"

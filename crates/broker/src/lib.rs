@@ -35,6 +35,7 @@ mod errors;
 mod flusher;
 mod groups;
 mod lag;
+mod locality;
 mod log_limit;
 mod markers;
 mod metrics;
@@ -357,6 +358,7 @@ impl Broker {
             },
             sharing,
         )?;
+        let mut volumes = locality::Volumes::default();
         if let Some(store) = meta.etcd() {
             // Before anything is imported or acquired: these dirs are the cluster's volume
             // (not a bare mount point, where the open above just wrote a fresh
@@ -368,13 +370,26 @@ impl Broker {
                     "a log dir's meta.properties has no directory.id: the shared volume is not checked against the cluster's"
                 ),
             }
+            volumes = locality::Volumes::of(&config, &ids);
+            if volumes.declared() {
+                for d in volumes.dirs() {
+                    tracing::info!(
+                        log_dir = %d.path.display(),
+                        volume = ?d.volume,
+                        storage_node = d.node.as_deref().unwrap_or("-"),
+                        direct = d.direct,
+                        "log dir's storage node"
+                    );
+                }
+            }
+            logs.prefer_dirs(volumes.direct_dirs());
             registry::import_into_cluster(store, &first, &logs)?;
         }
         let registry = registry::Registry::default();
         let cluster = config
             .cluster
             .clone()
-            .map(|c| Arc::new(cluster::Cluster::new(c)));
+            .map(|c| Arc::new(cluster::Cluster::new(c, volumes)));
         let effective = dynamic::effective(&config, &meta.broker_configs());
         sluice_store::recovery::set_follow_policy(
             effective.log_recovery_point_bytes,

@@ -351,6 +351,7 @@ impl Broker {
         expose_partition_offsets(&mut e, &logs);
         self.expose_lag(&mut e);
         self.expose_storage(&mut e);
+        self.expose_locality(&mut e, &logs);
         self.expose_fetch_sessions(&mut e);
         sluice_metrics::process::expose(&mut e, &sluice_metrics::process::read());
         self.expose_broker_info(&mut e);
@@ -806,6 +807,56 @@ impl Broker {
         for (dir, _, usable) in &volumes {
             e.sample_u64(names::VOLUME_USABLE_BYTES, &[("log_dir", dir)], *usable);
         }
+    }
+
+    /// Storage-aware ownership, when a log dir declares its storage node: whether this broker
+    /// reaches each log dir directly, and each partition it serves (the ownership map, which
+    /// the brokers' pages give together).
+    fn expose_locality(&self, e: &mut Exposition, logs: &[ServedLog]) {
+        let Some(volumes) = self.cluster.as_ref().map(|c| &c.volumes) else {
+            return;
+        };
+        if !volumes.declared() {
+            return;
+        }
+        e.family(
+            names::LOG_DIR_DIRECT,
+            Kind::Gauge,
+            "1 if this broker reaches the storage node serving the log dir directly (sluice.volume.storage.nodes, sluice.broker.storage.nodes), else 0.",
+        );
+        for d in volumes.dirs() {
+            let Some(node) = &d.node else { continue };
+            let dir = d.path.display().to_string();
+            e.sample_u64(
+                names::LOG_DIR_DIRECT,
+                &[("log_dir", &dir), ("storage_node", node)],
+                u64::from(d.direct),
+            );
+        }
+        e.family(
+            names::PARTITION_DIRECT,
+            Kind::Gauge,
+            "1 if this broker, the partition's owner, reaches its volume directly, else 0 (partitions on log dirs with a declared storage node).",
+        );
+        let mut indirect = 0u64;
+        for (topic, p, l) in logs {
+            let Some(d) = volumes.dir_of(&l.dir()).filter(|d| d.node.is_some()) else {
+                continue;
+            };
+            indirect += u64::from(!d.direct);
+            let partition = p.to_string();
+            e.sample_u64(
+                names::PARTITION_DIRECT,
+                &[("topic", topic), ("partition", &partition)],
+                u64::from(d.direct),
+            );
+        }
+        e.single(
+            names::PARTITIONS_INDIRECT,
+            Kind::Gauge,
+            "Partitions this broker owns on volumes it does not reach directly.",
+            indirect as f64,
+        );
     }
 
     /// Time a request's answer (called by the server when it is written).

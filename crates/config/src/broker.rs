@@ -405,6 +405,11 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
     let read_replicas = p
         .get("replica.selector.class")?
         .is_none_or(|v| !matches!(v, Value::Str(s) if s == crate::catalog::LEADER_SELECTOR));
+    let volume_nodes = volume_nodes(&p, &log_dirs)?;
+    let storage_nodes = match p.get("sluice.broker.storage.nodes")? {
+        Some(Value::List(nodes)) => nodes,
+        _ => Vec::new(),
+    };
 
     // The rest are plain reads of one property each (or one group of them), after the checks
     // above.
@@ -412,6 +417,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         node_id,
         rack,
         read_replicas,
+        volume_nodes,
+        storage_nodes,
         listeners,
         advertised_listeners,
         listener_protocols,
@@ -703,6 +710,40 @@ fn log_dirs(p: &Parsed<'_>) -> Result<Vec<PathBuf>, ConfigError> {
     Ok(log_dirs)
 }
 
+/// `sluice.volume.storage.nodes`: `dir:node` pairs (split at the last colon), each dir one of
+/// `log_dirs` and named once.
+fn volume_nodes(
+    p: &Parsed<'_>,
+    log_dirs: &[PathBuf],
+) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+    const NAME: &str = "sluice.volume.storage.nodes";
+    let Some(Value::List(entries)) = p.get(NAME)? else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<(PathBuf, String)> = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let Some((dir, node)) = entry
+            .rsplit_once(':')
+            .map(|(d, n)| (PathBuf::from(d.trim()), n.trim().to_string()))
+            .filter(|(d, n)| !d.as_os_str().is_empty() && !n.is_empty())
+        else {
+            return Err(invalid(
+                NAME,
+                entry,
+                "each entry is a log dir and a storage node: dir:node",
+            ));
+        };
+        if !log_dirs.contains(&dir) {
+            return Err(invalid(NAME, entry, "the dir is not one of log.dirs"));
+        }
+        if out.iter().any(|(d, _)| *d == dir) {
+            return Err(invalid(NAME, entry, "the dir is named twice"));
+        }
+        out.push((dir, node));
+    }
+    Ok(out)
+}
+
 /// `max.connections.per.ip` and its overrides; as on Kafka, the limit may be zero only when
 /// overrides name the hosts that may connect.
 fn connections_per_ip(p: &Parsed<'_>) -> Result<(u32, Vec<(String, u32)>), ConfigError> {
@@ -795,6 +836,7 @@ fn cluster_settings(p: &Parsed<'_>) -> Result<Option<crate::ClusterSettings>, Co
         full_read_interval_ms: p.typed("sluice.cluster.full.read.interval.ms", 60000)?,
         balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
         death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
+        locality_delay_ms: p.typed("sluice.cluster.locality.delay.ms", 30_000)?,
         broker_session_timeout_ms: p.typed("broker.session.timeout.ms", 9000)?,
     }))
 }

@@ -334,6 +334,11 @@ pub struct BrokerConfig {
     /// broker serves fetches of partitions other brokers own from the shared volume, and as
     /// an owner sends consumers with a rack to a broker in their rack (KIP-392).
     pub read_replicas: bool,
+    /// `sluice.volume.storage.nodes`: the storage node serving each log dir (a dir of
+    /// `log_dirs`, the node's name), as the operator declared it.
+    pub volume_nodes: Vec<(PathBuf, String)>,
+    /// `sluice.broker.storage.nodes`: the storage nodes this broker reaches directly.
+    pub storage_nodes: Vec<String>,
     /// `listeners`. Default `PLAINTEXT://127.0.0.1:9092`. Names are upper-cased; an empty host
     /// (`PLAINTEXT://:9092`) becomes `0.0.0.0` (all interfaces). Listeners named in
     /// `controller.listener.names` are dropped (Sluice has no controller endpoint).
@@ -531,6 +536,10 @@ pub struct ClusterSettings {
     /// `sluice.cluster.death.probe.enable`: revoke the lease of a broker whose listener
     /// refuses connections after it accepted them (its process is gone). Default true.
     pub death_probe_enable: bool,
+    /// `sluice.cluster.locality.delay.ms`: how long a broker with direct access to a volume
+    /// must have been registered before partitions move back to it for locality. Default
+    /// 30000.
+    pub locality_delay_ms: u64,
     /// `broker.session.timeout.ms`: how long a broker whose lease ended stays in the broker
     /// lists of Metadata and DescribeCluster (Kafka's fencing delay). Default 9000.
     pub broker_session_timeout_ms: u64,

@@ -20,7 +20,7 @@
 //! transaction confirms, after the data's fsync, that its own registration and the owner
 //! records it acquired are unchanged ([`EtcdStore::confirm`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,12 @@ pub struct BrokerInfo {
     /// (`replica.selector.class` rack-aware, KIP-392 read replicas).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reads: bool,
+    /// The volumes it reaches through their own storage node (`sluice.volume.storage.nodes`
+    /// and `sluice.broker.storage.nodes`), as indexes into the cluster's log dirs ordered by
+    /// `directory.id` ([`Owner::volume`]): the controller prefers such a broker as the owner
+    /// of a partition on one of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct: Vec<u16>,
     /// The etcd lease its registration lives under (not stored; read with the record).
     #[serde(skip)]
     pub lease: i64,
@@ -143,6 +149,12 @@ pub struct Owner {
     /// replays producer state from there (docs/cluster.md, fencing point 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotRef>,
+    /// The volume holding the partition's directory, as the owner last recorded it: its log
+    /// dir's index among the cluster's log dirs ordered by `directory.id` (the same on every
+    /// broker: they share the set, `P/volume`). None until an owner records it (an
+    /// acquisition does), or where a log dir has no `directory.id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<u16>,
 }
 
 /// [`Owner::snapshot`]: a producer snapshot's offset and the CRC-32C its file carries.
@@ -176,6 +188,8 @@ pub struct Progress {
     /// The snapshot vouched for at `recovery_point` (None: the record's is kept, except at
     /// an acquisition, which drops the former owner's).
     pub snapshot: Option<SnapshotRef>,
+    /// The volume the owner's log lies on ([`Owner::volume`]; None: the record's is kept).
+    pub volume: Option<u16>,
 }
 
 /// [`Owner::sealed`].
@@ -1303,32 +1317,18 @@ impl EtcdStore {
         }))
     }
 
-    /// Record the owner's recovery point and the newest segment it publishes data in, in a
-    /// partition's owner record, if the record is still `held` and this broker still
-    /// registered. The recovery point never moves back; the segment does only with
-    /// `acquired` (an acquisition names the segment it rolled: what it recovered is the log
-    /// now). Returns the new record (its mod revision is the one confirmations must compare
-    /// from now on), or None if it changed.
-    #[allow(clippy::too_many_arguments)]
+    /// Record the owner's recovery point, the newest segment it publishes data in and the
+    /// rest of `progress` in a partition's owner record, if the record is still
+    /// `progress.held` and this broker still registered. The recovery point never moves
+    /// back; the segment does only with `acquired` (an acquisition names the segment it
+    /// rolled: what it recovered is the log now). Returns the new record (its mod revision is
+    /// the one confirmations must compare from now on), or None if it changed.
     pub fn record_progress(
         &self,
         topic: &str,
-        partition: i32,
-        held: OwnerRecord,
-        recovery_point: i64,
-        segment: i64,
+        progress: Progress,
         acquired: bool,
-        sealed: Option<Sealed>,
-        snapshot: Option<SnapshotRef>,
     ) -> Result<Option<OwnerRecord>, MetaError> {
-        let progress = Progress {
-            partition,
-            held,
-            recovery_point,
-            segment,
-            sealed,
-            snapshot,
-        };
         Ok(self
             .record_progress_many(topic, &[progress], acquired)?
             .and_then(|mut v| v.pop()))
@@ -1364,6 +1364,7 @@ impl EtcdStore {
                 } else {
                     p.snapshot.or(p.held.owner.snapshot)
                 },
+                volume: p.volume.or(p.held.owner.volume),
                 ..p.held.owner
             };
             compares.push(Compare::ModRevision(key.clone(), p.held.mod_revision));
@@ -1793,27 +1794,48 @@ impl EtcdStore {
     }
 }
 
-/// The controller's plan for one round: partitions without a live owner go to the live
-/// broker owning fewest of their topic (then fewest overall); with `balance`, then at most
-/// `moves_max` partitions move, topic by topic, from the broker owning most of a topic to the
-/// one owning fewest, while they differ by more than one (so each topic is spread over the
-/// brokers, as Kafka spreads a topic's leaders, and the totals follow). Pinned partitions
-/// (an explicit reassignment) count but are not moved.
-/// Returns `(topic, partition, new owner)`; deterministic for a given view.
+/// The controller's plan for one round.
+///
+/// Each partition's candidates are the live brokers with direct access to its volume
+/// ([`BrokerInfo::direct`], [`Owner::volume`]), or every live broker when none has (or its
+/// volume is not known yet): locality never costs availability. A topic's partitions with the
+/// same candidates form a group:
+///
+/// - A partition without a live owner goes to the candidate owning fewest of its group (one
+///   under its partition budget first, then fewest overall; where a planned move was taking
+///   it, if that broker is a live candidate).
+/// - With `balance`, at most `moves_max` partitions move this round, first those owned by a
+///   live broker that is not a candidate (a broker with direct access came back: to a
+///   candidate in `settled`, those live long enough that a broker coming and going does not
+///   move partitions back and forth), then, group by group, from the candidate owning most of
+///   the group to the one owning fewest, while they differ by more than one (so each topic is
+///   spread over its candidates, as Kafka spreads a topic's leaders, and the totals follow).
+///   Pinned partitions (an explicit reassignment) count but are not moved.
+///
+/// Returns `(topic, partition, new owner)`; deterministic for a given view and `settled`.
 pub fn plan_assignments(
     view: &ClusterView,
     balance: bool,
     moves_max: usize,
+    settled: &BTreeSet<i32>,
 ) -> Vec<(String, i32, i32)> {
     let live: Vec<i32> = view.brokers.keys().copied().collect();
     if live.is_empty() {
         return Vec::new();
     }
-    // Per topic and live broker: the partitions balancing may move, and how many are pinned.
+    let direct = direct_brokers(view);
+    // A partition's group within its topic: its volume when some live broker reaches that
+    // directly (the candidates are those brokers), else None (every live broker).
+    let group_of = |volume: Option<u16>| volume.filter(|v| direct.contains_key(v));
+    let candidates =
+        |group: Option<u16>| -> &[i32] { group.and_then(|v| direct.get(&v)).map_or(&live, |b| b) };
+    // Per group and candidate: the partitions balancing may move, and how many are pinned.
     type PerBroker = BTreeMap<i32, (Vec<i32>, usize)>;
-    let mut topics: BTreeMap<&str, PerBroker> = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, Option<u16>), PerBroker> = BTreeMap::new();
     let mut total: BTreeMap<i32, usize> = live.iter().map(|&b| (b, 0)).collect();
     let mut orphans = Vec::new();
+    // Owned by a live broker that is not one of its candidates: (group, partition, owner).
+    let mut misplaced = Vec::new();
     let mut plan = Vec::new();
     for ((topic, p), rec) in &view.owners {
         // Records of partitions past the topic's count (a half-finished change) are skipped.
@@ -1821,11 +1843,15 @@ pub fn plan_assignments(
         if !known {
             continue;
         }
-        let per = topics
-            .entry(topic.as_str())
-            .or_insert_with(|| live.iter().map(|&b| (b, (Vec::new(), 0))).collect());
-        let owner_alive = per.contains_key(&rec.owner.node);
-        let to = rec.owner.to.filter(|t| per.contains_key(t));
+        let group = (topic.as_str(), group_of(rec.owner.volume));
+        let per = groups.entry(group).or_insert_with(|| {
+            candidates(group.1)
+                .iter()
+                .map(|&b| (b, (Vec::new(), 0)))
+                .collect()
+        });
+        let owner_alive = total.contains_key(&rec.owner.node);
+        let to = rec.owner.to.filter(|t| total.contains_key(t));
         let at = match (owner_alive, to) {
             // A planned move under way counts where it goes, and is left to finish.
             (true, Some(t)) => {
@@ -1837,7 +1863,7 @@ pub fn plan_assignments(
             }
             (true, None) => rec.owner.node,
             (false, _) => {
-                orphans.push((topic.as_str(), *p, to));
+                orphans.push((group, *p, to.filter(|t| per.contains_key(t))));
                 continue;
             }
         };
@@ -1850,20 +1876,21 @@ pub fn plan_assignments(
         match per.get_mut(&at) {
             Some((_, pinned)) if rec.owner.pinned || stale => *pinned += 1,
             Some((movable, _)) => movable.push(*p),
-            None => {}
+            None if rec.owner.pinned || stale => {}
+            None => misplaced.push((group, *p, at)),
         }
         *total.entry(at).or_default() += 1;
     }
     let count = |per: &PerBroker, b: i32| per.get(&b).map_or(0, |(m, pinned)| m.len() + pinned);
-    for (topic, p, to) in orphans {
-        let Some(per) = topics.get_mut(topic) else {
+    for (group, p, to) in orphans {
+        let Some(per) = groups.get_mut(&group) else {
             continue;
         };
-        // Where a planned move was taking it, else the broker with fewest of the topic (one
-        // under its partition budget first; past it when every broker is full, so that the
+        // Where a planned move was taking it, else the candidate with fewest of the group
+        // (one under its partition budget first; past it when every one is full, so that the
         // partition is served).
         let Some(b) = to.or_else(|| {
-            live.iter()
+            per.keys()
                 .copied()
                 .min_by_key(|b| (view.is_full(*b, total[b]), count(per, *b), total[b], *b))
         }) else {
@@ -1873,16 +1900,41 @@ pub fn plan_assignments(
             movable.push(p);
         }
         *total.entry(b).or_default() += 1;
-        plan.push((topic.to_string(), p, b));
+        plan.push((group.0.to_string(), p, b));
     }
     if !balance {
         return once_per_partition(plan);
     }
     let mut moves = 0;
-    for (topic, per) in topics.iter_mut() {
+    // Back to a candidate: to the settled one owning fewest of the group, under its budget.
+    for (group, p, at) in misplaced {
+        if moves >= moves_max {
+            break;
+        }
+        let Some(per) = groups.get_mut(&group) else {
+            continue;
+        };
+        let Some(b) = per
+            .keys()
+            .copied()
+            .filter(|b| settled.contains(b) && !view.is_full(*b, total[b]))
+            .min_by_key(|b| (count(per, *b), total[b], *b))
+        else {
+            continue;
+        };
+        if let Some((movable, _)) = per.get_mut(&b) {
+            movable.push(p);
+        }
+        *total.entry(at).or_default() -= 1;
+        *total.entry(b).or_default() += 1;
+        plan.push((group.0.to_string(), p, b));
+        moves += 1;
+    }
+    for (group, per) in groups.iter_mut() {
+        let members: Vec<i32> = per.keys().copied().collect();
         while moves < moves_max {
             // Balancing never moves a partition to a broker at its partition budget.
-            let Some(min_b) = live
+            let Some(min_b) = members
                 .iter()
                 .copied()
                 .filter(|b| !view.is_full(*b, total[b]))
@@ -1890,8 +1942,8 @@ pub fn plan_assignments(
             else {
                 break;
             };
-            // The broker owning most of the topic that has something balancing may move.
-            let Some(max_b) = live
+            // The candidate owning most of the group that has something balancing may move.
+            let Some(max_b) = members
                 .iter()
                 .copied()
                 .filter(|b| per.get(b).is_some_and(|(m, _)| !m.is_empty()))
@@ -1911,11 +1963,42 @@ pub fn plan_assignments(
             }
             *total.entry(max_b).or_default() -= 1;
             *total.entry(min_b).or_default() += 1;
-            plan.push((topic.to_string(), p, min_b));
+            plan.push((group.0.to_string(), p, min_b));
             moves += 1;
         }
     }
     once_per_partition(plan)
+}
+
+/// The live brokers with direct access to each volume ([`BrokerInfo::direct`]), by volume;
+/// volumes no live broker reaches directly are absent.
+pub fn direct_brokers(view: &ClusterView) -> BTreeMap<u16, Vec<i32>> {
+    let mut direct: BTreeMap<u16, Vec<i32>> = BTreeMap::new();
+    for (node, b) in &view.brokers {
+        for v in &b.direct {
+            direct.entry(*v).or_default().push(*node);
+        }
+    }
+    direct
+}
+
+/// The live brokers a partition on `volume` should be owned by: those reaching it directly,
+/// or every live broker when none does (or the volume is not known).
+pub fn candidates_for(view: &ClusterView, volume: Option<u16>) -> Vec<i32> {
+    let direct: Vec<i32> = volume
+        .map(|v| {
+            view.brokers
+                .iter()
+                .filter(|(_, b)| b.direct.contains(&v))
+                .map(|(n, _)| *n)
+                .collect()
+        })
+        .unwrap_or_default();
+    if direct.is_empty() {
+        view.brokers.keys().copied().collect()
+    } else {
+        direct
+    }
 }
 
 /// The plan with one entry per partition, its last: an orphan assigned this round may be
@@ -1933,9 +2016,16 @@ fn once_per_partition(plan: Vec<(String, i32, i32)>) -> Vec<(String, i32, i32)> 
 }
 
 /// Owners for `n` new partitions: round-robin over the live brokers, starting with those that
-/// own the fewest partitions now.
+/// own the fewest partitions now; over those with direct access to a volume when some have
+/// (the owner makes a new partition's directory on a volume it reaches directly).
 pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
-    let mut counts: BTreeMap<i32, usize> = view.brokers.keys().map(|&b| (b, 0)).collect();
+    let any_direct = view.brokers.values().any(|b| !b.direct.is_empty());
+    let mut counts: BTreeMap<i32, usize> = view
+        .brokers
+        .iter()
+        .filter(|(_, b)| !any_direct || !b.direct.is_empty())
+        .map(|(&n, _)| (n, 0))
+        .collect();
     for rec in view.owners.values() {
         if let Some(c) = counts.get_mut(&rec.owner.node) {
             *c += 1;
@@ -2283,6 +2373,7 @@ mod tests {
                 BrokerInfo {
                     partitions_max: None,
                     reads: false,
+                    direct: Vec::new(),
                     node_id: b,
                     host: "h".into(),
                     port: 1,
@@ -2315,6 +2406,141 @@ mod tests {
             topic.owners.push(*node);
         }
         v
+    }
+
+    /// Every live broker of `v`, settled.
+    fn all(v: &ClusterView) -> BTreeSet<i32> {
+        v.brokers.keys().copied().collect()
+    }
+
+    /// `v` with broker `b` reaching `volumes` directly and partitions `of` (topic, partition,
+    /// volume) recorded on their volume.
+    fn on_volumes(
+        mut v: ClusterView,
+        direct: &[(i32, &[u16])],
+        of: &[(&str, i32, u16)],
+    ) -> ClusterView {
+        for (b, volumes) in direct {
+            v.brokers.get_mut(b).unwrap().direct = volumes.to_vec();
+        }
+        for (t, p, vol) in of {
+            v.owners.get_mut(&(t.to_string(), *p)).unwrap().owner.volume = Some(*vol);
+        }
+        v
+    }
+
+    fn owner_after(v: &ClusterView, plan: &[(String, i32, i32)], t: &str, p: i32) -> i32 {
+        plan.iter()
+            .rev()
+            .find(|(pt, pp, _)| pt == t && *pp == p)
+            .map_or(v.owners[&(t.to_string(), p)].owner.node, |(_, _, b)| *b)
+    }
+
+    #[test]
+    fn orphans_go_to_brokers_with_direct_access_to_their_volume() {
+        // Volume 0 is reached directly by 1 and 2, volume 1 by 3; broker 4 reaches none.
+        // Every partition is orphaned (its owner, 9, is not alive).
+        let owners: Vec<(&str, i32, i32)> = (0..8).map(|p| ("t", p, 9)).collect();
+        let of: Vec<(&str, i32, u16)> = (0..8).map(|p| ("t", p, (p % 2) as u16)).collect();
+        let v = on_volumes(
+            view(&[1, 2, 3, 4], &owners),
+            &[(1, &[0]), (2, &[0]), (3, &[1])],
+            &of,
+        );
+        let plan = plan_assignments(&v, true, 100, &all(&v));
+        for p in 0..8 {
+            let b = owner_after(&v, &plan, "t", p);
+            if p % 2 == 0 {
+                assert!(b == 1 || b == 2, "partition {p} on volume 0 went to {b}");
+            } else {
+                assert_eq!(b, 3, "partition {p} on volume 1");
+            }
+        }
+        // Spread over the direct brokers of volume 0.
+        let c = counts(&v, &plan);
+        assert_eq!(
+            (c.get(&1), c.get(&2), c.get(&4)),
+            (Some(&2), Some(&2), None)
+        );
+    }
+
+    #[test]
+    fn without_a_direct_broker_alive_any_broker_takes_the_partitions() {
+        let owners: Vec<(&str, i32, i32)> = (0..6).map(|p| ("t", p, 9)).collect();
+        let of: Vec<(&str, i32, u16)> = (0..6).map(|p| ("t", p, 0)).collect();
+        // Only broker 3 (not alive) reaches volume 0; 1 and 2 reach volume 1.
+        let v = on_volumes(view(&[1, 2], &owners), &[(1, &[1]), (2, &[1])], &of);
+        let plan = plan_assignments(&v, true, 100, &all(&v));
+        let c = counts(&v, &plan);
+        assert_eq!((c[&1], c[&2]), (3, 3));
+    }
+
+    #[test]
+    fn partitions_go_back_to_a_direct_broker_once_it_is_settled_a_few_per_round() {
+        // Broker 1, with direct access to volume 0, was away: 2 and 3 (no direct access)
+        // took its six partitions.
+        let owners: Vec<(&str, i32, i32)> = (0..6)
+            .map(|p| ("t", p, if p < 3 { 2 } else { 3 }))
+            .collect();
+        let of: Vec<(&str, i32, u16)> = (0..6).map(|p| ("t", p, 0)).collect();
+        let v = on_volumes(view(&[1, 2, 3], &owners), &[(1, &[0])], &of);
+        // Back, but not settled: nothing moves.
+        let not_yet: BTreeSet<i32> = [2, 3].into();
+        assert!(plan_assignments(&v, true, 100, &not_yet).is_empty());
+        // Settled: they move back, at most moves_max a round.
+        assert_eq!(plan_assignments(&v, true, 4, &all(&v)).len(), 4);
+        let plan = plan_assignments(&v, true, 100, &all(&v));
+        assert_eq!(counts(&v, &plan)[&1], 6);
+        // Balancing off: they stay where they are.
+        assert!(plan_assignments(&v, false, 100, &all(&v)).is_empty());
+        // A pinned one stays.
+        let mut pinned = v.clone();
+        pinned
+            .owners
+            .get_mut(&("t".to_string(), 0))
+            .unwrap()
+            .owner
+            .pinned = true;
+        let plan = plan_assignments(&pinned, true, 100, &all(&pinned));
+        assert_eq!(owner_after(&pinned, &plan, "t", 0), 2);
+        assert_eq!(counts(&pinned, &plan)[&1], 5);
+    }
+
+    #[test]
+    fn balancing_spreads_a_topic_over_the_direct_brokers_of_each_volume() {
+        // All eight on broker 1; volume 0 (even partitions) reached by 1 and 2, volume 1
+        // (odd) by 3 and 4.
+        let owners: Vec<(&str, i32, i32)> = (0..8).map(|p| ("t", p, 1)).collect();
+        let of: Vec<(&str, i32, u16)> = (0..8).map(|p| ("t", p, (p % 2) as u16)).collect();
+        let v = on_volumes(
+            view(&[1, 2, 3, 4], &owners),
+            &[(1, &[0]), (2, &[0]), (3, &[1]), (4, &[1])],
+            &of,
+        );
+        let plan = plan_assignments(&v, true, 100, &all(&v));
+        for p in 0..8 {
+            let b = owner_after(&v, &plan, "t", p);
+            assert!(
+                if p % 2 == 0 { b <= 2 } else { b >= 3 },
+                "partition {p} on {b}"
+            );
+        }
+        let c = counts(&v, &plan);
+        assert_eq!((c[&1], c[&2], c[&3], c[&4]), (2, 2, 2, 2));
+        // And a second round plans nothing.
+        let mut after = v.clone();
+        for (t, p, b) in &plan {
+            after.owners.get_mut(&(t.clone(), *p)).unwrap().owner.node = *b;
+        }
+        assert!(plan_assignments(&after, true, 100, &all(&after)).is_empty());
+    }
+
+    #[test]
+    fn new_partitions_go_to_brokers_with_direct_access() {
+        let v = on_volumes(view(&[1, 2, 3], &[]), &[(2, &[0])], &[]);
+        assert_eq!(spread_new_partitions(&v, 3), vec![2, 2, 2]);
+        let v = view(&[1, 2, 3], &[]);
+        assert_eq!(spread_new_partitions(&v, 3), vec![1, 2, 3]);
     }
 
     fn counts(v: &ClusterView, plan: &[(String, i32, i32)]) -> BTreeMap<i32, usize> {
@@ -2369,6 +2595,7 @@ mod tests {
                 BrokerInfo {
                     partitions_max: None,
                     reads: false,
+                    direct: Vec::new(),
                     node_id: id,
                     host: host.into(),
                     port: 9092,
@@ -2419,7 +2646,7 @@ mod tests {
     fn orphans_of_a_dead_broker_spread_over_the_survivors() {
         let owners: Vec<(&str, i32, i32)> = (0..9).map(|p| ("t", p, p % 3 + 1)).collect();
         let v = view(&[1, 2], &owners);
-        let plan = plan_assignments(&v, false, 0);
+        let plan = plan_assignments(&v, false, 0, &all(&v));
         assert_eq!(plan.len(), 3);
         assert!(plan.iter().all(|(_, _, b)| *b == 1 || *b == 2));
         let c = counts(&v, &plan);
@@ -2431,12 +2658,12 @@ mod tests {
     fn a_new_broker_gets_a_fair_share_when_balancing() {
         let owners: Vec<(&str, i32, i32)> = (0..12).map(|p| ("t", p, p % 2 + 1)).collect();
         let v = view(&[1, 2, 3], &owners);
-        assert!(plan_assignments(&v, false, 100).is_empty());
-        let plan = plan_assignments(&v, true, 100);
+        assert!(plan_assignments(&v, false, 100, &all(&v)).is_empty());
+        let plan = plan_assignments(&v, true, 100, &all(&v));
         let c = counts(&v, &plan);
         assert_eq!((c[&1], c[&2], c[&3]), (4, 4, 4));
         // Bounded per round.
-        assert_eq!(plan_assignments(&v, true, 2).len(), 2);
+        assert_eq!(plan_assignments(&v, true, 2, &all(&v)).len(), 2);
     }
 
     #[test]
@@ -2450,7 +2677,7 @@ mod tests {
                 .owner
                 .pinned = true;
         }
-        let plan = plan_assignments(&v, true, 100);
+        let plan = plan_assignments(&v, true, 100, &all(&v));
         // Only the two unpinned partitions may move; one does (4+1 against 1 would be
         // uneven, but nothing else is movable).
         assert!(plan.iter().all(|(_, p, _)| *p >= 4), "{plan:?}");
@@ -2465,7 +2692,7 @@ mod tests {
             (0..48).map(|p| ("offsets", p, p % 3 + 1)).collect();
         owners.extend((0..6).map(|p| ("data", p, 1)));
         let v = view(&[1, 2, 3], &owners);
-        let plan = plan_assignments(&v, true, 100);
+        let plan = plan_assignments(&v, true, 100, &all(&v));
         let mut data = BTreeMap::new();
         for ((t, p), r) in &v.owners {
             if t == "data" {
@@ -2490,7 +2717,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            plan_assignments(&v, false, 0),
+            plan_assignments(&v, false, 0, &all(&v)),
             vec![("x".to_string(), 1, 2)]
         );
     }
@@ -2499,7 +2726,7 @@ mod tests {
     fn unassigned_partitions_and_new_ones_are_spread() {
         let owners: Vec<(&str, i32, i32)> = (0..4).map(|p| ("t", p, -1)).collect();
         let v = view(&[1, 2], &owners);
-        let c = counts(&v, &plan_assignments(&v, false, 0));
+        let c = counts(&v, &plan_assignments(&v, false, 0, &all(&v)));
         assert_eq!((c[&1], c[&2]), (2, 2));
         assert_eq!(
             spread_new_partitions(&view(&[1, 2, 3], &[]), 4),
@@ -2521,18 +2748,18 @@ mod tests {
         let mut v = view(&[1, 2, 3], &owners);
         budgets(&mut v, &[(1, 3), (2, 10), (3, 10)]);
         assert_eq!(spread_new_partitions(&v, 4), vec![2, 3, 2, 3]);
-        let plan = plan_assignments(&v, false, 0);
+        let plan = plan_assignments(&v, false, 0, &all(&v));
         assert!(plan.iter().all(|(_, _, to)| *to != 1), "{plan:?}");
         // Balancing moves partitions off broker 1, and never past a budget.
-        let c = counts(&v, &plan_assignments(&v, true, 100));
+        let c = counts(&v, &plan_assignments(&v, true, 100, &all(&v)));
         assert!(c[&1] <= 3 && c[&1] + c[&2] + c[&3] == 7, "{c:?}");
         budgets(&mut v, &[(2, 2), (3, 2)]);
-        let c = counts(&v, &plan_assignments(&v, true, 100));
+        let c = counts(&v, &plan_assignments(&v, true, 100, &all(&v)));
         assert_eq!((c[&1], c[&2], c[&3]), (3, 2, 2));
         // Every broker full: an orphan is still placed (served past the budget).
         let mut v = view(&[1, 2], &[("a", 0, 1), ("a", 1, 2), ("a", 2, -1)]);
         budgets(&mut v, &[(1, 1), (2, 1)]);
-        assert_eq!(plan_assignments(&v, true, 100).len(), 1);
+        assert_eq!(plan_assignments(&v, true, 100, &all(&v)).len(), 1);
         assert_eq!(v.partition_capacity(), (3, Some(2)));
         // A broker that publishes no budget: no limit.
         v.brokers.get_mut(&2).unwrap().partitions_max = None;
@@ -2549,19 +2776,19 @@ mod tests {
         // Two moves to broker 2 under way: balanced already, nothing planned.
         to(&mut v, 0, 2);
         to(&mut v, 1, 2);
-        assert!(plan_assignments(&v, true, 100).is_empty());
+        assert!(plan_assignments(&v, true, 100, &all(&v)).is_empty());
         // The owner dies before handing over: its partitions go where the moves were taking
         // them, the rest where there is room.
         v.brokers.remove(&1);
         v.brokers.insert(3, v.brokers[&2].clone());
-        let plan = plan_assignments(&v, false, 0);
+        let plan = plan_assignments(&v, false, 0, &all(&v));
         assert!(plan.contains(&("t".to_string(), 0, 2)), "{plan:?}");
         assert!(plan.contains(&("t".to_string(), 1, 2)), "{plan:?}");
         assert!(plan.contains(&("t".to_string(), 2, 3)), "{plan:?}");
         // The target dies instead: the move is taken back (planned to the owner).
         let mut v = view(&[1, 3], &owners);
         to(&mut v, 0, 2);
-        let plan = plan_assignments(&v, true, 100);
+        let plan = plan_assignments(&v, true, 100, &all(&v));
         assert!(plan.contains(&("t".to_string(), 0, 1)), "{plan:?}");
         assert_eq!(plan.iter().filter(|(_, p, _)| *p == 0).count(), 1);
     }
@@ -2580,7 +2807,7 @@ mod tests {
         for p in 0..4 {
             v.owners.get_mut(&("t".to_string(), p)).unwrap().owner.to = Some(1);
         }
-        let plan = plan_assignments(&v, true, 8);
+        let plan = plan_assignments(&v, true, 8, &all(&v));
         let mut keys: Vec<_> = plan.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
         keys.sort();
         keys.dedup();

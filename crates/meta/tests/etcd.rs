@@ -87,6 +87,7 @@ fn info(port: u16) -> BrokerInfo {
     BrokerInfo {
         partitions_max: None,
         reads: false,
+        direct: Vec::new(),
         node_id: 0,
         host: "127.0.0.1".into(),
         port,
@@ -274,7 +275,19 @@ fn a_deleted_topic_names_its_owners_until_they_let_go() {
     let seen = b.refresh().unwrap().owners[&("gone".to_string(), 1)];
     let held = b.acquire("gone", 1, seen).unwrap().unwrap();
     assert!(b
-        .record_progress("gone", 1, held, 10, 0, false, None, None)
+        .record_progress(
+            "gone",
+            sluice_meta::cluster::Progress {
+                partition: 1,
+                held,
+                recovery_point: 10,
+                segment: 0,
+                sealed: None,
+                snapshot: None,
+                volume: None,
+            },
+            false,
+        )
         .unwrap()
         .is_some());
     a.delete_topic("gone").unwrap();

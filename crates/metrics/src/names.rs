@@ -107,6 +107,10 @@ pub const RELEASES: &str = "sluice_partition_releases_total";
 pub const HANDOVERS: &str = "sluice_partition_handovers_total";
 pub const VOLUME_TOTAL_BYTES: &str = "sluice_log_dir_total_bytes";
 pub const VOLUME_USABLE_BYTES: &str = "sluice_log_dir_usable_bytes";
+// Storage-aware ownership (cluster mode, when log dirs declare their storage node).
+pub const LOG_DIR_DIRECT: &str = "sluice_log_dir_direct";
+pub const PARTITION_DIRECT: &str = "sluice_partition_direct";
+pub const PARTITIONS_INDIRECT: &str = "sluice_partitions_indirect";
 pub const TOPIC_PHYSICAL_BYTES: &str = "sluice_topic_physical_bytes";
 // Per topic (label `topic`) and broker-wide, like BrokerTopicMetrics.
 pub const LOGICAL_BYTES_IN: &str = "sluice_topic_logical_bytes_in_total";

@@ -1436,6 +1436,18 @@ impl LogManager {
     pub fn dirs(&self) -> &[PathBuf] {
         &self.inner.dirs
     }
+    /// Place new partitions (those in no log dir yet) only in the log dirs `dirs` names (by
+    /// index), while it names any: in a cluster, those on volumes this broker reaches
+    /// directly.
+    pub fn prefer_dirs(&self, dirs: Vec<usize>) {
+        self.inner.reg.lock().preferred = dirs;
+    }
+    /// The index of the log dir `log` lies in.
+    pub fn dir_index(&self, log: &Log) -> Option<usize> {
+        let dir = log.dir();
+        let parent = dir.parent()?;
+        self.inner.dirs.iter().position(|d| d == parent)
+    }
     /// The directory of `tp` in whichever log dir holds it with the files of topic
     /// `topic_id` (its `partition.metadata` says so): for reads of a partition another broker
     /// owns (`ReplicaReader`). None when no log dir has it (not created yet, or only another

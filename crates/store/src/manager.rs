@@ -104,6 +104,9 @@ pub(crate) struct Registry {
     pub opened_once: HashSet<TopicPartition>,
     /// Partitions closed cleanly by close_log (reopen without recovery).
     pub closed_clean: HashSet<TopicPartition>,
+    /// The log dirs (indexes) a new partition is placed in when it is in none yet: those on
+    /// volumes this broker reaches directly ([`crate::LogManager::prefer_dirs`]); empty, all.
+    pub preferred: Vec<usize>,
 }
 
 impl Registry {
@@ -559,8 +562,9 @@ struct Slot {
 
 /// The log dir for `tp`, recorded in `reg.placement`: where it was placed before, else where
 /// a shared dir holds it already (`found`), else the one of the `dirs` log dirs holding the
-/// fewest partitions (the first of those). Once placed, a partition is opened in that log dir
-/// only: its directory is never made in a second one.
+/// fewest partitions (the first of those), among `reg.preferred` when it names any. Once
+/// placed, a partition is opened in that log dir only: its directory is never made in a
+/// second one.
 fn place(reg: &mut Registry, tp: &TopicPartition, found: Option<usize>, dirs: usize) -> usize {
     let idx = match reg.placement.get(tp).copied().or(found) {
         Some(i) => i,
@@ -569,7 +573,21 @@ fn place(reg: &mut Registry, tp: &TopicPartition, found: Option<usize>, dirs: us
             for &i in reg.placement.values() {
                 counts[i] += 1;
             }
-            (0..dirs).min_by_key(|&i| (counts[i], i)).unwrap_or(0)
+            let preferred: Vec<usize> = reg
+                .preferred
+                .iter()
+                .copied()
+                .filter(|&i| i < dirs)
+                .collect();
+            let among: Vec<usize> = if preferred.is_empty() {
+                (0..dirs).collect()
+            } else {
+                preferred
+            };
+            among
+                .into_iter()
+                .min_by_key(|&i| (counts[i], i))
+                .unwrap_or(0)
         }
     };
     reg.placement.insert(tp.clone(), idx);
@@ -1641,6 +1659,12 @@ mod tests {
         // Once placed, always there.
         assert_eq!(place(&mut reg, &tp("a", 0), Some(2), 3), 0);
         assert_eq!(place(&mut reg, &tp("new", 0), None, 3), 2);
+        // With preferred dirs (on volumes reached directly), among those only.
+        reg.preferred = vec![0, 1];
+        assert_eq!(place(&mut reg, &tp("pref", 0), None, 3), 1);
+        assert_eq!(place(&mut reg, &tp("pref", 1), None, 3), 0);
+        // Found elsewhere: opened where it is.
+        assert_eq!(place(&mut reg, &tp("pref", 2), Some(2), 3), 2);
     }
 
     #[test]
