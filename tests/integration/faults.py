@@ -45,12 +45,14 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -226,6 +228,10 @@ class Env:
         self.etcd = None
         self.proxies: List[TcpProxy] = []
         self.findings: List[dict] = []
+        # Bytes each broker served as a read replica (sluice_read_replica_bytes_total), over
+        # all its processes: [banked from processes gone, the current one's last value].
+        self.metrics_ports: List[int] = []
+        self.replica_bytes: Dict[int, List[float]] = {}
         self.group_id: Optional[str] = None  # the group consumer's group
         self.paused: set = set()
         self.etcd_paused = False
@@ -262,6 +268,8 @@ class Env:
                     "sluice.cluster.poll.ms": 100,
                     "broker.rack": f"rack-{i + 1}",
                 })
+                self.metrics_ports.append(harness.free_port())
+                props["sluice.metrics.listener"] = f"127.0.0.1:{self.metrics_ports[-1]}"
             props.update(broker_config or {})
             b = harness.SluiceBroker(workdir / f"host{i + 1}", log_dir=self.mounts[i].mountpoint,
                                      overrides=props, name=f"broker{i + 1}")
@@ -305,6 +313,28 @@ class Env:
             self.finding("unclean-stop", broker=b.name, after=why, error=str(e)[:1500])
             b.kill()
         self.start_broker(b, why)
+
+    def sample_replica_reads(self) -> None:
+        """Note what each broker has served as a read replica so far (a restarted broker
+        counts from 0 again: what its former process served is banked)."""
+        for i, port in enumerate(self.metrics_ports):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                continue  # down or paused now
+            m = re.search(r"^sluice_read_replica_bytes_total (\S+)$", text, re.M)
+            if not m:
+                continue
+            value = float(m.group(1))
+            banked, last = self.replica_bytes.setdefault(i + 1, [0.0, 0.0])
+            if value < last:
+                banked += last
+            self.replica_bytes[i + 1] = [banked, value]
+
+    def replica_bytes_served(self) -> Dict[str, float]:
+        """By broker (node id as a string, as the result's JSON keeps it)."""
+        return {str(b): banked + last for b, (banked, last) in self.replica_bytes.items()}
 
     def check_alive(self, why: str) -> None:
         """A broker that exited by itself (on a failed fsync, a full disk, an unmount, a bug)
@@ -1207,6 +1237,7 @@ class Nemesis:
                 self.effective[kind] += 1
             log(f"fault {kind} host{host + 1} {t_start:.1f}-{healed:.1f}s {detail or ''}")
             time.sleep(self.rng.uniform(*self.quiet))
+            self.env.sample_replica_reads()
             self.env.check_alive(f"after {kind}")
             self._check_available(kind, host, healed, producers)
 
@@ -1518,6 +1549,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
         nemesis = Nemesis(env, rng, kinds, quiet, active, availability_s)
         log(f"faults for {seconds:.0f}s against {brokers} broker(s), seed {seed}, workdir {workdir}")
         nemesis.run(time.monotonic() + seconds, producers)
+        env.sample_replica_reads()
         log("healing")
         env.heal()
         harness.wait_until(lambda: all(harness.topic_partitions(env.bootstrap, w.topic) and all(
@@ -1567,6 +1599,7 @@ def run(seconds: float, brokers: int = 1, seed: int = 1, workdir: Optional[Path]
             "consumer_errors": dict(hist.consumer_errors),
             "group_generations": group.generations,
             "findings": env.findings,
+            "read_replica_bytes": env.replica_bytes_served() if env.cluster else None,
             "broker_logs": [str(b.log_file) for b in env.brokers],
         })
         result["violations"] = violations(result)
@@ -1634,6 +1667,11 @@ def violations(result: dict) -> Dict[str, int]:
     for kind, n in Counter(f["kind"] for f in result.get("findings", [])).items():
         if kind in VIOLATING_FINDINGS:
             out[kind] = n
+    # The observing consumers read through broker 2 (READER_RACK): a cluster run in which it
+    # served nothing as a read replica did not test read replicas at all.
+    served = result.get("read_replica_bytes")
+    if served is not None and not served.get("2"):
+        out["read_replicas_unused"] = 1
     if result.get("unavailable"):
         out["fault_kinds_not_injected"] = len(result["unavailable"])
     without_effect = [k for k in result.get("faults", {}) if not result.get("effective", {}).get(k)]
@@ -1682,6 +1720,9 @@ def table(result: dict) -> str:
     if ctp:
         lines.append("consume-transform-produce (read_committed): " + ", ".join(
             f"{k} {ctp[k]}" for k in ("commits", "aborts", "input_below_committed", "output", *CTP_CHECKS)))
+    if result.get("read_replica_bytes") is not None:
+        lines.append("bytes served as a read replica, by broker: " + ", ".join(
+            f"{b}: {int(v)}" for b, v in sorted(result["read_replica_bytes"].items())))
     lines.append(f"violations of the guarantees: {result.get('violations') or 'none'}")
     if result.get("producer_fatal"):
         lines.append(f"fatal producer errors: {len(result['producer_fatal'])}: {result['producer_fatal'][:3]}")
@@ -1707,7 +1748,7 @@ def table(result: dict) -> str:
 
 # Violations that say the harness could not do its job, not that the broker broke a guarantee:
 # a variant caught only by these was not caught.
-HARNESS_HEALTH = ("fault_kinds_not_injected", "fault_kinds_without_effect")
+HARNESS_HEALTH = ("fault_kinds_not_injected", "fault_kinds_without_effect", "read_replicas_unused")
 
 # Each broken variant (crates/store/src/mutation.rs) and the check that must catch it: a short
 # fault run (which must report a violation), or an integration test file (which must fail).

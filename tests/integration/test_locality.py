@@ -116,3 +116,32 @@ def test_owners_sit_next_to_their_storage_and_stay_available_without_it(broker_f
     check_all_readable(bootstrap_of(brokers.values()), topic, load.acked)
     # Partitions never moved between volumes: a move is of ownership, not of files.
     assert {p: volume_of(dirs, topic, p) for p in range(PARTITIONS)} == on
+
+
+def test_volume_check_of_a_broker_config_names_each_log_dirs_storage_node(tmp_path):
+    """``sluice volume check --config``: every log dir of that broker, with its declared
+    storage node and whether the broker reaches it directly, then the volume's figures."""
+    import subprocess
+
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    for d in dirs:
+        d.mkdir()
+    props = tmp_path / "server.properties"
+    props.write_text("node.id=2\n"
+                     f"log.dirs={','.join(str(d) for d in dirs)}\n"
+                     f"sluice.volume.storage.nodes={dirs[0]}:filer-1,{dirs[1]}:filer-2\n"
+                     "sluice.broker.storage.nodes=filer-2\n")
+    r = subprocess.run([str(harness.SLUICE_BIN), "volume", "check", "--config", str(props), "--size-mb", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("log dir ")]
+    assert lines == [f"log dir {dirs[0]} (broker 2): storage node filer-1, indirect",
+                     f"log dir {dirs[1]} (broker 2): storage node filer-2, direct",
+                     f"log dir {dirs[2]} (broker 2): storage node -, not declared"], r.stdout
+    assert r.stdout.count("verdict:") == 3 and r.stdout.count("fsync (4 KiB):") == 3, r.stdout
+    # A dir the broker does not have is refused with a clear error.
+    props.write_text(f"log.dirs={dirs[0]}\nsluice.volume.storage.nodes=/elsewhere:filer-1\n")
+    r = subprocess.run([str(harness.SLUICE_BIN), "volume", "check", "--config", str(props)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "sluice.volume.storage.nodes" in r.stderr and "not one of log.dirs" in r.stderr, \
+        r.stderr

@@ -86,7 +86,14 @@ enum VolumeCommand {
     /// sequential write/read throughput, then print a verdict.
     Check {
         /// A directory on the volume (a log dir, or where one will be).
-        path: PathBuf,
+        #[arg(required_unless_present = "config", conflicts_with = "config")]
+        path: Option<PathBuf>,
+        /// Check every log dir of this broker's server.properties instead, each with the
+        /// storage node it declares and whether this broker reaches it directly
+        /// (`sluice.volume.storage.nodes`, `sluice.broker.storage.nodes`): run it on each
+        /// broker's host to see what direct access is worth.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// MiB written and read back for the throughput test.
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
         size_mb: u64,
@@ -123,7 +130,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Volume(VolumeCommand::Check { path, size_mb }) => volume_check(path, size_mb),
+        Command::Volume(VolumeCommand::Check {
+            path,
+            config,
+            size_mb,
+        }) => volume_check(path, config, size_mb),
         Command::Machine(MachineCommand::Check { seconds }) => machine_check(seconds),
         Command::Stats(args) => stats::run(args),
         Command::Size(args) => size::run(args),
@@ -138,14 +149,44 @@ fn main() -> ExitCode {
     }
 }
 
-fn volume_check(path: PathBuf, size_mb: u64) -> Result<()> {
-    let opts = sluice_store::volume::VolumeCheckOptions {
+fn volume_check(path: Option<PathBuf>, config: Option<PathBuf>, size_mb: u64) -> Result<()> {
+    let opts = || sluice_store::volume::VolumeCheckOptions {
         throughput_bytes: size_mb * 1024 * 1024,
         ..Default::default()
     };
-    let report = sluice_store::volume::check_volume(&path, opts)
-        .with_context(|| format!("volume check of {}", path.display()))?;
-    print!("{report}");
+    let check = |path: &std::path::Path| -> Result<()> {
+        let report = sluice_store::volume::check_volume(path, opts())
+            .with_context(|| format!("volume check of {}", path.display()))?;
+        print!("{report}");
+        Ok(())
+    };
+    let Some(file) = config else {
+        return check(&path.context("a PATH or --config is needed")?);
+    };
+    let config = broker_config(ServeArgs {
+        config: Some(file),
+        overrides: Vec::new(),
+    })?;
+    for dir in &config.log_dirs {
+        let node = config
+            .volume_nodes
+            .iter()
+            .find(|(d, _)| d == dir)
+            .map(|(_, n)| n.as_str());
+        let reach = match node {
+            Some(n) if config.storage_nodes.iter().any(|s| s == n) => "direct",
+            Some(_) => "indirect",
+            None => "not declared",
+        };
+        println!(
+            "log dir {} (broker {}): storage node {}, {reach}",
+            dir.display(),
+            config.node_id,
+            node.unwrap_or("-"),
+        );
+        check(dir)?;
+        println!();
+    }
     Ok(())
 }
 
