@@ -106,13 +106,13 @@ impl Volumes {
 }
 
 /// The controller's memory of when it first saw each broker's registration (by lease: a
-/// broker registered again is seen anew), for `sluice.cluster.locality.delay.ms`.
+/// broker registered again is seen anew), for `sluice.cluster.locality.delay.ms`. A new
+/// controller has seen every broker just now: it cannot tell one registered a moment ago (a
+/// rolling restart) from one registered long since, so partitions move to none of them for
+/// the locality delay.
 #[derive(Debug, Default)]
 pub(crate) struct Settling {
     seen: BTreeMap<i32, (i64, Instant)>,
-    /// Set at the controller's first round: the brokers registered then count as settled
-    /// (they did not just come back as far as this controller knows).
-    started: bool,
 }
 
 impl Settling {
@@ -123,14 +123,10 @@ impl Settling {
         delay: Duration,
         now: Instant,
     ) -> BTreeSet<i32> {
-        let first = !self.started;
-        self.started = true;
-        let long_ago = now.checked_sub(delay).unwrap_or(now);
         let mut live = BTreeMap::new();
         for (node, lease) in brokers {
             let since = match self.seen.get(&node) {
                 Some((l, at)) if *l == lease => *at,
-                _ if first => long_ago,
                 _ => now,
             };
             live.insert(node, (lease, since));
@@ -206,38 +202,39 @@ mod tests {
     fn a_broker_settles_after_the_delay_and_again_when_it_registers_anew() {
         let delay = Duration::from_secs(30);
         let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
         let mut s = Settling::default();
-        // The brokers there at the controller's first round are settled.
+        // A new controller has seen every broker just now: none is settled.
+        assert!(s
+            .settled([(1, 10), (2, 20)].into_iter(), delay, t0)
+            .is_empty());
+        // Broker 3 joins 5 s later: each is settled once the delay has passed since it was
+        // first seen.
+        assert!(s
+            .settled([(1, 10), (2, 20), (3, 30)].into_iter(), delay, at(5))
+            .is_empty());
+        let all = [(1, 10), (2, 20), (3, 30)];
+        assert_eq!(s.settled(all.into_iter(), delay, at(30)), [1, 2].into());
+        assert_eq!(s.settled(all.into_iter(), delay, at(35)), [1, 2, 3].into());
+        // Broker 2 registered again (a new lease): it starts over.
+        let again = [(1, 10), (2, 21), (3, 30)];
+        assert_eq!(s.settled(again.into_iter(), delay, at(40)), [1, 3].into());
         assert_eq!(
-            s.settled([(1, 10), (2, 20)].into_iter(), delay, t0),
-            [1, 2].into()
-        );
-        // Broker 3 joins: not settled until the delay has passed.
-        let t1 = t0 + Duration::from_secs(5);
-        assert_eq!(
-            s.settled([(1, 10), (2, 20), (3, 30)].into_iter(), delay, t1),
-            [1, 2].into()
-        );
-        let t2 = t1 + delay;
-        assert_eq!(
-            s.settled([(1, 10), (2, 20), (3, 30)].into_iter(), delay, t2),
+            s.settled(again.into_iter(), delay, at(70)),
             [1, 2, 3].into()
         );
-        // Broker 2 registered again (a new lease): it starts over.
-        assert_eq!(
-            s.settled([(1, 10), (2, 21), (3, 30)].into_iter(), delay, t2),
-            [1, 3].into()
-        );
         // Gone and back under the same lease counts as new too (it was forgotten).
-        assert_eq!(s.settled([(1, 10)].into_iter(), delay, t2), [1].into());
+        assert_eq!(s.settled([(1, 10)].into_iter(), delay, at(70)), [1].into());
         assert_eq!(
-            s.settled([(1, 10), (3, 30)].into_iter(), delay, t2),
+            s.settled([(1, 10), (3, 30)].into_iter(), delay, at(71)),
             [1].into()
         );
-        // A delay of 0 settles at once.
+        // A delay of 0 settles at once; a controller that lost the role forgets.
         assert_eq!(
-            s.settled([(1, 10), (4, 40)].into_iter(), Duration::ZERO, t2),
+            s.settled([(1, 10), (4, 40)].into_iter(), Duration::ZERO, at(71)),
             [1, 4].into()
         );
+        s.reset();
+        assert!(s.settled([(1, 10)].into_iter(), delay, at(72)).is_empty());
     }
 }

@@ -1824,14 +1824,35 @@ pub fn plan_assignments(
         return Vec::new();
     }
     let direct = direct_brokers(view);
+    // Locality is in use when a live broker reaches some volume directly: then a partition
+    // whose volume is not recorded yet (a new one, before its owner's acquisition records it)
+    // has those brokers as candidates (its owner makes it on a volume it reaches directly),
+    // and partitions move to a direct broker only once it is settled.
+    let any_direct: Vec<i32> = view
+        .brokers
+        .iter()
+        .filter(|(_, b)| !b.direct.is_empty())
+        .map(|(n, _)| *n)
+        .collect();
+    let locality = !any_direct.is_empty();
     // A partition's group within its topic: its volume when some live broker reaches that
-    // directly (the candidates are those brokers), else None (every live broker).
-    let group_of = |volume: Option<u16>| volume.filter(|v| direct.contains_key(v));
-    let candidates =
-        |group: Option<u16>| -> &[i32] { group.and_then(|v| direct.get(&v)).map_or(&live, |b| b) };
+    // directly (the candidates are those brokers); with locality in use, a volume not known
+    // yet (those with direct access to some volume); else every live broker.
+    let group_of = |volume: Option<u16>| match volume {
+        Some(v) if direct.contains_key(&v) => Group::Volume(v),
+        None if locality => Group::Unknown,
+        _ => Group::Any,
+    };
+    let candidates = |group: Group| -> &[i32] {
+        match group {
+            Group::Volume(v) => direct.get(&v).map_or(&live, |b| b),
+            Group::Unknown => &any_direct,
+            Group::Any => &live,
+        }
+    };
     // Per group and candidate: the partitions balancing may move, and how many are pinned.
     type PerBroker = BTreeMap<i32, (Vec<i32>, usize)>;
-    let mut groups: BTreeMap<(&str, Option<u16>), PerBroker> = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, Group), PerBroker> = BTreeMap::new();
     let mut total: BTreeMap<i32, usize> = live.iter().map(|&b| (b, 0)).collect();
     let mut orphans = Vec::new();
     // Owned by a live broker that is not one of its candidates: (group, partition, owner).
@@ -1887,13 +1908,28 @@ pub fn plan_assignments(
             continue;
         };
         // Where a planned move was taking it, else the candidate with fewest of the group
-        // (one under its partition budget first; past it when every one is full, so that the
-        // partition is served).
-        let Some(b) = to.or_else(|| {
-            per.keys()
-                .copied()
-                .min_by_key(|b| (view.is_full(*b, total[b]), count(per, *b), total[b], *b))
-        }) else {
+        // under its partition budget; when every candidate is full, the live broker with
+        // fewest under its budget; when every one is full, the candidate with fewest, past
+        // its budget, so that the partition is served.
+        let Some(b) = to
+            .or_else(|| {
+                per.keys()
+                    .copied()
+                    .filter(|b| !view.is_full(*b, total[b]))
+                    .min_by_key(|b| (count(per, *b), total[b], *b))
+            })
+            .or_else(|| {
+                live.iter()
+                    .copied()
+                    .filter(|b| !view.is_full(*b, total[b]))
+                    .min_by_key(|b| (total[b], *b))
+            })
+            .or_else(|| {
+                per.keys()
+                    .copied()
+                    .min_by_key(|b| (count(per, *b), total[b], *b))
+            })
+        else {
             continue;
         };
         if let Some((movable, _)) = per.get_mut(&b) {
@@ -1931,13 +1967,20 @@ pub fn plan_assignments(
         moves += 1;
     }
     for (group, per) in groups.iter_mut() {
+        // Partitions whose volume is not recorded yet are being acquired (their owner records
+        // it): balancing them against the recorded ones of their topic would move them
+        // between groups mid-acquisition.
+        if group.1 == Group::Unknown {
+            continue;
+        }
         let members: Vec<i32> = per.keys().copied().collect();
         while moves < moves_max {
-            // Balancing never moves a partition to a broker at its partition budget.
+            // Balancing never moves a partition to a broker at its partition budget, nor, with
+            // locality in use, to one not settled yet.
             let Some(min_b) = members
                 .iter()
                 .copied()
-                .filter(|b| !view.is_full(*b, total[b]))
+                .filter(|b| !view.is_full(*b, total[b]) && (!locality || settled.contains(b)))
                 .min_by_key(|b| (count(per, *b), total[b], *b))
             else {
                 break;
@@ -1968,6 +2011,19 @@ pub fn plan_assignments(
         }
     }
     once_per_partition(plan)
+}
+
+/// Which of a topic's partitions [`plan_assignments`] balances together: the candidates they
+/// share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Group {
+    /// On this volume, which a live broker reaches directly: those brokers.
+    Volume(u16),
+    /// Volume not recorded yet, with locality in use: the brokers with direct access to some
+    /// volume (a new partition's owner makes it on one).
+    Unknown,
+    /// Every live broker (no locality, or no live broker reaches the volume directly).
+    Any,
 }
 
 /// The live brokers with direct access to each volume ([`BrokerInfo::direct`]), by volume;
@@ -2016,16 +2072,13 @@ fn once_per_partition(plan: Vec<(String, i32, i32)>) -> Vec<(String, i32, i32)> 
 }
 
 /// Owners for `n` new partitions: round-robin over the live brokers, starting with those that
-/// own the fewest partitions now; over those with direct access to a volume when some have
-/// (the owner makes a new partition's directory on a volume it reaches directly).
+/// own the fewest partitions now; those under their partition budget first, and among them
+/// those with direct access to a volume when some have (the owner makes a new partition's
+/// directory on a volume it reaches directly).
 pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
-    let any_direct = view.brokers.values().any(|b| !b.direct.is_empty());
-    let mut counts: BTreeMap<i32, usize> = view
-        .brokers
-        .iter()
-        .filter(|(_, b)| !any_direct || !b.direct.is_empty())
-        .map(|(&n, _)| (n, 0))
-        .collect();
+    let locality = view.brokers.values().any(|b| !b.direct.is_empty());
+    let indirect = |b: i32| locality && view.brokers.get(&b).is_some_and(|i| i.direct.is_empty());
+    let mut counts: BTreeMap<i32, usize> = view.brokers.keys().map(|&b| (b, 0)).collect();
     for rec in view.owners.values() {
         if let Some(c) = counts.get_mut(&rec.owner.node) {
             *c += 1;
@@ -2035,7 +2088,7 @@ pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
     for _ in 0..n {
         let Some(b) = counts
             .iter()
-            .min_by_key(|(b, c)| (view.is_full(**b, **c), **c, **b))
+            .min_by_key(|(b, c)| (view.is_full(**b, **c), indirect(**b), **c, **b))
             .map(|(b, _)| *b)
         else {
             out.push(-1);
@@ -2468,11 +2521,12 @@ mod tests {
     fn without_a_direct_broker_alive_any_broker_takes_the_partitions() {
         let owners: Vec<(&str, i32, i32)> = (0..6).map(|p| ("t", p, 9)).collect();
         let of: Vec<(&str, i32, u16)> = (0..6).map(|p| ("t", p, 0)).collect();
-        // Only broker 3 (not alive) reaches volume 0; 1 and 2 reach volume 1.
-        let v = on_volumes(view(&[1, 2], &owners), &[(1, &[1]), (2, &[1])], &of);
+        // Only broker 4 (not alive) reaches volume 0; 1 and 2 reach volume 1, 3 none: every
+        // live broker takes a share, not only those with direct access to another volume.
+        let v = on_volumes(view(&[1, 2, 3], &owners), &[(1, &[1]), (2, &[1])], &of);
         let plan = plan_assignments(&v, true, 100, &all(&v));
         let c = counts(&v, &plan);
-        assert_eq!((c[&1], c[&2]), (3, 3));
+        assert_eq!((c[&1], c[&2], c[&3]), (2, 2, 2));
     }
 
     #[test]
@@ -2541,6 +2595,136 @@ mod tests {
         assert_eq!(spread_new_partitions(&v, 3), vec![2, 2, 2]);
         let v = view(&[1, 2, 3], &[]);
         assert_eq!(spread_new_partitions(&v, 3), vec![1, 2, 3]);
+    }
+
+    /// Found by an adversary on fdf3d7a, since fixed. Volume 0 is reached directly by brokers 1 and 2;
+    /// broker 3 reaches nothing. Both direct brokers were away, so broker 3 took the volume's
+    /// four partitions. Broker 1 is back and settled; broker 2 registered just now (not in
+    /// `settled`). The locality pass moves the four to broker 1 (settled, correct), and the
+    /// balancing pass of the same round then moves two of them on to broker 2 (it pops the
+    /// newest movable of broker 1, i.e. the ones just moved): partitions move from a broker
+    /// without direct access to a direct broker that has not been registered for
+    /// `sluice.cluster.locality.delay.ms` (docs/cluster.md: "gets partitions back once it has
+    /// been registered for sluice.cluster.locality.delay.ms").
+    #[test]
+    fn adv58_partitions_reach_an_unsettled_direct_broker_in_its_first_round() {
+        let owners: Vec<(&str, i32, i32)> = (0..4).map(|p| ("t", p, 3)).collect();
+        let of: Vec<(&str, i32, u16)> = (0..4).map(|p| ("t", p, 0)).collect();
+        let v = on_volumes(view(&[1, 2, 3], &owners), &[(1, &[0]), (2, &[0])], &of);
+        let settled: BTreeSet<i32> = [1, 3].into();
+        let plan = plan_assignments(&v, true, 8, &settled);
+        let to_unsettled: Vec<_> = plan.iter().filter(|(_, _, b)| *b == 2).collect();
+        assert!(
+            to_unsettled.is_empty(),
+            "partitions planned to broker 2, which is not settled: {to_unsettled:?} (plan {plan:?})"
+        );
+    }
+
+    /// Found by an adversary on fdf3d7a, since fixed. Volume 0 is reached directly by brokers 1 and 2.
+    /// Broker 2 was away (its six partitions went to broker 1, the other live candidate) and
+    /// has just registered again under a new lease: it is not in `settled`. The balancing pass
+    /// of the group (t, volume 0) counts broker 2 as a member regardless of `settled` and
+    /// moves three partitions to it in its first round (cluster.rs, plan_assignments, the
+    /// per-group balancing loop: `members` is every candidate): docs/cluster.md says a broker
+    /// with direct access that comes back "(or joins) gets partitions back once it has been
+    /// registered for sluice.cluster.locality.delay.ms". A broker that comes and goes moves
+    /// partitions back and forth, which the delay was to prevent.
+    #[test]
+    fn adv58_a_direct_broker_coming_back_gets_partitions_before_it_settles() {
+        let owners: Vec<(&str, i32, i32)> = (0..6).map(|p| ("t", p, 1)).collect();
+        let of: Vec<(&str, i32, u16)> = (0..6).map(|p| ("t", p, 0)).collect();
+        let v = on_volumes(view(&[1, 2], &owners), &[(1, &[0]), (2, &[0])], &of);
+        let settled: BTreeSet<i32> = [1].into();
+        let plan = plan_assignments(&v, true, 8, &settled);
+        assert!(
+            plan.is_empty(),
+            "partitions planned to broker 2 before it settled: {plan:?}"
+        );
+    }
+
+    /// Found by an adversary on fdf3d7a, since fixed. Broker 1 reaches volume 0 directly and is at its
+    /// partition budget (1 of 1); broker 2 reaches nothing and has room (0 of 10). Partition
+    /// a-1 on volume 0 is orphaned (its owner, 9, died). plan_assignments restricts the
+    /// orphan's choice to the candidates (broker 1 only), so it goes past broker 1's budget
+    /// while broker 2 has room: docs/cluster.md (Ownership, budgets) and the old plan put an
+    /// orphan past a budget only "when every broker is full". cluster.rs, plan_assignments,
+    /// the orphan loop (`per.keys()...min_by_key(is_full, ...)` over the candidates only).
+    #[test]
+    fn adv58_an_orphan_goes_past_a_full_direct_brokers_budget_while_another_has_room() {
+        let v = on_volumes(
+            view(&[1, 2], &[("a", 0, 1), ("a", 1, 9)]),
+            &[(1, &[0])],
+            &[("a", 0, 0), ("a", 1, 0)],
+        );
+        let mut v = v;
+        v.brokers.get_mut(&1).unwrap().partitions_max = Some(1);
+        v.brokers.get_mut(&2).unwrap().partitions_max = Some(10);
+        let plan = plan_assignments(&v, true, 8, &all(&v));
+        assert_eq!(
+            plan,
+            vec![("a".to_string(), 1, 2)],
+            "the orphan went past broker 1's budget although broker 2 has room"
+        );
+    }
+
+    /// Found by an adversary on fdf3d7a, since fixed. The same for new partitions: broker 1 (direct to
+    /// volume 0) is at its budget of 2, broker 2 (no direct access) has 0 of 10. A topic of
+    /// two partitions fits the cluster's budget (the creation is not refused), and
+    /// spread_new_partitions gives both to broker 1, past its budget, since it only considers
+    /// brokers with direct access (cluster.rs, spread_new_partitions, the `any_direct`
+    /// filter): before fdf3d7a they went to broker 2.
+    #[test]
+    fn adv58_new_partitions_go_past_a_full_direct_brokers_budget() {
+        let mut v = on_volumes(
+            view(&[1, 2], &[("a", 0, 1), ("a", 1, 1)]),
+            &[(1, &[0])],
+            &[("a", 0, 0), ("a", 1, 0)],
+        );
+        v.brokers.get_mut(&1).unwrap().partitions_max = Some(2);
+        v.brokers.get_mut(&2).unwrap().partitions_max = Some(10);
+        assert_eq!(
+            spread_new_partitions(&v, 2),
+            vec![2, 2],
+            "new partitions placed past broker 1's budget although broker 2 has room"
+        );
+    }
+
+    /// Found by an adversary on fdf3d7a, since fixed. A topic is created in a quiet cluster: broker 1
+    /// reaches volume 0 directly, brokers 2 and 3 nothing. spread_new_partitions gives all six
+    /// partitions to broker 1 (which makes them on volume 0). The controller's round on the
+    /// view of the creation (every record without `volume` until its owner's acquisition
+    /// writes it; the controller runs `control` on the same view its own `reconcile` used)
+    /// puts the six in the group of unknown volume, candidates every live broker, and
+    /// balancing moves four of them to brokers 2 and 3. Once those acquire them they record
+    /// volume 0, the partitions are "misplaced", and the next round moves them back to
+    /// broker 1: eight hand-overs for a topic creation with no broker coming or going.
+    #[test]
+    fn adv58_a_new_topic_moves_off_its_direct_broker_and_back() {
+        let v0 = on_volumes(view(&[1, 2, 3], &[]), &[(1, &[0])], &[]);
+        let owners_new = spread_new_partitions(&v0, 6);
+        assert_eq!(owners_new, vec![1; 6]);
+        let owners: Vec<(&str, i32, i32)> = owners_new
+            .iter()
+            .enumerate()
+            .map(|(p, b)| ("t", p as i32, *b))
+            .collect();
+        let v = on_volumes(view(&[1, 2, 3], &owners), &[(1, &[0])], &[]);
+        let first = plan_assignments(&v, true, 8, &all(&v));
+        // The moves complete: the new owners acquire and record the volume (0).
+        let mut after = v.clone();
+        for rec in after.owners.values_mut() {
+            rec.owner.volume = Some(0);
+        }
+        for (t, p, b) in &first {
+            let rec = after.owners.get_mut(&(t.clone(), *p)).unwrap();
+            rec.owner.node = *b;
+            rec.owner.to = None;
+        }
+        let second = plan_assignments(&after, true, 8, &all(&after));
+        assert!(
+            first.is_empty() && second.is_empty(),
+            "a topic creation moved partitions off their direct broker ({first:?}) and back ({second:?})"
+        );
     }
 
     fn counts(v: &ClusterView, plan: &[(String, i32, i32)]) -> BTreeMap<i32, usize> {
