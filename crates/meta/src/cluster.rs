@@ -1797,20 +1797,24 @@ impl EtcdStore {
 /// The controller's plan for one round.
 ///
 /// Each partition's candidates are the live brokers with direct access to its volume
-/// ([`BrokerInfo::direct`], [`Owner::volume`]), or every live broker when none has (or its
-/// volume is not known yet): locality never costs availability. A topic's partitions with the
-/// same candidates form a group:
+/// ([`BrokerInfo::direct`], [`Owner::volume`]), or every live broker when none has: locality
+/// never costs availability. A partition whose volume is not recorded yet, while some broker
+/// declares direct access, has the brokers with direct access to some volume (its owner makes
+/// it on one of them), and is never moved. A topic's partitions with the same candidates form
+/// a group:
 ///
-/// - A partition without a live owner goes to the candidate owning fewest of its group (one
-///   under its partition budget first, then fewest overall; where a planned move was taking
-///   it, if that broker is a live candidate).
+/// - A partition without a live owner goes to the candidate owning fewest of its group under
+///   its partition budget (where a planned move was taking it, if that broker is a live
+///   candidate); when every candidate is full, to a live broker with room; when every one is
+///   full, past a candidate's budget.
 /// - With `balance`, at most `moves_max` partitions move this round, first those owned by a
-///   live broker that is not a candidate (a broker with direct access came back: to a
-///   candidate in `settled`, those live long enough that a broker coming and going does not
-///   move partitions back and forth), then, group by group, from the candidate owning most of
-///   the group to the one owning fewest, while they differ by more than one (so each topic is
-///   spread over its candidates, as Kafka spreads a topic's leaders, and the totals follow).
-///   Pinned partitions (an explicit reassignment) count but are not moved.
+///   live broker that is not a candidate (a broker with direct access came back), then, group
+///   by group, from the candidate owning most of the group to the one owning fewest, while
+///   they differ by more than one (so each topic is spread over its candidates, as Kafka
+///   spreads a topic's leaders, and the totals follow). With locality in use a partition
+///   moves only to a broker in `settled` (registered long enough that a broker coming and
+///   going does not move partitions back and forth). Pinned partitions (an explicit
+///   reassignment) count but are not moved.
 ///
 /// Returns `(topic, partition, new owner)`; deterministic for a given view and `settled`.
 pub fn plan_assignments(
@@ -1897,7 +1901,8 @@ pub fn plan_assignments(
         match per.get_mut(&at) {
             Some((_, pinned)) if rec.owner.pinned || stale => *pinned += 1,
             Some((movable, _)) => movable.push(*p),
-            None if rec.owner.pinned || stale => {}
+            // Pinned, or its volume not recorded yet (see the balancing below): it stays.
+            None if rec.owner.pinned || stale || group.1 == Group::Unknown => {}
             None => misplaced.push((group, *p, at)),
         }
         *total.entry(at).or_default() += 1;
@@ -2587,6 +2592,23 @@ mod tests {
             after.owners.get_mut(&(t.clone(), *p)).unwrap().owner.node = *b;
         }
         assert!(plan_assignments(&after, true, 100, &all(&after)).is_empty());
+    }
+
+    #[test]
+    fn a_partition_whose_volume_is_not_recorded_is_not_moved_for_locality() {
+        // Created before locality was declared: on broker 3 (no direct access), no volume.
+        let v = on_volumes(
+            view(&[1, 2, 3], &[("t", 0, 3), ("t", 1, 3)]),
+            &[(1, &[0])],
+            &[],
+        );
+        assert!(plan_assignments(&v, true, 100, &all(&v)).is_empty());
+        // Orphaned, it goes to a broker with direct access to some volume.
+        let v = on_volumes(view(&[1, 2], &[("t", 0, 3)]), &[(1, &[0])], &[]);
+        assert_eq!(
+            plan_assignments(&v, true, 100, &all(&v)),
+            vec![("t".to_string(), 0, 1)]
+        );
     }
 
     #[test]
