@@ -1424,7 +1424,11 @@ impl Broker {
     /// did.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
         self.leave_cluster();
-        self.logs.shutdown()?;
+        // As many threads as a start opens the logs on (`num.recovery.threads.per.data.dir`
+        // per log dir).
+        let config = self.effective_config();
+        let threads = config.recovery_threads_per_data_dir.max(1) * config.log_dirs.len();
+        self.logs.shutdown_on(threads)?;
         Ok(())
     }
 }

@@ -1535,6 +1535,12 @@ impl LogManager {
     }
     /// Flush everything, checkpoint, write the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), StoreError> {
-        self.inner.shutdown()
+        self.inner.shutdown(1)
+    }
+    /// [`LogManager::shutdown`], the logs sealed and flushed on up to `threads` threads at
+    /// once (`num.recovery.threads.per.data.dir`, as Kafka flushes at shutdown): each log's
+    /// seal is a few fsyncs, and one after the other 100,000 logs took 43 s.
+    pub fn shutdown_on(&self, threads: usize) -> Result<(), StoreError> {
+        self.inner.shutdown(threads)
     }
 }

@@ -1573,27 +1573,48 @@ impl Inner {
         self.reap_leftovers(now_ms);
     }
 
-    pub(crate) fn shutdown(&self) -> Result<(), StoreError> {
+    /// Seals and flushes every log (on up to `threads` threads, each taking the next log),
+    /// then writes the checkpoints and, in each log dir where every log was flushed, the
+    /// clean-shutdown marker.
+    pub(crate) fn shutdown(&self, threads: usize) -> Result<(), StoreError> {
         self.cleaner.stop();
         self.cleaner.wait_idle();
         let mut failed_dirs = HashSet::new();
         let mut first_err = None;
         let placement = self.reg.lock().placement.clone();
-        for log in self.logs() {
+        let logs = self.logs();
+        let failures = Mutex::new(Vec::new());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(log) = logs.get(k) else { return };
             let res = log
                 .flush()
                 .and_then(|_| log.close_active())
                 .and_then(|()| log.flush());
             if let Err(source) = res {
                 tracing::error!(tp = ?log.topic_partition(), error = %source, "flush at shutdown failed");
-                if let Some(&i) = placement.get(log.topic_partition()) {
-                    failed_dirs.insert(i);
-                }
-                first_err.get_or_insert(StoreError::Io {
-                    path: log.dir().to_path_buf(),
-                    source,
-                });
+                failures.lock().push((k, source));
             }
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads.clamp(1, logs.len().max(1)) {
+                scope.spawn(work);
+            }
+            work();
+        });
+        let mut failures = failures.into_inner();
+        // The first error reported is the first log's, as one after the other.
+        failures.sort_by_key(|(k, _)| *k);
+        for (k, source) in failures {
+            let log = &logs[k];
+            if let Some(&i) = placement.get(log.topic_partition()) {
+                failed_dirs.insert(i);
+            }
+            first_err.get_or_insert(StoreError::Io {
+                path: log.dir().to_path_buf(),
+                source,
+            });
         }
         if let Err(e) = self.checkpoint() {
             first_err.get_or_insert(e);
