@@ -1214,16 +1214,23 @@ impl Segment {
                 (self.index_file.for_write()?, self.time_file.for_write()?);
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
+            // A file of the right length is not cut (a cut to its own length still changes
+            // its inode, which the fsync then writes: two more writes a segment at an open
+            // after a crash).
             index_file.write_all_at(&ib, 0)?;
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
-            index_file.set_len(ib.len() as u64)?;
+            if index_file.metadata()?.len() != ib.len() as u64 {
+                index_file.set_len(ib.len() as u64)?;
+            }
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
             time_file.write_all_at(&tb, 0)?;
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
-            time_file.set_len(tb.len() as u64)?;
+            if time_file.metadata()?.len() != tb.len() as u64 {
+                time_file.set_len(tb.len() as u64)?;
+            }
         }
         // Synced here: a rebuild rewrites a sealed segment's files, which may lie below the
         // recovery point, where no flush syncs them again (a seal's writes are the only ones
