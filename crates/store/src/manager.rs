@@ -692,12 +692,17 @@ impl Inner {
             cleaner: crate::cleaner::schedule::Shared::new(first_dirty),
             gate: Arc::default(),
         };
-        // Leftovers of silly renames, in the log dir roots and in every partition directory.
+        // Leftovers of silly renames, in the log dir roots and in every partition directory:
+        // on a single broker, each partition directory's at its open (every partition found
+        // is opened, `Log::open` lists it anyway); in a shared log dir, of partitions other
+        // brokers may own, now.
         for dir in &inner.dirs {
             inner.sweep_leftovers(dir);
         }
-        for d in &inner.discovered {
-            inner.sweep_leftovers(&d.dir);
+        if shared {
+            for d in &inner.discovered {
+                inner.sweep_leftovers(&d.dir);
+            }
         }
         inner.reap_all(now_ms());
         Ok(inner)
@@ -791,25 +796,30 @@ impl Inner {
             )
         };
         let required = self.check_known_storage(slot.idx, &slot.dir, known)?;
-        let log = Log::open(OpenParams {
-            dir: slot.dir,
-            tp: tp.clone(),
-            topic_id,
-            config,
-            leader_epoch,
-            recovery_point: rp,
-            newest_segment: known.map_or(0, |k| k.newest_segment),
-            sealed: known.and_then(|k| k.sealed),
-            switch: known.and_then(|k| k.switch),
-            vouched_snapshot: known.and_then(|k| k.snapshot),
-            log_start: ls,
-            clean: slot.clean,
-            now_ms: now_ms(),
-            del: self.del.clone(),
-            shared: self.shared,
-            gate: self.gate.clone(),
-        })?;
-        Ok(Arc::new(refuse_short_log(log, required)?))
+        let mut leftovers = Vec::new();
+        let opened = Log::open(
+            OpenParams {
+                dir: slot.dir,
+                tp: tp.clone(),
+                topic_id,
+                config,
+                leader_epoch,
+                recovery_point: rp,
+                newest_segment: known.map_or(0, |k| k.newest_segment),
+                sealed: known.and_then(|k| k.sealed),
+                switch: known.and_then(|k| k.switch),
+                vouched_snapshot: known.and_then(|k| k.snapshot),
+                log_start: ls,
+                clean: slot.clean,
+                now_ms: now_ms(),
+                del: self.del.clone(),
+                shared: self.shared,
+                gate: self.gate.clone(),
+            },
+            &mut leftovers,
+        );
+        self.note_leftovers(leftovers);
+        Ok(Arc::new(refuse_short_log(opened?, required)?))
     }
 
     /// Refuses, before anything is written, to open a partition where storage is not what it
@@ -1270,6 +1280,11 @@ impl Inner {
                 found.push(e.path());
             }
         }
+        self.note_leftovers(found);
+    }
+
+    /// Note the silly-renamed files `found` for removal once nothing holds them.
+    fn note_leftovers(&self, found: Vec<PathBuf>) {
         if found.is_empty() {
             return;
         }

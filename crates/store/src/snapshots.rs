@@ -197,10 +197,11 @@ pub(crate) fn sync(dir: &Path, offset: i64) -> io::Result<()> {
     Ok(())
 }
 
-/// fsync every snapshot in `dir` (an open: what a previous process wrote may never have been
-/// fsynced, and it must not count as durable when the prune keeps the newest durable ones).
-pub(crate) fn sync_every(dir: &Path) -> io::Result<()> {
-    for offset in list(dir)? {
+/// fsync the snapshots at `offsets` in `dir`, every one it holds (an open: what a previous
+/// process wrote may never have been fsynced, and it must not count as durable when the
+/// prune keeps the newest durable ones).
+pub(crate) fn sync_every(dir: &Path, offsets: &[i64]) -> io::Result<()> {
+    for &offset in offsets {
         sync(dir, offset)?;
     }
     Ok(())
@@ -280,19 +281,26 @@ pub(crate) fn read_at_or_below(
 /// One above `log_end` that cannot be removed, or a listing that fails, is an error: left in
 /// place, such a snapshot would be loaded once the log grows past it, describing batches that
 /// were never stored.
+///
+/// `listed`: the directory's snapshots as [`offsets`] listed them just before (a listing that
+/// fails is an error too: one past `log_end` it would have shown stays); those removed are
+/// taken out of it, so that it stays the directory's.
 pub(crate) fn load_newest(
     dir: &Path,
+    listed: &mut Vec<i64>,
     log_end: i64,
     trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
     removed: &mut bool,
 ) -> io::Result<Option<(i64, ProducerStates)>> {
-    // A listing that fails is an error too: one past `log_end` it would have shown stays.
-    let all = list(dir)?;
+    let all = listed.clone();
     for &offset in all.iter().rev() {
         if offset > log_end {
             match std::fs::remove_file(snapshot_path(dir, offset)) {
-                Ok(()) => *removed = true,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Ok(()) => {
+                    *removed = true;
+                    listed.retain(|o| *o != offset);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => listed.retain(|o| *o != offset),
                 Err(e) => {
                     return Err(io::Error::new(
                         e.kind(),
@@ -318,7 +326,12 @@ pub(crate) fn load_newest(
             Ok(entries) => return Ok(Some((offset, ProducerStates::from_snapshot(&entries)))),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; removing it and using an older one");
-                remove(dir, offset);
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove a producer snapshot");
+                    }
+                    _ => listed.retain(|o| *o != offset),
+                }
                 *removed = true;
             }
         }

@@ -41,24 +41,22 @@ use crate::TopicPartition;
 /// `shared`: a directory shared by the brokers of a cluster, where a former owner's switch
 /// may still be in flight ([`block_late_switch`]); `announced`: the last switch a former owner
 /// recorded before it began (`WriteGate::announce_switch`).
+/// `listing`: the directory's entries as listed just before (one listing serves the whole
+/// open); returns whether anything was removed or renamed (the listing is then out of date).
 pub(crate) fn complete_swaps(
     dir: &Path,
     tp: &TopicPartition,
     shared: bool,
     announced: Option<crate::CleanerSwitch>,
-) -> io::Result<()> {
-    complete_swaps_removing(dir, tp, shared, announced, &mut Vec::new())
+    listing: &[std::fs::DirEntry],
+) -> io::Result<bool> {
+    complete_swaps_listed(dir, tp, shared, announced, listing, &mut Vec::new())
 }
 
-/// [`complete_swaps`], noting in `removed` every file it asks to remove by name (whether or
-/// not it was there): what a deposed opener's removals stalled in flight could land on.
-///
-/// The steps: list the leftovers, removing every `.cleaned` ([`Leftovers::list`]); refuse a
-/// stale listing that misses an announced switch's swap ([`check_announced_swap_listed`]);
-/// then for each swap, in order of base: remove index swaps left without their `.log` swap
-/// ([`remove_index_swaps`]), remove a swap whose switch had not begun
-/// ([`remove_unbegun_swap`]), complete any other ([`complete_swap`]); last, fsync the
-/// directory if anything changed.
+/// [`complete_swaps`] on a listing of its own, noting in `removed` every file it asks to
+/// remove by name (whether or not it was there): what a deposed opener's removals stalled in
+/// flight could land on.
+#[cfg(test)]
 pub(crate) fn complete_swaps_removing(
     dir: &Path,
     tp: &TopicPartition,
@@ -66,7 +64,27 @@ pub(crate) fn complete_swaps_removing(
     announced: Option<crate::CleanerSwitch>,
     removed: &mut Vec<std::path::PathBuf>,
 ) -> io::Result<()> {
-    let mut left = Leftovers::list(dir, tp, removed)?;
+    let listing = std::fs::read_dir(dir)?.collect::<io::Result<Vec<_>>>()?;
+    complete_swaps_listed(dir, tp, shared, announced, &listing, removed).map(|_| ())
+}
+
+/// [`complete_swaps`], noting in `removed` every file it asks to remove by name.
+///
+/// The steps: go through the listing for the leftovers, removing every `.cleaned`
+/// ([`Leftovers::list`]); refuse a stale listing that misses an announced switch's swap
+/// ([`check_announced_swap_listed`]); then for each swap, in order of base: remove index
+/// swaps left without their `.log` swap ([`remove_index_swaps`]), remove a swap whose switch
+/// had not begun ([`remove_unbegun_swap`]), complete any other ([`complete_swap`]); last,
+/// fsync the directory if anything changed.
+fn complete_swaps_listed(
+    dir: &Path,
+    tp: &TopicPartition,
+    shared: bool,
+    announced: Option<crate::CleanerSwitch>,
+    listing: &[std::fs::DirEntry],
+    removed: &mut Vec<std::path::PathBuf>,
+) -> io::Result<bool> {
+    let mut left = Leftovers::list(listing, tp, removed)?;
     if let Some(switch) = announced.filter(|_| shared) {
         check_announced_swap_listed(dir, switch, &left)?;
     }
@@ -84,7 +102,7 @@ pub(crate) fn complete_swaps_removing(
     if left.changed {
         sync_dir(dir)?;
     }
-    Ok(())
+    Ok(left.changed)
 }
 
 /// What one listing of a partition directory shows of the cleaner's switches.
@@ -108,17 +126,17 @@ struct Leftovers {
 }
 
 impl Leftovers {
-    /// Lists `dir`, removing every `*.cleaned` file as it goes (any writer's token: an
-    /// unfinished cleaned segment, which no switch took up; docs/compaction.md, "Recovery").
-    /// Entries an NFS client hides (`fsutil::listing_hides`) are not looked at.
+    /// Goes through the listing of a directory, removing every `*.cleaned` file as it goes
+    /// (any writer's token: an unfinished cleaned segment, which no switch took up;
+    /// docs/compaction.md, "Recovery"). Entries an NFS client hides
+    /// (`fsutil::listing_hides`) are not looked at.
     fn list(
-        dir: &Path,
+        listing: &[std::fs::DirEntry],
         tp: &TopicPartition,
         removed: &mut Vec<std::path::PathBuf>,
     ) -> io::Result<Leftovers> {
         let mut left = Leftovers::default();
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
+        for entry in listing {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if crate::fsutil::listing_hides(name) {
@@ -459,7 +477,11 @@ mod tests {
             partition: 0,
         };
         let mut removed = Vec::new();
-        let left = Leftovers::list(dir, &tp, &mut removed).unwrap();
+        let listing: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        let left = Leftovers::list(&listing, &tp, &mut removed).unwrap();
         assert!(left.changed);
         assert_eq!(
             removed,

@@ -18,10 +18,13 @@ impl Log {
     /// damage, load the rest), settle the log's ends and make what was recovered durable,
     /// rebuild the producer and transaction state, then start the log. Every write an open
     /// makes passes the write gate first (`may_write`): a deposed opener writes nothing.
-    pub(crate) fn open(p: OpenParams) -> Result<Log, StoreError> {
+    ///
+    /// The silly-renamed files (`.nfs*`, `.fuse_hidden*`) its listing of the directory shows
+    /// are added to `leftovers`, for the manager to reclaim.
+    pub(crate) fn open(p: OpenParams, leftovers: &mut Vec<PathBuf>) -> Result<Log, StoreError> {
         let opened_at = std::time::Instant::now();
         let created_dir = stamp_dir(&p)?;
-        let bases = list_segments(&p)?;
+        let bases = list_segments(&p, leftovers)?;
         let mut o = Opening::new(p, bases)?;
         o.load_segments()?;
         o.replace_emptied_last()?;
@@ -92,15 +95,28 @@ fn stamp_dir(p: &OpenParams) -> Result<bool, StoreError> {
 /// completed or undone (`cleaner::recover`) and what a deletion or a roll left behind was
 /// removed; a listing older than the owner record's newest segment is refused (a lagging NFS
 /// view, tried again). In a shared directory an empty last segment gets new files (a former
-/// owner may still hold it open).
-fn list_segments(p: &OpenParams) -> Result<Vec<i64>, StoreError> {
+/// owner may still hold it open). The directory is listed once here, and once more only if
+/// the cleaner's leftovers changed it (an open listed it four to five times); the
+/// silly-renamed files listed go to `leftovers`.
+fn list_segments(p: &OpenParams, leftovers: &mut Vec<PathBuf>) -> Result<Vec<i64>, StoreError> {
     let serr = serr(&p.dir);
-    crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared, p.switch).map_err(&serr)?;
+    let list = || -> io::Result<Vec<std::fs::DirEntry>> { std::fs::read_dir(&p.dir)?.collect() };
+    let mut listing = list().map_err(&serr)?;
+    if crate::cleaner::recover::complete_swaps(&p.dir, &p.tp, p.shared, p.switch, &listing)
+        .map_err(&serr)?
+    {
+        listing = list().map_err(&serr)?;
+    }
     let mut bases = Vec::new();
-    for entry in std::fs::read_dir(&p.dir).map_err(&serr)? {
-        let entry = entry.map_err(&serr)?;
+    for entry in listing {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if crate::deferred::is_silly_renamed(name) {
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                leftovers.push(entry.path());
+            }
+            continue;
+        }
         if name.ends_with(DELETED_SUFFIX) {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 // A name a cleaner switch must never take (`cleaner::recover`): it stays,
@@ -856,8 +872,11 @@ impl Opening {
         let bound = snapshot_bound(&self.segments, ends.leo, ends.recorded_recovery_point);
         may_write(&self.p, "removing producer snapshots past what is durable")?;
         let mut removed = false;
+        // One listing of the snapshots for this step (it removes some, and says which).
+        let mut listed = crate::snapshots::offsets(&self.p.dir).map_err(&serr)?;
         let snapshot = crate::snapshots::load_newest(
             &self.p.dir,
+            &mut listed,
             self.resumed_at.map_or(bound, |rp| bound.min(rp)),
             &|o, b| self.snapshot_trusted(o, b),
             &mut removed,
@@ -875,7 +894,7 @@ impl Opening {
         // process before may have written them without fsync, and the prune keeps only the
         // newest durable ones. A clean shutdown fsynced its own (`Log::close_active`).
         if !self.p.clean {
-            crate::snapshots::sync_every(&self.p.dir).map_err(&serr)?;
+            crate::snapshots::sync_every(&self.p.dir, &listed).map_err(&serr)?;
         }
         let from = replay_start(&self.segments, snapshot.as_ref().map(|(offset, _)| *offset));
         let rebuilt_from_start = snapshot.is_none() && recent_start(&self.segments) > 0;
@@ -891,8 +910,7 @@ impl Opening {
             .vouched_snapshot
             .filter(|v| v.offset == snap_offset)
             .and_then(|v| v.previous);
-        let previous = crate::snapshots::offsets(&self.p.dir)
-            .unwrap_or_default()
+        let previous = listed
             .into_iter()
             .chain(vouched_previous)
             .filter(|o| *o < snap_offset)
@@ -2369,7 +2387,7 @@ mod step_tests {
         std::fs::write(&spare, b"").unwrap();
         let blocker = dir.join(format!("{}.abc{DELETED_SUFFIX}", name(0)));
         std::fs::create_dir(&blocker).unwrap();
-        let bases = list_segments(&params(dir, true, None)).unwrap();
+        let bases = list_segments(&params(dir, true, None), &mut Vec::new()).unwrap();
         assert_eq!(bases, vec![0, 10]);
         assert!(!deleted.exists() && !spare.exists());
         assert!(blocker.is_dir(), "a switch's blocker stays");
