@@ -4453,3 +4453,32 @@ fn an_open_that_cannot_remove_a_snapshot_past_its_log_end_refuses_to_open() {
     );
     assert_eq!(retry.base_offset, 23);
 }
+
+/// Found by an adversary on 34c03ef. On a single broker the silly-renamed leftovers of a
+/// partition directory are now noted only by that partition's own listing in `Log::open`
+/// (manager.rs:702, loader.rs:113); the sweep of every discovered partition directory at the
+/// manager's open is gone outside shared dirs. A partition found whose open is refused before
+/// it lists its directory (here `stamp_dir`, loader.rs:72: another topic's `partition.metadata`)
+/// keeps its `.nfs*` leftover for good: nothing holds it, and no reaper ever notes it (on
+/// d77fa00 the start noted and reclaimed it).
+#[test]
+fn adv57_a_leftover_in_a_partition_dir_whose_open_is_refused_is_still_reclaimed() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open_mgr(d.path());
+        let log = open(&m, small_cfg());
+        log.append(batch(2, NOW, "l"), AppendOrigin::Client, NOW)
+            .unwrap();
+        m.shutdown().unwrap();
+    }
+    let pdir = d.path().join("topic-0");
+    std::fs::write(pdir.join(".nfs000000000000abcd00000001"), b"x").unwrap();
+    let m = open_mgr(d.path());
+    // Another topic of the same name: refused before its directory is listed.
+    let other = uuid::Uuid::from_u128(0xdead_beef);
+    assert!(m.open_log(&tp(0), other, small_cfg(), 3).is_err());
+    eventually("leftover reclaimed", || {
+        !files_in(&pdir).iter().any(|n| n.starts_with(".nfs"))
+    });
+    assert_eq!(m.deletion_stats().leftovers_reclaimed, 1);
+}
