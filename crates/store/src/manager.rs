@@ -795,7 +795,16 @@ impl Inner {
                 st.log_starts.get(tp).copied(),
             )
         };
-        let required = self.check_known_storage(slot.idx, &slot.dir, known)?;
+        // An open refused before it lists the directory still notes its silly-renamed
+        // leftovers (no start-up sweep does on a single broker).
+        let dir = slot.dir.clone();
+        let required = match self.check_known_storage(slot.idx, &slot.dir, known) {
+            Ok(required) => required,
+            Err(e) => {
+                self.sweep_leftovers(&dir);
+                return Err(e);
+            }
+        };
         let mut leftovers = Vec::new();
         let opened = Log::open(
             OpenParams {
@@ -819,6 +828,9 @@ impl Inner {
             &mut leftovers,
         );
         self.note_leftovers(leftovers);
+        if opened.is_err() {
+            self.sweep_leftovers(&dir);
+        }
         Ok(Arc::new(refuse_short_log(opened?, required)?))
     }
 

@@ -4454,7 +4454,7 @@ fn an_open_that_cannot_remove_a_snapshot_past_its_log_end_refuses_to_open() {
     assert_eq!(retry.base_offset, 23);
 }
 
-/// Found by an adversary on 34c03ef. On a single broker the silly-renamed leftovers of a
+/// Found by an adversary on 34c03ef, since fixed. On a single broker the silly-renamed leftovers of a
 /// partition directory are now noted only by that partition's own listing in `Log::open`
 /// (manager.rs:702, loader.rs:113); the sweep of every discovered partition directory at the
 /// manager's open is gone outside shared dirs. A partition found whose open is refused before
