@@ -1582,7 +1582,7 @@ impl Log {
                 let _files = self.files_lock.lock();
                 let _writer = self.writer.lock();
                 self.gate_io()?;
-                seg.write_index_files(&oi, &ti)
+                seg.write_index_files(&oi, &ti, true)
             });
             match written {
                 Ok(()) => seg.meta.write().index_rewrite = false,

@@ -1192,11 +1192,14 @@ impl Segment {
         })
     }
 
-    /// Replace the index files' content with `oi` / `ti`.
+    /// Replace the index files' content with `oi` / `ti`. With `always_cut` each file is cut to
+    /// its new length whatever its length now (in a shared log dir a former owner's late
+    /// entry may be landing); without, only a file of another length is cut.
     pub(crate) fn write_index_files(
         &self,
         oi: &[OffsetIndexEntry],
         ti: &[TimeIndexEntry],
+        always_cut: bool,
     ) -> io::Result<()> {
         let mut ib = Vec::with_capacity(oi.len() * OFFSET_INDEX_ENTRY_LEN);
         for e in oi {
@@ -1214,13 +1217,13 @@ impl Segment {
                 (self.index_file.for_write()?, self.time_file.for_write()?);
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
-            // A file of the right length is not cut (a cut to its own length still changes
-            // its inode, which the fsync then writes: two more writes a segment at an open
-            // after a crash).
+            // Unless `always_cut`, a file of the right length is not cut (a cut to its own
+            // length still changes its inode, which the fsync then writes: two more writes a
+            // segment at an open after a crash).
             index_file.write_all_at(&ib, 0)?;
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
-            if index_file.metadata()?.len() != ib.len() as u64 {
+            if always_cut || index_file.metadata()?.len() != ib.len() as u64 {
                 index_file.set_len(ib.len() as u64)?;
             }
             #[cfg(test)]
@@ -1228,7 +1231,7 @@ impl Segment {
             time_file.write_all_at(&tb, 0)?;
             #[cfg(test)]
             crate::faults::rewrite_step("index")?;
-            if time_file.metadata()?.len() != tb.len() as u64 {
+            if always_cut || time_file.metadata()?.len() != tb.len() as u64 {
                 time_file.set_len(tb.len() as u64)?;
             }
         }

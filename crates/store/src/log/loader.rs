@@ -573,7 +573,7 @@ impl Opening {
         if r.size == 0 && file_size > 0 {
             self.cut_to_empty = Some(seg.base_offset);
         }
-        seg.write_index_files(&r.offset_index, &r.time_index)
+        seg.write_index_files(&r.offset_index, &r.time_index, self.p.shared)
             .map_err(&serr)?;
         // A scan that resumed past the first batch did not see it.
         let first_ts = match r.first_batch_ts {
@@ -617,7 +617,7 @@ impl Opening {
                     .scan_rebuild(file_size, self.interval, false, i64::MAX, |_| {})
                     .map_err(&serr)?;
                 may_write(&self.p, "rebuilding an active segment's indexes")?;
-                seg.write_index_files(&r.offset_index, &r.time_index)
+                seg.write_index_files(&r.offset_index, &r.time_index, self.p.shared)
                     .map_err(&serr)?;
                 Loaded {
                     size: r.size,
@@ -699,7 +699,7 @@ impl Opening {
                 .scan_rebuild(file_size, self.interval, false, next_base, |_| {})
                 .map_err(&serr)?;
             may_write(&self.p, "rebuilding a sealed segment's indexes")?;
-            seg.write_index_files(&r.offset_index, &r.time_index)
+            seg.write_index_files(&r.offset_index, &r.time_index, self.p.shared)
                 .map_err(&serr)?;
             let mut m = seg.meta.write();
             m.max_ts = r.cursor.max_ts;
