@@ -156,8 +156,11 @@ pub struct Etcd {
     /// Connections kept open after a complete answer, by endpoint (HTTP keep-alive): a
     /// connection per request would leave a socket in TIME_WAIT per request, and a broker
     /// acquiring thousands of partitions ran out of local ports (`EAGAIN` on connect).
-    idle: Arc<Mutex<Vec<(EtcdEndpoint, std::time::Instant, BufReader<Conn>)>>>,
+    idle: Arc<Mutex<Vec<IdleConn>>>,
 }
+
+/// A connection kept open: to which endpoint, since when.
+type IdleConn = (EtcdEndpoint, std::time::Instant, BufReader<Conn>);
 
 /// Most idle connections kept open to etcd ([`Etcd`]'s `idle`).
 const IDLE_CONNECTIONS_MAX: usize = 8;

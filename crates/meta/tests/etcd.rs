@@ -629,7 +629,11 @@ fn a_round_sees_a_change_within_a_few_polls_when_the_watch_connection_goes_silen
     let (tx, rx) = std::sync::mpsc::channel();
     let watcher = std::thread::spawn({
         let (watch, cancel) = (watch.clone(), cancel.clone());
-        move || watch.run(&cancel, || drop(tx.send(())))
+        move || {
+            watch.run(&cancel, || {
+                let _ = tx.send(());
+            })
+        }
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // A full read under the watch: the base later rounds apply the watch's reports to.
@@ -689,7 +693,11 @@ fn a_broker_that_left_is_gone_from_the_view_within_a_few_polls_when_the_watch_co
     let (tx, rx) = std::sync::mpsc::channel();
     let watcher = std::thread::spawn({
         let (watch, cancel) = (watch.clone(), cancel.clone());
-        move || watch.run(&cancel, || drop(tx.send(())))
+        move || {
+            watch.run(&cancel, || {
+                let _ = tx.send(());
+            })
+        }
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     a.refresh().unwrap();
@@ -740,7 +748,11 @@ fn a_round_reads_while_etcd_refuses_writes_but_answers_reads() {
     let (tx, rx) = std::sync::mpsc::channel();
     let watcher = std::thread::spawn({
         let (watch, cancel) = (watch.clone(), cancel.clone());
-        move || watch.run(&cancel, || drop(tx.send(())))
+        move || {
+            watch.run(&cancel, || {
+                let _ = tx.send(());
+            })
+        }
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     a.refresh().unwrap();
