@@ -53,6 +53,11 @@ pub(crate) struct Cluster {
     pub(crate) volumes: Volumes,
     /// As the controller: when each broker registered, for `sluice.cluster.locality.delay.ms`.
     settling: Mutex<Settling>,
+    /// This broker's bytes in, read each `sluice.cluster.balance.bytes.window.ms` (`load.rs`).
+    load_meter: Mutex<crate::load::LoadMeter>,
+    /// As the controller: when it next compares the brokers' bytes in (None: not the
+    /// controller; a new controller waits one interval, for loads of the ownership it sees).
+    bytes_due: Mutex<Option<Instant>>,
     /// Partitions this broker serves, with the owner record it acquired. The write gate
     /// ([`Gate`]) lets a partition's files be written only while it is here, under the epoch
     /// and topic id of its log.
@@ -369,6 +374,8 @@ impl Cluster {
             settings,
             volumes,
             settling: Mutex::new(Settling::default()),
+            load_meter: Mutex::new(crate::load::LoadMeter::default()),
+            bytes_due: Mutex::new(None),
             held: RwLock::new(HashMap::new()),
             progress: Mutex::new(()),
             confirming: RwLock::new(()),
@@ -887,6 +894,21 @@ impl Cluster {
             })
             .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
         cluster.threads.lock().extend([lease, main, watch]);
+        if cluster.settings.balance_enable && cluster.settings.balance_bytes.enable {
+            let weak = Arc::downgrade(broker);
+            let load = std::thread::Builder::new()
+                .name("sluice-load".into())
+                .spawn(move || {
+                    every(
+                        &weak,
+                        false,
+                        |cluster| Duration::from_millis(cluster.settings.balance_bytes.window_ms),
+                        |broker, cluster, store| cluster.report_load(broker, store),
+                    )
+                })
+                .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+            cluster.threads.lock().push(load);
+        }
         if cluster.settings.death_probe_enable {
             let weak = Arc::downgrade(broker);
             let probe = std::thread::Builder::new()
@@ -903,6 +925,95 @@ impl Cluster {
             cluster.threads.lock().push(probe);
         }
         Ok(())
+    }
+
+    /// Measure this broker's bytes in over the last window and publish them for the
+    /// controller (`sluice.cluster.balance.bytes.*`, `load.rs`).
+    fn report_load(&self, broker: &Broker, store: &EtcdStore) {
+        if self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let tps: Vec<TopicPartition> = self.held.read().keys().cloned().collect();
+        let logs = tps
+            .into_iter()
+            .filter_map(|tp| broker.logs.get(&tp).map(|log| (tp, log)))
+            .collect();
+        let Some(load) = self.load_meter.lock().read(logs, Instant::now()) else {
+            return;
+        };
+        if let Err(e) = store.publish_load(&load) {
+            tracing::debug!("publishing this broker's bytes in failed: {e}");
+        }
+    }
+
+    /// The controller's bytes-in round, once its interval has passed and the partition
+    /// counts are settled (`plan` found nothing to do): busy partitions move from the broker
+    /// taking most bytes in (`sluice_meta::load::plan_load_moves`).
+    fn balance_bytes(
+        &self,
+        store: &EtcdStore,
+        view: &ClusterView,
+        rev: i64,
+        settled: &BTreeSet<i32>,
+    ) {
+        let cfg = &self.settings.balance_bytes;
+        if !self.settings.balance_enable || !cfg.enable {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut due = self.bytes_due.lock();
+            let interval = Duration::from_millis(cfg.interval_ms);
+            match *due {
+                Some(at) if at <= now => *due = Some(now + interval),
+                Some(_) => return,
+                None => {
+                    *due = Some(now + interval);
+                    return;
+                }
+            }
+        }
+        let loads = match store.loads() {
+            Ok(loads) => loads,
+            Err(e) => {
+                tracing::warn!("reading the brokers' bytes in failed: {e}");
+                return;
+            }
+        };
+        let plan = sluice_meta::load::plan_load_moves(
+            view,
+            &loads,
+            settled,
+            sluice_meta::load::LoadBalance {
+                threshold: cfg.threshold,
+                percent: cfg.percent,
+                moves_max: BALANCE_MOVES_MAX,
+            },
+        );
+        let moves: Vec<(String, i32, OwnerRecord, i32)> = plan
+            .into_iter()
+            .filter_map(|(t, p, node)| {
+                let seen = *view.owners.get(&(t.clone(), p))?;
+                Some((t, p, seen, node))
+            })
+            .collect();
+        if moves.is_empty() {
+            return;
+        }
+        match store.assign(rev, &moves) {
+            Ok(true) => {
+                for (t, p, seen, node) in &moves {
+                    let rate = |b: i32| loads.get(&b).map_or(0, |l| l.bytes_in);
+                    tracing::info!(
+                        topic = %t, partition = p, from = seen.owner.node, to = node,
+                        from_bytes_in = rate(seen.owner.node), to_bytes_in = rate(*node),
+                        "moved partition for bytes in"
+                    );
+                }
+            }
+            Ok(false) => tracing::debug!("a move for bytes in raced with another change"),
+            Err(e) => tracing::warn!("moving partitions for bytes in failed: {e}"),
+        }
     }
 
     /// The death probe's round (`sluice.cluster.death.probe.enable`). The controller probes
@@ -2114,6 +2225,7 @@ impl Cluster {
             Some((id, rev)) if id == broker.node_id => rev,
             Some(_) => {
                 self.settling.lock().reset();
+                *self.bytes_due.lock() = None;
                 return;
             }
             None => match store.campaign() {
@@ -2141,6 +2253,8 @@ impl Cluster {
         let mut planned = self.planned_empty.lock();
         let key = (rev, view.revision, settled);
         if planned.as_ref() == Some(&key) {
+            drop(planned);
+            self.balance_bytes(store, view, rev, &key.2);
             return;
         }
         let plan = sluice_meta::cluster::plan_assignments(
@@ -2150,7 +2264,9 @@ impl Cluster {
             &key.2,
         );
         if plan.is_empty() {
-            *planned = Some(key);
+            *planned = Some(key.clone());
+            drop(planned);
+            self.balance_bytes(store, view, rev, &key.2);
             return;
         }
         drop(planned);
@@ -2466,6 +2582,13 @@ mod tests {
             balance_enable: false,
             death_probe_enable: false,
             locality_delay_ms: 30_000,
+            balance_bytes: sluice_config::BytesBalance {
+                enable: false,
+                interval_ms: 300_000,
+                window_ms: 60_000,
+                threshold: 1_048_576,
+                percent: 10,
+            },
             broker_session_timeout_ms: 9000,
         }
     }

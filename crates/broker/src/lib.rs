@@ -35,6 +35,7 @@ mod errors;
 mod flusher;
 mod groups;
 mod lag;
+mod load;
 mod locality;
 mod log_limit;
 mod markers;

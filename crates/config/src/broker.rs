@@ -837,6 +837,13 @@ fn cluster_settings(p: &Parsed<'_>) -> Result<Option<crate::ClusterSettings>, Co
         balance_enable: p.bool("sluice.cluster.balance.enable", true)?,
         death_probe_enable: p.bool("sluice.cluster.death.probe.enable", true)?,
         locality_delay_ms: p.typed("sluice.cluster.locality.delay.ms", 30_000)?,
+        balance_bytes: crate::BytesBalance {
+            enable: p.bool("sluice.cluster.balance.bytes.enable", true)?,
+            interval_ms: p.typed("sluice.cluster.balance.bytes.interval.ms", 300_000)?,
+            window_ms: p.typed("sluice.cluster.balance.bytes.window.ms", 60_000)?,
+            threshold: p.typed("sluice.cluster.balance.bytes.threshold", 1_048_576)?,
+            percent: p.typed("sluice.cluster.balance.bytes.percent", 10)?,
+        },
         broker_session_timeout_ms: p.typed("broker.session.timeout.ms", 9000)?,
     }))
 }

@@ -508,6 +508,27 @@ pub struct QuotaSettings {
     pub window_size_seconds: u32,
 }
 
+/// How the controller evens out the brokers' bytes in (`sluice.cluster.balance.bytes.*`,
+/// docs/cluster.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BytesBalance {
+    /// `.enable`: move busy partitions between brokers for bytes in (with
+    /// `sluice.cluster.balance.enable`). Default true.
+    pub enable: bool,
+    /// `.interval.ms`: how often the controller looks (Kafka's
+    /// `leader.imbalance.check.interval.seconds`). Default 300000.
+    pub interval_ms: u64,
+    /// `.window.ms`: the window over which each broker measures its bytes in, and how often
+    /// it publishes them. Default 60000.
+    pub window_ms: u64,
+    /// `.threshold`: a difference between two brokers' bytes in (bytes a second) below which
+    /// nothing moves. Default 1048576.
+    pub threshold: u64,
+    /// `.percent`: nor below this percentage of the busier one's. Default 10 (Kafka's
+    /// `leader.imbalance.per.broker.percentage`).
+    pub percent: u64,
+}
+
 /// Cluster mode (`sluice.cluster.*`, docs/cluster.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterSettings {
@@ -540,6 +561,8 @@ pub struct ClusterSettings {
     /// must have been registered before partitions move back to it for locality. Default
     /// 30000.
     pub locality_delay_ms: u64,
+    /// `sluice.cluster.balance.bytes.*`: the controller's moves for bytes in.
+    pub balance_bytes: BytesBalance,
     /// `broker.session.timeout.ms`: how long a broker whose lease ended stays in the broker
     /// lists of Metadata and DescribeCluster (Kafka's fencing delay). Default 9000.
     pub broker_session_timeout_ms: u64,

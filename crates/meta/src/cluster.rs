@@ -12,6 +12,7 @@
 //! P/owners/<topic>/<p>       {"node":..,"epoch":..}         node -1: no owner yet
 //! P/producer_ids             the first producer id not yet reserved
 //! P/broker_configs/<entity>  {"<name>":"<value>",..}       dynamic broker configs (broker_configs.rs)
+//! P/load/<node>              {"bytes_in":..,"top":[..]}     its bytes in, under the broker's lease (load.rs)
 //! ```
 //!
 //! Architecture invariant: an owner record changes only by compare-and-swap on its mod
@@ -562,7 +563,7 @@ enum WatchHealth {
 enum Applied<'a> {
     Owner(&'a str, i32),
     Topic(&'a str),
-    /// A broker's beat ([`EtcdStore::watch_went_silent`]): nothing to apply.
+    /// A broker's beat ([`EtcdStore::watch_went_silent`]) or load (load.rs): nothing to apply.
     Beat,
 }
 
@@ -574,7 +575,9 @@ fn applied<'a>(prefix: &str, e: &'a crate::etcd::WatchEvent) -> Option<Applied<'
     if let Some(name) = rest.strip_prefix("topics/") {
         return Some(Applied::Topic(name));
     }
-    if rest.starts_with("beats/") {
+    // A broker's load (load.rs) is read by the controller when it balances, not held in the
+    // view: nothing to apply either.
+    if rest.starts_with("beats/") || rest.starts_with("load/") {
         return Some(Applied::Beat);
     }
     let (topic, p) = rest.strip_prefix("owners/")?.rsplit_once('/')?;
@@ -959,6 +962,34 @@ impl EtcdStore {
             self.views.beat_written(revision, at);
         }
         Ok(())
+    }
+
+    /// Publish this broker's load ([`crate::load::BrokerLoad`]) under its registration's
+    /// lease (it goes with the registration). Nothing is written while not registered.
+    pub fn publish_load(&self, load: &crate::load::BrokerLoad) -> Result<(), MetaError> {
+        let Some((lease, _)) = *self.registration.lock() else {
+            return Ok(());
+        };
+        let put = Op::Put {
+            key: self.key(&format!("load/{}", self.node_id)),
+            value: to_json(load),
+            lease,
+        };
+        self.etcd.txn(&[], &[put], &[]).map_err(etcd_err)?;
+        Ok(())
+    }
+
+    /// Every broker's published load, by node id (records that do not parse are skipped).
+    pub fn loads(&self) -> Result<BTreeMap<i32, crate::load::BrokerLoad>, MetaError> {
+        let root = self.key("load/");
+        let (kvs, _) = self.etcd.range_prefix(&root).map_err(etcd_err)?;
+        Ok(kvs
+            .iter()
+            .filter_map(|kv| {
+                let node = kv.key.strip_prefix(&root)?.parse::<i32>().ok()?;
+                Some((node, serde_json::from_slice(&kv.value).ok()?))
+            })
+            .collect())
     }
 
     /// Whether the watch went silent since the last call ([`EtcdStore::refresh_current`]):
@@ -2109,7 +2140,7 @@ pub fn spread_new_partitions(view: &ClusterView, n: i32) -> Vec<i32> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn owner_put(topic: &str, p: i32, epoch: i32, rev: i64) -> crate::etcd::WatchEvent {
@@ -2423,7 +2454,7 @@ mod tests {
         );
     }
 
-    fn view(brokers: &[i32], owners: &[(&str, i32, i32)]) -> ClusterView {
+    pub(crate) fn view(brokers: &[i32], owners: &[(&str, i32, i32)]) -> ClusterView {
         let mut v = ClusterView::default();
         for &b in brokers {
             v.brokers.insert(

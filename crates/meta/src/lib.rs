@@ -19,6 +19,7 @@ pub mod acls;
 pub mod broker_configs;
 pub mod cluster;
 pub mod etcd;
+pub mod load;
 pub mod quotas;
 mod record;
 pub mod scram;

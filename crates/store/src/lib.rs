@@ -609,6 +609,9 @@ pub struct Log {
     /// Bytes of segment data this log's open read and validated (recovery after an unclean
     /// shutdown or a takeover; 0 after a clean one).
     recovered_bytes: u64,
+    /// Bytes appended since it was opened (batches as written; read for the broker's bytes-in
+    /// balancing, `Log::appended_bytes`).
+    appended: std::sync::atomic::AtomicU64,
     /// Where the active segment stood when the recovery point last followed the log end
     /// (`Log::advance_recovery_point`), and when.
     rp_followed: Mutex<log::Followed>,
@@ -629,6 +632,10 @@ impl Log {
     }
     pub fn topic_id(&self) -> uuid::Uuid {
         self.topic_id
+    }
+    /// Bytes appended to this log since it was opened.
+    pub fn appended_bytes(&self) -> u64 {
+        self.appended.load(std::sync::atomic::Ordering::Relaxed)
     }
     /// Validate (magic 2, CRC-32C, sizes), check producer sequences, assign offsets (patching
     /// base offset, partition leader epoch and, under LogAppendTime, max timestamp in each batch

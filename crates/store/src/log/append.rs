@@ -154,6 +154,8 @@ impl Log {
         let (flush_due, log_start) = self.publish_append(&mut w, &req, tail, admitted, written);
         self.note_leader_epoch(epoch, tail.leo);
         drop(w);
+        self.appended
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
         let lat = req.cfg.timestamp_type == TimestampType::LogAppendTime;
         Ok(AppendOutcome {
             base_offset: tail.leo,

@@ -1194,6 +1194,7 @@ impl Opening {
             failure: Mutex::new(None),
             gate: p.gate,
             recovered_bytes,
+            appended: std::sync::atomic::AtomicU64::new(0),
             snapshot_crcs: Mutex::new(Vec::new()),
             rp_followed: Mutex::new(Followed {
                 at_ms: p.now_ms,
