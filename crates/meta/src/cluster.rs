@@ -1854,199 +1854,261 @@ pub fn plan_assignments(
     moves_max: usize,
     settled: &BTreeSet<i32>,
 ) -> Vec<(String, i32, i32)> {
-    let live: Vec<i32> = view.brokers.keys().copied().collect();
-    if live.is_empty() {
+    if view.brokers.is_empty() {
         return Vec::new();
     }
-    let direct = direct_brokers(view);
-    // Locality is in use when a live broker reaches some volume directly: then a partition
-    // whose volume is not recorded yet (a new one, before its owner's acquisition records it)
-    // has those brokers as candidates (its owner makes it on a volume it reaches directly),
-    // and partitions move to a direct broker only once it is settled.
-    let any_direct: Vec<i32> = view
-        .brokers
-        .iter()
-        .filter(|(_, b)| !b.direct.is_empty())
-        .map(|(n, _)| *n)
-        .collect();
-    let locality = !any_direct.is_empty();
-    // A partition's group within its topic: its volume when some live broker reaches that
-    // directly (the candidates are those brokers); with locality in use, a volume not known
-    // yet (those with direct access to some volume); else every live broker.
-    let group_of = |volume: Option<u16>| match volume {
-        Some(v) if direct.contains_key(&v) => Group::Volume(v),
-        None if locality => Group::Unknown,
-        _ => Group::Any,
-    };
-    let candidates = |group: Group| -> &[i32] {
+    let mut planner = Planner::new(view);
+    let (orphans, misplaced) = planner.count_owners();
+    planner.place_orphans(orphans);
+    if balance {
+        let moves = planner.move_back(misplaced, moves_max, settled);
+        planner.balance_groups(moves, moves_max, settled);
+    }
+    once_per_partition(planner.plan)
+}
+
+/// Per candidate of a group: the partitions balancing may move (newest assignment last),
+/// and how many it owns that stay (pinned, or a planned move under way to it).
+type PerBroker = BTreeMap<i32, (Vec<i32>, usize)>;
+
+/// A partition of a group: without a live owner (and where a planned move was taking it),
+/// or owned by a live broker that is not one of its candidates.
+type Orphan<'a> = ((&'a str, Group), i32, Option<i32>);
+type Misplaced<'a> = ((&'a str, Group), i32, i32);
+
+/// [`plan_assignments`]' state: the groups, what each live broker owns in all, the plan.
+struct Planner<'a> {
+    view: &'a ClusterView,
+    live: Vec<i32>,
+    /// The live brokers reaching each volume directly ([`direct_brokers`]).
+    direct: BTreeMap<u16, Vec<i32>>,
+    /// The live brokers reaching some volume directly.
+    any_direct: Vec<i32>,
+    /// Locality is in use: some live broker reaches a volume directly. Then a partition
+    /// whose volume is not recorded yet (a new one, before its owner's acquisition records
+    /// it) has those brokers as candidates (its owner makes it on a volume it reaches
+    /// directly), and partitions move to a direct broker only once it is settled.
+    locality: bool,
+    groups: BTreeMap<(&'a str, Group), PerBroker>,
+    total: BTreeMap<i32, usize>,
+    plan: Vec<(String, i32, i32)>,
+}
+
+impl<'a> Planner<'a> {
+    fn new(view: &'a ClusterView) -> Planner<'a> {
+        let any_direct: Vec<i32> = view
+            .brokers
+            .iter()
+            .filter(|(_, b)| !b.direct.is_empty())
+            .map(|(n, _)| *n)
+            .collect();
+        Planner {
+            view,
+            live: view.brokers.keys().copied().collect(),
+            direct: direct_brokers(view),
+            locality: !any_direct.is_empty(),
+            any_direct,
+            groups: BTreeMap::new(),
+            total: view.brokers.keys().map(|&b| (b, 0)).collect(),
+            plan: Vec::new(),
+        }
+    }
+
+    /// A partition's group within its topic: its volume when some live broker reaches that
+    /// directly (the candidates are those brokers); with locality in use, a volume not known
+    /// yet (those with direct access to some volume); else every live broker.
+    fn group_of(&self, volume: Option<u16>) -> Group {
+        match volume {
+            Some(v) if self.direct.contains_key(&v) => Group::Volume(v),
+            None if self.locality => Group::Unknown,
+            _ => Group::Any,
+        }
+    }
+
+    fn candidates(&self, group: Group) -> &[i32] {
         match group {
-            Group::Volume(v) => direct.get(&v).map_or(&live, |b| b),
-            Group::Unknown => &any_direct,
-            Group::Any => &live,
+            Group::Volume(v) => self.direct.get(&v).map_or(&self.live, |b| b),
+            Group::Unknown => &self.any_direct,
+            Group::Any => &self.live,
         }
-    };
-    // Per group and candidate: the partitions balancing may move, and how many are pinned.
-    type PerBroker = BTreeMap<i32, (Vec<i32>, usize)>;
-    let mut groups: BTreeMap<(&str, Group), PerBroker> = BTreeMap::new();
-    let mut total: BTreeMap<i32, usize> = live.iter().map(|&b| (b, 0)).collect();
-    let mut orphans = Vec::new();
-    // Owned by a live broker that is not one of its candidates: (group, partition, owner).
-    let mut misplaced = Vec::new();
-    let mut plan = Vec::new();
-    for ((topic, p), rec) in &view.owners {
-        // Records of partitions past the topic's count (a half-finished change) are skipped.
-        let known = view.topics.get(topic).is_some_and(|t| *p < t.partitions());
-        if !known {
-            continue;
-        }
-        let group = (topic.as_str(), group_of(rec.owner.volume));
-        let per = groups.entry(group).or_insert_with(|| {
-            candidates(group.1)
-                .iter()
-                .map(|&b| (b, (Vec::new(), 0)))
-                .collect()
-        });
-        let owner_alive = total.contains_key(&rec.owner.node);
-        let to = rec.owner.to.filter(|t| total.contains_key(t));
-        let at = match (owner_alive, to) {
-            // A planned move under way counts where it goes, and is left to finish.
-            (true, Some(t)) => {
-                if let Some((_, fixed)) = per.get_mut(&t) {
-                    *fixed += 1;
+    }
+
+    fn is_full(&self, b: i32) -> bool {
+        self.view.is_full(b, self.total[&b])
+    }
+
+    /// Count every partition where it is (or is going: a planned move under way counts at
+    /// its target and is left to finish); a move whose target died before the hand-over is
+    /// taken back. Returns the partitions without a live owner and those owned outside
+    /// their candidates.
+    fn count_owners(&mut self) -> (Vec<Orphan<'a>>, Vec<Misplaced<'a>>) {
+        let view = self.view;
+        let (mut orphans, mut misplaced) = (Vec::new(), Vec::new());
+        for ((topic, p), rec) in &view.owners {
+            // Records of partitions past the topic's count (a half-finished change) are
+            // skipped.
+            if view.topics.get(topic).is_none_or(|t| *p >= t.partitions()) {
+                continue;
+            }
+            let group = (topic.as_str(), self.group_of(rec.owner.volume));
+            if !self.groups.contains_key(&group) {
+                let per = (self.candidates(group.1).iter())
+                    .map(|&b| (b, (Vec::new(), 0)))
+                    .collect();
+                self.groups.insert(group, per);
+            }
+            let owner_alive = self.total.contains_key(&rec.owner.node);
+            let to = rec.owner.to.filter(|t| self.total.contains_key(t));
+            let per = self.groups.entry(group).or_default();
+            let at = match (owner_alive, to) {
+                (true, Some(t)) => {
+                    if let Some((_, fixed)) = per.get_mut(&t) {
+                        *fixed += 1;
+                    }
+                    *self.total.entry(t).or_default() += 1;
+                    continue;
                 }
-                *total.entry(t).or_default() += 1;
-                continue;
+                (true, None) => rec.owner.node,
+                (false, _) => {
+                    orphans.push((group, *p, to.filter(|t| per.contains_key(t))));
+                    continue;
+                }
+            };
+            let stale = rec.owner.to.is_some();
+            if stale {
+                self.plan.push((topic.clone(), *p, at));
             }
-            (true, None) => rec.owner.node,
-            (false, _) => {
-                orphans.push((group, *p, to.filter(|t| per.contains_key(t))));
-                continue;
+            match per.get_mut(&at) {
+                Some((_, pinned)) if rec.owner.pinned || stale => *pinned += 1,
+                Some((movable, _)) => movable.push(*p),
+                // Pinned, or its volume not recorded yet (see the balancing): it stays.
+                None if rec.owner.pinned || stale || group.1 == Group::Unknown => {}
+                None => misplaced.push((group, *p, at)),
             }
-        };
-        // A move whose target died before the owner handed the partition over is taken
-        // back (and the partition stays put this round).
-        let stale = rec.owner.to.is_some();
-        if stale {
-            plan.push((topic.clone(), *p, at));
+            *self.total.entry(at).or_default() += 1;
         }
-        match per.get_mut(&at) {
-            Some((_, pinned)) if rec.owner.pinned || stale => *pinned += 1,
-            Some((movable, _)) => movable.push(*p),
-            // Pinned, or its volume not recorded yet (see the balancing below): it stays.
-            None if rec.owner.pinned || stale || group.1 == Group::Unknown => {}
-            None => misplaced.push((group, *p, at)),
-        }
-        *total.entry(at).or_default() += 1;
+        (orphans, misplaced)
     }
-    let count = |per: &PerBroker, b: i32| per.get(&b).map_or(0, |(m, pinned)| m.len() + pinned);
-    for (group, p, to) in orphans {
-        let Some(per) = groups.get_mut(&group) else {
-            continue;
-        };
-        // Where a planned move was taking it, else the candidate with fewest of the group
-        // under its partition budget; when every candidate is full, the live broker with
-        // fewest under its budget; when every one is full, the candidate with fewest, past
-        // its budget, so that the partition is served.
-        let Some(b) = to
-            .or_else(|| {
-                per.keys()
-                    .copied()
-                    .filter(|b| !view.is_full(*b, total[b]))
-                    .min_by_key(|b| (count(per, *b), total[b], *b))
-            })
-            .or_else(|| {
-                live.iter()
-                    .copied()
-                    .filter(|b| !view.is_full(*b, total[b]))
-                    .min_by_key(|b| (total[b], *b))
-            })
-            .or_else(|| {
-                per.keys()
-                    .copied()
-                    .min_by_key(|b| (count(per, *b), total[b], *b))
-            })
-        else {
-            continue;
-        };
-        if let Some((movable, _)) = per.get_mut(&b) {
+
+    /// Of `among`, the broker owning fewest of `group`, then fewest in all, then the lowest
+    /// id.
+    fn fewest(&self, group: &(&str, Group), among: impl Iterator<Item = i32>) -> Option<i32> {
+        let per = self.groups.get(group);
+        among.min_by_key(|b| (per.map_or(0, |per| count(per, *b)), self.total[b], *b))
+    }
+
+    /// Record that `p` of `group` goes to `b` (from `from`, if it had a live owner).
+    fn assign(&mut self, group: (&'a str, Group), p: i32, from: Option<i32>, b: i32) {
+        if let Some((movable, _)) = self.groups.get_mut(&group).and_then(|g| g.get_mut(&b)) {
             movable.push(p);
         }
-        *total.entry(b).or_default() += 1;
-        plan.push((group.0.to_string(), p, b));
-    }
-    if !balance {
-        return once_per_partition(plan);
-    }
-    let mut moves = 0;
-    // Back to a candidate: to the settled one owning fewest of the group, under its budget.
-    for (group, p, at) in misplaced {
-        if moves >= moves_max {
-            break;
+        if let Some(from) = from {
+            *self.total.entry(from).or_default() -= 1;
         }
-        let Some(per) = groups.get_mut(&group) else {
-            continue;
-        };
-        let Some(b) = per
-            .keys()
-            .copied()
-            .filter(|b| settled.contains(b) && !view.is_full(*b, total[b]))
-            .min_by_key(|b| (count(per, *b), total[b], *b))
-        else {
-            continue;
-        };
-        if let Some((movable, _)) = per.get_mut(&b) {
-            movable.push(p);
-        }
-        *total.entry(at).or_default() -= 1;
-        *total.entry(b).or_default() += 1;
-        plan.push((group.0.to_string(), p, b));
-        moves += 1;
+        *self.total.entry(b).or_default() += 1;
+        self.plan.push((group.0.to_string(), p, b));
     }
-    for (group, per) in groups.iter_mut() {
-        // Partitions whose volume is not recorded yet are being acquired (their owner records
-        // it): balancing them against the recorded ones of their topic would move them
-        // between groups mid-acquisition.
-        if group.1 == Group::Unknown {
-            continue;
-        }
-        let members: Vec<i32> = per.keys().copied().collect();
-        while moves < moves_max {
-            // Balancing never moves a partition to a broker at its partition budget, nor, with
-            // locality in use, to one not settled yet.
-            let Some(min_b) = members
-                .iter()
-                .copied()
-                .filter(|b| !view.is_full(*b, total[b]) && (!locality || settled.contains(b)))
-                .min_by_key(|b| (count(per, *b), total[b], *b))
-            else {
-                break;
+
+    /// Each partition without a live owner goes where a planned move was taking it, else to
+    /// the candidate with fewest of the group under its partition budget; when every
+    /// candidate is full, to the live broker with fewest under its budget; when every one is
+    /// full, to the candidate with fewest, past its budget, so that the partition is served.
+    fn place_orphans(&mut self, orphans: Vec<Orphan<'a>>) {
+        for (group, p, to) in orphans {
+            let Some(per) = self.groups.get(&group) else {
+                continue;
             };
-            // The candidate owning most of the group that has something balancing may move.
-            let Some(max_b) = members
-                .iter()
-                .copied()
-                .filter(|b| per.get(b).is_some_and(|(m, _)| !m.is_empty()))
-                .max_by_key(|b| (count(per, *b), total[b], std::cmp::Reverse(*b)))
+            let members: Vec<i32> = per.keys().copied().collect();
+            let with_room = |b: &i32| !self.is_full(*b);
+            let Some(b) = to
+                .or_else(|| self.fewest(&group, members.iter().copied().filter(with_room)))
+                .or_else(|| {
+                    (self.live.iter().copied().filter(with_room))
+                        .min_by_key(|b| (self.total[b], *b))
+                })
+                .or_else(|| self.fewest(&group, members.iter().copied()))
             else {
-                break;
+                continue;
             };
-            if count(per, max_b) <= count(per, min_b) + 1 {
+            self.assign(group, p, None, b);
+        }
+    }
+
+    /// Partitions owned outside their candidates go back to the settled candidate owning
+    /// fewest of the group, under its budget, at most `moves_max`. Returns the moves made.
+    fn move_back(
+        &mut self,
+        misplaced: Vec<Misplaced<'a>>,
+        moves_max: usize,
+        settled: &BTreeSet<i32>,
+    ) -> usize {
+        let mut moves = 0;
+        for (group, p, at) in misplaced {
+            if moves >= moves_max {
                 break;
             }
-            // Move the partition the busiest broker got last (its newest assignment).
-            let Some(p) = per.get_mut(&max_b).and_then(|(m, _)| m.pop()) else {
-                break;
+            let Some(per) = self.groups.get(&group) else {
+                continue;
             };
-            if let Some((movable, _)) = per.get_mut(&min_b) {
-                movable.push(p);
-            }
-            *total.entry(max_b).or_default() -= 1;
-            *total.entry(min_b).or_default() += 1;
-            plan.push((group.0.to_string(), p, min_b));
+            let members: Vec<i32> = per.keys().copied().collect();
+            let eligible = |b: &i32| settled.contains(b) && !self.is_full(*b);
+            let Some(b) = self.fewest(&group, members.into_iter().filter(eligible)) else {
+                continue;
+            };
+            self.assign(group, p, Some(at), b);
             moves += 1;
         }
+        moves
     }
-    once_per_partition(plan)
+
+    /// Group by group, move from the candidate owning most of the group to the one owning
+    /// fewest while they differ by more than one, never to a broker at its budget nor, with
+    /// locality in use, to one not settled; the busiest one's newest assignment first.
+    fn balance_groups(&mut self, mut moves: usize, moves_max: usize, settled: &BTreeSet<i32>) {
+        let keys: Vec<(&'a str, Group)> = self.groups.keys().copied().collect();
+        for group in keys {
+            // Partitions whose volume is not recorded yet are being acquired (their owner
+            // records it): balancing them against the recorded ones of their topic would move
+            // them between groups mid-acquisition.
+            if group.1 == Group::Unknown {
+                continue;
+            }
+            let members: Vec<i32> = self.groups[&group].keys().copied().collect();
+            while moves < moves_max {
+                let eligible =
+                    |b: &i32| !self.is_full(*b) && (!self.locality || settled.contains(b));
+                let Some(min_b) = self.fewest(&group, members.iter().copied().filter(eligible))
+                else {
+                    break;
+                };
+                let per = &self.groups[&group];
+                // The candidate owning most of the group that has something balancing may
+                // move.
+                let Some(max_b) = (members.iter().copied())
+                    .filter(|b| per.get(b).is_some_and(|(m, _)| !m.is_empty()))
+                    .max_by_key(|b| (count(per, *b), self.total[b], std::cmp::Reverse(*b)))
+                else {
+                    break;
+                };
+                if count(per, max_b) <= count(per, min_b) + 1 {
+                    break;
+                }
+                let popped = (self.groups.get_mut(&group))
+                    .and_then(|per| per.get_mut(&max_b))
+                    .and_then(|(m, _)| m.pop());
+                let Some(p) = popped else {
+                    break;
+                };
+                self.assign(group, p, Some(max_b), min_b);
+                moves += 1;
+            }
+        }
+    }
+}
+
+/// How many of a group `b` owns.
+fn count(per: &PerBroker, b: i32) -> usize {
+    per.get(&b).map_or(0, |(m, pinned)| m.len() + pinned)
 }
 
 /// Which of a topic's partitions [`plan_assignments`] balances together: the candidates they
@@ -2077,20 +2139,9 @@ pub fn direct_brokers(view: &ClusterView) -> BTreeMap<u16, Vec<i32>> {
 /// The live brokers a partition on `volume` should be owned by: those reaching it directly,
 /// or every live broker when none does (or the volume is not known).
 pub fn candidates_for(view: &ClusterView, volume: Option<u16>) -> Vec<i32> {
-    let direct: Vec<i32> = volume
-        .map(|v| {
-            view.brokers
-                .iter()
-                .filter(|(_, b)| b.direct.contains(&v))
-                .map(|(n, _)| *n)
-                .collect()
-        })
-        .unwrap_or_default();
-    if direct.is_empty() {
-        view.brokers.keys().copied().collect()
-    } else {
-        direct
-    }
+    volume
+        .and_then(|v| direct_brokers(view).remove(&v))
+        .unwrap_or_else(|| view.brokers.keys().copied().collect())
 }
 
 /// The plan with one entry per partition, its last: an orphan assigned this round may be
