@@ -94,6 +94,16 @@ def broker(request, broker_factory):
 
 
 @pytest.fixture
+def etcd(tmp_path):
+    """A real etcd of the test's own, on free ports (cluster mode)."""
+    from cluster_support import EtcdServer
+
+    server = EtcdServer(tmp_path / "etcd").start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
 def kafka_tool():
     """``kafka_tool(CLASS, *args, input=None, timeout=120)`` -> ToolResult(rc, out, err)."""
     if not harness.kafka_libs_present():

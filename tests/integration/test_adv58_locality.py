@@ -5,19 +5,12 @@ import time
 import pytest
 
 import harness
-from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
+from cluster_support import bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
 
 pytestmark = pytest.mark.sluice_only
 
 DELAY_MS = 20000
 PARTITIONS = 6
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 def test_adv58_a_direct_broker_coming_back_gets_partitions_before_the_locality_delay(

@@ -11,18 +11,11 @@ import time
 import pytest
 
 import harness
-from cluster_support import EtcdServer, cluster_overrides, bootstrap_of, live_brokers, wait_all_led
+from cluster_support import cluster_overrides, bootstrap_of, live_brokers, wait_all_led
 
 pytestmark = pytest.mark.sluice_only
 
 TOPICS = [f"bytes-{c}" for c in "abcdef"]
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 class Busy:

@@ -58,13 +58,6 @@ def volume(request, tmp_path):
         _unmount(mnt)
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
-
-
 class Load:
     """An idempotent acks=all librdkafka producer sending ``i`` to partition ``i % PARTITIONS``
     in a thread, recording every acknowledgement (value -> (partition, offset, time))."""

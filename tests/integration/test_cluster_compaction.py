@@ -22,14 +22,6 @@ DELETE_RETENTION_MS = 2000
 NULL = "NULL"
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    from cluster_support import EtcdServer
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
-
-
 def java_produce(bootstrap: str, topic: str, pairs) -> None:
     """key|value lines through Kafka's console producer (the Java client); NULL: a tombstone."""
     lines = "".join(f"{k}|{NULL if v is None else v}\n" for k, v in pairs)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from cluster_support import EtcdServer, bootstrap_of, leaders, start_cluster, wait_all_led
+from cluster_support import bootstrap_of, leaders, start_cluster, wait_all_led
 
 pytestmark = pytest.mark.sluice_only
 
@@ -22,13 +22,6 @@ PARTITIONS = 4
 # From re-creating the topic to records acknowledged on every partition: the broker that was
 # down has to be out of the cluster first (its lease, 3 s here), then the survivor acquires.
 ONLINE_WITHIN_S = 30
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 def produce(bootstrap: str, topic: str, prefix: str, n: int, timeout: float = 60) -> dict:

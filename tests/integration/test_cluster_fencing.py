@@ -27,14 +27,6 @@ COORDINATOR_NOT_AVAILABLE = 15
 
 
 @pytest.fixture
-def etcd(tmp_path):
-    from cluster_support import EtcdServer
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
-
-
-@pytest.fixture
 def proxy_factory():
     """TcpProxy(port), each closed (its process gone) after the test."""
     made = []

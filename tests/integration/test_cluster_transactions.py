@@ -16,7 +16,7 @@ import time
 import pytest
 
 import harness
-from cluster_support import EtcdServer, bootstrap_of, leaders, start_cluster, wait_all_led
+from cluster_support import bootstrap_of, leaders, start_cluster, wait_all_led
 from harness import TRANSACTIONS_COMMAND, JavaProgram, run_java_program, wait_until
 from test_transactions import (PRODUCERS, TXNS, PER_TXN, assert_committed_exactly_once, produced_keys, read,
                                table, watermarks)
@@ -24,13 +24,6 @@ from test_transactions import (PRODUCERS, TXNS, PER_TXN, assert_committed_exactl
 pytestmark = pytest.mark.sluice_only
 
 PARTITIONS = 6
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 def coordinator_of(kafka_tool, bootstrap: str, txn_id: str) -> dict:

@@ -164,15 +164,6 @@ def test_changed_defaults_apply_to_live_topics(kafka_tool, broker, topic):
 
 # ---------------------------------------------------------------- cluster mode (etcd)
 
-@pytest.fixture
-def etcd(tmp_path):
-    from cluster_support import EtcdServer
-
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
-
-
 @pytest.mark.sluice_only
 def test_cluster_change_through_one_broker_applies_on_another(broker_factory, etcd, tmp_path, kafka_tool, topic):
     from cluster_support import leaders, start_cluster, wait_all_led

@@ -13,19 +13,12 @@ import urllib.request
 import pytest
 
 import harness
-from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, live_brokers, wait_all_led
+from cluster_support import bootstrap_of, cluster_overrides, live_brokers, wait_all_led
 from test_cluster import PARTITIONS, Load, check_all_readable
 
 pytestmark = pytest.mark.sluice_only
 
 DELAY_MS = 6000
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 def metrics_text(port: int) -> str:

@@ -26,15 +26,6 @@ def test_rack_in_describe_cluster_and_client_rack_consumer_reads(broker, topic):
     assert sorted(m.value() for m in got) == sorted(r["value"] for r in records)
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    from cluster_support import EtcdServer
-
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
-
-
 @pytest.mark.sluice_only
 def test_range_assignor_gives_each_consumer_its_racks_partitions(broker_factory, etcd, tmp_path, topic):
     from cluster_support import cluster_overrides, leaders, live_brokers

@@ -13,18 +13,11 @@ import urllib.request
 import pytest
 
 import harness
-from cluster_support import EtcdServer, bootstrap_of, cluster_overrides, live_brokers, wait_all_led
+from cluster_support import bootstrap_of, cluster_overrides, live_brokers, wait_all_led
 
 pytestmark = pytest.mark.sluice_only
 
 RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 def racked_cluster(broker_factory, etcd, tmp_path, **extra):

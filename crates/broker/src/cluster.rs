@@ -871,57 +871,44 @@ impl Cluster {
         store.refresh()?;
         cluster.reconcile(broker);
         let weak = Arc::downgrade(broker);
-        let lease = std::thread::Builder::new()
-            .name("sluice-lease".into())
-            .spawn({
-                let weak = weak.clone();
-                move || lease_loop(weak)
-            })
-            .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
-        let main = std::thread::Builder::new()
-            .name("sluice-cluster".into())
-            .spawn(move || cluster_loop(weak))
-            .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
-        let watch = std::thread::Builder::new()
-            .name("sluice-watch".into())
-            .spawn({
-                let (watch, cancel) = (store.watcher(), cluster.watch_cancel.clone());
-                let (wakeup, retry) = (
-                    cluster.wakeup.clone(),
-                    Duration::from_millis(cluster.settings.poll_ms),
-                );
-                move || watch_loop(&watch, &cancel, &wakeup, retry)
-            })
-            .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+        let lease = spawn("sluice-lease", {
+            let weak = weak.clone();
+            move || lease_loop(weak)
+        })?;
+        let main = spawn("sluice-cluster", {
+            let weak = weak.clone();
+            move || cluster_loop(weak)
+        })?;
+        let (watch, cancel) = (store.watcher(), cluster.watch_cancel.clone());
+        let (wakeup, retry) = (
+            cluster.wakeup.clone(),
+            Duration::from_millis(cluster.settings.poll_ms),
+        );
+        let watch = spawn("sluice-watch", move || {
+            watch_loop(&watch, &cancel, &wakeup, retry)
+        })?;
         cluster.threads.lock().extend([lease, main, watch]);
         if cluster.settings.balance_enable && cluster.settings.balance_bytes.enable {
-            let weak = Arc::downgrade(broker);
-            let load = std::thread::Builder::new()
-                .name("sluice-load".into())
-                .spawn(move || {
-                    every(
-                        &weak,
-                        false,
-                        |cluster| Duration::from_millis(cluster.settings.balance_bytes.window_ms),
-                        |broker, cluster, store| cluster.report_load(broker, store),
-                    )
-                })
-                .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+            let weak = weak.clone();
+            let load = spawn("sluice-load", move || {
+                every(
+                    &weak,
+                    false,
+                    |cluster| Duration::from_millis(cluster.settings.balance_bytes.window_ms),
+                    |broker, cluster, store| cluster.report_load(broker, store),
+                )
+            })?;
             cluster.threads.lock().push(load);
         }
         if cluster.settings.death_probe_enable {
-            let weak = Arc::downgrade(broker);
-            let probe = std::thread::Builder::new()
-                .name("sluice-probe".into())
-                .spawn(move || {
-                    every(
-                        &weak,
-                        false,
-                        |cluster| Duration::from_millis(cluster.settings.poll_ms),
-                        |broker, cluster, store| cluster.probe_peers(broker, store),
-                    )
-                })
-                .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))?;
+            let probe = spawn("sluice-probe", move || {
+                every(
+                    &weak,
+                    false,
+                    |cluster| Duration::from_millis(cluster.settings.poll_ms),
+                    |broker, cluster, store| cluster.probe_peers(broker, store),
+                )
+            })?;
             cluster.threads.lock().push(probe);
         }
         Ok(())
@@ -2298,6 +2285,17 @@ impl Cluster {
             }
         }
     }
+}
+
+/// Start one of the cluster's threads.
+fn spawn(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>, crate::BrokerError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| crate::BrokerError::Startup(format!("cannot start a thread: {e}")))
 }
 
 /// What an acquisition gives: the record it wrote and the log opened, or None.
