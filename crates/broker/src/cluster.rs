@@ -977,13 +977,7 @@ impl Cluster {
                 moves_max: BALANCE_MOVES_MAX,
             },
         );
-        let moves: Vec<(String, i32, OwnerRecord, i32)> = plan
-            .into_iter()
-            .filter_map(|(t, p, node)| {
-                let seen = *view.owners.get(&(t.clone(), p))?;
-                Some((t, p, seen, node))
-            })
-            .collect();
+        let moves = with_records(view, plan);
         if moves.is_empty() {
             return;
         }
@@ -2257,13 +2251,7 @@ impl Cluster {
             return;
         }
         drop(planned);
-        let moves: Vec<(String, i32, OwnerRecord, i32)> = plan
-            .into_iter()
-            .filter_map(|(t, p, node)| {
-                let seen = *view.owners.get(&(t.clone(), p))?;
-                Some((t, p, seen, node))
-            })
-            .collect();
+        let moves = with_records(view, plan);
         for chunk in moves.chunks(100) {
             match store.assign(rev, chunk) {
                 Ok(true) => {
@@ -2285,6 +2273,20 @@ impl Cluster {
             }
         }
     }
+}
+
+/// A plan's moves with the owner record each was planned from (what `EtcdStore::assign`
+/// compares).
+fn with_records(
+    view: &ClusterView,
+    plan: Vec<(String, i32, i32)>,
+) -> Vec<(String, i32, OwnerRecord, i32)> {
+    plan.into_iter()
+        .filter_map(|(t, p, node)| {
+            let seen = *view.owners.get(&(t.clone(), p))?;
+            Some((t, p, seen, node))
+        })
+        .collect()
 }
 
 /// Start one of the cluster's threads.
