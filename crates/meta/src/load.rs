@@ -528,3 +528,7 @@ mod tests {
         assert!(plan.iter().any(|(t, _, b)| t == "a" && *b == 2), "{plan:?}");
     }
 }
+
+#[cfg(test)]
+#[path = "load_adversary.rs"]
+mod adversary;

@@ -1,0 +1,290 @@
+//! Adversarial tests of the bytes-in planner ([`super::plan_load_moves`]): each one states a
+//! claim of the change (commit 14e850c) and a concrete input that breaks it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use super::*;
+use crate::cluster::plan_assignments;
+use crate::cluster::tests::view;
+
+const MB: u64 = 1 << 20;
+
+fn cfg() -> LoadBalance {
+    LoadBalance {
+        threshold: MB,
+        percent: 10,
+        moves_max: 8,
+    }
+}
+
+fn all(v: &ClusterView) -> BTreeSet<i32> {
+    v.brokers.keys().copied().collect()
+}
+
+/// The view with `plan` carried out (every move finished).
+fn after(v: &ClusterView, plan: &[(String, i32, i32)]) -> ClusterView {
+    let mut v = v.clone();
+    for (t, p, b) in plan {
+        v.owners.get_mut(&(t.clone(), *p)).unwrap().owner.node = *b;
+        v.topics.get_mut(t).unwrap().owners[*p as usize] = *b;
+    }
+    v
+}
+
+fn owner(v: &ClusterView, t: &str, p: i32) -> i32 {
+    v.owners[&(t.to_string(), p)].owner.node
+}
+
+/// What the brokers publish for `v` with these partition rates, as `LoadMeter::read`
+/// (crates/broker/src/load.rs) makes it: a partition acquired within the window (`fresh`)
+/// is left out (its count "began within the window"), yet the record says `complete`.
+fn published(
+    v: &ClusterView,
+    rates: &BTreeMap<(String, i32), u64>,
+    fresh: &BTreeSet<(String, i32)>,
+) -> BTreeMap<i32, BrokerLoad> {
+    let mut out: BTreeMap<i32, BrokerLoad> = v
+        .brokers
+        .keys()
+        .map(|b| (*b, BrokerLoad::default()))
+        .collect();
+    for ((t, p), rec) in &v.owners {
+        let r = rates.get(&(t.clone(), *p)).copied().unwrap_or(0);
+        if r == 0 || fresh.contains(&(t.clone(), *p)) {
+            continue;
+        }
+        let l = out.get_mut(&rec.owner.node).unwrap();
+        l.bytes_in += r;
+        l.top.push((t.clone(), *p, r));
+    }
+    for l in out.values_mut() {
+        l.top.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, a.1).cmp(&(&b.0, b.1))));
+        l.complete = l.top.len() <= LOAD_TOP;
+        l.top.truncate(LOAD_TOP);
+    }
+    out
+}
+
+fn rates(list: &[(&str, i32, u64)]) -> BTreeMap<(String, i32), u64> {
+    list.iter().map(|(t, p, r)| ((t.to_string(), *p), *r)).collect()
+}
+
+/// Claim 3: "nor [does a partition move for bytes] to an unsettled broker when locality is
+/// in use". The receivers are filtered by `settled` (load.rs, `best_step`), but a swap sends
+/// the receiver's quiet partition back to the hot broker `h`, which is never checked.
+#[test]
+fn adv_swap_sends_a_partition_to_an_unsettled_broker() {
+    // Brokers 1 and 2 reach volume 0 directly (locality in use); 1 registered a moment ago
+    // (not settled), and got two busy new partitions (spread_new_partitions ignores
+    // settling); 2 is settled.
+    let mut v = view(&[1, 2], &[("a", 0, 1), ("b", 0, 1), ("c", 0, 2), ("d", 0, 2)]);
+    for b in [1, 2] {
+        v.brokers.get_mut(&b).unwrap().direct = vec![0];
+    }
+    for r in v.owners.values_mut() {
+        r.owner.volume = Some(0);
+    }
+    let settled: BTreeSet<i32> = [2].into();
+    let r = rates(&[("a", 0, 20 * MB), ("b", 0, 20 * MB)]);
+    let loads = published(&v, &r, &BTreeSet::new());
+    let plan = plan_load_moves(&v, &loads, &settled, cfg());
+    let to_unsettled: Vec<_> = plan
+        .iter()
+        .filter(|(_, _, b)| !settled.contains(b))
+        .collect();
+    assert!(
+        to_unsettled.is_empty(),
+        "moved for bytes to unsettled broker(s) with locality in use: {to_unsettled:?} (plan {plan:?})"
+    );
+}
+
+/// Claim 2: "nothing moves back and forth". The planner trusts that, with no move under way,
+/// the loads describe the ownership the view holds (load.rs, doc of `plan_load_moves` and
+/// `parts`). They do not for up to a window after any move: the old owner's record still
+/// names the partition it handed over (and counts its bytes in `bytes_in`). With
+/// `sluice.cluster.balance.bytes.interval.ms` shorter than `...window.ms` (both accepted,
+/// nothing relates them), the very next round reads such records and swaps the moved
+/// partition straight back.
+#[test]
+fn adv_stale_record_of_the_old_owner_moves_a_partition_back() {
+    let v = view(&[1, 2], &[("a", 0, 1), ("b", 0, 1), ("c", 0, 2), ("d", 0, 2)]);
+    let r = rates(&[("a", 0, 20 * MB), ("b", 0, 20 * MB)]);
+    let loads = published(&v, &r, &BTreeSet::new());
+    let plan1 = plan_load_moves(&v, &loads, &all(&v), cfg());
+    assert!(!plan1.is_empty(), "round 1 moves nothing: {plan1:?}");
+    let v2 = after(&v, &plan1);
+    // Round 2, the moves finished; broker 1 has not published since (its window is longer
+    // than the controller's interval): the records are round 1's.
+    let plan2 = plan_load_moves(&v2, &loads, &all(&v2), cfg());
+    let v3 = after(&v2, &plan2);
+    let back: Vec<_> = v
+        .owners
+        .keys()
+        .filter(|(t, p)| {
+            owner(&v, t, *p) != owner(&v2, t, *p) && owner(&v3, t, *p) == owner(&v, t, *p)
+        })
+        .collect();
+    assert!(
+        back.is_empty(),
+        "moved and moved straight back: {back:?} (round 1 {plan1:?}, round 2 {plan2:?})"
+    );
+}
+
+/// Claim 2 with the default settings (interval 300 s, window 60 s). A partition acquired
+/// within a broker's window is left out of its record (crates/broker/src/load.rs,
+/// `LoadMeter::read`: "counts from the next reading only"), yet the record says `complete`,
+/// which the planner reads as "took no bytes" (rate 0, `parts`: `unnamed`). A broker joins;
+/// the count balancing moves two busy partitions of topic t to it; its first record (one
+/// window after it registered) names neither, so it looks idle. A bytes round that falls in
+/// the next window (the bytes interval is not tied to the count moves: 20 % of joins with
+/// the defaults) swaps a busy partition of broker 1 for one of the "idle" broker's busy
+/// ones: a partition the count balancing just moved goes straight back, and two equally
+/// busy partitions trade places for nothing.
+#[test]
+fn adv_partitions_acquired_mid_window_look_idle_and_are_swapped_back() {
+    // Before the join: t's six partitions over 1 and 2, 10 MB/s each.
+    let v0 = view(
+        &[1, 2],
+        &[
+            ("t", 0, 1),
+            ("t", 1, 2),
+            ("t", 2, 1),
+            ("t", 3, 2),
+            ("t", 4, 1),
+            ("t", 5, 2),
+        ],
+    );
+    let r: BTreeMap<(String, i32), u64> = (0..6).map(|p| (("t".to_string(), p), 10 * MB)).collect();
+    // 3 joins; the count balancing moves two partitions to it.
+    let mut v1 = v0.clone();
+    v1.brokers.insert(3, v0.brokers[&1].clone());
+    v1.brokers.get_mut(&3).unwrap().node_id = 3;
+    let counts = plan_assignments(&v1, true, 8, &all(&v1));
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    let v2 = after(&v1, &counts);
+    // The moves done; 1 and 2 have published since (their loads are true), 3's first record
+    // leaves out what it acquired after its baseline reading.
+    let fresh: BTreeSet<(String, i32)> = counts.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+    let loads = published(&v2, &r, &fresh);
+    assert!(loads[&3].complete && loads[&3].bytes_in == 0);
+    let plan = plan_load_moves(&v2, &loads, &all(&v2), cfg());
+    // Every broker takes 20 MB/s in truth: there is nothing to even out.
+    let back: Vec<_> = plan
+        .iter()
+        .filter(|(t, p, b)| owner(&v0, t, *p) == *b && owner(&v2, t, *p) != *b)
+        .collect();
+    assert!(
+        plan.is_empty() && back.is_empty(),
+        "balanced brokers (20 MB/s each), yet bytes moves {plan:?}; moved back where the count \
+         balancing had just taken them from: {back:?}"
+    );
+}
+
+/// Claim 4 ("never panics on any input, e.g. rates near u64::MAX") and the documented rule
+/// "a move is taken only if it narrows the gap between the two by at least the threshold".
+/// `best_step` computes `gap.abs_diff(2 * shift)` (load.rs): with a rate past 2^63 the
+/// product overflows: a panic where overflow checks are on (debug builds, `cargo test`
+/// without a profile), a wrapped value in release/ci, where the planner then takes a move
+/// that leaves the gap as wide as it was, flipped to the other side.
+#[test]
+fn adv_rates_near_u64_max_overflow_the_gap_arithmetic() {
+    let v = view(&[1, 2], &[("a", 0, 1), ("b", 0, 1), ("c", 0, 2)]);
+    let mut loads = BTreeMap::new();
+    loads.insert(
+        1,
+        BrokerLoad {
+            bytes_in: u64::MAX,
+            top: vec![("a".into(), 0, u64::MAX - 1)],
+            complete: false,
+        },
+    );
+    loads.insert(
+        2,
+        BrokerLoad {
+            bytes_in: 0,
+            top: vec![],
+            complete: true,
+        },
+    );
+    let got = std::panic::catch_unwind(|| plan_load_moves(&v, &loads, &all(&v), cfg()));
+    let plan = got.expect("plan_load_moves panicked");
+    // Carried out: 1 keeps 1 B/s, 2 takes u64::MAX - 1: the gap went from u64::MAX to
+    // u64::MAX - 2, narrowed by 2 B/s (the threshold is 1 MiB/s).
+    for (t, p, b) in &plan {
+        let r = if t == "a" { u64::MAX - 1 } else { 0 };
+        let (hot_after, cold_after) = (u64::MAX - r, r);
+        let gap_after = hot_after.abs_diff(cold_after);
+        assert!(
+            u64::MAX - gap_after >= cfg().threshold,
+            "moved {t}/{p} to {b}: the gap narrows by {} B/s only (< threshold {}): {plan:?}",
+            u64::MAX - gap_after,
+            cfg().threshold
+        );
+    }
+}
+
+/// Claim 4: "its cost is bounded at 100,000 partitions (well under a second)". One broker
+/// takes the bytes, the others a little each (all receivers); ADV_BROKERS brokers (default
+/// 400: 250 partitions each), no locality (every partition's candidates: every live broker, a
+/// `live.clone()` per partition in `parts`). `best_step` scans every partition once per receiver per step
+/// (`back`, then the hot broker's), for up to `moves_max` steps.
+#[test]
+fn adv_cost_at_100000_partitions() {
+    let n: i32 = std::env::var("ADV_BROKERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400);
+    let brokers: Vec<i32> = (1..=n).collect();
+    let topics = 1000;
+    let per_topic = 100;
+    let mut owners = Vec::new();
+    let names: Vec<String> = (0..topics).map(|t| format!("t{t:04}")).collect();
+    let mut i = 0usize;
+    for name in &names {
+        for p in 0..per_topic {
+            owners.push((name.as_str(), p, brokers[i % brokers.len()]));
+            i += 1;
+        }
+    }
+    let v = view(&brokers, &owners);
+    assert_eq!(v.owners.len(), 100_000);
+    // Broker 1: 16 busy partitions, 64 MiB/s each (it names them all: complete); every other
+    // broker a trickle, 1 + b bytes a second in each of its 500 (it names 16).
+    let mut loads = BTreeMap::new();
+    for &b in &brokers {
+        let mine: Vec<(String, i32)> = v
+            .owners
+            .iter()
+            .filter(|(_, r)| r.owner.node == b)
+            .map(|(k, _)| k.clone())
+            .take(LOAD_TOP)
+            .collect();
+        let load = if b == 1 {
+            BrokerLoad {
+                bytes_in: 16 * 64 * MB,
+                top: mine.into_iter().map(|(t, p)| (t, p, 64 * MB)).collect(),
+                complete: true,
+            }
+        } else {
+            let each = 1 + b as u64;
+            BrokerLoad {
+                bytes_in: each * (100_000 / n as u64),
+                top: mine.into_iter().map(|(t, p)| (t, p, each)).collect(),
+                complete: false,
+            }
+        };
+        loads.insert(b, load);
+    }
+    let started = Instant::now();
+    let plan = plan_load_moves(&v, &loads, &all(&v), cfg());
+    let took = started.elapsed();
+    eprintln!("100,000 partitions, {n} brokers: {} moves in {took:?}", plan.len());
+    assert!(
+        took.as_millis() < 1000,
+        "planning 100,000 partitions over {n} brokers took {took:?} (not under a second); plan {}",
+        plan.len()
+    );
+}
