@@ -1,5 +1,6 @@
-"""Adversary of the bytes-in balancing (commit 14e850c), claim 2: "with steady loads repeated
-rounds converge (nothing moves back and forth)".
+"""Found by an adversary on 14e850c, since fixed (a load is used only when steady over a
+whole window and measured over the partitions the owner records give its broker). Claim 2:
+"with steady loads repeated rounds converge (nothing moves back and forth)".
 
 The planner (crates/meta/src/load.rs, plan_load_moves) assumes that with no move under way
 the published loads describe the ownership the view holds. They lag by up to a window: the
@@ -10,23 +11,15 @@ until its next window ends, and the new owner leaves it out until the window aft
 the last round's moves: a busy partition is swapped away and swapped back, round after round,
 under a steady load."""
 
-import threading
 import time
 
 import pytest
 
 import harness
-from cluster_support import EtcdServer, cluster_overrides, bootstrap_of, live_brokers
+from cluster_support import cluster_overrides, bootstrap_of, live_brokers
 from test_bytes_balance import Busy, TOPICS, owners_of
 
 pytestmark = pytest.mark.sluice_only
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.kill()
 
 
 def test_adv_steady_load_partitions_move_back_and_forth(broker_factory, etcd, tmp_path):
@@ -67,39 +60,3 @@ def test_adv_steady_load_partitions_move_back_and_forth(broker_factory, etcd, tm
     assert not back, (
         f"under a steady load partitions went back to a broker they had left: {back} "
         f"({n_moves} moves for bytes in logged; all owners: {history})")
-
-
-def test_adv_churning_bytes_moves_keep_every_acknowledged_record(broker_factory, etcd, tmp_path):
-    """Claim 1 under the churn above (a swap every round or two): every acknowledged record is
-    read back, once. (A probe of the claim: passes if it holds.)"""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    brokers = []
-    for node in (1, 2, 3):
-        brokers.append(broker_factory(
-            overrides=cluster_overrides(etcd, node, shared, "/sluice-advbytes2", **{
-                "sluice.cluster.balance.bytes.window.ms": 4000,
-                "sluice.cluster.balance.bytes.interval.ms": 1000,
-                "sluice.cluster.balance.bytes.threshold": 65536,
-            }),
-            log_dir=shared, kind="sluice", name=f"node{node}"))
-    bootstrap = bootstrap_of(brokers)
-    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "3 brokers")
-    for t in TOPICS:
-        harness.create_topic(bootstrap, t, partitions=1)
-    owners = owners_of(bootstrap)
-    hot = sorted(t for t, o in owners.items() if o == 1)
-    busy = Busy(bootstrap, hot).start()
-    time.sleep(30)
-    busy.finish()
-    n_moves = "".join(b.log_text() for b in brokers).count("moved partition for bytes in")
-    assert n_moves >= 4, f"only {n_moves} moves for bytes in: no churn to probe"
-    assert not busy.errors, busy.errors[:5]
-    for t in hot:
-        acked = busy.acked[t]
-        assert len(acked) > 100, f"{t}: only {len(acked)} acknowledged"
-        msgs = harness.consume_partitions(bootstrap, t, [0], expected=len(acked), timeout=120)
-        seen = [m.value()[:12].decode() for m in msgs]
-        missing = set(acked) - set(seen)
-        assert not missing, f"{t}: {len(missing)} acknowledged records lost ({n_moves} moves)"
-        assert len(seen) == len(set(seen)), f"{t}: records read twice ({n_moves} moves)"

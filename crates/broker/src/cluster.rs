@@ -2324,14 +2324,27 @@ fn every(
         let period = period(cluster);
         round(&broker, cluster, store);
         let wakeup = wakeable.then(|| cluster.wakeup.clone());
+        let cancel = cluster.watch_cancel.clone();
         drop(broker);
-        let rest = period.saturating_sub(started.elapsed());
+        let until = started + period;
         match wakeup {
-            Some(w) => w.wait(rest),
-            None => std::thread::sleep(rest),
+            Some(w) => w.wait(until.saturating_duration_since(Instant::now())),
+            // In slices, so that a controlled shutdown (which cancels the watch, then joins
+            // these threads) does not wait out a long period (the bytes-in window is a
+            // minute).
+            None => loop {
+                let rest = until.saturating_duration_since(Instant::now());
+                if rest.is_zero() || cancel.cancelled() {
+                    break;
+                }
+                std::thread::sleep(rest.min(SLEEP_SLICE));
+            },
         }
     }
 }
+
+/// The longest sleep of a cluster thread between looks at whether the broker is stopping.
+const SLEEP_SLICE: Duration = Duration::from_millis(100);
 
 fn lease_loop(weak: Weak<Broker>) {
     every(

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_meta::load::{BrokerLoad, LOAD_TOP};
+use sluice_meta::load::{ownership_digest, BrokerLoad, LOAD_TOP};
 use sluice_store::{Log, TopicPartition};
 
 /// Where each held log's appended-bytes count stood at the last reading.
@@ -18,7 +18,8 @@ pub(crate) struct LoadMeter {
 impl LoadMeter {
     /// Read `logs` (the partitions held now) at `now`: the load since the last reading, or
     /// None at the first. A log opened since (acquired, or opened again) counts from the
-    /// next reading only: its count began within the window.
+    /// next reading only (its count began within the window), and a window in which the
+    /// logs held changed is not `steady`: the controller waits for one that is.
     pub(crate) fn read(
         &mut self,
         logs: Vec<(TopicPartition, Arc<Log>)>,
@@ -50,7 +51,15 @@ impl LoadMeter {
             })
             .filter(|(_, _, r)| *r > 0)
             .collect();
-        let bytes_in = rates.iter().map(|(_, _, r)| *r).sum();
+        let bytes_in = rates
+            .iter()
+            .fold(0u64, |sum, (_, _, r)| sum.saturating_add(*r));
+        // The same logs held from the window's start to its end: the rates describe them.
+        let steady = before.len() == marks.len()
+            && marks
+                .iter()
+                .all(|(tp, (log, _))| before.get(tp).is_some_and(|(was, _)| was == log));
+        let digest = ownership_digest(marks.keys().map(|tp| (tp.topic.as_str(), tp.partition)));
         rates.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, a.1).cmp(&(&b.0, b.1))));
         let complete = rates.len() <= LOAD_TOP;
         rates.truncate(LOAD_TOP);
@@ -58,6 +67,100 @@ impl LoadMeter {
             bytes_in,
             top: rates,
             complete,
+            steady,
+            digest,
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use sluice_format::BatchBuilder;
+    use sluice_store::AppendOrigin;
+
+    use super::*;
+    use crate::testutil::{log_config, open_logs};
+
+    fn append(log: &Log, bytes: usize) {
+        let records = BatchBuilder::new()
+            .record(1_700_000_000_000, None, Some(&vec![b'x'; bytes]))
+            .build();
+        log.append(
+            Bytes::from(records),
+            AppendOrigin::Client,
+            1_700_000_000_000,
+        )
+        .unwrap();
+    }
+
+    fn held(logs: &[Arc<Log>], which: &[usize]) -> Vec<(TopicPartition, Arc<Log>)> {
+        which
+            .iter()
+            .map(|&i| (logs[i].topic_partition().clone(), logs[i].clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_window_names_the_busiest_partitions_and_digests_what_was_held() {
+        let (_dir, _m, logs) = open_logs(3, &log_config(i64::MAX, i64::MAX));
+        let mut meter = LoadMeter::default();
+        let t0 = Instant::now();
+        assert!(meter.read(held(&logs, &[0, 1, 2]), t0).is_none());
+        append(&logs[0], 10_000);
+        append(&logs[0], 10_000);
+        append(&logs[1], 1_000);
+        let load = meter
+            .read(held(&logs, &[0, 1, 2]), t0 + Duration::from_secs(2))
+            .unwrap();
+        assert!(load.steady && load.complete);
+        assert_eq!(load.top.len(), 2, "partition 2 took nothing: {load:?}");
+        assert_eq!((load.top[0].0.as_str(), load.top[0].1), ("t", 0));
+        let p0 = logs[0].appended_bytes() / 2;
+        assert_eq!(load.top[0].2, p0, "bytes a second over the 2 s window");
+        assert_eq!(load.bytes_in, load.top[0].2 + load.top[1].2);
+        assert_eq!(
+            load.digest,
+            ownership_digest([("t", 0), ("t", 1), ("t", 2)])
+        );
+    }
+
+    #[test]
+    fn a_window_in_which_the_held_logs_changed_is_not_steady() {
+        let (_dir, m, logs) = open_logs(3, &log_config(i64::MAX, i64::MAX));
+        let mut meter = LoadMeter::default();
+        let t0 = Instant::now();
+        meter.read(held(&logs, &[0, 1]), t0);
+        // Acquired within the window: its bytes are not counted, the window not steady.
+        append(&logs[2], 5_000);
+        let load = meter
+            .read(held(&logs, &[0, 1, 2]), t0 + Duration::from_secs(1))
+            .unwrap();
+        assert!(!load.steady && load.top.is_empty(), "{load:?}");
+        // The next window, with the same logs held, is.
+        append(&logs[2], 5_000);
+        let load = meter
+            .read(held(&logs, &[0, 1, 2]), t0 + Duration::from_secs(2))
+            .unwrap();
+        assert!(load.steady && load.top.len() == 1, "{load:?}");
+        // Released within the window: not steady; and a log opened again (another `Log`
+        // under the same name) is a change too.
+        let load = meter
+            .read(held(&logs, &[0, 2]), t0 + Duration::from_secs(3))
+            .unwrap();
+        assert!(!load.steady);
+        meter.read(held(&logs, &[0, 2]), t0 + Duration::from_secs(4));
+        let tp = logs[2].topic_partition().clone();
+        m.close_log(&tp).unwrap();
+        let again = m
+            .open_log(&tp, logs[2].topic_id(), log_config(i64::MAX, i64::MAX), 0)
+            .unwrap();
+        let mut now = held(&logs, &[0]);
+        now.push((tp, again));
+        let load = meter.read(now, t0 + Duration::from_secs(5)).unwrap();
+        assert!(!load.steady);
     }
 }

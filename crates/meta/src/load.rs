@@ -9,6 +9,11 @@
 //! the spread of a topic's partitions over their candidates, so the count balancing never
 //! undoes it, and where the counts leave no room it is a swap (the busy partition for one of
 //! the other broker's quiet ones, of the same or another topic).
+//!
+//! A load is used only if it describes the ownership the controller sees: measured over a
+//! whole window in which the broker held the same partitions (`steady`), and those
+//! partitions the ones the owner records give it now (`digest`). After any move, acquisition
+//! or release, nothing moves for bytes until every broker has measured a whole window since.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +37,29 @@ pub struct BrokerLoad {
     /// named took at most the last named one's rate.
     #[serde(default)]
     pub complete: bool,
+    /// It held the same partitions (the same open logs) through the whole window.
+    #[serde(default)]
+    pub steady: bool,
+    /// [`ownership_digest`] of the partitions it held.
+    #[serde(default)]
+    pub digest: u64,
+}
+
+/// A digest of a set of partitions, the same whatever their order: what a broker's
+/// [`BrokerLoad`] was measured over, compared with what the owner records give it.
+pub fn ownership_digest<'a>(parts: impl IntoIterator<Item = (&'a str, i32)>) -> u64 {
+    parts.into_iter().fold(0u64, |sum, (topic, p)| {
+        // FNV-1a of the topic's bytes, a separator and the partition, then a final mix, so
+        // that the sum of distinct sets rarely collides.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in topic.bytes().chain([0xff]).chain(p.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        sum.wrapping_add(h)
+    })
 }
 
 /// When the controller moves partitions for bytes in
@@ -52,12 +80,10 @@ struct Part {
     topic: String,
     partition: i32,
     owner: i32,
-    /// Bytes a second, as its owner published, or as estimated for one it did not name.
+    /// Bytes a second, as its owner published, or at most this for one it did not name.
     rate: u64,
-    /// The topic and the volume (None: any broker) whose candidates it is balanced among.
-    group: (String, Option<u16>),
-    /// The brokers that may own it.
-    candidates: Vec<i32>,
+    /// The volume whose direct brokers may own it (None: any live broker).
+    volume: Option<u16>,
     /// Its owner named it (`rate` is measured, not a bound): only such a partition is moved
     /// for its own load.
     named: bool,
@@ -66,83 +92,53 @@ struct Part {
 
 /// The moves that even out the brokers' bytes in: `(topic, partition, new owner)`.
 ///
-/// Nothing moves unless every live broker has published its load, no partition lacks a
-/// live owner and no move is under way (the loads then describe the ownership the view
-/// holds). Then, while two brokers' bytes in differ by more than the thresholds: a busy
-/// partition (one its owner named) of the busiest broker moves to a broker taking fewer
-/// bytes that may own it (a candidate of its volume, settled when locality is in use, under
-/// its partition budget), alone if its topic's group and the totals leave room (the
-/// receiving broker owns fewer of both), else swapped for the receiver's quietest partition
-/// that may go the other way. A move is taken only if it narrows the gap between the two by
-/// at least the threshold, the best one first; the planner updates the rates it assumes and
-/// goes on. Pinned partitions and partitions whose volume is not recorded yet stay put.
-/// Deterministic for a given view, loads and `settled`.
+/// Nothing moves unless every live broker has published a load that describes the
+/// ownership the view holds (steady over its window, over the partitions the owner records
+/// give it), no partition lacks a live owner and no move is under way. Then, while two
+/// brokers' bytes in differ by more than the thresholds: a busy partition (one its owner
+/// named) of the busiest broker moves to a broker taking fewer bytes that may own it (a
+/// candidate of its volume, settled when locality is in use, under its partition budget),
+/// alone if its topic's group and the totals leave room (the receiving broker owns fewer of
+/// both), else swapped for the receiver's quietest partition that may go the other way (to a
+/// busiest broker that may own it, settled when locality is in use). A move is taken only if
+/// it narrows the gap between the two by at least the threshold, the best one first; the
+/// planner updates the rates it assumes and goes on. Pinned partitions and partitions whose
+/// volume is not recorded yet stay put. Deterministic for a given view, loads and `settled`.
 pub fn plan_load_moves(
     view: &ClusterView,
     loads: &BTreeMap<i32, BrokerLoad>,
     settled: &BTreeSet<i32>,
     cfg: LoadBalance,
 ) -> Vec<(String, i32, i32)> {
-    let live: Vec<i32> = view.brokers.keys().copied().collect();
-    if live.len() < 2 || live.iter().any(|b| !loads.contains_key(b)) {
+    if view.brokers.len() < 2 {
         return Vec::new();
     }
-    let Some(mut parts) = parts(view, loads) else {
+    let Some(parts) = parts(view, loads) else {
         return Vec::new();
     };
-    let locality = view.brokers.values().any(|b| !b.direct.is_empty());
-    let mut rate: BTreeMap<i32, u64> = live.iter().map(|b| (*b, loads[b].bytes_in)).collect();
-    let mut total: BTreeMap<i32, usize> = live.iter().map(|b| (*b, 0)).collect();
-    let mut in_group: BTreeMap<(&str, Option<u16>, i32), usize> = BTreeMap::new();
-    for p in &parts {
-        *total.entry(p.owner).or_default() += 1;
-    }
-    let keys: Vec<(String, Option<u16>)> = parts.iter().map(|p| p.group.clone()).collect();
-    for (p, k) in parts.iter().zip(&keys) {
-        *in_group.entry((k.0.as_str(), k.1, p.owner)).or_default() += 1;
-    }
+    let mut planner = LoadPlanner::new(view, loads, settled, cfg, parts);
     let mut plan = Vec::new();
     while plan.len() < cfg.moves_max {
-        let Some(step) = best_step(
-            view, &parts, &rate, &total, &in_group, settled, locality, cfg,
-        ) else {
+        let Some(step) = planner.best_step() else {
             break;
         };
-        let moved: Vec<usize> = match step.swap {
-            Some(q) => vec![step.part, q],
-            None => vec![step.part],
+        let moved: Vec<(usize, i32)> = match step.swap {
+            Some(q) => vec![(step.part, step.to), (q, step.from)],
+            None => vec![(step.part, step.to)],
         };
         if plan.len() + moved.len() > cfg.moves_max {
             break;
         }
-        for i in moved {
-            let (from, to) = (
-                parts[i].owner,
-                if parts[i].owner == step.from {
-                    step.to
-                } else {
-                    step.from
-                },
-            );
-            let k = &keys[i];
-            *in_group.entry((k.0.as_str(), k.1, from)).or_default() -= 1;
-            *in_group.entry((k.0.as_str(), k.1, to)).or_default() += 1;
-            *total.entry(from).or_default() -= 1;
-            *total.entry(to).or_default() += 1;
-            if let Some(r) = rate.get_mut(&from) {
-                *r = r.saturating_sub(parts[i].rate);
-            }
-            *rate.entry(to).or_default() += parts[i].rate;
-            parts[i].owner = to;
-            // Moved once this round: not again.
-            parts[i].movable = false;
-            plan.push((parts[i].topic.clone(), parts[i].partition, to));
+        for (i, to) in moved {
+            planner.shift(i, to);
+            let part = &planner.parts[i];
+            plan.push((part.topic.clone(), part.partition, to));
         }
     }
     plan
 }
 
-/// The move [`best_step`] chose: `part` from `from` to `to`, and `swap` back.
+/// The move [`LoadPlanner::best_step`] chose: `part` from `from` to `to`, and `swap` back.
 struct Step {
     part: usize,
     swap: Option<usize>,
@@ -150,90 +146,193 @@ struct Step {
     to: i32,
 }
 
-/// The single move or swap that narrows the widest gap most, or None.
-#[allow(clippy::too_many_arguments)]
-fn best_step(
-    view: &ClusterView,
-    parts: &[Part],
-    rate: &BTreeMap<i32, u64>,
-    total: &BTreeMap<i32, usize>,
-    in_group: &BTreeMap<(&str, Option<u16>, i32), usize>,
-    settled: &BTreeSet<i32>,
-    locality: bool,
+/// [`plan_load_moves`]' state: the partitions, each broker's (by index), the rates and counts
+/// it assumes as it plans.
+struct LoadPlanner<'a> {
+    view: &'a ClusterView,
+    settled: &'a BTreeSet<i32>,
     cfg: LoadBalance,
-) -> Option<Step> {
-    let (&h, &hot) = rate
-        .iter()
-        .max_by_key(|(b, r)| (**r, std::cmp::Reverse(**b)))?;
-    let floor = cfg
-        .threshold
-        .max(hot.saturating_mul(cfg.percent) / 100)
-        .max(1);
-    // The receivers, quietest first.
-    let mut receivers: Vec<(i32, u64)> = rate
-        .iter()
-        .filter(|(b, r)| **b != h && hot.saturating_sub(**r) > floor)
-        .filter(|(b, _)| !locality || settled.contains(b))
-        .map(|(b, r)| (*b, *r))
-        .collect();
-    receivers.sort_by_key(|(b, r)| (*r, *b));
-    // Each receiver's partitions that may go to `h`, quietest first.
-    let mut best: Option<(u64, Step)> = None;
-    for (c, cold) in receivers {
-        let gap = hot - cold;
-        let full = view.is_full(c, total[&c]);
-        let mut back: Vec<usize> = (0..parts.len())
+    direct: BTreeMap<u16, Vec<i32>>,
+    locality: bool,
+    parts: Vec<Part>,
+    /// Each broker's partitions, as indexes into `parts`.
+    owned: BTreeMap<i32, Vec<usize>>,
+    rate: BTreeMap<i32, u64>,
+    /// How many partitions of a group (topic, volume) each broker owns.
+    in_group: BTreeMap<(String, Option<u16>, i32), usize>,
+}
+
+impl<'a> LoadPlanner<'a> {
+    fn new(
+        view: &'a ClusterView,
+        loads: &BTreeMap<i32, BrokerLoad>,
+        settled: &'a BTreeSet<i32>,
+        cfg: LoadBalance,
+        parts: Vec<Part>,
+    ) -> LoadPlanner<'a> {
+        let mut owned: BTreeMap<i32, Vec<usize>> =
+            view.brokers.keys().map(|b| (*b, Vec::new())).collect();
+        let mut in_group = BTreeMap::new();
+        for (i, p) in parts.iter().enumerate() {
+            owned.entry(p.owner).or_default().push(i);
+            *in_group
+                .entry((p.topic.clone(), p.volume, p.owner))
+                .or_default() += 1;
+        }
+        LoadPlanner {
+            view,
+            settled,
+            cfg,
+            direct: direct_brokers(view),
+            locality: view.brokers.values().any(|b| !b.direct.is_empty()),
+            rate: view
+                .brokers
+                .keys()
+                .map(|b| (*b, loads[b].bytes_in))
+                .collect(),
+            parts,
+            owned,
+            in_group,
+        }
+    }
+
+    /// Whether `b` may own `p`: a live broker with direct access to its volume (any live
+    /// broker when its volume has none), settled when locality is in use.
+    fn may_own(&self, p: &Part, b: i32) -> bool {
+        let candidate = match p.volume {
+            Some(v) => self.direct.get(&v).is_some_and(|d| d.contains(&b)),
+            None => self.view.brokers.contains_key(&b),
+        };
+        candidate && (!self.locality || self.settled.contains(&b))
+    }
+
+    /// How many of `p`'s group `b` owns.
+    fn in_group(&self, p: &Part, b: i32) -> usize {
+        self.in_group
+            .get(&(p.topic.clone(), p.volume, b))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether `p` can leave `from` for `to` without widening the spread of its group:
+    /// `from` owns more of the group than `to`.
+    fn room(&self, p: &Part, from: i32, to: i32) -> bool {
+        self.in_group(p, from) > self.in_group(p, to)
+    }
+
+    fn total(&self, b: i32) -> usize {
+        self.owned.get(&b).map_or(0, Vec::len)
+    }
+
+    /// Carry out (in the planner's assumptions) the move of partition `i` to `to`.
+    fn shift(&mut self, i: usize, to: i32) {
+        let (from, rate) = (self.parts[i].owner, self.parts[i].rate);
+        let key = |b| (self.parts[i].topic.clone(), self.parts[i].volume, b);
+        let (kf, kt) = (key(from), key(to));
+        if let Some(c) = self.in_group.get_mut(&kf) {
+            *c = c.saturating_sub(1);
+        }
+        *self.in_group.entry(kt).or_default() += 1;
+        if let Some(list) = self.owned.get_mut(&from) {
+            list.retain(|&j| j != i);
+        }
+        self.owned.entry(to).or_default().push(i);
+        if let Some(r) = self.rate.get_mut(&from) {
+            *r = r.saturating_sub(rate);
+        }
+        let r = self.rate.entry(to).or_default();
+        *r = r.saturating_add(rate);
+        self.parts[i].owner = to;
+        // Moved once this round: not again.
+        self.parts[i].movable = false;
+    }
+
+    /// The single move or swap from the busiest broker that evens out the rates most (takes
+    /// most off the sum of their squares), or None.
+    fn best_step(&self) -> Option<Step> {
+        let (&h, &hot) = (self.rate.iter()).max_by_key(|(b, r)| (**r, std::cmp::Reverse(**b)))?;
+        let floor = (self.cfg.threshold)
+            .max(hot.saturating_mul(self.cfg.percent) / 100)
+            .max(1);
+        // The busy partitions of `h` that may move.
+        let busy: Vec<usize> = (self.owned.get(&h)?.iter().copied())
             .filter(|&i| {
-                parts[i].owner == c && parts[i].movable && parts[i].candidates.contains(&h)
+                let p = &self.parts[i];
+                p.movable && p.named && p.rate > 0
             })
             .collect();
-        back.sort_by_key(|&i| (parts[i].rate, i));
-        for (i, p) in parts.iter().enumerate() {
-            if p.owner != h || !p.movable || !p.named || p.rate == 0 || !p.candidates.contains(&c) {
-                continue;
-            }
-            let mut consider = |shift: u64, swap: Option<usize>| {
-                if shift == 0 || shift >= gap {
-                    return;
+        if busy.is_empty() {
+            return None;
+        }
+        // The receivers, quietest first.
+        let mut receivers: Vec<(i32, u64)> = (self.rate.iter())
+            .filter(|(b, r)| **b != h && hot.saturating_sub(**r) > floor)
+            .map(|(b, r)| (*b, *r))
+            .collect();
+        receivers.sort_by_key(|(b, r)| (*r, *b));
+        let mut best: Option<(u128, Step)> = None;
+        for (c, cold) in receivers {
+            let gap = hot - cold;
+            // The receiver's partitions that may go to `h`, quietest first.
+            let mut back: Vec<usize> = (self.owned[&c].iter().copied())
+                .filter(|&q| self.parts[q].movable && self.may_own(&self.parts[q], h))
+                .collect();
+            back.sort_by_key(|&q| (self.parts[q].rate, q));
+            for &i in &busy {
+                let p = &self.parts[i];
+                if !self.may_own(p, c) {
+                    continue;
                 }
-                let after = gap.abs_diff(2 * shift);
-                if gap - after < floor {
-                    return;
-                }
-                if best.as_ref().is_none_or(|(a, _)| after < *a) {
-                    best = Some((
-                        after,
-                        Step {
+                let mut consider = |shift: u64, swap: Option<usize>| {
+                    if shift == 0 || shift >= gap {
+                        return;
+                    }
+                    // The gap after the move, |gap - 2 shift|, without overflow.
+                    let after = u64::try_from(u128::from(gap).abs_diff(2 * u128::from(shift)))
+                        .unwrap_or(u64::MAX);
+                    if gap - after.min(gap) < floor {
+                        return;
+                    }
+                    // What it takes off the sum of the squared rates (2 shift (gap - shift),
+                    // halved): the most even spread first, and of equal shifts the one to
+                    // the quieter receiver.
+                    let score = u128::from(shift) * u128::from(gap - shift);
+                    if best.as_ref().is_none_or(|(a, _)| score > *a) {
+                        let step = Step {
                             part: i,
                             swap,
                             from: h,
                             to: c,
-                        },
-                    ));
+                        };
+                        best = Some((score, step));
+                    }
+                };
+                // Alone: the receiver owns fewer of the topic's group and fewer in all.
+                let full = self.view.is_full(c, self.total(c));
+                if !full && self.room(p, h, c) && self.total(h) > self.total(c) {
+                    consider(p.rate, None);
                 }
-            };
-            // Alone: the receiver owns fewer of the topic's group and fewer in all.
-            if !full && room(in_group, p, h, c) && total[&h] > total[&c] {
-                consider(p.rate, None);
-            }
-            // Swapped for the receiver's quietest partition that may go back.
-            let same = |q: &Part| q.group == p.group;
-            if let Some(&q) = back.iter().find(|&&q| {
-                let q = &parts[q];
-                q.rate < p.rate && (same(q) || (room(in_group, p, h, c) && room(in_group, q, c, h)))
-            }) {
-                consider(p.rate - parts[q].rate, Some(q));
+                // Swapped for the receiver's quietest partition that may go back.
+                let q = back.iter().copied().find(|&q| {
+                    let q = &self.parts[q];
+                    let same = q.topic == p.topic && q.volume == p.volume;
+                    q.rate < p.rate && (same || (self.room(p, h, c) && self.room(q, c, h)))
+                });
+                if let Some(q) = q {
+                    consider(p.rate - self.parts[q].rate, Some(q));
+                }
             }
         }
+        best.map(|(_, s)| s)
     }
-    best.map(|(_, s)| s)
 }
 
-/// Every partition with its owner's rate, group and candidates; None when the loads may not
-/// describe the ownership (a partition without a live owner, or a move under way).
+/// Every partition with its owner's rate and volume; None when the loads may not describe
+/// the ownership: a live broker without a load, or with one not steady or measured over
+/// other partitions than the owner records give it; a partition without a live owner; a move
+/// under way.
 fn parts(view: &ClusterView, loads: &BTreeMap<i32, BrokerLoad>) -> Option<Vec<Part>> {
     let direct = direct_brokers(view);
-    let live: Vec<i32> = view.brokers.keys().copied().collect();
     let locality = view.brokers.values().any(|b| !b.direct.is_empty());
     let named: BTreeMap<(&str, i32, i32), u64> = loads
         .iter()
@@ -243,60 +342,65 @@ fn parts(view: &ClusterView, loads: &BTreeMap<i32, BrokerLoad>) -> Option<Vec<Pa
                 .map(move |(t, p, r)| ((t.as_str(), *p, *b), *r))
         })
         .collect();
-    // What a partition its owner did not name took, at most.
-    let unnamed = |b: i32| {
-        let l = &loads[&b];
-        if l.complete {
-            0
-        } else {
-            l.top.iter().map(|(_, _, r)| *r).min().unwrap_or(0)
-        }
-    };
     let mut out = Vec::with_capacity(view.owners.len());
+    let mut digests: BTreeMap<i32, u64> = view.brokers.keys().map(|b| (*b, 0)).collect();
     for ((topic, p), rec) in &view.owners {
         if view.topics.get(topic).is_none_or(|t| *p >= t.partitions()) {
             continue;
         }
         let o = &rec.owner;
+        let load = loads.get(&o.node)?;
         if !view.brokers.contains_key(&o.node) || o.to.is_some() || o.from.is_some() {
             return None;
         }
-        let (volume, candidates, movable) = match o.volume {
-            Some(v) if direct.contains_key(&v) => (Some(v), direct[&v].clone(), true),
+        let d = digests.entry(o.node).or_default();
+        *d = d.wrapping_add(ownership_digest([(topic.as_str(), *p)]));
+        let (volume, movable) = match o.volume {
+            Some(v) if direct.contains_key(&v) => (Some(v), true),
             // Not recorded yet while locality is in use: being acquired; it stays.
-            None if locality => (None, Vec::new(), false),
-            _ => (None, live.clone(), true),
+            None if locality => (None, false),
+            _ => (None, true),
         };
         let named_rate = named.get(&(topic.as_str(), *p, o.node)).copied();
+        // What a partition its owner did not name took, at most.
+        let unnamed = || match load.complete {
+            true => 0,
+            false => load.top.iter().map(|(_, _, r)| *r).min().unwrap_or(0),
+        };
         out.push(Part {
             topic: topic.clone(),
             partition: *p,
             owner: o.node,
-            rate: named_rate.unwrap_or_else(|| unnamed(o.node)),
-            group: (topic.clone(), volume),
-            candidates,
+            rate: named_rate.unwrap_or_else(unnamed),
+            volume,
             named: named_rate.is_some(),
             movable: movable && !o.pinned,
         });
     }
-    Some(out)
+    let described = view.brokers.keys().all(|b| {
+        loads
+            .get(b)
+            .is_some_and(|l| l.steady && Some(&l.digest) == digests.get(b))
+    });
+    described.then_some(out)
 }
 
-/// Whether `p` can leave `from` for `to` without widening the spread of its group: `from`
-/// owns more of the group than `to`.
-fn room(
-    in_group: &BTreeMap<(&str, Option<u16>, i32), usize>,
-    p: &Part,
-    from: i32,
-    to: i32,
-) -> bool {
-    let c = |b| {
-        in_group
-            .get(&(p.group.0.as_str(), p.group.1, b))
-            .copied()
-            .unwrap_or(0)
-    };
-    c(from) > c(to)
+/// `loads` as brokers owning what `view` gives them would publish after a steady window:
+/// each steady, with the digest of its partitions in `view`.
+#[cfg(test)]
+pub(crate) fn described(
+    view: &ClusterView,
+    mut loads: BTreeMap<i32, BrokerLoad>,
+) -> BTreeMap<i32, BrokerLoad> {
+    for (b, l) in loads.iter_mut() {
+        l.steady = true;
+        l.digest = ownership_digest(
+            (view.owners.iter())
+                .filter(|(_, r)| r.owner.node == *b)
+                .map(|((t, p), _)| (t.as_str(), *p)),
+        );
+    }
+    loads
 }
 
 #[cfg(test)]
@@ -324,6 +428,7 @@ mod tests {
                 .map(|(t, p, r)| (t.to_string(), *p, *r))
                 .collect(),
             complete: true,
+            ..BrokerLoad::default()
         }
     }
 
@@ -351,7 +456,7 @@ mod tests {
             l.bytes_in += r;
             l.top.push((t.to_string(), *p, *r));
         }
-        out
+        described(v, out)
     }
 
     /// Six one-partition topics, two per broker; broker 1 owns both busy ones.
@@ -515,9 +620,11 @@ mod tests {
                 bytes_in: 40 * MB,
                 top: vec![("a".into(), 0, 30 * MB)],
                 complete: false,
+                ..BrokerLoad::default()
             },
         );
         loads.insert(2, load(0, &[]));
+        let loads = described(&v, loads);
         let plan = plan_load_moves(&v, &loads, &all(&v), cfg());
         // a (30 MB/s) is busier than the 40 MB/s gap allows? It narrows it to 20: taken, as
         // a swap for one of 2's (quiet) partitions; b is never the one moved from 1.
