@@ -9,10 +9,14 @@ use std::time::Instant;
 use sluice_meta::load::{ownership_digest, BrokerLoad, LOAD_TOP};
 use sluice_store::{Log, TopicPartition};
 
+/// Each held log at a reading: which open log it was (its address) and its appended-bytes
+/// count.
+type Marks = HashMap<TopicPartition, (usize, u64)>;
+
 /// Where each held log's appended-bytes count stood at the last reading.
 #[derive(Debug, Default)]
 pub(crate) struct LoadMeter {
-    last: Option<(Instant, HashMap<TopicPartition, (usize, u64)>)>,
+    last: Option<(Instant, Marks)>,
 }
 
 impl LoadMeter {
@@ -25,7 +29,7 @@ impl LoadMeter {
         logs: Vec<(TopicPartition, Arc<Log>)>,
         now: Instant,
     ) -> Option<BrokerLoad> {
-        let marks: HashMap<TopicPartition, (usize, u64)> = logs
+        let marks: Marks = logs
             .iter()
             .map(|(tp, log)| {
                 (
