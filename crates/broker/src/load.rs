@@ -3,15 +3,16 @@
 //! the last, as a rate, with the busiest partitions named.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use sluice_meta::load::{ownership_digest, BrokerLoad, LOAD_TOP};
 use sluice_store::{Log, TopicPartition};
 
-/// Each held log at a reading: which open log it was (its address) and its appended-bytes
-/// count.
-type Marks = HashMap<TopicPartition, (usize, u64)>;
+/// Each held log at a reading: which open log it was and its appended-bytes count. A weak
+/// reference, not an address: it keeps the allocation of a log closed since, so a log opened
+/// again is never taken for the one it replaced (a freed address is reused).
+type Marks = HashMap<TopicPartition, (Weak<Log>, u64)>;
 
 /// Where each held log's appended-bytes count stood at the last reading.
 #[derive(Debug, Default)]
@@ -31,12 +32,7 @@ impl LoadMeter {
     ) -> Option<BrokerLoad> {
         let marks: Marks = logs
             .iter()
-            .map(|(tp, log)| {
-                (
-                    tp.clone(),
-                    (Arc::as_ptr(log) as usize, log.appended_bytes()),
-                )
-            })
+            .map(|(tp, log)| (tp.clone(), (Arc::downgrade(log), log.appended_bytes())))
             .collect();
         let (then, before) = self.last.replace((now, marks))?;
         let secs = now.saturating_duration_since(then).as_secs_f64();
@@ -48,7 +44,7 @@ impl LoadMeter {
             .iter()
             .filter_map(|(tp, (log, count))| {
                 let (was_log, was) = before.get(tp)?;
-                (was_log == log && count > was).then(|| {
+                (Weak::ptr_eq(was_log, log) && count > was).then(|| {
                     let rate = ((count - was) as f64 / secs).round() as u64;
                     (tp.topic.clone(), tp.partition, rate)
                 })
@@ -60,9 +56,11 @@ impl LoadMeter {
             .fold(0u64, |sum, (_, _, r)| sum.saturating_add(*r));
         // The same logs held from the window's start to its end: the rates describe them.
         let steady = before.len() == marks.len()
-            && marks
-                .iter()
-                .all(|(tp, (log, _))| before.get(tp).is_some_and(|(was, _)| was == log));
+            && marks.iter().all(|(tp, (log, _))| {
+                before
+                    .get(tp)
+                    .is_some_and(|(was, _)| Weak::ptr_eq(was, log))
+            });
         let digest = ownership_digest(marks.keys().map(|tp| (tp.topic.as_str(), tp.partition)));
         rates.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, a.1).cmp(&(&b.0, b.1))));
         let complete = rates.len() <= LOAD_TOP;
@@ -73,6 +71,8 @@ impl LoadMeter {
             complete,
             steady,
             digest,
+            // The registration's, set as it is published.
+            lease: 0,
         })
     }
 }
@@ -166,5 +166,35 @@ mod tests {
         now.push((tp, again));
         let load = meter.read(now, t0 + Duration::from_secs(5)).unwrap();
         assert!(!load.steady);
+    }
+
+    /// A log closed and opened again between two readings, nothing else holding the old one:
+    /// the new one may be allocated where the old one was. It is still a change. (Found by
+    /// an adversary on c0cb672: the meter compared addresses, and a reused one read as
+    /// steady.)
+    #[test]
+    fn a_log_opened_again_where_the_old_one_was_is_a_change() {
+        let (_dir, m, logs) = open_logs(1, &log_config(i64::MAX, i64::MAX));
+        let tp = logs[0].topic_partition().clone();
+        let id = logs[0].topic_id();
+        let mut log = logs.into_iter().next().unwrap();
+        let mut meter = LoadMeter::default();
+        let t0 = Instant::now();
+        meter.read(vec![(tp.clone(), log.clone())], t0);
+        for i in 1..=20 {
+            m.close_log(&tp).unwrap();
+            drop(log);
+            log = m
+                .open_log(&tp, id, log_config(i64::MAX, i64::MAX), 0)
+                .unwrap();
+            append(&log, 1_000);
+            let load = meter
+                .read(vec![(tp.clone(), log.clone())], t0 + Duration::from_secs(i))
+                .unwrap();
+            assert!(
+                !load.steady && load.top.is_empty(),
+                "opened again {i}: {load:?}"
+            );
+        }
     }
 }

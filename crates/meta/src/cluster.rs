@@ -965,14 +965,20 @@ impl EtcdStore {
     }
 
     /// Publish this broker's load ([`crate::load::BrokerLoad`]) under its registration's
-    /// lease (it goes with the registration). Nothing is written while not registered.
+    /// lease (it goes with the registration), naming that lease (the controller uses a load
+    /// only while it names the broker's registration). Nothing is written while not
+    /// registered.
     pub fn publish_load(&self, load: &crate::load::BrokerLoad) -> Result<(), MetaError> {
         let Some((lease, _)) = *self.registration.lock() else {
             return Ok(());
         };
+        let load = crate::load::BrokerLoad {
+            lease,
+            ..load.clone()
+        };
         let put = Op::Put {
             key: self.key(&format!("load/{}", self.node_id)),
-            value: to_json(load),
+            value: to_json(&load),
             lease,
         };
         self.etcd.txn(&[], &[put], &[]).map_err(etcd_err)?;
@@ -1918,11 +1924,7 @@ impl<'a> Planner<'a> {
     /// directly (the candidates are those brokers); with locality in use, a volume not known
     /// yet (those with direct access to some volume); else every live broker.
     fn group_of(&self, volume: Option<u16>) -> Group {
-        match volume {
-            Some(v) if self.direct.contains_key(&v) => Group::Volume(v),
-            None if self.locality => Group::Unknown,
-            _ => Group::Any,
-        }
+        group_of(&self.direct, self.locality, volume)
     }
 
     fn candidates(&self, group: Group) -> &[i32] {
@@ -2114,7 +2116,7 @@ fn count(per: &PerBroker, b: i32) -> usize {
 /// Which of a topic's partitions [`plan_assignments`] balances together: the candidates they
 /// share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Group {
+pub(crate) enum Group {
     /// On this volume, which a live broker reaches directly: those brokers.
     Volume(u16),
     /// Volume not recorded yet, with locality in use: the brokers with direct access to some
@@ -2122,6 +2124,22 @@ enum Group {
     Unknown,
     /// Every live broker (no locality, or no live broker reaches the volume directly).
     Any,
+}
+
+/// A partition's group within its topic, given the live brokers with direct access to each
+/// volume ([`direct_brokers`]) and whether locality is in use (some live broker declares
+/// direct access): its volume when some live broker reaches that directly; with locality in
+/// use, a volume not recorded yet; else every live broker.
+pub(crate) fn group_of(
+    direct: &BTreeMap<u16, Vec<i32>>,
+    locality: bool,
+    volume: Option<u16>,
+) -> Group {
+    match volume {
+        Some(v) if direct.contains_key(&v) => Group::Volume(v),
+        None if locality => Group::Unknown,
+        _ => Group::Any,
+    }
 }
 
 /// The live brokers with direct access to each volume ([`BrokerInfo::direct`]), by volume;

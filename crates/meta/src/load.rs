@@ -10,16 +10,23 @@
 //! undoes it, and where the counts leave no room it is a swap (the busy partition for one of
 //! the other broker's quiet ones, of the same or another topic).
 //!
-//! A load is used only if it describes the ownership the controller sees: measured over a
-//! whole window in which the broker held the same partitions (`steady`), and those
-//! partitions the ones the owner records give it now (`digest`). After any move, acquisition
-//! or release, nothing moves for bytes until every broker has measured a whole window since.
+//! A load is used only if it describes the ownership the controller sees: published by the
+//! process that holds the broker's registration now (`lease`), measured over a whole window
+//! in which the broker held the same partitions (`steady`), and those partitions the ones the
+//! owner records give it now (`digest`). After any move, acquisition, release or restart,
+//! nothing moves for bytes until every broker has measured a whole window since.
+//!
+//! Nothing moves back and forth under a steady load: a step is taken only if it narrows the
+//! gap between the two brokers by at least the threshold whatever the rates the owners did
+//! not name turn out to be (each planned rate is kept as a range), so every step lowers the
+//! sum of the squared rates; and only if the count balancing, run on the result, has
+//! nothing to undo.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{direct_brokers, ClusterView};
+use crate::cluster::{direct_brokers, group_of, plan_assignments, ClusterView, Group};
 
 /// The most partitions a broker lists in its [`BrokerLoad::top`].
 pub const LOAD_TOP: usize = 16;
@@ -42,24 +49,32 @@ pub struct BrokerLoad {
     pub steady: bool,
     /// [`ownership_digest`] of the partitions it held.
     #[serde(default)]
-    pub digest: u64,
+    pub digest: String,
+    /// The lease of the registration it was published under: a load left by an earlier
+    /// process of the same node id (a restart before its lease expired) is not used.
+    #[serde(default)]
+    pub lease: i64,
 }
 
 /// A digest of a set of partitions, the same whatever their order: what a broker's
-/// [`BrokerLoad`] was measured over, compared with what the owner records give it.
-pub fn ownership_digest<'a>(parts: impl IntoIterator<Item = (&'a str, i32)>) -> u64 {
-    parts.into_iter().fold(0u64, |sum, (topic, p)| {
-        // FNV-1a of the topic's bytes, a separator and the partition, then a final mix, so
-        // that the sum of distinct sets rarely collides.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in topic.bytes().chain([0xff]).chain(p.to_le_bytes()) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        sum.wrapping_add(h)
-    })
+/// [`BrokerLoad`] was measured over, compared with what the owner records give it. SHA-256
+/// (first 128 bits, hex) of the sorted names, each its topic, a NUL (never in a topic name)
+/// and its partition: two sets collide only as SHA-256 does (a sum of per-partition hashes
+/// let sets of four be found that collide).
+pub fn ownership_digest<'a>(parts: impl IntoIterator<Item = (&'a str, i32)>) -> String {
+    let mut parts: Vec<(&str, i32)> = parts.into_iter().collect();
+    parts.sort_unstable();
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for (topic, p) in parts {
+        ctx.update(topic.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(&p.to_be_bytes());
+    }
+    let hash = ctx.finish();
+    hash.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// When the controller moves partitions for bytes in
@@ -82,8 +97,11 @@ struct Part {
     owner: i32,
     /// Bytes a second, as its owner published, or at most this for one it did not name.
     rate: u64,
-    /// The volume whose direct brokers may own it (None: any live broker).
-    volume: Option<u16>,
+    /// At least this: `rate` when its owner named it or named every partition that took
+    /// bytes, else 0.
+    rate_min: u64,
+    /// Its group within its topic (the candidates it shares), as the count balancing sees it.
+    group: Group,
     /// Its owner named it (`rate` is measured, not a bound): only such a partition is moved
     /// for its own load.
     named: bool,
@@ -101,9 +119,12 @@ struct Part {
 /// alone if its topic's group and the totals leave room (the receiving broker owns fewer of
 /// both), else swapped for the receiver's quietest partition that may go the other way (to a
 /// busiest broker that may own it, settled when locality is in use). A move is taken only if
-/// it narrows the gap between the two by at least the threshold, the best one first; the
-/// planner updates the rates it assumes and goes on. Pinned partitions and partitions whose
-/// volume is not recorded yet stay put. Deterministic for a given view, loads and `settled`.
+/// it narrows the gap between the two by at least the threshold whatever the rates of the
+/// partitions their owners did not name, and only if the count balancing
+/// ([`plan_assignments`]) finds nothing to do once it is carried out; the best one first;
+/// the planner updates the rates it assumes (as ranges) and goes on. Pinned partitions and
+/// partitions whose volume is not recorded yet stay put. Deterministic for a given view,
+/// loads and `settled`.
 pub fn plan_load_moves(
     view: &ClusterView,
     loads: &BTreeMap<i32, BrokerLoad>,
@@ -116,9 +137,33 @@ pub fn plan_load_moves(
     let Some(parts) = parts(view, loads) else {
         return Vec::new();
     };
+    // The count balancing's check, of the whole plan first (one run of it), of each step
+    // when the whole plan fails it.
+    let mut result = view.clone();
+    let plan = plan_steps(view, loads, settled, cfg, parts.clone(), None);
+    for (t, p, to) in &plan {
+        set_owner(&mut result, t, *p, *to);
+    }
+    if plan_assignments(&result, true, 1, settled).is_empty() {
+        return plan;
+    }
+    plan_steps(view, loads, settled, cfg, parts, Some(view.clone()))
+}
+
+/// [`plan_load_moves`]' steps; with `check` (the view), each step only if the count
+/// balancing has nothing to do once it is carried out.
+fn plan_steps(
+    view: &ClusterView,
+    loads: &BTreeMap<i32, BrokerLoad>,
+    settled: &BTreeSet<i32>,
+    cfg: LoadBalance,
+    parts: Vec<Part>,
+    mut check: Option<ClusterView>,
+) -> Vec<(String, i32, i32)> {
     let mut planner = LoadPlanner::new(view, loads, settled, cfg, parts);
     let mut plan = Vec::new();
-    while plan.len() < cfg.moves_max {
+    let mut refused = 0;
+    while plan.len() < cfg.moves_max && refused < cfg.moves_max {
         let Some(step) = planner.best_step() else {
             break;
         };
@@ -129,6 +174,25 @@ pub fn plan_load_moves(
         if plan.len() + moved.len() > cfg.moves_max {
             break;
         }
+        if let Some(result) = check.as_mut() {
+            let set = |result: &mut ClusterView, i: usize, to: i32| {
+                let p = &planner.parts[i];
+                set_owner(result, &p.topic, p.partition, to);
+            };
+            for &(i, to) in &moved {
+                set(result, i, to);
+            }
+            if !plan_assignments(result, true, 1, settled).is_empty() {
+                // The count balancing would undo it (a full broker elsewhere, a group's
+                // spread the step's two brokers do not show): not this step.
+                for &(i, _) in &moved {
+                    set(result, i, planner.parts[i].owner);
+                }
+                planner.refused.insert((step.part, step.swap, step.to));
+                refused += 1;
+                continue;
+            }
+        }
         for (i, to) in moved {
             planner.shift(i, to);
             let part = &planner.parts[i];
@@ -136,6 +200,17 @@ pub fn plan_load_moves(
         }
     }
     plan
+}
+
+/// Record `to` as the owner of `topic`'s `partition` in `view` (a move carried out).
+fn set_owner(view: &mut ClusterView, topic: &str, partition: i32, to: i32) {
+    if let Some(rec) = view.owners.get_mut(&(topic.to_string(), partition)) {
+        rec.owner.node = to;
+    }
+    let topic = view.topics.get_mut(topic);
+    if let Some(owner) = topic.and_then(|t| t.owners.get_mut(partition as usize)) {
+        *owner = to;
+    }
 }
 
 /// The move [`LoadPlanner::best_step`] chose: `part` from `from` to `to`, and `swap` back.
@@ -157,9 +232,15 @@ struct LoadPlanner<'a> {
     parts: Vec<Part>,
     /// Each broker's partitions, as indexes into `parts`.
     owned: BTreeMap<i32, Vec<usize>>,
+    /// Each broker's bytes in as planned: at most (the rates of the partitions its owner
+    /// did not name at their bound) ...
     rate: BTreeMap<i32, u64>,
-    /// How many partitions of a group (topic, volume) each broker owns.
-    in_group: BTreeMap<(String, Option<u16>, i32), usize>,
+    /// ... and at least (those at 0).
+    rate_min: BTreeMap<i32, u64>,
+    /// How many partitions of a group (topic, group) each broker owns.
+    in_group: BTreeMap<(String, Group, i32), usize>,
+    /// Steps the count balancing would undo: (part, swap, to).
+    refused: BTreeSet<(usize, Option<usize>, i32)>,
 }
 
 impl<'a> LoadPlanner<'a> {
@@ -176,32 +257,35 @@ impl<'a> LoadPlanner<'a> {
         for (i, p) in parts.iter().enumerate() {
             owned.entry(p.owner).or_default().push(i);
             *in_group
-                .entry((p.topic.clone(), p.volume, p.owner))
+                .entry((p.topic.clone(), p.group, p.owner))
                 .or_default() += 1;
         }
+        let rate: BTreeMap<i32, u64> = (view.brokers.keys())
+            .map(|b| (*b, loads[b].bytes_in))
+            .collect();
         LoadPlanner {
             view,
             settled,
             cfg,
             direct: direct_brokers(view),
             locality: view.brokers.values().any(|b| !b.direct.is_empty()),
-            rate: view
-                .brokers
-                .keys()
-                .map(|b| (*b, loads[b].bytes_in))
-                .collect(),
+            rate_min: rate.clone(),
+            rate,
             parts,
             owned,
             in_group,
+            refused: BTreeSet::new(),
         }
     }
 
     /// Whether `b` may own `p`: a live broker with direct access to its volume (any live
     /// broker when its volume has none), settled when locality is in use.
     fn may_own(&self, p: &Part, b: i32) -> bool {
-        let candidate = match p.volume {
-            Some(v) => self.direct.get(&v).is_some_and(|d| d.contains(&b)),
-            None => self.view.brokers.contains_key(&b),
+        let candidate = match p.group {
+            Group::Volume(v) => self.direct.get(&v).is_some_and(|d| d.contains(&b)),
+            Group::Any => self.view.brokers.contains_key(&b),
+            // Being acquired: it stays.
+            Group::Unknown => false,
         };
         candidate && (!self.locality || self.settled.contains(&b))
     }
@@ -209,7 +293,7 @@ impl<'a> LoadPlanner<'a> {
     /// How many of `p`'s group `b` owns.
     fn in_group(&self, p: &Part, b: i32) -> usize {
         self.in_group
-            .get(&(p.topic.clone(), p.volume, b))
+            .get(&(p.topic.clone(), p.group, b))
             .copied()
             .unwrap_or(0)
     }
@@ -226,8 +310,12 @@ impl<'a> LoadPlanner<'a> {
 
     /// Carry out (in the planner's assumptions) the move of partition `i` to `to`.
     fn shift(&mut self, i: usize, to: i32) {
-        let (from, rate) = (self.parts[i].owner, self.parts[i].rate);
-        let key = |b| (self.parts[i].topic.clone(), self.parts[i].volume, b);
+        let (from, rate, least) = (
+            self.parts[i].owner,
+            self.parts[i].rate,
+            self.parts[i].rate_min,
+        );
+        let key = |b| (self.parts[i].topic.clone(), self.parts[i].group, b);
         let (kf, kt) = (key(from), key(to));
         if let Some(c) = self.in_group.get_mut(&kf) {
             *c = c.saturating_sub(1);
@@ -237,23 +325,34 @@ impl<'a> LoadPlanner<'a> {
             list.retain(|&j| j != i);
         }
         self.owned.entry(to).or_default().push(i);
+        // The range of each: the giver's top falls by the least the partition may take, its
+        // bottom by the most; the receiver's the other way.
         if let Some(r) = self.rate.get_mut(&from) {
+            *r = r.saturating_sub(least);
+        }
+        if let Some(r) = self.rate_min.get_mut(&from) {
             *r = r.saturating_sub(rate);
         }
         let r = self.rate.entry(to).or_default();
         *r = r.saturating_add(rate);
+        let r = self.rate_min.entry(to).or_default();
+        *r = r.saturating_add(least);
         self.parts[i].owner = to;
         // Moved once this round: not again.
         self.parts[i].movable = false;
     }
 
     /// The single move or swap from the busiest broker that evens out the rates most (takes
-    /// most off the sum of their squares), or None.
+    /// most off the sum of their squares), or None. Taken only if the gap between the two
+    /// narrows by at least the threshold for every rate the planned ranges allow: so every
+    /// step lowers the true sum of the squared rates, and no ownership comes back.
     fn best_step(&self) -> Option<Step> {
         let (&h, &hot) = (self.rate.iter()).max_by_key(|(b, r)| (**r, std::cmp::Reverse(**b)))?;
+        let hot_min = self.rate_min[&h];
         let floor = (self.cfg.threshold)
             .max(hot.saturating_mul(self.cfg.percent) / 100)
             .max(1);
+        let floor = u128::from(floor);
         // The busy partitions of `h` that may move.
         let busy: Vec<usize> = (self.owned.get(&h)?.iter().copied())
             .filter(|&i| {
@@ -264,15 +363,16 @@ impl<'a> LoadPlanner<'a> {
         if busy.is_empty() {
             return None;
         }
-        // The receivers, quietest first.
+        // The receivers, quietest first: surely quieter than `h` by more than the floor.
         let mut receivers: Vec<(i32, u64)> = (self.rate.iter())
-            .filter(|(b, r)| **b != h && hot.saturating_sub(**r) > floor)
+            .filter(|(b, r)| **b != h && u128::from(hot_min.saturating_sub(**r)) > floor)
             .map(|(b, r)| (*b, *r))
             .collect();
         receivers.sort_by_key(|(b, r)| (*r, *b));
         let mut best: Option<(u128, Step)> = None;
         for (c, cold) in receivers {
-            let gap = hot - cold;
+            // The gap is at least this (and the shift below at most `gap_min` - floor / 2).
+            let gap_min = u128::from(hot_min - cold);
             // The receiver's partitions that may go to `h`, quietest first.
             let mut back: Vec<usize> = (self.owned[&c].iter().copied())
                 .filter(|&q| self.parts[q].movable && self.may_own(&self.parts[q], h))
@@ -283,20 +383,21 @@ impl<'a> LoadPlanner<'a> {
                 if !self.may_own(p, c) {
                     continue;
                 }
-                let mut consider = |shift: u64, swap: Option<usize>| {
-                    if shift == 0 || shift >= gap {
+                // `shift`: what the step takes off `h` and gives `c`, at least and at most.
+                let mut consider = |shift: (u64, u64), swap: Option<usize>| {
+                    let (least, most) = (u128::from(shift.0), u128::from(shift.1));
+                    // Narrowed by at least the floor (2 least), and not turned over by more
+                    // than the gap less the floor (2 most - gap <= gap - floor).
+                    if 2 * least < floor || 2 * most + floor > 2 * gap_min {
                         return;
                     }
-                    // The gap after the move, |gap - 2 shift|, without overflow.
-                    let after = u64::try_from(u128::from(gap).abs_diff(2 * u128::from(shift)))
-                        .unwrap_or(u64::MAX);
-                    if gap - after.min(gap) < floor {
+                    if self.refused.contains(&(i, swap, c)) {
                         return;
                     }
                     // What it takes off the sum of the squared rates (2 shift (gap - shift),
                     // halved): the most even spread first, and of equal shifts the one to
                     // the quieter receiver.
-                    let score = u128::from(shift) * u128::from(gap - shift);
+                    let score = least * (gap_min - least);
                     if best.as_ref().is_none_or(|(a, _)| score > *a) {
                         let step = Step {
                             part: i,
@@ -310,16 +411,17 @@ impl<'a> LoadPlanner<'a> {
                 // Alone: the receiver owns fewer of the topic's group and fewer in all.
                 let full = self.view.is_full(c, self.total(c));
                 if !full && self.room(p, h, c) && self.total(h) > self.total(c) {
-                    consider(p.rate, None);
+                    consider((p.rate_min, p.rate), None);
                 }
                 // Swapped for the receiver's quietest partition that may go back.
                 let q = back.iter().copied().find(|&q| {
                     let q = &self.parts[q];
-                    let same = q.topic == p.topic && q.volume == p.volume;
-                    q.rate < p.rate && (same || (self.room(p, h, c) && self.room(q, c, h)))
+                    let same = q.topic == p.topic && q.group == p.group;
+                    q.rate < p.rate_min && (same || (self.room(p, h, c) && self.room(q, c, h)))
                 });
-                if let Some(q) = q {
-                    consider(p.rate - self.parts[q].rate, Some(q));
+                if let Some(qi) = q {
+                    let q = &self.parts[qi];
+                    consider((p.rate_min - q.rate, p.rate - q.rate_min), Some(qi));
                 }
             }
         }
@@ -327,10 +429,10 @@ impl<'a> LoadPlanner<'a> {
     }
 }
 
-/// Every partition with its owner's rate and volume; None when the loads may not describe
-/// the ownership: a live broker without a load, or with one not steady or measured over
-/// other partitions than the owner records give it; a partition without a live owner; a move
-/// under way.
+/// Every partition with its owner's rate and group; None when the loads may not describe
+/// the ownership: a live broker without a load, or with one published under another
+/// registration, not steady, or measured over other partitions than the owner records give
+/// it; a partition without a live owner; a move under way.
 fn parts(view: &ClusterView, loads: &BTreeMap<i32, BrokerLoad>) -> Option<Vec<Part>> {
     let direct = direct_brokers(view);
     let locality = view.brokers.values().any(|b| !b.direct.is_empty());
@@ -343,7 +445,7 @@ fn parts(view: &ClusterView, loads: &BTreeMap<i32, BrokerLoad>) -> Option<Vec<Pa
         })
         .collect();
     let mut out = Vec::with_capacity(view.owners.len());
-    let mut digests: BTreeMap<i32, u64> = view.brokers.keys().map(|b| (*b, 0)).collect();
+    let mut held: BTreeMap<i32, Vec<(&str, i32)>> = BTreeMap::new();
     for ((topic, p), rec) in &view.owners {
         if view.topics.get(topic).is_none_or(|t| *p >= t.partitions()) {
             continue;
@@ -353,34 +455,36 @@ fn parts(view: &ClusterView, loads: &BTreeMap<i32, BrokerLoad>) -> Option<Vec<Pa
         if !view.brokers.contains_key(&o.node) || o.to.is_some() || o.from.is_some() {
             return None;
         }
-        let d = digests.entry(o.node).or_default();
-        *d = d.wrapping_add(ownership_digest([(topic.as_str(), *p)]));
-        let (volume, movable) = match o.volume {
-            Some(v) if direct.contains_key(&v) => (Some(v), true),
-            // Not recorded yet while locality is in use: being acquired; it stays.
-            None if locality => (None, false),
-            _ => (None, true),
-        };
+        held.entry(o.node).or_default().push((topic.as_str(), *p));
+        let group = group_of(&direct, locality, o.volume);
         let named_rate = named.get(&(topic.as_str(), *p, o.node)).copied();
         // What a partition its owner did not name took, at most.
         let unnamed = || match load.complete {
             true => 0,
             false => load.top.iter().map(|(_, _, r)| *r).min().unwrap_or(0),
         };
+        let rate = named_rate.unwrap_or_else(unnamed);
         out.push(Part {
             topic: topic.clone(),
             partition: *p,
             owner: o.node,
-            rate: named_rate.unwrap_or_else(unnamed),
-            volume,
+            rate,
+            rate_min: if named_rate.is_some() || load.complete {
+                rate
+            } else {
+                0
+            },
+            group,
             named: named_rate.is_some(),
-            movable: movable && !o.pinned,
+            // A partition whose volume is not recorded yet is being acquired: it stays.
+            movable: group != Group::Unknown && !o.pinned,
         });
     }
-    let described = view.brokers.keys().all(|b| {
-        loads
-            .get(b)
-            .is_some_and(|l| l.steady && Some(&l.digest) == digests.get(b))
+    let described = view.brokers.iter().all(|(b, info)| {
+        loads.get(b).is_some_and(|l| {
+            let parts = held.remove(b).unwrap_or_default();
+            l.steady && l.lease == info.lease && l.digest == ownership_digest(parts)
+        })
     });
     described.then_some(out)
 }
@@ -394,6 +498,7 @@ pub(crate) fn described(
 ) -> BTreeMap<i32, BrokerLoad> {
     for (b, l) in loads.iter_mut() {
         l.steady = true;
+        l.lease = view.brokers.get(b).map_or(0, |i| i.lease);
         l.digest = ownership_digest(
             (view.owners.iter())
                 .filter(|(_, r)| r.owner.node == *b)
@@ -560,6 +665,39 @@ mod tests {
         assert!(plan_load_moves(&orphan, &loads, &all(&v), cfg()).is_empty());
     }
 
+    /// A load left by an earlier process of the same node id (restarted before its lease
+    /// expired) is not used: the view names the new registration. (Found by an adversary on
+    /// c0cb672.)
+    #[test]
+    fn a_load_published_under_an_earlier_registration_is_not_used() {
+        let (mut v, rates) = two_busy_on_one();
+        let loads = loads_of(&v, &rates);
+        assert!(!plan_load_moves(&v, &loads, &all(&v), cfg()).is_empty());
+        v.brokers.get_mut(&1).unwrap().lease = 42;
+        assert!(plan_load_moves(&v, &loads, &all(&v), cfg()).is_empty());
+    }
+
+    /// The digest names a set: the same whatever the order, another for any other set
+    /// (names that run into each other included), and not a sum of per-partition values
+    /// (sets of four collided when it was: found by an adversary on c0cb672).
+    #[test]
+    fn the_digest_names_a_set_whatever_its_order() {
+        let d = |parts: &[(&str, i32)]| ownership_digest(parts.iter().copied());
+        assert_eq!(d(&[("a", 1), ("b", 2)]), d(&[("b", 2), ("a", 1)]));
+        assert_ne!(d(&[("a", 1), ("b", 2)]), d(&[("a", 2), ("b", 1)]));
+        assert_ne!(d(&[("ab", 1)]), d(&[("a", 1)]));
+        assert_ne!(d(&[]), d(&[("a", 0)]));
+        // Every subset of eight partitions: 256 digests, all different.
+        let names: Vec<(String, i32)> = (0..8).map(|i| (format!("t{}", i % 3), i)).collect();
+        let mut seen = BTreeSet::new();
+        for mask in 0u32..256 {
+            let set = (names.iter().enumerate())
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, (t, p))| (t.as_str(), *p));
+            assert!(seen.insert(ownership_digest(set)), "subset {mask:b}");
+        }
+    }
+
     #[test]
     fn pinned_partitions_stay() {
         let (mut v, rates) = two_busy_on_one();
@@ -572,15 +710,15 @@ mod tests {
     #[test]
     fn a_busy_partition_moves_only_to_a_broker_with_direct_access_to_its_volume() {
         let (mut v, rates) = two_busy_on_one();
-        // Volume 0 holds everything; 1 and 2 reach it directly, 3 does not.
+        // Volume 0 holds a to d; 1 and 2 reach it directly, 3 reaches only volume 1 (e, f).
         for b in [1, 2] {
             v.brokers.get_mut(&b).unwrap().direct = vec![0];
         }
+        v.brokers.get_mut(&3).unwrap().direct = vec![1];
         for r in v.owners.values_mut() {
-            r.owner.volume = Some(0);
+            r.owner.volume = Some(if r.owner.node == 3 { 1 } else { 0 });
         }
-        // (Partitions on 3 are misplaced: the locality pass moves them first; here only the
-        // bytes-in plan is asked.)
+        assert!(plan_assignments(&v, true, 8, &all(&v)).is_empty());
         let plan = plan_load_moves(&v, &loads_of(&v, &rates), &all(&v), cfg());
         assert!(!plan.is_empty());
         assert!(plan.iter().all(|(_, _, b)| *b != 3), "{plan:?}");

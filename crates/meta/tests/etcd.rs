@@ -789,3 +789,36 @@ fn a_round_reads_while_etcd_refuses_writes_but_answers_reads() {
         round.err()
     );
 }
+
+/// A broker's bytes-in load names the registration it was published under: after a restart
+/// with the same node id (the old process's lease not expired yet, so its load is still
+/// there), the controller's view names the new registration, and the old load does not
+/// describe it (load.rs, `parts`). Found by an adversary on c0cb672: the old process's load
+/// moved partitions with no traffic.
+#[test]
+fn a_load_names_the_registration_it_was_published_under() {
+    let etcd = start_etcd();
+    let old = store(&etcd, 1);
+    let lease = old.register(Duration::from_secs(30), &info(9001)).unwrap();
+    let load = sluice_meta::load::BrokerLoad {
+        bytes_in: 7,
+        steady: true,
+        ..Default::default()
+    };
+    old.publish_load(&load).unwrap();
+    let seen = old.loads().unwrap();
+    assert_eq!(seen[&1].lease, lease);
+    assert_eq!(old.refresh().unwrap().brokers[&1].lease, lease);
+    // The same node id starts again; the old process's lease is still alive.
+    let new = store(&etcd, 1);
+    let again = new.register(Duration::from_secs(30), &info(9001)).unwrap();
+    assert_ne!(again, lease);
+    let view = new.refresh().unwrap();
+    assert_eq!(view.brokers[&1].lease, again);
+    let seen = new.loads().unwrap();
+    assert_eq!(seen[&1].bytes_in, 7, "the old load is still there");
+    assert_ne!(seen[&1].lease, view.brokers[&1].lease);
+    // Once the new process publishes, its load names its registration.
+    new.publish_load(&load).unwrap();
+    assert_eq!(new.loads().unwrap()[&1].lease, again);
+}
