@@ -475,3 +475,132 @@ fn adv2_random_clusters_settle_under_steady_load() {
     eprintln!("{seeds} clusters, {rounds} rounds that moved partitions for bytes");
     assert!(rounds > 0);
 }
+
+/// 100,000 partitions on `n` brokers as in `adv_cost_at_100000_partitions`, except: broker 1
+/// also owns ten pinned partitions of topic `extra` and is at its partition budget (260),
+/// and topic `zz` has one partition on each broker but 1, two on broker 2. The counts are
+/// settled (broker 1, full, may take no `zz`). Broker 1 takes 1 GiB/s in 16 busy partitions,
+/// the others a trickle, the highest ids least (those own none of broker 1's topics).
+fn full_hot_broker(n: i32) -> (ClusterView, BTreeMap<i32, BrokerLoad>) {
+    let brokers: Vec<i32> = (1..=n).collect();
+    let names: Vec<String> = (0..1000).map(|t| format!("t{t:04}")).collect();
+    let mut owners = Vec::new();
+    let mut i = 0usize;
+    for name in &names {
+        for p in 0..100 {
+            owners.push((name.as_str(), p, brokers[i % brokers.len()]));
+            i += 1;
+        }
+    }
+    for p in 0..10 {
+        owners.push(("extra", p, 1));
+    }
+    owners.push(("zz", 0, 2));
+    for b in 2..=n {
+        owners.push(("zz", b - 1, b));
+    }
+    let mut v = view(&brokers, &owners);
+    for p in 0..10 {
+        v.owners
+            .get_mut(&("extra".to_string(), p))
+            .unwrap()
+            .owner
+            .pinned = true;
+    }
+    let owned = |v: &ClusterView, b: i32| v.owners.values().filter(|r| r.owner.node == b).count();
+    let max1 = owned(&v, 1) as u64;
+    v.brokers.get_mut(&1).unwrap().partitions_max = Some(max1);
+    let mut loads = BTreeMap::new();
+    for &b in &brokers {
+        let mine: Vec<(String, i32)> = (v.owners.iter())
+            .filter(|(k, r)| r.owner.node == b && k.0.starts_with('t'))
+            .map(|(k, _)| k.clone())
+            .take(LOAD_TOP)
+            .collect();
+        let load = if b == 1 {
+            BrokerLoad {
+                bytes_in: 16 * 64 * MB,
+                top: mine.into_iter().map(|(t, p)| (t, p, 64 * MB)).collect(),
+                complete: true,
+                ..BrokerLoad::default()
+            }
+        } else {
+            let each = 1 + (n - b) as u64;
+            BrokerLoad {
+                bytes_in: each * owned(&v, b) as u64,
+                top: mine.into_iter().map(|(t, p)| (t, p, each)).collect(),
+                complete: false,
+                ..BrokerLoad::default()
+            }
+        };
+        loads.insert(b, load);
+    }
+    let loads = described(&v, loads);
+    (v, loads)
+}
+
+/// Claim 6 (cost bounded at 100,000 partitions, about 0.6 s) and the documented rule "where
+/// the counts leave no room it is a swap". Input: `full_hot_broker` (400 brokers). Every
+/// plain move off broker 1 leaves it under its budget, and the count balancing would then
+/// move a `zz` partition to it: the whole plan fails the check, and `plan_steps` with
+/// `check` (load.rs, the `refused` loop) is entered. Of equal score, the plain moves of
+/// broker 1's 16 busy partitions to the quietest receiver come first (a plain move is
+/// considered before the swap and replaces a best only when strictly better; the swap
+/// partner's bound makes the swap's score lower), so the first `moves_max` (8) steps are
+/// all refused, each after a full run of `plan_assignments` over 100,000 partitions, and
+/// the loop stops at `refused == moves_max`. Observed (ci profile, 2 busy cores): an empty
+/// plan (broker 1 keeps 1 GiB/s against a few KB/s elsewhere, at every interval) after
+/// 3.1 s, 15 times one run of the count planner (0.21 s) and over 5 times
+/// `adv_cost_at_100000_partitions` (0.56 s), though the swap of t0000/0 (to 101) for
+/// t0001/0 (to 1) keeps broker 1 full and passes the check.
+#[test]
+fn adv3_refused_plain_moves_exhaust_the_check_and_no_swap_is_made() {
+    let n: i32 = std::env::var("ADV_BROKERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400);
+    let (v, loads) = full_hot_broker(n);
+    let started = Instant::now();
+    let counts = plan_assignments(&v, true, 1, &all(&v));
+    let counting = started.elapsed();
+    assert!(counts.is_empty(), "{counts:?}");
+    let started = Instant::now();
+    let plan = plan_load_moves(&v, &loads, &all(&v), cfg());
+    let took = started.elapsed();
+    eprintln!(
+        "{} partitions, {n} brokers, hot broker full: {} moves in {took:?} (one run of the \
+         count planner: {counting:?}, ratio {:.1})",
+        v.owners.len(),
+        plan.len(),
+        took.as_secs_f64() / counting.as_secs_f64()
+    );
+
+    // A swap exists that the count balancing leaves alone: broker 1's first busy partition
+    // for a quiet partition of the quietest broker that may take it.
+    let mut swapped = None;
+    'search: for c in 2..=n {
+        let busy = &loads[&1].top[0];
+        if v.owners.iter().any(|((t, _), r)| *t == busy.0 && r.owner.node == c) {
+            continue;
+        }
+        for ((t, p), r) in &v.owners {
+            if r.owner.node != c || !t.starts_with('t') {
+                continue;
+            }
+            if v.owners.iter().any(|((u, _), r)| u == t && r.owner.node == 1) {
+                continue;
+            }
+            let s = vec![(busy.0.clone(), busy.1, c), (t.clone(), *p, 1)];
+            if plan_assignments(&after(&v, &s), true, 1, &all(&v)).is_empty() {
+                swapped = Some(s);
+                break 'search;
+            }
+        }
+    }
+    let swapped = swapped.expect("no valid swap");
+    assert!(
+        !plan.is_empty(),
+        "broker 1 takes 1 GiB/s, the others a few KB/s; the swap {swapped:?} passes the count \
+         check, yet the plan is empty (refused plain moves used up the check's budget)"
+    );
+}
