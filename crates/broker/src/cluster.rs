@@ -106,6 +106,12 @@ pub(crate) struct Cluster {
     /// (controller key revision, view revision, settled brokers) of the last controller round
     /// that planned nothing ([`Cluster::control`]).
     planned_empty: Mutex<Option<(i64, i64, BTreeSet<i32>)>>,
+    /// The view of this controller's last round that planned nothing, with the controller
+    /// key's revision and the settled brokers: what the bytes-in round plans from, on the
+    /// load thread ([`Cluster::bytes_round`]), so that it never delays the cluster thread's
+    /// acquisitions. None while a count plan is under way or this broker is not the
+    /// controller.
+    counted: Mutex<Option<(Arc<ClusterView>, i64, BTreeSet<i32>)>>,
     /// Set by whatever changes what this broker holds outside a reconciliation (a log failed,
     /// everything released): the next reconciliation visits every topic.
     visit_all: AtomicBool,
@@ -390,6 +396,7 @@ impl Cluster {
             reconcile_lock: Mutex::new(()),
             passes: Mutex::new(Passes::default()),
             planned_empty: Mutex::new(None),
+            counted: Mutex::new(None),
             visit_all: AtomicBool::new(true),
             wakeup: Arc::new(Wakeup::default()),
             watch_cancel: Arc::new(WatchCancel::default()),
@@ -895,7 +902,10 @@ impl Cluster {
                     &weak,
                     false,
                     |cluster| Duration::from_millis(cluster.settings.balance_bytes.window_ms),
-                    |broker, cluster, store| cluster.report_load(broker, store),
+                    |broker, cluster, store| {
+                        cluster.report_load(broker, store);
+                        cluster.bytes_round(store);
+                    },
                 )
             })?;
             cluster.threads.lock().push(load);
@@ -931,6 +941,20 @@ impl Cluster {
         if let Err(e) = store.publish_load(&load) {
             tracing::debug!("publishing this broker's bytes in failed: {e}");
         }
+    }
+
+    /// On the load thread, after this broker's own load is published: the controller's
+    /// bytes-in round, from the view of its last round that planned nothing. That view may
+    /// be a window old: a load measured over other partitions than it gives a broker is not
+    /// used, and the moves are compare-and-swap on the owner records it read.
+    fn bytes_round(&self, store: &EtcdStore) {
+        if self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let Some((view, rev, settled)) = self.counted.lock().clone() else {
+            return;
+        };
+        self.balance_bytes(store, &view, rev, &settled);
     }
 
     /// The controller's bytes-in round, once its interval has passed and the partition
@@ -2195,7 +2219,7 @@ impl Cluster {
 
     /// The controller's round: take the controller key if nobody holds it, and, holding it,
     /// assign partitions without a live owner and balance.
-    fn control(&self, broker: &Broker, store: &EtcdStore, view: &ClusterView) {
+    fn control(&self, broker: &Broker, store: &EtcdStore, view: &Arc<ClusterView>) {
         if self.stopping.load(Ordering::Acquire)
             || self.lease_lost.load(Ordering::Acquire)
             || self.volume_away.load(Ordering::Acquire)
@@ -2207,6 +2231,7 @@ impl Cluster {
             Some(_) => {
                 self.settling.lock().reset();
                 *self.bytes_due.lock() = None;
+                *self.counted.lock() = None;
                 return;
             }
             None => match store.campaign() {
@@ -2234,8 +2259,7 @@ impl Cluster {
         let mut planned = self.planned_empty.lock();
         let key = (rev, view.revision, settled);
         if planned.as_ref() == Some(&key) {
-            drop(planned);
-            self.balance_bytes(store, view, rev, &key.2);
+            *self.counted.lock() = Some((view.clone(), rev, key.2));
             return;
         }
         let plan = sluice_meta::cluster::plan_assignments(
@@ -2246,11 +2270,11 @@ impl Cluster {
         );
         if plan.is_empty() {
             *planned = Some(key.clone());
-            drop(planned);
-            self.balance_bytes(store, view, rev, &key.2);
+            *self.counted.lock() = Some((view.clone(), rev, key.2));
             return;
         }
         drop(planned);
+        *self.counted.lock() = None;
         let moves = with_records(view, plan);
         for chunk in moves.chunks(100) {
             match store.assign(rev, chunk) {
