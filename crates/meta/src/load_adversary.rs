@@ -580,14 +580,20 @@ fn adv3_refused_plain_moves_exhaust_the_check_and_no_swap_is_made() {
     let mut swapped = None;
     'search: for c in 2..=n {
         let busy = &loads[&1].top[0];
-        if v.owners.iter().any(|((t, _), r)| *t == busy.0 && r.owner.node == c) {
+        if v.owners
+            .iter()
+            .any(|((t, _), r)| *t == busy.0 && r.owner.node == c)
+        {
             continue;
         }
         for ((t, p), r) in &v.owners {
             if r.owner.node != c || !t.starts_with('t') {
                 continue;
             }
-            if v.owners.iter().any(|((u, _), r)| u == t && r.owner.node == 1) {
+            if v.owners
+                .iter()
+                .any(|((u, _), r)| u == t && r.owner.node == 1)
+            {
                 continue;
             }
             let s = vec![(busy.0.clone(), busy.1, c), (t.clone(), *p, 1)];
