@@ -44,6 +44,10 @@ const BALANCE_MOVES_MAX: usize = 8;
 const ACQUIRE_RETRY_MIN: Duration = Duration::from_millis(500);
 const ACQUIRE_RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// A view whose count plan was empty, with the controller key's revision and the settled
+/// brokers ([`Cluster::bytes_round`]).
+type Counted = (Arc<ClusterView>, i64, BTreeSet<i32>);
+
 /// This broker's view of its place in the cluster.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -111,7 +115,7 @@ pub(crate) struct Cluster {
     /// load thread ([`Cluster::bytes_round`]), so that it never delays the cluster thread's
     /// acquisitions. None while a count plan is under way or this broker is not the
     /// controller.
-    counted: Mutex<Option<(Arc<ClusterView>, i64, BTreeSet<i32>)>>,
+    counted: Mutex<Option<Counted>>,
     /// Set by whatever changes what this broker holds outside a reconciliation (a log failed,
     /// everything released): the next reconciliation visits every topic.
     visit_all: AtomicBool,
