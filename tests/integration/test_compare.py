@@ -10,12 +10,15 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from harness import REPO_ROOT
 
 PERF_RECORDS = 20_000
 SETTINGS = {"kafka": ("num.io.threads", "2"), "sluice": ("sluice.worker.threads", "1")}
 
 
+@pytest.mark.long
 def test_compare_repeats_alternate_and_report_medians(tmp_path):
     out = tmp_path / "results"
     cmd = [sys.executable, str(REPO_ROOT / "bench" / "compare"), "--only", "a10k,perf", "--repeat", "2",

@@ -49,6 +49,7 @@ def read_all(bootstrap, topic, ends, timeout=300):
         c.close()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("acks", ["1", "all"])
 def test_producer_perf_million_records(kafka_tool, broker, topic, acks):
     create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
