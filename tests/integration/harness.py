@@ -147,7 +147,8 @@ def kafka_libs_present() -> bool:
     )
 
 
-def java_cmd(main_class: str, *args: str, jvm_opts: Iterable[str] = (), log4j: Path = TOOLS_LOG4J) -> list:
+def java_cmd(main_class: str, *args: str, jvm_opts: Iterable[str] = (), log4j: Path = TOOLS_LOG4J,
+             classes: Optional[Path] = None) -> list:
     if not kafka_libs_present():
         raise HarnessError(
             f"Kafka jars not found in {KAFKA_LIBS}; run scripts/test (or "
@@ -161,7 +162,7 @@ def java_cmd(main_class: str, *args: str, jvm_opts: Iterable[str] = (), log4j: P
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",
-        str(KAFKA_LIBS / "*"),
+        (f"{classes}{os.pathsep}" if classes else "") + str(KAFKA_LIBS / "*"),
         main_class,
         *[str(a) for a in args],
     ]
@@ -271,15 +272,50 @@ def franz_cmd(scenario: str, *args) -> list:
 JAVA_DIR = REPO_ROOT / "tests" / "java"
 
 
+def java_classes() -> Path:
+    """``tests/java/*.java`` compiled against the Kafka jars with ``javac``, once per change of
+    the sources, into tests/.deps/java-<hash of the sources> (a lock keeps two test workers
+    from compiling at once): each program start then saves the second or so of CPU that
+    Java's source launcher spends compiling it in memory."""
+    import fcntl
+    import hashlib
+
+    sources = sorted(JAVA_DIR.glob("*.java"))
+    h = hashlib.sha256()
+    for f in sources:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    deps = REPO_ROOT / "tests" / ".deps"
+    deps.mkdir(parents=True, exist_ok=True)
+    out = deps / f"java-{h.hexdigest()[:16]}"
+    with open(deps / "java.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            java = os.environ.get("JAVA", "java")
+            javac = shutil.which("javac") if java == "java" else str(Path(java).with_name("javac"))
+            if not javac or not Path(javac).exists():
+                raise HarnessError("javac not found: the tests' Java programs need a JDK (17+)")
+            tmp = deps / f"java-building-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            p = subprocess.run([javac, "-nowarn", "-d", str(tmp), "-cp", str(KAFKA_LIBS / "*"),
+                                *map(str, sources)], capture_output=True, text=True, timeout=600)
+            if p.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise HarnessError(f"javac of tests/java failed:\n{p.stdout}\n{p.stderr}")
+            tmp.rename(out)
+            for old in deps.glob("java-*"):
+                if old != out and old.is_dir() and not old.name.startswith("java-building-"):
+                    shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
 def java_program_cmd(program: str, *args: str, jvm_opts: Iterable[str] = FAST_START_JVM,
                      log4j: Path = TOOLS_LOG4J) -> list:
-    """The command running ``tests/java/PROGRAM.java`` with Java's source launcher (JEP 330,
-    Java 11+): the single file is compiled in memory at each start against the Kafka jars, no
-    build step. Same JVM conventions as ``java_cmd`` (log4j config: warnings on stderr)."""
-    src = JAVA_DIR / (program if program.endswith(".java") else f"{program}.java")
-    if not src.is_file():
-        raise HarnessError(f"no Java program {src}")
-    return java_cmd(str(src), *args, jvm_opts=jvm_opts, log4j=log4j)
+    """The command running ``tests/java/PROGRAM.java``, compiled once (``java_classes``).
+    Same JVM conventions as ``java_cmd`` (log4j config: warnings on stderr)."""
+    name = program[:-len(".java")] if program.endswith(".java") else program
+    if not (JAVA_DIR / f"{name}.java").is_file():
+        raise HarnessError(f"no Java program {JAVA_DIR / name}.java")
+    return java_cmd(name, *args, jvm_opts=jvm_opts, log4j=log4j, classes=java_classes())
 
 
 class JavaProgram:
