@@ -19,7 +19,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
 };
-use sluice_format::BatchHeader;
+use sluice_format::{BatchHeader, BatchTimestampType};
 
 use crate::apis::str_bytes;
 use crate::{now_ms, Broker, OFFSETS_TOPIC};
@@ -194,10 +194,29 @@ fn fetch_at(topic: &str, partition: i32, offset: i64) -> FetchRequest {
     req
 }
 
+/// The timestamp of the record at `offset` in the batch `h` (`whole`: the batch's bytes, if
+/// read): the batch's time under LogAppendTime; its first timestamp when the offset is its
+/// first, when it is compressed, or when its bytes were not read; else the record's own.
+pub(crate) fn batch_timestamp(h: &BatchHeader, whole: Option<&[u8]>, offset: i64) -> Option<i64> {
+    if h.timestamp_type() == BatchTimestampType::LogAppendTime {
+        return Some(h.max_timestamp);
+    }
+    let whole = match whole {
+        Some(w) if offset > h.base_offset && h.compression_codec() == 0 => w,
+        _ => return Some(h.base_timestamp),
+    };
+    let Ok(records) = sluice_format::records::record_timestamps(whole) else {
+        return Some(h.base_timestamp);
+    };
+    records
+        .iter()
+        .find(|(delta, _)| h.base_offset + i64::from(*delta) >= offset)
+        .or(records.last())
+        .map(|(_, ts)| *ts)
+}
+
 /// The timestamp of the record at `offset` (the first at or after it) in `records` (a Fetch
-/// answer's batches), by the rule of [`crate::metrics`]' local reading: the batch's time under
-/// LogAppendTime, its first timestamp when compressed or when the offset is its first, else
-/// the record's own.
+/// answer's batches), by the rule the metrics' local reading follows too ([`batch_timestamp`]).
 fn timestamp_in(records: &Bytes, offset: i64) -> Option<i64> {
     let mut at = 0usize;
     while let Some(h) = records
@@ -209,7 +228,7 @@ fn timestamp_in(records: &Bytes, offset: i64) -> Option<i64> {
         }
         let end = at + h.total_len();
         if h.base_offset + i64::from(h.last_offset_delta) >= offset {
-            return crate::metrics::batch_timestamp(&h, records.get(at..end), offset);
+            return batch_timestamp(&h, records.get(at..end), offset);
         }
         at = end;
     }

@@ -881,31 +881,10 @@ fn record_timestamp(log: &Log, offset: i64) -> Option<i64> {
         || h.compression_codec() != 0
         || h.total_len() > WHOLE_BATCH_MAX
     {
-        return batch_timestamp(&h, None, offset);
+        return crate::lag::batch_timestamp(&h, None, offset);
     }
     let whole = slice.read_range(0, h.total_len() as u32).ok()?;
-    batch_timestamp(&h, Some(&whole), offset)
-}
-
-/// The timestamp of the record at `offset` in the batch `h` (`whole`: the batch's bytes, if
-/// read): the batch's time under LogAppendTime; its first timestamp when the offset is its
-/// first, when it is compressed, or when its bytes were not read; else the record's own.
-pub(crate) fn batch_timestamp(h: &BatchHeader, whole: Option<&[u8]>, offset: i64) -> Option<i64> {
-    if h.timestamp_type() == BatchTimestampType::LogAppendTime {
-        return Some(h.max_timestamp);
-    }
-    let whole = match whole {
-        Some(w) if offset > h.base_offset && h.compression_codec() == 0 => w,
-        _ => return Some(h.base_timestamp),
-    };
-    let Ok(records) = sluice_format::records::record_timestamps(whole) else {
-        return Some(h.base_timestamp);
-    };
-    records
-        .iter()
-        .find(|(delta, _)| h.base_offset + i64::from(*delta) >= offset)
-        .or(records.last())
-        .map(|(_, ts)| *ts)
+    crate::lag::batch_timestamp(&h, Some(&whole), offset)
 }
 
 /// Error codes of the responses whose errors Kafka counts, with their per-partition or
