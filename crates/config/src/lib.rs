@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 mod broker;
 mod catalog;
+mod describe;
 mod dynamic;
 mod etcd;
 mod memory;
@@ -596,7 +597,7 @@ impl BrokerConfig {
     /// DescribeConfigs for the broker resource: every known broker config with its value and
     /// source.
     pub fn describe(&self) -> Vec<ConfigEntry> {
-        broker::describe(self)
+        describe::describe(self)
     }
 
     /// DescribeConfigs for the cluster-wide default broker resource (an empty name): the
