@@ -964,38 +964,9 @@ impl EtcdStore {
         Ok(())
     }
 
-    /// Publish this broker's load ([`crate::load::BrokerLoad`]) under its registration's
-    /// lease (it goes with the registration), naming that lease (the controller uses a load
-    /// only while it names the broker's registration). Nothing is written while not
-    /// registered.
-    pub fn publish_load(&self, load: &crate::load::BrokerLoad) -> Result<(), MetaError> {
-        let Some((lease, _)) = *self.registration.lock() else {
-            return Ok(());
-        };
-        let load = crate::load::BrokerLoad {
-            lease,
-            ..load.clone()
-        };
-        let put = Op::Put {
-            key: self.key(&format!("load/{}", self.node_id)),
-            value: to_json(&load),
-            lease,
-        };
-        self.etcd.txn(&[], &[put], &[]).map_err(etcd_err)?;
-        Ok(())
-    }
-
-    /// Every broker's published load, by node id (records that do not parse are skipped).
-    pub fn loads(&self) -> Result<BTreeMap<i32, crate::load::BrokerLoad>, MetaError> {
-        let root = self.key("load/");
-        let (kvs, _) = self.etcd.range_prefix(&root).map_err(etcd_err)?;
-        Ok(kvs
-            .iter()
-            .filter_map(|kv| {
-                let node = kv.key.strip_prefix(&root)?.parse::<i32>().ok()?;
-                Some((node, serde_json::from_slice(&kv.value).ok()?))
-            })
-            .collect())
+    /// The lease of this process's registration, None while not registered.
+    pub(crate) fn registration_lease(&self) -> Option<i64> {
+        self.registration.lock().map(|(lease, _)| lease)
     }
 
     /// Whether the watch went silent since the last call ([`EtcdStore::refresh_current`]):

@@ -26,7 +26,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{direct_brokers, group_of, plan_assignments, ClusterView, Group};
+use crate::cluster::{
+    direct_brokers, etcd_err, group_of, plan_assignments, to_json, ClusterView, Group,
+};
+use crate::etcd::Op;
+use crate::{EtcdStore, MetaError};
 
 /// The most partitions a broker lists in its [`BrokerLoad::top`].
 pub const LOAD_TOP: usize = 16;
@@ -75,6 +79,41 @@ pub fn ownership_digest<'a>(parts: impl IntoIterator<Item = (&'a str, i32)>) -> 
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+impl EtcdStore {
+    /// Publish this broker's load ([`BrokerLoad`]) under its registration's lease (it goes
+    /// with the registration), naming that lease (the controller uses a load only while it
+    /// names the broker's registration). Nothing is written while not registered.
+    pub fn publish_load(&self, load: &BrokerLoad) -> Result<(), MetaError> {
+        let Some(lease) = self.registration_lease() else {
+            return Ok(());
+        };
+        let load = BrokerLoad {
+            lease,
+            ..load.clone()
+        };
+        let put = Op::Put {
+            key: self.key(&format!("load/{}", self.node_id())),
+            value: to_json(&load),
+            lease,
+        };
+        self.etcd.txn(&[], &[put], &[]).map_err(etcd_err)?;
+        Ok(())
+    }
+
+    /// Every broker's published load, by node id (records that do not parse are skipped).
+    pub fn loads(&self) -> Result<BTreeMap<i32, BrokerLoad>, MetaError> {
+        let root = self.key("load/");
+        let (kvs, _) = self.etcd.range_prefix(&root).map_err(etcd_err)?;
+        Ok(kvs
+            .iter()
+            .filter_map(|kv| {
+                let node = kv.key.strip_prefix(&root)?.parse::<i32>().ok()?;
+                Some((node, serde_json::from_slice(&kv.value).ok()?))
+            })
+            .collect())
+    }
 }
 
 /// When the controller moves partitions for bytes in
