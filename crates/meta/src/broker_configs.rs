@@ -8,28 +8,16 @@
 //! etcd watch that carries topic changes to every broker carries these too) and changed by
 //! compare-and-swap on the record's mod revision.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
-use crate::cluster::ClusterView;
-use crate::etcd::{Compare, Kv, Op};
+use crate::entity_configs::{entity_name, entity_of, RECORD_PREFIX};
+pub use crate::entity_configs::{BrokerConfigs, EntityConfigs, DEFAULT_ENTITY};
+use crate::etcd::{Compare, Op};
 use crate::{EtcdStore, Meta, MetaError};
-
-/// The entity of the cluster-wide defaults (Kafka's empty resource name).
-pub const DEFAULT_ENTITY: &str = "";
-
-/// How the default entity is named in etcd keys and in the file (Kafka's ZooKeeper name).
-const DEFAULT_NAME: &str = "<default>";
-
-/// Configs of one entity.
-pub type EntityConfigs = BTreeMap<String, String>;
-
-/// Every entity's dynamic configs.
-pub type BrokerConfigs = BTreeMap<String, EntityConfigs>;
 
 /// The dynamic configs of one entity with the version a change must name (see
 /// [`Meta::set_broker_configs`]): etcd's mod revision (0 when absent), or the file's
@@ -41,23 +29,6 @@ pub struct VersionedConfigs {
 }
 
 const FILE_NAME: &str = "broker-configs.v1";
-const RECORD_PREFIX: &str = "broker_configs/";
-
-fn entity_name(entity: &str) -> &str {
-    if entity == DEFAULT_ENTITY {
-        DEFAULT_NAME
-    } else {
-        entity
-    }
-}
-
-fn entity_of(name: &str) -> String {
-    if name == DEFAULT_NAME {
-        DEFAULT_ENTITY.to_string()
-    } else {
-        name.to_string()
-    }
-}
 
 #[derive(Debug, Default)]
 struct FileState {
@@ -183,21 +154,6 @@ fn parse(path: &Path, text: &str) -> Result<BrokerConfigs, MetaError> {
         }
     }
     Ok(out)
-}
-
-/// A record of the cluster's view under `P/` (`rest` is the key after it): fills
-/// `view.broker_configs` and says true if it was one of these.
-pub(crate) fn read_view_record(
-    rest: &str,
-    kv: &Kv,
-    view: &mut ClusterView,
-) -> Result<bool, MetaError> {
-    let Some(name) = rest.strip_prefix(RECORD_PREFIX) else {
-        return Ok(false);
-    };
-    let configs: EntityConfigs = crate::cluster::parse_json(kv)?;
-    view.broker_configs.insert(entity_of(name), configs);
-    Ok(true)
 }
 
 impl EtcdStore {

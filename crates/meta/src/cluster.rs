@@ -286,8 +286,8 @@ pub struct ClusterView {
     /// The newest change to each topic's records (its topic record and its owner records),
     /// by name: a topic whose revision did not move has the same records.
     pub revisions: BTreeMap<String, i64>,
-    /// Dynamic broker configs by entity (`broker_configs.rs`).
-    pub broker_configs: crate::broker_configs::BrokerConfigs,
+    /// Dynamic broker configs by entity (`entity_configs.rs`, kept by `broker_configs.rs`).
+    pub broker_configs: crate::entity_configs::BrokerConfigs,
     /// Deleted topics whose partitions' brokers have not all let go yet, by topic id.
     pub deleted: BTreeMap<Uuid, DeletedTopic>,
 }
@@ -858,7 +858,8 @@ impl EtcdStore {
                 if let Ok(id) = String::from_utf8_lossy(&kv.value).parse::<i32>() {
                     view.controller = Some((id, kv.create_revision));
                 }
-            } else if crate::broker_configs::read_view_record(rest, kv, &mut view)? {
+            } else if let Some((entity, configs)) = crate::entity_configs::view_record(rest, kv)? {
+                view.broker_configs.insert(entity, configs);
             } else if let Some(id) = rest.strip_prefix("deleted/") {
                 let Ok(id) = Uuid::parse_str(id) else {
                     continue;

@@ -18,6 +18,7 @@
 pub mod acls;
 pub mod broker_configs;
 pub mod cluster;
+mod entity_configs;
 pub mod etcd;
 pub mod load;
 pub mod quotas;
