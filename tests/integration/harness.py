@@ -162,7 +162,9 @@ def java_cmd(main_class: str, *args: str, jvm_opts: Iterable[str] = (), log4j: P
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",
-        (f"{classes}{os.pathsep}" if classes else "") + str(KAFKA_LIBS / "*"),
+        # The test classes after the jars: a class-data archive made with the jars alone
+        # (``tool_archive``) is still valid for a classpath that extends theirs.
+        str(KAFKA_LIBS / "*") + (f"{os.pathsep}{classes}" if classes else ""),
         main_class,
         *[str(a) for a in args],
     ]
@@ -172,6 +174,48 @@ def java_cmd(main_class: str, *args: str, jvm_opts: Iterable[str] = (), log4j: P
 FAST_START_JVM = ("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # Tools that push or pull a lot of data (perf tests).
 THROUGHPUT_JVM = ("-Xmx1g",)
+
+
+def tool_archive(jvm_opts: Iterable[str]) -> tuple:
+    """JVM options that start a short-lived Kafka tool from a class-data archive (CDS, JDK 13+:
+    the Kafka jars' classes parsed and verified once), and the archive to make when there is
+    none yet: (options, file the JVM writes at exit, archive). One archive per JVM, jar set and
+    options, in tests/.deps/cds; made by the first tool run that exits 0 (its classes: the
+    admin client's, shared by every tool), then shared by every JVM with those options. A
+    tool then starts in about half the CPU time. ``SLUICE_TEST_CDS=0`` turns it off. The JVM's
+    own CDS messages are off (at warning level they go to stdout, where tools' output is read).
+    """
+    if os.environ.get("SLUICE_TEST_CDS", "1") == "0":
+        return [], None, None
+    import hashlib
+
+    java = shutil.which(os.environ.get("JAVA", "java"))
+    if not java:
+        return [], None, None
+    h = hashlib.sha256()
+    java = os.path.realpath(java)
+    h.update(f"{java} {os.stat(java).st_mtime_ns} {tuple(jvm_opts)}".encode())
+    for jar in sorted(KAFKA_LIBS.glob("*.jar")):
+        st = jar.stat()
+        h.update(f"{jar.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+    cds = REPO_ROOT / "tests" / ".deps" / "cds"
+    archive = cds / f"tools-{h.hexdigest()[:16]}.jsa"
+    if archive.exists():
+        return ["-Xlog:cds*=off", f"-XX:SharedArchiveFile={archive}"], None, None
+    cds.mkdir(parents=True, exist_ok=True)
+    making = cds / f"{archive.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.making"
+    return ["-Xlog:cds*=off", f"-XX:ArchiveClassesAtExit={making}"], making, archive
+
+
+def keep_tool_archive(making: Optional[Path], archive: Optional[Path], rc: int) -> None:
+    """After a tool run that was making the archive (``tool_archive``): put it in place if the
+    tool exited 0 (a concurrent maker's is replaced whole), else drop it."""
+    if making is None or not making.exists():
+        return
+    if rc == 0:
+        os.replace(making, archive)
+    else:
+        making.unlink(missing_ok=True)
 
 
 class ToolResult(NamedTuple):
@@ -202,7 +246,8 @@ def kafka_tool(
     The default JVM options favour start-up time (C1 only); pass
     ``jvm_opts=THROUGHPUT_JVM`` for tools that move a lot of data.
     """
-    cmd = java_cmd(main_class, *args, jvm_opts=jvm_opts)
+    cds, making, archive = tool_archive(jvm_opts)
+    cmd = java_cmd(main_class, *args, jvm_opts=[*jvm_opts, *cds])
     try:
         p = subprocess.run(
             cmd,
@@ -220,6 +265,7 @@ def kafka_tool(
             f"{main_class} {' '.join(map(str, args))} did not finish in {timeout:.0f}s (killed)\n"
             f"--- stdout ---\n{out[-5000:]}\n--- stderr ---\n{err[-5000:]}"
         ) from None
+    keep_tool_archive(making, archive, p.returncode)
     return ToolResult(p.returncode, p.stdout, p.stderr)
 
 
@@ -315,7 +361,10 @@ def java_program_cmd(program: str, *args: str, jvm_opts: Iterable[str] = FAST_ST
     name = program[:-len(".java")] if program.endswith(".java") else program
     if not (JAVA_DIR / f"{name}.java").is_file():
         raise HarnessError(f"no Java program {JAVA_DIR / name}.java")
-    return java_cmd(name, *args, jvm_opts=jvm_opts, log4j=log4j, classes=java_classes())
+    # The tools' archive where one is made (a program may be killed: it never makes one).
+    cds, making, _ = tool_archive(jvm_opts)
+    cds = cds if making is None else []
+    return java_cmd(name, *args, jvm_opts=[*jvm_opts, *cds], log4j=log4j, classes=java_classes())
 
 
 class JavaProgram:
