@@ -8,7 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::consumer::TopicInfo;
+/// A topic as the caller's metadata knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicInfo {
+    pub id: uuid::Uuid,
+    pub partitions: i32,
+}
 
 /// Partitions by topic id.
 pub(crate) type Assignment = BTreeMap<uuid::Uuid, BTreeSet<i32>>;

@@ -267,7 +267,7 @@ impl ClassicGroup {
     /// Whether the group's members speak the consumer embedded protocol (only such a group
     /// can become a consumer group).
     pub(crate) fn uses_consumer_protocol(&self) -> bool {
-        self.protocol_type.as_deref() == Some(crate::consumer::CONSUMER_PROTOCOL_TYPE)
+        self.protocol_type.as_deref() == Some(crate::protocol::CONSUMER_PROTOCOL_TYPE)
     }
 
     /// The members as they move to a consumer group.
@@ -341,7 +341,7 @@ impl ClassicGroup {
         let mut g = ClassicGroup::new(id, now_ms);
         g.state = ClassicState::Stable;
         g.generation = generation;
-        g.protocol_type = Some(crate::consumer::CONSUMER_PROTOCOL_TYPE.into());
+        g.protocol_type = Some(crate::protocol::CONSUMER_PROTOCOL_TYPE.into());
         let mut partitions = BTreeMap::new();
         for c in members {
             if let Some(i) = &c.instance_id {

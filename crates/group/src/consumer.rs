@@ -14,27 +14,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use crate::assignor::{self, Assignment};
+use crate::assignor::{self, Assignment, TopicInfo};
 use crate::classic::{
     ConvertedMember, JoinRequest, JoinResponse, LeaveMember, SyncRequest, SyncResponse,
 };
-use crate::protocol;
+use crate::protocol::{self, CONSUMER_PROTOCOL_TYPE};
 use crate::records::{
     self, ClassicMemberMetadata, ConsumerAssignmentRecord, ConsumerMemberRecord, ConsumerValue,
     Record,
 };
 use crate::topic_regex::TopicRegex;
 use crate::{GroupConfig, GroupError};
-
-/// The protocol type of groups that can change protocol.
-pub(crate) const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
-
-/// A topic as the caller's metadata knows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopicInfo {
-    pub id: uuid::Uuid,
-    pub partitions: i32,
-}
 
 #[derive(Clone, Debug)]
 pub struct ConsumerHeartbeat {

@@ -32,13 +32,14 @@ mod topic_regex;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+pub use assignor::TopicInfo;
 use bytes::Bytes;
 use classic::CommitKind;
 pub use classic::{
     ClassicState, JoinRequest, JoinResponse, JoinedMember, LeaveMember, SyncRequest, SyncResponse,
 };
 pub use consumer::{
-    ConsumerHeartbeat, ConsumerHeartbeatResponse, ConsumerMemberView, ConsumerView, TopicInfo,
+    ConsumerHeartbeat, ConsumerHeartbeatResponse, ConsumerMemberView, ConsumerView,
 };
 pub use records::{ClassicMemberMetadata, CommittedOffset, Record};
 

@@ -12,6 +12,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+/// The protocol type of groups that can change protocol.
+pub(crate) const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
 /// The newest version of both structures Sluice knows.
 const MAX_VERSION: i16 = 3;
 
