@@ -276,34 +276,55 @@ def kafka_tool(
 FRANZ_DIR = REPO_ROOT / "tests" / "franz"
 
 
-def franz_bin() -> Path:
-    """The franz-go scenarios (tests/franz) built with ``go build`` into tests/.deps, named by
-    a hash of the sources so an edit rebuilds them; the Go module proxy supplies franz-go
-    (go.sum pins it). A lock keeps two test workers from building at once."""
+def built_once(name: str, sources: list, build: Callable[[Path], None]) -> Path:
+    """What ``build(out)`` makes of ``sources``, in tests/.deps/NAME-<hash of the sources>:
+    made once per change of them (a lock keeps two test workers from building at once; a
+    build that fails leaves nothing), older builds removed."""
     import fcntl
     import hashlib
 
     h = hashlib.sha256()
-    for f in sorted(FRANZ_DIR.iterdir()):
-        if f.suffix in (".go", ".mod", ".sum"):
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for f in sorted(sources):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
     deps = REPO_ROOT / "tests" / ".deps"
     deps.mkdir(parents=True, exist_ok=True)
-    out = deps / f"franz-{h.hexdigest()[:16]}"
-    with open(deps / "franz.lock", "w") as lock:
+    out = deps / f"{name}-{h.hexdigest()[:16]}"
+    with open(deps / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.exists():
-            go = shutil.which("go") or "/usr/local/go/bin/go"
-            if not Path(go).exists():
-                raise HarnessError("go not found: the franz-go scenarios need the Go toolchain")
-            p = subprocess.run([go, "build", "-o", str(out), "."], cwd=FRANZ_DIR, capture_output=True,
-                               text=True, timeout=600)
-            if p.returncode != 0:
-                raise HarnessError(f"go build of tests/franz failed:\n{p.stdout}\n{p.stderr}")
-            for old in deps.glob("franz-*"):
-                if old != out and old.suffix != ".lock":
+            tmp = deps / f"{name}.building-{os.getpid()}"
+            try:
+                build(tmp)
+                tmp.rename(out)
+            finally:
+                if tmp.is_dir():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink(missing_ok=True)
+            for old in deps.glob(f"{name}-*"):
+                if old == out:
+                    continue
+                if old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
                     old.unlink(missing_ok=True)
     return out
+
+
+def franz_bin() -> Path:
+    """The franz-go scenarios (tests/franz) built with ``go build`` (``built_once``); the Go
+    module proxy supplies franz-go (go.sum pins it)."""
+    def build(out: Path) -> None:
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        if not Path(go).exists():
+            raise HarnessError("go not found: the franz-go scenarios need the Go toolchain")
+        p = subprocess.run([go, "build", "-o", str(out), "."], cwd=FRANZ_DIR, capture_output=True,
+                           text=True, timeout=600)
+        if p.returncode != 0:
+            raise HarnessError(f"go build of tests/franz failed:\n{p.stdout}\n{p.stderr}")
+
+    sources = [f for f in FRANZ_DIR.iterdir() if f.suffix in (".go", ".mod", ".sum")]
+    return built_once("franz", sources, build)
 
 
 def franz_cmd(scenario: str, *args) -> list:
@@ -319,39 +340,22 @@ JAVA_DIR = REPO_ROOT / "tests" / "java"
 
 
 def java_classes() -> Path:
-    """``tests/java/*.java`` compiled against the Kafka jars with ``javac``, once per change of
-    the sources, into tests/.deps/java-<hash of the sources> (a lock keeps two test workers
-    from compiling at once): each program start then saves the second or so of CPU that
-    Java's source launcher spends compiling it in memory."""
-    import fcntl
-    import hashlib
-
+    """``tests/java/*.java`` compiled against the Kafka jars with ``javac`` (``built_once``):
+    each program start then saves the second or so of CPU that Java's source launcher spends
+    compiling it in memory."""
     sources = sorted(JAVA_DIR.glob("*.java"))
-    h = hashlib.sha256()
-    for f in sources:
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    deps = REPO_ROOT / "tests" / ".deps"
-    deps.mkdir(parents=True, exist_ok=True)
-    out = deps / f"java-{h.hexdigest()[:16]}"
-    with open(deps / "java.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not out.exists():
-            java = os.environ.get("JAVA", "java")
-            javac = shutil.which("javac") if java == "java" else str(Path(java).with_name("javac"))
-            if not javac or not Path(javac).exists():
-                raise HarnessError("javac not found: the tests' Java programs need a JDK (17+)")
-            tmp = deps / f"java-building-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            p = subprocess.run([javac, "-nowarn", "-d", str(tmp), "-cp", str(KAFKA_LIBS / "*"),
-                                *map(str, sources)], capture_output=True, text=True, timeout=600)
-            if p.returncode != 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise HarnessError(f"javac of tests/java failed:\n{p.stdout}\n{p.stderr}")
-            tmp.rename(out)
-            for old in deps.glob("java-*"):
-                if old != out and old.is_dir() and not old.name.startswith("java-building-"):
-                    shutil.rmtree(old, ignore_errors=True)
-    return out
+
+    def build(out: Path) -> None:
+        java = os.environ.get("JAVA", "java")
+        javac = shutil.which("javac") if java == "java" else str(Path(java).with_name("javac"))
+        if not javac or not Path(javac).exists():
+            raise HarnessError("javac not found: the tests' Java programs need a JDK (17+)")
+        p = subprocess.run([javac, "-nowarn", "-d", str(out), "-cp", str(KAFKA_LIBS / "*"),
+                            *map(str, sources)], capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise HarnessError(f"javac of tests/java failed:\n{p.stdout}\n{p.stderr}")
+
+    return built_once("java", sources, build)
 
 
 def java_program_cmd(program: str, *args: str, jvm_opts: Iterable[str] = FAST_START_JVM,
