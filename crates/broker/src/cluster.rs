@@ -113,8 +113,9 @@ pub(crate) struct Cluster {
     /// The view of this controller's last round that planned nothing, with the controller
     /// key's revision and the settled brokers: what the bytes-in round plans from, on the
     /// load thread ([`Cluster::bytes_round`]), so that it never delays the cluster thread's
-    /// acquisitions. None while a count plan is under way or this broker is not the
-    /// controller.
+    /// acquisitions. None while a count plan is under way or another broker is the
+    /// controller; one left from before this broker lost the controller key moves nothing
+    /// (an assignment names the key's create revision: `EtcdStore::assign`).
     counted: Mutex<Option<Counted>>,
     /// Set by whatever changes what this broker holds outside a reconciliation (a log failed,
     /// everything released): the next reconciliation visits every topic.
