@@ -38,6 +38,28 @@ fn after(v: &ClusterView, plan: &[(String, i32, i32)]) -> ClusterView {
     v
 }
 
+/// The value of environment variable `name`, or `default` when unset or unreadable.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The 1,000 topic names of the 100,000-partition layouts.
+fn topic_names() -> Vec<String> {
+    (0..1000).map(|t| format!("t{t:04}")).collect()
+}
+
+/// 100 partitions of each of `names`, owned by `brokers` in turn.
+fn round_robin<'a>(names: &'a [String], brokers: &[i32]) -> Vec<(&'a str, i32, i32)> {
+    (names.iter())
+        .flat_map(|name| (0..100).map(move |p| (name.as_str(), p)))
+        .enumerate()
+        .map(|(i, (name, p))| (name, p, brokers[i % brokers.len()]))
+        .collect()
+}
+
 fn owner(v: &ClusterView, t: &str, p: i32) -> i32 {
     v.owners[&(t.to_string(), p)].owner.node
 }
@@ -257,22 +279,10 @@ fn adv_rates_near_u64_max_overflow_the_gap_arithmetic() {
 /// (`back`, then the hot broker's), for up to `moves_max` steps.
 #[test]
 fn adv_cost_at_100000_partitions() {
-    let n: i32 = std::env::var("ADV_BROKERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(400);
+    let n: i32 = env_or("ADV_BROKERS", 400);
     let brokers: Vec<i32> = (1..=n).collect();
-    let topics = 1000;
-    let per_topic = 100;
-    let mut owners = Vec::new();
-    let names: Vec<String> = (0..topics).map(|t| format!("t{t:04}")).collect();
-    let mut i = 0usize;
-    for name in &names {
-        for p in 0..per_topic {
-            owners.push((name.as_str(), p, brokers[i % brokers.len()]));
-            i += 1;
-        }
-    }
+    let names = topic_names();
+    let owners = round_robin(&names, &brokers);
     let v = view(&brokers, &owners);
     assert_eq!(v.owners.len(), 100_000);
     // Broker 1: 16 busy partitions, 64 MiB/s each (it names them all: complete); every other
@@ -427,10 +437,7 @@ fn random_cluster(rng: &mut Rng) -> (ClusterView, BTreeMap<(String, i32), u64>) 
 /// unrecorded and unreachable volumes, were undone by the count balancing).
 #[test]
 fn adv2_random_clusters_settle_under_steady_load() {
-    let seeds: u64 = std::env::var("ADV_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3000);
+    let seeds: u64 = env_or("ADV_SEEDS", 3000);
     // Rounds that moved something, over all seeds (printed: the search is not idle).
     let mut rounds = 0;
     for seed in 1..=seeds {
@@ -483,15 +490,8 @@ fn adv2_random_clusters_settle_under_steady_load() {
 /// the others a trickle, the highest ids least (those own none of broker 1's topics).
 fn full_hot_broker(n: i32) -> (ClusterView, BTreeMap<i32, BrokerLoad>) {
     let brokers: Vec<i32> = (1..=n).collect();
-    let names: Vec<String> = (0..1000).map(|t| format!("t{t:04}")).collect();
-    let mut owners = Vec::new();
-    let mut i = 0usize;
-    for name in &names {
-        for p in 0..100 {
-            owners.push((name.as_str(), p, brokers[i % brokers.len()]));
-            i += 1;
-        }
-    }
+    let names = topic_names();
+    let mut owners = round_robin(&names, &brokers);
     for p in 0..10 {
         owners.push(("extra", p, 1));
     }
@@ -555,10 +555,7 @@ fn full_hot_broker(n: i32) -> (ClusterView, BTreeMap<i32, BrokerLoad>) {
 /// t0001/0 (to 1) keeps broker 1 full and passes the check.
 #[test]
 fn adv3_refused_plain_moves_exhaust_the_check_and_no_swap_is_made() {
-    let n: i32 = std::env::var("ADV_BROKERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(400);
+    let n: i32 = env_or("ADV_BROKERS", 400);
     let (v, loads) = full_hot_broker(n);
     let started = Instant::now();
     let counts = plan_assignments(&v, true, 1, &all(&v));
