@@ -18,6 +18,7 @@ mod oauthbearer;
 mod principal;
 mod properties;
 mod sasl;
+mod scoped;
 mod tls;
 mod topic;
 

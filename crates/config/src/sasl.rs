@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::ConfigError;
+use crate::scoped::Scoped;
+use crate::{ConfigError, OAuthBearerConfig};
 
 /// A SASL mechanism Sluice serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -371,22 +372,38 @@ pub(crate) fn listener_sasl(
     props: &BTreeMap<String, String>,
     listener: &str,
 ) -> Result<SaslConfig, ConfigError> {
-    let prefix = format!("listener.name.{}.", listener.to_ascii_lowercase());
-    let get = |base: &str| -> Option<(String, String)> {
-        let prefixed = format!("{prefix}{base}");
-        props
-            .get(&prefixed)
-            .map(|v| (prefixed, v.trim().to_string()))
-            .or_else(|| {
-                props
-                    .get(base)
-                    .map(|v| (base.to_string(), v.trim().to_string()))
-            })
-    };
+    let p = Scoped::listener(props, listener);
+    let mechanisms = mechanisms(&p, props, listener)?;
+    let Credentials {
+        plain_users,
+        logins,
+        oauthbearer,
+    } = credentials(props, p.prefix(), listener, &mechanisms)?;
+    Ok(SaslConfig {
+        reauth_ms: whole_number(&p, "connections.max.reauth.ms", 0, i64::MAX as u64)?,
+        reauth_ms_by_mechanism: reauth_by_mechanism(props, p.prefix(), &mechanisms)?,
+        max_receive_bytes: whole_number(
+            &p,
+            "sasl.server.max.receive.size",
+            u64::from(SASL_MAX_RECEIVE_DEFAULT),
+            i32::MAX as u64,
+        )? as u32,
+        mechanisms,
+        plain_users,
+        logins,
+        oauthbearer,
+    })
+}
 
-    // sasl.enabled.mechanisms: Kafka's default is GSSAPI (Kerberos), which Sluice does not
-    // serve, so a SASL listener must name its mechanisms.
-    let (mech_name, mech_value) = get("sasl.enabled.mechanisms")
+/// `sasl.enabled.mechanisms`, each once, in order. Kafka's default is GSSAPI (Kerberos),
+/// which Sluice does not serve, so a SASL listener must name its mechanisms, at least one.
+fn mechanisms(
+    p: &Scoped,
+    props: &BTreeMap<String, String>,
+    listener: &str,
+) -> Result<Vec<SaslMechanism>, ConfigError> {
+    let (mech_name, mech_value) = p
+        .get("sasl.enabled.mechanisms")
         .unwrap_or_else(|| ("sasl.enabled.mechanisms".into(), "GSSAPI".into()));
     let mut mechanisms = Vec::new();
     for m in mech_value
@@ -420,12 +437,30 @@ pub(crate) fn listener_sasl(
             format!("listener {listener} uses SASL and needs at least one mechanism"),
         ));
     }
+    Ok(mechanisms)
+}
 
+/// What the listener's JAAS entries give, per mechanism.
+struct Credentials {
+    plain_users: BTreeMap<String, String>,
+    logins: BTreeMap<SaslMechanism, SaslLogin>,
+    oauthbearer: Option<OAuthBearerConfig>,
+}
+
+/// Reads each mechanism's JAAS entry: PLAIN's users (`user_<name>="<password>"`, required:
+/// without an entry nobody could log in), the broker's own login per mechanism
+/// (`username` with `password`, both or neither) and OAUTHBEARER's validation settings.
+fn credentials(
+    props: &BTreeMap<String, String>,
+    prefix: &str,
+    listener: &str,
+    mechanisms: &[SaslMechanism],
+) -> Result<Credentials, ConfigError> {
     let mut plain_users = BTreeMap::new();
     let mut logins = BTreeMap::new();
     let mut oauthbearer = None;
-    for &m in &mechanisms {
-        let jaas = jaas_for(props, &prefix, m)?;
+    for &m in mechanisms {
+        let jaas = jaas_for(props, prefix, m)?;
         if m == SaslMechanism::OAuthBearer {
             oauthbearer = Some(crate::oauthbearer::listener_oauthbearer(
                 props,
@@ -476,18 +511,33 @@ pub(crate) fn listener_sasl(
             }
         }
     }
+    Ok(Credentials {
+        plain_users,
+        logins,
+        oauthbearer,
+    })
+}
 
-    let number = |base: &str, default: u64, max: u64| -> Result<u64, ConfigError> {
-        match get(base) {
-            None => Ok(default),
-            Some((name, v)) => v.parse::<u64>().ok().filter(|n| *n <= max).ok_or_else(|| {
+/// A whole number from 0 to `max`; `default` when unset.
+fn whole_number(p: &Scoped, base: &str, default: u64, max: u64) -> Result<u64, ConfigError> {
+    match p.get(base) {
+        None => Ok(default),
+        Some((name, v)) => {
+            v.parse::<u64>().ok().filter(|n| *n <= max).ok_or_else(|| {
                 invalid(&name, &v, format!("must be a whole number from 0 to {max}"))
-            }),
+            })
         }
-    };
-    let reauth_ms = number("connections.max.reauth.ms", 0, i64::MAX as u64)?;
-    let mut reauth_ms_by_mechanism = BTreeMap::new();
-    for &m in &mechanisms {
+    }
+}
+
+/// `listener.name.<l>.<mechanism>.connections.max.reauth.ms`, for the mechanisms that set it.
+fn reauth_by_mechanism(
+    props: &BTreeMap<String, String>,
+    prefix: &str,
+    mechanisms: &[SaslMechanism],
+) -> Result<BTreeMap<SaslMechanism, u64>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for &m in mechanisms {
         let name = format!(
             "{prefix}{}.connections.max.reauth.ms",
             m.name().to_ascii_lowercase()
@@ -504,23 +554,10 @@ pub(crate) fn listener_sasl(
                         format!("must be a whole number from 0 to {}", i64::MAX),
                     )
                 })?;
-            reauth_ms_by_mechanism.insert(m, ms);
+            out.insert(m, ms);
         }
     }
-    let max_receive_bytes = number(
-        "sasl.server.max.receive.size",
-        u64::from(SASL_MAX_RECEIVE_DEFAULT),
-        i32::MAX as u64,
-    )? as u32;
-    Ok(SaslConfig {
-        mechanisms,
-        plain_users,
-        logins,
-        reauth_ms,
-        reauth_ms_by_mechanism,
-        max_receive_bytes,
-        oauthbearer,
-    })
+    Ok(out)
 }
 
 /// The JAAS entry configuring mechanism `m` on the listener with property prefix `prefix`:

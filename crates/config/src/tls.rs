@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::principal::SslPrincipalMapper;
+use crate::scoped::Scoped;
 use crate::ConfigError;
 
 /// Where PEM text comes from.
@@ -184,37 +185,56 @@ pub(crate) fn listener_tls(
     listener: &str,
     sasl: bool,
 ) -> Result<TlsConfig, ConfigError> {
-    let prefix = format!("listener.name.{}.", listener.to_ascii_lowercase());
-    // (the name the value was found under, the value)
-    let get = |base: &str| -> Option<(String, String)> {
-        let prefixed = format!("{prefix}{base}");
-        props
-            .get(&prefixed)
-            .map(|v| (prefixed, v.trim().to_string()))
-            .or_else(|| {
-                props
-                    .get(base)
-                    .map(|v| (base.to_string(), v.trim().to_string()))
-            })
-            .filter(|(_, v)| !v.is_empty())
+    let p = Scoped::listener(props, listener);
+    let keystore = keystore(&p, listener)?;
+    let truststore = truststore(&p)?;
+    let client_auth = client_auth(&p, listener, sasl)?;
+    if client_auth != ClientAuth::None && truststore.is_none() {
+        return Err(invalid(
+            &format!("{}ssl.client.auth", p.prefix()),
+            "",
+            format!("listener {listener} asks for client certificates but has no truststore to check them against (ssl.truststore.location or ssl.truststore.certificates)"),
+        ));
+    }
+    // Kafka refuses rules it cannot read at startup; so does Sluice.
+    let principal_mapping = match p.get_set("ssl.principal.mapping.rules") {
+        None => SslPrincipalMapper::default(),
+        Some((name, rules)) => {
+            SslPrincipalMapper::parse(&rules).map_err(|reason| invalid(&name, &rules, reason))?
+        }
     };
-    let password = |base: &str| get(base).map(|(_, v)| v).unwrap_or_default();
+    Ok(TlsConfig {
+        keystore,
+        truststore,
+        client_auth,
+        protocols: protocols(&p)?,
+        cipher_suites: p.list("ssl.cipher.suites"),
+        principal_mapping,
+        allow_dn_changes: flag(&p, "ssl.allow.dn.changes")?,
+        allow_san_changes: flag(&p, "ssl.allow.san.changes")?,
+    })
+}
 
-    let keystore = match (
-        get("ssl.keystore.location"),
-        get("ssl.keystore.certificate.chain"),
-        get("ssl.keystore.key"),
+/// The listener's key and certificate chain: `ssl.keystore.location` (a PEM or PKCS12 file),
+/// or the PEM text of `ssl.keystore.certificate.chain` with `ssl.keystore.key`; one of the
+/// two is required, never both. Encrypted PEM keys are refused (rustls reads none).
+fn keystore(p: &Scoped, listener: &str) -> Result<KeyStore, ConfigError> {
+    let password = |base: &str| p.get_set(base).map(|(_, v)| v).unwrap_or_default();
+    Ok(match (
+        p.get_set("ssl.keystore.location"),
+        p.get_set("ssl.keystore.certificate.chain"),
+        p.get_set("ssl.keystore.key"),
     ) {
         (Some((name, path)), None, None) => {
             let kind = store_type(
-                &get("ssl.keystore.type"),
+                &p.get_set("ssl.keystore.type"),
                 &path,
                 &name,
-                get("ssl.keystore.password").is_some(),
+                p.get_set("ssl.keystore.password").is_some(),
             )?;
             match kind {
                 StoreType::Pem => {
-                    if get("ssl.key.password").is_some() {
+                    if p.get_set("ssl.key.password").is_some() {
                         return Err(invalid(
                             "ssl.key.password",
                             "[hidden]",
@@ -229,7 +249,7 @@ pub(crate) fn listener_tls(
                 StoreType::Pkcs12 => KeyStore::Pkcs12 {
                     path: PathBuf::from(path),
                     password: password("ssl.keystore.password"),
-                    key_password: get("ssl.key.password").map(|(_, v)| v),
+                    key_password: p.get_set("ssl.key.password").map(|(_, v)| v),
                 },
             }
         }
@@ -239,7 +259,7 @@ pub(crate) fn listener_tls(
         },
         (None, None, None) => {
             return Err(invalid(
-                &format!("{prefix}ssl.keystore.location"),
+                &format!("{}ssl.keystore.location", p.prefix()),
                 "",
                 format!(
                     "listener {listener} uses TLS and needs a keystore: ssl.keystore.location (PEM or PKCS12), or ssl.keystore.certificate.chain with ssl.keystore.key"
@@ -248,44 +268,60 @@ pub(crate) fn listener_tls(
         }
         _ => {
             return Err(invalid(
-                &format!("{prefix}ssl.keystore.location"),
+                &format!("{}ssl.keystore.location", p.prefix()),
                 "",
                 "set either ssl.keystore.location, or both ssl.keystore.certificate.chain and ssl.keystore.key",
             ))
         }
-    };
+    })
+}
 
-    let truststore = match (
-        get("ssl.truststore.location"),
-        get("ssl.truststore.certificates"),
-    ) {
-        (Some((name, path)), None) => Some(
-            match store_type(
-                &get("ssl.truststore.type"),
-                &path,
-                &name,
-                get("ssl.truststore.password").is_some(),
-            )? {
-                StoreType::Pem => TrustStore::Pem(Pem::File(PathBuf::from(path))),
-                StoreType::Pkcs12 => TrustStore::Pkcs12 {
-                    path: PathBuf::from(path),
-                    password: password("ssl.truststore.password"),
+/// The certificates client certificates are checked against, if any:
+/// `ssl.truststore.location` (PEM or PKCS12) or the PEM text of `ssl.truststore.certificates`,
+/// not both.
+fn truststore(p: &Scoped) -> Result<Option<TrustStore>, ConfigError> {
+    Ok(
+        match (
+            p.get_set("ssl.truststore.location"),
+            p.get_set("ssl.truststore.certificates"),
+        ) {
+            (Some((name, path)), None) => Some(
+                match store_type(
+                    &p.get_set("ssl.truststore.type"),
+                    &path,
+                    &name,
+                    p.get_set("ssl.truststore.password").is_some(),
+                )? {
+                    StoreType::Pem => TrustStore::Pem(Pem::File(PathBuf::from(path))),
+                    StoreType::Pkcs12 => TrustStore::Pkcs12 {
+                        path: PathBuf::from(path),
+                        password: p
+                            .get_set("ssl.truststore.password")
+                            .map(|(_, v)| v)
+                            .unwrap_or_default(),
+                    },
                 },
-            },
-        ),
-        (None, Some((_, pem))) => Some(TrustStore::Pem(Pem::Inline(pem))),
-        (None, None) => None,
-        (Some(_), Some(_)) => {
-            return Err(invalid(
-                &format!("{prefix}ssl.truststore.location"),
-                "",
-                "set either ssl.truststore.location or ssl.truststore.certificates, not both",
-            ))
-        }
-    };
+            ),
+            (None, Some((_, pem))) => Some(TrustStore::Pem(Pem::Inline(pem))),
+            (None, None) => None,
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    &format!("{}ssl.truststore.location", p.prefix()),
+                    "",
+                    "set either ssl.truststore.location or ssl.truststore.certificates, not both",
+                ))
+            }
+        },
+    )
+}
 
-    let client_auth = get("ssl.client.auth").filter(|(name, v)| {
-        let applies = !sasl || name.starts_with(&prefix);
+/// `ssl.client.auth`: required, requested or none (the default). On a SASL_SSL listener
+/// (`sasl`) only the listener-prefixed setting applies, as on Kafka; a plain one that would
+/// ask for certificates there is said once in the log and ignored.
+fn client_auth(p: &Scoped, listener: &str, sasl: bool) -> Result<ClientAuth, ConfigError> {
+    let prefix = p.prefix();
+    let setting = p.get_set("ssl.client.auth").filter(|(name, v)| {
+        let applies = !sasl || name.starts_with(prefix);
         // Said once: the settings are read again whenever a dynamic config changes.
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !applies
@@ -299,7 +335,7 @@ pub(crate) fn listener_tls(
         }
         applies
     });
-    let client_auth = match client_auth {
+    Ok(match setting {
         None => ClientAuth::None,
         Some((name, v)) => match v.to_ascii_lowercase().as_str() {
             "none" => ClientAuth::None,
@@ -307,68 +343,40 @@ pub(crate) fn listener_tls(
             "required" => ClientAuth::Required,
             _ => return Err(invalid(&name, &v, "must be required, requested or none")),
         },
-    };
-    if client_auth != ClientAuth::None && truststore.is_none() {
-        return Err(invalid(
-            &format!("{prefix}ssl.client.auth"),
-            "",
-            format!("listener {listener} asks for client certificates but has no truststore to check them against (ssl.truststore.location or ssl.truststore.certificates)"),
-        ));
-    }
+    })
+}
 
-    let list = |base: &str| -> Vec<String> {
-        get(base)
-            .map(|(_, v)| {
-                v.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut protocols = list("ssl.enabled.protocols");
+/// `ssl.enabled.protocols`: TLSv1.2 and TLSv1.3 (both by default); older versions are refused.
+fn protocols(p: &Scoped) -> Result<Vec<String>, ConfigError> {
+    let mut protocols = p.list("ssl.enabled.protocols");
     if protocols.is_empty() {
         protocols = vec!["TLSv1.2".into(), "TLSv1.3".into()];
     }
-    for p in &protocols {
-        if p != "TLSv1.2" && p != "TLSv1.3" {
-            return Err(invalid(
-                &get("ssl.enabled.protocols")
-                    .map(|(n, _)| n)
-                    .unwrap_or_default(),
-                p,
-                "only TLSv1.2 and TLSv1.3 are served (older versions are insecure)",
-            ));
-        }
+    if let Some(old) = protocols
+        .iter()
+        .find(|v| *v != "TLSv1.2" && *v != "TLSv1.3")
+    {
+        return Err(invalid(
+            &p.get_set("ssl.enabled.protocols")
+                .map(|(n, _)| n)
+                .unwrap_or_default(),
+            old,
+            "only TLSv1.2 and TLSv1.3 are served (older versions are insecure)",
+        ));
     }
-    // Kafka refuses rules it cannot read at startup; so does Sluice.
-    let principal_mapping = match get("ssl.principal.mapping.rules") {
-        None => SslPrincipalMapper::default(),
-        Some((name, rules)) => {
-            SslPrincipalMapper::parse(&rules).map_err(|reason| invalid(&name, &rules, reason))?
-        }
-    };
-    let flag = |base: &str| -> Result<bool, ConfigError> {
-        match get(base) {
-            None => Ok(false),
-            Some((name, v)) => match v.to_ascii_lowercase().as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(invalid(&name, &v, "must be true or false")),
-            },
-        }
-    };
-    Ok(TlsConfig {
-        keystore,
-        truststore,
-        client_auth,
-        protocols,
-        cipher_suites: list("ssl.cipher.suites"),
-        principal_mapping,
-        allow_dn_changes: flag("ssl.allow.dn.changes")?,
-        allow_san_changes: flag("ssl.allow.san.changes")?,
-    })
+    Ok(protocols)
+}
+
+/// A true/false setting; unset is false.
+fn flag(p: &Scoped, base: &str) -> Result<bool, ConfigError> {
+    match p.get_set(base) {
+        None => Ok(false),
+        Some((name, v)) => match v.to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(invalid(&name, &v, "must be true or false")),
+        },
+    }
 }
 
 enum StoreType {
@@ -419,5 +427,92 @@ fn store_type(
                 Ok(StoreType::Pkcs12)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn on_sasl_ssl_only_the_listeners_own_client_auth_applies() {
+        let p = props(&[("ssl.client.auth", "required")]);
+        let s = Scoped::listener(&p, "SECURE");
+        assert_eq!(
+            client_auth(&s, "SECURE", false).unwrap(),
+            ClientAuth::Required
+        );
+        assert_eq!(client_auth(&s, "SECURE", true).unwrap(), ClientAuth::None);
+        let p = props(&[("listener.name.secure.ssl.client.auth", "Requested")]);
+        let s = Scoped::listener(&p, "SECURE");
+        assert_eq!(
+            client_auth(&s, "SECURE", true).unwrap(),
+            ClientAuth::Requested
+        );
+        let p = props(&[("ssl.client.auth", "sometimes")]);
+        assert!(client_auth(&Scoped::listener(&p, "L"), "L", false).is_err());
+    }
+
+    #[test]
+    fn protocols_default_to_tls_1_2_and_1_3_and_refuse_older_ones() {
+        let p = props(&[]);
+        assert_eq!(
+            protocols(&Scoped::listener(&p, "L")).unwrap(),
+            vec!["TLSv1.2".to_string(), "TLSv1.3".to_string()]
+        );
+        let p = props(&[("ssl.enabled.protocols", "TLSv1.3")]);
+        assert_eq!(
+            protocols(&Scoped::listener(&p, "L")).unwrap(),
+            vec!["TLSv1.3".to_string()]
+        );
+        let p = props(&[("listener.name.l.ssl.enabled.protocols", "TLSv1.3,TLSv1.1")]);
+        match protocols(&Scoped::listener(&p, "L")) {
+            Err(ConfigError::InvalidValue { name, value, .. }) => {
+                assert_eq!(name, "listener.name.l.ssl.enabled.protocols");
+                assert_eq!(value, "TLSv1.1");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_keystore_is_one_of_a_location_or_inline_pem_never_both_nor_neither() {
+        let p = props(&[]);
+        assert!(keystore(&Scoped::listener(&p, "L"), "L").is_err());
+        let p = props(&[
+            (
+                "ssl.keystore.certificate.chain",
+                "-----BEGIN CERTIFICATE-----",
+            ),
+            ("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----"),
+        ]);
+        assert!(matches!(
+            keystore(&Scoped::listener(&p, "L"), "L").unwrap(),
+            KeyStore::Pem {
+                chain: Pem::Inline(_),
+                key: Pem::Inline(_)
+            }
+        ));
+        let p = props(&[
+            ("ssl.keystore.location", "/x.pem"),
+            ("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----"),
+        ]);
+        assert!(keystore(&Scoped::listener(&p, "L"), "L").is_err());
+    }
+
+    #[test]
+    fn flags_are_true_or_false_and_unset_is_false() {
+        let p = props(&[("a", "TRUE"), ("b", "yes")]);
+        let s = Scoped::listener(&p, "L");
+        assert!(flag(&s, "a").unwrap());
+        assert!(flag(&s, "b").is_err());
+        assert!(!flag(&s, "c").unwrap());
     }
 }
