@@ -280,7 +280,11 @@ pub async fn serve(
     let _ = tokio::time::timeout(Duration::from_secs(10), all_done.recv()).await;
 }
 
-/// Accept connections on one listener until `shutdown` turns true.
+/// Accept connections on one listener until `shutdown` turns true: a slot under
+/// `max.connections` first ([`connection_slot`]), then the accept (one that fails for want
+/// of descriptors waits [`ACCEPT_BACKOFF`] with the slot given back, the open connections
+/// served meanwhile), then a place under `max.connections.per.ip`; each connection is served
+/// on a task of its own ([`serve_accepted`]).
 async fn accept(
     broker: Arc<Broker>,
     bound: Bound,
@@ -298,21 +302,8 @@ async fn accept(
     let principals = tls.as_ref().and_then(|t| t.principals.clone());
     let certs = tls.map(|t| t.certs);
     loop {
-        // A slot first: at max.connections nothing is accepted until a connection closes.
-        let permit = match slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                if let Some(more) = FULL_LOG.admit() {
-                    tracing::warn!(listener = %name, max = limits.max_connections, "max.connections open: new connections wait until one closes{more}");
-                }
-                tokio::select! {
-                    p = slots.clone().acquire_owned() => match p {
-                        Ok(p) => p,
-                        Err(_) => break,
-                    },
-                    _ = shutdown.changed() => break,
-                }
-            }
+        let Some(permit) = connection_slot(&slots, &name, &limits, &mut shutdown).await else {
+            break;
         };
         tokio::select! {
             accepted = listener.accept() => {
@@ -340,100 +331,174 @@ async fn accept(
                         if let Some(more) = PER_IP_LOG.admit() {
                             tracing::info!(listener = %name, "Rejected connection from {}, address already has the configured maximum of {max} connections.{more}", peer.ip());
                         }
-                        drop(stream);
                         continue;
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let broker = broker.clone();
-                let limits = limits.clone();
-                let shutdown = shutdown.clone();
-                let done = done_tx.clone();
-                let mut conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None, produce_refusals: Default::default() };
+                let conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None, produce_refusals: Default::default() };
                 // The listener's configuration now: a keystore replaced at run time serves
                 // the connections accepted after it.
-                let acceptor = certs.as_ref().map(|c| TlsAcceptor::from(c.server_config()));
-                let principals = principals.clone();
-                tokio::spawn(async move {
-                    let (reader, writer) = match acceptor {
-                        None => {
-                            let (r, w) = stream.into_split();
-                            (Reader::Tcp(r), Writer::Tcp(w))
-                        }
-                        Some(acceptor) => {
-                            // A connection closed before its first byte is no handshake at
-                            // all: a liveness check (the cluster's death probe, a load
-                            // balancer's), closed quietly and not counted as a failed
-                            // authentication, as Kafka takes an end of stream for a disconnect.
-                            let started = tokio::time::Instant::now();
-                            let mut first = [0u8; 1];
-                            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
-                                Ok(Ok(0)) | Ok(Err(_)) => {
-                                    tracing::debug!(%peer, listener = %conn.listener, "connection closed before a TLS handshake began");
-                                    drop(permit);
-                                    return;
-                                }
-                                Ok(Ok(_)) | Err(_) => {}
-                            }
-                            match tokio::time::timeout_at(started + TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                                Ok(Ok(tls)) => {
-                                    if let Some(rules) = &principals {
-                                        match certificate_principal(&tls, rules) {
-                                            Ok(principal) => conn.principal = principal,
-                                            Err(reason) => {
-                                                broker.metrics().failed_authentication(&conn.listener);
-                                                if let Some(more) = UNMAPPED_LOG.admit() {
-                                                    tracing::info!(%peer, listener = %conn.listener, "connection closed: {reason}{more}");
-                                                }
-                                                drop(permit);
-                                                return;
-                                            }
-                                        }
-                                    }
-                                    let (r, w) = tokio::io::split(tls);
-                                    (Reader::Tls(r), Writer::Tls(w))
-                                }
-                                Ok(Err(e)) => {
-                                    broker.metrics().failed_authentication(&conn.listener);
-                                    tracing::info!(%peer, listener = %conn.listener, "connection closed: TLS handshake failed: {e}");
-                                    drop(permit);
-                                    return;
-                                }
-                                Err(_) => {
-                                    broker.metrics().failed_authentication(&conn.listener);
-                                    tracing::info!(%peer, listener = %conn.listener, "connection closed: no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}");
-                                    drop(permit);
-                                    return;
-                                }
-                            }
-                        }
-                    };
-                    let metrics = broker.metrics().clone();
-                    metrics.connection_opened(&conn.listener);
-                    let auth = broker.authenticator(&conn.listener);
-                    let close = connection(broker, reader, writer, conn.clone(), auth, &limits, shutdown).await;
-                    metrics.connection_closed(&conn.listener);
-                    let listener = &conn.listener;
-                    match close {
-                        Close::Eof | Close::Shutdown => tracing::debug!(%peer, %listener, "connection closed: {close:?}"),
-                        Close::Idle => tracing::info!(%peer, %listener, "connection closed: idle for longer than connections.max.idle.ms"),
-                        Close::Oversized(size) => tracing::warn!(%peer, %listener, size, max = limits.max_request_bytes, "connection closed: request size exceeds socket.request.max.bytes or is negative"),
-                        Close::Wire(e) => tracing::warn!(%peer, %listener, "connection closed: {e}"),
-                        Close::Io(e) => tracing::debug!(%peer, %listener, "connection closed: {e}"),
-                        Close::AuthFailed(reason) => {
-                            if let Some(more) = AUTH_FAILURE_LOG.admit() {
-                                tracing::info!(%peer, %listener, "connection closed: SASL authentication failed: {reason}{more}");
-                            }
-                        }
-                        Close::Expired(reason) => tracing::info!(%peer, %listener, "connection closed: {reason}"),
-                    }
-                    drop(ip_slot);
-                    drop(permit);
-                    drop(done);
-                });
+                let tls = certs.as_ref().map(|c| (TlsAcceptor::from(c.server_config()), principals.clone()));
+                let held = Held { _ip_slot: ip_slot, _permit: permit, _done: done_tx.clone() };
+                tokio::spawn(serve_accepted(broker.clone(), stream, peer, conn, tls, limits.clone(), shutdown.clone(), held));
             }
             _ = shutdown.changed() => break,
         }
+    }
+}
+
+/// A slot under `max.connections`: at the limit nothing is accepted until a connection
+/// closes (said in the log, at most once a second). `None` when the broker shuts down.
+async fn connection_slot(
+    slots: &Arc<Semaphore>,
+    listener: &str,
+    limits: &Limits,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(p) = slots.clone().try_acquire_owned() {
+        return Some(p);
+    }
+    if let Some(more) = FULL_LOG.admit() {
+        tracing::warn!(%listener, max = limits.max_connections, "max.connections open: new connections wait until one closes{more}");
+    }
+    tokio::select! {
+        p = slots.clone().acquire_owned() => p.ok(),
+        _ = shutdown.changed() => None,
+    }
+}
+
+/// What an accepted connection holds until it closes: its `max.connections` slot, its place
+/// under `max.connections.per.ip`, and the sender whose drop tells shutdown it is done.
+/// Held for their drops, in this order: the per-IP place before the slot (a connection
+/// accepted on the freed slot finds its address's count already lowered), the sender last.
+struct Held {
+    _ip_slot: IpSlot,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _done: mpsc::Sender<()>,
+}
+
+/// One accepted connection, from its TLS handshake (on a TLS listener) to its close, on a
+/// task of its own; `held` is released when it ends, whichever way.
+#[allow(clippy::too_many_arguments)]
+async fn serve_accepted(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    mut conn: Connection,
+    tls: Option<(TlsAcceptor, Option<Arc<sluice_config::SslPrincipalMapper>>)>,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+    held: Held,
+) {
+    let (reader, writer) = match tls {
+        None => {
+            let (r, w) = stream.into_split();
+            (Reader::Tcp(r), Writer::Tcp(w))
+        }
+        Some((acceptor, principals)) => {
+            match tls_handshake(&broker, stream, peer, &mut conn, acceptor, principals).await {
+                Some(halves) => halves,
+                None => return,
+            }
+        }
+    };
+    let metrics = broker.metrics().clone();
+    metrics.connection_opened(&conn.listener);
+    let auth = broker.authenticator(&conn.listener);
+    let close = connection(
+        broker,
+        reader,
+        writer,
+        conn.clone(),
+        auth,
+        &limits,
+        shutdown,
+    )
+    .await;
+    metrics.connection_closed(&conn.listener);
+    log_close(peer, &conn.listener, &close, &limits);
+    drop(held);
+}
+
+/// The TLS handshake of a connection on a TLS listener, within [`TLS_HANDSHAKE_TIMEOUT`], and
+/// on an SSL listener its principal from the client certificate (`ssl.principal.mapping.rules`).
+/// `None` when the connection is closed instead: a handshake that failed, timed out or gave a
+/// certificate no rule names counts as a failed authentication; a connection closed before its
+/// first byte is no handshake at all (a liveness check: the cluster's death probe, a load
+/// balancer's), closed quietly and not counted, as Kafka takes an end of stream for a
+/// disconnect.
+async fn tls_handshake(
+    broker: &Broker,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    conn: &mut Connection,
+    acceptor: TlsAcceptor,
+    principals: Option<Arc<sluice_config::SslPrincipalMapper>>,
+) -> Option<(Reader, Writer)> {
+    let started = tokio::time::Instant::now();
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => {
+            tracing::debug!(%peer, listener = %conn.listener, "connection closed before a TLS handshake began");
+            return None;
+        }
+        Ok(Ok(_)) | Err(_) => {}
+    }
+    let failed = |reason: String| {
+        broker.metrics().failed_authentication(&conn.listener);
+        tracing::info!(%peer, listener = %conn.listener, "connection closed: {reason}");
+    };
+    let tls =
+        match tokio::time::timeout_at(started + TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+            .await
+        {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                failed(format!("TLS handshake failed: {e}"));
+                return None;
+            }
+            Err(_) => {
+                failed(format!("no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}"));
+                return None;
+            }
+        };
+    if let Some(rules) = &principals {
+        match certificate_principal(&tls, rules) {
+            Ok(principal) => conn.principal = principal,
+            Err(reason) => {
+                broker.metrics().failed_authentication(&conn.listener);
+                if let Some(more) = UNMAPPED_LOG.admit() {
+                    tracing::info!(%peer, listener = %conn.listener, "connection closed: {reason}{more}");
+                }
+                return None;
+            }
+        }
+    }
+    let (r, w) = tokio::io::split(tls);
+    Some((Reader::Tls(r), Writer::Tls(w)))
+}
+
+/// Why a connection closed, at the level it deserves: a client's ordinary end at debug, a
+/// limit or a broken request at info or warn, failed logins at most once a second.
+fn log_close(peer: std::net::SocketAddr, listener: &str, close: &Close, limits: &Limits) {
+    match close {
+        Close::Eof | Close::Shutdown => {
+            tracing::debug!(%peer, %listener, "connection closed: {close:?}")
+        }
+        Close::Idle => {
+            tracing::info!(%peer, %listener, "connection closed: idle for longer than connections.max.idle.ms")
+        }
+        Close::Oversized(size) => {
+            tracing::warn!(%peer, %listener, size, max = limits.max_request_bytes, "connection closed: request size exceeds socket.request.max.bytes or is negative")
+        }
+        Close::Wire(e) => tracing::warn!(%peer, %listener, "connection closed: {e}"),
+        Close::Io(e) => tracing::debug!(%peer, %listener, "connection closed: {e}"),
+        Close::AuthFailed(reason) => {
+            if let Some(more) = AUTH_FAILURE_LOG.admit() {
+                tracing::info!(%peer, %listener, "connection closed: SASL authentication failed: {reason}{more}");
+            }
+        }
+        Close::Expired(reason) => tracing::info!(%peer, %listener, "connection closed: {reason}"),
     }
 }
 
