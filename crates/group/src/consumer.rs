@@ -1159,82 +1159,11 @@ impl ConsumerGroup {
             .ok_or_else(|| {
                 GroupError::Internal("malformed embedded consumer protocol subscription".into())
             })?;
-        // Get, create, or (a static instance rejoining with a new id) replace the member.
-        let mut bump = false;
-        match &req.instance_id {
-            None => {
-                if !self.members.contains_key(&member_id) {
-                    self.members
-                        .insert(member_id.clone(), Member::new(member_id.clone(), None));
-                    bump = true;
-                }
-            }
-            Some(instance) => {
-                let holder = self
-                    .members
-                    .values()
-                    .find(|m| m.instance_id.as_ref() == Some(instance))
-                    .map(|m| m.id.clone());
-                match (unknown, holder) {
-                    (true, None) => {
-                        self.members.insert(
-                            member_id.clone(),
-                            Member::new(member_id.clone(), Some(instance.clone())),
-                        );
-                        bump = true;
-                    }
-                    (true, Some(old)) => {
-                        // The new instance takes over the old one's place and assignment,
-                        // starting again from epoch 0.
-                        if let Some(mut m) = self.members.remove(&old) {
-                            m.id = member_id.clone();
-                            m.epoch = 0;
-                            m.previous_epoch = 0;
-                            m.sent = None;
-                            self.members.insert(member_id.clone(), m);
-                        }
-                        if let Some(t) = self.target.remove(&old) {
-                            self.target.insert(member_id.clone(), t);
-                        }
-                    }
-                    (false, None) => return Err(GroupError::UnknownMemberId),
-                    (false, Some(old)) if old != member_id => {
-                        return Err(GroupError::FencedInstanceId)
-                    }
-                    (false, Some(_)) => {}
-                }
-            }
-        }
+        let mut bump = self.place_classic_member(req, unknown, &member_id)?;
         let Some(m) = self.members.get_mut(&member_id) else {
             return Err(GroupError::UnknownMemberId);
         };
-        if req.instance_id.is_some() {
-            m.instance_id = req.instance_id.clone();
-        }
-        if subscription.rack_id.is_some() {
-            m.rack_id = subscription.rack_id.clone();
-        }
-        if req.rebalance_timeout_ms >= 0 {
-            m.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        }
-        let subscribed: BTreeSet<String> = subscription.topics.iter().cloned().collect();
-        if subscribed != m.subscribed {
-            m.subscribed = subscribed;
-            bump = true;
-        }
-        m.client_id = req.client_id.clone();
-        m.client_host = req.client_host.clone();
-        m.classic = Some(ClassicMember {
-            meta: ClassicMemberMetadata {
-                session_timeout_ms: req.session_timeout_ms,
-                protocols: req.protocols.clone(),
-            },
-            join_deadline_ms: None,
-            // It must send SyncGroup within its rebalance timeout.
-            sync_deadline_ms: Some(now_ms + i64::from(req.rebalance_timeout_ms.max(0))),
-        });
-        m.revoke_deadline_ms = None;
-        m.session_deadline_ms = now_ms + i64::from(req.session_timeout_ms);
+        bump |= take_classic_join(m, req, &subscription, now_ms);
         let default_assignor = config
             .consumer_assignors
             .first()
@@ -1267,6 +1196,67 @@ impl ConsumerGroup {
             member_id,
             members: Vec::new(),
         })
+    }
+
+    /// A classic JoinGroup's member: found, created (a new dynamic member, or a static
+    /// instance seen for the first time), or, for a static instance rejoining without its
+    /// member id, the old member replaced by a new id that takes over its place and assignment
+    /// from epoch 0. A known id whose instance another member holds is fenced
+    /// (FENCED_INSTANCE_ID), as Kafka does. Returns whether the group's membership changed.
+    fn place_classic_member(
+        &mut self,
+        req: &JoinRequest,
+        unknown: bool,
+        member_id: &str,
+    ) -> Result<bool, GroupError> {
+        let mut bump = false;
+        match &req.instance_id {
+            None => {
+                if !self.members.contains_key(member_id) {
+                    self.members.insert(
+                        member_id.to_string(),
+                        Member::new(member_id.to_string(), None),
+                    );
+                    bump = true;
+                }
+            }
+            Some(instance) => {
+                let holder = self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_ref() == Some(instance))
+                    .map(|m| m.id.clone());
+                match (unknown, holder) {
+                    (true, None) => {
+                        self.members.insert(
+                            member_id.to_string(),
+                            Member::new(member_id.to_string(), Some(instance.clone())),
+                        );
+                        bump = true;
+                    }
+                    (true, Some(old)) => {
+                        // The new instance takes over the old one's place and assignment,
+                        // starting again from epoch 0.
+                        if let Some(mut m) = self.members.remove(&old) {
+                            m.id = member_id.to_string();
+                            m.epoch = 0;
+                            m.previous_epoch = 0;
+                            m.sent = None;
+                            self.members.insert(member_id.to_string(), m);
+                        }
+                        if let Some(t) = self.target.remove(&old) {
+                            self.target.insert(member_id.to_string(), t);
+                        }
+                    }
+                    (false, None) => return Err(GroupError::UnknownMemberId),
+                    (false, Some(old)) if old != *member_id => {
+                        return Err(GroupError::FencedInstanceId)
+                    }
+                    (false, Some(_)) => {}
+                }
+            }
+        }
+        Ok(bump)
     }
 
     /// Kafka's `throwIfRebalanceInProgress`: the group moved on since the member's epoch and
@@ -1493,6 +1483,46 @@ impl ConsumerGroup {
     }
 }
 
+/// What a classic JoinGroup says of its member: instance, rack, rebalance timeout, client,
+/// the subscription, and the session and SyncGroup deadlines it starts. Returns whether the
+/// subscription changed (the group's assignment must be computed again).
+fn take_classic_join(
+    m: &mut Member,
+    req: &JoinRequest,
+    subscription: &protocol::Subscription,
+    now_ms: i64,
+) -> bool {
+    let mut changed = false;
+    if req.instance_id.is_some() {
+        m.instance_id = req.instance_id.clone();
+    }
+    if subscription.rack_id.is_some() {
+        m.rack_id = subscription.rack_id.clone();
+    }
+    if req.rebalance_timeout_ms >= 0 {
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    }
+    let subscribed: BTreeSet<String> = subscription.topics.iter().cloned().collect();
+    if subscribed != m.subscribed {
+        m.subscribed = subscribed;
+        changed = true;
+    }
+    m.client_id = req.client_id.clone();
+    m.client_host = req.client_host.clone();
+    m.classic = Some(ClassicMember {
+        meta: ClassicMemberMetadata {
+            session_timeout_ms: req.session_timeout_ms,
+            protocols: req.protocols.clone(),
+        },
+        join_deadline_ms: None,
+        // It must send SyncGroup within its rebalance timeout.
+        sync_deadline_ms: Some(now_ms + i64::from(req.rebalance_timeout_ms.max(0))),
+    });
+    m.revoke_deadline_ms = None;
+    m.session_deadline_ms = now_ms + i64::from(req.session_timeout_ms);
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     //! The heartbeat's pure steps; the whole heartbeat is tested through the coordinator in
@@ -1652,5 +1682,43 @@ mod tests {
         assert_eq!((m.epoch, m.previous_epoch), (0, 0));
         assert!(!m.uses_classic());
         assert_eq!(m.assigned, assignment(&[(1, &[0])]));
+    }
+
+    #[test]
+    fn a_classic_join_sets_its_deadlines_and_says_when_the_subscription_changed() {
+        let req = JoinRequest {
+            group_id: "g".into(),
+            member_id: "m".into(),
+            instance_id: Some("i".into()),
+            protocol_type: "consumer".into(),
+            protocols: Vec::new(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            require_known_member_id: false,
+        };
+        let sub = protocol::Subscription {
+            topics: vec!["t".into()],
+            rack_id: Some("r1".into()),
+            ..Default::default()
+        };
+        let mut m = Member::new("m".into(), None);
+        m.revoke_deadline_ms = Some(5);
+        assert!(take_classic_join(&mut m, &req, &sub, 1_000));
+        assert_eq!(m.instance_id.as_deref(), Some("i"));
+        assert_eq!(m.rack_id.as_deref(), Some("r1"));
+        assert_eq!(m.session_deadline_ms, 11_000);
+        assert_eq!(m.revoke_deadline_ms, None);
+        assert_eq!(m.classic.as_ref().unwrap().sync_deadline_ms, Some(31_000));
+        // The same subscription again changes nothing the assignment depends on; a rack
+        // left out keeps the one known.
+        let again = protocol::Subscription {
+            topics: vec!["t".into()],
+            ..Default::default()
+        };
+        assert!(!take_classic_join(&mut m, &req, &again, 2_000));
+        assert_eq!(m.rack_id.as_deref(), Some("r1"));
+        assert_eq!(m.session_deadline_ms, 12_000);
     }
 }

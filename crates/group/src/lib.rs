@@ -328,6 +328,113 @@ impl From<(Bytes, Option<Bytes>)> for LoadItem {
     }
 }
 
+/// A partition's records replayed in log order: the last value of each key wins, as
+/// compaction would leave it.
+#[derive(Default)]
+struct Replay {
+    shard: Shard,
+    /// Records that could not be read.
+    bad: usize,
+    /// The last classic-group record of each group (`None`: a tombstone).
+    groups: BTreeMap<String, Option<records::GroupRecord>>,
+    /// The consumer-protocol groups' records, gathered per group.
+    consumer_groups: BTreeMap<String, consumer::Loaded>,
+}
+
+impl Replay {
+    /// A committed record: an offset (a tombstone removes the offset and any offset a
+    /// transaction holds pending for it), a classic group, or a consumer group's record.
+    fn record(&mut self, key: Bytes, value: Option<Bytes>, seq: u64) {
+        match records::decode(&key, value.as_deref()) {
+            Ok(records::Decoded::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            }) => match value {
+                Some(v) => {
+                    self.shard
+                        .offsets
+                        .entry(group)
+                        .or_default()
+                        .insert((topic, partition), PlacedOffset { value: v, seq });
+                }
+                None => {
+                    let tp = (topic, partition);
+                    if let Some(per_group) = self.shard.offsets.get_mut(&group) {
+                        per_group.remove(&tp);
+                    }
+                    self.shard.drop_pending(&group, std::slice::from_ref(&tp));
+                }
+            },
+            Ok(records::Decoded::Group { group, value }) => {
+                self.groups.insert(group, value);
+            }
+            Ok(records::Decoded::Consumer { group, value: v }) => {
+                self.consumer_groups
+                    .entry(group)
+                    .or_default()
+                    .apply(key, value, v);
+            }
+            Ok(records::Decoded::Other) => {}
+            Err(_) => self.bad += 1,
+        }
+    }
+
+    /// A record of an open transaction (a TxnOffsetCommit): its offset is pending until the
+    /// producer's marker commits or aborts it; nothing else a transaction writes here counts.
+    fn transactional(&mut self, producer_id: i64, key: &[u8], value: Option<&[u8]>, seq: u64) {
+        match records::decode(key, value) {
+            Ok(records::Decoded::Offset {
+                group,
+                topic,
+                partition,
+                value: Some(v),
+            }) => {
+                self.shard
+                    .pending_txn
+                    .entry(producer_id)
+                    .or_default()
+                    .entry(group)
+                    .or_default()
+                    .insert((topic, partition), PlacedOffset { value: v, seq });
+            }
+            Ok(_) => {}
+            Err(_) => self.bad += 1,
+        }
+    }
+
+    /// The shard the replay leaves: its groups built from their last records, and a classic
+    /// group, empty, for each group that has only committed offsets.
+    fn into_shard(self, now_ms: i64, config: &GroupConfig) -> Shard {
+        let mut shard = self.shard;
+        shard.offsets.retain(|_, o| !o.is_empty());
+        for (id, value) in self.groups {
+            if let Some(v) = value {
+                shard.groups.insert(
+                    id.clone(),
+                    Group::Classic(classic::ClassicGroup::from_record(id, v, now_ms)),
+                );
+            }
+        }
+        for (id, loaded) in self.consumer_groups {
+            if let Some(g) =
+                consumer::ConsumerGroup::from_loaded(id.clone(), loaded, now_ms, config)
+            {
+                shard.groups.insert(id, Group::Consumer(g));
+            }
+        }
+        let offset_groups: Vec<String> = shard.offsets.keys().cloned().collect();
+        for id in offset_groups {
+            shard
+                .groups
+                .entry(id.clone())
+                .or_insert_with(|| Group::Classic(classic::ClassicGroup::new(id, now_ms)));
+        }
+        shard
+    }
+}
+
 impl Shard {
     /// An offset tombstone of `group` for `tps` was written (or replayed): the offsets that
     /// open transactions hold pending for them go too, as Kafka replays a tombstone, so that
@@ -696,7 +803,8 @@ impl Coordinator {
     }
 
     /// Take over a partition: replay its records (key, value) and transaction markers in log
-    /// order.
+    /// order ([`Replay`]), then build its groups from what the replay left. Returns how many
+    /// records could not be read (skipped, as Kafka's loader does).
     pub fn load<I: Into<LoadItem>>(
         &mut self,
         partition: i32,
@@ -704,114 +812,36 @@ impl Coordinator {
         now_ms: i64,
     ) -> usize {
         self.loads += 1;
-        let mut shard = Shard {
-            load_id: self.loads,
-            ..Shard::default()
+        let mut replay = Replay {
+            shard: Shard {
+                load_id: self.loads,
+                ..Shard::default()
+            },
+            ..Replay::default()
         };
-        let mut bad = 0usize;
-        let mut groups: BTreeMap<String, Option<records::GroupRecord>> = BTreeMap::new();
-        let mut consumer_groups: BTreeMap<String, consumer::Loaded> = BTreeMap::new();
         for item in records {
             // Every item gets its place in the log, whatever it holds.
-            let seq = shard.next_seq();
-            let (key, value) = match item.into() {
+            let seq = replay.shard.next_seq();
+            match item.into() {
                 LoadItem::Record {
                     key,
                     value,
                     producer_id: None,
-                } => (key, value),
+                } => replay.record(key, value, seq),
                 LoadItem::Record {
                     key,
                     value,
                     producer_id: Some(pid),
-                } => {
-                    match records::decode(&key, value.as_deref()) {
-                        Ok(records::Decoded::Offset {
-                            group,
-                            topic,
-                            partition,
-                            value: Some(v),
-                        }) => {
-                            shard
-                                .pending_txn
-                                .entry(pid)
-                                .or_default()
-                                .entry(group)
-                                .or_default()
-                                .insert((topic, partition), PlacedOffset { value: v, seq });
-                        }
-                        Ok(_) => {}
-                        Err(_) => bad += 1,
-                    }
-                    continue;
-                }
+                } => replay.transactional(pid, &key, value.as_deref(), seq),
                 LoadItem::Marker {
                     producer_id,
                     commit,
-                } => {
-                    shard.complete_txn(producer_id, commit);
-                    continue;
-                }
-            };
-            match records::decode(&key, value.as_deref()) {
-                Ok(records::Decoded::Offset {
-                    group,
-                    topic,
-                    partition,
-                    value,
-                }) => match value {
-                    Some(v) => {
-                        shard
-                            .offsets
-                            .entry(group)
-                            .or_default()
-                            .insert((topic, partition), PlacedOffset { value: v, seq });
-                    }
-                    None => {
-                        let tp = (topic, partition);
-                        if let Some(per_group) = shard.offsets.get_mut(&group) {
-                            per_group.remove(&tp);
-                        }
-                        shard.drop_pending(&group, std::slice::from_ref(&tp));
-                    }
-                },
-                Ok(records::Decoded::Group { group, value }) => {
-                    groups.insert(group, value);
-                }
-                Ok(records::Decoded::Consumer { group, value: v }) => {
-                    consumer_groups
-                        .entry(group)
-                        .or_default()
-                        .apply(key, value, v);
-                }
-                Ok(records::Decoded::Other) => {}
-                Err(_) => bad += 1,
+                } => replay.shard.complete_txn(producer_id, commit),
             }
         }
-        shard.offsets.retain(|_, o| !o.is_empty());
-        for (id, value) in groups {
-            if let Some(v) = value {
-                shard.groups.insert(
-                    id.clone(),
-                    Group::Classic(classic::ClassicGroup::from_record(id, v, now_ms)),
-                );
-            }
-        }
-        for (id, loaded) in consumer_groups {
-            if let Some(g) =
-                consumer::ConsumerGroup::from_loaded(id.clone(), loaded, now_ms, &self.config)
-            {
-                shard.groups.insert(id, Group::Consumer(g));
-            }
-        }
-        let offset_groups: Vec<String> = shard.offsets.keys().cloned().collect();
-        for id in offset_groups {
-            shard
-                .groups
-                .entry(id.clone())
-                .or_insert_with(|| Group::Classic(classic::ClassicGroup::new(id, now_ms)));
-        }
-        self.shards.insert(partition, shard);
+        let bad = replay.bad;
+        self.shards
+            .insert(partition, replay.into_shard(now_ms, &self.config));
         bad
     }
 
