@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::scoped::Scoped;
 use crate::{ConfigError, JaasEntry};
 
 /// Kafka's default server handler: unsecured tokens.
@@ -106,41 +107,25 @@ fn is_scope_item(s: &str) -> bool {
 }
 
 /// OAUTHBEARER's settings on `listener`, whose OAUTHBEARER JAAS entry is `jaas` (Sluice, like
-/// for SCRAM, does not require one: without it the options take their defaults).
+/// for SCRAM, does not require one: without it the options take their defaults). Each
+/// setting is read as `listener.name.<l>.oauthbearer.<name>`, then `listener.name.<l>.<name>`,
+/// then `<name>`.
 pub(crate) fn listener_oauthbearer(
     props: &BTreeMap<String, String>,
     listener: &str,
     jaas: Option<(&str, &JaasEntry)>,
 ) -> Result<OAuthBearerConfig, ConfigError> {
     let l = listener.to_ascii_lowercase();
-    let get = |base: &str| -> Option<(String, String)> {
-        [
-            format!("listener.name.{l}.oauthbearer.{base}"),
-            format!("listener.name.{l}.{base}"),
-            base.to_string(),
-        ]
-        .into_iter()
-        .find_map(|name| props.get(&name).map(|v| (name, v.trim().to_string())))
-    };
-    let handler_name = format!("listener.name.{l}.oauthbearer.sasl.server.callback.handler.class");
-    let handler = props.get(&handler_name).map(|v| v.trim());
-    let secured = match handler {
-        None | Some("") => false,
-        Some(h) if h == UNSECURED_HANDLER => false,
-        Some(h) if SECURED_HANDLERS.contains(&h) => true,
-        Some(h) => {
-            return Err(invalid(
-                &handler_name,
-                h,
-                format!(
-                    "Sluice validates OAUTHBEARER tokens as Kafka's {} (signed JWTs against sasl.oauthbearer.jwks.endpoint.url) or, unset, as Kafka's default {UNSECURED_HANDLER} (unsecured tokens); other classes cannot be loaded",
-                    SECURED_HANDLERS[0]
-                ),
-            ))
-        }
-    };
-    if !secured {
-        if let Some((name, url)) = get(JWKS_URL) {
+    let p = Scoped::with_prefixes(
+        props,
+        vec![
+            format!("listener.name.{l}.oauthbearer."),
+            format!("listener.name.{l}."),
+        ],
+    );
+    let handler_name = format!("{}sasl.server.callback.handler.class", p.prefix());
+    if !secured(props, &handler_name)? {
+        if let Some((name, url)) = p.get(JWKS_URL) {
             // Kafka would ignore the key set and take unsigned tokens: refuse rather than
             // let anyone name any principal.
             return Err(invalid(
@@ -154,7 +139,35 @@ pub(crate) fn listener_oauthbearer(
         }
         return unsecured(jaas).map(OAuthBearerConfig::Unsecured);
     }
-    if let Some((name, v)) = get("sasl.oauthbearer.jwt.validator.class") {
+    jwks(&p, &handler_name).map(OAuthBearerConfig::Jwks)
+}
+
+/// Whether the listener's `sasl.server.callback.handler.class` (only the listener's
+/// OAUTHBEARER-prefixed name, as Kafka reads it) asks for signed tokens: Kafka's JWT
+/// validator does, its default unsecured one (also when unset) does not; any other class is
+/// refused, as Sluice cannot load it.
+fn secured(props: &BTreeMap<String, String>, handler_name: &str) -> Result<bool, ConfigError> {
+    match props.get(handler_name).map(|v| v.trim()) {
+        None | Some("") => Ok(false),
+        Some(h) if h == UNSECURED_HANDLER => Ok(false),
+        Some(h) if SECURED_HANDLERS.contains(&h) => Ok(true),
+        Some(h) => Err(invalid(
+            handler_name,
+            h,
+            format!(
+                "Sluice validates OAUTHBEARER tokens as Kafka's {} (signed JWTs against sasl.oauthbearer.jwks.endpoint.url) or, unset, as Kafka's default {UNSECURED_HANDLER} (unsecured tokens); other classes cannot be loaded",
+                SECURED_HANDLERS[0]
+            ),
+        )),
+    }
+}
+
+/// The JWT validator's settings: the key set's URL (required) and its refresh and retry
+/// times, the accepted clock skew, the expected audience and issuer, and the claims that
+/// name the principal and the scope. Numbers must be non-negative, claim names non-empty,
+/// as Kafka checks them.
+fn jwks(p: &Scoped, handler_name: &str) -> Result<JwksValidation, ConfigError> {
+    if let Some((name, v)) = p.get("sasl.oauthbearer.jwt.validator.class") {
         if !VALIDATORS.contains(&v.as_str()) {
             return Err(invalid(
                 &name,
@@ -166,9 +179,9 @@ pub(crate) fn listener_oauthbearer(
             ));
         }
     }
-    let (url_name, url) = get(JWKS_URL).ok_or_else(|| {
+    let (url_name, url) = p.get(JWKS_URL).ok_or_else(|| {
         invalid(
-            &format!("listener.name.{l}.oauthbearer.{JWKS_URL}"),
+            &format!("{}{JWKS_URL}", p.prefix()),
             "",
             format!(
                 "{handler_name} checks tokens against a JSON Web Key Set: The OAuth configuration option {JWKS_URL} is required (an https://, http:// or file: URL)"
@@ -176,25 +189,14 @@ pub(crate) fn listener_oauthbearer(
         )
     })?;
     let source = jwks_source(&url_name, &url)?;
-    let number = |base: &str, default: i64| -> Result<i64, ConfigError> {
-        match get(base) {
-            None => Ok(default),
-            Some((name, v)) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-                invalid(
-                    &name,
-                    &v,
-                    format!("The OAuth configuration option {base} value must be non-negative"),
-                )
-            }),
-        }
-    };
-    let refresh_ms = number("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000)?;
-    let retry_backoff_ms = number("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100)?;
-    let retry_backoff_max_ms = number(
+    let refresh_ms = non_negative(p, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000)?;
+    let retry_backoff_ms = non_negative(p, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100)?;
+    let retry_backoff_max_ms = non_negative(
+        p,
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
         10_000,
     )?;
-    let clock_skew_s = number("sasl.oauthbearer.clock.skew.seconds", 30)?;
+    let clock_skew_s = non_negative(p, "sasl.oauthbearer.clock.skew.seconds", 30)?;
     if clock_skew_s > i64::from(i32::MAX) {
         return Err(invalid(
             "sasl.oauthbearer.clock.skew.seconds",
@@ -202,19 +204,39 @@ pub(crate) fn listener_oauthbearer(
             "must be at most 2147483647",
         ));
     }
-    let expected_audience = get("sasl.oauthbearer.expected.audience")
-        .map(|(_, v)| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|a| !a.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    let expected_issuer = get("sasl.oauthbearer.expected.issuer")
-        .map(|(_, v)| v)
-        .filter(|v| !v.is_empty());
-    let claim = |base: &str, default: &str| match get(base) {
+    Ok(JwksValidation {
+        url,
+        source,
+        refresh_ms: refresh_ms as u64,
+        retry_backoff_ms: retry_backoff_ms as u64,
+        retry_backoff_max_ms: retry_backoff_max_ms.max(retry_backoff_ms) as u64,
+        expected_audience: p.list("sasl.oauthbearer.expected.audience"),
+        expected_issuer: p
+            .get_set("sasl.oauthbearer.expected.issuer")
+            .map(|(_, v)| v),
+        sub_claim: claim_name(p, "sasl.oauthbearer.sub.claim.name", "sub")?,
+        scope_claim: claim_name(p, "sasl.oauthbearer.scope.claim.name", "scope")?,
+        clock_skew_s,
+    })
+}
+
+/// A whole number, 0 or more; `default` when unset.
+fn non_negative(p: &Scoped, base: &str, default: i64) -> Result<i64, ConfigError> {
+    match p.get(base) {
+        None => Ok(default),
+        Some((name, v)) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            invalid(
+                &name,
+                &v,
+                format!("The OAuth configuration option {base} value must be non-negative"),
+            )
+        }),
+    }
+}
+
+/// The name of a claim; `default` when unset, refused when set empty.
+fn claim_name(p: &Scoped, base: &str, default: &str) -> Result<String, ConfigError> {
+    match p.get(base) {
         Some((name, v)) if v.is_empty() => Err(invalid(
             &name,
             &v,
@@ -222,19 +244,7 @@ pub(crate) fn listener_oauthbearer(
         )),
         Some((_, v)) => Ok(v),
         None => Ok(default.to_string()),
-    };
-    Ok(OAuthBearerConfig::Jwks(JwksValidation {
-        url,
-        source,
-        refresh_ms: refresh_ms as u64,
-        retry_backoff_ms: retry_backoff_ms as u64,
-        retry_backoff_max_ms: retry_backoff_max_ms.max(retry_backoff_ms) as u64,
-        expected_audience,
-        expected_issuer,
-        sub_claim: claim("sasl.oauthbearer.sub.claim.name", "sub")?,
-        scope_claim: claim("sasl.oauthbearer.scope.claim.name", "scope")?,
-        clock_skew_s,
-    }))
+    }
 }
 
 /// The unsecured validator's JAAS options.
@@ -492,5 +502,41 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("cannot be loaded"), "{e}");
+    }
+
+    #[test]
+    fn the_handler_class_says_secured_unsecured_or_is_refused() {
+        let name = "listener.name.l.oauthbearer.sasl.server.callback.handler.class";
+        assert!(!secured(&props(&[]), name).unwrap());
+        assert!(!secured(&props(&[(name, " ")]), name).unwrap());
+        assert!(!secured(&props(&[(name, UNSECURED_HANDLER)]), name).unwrap());
+        assert!(secured(&props(&[(name, SECURED_HANDLERS[0])]), name).unwrap());
+        assert!(secured(&props(&[(name, "x.Y")]), name).is_err());
+    }
+
+    #[test]
+    fn numbers_are_non_negative_and_claim_names_non_empty_most_specific_name_first() {
+        let p = props(&[
+            ("listener.name.l.oauthbearer.n", "7"),
+            ("listener.name.l.n", "8"),
+            ("n", "9"),
+            ("listener.name.l.m", "-1"),
+            ("c", ""),
+        ]);
+        let s = Scoped::with_prefixes(
+            &p,
+            vec![
+                "listener.name.l.oauthbearer.".into(),
+                "listener.name.l.".into(),
+            ],
+        );
+        assert_eq!(non_negative(&s, "n", 1).unwrap(), 7);
+        assert_eq!(non_negative(&s, "unset", 1).unwrap(), 1);
+        match non_negative(&s, "m", 1) {
+            Err(ConfigError::InvalidValue { name, .. }) => assert_eq!(name, "listener.name.l.m"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(claim_name(&s, "unset", "sub").unwrap(), "sub");
+        assert!(claim_name(&s, "c", "sub").is_err());
     }
 }
