@@ -446,6 +446,16 @@ impl Metrics {
     /// Write every counter and histogram. Per-topic series are written for the topics for
     /// which `keep_topic` is true (the topics that exist).
     pub fn expose(&self, e: &mut Exposition, keep_topic: impl Fn(&str) -> bool) {
+        self.expose_topics(e, keep_topic);
+        self.expose_requests(e);
+        self.expose_times(e);
+        self.expose_listeners(e);
+        self.expose_durability(e);
+        self.expose_ownership(e);
+    }
+
+    /// The per-topic byte and message counters (BrokerTopicMetrics), all topics and each.
+    fn expose_topics(&self, e: &mut Exposition, keep_topic: impl Fn(&str) -> bool) {
         let mut topics: Vec<(String, [u64; 9])> = self
             .topics
             .read()
@@ -462,7 +472,10 @@ impl Metrics {
                 e.sample_u64(name, &[("topic", topic)], values[i]);
             }
         }
+    }
 
+    /// Requests read per API and version, and the error codes answered per API.
+    fn expose_requests(&self, e: &mut Exposition) {
         e.family(
             names::REQUESTS,
             Kind::Counter,
@@ -499,8 +512,10 @@ impl Metrics {
                 }
             }
         }
-        self.expose_times(e);
+    }
 
+    /// Open connections and failed authentications, per listener.
+    fn expose_listeners(&self, e: &mut Exposition) {
         e.family(
             names::CONNECTION_COUNT,
             Kind::Gauge,
@@ -525,7 +540,10 @@ impl Metrics {
                 failed.load(Ordering::Relaxed) as f64,
             );
         }
+    }
 
+    /// What makes writes durable: fsync times and failures, group-commit round sizes.
+    fn expose_durability(&self, e: &mut Exposition) {
         e.family(
             names::FSYNC_SECONDS,
             Kind::Histogram,
@@ -549,6 +567,11 @@ impl Metrics {
             &self.rounds.snapshot(),
             1.0,
         );
+    }
+
+    /// Partition ownership changes (cluster mode): acquisitions and their times, releases,
+    /// handovers.
+    fn expose_ownership(&self, e: &mut Exposition) {
         e.family(
             names::ACQUISITIONS,
             Kind::Counter,
