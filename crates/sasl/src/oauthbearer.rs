@@ -717,11 +717,32 @@ impl JwtValidator {
         self.check_claims(&claims, now_ms)
     }
 
+    /// The claims of a token whose signature verified, as Kafka's JWT validator checks them:
+    /// its times, audience and issuer, then the principal and the scope it gives.
     fn check_claims(
         &self,
         claims: &serde_json::Map<String, Value>,
         now_ms: i64,
     ) -> Result<Token, JwtRefusal> {
+        let (exp, iat) = self.check_times(claims, now_ms)?;
+        self.check_audience(claims)?;
+        self.check_issuer(claims)?;
+        Ok(Token {
+            principal: self.principal(claims)?,
+            expires_ms: exp.saturating_mul(1000),
+            issued_ms: Some(iat.saturating_mul(1000)),
+            scope: self.scope(claims)?,
+        })
+    }
+
+    /// `exp` and `iat` are required, `exp` not before `iat`; the token is refused from `exp`
+    /// on and before `nbf`, each with `sasl.oauthbearer.clock.skew.seconds` of leeway.
+    /// Returns (exp, iat) in seconds.
+    fn check_times(
+        &self,
+        claims: &serde_json::Map<String, Value>,
+        now_ms: i64,
+    ) -> Result<(i64, i64), JwtRefusal> {
         let now = now_ms.div_euclid(1000);
         let skew = self.clock_skew_s;
         let leeway =
@@ -747,6 +768,12 @@ impl JwtValidator {
                 )));
             }
         }
+        Ok((exp, iat))
+    }
+
+    /// With an expected audience, `aud` (a string or a list) must name one of it; an `aud`
+    /// when none is expected is refused, as Kafka's validator does.
+    fn check_audience(&self, claims: &serde_json::Map<String, Value>) -> Result<(), JwtRefusal> {
         let audiences: Option<Vec<String>> = match claims.get("aud") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(vec![s.clone()]),
@@ -780,6 +807,11 @@ impl JwtValidator {
             }
             Some(_) => {}
         }
+        Ok(())
+    }
+
+    /// With an expected issuer, `iss` must be it.
+    fn check_issuer(&self, claims: &serde_json::Map<String, Value>) -> Result<(), JwtRefusal> {
         if let Some(expected) = &self.expected_issuer {
             match claims.get("iss").and_then(Value::as_str) {
                 None => return Err(JwtRefusal::new("No Issuer (iss) claim present.")),
@@ -791,27 +823,36 @@ impl JwtValidator {
                 Some(_) => {}
             }
         }
-        let principal = match claims.get(&self.sub_claim) {
-            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-            Some(Value::String(_)) | None | Some(Value::Null) => {
-                return Err(JwtRefusal {
-                    reason: format!(
-                        "The {} claim is required and cannot be empty",
-                        self.sub_claim
-                    ),
-                    unknown_kid: None,
-                })
-            }
-            Some(_) => {
-                return Err(JwtRefusal {
-                    reason: format!(
-                        "Could not extract the '{}' claim from the access token",
-                        self.sub_claim
-                    ),
-                    unknown_kid: None,
-                })
-            }
-        };
+        Ok(())
+    }
+
+    /// The principal: the `sasl.oauthbearer.sub.claim.name` claim, a non-empty string.
+    fn principal(&self, claims: &serde_json::Map<String, Value>) -> Result<String, JwtRefusal> {
+        match claims.get(&self.sub_claim) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+            Some(Value::String(_)) | None | Some(Value::Null) => Err(JwtRefusal {
+                reason: format!(
+                    "The {} claim is required and cannot be empty",
+                    self.sub_claim
+                ),
+                unknown_kid: None,
+            }),
+            Some(_) => Err(JwtRefusal {
+                reason: format!(
+                    "Could not extract the '{}' claim from the access token",
+                    self.sub_claim
+                ),
+                unknown_kid: None,
+            }),
+        }
+    }
+
+    /// The scope: the `sasl.oauthbearer.scope.claim.name` claim, a string or a list, none of
+    /// its items empty; empty when absent.
+    fn scope(
+        &self,
+        claims: &serde_json::Map<String, Value>,
+    ) -> Result<BTreeSet<String>, JwtRefusal> {
         let scope: BTreeSet<String> = match claims.get(&self.scope_claim) {
             Some(Value::String(s)) => [s.clone()].into(),
             Some(Value::Array(a)) => a.iter().map(json_text).collect(),
@@ -823,12 +864,7 @@ impl JwtValidator {
                 unknown_kid: None,
             });
         }
-        Ok(Token {
-            principal,
-            expires_ms: exp.saturating_mul(1000),
-            issued_ms: Some(iat.saturating_mul(1000)),
-            scope: scope.iter().map(|s| s.trim().to_string()).collect(),
-        })
+        Ok(scope.iter().map(|s| s.trim().to_string()).collect())
     }
 }
 
