@@ -727,6 +727,61 @@ fn downgrade_allowed(g: &consumer::ConsumerGroup, leaving: &str, config: &GroupC
         && g.members.len() - 1 <= config.max_size
 }
 
+/// Kafka's online upgrade: a consumer-protocol member joining (epoch 0) a non-empty classic
+/// group of protocol type `consumer` converts it, when `group.consumer.migration.policy`
+/// allows and the group is within `group.consumer.max.size`; otherwise the group is not a
+/// consumer group (GROUP_ID_NOT_FOUND). A refused heartbeat leaves the classic group as it
+/// was; an accepted one replaces it (its metadata record deleted) and sends the members
+/// waiting in its rebalance to rejoin.
+fn upgrade_classic_group(
+    shard: &mut Shard,
+    p: i32,
+    id: &str,
+    req: ConsumerHeartbeat,
+    topics: &BTreeMap<String, TopicInfo>,
+    now_ms: i64,
+    config: &GroupConfig,
+) -> Result<(ConsumerHeartbeatResponse, Effects), GroupError> {
+    let Some(Group::Classic(g)) = shard.groups.get_mut(id) else {
+        return Err(GroupError::GroupIdNotFound);
+    };
+    let mut records = Vec::new();
+    let allowed = req.member_epoch == 0
+        && config.migration_policy.upgrade_enabled()
+        && g.uses_consumer_protocol()
+        && g.members.len() <= config.consumer_max_size;
+    if !allowed {
+        return Err(GroupError::GroupIdNotFound);
+    }
+    let Some(mut cg) = consumer::ConsumerGroup::from_classic(
+        id.to_string(),
+        g.generation,
+        g.converted_members(),
+        topics,
+        now_ms,
+    ) else {
+        return Err(GroupError::GroupIdNotFound);
+    };
+    // A refused heartbeat leaves the classic group as it was.
+    let resp = cg.heartbeat(req, topics, now_ms, config)?;
+    // Members waiting in a rebalance must rejoin the converted group.
+    let replies = g.drain_parked(GroupError::RebalanceInProgress);
+    if g.generation > 0 {
+        records.push(Record {
+            key: records::group_key(id),
+            value: None,
+        });
+    }
+    records.extend(cg.take_records());
+    shard.groups.insert(id.to_string(), Group::Consumer(cg));
+    shard.records_since_snapshot += records.len() as u64;
+    let effects = Effects {
+        replies,
+        records: records.into_iter().map(|r| (p, r)).collect(),
+    };
+    Ok((resp, effects))
+}
+
 /// Fence (remove) `member` of consumer group `id`; when it was the last member using the
 /// consumer protocol and [`downgrade_allowed`], the group becomes a classic group instead
 /// (tombstones for the consumer group's records, its group metadata record) and rebalances.
@@ -1014,42 +1069,7 @@ impl Coordinator {
         let mut records = Vec::new();
         match shard.groups.get_mut(&id) {
             Some(Group::Classic(g)) if !g.members.is_empty() => {
-                // Kafka's online upgrade: a joining consumer-protocol member converts a
-                // non-empty classic group of protocol type `consumer`.
-                let allowed = req.member_epoch == 0
-                    && config.migration_policy.upgrade_enabled()
-                    && g.uses_consumer_protocol()
-                    && g.members.len() <= config.consumer_max_size;
-                if !allowed {
-                    return Err(GroupError::GroupIdNotFound);
-                }
-                let Some(mut cg) = consumer::ConsumerGroup::from_classic(
-                    id.clone(),
-                    g.generation,
-                    g.converted_members(),
-                    topics,
-                    now_ms,
-                ) else {
-                    return Err(GroupError::GroupIdNotFound);
-                };
-                // A refused heartbeat leaves the classic group as it was.
-                let resp = cg.heartbeat(req, topics, now_ms, &config)?;
-                // Members waiting in a rebalance must rejoin the converted group.
-                let replies = g.drain_parked(GroupError::RebalanceInProgress);
-                if g.generation > 0 {
-                    records.push(Record {
-                        key: records::group_key(&id),
-                        value: None,
-                    });
-                }
-                records.extend(cg.take_records());
-                shard.groups.insert(id, Group::Consumer(cg));
-                shard.records_since_snapshot += records.len() as u64;
-                let effects = Effects {
-                    replies,
-                    records: records.into_iter().map(|r| (p, r)).collect(),
-                };
-                return Ok((resp, effects));
+                return upgrade_classic_group(shard, p, &id, req, topics, now_ms, &config);
             }
             Some(Group::Classic(g)) => {
                 // An empty classic group becomes a consumer group (Kafka's conversion); its
