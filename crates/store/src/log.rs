@@ -31,8 +31,8 @@ use crate::producer::{
 };
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{
-    rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
-    INDEX_WRITE_ENTRIES,
+    read_first_ts, rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor,
+    PendingSegment, ScanError, Segment, INDEX_WRITE_ENTRIES,
 };
 use crate::txn::TxnState;
 use crate::{
@@ -189,19 +189,6 @@ struct View {
     active_size: u64,
     hw: i64,
     lso: i64,
-}
-
-/// A segment removed from the log whose files wait for their last reader. `seg` is dropped
-/// (closing its files) before they are unlinked.
-#[derive(Debug)]
-pub(crate) struct PendingSegment {
-    pub seg: Option<Arc<Segment>>,
-    pub dir: PathBuf,
-    pub base: i64,
-    pub renamed: bool,
-    pub attempt: Attempt,
-    /// The tag of the `.deleted` names (the cleaner's removals), see `segment::deleted_path`.
-    pub tag: Option<String>,
 }
 
 /// State only the appender touches (behind the writer lock).
@@ -1730,14 +1717,6 @@ pub(crate) fn verified_sealed_size(
     }
 }
 
-pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
-    let mut scanner = BatchScanner::new(seg.log.get().ok()?, 0, seg.size(), false);
-    match scanner.next_batch() {
-        Ok(Some((_, h))) => Some(h.max_timestamp),
-        _ => None,
-    }
-}
-
 /// Every transaction index [`Log::collect_aborted`] may read from `fetch_offset` on, in
 /// `segs`, is in memory.
 fn aborted_loaded(segs: &[Arc<Segment>], fetch_offset: i64) -> bool {
@@ -1757,10 +1736,11 @@ pub(crate) fn rebuild_walkback(
     idx: usize,
     log_start: i64,
 ) -> io::Result<Vec<sluice_format::txn::TxnIndexEntry>> {
-    use crate::txn::{events, TxnEvent};
+    use crate::segment::txn_events;
+    use crate::txn::TxnEvent;
     type Events = Vec<(i64, i64, u64, TxnEvent)>;
     let seg = &segs[idx];
-    let here = events(&*seg.log.get()?, seg.size())?;
+    let here = txn_events(&*seg.log.get()?, seg.size())?;
     let mut earlier: Vec<Events> = Vec::new();
     let mut out = Vec::new();
     for (k, &(pid, offset, _, ev)) in here.iter().enumerate() {
@@ -1786,7 +1766,7 @@ pub(crate) fn rebuild_walkback(
         while !done && j < idx {
             if earlier.len() <= j {
                 let s = &segs[idx - 1 - j];
-                earlier.push(events(&*s.log.get()?, s.size())?);
+                earlier.push(txn_events(&*s.log.get()?, s.size())?);
             }
             done = walk(&earlier[j]);
             j += 1;

@@ -12,6 +12,7 @@ use sluice_format::text::{
     parse_properties, uuid_to_kafka_string,
 };
 
+use crate::cleaner::schedule::{Host, CLEANER_CHECKPOINT};
 use crate::deferred::{
     earliest, is_silly_renamed, reclaim_leftover, remove_tree, Attempt, DeleteCtx, DeleteRetry,
     PendingPath,
@@ -1529,10 +1530,7 @@ impl Inner {
                 .cleaner
                 .first_dirty_of(|tp| placement.get(tp) == Some(&idx));
             for (name, text) in [
-                (
-                    crate::cleaner::schedule::CLEANER_CHECKPOINT,
-                    format_offset_checkpoint(&cleaner),
-                ),
+                (CLEANER_CHECKPOINT, format_offset_checkpoint(&cleaner)),
                 (
                     RECOVERY_POINT_CHECKPOINT,
                     format_offset_checkpoint(&to_vec(&rps)),
@@ -1658,6 +1656,58 @@ impl Inner {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// What the cleaner threads ask of the manager (`cleaner/schedule.rs`): the cleaner names
+/// nothing of the manager's, so imports go one way (manager -> cleaner).
+impl Host for Inner {
+    fn cleaner(&self) -> &crate::cleaner::schedule::Shared {
+        &self.cleaner
+    }
+
+    fn logs(&self) -> Vec<Arc<Log>> {
+        Inner::logs(self)
+    }
+
+    fn moving(&self) -> HashSet<TopicPartition> {
+        self.moving.lock().clone()
+    }
+
+    fn is_moving(&self, tp: &TopicPartition) -> bool {
+        self.moving.lock().contains(tp)
+    }
+
+    /// Write each log dir's `cleaner-offset-checkpoint` (not in a shared log dir), and record
+    /// what was written where [`Inner::checkpoint`] compares before writing it again.
+    fn write_cleaner_checkpoints(&self) {
+        if self.shared {
+            return;
+        }
+        let _g = self.cleaner.lock_checkpoint();
+        let placement = self.reg.lock().placement.clone();
+        for (idx, dir) in self.dirs.iter().enumerate() {
+            let entries = self
+                .cleaner
+                .first_dirty_of(|tp| placement.get(tp) == Some(&idx));
+            let path = dir.join(CLEANER_CHECKPOINT);
+            let text = format_offset_checkpoint(&entries);
+            // What the log manager's checkpoints compare with before writing it again.
+            let mut st = self.states[idx].lock();
+            st.written.remove(CLEANER_CHECKPOINT);
+            drop(st);
+            match write_atomic(&path, text.as_bytes()) {
+                Ok(()) => {
+                    self.states[idx]
+                        .lock()
+                        .written
+                        .insert(CLEANER_CHECKPOINT, text);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cleaner checkpoint write failed")
+                }
+            }
+        }
     }
 }
 

@@ -17,8 +17,8 @@ use sluice_format::text::format_partition_metadata;
 use sluice_format::SegmentFileKind;
 
 use crate::fsutil::{sync_dir, write_atomic};
-use crate::log::{PendingSegment, PARTITION_METADATA};
-use crate::segment::{seg_path, Segment};
+use crate::log::PARTITION_METADATA;
+use crate::segment::{seg_path, PendingSegment, Segment};
 use crate::Log;
 
 const COPY_CHUNK: usize = 1024 * 1024;
