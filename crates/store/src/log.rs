@@ -1648,11 +1648,11 @@ impl Log {
 
     /// Rename the directory of this deleted log to `target` (a `-delete` name), through the
     /// write gate (asked under the writer lock, immediately before), and only while it holds
-    /// this log's topic's files (`manager::retire_dir`). Ok(false) if it does not.
+    /// this log's topic's files (`log::retire_dir`). Ok(false) if it does not.
     pub(crate) fn retire_dir(&self, target: &Path) -> io::Result<bool> {
         let _w = self.writer.lock();
         self.gate_io()?;
-        crate::manager::retire_dir(&self.dir(), target, self.topic_id)
+        retire_dir(&self.dir(), target, self.topic_id)
     }
 
     pub(crate) fn end_offset_for_epoch_impl(&self, epoch: i32) -> Option<(i32, i64)> {
@@ -1669,6 +1669,65 @@ impl Log {
     pub(crate) fn recovery_point(&self) -> i64 {
         self.shared.read().recovery_point
     }
+}
+
+/// Rename the partition directory `path` to `target` (a unique `-delete` name) if it holds
+/// the files of topic `topic_id`, as its `partition.metadata` says before and after the
+/// rename. Ok(false) if it does not (or is gone): in a shared log dir the name may belong to
+/// another incarnation of the topic by now (deleted and created again, its new owner put the
+/// old directory aside and made its own). Should the name change hands between the check and
+/// the rename, the directory moved is not ours: it is put back, and nothing in it is touched.
+fn retire_dir(path: &Path, target: &Path, topic_id: uuid::Uuid) -> io::Result<bool> {
+    retire_dir_holding(path, target, Some(topic_id))
+}
+
+/// What a partition directory's `partition.metadata` says: None if the directory is not
+/// there; `Some(None)` if it is there without the file (a Kafka log dir from before topic
+/// ids, never opened here); `Some(Some(id))`. A file that cannot be read or parsed is an
+/// error: nothing is decided on it.
+pub(crate) fn read_dir_topic_id(dir: &Path) -> io::Result<Option<Option<uuid::Uuid>>> {
+    match std::fs::read_to_string(dir.join(PARTITION_METADATA)) {
+        Ok(t) => parse_partition_metadata(&t)
+            .map(|id| Some(Some(uuid::Uuid::from_bytes(id))))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::metadata(dir) {
+            Ok(_) => Ok(Some(None)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// [`retire_dir`] for a directory whose `partition.metadata` names `holding` (None: has
+/// none), as read before and after the rename.
+pub(crate) fn retire_dir_holding(
+    path: &Path,
+    target: &Path,
+    holding: Option<uuid::Uuid>,
+) -> io::Result<bool> {
+    if read_dir_topic_id(path)? != Some(holding) {
+        return Ok(false);
+    }
+    match std::fs::rename(path, target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    if read_dir_topic_id(target).ok() != Some(Some(holding)) {
+        tracing::error!(dir = %path.display(), "the partition directory changed hands while it was being deleted; putting it back");
+        if let Err(e) = std::fs::rename(target, path) {
+            tracing::error!(dir = %target.display(), to = %path.display(), error = %e,
+                "could not put a partition directory back; it is left where it is");
+        }
+        return Ok(false);
+    }
+    if let Some(root) = path.parent() {
+        if let Err(e) = sync_dir(root) {
+            tracing::warn!(dir = %root.display(), error = %e, "fsync of log dir failed");
+        }
+    }
+    Ok(true)
 }
 
 /// How long a partition goes without appends before maintenance flushes its active
