@@ -2728,6 +2728,38 @@ fn disk_tempdir() -> tempfile::TempDir {
     d
 }
 
+/// `View::cut_point`: a drop-behind pass's new point lies exactly `keep_bytes` before the
+/// end, whether that falls inside a segment, at a boundary or at the end; from a later first
+/// segment it is the same point.
+#[test]
+fn the_drop_point_is_cut_keep_bytes_before_the_end() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    for i in 0..40i64 {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let (view, _, _) = log.view();
+    let n = view.segs.len();
+    assert!(n >= 3, "{n} segments");
+    let total = view.bytes_from((0, 0));
+    let last = view.limit(n - 1);
+    for keep in [0, 1, last, last + 1, total / 2, total - 1, total] {
+        let (cut, pos) = view.cut_point(0, keep);
+        assert_eq!(view.bytes_from((cut, pos)), keep, "keep {keep}");
+        assert!(pos <= view.limit(cut), "keep {keep}");
+        if keep < total - view.limit(0) {
+            assert_eq!(
+                view.cut_point(1, keep),
+                (cut, pos),
+                "keep {keep} from the second"
+            );
+        }
+    }
+    assert_eq!(view.cut_point(0, total + 1), (n - 1, 0));
+}
+
 #[test]
 fn drop_cache_behind_evicts_old_segments_and_keeps_the_tail() {
     const MIB: u64 = 1 << 20;
