@@ -428,8 +428,8 @@ pub(crate) struct PendingSegment {
 }
 
 /// The max timestamp of the first batch of `seg` (None when there is none or it cannot be
-/// read): what retention and the cleaner's `min.compaction.lag.ms` take as the segment's
-/// first timestamp.
+/// read): what an open may take as a loaded segment's roll time (`segment.ms`), and what the
+/// cleaner's `max.compaction.lag.ms` check compares.
 pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
     let mut scanner = BatchScanner::new(seg.log.get().ok()?, 0, seg.size(), false);
     match scanner.next_batch() {
