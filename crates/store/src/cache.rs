@@ -184,6 +184,46 @@ impl View {
     pub(crate) fn bytes_from(&self, (i, pos): (usize, u64)) -> u64 {
         (i..self.segs.len()).map(|j| self.limit(j)).sum::<u64>() - pos
     }
+
+    /// The new drop point of a pass that starts in segment `first`: `keep_bytes` before the
+    /// end, as (index of its segment, position in it). The bytes from there to the end are
+    /// exactly `keep_bytes` when the segments from `first` hold at least that many (the
+    /// caller's case); otherwise the start of the last segment.
+    pub(crate) fn cut_point(&self, first: usize, keep_bytes: u64) -> (usize, u64) {
+        let n = self.segs.len();
+        let (mut cut, mut cut_pos) = (n - 1, 0);
+        let mut rest = keep_bytes;
+        for i in (first..n).rev() {
+            let l = self.limit(i);
+            if l >= rest {
+                (cut, cut_pos) = (i, l - rest);
+                break;
+            }
+            rest -= l;
+        }
+        (cut, cut_pos)
+    }
+}
+
+/// Whether `[.., to)` of segment `i` of `view` must be fdatasynced before it is advised out.
+/// Not when it is durable (below the synced offset of `(leo, synced)`: a flush fsynced it
+/// already) nor when it is clean (below the writeback point `written_back`: written back,
+/// and bytes below the end are never rewritten). Everything else may hold dirty pages,
+/// which DONTNEED would leave in the cache.
+fn needs_fdatasync(
+    view: &View,
+    i: usize,
+    to: u64,
+    (leo, synced): (i64, i64),
+    written_back: (usize, u64),
+) -> bool {
+    let durable = if i + 1 == view.segs.len() {
+        leo <= synced
+    } else {
+        view.segs[i].next_offset() <= synced
+    };
+    let clean = i < written_back.0 || (i == written_back.0 && to <= written_back.1);
+    !durable && !clean
 }
 
 impl Log {
@@ -217,6 +257,10 @@ impl Log {
         view.bytes_from(at)
     }
 
+    /// One drop-behind pass ([`Log::drop_cache_behind`]): moves the drop point to
+    /// `keep_bytes` before the end, making each range in between durable first where it may
+    /// be dirty ([`needs_fdatasync`], [`Log::sync_before_drop`]) and then advising it out.
+    /// The point is moved after each range, so a failure leaves it where the work stopped.
     pub(crate) fn drop_cache_behind_impl(&self, keep_bytes: u64) -> io::Result<DropStats> {
         let mut stats = DropStats::default();
         if self.is_closed() {
@@ -244,73 +288,17 @@ impl Log {
         if view.bytes_from((first, first_pos)) <= keep_bytes {
             return Ok(stats);
         }
-        // The new point: `keep_bytes` before the end.
-        let (mut cut, mut cut_pos) = (n - 1, 0);
-        let mut rest = keep_bytes;
-        for i in (first..n).rev() {
-            let l = view.limit(i);
-            if l >= rest {
-                (cut, cut_pos) = (i, l - rest);
-                break;
-            }
-            rest -= l;
-        }
+        let (cut, cut_pos) = view.cut_point(first, keep_bytes);
         for i in first..=cut {
             let seg = &view.segs[i];
             let from = if i == first { first_pos } else { 0 };
             let whole = i < cut;
             let to = if whole { view.limit(i) } else { cut_pos };
             if to > from {
-                // Data below the synced offset was fsynced by a flush already; data below the
-                // writeback point was written back (its pages are clean, and bytes below the
-                // end are never rewritten), so no fdatasync is needed to drop it.
-                let durable = if i + 1 == n {
-                    leo <= synced_offset
-                } else {
-                    seg.next_offset() <= synced_offset
-                };
-                let clean = i < written_back.0 || (i == written_back.0 && to <= written_back.1);
-                if !durable && !clean {
+                if needs_fdatasync(&view, i, to, (leo, synced_offset), written_back) {
                     stats.fdatasyncs += 1;
-                    // Under the flush lock: this fdatasync may be the one that sees (and so
-                    // clears) a writeback error of the file; a flush in flight must not then
-                    // succeed and acknowledge its round. A failure here fails the log before
-                    // any later flush can start.
-                    let _flushing = self.flush_lock.lock();
-                    self.check_not_failed()?;
-                    #[cfg(test)]
-                    assert!(
-                        self.flush_lock.is_locked(),
-                        "the drop-behind's fdatasync runs outside the flush lock"
-                    );
-                    #[cfg(test)]
-                    let fault = {
-                        let mut f = self.faults.lock();
-                        if std::mem::take(&mut f.drop_sync) {
-                            Some(Errno::IO)
-                        } else {
-                            std::mem::take(&mut f.drop_sync_gone).then_some(Errno::STALE)
-                        }
-                    };
-                    #[cfg(not(test))]
-                    let fault: Option<Errno> = None;
-                    let synced = match fault {
-                        Some(e) => Err(e),
-                        // Through the file cache, which then knows the file clean.
-                        None => seg
-                            .log
-                            .sync_data()
-                            .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO)),
-                    };
-                    match synced {
-                        Ok(()) => {}
-                        // Deleted meanwhile (retention, DeleteRecords, a new owner's
-                        // retention): nothing of the log is lost, nothing to drop.
-                        Err(e) if gone(e) && !self.holds_segment(seg) => return Ok(stats),
-                        Err(e) => {
-                            let path = seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log);
-                            return Err(self.sync_failed(path, self.synced_offset(), e.into()));
-                        }
+                    if !self.sync_before_drop(seg)? {
+                        return Ok(stats);
                     }
                 }
                 // A sealed segment wholly below the point goes to its end.
@@ -332,6 +320,51 @@ impl Log {
             };
         }
         Ok(stats)
+    }
+
+    /// Makes `seg`'s `.log` durable before a range of it is advised out (DONTNEED evicts only
+    /// clean pages). Runs under the flush lock: this fdatasync may be the one that sees (and
+    /// so clears) a writeback error of the file, and a flush in flight must not then succeed
+    /// and acknowledge its round; a failure fails the log before any later flush can start.
+    /// Ok(false) when the file is gone because the segment was deleted meanwhile (nothing of
+    /// the log is lost, nothing to drop: the pass ends).
+    fn sync_before_drop(&self, seg: &Arc<Segment>) -> io::Result<bool> {
+        let _flushing = self.flush_lock.lock();
+        self.check_not_failed()?;
+        #[cfg(test)]
+        assert!(
+            self.flush_lock.is_locked(),
+            "the drop-behind's fdatasync runs outside the flush lock"
+        );
+        #[cfg(test)]
+        let fault = {
+            let mut f = self.faults.lock();
+            if std::mem::take(&mut f.drop_sync) {
+                Some(Errno::IO)
+            } else {
+                std::mem::take(&mut f.drop_sync_gone).then_some(Errno::STALE)
+            }
+        };
+        #[cfg(not(test))]
+        let fault: Option<Errno> = None;
+        let synced = match fault {
+            Some(e) => Err(e),
+            // Through the file cache, which then knows the file clean.
+            None => seg
+                .log
+                .sync_data()
+                .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO)),
+        };
+        match synced {
+            Ok(()) => Ok(true),
+            // Deleted meanwhile (retention, DeleteRecords, a new owner's retention): nothing
+            // of the log is lost, nothing to drop.
+            Err(e) if gone(e) && !self.holds_segment(seg) => Ok(false),
+            Err(e) => {
+                let path = seg_path(&seg.dir, seg.base_offset, SegmentFileKind::Log);
+                Err(self.sync_failed(path, self.synced_offset(), e.into()))
+            }
+        }
     }
 
     /// A read found `[pos, pos + len)` of segment `segment`: remember what of it lies below

@@ -580,7 +580,7 @@ pub struct Log {
     /// (`Log::sync_snapshots`); pruning never removes one. Short critical sections only, never
     /// held through I/O (a roll on the append path adds to it).
     snapshots_unsynced: Mutex<Vec<i64>>,
-    pending: Mutex<Vec<log::PendingSegment>>,
+    pending: Mutex<Vec<segment::PendingSegment>>,
     leader_epoch: std::sync::atomic::AtomicI32,
     deleted: std::sync::atomic::AtomicBool,
     del: Arc<deferred::DeleteCtx>,
@@ -1318,7 +1318,10 @@ impl LogManager {
                     .min(i32::MAX as usize),
                 config.io_buffer_load_factor,
             );
-            let ran = self.inner.cleaner.run_once(&self.inner, &mut map, Some(tp));
+            let ran = self
+                .inner
+                .cleaner
+                .run_once(&*self.inner, &mut map, Some(tp));
             clean_result(self.inner.dirs.first(), ran)
         }
     }
@@ -1333,7 +1336,7 @@ impl LogManager {
         let ran = self
             .inner
             .cleaner
-            .run_once(&self.inner, &mut map, Some(tp), crash_at);
+            .run_once(&*self.inner, &mut map, Some(tp), crash_at);
         clean_result(self.inner.dirs.first(), ran)
     }
     /// Where the dirty part of `tp`'s log starts, as the cleaner knows it.

@@ -31,8 +31,8 @@ use crate::producer::{
 };
 use crate::recent::{RecentBatch, RecentBatches, TailRead};
 use crate::segment::{
-    rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor, ScanError, Segment,
-    INDEX_WRITE_ENTRIES,
+    read_first_ts, rename_deleted_in, seg_path, unlink_deleted_in, BatchScanner, IndexCursor,
+    PendingSegment, ScanError, Segment, INDEX_WRITE_ENTRIES,
 };
 use crate::txn::TxnState;
 use crate::{
@@ -189,19 +189,6 @@ struct View {
     active_size: u64,
     hw: i64,
     lso: i64,
-}
-
-/// A segment removed from the log whose files wait for their last reader. `seg` is dropped
-/// (closing its files) before they are unlinked.
-#[derive(Debug)]
-pub(crate) struct PendingSegment {
-    pub seg: Option<Arc<Segment>>,
-    pub dir: PathBuf,
-    pub base: i64,
-    pub renamed: bool,
-    pub attempt: Attempt,
-    /// The tag of the `.deleted` names (the cleaner's removals), see `segment::deleted_path`.
-    pub tag: Option<String>,
 }
 
 /// State only the appender touches (behind the writer lock).
@@ -1661,11 +1648,11 @@ impl Log {
 
     /// Rename the directory of this deleted log to `target` (a `-delete` name), through the
     /// write gate (asked under the writer lock, immediately before), and only while it holds
-    /// this log's topic's files (`manager::retire_dir`). Ok(false) if it does not.
+    /// this log's topic's files (`log::retire_dir`). Ok(false) if it does not.
     pub(crate) fn retire_dir(&self, target: &Path) -> io::Result<bool> {
         let _w = self.writer.lock();
         self.gate_io()?;
-        crate::manager::retire_dir(&self.dir(), target, self.topic_id)
+        retire_dir(&self.dir(), target, self.topic_id)
     }
 
     pub(crate) fn end_offset_for_epoch_impl(&self, epoch: i32) -> Option<(i32, i64)> {
@@ -1682,6 +1669,65 @@ impl Log {
     pub(crate) fn recovery_point(&self) -> i64 {
         self.shared.read().recovery_point
     }
+}
+
+/// Rename the partition directory `path` to `target` (a unique `-delete` name) if it holds
+/// the files of topic `topic_id`, as its `partition.metadata` says before and after the
+/// rename. Ok(false) if it does not (or is gone): in a shared log dir the name may belong to
+/// another incarnation of the topic by now (deleted and created again, its new owner put the
+/// old directory aside and made its own). Should the name change hands between the check and
+/// the rename, the directory moved is not ours: it is put back, and nothing in it is touched.
+fn retire_dir(path: &Path, target: &Path, topic_id: uuid::Uuid) -> io::Result<bool> {
+    retire_dir_holding(path, target, Some(topic_id))
+}
+
+/// What a partition directory's `partition.metadata` says: None if the directory is not
+/// there; `Some(None)` if it is there without the file (a Kafka log dir from before topic
+/// ids, never opened here); `Some(Some(id))`. A file that cannot be read or parsed is an
+/// error: nothing is decided on it.
+pub(crate) fn read_dir_topic_id(dir: &Path) -> io::Result<Option<Option<uuid::Uuid>>> {
+    match std::fs::read_to_string(dir.join(PARTITION_METADATA)) {
+        Ok(t) => parse_partition_metadata(&t)
+            .map(|id| Some(Some(uuid::Uuid::from_bytes(id))))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::metadata(dir) {
+            Ok(_) => Ok(Some(None)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// [`retire_dir`] for a directory whose `partition.metadata` names `holding` (None: has
+/// none), as read before and after the rename.
+pub(crate) fn retire_dir_holding(
+    path: &Path,
+    target: &Path,
+    holding: Option<uuid::Uuid>,
+) -> io::Result<bool> {
+    if read_dir_topic_id(path)? != Some(holding) {
+        return Ok(false);
+    }
+    match std::fs::rename(path, target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    if read_dir_topic_id(target).ok() != Some(Some(holding)) {
+        tracing::error!(dir = %path.display(), "the partition directory changed hands while it was being deleted; putting it back");
+        if let Err(e) = std::fs::rename(target, path) {
+            tracing::error!(dir = %target.display(), to = %path.display(), error = %e,
+                "could not put a partition directory back; it is left where it is");
+        }
+        return Ok(false);
+    }
+    if let Some(root) = path.parent() {
+        if let Err(e) = sync_dir(root) {
+            tracing::warn!(dir = %root.display(), error = %e, "fsync of log dir failed");
+        }
+    }
+    Ok(true)
 }
 
 /// How long a partition goes without appends before maintenance flushes its active
@@ -1730,14 +1776,6 @@ pub(crate) fn verified_sealed_size(
     }
 }
 
-pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
-    let mut scanner = BatchScanner::new(seg.log.get().ok()?, 0, seg.size(), false);
-    match scanner.next_batch() {
-        Ok(Some((_, h))) => Some(h.max_timestamp),
-        _ => None,
-    }
-}
-
 /// Every transaction index [`Log::collect_aborted`] may read from `fetch_offset` on, in
 /// `segs`, is in memory.
 fn aborted_loaded(segs: &[Arc<Segment>], fetch_offset: i64) -> bool {
@@ -1757,10 +1795,11 @@ pub(crate) fn rebuild_walkback(
     idx: usize,
     log_start: i64,
 ) -> io::Result<Vec<sluice_format::txn::TxnIndexEntry>> {
-    use crate::txn::{events, TxnEvent};
+    use crate::segment::txn_events;
+    use crate::txn::TxnEvent;
     type Events = Vec<(i64, i64, u64, TxnEvent)>;
     let seg = &segs[idx];
-    let here = events(&*seg.log.get()?, seg.size())?;
+    let here = txn_events(&*seg.log.get()?, seg.size())?;
     let mut earlier: Vec<Events> = Vec::new();
     let mut out = Vec::new();
     for (k, &(pid, offset, _, ev)) in here.iter().enumerate() {
@@ -1786,7 +1825,7 @@ pub(crate) fn rebuild_walkback(
         while !done && j < idx {
             if earlier.len() <= j {
                 let s = &segs[idx - 1 - j];
-                earlier.push(events(&*s.log.get()?, s.size())?);
+                earlier.push(txn_events(&*s.log.get()?, s.size())?);
             }
             done = walk(&earlier[j]);
             j += 1;

@@ -12,13 +12,14 @@ use sluice_format::text::{
     parse_properties, uuid_to_kafka_string,
 };
 
+use crate::cleaner::schedule::{Host, CLEANER_CHECKPOINT};
 use crate::deferred::{
     earliest, is_silly_renamed, reclaim_leftover, remove_tree, Attempt, DeleteCtx, DeleteRetry,
     PendingPath,
 };
 use crate::fsutil::{now_ms, sync_dir, write_atomic};
 use crate::gate::Fenced;
-use crate::log::{OpenParams, PARTITION_METADATA};
+use crate::log::{read_dir_topic_id, retire_dir_holding, OpenParams, PARTITION_METADATA};
 use crate::segment::Segment;
 use crate::{DiscoveredLog, Log, LogConfig, MetaProperties, StoreError, TopicPartition};
 
@@ -210,61 +211,6 @@ pub(crate) fn dir_topic_id(dir: &Path) -> Option<uuid::Uuid> {
         .ok()
         .and_then(|t| parse_partition_metadata(&t).ok())
         .map(uuid::Uuid::from_bytes)
-}
-
-/// Rename the partition directory `path` to `target` (a unique `-delete` name) if it holds
-/// the files of topic `topic_id`, as its `partition.metadata` says before and after the
-/// rename. Ok(false) if it does not (or is gone): in a shared log dir the name may belong to
-/// another incarnation of the topic by now (deleted and created again, its new owner put the
-/// old directory aside and made its own). Should the name change hands between the check and
-/// the rename, the directory moved is not ours: it is put back, and nothing in it is touched.
-pub(crate) fn retire_dir(path: &Path, target: &Path, topic_id: uuid::Uuid) -> io::Result<bool> {
-    retire_dir_holding(path, target, Some(topic_id))
-}
-
-/// What a partition directory's `partition.metadata` says: None if the directory is not
-/// there; `Some(None)` if it is there without the file (a Kafka log dir from before topic
-/// ids, never opened here); `Some(Some(id))`. A file that cannot be read or parsed is an
-/// error: nothing is decided on it.
-pub(crate) fn read_dir_topic_id(dir: &Path) -> io::Result<Option<Option<uuid::Uuid>>> {
-    match std::fs::read_to_string(dir.join(PARTITION_METADATA)) {
-        Ok(t) => parse_partition_metadata(&t)
-            .map(|id| Some(Some(uuid::Uuid::from_bytes(id))))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::metadata(dir) {
-            Ok(_) => Ok(Some(None)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(e),
-    }
-}
-
-/// [`retire_dir`] for a directory whose `partition.metadata` names `holding` (None: has
-/// none), as read before and after the rename.
-fn retire_dir_holding(path: &Path, target: &Path, holding: Option<uuid::Uuid>) -> io::Result<bool> {
-    if read_dir_topic_id(path)? != Some(holding) {
-        return Ok(false);
-    }
-    match std::fs::rename(path, target) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    }
-    if read_dir_topic_id(target).ok() != Some(Some(holding)) {
-        tracing::error!(dir = %path.display(), "the partition directory changed hands while it was being deleted; putting it back");
-        if let Err(e) = std::fs::rename(target, path) {
-            tracing::error!(dir = %target.display(), to = %path.display(), error = %e,
-                "could not put a partition directory back; it is left where it is");
-        }
-        return Ok(false);
-    }
-    if let Some(root) = path.parent() {
-        if let Err(e) = sync_dir(root) {
-            tracing::warn!(dir = %root.display(), error = %e, "fsync of log dir failed");
-        }
-    }
-    Ok(true)
 }
 
 fn read_checkpoint(path: &Path) -> HashMap<TopicPartition, i64> {
@@ -1156,7 +1102,7 @@ impl Inner {
 
     /// Put aside the directory of `tp` holding the files of the topic id `stray` (another
     /// incarnation of the topic, deleted): renamed to a `-delete` name while it holds them
-    /// (`retire_dir`), then removed by the deferred deletion. `may_write` is asked immediately
+    /// (`log::retire_dir`), then removed by the deferred deletion. `may_write` is asked immediately
     /// before the rename: the broker's right to write the directory of that name now (the
     /// partition held, its write deadline not passed). Returns whether a directory was put
     /// aside.
@@ -1260,7 +1206,7 @@ impl Inner {
             // and no broker opens a partition under such a name (`open_log` opens
             // `<topic>-<partition>` only; `Inner::open` skips them). In a shared log dir a
             // directory gets that name only through the write gate and while it holds the
-            // deleted topic's files (`retire_dir`), so no new owner's file is in it.
+            // deleted topic's files (`log::retire_dir`), so no new owner's file is in it.
             match remove_tree(&p.path, &del.counters, &mut open) {
                 Ok(()) => {
                     tracing::info!(dir = %p.path.display(), "deleted partition directory");
@@ -1529,10 +1475,7 @@ impl Inner {
                 .cleaner
                 .first_dirty_of(|tp| placement.get(tp) == Some(&idx));
             for (name, text) in [
-                (
-                    crate::cleaner::schedule::CLEANER_CHECKPOINT,
-                    format_offset_checkpoint(&cleaner),
-                ),
+                (CLEANER_CHECKPOINT, format_offset_checkpoint(&cleaner)),
                 (
                     RECOVERY_POINT_CHECKPOINT,
                     format_offset_checkpoint(&to_vec(&rps)),
@@ -1658,6 +1601,58 @@ impl Inner {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// What the cleaner threads ask of the manager (`cleaner/schedule.rs`): the cleaner names
+/// nothing of the manager's, so imports go one way (manager -> cleaner).
+impl Host for Inner {
+    fn cleaner(&self) -> &crate::cleaner::schedule::Shared {
+        &self.cleaner
+    }
+
+    fn logs(&self) -> Vec<Arc<Log>> {
+        Inner::logs(self)
+    }
+
+    fn moving(&self) -> HashSet<TopicPartition> {
+        self.moving.lock().clone()
+    }
+
+    fn is_moving(&self, tp: &TopicPartition) -> bool {
+        self.moving.lock().contains(tp)
+    }
+
+    /// Write each log dir's `cleaner-offset-checkpoint` (not in a shared log dir), and record
+    /// what was written where [`Inner::checkpoint`] compares before writing it again.
+    fn write_cleaner_checkpoints(&self) {
+        if self.shared {
+            return;
+        }
+        let _g = self.cleaner.lock_checkpoint();
+        let placement = self.reg.lock().placement.clone();
+        for (idx, dir) in self.dirs.iter().enumerate() {
+            let entries = self
+                .cleaner
+                .first_dirty_of(|tp| placement.get(tp) == Some(&idx));
+            let path = dir.join(CLEANER_CHECKPOINT);
+            let text = format_offset_checkpoint(&entries);
+            // What the log manager's checkpoints compare with before writing it again.
+            let mut st = self.states[idx].lock();
+            st.written.remove(CLEANER_CHECKPOINT);
+            drop(st);
+            match write_atomic(&path, text.as_bytes()) {
+                Ok(()) => {
+                    self.states[idx]
+                        .lock()
+                        .written
+                        .insert(CLEANER_CHECKPOINT, text);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cleaner checkpoint write failed")
+                }
+            }
+        }
     }
 }
 

@@ -17,8 +17,9 @@ use sluice_format::text::format_partition_metadata;
 use sluice_format::SegmentFileKind;
 
 use crate::fsutil::{sync_dir, write_atomic};
-use crate::log::{PendingSegment, PARTITION_METADATA};
-use crate::segment::{seg_path, Segment};
+use crate::log::Writer;
+use crate::log::PARTITION_METADATA;
+use crate::segment::{seg_path, PendingSegment, Segment, SEGMENT_KINDS};
 use crate::Log;
 
 const COPY_CHUNK: usize = 1024 * 1024;
@@ -83,6 +84,52 @@ fn copy_segment(seg: &Segment, dir: &Path, log_from: u64, log_len: u64) -> io::R
     Ok(())
 }
 
+/// Removes from the copy in `future` the files of the segments based at `bases`: those the
+/// first copy took that retention deleted before the writer lock was taken, so that the copy
+/// holds exactly the segments the log holds. A file already missing is no error.
+pub(crate) fn remove_copies<'a>(
+    future: &Path,
+    bases: impl IntoIterator<Item = &'a i64>,
+) -> io::Result<()> {
+    for base in bases {
+        for kind in SEGMENT_KINDS {
+            match std::fs::remove_file(seg_path(future, *base, kind)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes the complete copy in `future` the partition's directory `final_dir`, durably:
+/// `partition.metadata` naming `topic_id` written, the copy's directory fsynced, then
+/// renamed to `final_dir` (refused if that exists: nothing there is replaced) and the
+/// parent fsynced. Once it returns Ok, the new copy is complete and survives a crash.
+pub(crate) fn publish_copy(
+    future: &Path,
+    final_dir: &Path,
+    topic_id: uuid::Uuid,
+) -> io::Result<()> {
+    write_atomic(
+        &future.join(PARTITION_METADATA),
+        format_partition_metadata(topic_id.as_bytes()).as_bytes(),
+    )?;
+    sync_dir(future)?;
+    if final_dir.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists", final_dir.display()),
+        ));
+    }
+    std::fs::rename(future, final_dir)?;
+    if let Some(parent) = final_dir.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 impl Log {
     /// Copy this log to `future` (a fresh directory), then under the writer lock finish the
     /// copy, rename it to `final_dir` and switch to it. Returns what the old directory still
@@ -90,21 +137,8 @@ impl Log {
     /// removes `future`).
     pub(crate) fn copy_and_switch(&self, future: &Path, final_dir: &Path) -> io::Result<Retired> {
         std::fs::create_dir_all(future)?;
-        // Phase 1, no lock: everything visible now.
-        let mut copied: HashMap<i64, u64> = HashMap::new();
-        {
-            let (segs, active_size) = {
-                let s = self.shared.read();
-                (s.segments.clone(), s.active_size)
-            };
-            let n = segs.len();
-            for (i, seg) in segs.iter().enumerate() {
-                let len = if i + 1 == n { active_size } else { seg.size() };
-                copy_segment(seg, future, 0, len)?;
-                copied.insert(seg.base_offset, len);
-            }
-        }
-        // Phase 2, writer lock: appends, rolls and retention wait until the switch is done.
+        let copied = self.copy_visible(future)?;
+        // Writer lock: appends, rolls and retention wait until the switch is done.
         let w = self.writer.lock();
         if self.deleted.load(std::sync::atomic::Ordering::Acquire) {
             return Err(io::Error::new(
@@ -112,6 +146,45 @@ impl Log {
                 "the log was deleted or closed during the move",
             ));
         }
+        let segs = self.copy_rest(future, copied)?;
+        publish_copy(future, final_dir, self.topic_id)?;
+        // From here on the new copy is complete and durable; open it and switch.
+        let new_segs = self.reopen_in(&segs, final_dir)?;
+        let old_dir = self.switch_to(&w, final_dir, new_segs);
+        Ok(Retired {
+            old_dir,
+            segments: segs.iter().cloned().collect(),
+            pending: self.take_pending(),
+        })
+    }
+
+    /// Phase 1 of a move, with no lock held (appends and reads go on): copies every segment
+    /// as far as it is visible now. Returns how many bytes of each segment's `.log` were
+    /// copied, by base offset, for [`Log::copy_rest`] to go on from.
+    fn copy_visible(&self, future: &Path) -> io::Result<HashMap<i64, u64>> {
+        let mut copied: HashMap<i64, u64> = HashMap::new();
+        let (segs, active_size) = {
+            let s = self.shared.read();
+            (s.segments.clone(), s.active_size)
+        };
+        let n = segs.len();
+        for (i, seg) in segs.iter().enumerate() {
+            let len = if i + 1 == n { active_size } else { seg.size() };
+            copy_segment(seg, future, 0, len)?;
+            copied.insert(seg.base_offset, len);
+        }
+        Ok(copied)
+    }
+
+    /// Phase 2 of a move, under the writer lock (nothing is appended, rolled or deleted
+    /// meanwhile): copies what was appended since [`Log::copy_visible`] (and every segment's
+    /// index files again) and removes the copies of segments deleted since. Returns the
+    /// segments the copy now holds exactly.
+    fn copy_rest(
+        &self,
+        future: &Path,
+        mut copied: HashMap<i64, u64>,
+    ) -> io::Result<Arc<Vec<Arc<Segment>>>> {
         let (segs, active_size) = {
             let s = self.shared.read();
             (s.segments.clone(), s.active_size)
@@ -123,40 +196,16 @@ impl Log {
             copy_segment(seg, future, from, len)?;
         }
         // Segments deleted by retention meanwhile.
-        for base in copied.keys() {
-            for kind in [
-                SegmentFileKind::Log,
-                SegmentFileKind::Index,
-                SegmentFileKind::TimeIndex,
-                SegmentFileKind::TxnIndex,
-            ] {
-                match std::fs::remove_file(seg_path(future, *base, kind)) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        write_atomic(
-            &future.join(PARTITION_METADATA),
-            format_partition_metadata(self.topic_id.as_bytes()).as_bytes(),
-        )?;
-        sync_dir(future)?;
-        if final_dir.exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} already exists", final_dir.display()),
-            ));
-        }
-        std::fs::rename(future, final_dir)?;
-        if let Some(parent) = final_dir.parent() {
-            sync_dir(parent)?;
-        }
-        // From here on the new copy is complete and durable; open it and switch. Each old
-        // segment's aborted transactions are read into memory first (an open loads a sealed
-        // segment's `.txnindex` on first use): a read_committed fetch in flight on the old
-        // segments finds them there, never by a name in the old directory, which is renamed
-        // away below; the new segments take them over.
+        remove_copies(future, copied.keys())?;
+        Ok(segs)
+    }
+
+    /// The segments `segs` opened again in `final_dir`. Each old segment's aborted
+    /// transactions are read into memory first (an open loads a sealed segment's
+    /// `.txnindex` on first use): a read_committed fetch in flight on the old segments finds
+    /// them there, never by a name in the old directory, which is renamed away after the
+    /// switch; the new segments take them over.
+    fn reopen_in(&self, segs: &[Arc<Segment>], final_dir: &Path) -> io::Result<Vec<Arc<Segment>>> {
         let mut new_segs = Vec::with_capacity(segs.len());
         for seg in segs.iter() {
             if let Err(e) = seg.aborted_txns() {
@@ -166,6 +215,15 @@ impl Log {
             }
             new_segs.push(Arc::new(seg.reopen_in(final_dir)?));
         }
+        Ok(new_segs)
+    }
+
+    /// Switches the log, under the writer lock `w`, to `new_segs` in `final_dir`: the spare
+    /// and the leader epochs go along, readers see the new segments and directory at once,
+    /// the recorded recovery point and the drop point start over, and a producer snapshot of
+    /// the state as of now is written there and made durable (the old directory's stay
+    /// behind). Returns the old directory.
+    fn switch_to(&self, w: &Writer, final_dir: &Path, new_segs: Vec<Arc<Segment>>) -> PathBuf {
         // A spare made in the old directory goes with it.
         self.drop_spare();
         let moved = {
@@ -187,15 +245,11 @@ impl Log {
         // The drop point starts over in the new dir: everything there is undropped.
         self.keep_cache_work();
         // The old directory's producer snapshots stay behind; the state as of now replaces them.
-        self.write_producer_snapshot(&w, leo, None);
+        self.write_producer_snapshot(w, leo, None);
         if let Err(e) = self.make_snapshots_durable() {
             // The move is done; the log is failed (a failed fsync) and re-opens from the copy.
             tracing::warn!(tp = ?self.tp, error = %e, "could not make the moved log's producer snapshot durable");
         }
-        Ok(Retired {
-            old_dir,
-            segments: segs.iter().cloned().collect(),
-            pending: self.take_pending(),
-        })
+        old_dir
     }
 }

@@ -19,6 +19,7 @@ use sluice_format::{
     TimeIndexEntry, HEADER_LEN, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
 
+use crate::deferred::Attempt;
 use crate::filecache::CachedFile;
 use crate::recent::RecentBatches;
 
@@ -378,6 +379,62 @@ impl<'a> BatchScanner<'a> {
         }
         self.pos = pos + total;
         Ok(Some((pos, h)))
+    }
+}
+
+/// The transactional events of the batches of `log[..size]` with a producer id: (producer,
+/// offset, position, event). What a rebuild of a segment's transaction index from its `.log`
+/// reads (`log::rebuild_walkback`); a scan of the segment's file, so it lives here, below
+/// the log, and names only the transaction module's types.
+pub(crate) fn txn_events(
+    log: &File,
+    size: u64,
+) -> io::Result<Vec<(i64, i64, u64, crate::txn::TxnEvent)>> {
+    use crate::txn::{read_marker, TxnEvent};
+    let mut out = Vec::new();
+    let mut scanner = BatchScanner::new(log, 0, size, false);
+    while let Some((pos, h)) = scanner.next_batch().map_err(|e| e.into_io())? {
+        if h.producer_id < 0 {
+            continue;
+        }
+        let ev = if sluice_format::txn::is_txn_marker(&h) {
+            match read_marker(log, pos, &h)? {
+                Some(c) => TxnEvent::Marker(c),
+                None => continue,
+            }
+        } else if h.is_control() {
+            continue;
+        } else if h.is_transactional() {
+            TxnEvent::Data
+        } else {
+            TxnEvent::Plain
+        };
+        out.push((h.producer_id, h.base_offset, pos, ev));
+    }
+    Ok(out)
+}
+
+/// A segment removed from the log whose files wait for their last reader. `seg` is dropped
+/// (closing its files) before they are unlinked.
+#[derive(Debug)]
+pub(crate) struct PendingSegment {
+    pub seg: Option<Arc<Segment>>,
+    pub dir: PathBuf,
+    pub base: i64,
+    pub renamed: bool,
+    pub attempt: Attempt,
+    /// The tag of the `.deleted` names (the cleaner's removals), see [`deleted_path`].
+    pub tag: Option<String>,
+}
+
+/// The max timestamp of the first batch of `seg` (None when there is none or it cannot be
+/// read): what an open may take as a loaded segment's roll time (`segment.ms`), and what the
+/// cleaner's `max.compaction.lag.ms` check compares.
+pub(crate) fn read_first_ts(seg: &Segment) -> Option<i64> {
+    let mut scanner = BatchScanner::new(seg.log.get().ok()?, 0, seg.size(), false);
+    match scanner.next_batch() {
+        Ok(Some((_, h))) => Some(h.max_timestamp),
+        _ => None,
     }
 }
 

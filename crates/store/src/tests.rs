@@ -859,6 +859,70 @@ fn a_moved_log_has_a_producer_snapshot() {
     assert_eq!((entries[0].producer_id, entries[0].last_sequence), (10, 2));
 }
 
+/// `relocate::remove_copies`: the copies of segments deleted during a move's first copy go,
+/// every kind of file, a missing one no error; the other segments' copies stay.
+#[test]
+fn a_moves_copies_of_deleted_segments_are_removed() {
+    use sluice_format::SegmentFileKind;
+    let d = tempfile::tempdir().unwrap();
+    let future = d.path();
+    let name = |base: i64, kind| sluice_format::segment_file_name(base, kind);
+    for base in [0, 10] {
+        for kind in [
+            SegmentFileKind::Log,
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+        ] {
+            std::fs::write(future.join(name(base, kind)), b"x").unwrap();
+        }
+    }
+    crate::relocate::remove_copies(future, &[0, 5]).unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(future)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    let mut want: Vec<String> = [
+        SegmentFileKind::Log,
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+    ]
+    .into_iter()
+    .map(|k| name(10, k))
+    .collect();
+    want.sort();
+    assert_eq!(left, want);
+}
+
+/// `relocate::publish_copy`: the copy gets its `partition.metadata` and takes the final
+/// name; a final directory already there is refused and left as it was.
+#[test]
+fn a_moves_copy_takes_the_final_name_only_if_free() {
+    let d = tempfile::tempdir().unwrap();
+    let id = uuid::Uuid::from_u128(0x42);
+    let future = d.path().join("topic-0.abc-future");
+    let final_dir = d.path().join("topic-0");
+    std::fs::create_dir(&future).unwrap();
+    std::fs::write(future.join("00000000000000000000.log"), b"data").unwrap();
+    crate::relocate::publish_copy(&future, &final_dir, id).unwrap();
+    assert!(!future.exists());
+    assert_eq!(
+        std::fs::read(final_dir.join("00000000000000000000.log")).unwrap(),
+        b"data"
+    );
+    assert_eq!(crate::manager::dir_topic_id(&final_dir), Some(id));
+
+    std::fs::create_dir(&future).unwrap();
+    let e = crate::relocate::publish_copy(&future, &final_dir, id).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(
+        e.to_string(),
+        format!("{} already exists", final_dir.display())
+    );
+    assert!(future.join("partition.metadata").exists());
+    assert!(final_dir.join("00000000000000000000.log").exists());
+}
+
 #[test]
 fn missing_and_broken_indexes_are_rebuilt() {
     let d = tempfile::tempdir().unwrap();
@@ -2662,6 +2726,38 @@ fn disk_tempdir() -> tempfile::TempDir {
         "the drop-behind tests need a disk-backed TMPDIR, not tmpfs"
     );
     d
+}
+
+/// `View::cut_point`: a drop-behind pass's new point lies exactly `keep_bytes` before the
+/// end, whether that falls inside a segment, at a boundary or at the end; from a later first
+/// segment it is the same point.
+#[test]
+fn the_drop_point_is_cut_keep_bytes_before_the_end() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open_mgr(d.path());
+    let log = open(&m, small_cfg());
+    for i in 0..40i64 {
+        log.append(batch(2, NOW + i, "x"), AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let (view, _, _) = log.view();
+    let n = view.segs.len();
+    assert!(n >= 3, "{n} segments");
+    let total = view.bytes_from((0, 0));
+    let last = view.limit(n - 1);
+    for keep in [0, 1, last, last + 1, total / 2, total - 1, total] {
+        let (cut, pos) = view.cut_point(0, keep);
+        assert_eq!(view.bytes_from((cut, pos)), keep, "keep {keep}");
+        assert!(pos <= view.limit(cut), "keep {keep}");
+        if keep < total - view.limit(0) {
+            assert_eq!(
+                view.cut_point(1, keep),
+                (cut, pos),
+                "keep {keep} from the second"
+            );
+        }
+    }
+    assert_eq!(view.cut_point(0, total + 1), (n - 1, 0));
 }
 
 #[test]

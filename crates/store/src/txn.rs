@@ -19,10 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_format::txn::{decode_txn_index, TxnIndexEntry, TXN_INDEX_ENTRY_LEN};
-use sluice_format::SegmentFileKind;
+use sluice_format::{segment_file_name, SegmentFileKind};
 
 use crate::filecache::CachedFile;
-use crate::segment::seg_path;
 use crate::SyncedMark;
 
 /// An open or unpublished transaction: its producer, and where its first batch starts.
@@ -97,8 +96,10 @@ pub(crate) struct TxnIndex {
     pub file: Option<CachedFile>,
 }
 
+/// `<base>.txnindex` in `dir` (`segment::seg_path` of the kind, named here so that this
+/// module, below the segment that holds a [`TxnIndex`], imports nothing of it).
 fn txn_path(dir: &Path, base: i64) -> std::path::PathBuf {
-    seg_path(dir, base, SegmentFileKind::TxnIndex)
+    dir.join(segment_file_name(base, SegmentFileKind::TxnIndex))
 }
 
 /// Open `<base>.txnindex` in `dir` if it exists.
@@ -279,30 +280,4 @@ pub(crate) fn read_marker(
     let mut b = vec![0u8; h.total_len()];
     log.read_exact_at(&mut b, pos)?;
     Ok(sluice_format::txn::parse_control(&b, h).ok())
-}
-
-/// The transactional events of the batches of `log[..size]` with a producer id: (producer,
-/// offset, position, event).
-pub(crate) fn events(log: &File, size: u64) -> io::Result<Vec<(i64, i64, u64, TxnEvent)>> {
-    let mut out = Vec::new();
-    let mut scanner = crate::segment::BatchScanner::new(log, 0, size, false);
-    while let Some((pos, h)) = scanner.next_batch().map_err(|e| e.into_io())? {
-        if h.producer_id < 0 {
-            continue;
-        }
-        let ev = if sluice_format::txn::is_txn_marker(&h) {
-            match read_marker(log, pos, &h)? {
-                Some(c) => TxnEvent::Marker(c),
-                None => continue,
-            }
-        } else if h.is_control() {
-            continue;
-        } else if h.is_transactional() {
-            TxnEvent::Data
-        } else {
-            TxnEvent::Plain
-        };
-        out.push((h.producer_id, h.base_offset, pos, ev));
-    }
-    Ok(out)
 }

@@ -188,7 +188,7 @@ impl Log {
                 .unwrap_or_default()
                 .iter()
                 .filter(|s| s.next_offset() > first_dirty)
-                .filter_map(|s| crate::log::read_first_ts(s))
+                .filter_map(|s| crate::segment::read_first_ts(s))
                 .any(|t| t > 0 && t < until);
         }
         Cleanable {

@@ -10,23 +10,39 @@
 //! those paths call [`Shared::abort_and_wait`] after marking the log, which stops a cleaning
 //! under way (it checks between batches and again before the swap) and waits for it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, RwLock};
-use sluice_format::text::{format_offset_checkpoint, parse_offset_checkpoint};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use sluice_format::text::parse_offset_checkpoint;
 
 use super::clean::Throttle;
 use super::{CleanCtx, CleanStats, CleanStop, CleanerConfig, OffsetMap};
-use crate::fsutil::{now_ms, write_atomic};
-use crate::manager::Inner;
+use crate::fsutil::now_ms;
 use crate::{Log, TopicPartition};
 
 /// Kafka's per-log-dir file of first dirty offsets.
 pub(crate) const CLEANER_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+
+/// What the cleaner threads need of the log manager they run for. The manager (above the
+/// cleaner) implements it, so that this module names nothing of the manager's: imports go
+/// one way, manager -> cleaner.
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The cleaner state shared with the threads.
+    fn cleaner(&self) -> &Shared;
+    /// The open logs.
+    fn logs(&self) -> Vec<Arc<Log>>;
+    /// The partitions being moved to another log dir right now (never cleaned).
+    fn moving(&self) -> HashSet<TopicPartition>;
+    /// Whether `tp` is being moved to another log dir right now.
+    fn is_moving(&self, tp: &TopicPartition) -> bool;
+    /// Write each log dir's `cleaner-offset-checkpoint` from [`Shared::first_dirty_of`]
+    /// under [`Shared::lock_checkpoint`] (not in a shared log dir).
+    fn write_cleaner_checkpoints(&self);
+}
 
 /// A failed cleaning makes its log wait this many backoffs before the next try.
 const FAILURE_BACKOFFS: i64 = 10;
@@ -168,15 +184,21 @@ impl Shared {
         }
     }
 
+    /// Held while a `cleaner-offset-checkpoint` is written ([`Host::write_cleaner_checkpoints`]):
+    /// one writer at a time.
+    pub(crate) fn lock_checkpoint(&self) -> MutexGuard<'_, ()> {
+        self.checkpoint_lock.lock()
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
 
     /// Pick the log to clean (`only`: that log, whatever its dirty ratio) and mark it in
     /// progress.
-    fn grab(&self, inner: &Inner, now: i64, only: Option<&TopicPartition>) -> Option<Job> {
-        let logs = inner.logs();
-        let moving = inner.moving.lock().clone();
+    fn grab(&self, host: &dyn Host, now: i64, only: Option<&TopicPartition>) -> Option<Job> {
+        let logs = host.logs();
+        let moving = host.moving();
         let mut st = self.state.lock();
         let mut best: Option<(f64, Arc<Log>, i64)> = None;
         for log in logs {
@@ -236,13 +258,13 @@ impl Shared {
     /// and what was done, None when no log was due.
     pub(crate) fn run_once(
         &self,
-        inner: &Inner,
+        host: &dyn Host,
         map: &mut OffsetMap,
         only: Option<&TopicPartition>,
         #[cfg(test)] crash_at: Option<super::CrashAt>,
     ) -> Option<(TopicPartition, Result<CleanStats, CleanStop>)> {
         let now = now_ms();
-        let job = self.grab(inner, now, only)?;
+        let job = self.grab(host, now, only)?;
         let tp = job.log.topic_partition().clone();
         let config = self.config();
         let throttle = self.throttle.read().clone();
@@ -253,7 +275,7 @@ impl Shared {
                 || log.is_closed()
                 || log.failure().is_some()
                 || !log.writable()
-                || inner.moving.lock().contains(&tp)
+                || host.is_moving(&tp)
         };
         // The write gate (`crate::gate`), immediately before a cleaned segment replaces others.
         let owns = || log.writable();
@@ -284,38 +306,9 @@ impl Shared {
         };
         self.finish(&tp, outcome, failed, now_ms());
         if outcome.is_some() {
-            self.write_checkpoints(inner);
+            host.write_cleaner_checkpoints();
         }
         Some((tp, result.map(|(_, s)| s)))
-    }
-
-    /// Write each log dir's `cleaner-offset-checkpoint` (not in a shared log dir).
-    pub(crate) fn write_checkpoints(&self, inner: &Inner) {
-        if inner.shared {
-            return;
-        }
-        let _g = self.checkpoint_lock.lock();
-        let placement = inner.reg.lock().placement.clone();
-        for (idx, dir) in inner.dirs.iter().enumerate() {
-            let entries = self.first_dirty_of(|tp| placement.get(tp) == Some(&idx));
-            let path = dir.join(CLEANER_CHECKPOINT);
-            let text = format_offset_checkpoint(&entries);
-            // What the log manager's checkpoints compare with before writing it again.
-            let mut st = inner.states[idx].lock();
-            st.written.remove(CLEANER_CHECKPOINT);
-            drop(st);
-            match write_atomic(&path, text.as_bytes()) {
-                Ok(()) => {
-                    inner.states[idx]
-                        .lock()
-                        .written
-                        .insert(CLEANER_CHECKPOINT, text);
-                }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "cleaner checkpoint write failed")
-                }
-            }
-        }
     }
 
     /// Sleep `backoff_ms` or until stopped.
@@ -328,34 +321,35 @@ impl Shared {
     }
 }
 
-/// Start `threads` cleaner threads for `inner`; they stop when it is dropped or
+/// Start `threads` cleaner threads for `host`; they stop when it is dropped or
 /// [`Shared::stop`] is called.
-pub(crate) fn start_threads(inner: &Arc<Inner>) -> Vec<std::thread::JoinHandle<()>> {
-    let config = inner.cleaner.config();
+pub(crate) fn start_threads<H: Host>(host: &Arc<H>) -> Vec<std::thread::JoinHandle<()>> {
+    let config = host.cleaner().config();
     let threads = config.threads.max(1);
     let per_thread = usize::try_from(config.dedupe_buffer_size / threads as u64)
         .unwrap_or(usize::MAX)
         .min(i32::MAX as usize);
     let mut handles = Vec::new();
     for i in 0..threads {
-        let weak: Weak<Inner> = Arc::downgrade(inner);
+        let weak: Weak<H> = Arc::downgrade(host);
         let load = config.io_buffer_load_factor;
         let spawned = std::thread::Builder::new()
             .name(format!("sluice-cleaner-{i}"))
             .spawn(move || {
                 let mut map: Option<OffsetMap> = None;
                 loop {
-                    let Some(inner) = weak.upgrade() else { return };
-                    if inner.cleaner.stopped() {
+                    let Some(host) = weak.upgrade() else { return };
+                    let cleaner = host.cleaner();
+                    if cleaner.stopped() {
                         return;
                     }
                     let map = map.get_or_insert_with(|| OffsetMap::new(per_thread, load));
                     #[cfg(test)]
-                    let ran = inner.cleaner.run_once(&inner, map, None, None);
+                    let ran = cleaner.run_once(&*host, map, None, None);
                     #[cfg(not(test))]
-                    let ran = inner.cleaner.run_once(&inner, map, None);
+                    let ran = cleaner.run_once(&*host, map, None);
                     if ran.is_none() {
-                        inner.cleaner.backoff();
+                        cleaner.backoff();
                     }
                 }
             });

@@ -34,9 +34,8 @@ use super::clean::{CleanCtx, SegWriter};
 use super::CleanStop;
 use crate::deferred::Attempt;
 use crate::fsutil::sync_dir;
-use crate::log::PendingSegment;
 use crate::recent::RecentBatches;
-use crate::segment::{seg_path, SegMeta, Segment};
+use crate::segment::{seg_path, PendingSegment, SegMeta, Segment};
 use crate::{Log, LogFailure, SyncedMark};
 
 /// Suffix of the cleaner's temporary files.

@@ -1092,49 +1092,62 @@ impl Opening {
     /// the transaction indexes were rewritten and fsynced (a durable snapshot vouches for
     /// everything below it).
     fn into_log(
-        self,
+        mut self,
         ends: Ends,
         replay: ProducerReplay,
         opened_at: std::time::Instant,
     ) -> Result<Log, StoreError> {
-        let Opening {
-            p,
-            epochs,
-            epochs_dirty,
-            segments,
-            mut cursor,
-            recovered_bytes,
-            ..
-        } = self;
-        may_write(&p, "writing the rebuilt producer state and leader epochs")?;
-        // In a shared directory, an empty last segment at the log end is this owner's
-        // active segment with no roll of its own (an acquisition rolls only past data), at a
-        // base a former owner made: this owner places its snapshot there, so a former
-        // owner's placement stalled in flight finds the name taken.
-        let owns_empty_base = p.shared
-            && segments
-                .last()
-                .is_some_and(|s| s.size() == 0 && s.base_offset == ends.leo);
-        let unsynced_snapshots = if replay.rebuilt_from_start || owns_empty_base {
-            persist_rebuilt_state(&p, ends.leo, &replay.state.producers)
+        may_write(
+            &self.p,
+            "writing the rebuilt producer state and leader epochs",
+        )?;
+        let written = Written {
+            unsynced_snapshots: self.place_rebuilt_snapshot(&ends, &replay),
+            epochs_unpersisted: self.persist_epochs(),
+        };
+        self.report_loaded(&ends, &replay, opened_at);
+        Ok(self.start(ends, replay, written))
+    }
+
+    /// Writes the rebuilt producer state as a snapshot at the log end where the next open
+    /// must find one: after a replay from the log start (no snapshot survived), or, in a
+    /// shared directory, at this owner's empty last segment ([`owns_empty_base`]), so that a
+    /// former owner's placement stalled in flight finds the name taken (docs/cluster.md,
+    /// fencing point 2). Runs after the transaction indexes were rewritten and fsynced, so
+    /// that it keeps the producer-state invariant of docs/log-format.md ("Recovery
+    /// invariants": a durable snapshot vouches for everything below it). Returns the
+    /// snapshots left for the log's first flush to make durable ([`persist_rebuilt_state`]).
+    fn place_rebuilt_snapshot(&self, ends: &Ends, replay: &ProducerReplay) -> Vec<i64> {
+        if replay.rebuilt_from_start || owns_empty_base(self.p.shared, &self.segments, ends.leo) {
+            persist_rebuilt_state(&self.p, ends.leo, &replay.state.producers)
         } else {
             Vec::new()
-        };
-        let mut epochs_unpersisted = false;
-        if epochs_dirty {
-            if let Err(e) = epochs.persist() {
-                epochs_unpersisted = true;
-                tracing::warn!(tp = ?p.tp, error = %e, "could not write leader-epoch-checkpoint");
+        }
+    }
+
+    /// Writes `leader-epoch-checkpoint` if loading changed the epochs. The first recovery
+    /// invariant of docs/log-format.md holds either way (the `.log` is the truth; the epoch
+    /// cache is derived and rebuildable): a failed write is logged, and the log remembers to
+    /// write it again. Returns whether the epochs are left unwritten.
+    fn persist_epochs(&mut self) -> bool {
+        if !self.epochs_dirty {
+            return false;
+        }
+        match self.epochs.persist() {
+            Ok(()) => false,
+            Err(e) => {
+                tracing::warn!(tp = ?self.p.tp, error = %e, "could not write leader-epoch-checkpoint");
+                true
             }
         }
-        let active_size = segments.last().map_or(0, |s| s.size());
-        cursor.base = segments.last().map_or(0, |s| s.base_offset);
-        // Drop-behind starts at the end: what is cached now is left to the kernel.
-        let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
-        let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
-        // One line a partition at INFO only where recovery read data (`bench/restart-recovery`
-        // sums them); the start logs one line for all (`partitions opened`): at 100,000
-        // partitions a line each was 100,000 lines a start.
+    }
+
+    /// Logs the loaded log and counts what recovery read (`crate::recovery`). One line a
+    /// partition at INFO only where recovery read data (`bench/restart-recovery` sums them);
+    /// the start logs one line for all (`partitions opened`): at 100,000 partitions a line
+    /// each was 100,000 lines a start.
+    fn report_loaded(&self, ends: &Ends, replay: &ProducerReplay, opened_at: std::time::Instant) {
+        let (p, segments, recovered_bytes) = (&self.p, &self.segments, self.recovered_bytes);
         if recovered_bytes > 0 {
             tracing::info!(tp = ?p.tp, segments = segments.len(), log_start = ends.log_start, leo = ends.leo,
                 producers = replay.state.producers.len(), clean = p.clean, recovered_bytes, "log loaded");
@@ -1145,26 +1158,38 @@ impl Opening {
         if recovered_bytes > 0 {
             crate::recovery::add(recovered_bytes, opened_at.elapsed());
         }
+    }
+
+    /// Makes the running log of what the open loaded: the segments, the settled ends (the
+    /// recovery point is where the open made everything durable), the rebuilt producer and
+    /// transaction state, the appender's cursor at the last segment's base. Drop-behind and
+    /// write-behind start at the end: what is cached now is left to the kernel. No I/O.
+    fn start(self, ends: Ends, replay: ProducerReplay, written: Written) -> Log {
+        let Opening {
+            p,
+            epochs,
+            segments,
+            mut cursor,
+            recovered_bytes,
+            ..
+        } = self;
+        let active_size = segments.last().map_or(0, |s| s.size());
+        cursor.base = segments.last().map_or(0, |s| s.base_offset);
+        let drop_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
+        let writeback_point = Log::initial_drop_point(p.dir.clone(), &segments, active_size);
         let sync_bounded = p.config.flush_messages == 1;
-        Ok(Log {
+        Log {
             tp: p.tp,
             dir: RwLock::new(p.dir),
             topic_id: p.topic_id,
             config: RwLock::new(p.config),
-            shared: RwLock::new(Shared {
-                segments: Arc::new(segments),
-                log_start: ends.log_start,
-                leo: ends.leo,
+            shared: RwLock::new(initial_shared(
+                &ends,
+                segments,
                 active_size,
-                recovery_point: ends.recovery_point,
-                synced: ends.recovery_point,
-                synced_mark: SyncedMark::NONE,
-                published: None,
                 sync_bounded,
-                unflushed_since: None,
-                dir_dirty: false,
-                txns: replay.state.txns,
-            }),
+                replay.state.txns,
+            )),
             writer: Mutex::new(Writer {
                 cursor,
                 producers: replay.state.producers,
@@ -1175,13 +1200,13 @@ impl Opening {
             files_lock: Mutex::new(()),
             epochs: Mutex::new(epochs),
             epoch_file: Mutex::new(()),
-            epochs_unpersisted: AtomicBool::new(epochs_unpersisted),
+            epochs_unpersisted: AtomicBool::new(written.epochs_unpersisted),
             spare: Mutex::new(None),
             snapshots_unpruned: AtomicBool::new(true),
             recorded_recovery_point: std::sync::atomic::AtomicI64::new(
                 ends.recorded_recovery_point,
             ),
-            snapshots_unsynced: Mutex::new(unsynced_snapshots),
+            snapshots_unsynced: Mutex::new(written.unsynced_snapshots),
             pending: Mutex::new(Vec::new()),
             leader_epoch: AtomicI32::new(p.leader_epoch),
             deleted: AtomicBool::new(false),
@@ -1203,7 +1228,52 @@ impl Opening {
             }),
             #[cfg(test)]
             faults: Mutex::new(crate::faults::Faults::default()),
-        })
+        }
+    }
+}
+
+/// What [`Opening::into_log`] wrote before the log starts, for the log to remember.
+struct Written {
+    /// Producer snapshots written but not yet fsynced.
+    unsynced_snapshots: Vec<i64>,
+    /// Whether `leader-epoch-checkpoint` could not be written.
+    epochs_unpersisted: bool,
+}
+
+/// Whether, in a shared directory, the last segment is empty and based at the log end `leo`:
+/// then it is this owner's active segment with no roll of its own (an acquisition rolls only
+/// past data), at a base a former owner made, and this owner places its producer snapshot
+/// there (docs/cluster.md, fencing point 2). Never in a directory of one broker.
+fn owns_empty_base(shared: bool, segments: &[Arc<Segment>], leo: i64) -> bool {
+    shared
+        && segments
+            .last()
+            .is_some_and(|s| s.size() == 0 && s.base_offset == leo)
+}
+
+/// The readers' state of a log just loaded: its segments and settled ends; the recovery point
+/// is where the open made everything durable, so it is also what is synced. Nothing is
+/// published, unflushed or pending a directory sync yet.
+fn initial_shared(
+    ends: &Ends,
+    segments: Vec<Arc<Segment>>,
+    active_size: u64,
+    sync_bounded: bool,
+    txns: TxnState,
+) -> Shared {
+    Shared {
+        segments: Arc::new(segments),
+        log_start: ends.log_start,
+        leo: ends.leo,
+        active_size,
+        recovery_point: ends.recovery_point,
+        synced: ends.recovery_point,
+        synced_mark: SyncedMark::NONE,
+        published: None,
+        sync_bounded,
+        unflushed_since: None,
+        dir_dirty: false,
+        txns,
     }
 }
 
@@ -2420,6 +2490,45 @@ mod step_tests {
         assert_eq!(o.resumed_at, None);
         assert_eq!(o.recovered_bytes, size);
         assert_eq!(o.segments[0].next_offset(), 80);
+    }
+
+    /// `owns_empty_base`: only in a shared directory, and only for an empty last segment
+    /// based at the log end, does the open place its producer snapshot at that base.
+    #[test]
+    fn only_a_shared_dirs_empty_last_segment_at_the_log_end_is_owned() {
+        let d = tempfile::tempdir().unwrap();
+        let (dir, _) = one_segment(d.path());
+        let full = Arc::new(Segment::open_files(&dir, 0, NOW).unwrap().0);
+        let empty = Arc::new(Segment::create(&dir, 80, NOW, None).unwrap());
+        let segs = vec![full.clone(), empty];
+        assert!(owns_empty_base(true, &segs, 80));
+        assert!(
+            !owns_empty_base(false, &segs, 80),
+            "a directory of one broker"
+        );
+        assert!(!owns_empty_base(true, &segs, 81), "not at the log end");
+        assert!(
+            !owns_empty_base(true, &[full], 80),
+            "the last segment holds data"
+        );
+        assert!(!owns_empty_base(true, &[], 0));
+    }
+
+    /// `Opening::persist_epochs`: `leader-epoch-checkpoint` is written only when loading
+    /// changed the epochs, and a write that succeeded leaves nothing unpersisted.
+    #[test]
+    fn the_epochs_are_written_only_when_loading_changed_them() {
+        let d = tempfile::tempdir().unwrap();
+        let (dir, _) = one_segment(d.path());
+        let file = dir.join("leader-epoch-checkpoint");
+        let mut o = Opening::new(params(dir.clone(), true, None), vec![0]).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        o.epochs_dirty = false;
+        assert!(!o.persist_epochs());
+        assert!(!file.exists(), "unchanged epochs are not written");
+        o.epochs_dirty = true;
+        assert!(!o.persist_epochs());
+        assert!(file.exists());
     }
 
     /// `load_clean_active` / `read_clean_tail`: the active segment of a clean shutdown is
