@@ -40,6 +40,25 @@ fn compact_cfg(delete_retention_ms: i64) -> LogConfig {
     }
 }
 
+/// Reads held at the start of every segment on disk, as fetches in flight hold them: the
+/// reaper thread unlinks a replaced segment's aside file (`<base>.log.<tag>.deleted`) only
+/// once nothing reads it, so a test that looks at those files holds these across the
+/// cleaning, or the reaper may have removed them first.
+fn hold_segments(log: &Log) -> Vec<crate::FileSlice> {
+    let mut bases: Vec<i64> = std::fs::read_dir(log.dir())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.strip_suffix(".log").and_then(|s| s.parse::<i64>().ok())
+        })
+        .collect();
+    bases.sort();
+    bases
+        .into_iter()
+        .filter_map(|b| log.read(b, 1 << 20, true).unwrap().slice)
+        .collect()
+}
+
 fn open_mgr(dir: &Path) -> LogManager {
     LogManager::open(
         vec![dir.to_path_buf()],
@@ -780,6 +799,7 @@ fn a_segment_deleted_after_its_cleaning_is_never_renamed_back() {
         })
         .collect();
     bases.sort();
+    let held = hold_segments(&log);
     m.clean_log_at(&tp(), None).unwrap();
     let aside: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -789,6 +809,7 @@ fn a_segment_deleted_after_its_cleaning_is_never_renamed_back() {
     assert_eq!(aside.len(), 1, "{aside:?}");
     // Step 1's aside file, as a fetch in flight (or a stop before the reap) keeps it.
     let kept = std::fs::read(dir.join(&aside[0])).unwrap();
+    drop(held);
     let start = bases[1];
     log.delete_records_before(start).unwrap();
     log.flush().unwrap();
@@ -855,6 +876,7 @@ fn a_segment_a_later_switch_covers_is_never_renamed_back() {
     fill(&log, &mut model, 20, 15);
     log.roll(NOW).unwrap();
     log.flush().unwrap();
+    let held = hold_segments(&log);
     m.clean_log_at(&tp(), None).unwrap();
     let dir = log.dir().to_path_buf();
     let names = || -> Vec<String> {
@@ -874,6 +896,7 @@ fn a_segment_a_later_switch_covers_is_never_renamed_back() {
             (n, b)
         })
         .collect();
+    drop(held);
     fill(&log, &mut model, 20, 15);
     log.roll(NOW).unwrap();
     log.flush().unwrap();
