@@ -6,6 +6,7 @@ pub mod batch;
 pub mod builder;
 #[cfg(feature = "codecs")]
 pub mod codec;
+pub mod fields;
 pub mod index;
 pub mod names;
 pub mod records;

@@ -33,6 +33,9 @@
 //! [`Decoded::Other`] and are ignored.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use sluice_format::fields::{
+    put_compact_str, put_nullable_str, put_str, put_uvarint, FieldError, FieldReader,
+};
 use sluice_format::records::read_varint;
 use sluice_format::{BatchHeader, FormatError, HEADER_LEN};
 
@@ -163,20 +166,6 @@ pub enum Decoded {
     Other,
 }
 
-fn put_str(b: &mut BytesMut, s: &str) {
-    let bytes = s.as_bytes();
-    let len = bytes.len().min(i16::MAX as usize);
-    b.put_i16(len as i16);
-    b.put_slice(&bytes[..len]);
-}
-
-fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_str(b, s),
-        None => b.put_i16(-1),
-    }
-}
-
 fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_i32(v.len() as i32);
     b.put_slice(v);
@@ -228,24 +217,6 @@ pub(crate) fn group_value(g: &GroupRecord) -> Bytes {
         put_bytes(&mut b, &m.assignment);
     }
     b.freeze()
-}
-
-fn put_uvarint(b: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        b.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
-
-fn put_compact_str(b: &mut BytesMut, s: Option<&str>) {
-    match s {
-        None => b.put_u8(0),
-        Some(s) => {
-            put_uvarint(b, s.len() as u64 + 1);
-            b.put_slice(s.as_bytes());
-        }
-    }
 }
 
 fn put_topic_partitions(b: &mut BytesMut, tps: &[(uuid::Uuid, Vec<i32>)]) {
@@ -353,125 +324,35 @@ pub(crate) fn consumer_current_value(a: &ConsumerAssignmentRecord) -> Bytes {
 #[error("malformed __consumer_offsets record: {0}")]
 pub struct DecodeError(pub String);
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+type Reader<'a> = FieldReader<'a, DecodeError>;
+
+impl From<FieldError> for DecodeError {
+    fn from(e: FieldError) -> DecodeError {
+        DecodeError(e.0.into())
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.buf.len())
-            .ok_or_else(|| DecodeError("truncated".into()))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(self.take(1)?[0] as i8)
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        let s = self.take(2)?;
-        Ok(i16::from_be_bytes([s[0], s[1]]))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        let s = self.take(4)?;
-        Ok(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        let s = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Ok(i64::from_be_bytes(a))
-    }
-    fn nullable_str(&mut self) -> Result<Option<String>, DecodeError> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        let s = self.take(len as usize)?;
-        String::from_utf8(s.to_vec())
-            .map(Some)
-            .map_err(|_| DecodeError("string is not UTF-8".into()))
-    }
-    fn str(&mut self) -> Result<String, DecodeError> {
-        self.nullable_str()?
-            .ok_or_else(|| DecodeError("null string".into()))
-    }
-    fn uvarint(&mut self) -> Result<u64, DecodeError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError("varint too long".into()))
-    }
-    /// A compact array or string length (None = null).
-    fn compact_len(&mut self) -> Result<Option<usize>, DecodeError> {
-        let n = self.uvarint()?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let n = usize::try_from(n - 1).map_err(|_| DecodeError("length".into()))?;
-        if n > self.buf.len() {
-            return Err(DecodeError("length past the end".into()));
-        }
-        Ok(Some(n))
-    }
-    fn compact_nullable_str(&mut self) -> Result<Option<String>, DecodeError> {
-        let Some(n) = self.compact_len()? else {
-            return Ok(None);
-        };
-        let s = self.take(n)?;
-        String::from_utf8(s.to_vec())
-            .map(Some)
-            .map_err(|_| DecodeError("string is not UTF-8".into()))
-    }
-    fn compact_str(&mut self) -> Result<String, DecodeError> {
-        self.compact_nullable_str()?
-            .ok_or_else(|| DecodeError("null string".into()))
-    }
-    fn compact_array<T>(
-        &mut self,
-        mut f: impl FnMut(&mut Self) -> Result<T, DecodeError>,
-    ) -> Result<Vec<T>, DecodeError> {
-        let n = self.compact_len()?.unwrap_or(0);
-        (0..n).map(|_| f(self)).collect()
-    }
+/// The fields of the consumer-group records beyond Kafka's common encodings.
+trait GroupFields {
+    fn uuid(&mut self) -> Result<uuid::Uuid, DecodeError>;
+    fn member_tags(&mut self) -> Result<Option<ClassicMemberMetadata>, DecodeError>;
+    fn topic_partitions(&mut self) -> Result<TopicPartitions, DecodeError>;
+    fn bytes(&mut self) -> Result<Bytes, DecodeError>;
+}
+
+impl GroupFields for Reader<'_> {
     fn uuid(&mut self) -> Result<uuid::Uuid, DecodeError> {
-        let s = self.take(16)?;
-        let mut a = [0u8; 16];
-        a.copy_from_slice(s);
-        Ok(uuid::Uuid::from_bytes(a))
-    }
-    /// Skip a tagged-field section.
-    fn tags(&mut self) -> Result<(), DecodeError> {
-        let n = self.uvarint()?;
-        for _ in 0..n {
-            self.uvarint()?;
-            let len = usize::try_from(self.uvarint()?).map_err(|_| DecodeError("tag".into()))?;
-            self.take(len)?;
-        }
-        Ok(())
+        Ok(uuid::Uuid::from_bytes(self.array()?))
     }
     /// The tagged fields of `ConsumerGroupMemberMetadataValue`: tag 0 is the classic member
     /// metadata; others are skipped.
     fn member_tags(&mut self) -> Result<Option<ClassicMemberMetadata>, DecodeError> {
-        let n = self.uvarint()?;
         let mut classic = None;
-        for _ in 0..n {
-            let tag = self.uvarint()?;
-            let len = usize::try_from(self.uvarint()?).map_err(|_| DecodeError("tag".into()))?;
-            let field = self.take(len)?;
+        for (tag, field) in self.tagged()? {
             if tag != 0 {
                 continue;
             }
-            let mut r = Reader { buf: field, pos: 0 };
+            let mut r = Reader::new(field);
             if r.i8()? < 0 {
                 continue; // null
             }
@@ -480,10 +361,10 @@ impl<'a> Reader<'a> {
                 let name = r.compact_str()?;
                 let n = r.compact_len()?.unwrap_or(0);
                 let metadata = Bytes::copy_from_slice(r.take(n)?);
-                r.tags()?;
+                r.skip_tags()?;
                 Ok((name, metadata))
             })?;
-            r.tags()?;
+            r.skip_tags()?;
             classic = Some(ClassicMemberMetadata {
                 session_timeout_ms,
                 protocols,
@@ -495,7 +376,7 @@ impl<'a> Reader<'a> {
         self.compact_array(|r| {
             let id = r.uuid()?;
             let ps = r.compact_array(|r| r.i32())?;
-            r.tags()?;
+            r.skip_tags()?;
             Ok((id, ps))
         })
     }
@@ -510,7 +391,7 @@ impl<'a> Reader<'a> {
 
 /// Decode one record of `__consumer_offsets`.
 pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Decoded, DecodeError> {
-    let mut k = Reader { buf: key, pos: 0 };
+    let mut k = Reader::new(key);
     let version = k.i16()?;
     match version {
         0 | 1 => {
@@ -556,7 +437,7 @@ fn decode_consumer_value(
     value: Option<&[u8]>,
 ) -> Result<ConsumerValue, DecodeError> {
     let member = member.unwrap_or_default();
-    let mut r = value.map(|v| Reader { buf: v, pos: 0 });
+    let mut r = value.map(Reader::new);
     if let Some(r) = r.as_mut() {
         let version = r.i16()?;
         if version != 0 {
@@ -565,7 +446,7 @@ fn decode_consumer_value(
             )));
         }
     }
-    let done = |r: &mut Reader<'_>| r.tags();
+    let done = |r: &mut Reader<'_>| r.skip_tags();
     Ok(match (key_version, r.as_mut()) {
         (3, None) => ConsumerValue::Group(None),
         (3, Some(r)) => {
@@ -577,11 +458,11 @@ fn decode_consumer_value(
         (4, Some(r)) => {
             // Sluice before 2026-11 wrote an int32 epoch first (not Kafka's schema): read
             // Kafka's layout, else that one.
-            let start = r.pos;
+            let start = r.clone();
             let topics = match partition_metadata(r) {
                 Ok(t) => t,
                 Err(_) => {
-                    r.pos = start;
+                    *r = start;
                     r.i32()?;
                     partition_metadata(r)?
                 }
@@ -657,20 +538,20 @@ fn partition_metadata(r: &mut Reader<'_>) -> Result<Vec<TopicMetadata>, DecodeEr
         r.compact_array(|r| {
             r.i32()?;
             r.compact_array(|r| r.compact_str())?;
-            r.tags()
+            r.skip_tags()
         })?;
-        r.tags()?;
+        r.skip_tags()?;
         Ok((id, name, n))
     })?;
-    r.tags()?;
-    if r.pos != r.buf.len() {
+    r.skip_tags()?;
+    if !r.at_end() {
         return Err(DecodeError("trailing bytes".into()));
     }
     Ok(topics)
 }
 
 fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, DecodeError> {
-    let mut r = Reader { buf: v, pos: 0 };
+    let mut r = Reader::new(v);
     let version = r.i16()?;
     let offset = r.i64()?;
     let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
@@ -685,7 +566,7 @@ fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, DecodeError> {
 }
 
 fn decode_group_value(v: &[u8]) -> Result<GroupRecord, DecodeError> {
-    let mut r = Reader { buf: v, pos: 0 };
+    let mut r = Reader::new(v);
     let version = r.i16()?;
     if !(0..=3).contains(&version) {
         return Err(DecodeError(format!(

@@ -35,6 +35,7 @@
 use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use sluice_format::fields::{put_str, put_uvarint, FieldError, FieldReader};
 
 use crate::{TxnPartition, TxnState};
 
@@ -65,22 +66,6 @@ pub struct TxnValue {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed __transaction_state record: {0}")]
 pub struct DecodeError(pub String);
-
-fn put_str(b: &mut BytesMut, s: &str) {
-    // Kafka refuses strings longer than i16::MAX; a transactional id that long never gets
-    // here (the request decoder bounds it by the same rule).
-    let len = i16::try_from(s.len()).unwrap_or(i16::MAX);
-    b.put_i16(len);
-    b.put_slice(&s.as_bytes()[..len as usize]);
-}
-
-fn put_uvarint(b: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        b.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
 
 /// The key of a transactional id's records.
 pub fn key(transactional_id: &str) -> Bytes {
@@ -158,97 +143,18 @@ pub fn encode_value(v: &TxnValue, version: i16) -> Bytes {
     b.freeze()
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+type Reader<'a> = FieldReader<'a, DecodeError>;
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.buf.len())
-            .ok_or_else(|| DecodeError("truncated".into()))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
-    }
-    fn i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-    fn uvarint(&mut self) -> Result<u64, DecodeError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError("varint too long".into()))
-    }
-    /// A count that must fit in what is left (each element takes at least `min` bytes).
-    fn count(&mut self, n: usize, min: usize) -> Result<usize, DecodeError> {
-        if n.saturating_mul(min) > self.buf.len() - self.pos {
-            return Err(DecodeError("length past the end".into()));
-        }
-        Ok(n)
-    }
-    fn utf8(&mut self, n: usize) -> Result<String, DecodeError> {
-        String::from_utf8(self.take(n)?.to_vec())
-            .map_err(|_| DecodeError("string is not UTF-8".into()))
-    }
-    fn str(&mut self) -> Result<String, DecodeError> {
-        let n = self.i16()?;
-        let n = usize::try_from(n).map_err(|_| DecodeError("null string".into()))?;
-        self.utf8(n)
-    }
-    /// A compact length (None = null).
-    fn compact_len(&mut self) -> Result<Option<usize>, DecodeError> {
-        match self.uvarint()? {
-            0 => Ok(None),
-            n => usize::try_from(n - 1)
-                .map(Some)
-                .map_err(|_| DecodeError("length".into())),
-        }
-    }
-    fn compact_str(&mut self) -> Result<String, DecodeError> {
-        let n = self
-            .compact_len()?
-            .ok_or_else(|| DecodeError("null string".into()))?;
-        self.utf8(n)
-    }
-    fn skip_tagged(&mut self) -> Result<(), DecodeError> {
-        let n = self.uvarint()?;
-        for _ in 0..n {
-            self.uvarint()?;
-            let size = self.uvarint()?;
-            let size = usize::try_from(size).map_err(|_| DecodeError("tag size".into()))?;
-            self.take(size)?;
-        }
-        Ok(())
+impl From<FieldError> for DecodeError {
+    fn from(e: FieldError) -> DecodeError {
+        DecodeError(e.0.into())
     }
 }
 
 /// The transactional id of a record key; `None` for a key of another version (Kafka skips
 /// those on load as leftovers of an aborted upgrade).
 pub fn decode_key(key: &[u8]) -> Result<Option<String>, DecodeError> {
-    let mut r = Reader { buf: key, pos: 0 };
+    let mut r = Reader::new(key);
     if r.i16()? != KEY_VERSION {
         return Ok(None);
     }
@@ -257,7 +163,7 @@ pub fn decode_key(key: &[u8]) -> Result<Option<String>, DecodeError> {
 
 /// Decode a value (not a tombstone).
 pub fn decode_value(value: &[u8]) -> Result<TxnValue, DecodeError> {
-    let mut r = Reader { buf: value, pos: 0 };
+    let mut r = Reader::new(value);
     let version = r.i16()?;
     if !(0..=VALUE_VERSION_MAX).contains(&version) {
         return Err(DecodeError(format!("unknown value version {version}")));
@@ -293,7 +199,7 @@ pub fn decode_value(value: &[u8]) -> Result<TxnValue, DecodeError> {
                 }
             }
             if flexible {
-                r.skip_tagged()?;
+                r.skip_tags()?;
             }
         }
     }
@@ -312,12 +218,8 @@ pub fn decode_value(value: &[u8]) -> Result<TxnValue, DecodeError> {
         client_transaction_version: 0,
     };
     if flexible {
-        let n = r.uvarint()?;
-        for _ in 0..n {
-            let tag = r.uvarint()?;
-            let size = usize::try_from(r.uvarint()?).map_err(|_| DecodeError("tag size".into()))?;
-            let data = r.take(size)?;
-            let mut f = Reader { buf: data, pos: 0 };
+        for (tag, data) in r.tagged()? {
+            let mut f = Reader::new(data);
             match tag {
                 0 => v.previous_producer_id = f.i64()?,
                 1 => v.next_producer_id = f.i64()?,

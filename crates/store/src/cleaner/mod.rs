@@ -10,8 +10,9 @@
 //! - `recover.rs`: what an open does with the leftovers of a cleaning cut short by a crash;
 //! - `schedule.rs`: the cleaner threads of a [`crate::LogManager`], choosing the dirtiest
 //!   log, the `cleaner-offset-checkpoint` file, aborting a cleaning for a log being closed.
-//!   The threads reach the manager through `schedule::Host`, which it implements (and which
-//!   writes the checkpoint with the manager's other per-dir files): the cleaner imports
+//!   The threads reach the manager through `schedule::Host`, which it implements (its
+//!   `write_checkpoints` writes the file under the cleaner's checkpoint lock; the manager's
+//!   checkpoint round writes it under the manager's own): the cleaner imports
 //!   nothing of the manager, nor of the log (`log.rs`, `log/`); both import it.
 //!
 //! A cleaning never changes an offset: it only leaves records (and whole batches) out. It
