@@ -42,8 +42,8 @@ use sluice_meta::ScramCredentials;
 use sluice_sasl::{oauthbearer, plain, ScramCredential, ScramFailure, ScramMechanism, ScramServer};
 use sluice_wire::Request;
 
-use crate::apis::str_bytes;
 use crate::oauth::OAuthValidation;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 /// Kafka's principal type for SASL users.

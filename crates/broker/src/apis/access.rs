@@ -23,8 +23,9 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use sluice_acl::{Operation, ResourceType, OPERATIONS_NOT_ASKED};
 
-use super::{str_bytes, topic_name, Client};
 use crate::authz::Audit;
+use crate::client::Client;
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 /// Changes to a handler's answer: what was taken out of the request, back with its error.

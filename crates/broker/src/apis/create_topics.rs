@@ -9,8 +9,8 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use super::str_bytes;
 use crate::admin::Refusal;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 pub(crate) fn handle(

@@ -29,7 +29,7 @@ use sluice_meta::{ScramAlteration, StoredScram};
 use sluice_sasl::scram::{MAX_ITERATIONS, MIN_ITERATIONS};
 use sluice_sasl::{ScramCredential, ScramMechanism};
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 pub(crate) fn describe(

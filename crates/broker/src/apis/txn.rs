@@ -21,8 +21,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_txn::TxnPartition;
 
-use super::{str_bytes, topic_name};
 use crate::errors::txn_error_code;
+use crate::wire::{str_bytes, topic_name};
 use crate::{now_ms, Broker, Reply, OFFSETS_TOPIC};
 
 /// Run `call` on a blocking thread in a cluster (producer-id allocation may wait on etcd),
