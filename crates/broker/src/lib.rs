@@ -1711,16 +1711,9 @@ mod dispatch_tests {
     #[test]
     fn each_request_is_handled_by_exactly_one_family() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = testutil::runtime();
         let _in_runtime = rt.enter();
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.path().display().to_string());
-        let broker = Broker::open(BrokerConfig::from_properties(props).unwrap()).unwrap();
+        let broker = testutil::single_broker(dir.path());
         let client = client();
         // (request, version, the family that handles it: partitions, admin, groups,
         // transactions, security)

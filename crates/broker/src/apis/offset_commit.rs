@@ -227,6 +227,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, _version: i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{runtime, single_broker};
 
     fn partition(index: i32, offset: i64) -> OffsetCommitRequestPartition {
         OffsetCommitRequestPartition::default()
@@ -239,17 +240,9 @@ mod tests {
     #[test]
     fn commits_of_partitions_that_exist_go_to_the_group_the_others_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.path().display().to_string());
-        let broker =
-            Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap();
+        let broker = single_broker(dir.path());
         broker
             .create_topic("t", 2, std::collections::BTreeMap::new())
             .unwrap();

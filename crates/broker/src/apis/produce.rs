@@ -789,6 +789,7 @@ fn leader_hints(
 mod tests {
     use super::*;
     use crate::refusals::{ProduceRefusals, REFUSALS_BEHIND_MAX};
+    use crate::testutil::{runtime, single_broker};
 
     fn header(pid: i64, epoch: i16, seq: i32) -> sluice_format::BatchHeader {
         sluice_format::BatchHeader {
@@ -1039,17 +1040,9 @@ mod tests {
     fn a_batch_behind_one_refused_as_an_unknown_partition_waits_for_its_retry() {
         use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.path().display().to_string());
-        let broker =
-            Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap();
+        let broker = single_broker(dir.path());
         broker
             .create_topic("t", 1, std::collections::BTreeMap::new())
             .unwrap();
@@ -1160,15 +1153,6 @@ mod tests {
         );
     }
 
-    /// A single broker in `dir` (the caller has entered a tokio runtime: the flusher and the
-    /// maintenance tasks start with it).
-    fn single_broker(dir: &std::path::Path) -> Arc<Broker> {
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.display().to_string());
-        Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap()
-    }
-
     fn message(r: &PartitionProduceResponse) -> String {
         r.error_message
             .as_ref()
@@ -1223,11 +1207,7 @@ mod tests {
     #[test]
     fn the_checks_before_an_append_refuse_in_order_and_write_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
         let broker = single_broker(dir.path());
         let mut configs = std::collections::BTreeMap::new();
@@ -1279,11 +1259,7 @@ mod tests {
     #[test]
     fn a_failed_flush_round_answers_possibly_persisted() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
         let broker = single_broker(dir.path());
         let appended = |index: i32| {
