@@ -17,11 +17,8 @@ use sluice_acl::{AclFilter, Action, Authorizer, Operation, ResourceType, CLUSTER
 use sluice_config::AuthorizerSettings;
 use sluice_meta::AclSet;
 
-use crate::apis::Client;
+use crate::client::Client;
 use crate::log_limit::LogLimiter;
-
-/// Kafka's principal of a connection that did not authenticate.
-pub(crate) const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// Denials logged: one line a second at most.
 static DENIAL_LOG: LogLimiter = LogLimiter::new("authorization denial(s)");

@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
 };
 use sluice_format::{BatchHeader, BatchTimestampType};
 
-use crate::apis::str_bytes;
+use crate::wire::str_bytes;
 use crate::{now_ms, Broker, OFFSETS_TOPIC};
 
 /// One group's lag on one partition: group, topic, partition, committed offset, lag in

@@ -29,6 +29,7 @@ mod admin;
 mod apis;
 mod authz;
 mod cache;
+mod client;
 mod cluster;
 mod dynamic;
 mod errors;
@@ -45,6 +46,7 @@ mod peers;
 mod quotas;
 mod readers;
 mod recompress;
+mod refusals;
 mod registry;
 mod sasl;
 mod sessions;
@@ -52,6 +54,7 @@ mod sessions;
 mod testutil;
 mod txns;
 mod waiters;
+mod wire;
 mod writeback;
 
 use std::collections::HashMap;
@@ -131,8 +134,8 @@ pub struct Connection {
     /// The principal SASL authenticated (`User:alice`); None: Kafka's `User:ANONYMOUS`.
     pub principal: Option<Arc<str>>,
     /// The idempotent batches this connection's produce answers refused as not written
-    /// (`apis::produce::ProduceRefusals`).
-    pub produce_refusals: Arc<apis::produce::ProduceRefusals>,
+    /// (`refusals::ProduceRefusals`).
+    pub produce_refusals: Arc<refusals::ProduceRefusals>,
 }
 
 pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
@@ -561,7 +564,7 @@ impl Broker {
                 // A partition the producer may not write is never added to its transaction
                 // (the request is refused whole, or the partition left out, by `access.rs`).
                 let txn = if self.authz.enabled() && r.transactional_id.is_some() {
-                    let client = apis::Client::new(&request.header, conn);
+                    let client = client::Client::new(&request.header, conn);
                     apis::access::produce_allowed(self, r, &client).and_then(|allowed| {
                         apis::produce::prepare(self, r, request.version(), Some(&allowed))
                     })
@@ -642,7 +645,7 @@ impl Broker {
     fn answer(self: &Arc<Self>, request: Request, conn: &Connection, verdicts: Verdicts) -> Answer {
         let version = request.version();
         if let RequestKind::Fetch(r) = request.body {
-            let client = apis::Client::new(&request.header, conn);
+            let client = client::Client::new(&request.header, conn);
             let (r, denied) = apis::access::fetch(self, r, &client);
             let who = quotas::Who::new(&request.header, conn);
             let answer = apis::fetch::handle(self, r, version, who, conn.listener.clone());
@@ -734,7 +737,7 @@ impl Broker {
     ) -> Reply {
         let version = request.version();
         let header = request.header;
-        let client = apis::Client::new(&header, conn);
+        let client = client::Client::new(&header, conn);
         let (body, fix) = match apis::access::admit(self, request.body, version, &client) {
             apis::access::Admission::Refuse(answer) => return ready(Some(answer)),
             apis::access::Admission::Serve(body, fix) => (body, fix),
@@ -762,7 +765,7 @@ impl Broker {
         body: RequestKind,
         version: i16,
         header: &kafka_protocol::messages::RequestHeader,
-        client: &apis::Client,
+        client: &client::Client,
         verdicts: Verdicts,
     ) -> Reply {
         let unhandled = self
@@ -793,7 +796,7 @@ impl Broker {
         self: &Arc<Self>,
         body: RequestKind,
         version: i16,
-        client: &apis::Client,
+        client: &client::Client,
         verdicts: Verdicts,
     ) -> Result<Reply, RequestKind> {
         Ok(match body {
@@ -827,7 +830,7 @@ impl Broker {
         self: &Arc<Self>,
         body: RequestKind,
         version: i16,
-        client: &apis::Client,
+        client: &client::Client,
     ) -> Result<Reply, RequestKind> {
         Ok(match body {
             RequestKind::CreateTopics(r) => {
@@ -873,7 +876,7 @@ impl Broker {
         self: &Arc<Self>,
         body: RequestKind,
         version: i16,
-        client: &apis::Client,
+        client: &client::Client,
     ) -> Result<Reply, RequestKind> {
         Ok(match body {
             RequestKind::FindCoordinator(r) => ready(apis::find_coordinator::handle(
@@ -1690,15 +1693,15 @@ mod dispatch_tests {
         ListTransactionsRequest, RequestHeader, SaslHandshakeRequest,
     };
 
-    fn client() -> apis::Client {
-        apis::Client {
+    fn client() -> client::Client {
+        client::Client {
             id: "client".into(),
             host: "/127.0.0.1".into(),
             listener: Arc::from("PLAINTEXT"),
-            principal: Arc::from(authz::ANONYMOUS),
+            principal: Arc::from(client::ANONYMOUS),
             address: "127.0.0.1".into(),
             api_key: 0,
-            produce_refusals: Arc::new(apis::produce::ProduceRefusals::default()),
+            produce_refusals: Arc::new(refusals::ProduceRefusals::default()),
         }
     }
 
@@ -1708,16 +1711,9 @@ mod dispatch_tests {
     #[test]
     fn each_request_is_handled_by_exactly_one_family() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = testutil::runtime();
         let _in_runtime = rt.enter();
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.path().display().to_string());
-        let broker = Broker::open(BrokerConfig::from_properties(props).unwrap()).unwrap();
+        let broker = testutil::single_broker(dir.path());
         let client = client();
         // (request, version, the family that handles it: partitions, admin, groups,
         // transactions, security)

@@ -18,10 +18,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_store::{AppendError, ControlType};
 
-use crate::apis::topic_name;
 use crate::errors::append_error_code;
 use crate::flusher::FlushError;
 use crate::registry::missing_partition_code;
+use crate::wire::topic_name;
 use crate::{now_ms, Broker, OFFSETS_TOPIC};
 
 /// Longest wait between two attempts to deliver the markers a partition still lacks.

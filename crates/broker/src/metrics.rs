@@ -195,6 +195,107 @@ fn expose_partition_offsets(e: &mut Exposition, logs: &[ServedLog]) {
     }
 }
 
+/// One gauge family of consumer lag per partition (`consumergroup`, `topic`, `partition`),
+/// its value read from each row.
+fn partition_lag_family(
+    e: &mut Exposition,
+    name: &str,
+    help: &str,
+    rows: &[crate::lag::LagRow],
+    value: impl Fn(&crate::lag::LagRow) -> f64,
+) {
+    e.family(name, Kind::Gauge, help);
+    for row in rows {
+        let (g, t, p, _, _, _) = row;
+        let partition = p.to_string();
+        e.sample(
+            name,
+            &[
+                ("consumergroup", g),
+                ("topic", t),
+                ("partition", &partition),
+            ],
+            value(row),
+        );
+    }
+}
+
+/// Each partition's committed offset, lag in records, and lag in seconds.
+fn expose_partition_lag(e: &mut Exposition, rows: &[crate::lag::LagRow]) {
+    partition_lag_family(
+        e,
+        names::GROUP_CURRENT_OFFSET,
+        "A consumer group's committed offset of a partition.",
+        rows,
+        |(_, _, _, committed, _, _)| *committed as f64,
+    );
+    partition_lag_family(
+        e,
+        names::GROUP_LAG,
+        "Records of a partition a consumer group has not consumed: high watermark minus committed offset.",
+        rows,
+        |(_, _, _, _, lag, _)| *lag as f64,
+    );
+    partition_lag_family(
+        e,
+        names::GROUP_LAG_SECONDS,
+        "Age of the oldest record of a partition a consumer group has not consumed, in seconds (0 when it has consumed everything).",
+        rows,
+        |(_, _, _, _, _, s)| *s,
+    );
+}
+
+/// Committed offsets and lag summed over each topic's partitions, per group.
+fn expose_topic_lag(e: &mut Exposition, rows: &[crate::lag::LagRow]) {
+    let mut sums: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
+    for (g, t, _, committed, lag, _) in rows {
+        let e = sums.entry((g.as_str(), t.as_str())).or_default();
+        e.0 += committed;
+        e.1 += lag;
+    }
+    e.family(
+        names::GROUP_CURRENT_OFFSET_SUM,
+        Kind::Gauge,
+        "Sum of a consumer group's committed offsets over a topic's partitions.",
+    );
+    for ((g, t), (committed, _)) in &sums {
+        e.sample(
+            names::GROUP_CURRENT_OFFSET_SUM,
+            &[("consumergroup", g), ("topic", t)],
+            *committed as f64,
+        );
+    }
+    e.family(
+        names::GROUP_LAG_SUM,
+        Kind::Gauge,
+        "A consumer group's lag summed over a topic's partitions.",
+    );
+    for ((g, t), (_, lag)) in &sums {
+        e.sample(
+            names::GROUP_LAG_SUM,
+            &[("consumergroup", g), ("topic", t)],
+            *lag as f64,
+        );
+    }
+}
+
+/// Each group's largest lag in seconds over all its partitions.
+fn expose_lag_seconds_max(e: &mut Exposition, rows: &[crate::lag::LagRow]) {
+    let mut max_seconds: BTreeMap<&str, f64> = BTreeMap::new();
+    for (g, _, _, _, _, s) in rows {
+        let m = max_seconds.entry(g.as_str()).or_default();
+        *m = m.max(*s);
+    }
+    e.family(
+        names::GROUP_LAG_SECONDS_MAX,
+        Kind::Gauge,
+        "A consumer group's largest lag in seconds over all its partitions.",
+    );
+    for (g, s) in &max_seconds {
+        e.sample(names::GROUP_LAG_SECONDS_MAX, &[("consumergroup", g)], *s);
+    }
+}
+
 /// Bytes and records of a produce request's records for one partition, from the batch
 /// headers alone (no per-record work). Unparseable input counts what parsed.
 pub(crate) fn batch_stats(records: &[u8]) -> (u64, u64) {
@@ -483,9 +584,21 @@ impl Broker {
     }
 
     /// Consumer lag of the groups this broker coordinates, in offsets (kafka_exporter's
-    /// names) and in seconds: the age of the oldest record the group has not consumed, from
-    /// the timestamp of the record at its committed offset.
+    /// names) and in seconds: per partition, summed per topic, the groups' members, and each
+    /// group's largest lag in seconds.
     fn expose_lag(&self, e: &mut Exposition) {
+        let rows = self.lag_rows();
+        expose_partition_lag(e, &rows);
+        expose_topic_lag(e, &rows);
+        self.expose_group_members(e);
+        expose_lag_seconds_max(e, &rows);
+    }
+
+    /// The lag of each partition of the groups coordinated here (`__consumer_offsets` left
+    /// out): in seconds, the age of the oldest record the group has not consumed, from the
+    /// timestamp of the record at its committed offset (0 when it consumed everything); in a
+    /// cluster, for partitions other brokers own, from their owners.
+    fn lag_rows(&self) -> Vec<crate::lag::LagRow> {
         let now = now_ms();
         let mut rows: Vec<crate::lag::LagRow> = self
             .consumer_lag()
@@ -506,91 +619,11 @@ impl Broker {
             .collect();
         // In a cluster: partitions of the groups coordinated here that other brokers own.
         rows.extend(self.remote_lag());
-        e.family(
-            names::GROUP_CURRENT_OFFSET,
-            Kind::Gauge,
-            "A consumer group's committed offset of a partition.",
-        );
-        for (g, t, p, committed, _, _) in &rows {
-            let partition = p.to_string();
-            e.sample(
-                names::GROUP_CURRENT_OFFSET,
-                &[
-                    ("consumergroup", g),
-                    ("topic", t),
-                    ("partition", &partition),
-                ],
-                *committed as f64,
-            );
-        }
-        e.family(
-            names::GROUP_LAG,
-            Kind::Gauge,
-            "Records of a partition a consumer group has not consumed: high watermark minus committed offset.",
-        );
-        for (g, t, p, _, lag, _) in &rows {
-            let partition = p.to_string();
-            e.sample(
-                names::GROUP_LAG,
-                &[
-                    ("consumergroup", g),
-                    ("topic", t),
-                    ("partition", &partition),
-                ],
-                *lag as f64,
-            );
-        }
-        e.family(
-            names::GROUP_LAG_SECONDS,
-            Kind::Gauge,
-            "Age of the oldest record of a partition a consumer group has not consumed, in seconds (0 when it has consumed everything).",
-        );
-        for (g, t, p, _, _, s) in &rows {
-            let partition = p.to_string();
-            e.sample(
-                names::GROUP_LAG_SECONDS,
-                &[
-                    ("consumergroup", g),
-                    ("topic", t),
-                    ("partition", &partition),
-                ],
-                *s,
-            );
-        }
-        let mut sums: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
-        let mut max_seconds: BTreeMap<&str, f64> = BTreeMap::new();
-        for (g, t, _, committed, lag, s) in &rows {
-            let e = sums.entry((g.as_str(), t.as_str())).or_default();
-            e.0 += committed;
-            e.1 += lag;
-            let m = max_seconds.entry(g.as_str()).or_default();
-            *m = m.max(*s);
-        }
-        e.family(
-            names::GROUP_CURRENT_OFFSET_SUM,
-            Kind::Gauge,
-            "Sum of a consumer group's committed offsets over a topic's partitions.",
-        );
-        for ((g, t), (committed, _)) in &sums {
-            e.sample(
-                names::GROUP_CURRENT_OFFSET_SUM,
-                &[("consumergroup", g), ("topic", t)],
-                *committed as f64,
-            );
-        }
-        e.family(
-            names::GROUP_LAG_SUM,
-            Kind::Gauge,
-            "A consumer group's lag summed over a topic's partitions.",
-        );
-        for ((g, t), (_, lag)) in &sums {
-            e.sample(
-                names::GROUP_LAG_SUM,
-                &[("consumergroup", g), ("topic", t)],
-                *lag as f64,
-            );
-        }
-        // Members of the groups this broker coordinates (classic and consumer protocol).
+        rows
+    }
+
+    /// Members of the groups this broker coordinates (classic and consumer protocol).
+    fn expose_group_members(&self, e: &mut Exposition) {
         let topics = self.topic_infos();
         let members: Vec<(String, usize)> = self.groups.read(|c| {
             c.list_groups(&[], &[])
@@ -615,14 +648,6 @@ impl Broker {
         );
         for (g, n) in &members {
             e.sample(names::GROUP_MEMBERS, &[("consumergroup", g)], *n as f64);
-        }
-        e.family(
-            names::GROUP_LAG_SECONDS_MAX,
-            Kind::Gauge,
-            "A consumer group's largest lag in seconds over all its partitions.",
-        );
-        for (g, s) in &max_seconds {
-            e.sample(names::GROUP_LAG_SECONDS_MAX, &[("consumergroup", g)], *s);
         }
     }
 
@@ -649,8 +674,20 @@ impl Broker {
         );
     }
 
-    /// Deferred deletions, drop-behind, and the volumes of the log dirs.
+    /// Deferred deletions, drop-behind, cold reads, read replicas, the write-behind, and the
+    /// volumes of the log dirs.
     fn expose_storage(&self, e: &mut Exposition) {
+        self.expose_deletions(e);
+        self.expose_drop_behind(e);
+        self.expose_cold_reads(e);
+        self.expose_read_replicas(e);
+        self.expose_writeback(e);
+        self.expose_volumes(e);
+    }
+
+    /// Deferred deletions: segments, directories and leftovers waiting to be removed, and how
+    /// their removals went.
+    fn expose_deletions(&self, e: &mut Exposition) {
         let d = self.deletion_stats();
         e.single(
             names::DELETIONS_PENDING,
@@ -682,6 +719,11 @@ impl Broker {
             "Silly-renamed leftovers (.nfs*, .fuse_hidden*) this broker removed.",
             d.leftovers_reclaimed as f64,
         );
+    }
+
+    /// The page-cache drop-behind (`sluice.log.cache.bytes`): bytes advised out, reads from
+    /// below its point, its fdatasyncs and failures.
+    fn expose_drop_behind(&self, e: &mut Exposition) {
         let c = self.page_cache_drops();
         e.single(
             names::CACHE_DROPPED_BYTES,
@@ -707,6 +749,10 @@ impl Broker {
             "Drop-behind attempts that failed.",
             c.errors as f64,
         );
+    }
+
+    /// Fetches read on a blocking thread because their data was not in the page cache.
+    fn expose_cold_reads(&self, e: &mut Exposition) {
         let (fetches, partitions, bytes) = self.cold_reads();
         e.single(
             names::FETCH_COLD_REQUESTS,
@@ -726,6 +772,11 @@ impl Broker {
             "Bytes those partition reads returned.",
             bytes as f64,
         );
+    }
+
+    /// Reads served of partitions other brokers own (KIP-392 read replicas) and consumers sent
+    /// to a broker in their rack.
+    fn expose_read_replicas(&self, e: &mut Exposition) {
         let r = self.readers.totals();
         e.single(
             names::READ_REPLICA_PARTITIONS,
@@ -751,6 +802,11 @@ impl Broker {
             "Fetch answers that sent a consumer to a broker in its rack (preferred_read_replica).",
             r.redirects as f64,
         );
+    }
+
+    /// The write-behind (`sluice.log.writeback.bytes`) and the produce backpressure behind it
+    /// (`sluice.log.unwritten.bytes.max`).
+    fn expose_writeback(&self, e: &mut Exposition) {
         let w = self.writeback_totals();
         e.single(
             names::WRITEBACK_BYTES,
@@ -782,6 +838,10 @@ impl Broker {
             "Time produce requests were held back by the write-behind.",
             w.produce_wait_us as f64 / 1e6,
         );
+    }
+
+    /// The size and usable bytes of the volume of each log dir.
+    fn expose_volumes(&self, e: &mut Exposition) {
         let volumes: Vec<(String, u64, u64)> = self
             .config
             .log_dirs
@@ -1071,5 +1131,36 @@ mod tests {
         assert_eq!(batch_stats(&records), (records.len() as u64, 3));
         assert_eq!(batch_stats(&[]), (0, 0));
         assert_eq!(batch_stats(&[1, 2, 3]), (3, 0));
+    }
+
+    /// The lag families: one sample per partition, per group and topic the sums, per group
+    /// the largest lag in seconds.
+    #[test]
+    fn lag_is_exposed_per_partition_summed_per_topic_and_its_largest_per_group() {
+        let rows: Vec<crate::lag::LagRow> = vec![
+            ("g".into(), "t".into(), 0, 10, 5, 2.5),
+            ("g".into(), "t".into(), 1, 20, 1, 0.5),
+            ("h".into(), "t".into(), 0, 7, 0, 0.0),
+        ];
+        let mut e = Exposition::new();
+        expose_partition_lag(&mut e, &rows);
+        expose_topic_lag(&mut e, &rows);
+        expose_lag_seconds_max(&mut e, &rows);
+        let text = e.finish();
+        let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        let lag = names::GROUP_LAG;
+        let lag_sum = names::GROUP_LAG_SUM;
+        let offset_sum = names::GROUP_CURRENT_OFFSET_SUM;
+        let seconds_max = names::GROUP_LAG_SECONDS_MAX;
+        for expected in [
+            format!(r#"{lag}{{consumergroup="g",topic="t",partition="1"}} 1"#),
+            format!(r#"{offset_sum}{{consumergroup="g",topic="t"}} 30"#),
+            format!(r#"{lag_sum}{{consumergroup="g",topic="t"}} 6"#),
+            format!(r#"{lag_sum}{{consumergroup="h",topic="t"}} 0"#),
+            format!(r#"{seconds_max}{{consumergroup="g"}} 2.5"#),
+        ] {
+            assert!(samples.contains(&expected.as_str()), "{expected} in {text}");
+        }
+        assert_eq!(samples.len(), 3 * 3 + 2 * 2 + 2);
     }
 }

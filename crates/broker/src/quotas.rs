@@ -185,7 +185,7 @@ impl Who {
             .unwrap_or(ANONYMOUS);
         Who {
             user: user.to_string(),
-            client_id: crate::apis::client_id(header),
+            client_id: crate::client::client_id(header),
         }
     }
 }

@@ -42,8 +42,8 @@ use sluice_meta::ScramCredentials;
 use sluice_sasl::{oauthbearer, plain, ScramCredential, ScramFailure, ScramMechanism, ScramServer};
 use sluice_wire::Request;
 
-use crate::apis::str_bytes;
 use crate::oauth::OAuthValidation;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 /// Kafka's principal type for SASL users.
@@ -414,7 +414,10 @@ impl Authenticator {
         Step::Reply(handshake_reply(0, &self.config))
     }
 
-    /// One token of the exchange.
+    /// One token of the exchange: refused outside it, or when the handshake asked a
+    /// re-authentication under another mechanism (Kafka's rule); else the mechanism's step
+    /// ([`oauthbearer_token`], [`plain_token`], [`scram_token`]), and a user authenticated
+    /// starts the session ([`Authenticator::start_session`]).
     fn token(&mut self, broker: &Broker, bytes: &[u8]) -> Token {
         let State::Authenticate {
             mechanism,
@@ -441,102 +444,161 @@ impl Authenticator {
             "Authentication failed during {text} due to invalid credentials with SASL mechanism {mechanism}"
         );
         // OAUTHBEARER: when the token expires, ms since the epoch.
-        let mut credential_expires_ms = None;
-        let outcome = match server {
-            MechServer::OAuthBearer { refused } => {
-                let previous = refused.take();
-                match previous {
-                    // The client's ^A after our error status: the failure, with that status.
-                    Some((json, reason)) if bytes == [oauthbearer::CONTROL_A] => {
-                        Token::Refused(json, format!("OAUTHBEARER token refused: {reason}"))
-                    }
-                    _ => match oauthbearer::parse_client_first(bytes) {
-                        Err(reason) => Token::Refused(generic, reason),
-                        Ok(first) => match self.oauth.as_ref().map(|o| o.validate(&first.token)) {
-                            None => Token::Refused(
-                                generic,
-                                "OAUTHBEARER is not configured on this listener".into(),
-                            ),
-                            Some(Err((json, reason))) => {
-                                tracing::debug!(listener = %self.listener, "OAUTHBEARER token refused: {reason}");
-                                *refused = Some((json.clone(), reason));
-                                Token::Challenge(json.into_bytes())
-                            }
-                            Some(Ok(token)) => {
-                                if !first.authzid.is_empty() && first.authzid != token.principal {
-                                    let m = format!(
-                                        "Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({})",
-                                        first.authzid, token.principal
-                                    );
-                                    Token::Refused(m.clone(), m)
-                                } else {
-                                    credential_expires_ms = Some(token.expires_ms);
-                                    Token::Done(Vec::new(), token.principal)
-                                }
-                            }
-                        },
-                    },
-                }
-            }
-            MechServer::Plain => match plain::parse(bytes) {
-                Err(message) => Token::Refused(message.clone(), message),
-                Ok(m) => {
-                    let expected = self.config.plain_users.get(&m.username).map(String::as_str);
-                    match plain::authenticate(&m, expected) {
-                        Ok(user) => Token::Done(Vec::new(), user),
-                        Err(message) => {
-                            let reason = format!("{message} (user {})", m.username);
-                            Token::Refused(message, reason)
-                        }
-                    }
-                }
-            },
-            MechServer::Scram(s) => {
-                let step = if s.awaiting_client_first() {
-                    let scram = scram_mechanism(mechanism);
-                    s.client_first(bytes, |user| {
-                        scram.and_then(|m| broker.scram.lookup(user, m))
-                    })
-                    .map(Token::Challenge)
-                } else {
-                    s.client_final(bytes).map(|(b, user)| Token::Done(b, user))
-                };
-                match step {
-                    Ok(t) => t,
-                    Err(ScramFailure::Authentication(m)) => Token::Refused(m.clone(), m),
-                    Err(ScramFailure::Credentials(reason)) => Token::Refused(generic, reason),
-                }
-            }
+        let (outcome, credential_expires_ms) = match server {
+            MechServer::OAuthBearer { refused } => oauthbearer_token(
+                self.oauth.as_deref(),
+                &self.listener,
+                refused,
+                bytes,
+                generic,
+            ),
+            MechServer::Plain => (plain_token(&self.config, bytes), None),
+            MechServer::Scram(s) => (scram_token(broker, s, mechanism, bytes, generic), None),
         };
         if let Token::Done(_, user) = &outcome {
-            let principal: Arc<str> = format!("{USER_PRINCIPAL}:{user}").into();
-            if let Some(previous) = &self.session {
-                if previous.principal != principal {
-                    let message = format!(
-                        "Cannot change principals during re-authentication from {}: {}",
-                        previous.principal.replacen(':', ".", 1),
-                        principal.replacen(':', ".", 1)
-                    );
-                    return Token::Refused(message.clone(), message);
-                }
+            if let Err(refused) = self.start_session(user, mechanism, credential_expires_ms, text) {
+                return refused;
             }
-            let lifetime_ms = session_lifetime_ms(
-                self.config.reauth_ms_for(mechanism),
-                credential_expires_ms,
-                crate::now_ms(),
-            );
-            let expires = lifetime_ms
-                .map(|ms| Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
-            tracing::debug!(listener = %self.listener, %principal, %mechanism, ?lifetime_ms, "SASL {text} succeeded");
-            self.session = Some(Session {
-                principal,
-                mechanism,
-                expires,
-                lifetime_ms: lifetime_ms.unwrap_or(0),
-            });
-            self.state = State::Authenticated;
         }
         outcome
+    }
+
+    /// `user` authenticated: the session starts, its lifetime the shorter of
+    /// `connections.max.reauth.ms` and the credential's ([`session_lifetime_ms`]). A
+    /// re-authentication may not change the principal (Kafka's rule): refused, the session
+    /// left as it was.
+    fn start_session(
+        &mut self,
+        user: &str,
+        mechanism: SaslMechanism,
+        credential_expires_ms: Option<i64>,
+        text: &str,
+    ) -> Result<(), Token> {
+        let principal: Arc<str> = format!("{USER_PRINCIPAL}:{user}").into();
+        if let Some(previous) = &self.session {
+            if previous.principal != principal {
+                let message = format!(
+                    "Cannot change principals during re-authentication from {}: {}",
+                    previous.principal.replacen(':', ".", 1),
+                    principal.replacen(':', ".", 1)
+                );
+                return Err(Token::Refused(message.clone(), message));
+            }
+        }
+        let lifetime_ms = session_lifetime_ms(
+            self.config.reauth_ms_for(mechanism),
+            credential_expires_ms,
+            crate::now_ms(),
+        );
+        let expires = lifetime_ms
+            .map(|ms| Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+        tracing::debug!(listener = %self.listener, %principal, %mechanism, ?lifetime_ms, "SASL {text} succeeded");
+        self.session = Some(Session {
+            principal,
+            mechanism,
+            expires,
+            lifetime_ms: lifetime_ms.unwrap_or(0),
+        });
+        self.state = State::Authenticated;
+        Ok(())
+    }
+}
+
+/// One OAUTHBEARER token (RFC 7628), validated by the listener's `oauth` settings: a token
+/// refused is answered with the JSON error status as a challenge (kept in `refused`), and
+/// the client's `^A` after it ends the exchange refused; an authorization id other than the
+/// token's principal is refused (Kafka's rule). With the token's expiry (ms since the
+/// epoch) when it authenticates.
+fn oauthbearer_token(
+    oauth: Option<&OAuthValidation>,
+    listener: &str,
+    refused: &mut Option<(String, String)>,
+    bytes: &[u8],
+    generic: String,
+) -> (Token, Option<i64>) {
+    let previous = refused.take();
+    if let Some((json, reason)) = previous.filter(|_| bytes == [oauthbearer::CONTROL_A]) {
+        // The client's ^A after our error status: the failure, with that status.
+        return (
+            Token::Refused(json, format!("OAUTHBEARER token refused: {reason}")),
+            None,
+        );
+    }
+    let first = match oauthbearer::parse_client_first(bytes) {
+        Err(reason) => return (Token::Refused(generic, reason), None),
+        Ok(first) => first,
+    };
+    match oauth.map(|o| o.validate(&first.token)) {
+        None => (
+            Token::Refused(
+                generic,
+                "OAUTHBEARER is not configured on this listener".into(),
+            ),
+            None,
+        ),
+        Some(Err((json, reason))) => {
+            tracing::debug!(listener = %listener, "OAUTHBEARER token refused: {reason}");
+            *refused = Some((json.clone(), reason));
+            (Token::Challenge(json.into_bytes()), None)
+        }
+        Some(Ok(token)) => {
+            if !first.authzid.is_empty() && first.authzid != token.principal {
+                let m = format!(
+                    "Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({})",
+                    first.authzid, token.principal
+                );
+                (Token::Refused(m.clone(), m), None)
+            } else {
+                (
+                    Token::Done(Vec::new(), token.principal),
+                    Some(token.expires_ms),
+                )
+            }
+        }
+    }
+}
+
+/// One PLAIN token: the user and password checked against the listener's `plain_users`.
+fn plain_token(config: &SaslConfig, bytes: &[u8]) -> Token {
+    match plain::parse(bytes) {
+        Err(message) => Token::Refused(message.clone(), message),
+        Ok(m) => {
+            let expected = config.plain_users.get(&m.username).map(String::as_str);
+            match plain::authenticate(&m, expected) {
+                Ok(user) => Token::Done(Vec::new(), user),
+                Err(message) => {
+                    let reason = format!("{message} (user {})", m.username);
+                    Token::Refused(message, reason)
+                }
+            }
+        }
+    }
+}
+
+/// One SCRAM message: the client's first (its user's credential looked up in the broker's
+/// table) answered with the server's first, the client's final checked and answered with the
+/// server's final. Bad credentials are refused with the `generic` message, as Kafka hides
+/// which part was wrong.
+fn scram_token(
+    broker: &Broker,
+    s: &mut ScramServer,
+    mechanism: SaslMechanism,
+    bytes: &[u8],
+    generic: String,
+) -> Token {
+    let step = if s.awaiting_client_first() {
+        let scram = scram_mechanism(mechanism);
+        s.client_first(bytes, |user| {
+            scram.and_then(|m| broker.scram.lookup(user, m))
+        })
+        .map(Token::Challenge)
+    } else {
+        s.client_final(bytes).map(|(b, user)| Token::Done(b, user))
+    };
+    match step {
+        Ok(t) => t,
+        Err(ScramFailure::Authentication(m)) => Token::Refused(m.clone(), m),
+        Err(ScramFailure::Credentials(reason)) => Token::Refused(generic, reason),
     }
 }
 

@@ -48,3 +48,22 @@ pub(crate) fn open_logs(
         .collect();
     (dir, m, logs)
 }
+
+/// A tokio runtime of one worker for a test's broker (enter it first: the flusher and the
+/// maintenance tasks start with the broker).
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A single broker (node 1) with its log dir `dir` (the caller has entered a tokio runtime:
+/// [`runtime`]).
+pub(crate) fn single_broker(dir: &std::path::Path) -> Arc<crate::Broker> {
+    let mut props = std::collections::BTreeMap::new();
+    props.insert("node.id".to_string(), "1".to_string());
+    props.insert("log.dirs".to_string(), dir.display().to_string());
+    crate::Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap()
+}

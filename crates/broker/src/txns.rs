@@ -711,7 +711,7 @@ impl Broker {
                 by_topic.entry(t.clone()).or_default().push(*p);
             }
             let txn = AddPartitionsToTxnTransaction::default()
-                .with_transactional_id(TransactionalId(crate::apis::str_bytes(id.clone())))
+                .with_transactional_id(TransactionalId(crate::wire::str_bytes(id.clone())))
                 .with_producer_id(ProducerId(producer_id))
                 .with_producer_epoch(producer_epoch)
                 .with_verify_only(!add)
@@ -720,7 +720,7 @@ impl Broker {
                         .into_iter()
                         .map(|(t, ps)| {
                             AddPartitionsToTxnTopic::default()
-                                .with_name(crate::apis::topic_name(&t))
+                                .with_name(crate::wire::topic_name(&t))
                                 .with_partitions(ps)
                         })
                         .collect(),

@@ -23,8 +23,9 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use sluice_acl::{Operation, ResourceType, OPERATIONS_NOT_ASKED};
 
-use super::{str_bytes, topic_name, Client};
 use crate::authz::Audit;
+use crate::client::Client;
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 /// Changes to a handler's answer: what was taken out of the request, back with its error.
@@ -1419,149 +1420,211 @@ impl Gate<'_> {
 }
 
 /// The answer to a request refused for want of an operation on the cluster: Kafka's
-/// `getErrorResponse` with CLUSTER_AUTHORIZATION_FAILED.
+/// `getErrorResponse` with CLUSTER_AUTHORIZATION_FAILED (with its message where the response
+/// has one), on the request's own items where the response lists them.
 fn cluster_refusal(body: RequestKind) -> ResponseKind {
     let code = CLUSTER_DENIED.code();
-    let message = || Some(str_bytes(CLUSTER_DENIED.to_string()));
+    let message = cluster_denied_message;
     match body {
         RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(
-            DescribeAclsResponse::default().with_error_code(code).with_error_message(message()),
+            DescribeAclsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
         ),
-        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(CreateAclsResponse::default().with_results(
-            r.creations
-                .iter()
-                .map(|_| {
-                    create_acls_response::AclCreationResult::default()
-                        .with_error_code(code)
-                        .with_error_message(message())
-                })
-                .collect(),
-        )),
-        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(DeleteAclsResponse::default().with_filter_results(
-            r.filters
-                .iter()
-                .map(|_| {
-                    delete_acls_response::DeleteAclsFilterResult::default()
-                        .with_error_code(code)
-                        .with_error_message(message())
-                })
-                .collect(),
-        )),
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(refused_acl_creations(&r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(refused_acl_deletions(&r)),
         RequestKind::DescribeLogDirs(_) => {
             ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
         }
         RequestKind::AlterReplicaLogDirs(r) => {
-            let mut topics: BTreeMap<TopicName, Vec<i32>> = BTreeMap::new();
-            for d in &r.dirs {
-                for t in &d.topics {
-                    topics.entry(t.name.clone()).or_default().extend(&t.partitions);
-                }
-            }
-            ResponseKind::AlterReplicaLogDirs(AlterReplicaLogDirsResponse::default().with_results(
-                topics
-                    .into_iter()
-                    .map(|(name, parts)| {
-                        alter_replica_log_dirs_response::AlterReplicaLogDirTopicResult::default()
-                            .with_topic_name(name)
-                            .with_partitions(
-                                parts
-                                    .into_iter()
-                                    .map(|p| {
-                                        alter_replica_log_dirs_response::AlterReplicaLogDirPartitionResult::default()
-                                            .with_partition_index(p)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ))
+            ResponseKind::AlterReplicaLogDirs(refused_log_dir_moves(&r))
         }
         RequestKind::ElectLeaders(_) => {
             ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
         RequestKind::AlterPartitionReassignments(_) => ResponseKind::AlterPartitionReassignments(
-            AlterPartitionReassignmentsResponse::default().with_error_code(code).with_error_message(message()),
+            AlterPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
         ),
         RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
-            ListPartitionReassignmentsResponse::default().with_error_code(code).with_error_message(message()),
+            ListPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
         ),
         RequestKind::DescribeUserScramCredentials(_) => ResponseKind::DescribeUserScramCredentials(
-            DescribeUserScramCredentialsResponse::default().with_error_code(code).with_error_message(message()),
+            DescribeUserScramCredentialsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
         ),
         RequestKind::AlterUserScramCredentials(r) => {
-            let users: std::collections::BTreeSet<String> = r
-                .deletions
-                .iter()
-                .map(|d| d.name.to_string())
-                .chain(r.upsertions.iter().map(|u| u.name.to_string()))
-                .collect();
-            ResponseKind::AlterUserScramCredentials(AlterUserScramCredentialsResponse::default().with_results(
-                users
-                    .into_iter()
-                    .map(|u| {
-                        alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
-                            .with_user(str_bytes(u))
-                            .with_error_code(code)
-                            .with_error_message(message())
-                    })
-                    .collect(),
-            ))
+            ResponseKind::AlterUserScramCredentials(refused_scram_alterations(&r))
         }
         RequestKind::DescribeClientQuotas(_) => ResponseKind::DescribeClientQuotas(
-            DescribeClientQuotasResponse::default().with_error_code(code).with_error_message(message()),
+            DescribeClientQuotasResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
         ),
-        RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(AlterClientQuotasResponse::default().with_entries(
-            r.entries
-                .iter()
-                .map(|e| {
-                    alter_client_quotas_response::EntryData::default()
-                        .with_error_code(code)
-                        .with_error_message(message())
-                        .with_entity(
-                            e.entity
-                                .iter()
-                                .map(|x| {
-                                    alter_client_quotas_response::EntityData::default()
-                                        .with_entity_type(x.entity_type.clone())
-                                        .with_entity_name(x.entity_name.clone())
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        )),
-        RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(WriteTxnMarkersResponse::default().with_markers(
-            r.markers
-                .iter()
-                .map(|m| {
-                    write_txn_markers_response::WritableTxnMarkerResult::default()
-                        .with_producer_id(m.producer_id)
-                        .with_topics(
-                            m.topics
-                                .iter()
-                                .map(|t| {
-                                    write_txn_markers_response::WritableTxnMarkerTopicResult::default()
-                                        .with_name(t.name.clone())
-                                        .with_partitions(
-                                            t.partition_indexes
-                                                .iter()
-                                                .map(|&p| {
-                                                    write_txn_markers_response::WritableTxnMarkerPartitionResult::default()
-                                                        .with_partition_index(p)
-                                                        .with_error_code(code)
-                                                })
-                                                .collect(),
-                                        )
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        )),
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(refused_quota_alterations(&r))
+        }
+        RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(refused_markers(&r)),
         // Not gated (cluster_gated lists the ones that are).
         _ => ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code)),
     }
+}
+
+/// CLUSTER_AUTHORIZATION_FAILED's message, as the refused responses that have one carry it.
+fn cluster_denied_message() -> Option<kafka_protocol::protocol::StrBytes> {
+    Some(str_bytes(CLUSTER_DENIED.to_string()))
+}
+
+/// CreateAcls refused ([`cluster_refusal`]): each creation answered CLUSTER_AUTHORIZATION_FAILED.
+fn refused_acl_creations(r: &CreateAclsRequest) -> CreateAclsResponse {
+    CreateAclsResponse::default().with_results(
+        r.creations
+            .iter()
+            .map(|_| {
+                create_acls_response::AclCreationResult::default()
+                    .with_error_code(CLUSTER_DENIED.code())
+                    .with_error_message(cluster_denied_message())
+            })
+            .collect(),
+    )
+}
+
+/// DeleteAcls refused ([`cluster_refusal`]): each filter answered CLUSTER_AUTHORIZATION_FAILED.
+fn refused_acl_deletions(r: &DeleteAclsRequest) -> DeleteAclsResponse {
+    DeleteAclsResponse::default().with_filter_results(
+        r.filters
+            .iter()
+            .map(|_| {
+                delete_acls_response::DeleteAclsFilterResult::default()
+                    .with_error_code(CLUSTER_DENIED.code())
+                    .with_error_message(cluster_denied_message())
+            })
+            .collect(),
+    )
+}
+
+/// AlterReplicaLogDirs refused ([`cluster_refusal`]): every partition the request moves, its
+/// topics merged over the dirs and in name order (as Kafka's answer groups them), answered
+/// CLUSTER_AUTHORIZATION_FAILED.
+fn refused_log_dir_moves(r: &AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
+    use alter_replica_log_dirs_response::{
+        AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+    };
+    let mut topics: BTreeMap<TopicName, Vec<i32>> = BTreeMap::new();
+    for d in &r.dirs {
+        for t in &d.topics {
+            topics
+                .entry(t.name.clone())
+                .or_default()
+                .extend(&t.partitions);
+        }
+    }
+    AlterReplicaLogDirsResponse::default().with_results(
+        topics
+            .into_iter()
+            .map(|(name, parts)| {
+                AlterReplicaLogDirTopicResult::default()
+                    .with_topic_name(name)
+                    .with_partitions(
+                        parts
+                            .into_iter()
+                            .map(|p| {
+                                AlterReplicaLogDirPartitionResult::default()
+                                    .with_partition_index(p)
+                                    .with_error_code(CLUSTER_DENIED.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+/// AlterUserScramCredentials refused ([`cluster_refusal`]): each user the request names (its
+/// deletions and upsertions, once each, in name order) answered CLUSTER_AUTHORIZATION_FAILED.
+fn refused_scram_alterations(
+    r: &AlterUserScramCredentialsRequest,
+) -> AlterUserScramCredentialsResponse {
+    use alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+    let users: std::collections::BTreeSet<String> = r
+        .deletions
+        .iter()
+        .map(|d| d.name.to_string())
+        .chain(r.upsertions.iter().map(|u| u.name.to_string()))
+        .collect();
+    AlterUserScramCredentialsResponse::default().with_results(
+        users
+            .into_iter()
+            .map(|u| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(str_bytes(u))
+                    .with_error_code(CLUSTER_DENIED.code())
+                    .with_error_message(cluster_denied_message())
+            })
+            .collect(),
+    )
+}
+
+/// AlterClientQuotas refused ([`cluster_refusal`]): each entry, with its entity, answered
+/// CLUSTER_AUTHORIZATION_FAILED.
+fn refused_quota_alterations(r: &AlterClientQuotasRequest) -> AlterClientQuotasResponse {
+    use alter_client_quotas_response::{EntityData, EntryData};
+    AlterClientQuotasResponse::default().with_entries(
+        r.entries
+            .iter()
+            .map(|e| {
+                EntryData::default()
+                    .with_error_code(CLUSTER_DENIED.code())
+                    .with_error_message(cluster_denied_message())
+                    .with_entity(
+                        e.entity
+                            .iter()
+                            .map(|x| {
+                                EntityData::default()
+                                    .with_entity_type(x.entity_type.clone())
+                                    .with_entity_name(x.entity_name.clone())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+/// WriteTxnMarkers refused ([`cluster_refusal`]): every partition of every marker answered
+/// CLUSTER_AUTHORIZATION_FAILED, under its producer and topic.
+fn refused_markers(r: &WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+    use write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    let topic = |t: &write_txn_markers_request::WritableTxnMarkerTopic| {
+        WritableTxnMarkerTopicResult::default()
+            .with_name(t.name.clone())
+            .with_partitions(
+                t.partition_indexes
+                    .iter()
+                    .map(|&p| {
+                        WritableTxnMarkerPartitionResult::default()
+                            .with_partition_index(p)
+                            .with_error_code(CLUSTER_DENIED.code())
+                    })
+                    .collect(),
+            )
+    };
+    WriteTxnMarkersResponse::default().with_markers(
+        r.markers
+            .iter()
+            .map(|m| {
+                WritableTxnMarkerResult::default()
+                    .with_producer_id(m.producer_id)
+                    .with_topics(m.topics.iter().map(topic).collect())
+            })
+            .collect(),
+    )
 }
 
 fn error_topic(
@@ -1733,4 +1796,70 @@ pub(crate) fn fetch(
         keep
     });
     (r, denied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused AlterReplicaLogDirs answers each topic once, its partitions of every dir
+    /// together, in name order; a refused AlterUserScramCredentials each user once.
+    #[test]
+    fn refused_cluster_requests_answer_each_topic_and_user_once() {
+        use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+        let dir = |topics: Vec<(&str, Vec<i32>)>| {
+            AlterReplicaLogDir::default().with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        AlterReplicaLogDirTopic::default()
+                            .with_name(topic_name(t))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            )
+        };
+        let r = AlterReplicaLogDirsRequest::default().with_dirs(vec![
+            dir(vec![("b", vec![0]), ("a", vec![1])]),
+            dir(vec![("b", vec![2])]),
+        ]);
+        let answered: Vec<(String, i32, i16)> = refused_log_dir_moves(&r)
+            .results
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic_name.0.to_string(), p.partition_index, p.error_code))
+            })
+            .collect();
+        let denied = CLUSTER_DENIED.code();
+        assert_eq!(
+            answered,
+            vec![
+                ("a".to_string(), 1, denied),
+                ("b".to_string(), 0, denied),
+                ("b".to_string(), 2, denied),
+            ]
+        );
+        let r = AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![
+                alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                    .with_name(str_bytes("bob")),
+            ])
+            .with_upsertions(vec![
+                alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(str_bytes("bob")),
+                alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(str_bytes("alice")),
+            ]);
+        let users: Vec<(String, i16)> = refused_scram_alterations(&r)
+            .results
+            .iter()
+            .map(|u| (u.user.to_string(), u.error_code))
+            .collect();
+        assert_eq!(
+            users,
+            vec![("alice".to_string(), denied), ("bob".to_string(), denied)]
+        );
+    }
 }

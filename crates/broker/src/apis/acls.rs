@@ -27,7 +27,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_acl::{AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured.";

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 fn outcome(

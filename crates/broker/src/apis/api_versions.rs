@@ -7,7 +7,7 @@ use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, Suppo
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 use std::sync::Arc;
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 const TRANSACTION_VERSION: &str = "transaction.version";

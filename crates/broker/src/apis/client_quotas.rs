@@ -18,8 +18,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_meta::{QuotaAlteration, QuotaEntity};
 
-use super::{opt_str, str_bytes};
 use crate::quotas::{CLIENT_ID, IP, USER};
+use crate::wire::{opt_str, str_bytes};
 use crate::Broker;
 
 const MATCH_EXACT: i8 = 0;

@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_config::ConfigEntry;
 
-use super::str_bytes;
 use crate::admin::Refusal;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 const TOPIC: i8 = 2;

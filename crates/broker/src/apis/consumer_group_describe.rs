@@ -10,8 +10,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{opt_str, str_bytes, topic_name};
 use crate::errors::group_error_code;
+use crate::wire::{opt_str, str_bytes, topic_name};
 use crate::Broker;
 
 const OPS_NOT_REQUESTED: i32 = i32::MIN;

@@ -10,8 +10,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_group::ConsumerHeartbeat;
 
-use super::{str_bytes, Client};
+use crate::client::Client;
 use crate::errors::group_error_code;
+use crate::wire::str_bytes;
 use crate::{now_ms, Broker, Reply};
 
 pub(crate) fn handle(

@@ -6,7 +6,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 pub(crate) fn handle(

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, Respon
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{str_bytes, topic_name};
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 pub(crate) fn handle(

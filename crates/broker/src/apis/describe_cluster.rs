@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind,
 };
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 pub(crate) fn handle(

@@ -7,8 +7,8 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, Re
 use kafka_protocol::ResponseError;
 use sluice_group::GroupError;
 
-use super::{opt_str, str_bytes};
 use crate::errors::group_error_code;
+use crate::wire::{opt_str, str_bytes};
 use crate::Broker;
 
 const OPS_NOT_REQUESTED: i32 = i32::MIN;

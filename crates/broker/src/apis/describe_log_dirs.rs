@@ -9,7 +9,7 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseKind};
 
-use super::{str_bytes, topic_name};
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 /// Kafka's "volume size unknown" (the volume could not be asked).

@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::topic_name;
 use crate::registry::TopicState;
+use crate::wire::topic_name;
 use crate::Broker;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions of one answer.

@@ -10,7 +10,7 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 
-use super::{str_bytes, topic_name};
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 pub(crate) fn handle(

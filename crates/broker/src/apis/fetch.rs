@@ -17,9 +17,9 @@ use sluice_store::{FileSlice, Isolation, ReadError, ReadResult};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::topic_name;
 use crate::errors::read_error_code;
 use crate::sessions::{SessionError, Target, Ticket};
+use crate::wire::topic_name;
 use crate::{Answer, Broker, Response};
 
 /// Upper bound on max.wait.ms we honour, whatever the client asks.
@@ -671,7 +671,7 @@ fn leader_hints(
         .map(|(id, host, port)| {
             NodeEndpoint::default()
                 .with_node_id(BrokerId(id))
-                .with_host(super::str_bytes(host))
+                .with_host(crate::wire::str_bytes(host))
                 .with_port(i32::from(port))
         })
         .collect()

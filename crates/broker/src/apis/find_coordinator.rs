@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 const KEY_TYPE_GROUP: i8 = 0;

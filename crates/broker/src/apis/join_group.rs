@@ -8,8 +8,9 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
 use sluice_group::{JoinResponse, Reply};
 
-use super::{opt_str, str_bytes, Client};
+use crate::client::Client;
 use crate::errors::group_error_code;
+use crate::wire::{opt_str, str_bytes};
 use crate::{now_ms, Broker, Reply as Pending};
 
 fn response(r: JoinResponse) -> JoinGroupResponse {

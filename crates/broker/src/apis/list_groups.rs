@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse, ResponseKind};
 
-use super::str_bytes;
+use crate::wire::str_bytes;
 use crate::Broker;
 
 pub(crate) fn handle(

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
     BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, ResponseKind,
 };
 
-use super::topic_name;
+use crate::wire::topic_name;
 use crate::Broker;
 
 pub(crate) fn handle(

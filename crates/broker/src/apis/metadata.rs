@@ -11,8 +11,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{str_bytes, topic_name};
 use crate::registry::TopicState;
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 /// Kafka's "authorized operations not requested" marker.

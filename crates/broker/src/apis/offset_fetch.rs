@@ -10,8 +10,8 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, ResponseKind};
 use sluice_group::{FetchedOffset, GroupError};
 
-use super::{str_bytes, topic_name};
 use crate::errors::group_error_code;
+use crate::wire::{str_bytes, topic_name};
 use crate::Broker;
 
 /// One partition's answer: (partition, offset, epoch, metadata, error code).

@@ -11,10 +11,10 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, Respon
 use kafka_protocol::ResponseError;
 use sluice_store::AppendOrigin;
 
-use super::str_bytes;
 use crate::errors::append_error_code;
 use crate::flusher::FlushError;
 use crate::registry::{missing_partition_code, TopicState};
+use crate::wire::str_bytes;
 use crate::{now_ms, Broker, Gate, Reply, Verdict, Verdicts};
 
 fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
@@ -30,152 +30,6 @@ fn error_partition(index: i32, code: i16, message: Option<String>) -> PartitionP
 /// The first batch header of a partition's records, if they parse.
 fn first_header(records: &[u8]) -> Option<sluice_format::BatchHeader> {
     sluice_format::BatchHeader::parse(records).ok()
-}
-
-/// The idempotent batches one connection's produce answers refused as not written
-/// (NOT_LEADER_OR_FOLLOWER: the client retries them, in order, under the same sequence): per
-/// partition, the producer, its epoch and the batch's first sequence. A later batch of that
-/// producer on the same connection, sent before the client read the refusal (pipelined),
-/// then finds a gap where the refused batch was; answered OUT_OF_ORDER_SEQUENCE_NUMBER,
-/// librdkafka takes the pair for lost data, bumps its producer epoch and writes every
-/// unacknowledged record again under new sequence numbers, duplicating those already
-/// appended and not yet acknowledged (librdkafka issue 4953; fault runs of seeds 101 and 103).
-/// (And a producer the log does not know yet has any sequence accepted: the later batch
-/// would be appended across the gap, the refused one's retry then out of order.) Such a
-/// batch is refused NOT_LEADER_OR_FOLLOWER too, before the log sees it, so the client
-/// retries both in order. An entry is per partition and producer (a connection may carry
-/// several producers: a proxy), and ends when the log answers a batch of that producer that
-/// is not behind it (the refused batch's retry, one before it, a new epoch: a real gap is
-/// then answered as one), or after [`REFUSALS_BEHIND_MAX`] batches
-/// refused behind it (the client's in-flight window: the refused batch may have been retried
-/// on another broker, and a gap found later on this connection is a real one).
-#[derive(Debug, Default)]
-pub struct ProduceRefusals(parking_lot::Mutex<HashMap<(String, i32, i64), Refused>>);
-
-/// A batch refused as not written, and how many batches behind it were refused since.
-#[derive(Debug, Clone, Copy)]
-struct Refused {
-    epoch: i16,
-    sequence: i32,
-    behind: u32,
-}
-
-/// Whether a produce answer says the batch was not written and is to be retried (the codes
-/// [`append_one`] answers before the log appends anything, and a failed log's).
-fn refused_unwritten(code: i16) -> bool {
-    [
-        ResponseError::NotLeaderOrFollower.code(),
-        ResponseError::NotEnoughReplicas.code(),
-        ResponseError::KafkaStorageError.code(),
-        ResponseError::UnknownTopicOrPartition.code(),
-        ResponseError::UnknownTopicId.code(),
-    ]
-    .contains(&code)
-}
-
-/// Most refusal entries one connection keeps: past it a new refusal starts none (the rule
-/// then protects fewer partitions, it never refuses more). A client producing to many
-/// unknown partitions under many producer ids cannot grow the map without bound.
-const REFUSALS_MAX: usize = 4096;
-
-/// Batches of one producer refused behind a refusal before the rule gives up: Kafka's
-/// clients keep at most five requests in flight per partition for an idempotent producer.
-const REFUSALS_BEHIND_MAX: u32 = 5;
-
-/// Whether sequence `a` comes after `b`: sequences count modulo 2^31, past i32::MAX to 0
-/// (Kafka's `DefaultRecordBatch.incrementSequence`), and a producer is never half that far
-/// ahead.
-fn sequence_after(a: i32, b: i32) -> bool {
-    let d = (i64::from(a) - i64::from(b)).rem_euclid(1 << 31);
-    d > 0 && d < 1 << 30
-}
-
-impl ProduceRefusals {
-    /// Whether a batch (`header`) of partition `tp` comes behind a batch of its producer this
-    /// connection refused as not written (same epoch, a later sequence): then it is refused
-    /// too, before the log sees it. The log could take it across the gap (a producer it does
-    /// not know yet accepts any sequence) or answer OUT_OF_ORDER_SEQUENCE_NUMBER; either way
-    /// the refused batch's retry would not come first. Unless the log takes it in order
-    /// (`in_order`: the log's next sequence of the producer at that epoch is the batch's
-    /// first): the refused batch was written since, its retry having gone to another
-    /// connection or broker, and the entry is stale. Refused, the batch would leave the gap
-    /// the entry guards against: the next one, past the entry's window, is then answered out
-    /// of order, and librdkafka bumps its epoch and writes its unacknowledged records again
-    /// (fault runs of seeds 104 and 105).
-    fn refuses_behind(
-        &self,
-        tp: (&str, i32),
-        header: Option<&sluice_format::BatchHeader>,
-        in_order: impl FnOnce(&sluice_format::BatchHeader) -> bool,
-    ) -> bool {
-        let Some(h) = header.filter(|h| h.producer_id >= 0) else {
-            return false;
-        };
-        let mut refused = self.0.lock();
-        if refused.is_empty() {
-            return false;
-        }
-        let key = (tp.0.to_string(), tp.1, h.producer_id);
-        let Some(&Refused {
-            epoch, sequence, ..
-        }) = refused.get(&key)
-        else {
-            return false;
-        };
-        if epoch != h.producer_epoch || !sequence_after(h.base_sequence, sequence) {
-            return false;
-        }
-        if in_order(h) {
-            refused.remove(&key);
-            return false;
-        }
-        let Some(r) = refused.get_mut(&key) else {
-            return false;
-        };
-        r.behind += 1;
-        if r.behind >= REFUSALS_BEHIND_MAX {
-            refused.remove(&key);
-        }
-        true
-    }
-
-    /// The log answered `code` to a batch (`header`) of partition `tp` not refused behind
-    /// another: a retriable refusal as not written (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
-    /// while the ownership is unconfirmed or the transaction unverified, KAFKA_STORAGE_ERROR)
-    /// starts an entry, as does UNKNOWN_TOPIC_OR_PARTITION (a partition this broker does not
-    /// know yet); any other answer to a batch of the producer (the refused batch's retry, one
-    /// before it, a new epoch) ends one. A batch let through as in order for the log whose
-    /// append is then refused starts the entry again at its own sequence: the batches
-    /// pipelined behind it would otherwise reach the log across its gap. A batch of an older
-    /// epoch than the entry's changes nothing.
-    fn answered(&self, tp: (&str, i32), header: Option<&sluice_format::BatchHeader>, code: i16) {
-        let Some(h) = header.filter(|h| h.producer_id >= 0) else {
-            return;
-        };
-        let mut refused = self.0.lock();
-        let key = (tp.0.to_string(), tp.1, h.producer_id);
-        // A batch of an older epoch (a fenced instance of the same producer id on this
-        // connection: a proxy) neither starts nor ends the current epoch's entry.
-        if refused
-            .get(&key)
-            .is_some_and(|r| h.producer_epoch < r.epoch)
-        {
-            return;
-        }
-        if refused_unwritten(code) {
-            if refused.len() >= REFUSALS_MAX && !refused.contains_key(&key) {
-                return;
-            }
-            let r = Refused {
-                epoch: h.producer_epoch,
-                sequence: h.base_sequence,
-                behind: 0,
-            };
-            refused.insert(key, r);
-        } else if !refused.is_empty() {
-            refused.remove(&key);
-        }
-    }
 }
 
 /// The partitions of a produce request without a transactional id that the cluster has
@@ -319,7 +173,7 @@ const ADMIN_CLIENT_ID: &str = "__admin_client";
 /// One produce request's settings, as each partition's append needs them.
 struct Produce<'a> {
     broker: &'a Arc<Broker>,
-    client: &'a super::Client,
+    client: &'a crate::client::Client,
     version: i16,
     acks: i16,
     /// A transactional request's verdicts ([`prepare`]) and version: None without a
@@ -338,7 +192,7 @@ pub(crate) fn handle(
     req: ProduceRequest,
     version: i16,
     verdicts: &Verdicts,
-    client: &super::Client,
+    client: &crate::client::Client,
 ) -> Reply {
     let acks = req.acks;
     if !matches!(acks, -1..=1) {
@@ -463,9 +317,10 @@ fn produce_topic(
 /// Note the refusal of a partition this broker does not know (`name`, when the request or
 /// the registry names the topic): not written, retried. The batches pipelined behind it on
 /// this connection must not reach the log once the partition is known here (a partition just
-/// added, this broker's view a poll behind the client's metadata: [`ProduceRefusals`]).
+/// added, this broker's view a poll behind the client's metadata:
+/// [`ProduceRefusals`](crate::refusals::ProduceRefusals)).
 fn note_unknown_partition(
-    client: &super::Client,
+    client: &crate::client::Client,
     name: Option<String>,
     index: i32,
     records: &[u8],
@@ -483,8 +338,9 @@ fn note_unknown_partition(
 /// Append one partition's records, known to this broker, and count them: a client's batch
 /// for an internal topic is refused (only its coordinator writes it); a batch pipelined
 /// behind one this connection refused as not written is refused too, before the log sees it
-/// ([`ProduceRefusals::refuses_behind`]); the others go to [`append_one`], and its answer is
-/// noted for the batches behind ([`ProduceRefusals::answered`]).
+/// ([`ProduceRefusals::refuses_behind`](crate::refusals::ProduceRefusals::refuses_behind));
+/// the others go to [`append_one`], and its answer is noted for the batches behind
+/// ([`ProduceRefusals::answered`](crate::refusals::ProduceRefusals::answered)).
 fn produce_partition(
     produce: &Produce<'_>,
     s: &TopicState,
@@ -932,6 +788,8 @@ fn leader_hints(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::refusals::{ProduceRefusals, REFUSALS_BEHIND_MAX};
+    use crate::testutil::{runtime, single_broker};
 
     fn header(pid: i64, epoch: i16, seq: i32) -> sluice_format::BatchHeader {
         sluice_format::BatchHeader {
@@ -1182,25 +1040,17 @@ mod tests {
     fn a_batch_behind_one_refused_as_an_unknown_partition_waits_for_its_retry() {
         use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.path().display().to_string());
-        let broker =
-            Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap();
+        let broker = single_broker(dir.path());
         broker
             .create_topic("t", 1, std::collections::BTreeMap::new())
             .unwrap();
-        let client = crate::apis::Client {
+        let client = crate::client::Client {
             id: "producer".into(),
             host: "/127.0.0.1".into(),
             listener: std::sync::Arc::from("PLAINTEXT"),
-            principal: std::sync::Arc::from(crate::authz::ANONYMOUS),
+            principal: std::sync::Arc::from(crate::client::ANONYMOUS),
             address: "127.0.0.1".into(),
             api_key: 0,
             produce_refusals: std::sync::Arc::new(ProduceRefusals::default()),
@@ -1303,15 +1153,6 @@ mod tests {
         );
     }
 
-    /// A single broker in `dir` (the caller has entered a tokio runtime: the flusher and the
-    /// maintenance tasks start with it).
-    fn single_broker(dir: &std::path::Path) -> Arc<Broker> {
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("node.id".to_string(), "1".to_string());
-        props.insert("log.dirs".to_string(), dir.display().to_string());
-        Broker::open(sluice_config::BrokerConfig::from_properties(props).unwrap()).unwrap()
-    }
-
     fn message(r: &PartitionProduceResponse) -> String {
         r.error_message
             .as_ref()
@@ -1366,11 +1207,7 @@ mod tests {
     #[test]
     fn the_checks_before_an_append_refuse_in_order_and_write_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
         let broker = single_broker(dir.path());
         let mut configs = std::collections::BTreeMap::new();
@@ -1422,11 +1259,7 @@ mod tests {
     #[test]
     fn a_failed_flush_round_answers_possibly_persisted() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in_runtime = rt.enter();
         let broker = single_broker(dir.path());
         let appended = |index: i32| {

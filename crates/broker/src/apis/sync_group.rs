@@ -6,8 +6,8 @@ use std::sync::Arc;
 use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
 use sluice_group::{Reply, SyncResponse};
 
-use super::opt_str;
 use crate::errors::group_error_code;
+use crate::wire::opt_str;
 use crate::{now_ms, Broker, Reply as Pending};
 
 fn response(r: SyncResponse) -> Option<ResponseKind> {

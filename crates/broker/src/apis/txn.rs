@@ -21,8 +21,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use sluice_txn::TxnPartition;
 
-use super::{str_bytes, topic_name};
 use crate::errors::txn_error_code;
+use crate::wire::{str_bytes, topic_name};
 use crate::{now_ms, Broker, Reply, OFFSETS_TOPIC};
 
 /// Run `call` on a blocking thread in a cluster (producer-id allocation may wait on etcd),
@@ -144,14 +144,15 @@ fn topic_results(
         .collect()
 }
 
-pub(crate) fn add_partitions(
-    broker: &Arc<Broker>,
-    req: AddPartitionsToTxnRequest,
-    version: i16,
-) -> Reply {
-    // (transactional id, producer id, epoch, verify only, topics)
-    type Txn = (String, i64, i16, bool, Vec<(TopicName, Vec<i32>)>);
-    let txns: Vec<Txn> = if version <= 3 {
+/// One transaction of an AddPartitionsToTxn request: its transactional id, producer id and
+/// epoch, whether it only verifies (v4+, from a partition leader), and its partitions grouped
+/// by topic.
+type Txn = (String, i64, i16, bool, Vec<(TopicName, Vec<i32>)>);
+
+/// The transactions a request carries: up to v3 one, from its producer, that adds its
+/// partitions; from v4 a batch from a partition leader, each verifying or adding.
+fn transactions_of(req: &AddPartitionsToTxnRequest, version: i16) -> Vec<Txn> {
+    if version <= 3 {
         vec![(
             req.v3_and_below_transactional_id.0.to_string(),
             req.v3_and_below_producer_id.0,
@@ -178,68 +179,139 @@ pub(crate) fn add_partitions(
                 )
             })
             .collect()
-    };
+    }
+}
+
+/// Kafka's rule for a transaction naming a partition that does not exist (`exists`): none of
+/// its partitions joins; UNKNOWN_TOPIC_OR_PARTITION for each unknown one,
+/// OPERATION_NOT_ATTEMPTED for the others. None when every partition exists.
+fn refuse_unknown(parts: &[TxnPartition], exists: impl Fn(&str, i32) -> bool) -> Option<Refused> {
+    let unknown: Vec<TxnPartition> = parts
+        .iter()
+        .filter(|(t, p)| !exists(t, *p))
+        .cloned()
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    let codes = parts
+        .iter()
+        .map(|tp| {
+            let code = if unknown.contains(tp) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            };
+            (tp.clone(), code)
+        })
+        .collect();
+    Some(codes)
+}
+
+/// The coordinator's answer to adding one transaction's partitions: each partition's result,
+/// or the refusal of them all.
+type Added = Result<Vec<sluice_txn::PartitionResult>, sluice_txn::TxnError>;
+
+/// The code of each partition of a transaction refused before the coordinator was asked.
+type Refused = Vec<(TxnPartition, i16)>;
+
+/// Ask the coordinator to add (or, `verify_only`, to verify) one transaction's partitions
+/// (`tv2`: a transaction version 2 producer's, added by its partition leader), its producer
+/// id and epoch checked there (the fencing rule); refused without asking when a partition
+/// does not exist ([`refuse_unknown`]).
+fn ask_coordinator(
+    broker: &Arc<Broker>,
+    txn: &Txn,
+    tv2: bool,
+) -> Result<impl std::future::Future<Output = Result<Added, ()>> + Send + 'static, Refused> {
+    let (id, pid, epoch, verify_only, topics) = txn;
+    let mut parts = partitions_of(topics);
+    if let Some(codes) = refuse_unknown(&parts, |t, p| broker.partition_exists(t, p)) {
+        return Err(codes);
+    }
+    parts.dedup();
+    let (id, pid, epoch, verify_only) = (id.clone(), *pid, *epoch, *verify_only);
+    Ok(broker
+        .txn_call(move |c| c.add_partitions(&id, pid, epoch, &parts, verify_only, tv2, now_ms())))
+}
+
+/// The per-topic results of a transaction refused before the coordinator was asked: each
+/// partition's code from `codes` ([`refuse_unknown`]).
+fn refused_results(
+    topics: &[(TopicName, Vec<i32>)],
+    codes: &[(TxnPartition, i16)],
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    topics
+        .iter()
+        .map(|(t, ps)| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.clone())
+                .with_results_by_partition(
+                    ps.iter()
+                        .map(|p| {
+                            let code = codes
+                                .iter()
+                                .find(|((ct, cp), _)| ct == t.0.as_str() && cp == p)
+                                .map_or(0, |(_, c)| *c);
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(*p)
+                                .with_partition_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// The response for the transactions' results in request order: up to v3 the one
+/// transaction's topics, from v4 each transaction under its id.
+fn add_partitions_response(
+    version: i16,
+    results: Vec<(String, Vec<AddPartitionsToTxnTopicResult>)>,
+) -> AddPartitionsToTxnResponse {
+    let mut resp = AddPartitionsToTxnResponse::default();
+    if version <= 3 {
+        resp.results_by_topic_v3_and_below = results
+            .into_iter()
+            .next()
+            .map(|(_, r)| r)
+            .unwrap_or_default();
+    } else {
+        resp.results_by_transaction = results
+            .into_iter()
+            .map(|(id, r)| {
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(TransactionalId(str_bytes(id)))
+                    .with_topic_results(r)
+            })
+            .collect();
+    }
+    resp
+}
+
+/// AddPartitionsToTxn: each transaction's partitions asked of the coordinator
+/// ([`ask_coordinator`]), all asked before any answer is awaited; answered in request order
+/// once the coordinator's records are on storage (a failed log: NOT_COORDINATOR; a fenced
+/// producer of v0-v1: INVALID_PRODUCER_EPOCH, Kafka's older code).
+pub(crate) fn add_partitions(
+    broker: &Arc<Broker>,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> Reply {
+    let txns = transactions_of(&req, version);
     // v5 (from a partition leader) adds partitions of transaction version 2 producers.
     let tv2 = version >= 5;
     let old_fenced = version < 2;
-    let mut waits = Vec::new();
-    for (id, pid, epoch, verify_only, topics) in &txns {
-        let mut parts = partitions_of(topics);
-        // A partition that does not exist cannot join: UNKNOWN_TOPIC_OR_PARTITION for it,
-        // OPERATION_NOT_ATTEMPTED for the others (Kafka's answer).
-        let unknown: Vec<TxnPartition> = parts
-            .iter()
-            .filter(|(t, p)| !broker.partition_exists(t, *p))
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            let codes: Vec<(TxnPartition, i16)> = parts
-                .iter()
-                .map(|tp| {
-                    let code = if unknown.contains(tp) {
-                        ResponseError::UnknownTopicOrPartition.code()
-                    } else {
-                        ResponseError::OperationNotAttempted.code()
-                    };
-                    (tp.clone(), code)
-                })
-                .collect();
-            waits.push(Err(codes));
-            continue;
-        }
-        parts.dedup();
-        let (id, pid, epoch, verify_only) = (id.clone(), *pid, *epoch, *verify_only);
-        let call = broker.txn_call(move |c| {
-            c.add_partitions(&id, pid, epoch, &parts, verify_only, tv2, now_ms())
-        });
-        waits.push(Ok(call));
-    }
+    let waits: Vec<_> = txns
+        .iter()
+        .map(|txn| ask_coordinator(broker, txn, tv2))
+        .collect();
     Box::pin(async move {
         let mut results = Vec::new();
         for ((id, _, _, _, topics), wait) in txns.iter().zip(waits) {
             let answer: Answer = match wait {
                 Err(codes) => {
-                    let rs = topics
-                        .iter()
-                        .map(|(t, ps)| {
-                            AddPartitionsToTxnTopicResult::default()
-                                .with_name(t.clone())
-                                .with_results_by_partition(
-                                    ps.iter()
-                                        .map(|p| {
-                                            let code = codes
-                                                .iter()
-                                                .find(|((ct, cp), _)| ct == t.0.as_str() && cp == p)
-                                                .map_or(0, |(_, c)| *c);
-                                            AddPartitionsToTxnPartitionResult::default()
-                                                .with_partition_index(*p)
-                                                .with_partition_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect();
-                    results.push((id.clone(), rs));
+                    results.push((id.clone(), refused_results(topics, &codes)));
                     continue;
                 }
                 Ok(call) => match call.await {
@@ -250,24 +322,9 @@ pub(crate) fn add_partitions(
             };
             results.push((id.clone(), topic_results(topics, &answer, old_fenced)));
         }
-        let mut resp = AddPartitionsToTxnResponse::default();
-        if version <= 3 {
-            resp.results_by_topic_v3_and_below = results
-                .into_iter()
-                .next()
-                .map(|(_, r)| r)
-                .unwrap_or_default();
-        } else {
-            resp.results_by_transaction = results
-                .into_iter()
-                .map(|(id, r)| {
-                    AddPartitionsToTxnResult::default()
-                        .with_transactional_id(TransactionalId(str_bytes(id)))
-                        .with_topic_results(r)
-                })
-                .collect();
-        }
-        Some(ResponseKind::AddPartitionsToTxn(resp))
+        Some(ResponseKind::AddPartitionsToTxn(add_partitions_response(
+            version, results,
+        )))
     })
 }
 
@@ -435,4 +492,72 @@ pub(crate) fn list(
 fn whole_match(pattern: &str) -> Result<regex::Regex, regex::Error> {
     regex::Regex::new(pattern)?;
     regex::Regex::new(&format!("^(?:{pattern})$"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One unknown partition keeps the whole transaction out: it is answered
+    /// UNKNOWN_TOPIC_OR_PARTITION, every other one OPERATION_NOT_ATTEMPTED.
+    #[test]
+    fn an_unknown_partition_keeps_every_partition_of_its_transaction_out() {
+        let parts: Vec<TxnPartition> = vec![("a".into(), 0), ("a".into(), 1), ("b".into(), 0)];
+        assert_eq!(refuse_unknown(&parts, |_, _| true), None);
+        let codes = refuse_unknown(&parts, |t, p| !(t == "a" && p == 1));
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        let not_attempted = ResponseError::OperationNotAttempted.code();
+        assert_eq!(
+            codes,
+            Some(vec![
+                (("a".into(), 0), not_attempted),
+                (("a".into(), 1), unknown),
+                (("b".into(), 0), not_attempted),
+            ])
+        );
+        let topics = vec![(topic_name("a"), vec![0, 1]), (topic_name("b"), vec![0])];
+        let results = refused_results(&topics, &codes.unwrap_or_default());
+        let answered: Vec<(String, i32, i16)> = results
+            .iter()
+            .flat_map(|t| {
+                t.results_by_partition.iter().map(|p| {
+                    (
+                        t.name.0.to_string(),
+                        p.partition_index,
+                        p.partition_error_code,
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(
+            answered,
+            vec![
+                ("a".to_string(), 0, not_attempted),
+                ("a".to_string(), 1, unknown),
+                ("b".to_string(), 0, not_attempted),
+            ]
+        );
+    }
+
+    /// Up to v3 the response carries the one transaction's topics; from v4 each transaction
+    /// under its id, in request order.
+    #[test]
+    fn the_response_carries_one_transaction_up_to_v3_and_each_by_id_after() {
+        let topic = AddPartitionsToTxnTopicResult::default().with_name(topic_name("a"));
+        let results = vec![
+            ("x".to_string(), vec![topic.clone()]),
+            ("y".to_string(), vec![]),
+        ];
+        let v3 = add_partitions_response(3, results.clone());
+        assert_eq!(v3.results_by_topic_v3_and_below, vec![topic]);
+        assert!(v3.results_by_transaction.is_empty());
+        let v4 = add_partitions_response(4, results);
+        assert!(v4.results_by_topic_v3_and_below.is_empty());
+        let ids: Vec<String> = v4
+            .results_by_transaction
+            .iter()
+            .map(|t| t.transactional_id.0.to_string())
+            .collect();
+        assert_eq!(ids, vec!["x", "y"]);
+    }
 }

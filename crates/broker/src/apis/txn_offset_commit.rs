@@ -13,9 +13,9 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::ResponseError;
-use sluice_group::OffsetCommit;
 
-use crate::errors::{coordinator_write_code, group_error_code};
+use super::offset_commit::{commit_list, take_group_results};
+use crate::errors::coordinator_write_code;
 use crate::{Broker, Reply, OFFSETS_TOPIC};
 
 fn answer(req: &TxnOffsetCommitRequest, codes: &[Vec<i16>]) -> Option<ResponseKind> {
@@ -91,26 +91,12 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
             };
             return answer(&req, &all(&req, code));
         }
-        let mut commits = Vec::new();
-        let mut codes: Vec<Vec<i16>> = Vec::new();
-        for t in &req.topics {
-            let mut row = Vec::new();
-            for p in &t.partitions {
-                if !broker.partition_exists(t.name.0.as_str(), p.partition_index) {
-                    row.push(ResponseError::UnknownTopicOrPartition.code());
-                    continue;
-                }
-                row.push(0);
-                commits.push(OffsetCommit {
-                    topic: t.name.0.to_string(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
-                });
-            }
-            codes.push(row);
-        }
+        let (commits, mut codes) = commit_list(
+            &broker,
+            req.topics
+                .iter()
+                .map(|t| (t.name.0.as_str(), t.partitions.as_slice())),
+        );
         let written = broker.groups.commit_txn_offsets(
             &group,
             req.producer_id.0,
@@ -125,18 +111,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version:
             Err(code) => return answer(&req, &all(&req, code)),
             Ok(w) => w,
         };
-        let mut results = results.into_iter();
-        for row in codes.iter_mut() {
-            for code in row.iter_mut() {
-                if *code == 0 {
-                    *code = results
-                        .next()
-                        .and_then(|r| r.err())
-                        .as_ref()
-                        .map_or(0, group_error_code);
-                }
-            }
-        }
+        take_group_results(&mut codes, results);
         if broker.flush_logs(vec![log]).await.is_err() {
             for code in codes.iter_mut().flatten() {
                 if *code == 0 {
