@@ -9,7 +9,7 @@
 //! compare-and-swap on the record's mod revision.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
@@ -91,10 +91,6 @@ impl BrokerConfigFile {
     }
 
     fn persist(&self, configs: &BrokerConfigs) -> Result<(), MetaError> {
-        let io_err = |source| MetaError::Io {
-            path: self.path.clone(),
-            source,
-        };
         let mut text = String::from(
             "# Sluice dynamic broker configs, format 1. Rewritten atomically; change them with kafka-configs.\n",
         );
@@ -108,18 +104,7 @@ impl BrokerConfigFile {
                 ));
             }
         }
-        let tmp = self.path.with_extension("v1.tmp");
-        let mut file = fs::File::create(&tmp).map_err(io_err)?;
-        file.write_all(text.as_bytes()).map_err(io_err)?;
-        file.sync_all().map_err(io_err)?;
-        drop(file);
-        fs::rename(&tmp, &self.path).map_err(io_err)?;
-        if let Some(dir) = self.path.parent() {
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
+        crate::write_text_atomic(&self.path, &text)
     }
 }
 
