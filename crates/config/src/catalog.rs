@@ -92,7 +92,20 @@ pub(crate) struct BrokerDef {
     /// configs Kafka changes at run time are static in Sluice (listeners, max.connections,
     /// log.cleaner.threads, its key-map size and load factor): docs/configuration.md.
     pub(crate) dynamic: bool,
-    pub(crate) doc: &'static str,
+    /// The documentation; for a default of a topic config ([`of_topic`]) what is said after
+    /// naming it.
+    doc: &'static str,
+    /// The topic config whose default this property supplies, when it is one.
+    default_of: Option<&'static str>,
+}
+
+impl BrokerDef {
+    pub(crate) fn doc(&self) -> String {
+        match self.default_of {
+            Some(topic) => format!("Default for the topic config {topic}{}", self.doc),
+            None => self.doc.to_string(),
+        }
+    }
 }
 
 /// `replica.selector.class`: the rack-aware selector (the default: read replicas on).
@@ -410,7 +423,47 @@ const fn b(
         check,
         dynamic,
         doc,
+        default_of: None,
     }
+}
+
+/// A broker property that supplies the default of topic config `topic` (its synonym), changed
+/// at run time like it: its type and check are the topic config's, so the two cannot drift
+/// apart; `default` is Kafka's broker default (none where another property gives it, as
+/// log.roll.hours does log.roll.ms's); `more` ends the doc's sentence.
+const fn of_topic(
+    name: &'static str,
+    topic: &'static str,
+    default: Option<&'static str>,
+    more: &'static str,
+) -> BrokerDef {
+    let Some(t) = topic_def(topic) else {
+        panic!("of_topic names a topic config TOPIC_DEFS does not have")
+    };
+    BrokerDef {
+        name,
+        ty: t.ty,
+        default,
+        check: t.check,
+        dynamic: true,
+        doc: more,
+        default_of: Some(topic),
+    }
+}
+
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Every broker property Sluice understands, sorted by name.
@@ -435,14 +488,10 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice cluster mode: how long a broker whose lease ended (a killed, paused or cut-off broker) stays in the broker lists of Metadata and DescribeCluster, as a Kafka broker stays until its session times out; its partitions move at once regardless. Clients keep their connection to it meanwhile, and one restarted within this time never leaves their view (librdkafka 2.10+ otherwise drops it, and a transactional send_offsets_to_transaction waiting for it can block for good). 0: left out at once."),
     b("cluster.id", Type::String, None, Check::NonEmpty, false,
         "Cluster id reported to clients (Sluice extension); generated when unset."),
-    b("compression.gzip.level", Type::Int, Some("-1"), Check::GzipLevel, true,
-        "Default for the topic config compression.gzip.level."),
-    b("compression.lz4.level", Type::Int, Some("9"), Check::Between(1, 17), true,
-        "Default for the topic config compression.lz4.level."),
-    b("compression.type", Type::String, Some("producer"), Check::OneOf(COMPRESSION_TYPES), true,
-        "Default for the topic config compression.type."),
-    b("compression.zstd.level", Type::Int, Some("3"), Check::Between(-131072, 22), true,
-        "Default for the topic config compression.zstd.level."),
+    of_topic("compression.gzip.level", "compression.gzip.level", Some("-1"), "."),
+    of_topic("compression.lz4.level", "compression.lz4.level", Some("9"), "."),
+    of_topic("compression.type", "compression.type", Some("producer"), "."),
+    of_topic("compression.zstd.level", "compression.zstd.level", Some("3"), "."),
     b("connection.failed.authentication.delay.ms", Type::Int, Some("100"), Check::AtLeast(0), false,
         "How long the answer to a failed SASL authentication, and the close that follows, are held back."),
     b("connections.max.idle.ms", Type::Long, Some("600000"), Check::AtLeast(0), false,
@@ -480,8 +529,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "How long a log cleaner thread sleeps when no log needs cleaning."),
     b("log.cleaner.dedupe.buffer.size", Type::Long, Some("134217728"), Check::AtLeast(0), false,
         "Memory of the log cleaner's key maps, over all cleaner threads."),
-    b("log.cleaner.delete.retention.ms", Type::Long, Some("86400000"), Check::AtLeast(0), true,
-        "Default for the topic config delete.retention.ms."),
+    of_topic("log.cleaner.delete.retention.ms", "delete.retention.ms", Some("86400000"), "."),
     b("log.cleaner.enable", Type::Boolean, Some("true"), Check::None, false,
         "Run the log cleaner (compaction of topics whose cleanup.policy includes compact)."),
     b("log.cleaner.io.buffer.load.factor", Type::Double, Some("0.9"), Check::Ratio, false,
@@ -490,78 +538,58 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "I/O buffer memory of all log cleaner threads."),
     b("log.cleaner.io.max.bytes.per.second", Type::Double, Some("1.7976931348623157E308"), Check::None, true,
         "The log cleaner's limit on bytes read plus written per second, over all its threads."),
-    b("log.cleaner.max.compaction.lag.ms", Type::Long, Some(LONG_MAX), Check::AtLeast(1), true,
-        "Default for the topic config max.compaction.lag.ms."),
-    b("log.cleaner.min.cleanable.ratio", Type::Double, Some("0.5"), Check::Ratio, true,
-        "Default for the topic config min.cleanable.dirty.ratio."),
-    b("log.cleaner.min.compaction.lag.ms", Type::Long, Some("0"), Check::AtLeast(0), true,
-        "Default for the topic config min.compaction.lag.ms."),
+    of_topic("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", Some(LONG_MAX), "."),
+    of_topic("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", Some("0.5"), "."),
+    of_topic("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", Some("0"), "."),
     b("log.cleaner.threads", Type::Int, Some("1"), Check::AtLeast(0), false,
         "Number of log cleaner threads."),
-    b("log.cleanup.policy", Type::List, Some("delete"), Check::ListOf(CLEANUP_POLICIES), true,
-        "Default for the topic config cleanup.policy."),
+    of_topic("log.cleanup.policy", "cleanup.policy", Some("delete"), "."),
     b("log.dir", Type::String, Some("./sluice-data"), Check::NonEmpty, false,
         "Data directory, used when log.dirs is unset."),
     b("log.dirs", Type::String, None, Check::NonEmpty, false,
         "Data directories, comma separated; overrides log.dir."),
-    b("log.flush.interval.messages", Type::Long, Some(LONG_MAX), Check::AtLeast(1), true,
-        "Default for the topic config flush.messages."),
-    b("log.flush.interval.ms", Type::Long, None, Check::AtLeast(0), true,
-        "Default for the topic config flush.ms; when unset, log.flush.scheduler.interval.ms is used."),
+    of_topic("log.flush.interval.messages", "flush.messages", Some(LONG_MAX), "."),
+    of_topic("log.flush.interval.ms", "flush.ms", None, "; when unset, log.flush.scheduler.interval.ms is used."),
     b("log.flush.offset.checkpoint.interval.ms", Type::Int, Some("60000"), Check::AtLeast(0), false,
         "How often the recovery-point checkpoint is written."),
     b("log.flush.scheduler.interval.ms", Type::Long, Some(LONG_MAX), Check::AtLeast(0), false,
         "Fallback default for the topic config flush.ms."),
-    b("log.index.interval.bytes", Type::Int, Some("4096"), Check::AtLeast(0), true,
-        "Default for the topic config index.interval.bytes."),
-    b("log.index.size.max.bytes", Type::Int, Some("10485760"), Check::AtLeast(4), true,
-        "Default for the topic config segment.index.bytes."),
-    b("log.local.retention.bytes", Type::Long, Some("-2"), Check::AtLeast(-2), true,
-        "Default for the topic config local.retention.bytes."),
-    b("log.local.retention.ms", Type::Long, Some("-2"), Check::AtLeast(-2), true,
-        "Default for the topic config local.retention.ms."),
-    b("log.message.downconversion.enable", Type::Boolean, Some("true"), Check::None, true,
-        "Default for the topic config message.downconversion.enable (no effect)."),
-    b("log.message.timestamp.after.max.ms", Type::Long, Some("3600000"), Check::AtLeast(0), true,
-        "Default for the topic config message.timestamp.after.max.ms."),
-    b("log.message.timestamp.before.max.ms", Type::Long, Some(LONG_MAX), Check::AtLeast(0), true,
-        "Default for the topic config message.timestamp.before.max.ms."),
-    b("log.message.timestamp.type", Type::String, Some("CreateTime"), Check::OneOf(TIMESTAMP_TYPES), true,
-        "Default for the topic config message.timestamp.type."),
-    b("log.preallocate", Type::Boolean, Some("false"), Check::None, true,
-        "Default for the topic config preallocate."),
-    b("log.retention.bytes", Type::Long, Some("-1"), Check::None, true,
-        "Default for the topic config retention.bytes."),
+    of_topic("log.index.interval.bytes", "index.interval.bytes", Some("4096"), "."),
+    of_topic("log.index.size.max.bytes", "segment.index.bytes", Some("10485760"), "."),
+    of_topic("log.local.retention.bytes", "local.retention.bytes", Some("-2"), "."),
+    of_topic("log.local.retention.ms", "local.retention.ms", Some("-2"), "."),
+    of_topic("log.message.downconversion.enable", "message.downconversion.enable", Some("true"), " (no effect)."),
+    of_topic("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms", Some("3600000"), "."),
+    of_topic("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms", Some(LONG_MAX), "."),
+    of_topic("log.message.timestamp.type", "message.timestamp.type", Some("CreateTime"), "."),
+    of_topic("log.preallocate", "preallocate", Some("false"), "."),
+    of_topic("log.retention.bytes", "retention.bytes", Some("-1"), "."),
     b("log.retention.check.interval.ms", Type::Long, Some("300000"), Check::AtLeast(1), false,
         "How often segments are checked for deletion."),
     b("log.retention.hours", Type::Int, Some("168"), Check::None, false,
         "Default retention in hours; log.retention.minutes and log.retention.ms take precedence."),
     b("log.retention.minutes", Type::Int, None, Check::None, false,
         "Default retention in minutes; log.retention.ms takes precedence."),
+    // Not of_topic: Kafka checks nothing here (any negative value is no limit), where the
+    // topic config refuses values below -1.
     b("log.retention.ms", Type::Long, None, Check::None, true,
         "Default for the topic config retention.ms; any negative value means no limit."),
     b("log.roll.hours", Type::Int, Some("168"), Check::AtLeast(1), false,
         "Default segment age in hours; log.roll.ms takes precedence."),
     b("log.roll.jitter.hours", Type::Int, Some("0"), Check::AtLeast(0), false,
         "Default segment jitter in hours; log.roll.jitter.ms takes precedence."),
-    b("log.roll.jitter.ms", Type::Long, None, Check::AtLeast(0), true,
-        "Default for the topic config segment.jitter.ms."),
-    b("log.roll.ms", Type::Long, None, Check::AtLeast(1), true,
-        "Default for the topic config segment.ms."),
-    b("log.segment.bytes", Type::Int, Some("1073741824"), Check::AtLeast(MIN_SEGMENT_BYTES), true,
-        "Default for the topic config segment.bytes."),
-    b("log.segment.delete.delay.ms", Type::Long, Some("60000"), Check::AtLeast(0), true,
-        "Default for the topic config file.delete.delay.ms."),
+    of_topic("log.roll.jitter.ms", "segment.jitter.ms", None, "."),
+    of_topic("log.roll.ms", "segment.ms", None, "."),
+    of_topic("log.segment.bytes", "segment.bytes", Some("1073741824"), "."),
+    of_topic("log.segment.delete.delay.ms", "file.delete.delay.ms", Some("60000"), "."),
     b("max.connections", Type::Int, Some(INT_MAX), Check::AtLeast(0), false,
         "Most client connections accepted at once; at most what the open-files limit leaves after the partition files (sluice.log.open.files.max) and a reserve. While they are open the listeners accept no more."),
     b("max.connections.per.ip", Type::Int, Some(INT_MAX), Check::AtLeast(0), false,
         "Most connections from one IP address; a connection beyond it is closed as soon as it is accepted."),
     b("max.connections.per.ip.overrides", Type::String, Some(""), Check::None, false,
         "Per-IP or per-host exceptions to max.connections.per.ip, as host:count or ip:count, comma separated."),
-    b("message.max.bytes", Type::Int, Some("1048588"), Check::AtLeast(0), true,
-        "Default for the topic config max.message.bytes."),
-    b("min.insync.replicas", Type::Int, Some("1"), Check::AtLeast(1), true,
-        "Default for the topic config min.insync.replicas."),
+    of_topic("message.max.bytes", "max.message.bytes", Some("1048588"), "."),
+    of_topic("min.insync.replicas", "min.insync.replicas", Some("1"), "."),
     b("node.id", Type::Int, None, Check::AtLeast(0), false,
         "Id of this node; 1 when neither node.id nor broker.id is set."),
     b("num.partitions", Type::Int, Some("1"), Check::AtLeast(1), false,
@@ -671,8 +699,7 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Partitions of __transaction_state (fixed once the topic exists)."),
     b("transactional.id.expiration.ms", Type::Int, Some("604800000"), Check::AtLeast(1), false,
         "A transactional id without a transaction for this long is removed."),
-    b("unclean.leader.election.enable", Type::Boolean, Some("false"), Check::None, true,
-        "Default for the topic config unclean.leader.election.enable."),
+    of_topic("unclean.leader.election.enable", "unclean.leader.election.enable", Some("false"), "."),
 ];
 
 /// Kafka server properties accepted without a warning but not used by Sluice.
@@ -744,8 +771,17 @@ pub(crate) const IGNORED_PREFIXES: &[&str] = &[
     "zookeeper.",
 ];
 
-pub(crate) fn topic_def(name: &str) -> Option<&'static TopicDef> {
-    TOPIC_DEFS.iter().find(|d| d.name == name)
+/// The topic config named `name` (a `const fn`: [`of_topic`] looks topic configs up while the
+/// catalogue is built, at compile time).
+pub(crate) const fn topic_def(name: &str) -> Option<&'static TopicDef> {
+    let mut i = 0;
+    while i < TOPIC_DEFS.len() {
+        if same_str(TOPIC_DEFS[i].name, name) {
+            return Some(&TOPIC_DEFS[i]);
+        }
+        i += 1;
+    }
+    None
 }
 
 pub(crate) fn broker_def(name: &str) -> Option<&'static BrokerDef> {
@@ -1023,6 +1059,24 @@ pub(crate) fn convert_synonym(topic: &str, unit: Unit, value: Value) -> Value {
 mod tests {
     use super::*;
     use crate::TopicConfig;
+
+    #[test]
+    fn a_broker_default_of_a_topic_config_is_one_of_its_synonyms() {
+        let mut n = 0;
+        for def in BROKER_DEFS {
+            if let Some(topic) = def.default_of {
+                let t = topic_def(topic).unwrap();
+                assert!(
+                    t.synonyms.iter().any(|s| s.name == def.name),
+                    "{} is the default of {topic}, which does not name it",
+                    def.name
+                );
+                assert!(def.dynamic, "{}", def.name);
+                n += 1;
+            }
+        }
+        assert!(n > 0);
+    }
 
     #[test]
     fn tables_are_sorted_and_unique() {

@@ -118,7 +118,7 @@ pub(crate) fn describe(config: &BrokerConfig) -> Vec<ConfigEntry> {
                 read_only: !def.dynamic,
                 sensitive,
                 config_type: def.ty.code(),
-                documentation: Some(def.doc.to_string()),
+                documentation: Some(def.doc()),
                 synonyms,
             }
         })

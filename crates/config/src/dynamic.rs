@@ -312,7 +312,7 @@ pub(crate) fn describe_default(config: &BrokerConfig) -> Vec<ConfigEntry> {
                 read_only: def.map_or(!is_dynamic_unused(name), |d| !d.dynamic),
                 sensitive,
                 config_type: def.map_or_else(|| unused_type_code(name, sensitive), |d| d.ty.code()),
-                documentation: Some(def.map_or_else(|| unused_doc(name), |d| d.doc.to_string())),
+                documentation: Some(def.map_or_else(|| unused_doc(name), |d| d.doc())),
                 synonyms,
             }
         })
