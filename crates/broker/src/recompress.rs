@@ -201,4 +201,19 @@ mod tests {
             (garbage, None)
         );
     }
+
+    /// A batch whose header claims far more records than its bytes hold (CRC made valid) is
+    /// refused with an error: the decoder must not reserve room for the claimed count first
+    /// (2^31 records of ~100 bytes: an allocation the process dies of, found by reading the
+    /// vendored decoder).
+    #[test]
+    fn a_batch_claiming_more_records_than_it_holds_is_an_error_not_an_abort() {
+        let mut b = records(Compression::None).to_vec();
+        b[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes()); // last offset delta
+        b[57..61].copy_from_slice(&i32::MAX.to_be_bytes()); // record count
+        let crc = sluice_format::batch::compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        sluice_format::batch::validate_batch(&b).expect("a valid header");
+        assert!(recompress(Bytes::from(b), Compression::Zstd).is_err());
+    }
 }

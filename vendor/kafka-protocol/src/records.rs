@@ -514,7 +514,12 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve(batch_decode_info.record_count as usize);
+        // The count is the sender's claim: reserve no more than the bytes left could hold
+        // (a v2 record takes at least 7 bytes), or a batch claiming 2^31 records makes the
+        // allocation fail and the process abort.
+        const MIN_RECORD_LEN: usize = 7;
+        let claimed = usize::try_from(batch_decode_info.record_count).unwrap_or(0);
+        records.reserve(claimed.min(bytes::Buf::remaining(buf) / MIN_RECORD_LEN));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
