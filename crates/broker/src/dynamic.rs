@@ -130,6 +130,7 @@ impl Broker {
     /// this does that for the partitions this broker holds).
     pub(crate) fn take_up_dynamic_configs(&self, all: &BrokerConfigs) -> Arc<BrokerConfig> {
         let _one = self.dynamic.apply.lock();
+        self.take_up_features(all);
         let current = self.effective_config();
         let default = all.get(DEFAULT_ENTITY).cloned().unwrap_or_default();
         let mine = all

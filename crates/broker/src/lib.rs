@@ -33,6 +33,7 @@ mod client;
 mod cluster;
 mod dynamic;
 mod errors;
+mod features;
 mod flusher;
 mod groups;
 mod lag;
@@ -188,6 +189,8 @@ pub struct Broker {
     /// broker configs, is [`Broker::effective_config`].
     config: BrokerConfig,
     dynamic: dynamic::DynamicConfig,
+    /// The finalized feature levels (`features.rs`), taken up with the dynamic configs.
+    features: parking_lot::RwLock<features::Finalized>,
     /// How the open-files limit is shared (partition files, connections, the partition
     /// budget topic creation is checked against).
     fds: sluice_store::fds::FdBudget,
@@ -395,6 +398,7 @@ impl Broker {
             .clone()
             .map(|c| Arc::new(cluster::Cluster::new(c, volumes)));
         let effective = dynamic::effective(&config, &meta.broker_configs());
+        let features = features::Finalized::of(&config, &meta.broker_configs());
         sluice_store::recovery::set_follow_policy(
             effective.log_recovery_point_bytes,
             effective.log_recovery_point_interval_ms,
@@ -476,7 +480,8 @@ impl Broker {
             cold_reads: apis::fetch::ColdReads::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
-            txns: txns::Txns::new(&config),
+            txns: txns::Txns::new(&config, features.level(features::TRANSACTION_VERSION)),
+            features: parking_lot::RwLock::new(features),
             quotas: quotas::Quotas::new(&config.quotas),
             scram: sasl::ScramStore::default(),
             authz: authz::Authz::new(config.authorizer.clone()),
@@ -865,6 +870,18 @@ impl Broker {
             }
             RequestKind::DescribeTopicPartitions(r) => {
                 ready(apis::describe_topic_partitions::handle(self, r, version))
+            }
+            RequestKind::ListConfigResources(r) => ready(apis::configs::list_resources(
+                self,
+                r,
+                version,
+                &client.listener,
+            )),
+            RequestKind::UpdateFeatures(r) => {
+                self.off_runtime(move |b| features::update(b, r, version))
+            }
+            RequestKind::UnregisterBroker(r) => {
+                self.off_runtime(move |b| apis::unregister_broker::handle(b, r, version))
             }
             other => return Err(other),
         })

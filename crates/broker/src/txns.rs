@@ -53,13 +53,13 @@ pub(crate) struct Txns {
     unconfirmed_flushes: std::sync::atomic::AtomicUsize,
 }
 
-pub(crate) fn txn_config(c: &sluice_config::BrokerConfig) -> TxnConfig {
+pub(crate) fn txn_config(c: &sluice_config::BrokerConfig, transaction_version: i16) -> TxnConfig {
     let t = &c.transactions;
     TxnConfig {
         partitions: t.state_log_num_partitions,
         max_timeout_ms: t.max_timeout_ms,
         id_expiration_ms: i64::from(t.id_expiration_ms),
-        transaction_version: t.version,
+        transaction_version,
     }
 }
 
@@ -87,9 +87,10 @@ fn read_records(log: &Log, from: i64) -> (Vec<(Bytes, Option<Bytes>)>, i64) {
 type Ran<T> = (T, Vec<Arc<Log>>, Vec<MarkerJob>);
 
 impl Txns {
-    pub(crate) fn new(config: &sluice_config::BrokerConfig) -> Txns {
+    /// The coordinator of `config`, at the finalized `transaction_version`.
+    pub(crate) fn new(config: &sluice_config::BrokerConfig, transaction_version: i16) -> Txns {
         Txns {
-            coordinator: Mutex::new(Coordinator::new(txn_config(config))),
+            coordinator: Mutex::new(Coordinator::new(txn_config(config, transaction_version))),
             logs: Mutex::new(HashMap::new()),
             create_lock: Mutex::new(()),
             completed: tokio::sync::Notify::new(),
@@ -97,6 +98,10 @@ impl Txns {
             #[cfg(test)]
             unconfirmed_flushes: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    pub(crate) fn set_transaction_version(&self, version: i16) {
+        self.coordinator.lock().set_transaction_version(version);
     }
 
     pub(crate) fn partition_count(&self) -> i32 {

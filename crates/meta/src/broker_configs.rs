@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 
 use crate::entity_configs::{entity_name, entity_of, RECORD_PREFIX};
-pub use crate::entity_configs::{BrokerConfigs, EntityConfigs, DEFAULT_ENTITY};
+pub use crate::entity_configs::{BrokerConfigs, EntityConfigs, DEFAULT_ENTITY, FEATURES_ENTITY};
 use crate::etcd::{Compare, Op};
 use crate::{EtcdStore, Meta, MetaError};
 

@@ -11,7 +11,8 @@
 //! P/topics/<topic>           {"id":..,"partitions":..,"configs":{..}}
 //! P/owners/<topic>/<p>       {"node":..,"epoch":..}         node -1: no owner yet
 //! P/producer_ids             the first producer id not yet reserved
-//! P/broker_configs/<entity>  {"<name>":"<value>",..}       dynamic broker configs (broker_configs.rs)
+//! P/broker_configs/<entity>  {"<name>":"<value>",..}       dynamic broker configs (broker_configs.rs),
+//!                                                          finalized feature levels (entity <features>)
 //! P/load/<node>              {"bytes_in":..,"top":[..]}     its bytes in, under the broker's lease (load.rs)
 //! ```
 //!

@@ -11,6 +11,11 @@ use crate::MetaError;
 /// The entity of the cluster-wide defaults (Kafka's empty resource name).
 pub const DEFAULT_ENTITY: &str = "";
 
+/// The entity that holds the finalized feature levels set with UpdateFeatures (feature name
+/// to level, and `epoch`), kept with the dynamic broker configs so that it is stored and
+/// carried to every broker as they are; its name can be no broker id.
+pub const FEATURES_ENTITY: &str = "<features>";
+
 /// How the default entity is named in etcd keys and in the file (Kafka's ZooKeeper name).
 const DEFAULT_NAME: &str = "<default>";
 

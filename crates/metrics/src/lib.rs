@@ -723,6 +723,9 @@ fn api_key_name(key: kafka_protocol::messages::ApiKey) -> &'static str {
         K::DescribeTransactions => "DescribeTransactions",
         K::ListTransactions => "ListTransactions",
         K::WriteTxnMarkers => "WriteTxnMarkers",
+        K::ListConfigResources => "ListConfigResources",
+        K::UpdateFeatures => "UpdateFeatures",
+        K::UnregisterBroker => "UnregisterBroker",
         _ => "Other",
     }
 }

@@ -1008,7 +1008,7 @@ fn list_offsets_and_create_partitions() {
     create_topic_with_partitions(&mut c, "lo", 1);
     produce_to(&mut c, "lo", 0, batch(&["a", "b", "c"], -1, -1, -1));
     produce_to(&mut c, "lo", 0, batch(&["d", "e"], -1, -1, -1));
-    let ask = |c: &mut Client, ts: i64| {
+    let ask_at = |c: &mut Client, ts: i64, version: i16| {
         let req = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
@@ -1019,11 +1019,21 @@ fn list_offsets_and_create_partitions() {
                         .with_timestamp(ts)
                         .with_current_leader_epoch(-1),
                 ])]);
-        let r = c.request(&req, 8);
+        let r = c.request(&req, version);
         let p = &r.topics[0].partitions[0];
         (p.error_code, p.offset, p.timestamp)
     };
+    let ask = |c: &mut Client, ts: i64| ask_at(c, ts, 8);
     assert_eq!(ask(&mut c, -1).1, 5);
+    // A special timestamp older than the request's version, or unknown, is refused with
+    // UNSUPPORTED_VERSION, as Kafka refuses it; v11's earliest pending upload is -1 without
+    // tiered storage.
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    assert_eq!(ask_at(&mut c, -6, 10).0, unsupported);
+    assert_eq!(ask_at(&mut c, -3, 6).0, unsupported);
+    assert_eq!(ask_at(&mut c, -7, 11).0, unsupported);
+    assert_eq!(ask_at(&mut c, -6, 11), (0, -1, -1));
+    assert_eq!(ask_at(&mut c, -2, 11), (0, 0, -1));
     assert_eq!(ask(&mut c, -2).1, 0);
     // The batch builder stamps record i with 1_700_000_000_000 + i: the first record at or
     // after +1 is offset 1 in the first batch.
@@ -1993,4 +2003,35 @@ fn a_new_producers_batch_behind_its_refused_first_one_is_not_acknowledged_across
         retry.error_code,
         retry.error_message
     );
+}
+
+#[test]
+fn list_config_resources_lists_topics_and_brokers() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic_with_partitions(&mut c, "lcr", 1);
+    let list = |c: &mut Client, types: Vec<i8>, version: i16| {
+        let r = c.request(
+            &ListConfigResourcesRequest::default().with_resource_types(types),
+            version,
+        );
+        let mut names: Vec<(i8, String)> = r
+            .config_resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.to_string()))
+            .collect();
+        names.sort();
+        (r.error_code, names)
+    };
+    let all = list(&mut c, vec![], 1);
+    assert_eq!(all.0, 0);
+    assert!(all.1.contains(&(2, "lcr".to_string())), "{all:?}");
+    assert!(all.1.contains(&(4, "1".to_string())), "{all:?}");
+    assert_eq!(list(&mut c, vec![4], 1), (0, vec![(4, "1".to_string())]));
+    // Types with no resources here, and v0 (client metrics only).
+    assert_eq!(list(&mut c, vec![16, 32, 8], 1), (0, vec![]));
+    assert_eq!(list(&mut c, vec![], 0), (0, vec![]));
+    // A type Kafka does not list (CLUSTER).
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    assert_eq!(list(&mut c, vec![2, 1], 1).0, unsupported);
 }

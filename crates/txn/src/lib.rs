@@ -266,6 +266,11 @@ impl Coordinator {
         }
     }
 
+    /// Run at `version` of `transaction.version` from the next call on (UpdateFeatures).
+    pub fn set_transaction_version(&mut self, version: i16) {
+        self.config.transaction_version = version;
+    }
+
     pub fn config(&self) -> &TxnConfig {
         &self.config
     }

@@ -29,7 +29,7 @@ pub const FRAME_PREFIX_BYTES: usize = 4;
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
-    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::ListOffsets, 1, 11),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
@@ -39,7 +39,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
-    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeLogDirs, 1, 5),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
@@ -69,6 +69,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::ListConfigResources, 0, 1),
+    (ApiKey::UpdateFeatures, 0, 2),
+    (ApiKey::UnregisterBroker, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::SaslHandshake, 0, 1),
@@ -320,5 +323,101 @@ mod tests {
             RequestKind::Metadata(m) => assert!(m.topics.is_none()),
             other => panic!("decoded as {other:?}"),
         }
+    }
+
+    /// Every API and version `SUPPORTED_APIS` advertises is one the protocol crate encodes
+    /// and decodes: a request and a response of each, through the functions the server uses.
+    #[test]
+    fn every_advertised_version_round_trips() {
+        macro_rules! defaults {
+            ($key:expr, $($k:ident),+ $(,)?) => {
+                match $key {
+                    $(ApiKey::$k => (
+                        RequestKind::$k(Default::default()),
+                        ResponseKind::$k(Default::default()),
+                    ),)+
+                    other => panic!("{other:?} is advertised: add it to this test"),
+                }
+            };
+        }
+        let mut checked = 0;
+        for &(key, min, max) in SUPPORTED_APIS {
+            for version in min..=max {
+                let (request, response) = defaults!(
+                    key,
+                    Produce,
+                    Fetch,
+                    ListOffsets,
+                    Metadata,
+                    ApiVersions,
+                    CreateTopics,
+                    DeleteTopics,
+                    DeleteRecords,
+                    InitProducerId,
+                    DescribeConfigs,
+                    AlterConfigs,
+                    AlterReplicaLogDirs,
+                    DescribeLogDirs,
+                    CreatePartitions,
+                    IncrementalAlterConfigs,
+                    DescribeCluster,
+                    FindCoordinator,
+                    JoinGroup,
+                    SyncGroup,
+                    Heartbeat,
+                    LeaveGroup,
+                    OffsetCommit,
+                    OffsetFetch,
+                    DescribeGroups,
+                    ListGroups,
+                    DeleteGroups,
+                    OffsetDelete,
+                    ConsumerGroupHeartbeat,
+                    ConsumerGroupDescribe,
+                    ElectLeaders,
+                    AlterPartitionReassignments,
+                    ListPartitionReassignments,
+                    OffsetForLeaderEpoch,
+                    AddPartitionsToTxn,
+                    AddOffsetsToTxn,
+                    EndTxn,
+                    WriteTxnMarkers,
+                    TxnOffsetCommit,
+                    DescribeProducers,
+                    DescribeTransactions,
+                    ListTransactions,
+                    DescribeTopicPartitions,
+                    ListConfigResources,
+                    UpdateFeatures,
+                    UnregisterBroker,
+                    DescribeClientQuotas,
+                    AlterClientQuotas,
+                    SaslHandshake,
+                    SaslAuthenticate,
+                    DescribeUserScramCredentials,
+                    AlterUserScramCredentials,
+                    DescribeAcls,
+                    CreateAcls,
+                    DeleteAcls,
+                    CreateDelegationToken,
+                    RenewDelegationToken,
+                    ExpireDelegationToken,
+                    DescribeDelegationToken,
+                );
+                let frame = encode_request(key, version, 7, "round-trip", &request)
+                    .unwrap_or_else(|e| panic!("{key:?} v{version} request: {e}"));
+                let decoded = decode_request(frame.freeze().split_off(FRAME_PREFIX_BYTES))
+                    .unwrap_or_else(|e| panic!("{key:?} v{version} request: {e}"));
+                assert_eq!((decoded.api_key, decoded.version()), (key, version));
+                let frame = encode_response(key, version, 7, &response)
+                    .unwrap_or_else(|e| panic!("{key:?} v{version} response: {e}"));
+                let (id, _) =
+                    decode_response(key, version, frame.freeze().split_off(FRAME_PREFIX_BYTES))
+                        .unwrap_or_else(|e| panic!("{key:?} v{version} response: {e}"));
+                assert_eq!(id, 7);
+                checked += 1;
+            }
+        }
+        assert!(checked > 200, "{checked} versions checked");
     }
 }

@@ -1397,7 +1397,10 @@ impl Gate<'_> {
             | RequestKind::ElectLeaders(_)
             | RequestKind::AlterPartitionReassignments(_)
             | RequestKind::AlterUserScramCredentials(_) => Operation::Alter,
-            RequestKind::DescribeClientQuotas(_) => Operation::DescribeConfigs,
+            RequestKind::DescribeClientQuotas(_) | RequestKind::ListConfigResources(_) => {
+                Operation::DescribeConfigs
+            }
+            RequestKind::UpdateFeatures(_) | RequestKind::UnregisterBroker(_) => Operation::Alter,
             RequestKind::AlterClientQuotas(_) => Operation::AlterConfigs,
             RequestKind::WriteTxnMarkers(_) => {
                 // Kafka takes ALTER on the cluster (quietly) as well as CLUSTER_ACTION.
@@ -1469,6 +1472,19 @@ fn cluster_refusal(body: RequestKind) -> ResponseKind {
             ResponseKind::AlterClientQuotas(refused_quota_alterations(&r))
         }
         RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(refused_markers(&r)),
+        RequestKind::ListConfigResources(_) => ResponseKind::ListConfigResources(
+            ListConfigResourcesResponse::default().with_error_code(code),
+        ),
+        RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
+            UpdateFeaturesResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        RequestKind::UnregisterBroker(_) => ResponseKind::UnregisterBroker(
+            UnregisterBrokerResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
         // Not gated (cluster_gated lists the ones that are).
         _ => ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code)),
     }

@@ -1,5 +1,5 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers (dynamic
-//! broker configs: `crate::dynamic`).
+//! broker configs: `crate::dynamic`), and ListConfigResources.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,10 +7,12 @@ use std::sync::Arc;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
     AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ResponseKind,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListConfigResourcesRequest,
+    ListConfigResourcesResponse, ResponseKind,
 };
 use kafka_protocol::ResponseError;
 use sluice_config::ConfigEntry;
@@ -21,6 +23,9 @@ use crate::Broker;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
+const CLIENT_METRICS: i8 = 16;
+const GROUP: i8 = 32;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -106,6 +111,60 @@ pub(crate) fn describe(
         .collect();
     Some(ResponseKind::DescribeConfigs(
         DescribeConfigsResponse::default().with_results(results),
+    ))
+}
+
+/// ListConfigResources: the config resources of the types asked for (all of Kafka's when none
+/// are; v0 knows client-metrics resources only). Topics and the brokers with the client's
+/// listener are listed; Sluice keeps no group, client-metrics or broker-logger configs, so
+/// none of those are. A type Kafka does not list is refused with UNSUPPORTED_VERSION.
+pub(crate) fn list_resources(
+    broker: &Arc<Broker>,
+    req: ListConfigResourcesRequest,
+    version: i16,
+    listener: &str,
+) -> Option<ResponseKind> {
+    let supported: &[i8] = match version {
+        0 => &[CLIENT_METRICS],
+        _ => &[TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP],
+    };
+    let asked = match req.resource_types.is_empty() {
+        true => supported.to_vec(),
+        false => req.resource_types,
+    };
+    if asked.iter().any(|t| !supported.contains(t)) {
+        return Some(ResponseKind::ListConfigResources(
+            ListConfigResourcesResponse::default()
+                .with_error_code(ResponseError::UnsupportedVersion.code()),
+        ));
+    }
+    let resource = |name: String, resource_type: i8| {
+        ConfigResource::default()
+            .with_resource_name(str_bytes(name))
+            .with_resource_type(resource_type)
+    };
+    let mut resources = Vec::new();
+    if asked.contains(&BROKER) {
+        let mut ids: Vec<i32> = broker
+            .live_endpoints(listener)
+            .into_iter()
+            .map(|(id, _, _)| id)
+            .collect();
+        ids.sort_unstable();
+        resources.extend(ids.into_iter().map(|id| resource(id.to_string(), BROKER)));
+    }
+    if asked.contains(&TOPIC) {
+        let mut names: Vec<String> = broker
+            .registry
+            .all()
+            .iter()
+            .map(|t| t.meta.name.clone())
+            .collect();
+        names.sort_unstable();
+        resources.extend(names.into_iter().map(|n| resource(n, TOPIC)));
+    }
+    Some(ResponseKind::ListConfigResources(
+        ListConfigResourcesResponse::default().with_config_resources(resources),
     ))
 }
 

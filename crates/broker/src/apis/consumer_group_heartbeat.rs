@@ -21,6 +21,13 @@ pub(crate) fn handle(
     _version: i16,
     client: &Client,
 ) -> Reply {
+    if broker.features().level(crate::features::GROUP_VERSION) < 1 {
+        // group.version 0: the consumer protocol is off, as on Kafka.
+        return crate::ready(Some(ResponseKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::UnsupportedVersion.code()),
+        )));
+    }
     if !broker.ensure_offsets_topic() {
         return crate::ready(Some(ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default()

@@ -1,5 +1,6 @@
 //! DescribeLogDirs: each log directory with the partitions it holds and their sizes, and
-//! (KIP-827, version 4) the total and usable bytes of the volume that holds it (statvfs).
+//! (KIP-827, version 4) the total and usable bytes of the volume that holds it (statvfs);
+//! version 5's IsCordoned is false: Sluice never cordons a log directory.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

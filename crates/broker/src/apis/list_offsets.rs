@@ -1,4 +1,6 @@
-//! ListOffsets: earliest, latest, max timestamp, and by timestamp through the time index.
+//! ListOffsets: earliest, latest, max timestamp, and by timestamp through the time index. A
+//! special (negative) timestamp older than the request's version is refused with
+//! UNSUPPORTED_VERSION, as Kafka refuses it.
 
 use std::sync::Arc;
 
@@ -17,10 +19,23 @@ const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 const EARLIEST_PENDING_UPLOAD: i64 = -6;
 
+/// The first version that may ask for special timestamp `ts`; None for one Kafka does not
+/// know.
+fn first_version_of(ts: i64) -> Option<i16> {
+    match ts {
+        LATEST | EARLIEST => Some(1),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL => Some(8),
+        LATEST_TIERED => Some(9),
+        EARLIEST_PENDING_UPLOAD => Some(11),
+        _ => None,
+    }
+}
+
 pub(crate) fn handle(
     broker: &Arc<Broker>,
     req: ListOffsetsRequest,
-    _version: i16,
+    version: i16,
 ) -> Option<ResponseKind> {
     let read_committed = req.isolation_level == 1;
     let topics = req
@@ -37,6 +52,11 @@ pub(crate) fn handle(
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
+                    if p.timestamp < 0
+                        && first_version_of(p.timestamp).is_none_or(|first| version < first)
+                    {
+                        return base.with_error_code(ResponseError::UnsupportedVersion.code());
+                    }
                     let Some(log) = state.as_ref().and_then(|s| s.log(p.partition_index)) else {
                         return base.with_error_code(crate::registry::missing_partition_code(
                             state.as_deref(),
@@ -58,8 +78,7 @@ pub(crate) fn handle(
                         MAX_TIMESTAMP => Ok(log.max_timestamp()),
                         // No tiered storage: nothing is tiered or pending upload.
                         LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok(Some((-1, -1))),
-                        ts if ts >= 0 => log.offset_for_timestamp(ts).map(|r| r.map(|(offset, ts)| (ts, offset))),
-                        _ => return base.with_error_code(ResponseError::InvalidRequest.code()),
+                        ts => log.offset_for_timestamp(ts).map(|r| r.map(|(offset, ts)| (ts, offset))),
                     };
                     // As Kafka: a lookup finds only what a consumer could fetch (in a
                     // cluster, what a confirmed flush round published).

@@ -40,4 +40,5 @@ pub(crate) mod scram_credentials;
 pub(crate) mod sync_group;
 pub(crate) mod txn;
 pub(crate) mod txn_offset_commit;
+pub(crate) mod unregister_broker;
 pub(crate) mod write_txn_markers;
