@@ -104,7 +104,7 @@ impl BrokerConfigFile {
                 ));
             }
         }
-        crate::write_text_atomic(&self.path, &text)
+        crate::record::write_file_atomically(&self.path, text.as_bytes())
     }
 }
 

@@ -36,7 +36,7 @@ pub use scram::{ScramAlteration, ScramCredentials, StoredScram};
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
@@ -410,31 +410,8 @@ impl EmbeddedStore {
                 text.push_str(&format!("config {} {} {}\n", t.name, k, escape(v)));
             }
         }
-        write_text_atomic(&self.path, &text)
+        record::write_file_atomically(&self.path, text.as_bytes())
     }
-}
-
-/// Replaces the file at `path` with `text`, atomically and durably: written to
-/// `<path>.v1.tmp` and fsynced, renamed over `path`, the rename made durable by an fsync of
-/// the directory (one that cannot be opened for it, on file systems that do not support
-/// that, is not an error). A crash leaves the old file or the new one, never a part.
-fn write_text_atomic(path: &Path, text: &str) -> Result<(), MetaError> {
-    let io_err = |source| MetaError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("v1.tmp");
-    let mut file = fs::File::create(&tmp).map_err(io_err)?;
-    file.write_all(text.as_bytes()).map_err(io_err)?;
-    file.sync_all().map_err(io_err)?;
-    drop(file);
-    fs::rename(&tmp, path).map_err(io_err)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
 }
 
 /// `create_dir_all`, with the entry of every directory it creates fsynced in its parent (on a

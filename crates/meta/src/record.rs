@@ -66,14 +66,19 @@ pub(crate) fn update_file<T: Default, R>(
     Ok((next, out))
 }
 
-/// Replace the file at `path` with `bytes`: a reader sees the old contents or the new, and a
-/// crash leaves one of them.
-fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), MetaError> {
+/// Replaces the file at `path` with `bytes`, atomically and durably: written to
+/// `<file name>.tmp` beside it and fsynced, renamed over `path`, the rename made durable by an
+/// fsync of the directory (one that cannot be opened for it, on file systems that do not
+/// support that, is not an error). A reader sees the old contents or the new, and a crash
+/// leaves one of them, never a part. Every file the metadata store writes is written by this.
+pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), MetaError> {
     let io_err = |source| MetaError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let tmp = path.with_extension("json.tmp");
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
     let mut file = fs::File::create(&tmp).map_err(io_err)?;
     file.write_all(bytes).map_err(io_err)?;
     file.sync_all().map_err(io_err)?;
@@ -172,7 +177,7 @@ mod tests {
         .unwrap();
         assert_eq!((after, was), (vec![7], 0));
         assert_eq!(read_file(&path, &codec()).unwrap(), vec![7]);
-        assert!(!path.with_extension("json.tmp").exists());
+        assert!(!dir.path().join("numbers.json.tmp").exists());
         std::fs::write(&path, b"{").unwrap();
         assert!(matches!(
             read_file(&path, &codec()),
