@@ -985,13 +985,7 @@ fn default_parallelism() -> usize {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     /// `pairs` typed as [`build`] types them, handed to `step`.
     fn with<R>(pairs: &[(&str, &str)], step: impl FnOnce(&Parsed<'_>) -> R) -> R {

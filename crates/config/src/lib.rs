@@ -22,6 +22,19 @@ mod scoped;
 mod tls;
 mod topic;
 
+#[cfg(test)]
+mod test_support {
+    use std::collections::BTreeMap;
+
+    /// Properties from `(name, value)` pairs, as `server.properties` would give them.
+    pub(crate) fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
 pub use broker::parse_listeners;
 pub use dynamic::{validate_dynamic_broker_configs, DEFAULT_ENTITY};
 pub use etcd::{

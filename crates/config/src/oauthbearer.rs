@@ -380,13 +380,7 @@ fn percent_decode(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::parse_jaas;
-
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     #[test]
     fn unsecured_by_default_with_its_jaas_options() {

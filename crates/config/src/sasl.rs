@@ -669,6 +669,7 @@ pub(crate) fn inter_broker(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::test_support::props;
 
     #[test]
     fn parses_kafkas_plain_example() {
@@ -735,13 +736,6 @@ mod tests {
             let e = parse_jaas(text).unwrap_err();
             assert!(e.contains(wanted), "{text:?}: {e}");
         }
-    }
-
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     #[test]

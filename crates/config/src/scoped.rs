@@ -66,13 +66,7 @@ pub(crate) fn split_list(v: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     #[test]
     fn the_listener_prefix_comes_first_and_names_where_the_value_was_found() {

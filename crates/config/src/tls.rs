@@ -433,13 +433,7 @@ fn store_type(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     #[test]
     fn on_sasl_ssl_only_the_listeners_own_client_auth_applies() {
