@@ -649,6 +649,46 @@ fn garbage_and_invalid_batches_get_their_error_codes() {
     assert_eq!(produce(&mut c, "t", good, 1).base_offset, 2);
 }
 
+/// A batch whose header claims 2^31 - 1 records (CRC made valid over the forged count) sent
+/// to a topic that recompresses (`compression.type=zstd`, the batch uncompressed) reaches the
+/// record decoder: it is refused with CORRUPT_MESSAGE, and the broker goes on serving. Before
+/// the vendored decoder capped its reservation by the bytes left, it reserved room for the
+/// claimed count (hundreds of GB) and the process aborted.
+#[test]
+fn a_batch_claiming_2_pow_31_records_to_a_recompressing_topic_is_refused() {
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic(&mut c, "zs", &[("compression.type", "zstd")]);
+
+    // One record: a single batch, so the CRC check passes and the decoder is reached.
+    let mut forged = BytesMut::from(&batch(&["v"], -1, -1, -1)[..]);
+    forged[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes()); // lastOffsetDelta
+    forged[57..61].copy_from_slice(&i32::MAX.to_be_bytes()); // record count
+    let crc = sluice_format::batch::compute_crc(&forged);
+    forged[17..21].copy_from_slice(&crc.to_be_bytes());
+    sluice_format::batch::validate_batch(&forged).expect("the forged batch has a valid CRC");
+    let refused = produce(&mut c, "zs", forged.freeze(), -1);
+    assert_eq!(
+        refused.error_code,
+        ResponseError::CorruptMessage.code(),
+        "{:?}",
+        refused.error_message
+    );
+
+    // Still serving, on the same connection and a new one; nothing was appended.
+    let ok = produce(&mut c, "zs", batch(&["after"], -1, -1, -1), -1);
+    assert_eq!((ok.error_code, ok.base_offset), (0, 0));
+    let mut fresh = broker.connect();
+    let resp = fresh.request(&fetch_request("zs", &[(0, 0)], 0, -1, 0, 0), 12);
+    assert_eq!(resp.error_code, 0);
+    let part = &resp.responses[0].partitions[0];
+    assert_eq!(part.error_code, 0);
+    assert_eq!(
+        fetched_records(&part.records),
+        vec![(0, "after".to_string())]
+    );
+}
+
 #[test]
 fn idempotent_retries_are_not_appended_twice() {
     let broker = TestBroker::start(&[]);
