@@ -743,21 +743,31 @@ impl Broker {
         let version = request.version();
         let header = request.header;
         let client = client::Client::new(&header, conn);
-        let (body, fix) = match apis::access::admit(self, request.body, version, &client) {
-            apis::access::Admission::Refuse(answer) => return ready(Some(answer)),
+        // Topic ids become names first (OffsetCommit and OffsetFetch v10); their patch gives
+        // the answer, served or refused, the ids back, after the access patch.
+        let (body, ids) = apis::topic_ids::resolve(self, request.body, version);
+        let (body, fix) = match apis::access::admit(self, body, version, &client) {
+            apis::access::Admission::Refuse(mut answer) => {
+                if let Some(ids) = ids {
+                    ids(&mut answer);
+                }
+                return ready(Some(answer));
+            }
             apis::access::Admission::Serve(body, fix) => (body, fix),
         };
         let reply = self.dispatch_admitted(body, version, &header, &client, verdicts);
-        match fix {
-            None => reply,
-            Some(fix) => Box::pin(async move {
-                let mut answer = reply.await;
-                if let Some(answer) = answer.as_mut() {
-                    fix(answer);
-                }
-                answer
-            }),
+        if fix.is_none() && ids.is_none() {
+            return reply;
         }
+        Box::pin(async move {
+            let mut answer = reply.await;
+            if let Some(answer) = answer.as_mut() {
+                for patch in [fix, ids].into_iter().flatten() {
+                    patch(answer);
+                }
+            }
+            answer
+        })
     }
 
     /// Hand a request that [`apis::access::admit`] let through to its API's handler: each

@@ -2075,3 +2075,101 @@ fn list_config_resources_lists_topics_and_brokers() {
     let unsupported = ResponseError::UnsupportedVersion.code();
     assert_eq!(list(&mut c, vec![2, 1], 1).0, unsupported);
 }
+
+/// OffsetCommit and OffsetFetch v10 name topics by id (KIP-848): offsets committed by id are
+/// read back by id and by name; an id not known is answered UNKNOWN_TOPIC_ID, partition by
+/// partition, as Kafka answers it.
+#[test]
+fn offsets_committed_and_fetched_by_topic_id() {
+    use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics};
+    let broker = TestBroker::start(&[]);
+    let mut c = broker.connect();
+    create_topic_with_partitions(&mut c, "byid", 2);
+    let md = c.request(&MetadataRequest::default().with_topics(None), 12);
+    let id = md
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "byid"))
+        .map(|t| t.topic_id)
+        .expect("topic in metadata");
+    let unknown = uuid::Uuid::from_u128(42);
+    let group = GroupId(StrBytes::from_static_str("g10"));
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(group.clone())
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            OffsetCommitRequestTopic::default()
+                .with_topic_id(id)
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(1)
+                    .with_committed_offset(7)]),
+            OffsetCommitRequestTopic::default()
+                .with_topic_id(unknown)
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(1)]),
+        ]);
+    let r = c.request(&commit, 10);
+    let mut answered: Vec<(uuid::Uuid, i32, i16)> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            assert!(t.name.is_empty(), "no names at v10: {t:?}");
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_id, p.partition_index, p.error_code))
+        })
+        .collect();
+    answered.sort();
+    let unknown_id = ResponseError::UnknownTopicId.code();
+    let mut expected = vec![(id, 1, 0), (unknown, 0, unknown_id)];
+    expected.sort();
+    assert_eq!(answered, expected);
+
+    let fetch = |c: &mut Client, topics: Option<Vec<OffsetFetchRequestTopics>>| {
+        let req =
+            OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(group.clone())
+                .with_topics(topics)]);
+        let r = c.request(&req, 10);
+        let mut out: Vec<(uuid::Uuid, i32, i64, i16)> = r.groups[0]
+            .topics
+            .iter()
+            .flat_map(|t| {
+                assert!(t.name.is_empty(), "no names at v10: {t:?}");
+                t.partitions.iter().map(move |p| {
+                    (
+                        t.topic_id,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.error_code,
+                    )
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let mut expected = vec![(id, 1, 7, 0), (unknown, 0, -1, unknown_id)];
+    expected.sort();
+    let asked = vec![
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(id)
+            .with_partition_indexes(vec![1]),
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(unknown)
+            .with_partition_indexes(vec![0]),
+    ];
+    assert_eq!(fetch(&mut c, Some(asked)), expected);
+    assert_eq!(fetch(&mut c, None), vec![(id, 1, 7, 0)]);
+    // By name (v9), the same offset.
+    let by_name =
+        OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(group.clone())
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(StrBytes::from_static_str("byid")))
+                .with_partition_indexes(vec![1])]))]);
+    let r = c.request(&by_name, 9);
+    assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, 7);
+}
