@@ -5,6 +5,8 @@ kafka-configs and kafka-client-metrics, and kafka-cluster unregister (Unregister
 
 import re
 import signal
+import socket
+import struct
 import time
 
 import pytest
@@ -30,6 +32,34 @@ def describe(kafka_tool, bootstrap) -> dict:
             out[m.group(1)] = m.groups()[1:]
     assert out, res.out
     return out
+
+
+INVALID_REQUEST = 42
+
+
+def unregister_raw(port: int, broker_id: int):
+    """UnregisterBroker v0 to the broker at `port`: (error code, error message)."""
+    client_id = b"unregister-test"
+    body = struct.pack(">hhih", 64, 0, 9, len(client_id)) + client_id + b"\x00"
+    body += struct.pack(">i", broker_id) + b"\x00"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            data += chunk
+    frame = data[4:]
+    correlation, tags, _throttle, code = struct.unpack(">ibih", frame[:11])
+    assert (correlation, tags) == (9, 0)
+    n, shift, i = 0, 0, 11  # compact nullable string: its length + 1, an unsigned varint
+    while True:
+        n |= (frame[i] & 0x7F) << shift
+        i += 1
+        if not frame[i - 1] & 0x80:
+            break
+        shift += 7
+    return code, frame[i:i + n - 1].decode() if n else ""
 
 
 def features(kafka_tool, bootstrap, *args):
@@ -151,35 +181,63 @@ def test_kafka_cluster_unregister_of_an_unknown_broker(kafka_tool, broker):
     assert res.rc != 0 and "Broker ID 77 is not currently registered" in res.out + res.err, res
 
 
+@pytest.mark.skipif(harness.TARGET != "sluice", reason="Kafka unregisters a running broker")
+def test_kafka_cluster_unregister_refuses_a_running_single_broker(kafka_tool, broker):
+    res = kafka_tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", broker.bootstrap, "--id", "1")
+    assert res.rc != 0 and "Broker 1 cannot be unregistered now" in res.out + res.err, res
+
+
 @pytest.mark.skipif(harness.TARGET != "sluice", reason="a Sluice cluster on etcd")
 def test_kafka_cluster_unregister_in_a_cluster(broker_factory, etcd, tmp_path, kafka_tool, topic):
-    """A broker that stopped answering (SIGSTOP, its 60 s lease still running) is
-    unregistered: its partitions move now, and when it resumes it is fenced, registers again
-    and serves. A running broker unregistered registers again too."""
+    """A running broker, which may still write, is refused. A broker that stopped answering
+    (SIGSTOP: its listener still accepts, so no probe finds it dead) is unregistered once its
+    lease has gone unrenewed past its write deadline, before the lease runs out: its
+    partitions move; resumed, it registers again; nothing acknowledged is lost."""
     from cluster_support import start_cluster, wait_all_led, live_brokers, leaders, bootstrap_of
 
     shared = tmp_path / "shared"
     shared.mkdir()
     n1, n2, n3 = start_cluster(broker_factory, etcd, shared, n=3,
-                               **{"sluice.cluster.lease.ms": 60000})
+                               **{"sluice.cluster.lease.ms": 30000})
     create_topic(n1.bootstrap, topic, partitions=6)
     wait_all_led(n1.bootstrap, topic, 6)
     assert 3 in leaders(n1.bootstrap, topic).values()
+    bootstrap = bootstrap_of([n1, n2, n3])
+    harness.produce_all(harness.producer(bootstrap, acks="all"), topic,
+                        [{"partition": i % 6, "value": f"before-{i}".encode()} for i in range(60)])
+
+    def unregister(node):
+        return kafka_tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", n1.bootstrap, "--id", str(node))
+
+    res = unregister(2)
+    assert res.rc != 0 and "Broker 2 cannot be unregistered now" in res.out + res.err, res
     n3.proc.send_signal(signal.SIGSTOP)
     try:
-        res = kafka_tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", n1.bootstrap, "--id", "3")
-        assert "Broker 3 is no longer registered." in res.check().out, res
-        # Its lease has 60 s to run and its listener still accepts: only the unregistration
-        # moves its partitions.
+        # Sent to broker 1 directly: the admin client would send it to whichever broker its
+        # metadata names, broker 3 among them, which does not answer while stopped.
+        code, message = unregister_raw(n1.port, 3)
+        assert (code, "may still write" in message) == (INVALID_REQUEST, True), (code, message)
+        deadline = time.time() + 40
+        while code != 0:
+            assert time.time() < deadline and code == INVALID_REQUEST, (code, message)
+            time.sleep(1)
+            code, message = unregister_raw(n1.port, 3)
         wait_until(lambda: set(leaders(n1.bootstrap, topic).values()) <= {1, 2}, 30,
                    "broker 3's partitions to move after its unregistration")
     finally:
         n3.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: "registered in the cluster again" in n3.log_text(), 60, "broker 3 to register again")
-
-    res = kafka_tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", n1.bootstrap, "--id", "2")
-    assert "Broker 2 is no longer registered." in res.check().out, res
-    wait_until(lambda: "registered in the cluster again" in n2.log_text(), 30, "broker 2 to register again")
     wait_until(lambda: live_brokers(n1.bootstrap) == [1, 2, 3], 30, "every broker back in the metadata")
-    harness.produce_all(harness.producer(bootstrap_of([n1, n2, n3])), topic,
-                        [{"key": str(i).encode(), "value": b"v"} for i in range(60)])
+    harness.produce_all(harness.producer(bootstrap, acks="all"), topic,
+                        [{"partition": i % 6, "value": f"after-{i}".encode()} for i in range(60)])
+    c = harness.consumer(bootstrap, **{"group.id": f"{topic}-check", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    seen = set()
+    deadline = time.time() + 60
+    while len(seen) < 120 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.add(m.value().decode())
+    c.close()
+    expected = {f"before-{i}" for i in range(60)} | {f"after-{i}" for i in range(60)}
+    assert seen == expected, sorted(expected - seen)[:10]

@@ -105,16 +105,6 @@ impl Finalized {
     pub(crate) fn level(&self, name: &str) -> i16 {
         self.levels.get(name).copied().unwrap_or(0)
     }
-
-    fn stored(&self) -> EntityConfigs {
-        let mut out: EntityConfigs = self
-            .levels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        out.insert(EPOCH_KEY.to_string(), self.epoch.to_string());
-        out
-    }
 }
 
 /// Why `name` cannot be set to `level` from `current` with `upgrade_type`, in Kafka's words
@@ -201,7 +191,9 @@ impl Broker {
                 message: e.to_string(),
             })?;
         let current = Finalized::read(&self.config, &stored.configs);
-        let mut next = current.clone();
+        // Only the levels set here are stored: a feature never set keeps following each
+        // broker's own default (`sluice.transaction.version`).
+        let mut to_store = stored.configs.clone();
         for u in &req.feature_updates {
             let upgrade_type = match (version, u.allow_downgrade) {
                 (0, true) => SAFE_DOWNGRADE,
@@ -222,21 +214,23 @@ impl Broker {
                     format!("The update failed for all features since the following feature had an error: {reason}"),
                 ));
             }
-            if let Some(f) = SUPPORTED.iter().find(|f| f.name == name) {
-                next.levels.insert(f.name, u.max_version_level);
-            }
+            to_store.insert(name.to_string(), u.max_version_level.to_string());
         }
-        if req.validate_only || next.levels == current.levels {
+        let next = Finalized::read(&self.config, &to_store);
+        if req.validate_only || to_store == stored.configs {
             return Ok(());
         }
-        next.epoch = current.epoch + 1;
+        to_store.insert(
+            EPOCH_KEY.to_string(),
+            current.epoch.saturating_add(1).to_string(),
+        );
         self.meta
-            .set_broker_configs(FEATURES_ENTITY, next.stored(), stored.version)
+            .set_broker_configs(FEATURES_ENTITY, to_store, stored.version)
             .map_err(|e| Refusal {
                 code: meta_error_code(&e),
                 message: e.to_string(),
             })?;
-        tracing::info!(levels = ?next.levels, epoch = next.epoch, "finalized feature levels set");
+        tracing::info!(levels = ?next.levels, "finalized feature levels set");
         match &self.cluster {
             Some(cluster) => cluster.reconcile(self),
             None => {
@@ -308,12 +302,19 @@ mod tests {
         assert_eq!(f.level(TRANSACTION_VERSION), config.transactions.version);
         assert_eq!(f.level(GROUP_VERSION), 1);
         assert_eq!(f.epoch, FIRST_EPOCH);
-        let mut changed = f.clone();
-        changed.levels.insert(TRANSACTION_VERSION, 0);
-        changed.epoch = 7;
-        assert_eq!(Finalized::read(&config, &changed.stored()), changed);
-        let mut bad = changed.stored();
+        let stored: EntityConfigs = [
+            (TRANSACTION_VERSION.to_string(), "0".to_string()),
+            (EPOCH_KEY.to_string(), "7".to_string()),
+        ]
+        .into();
+        let read = Finalized::read(&config, &stored);
+        assert_eq!(read.level(TRANSACTION_VERSION), 0);
+        assert_eq!(read.level(GROUP_VERSION), 1, "not stored: the default");
+        assert_eq!(read.epoch, 7);
+        let mut bad = stored.clone();
         bad.insert(GROUP_VERSION.to_string(), "9".to_string());
-        assert_eq!(Finalized::read(&config, &bad).level(GROUP_VERSION), 1);
+        bad.insert(EPOCH_KEY.to_string(), "x".to_string());
+        let read = Finalized::read(&config, &bad);
+        assert_eq!((read.level(GROUP_VERSION), read.epoch), (1, FIRST_EPOCH));
     }
 }

@@ -1116,6 +1116,17 @@ impl EtcdStore {
         }
     }
 
+    /// How long, in whole seconds at least, the lease `lease` has gone without a renewal, and
+    /// the TTL it was granted; None if it is gone. etcd counts in whole seconds: the silence
+    /// returned is one second less than etcd's count, so never more than the truth.
+    pub fn lease_silence(&self, lease: i64) -> Result<Option<(i64, i64)>, MetaError> {
+        let (remaining, granted) = self.etcd.lease_time_to_live(lease).map_err(etcd_err)?;
+        if remaining < 0 {
+            return Ok(None);
+        }
+        Ok(Some(((granted - remaining - 1).max(0), granted)))
+    }
+
     /// Leave the cluster now (controlled shutdown): revoking the lease removes the
     /// registration and, if this broker is the controller, the controller key.
     pub fn deregister(&self) -> Result<(), MetaError> {

@@ -910,6 +910,13 @@ impl Etcd {
         Ok(int_field(result, "TTL"))
     }
 
+    /// A lease's remaining and granted TTL in seconds, as etcd counts them (remaining -1: the
+    /// lease is gone).
+    pub fn lease_time_to_live(&self, id: i64) -> Result<(i64, i64), EtcdError> {
+        let v = self.call("/v3/lease/timetolive", &json!({"ID": id.to_string()}))?;
+        Ok((int_field(&v, "TTL"), int_field(&v, "grantedTTL")))
+    }
+
     pub fn lease_revoke(&self, id: i64) -> Result<(), EtcdError> {
         self.call("/v3/lease/revoke", &json!({"ID": id.to_string()}))?;
         Ok(())

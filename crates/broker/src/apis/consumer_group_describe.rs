@@ -37,6 +37,21 @@ pub(crate) fn handle(
     req: ConsumerGroupDescribeRequest,
     _version: i16,
 ) -> Option<ResponseKind> {
+    if broker.features().level(crate::features::GROUP_VERSION) < 1 {
+        // group.version 0: the consumer protocol is off, as on Kafka.
+        let groups = req
+            .group_ids
+            .iter()
+            .map(|id| {
+                DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_error_code(kafka_protocol::ResponseError::UnsupportedVersion.code())
+            })
+            .collect();
+        return Some(ResponseKind::ConsumerGroupDescribe(
+            ConsumerGroupDescribeResponse::default().with_groups(groups),
+        ));
+    }
     let ok = broker.ensure_offsets_topic();
     let topics = broker.topic_infos();
     let groups = req
