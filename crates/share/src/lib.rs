@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod assign;
+pub mod records;
 
 /// The limits of a share group (its group configs, or the broker's defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
