@@ -194,8 +194,16 @@ impl Broker {
         Ok(state)
     }
 
+    /// The committed offsets of deleted topic `name` are forgotten in every group this broker
+    /// coordinates (tombstones appended to `__consumer_offsets`), as Kafka's coordinator
+    /// forgets a deleted partition's offsets: a topic created again under the name starts
+    /// with none. Flushed with the coordinator's next round, as expired offsets are.
+    pub(crate) fn forget_offsets_of(&self, name: &str) {
+        self.groups.run(|c| ((), c.topic_deleted(name)));
+    }
+
     /// Delete a topic: gone from clients' view at once; files removed by the store as soon as
-    /// nothing holds them.
+    /// nothing holds them; its committed offsets forgotten.
     pub(crate) fn delete_topic(&self, name: &str) -> Result<(), Refusal> {
         self.meta.delete_topic(name).map_err(|e| Refusal {
             code: meta_error_code(&e),
@@ -221,6 +229,7 @@ impl Broker {
                     self.fetch_waiters.wake(log);
                 }
             }
+            self.forget_offsets_of(name);
         }
         tracing::info!(topic = name, "deleted topic");
         Ok(())

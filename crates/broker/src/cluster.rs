@@ -2208,6 +2208,9 @@ impl Cluster {
                 continue;
             }
             broker.registry.remove(&state.meta.name);
+            // Not on a replacement (deleted and created again between two of this broker's
+            // views): a commit to the new topic may be among the offsets by then.
+            broker.forget_offsets_of(&state.meta.name);
             for p in 0..state.meta.partitions() {
                 let tp = TopicPartition {
                     topic: state.meta.name.clone(),

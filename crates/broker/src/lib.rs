@@ -749,7 +749,7 @@ impl Broker {
         let (body, fix) = match apis::access::admit(self, body, version, &client) {
             apis::access::Admission::Refuse(mut answer) => {
                 if let Some(ids) = ids {
-                    ids(&mut answer);
+                    ids.apply(&mut answer, true);
                 }
                 return ready(Some(answer));
             }
@@ -762,8 +762,11 @@ impl Broker {
         Box::pin(async move {
             let mut answer = reply.await;
             if let Some(answer) = answer.as_mut() {
-                for patch in [fix, ids].into_iter().flatten() {
-                    patch(answer);
+                if let Some(fix) = fix {
+                    fix(answer);
+                }
+                if let Some(ids) = ids {
+                    ids.apply(answer, false);
                 }
             }
             answer

@@ -245,12 +245,14 @@ impl Registry {
         self.topics.read().by_name.get(name).cloned()
     }
 
+    /// The topic with id `id`: never another incarnation of its name.
     pub(crate) fn get_by_id(&self, id: Uuid) -> Option<Arc<TopicState>> {
         let topics = self.topics.read();
         topics
             .by_id
             .get(&id)
             .and_then(|n| topics.by_name.get(n))
+            .filter(|t| t.meta.id == id)
             .cloned()
     }
 
@@ -380,10 +382,17 @@ impl Registry {
         Some(next)
     }
 
+    /// Serve `state`, replacing the topic of its name (an earlier incarnation's id is
+    /// forgotten).
     pub(crate) fn insert(&self, state: Arc<TopicState>) {
         let mut topics = self.topics.write();
+        let replaced = topics
+            .by_name
+            .insert(state.meta.name.clone(), state.clone());
+        if let Some(old) = replaced.filter(|old| old.meta.id != state.meta.id) {
+            topics.by_id.remove(&old.meta.id);
+        }
         topics.by_id.insert(state.meta.id, state.meta.name.clone());
-        topics.by_name.insert(state.meta.name.clone(), state);
     }
 
     /// Serve `log` as its partition's log from now on (a log re-opened in place; the caller
@@ -419,5 +428,39 @@ impl Registry {
         let removed = topics.by_name.remove(name)?;
         topics.by_id.remove(&removed.meta.id);
         Some(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(name: &str, id: Uuid) -> Arc<TopicState> {
+        Arc::new(TopicState {
+            meta: TopicMeta {
+                name: name.to_string(),
+                id,
+                epochs: vec![0],
+                owners: vec![],
+                configs: BTreeMap::new(),
+            },
+            config: sluice_config::BrokerConfig::default().topic_config(&BTreeMap::new()),
+            logs: vec![None],
+        })
+    }
+
+    /// A topic deleted and created again under its name (a cluster broker's reconciliation
+    /// replaces it in one step): its old id names nothing.
+    #[test]
+    fn an_earlier_incarnations_id_names_nothing() {
+        let r = Registry::default();
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        r.insert(state("t", a));
+        assert_eq!(r.get_by_id(a).map(|t| t.meta.id), Some(a));
+        r.insert(state("t", b));
+        assert!(r.get_by_id(a).is_none());
+        assert_eq!(r.get_by_id(b).map(|t| t.meta.id), Some(b));
+        r.remove("t");
+        assert!(r.get_by_id(b).is_none());
     }
 }

@@ -1044,8 +1044,19 @@ impl EtcdStore {
                 return Ok(None);
             }
         }
-        let compare = Compare::ModRevision(key, seen.map_or(0, |kv| kv.mod_revision));
-        self.register_if(ttl, info, &[compare])
+        let compare = Compare::ModRevision(key.clone(), seen.map_or(0, |kv| kv.mod_revision));
+        if let Some(lease) = self.register_if(ttl, info, &[compare])? {
+            return Ok(Some(lease));
+        }
+        // The key changed between the read and the write. Another process's registration is
+        // a replacement; this process's own lease revoked meanwhile (UnregisterBroker, an
+        // expiry) only removed it: not a replacement, so the caller tries again later.
+        match self.etcd.get(&key).map_err(etcd_err)? {
+            Some(kv) if !self.own_leases.lock().contains(&kv.lease) => Ok(None),
+            _ => Err(MetaError::Etcd(
+                "this broker's registration changed while it registered again; trying again".into(),
+            )),
+        }
     }
 
     fn register_if(

@@ -2172,4 +2172,22 @@ fn offsets_committed_and_fetched_by_topic_id() {
                 .with_partition_indexes(vec![1])]))]);
     let r = c.request(&by_name, 9);
     assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, 7);
+
+    // Deleted and created again: the old incarnation's id names nothing, and its offsets are
+    // gone (Kafka's coordinator forgets a deleted partition's offsets).
+    let deleted = c.request(
+        &DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(StrBytes::from_static_str("byid"))])
+            .with_timeout_ms(5000),
+        5,
+    );
+    assert_eq!(deleted.responses[0].error_code, 0);
+    create_topic_with_partitions(&mut c, "byid", 2);
+    let old = vec![OffsetFetchRequestTopics::default()
+        .with_topic_id(id)
+        .with_partition_indexes(vec![1])];
+    assert_eq!(fetch(&mut c, Some(old)), vec![(id, 1, -1, unknown_id)]);
+    let r = c.request(&by_name, 9);
+    assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, -1);
+    assert_eq!(fetch(&mut c, None), vec![]);
 }

@@ -54,10 +54,10 @@ fn unregister(broker: &Broker, id: i32) -> Result<(), Refused> {
     let Some((silent_s, granted_s)) = store.lease_silence(lease).map_err(meta_err)? else {
         return Err(not_registered());
     };
-    // The broker's write deadline is two thirds of its lease (`sluice.cluster.lease.ms`, of
-    // which etcd was granted the whole seconds: one more is allowed for the fraction) after
-    // the last renewal etcd saw.
-    let deadline_s = (2 * (granted_s + 1) + 2) / 3;
+    // The broker's write deadline is two thirds of its lease (`sluice.cluster.lease.ms` in
+    // whole seconds, as etcd granted it) after it sent the last renewal etcd saw; the silence
+    // is counted short (`lease_silence`).
+    let deadline_s = (2 * granted_s + 2) / 3;
     if silent_s < deadline_s {
         return Err(running(
             id,
