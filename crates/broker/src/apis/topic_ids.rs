@@ -58,7 +58,7 @@ pub(crate) fn resolve(
         return (body, None);
     }
     let name_of = |id: Uuid| broker.registry.get_by_id(id).map(|t| t.meta.name.clone());
-    let kind = match body {
+    let (body, kind) = match body {
         RequestKind::OffsetCommit(mut r) => {
             let (mut ids, mut unknown) = (HashMap::new(), Vec::new());
             r.topics.retain_mut(|t| match name_of(t.topic_id) {
@@ -75,13 +75,7 @@ pub(crate) fn resolve(
                     false
                 }
             });
-            return (
-                RequestKind::OffsetCommit(r),
-                Some(Ids {
-                    broker: broker.clone(),
-                    kind: Kind::Commit { ids, unknown },
-                }),
-            );
+            (RequestKind::OffsetCommit(r), Kind::Commit { ids, unknown })
         }
         RequestKind::OffsetFetch(mut r) => {
             let (mut ids, mut unknown) = (HashMap::new(), HashMap::new());
@@ -111,7 +105,6 @@ pub(crate) fn resolve(
         }
         other => return (other, None),
     };
-    let (body, kind) = kind;
     (
         body,
         Some(Ids {
