@@ -1,6 +1,6 @@
 //! Share groups (KIP-932, "queues for Kafka"): the delivery state of the records of one
 //! share partition (a topic partition as one share group consumes it), and the partition
-//! assignor of share groups ([`assign`]). A pure state machine:
+//! assignor and membership of share groups ([`assign`], [`group`]). A pure state machine:
 //! no I/O, no clock (every call is given the time), no locks.
 //!
 //! Not served yet: the broker does not answer the share-group APIs. This crate is their core.
@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod assign;
+pub mod group;
 pub mod records;
 
 /// The limits of a share group (its group configs, or the broker's defaults).
