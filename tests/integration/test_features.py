@@ -79,7 +79,9 @@ def test_kafka_features_describe_upgrade_downgrade(kafka_tool, broker):
     assert res.rc != 0 and "Can't downgrade the version of this feature" in res.out, res
     res = features(kafka_tool, b, "downgrade", "--feature", "transaction.version=1", "--dry-run")
     assert res.rc == 0 and "transaction.version can be downgraded to 1." in res.out, res
-    assert describe(kafka_tool, b) == before
+    # Levels unchanged (Kafka's epoch is its metadata log's offset, which moves on its own).
+    levels = lambda d: {f: v[:3] for f, v in d.items()}  # noqa: E731
+    assert levels(describe(kafka_tool, b)) == levels(before)
 
     res = features(kafka_tool, b, "downgrade", "--feature", "transaction.version=1")
     assert "transaction.version was downgraded to 1." in res.check().out, res

@@ -38,13 +38,15 @@ def test_consumer_protocol_commits_and_resumes_by_topic_id(broker_factory, kafka
     group = f"{topic}-g"
     got, res = consume(kafka_tool, b.bootstrap, topic, group, RECORDS)
     assert len(got) == RECORDS, res
-    assert requests_at(port, "OffsetCommit", 10) > 0, "the Java consumer committed by topic id"
+    if harness.TARGET == "sluice":  # the request metrics of Sluice's metrics listener
+        assert requests_at(port, "OffsetCommit", 10) > 0, "the Java consumer committed by topic id"
 
     # A second member of the group resumes where the first committed: only the new record.
     produce_all(p, topic, [{"partition": 1, "value": b"v-after"}])
     got, res = consume(kafka_tool, b.bootstrap, topic, group, 2, timeout_ms=15000)
     assert got == ["v-after"], res
-    assert requests_at(port, "OffsetFetch", 10) > 0, "the Java consumer fetched offsets by topic id"
+    if harness.TARGET == "sluice":
+        assert requests_at(port, "OffsetFetch", 10) > 0, "the Java consumer fetched offsets by topic id"
 
     # The admin tool reads the same offsets by name.
     res = kafka_tool(GROUPS_COMMAND, "--bootstrap-server", b.bootstrap, "--describe", "--group", group,
