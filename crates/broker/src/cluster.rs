@@ -34,7 +34,7 @@ use sluice_store::{Log, TopicPartition};
 use crate::locality::{Settling, Volumes};
 use crate::peers::Probe;
 use crate::registry::{log_config, TopicState};
-use crate::{now_ms, Broker, OFFSETS_TOPIC, TXN_TOPIC};
+use crate::{now_ms, Broker, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC};
 
 /// Most ownership changes the controller makes to balance load in one round.
 const BALANCE_MOVES_MAX: usize = 8;
@@ -1213,9 +1213,13 @@ impl Cluster {
         self.handing_over.write().insert(tp.clone());
         if tp.topic == OFFSETS_TOPIC {
             broker.groups.unload(tp.partition);
+            broker.unload_share_groups(tp.partition);
         }
         if tp.topic == TXN_TOPIC {
             broker.txns.unload(tp.partition);
+        }
+        if tp.topic == SHARE_STATE_TOPIC {
+            broker.shares.unload_state(tp.partition);
         }
         let log = broker.logs.get(tp);
         let recovery_point = match broker.logs.hand_over_log(tp, now_ms()) {
@@ -1290,9 +1294,13 @@ impl Cluster {
         }
         if tp.topic == OFFSETS_TOPIC {
             broker.groups.unload(tp.partition);
+            broker.unload_share_groups(tp.partition);
         }
         if tp.topic == TXN_TOPIC {
             broker.txns.unload(tp.partition);
+        }
+        if tp.topic == SHARE_STATE_TOPIC {
+            broker.shares.unload_state(tp.partition);
         }
         let log = broker.logs.get(tp);
         let result = if deleted {

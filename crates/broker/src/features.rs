@@ -2,8 +2,9 @@
 //! and UpdateFeatures (`kafka-features upgrade|downgrade|disable`).
 //!
 //! Supported: `transaction.version` 0-2 (finalized at `sluice.transaction.version` until
-//! changed) and `group.version` 0-1 (finalized at 1: the KIP-848 consumer protocol, which
-//! ConsumerGroupHeartbeat refuses with UNSUPPORTED_VERSION at 0, as Kafka does). Levels set
+//! changed), `group.version` 0-1 (finalized at 1: the KIP-848 consumer protocol, which
+//! ConsumerGroupHeartbeat refuses with UNSUPPORTED_VERSION at 0, as Kafka does) and
+//! `share.version` 0-1 (finalized at 1: share groups, whose APIs refuse at 0). Levels set
 //! with UpdateFeatures are kept as the [`FEATURES_ENTITY`] of the dynamic broker configs' store
 //! (the embedded store's file on one broker, an etcd record in a cluster), beside an epoch that
 //! counts the changes; every broker takes them up when it takes up those configs.
@@ -24,6 +25,7 @@ use crate::Broker;
 
 pub(crate) const TRANSACTION_VERSION: &str = "transaction.version";
 pub(crate) const GROUP_VERSION: &str = "group.version";
+pub(crate) const SHARE_VERSION: &str = "share.version";
 
 /// A supported feature: its name and the levels this broker can run at.
 pub(crate) struct Feature {
@@ -36,6 +38,11 @@ pub(crate) struct Feature {
 pub(crate) const SUPPORTED: &[Feature] = &[
     Feature {
         name: GROUP_VERSION,
+        min: 0,
+        max: 1,
+    },
+    Feature {
+        name: SHARE_VERSION,
         min: 0,
         max: 1,
     },
@@ -262,7 +269,12 @@ mod tests {
 
     fn finalized(tv: i16, gv: i16) -> Finalized {
         Finalized {
-            levels: [(TRANSACTION_VERSION, tv), (GROUP_VERSION, gv)].into(),
+            levels: [
+                (TRANSACTION_VERSION, tv),
+                (GROUP_VERSION, gv),
+                (SHARE_VERSION, 1),
+            ]
+            .into(),
             epoch: 1,
         }
     }
@@ -284,7 +296,8 @@ mod tests {
         assert!(refused(TRANSACTION_VERSION, 3, UPGRADE).contains("only supports versions 0-2"));
         assert!(refused(TRANSACTION_VERSION, -1, UPGRADE).contains("cannot be less than 0"));
         assert!(refused(TRANSACTION_VERSION, 2, 4).contains("upgrade type"));
-        assert!(refused("share.version", 1, UPGRADE).contains("does not support this feature"));
+        assert!(refused("streams.version", 1, UPGRADE).contains("does not support this feature"));
+        assert!(refused(SHARE_VERSION, 2, UPGRADE).contains("only supports versions 0-1"));
         let older = finalized(0, 0);
         assert!(check_update(1, &older, GROUP_VERSION, 1, SAFE_DOWNGRADE)
             .unwrap()

@@ -35,6 +35,7 @@ mod dynamic;
 mod errors;
 mod features;
 mod flusher;
+mod group_configs;
 mod groups;
 mod lag;
 mod load;
@@ -51,6 +52,7 @@ mod refusals;
 mod registry;
 mod sasl;
 mod sessions;
+mod shares;
 #[cfg(test)]
 mod testutil;
 mod txns;
@@ -79,6 +81,7 @@ pub use log_limit::LogLimiter;
 pub use oauth::JwksFetcher;
 pub use peers::{PeerClient, PeerReply, Probe, PEER_REQUEST_TIMEOUT};
 pub use sasl::{Authenticator, Step as AuthStep, USER_PRINCIPAL};
+pub use shares::SHARE_STATE_TOPIC;
 pub use txns::TXN_TOPIC;
 pub use writeback::WritebackTotals;
 
@@ -94,7 +97,7 @@ fn sync_for_readers(log: &Arc<sluice_store::Log>) {
 
 /// Kafka's `Topic.isInternal`: the topics Kafka's own coordinators keep.
 pub(crate) fn is_internal_topic(name: &str) -> bool {
-    name == OFFSETS_TOPIC || name == TXN_TOPIC
+    name == OFFSETS_TOPIC || name == TXN_TOPIC || name == SHARE_STATE_TOPIC
 }
 
 /// How often logs are checked for a due `flush.ms` (Kafka's log.flush.scheduler.interval.ms).
@@ -218,6 +221,7 @@ pub struct Broker {
     cold_reads: apis::fetch::ColdReads,
     sessions: sessions::FetchSessions,
     groups: groups::Groups,
+    shares: Arc<shares::Shares>,
     /// The transaction coordinator (`__transaction_state`).
     txns: txns::Txns,
     /// Client quotas and the rates measured against them.
@@ -480,6 +484,7 @@ impl Broker {
             cold_reads: apis::fetch::ColdReads::default(),
             sessions: sessions::FetchSessions::default(),
             groups,
+            shares: Arc::new(shares::Shares::new(&config)),
             txns: txns::Txns::new(&config, features.level(features::TRANSACTION_VERSION)),
             features: parking_lot::RwLock::new(features),
             quotas: quotas::Quotas::new(&config.quotas),
@@ -527,11 +532,16 @@ impl Broker {
             .start_cleaner(dynamic::cleaner_config(&broker.effective_config()));
         cluster::Cluster::start(&broker)?;
         Broker::start_group_timers(&broker);
+        Broker::start_share_timers(&broker);
         Broker::start_txn_timers(&broker);
         // Transactions of an existing __transaction_state are loaded now (this broker owns
         // it), and their markers resumed; in a cluster, as its partitions are acquired.
         if broker.cluster.is_none() && broker.registry.get(TXN_TOPIC).is_some() {
             broker.ensure_txn_topic();
+        }
+        // Share state likewise.
+        if broker.cluster.is_none() && broker.registry.get(SHARE_STATE_TOPIC).is_some() {
+            broker.ensure_share_state_topic();
         }
         cache::start(&broker);
         writeback::start(&broker);
@@ -933,6 +943,10 @@ impl Broker {
             RequestKind::ConsumerGroupDescribe(r) => {
                 ready(apis::consumer_group_describe::handle(self, r, version))
             }
+            RequestKind::ShareGroupHeartbeat(r) => ready(apis::share::heartbeat(self, r, client)),
+            RequestKind::ShareGroupDescribe(r) => ready(apis::share::describe(self, r)),
+            RequestKind::ShareFetch(r) => apis::share::fetch(self, r, version),
+            RequestKind::ShareAcknowledge(r) => apis::share::acknowledge(self, r, version),
             other => return Err(other),
         })
     }
@@ -1306,6 +1320,10 @@ impl Broker {
             }
             if fresh || !self.groups.is_loaded(p) {
                 self.groups.load(p, log.clone());
+            }
+        } else if tp.topic == SHARE_STATE_TOPIC && p < self.shares.state_partition_count() {
+            if fresh || !self.shares.state_loaded(p) {
+                self.shares.load_state(p, log.clone());
             }
         } else if tp.topic == TXN_TOPIC && p < self.txns.partition_count() {
             let loaded_at = self.txns.coordinator_epoch(p);

@@ -943,6 +943,17 @@ fn group_settings(p: &Parsed<'_>) -> Result<crate::GroupSettings, ConfigError> {
         offsets_snapshot_interval_records: p
             .typed("sluice.offsets.snapshot.interval.records", 10_000)?,
         offset_metadata_max_bytes: p.typed("offset.metadata.max.bytes", 4096)?,
+        share: crate::ShareSettings {
+            record_lock_duration_ms: p.typed("group.share.record.lock.duration.ms", 30_000)?,
+            delivery_count_limit: p.typed("group.share.delivery.count.limit", 5)?,
+            partition_max_record_locks: p.typed("group.share.partition.max.record.locks", 2000)?,
+            session_timeout_ms: p.typed("group.share.session.timeout.ms", 45_000)?,
+            heartbeat_interval_ms: p.typed("group.share.heartbeat.interval.ms", 5000)?,
+            max_size: p.typed("group.share.max.size", 200)?,
+            max_share_sessions: p.typed("group.share.max.share.sessions", 2000)?,
+            state_topic_num_partitions: p
+                .typed("share.coordinator.state.topic.num.partitions", 50)?,
+        },
     })
 }
 

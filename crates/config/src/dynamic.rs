@@ -152,7 +152,7 @@ fn layer_value(config: &BrokerConfig, source: ConfigSource, name: &str) -> Optio
         ConfigSource::Default => {
             catalog::broker_def(name).and_then(|d| d.default.map(str::to_string))
         }
-        ConfigSource::Topic => None,
+        ConfigSource::Topic | ConfigSource::Group => None,
     }
 }
 

@@ -150,6 +150,8 @@ pub enum ConfigSource {
     StaticBroker,
     /// Built-in default (code 5, DEFAULT_CONFIG).
     Default,
+    /// Set on a group (code 8, DYNAMIC_GROUP_CONFIG).
+    Group,
 }
 
 impl ConfigSource {
@@ -161,6 +163,7 @@ impl ConfigSource {
             ConfigSource::DynamicDefaultBroker => 3,
             ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
+            ConfigSource::Group => 8,
         }
     }
 }
@@ -315,6 +318,29 @@ pub struct GroupSettings {
     pub offsets_snapshot_interval_records: u64,
     /// `offset.metadata.max.bytes` (default 4096).
     pub offset_metadata_max_bytes: i32,
+    /// Share groups (KIP-932), Kafka's names and defaults.
+    pub share: ShareSettings,
+}
+
+/// Share-group settings (`group.share.*`, `share.coordinator.*`; Kafka's names and defaults).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareSettings {
+    /// `group.share.record.lock.duration.ms` (default 30000).
+    pub record_lock_duration_ms: i32,
+    /// `group.share.delivery.count.limit` (default 5).
+    pub delivery_count_limit: i32,
+    /// `group.share.partition.max.record.locks` (default 2000).
+    pub partition_max_record_locks: i32,
+    /// `group.share.session.timeout.ms` (default 45000).
+    pub session_timeout_ms: i32,
+    /// `group.share.heartbeat.interval.ms` (default 5000).
+    pub heartbeat_interval_ms: i32,
+    /// `group.share.max.size` (default 200).
+    pub max_size: i32,
+    /// `group.share.max.share.sessions` (default 2000).
+    pub max_share_sessions: i32,
+    /// `share.coordinator.state.topic.num.partitions` (default 50).
+    pub state_topic_num_partitions: i32,
 }
 
 /// The transaction coordinator's settings (Kafka's names and defaults).

@@ -1441,6 +1441,15 @@ impl Coordinator {
         out
     }
 
+    /// Whether a classic or consumer group `group_id` exists (a share group may not take its
+    /// id).
+    pub fn has_group(&self, group_id: &str) -> bool {
+        let p = partition_for(group_id, self.partitions);
+        self.shards
+            .get(&p)
+            .is_some_and(|s| s.groups.contains_key(group_id))
+    }
+
     /// DescribeGroups for one group. A group that does not exist is reported as Dead; a
     /// consumer group as [`GroupError::GroupTypeMismatch`].
     pub fn describe_classic(&self, group_id: &str) -> Result<ClassicView, GroupError> {

@@ -1413,3 +1413,39 @@ fn a_commit_settled_after_a_reload_changes_nothing() {
     c.commit_written(newer);
     assert_eq!(fetched(&c), Some(8));
 }
+
+/// A topic deleted while a transaction holds an offset of it for a group that has none
+/// committed: the deletion's tombstone drops the pending offset, so the transaction's COMMIT
+/// marker does not bring it back (a topic created again under the name would resume there),
+/// in memory and when the log is loaded again.
+#[test]
+fn a_deleted_topic_forgets_offsets_pending_in_a_transaction() {
+    let mut c = coordinator();
+    let mut log = txn_commit(&mut c, 7, 42);
+    let eff = c.topic_deleted("t");
+    assert_eq!(
+        eff.records.len(),
+        1,
+        "a tombstone for the offset the transaction holds"
+    );
+    log.extend(eff.records.into_iter().map(|(_, r)| r));
+    c.complete_txn(0, 7, true);
+    assert_eq!(committed(&c), None, "the COMMIT marker brought the offset back");
+    // Loaded from the log: the transactional record, the tombstone, then the marker.
+    let mut d = coordinator();
+    let mut items: Vec<LoadItem> = log
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| LoadItem::Record {
+            key: r.key,
+            value: r.value,
+            producer_id: (i == 0).then_some(7),
+        })
+        .collect();
+    items.push(LoadItem::Marker {
+        producer_id: 7,
+        commit: true,
+    });
+    d.load(0, items, 3000);
+    assert_eq!(committed(&d), None, "the reloaded log brought the offset back");
+}

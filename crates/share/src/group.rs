@@ -145,6 +145,12 @@ impl ShareGroups {
         }
     }
 
+    /// Forget a group whatever its members (its coordinator moved away: they join again at
+    /// the new one).
+    pub fn forget(&mut self, group_id: &str) {
+        self.groups.remove(group_id);
+    }
+
     /// Answer `hb` against the topics that exist now (`topics`: name to partition count).
     /// Returns the answer and the members that left (the sender, when it leaves).
     pub fn heartbeat(

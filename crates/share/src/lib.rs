@@ -3,7 +3,7 @@
 //! assignor and membership of share groups ([`assign`], [`group`]). A pure state machine:
 //! no I/O, no clock (every call is given the time), no locks.
 //!
-//! Not served yet: the broker does not answer the share-group APIs. This crate is their core.
+//! The broker serves the share-group APIs over this crate (`sluice-broker`'s `shares.rs`).
 //!
 //! # The model (Kafka 4.3's `SharePartition`)
 //!

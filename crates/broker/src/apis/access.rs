@@ -82,6 +82,10 @@ pub(crate) fn admit(
         RequestKind::ListGroups(r) => gate.list_groups(r),
         RequestKind::DeleteGroups(r) => gate.delete_groups(r),
         RequestKind::ConsumerGroupDescribe(r) => gate.consumer_group_describe(r),
+        RequestKind::ShareGroupHeartbeat(r) => gate.share(RequestKind::ShareGroupHeartbeat(r)),
+        RequestKind::ShareGroupDescribe(r) => gate.share(RequestKind::ShareGroupDescribe(r)),
+        RequestKind::ShareFetch(r) => gate.share(RequestKind::ShareFetch(r)),
+        RequestKind::ShareAcknowledge(r) => gate.share(RequestKind::ShareAcknowledge(r)),
         RequestKind::CreateTopics(r) => gate.create_topics(r),
         RequestKind::DeleteTopics(r) => gate.delete_topics(r),
         RequestKind::CreatePartitions(r) => gate.create_partitions(r),
@@ -548,6 +552,100 @@ impl Gate<'_> {
                 ConsumerGroupHeartbeatResponse::default()
                     .with_error_code(code)
                     .with_error_message(Some(str_bytes(GROUP_DENIED.to_string()))),
+            ),
+        })
+    }
+
+    /// The share-group APIs: READ on the group (ShareGroupDescribe: DESCRIBE), and for
+    /// ShareFetch and ShareAcknowledge READ on every topic named. Refused whole: a topic
+    /// denied refuses the request with TOPIC_AUTHORIZATION_FAILED (Kafka answers that per
+    /// partition and serves the others).
+    fn share(&self, body: RequestKind) -> Admission {
+        let (group, op, topics): (String, Operation, Vec<uuid::Uuid>) = match &body {
+            RequestKind::ShareGroupHeartbeat(r) => {
+                (r.group_id.0.to_string(), Operation::Read, vec![])
+            }
+            RequestKind::ShareGroupDescribe(_) => {
+                let loud = {
+                    let (broker, client) = (self.broker.clone(), self.client.clone());
+                    move |name: &str| {
+                        broker.authz.allows(
+                            &client,
+                            Operation::Describe,
+                            ResourceType::Group,
+                            name,
+                            Audit::Log,
+                        )
+                    }
+                };
+                let fix = patch(
+                    move |b: &mut ShareGroupDescribeResponse| {
+                        for g in &mut b.groups {
+                            if !loud(&g.group_id.0) {
+                                *g = share_group_describe_response::DescribedGroup::default()
+                                    .with_group_id(g.group_id.clone())
+                                    .with_error_code(GROUP_DENIED.code())
+                                    .with_error_message(Some(str_bytes(GROUP_DENIED.to_string())))
+                                    .with_authorized_operations(OPERATIONS_NOT_ASKED);
+                            }
+                        }
+                    },
+                    pick!(ShareGroupDescribe),
+                );
+                return Admission::Serve(body, fix);
+            }
+            RequestKind::ShareFetch(r) => (
+                r.group_id
+                    .as_ref()
+                    .map(|g| g.0.to_string())
+                    .unwrap_or_default(),
+                Operation::Read,
+                r.topics.iter().map(|t| t.topic_id).collect(),
+            ),
+            RequestKind::ShareAcknowledge(r) => (
+                r.group_id
+                    .as_ref()
+                    .map(|g| g.0.to_string())
+                    .unwrap_or_default(),
+                Operation::Read,
+                r.topics.iter().map(|t| t.topic_id).collect(),
+            ),
+            _ => return Admission::Serve(body, None),
+        };
+        let code = if !self.allows(op, ResourceType::Group, &group) {
+            Some(GROUP_DENIED)
+        } else if topics.iter().any(|id| {
+            let name = self
+                .broker
+                .registry
+                .get_by_id(*id)
+                .map(|t| t.meta.name.clone())
+                .unwrap_or_default();
+            !name.is_empty() && !self.allows(Operation::Read, ResourceType::Topic, &name)
+        }) {
+            Some(TOPIC_DENIED)
+        } else {
+            None
+        };
+        let Some(code) = code else {
+            return Admission::Serve(body, None);
+        };
+        let message = Some(str_bytes(code.to_string()));
+        Admission::Refuse(match body {
+            RequestKind::ShareGroupHeartbeat(_) => ResponseKind::ShareGroupHeartbeat(
+                ShareGroupHeartbeatResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(message),
+            ),
+            RequestKind::ShareFetch(_) => ResponseKind::ShareFetch(
+                ShareFetchResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(message),
+            ),
+            _ => ResponseKind::ShareAcknowledge(
+                ShareAcknowledgeResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(message),
             ),
         })
     }

@@ -86,6 +86,7 @@ pub(crate) fn describe(
                     )),
                 },
                 BROKER => broker.describe_broker_configs(&name),
+                GROUP => broker.describe_group_configs(&name),
                 other => Err(Refusal::new(
                     ResponseError::InvalidRequest,
                     format!("resource type {other} is not supported"),
@@ -180,6 +181,7 @@ fn apply(
     match resource_type {
         TOPIC => {}
         BROKER => return broker.alter_broker_configs(name, validate_only, change),
+        GROUP => return broker.alter_group_configs(name, validate_only, change),
         other => {
             return Err(Refusal::new(
                 ResponseError::InvalidRequest,

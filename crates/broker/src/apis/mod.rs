@@ -37,6 +37,7 @@ pub(crate) mod offset_fetch;
 pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 pub(crate) mod scram_credentials;
+pub(crate) mod share;
 pub(crate) mod sync_group;
 pub(crate) mod topic_ids;
 pub(crate) mod txn;

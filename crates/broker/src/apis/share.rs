@@ -1,0 +1,871 @@
+//! The share-group APIs (KIP-932): ShareGroupHeartbeat (v1), ShareGroupDescribe (v1),
+//! ShareFetch (v1-v2) and ShareAcknowledge (v1-v2), over [`crate::shares`].
+//!
+//! ShareFetch: the request's share session is opened (epoch 0), continued (its epoch, its
+//! partitions changed by the topics named and forgotten) or closed (-1); its
+//! acknowledgements are applied and written; then records are acquired from the session's
+//! partitions (whole batches sent, the ranges acquired named), long-polled until something
+//! is acquired or `max_wait_ms` passes. An acknowledgement is answered only once the state it
+//! made is on storage.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::share_acknowledge_response as ack_resp;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::share_group_describe_response::{
+    Assignment as DescribedAssignment, DescribedGroup, Member as DescribedMember,
+    TopicPartitions as DescribedTopicPartitions,
+};
+use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{
+    GroupId, ResponseKind, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+};
+use kafka_protocol::ResponseError;
+use sluice_share::group::{GroupError, Heartbeat};
+use sluice_share::{AckError, AcquireMode};
+use sluice_store::{Isolation, Log, ReadError};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::client::Client;
+use crate::shares::{key_of, ShareCell, Shares, StateError};
+use crate::wire::str_bytes;
+use crate::{now_ms, Broker, Reply};
+
+/// Upper bound on max_wait_ms honoured, whatever the client asks.
+const MAX_WAIT_CAP_MS: i32 = 60_000;
+/// Records acquired per partition when a v1 request names none.
+const DEFAULT_MAX_RECORDS: i32 = 500;
+/// Epochs of a share session: 0 opens one, -1 closes it.
+const OPEN_EPOCH: i32 = 0;
+const FINAL_EPOCH: i32 = -1;
+
+fn share_groups_enabled(broker: &Broker) -> bool {
+    broker.features().level(crate::features::SHARE_VERSION) >= 1
+}
+
+fn group_error(e: &GroupError) -> i16 {
+    match e {
+        GroupError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        GroupError::GroupIdNotFound(_) => ResponseError::GroupIdNotFound.code(),
+        GroupError::UnknownMemberId(_) => ResponseError::UnknownMemberId.code(),
+        GroupError::FencedMemberEpoch(_) => ResponseError::FencedMemberEpoch.code(),
+        GroupError::GroupMaxSizeReached(_) => ResponseError::GroupMaxSizeReached.code(),
+    }
+}
+
+/// Whether this broker coordinates `group` (owns its `__consumer_offsets` partition, loaded).
+fn coordinates(broker: &Broker, group: &str) -> bool {
+    broker.group_coordinator(group) == Some(broker.node_id) && broker.groups.log_of(group).is_some()
+}
+
+// ---- ShareGroupHeartbeat ----
+
+pub(crate) fn heartbeat(
+    broker: &Arc<Broker>,
+    req: ShareGroupHeartbeatRequest,
+    client: &Client,
+) -> Option<ResponseKind> {
+    let refuse = |code: i16, message: String| {
+        Some(ResponseKind::ShareGroupHeartbeat(
+            ShareGroupHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_error_message(Some(str_bytes(message))),
+        ))
+    };
+    if !share_groups_enabled(broker) {
+        return refuse(
+            ResponseError::UnsupportedVersion.code(),
+            "Share groups are not enabled (share.version is 0).".into(),
+        );
+    }
+    let group = req.group_id.0.to_string();
+    if !broker.ensure_offsets_topic() || !broker.ensure_share_state_topic() {
+        return refuse(
+            ResponseError::CoordinatorNotAvailable.code(),
+            "The coordinator is not available.".into(),
+        );
+    }
+    if !coordinates(broker, &group) {
+        return refuse(
+            ResponseError::NotCoordinator.code(),
+            "This is not the correct coordinator.".into(),
+        );
+    }
+    if broker.groups.read(|c| c.has_group(&group)) {
+        return refuse(
+            ResponseError::GroupIdNotFound.code(),
+            format!("Group {group} is not a share group."),
+        );
+    }
+    let hb = Heartbeat {
+        group_id: group.clone(),
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        rack_id: req.rack_id.as_ref().map(|s| s.to_string()),
+        subscribed_topic_names: req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| t.0.to_string()).collect()),
+        client_id: client.id.clone(),
+        client_host: client.host.clone(),
+    };
+    let topics = broker.share_topics();
+    let result = broker.shares.groups(|g| g.heartbeat(hb, &topics, now_ms()));
+    match result {
+        Err(e) => refuse(group_error(&e), e.to_string()),
+        Ok((answer, left)) => {
+            for member in left {
+                let b = broker.clone();
+                let g = group.clone();
+                tokio::spawn(async move { b.release_member(&g, &member).await });
+            }
+            let assignment = answer.assignment.map(|a| {
+                Assignment::default().with_topic_partitions(
+                    a.into_iter()
+                        .filter_map(|(name, ps)| {
+                            let t = broker.registry.get(&name)?;
+                            Some(
+                                TopicPartitions::default()
+                                    .with_topic_id(t.meta.id)
+                                    .with_partitions(ps.into_iter().collect()),
+                            )
+                        })
+                        .collect(),
+                )
+            });
+            Some(ResponseKind::ShareGroupHeartbeat(
+                ShareGroupHeartbeatResponse::default()
+                    .with_member_id(Some(str_bytes(answer.member_id)))
+                    .with_member_epoch(answer.member_epoch)
+                    .with_heartbeat_interval_ms(answer.heartbeat_interval_ms)
+                    .with_assignment(assignment),
+            ))
+        }
+    }
+}
+
+// ---- ShareGroupDescribe ----
+
+pub(crate) fn describe(
+    broker: &Arc<Broker>,
+    req: ShareGroupDescribeRequest,
+) -> Option<ResponseKind> {
+    let enabled = share_groups_enabled(broker);
+    let groups = req
+        .group_ids
+        .iter()
+        .map(|id| {
+            let group = id.0.to_string();
+            let base = DescribedGroup::default()
+                .with_group_id(id.clone())
+                .with_authorized_operations(i32::MIN);
+            if !enabled {
+                return base.with_error_code(ResponseError::UnsupportedVersion.code());
+            }
+            if !broker.ensure_offsets_topic() {
+                return base.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+            }
+            if !coordinates(broker, &group) {
+                return base.with_error_code(ResponseError::NotCoordinator.code());
+            }
+            if broker.groups.read(|c| c.has_group(&group)) {
+                return base
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(format!(
+                        "Group {group} is not a share group."
+                    ))));
+            }
+            let found = broker.shares.groups(|g| g.get(&group).cloned());
+            let stored = !broker.shares.stored_starts(&group).is_empty();
+            let Some(g) = found.or_else(|| stored.then(Default::default)) else {
+                return base
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(format!("Group {group} not found."))));
+            };
+            let state = if g.members.is_empty() {
+                "Empty"
+            } else {
+                "Stable"
+            };
+            let members = g
+                .members
+                .iter()
+                .map(|(id, m)| {
+                    let parts = m
+                        .assigned
+                        .iter()
+                        .filter_map(|(name, ps)| {
+                            let t = broker.registry.get(name)?;
+                            Some(
+                                DescribedTopicPartitions::default()
+                                    .with_topic_id(t.meta.id)
+                                    .with_topic_name(TopicName(str_bytes(name.clone())))
+                                    .with_partitions(ps.iter().copied().collect()),
+                            )
+                        })
+                        .collect();
+                    DescribedMember::default()
+                        .with_member_id(str_bytes(id.clone()))
+                        .with_rack_id(m.rack_id.clone().map(str_bytes))
+                        .with_member_epoch(m.epoch)
+                        .with_client_id(str_bytes(m.client_id.clone()))
+                        .with_client_host(str_bytes(m.client_host.clone()))
+                        .with_subscribed_topic_names(
+                            m.subscribed
+                                .iter()
+                                .map(|t| TopicName(str_bytes(t.clone())))
+                                .collect(),
+                        )
+                        .with_assignment(
+                            DescribedAssignment::default().with_topic_partitions(parts),
+                        )
+                })
+                .collect();
+            base.with_group_state(str_bytes(state))
+                .with_group_epoch(g.epoch)
+                .with_assignment_epoch(g.epoch)
+                .with_assignor_name(str_bytes("simple"))
+                .with_members(members)
+        })
+        .collect();
+    Some(ResponseKind::ShareGroupDescribe(
+        ShareGroupDescribeResponse::default().with_groups(groups),
+    ))
+}
+
+// ---- acknowledgements (ShareFetch and ShareAcknowledge) ----
+
+/// One partition's acknowledgement batches: (first, last, types).
+type AckBatches = Vec<(i64, i64, Vec<i8>)>;
+
+/// The outcome of one partition's acknowledgements.
+struct AckOutcome {
+    code: i16,
+    message: Option<String>,
+}
+
+impl AckOutcome {
+    fn ok() -> AckOutcome {
+        AckOutcome {
+            code: 0,
+            message: None,
+        }
+    }
+    fn err(e: ResponseError, message: String) -> AckOutcome {
+        AckOutcome {
+            code: e.code(),
+            message: Some(message),
+        }
+    }
+}
+
+/// The log this broker may write for a topic id's partition, with its name.
+fn owned_log(broker: &Broker, topic_id: Uuid, partition: i32) -> Result<Arc<Log>, ResponseError> {
+    let t = broker
+        .registry
+        .get_by_id(topic_id)
+        .ok_or(ResponseError::UnknownTopicId)?;
+    if partition < 0 || partition >= t.meta.partitions() {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
+    t.log(partition)
+        .filter(|l| l.writable() && l.failure().is_none())
+        .cloned()
+        .ok_or(ResponseError::NotLeaderOrFollower)
+}
+
+/// Apply `member`'s acknowledgements of every partition, then write the states they changed;
+/// each partition's outcome once its state is on storage.
+async fn acknowledge_all(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+    acks: Vec<((Uuid, i32), AckBatches)>,
+) -> BTreeMap<(Uuid, i32), AckOutcome> {
+    let now = now_ms();
+    let mut out = BTreeMap::new();
+    let mut written: Vec<((Uuid, i32), Arc<ShareCell>)> = Vec::new();
+    for ((tid, p), batches) in acks {
+        let cell = match owned_log(broker, tid, p) {
+            Err(e) => {
+                out.insert((tid, p), AckOutcome::err(e, e.to_string()));
+                continue;
+            }
+            Ok(log) => match broker.shares.cell(&key_of(group, tid, p)) {
+                Some(c) if Arc::ptr_eq(&Shares::log_of(&c), &log) => c,
+                _ => {
+                    out.insert(
+                        (tid, p),
+                        AckOutcome::err(
+                            ResponseError::InvalidRecordState,
+                            "the records are not acquired by this member".into(),
+                        ),
+                    );
+                    continue;
+                }
+            },
+        };
+        let result = broker.shares.with(&cell, |sp| {
+            let mut changed = false;
+            for (first, last, types) in &batches {
+                let types: Vec<u8> = types.iter().map(|t| *t as u8).collect();
+                if types.iter().any(|t| *t > sluice_share::RENEW) {
+                    return (
+                        Err(AckError::BadTypes("unknown acknowledge type".into())),
+                        changed,
+                    );
+                }
+                match sp.acknowledge(member, *first, *last, &types, now) {
+                    Ok(()) => changed = true,
+                    Err(e) => return (Err(e), changed),
+                }
+            }
+            (Ok(()), changed)
+        });
+        let outcome = match result {
+            Ok(()) => AckOutcome::ok(),
+            Err(e @ AckError::NotAcquired { .. }) => {
+                AckOutcome::err(ResponseError::InvalidRecordState, e.to_string())
+            }
+            Err(e @ AckError::BadTypes(_)) => {
+                AckOutcome::err(ResponseError::InvalidRequest, e.to_string())
+            }
+        };
+        out.insert((tid, p), outcome);
+        written.push(((tid, p), cell));
+    }
+    for (tp, cell) in written {
+        // Released records may be acquired again: waiting fetches look.
+        broker.fetch_waiters.wake(&Shares::log_of(&cell));
+        if let Err(e) = broker.shares.persist(broker, &cell).await {
+            let code = match e {
+                StateError::NotLoaded(_) => ResponseError::CoordinatorNotAvailable,
+                StateError::Storage(_) => ResponseError::KafkaStorageError,
+            };
+            out.insert(tp, AckOutcome::err(code, e.to_string()));
+        }
+    }
+    out
+}
+
+// ---- ShareFetch ----
+
+pub(crate) fn fetch(broker: &Arc<Broker>, req: ShareFetchRequest, version: i16) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let resp = serve_fetch(&broker, req, version).await;
+        Some(ResponseKind::ShareFetch(resp))
+    })
+}
+
+fn fetch_refusal(code: ResponseError, message: &str, lock_ms: i32) -> ShareFetchResponse {
+    ShareFetchResponse::default()
+        .with_error_code(code.code())
+        .with_error_message(Some(str_bytes(message.to_string())))
+        .with_acquisition_lock_timeout_ms(lock_ms)
+}
+
+/// The member and group of a share request: both must be named.
+fn who(
+    group: Option<&GroupId>,
+    member: Option<&kafka_protocol::protocol::StrBytes>,
+) -> Option<(String, String)> {
+    let group = group.map(|g| g.0.to_string()).filter(|g| !g.is_empty())?;
+    let member = member.map(|m| m.to_string()).filter(|m| !m.is_empty())?;
+    Some((group, member))
+}
+
+async fn serve_fetch(
+    broker: &Arc<Broker>,
+    req: ShareFetchRequest,
+    version: i16,
+) -> ShareFetchResponse {
+    let lock_ms = i32::try_from(broker.shares.limits().lock_ms).unwrap_or(i32::MAX);
+    if !share_groups_enabled(broker) {
+        return fetch_refusal(
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled.",
+            lock_ms,
+        );
+    }
+    let Some((group, member)) = who(req.group_id.as_ref(), req.member_id.as_ref()) else {
+        return fetch_refusal(
+            ResponseError::InvalidRequest,
+            "A share fetch names its group and member.",
+            lock_ms,
+        );
+    };
+    let lock_ms = i32::try_from(broker.share_lock_ms(&group)).unwrap_or(lock_ms);
+    if !broker.ensure_share_state_topic() {
+        return fetch_refusal(
+            ResponseError::CoordinatorNotAvailable,
+            "The share state is not available.",
+            lock_ms,
+        );
+    }
+    let epoch = req.share_session_epoch;
+    let mut named: Vec<(Uuid, i32)> = Vec::new();
+    let mut acks: Vec<((Uuid, i32), AckBatches)> = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            named.push((t.topic_id, p.partition_index));
+            if !p.acknowledgement_batches.is_empty() {
+                acks.push((
+                    (t.topic_id, p.partition_index),
+                    p.acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                        .collect(),
+                ));
+            }
+        }
+    }
+    let forgotten: Vec<(Uuid, i32)> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .collect();
+    // The session first: nothing is applied for a request it refuses.
+    let partitions: BTreeSet<(Uuid, i32)> = match epoch {
+        OPEN_EPOCH => {
+            if !acks.is_empty() {
+                return fetch_refusal(
+                    ResponseError::InvalidRequest,
+                    "A share fetch opening a session carries no acknowledgements.",
+                    lock_ms,
+                );
+            }
+            let partitions: BTreeSet<_> = named.iter().copied().collect();
+            match broker
+                .shares
+                .open_session(&group, &member, partitions.clone())
+            {
+                None => {
+                    return fetch_refusal(
+                        ResponseError::ShareSessionLimitReached,
+                        "The broker holds its most share sessions.",
+                        lock_ms,
+                    )
+                }
+                Some(Some(_)) => broker.release_member(&group, &member).await,
+                Some(None) => {}
+            }
+            partitions
+        }
+        FINAL_EPOCH => BTreeSet::new(),
+        _ => match broker
+            .shares
+            .continue_session(&group, &member, epoch, &named, &forgotten)
+        {
+            Ok(s) => s.partitions,
+            Err(code) => {
+                return ShareFetchResponse::default()
+                    .with_error_code(code)
+                    .with_acquisition_lock_timeout_ms(lock_ms)
+            }
+        },
+    };
+    let outcomes = acknowledge_all(broker, &group, &member, acks).await;
+    let mut answers: BTreeMap<(Uuid, i32), PartitionData> = BTreeMap::new();
+    for (tp, o) in outcomes {
+        answers.insert(
+            tp,
+            partition_data(tp.1)
+                .with_acknowledge_error_code(o.code)
+                .with_acknowledge_error_message(o.message.map(str_bytes)),
+        );
+    }
+    if epoch == FINAL_EPOCH {
+        if broker.shares.close_session(&group, &member).is_some() {
+            broker.release_member(&group, &member).await;
+        }
+    } else if !(version >= 2 && req.is_renew_ack) {
+        let ask = Ask {
+            max_records: if req.max_records > 0 {
+                req.max_records
+            } else {
+                DEFAULT_MAX_RECORDS
+            },
+            max_bytes: req.max_bytes.max(1),
+            mode: if version >= 2 && req.share_acquire_mode == 1 {
+                AcquireMode::RecordLimit
+            } else {
+                AcquireMode::BatchOptimized
+            },
+            max_wait: Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64),
+        };
+        acquire_polled(broker, &group, &member, &partitions, &ask, &mut answers).await;
+    }
+    let mut topics: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for ((tid, _), d) in answers {
+        topics.entry(tid).or_default().push(d);
+    }
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(
+            topics
+                .into_iter()
+                .map(|(tid, partitions)| {
+                    ShareFetchableTopicResponse::default()
+                        .with_topic_id(tid)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+fn partition_data(partition: i32) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(partition)
+        .with_current_leader(
+            LeaderIdAndEpoch::default()
+                .with_leader_id(-1)
+                .with_leader_epoch(-1),
+        )
+}
+
+struct Ask {
+    max_records: i32,
+    max_bytes: i32,
+    mode: AcquireMode,
+    max_wait: Duration,
+}
+
+/// Acquire from `partitions` until something is acquired, a partition fails, or the wait
+/// ends; answers go into `answers` (beside the acknowledgement outcomes already there).
+async fn acquire_polled(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+    partitions: &BTreeSet<(Uuid, i32)>,
+    ask: &Ask,
+    answers: &mut BTreeMap<(Uuid, i32), PartitionData>,
+) {
+    let deadline = Instant::now() + ask.max_wait;
+    let waiter = Arc::new(tokio::sync::Notify::new());
+    let mut registered = false;
+    loop {
+        let notified = waiter.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let mut logs = Vec::new();
+        let found = acquire_once(broker, group, member, partitions, ask, answers, &mut logs).await;
+        if found || Instant::now() >= deadline {
+            return;
+        }
+        if !registered {
+            broker.fetch_waiters.register(logs.iter(), &waiter);
+            registered = true;
+            // An append or release since that look is seen by the next one.
+            continue;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// One pass over the partitions: true when records were acquired or a partition failed.
+async fn acquire_once(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+    partitions: &BTreeSet<(Uuid, i32)>,
+    ask: &Ask,
+    answers: &mut BTreeMap<(Uuid, i32), PartitionData>,
+    logs: &mut Vec<Arc<Log>>,
+) -> bool {
+    let mut records_left = i64::from(ask.max_records);
+    let mut bytes_left = i64::from(ask.max_bytes);
+    let mut found = false;
+    // Start at a different partition each time, so that none starves the others.
+    let n = partitions.len().max(1);
+    let offset = (now_ms() as usize) % n;
+    let order: Vec<(Uuid, i32)> = partitions
+        .iter()
+        .cycle()
+        .skip(offset)
+        .take(partitions.len())
+        .copied()
+        .collect();
+    for tp in order {
+        let (tid, p) = tp;
+        let log = match owned_log(broker, tid, p) {
+            Ok(l) => l,
+            Err(e) => {
+                let d = answers.remove(&tp).unwrap_or_else(|| partition_data(p));
+                answers.insert(
+                    tp,
+                    d.with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                );
+                found = true;
+                continue;
+            }
+        };
+        logs.push(log.clone());
+        if records_left <= 0 || bytes_left <= 0 {
+            continue;
+        }
+        let key = key_of(group, tid, p);
+        let cell = match broker
+            .shares
+            .partition(broker, &key, &log, || {
+                (
+                    broker.share_starts_earliest(group),
+                    broker.share_lock_ms(group),
+                )
+            })
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                let d = answers.remove(&tp).unwrap_or_else(|| partition_data(p));
+                answers.insert(
+                    tp,
+                    d.with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                );
+                found = true;
+                continue;
+            }
+        };
+        let (from, can) = broker
+            .shares
+            .with(&cell, |sp| ((sp.fetch_offset(), sp.can_acquire()), false));
+        if !can || from >= log.high_watermark() {
+            continue;
+        }
+        let budget = u32::try_from(bytes_left).unwrap_or(u32::MAX);
+        let Some(bytes) = read_batches(broker, &log, from, budget).await else {
+            continue;
+        };
+        let batches = batch_ranges(&bytes);
+        if batches.is_empty() {
+            continue;
+        }
+        let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.0, b.1)).collect();
+        let now = now_ms();
+        let acquired = broker.shares.with(&cell, |sp| {
+            (
+                sp.acquire(member, &ranges, records_left, ask.mode, now),
+                false,
+            )
+        });
+        if acquired.is_empty() {
+            continue;
+        }
+        // The batches holding what was acquired.
+        let mut records = BytesMut::new();
+        for (first, last, range) in &batches {
+            if acquired
+                .iter()
+                .any(|a| a.first <= *last && a.last >= *first)
+            {
+                records.extend_from_slice(&bytes[range.clone()]);
+            }
+        }
+        let count: i64 = acquired.iter().map(|a| a.last - a.first + 1).sum();
+        records_left -= count;
+        bytes_left -= records.len() as i64;
+        let d = answers.remove(&tp).unwrap_or_else(|| partition_data(p));
+        answers.insert(
+            tp,
+            d.with_records(Some(records.freeze()))
+                .with_acquired_records(
+                    acquired
+                        .iter()
+                        .map(|a| {
+                            AcquiredRecords::default()
+                                .with_first_offset(a.first)
+                                .with_last_offset(a.last)
+                                .with_delivery_count(
+                                    i16::try_from(a.delivery_count).unwrap_or(i16::MAX),
+                                )
+                        })
+                        .collect(),
+                ),
+        );
+        found = true;
+    }
+    found
+}
+
+/// Whole batches of `log` from the one holding `offset`, up to `budget` bytes (at least one
+/// batch), below the high watermark; from the page cache, or on a blocking thread when the
+/// volume must be read.
+async fn read_batches(
+    broker: &Arc<Broker>,
+    log: &Arc<Log>,
+    offset: i64,
+    budget: u32,
+) -> Option<Bytes> {
+    let read = match log.read_cached(offset, budget, true, Isolation::ReadUncommitted) {
+        Err(ReadError::WouldBlock { .. }) => {
+            let log = log.clone();
+            tokio::task::spawn_blocking(move || {
+                log.read_isolated(offset, budget, true, Isolation::ReadUncommitted)
+            })
+            .await
+            .ok()?
+        }
+        read => read,
+    };
+    match read {
+        Ok(r) => r.slice.and_then(|s| s.read_bytes().ok()),
+        Err(e) => {
+            tracing::debug!(tp = ?log.topic_partition(), offset, "a share fetch's read failed: {e}");
+            let _ = broker;
+            None
+        }
+    }
+}
+
+/// (first offset, last offset, byte range) of every whole batch in `bytes`.
+fn batch_ranges(bytes: &[u8]) -> Vec<(i64, i64, std::ops::Range<usize>)> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Ok(h) = sluice_format::BatchHeader::parse(&bytes[pos..]) else {
+            break;
+        };
+        let len = h.total_len();
+        if len == 0 || pos + len > bytes.len() {
+            break;
+        }
+        out.push((h.base_offset, h.last_offset(), pos..pos + len));
+        pos += len;
+    }
+    out
+}
+
+// ---- ShareAcknowledge ----
+
+pub(crate) fn acknowledge(
+    broker: &Arc<Broker>,
+    req: ShareAcknowledgeRequest,
+    _version: i16,
+) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        Some(ResponseKind::ShareAcknowledge(
+            serve_acknowledge(&broker, req).await,
+        ))
+    })
+}
+
+async fn serve_acknowledge(
+    broker: &Arc<Broker>,
+    req: ShareAcknowledgeRequest,
+) -> ShareAcknowledgeResponse {
+    let lock_ms = i32::try_from(broker.shares.limits().lock_ms).unwrap_or(i32::MAX);
+    let refuse = |code: ResponseError, message: &str| {
+        ShareAcknowledgeResponse::default()
+            .with_error_code(code.code())
+            .with_error_message(Some(str_bytes(message.to_string())))
+            .with_acquisition_lock_timeout_ms(lock_ms)
+    };
+    if !share_groups_enabled(broker) {
+        return refuse(
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled.",
+        );
+    }
+    let Some((group, member)) = who(req.group_id.as_ref(), req.member_id.as_ref()) else {
+        return refuse(
+            ResponseError::InvalidRequest,
+            "A share acknowledgement names its group and member.",
+        );
+    };
+    let epoch = req.share_session_epoch;
+    if epoch == OPEN_EPOCH {
+        return refuse(
+            ResponseError::InvalidShareSessionEpoch,
+            "A share acknowledgement cannot open a share session.",
+        );
+    }
+    let acks: Vec<((Uuid, i32), AckBatches)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    (t.topic_id, p.partition_index),
+                    p.acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                        .collect(),
+                )
+            })
+        })
+        .collect();
+    if epoch != FINAL_EPOCH {
+        if let Err(code) = broker
+            .shares
+            .continue_session(&group, &member, epoch, &[], &[])
+        {
+            return ShareAcknowledgeResponse::default()
+                .with_error_code(code)
+                .with_acquisition_lock_timeout_ms(lock_ms);
+        }
+    }
+    let outcomes = acknowledge_all(broker, &group, &member, acks).await;
+    if epoch == FINAL_EPOCH && broker.shares.close_session(&group, &member).is_some() {
+        broker.release_member(&group, &member).await;
+    }
+    let mut topics: BTreeMap<Uuid, Vec<ack_resp::PartitionData>> = BTreeMap::new();
+    for ((tid, p), o) in outcomes {
+        topics.entry(tid).or_default().push(
+            ack_resp::PartitionData::default()
+                .with_partition_index(p)
+                .with_error_code(o.code)
+                .with_error_message(o.message.map(str_bytes))
+                .with_current_leader(
+                    ack_resp::LeaderIdAndEpoch::default()
+                        .with_leader_id(-1)
+                        .with_leader_epoch(-1),
+                ),
+        );
+    }
+    ShareAcknowledgeResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(
+            topics
+                .into_iter()
+                .map(|(tid, partitions)| {
+                    ack_resp::ShareAcknowledgeTopicResponse::default()
+                        .with_topic_id(tid)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn batch_ranges_stop_at_a_partial_batch() {
+        let a = sluice_format::BatchBuilder::new()
+            .record(0, None, Some(b"a"))
+            .record(0, None, Some(b"b"))
+            .build();
+        let mut bytes = a.clone();
+        bytes.extend_from_slice(&a[..10]);
+        let r = batch_ranges(&bytes);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].0, r[0].1), (0, 1));
+        assert_eq!(r[0].2, 0..a.len());
+    }
+}

@@ -1,0 +1,146 @@
+//! Group configs (GROUP config resources: `kafka-configs --entity-type groups`), the ones Sluice
+//! honours: `share.auto.offset.reset` (where a share group starts on a partition it has not
+//! read yet) and `share.record.lock.duration.ms`. Stored as the `<group:ID>` entity of the
+//! dynamic configs' store (a file on one broker, an etcd record in a cluster), read when a
+//! share partition is first used and when records are acquired.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+use sluice_config::{ConfigEntry, ConfigSource, ConfigSynonym};
+
+use crate::admin::Refusal;
+use crate::errors::meta_error_code;
+use crate::Broker;
+
+pub(crate) const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+pub(crate) const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+
+/// Kafka's bounds of a group's lock duration (`group.share.min/max.record.lock.duration.ms`).
+const MIN_LOCK_MS: i64 = 15_000;
+const MAX_LOCK_MS: i64 = 3_600_000;
+
+fn entity(group: &str) -> String {
+    format!("<group:{group}>")
+}
+
+/// Why `name = value` is not a group config Sluice takes, in Kafka's words where it has them.
+fn check(name: &str, value: &str) -> Result<(), Refusal> {
+    let invalid = |m: String| Err(Refusal::new(ResponseError::InvalidConfig, m));
+    match name {
+        SHARE_AUTO_OFFSET_RESET => match value {
+            "earliest" | "latest" => Ok(()),
+            _ => invalid(format!(
+                "Invalid value {value} for configuration {name}: Sluice takes earliest or latest"
+            )),
+        },
+        SHARE_RECORD_LOCK_DURATION_MS => match value.parse::<i64>() {
+            Ok(v) if (MIN_LOCK_MS..=MAX_LOCK_MS).contains(&v) => Ok(()),
+            _ => invalid(format!(
+                "Invalid value {value} for configuration {name}: Value must be between {MIN_LOCK_MS} and {MAX_LOCK_MS}"
+            )),
+        },
+        _ => Err(Refusal::new(
+            ResponseError::InvalidConfig,
+            format!("Unknown group config name: {name} (Sluice takes {SHARE_AUTO_OFFSET_RESET} and {SHARE_RECORD_LOCK_DURATION_MS})"),
+        )),
+    }
+}
+
+impl Broker {
+    /// The configs set on `group`.
+    pub(crate) fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        self.meta
+            .broker_configs()
+            .get(&entity(group))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether `group` starts on a partition it never read at the log's start.
+    pub(crate) fn share_starts_earliest(&self, group: &str) -> bool {
+        self.group_configs(group)
+            .get(SHARE_AUTO_OFFSET_RESET)
+            .is_some_and(|v| v == "earliest")
+    }
+
+    /// The lock duration of `group`'s acquisitions.
+    pub(crate) fn share_lock_ms(&self, group: &str) -> i64 {
+        self.group_configs(group)
+            .get(SHARE_RECORD_LOCK_DURATION_MS)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.shares.limits().lock_ms)
+    }
+
+    pub(crate) fn describe_group_configs(&self, group: &str) -> Result<Vec<ConfigEntry>, Refusal> {
+        if group.is_empty() {
+            return Err(Refusal::new(
+                ResponseError::InvalidRequest,
+                "Group id must not be empty.",
+            ));
+        }
+        let set = self.group_configs(group);
+        let default_lock = self.shares.limits().lock_ms.to_string();
+        let entry = |name: &str, default: String, config_type: i8| {
+            let (value, source) = match set.get(name) {
+                Some(v) => (v.clone(), ConfigSource::Group),
+                None => (default.clone(), ConfigSource::Default),
+            };
+            ConfigEntry {
+                name: name.to_string(),
+                value: Some(value.clone()),
+                source,
+                read_only: false,
+                sensitive: false,
+                config_type,
+                documentation: None,
+                synonyms: vec![ConfigSynonym {
+                    name: name.to_string(),
+                    value: Some(value),
+                    source,
+                }],
+            }
+        };
+        Ok(vec![
+            entry(SHARE_AUTO_OFFSET_RESET, "latest".into(), 2),
+            entry(SHARE_RECORD_LOCK_DURATION_MS, default_lock, 3),
+        ])
+    }
+
+    /// Change `group`'s configs: `change` edits the stored set, checked, stored unless
+    /// `validate_only`.
+    pub(crate) fn alter_group_configs(
+        &self,
+        group: &str,
+        validate_only: bool,
+        change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), Refusal>,
+    ) -> Result<(), Refusal> {
+        if group.is_empty() {
+            return Err(Refusal::new(
+                ResponseError::InvalidRequest,
+                "Group id must not be empty.",
+            ));
+        }
+        let entity = entity(group);
+        let stored = self.meta.broker_configs_of(&entity).map_err(|e| Refusal {
+            code: meta_error_code(&e),
+            message: e.to_string(),
+        })?;
+        let mut next = stored.configs.clone();
+        change(&mut next)?;
+        for (k, v) in &next {
+            check(k, v)?;
+        }
+        if validate_only || next == stored.configs {
+            return Ok(());
+        }
+        self.meta
+            .set_broker_configs(&entity, next, stored.version)
+            .map_err(|e| Refusal {
+                code: meta_error_code(&e),
+                message: e.to_string(),
+            })?;
+        tracing::info!(group, "group configs set");
+        Ok(())
+    }
+}

@@ -1,0 +1,705 @@
+//! The share-group driver (KIP-932): runs the pure state machines of `sluice-share` against
+//! this broker's logs, a timer task and share sessions.
+//!
+//! Three roles, as Kafka splits them:
+//! - **Membership** (ShareGroupHeartbeat) lives at the group's coordinator, the owner of its
+//!   `__consumer_offsets` partition, in memory: a member that finds the coordinator moved
+//!   joins again (UNKNOWN_MEMBER_ID), and the assignment is computed anew from the members.
+//! - **Share partitions** (ShareFetch, ShareAcknowledge) live at the topic partition's owner:
+//!   the delivery state of the records of one partition as one group consumes it. Loaded on
+//!   first use from the durable state, kept while this broker holds the same log.
+//! - **Durable state** lives in `__share_group_state` (Kafka's record format, so Kafka's tools
+//!   read it): one `ShareSnapshot` record per change of a share partition, written before the
+//!   change is answered (an acknowledgement, a release, a lock expiry that counted a delivery,
+//!   the start offset chosen on first use). Acquisitions are not written, as on Kafka: after a
+//!   crash a record that was acquired is available again with its delivery count as last
+//!   written. The topic is compacted; the newest snapshot of each key is the state.
+//!
+//! On one broker this broker holds every role. In a cluster a share partition's owner reads
+//! and writes its state where its `__share_group_state` partition is loaded; today that must
+//! be this broker too (a write to a state partition another broker owns is refused with
+//! COORDINATOR_NOT_AVAILABLE and the acknowledgement is not applied): the remote state calls
+//! (Kafka's ReadShareGroupState / WriteShareGroupState) are not built yet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_share::group::{GroupLimits, ShareGroups};
+use sluice_share::records::{self, ShareKey, ShareValue};
+use sluice_share::{Limits, SharePartition, Snapshot};
+use sluice_store::{AppendOrigin, Log};
+use uuid::Uuid;
+
+use crate::groups::for_each_batch;
+use crate::{now_ms, Broker};
+
+/// The internal topic holding share partitions' durable state.
+pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
+/// How often lock deadlines and member sessions are checked.
+const TICK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Why a share partition's state could not be read or written.
+#[derive(Debug, Clone)]
+pub(crate) enum StateError {
+    /// Its `__share_group_state` partition is not loaded here (COORDINATOR_NOT_AVAILABLE).
+    NotLoaded(String),
+    /// The append or its fsync failed (a retriable storage error).
+    Storage(String),
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::NotLoaded(m) | StateError::Storage(m) => f.write_str(m),
+        }
+    }
+}
+
+/// What `__share_group_state` holds for one share partition.
+#[derive(Clone, Debug)]
+struct Stored {
+    snapshot: Snapshot,
+    state_epoch: i32,
+    snapshot_epoch: i32,
+    create_ms: i64,
+}
+
+/// The `__share_group_state` partitions loaded here and the newest state of every key.
+#[derive(Debug, Default)]
+struct StateStore {
+    logs: HashMap<i32, Arc<Log>>,
+    latest: HashMap<ShareKey, (i32, Stored)>,
+}
+
+/// One share partition led here.
+#[derive(Debug)]
+pub(crate) struct ShareCell {
+    pub(crate) key: ShareKey,
+    state: Mutex<SpState>,
+    /// Serialises writes of this partition's state, so they land in the order they were
+    /// taken.
+    writer: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug)]
+struct SpState {
+    part: SharePartition,
+    /// The log incarnation the state was loaded for.
+    log: Arc<Log>,
+    /// Changes made, and how many of them are durable.
+    changes: u64,
+    persisted: u64,
+    state_epoch: i32,
+    snapshot_epoch: i32,
+    create_ms: i64,
+}
+
+/// A share session (ShareFetch/ShareAcknowledge `ShareSessionEpoch`): the partitions a member
+/// fetches from this broker, and the epoch its next request must carry.
+#[derive(Debug, Clone)]
+pub(crate) struct ShareSession {
+    pub(crate) epoch: i32,
+    pub(crate) partitions: BTreeSet<(Uuid, i32)>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shares {
+    groups: Mutex<ShareGroups>,
+    parts: Mutex<HashMap<ShareKey, Arc<ShareCell>>>,
+    sessions: Mutex<HashMap<(String, String), ShareSession>>,
+    store: Mutex<StateStore>,
+    state_partitions: i32,
+    max_sessions: usize,
+    limits: Limits,
+    /// Serialises creation of `__share_group_state`.
+    create_lock: Mutex<()>,
+}
+
+pub(crate) fn share_limits(c: &sluice_config::BrokerConfig) -> Limits {
+    let s = &c.groups.share;
+    Limits {
+        lock_ms: i64::from(s.record_lock_duration_ms),
+        delivery_limit: u16::try_from(s.delivery_count_limit).unwrap_or(u16::MAX),
+        max_in_flight: i64::from(s.partition_max_record_locks),
+    }
+}
+
+pub(crate) fn key_of(group: &str, topic_id: Uuid, partition: i32) -> ShareKey {
+    ShareKey {
+        group_id: group.to_string(),
+        topic_id: *topic_id.as_bytes(),
+        partition,
+    }
+}
+
+/// Kafka's base64 form of a topic id (url-safe, no padding), which places a key.
+fn topic_id_base64(id: &[u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(22);
+    for chunk in id.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+impl Shares {
+    pub(crate) fn new(config: &sluice_config::BrokerConfig) -> Shares {
+        let s = &config.groups.share;
+        Shares {
+            groups: Mutex::new(ShareGroups::new(GroupLimits {
+                max_size: usize::try_from(s.max_size).unwrap_or(usize::MAX),
+                session_timeout_ms: i64::from(s.session_timeout_ms),
+                heartbeat_interval_ms: s.heartbeat_interval_ms,
+            })),
+            parts: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
+            store: Mutex::new(StateStore::default()),
+            state_partitions: s.state_topic_num_partitions.max(1),
+            max_sessions: usize::try_from(s.max_share_sessions).unwrap_or(usize::MAX),
+            limits: share_limits(config),
+            create_lock: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub(crate) fn state_partition_count(&self) -> i32 {
+        self.state_partitions
+    }
+
+    /// The `__share_group_state` partition holding `key`.
+    pub(crate) fn state_partition(&self, key: &ShareKey) -> i32 {
+        records::state_partition(key, &topic_id_base64(&key.topic_id), self.state_partitions)
+    }
+
+    // ---- membership ----
+
+    pub(crate) fn groups<T>(&self, f: impl FnOnce(&mut ShareGroups) -> T) -> T {
+        f(&mut self.groups.lock())
+    }
+
+    /// Forget the groups coordinated from `__consumer_offsets` partition `offsets_partition`
+    /// (it moved away): their members join again at the new coordinator.
+    pub(crate) fn unload_groups(&self, is_theirs: impl Fn(&str) -> bool) {
+        let ids: Vec<String> = self.groups.lock().group_ids().cloned().collect();
+        let theirs: Vec<String> = ids.into_iter().filter(|id| is_theirs(id)).collect();
+        let mut g = self.groups.lock();
+        for id in theirs {
+            g.forget(&id);
+        }
+    }
+
+    // ---- sessions ----
+
+    /// Open a session for `(group, member)` with `partitions`, replacing any it had. None when
+    /// the broker holds its most sessions already. Returns the partitions of the replaced
+    /// session (whose records the member held are released by the caller).
+    pub(crate) fn open_session(
+        &self,
+        group: &str,
+        member: &str,
+        partitions: BTreeSet<(Uuid, i32)>,
+    ) -> Option<Option<ShareSession>> {
+        let mut s = self.sessions.lock();
+        let k = (group.to_string(), member.to_string());
+        if !s.contains_key(&k) && s.len() >= self.max_sessions {
+            return None;
+        }
+        Some(s.insert(
+            k,
+            ShareSession {
+                epoch: 1,
+                partitions,
+            },
+        ))
+    }
+
+    /// Continue `(group, member)`'s session at `epoch`: its partitions after `add` and
+    /// `forget`, and the epoch moves on. Err(code) when there is no session or the epoch is
+    /// not the one expected.
+    pub(crate) fn continue_session(
+        &self,
+        group: &str,
+        member: &str,
+        epoch: i32,
+        add: &[(Uuid, i32)],
+        forget: &[(Uuid, i32)],
+    ) -> Result<ShareSession, i16> {
+        use kafka_protocol::ResponseError;
+        let mut s = self.sessions.lock();
+        let Some(session) = s.get_mut(&(group.to_string(), member.to_string())) else {
+            return Err(ResponseError::ShareSessionNotFound.code());
+        };
+        if session.epoch != epoch {
+            return Err(ResponseError::InvalidShareSessionEpoch.code());
+        }
+        for p in forget {
+            session.partitions.remove(p);
+        }
+        session.partitions.extend(add.iter().copied());
+        session.epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
+        Ok(session.clone())
+    }
+
+    /// Close `(group, member)`'s session; its partitions, if it had one.
+    pub(crate) fn close_session(&self, group: &str, member: &str) -> Option<ShareSession> {
+        self.sessions
+            .lock()
+            .remove(&(group.to_string(), member.to_string()))
+    }
+
+    // ---- share partitions ----
+
+    /// The share partition `key` for `log` (this broker's log of its topic partition), loaded
+    /// from its durable state or, on its first use by the group, started at the log's end
+    /// (`share.auto.offset.reset=latest`, Kafka's default) or start (`earliest`) and that
+    /// start written. A state loaded for another incarnation of the log is loaded again.
+    /// `settings` gives, when it is loaded, whether the group starts at the earliest offset
+    /// and its lock duration (its group configs).
+    pub(crate) async fn partition(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        key: &ShareKey,
+        log: &Arc<Log>,
+        settings: impl FnOnce() -> (bool, i64),
+    ) -> Result<Arc<ShareCell>, StateError> {
+        if let Some(cell) = self.parts.lock().get(key).cloned() {
+            if Arc::ptr_eq(&cell.state.lock().log, log) {
+                return Ok(cell);
+            }
+        }
+        let stored = self.read_state(key)?;
+        let (earliest, lock_ms) = settings();
+        let limits = Limits {
+            lock_ms,
+            ..self.limits
+        };
+        let now = now_ms();
+        let (part, fresh, state_epoch, snapshot_epoch, create_ms) = match stored {
+            Some(s) => {
+                let mut part = SharePartition::from_snapshot(limits, &s.snapshot);
+                part.log_start_moved(log.log_start_offset());
+                (part, false, s.state_epoch, s.snapshot_epoch, s.create_ms)
+            }
+            None => {
+                let start = if earliest {
+                    log.log_start_offset()
+                } else {
+                    log.high_watermark()
+                };
+                (SharePartition::new(limits, start), true, 0, -1, now)
+            }
+        };
+        let cell = Arc::new(ShareCell {
+            key: key.clone(),
+            state: Mutex::new(SpState {
+                part,
+                log: log.clone(),
+                changes: u64::from(fresh),
+                persisted: 0,
+                state_epoch,
+                snapshot_epoch,
+                create_ms,
+            }),
+            writer: tokio::sync::Mutex::new(()),
+        });
+        let cell = {
+            let mut parts = self.parts.lock();
+            match parts.get(key) {
+                // Another request loaded it for the same log meanwhile: that one is used.
+                Some(c) if Arc::ptr_eq(&c.state.lock().log, log) => c.clone(),
+                _ => {
+                    parts.insert(key.clone(), cell.clone());
+                    cell
+                }
+            }
+        };
+        self.persist(broker, &cell).await?;
+        Ok(cell)
+    }
+
+    /// Run `f` on a share partition's state; when it returns true (it changed what is
+    /// durable), the change is counted for [`Shares::persist`].
+    pub(crate) fn with<T>(
+        &self,
+        cell: &ShareCell,
+        f: impl FnOnce(&mut SharePartition) -> (T, bool),
+    ) -> T {
+        let mut s = cell.state.lock();
+        let (value, changed) = f(&mut s.part);
+        if changed {
+            s.changes += 1;
+        }
+        value
+    }
+
+    /// The log the share partition was loaded for.
+    pub(crate) fn log_of(cell: &ShareCell) -> Arc<Log> {
+        cell.state.lock().log.clone()
+    }
+
+    /// Make every change counted so far durable: one snapshot record of the state as it is
+    /// now, appended to its `__share_group_state` partition and fsynced. Concurrent callers
+    /// share one write when they can.
+    pub(crate) async fn persist(
+        &self,
+        broker: &Arc<Broker>,
+        cell: &ShareCell,
+    ) -> Result<(), StateError> {
+        let wanted = cell.state.lock().changes;
+        let _writer = cell.writer.lock().await;
+        let (snapshot, version, leader_epoch, state_epoch, snapshot_epoch, create_ms) = {
+            let mut s = cell.state.lock();
+            if s.persisted >= wanted {
+                return Ok(());
+            }
+            s.snapshot_epoch += 1;
+            (
+                s.part.snapshot(),
+                s.changes,
+                s.log.leader_epoch(),
+                s.state_epoch,
+                s.snapshot_epoch,
+                s.create_ms,
+            )
+        };
+        let stored = Stored {
+            snapshot,
+            state_epoch,
+            snapshot_epoch,
+            create_ms,
+        };
+        let log = self.write_state(&cell.key, &stored, leader_epoch)?;
+        broker
+            .flush_logs(vec![log])
+            .await
+            .map_err(|e| StateError::Storage(format!("writing share state failed: {e}")))?;
+        let mut s = cell.state.lock();
+        s.persisted = s.persisted.max(version);
+        Ok(())
+    }
+
+    /// Every share partition led here (for timers and releases).
+    pub(crate) fn cells(&self) -> Vec<Arc<ShareCell>> {
+        self.parts.lock().values().cloned().collect()
+    }
+
+    /// The share partitions of `group` led here.
+    pub(crate) fn cells_of(&self, group: &str) -> Vec<Arc<ShareCell>> {
+        self.parts
+            .lock()
+            .values()
+            .filter(|c| c.key.group_id == group)
+            .cloned()
+            .collect()
+    }
+
+    /// The share partition `key` if it is loaded here.
+    pub(crate) fn cell(&self, key: &ShareKey) -> Option<Arc<ShareCell>> {
+        self.parts.lock().get(key).cloned()
+    }
+
+    /// Forget the share partitions of a log this broker no longer holds.
+    pub(crate) fn drop_stale(&self) {
+        self.parts.lock().retain(|_, c| {
+            let log = &c.state.lock().log;
+            log.writable() && log.failure().is_none()
+        });
+    }
+
+    // ---- durable state ----
+
+    /// Load (acquire) a `__share_group_state` partition: the newest snapshot of every key.
+    pub(crate) fn load_state(&self, partition: i32, log: Arc<Log>) {
+        let mut found: HashMap<ShareKey, Option<Stored>> = HashMap::new();
+        let mut bad = 0usize;
+        for_each_batch(&log, log.log_start_offset(), |h, batch| {
+            if h.is_control() {
+                return;
+            }
+            let Ok(kvs) = sluice_group::records::batch_records(batch) else {
+                bad += 1;
+                return;
+            };
+            for (k, v) in kvs {
+                let Some(k) = k else { continue };
+                let Ok((record_type, key)) = records::decode_key(&k) else {
+                    bad += 1;
+                    continue;
+                };
+                let Some(v) = v else {
+                    found.insert(key, None);
+                    continue;
+                };
+                match records::decode_value(record_type, &v) {
+                    Ok(ShareValue::Snapshot {
+                        snapshot_epoch,
+                        state_epoch,
+                        start_offset,
+                        create_timestamp,
+                        batches,
+                        ..
+                    }) => {
+                        found.insert(
+                            key,
+                            Some(Stored {
+                                snapshot: Snapshot {
+                                    start: start_offset,
+                                    batches,
+                                },
+                                state_epoch,
+                                snapshot_epoch,
+                                create_ms: create_timestamp,
+                            }),
+                        );
+                    }
+                    // Sluice writes snapshots only; an update would come from elsewhere.
+                    Ok(ShareValue::Update { .. }) | Err(_) => bad += 1,
+                }
+            }
+        });
+        let mut store = self.store.lock();
+        store.latest.retain(|_, (p, _)| *p != partition);
+        let n = found.len();
+        for (k, v) in found {
+            if let Some(v) = v {
+                store.latest.insert(k, (partition, v));
+            }
+        }
+        store.logs.insert(partition, log);
+        if bad > 0 {
+            tracing::warn!(
+                partition,
+                bad,
+                "skipped __share_group_state records Sluice does not read"
+            );
+        }
+        tracing::debug!(partition, keys = n, "loaded __share_group_state partition");
+    }
+
+    /// Release (unload) a `__share_group_state` partition.
+    pub(crate) fn unload_state(&self, partition: i32) {
+        let mut store = self.store.lock();
+        store.logs.remove(&partition);
+        store.latest.retain(|_, (p, _)| *p != partition);
+    }
+
+    pub(crate) fn state_loaded(&self, partition: i32) -> bool {
+        self.store.lock().logs.contains_key(&partition)
+    }
+
+    fn state_log(&self, store: &StateStore, p: i32) -> Result<Arc<Log>, StateError> {
+        match store.logs.get(&p) {
+            Some(log) if log.writable() && log.failure().is_none() => Ok(log.clone()),
+            _ => Err(StateError::NotLoaded(format!(
+                "{SHARE_STATE_TOPIC}-{p} is not loaded on this broker"
+            ))),
+        }
+    }
+
+    /// The stored state of `key` (None: never written, or deleted).
+    fn read_state(&self, key: &ShareKey) -> Result<Option<Stored>, StateError> {
+        let p = self.state_partition(key);
+        let store = self.store.lock();
+        self.state_log(&store, p)?;
+        Ok(store.latest.get(key).map(|(_, s)| s.clone()))
+    }
+
+    /// The groups with state stored in the partitions loaded here.
+    pub(crate) fn stored_groups(&self) -> BTreeSet<String> {
+        self.store
+            .lock()
+            .latest
+            .keys()
+            .map(|k| k.group_id.clone())
+            .collect()
+    }
+
+    /// The stored start offset of every share partition of `group` held here.
+    pub(crate) fn stored_starts(&self, group: &str) -> Vec<(ShareKey, i64)> {
+        self.store
+            .lock()
+            .latest
+            .iter()
+            .filter(|(k, _)| k.group_id == group)
+            .map(|(k, (_, s))| (k.clone(), s.snapshot.start))
+            .collect()
+    }
+
+    /// Append `stored` as `key`'s snapshot record; the log to wait for.
+    fn write_state(
+        &self,
+        key: &ShareKey,
+        stored: &Stored,
+        leader_epoch: i32,
+    ) -> Result<Arc<Log>, StateError> {
+        let p = self.state_partition(key);
+        let mut store = self.store.lock();
+        let log = self.state_log(&store, p)?;
+        let now = now_ms();
+        let value = ShareValue::Snapshot {
+            snapshot_epoch: stored.snapshot_epoch,
+            state_epoch: stored.state_epoch,
+            leader_epoch,
+            start_offset: stored.snapshot.start,
+            delivery_complete_count: -1,
+            create_timestamp: stored.create_ms,
+            write_timestamp: now,
+            batches: stored.snapshot.batches.clone(),
+        };
+        let (k, v) = records::encode(key, &value);
+        let batch = sluice_format::BatchBuilder::new()
+            .record(now, Some(&k), Some(&v))
+            .build();
+        log.append(Bytes::from(batch), AppendOrigin::Client, now)
+            .map_err(|e| {
+                StateError::Storage(format!("appending to {SHARE_STATE_TOPIC}-{p} failed: {e}"))
+            })?;
+        store.latest.insert(key.clone(), (p, stored.clone()));
+        Ok(log)
+    }
+}
+
+impl Broker {
+    /// Create `__share_group_state` if it does not exist yet and load every partition of it
+    /// this broker has not loaded (one broker; in a cluster their owners load them). False
+    /// when it cannot be created.
+    pub(crate) fn ensure_share_state_topic(&self) -> bool {
+        if self.registry.get(SHARE_STATE_TOPIC).is_none() {
+            let _guard = self.shares.create_lock.lock();
+            if self.registry.get(SHARE_STATE_TOPIC).is_none() {
+                let mut configs = BTreeMap::new();
+                configs.insert("cleanup.policy".to_string(), "compact".to_string());
+                let n = self.shares.state_partition_count();
+                match self.create_topic(SHARE_STATE_TOPIC, n, configs) {
+                    Ok(_) => {}
+                    Err(_) if self.meta.topic(SHARE_STATE_TOPIC).is_some() => {}
+                    Err(r) => {
+                        tracing::error!("creating {SHARE_STATE_TOPIC} failed: {}", r.message);
+                        return false;
+                    }
+                }
+            }
+        }
+        if self.cluster.is_some() {
+            return true;
+        }
+        let Some(t) = self.registry.get(SHARE_STATE_TOPIC) else {
+            return false;
+        };
+        for (p, log) in t.logs.iter().enumerate() {
+            let Some(log) = log else { continue };
+            let p = p as i32;
+            if log.failure().is_none() && !self.shares.state_loaded(p) {
+                self.shares.load_state(p, log.clone());
+            }
+        }
+        true
+    }
+
+    /// Start the share-group timer: expired record locks are released (and written when
+    /// that counted a delivery), members that missed their session leave and their records
+    /// are released.
+    pub(crate) fn start_share_timers(broker: &Arc<Broker>) {
+        let weak: Weak<Broker> = Arc::downgrade(broker);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(TICK_INTERVAL);
+            loop {
+                interval.tick().await;
+                let Some(b) = weak.upgrade() else { return };
+                b.share_tick().await;
+            }
+        });
+    }
+
+    async fn share_tick(self: &Arc<Self>) {
+        let now = now_ms();
+        self.shares.drop_stale();
+        let topics = self.share_topics();
+        let gone = self.shares.groups(|g| g.expire(&topics, now));
+        for (group, member) in gone {
+            tracing::info!(group, member, "share group member's session expired");
+            self.release_member(&group, &member).await;
+        }
+        for cell in self.shares.cells() {
+            let due = {
+                let s = cell.state.lock();
+                s.part.next_deadline().is_some_and(|d| d <= now)
+            };
+            if !due {
+                continue;
+            }
+            let changed = self.shares.with(&cell, |p| {
+                let c = p.expire(now);
+                (c, c)
+            });
+            if changed {
+                self.fetch_waiters.wake(&Shares::log_of(&cell));
+                if let Err(e) = self.shares.persist(self, &cell).await {
+                    tracing::warn!(key = ?cell.key, "writing share state after lock expiry failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// A member left its group (or its session here ended): the records it holds in the
+    /// group's share partitions led here are released, and that written.
+    pub(crate) async fn release_member(self: &Arc<Self>, group: &str, member: &str) {
+        for cell in self.shares.cells_of(group) {
+            let changed = self.shares.with(&cell, |p| {
+                let c = p.release_member(member);
+                (c, c)
+            });
+            if changed {
+                self.fetch_waiters.wake(&Shares::log_of(&cell));
+                if let Err(e) = self.shares.persist(self, &cell).await {
+                    tracing::warn!(key = ?cell.key, "writing share state after a release failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// `__consumer_offsets` partition `partition` moved away: the share groups it
+    /// coordinated are forgotten here.
+    pub(crate) fn unload_share_groups(&self, partition: i32) {
+        let of = |g: &str| self.groups.read(|c| c.partition_for(g)) == partition;
+        self.shares.unload_groups(of);
+    }
+
+    /// Topic name to partition count, for share-group assignment (internal topics left out).
+    pub(crate) fn share_topics(&self) -> BTreeMap<String, i32> {
+        self.registry
+            .all()
+            .iter()
+            .filter(|t| !crate::is_internal_topic(&t.meta.name))
+            .map(|t| (t.meta.name.clone(), t.meta.partitions()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn topic_ids_in_kafkas_base64() {
+        // Kafka's Uuid.toString of this id (url-safe base64 without padding).
+        let id = Uuid::parse_str("6ba7b810-9dad-11d1-80b4-00c04fd430c8").unwrap();
+        assert_eq!(topic_id_base64(id.as_bytes()), "a6e4EJ2tEdGAtADAT9QwyA");
+    }
+}
