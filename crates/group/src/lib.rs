@@ -1716,10 +1716,13 @@ impl Coordinator {
         out
     }
 
-    /// Forget the offsets of a deleted topic (tombstones for every group).
+    /// Forget the offsets of a deleted topic (tombstones for every group): committed ones,
+    /// ones of OffsetCommits still pending, and ones open transactions hold (whose COMMIT
+    /// marker would otherwise bring them back; the tombstone drops them on replay too).
     pub fn topic_deleted(&mut self, topic: &str) -> Effects {
         let mut effects = Effects::default();
         for (p, shard) in self.shards.iter_mut() {
+            let mut gone: BTreeSet<(String, i32)> = BTreeSet::new();
             let groups: BTreeSet<String> = shard
                 .offsets
                 .keys()
@@ -1727,17 +1730,30 @@ impl Coordinator {
                 .cloned()
                 .collect();
             for g in groups {
-                let gone = shard.offset_partitions(&g);
-                for tp in gone.iter().filter(|(t, _)| t == topic) {
-                    shard.remove_offset(&g, tp);
-                    effects.records.push((
-                        *p,
-                        Record {
-                            key: records::offset_key(&g, topic, tp.1),
-                            value: None,
-                        },
-                    ));
+                for tp in shard.offset_partitions(&g) {
+                    if tp.0 == topic {
+                        gone.insert((g.clone(), tp.1));
+                    }
                 }
+            }
+            for per_group in shard.pending_txn.values() {
+                for (g, offsets) in per_group {
+                    for tp in offsets.keys().filter(|(t, _)| t == topic) {
+                        gone.insert((g.clone(), tp.1));
+                    }
+                }
+            }
+            for (g, partition) in gone {
+                let tp = (topic.to_string(), partition);
+                shard.remove_offset(&g, &tp);
+                shard.drop_pending(&g, std::slice::from_ref(&tp));
+                effects.records.push((
+                    *p,
+                    Record {
+                        key: records::offset_key(&g, topic, partition),
+                        value: None,
+                    },
+                ));
             }
         }
         effects
