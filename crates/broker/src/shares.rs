@@ -17,9 +17,17 @@
 //!
 //! On one broker this broker holds every role. In a cluster a share partition's owner reads
 //! and writes its state where its `__share_group_state` partition is loaded; today that must
-//! be this broker too (a write to a state partition another broker owns is refused with
-//! COORDINATOR_NOT_AVAILABLE and the acknowledgement is not applied): the remote state calls
-//! (Kafka's ReadShareGroupState / WriteShareGroupState) are not built yet.
+//! be this broker too: a share partition whose state partition another broker owns is not
+//! served (COORDINATOR_NOT_AVAILABLE), and an acknowledgement whose write fails is answered
+//! with the error (it stays applied in memory, written with the next change): the remote
+//! state calls (Kafka's ReadShareGroupState / WriteShareGroupState) are not built yet.
+//!
+//! A share partition is loaded for one log incarnation ([`ShareCell`]). When this broker
+//! loads it again for another (the log failed and was re-opened, or the partition came back)
+//! the old cell is retired: it acquires, acknowledges and writes nothing more, so two cells
+//! never hand out the same records or write over each other. If nothing wrote the state since
+//! the old cell's last write, the new cell starts from the old one's state in memory, its
+//! acquisitions included, instead of from the snapshot (where they are available).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
@@ -95,6 +103,8 @@ struct SpState {
     state_epoch: i32,
     snapshot_epoch: i32,
     create_ms: i64,
+    /// Replaced by a cell for another log incarnation: nothing more is done with this one.
+    retired: bool,
 }
 
 /// A share session (ShareFetch/ShareAcknowledge `ShareSessionEpoch`): the partitions a member
@@ -255,6 +265,14 @@ impl Shares {
         Ok(session.clone())
     }
 
+    /// Close the sessions of members that left `group` (or whose session expired).
+    pub(crate) fn close_sessions_of(&self, group: &str, members: &[String]) {
+        let mut s = self.sessions.lock();
+        for m in members {
+            s.remove(&(group.to_string(), m.clone()));
+        }
+    }
+
     /// Close `(group, member)`'s session; its partitions, if it had one.
     pub(crate) fn close_session(&self, group: &str, member: &str) -> Option<ShareSession> {
         self.sessions
@@ -277,9 +295,10 @@ impl Shares {
         log: &Arc<Log>,
         settings: impl FnOnce() -> (bool, i64),
     ) -> Result<Arc<ShareCell>, StateError> {
-        if let Some(cell) = self.parts.lock().get(key).cloned() {
+        let old = self.parts.lock().get(key).cloned();
+        if let Some(cell) = &old {
             if Arc::ptr_eq(&cell.state.lock().log, log) {
-                return Ok(cell);
+                return Ok(cell.clone());
             }
         }
         let stored = self.read_state(key)?;
@@ -289,13 +308,28 @@ impl Shares {
             ..self.limits
         };
         let now = now_ms();
-        let (part, fresh, state_epoch, snapshot_epoch, create_ms) = match stored {
-            Some(s) => {
+        // The cell of an earlier incarnation, retired now; its state in memory is the newest
+        // when nothing wrote the state since its last write.
+        let carried = old.and_then(|c| {
+            let mut s = c.state.lock();
+            s.retired = true;
+            let current = stored.as_ref().is_some_and(|st| {
+                st.snapshot_epoch == s.snapshot_epoch && st.state_epoch == s.state_epoch
+            });
+            current.then(|| (s.part.clone(), s.state_epoch, s.snapshot_epoch, s.create_ms))
+        });
+        let (part, fresh, state_epoch, snapshot_epoch, create_ms) = match (carried, stored) {
+            (Some((mut part, state_epoch, snapshot_epoch, create_ms)), _) => {
+                part.set_limits(limits);
+                part.log_start_moved(log.log_start_offset());
+                (part, true, state_epoch, snapshot_epoch, create_ms)
+            }
+            (None, Some(s)) => {
                 let mut part = SharePartition::from_snapshot(limits, &s.snapshot);
                 part.log_start_moved(log.log_start_offset());
                 (part, false, s.state_epoch, s.snapshot_epoch, s.create_ms)
             }
-            None => {
+            (None, None) => {
                 let start = if earliest {
                     log.log_start_offset()
                 } else {
@@ -314,6 +348,7 @@ impl Shares {
                 state_epoch,
                 snapshot_epoch,
                 create_ms,
+                retired: false,
             }),
             writer: tokio::sync::Mutex::new(()),
         });
@@ -333,18 +368,22 @@ impl Shares {
     }
 
     /// Run `f` on a share partition's state; when it returns true (it changed what is
-    /// durable), the change is counted for [`Shares::persist`].
+    /// durable), the change is counted for [`Shares::persist`]. None when the cell was
+    /// retired (another incarnation's cell took over): `f` is not run.
     pub(crate) fn with<T>(
         &self,
         cell: &ShareCell,
         f: impl FnOnce(&mut SharePartition) -> (T, bool),
-    ) -> T {
+    ) -> Option<T> {
         let mut s = cell.state.lock();
+        if s.retired {
+            return None;
+        }
         let (value, changed) = f(&mut s.part);
         if changed {
             s.changes += 1;
         }
-        value
+        Some(value)
     }
 
     /// The log the share partition was loaded for.
@@ -364,6 +403,12 @@ impl Shares {
         let _writer = cell.writer.lock().await;
         let (snapshot, version, leader_epoch, state_epoch, snapshot_epoch, create_ms) = {
             let mut s = cell.state.lock();
+            if s.retired {
+                return Err(StateError::NotLoaded(
+                    "the share partition was loaded again for another incarnation of its log"
+                        .into(),
+                ));
+            }
             if s.persisted >= wanted {
                 return Ok(());
             }
@@ -383,7 +428,7 @@ impl Shares {
             snapshot_epoch,
             create_ms,
         };
-        let log = self.write_state(&cell.key, &stored, leader_epoch)?;
+        let log = self.write_state(cell, &stored, leader_epoch)?;
         broker
             .flush_logs(vec![log])
             .await
@@ -413,11 +458,16 @@ impl Shares {
         self.parts.lock().get(key).cloned()
     }
 
-    /// Forget the share partitions of a log this broker no longer holds.
-    pub(crate) fn drop_stale(&self) {
-        self.parts.lock().retain(|_, c| {
-            let log = &c.state.lock().log;
-            log.writable() && log.failure().is_none()
+    /// Forget (retire) the share partitions for which `current` is false: their log is no
+    /// longer this broker's log of the topic partition (deleted, moved, failed).
+    pub(crate) fn drop_stale(&self, current: impl Fn(&ShareKey, &Arc<Log>) -> bool) {
+        self.parts.lock().retain(|k, c| {
+            let mut s = c.state.lock();
+            let keep = !s.retired && current(k, &s.log);
+            if !keep {
+                s.retired = true;
+            }
+            keep
         });
     }
 
@@ -498,6 +548,10 @@ impl Shares {
         store.latest.retain(|_, (p, _)| *p != partition);
     }
 
+    pub(crate) fn loaded_count(&self) -> usize {
+        self.store.lock().logs.len()
+    }
+
     pub(crate) fn state_loaded(&self, partition: i32) -> bool {
         self.store.lock().logs.contains_key(&partition)
     }
@@ -540,15 +594,23 @@ impl Shares {
             .collect()
     }
 
-    /// Append `stored` as `key`'s snapshot record; the log to wait for.
+    /// Append `stored` as `cell`'s snapshot record; the log to wait for. Refused when the
+    /// cell is no longer the share partition's (retired), so that a retired cell's write
+    /// never lands after its successor's.
     fn write_state(
         &self,
-        key: &ShareKey,
+        cell: &ShareCell,
         stored: &Stored,
         leader_epoch: i32,
     ) -> Result<Arc<Log>, StateError> {
+        let key = &cell.key;
         let p = self.state_partition(key);
         let mut store = self.store.lock();
+        if cell.state.lock().retired {
+            return Err(StateError::NotLoaded(
+                "the share partition was loaded again for another incarnation of its log".into(),
+            ));
+        }
         let log = self.state_log(&store, p)?;
         let now = now_ms();
         let value = ShareValue::Snapshot {
@@ -598,9 +660,15 @@ impl Broker {
         if self.cluster.is_some() {
             return true;
         }
+        if self.shares.loaded_count() >= self.shares.state_partition_count() as usize {
+            return true;
+        }
         let Some(t) = self.registry.get(SHARE_STATE_TOPIC) else {
             return false;
         };
+        // One loader at a time: a second load of a partition, begun before a write the
+        // first one's caller made, would forget that write.
+        let _guard = self.shares.create_lock.lock();
         for (p, log) in t.logs.iter().enumerate() {
             let Some(log) = log else { continue };
             let p = p as i32;
@@ -628,11 +696,19 @@ impl Broker {
 
     async fn share_tick(self: &Arc<Self>) {
         let now = now_ms();
-        self.shares.drop_stale();
+        self.shares.drop_stale(|k, log| {
+            let id = Uuid::from_bytes(k.topic_id);
+            self.registry.get_by_id(id).is_some_and(|t| {
+                t.log(k.partition)
+                    .is_some_and(|l| Arc::ptr_eq(l, log) && l.writable() && l.failure().is_none())
+            })
+        });
         let topics = self.share_topics();
         let gone = self.shares.groups(|g| g.expire(&topics, now));
         for (group, member) in gone {
             tracing::info!(group, member, "share group member's session expired");
+            self.shares
+                .close_sessions_of(&group, std::slice::from_ref(&member));
             self.release_member(&group, &member).await;
         }
         for cell in self.shares.cells() {
@@ -647,7 +723,7 @@ impl Broker {
                 let c = p.expire(now);
                 (c, c)
             });
-            if changed {
+            if changed == Some(true) {
                 self.fetch_waiters.wake(&Shares::log_of(&cell));
                 if let Err(e) = self.shares.persist(self, &cell).await {
                     tracing::warn!(key = ?cell.key, "writing share state after lock expiry failed: {e}");
@@ -664,7 +740,7 @@ impl Broker {
                 let c = p.release_member(member);
                 (c, c)
             });
-            if changed {
+            if changed == Some(true) {
                 self.fetch_waiters.wake(&Shares::log_of(&cell));
                 if let Err(e) = self.shares.persist(self, &cell).await {
                     tracing::warn!(key = ?cell.key, "writing share state after a release failed: {e}");

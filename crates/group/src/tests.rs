@@ -1430,7 +1430,11 @@ fn a_deleted_topic_forgets_offsets_pending_in_a_transaction() {
     );
     log.extend(eff.records.into_iter().map(|(_, r)| r));
     c.complete_txn(0, 7, true);
-    assert_eq!(committed(&c), None, "the COMMIT marker brought the offset back");
+    assert_eq!(
+        committed(&c),
+        None,
+        "the COMMIT marker brought the offset back"
+    );
     // Loaded from the log: the transactional record, the tombstone, then the marker.
     let mut d = coordinator();
     let mut items: Vec<LoadItem> = log
@@ -1447,5 +1451,9 @@ fn a_deleted_topic_forgets_offsets_pending_in_a_transaction() {
         commit: true,
     });
     d.load(0, items, 3000);
-    assert_eq!(committed(&d), None, "the reloaded log brought the offset back");
+    assert_eq!(
+        committed(&d),
+        None,
+        "the reloaded log brought the offset back"
+    );
 }

@@ -280,6 +280,23 @@ impl SharePartition {
         mode: AcquireMode,
         now_ms: i64,
     ) -> Vec<Acquired> {
+        let from = self.fetch_offset();
+        self.acquire_read(member, from, batches, max_records, mode, now_ms)
+    }
+
+    /// [`SharePartition::acquire`] from a log read that started at `read_from` (the
+    /// [`SharePartition::fetch_offset`] when the read was made). Only available records from
+    /// `read_from` up to the first batch read count as gone from the log: records released
+    /// or expired below it while the read was under way are left available.
+    pub fn acquire_read(
+        &mut self,
+        member: &str,
+        read_from: i64,
+        batches: &[(i64, i64)],
+        max_records: i64,
+        mode: AcquireMode,
+        now_ms: i64,
+    ) -> Vec<Acquired> {
         let member: Arc<str> = Arc::from(member);
         let acquired_state = State::Acquired {
             member,
@@ -289,7 +306,7 @@ impl SharePartition {
         // Available records in flight before the first batch read are gone from the log
         // (compacted away): the read started at the first available one.
         if let Some(&(first, _)) = batches.first() {
-            let from = self.fetch_offset();
+            let from = read_from.max(self.start);
             if from < first.min(self.end) {
                 self.archive_available(from, first.min(self.end) - 1);
             }
@@ -363,7 +380,11 @@ impl SharePartition {
                 "the last offset {last} is before the first {first}"
             )));
         }
-        let len = last - first + 1;
+        let Some(len) = last.checked_sub(first).and_then(|d| d.checked_add(1)) else {
+            return Err(AckError::BadTypes(format!(
+                "the range {first}..={last} is too long"
+            )));
+        };
         if types.len() != 1 && types.len() as i64 != len {
             return Err(AckError::BadTypes(format!(
                 "{} acknowledge types for {len} records",

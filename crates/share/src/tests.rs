@@ -504,3 +504,36 @@ fn random_operations_agree_with_the_model() {
         }
     }
 }
+
+/// Records released while a fetch's read was under way are not taken for records compacted
+/// away when the read's batches start after them: they stay available, delivered again.
+#[test]
+fn a_release_during_a_read_leaves_the_records_available() {
+    let mut p = SharePartition::new(Limits::default(), 0);
+    p.acquire("x", &[(0, 9)], 100, AcquireMode::BatchOptimized, 0);
+    // Y's read starts at the end (10); meanwhile X releases 0..9.
+    let read_from = p.fetch_offset();
+    p.acknowledge("x", 0, 9, &[RELEASE], 1).unwrap();
+    let got = p.acquire_read(
+        "y",
+        read_from,
+        &[(10, 19)],
+        100,
+        AcquireMode::BatchOptimized,
+        2,
+    );
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].first, got[0].last), (10, 19));
+    assert_eq!(p.state_of(0), Some((State::Available, 1)));
+    assert_eq!(p.start(), 0);
+}
+
+/// An acknowledgement whose range overflows is refused, not a panic.
+#[test]
+fn an_overflowing_range_is_refused() {
+    let mut p = SharePartition::new(Limits::default(), 0);
+    assert!(matches!(
+        p.acknowledge("x", i64::MIN, 5, &[ACCEPT], 0),
+        Err(AckError::BadTypes(_))
+    ));
+}

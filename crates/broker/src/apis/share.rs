@@ -122,6 +122,7 @@ pub(crate) fn heartbeat(
     match result {
         Err(e) => refuse(group_error(&e), e.to_string()),
         Ok((answer, left)) => {
+            broker.shares.close_sessions_of(&group, &left);
             for member in left {
                 let b = broker.clone();
                 let g = group.clone();
@@ -331,11 +332,15 @@ async fn acknowledge_all(
             (Ok(()), changed)
         });
         let outcome = match result {
-            Ok(()) => AckOutcome::ok(),
-            Err(e @ AckError::NotAcquired { .. }) => {
+            None => AckOutcome::err(
+                ResponseError::InvalidRecordState,
+                "the share partition was loaded again: its records were released".into(),
+            ),
+            Some(Ok(())) => AckOutcome::ok(),
+            Some(Err(e @ AckError::NotAcquired { .. })) => {
                 AckOutcome::err(ResponseError::InvalidRecordState, e.to_string())
             }
-            Err(e @ AckError::BadTypes(_)) => {
+            Some(Err(e @ AckError::BadTypes(_))) => {
                 AckOutcome::err(ResponseError::InvalidRequest, e.to_string())
             }
         };
@@ -489,6 +494,7 @@ async fn serve_fetch(
         }
     } else if !(version >= 2 && req.is_renew_ack) {
         let ask = Ask {
+            lock_ms: i64::from(lock_ms),
             max_records: if req.max_records > 0 {
                 req.max_records
             } else {
@@ -533,6 +539,7 @@ fn partition_data(partition: i32) -> PartitionData {
 }
 
 struct Ask {
+    lock_ms: i64,
     max_records: i32,
     max_bytes: i32,
     mode: AcquireMode,
@@ -639,10 +646,21 @@ async fn acquire_once(
                 continue;
             }
         };
-        let (from, can) = broker
-            .shares
-            .with(&cell, |sp| ((sp.fetch_offset(), sp.can_acquire()), false));
-        if !can || from >= log.high_watermark() {
+        // The group's lock duration as configured now, and the log's start as it is now
+        // (retention or DeleteRecords moved it: the records before it are gone).
+        let log_start = log.log_start_offset();
+        let looked = broker.shares.with(&cell, |sp| {
+            sp.set_limits(sluice_share::Limits {
+                lock_ms: ask.lock_ms,
+                ..sp.limits()
+            });
+            sp.log_start_moved(log_start);
+            ((sp.fetch_offset(), sp.can_acquire()), false)
+        });
+        let Some((from, true)) = looked else {
+            continue;
+        };
+        if from >= log.high_watermark() {
             continue;
         }
         let budget = u32::try_from(bytes_left).unwrap_or(u32::MAX);
@@ -656,14 +674,12 @@ async fn acquire_once(
         let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.0, b.1)).collect();
         let now = now_ms();
         let acquired = broker.shares.with(&cell, |sp| {
-            (
-                sp.acquire(member, &ranges, records_left, ask.mode, now),
-                false,
-            )
+            let got = sp.acquire_read(member, from, &ranges, records_left, ask.mode, now);
+            (got, false)
         });
-        if acquired.is_empty() {
+        let Some(acquired) = acquired.filter(|a| !a.is_empty()) else {
             continue;
-        }
+        };
         // The batches holding what was acquired.
         let mut records = BytesMut::new();
         for (first, last, range) in &batches {
