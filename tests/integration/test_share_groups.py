@@ -183,3 +183,80 @@ def test_share_state_survives_a_restart(broker_factory, kafka_tool, topic, tmp_p
     res = kafka_tool(SHARE_GROUPS_COMMAND, "--bootstrap-server", b.bootstrap, "--list",
                      timeout=120).check("kafka-share-groups --list")
     assert group in res.out.split()
+
+
+def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broker_factory, kafka_tool, etcd,
+                                                                            topic, tmp_path):
+    """Three brokers on one shared directory: share partitions are led by their topic
+    partition's owner, their state written to whichever broker owns its __share_group_state
+    partition (WriteShareGroupState between brokers). What was accepted is not delivered again
+    after the owner of partitions is SIGKILLed, nor after another hands its partitions over
+    (SIGTERM); records a dead consumer held come back."""
+    if harness.TARGET != "sluice":
+        import pytest
+        pytest.skip("a Sluice cluster")
+    from cluster_support import bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
+    from test_metrics import samples
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    metrics = {node: harness.free_port() for node in (1, 2, 3)}
+    brokers = [broker_factory(overrides=cluster_overrides(etcd, node, shared, "/sluice-test", **{
+        "sluice.cluster.death.probe.enable": "true",
+        "sluice.metrics.listener": f"127.0.0.1:{metrics[node]}"}),
+        log_dir=shared, kind="sluice", name=f"node{node}") for node in (1, 2, 3)]
+    bootstrap = bootstrap_of(brokers)
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "three brokers")
+    partitions = 6
+    create_topic(bootstrap, topic, partitions=partitions)
+    wait_all_led(bootstrap, topic, partitions)
+    group = f"{topic}-cluster"
+    set_group_config(kafka_tool, bootstrap, group, "share.auto.offset.reset=earliest")
+    p = producer(bootstrap, **{"linger.ms": 0})
+
+    def produce(tag, n):
+        produce_all(p, topic, [{"partition": i % partitions, "value": f"{tag}{i}".encode()} for i in range(n)])
+
+    def consume_exactly(name, expected, timeout=90):
+        c = start(tmp_path, name, bootstrap_of(brokers), group, topic, "accept")
+        try:
+            wait_until(lambda: len({v for _, _, v in recs(c)}) >= len(expected) and "ACKED" in c.lines(),
+                       timeout, f"{name}: {len(expected)} records")
+            time.sleep(3)  # anything more would come now
+            got = [v for _, _, v in recs(c)]
+            assert sorted(got) == sorted(expected), (name, sorted(set(got) ^ set(expected))[:10])
+        finally:
+            c.kill()
+
+    produce("a", 120)
+    consume_exactly("first", [f"a{i}" for i in range(120)])
+    # Some share partitions' state lives on another broker than their topic partition.
+    remote = sum(v for node in metrics for name, labels, v in samples(metrics[node])
+                 if name == "kafka_network_requestmetrics_requests_total"
+                 and labels.get("request") == "WriteShareGroupState")
+    assert remote > 0, ("no share state was written between brokers", [
+        (node, labels) for node in metrics for name, labels, v in samples(metrics[node])
+        if "Share" in str(labels)])
+
+    # The owner of some partitions dies: their share state is where it was written.
+    victim = leaders(bootstrap, topic)[0]
+    brokers[victim - 1].kill()
+    wait_all_led(bootstrap_of(brokers), topic, partitions, exclude=(victim,), timeout=60)
+    produce("b", 60)
+    consume_exactly("after-kill", [f"b{i}" for i in range(60)])
+
+    # A consumer holds records and dies; another broker hands its partitions over.
+    produce("c", 60)
+    holder = start(tmp_path, "holder", bootstrap_of(brokers), group, topic, "hold")
+    try:
+        holder.wait_for(lambda ls: any(l.startswith("REC") for l in ls), 60, "the holder's records")
+    finally:
+        holder.kill()
+    held = {w[4] for w in holder.words("REC")}
+    mover = next(b for b in brokers if b.running)
+    mover.stop()
+    wait_all_led(bootstrap_of(brokers), topic, partitions, exclude=(victim, int(mover.name[-1])), timeout=60)
+    # The held records of partitions that moved come back at once (the delivery attempt ended
+    # with the move), the others after their lock: every record is delivered, none twice to
+    # the last consumer, none accepted before.
+    consume_exactly("after-move", [f"c{i}" for i in range(60)], timeout=120)
+    assert held, "the holder got nothing"

@@ -947,6 +947,8 @@ impl Broker {
             RequestKind::ShareGroupDescribe(r) => ready(apis::share::describe(self, r)),
             RequestKind::ShareFetch(r) => apis::share::fetch(self, r, version),
             RequestKind::ShareAcknowledge(r) => apis::share::acknowledge(self, r, version),
+            RequestKind::ReadShareGroupState(r) => apis::share_state::read(self, r),
+            RequestKind::WriteShareGroupState(r) => apis::share_state::write(self, r),
             other => return Err(other),
         })
     }

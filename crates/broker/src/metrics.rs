@@ -1051,6 +1051,15 @@ mod tests {
         out
     }
 
+    /// Every API the broker answers is counted under its Kafka name, never as "Other".
+    #[test]
+    fn every_served_api_has_its_kafka_name() {
+        for (key, _, _) in sluice_wire::SUPPORTED_APIS {
+            let name = sluice_metrics::api_name(*key as usize);
+            assert_ne!(name, "Other", "{key:?} has no name in the metrics");
+        }
+    }
+
     #[test]
     fn logical_bytes_come_from_frames_or_samples() {
         use sluice_format::codec::{GZIP, LZ4, NONE, SNAPPY};

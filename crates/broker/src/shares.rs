@@ -16,11 +16,14 @@
 //!   written. The topic is compacted; the newest snapshot of each key is the state.
 //!
 //! On one broker this broker holds every role. In a cluster a share partition's owner reads
-//! and writes its state where its `__share_group_state` partition is loaded; today that must
-//! be this broker too: a share partition whose state partition another broker owns is not
-//! served (COORDINATOR_NOT_AVAILABLE), and an acknowledgement whose write fails is answered
-//! with the error (it stays applied in memory, written with the next change): the remote
-//! state calls (Kafka's ReadShareGroupState / WriteShareGroupState) are not built yet.
+//! and writes its state at the owner of its `__share_group_state` partition: here, or by
+//! ReadShareGroupState / WriteShareGroupState (`apis/share_state.rs`). Each read and write
+//! carries the topic partition's leader epoch (this broker's ownership epoch of it): one older
+//! than the last seen is refused, so a broker that lost the partition writes nothing over its
+//! new owner's state; a newer read is written, so the fence holds across restarts. A share
+//! partition whose state cannot be read yet (its state partition is being acquired) acquires
+//! nothing until it can. An acknowledgement whose write fails is answered with the error (it
+//! stays applied in memory and is written with the next change).
 //!
 //! A share partition is loaded for one log incarnation ([`ShareCell`]). When this broker
 //! loads it again for another (the log failed and was re-opened, or the partition came back)
@@ -56,12 +59,17 @@ pub(crate) enum StateError {
     NotLoaded(String),
     /// The append or its fsync failed (a retriable storage error).
     Storage(String),
+    /// A later owner of the topic partition read or wrote the state (FENCED_LEADER_EPOCH):
+    /// this broker no longer leads the share partition.
+    Fenced(String),
 }
 
 impl std::fmt::Display for StateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StateError::NotLoaded(m) | StateError::Storage(m) => f.write_str(m),
+            StateError::NotLoaded(m) | StateError::Storage(m) | StateError::Fenced(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
@@ -71,6 +79,9 @@ impl std::fmt::Display for StateError {
 struct Stored {
     snapshot: Snapshot,
     state_epoch: i32,
+    /// The leader epoch of the topic partition's owner that last read or wrote it: an owner
+    /// with an older one is fenced.
+    leader_epoch: i32,
     snapshot_epoch: i32,
     create_ms: i64,
 }
@@ -101,8 +112,8 @@ struct SpState {
     changes: u64,
     persisted: u64,
     state_epoch: i32,
-    snapshot_epoch: i32,
-    create_ms: i64,
+    /// The state this cell loaded or last wrote (durably).
+    last_written: Option<Snapshot>,
     /// Replaced by a cell for another log incarnation: nothing more is done with this one.
     retired: bool,
 }
@@ -301,33 +312,31 @@ impl Shares {
                 return Ok(cell.clone());
             }
         }
-        let stored = self.read_state(key)?;
+        let stored = broker.read_share_state(key, log.leader_epoch()).await?;
         let (earliest, lock_ms) = settings();
         let limits = Limits {
             lock_ms,
             ..self.limits
         };
-        let now = now_ms();
         // The cell of an earlier incarnation, retired now; its state in memory is the newest
         // when nothing wrote the state since its last write.
         let carried = old.and_then(|c| {
             let mut s = c.state.lock();
             s.retired = true;
-            let current = stored.as_ref().is_some_and(|st| {
-                st.snapshot_epoch == s.snapshot_epoch && st.state_epoch == s.state_epoch
-            });
-            current.then(|| (s.part.clone(), s.state_epoch, s.snapshot_epoch, s.create_ms))
+            let current = stored.as_ref().map(|(snap, _)| snap) == s.last_written.as_ref();
+            current.then(|| (s.part.clone(), s.state_epoch))
         });
-        let (part, fresh, state_epoch, snapshot_epoch, create_ms) = match (carried, stored) {
-            (Some((mut part, state_epoch, snapshot_epoch, create_ms)), _) => {
+        let loaded = stored.as_ref().map(|(snap, _)| snap.clone());
+        let (part, fresh, state_epoch) = match (carried, stored) {
+            (Some((mut part, state_epoch)), _) => {
                 part.set_limits(limits);
                 part.log_start_moved(log.log_start_offset());
-                (part, true, state_epoch, snapshot_epoch, create_ms)
+                (part, true, state_epoch)
             }
-            (None, Some(s)) => {
-                let mut part = SharePartition::from_snapshot(limits, &s.snapshot);
+            (None, Some((snapshot, state_epoch))) => {
+                let mut part = SharePartition::from_snapshot(limits, &snapshot);
                 part.log_start_moved(log.log_start_offset());
-                (part, false, s.state_epoch, s.snapshot_epoch, s.create_ms)
+                (part, false, state_epoch)
             }
             (None, None) => {
                 let start = if earliest {
@@ -335,7 +344,7 @@ impl Shares {
                 } else {
                     log.high_watermark()
                 };
-                (SharePartition::new(limits, start), true, 0, -1, now)
+                (SharePartition::new(limits, start), true, 0)
             }
         };
         let cell = Arc::new(ShareCell {
@@ -346,8 +355,7 @@ impl Shares {
                 changes: u64::from(fresh),
                 persisted: 0,
                 state_epoch,
-                snapshot_epoch,
-                create_ms,
+                last_written: loaded,
                 retired: false,
             }),
             writer: tokio::sync::Mutex::new(()),
@@ -401,40 +409,27 @@ impl Shares {
     ) -> Result<(), StateError> {
         let wanted = cell.state.lock().changes;
         let _writer = cell.writer.lock().await;
-        let (snapshot, version, leader_epoch, state_epoch, snapshot_epoch, create_ms) = {
-            let mut s = cell.state.lock();
+        let (snapshot, version, leader_epoch, state_epoch) = {
+            let s = cell.state.lock();
             if s.retired {
-                return Err(StateError::NotLoaded(
-                    "the share partition was loaded again for another incarnation of its log"
-                        .into(),
-                ));
+                return Err(retired());
             }
             if s.persisted >= wanted {
                 return Ok(());
             }
-            s.snapshot_epoch += 1;
             (
                 s.part.snapshot(),
                 s.changes,
                 s.log.leader_epoch(),
                 s.state_epoch,
-                s.snapshot_epoch,
-                s.create_ms,
             )
         };
-        let stored = Stored {
-            snapshot,
-            state_epoch,
-            snapshot_epoch,
-            create_ms,
-        };
-        let log = self.write_state(cell, &stored, leader_epoch)?;
         broker
-            .flush_logs(vec![log])
-            .await
-            .map_err(|e| StateError::Storage(format!("writing share state failed: {e}")))?;
+            .write_share_state(cell, &snapshot, state_epoch, leader_epoch)
+            .await?;
         let mut s = cell.state.lock();
         s.persisted = s.persisted.max(version);
+        s.last_written = Some(snapshot);
         Ok(())
     }
 
@@ -499,6 +494,7 @@ impl Shares {
                     Ok(ShareValue::Snapshot {
                         snapshot_epoch,
                         state_epoch,
+                        leader_epoch,
                         start_offset,
                         create_timestamp,
                         batches,
@@ -512,6 +508,7 @@ impl Shares {
                                     batches,
                                 },
                                 state_epoch,
+                                leader_epoch,
                                 snapshot_epoch,
                                 create_ms: create_timestamp,
                             }),
@@ -565,12 +562,66 @@ impl Shares {
         }
     }
 
-    /// The stored state of `key` (None: never written, or deleted).
-    fn read_state(&self, key: &ShareKey) -> Result<Option<Stored>, StateError> {
+    /// The stored state of `key` (None: never written, or deleted) and its state epoch, for
+    /// the owner of its topic partition at `leader_epoch`: refused (fenced) when a later owner
+    /// read or wrote it; a later owner than the last fences the earlier ones, which is written
+    /// (the log returned, to wait for before answering) so that it holds across a restart.
+    pub(crate) fn read_local(
+        &self,
+        key: &ShareKey,
+        leader_epoch: i32,
+    ) -> Result<(Option<(Snapshot, i32)>, Option<Arc<Log>>), StateError> {
         let p = self.state_partition(key);
-        let store = self.store.lock();
-        self.state_log(&store, p)?;
-        Ok(store.latest.get(key).map(|(_, s)| s.clone()))
+        let mut store = self.store.lock();
+        let log = self.state_log(&store, p)?;
+        let Some((_, stored)) = store.latest.get(key).cloned() else {
+            return Ok((None, None));
+        };
+        fence(&stored, leader_epoch)?;
+        let found = Some((stored.snapshot.clone(), stored.state_epoch));
+        if leader_epoch == stored.leader_epoch {
+            return Ok((found, None));
+        }
+        let next = Stored {
+            leader_epoch,
+            snapshot_epoch: stored.snapshot_epoch + 1,
+            ..stored
+        };
+        append_state(&mut store, &log, p, key, next)?;
+        Ok((found, Some(log)))
+    }
+
+    /// Append `snapshot` as `key`'s state, written by the owner of its topic partition at
+    /// `leader_epoch` (refused when a later owner read or wrote it); the log to wait for.
+    /// `current` is asked under the store's lock: a writer that is no longer current (a
+    /// retired cell) writes nothing, so its write never lands after its successor's.
+    pub(crate) fn write_local(
+        &self,
+        key: &ShareKey,
+        snapshot: &Snapshot,
+        state_epoch: i32,
+        leader_epoch: i32,
+        current: impl FnOnce() -> bool,
+    ) -> Result<Arc<Log>, StateError> {
+        let p = self.state_partition(key);
+        let mut store = self.store.lock();
+        if !current() {
+            return Err(retired());
+        }
+        let log = self.state_log(&store, p)?;
+        let previous = store.latest.get(key).map(|(_, s)| s.clone());
+        if let Some(previous) = &previous {
+            fence(previous, leader_epoch)?;
+        }
+        let next = Stored {
+            snapshot: snapshot.clone(),
+            state_epoch,
+            leader_epoch,
+            snapshot_epoch: previous.as_ref().map_or(0, |s| s.snapshot_epoch + 1),
+            create_ms: previous.as_ref().map_or_else(now_ms, |s| s.create_ms),
+        };
+        append_state(&mut store, &log, p, key, next)?;
+        Ok(log)
     }
 
     /// The groups with state stored in the partitions loaded here.
@@ -593,50 +644,142 @@ impl Shares {
             .map(|(k, (_, s))| (k.clone(), s.snapshot.start))
             .collect()
     }
+}
 
-    /// Append `stored` as `cell`'s snapshot record; the log to wait for. Refused when the
-    /// cell is no longer the share partition's (retired), so that a retired cell's write
-    /// never lands after its successor's.
-    fn write_state(
-        &self,
-        cell: &ShareCell,
-        stored: &Stored,
-        leader_epoch: i32,
-    ) -> Result<Arc<Log>, StateError> {
-        let key = &cell.key;
-        let p = self.state_partition(key);
-        let mut store = self.store.lock();
-        if cell.state.lock().retired {
-            return Err(StateError::NotLoaded(
-                "the share partition was loaded again for another incarnation of its log".into(),
-            ));
-        }
-        let log = self.state_log(&store, p)?;
-        let now = now_ms();
-        let value = ShareValue::Snapshot {
-            snapshot_epoch: stored.snapshot_epoch,
-            state_epoch: stored.state_epoch,
-            leader_epoch,
-            start_offset: stored.snapshot.start,
-            delivery_complete_count: -1,
-            create_timestamp: stored.create_ms,
-            write_timestamp: now,
-            batches: stored.snapshot.batches.clone(),
-        };
-        let (k, v) = records::encode(key, &value);
-        let batch = sluice_format::BatchBuilder::new()
-            .record(now, Some(&k), Some(&v))
-            .build();
-        log.append(Bytes::from(batch), AppendOrigin::Client, now)
-            .map_err(|e| {
-                StateError::Storage(format!("appending to {SHARE_STATE_TOPIC}-{p} failed: {e}"))
-            })?;
-        store.latest.insert(key.clone(), (p, stored.clone()));
-        Ok(log)
+fn retired() -> StateError {
+    StateError::NotLoaded(
+        "the share partition was loaded again for another incarnation of its log".into(),
+    )
+}
+
+/// Refuse an owner of the topic partition older than the one that last read or wrote
+/// `stored`.
+fn fence(stored: &Stored, leader_epoch: i32) -> Result<(), StateError> {
+    if leader_epoch < stored.leader_epoch {
+        return Err(StateError::Fenced(format!(
+            "the share state was read or written at leader epoch {}, after {leader_epoch}",
+            stored.leader_epoch
+        )));
+    }
+    Ok(())
+}
+
+/// Append `stored` as `key`'s snapshot record to `log` (partition `p`) and make it the newest.
+fn append_state(
+    store: &mut StateStore,
+    log: &Log,
+    p: i32,
+    key: &ShareKey,
+    stored: Stored,
+) -> Result<(), StateError> {
+    let now = now_ms();
+    let value = ShareValue::Snapshot {
+        snapshot_epoch: stored.snapshot_epoch,
+        state_epoch: stored.state_epoch,
+        leader_epoch: stored.leader_epoch,
+        start_offset: stored.snapshot.start,
+        delivery_complete_count: -1,
+        create_timestamp: stored.create_ms,
+        write_timestamp: now,
+        batches: stored.snapshot.batches.clone(),
+    };
+    let (k, v) = records::encode(key, &value);
+    let batch = sluice_format::BatchBuilder::new()
+        .record(now, Some(&k), Some(&v))
+        .build();
+    log.append(Bytes::from(batch), AppendOrigin::Client, now)
+        .map_err(|e| {
+            StateError::Storage(format!("appending to {SHARE_STATE_TOPIC}-{p} failed: {e}"))
+        })?;
+    store.latest.insert(key.clone(), (p, stored));
+    Ok(())
+}
+
+impl ShareCell {
+    fn is_retired(&self) -> bool {
+        self.state.lock().retired
     }
 }
 
 impl Broker {
+    /// The broker owning `__share_group_state` partition `p` (this one on a single broker).
+    fn share_state_owner(&self, p: i32) -> Option<i32> {
+        if self.cluster.is_none() {
+            return Some(self.node_id);
+        }
+        let t = self.meta.topic(SHARE_STATE_TOPIC)?;
+        t.owners.get(p as usize).copied().filter(|o| *o >= 0)
+    }
+
+    /// `key`'s stored state and state epoch, read where its `__share_group_state` partition
+    /// is owned, by the owner of its topic partition at `leader_epoch`.
+    pub(crate) async fn read_share_state(
+        &self,
+        key: &ShareKey,
+        leader_epoch: i32,
+    ) -> Result<Option<(Snapshot, i32)>, StateError> {
+        let p = self.shares.state_partition(key);
+        match self.share_state_owner(p) {
+            None => Err(StateError::NotLoaded(format!(
+                "{SHARE_STATE_TOPIC}-{p} has no owner"
+            ))),
+            Some(node) if node == self.node_id => {
+                let (found, written) = self.shares.read_local(key, leader_epoch)?;
+                if let Some(log) = written {
+                    self.flush_logs(vec![log]).await.map_err(|e| {
+                        StateError::Storage(format!("writing share state failed: {e}"))
+                    })?;
+                }
+                Ok(found)
+            }
+            Some(node) => {
+                crate::apis::share_state::read_remote(self, node, key, leader_epoch).await
+            }
+        }
+    }
+
+    /// Write `cell`'s state where its `__share_group_state` partition is owned; done once
+    /// fsynced there. A retired cell writes nothing.
+    pub(crate) async fn write_share_state(
+        &self,
+        cell: &ShareCell,
+        snapshot: &Snapshot,
+        state_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<(), StateError> {
+        let key = &cell.key;
+        let p = self.shares.state_partition(key);
+        match self.share_state_owner(p) {
+            None => Err(StateError::NotLoaded(format!(
+                "{SHARE_STATE_TOPIC}-{p} has no owner"
+            ))),
+            Some(node) if node == self.node_id => {
+                let log =
+                    self.shares
+                        .write_local(key, snapshot, state_epoch, leader_epoch, || {
+                            !cell.is_retired()
+                        })?;
+                self.flush_logs(vec![log])
+                    .await
+                    .map_err(|e| StateError::Storage(format!("writing share state failed: {e}")))
+            }
+            Some(node) => {
+                if cell.is_retired() {
+                    return Err(retired());
+                }
+                crate::apis::share_state::write_remote(
+                    self,
+                    node,
+                    key,
+                    snapshot,
+                    state_epoch,
+                    leader_epoch,
+                )
+                .await
+            }
+        }
+    }
+
     /// Create `__share_group_state` if it does not exist yet and load every partition of it
     /// this broker has not loaded (one broker; in a cluster their owners load them). False
     /// when it cannot be created.

@@ -1499,6 +1499,9 @@ impl Gate<'_> {
                 Operation::DescribeConfigs
             }
             RequestKind::UpdateFeatures(_) | RequestKind::UnregisterBroker(_) => Operation::Alter,
+            RequestKind::ReadShareGroupState(_) | RequestKind::WriteShareGroupState(_) => {
+                Operation::ClusterAction
+            }
             RequestKind::AlterClientQuotas(_) => Operation::AlterConfigs,
             RequestKind::WriteTxnMarkers(_) => {
                 // Kafka takes ALTER on the cluster (quietly) as well as CLUSTER_ACTION.

@@ -38,6 +38,7 @@ pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 pub(crate) mod scram_credentials;
 pub(crate) mod share;
+pub(crate) mod share_state;
 pub(crate) mod sync_group;
 pub(crate) mod topic_ids;
 pub(crate) mod txn;

@@ -354,6 +354,8 @@ async fn acknowledge_all(
             let code = match e {
                 StateError::NotLoaded(_) => ResponseError::CoordinatorNotAvailable,
                 StateError::Storage(_) => ResponseError::KafkaStorageError,
+                // A later owner of the partition: the client looks for it.
+                StateError::Fenced(_) => ResponseError::NotLeaderOrFollower,
             };
             out.insert(tp, AckOutcome::err(code, e.to_string()));
         }
@@ -635,11 +637,22 @@ async fn acquire_once(
             .await
         {
             Ok(c) => c,
+            // Its state is not readable yet (its __share_group_state partition is being
+            // acquired): nothing is acquired from it this time, as Kafka's share partition
+            // acquires nothing while it initializes; the Java client knows no error for it.
+            Err(StateError::NotLoaded(why)) => {
+                tracing::debug!(?key, "a share partition's state is not available: {why}");
+                continue;
+            }
             Err(e) => {
+                let code = match e {
+                    StateError::Fenced(_) => ResponseError::NotLeaderOrFollower,
+                    _ => ResponseError::KafkaStorageError,
+                };
                 let d = answers.remove(&tp).unwrap_or_else(|| partition_data(p));
                 answers.insert(
                     tp,
-                    d.with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                    d.with_error_code(code.code())
                         .with_error_message(Some(str_bytes(e.to_string()))),
                 );
                 found = true;

@@ -1,0 +1,306 @@
+//! ReadShareGroupState (v0) and WriteShareGroupState (v0-v1): a share partition's durable
+//! state read and written at the broker that owns its `__share_group_state` partition, by
+//! the broker that owns the topic partition (Kafka's share coordinator calls, here between
+//! Sluice brokers). Both carry the reader's or writer's leader epoch of the topic partition:
+//! one older than the last seen is refused with FENCED_LEADER_EPOCH, so a broker that lost
+//! the partition writes no state over its new owner's. A write is answered once fsynced.
+//!
+//! A share partition with no state stored is answered with state epoch -1 and no error
+//! (Kafka's coordinator would have initialized it first; Sluice's owner does that with its
+//! first write).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::read_share_group_state_request::{
+    PartitionData as ReadPartition, ReadStateData,
+};
+use kafka_protocol::messages::read_share_group_state_response::{
+    PartitionResult as ReadResult, ReadStateResult, StateBatch as ReadBatch,
+};
+use kafka_protocol::messages::write_share_group_state_request::{
+    PartitionData as WritePartition, StateBatch as WriteBatch, WriteStateData,
+};
+use kafka_protocol::messages::write_share_group_state_response::{
+    PartitionResult as WriteResult, WriteStateResult,
+};
+use kafka_protocol::messages::{
+    ApiKey, ReadShareGroupStateRequest, ReadShareGroupStateResponse, RequestKind, ResponseKind,
+    WriteShareGroupStateRequest, WriteShareGroupStateResponse,
+};
+use kafka_protocol::ResponseError;
+use sluice_share::records::ShareKey;
+use sluice_share::{Snapshot, StateBatch};
+use uuid::Uuid;
+
+use crate::shares::{key_of, StateError};
+use crate::wire::str_bytes;
+use crate::{Broker, Reply};
+
+/// The state epoch that says "nothing stored".
+const NO_STATE: i32 = -1;
+
+fn code_of(e: &StateError) -> i16 {
+    match e {
+        StateError::NotLoaded(_) => ResponseError::NotCoordinator.code(),
+        StateError::Fenced(_) => ResponseError::FencedLeaderEpoch.code(),
+        StateError::Storage(_) => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+fn error_of(code: i16, message: Option<String>) -> StateError {
+    let m = message.unwrap_or_else(|| format!("error code {code}"));
+    if code == ResponseError::FencedLeaderEpoch.code() {
+        StateError::Fenced(m)
+    } else if code == ResponseError::NotCoordinator.code()
+        || code == ResponseError::CoordinatorNotAvailable.code()
+    {
+        StateError::NotLoaded(m)
+    } else {
+        StateError::Storage(m)
+    }
+}
+
+// ---- at the state partition's owner ----
+
+pub(crate) fn read(broker: &Arc<Broker>, req: ReadShareGroupStateRequest) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let group = req.group_id.to_string();
+        let mut results = Vec::new();
+        for t in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let key = key_of(&group, t.topic_id, p.partition);
+                let base = ReadResult::default().with_partition(p.partition);
+                let answer = match broker.shares.read_local(&key, p.leader_epoch) {
+                    Err(e) => Err(e),
+                    Ok((found, written)) => match written {
+                        None => Ok(found),
+                        Some(log) => broker
+                            .flush_logs(vec![log])
+                            .await
+                            .map(|()| found)
+                            .map_err(|e| StateError::Storage(e.to_string())),
+                    },
+                };
+                partitions.push(match answer {
+                    Err(e) => base
+                        .with_error_code(code_of(&e))
+                        .with_error_message(Some(str_bytes(e.to_string())))
+                        .with_state_epoch(NO_STATE)
+                        .with_start_offset(-1),
+                    Ok(None) => base.with_state_epoch(NO_STATE).with_start_offset(-1),
+                    Ok(Some((snapshot, state_epoch))) => base
+                        .with_state_epoch(state_epoch)
+                        .with_start_offset(snapshot.start)
+                        .with_state_batches(
+                            snapshot
+                                .batches
+                                .iter()
+                                .map(|b| {
+                                    ReadBatch::default()
+                                        .with_first_offset(b.first)
+                                        .with_last_offset(b.last)
+                                        .with_delivery_state(b.state as i8)
+                                        .with_delivery_count(b.delivery_count as i16)
+                                })
+                                .collect(),
+                        ),
+                });
+            }
+            results.push(
+                ReadStateResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+        Some(ResponseKind::ReadShareGroupState(
+            ReadShareGroupStateResponse::default().with_results(results),
+        ))
+    })
+}
+
+pub(crate) fn write(broker: &Arc<Broker>, req: WriteShareGroupStateRequest) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let group = req.group_id.to_string();
+        let mut results = Vec::new();
+        for t in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let key = key_of(&group, t.topic_id, p.partition);
+                let snapshot = Snapshot {
+                    start: p.start_offset,
+                    batches: p
+                        .state_batches
+                        .iter()
+                        .map(|b| StateBatch {
+                            first: b.first_offset,
+                            last: b.last_offset,
+                            state: b.delivery_state as u8,
+                            delivery_count: b.delivery_count.max(0) as u16,
+                        })
+                        .collect(),
+                };
+                let written = broker.shares.write_local(
+                    &key,
+                    &snapshot,
+                    p.state_epoch,
+                    p.leader_epoch,
+                    || true,
+                );
+                let outcome = match written {
+                    Err(e) => Err(e),
+                    Ok(log) => broker
+                        .flush_logs(vec![log])
+                        .await
+                        .map_err(|e| StateError::Storage(e.to_string())),
+                };
+                let base = WriteResult::default().with_partition(p.partition);
+                partitions.push(match outcome {
+                    Ok(()) => base,
+                    Err(e) => base
+                        .with_error_code(code_of(&e))
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                });
+            }
+            results.push(
+                WriteStateResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+        Some(ResponseKind::WriteShareGroupState(
+            WriteShareGroupStateResponse::default().with_results(results),
+        ))
+    })
+}
+
+// ---- at the topic partition's owner ----
+
+/// Read `key`'s state from broker `node`, which owns its `__share_group_state` partition.
+pub(crate) async fn read_remote(
+    broker: &Broker,
+    node: i32,
+    key: &ShareKey,
+    leader_epoch: i32,
+) -> Result<Option<(Snapshot, i32)>, StateError> {
+    let req = ReadShareGroupStateRequest::default()
+        .with_group_id(str_bytes(key.group_id.clone()))
+        .with_topics(vec![ReadStateData::default()
+            .with_topic_id(Uuid::from_bytes(key.topic_id))
+            .with_partitions(vec![ReadPartition::default()
+                .with_partition(key.partition)
+                .with_leader_epoch(leader_epoch)])]);
+    let answer = broker
+        .call_peer(
+            node,
+            ApiKey::ReadShareGroupState,
+            0,
+            RequestKind::ReadShareGroupState(req),
+        )
+        .await
+        .map_err(StateError::NotLoaded)?;
+    let ResponseKind::ReadShareGroupState(resp) = answer else {
+        return Err(StateError::Storage(
+            "an unexpected answer to ReadShareGroupState".into(),
+        ));
+    };
+    let Some(p) = resp
+        .results
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition == key.partition)
+    else {
+        return Err(StateError::Storage(
+            "ReadShareGroupState answered no partition".into(),
+        ));
+    };
+    if p.error_code != 0 {
+        return Err(error_of(
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        ));
+    }
+    if p.state_epoch == NO_STATE {
+        return Ok(None);
+    }
+    let snapshot = Snapshot {
+        start: p.start_offset,
+        batches: p
+            .state_batches
+            .iter()
+            .map(|b| StateBatch {
+                first: b.first_offset,
+                last: b.last_offset,
+                state: b.delivery_state as u8,
+                delivery_count: b.delivery_count.max(0) as u16,
+            })
+            .collect(),
+    };
+    Ok(Some((snapshot, p.state_epoch)))
+}
+
+/// Write `key`'s state at broker `node`, which owns its `__share_group_state` partition;
+/// answered once fsynced there.
+pub(crate) async fn write_remote(
+    broker: &Broker,
+    node: i32,
+    key: &ShareKey,
+    snapshot: &Snapshot,
+    state_epoch: i32,
+    leader_epoch: i32,
+) -> Result<(), StateError> {
+    let req = WriteShareGroupStateRequest::default()
+        .with_group_id(str_bytes(key.group_id.clone()))
+        .with_topics(vec![WriteStateData::default()
+            .with_topic_id(Uuid::from_bytes(key.topic_id))
+            .with_partitions(vec![WritePartition::default()
+                .with_partition(key.partition)
+                .with_state_epoch(state_epoch)
+                .with_leader_epoch(leader_epoch)
+                .with_start_offset(snapshot.start)
+                .with_delivery_complete_count(-1)
+                .with_state_batches(
+                    snapshot
+                        .batches
+                        .iter()
+                        .map(|b| {
+                            WriteBatch::default()
+                                .with_first_offset(b.first)
+                                .with_last_offset(b.last)
+                                .with_delivery_state(b.state as i8)
+                                .with_delivery_count(b.delivery_count as i16)
+                        })
+                        .collect(),
+                )])]);
+    let answer = broker
+        .call_peer(
+            node,
+            ApiKey::WriteShareGroupState,
+            0,
+            RequestKind::WriteShareGroupState(req),
+        )
+        .await
+        .map_err(StateError::NotLoaded)?;
+    let ResponseKind::WriteShareGroupState(resp) = answer else {
+        return Err(StateError::Storage(
+            "an unexpected answer to WriteShareGroupState".into(),
+        ));
+    };
+    match resp
+        .results
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition == key.partition)
+    {
+        Some(p) if p.error_code == 0 => Ok(()),
+        Some(p) => Err(error_of(
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        )),
+        None => Err(StateError::Storage(
+            "WriteShareGroupState answered no partition".into(),
+        )),
+    }
+}
