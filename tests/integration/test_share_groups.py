@@ -53,30 +53,47 @@ def test_consumers_share_one_partition_and_locks_expire(broker_factory, kafka_to
     def produce_batch(first):
         produce_all(p, topic, [{"partition": 0, "value": f"v{i}".encode()} for i in range(first, first + batch)])
 
-    # One consumer takes the first batch and holds it without acknowledging, then dies.
+    # One consumer takes the first batch and holds it, alive, without acknowledging; another
+    # takes the second and dies holding it.
     produce_batch(0)
-    holder = start(tmp_path, "holder", b.bootstrap, group, topic, "hold")
+    alive = start(tmp_path, "alive-holder", b.bootstrap, group, topic, "hold")
+    held = alive.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the first holder's records")
+    held_at = time.monotonic()
+    produce_batch(batch)
+    dead = start(tmp_path, "dead-holder", b.bootstrap, group, topic, "hold")
     try:
-        held = holder.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the holder's records")
+        lost = dead.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the second holder's records")
     finally:
-        holder.kill()
-    held = {int(l.split()[2]) for l in held}
+        dead.kill()
     killed_at = time.monotonic()
+    held = {int(l.split()[2]) for l in held}
+    lost = {int(l.split()[2]) for l in lost}
+    assert held == set(range(batch)) and lost == set(range(batch, 2 * batch)), (held, lost)
 
     # Three consumers share the partition: each record goes to one of them; together they
-    # get all of it, the holder's records again once their locks expired.
+    # get all of it: the dead consumer's records as soon as its connection closed (as Kafka
+    # releases them), the live holder's once their locks expired.
     # Each takes 300 ms over a poll's records, so the others take the batches produced meanwhile.
     consumers = [start(tmp_path, f"c{i}", b.bootstrap, group, topic, "accept", "300") for i in range(3)]
     try:
+        def seen(offsets):
+            return {o for c in consumers for o, _, _ in recs(c)} & offsets
+        wait_until(lambda: seen(lost) == lost, 60, "the dead consumer's records")
+        assert time.monotonic() - killed_at < LOCK_MS / 1000 - 1, \
+            "the dead consumer's records waited for their lock"
+        assert not seen(held), "the live holder's records came back before their lock expired"
         for c in consumers:
             c.wait_for(lambda ls: "READY" in ls, 60, "the consumer's first poll")
-        for first in range(batch, n, batch):  # one batch at a time, as the consumers poll
+        # One batch at a time, over some seconds: Kafka gives a member its partitions at a
+        # heartbeat after it joined, so the last to join takes a few seconds to fetch.
+        for first in range(2 * batch, n, batch):
             produce_batch(first)
-            time.sleep(0.05)
+            time.sleep(0.25)
         def all_seen():
             got = [r for c in consumers for r in recs(c)]
             return got if len({o for o, _, _ in got}) >= n else None
         got = wait_until(all_seen, 90, "every record delivered")
+        assert time.monotonic() - held_at >= LOCK_MS / 1000 - 1
         offsets = [o for o, _, _ in got]
         assert sorted(set(offsets)) == list(range(n))
         per = [{o for o, _, _ in recs(c)} for c in consumers]
@@ -84,15 +101,11 @@ def test_consumers_share_one_partition_and_locks_expire(broker_factory, kafka_to
         # each commits at once).
         assert len(offsets) == len(set(offsets)), "a record was delivered twice"
         assert sum(1 for s in per if s) >= 2, f"the records were not shared: {[len(s) for s in per]}"
-        redelivered = {o: d for o, d, _ in got if o in held}
-        assert redelivered and all(d == 2 for d in redelivered.values()), redelivered
-        assert all(d == 1 for o, d, _ in got if o not in held)
-        if harness.TARGET == "sluice":
-            # Sluice releases them when their lock expires; Kafka 4.3 already when the dead
-            # consumer's connection closes (docs/share-groups.md).
-            assert time.monotonic() - killed_at >= LOCK_MS / 1000 - 1, "held records came back before their lock expired"
+        again = {o: d for o, d, _ in got if o in held | lost}
+        assert sorted(again) == sorted(held | lost) and set(again.values()) == {2}, again
+        assert all(d == 1 for o, d, _ in got if o not in held | lost)
     finally:
-        stop(*consumers)
+        stop(alive, *consumers)
 
 
 def test_reject_release_and_the_delivery_limit(broker_factory, kafka_tool, topic, tmp_path):

@@ -28,6 +28,8 @@ pub(crate) struct Client {
     pub(crate) api_key: i16,
     /// The connection's refused idempotent batches (Produce).
     pub(crate) produce_refusals: Arc<ProduceRefusals>,
+    /// The connection's share sessions (ShareFetch).
+    pub(crate) share_sessions: Arc<crate::shares::ConnSessions>,
 }
 
 impl Client {
@@ -44,6 +46,7 @@ impl Client {
                 .unwrap_or_else(|| Arc::from(ANONYMOUS)),
             api_key: header.request_api_key,
             produce_refusals: conn.produce_refusals.clone(),
+            share_sessions: conn.share_sessions.clone(),
         }
     }
 

@@ -53,6 +53,7 @@ mod registry;
 mod sasl;
 mod sessions;
 mod shares;
+pub use shares::ConnSessions;
 #[cfg(test)]
 mod testutil;
 mod txns;
@@ -140,6 +141,8 @@ pub struct Connection {
     /// The idempotent batches this connection's produce answers refused as not written
     /// (`refusals::ProduceRefusals`).
     pub produce_refusals: Arc<refusals::ProduceRefusals>,
+    /// The share sessions opened over this connection, closed with it (`shares::ConnSessions`).
+    pub share_sessions: Arc<shares::ConnSessions>,
 }
 
 pub type Answer = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
@@ -945,7 +948,7 @@ impl Broker {
             }
             RequestKind::ShareGroupHeartbeat(r) => ready(apis::share::heartbeat(self, r, client)),
             RequestKind::ShareGroupDescribe(r) => ready(apis::share::describe(self, r)),
-            RequestKind::ShareFetch(r) => apis::share::fetch(self, r, version),
+            RequestKind::ShareFetch(r) => apis::share::fetch(self, r, version, client),
             RequestKind::ShareAcknowledge(r) => apis::share::acknowledge(self, r, version),
             RequestKind::ReadShareGroupState(r) => apis::share_state::read(self, r),
             RequestKind::WriteShareGroupState(r) => apis::share_state::write(self, r),
@@ -1752,6 +1755,7 @@ mod dispatch_tests {
             address: "127.0.0.1".into(),
             api_key: 0,
             produce_refusals: Arc::new(refusals::ProduceRefusals::default()),
+            share_sessions: Default::default(),
         }
     }
 

@@ -119,11 +119,64 @@ struct SpState {
 }
 
 /// A share session (ShareFetch/ShareAcknowledge `ShareSessionEpoch`): the partitions a member
-/// fetches from this broker, and the epoch its next request must carry.
+/// fetches from this broker, the epoch its next request must carry, and the connection it was
+/// opened on ([`ConnSessions::id`]).
 #[derive(Debug, Clone)]
 pub(crate) struct ShareSession {
     pub(crate) epoch: i32,
     pub(crate) partitions: BTreeSet<(Uuid, i32)>,
+    conn: usize,
+}
+
+/// The share sessions opened over one connection. When the connection closes (this is
+/// dropped) they are closed and the records their members hold here released, as Kafka
+/// releases them when a share session's connection closes: a consumer that dies gets its
+/// records delivered to the others at once, not at its locks' expiry.
+#[derive(Debug, Default)]
+pub struct ConnSessions {
+    broker: std::sync::OnceLock<Weak<Broker>>,
+    opened: Mutex<BTreeSet<(String, String)>>,
+}
+
+impl ConnSessions {
+    /// This connection's identity while it is open.
+    fn id(&self) -> usize {
+        self as *const ConnSessions as usize
+    }
+
+    fn opened(&self, broker: &Arc<Broker>, group: &str, member: &str) {
+        let _ = self.broker.set(Arc::downgrade(broker));
+        self.opened
+            .lock()
+            .insert((group.to_string(), member.to_string()));
+    }
+}
+
+impl Drop for ConnSessions {
+    fn drop(&mut self) {
+        let opened = std::mem::take(self.opened.get_mut());
+        if opened.is_empty() {
+            return;
+        }
+        let Some(broker) = self.broker.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let id = self.id();
+        let closed: Vec<(String, String)> = opened
+            .into_iter()
+            .filter(|(g, m)| broker.shares.close_session_on(g, m, id))
+            .collect();
+        if closed.is_empty() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for (group, member) in closed {
+                    broker.release_member(&group, &member).await;
+                }
+            });
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -137,6 +190,9 @@ pub(crate) struct Shares {
     limits: Limits,
     /// Serialises creation of `__share_group_state`.
     create_lock: Mutex<()>,
+    /// Serialises loads of share partitions (rare: once per partition and log incarnation),
+    /// so that two loads of one never both write their first state.
+    load_lock: tokio::sync::Mutex<()>,
 }
 
 pub(crate) fn share_limits(c: &sluice_config::BrokerConfig) -> Limits {
@@ -191,6 +247,7 @@ impl Shares {
             max_sessions: usize::try_from(s.max_share_sessions).unwrap_or(usize::MAX),
             limits: share_limits(config),
             create_lock: Mutex::new(()),
+            load_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -203,8 +260,8 @@ impl Shares {
     }
 
     /// The `__share_group_state` partition holding `key`.
-    pub(crate) fn state_partition(&self, key: &ShareKey) -> i32 {
-        records::state_partition(key, &topic_id_base64(&key.topic_id), self.state_partitions)
+    pub(crate) fn state_partition(key: &ShareKey, partitions: i32) -> i32 {
+        records::state_partition(key, &topic_id_base64(&key.topic_id), partitions)
     }
 
     // ---- membership ----
@@ -231,10 +288,13 @@ impl Shares {
     /// session (whose records the member held are released by the caller).
     pub(crate) fn open_session(
         &self,
+        broker: &Arc<Broker>,
+        conn: &ConnSessions,
         group: &str,
         member: &str,
         partitions: BTreeSet<(Uuid, i32)>,
     ) -> Option<Option<ShareSession>> {
+        conn.opened(broker, group, member);
         let mut s = self.sessions.lock();
         let k = (group.to_string(), member.to_string());
         if !s.contains_key(&k) && s.len() >= self.max_sessions {
@@ -245,6 +305,7 @@ impl Shares {
             ShareSession {
                 epoch: 1,
                 partitions,
+                conn: conn.id(),
             },
         ))
     }
@@ -284,6 +345,18 @@ impl Shares {
         }
     }
 
+    /// Close `(group, member)`'s session if it was opened on connection `conn`; whether it
+    /// was.
+    fn close_session_on(&self, group: &str, member: &str, conn: usize) -> bool {
+        let mut s = self.sessions.lock();
+        let k = (group.to_string(), member.to_string());
+        if s.get(&k).is_some_and(|session| session.conn == conn) {
+            s.remove(&k);
+            return true;
+        }
+        false
+    }
+
     /// Close `(group, member)`'s session; its partitions, if it had one.
     pub(crate) fn close_session(&self, group: &str, member: &str) -> Option<ShareSession> {
         self.sessions
@@ -306,6 +379,16 @@ impl Shares {
         log: &Arc<Log>,
         settings: impl FnOnce() -> (bool, i64),
     ) -> Result<Arc<ShareCell>, StateError> {
+        let found = |parts: &HashMap<ShareKey, Arc<ShareCell>>| {
+            parts
+                .get(key)
+                .filter(|c| Arc::ptr_eq(&c.state.lock().log, log))
+                .cloned()
+        };
+        if let Some(cell) = found(&self.parts.lock()) {
+            return Ok(cell);
+        }
+        let _loading = self.load_lock.lock().await;
         let old = self.parts.lock().get(key).cloned();
         if let Some(cell) = &old {
             if Arc::ptr_eq(&cell.state.lock().log, log) {
@@ -360,8 +443,18 @@ impl Shares {
             }),
             writer: tokio::sync::Mutex::new(()),
         });
+        // Written before it is used: its first write fences the earlier owners (a state
+        // never stored has no fence until then), and a cell whose write failed is not kept.
+        self.persist(broker, &cell).await?;
         let cell = {
             let mut parts = self.parts.lock();
+            if !broker.is_current_log(key, log) {
+                // The log changed while this one was loaded: a later request loads it for the
+                // new one (and retires what it finds).
+                return Err(StateError::NotLoaded(
+                    "the partition's log changed while its share state was loaded".into(),
+                ));
+            }
             match parts.get(key) {
                 // Another request loaded it for the same log meanwhile: that one is used.
                 Some(c) if Arc::ptr_eq(&c.state.lock().log, log) => c.clone(),
@@ -371,7 +464,6 @@ impl Shares {
                 }
             }
         };
-        self.persist(broker, &cell).await?;
         Ok(cell)
     }
 
@@ -453,14 +545,14 @@ impl Shares {
         self.parts.lock().get(key).cloned()
     }
 
-    /// Forget (retire) the share partitions for which `current` is false: their log is no
-    /// longer this broker's log of the topic partition (deleted, moved, failed).
-    pub(crate) fn drop_stale(&self, current: impl Fn(&ShareKey, &Arc<Log>) -> bool) {
+    /// Forget (retire) the share partitions whose topic partition is gone (`exists` false:
+    /// the topic was deleted). Those whose log failed or moved away are kept: loaded again for
+    /// another log, their state in memory is carried over when nothing wrote it meanwhile.
+    pub(crate) fn drop_stale(&self, exists: impl Fn(&ShareKey) -> bool) {
         self.parts.lock().retain(|k, c| {
-            let mut s = c.state.lock();
-            let keep = !s.retired && current(k, &s.log);
+            let keep = exists(k);
             if !keep {
-                s.retired = true;
+                c.state.lock().retired = true;
             }
             keep
         });
@@ -569,9 +661,9 @@ impl Shares {
     pub(crate) fn read_local(
         &self,
         key: &ShareKey,
+        p: i32,
         leader_epoch: i32,
     ) -> Result<(Option<(Snapshot, i32)>, Option<Arc<Log>>), StateError> {
-        let p = self.state_partition(key);
         let mut store = self.store.lock();
         let log = self.state_log(&store, p)?;
         let Some((_, stored)) = store.latest.get(key).cloned() else {
@@ -598,12 +690,12 @@ impl Shares {
     pub(crate) fn write_local(
         &self,
         key: &ShareKey,
+        p: i32,
         snapshot: &Snapshot,
         state_epoch: i32,
         leader_epoch: i32,
         current: impl FnOnce() -> bool,
     ) -> Result<Arc<Log>, StateError> {
-        let p = self.state_partition(key);
         let mut store = self.store.lock();
         if !current() {
             return Err(retired());
@@ -702,6 +794,16 @@ impl ShareCell {
 }
 
 impl Broker {
+    /// The `__share_group_state` partition holding `key`, by the topic's partition count
+    /// (the configured count before it exists).
+    pub(crate) fn share_state_partition(&self, key: &ShareKey) -> i32 {
+        let n = self
+            .meta
+            .topic(SHARE_STATE_TOPIC)
+            .map_or(self.shares.state_partition_count(), |t| t.partitions());
+        Shares::state_partition(key, n)
+    }
+
     /// The broker owning `__share_group_state` partition `p` (this one on a single broker).
     fn share_state_owner(&self, p: i32) -> Option<i32> {
         if self.cluster.is_none() {
@@ -718,13 +820,13 @@ impl Broker {
         key: &ShareKey,
         leader_epoch: i32,
     ) -> Result<Option<(Snapshot, i32)>, StateError> {
-        let p = self.shares.state_partition(key);
+        let p = self.share_state_partition(key);
         match self.share_state_owner(p) {
             None => Err(StateError::NotLoaded(format!(
                 "{SHARE_STATE_TOPIC}-{p} has no owner"
             ))),
             Some(node) if node == self.node_id => {
-                let (found, written) = self.shares.read_local(key, leader_epoch)?;
+                let (found, written) = self.shares.read_local(key, p, leader_epoch)?;
                 if let Some(log) = written {
                     self.flush_logs(vec![log]).await.map_err(|e| {
                         StateError::Storage(format!("writing share state failed: {e}"))
@@ -748,7 +850,7 @@ impl Broker {
         leader_epoch: i32,
     ) -> Result<(), StateError> {
         let key = &cell.key;
-        let p = self.shares.state_partition(key);
+        let p = self.share_state_partition(key);
         match self.share_state_owner(p) {
             None => Err(StateError::NotLoaded(format!(
                 "{SHARE_STATE_TOPIC}-{p} has no owner"
@@ -756,7 +858,7 @@ impl Broker {
             Some(node) if node == self.node_id => {
                 let log =
                     self.shares
-                        .write_local(key, snapshot, state_epoch, leader_epoch, || {
+                        .write_local(key, p, snapshot, state_epoch, leader_epoch, || {
                             !cell.is_retired()
                         })?;
                 self.flush_logs(vec![log])
@@ -839,12 +941,11 @@ impl Broker {
 
     async fn share_tick(self: &Arc<Self>) {
         let now = now_ms();
-        self.shares.drop_stale(|k, log| {
+        self.shares.drop_stale(|k| {
             let id = Uuid::from_bytes(k.topic_id);
-            self.registry.get_by_id(id).is_some_and(|t| {
-                t.log(k.partition)
-                    .is_some_and(|l| Arc::ptr_eq(l, log) && l.writable() && l.failure().is_none())
-            })
+            self.registry
+                .get_by_id(id)
+                .is_some_and(|t| k.partition < t.meta.partitions())
         });
         let topics = self.share_topics();
         let gone = self.shares.groups(|g| g.expire(&topics, now));
@@ -855,11 +956,16 @@ impl Broker {
             self.release_member(&group, &member).await;
         }
         for cell in self.shares.cells() {
-            let due = {
+            let (due, log) = {
                 let s = cell.state.lock();
-                s.part.next_deadline().is_some_and(|d| d <= now)
+                (
+                    s.part.next_deadline().is_some_and(|d| d <= now),
+                    s.log.clone(),
+                )
             };
-            if !due {
+            // Only a share partition this broker leads now (not one whose log failed or
+            // moved away) releases what expired.
+            if !due || !self.is_current_log(&cell.key, &log) {
                 continue;
             }
             let changed = self.shares.with(&cell, |p| {
@@ -867,12 +973,29 @@ impl Broker {
                 (c, c)
             });
             if changed == Some(true) {
-                self.fetch_waiters.wake(&Shares::log_of(&cell));
-                if let Err(e) = self.shares.persist(self, &cell).await {
-                    tracing::warn!(key = ?cell.key, "writing share state after lock expiry failed: {e}");
-                }
+                self.fetch_waiters.wake(&log);
+                self.persist_in_background(cell, "lock expiry");
             }
         }
+    }
+
+    /// Write `cell`'s state on a task of its own: a state owner slow to answer holds up
+    /// neither the timer nor other share partitions.
+    fn persist_in_background(self: &Arc<Self>, cell: Arc<ShareCell>, after: &'static str) {
+        let b = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = b.shares.persist(&b, &cell).await {
+                tracing::warn!(key = ?cell.key, "writing share state after {after} failed: {e}");
+            }
+        });
+    }
+
+    /// Whether `log` is this broker's writable log of `key`'s topic partition now.
+    pub(crate) fn is_current_log(&self, key: &ShareKey, log: &Arc<Log>) -> bool {
+        self.registry
+            .get_by_id(Uuid::from_bytes(key.topic_id))
+            .and_then(|t| t.log(key.partition).cloned())
+            .is_some_and(|l| Arc::ptr_eq(&l, log) && l.writable() && l.failure().is_none())
     }
 
     /// A member left its group (or its session here ended): the records it holds in the
@@ -885,9 +1008,7 @@ impl Broker {
             });
             if changed == Some(true) {
                 self.fetch_waiters.wake(&Shares::log_of(&cell));
-                if let Err(e) = self.shares.persist(self, &cell).await {
-                    tracing::warn!(key = ?cell.key, "writing share state after a release failed: {e}");
-                }
+                self.persist_in_background(cell, "a release");
             }
         }
     }

@@ -335,7 +335,7 @@ async fn accept(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None, produce_refusals: Default::default() };
+                let conn = Connection { peer: peer.ip(), listener: name.clone(), principal: None, produce_refusals: Default::default(), share_sessions: Default::default() };
                 // The listener's configuration now: a keystore replaced at run time serves
                 // the connections accepted after it.
                 let tls = certs.as_ref().map(|c| (TlsAcceptor::from(c.server_config()), principals.clone()));

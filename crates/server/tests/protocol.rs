@@ -390,6 +390,7 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
         listener: "PLAINTEXT".into(),
         principal: None,
         produce_refusals: Default::default(),
+        share_sessions: Default::default(),
     };
     let gate = broker
         .broker
@@ -417,6 +418,7 @@ fn a_verified_produce_held_past_its_abort_marker_is_refused() {
         listener: "PLAINTEXT".into(),
         principal: None,
         produce_refusals: Default::default(),
+        share_sessions: Default::default(),
     };
     let answer = broker
         .runtime
@@ -1546,6 +1548,7 @@ fn a_produce_held_for_an_acquisition_is_not_answered_not_leader() {
                     listener: "PLAINTEXT".into(),
                     principal: None,
                     produce_refusals: Default::default(),
+                    share_sessions: Default::default(),
                 };
                 let mut seen = Vec::new();
                 while started.elapsed() < Duration::from_secs(30) {
@@ -1916,6 +1919,7 @@ fn a_partition_backing_off_when_its_request_was_read_is_waited_for_once_its_acqu
         listener: "PLAINTEXT".into(),
         principal: None,
         produce_refusals: Default::default(),
+        share_sessions: Default::default(),
     };
     let broker = b.broker.clone();
     let rt = b.runtime.handle().clone();

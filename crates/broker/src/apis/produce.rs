@@ -1054,6 +1054,7 @@ mod tests {
             address: "127.0.0.1".into(),
             api_key: 0,
             produce_refusals: std::sync::Arc::new(ProduceRefusals::default()),
+            share_sessions: Default::default(),
         };
         let produce = |seq: i32| -> i16 {
             let records = sluice_format::BatchBuilder::new()

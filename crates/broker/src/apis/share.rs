@@ -365,10 +365,16 @@ async fn acknowledge_all(
 
 // ---- ShareFetch ----
 
-pub(crate) fn fetch(broker: &Arc<Broker>, req: ShareFetchRequest, version: i16) -> Reply {
+pub(crate) fn fetch(
+    broker: &Arc<Broker>,
+    req: ShareFetchRequest,
+    version: i16,
+    client: &Client,
+) -> Reply {
     let broker = broker.clone();
+    let conn = client.share_sessions.clone();
     Box::pin(async move {
-        let resp = serve_fetch(&broker, req, version).await;
+        let resp = serve_fetch(&broker, req, version, &conn).await;
         Some(ResponseKind::ShareFetch(resp))
     })
 }
@@ -394,6 +400,7 @@ async fn serve_fetch(
     broker: &Arc<Broker>,
     req: ShareFetchRequest,
     version: i16,
+    conn: &crate::shares::ConnSessions,
 ) -> ShareFetchResponse {
     let lock_ms = i32::try_from(broker.shares.limits().lock_ms).unwrap_or(i32::MAX);
     if !share_groups_enabled(broker) {
@@ -453,7 +460,7 @@ async fn serve_fetch(
             let partitions: BTreeSet<_> = named.iter().copied().collect();
             match broker
                 .shares
-                .open_session(&group, &member, partitions.clone())
+                .open_session(broker, conn, &group, &member, partitions.clone())
             {
                 None => {
                     return fetch_refusal(

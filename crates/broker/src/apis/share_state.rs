@@ -72,7 +72,8 @@ pub(crate) fn read(broker: &Arc<Broker>, req: ReadShareGroupStateRequest) -> Rep
             for p in &t.partitions {
                 let key = key_of(&group, t.topic_id, p.partition);
                 let base = ReadResult::default().with_partition(p.partition);
-                let answer = match broker.shares.read_local(&key, p.leader_epoch) {
+                let sp = broker.share_state_partition(&key);
+                let answer = match broker.shares.read_local(&key, sp, p.leader_epoch) {
                     Err(e) => Err(e),
                     Ok((found, written)) => match written {
                         None => Ok(found),
@@ -142,8 +143,10 @@ pub(crate) fn write(broker: &Arc<Broker>, req: WriteShareGroupStateRequest) -> R
                         })
                         .collect(),
                 };
+                let sp = broker.share_state_partition(&key);
                 let written = broker.shares.write_local(
                     &key,
+                    sp,
                     &snapshot,
                     p.state_epoch,
                     p.leader_epoch,
