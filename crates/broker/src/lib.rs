@@ -952,6 +952,8 @@ impl Broker {
             RequestKind::ShareAcknowledge(r) => apis::share::acknowledge(self, r, version),
             RequestKind::ReadShareGroupState(r) => apis::share_state::read(self, r),
             RequestKind::WriteShareGroupState(r) => apis::share_state::write(self, r),
+            RequestKind::ReadShareGroupStateSummary(r) => apis::share_state::summary(self, r),
+            RequestKind::DescribeShareGroupOffsets(r) => apis::share::describe_offsets(self, r),
             other => return Err(other),
         })
     }

@@ -74,6 +74,15 @@ impl std::fmt::Display for StateError {
     }
 }
 
+/// A share partition's stored state as DescribeShareGroupOffsets reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Summary {
+    pub(crate) start: i64,
+    pub(crate) leader_epoch: i32,
+    /// Records from the start on that are acknowledged or archived.
+    pub(crate) complete: i64,
+}
+
 /// What `__share_group_state` holds for one share partition.
 #[derive(Clone, Debug)]
 struct Stored {
@@ -683,6 +692,31 @@ impl Shares {
         Ok((found, Some(log)))
     }
 
+    /// What `kafka-share-groups --describe` shows of `key`'s stored state, without fencing
+    /// anyone: its start offset, the leader epoch that last read or wrote it, and how many
+    /// records from the start on are done with (acknowledged or archived). None: nothing
+    /// stored.
+    pub(crate) fn summary_local(
+        &self,
+        key: &ShareKey,
+        p: i32,
+    ) -> Result<Option<Summary>, StateError> {
+        let store = self.store.lock();
+        self.state_log(&store, p)?;
+        Ok(store.latest.get(key).map(|(_, s)| Summary {
+            start: s.snapshot.start,
+            leader_epoch: s.leader_epoch,
+            complete: s
+                .snapshot
+                .batches
+                .iter()
+                .filter(|b| b.state == 2 || b.state == 4)
+                .map(|b| b.last - b.first.max(s.snapshot.start) + 1)
+                .filter(|n| *n > 0)
+                .sum(),
+        }))
+    }
+
     /// Append `snapshot` as `key`'s state, written by the owner of its topic partition at
     /// `leader_epoch` (refused when a later owner read or wrote it); the log to wait for.
     /// `current` is asked under the store's lock: a writer that is no longer current (a
@@ -837,6 +871,21 @@ impl Broker {
             Some(node) => {
                 crate::apis::share_state::read_remote(self, node, key, leader_epoch).await
             }
+        }
+    }
+
+    /// `key`'s stored state summary, where its `__share_group_state` partition is owned.
+    pub(crate) async fn share_state_summary(
+        &self,
+        key: &ShareKey,
+    ) -> Result<Option<Summary>, StateError> {
+        let p = self.share_state_partition(key);
+        match self.share_state_owner(p) {
+            None => Err(StateError::NotLoaded(format!(
+                "{SHARE_STATE_TOPIC}-{p} has no owner"
+            ))),
+            Some(node) if node == self.node_id => self.shares.summary_local(key, p),
+            Some(node) => crate::apis::share_state::summary_remote(self, node, key).await,
         }
     }
 

@@ -732,6 +732,8 @@ fn api_key_name(key: kafka_protocol::messages::ApiKey) -> &'static str {
         K::ShareAcknowledge => "ShareAcknowledge",
         K::ReadShareGroupState => "ReadShareGroupState",
         K::WriteShareGroupState => "WriteShareGroupState",
+        K::ReadShareGroupStateSummary => "ReadShareGroupStateSummary",
+        K::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
         K::DescribeTopicPartitions => "DescribeTopicPartitions",
         K::DescribeClientQuotas => "DescribeClientQuotas",
         K::AlterClientQuotas => "AlterClientQuotas",

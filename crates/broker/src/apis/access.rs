@@ -86,6 +86,9 @@ pub(crate) fn admit(
         RequestKind::ShareGroupDescribe(r) => gate.share(RequestKind::ShareGroupDescribe(r)),
         RequestKind::ShareFetch(r) => gate.share(RequestKind::ShareFetch(r)),
         RequestKind::ShareAcknowledge(r) => gate.share(RequestKind::ShareAcknowledge(r)),
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            gate.share(RequestKind::DescribeShareGroupOffsets(r))
+        }
         RequestKind::CreateTopics(r) => gate.create_topics(r),
         RequestKind::DeleteTopics(r) => gate.delete_topics(r),
         RequestKind::CreatePartitions(r) => gate.create_partitions(r),
@@ -591,6 +594,35 @@ impl Gate<'_> {
                         }
                     },
                     pick!(ShareGroupDescribe),
+                );
+                return Admission::Serve(body, fix);
+            }
+            RequestKind::DescribeShareGroupOffsets(_) => {
+                // DESCRIBE on each group (Kafka also filters the topics by DESCRIBE).
+                let loud = {
+                    let (broker, client) = (self.broker.clone(), self.client.clone());
+                    move |name: &str| {
+                        broker.authz.allows(
+                            &client,
+                            Operation::Describe,
+                            ResourceType::Group,
+                            name,
+                            Audit::Log,
+                        )
+                    }
+                };
+                let fix = patch(
+                    move |b: &mut DescribeShareGroupOffsetsResponse| {
+                        for g in &mut b.groups {
+                            if !loud(&g.group_id.0) {
+                                *g = describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::default()
+                                    .with_group_id(g.group_id.clone())
+                                    .with_error_code(GROUP_DENIED.code())
+                                    .with_error_message(Some(str_bytes(GROUP_DENIED.to_string())));
+                            }
+                        }
+                    },
+                    pick!(DescribeShareGroupOffsets),
                 );
                 return Admission::Serve(body, fix);
             }
@@ -1499,9 +1531,9 @@ impl Gate<'_> {
                 Operation::DescribeConfigs
             }
             RequestKind::UpdateFeatures(_) | RequestKind::UnregisterBroker(_) => Operation::Alter,
-            RequestKind::ReadShareGroupState(_) | RequestKind::WriteShareGroupState(_) => {
-                Operation::ClusterAction
-            }
+            RequestKind::ReadShareGroupState(_)
+            | RequestKind::WriteShareGroupState(_)
+            | RequestKind::ReadShareGroupStateSummary(_) => Operation::ClusterAction,
             RequestKind::AlterClientQuotas(_) => Operation::AlterConfigs,
             RequestKind::WriteTxnMarkers(_) => {
                 // Kafka takes ALTER on the cluster (quietly) as well as CLUSTER_ACTION.

@@ -13,6 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+use kafka_protocol::messages::describe_share_group_offsets_response::{
+    DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+};
 use kafka_protocol::messages::share_acknowledge_response as ack_resp;
 use kafka_protocol::messages::share_fetch_response::{
     AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
@@ -23,9 +28,10 @@ use kafka_protocol::messages::share_group_describe_response::{
 };
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{
-    GroupId, ResponseKind, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId, ResponseKind,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 use sluice_share::group::{GroupError, Heartbeat};
@@ -904,4 +910,150 @@ mod tests {
         assert_eq!((r[0].0, r[0].1), (0, 1));
         assert_eq!(r[0].2, 0..a.len());
     }
+}
+
+// ---- DescribeShareGroupOffsets ----
+
+/// DescribeShareGroupOffsets (v0-1, `kafka-share-groups --describe`): each share partition's
+/// start offset and lag, from its stored state (where its `__share_group_state` partition is
+/// owned). With no topics named: the partitions of the topics the group's members subscribe
+/// to, and those whose state this broker holds. Lag (v1): the records from the start to the
+/// high watermark not yet done with, when this broker owns the partition (else -1).
+pub(crate) fn describe_offsets(
+    broker: &Arc<Broker>,
+    req: DescribeShareGroupOffsetsRequest,
+) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let mut groups = Vec::new();
+        for g in &req.groups {
+            groups.push(describe_group_offsets(&broker, g).await);
+        }
+        Some(ResponseKind::DescribeShareGroupOffsets(
+            DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+        ))
+    })
+}
+
+async fn describe_group_offsets(
+    broker: &Arc<Broker>,
+    g: &DescribeShareGroupOffsetsRequestGroup,
+) -> DescribeShareGroupOffsetsResponseGroup {
+    let group = g.group_id.0.to_string();
+    let base = DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
+    let refuse = |e: ResponseError, m: String| {
+        base.clone()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(m)))
+    };
+    if !share_groups_enabled(broker) {
+        return refuse(
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled.".into(),
+        );
+    }
+    if !broker.ensure_offsets_topic() || !coordinates(broker, &group) {
+        return refuse(
+            ResponseError::NotCoordinator,
+            "This is not the correct coordinator.".into(),
+        );
+    }
+    if broker.groups.read(|c| c.has_group(&group)) {
+        return refuse(
+            ResponseError::GroupIdNotFound,
+            format!("Group {group} is not a share group."),
+        );
+    }
+    // The partitions asked for, by topic name.
+    let mut wanted: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    match &g.topics {
+        Some(topics) => {
+            for t in topics {
+                wanted
+                    .entry(t.topic_name.0.to_string())
+                    .or_default()
+                    .extend(t.partitions.iter().copied());
+            }
+        }
+        None => {
+            let subscribed: BTreeSet<String> = broker.shares.groups(|sg| {
+                sg.get(&group)
+                    .map(|s| {
+                        s.members
+                            .values()
+                            .flat_map(|m| m.subscribed.iter().cloned())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            });
+            for name in subscribed {
+                if let Some(t) = broker.registry.get(&name) {
+                    wanted
+                        .entry(name)
+                        .or_default()
+                        .extend(0..t.meta.partitions());
+                }
+            }
+            for (key, _) in broker.shares.stored_starts(&group) {
+                if let Some(t) = broker.registry.get_by_id(Uuid::from_bytes(key.topic_id)) {
+                    wanted
+                        .entry(t.meta.name.clone())
+                        .or_default()
+                        .insert(key.partition);
+                }
+            }
+        }
+    }
+    let mut topics = Vec::new();
+    for (name, partitions) in wanted {
+        let Some(t) = broker.registry.get(&name) else {
+            let parts = partitions
+                .iter()
+                .map(|p| {
+                    DescribeShareGroupOffsetsResponsePartition::default()
+                        .with_partition_index(*p)
+                        .with_start_offset(-1)
+                        .with_lag(-1)
+                        .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                })
+                .collect();
+            topics.push(
+                DescribeShareGroupOffsetsResponseTopic::default()
+                    .with_topic_name(TopicName(str_bytes(name)))
+                    .with_partitions(parts),
+            );
+            continue;
+        };
+        let mut parts = Vec::new();
+        for p in partitions {
+            let base = DescribeShareGroupOffsetsResponsePartition::default()
+                .with_partition_index(p)
+                .with_lag(-1);
+            let key = key_of(&group, t.meta.id, p);
+            parts.push(match broker.share_state_summary(&key).await {
+                // Not read yet by the group: Kafka answers it uninitialized, with no offset.
+                Ok(None) => base.with_start_offset(-1).with_leader_epoch(-1),
+                Ok(Some(s)) => {
+                    let lag = t
+                        .log(p)
+                        .filter(|l| l.writable())
+                        .map_or(-1, |l| (l.high_watermark() - s.start - s.complete).max(0));
+                    base.with_start_offset(s.start)
+                        .with_leader_epoch(s.leader_epoch)
+                        .with_lag(lag)
+                }
+                Err(e) => base
+                    .with_start_offset(-1)
+                    .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                    .with_error_message(Some(str_bytes(e.to_string()))),
+            });
+        }
+        topics.push(
+            DescribeShareGroupOffsetsResponseTopic::default()
+                .with_topic_name(TopicName(str_bytes(name)))
+                .with_topic_id(t.meta.id)
+                .with_partitions(parts),
+        );
+    }
+    base.with_topics(topics)
 }

@@ -5,6 +5,9 @@
 //! one older than the last seen is refused with FENCED_LEADER_EPOCH, so a broker that lost
 //! the partition writes no state over its new owner's. A write is answered once fsynced.
 //!
+//! ReadShareGroupStateSummary (v0-1) reads the start offset, leader epoch and the count of
+//! records done with, fencing nobody (DescribeShareGroupOffsets at the group's coordinator).
+//!
 //! A share partition with no state stored is answered with state epoch -1 and no error
 //! (Kafka's coordinator would have initialized it first; Sluice's owner does that with its
 //! first write).
@@ -32,9 +35,18 @@ use sluice_share::records::ShareKey;
 use sluice_share::{Snapshot, StateBatch};
 use uuid::Uuid;
 
-use crate::shares::{key_of, StateError};
+use crate::shares::{key_of, StateError, Summary};
 use crate::wire::str_bytes;
 use crate::{Broker, Reply};
+use kafka_protocol::messages::read_share_group_state_summary_request::{
+    PartitionData as SummaryPartition, ReadStateSummaryData,
+};
+use kafka_protocol::messages::read_share_group_state_summary_response::{
+    PartitionResult as SummaryResult, ReadStateSummaryResult,
+};
+use kafka_protocol::messages::{
+    ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse,
+};
 
 /// The state epoch that says "nothing stored".
 const NO_STATE: i32 = -1;
@@ -179,7 +191,100 @@ pub(crate) fn write(broker: &Arc<Broker>, req: WriteShareGroupStateRequest) -> R
     })
 }
 
+pub(crate) fn summary(broker: &Arc<Broker>, req: ReadShareGroupStateSummaryRequest) -> Reply {
+    let group = req.group_id.to_string();
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let key = key_of(&group, t.topic_id, p.partition);
+                    let sp = broker.share_state_partition(&key);
+                    let base = SummaryResult::default().with_partition(p.partition);
+                    match broker.shares.summary_local(&key, sp) {
+                        Err(e) => base
+                            .with_error_code(code_of(&e))
+                            .with_error_message(Some(str_bytes(e.to_string())))
+                            .with_state_epoch(NO_STATE)
+                            .with_start_offset(-1),
+                        Ok(None) => base.with_state_epoch(NO_STATE).with_start_offset(-1),
+                        Ok(Some(s)) => base
+                            .with_state_epoch(0)
+                            .with_leader_epoch(s.leader_epoch)
+                            .with_start_offset(s.start)
+                            .with_delivery_complete_count(
+                                i32::try_from(s.complete).unwrap_or(i32::MAX),
+                            ),
+                    }
+                })
+                .collect();
+            ReadStateSummaryResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    crate::ready(Some(ResponseKind::ReadShareGroupStateSummary(
+        ReadShareGroupStateSummaryResponse::default().with_results(results),
+    )))
+}
+
 // ---- at the topic partition's owner ----
+
+/// `key`'s state summary from broker `node`, which owns its `__share_group_state` partition.
+pub(crate) async fn summary_remote(
+    broker: &Broker,
+    node: i32,
+    key: &ShareKey,
+) -> Result<Option<Summary>, StateError> {
+    let req = ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(str_bytes(key.group_id.clone()))
+        .with_topics(vec![ReadStateSummaryData::default()
+            .with_topic_id(Uuid::from_bytes(key.topic_id))
+            .with_partitions(vec![SummaryPartition::default()
+                .with_partition(key.partition)
+                .with_leader_epoch(-1)])]);
+    let answer = broker
+        .call_peer(
+            node,
+            ApiKey::ReadShareGroupStateSummary,
+            1,
+            RequestKind::ReadShareGroupStateSummary(req),
+        )
+        .await
+        .map_err(StateError::NotLoaded)?;
+    let ResponseKind::ReadShareGroupStateSummary(resp) = answer else {
+        return Err(StateError::Storage(
+            "an unexpected answer to ReadShareGroupStateSummary".into(),
+        ));
+    };
+    let Some(p) = resp
+        .results
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition == key.partition)
+    else {
+        return Err(StateError::Storage(
+            "ReadShareGroupStateSummary answered no partition".into(),
+        ));
+    };
+    if p.error_code != 0 {
+        return Err(error_of(
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        ));
+    }
+    if p.state_epoch == NO_STATE {
+        return Ok(None);
+    }
+    Ok(Some(Summary {
+        start: p.start_offset,
+        leader_epoch: p.leader_epoch,
+        complete: i64::from(p.delivery_complete_count.max(0)),
+    }))
+}
 
 /// Read `key`'s state from broker `node`, which owns its `__share_group_state` partition.
 pub(crate) async fn read_remote(
