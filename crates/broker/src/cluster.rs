@@ -1080,6 +1080,13 @@ impl Cluster {
             if p.refusals < DEATH_REFUSALS {
                 continue;
             }
+            // A view older than the broker's departure: it left (controlled shutdown revokes
+            // its lease before its listener closes), or its lease expired. Nothing to do.
+            if matches!(store.lease_silence(b.lease), Ok(None)) {
+                p.accepted = false;
+                p.refusals = 0;
+                continue;
+            }
             tracing::error!(
                 node_id = b.node_id,
                 host = %b.host,
