@@ -559,6 +559,21 @@ impl Gate<'_> {
         })
     }
 
+    /// Whether this client may DESCRIBE a group (checked, and logged, when a describing
+    /// answer is patched).
+    fn describes_group(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let (broker, client) = (self.broker.clone(), self.client.clone());
+        move |name: &str| {
+            broker.authz.allows(
+                &client,
+                Operation::Describe,
+                ResourceType::Group,
+                name,
+                Audit::Log,
+            )
+        }
+    }
+
     /// The share-group APIs: READ on the group (ShareGroupDescribe: DESCRIBE), and for
     /// ShareFetch and ShareAcknowledge READ on every topic named. Refused whole: a topic
     /// denied refuses the request with TOPIC_AUTHORIZATION_FAILED (Kafka answers that per
@@ -569,18 +584,7 @@ impl Gate<'_> {
                 (r.group_id.0.to_string(), Operation::Read, vec![])
             }
             RequestKind::ShareGroupDescribe(_) => {
-                let loud = {
-                    let (broker, client) = (self.broker.clone(), self.client.clone());
-                    move |name: &str| {
-                        broker.authz.allows(
-                            &client,
-                            Operation::Describe,
-                            ResourceType::Group,
-                            name,
-                            Audit::Log,
-                        )
-                    }
-                };
+                let loud = self.describes_group();
                 let fix = patch(
                     move |b: &mut ShareGroupDescribeResponse| {
                         for g in &mut b.groups {
@@ -599,18 +603,7 @@ impl Gate<'_> {
             }
             RequestKind::DescribeShareGroupOffsets(_) => {
                 // DESCRIBE on each group (Kafka also filters the topics by DESCRIBE).
-                let loud = {
-                    let (broker, client) = (self.broker.clone(), self.client.clone());
-                    move |name: &str| {
-                        broker.authz.allows(
-                            &client,
-                            Operation::Describe,
-                            ResourceType::Group,
-                            name,
-                            Audit::Log,
-                        )
-                    }
-                };
+                let loud = self.describes_group();
                 let fix = patch(
                     move |b: &mut DescribeShareGroupOffsetsResponse| {
                         for g in &mut b.groups {
@@ -722,18 +715,7 @@ impl Gate<'_> {
     }
 
     fn describe_groups(&self, r: DescribeGroupsRequest) -> Admission {
-        let loud = {
-            let (broker, client) = (self.broker.clone(), self.client.clone());
-            move |name: &str| {
-                broker.authz.allows(
-                    &client,
-                    Operation::Describe,
-                    ResourceType::Group,
-                    name,
-                    Audit::Log,
-                )
-            }
-        };
+        let loud = self.describes_group();
         let ops = self.operations();
         let with_ops = r.include_authorized_operations;
         let fix = patch(
@@ -755,18 +737,7 @@ impl Gate<'_> {
     }
 
     fn consumer_group_describe(&self, r: ConsumerGroupDescribeRequest) -> Admission {
-        let loud = {
-            let (broker, client) = (self.broker.clone(), self.client.clone());
-            move |name: &str| {
-                broker.authz.allows(
-                    &client,
-                    Operation::Describe,
-                    ResourceType::Group,
-                    name,
-                    Audit::Log,
-                )
-            }
-        };
+        let loud = self.describes_group();
         let ops = self.operations();
         let with_ops = r.include_authorized_operations;
         let fix = patch(

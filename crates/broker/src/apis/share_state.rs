@@ -72,6 +72,30 @@ fn error_of(code: i16, message: Option<String>) -> StateError {
     }
 }
 
+/// The partition of a state answer (`$resp.results[*].partitions[*]`) that is `$key`'s,
+/// or the error it carries (returned from the calling function).
+macro_rules! partition_of {
+    ($resp:expr, $key:expr, $api:literal) => {{
+        let Some(p) = $resp
+            .results
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition == $key.partition)
+        else {
+            return Err(StateError::Storage(
+                concat!($api, " answered no partition").into(),
+            ));
+        };
+        if p.error_code != 0 {
+            return Err(error_of(
+                p.error_code,
+                p.error_message.as_ref().map(|m| m.to_string()),
+            ));
+        }
+        p
+    }};
+}
+
 // ---- at the state partition's owner ----
 
 pub(crate) fn read(broker: &Arc<Broker>, req: ReadShareGroupStateRequest) -> Reply {
@@ -260,22 +284,7 @@ pub(crate) async fn summary_remote(
             "an unexpected answer to ReadShareGroupStateSummary".into(),
         ));
     };
-    let Some(p) = resp
-        .results
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition == key.partition)
-    else {
-        return Err(StateError::Storage(
-            "ReadShareGroupStateSummary answered no partition".into(),
-        ));
-    };
-    if p.error_code != 0 {
-        return Err(error_of(
-            p.error_code,
-            p.error_message.as_ref().map(|m| m.to_string()),
-        ));
-    }
+    let p = partition_of!(resp, key, "ReadShareGroupStateSummary");
     if p.state_epoch == NO_STATE {
         return Ok(None);
     }
@@ -314,22 +323,7 @@ pub(crate) async fn read_remote(
             "an unexpected answer to ReadShareGroupState".into(),
         ));
     };
-    let Some(p) = resp
-        .results
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition == key.partition)
-    else {
-        return Err(StateError::Storage(
-            "ReadShareGroupState answered no partition".into(),
-        ));
-    };
-    if p.error_code != 0 {
-        return Err(error_of(
-            p.error_code,
-            p.error_message.as_ref().map(|m| m.to_string()),
-        ));
-    }
+    let p = partition_of!(resp, key, "ReadShareGroupState");
     if p.state_epoch == NO_STATE {
         return Ok(None);
     }
@@ -396,19 +390,6 @@ pub(crate) async fn write_remote(
             "an unexpected answer to WriteShareGroupState".into(),
         ));
     };
-    match resp
-        .results
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition == key.partition)
-    {
-        Some(p) if p.error_code == 0 => Ok(()),
-        Some(p) => Err(error_of(
-            p.error_code,
-            p.error_message.as_ref().map(|m| m.to_string()),
-        )),
-        None => Err(StateError::Storage(
-            "WriteShareGroupState answered no partition".into(),
-        )),
-    }
+    partition_of!(resp, key, "WriteShareGroupState");
+    Ok(())
 }
