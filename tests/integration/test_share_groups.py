@@ -314,3 +314,41 @@ def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broke
     rows = {int(l.split()[2]): int(l.split()[3]) for l in res.out.splitlines() if l.split()[:2] == [group, topic]}
     assert sorted(rows) == list(range(partitions)), res.out
     assert sum(rows.values()) == 240, res.out
+
+
+def test_librdkafka_share_consumers(broker_factory, kafka_tool, topic):
+    """librdkafka's share consumer (confluent-kafka's ShareConsumer, a preview there): two of
+    them accept every record of the partition once between them."""
+    from confluent_kafka import ShareConsumer
+    b = broker_factory()
+    create_topic(b.bootstrap, topic, partitions=1)
+    group = f"{topic}-rdk"
+    set_group_config(kafka_tool, b.bootstrap, group, "share.auto.offset.reset=earliest")
+    p = producer(b.bootstrap, **{"linger.ms": 0})
+    for first in range(0, 60, 10):
+        produce_all(p, topic, [{"partition": 0, "value": f"v{i}".encode()} for i in range(first, first + 10)])
+    consumers = [ShareConsumer({"bootstrap.servers": b.bootstrap, "broker.address.family": "v4",
+                                "group.id": group, "share.acknowledgement.mode": "explicit"})
+                 for _ in range(2)]
+    got = []
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(got) < 60:
+            for c in consumers:
+                msgs = c.poll(0.5) or []
+                for m in msgs:
+                    assert m.error() is None, m.error()
+                    got.append(m.offset())
+                    c.acknowledge(m)
+                if msgs:
+                    c.commit_sync()
+        time.sleep(2)
+        for c in consumers:  # nothing more comes
+            for m in c.poll(0.5) or []:
+                got.append(m.offset())
+    finally:
+        for c in consumers:
+            c.close()
+    assert sorted(got) == list(range(60)), got
