@@ -3335,47 +3335,102 @@ fn read_cached_refuses_what_is_not_in_the_page_cache() {
 
 /// What a read brings back from below the drop point (a consumer far behind) is advised out
 /// again by the second `drop_read_back` after it, not by the first (the region may not have
-/// been sent yet); a read at the tail is not recorded.
+/// been sent yet); a read at the tail is not recorded. The kernel keeps a large folio that
+/// reaches past the advised range, so the region read is larger than the largest folio and
+/// what must be gone is what lies below the last folio boundary inside it.
 #[test]
 fn reads_from_below_the_drop_point_are_advised_out_again() {
     const MIB: u64 = 1 << 20;
     let d = disk_tempdir();
     let m = open_mgr(d.path());
-    let log = open(&m, cfg());
-    fill_log(&log, 4 * MIB, 16);
-    let read = |offset: i64| {
-        log.read_isolated(offset, 256 * 1024, true, Isolation::ReadUncommitted)
+    let log = open(
+        &m,
+        LogConfig {
+            segment_bytes: 16 * MIB,
+            ..cfg()
+        },
+    );
+    fill_log(&log, 6 * MIB, 16);
+    assert_eq!(log.segment_count(), 1);
+    let read = |offset: i64, max: u32| {
+        log.read_isolated(offset, max, true, Isolation::ReadUncommitted)
             .unwrap()
             .slice
             .unwrap()
     };
-    let resident = |s: &FileSlice| {
-        crate::segment::pread_cached(&s.file, &mut vec![0; s.len as usize], s.position).unwrap_or(0)
-    };
+    let cached = |s: &FileSlice| resident_in(&s.file, s.position, u64::from(s.len));
+    let pages = |s: &FileSlice| page_span(s.position, u64::from(s.len));
     // Everything but the last 256 KiB dropped.
     log.drop_cache_behind(256 * 1024).unwrap();
-    let old = read(0);
+    let old = read(0, 3 * MIB as u32);
     old.load().unwrap();
-    assert_eq!(resident(&old), old.len as usize);
-    let tail = read(log.log_end_offset() - 1);
-    assert!(resident(&tail) > 0);
+    assert_eq!(cached(&old), pages(&old));
+    let below = (old.position + u64::from(old.len)) / MAX_FOLIO * MAX_FOLIO;
+    assert!(below > old.position, "the region read ends inside its first folio");
+    let tail = read(log.log_end_offset() - 1, 256 * 1024);
+    assert!(cached(&tail) > 0);
     // Recorded now: the first call only ages it.
     assert_eq!(log.drop_read_back(), 0);
-    assert_eq!(
-        resident(&old),
-        old.len as usize,
-        "evicted before it could be sent"
-    );
+    assert_eq!(cached(&old), pages(&old), "evicted before it could be sent");
     assert_eq!(log.drop_read_back(), u64::from(old.len));
     assert_eq!(
-        resident(&old),
+        resident_in(&old.file, old.position, below - old.position),
         0,
         "the read-back region is still in the page cache"
     );
-    assert!(resident(&tail) > 0, "the tail was evicted");
+    assert!(cached(&tail) > 0, "the tail was evicted");
     // Nothing more to do until something is read back again.
     assert_eq!(log.drop_read_back(), 0);
     assert_eq!(log.drop_read_back(), 0);
+}
+
+/// The largest page-cache folio (as `cache.rs` assumes it).
+const MAX_FOLIO: u64 = 2 << 20;
+
+#[allow(unsafe_code)]
+fn page_bytes() -> u64 {
+    // SAFETY: sysconf reads a constant of the system.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
+}
+
+/// Bytes of the pages overlapping `[pos, pos + len)`.
+fn page_span(pos: u64, len: u64) -> u64 {
+    let page = page_bytes();
+    let start = pos / page * page;
+    (pos + len).div_ceil(page) * page - start
+}
+
+/// Bytes of the pages overlapping `[pos, pos + len)` of `file` that are in the page cache, as
+/// mincore(2) reports them over a mapping of the range (mapping faults nothing in). Unlike a
+/// RWF_NOWAIT read, a page marked for readahead counts as the resident page it is.
+#[allow(unsafe_code)]
+fn resident_in(file: &std::fs::File, pos: u64, len: u64) -> u64 {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return 0;
+    }
+    let page = page_bytes();
+    let start = pos / page * page;
+    let span = page_span(pos, len) as usize;
+    let mut vec = vec![0u8; span / page as usize];
+    // SAFETY: a fresh read-only shared mapping of an open file, unmapped below; mincore
+    // writes one byte per page of it into `vec`, which is that long.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            start as libc::off_t,
+        );
+        assert_ne!(addr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        let rc = libc::mincore(addr, span, vec.as_mut_ptr());
+        let err = std::io::Error::last_os_error();
+        libc::munmap(addr, span);
+        assert_eq!(rc, 0, "mincore: {err}");
+    }
+    vec.iter().filter(|b| *b & 1 == 1).count() as u64 * page
 }
 
 /// Two readers behind the drop point in one segment (two consumer groups): dropping what
@@ -3498,7 +3553,11 @@ fn file_slice_load_brings_the_region_into_the_page_cache() {
         len: 2 * MIB as u32,
     };
     slice.load().unwrap();
-    assert_eq!(cached(MIB as u64, 2 * MIB), 2 * MIB);
+    assert_eq!(
+        resident_in(&file, MIB as u64, 2 * MIB as u64),
+        2 * MIB as u64,
+        "not all of the region is in the page cache"
+    );
     assert_eq!(&slice.read_bytes().unwrap()[..], &data[MIB..3 * MIB]);
     // A region past the end of the file is an error, not a hang.
     let past = FileSlice {
