@@ -30,22 +30,28 @@ def java_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def state_placed_apart(bootstrap, topic, group):
-    """The partitions of `topic` whose share state (for `group`) lives in a partition of
-    __share_group_state owned by another broker than the partition itself."""
+def state_owners(bootstrap, topic, group):
+    """Partition of `topic` to (its owner, the owner of the __share_group_state partition
+    holding its share state for `group`: Kafka's placement, Java's hash of
+    "group:topicId:partition" over that topic's partitions)."""
     from confluent_kafka import TopicCollection
     a = harness.admin(bootstrap)
     tid = str(a.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
     md = a.list_topics(timeout=10)
     state = md.topics["__share_group_state"].partitions
-    apart = []
+    owners = {}
     for p, m in md.topics[topic].partitions.items():
         h = java_hash(f"{group}:{tid}:{p}")
         h = 0 if h == -(1 << 31) else abs(h)
-        owner = state[h % len(state)].leader
-        if owner != m.leader:
-            apart.append((p, m.leader, owner))
-    return apart
+        owners[p] = (m.leader, state[h % len(state)].leader)
+    return owners
+
+
+def state_placed_apart(bootstrap, topic, group):
+    """The partitions of `topic` whose share state (for `group`) lives in a partition of
+    __share_group_state owned by another broker than the partition itself."""
+    return [(p, leader, owner) for p, (leader, owner) in state_owners(bootstrap, topic, group).items()
+            if owner != leader]
 
 
 def start(tmp_path, name, bootstrap, group, topic, mode, *extra):
@@ -231,6 +237,87 @@ def test_share_state_survives_a_restart(broker_factory, kafka_tool, topic, tmp_p
     assert group in res.out.split()
 
 
+def share_tool(kafka_tool, bootstrap, *args, check=True):
+    res = kafka_tool(SHARE_GROUPS_COMMAND, "--bootstrap-server", bootstrap, *args, timeout=120)
+    return res.check(f"kafka-share-groups {' '.join(args)}") if check else res
+
+
+def start_offsets(kafka_tool, bootstrap, group, topic, lag=False):
+    """Partition to START-OFFSET (`lag`: to LAG) as `kafka-share-groups --describe --offsets`
+    prints it."""
+    out = share_tool(kafka_tool, bootstrap, "--describe", "--offsets", "--group", group).out
+    col = 4 if lag else 3
+    return {int(w[2]): w[col] for w in (l.split() for l in out.splitlines()) if w[:2] == [group, topic]}
+
+
+def test_offsets_reset_and_deleted_through_the_tool(broker_factory, kafka_tool, topic, tmp_path):
+    """kafka-share-groups --reset-offsets (earliest, latest) and --delete-offsets take effect
+    on an empty group: the next consumer starts where they say; a group with a member is
+    refused; --delete removes the group."""
+    b = broker_factory()
+    create_topic(b.bootstrap, topic, partitions=1)
+    group = f"{topic}-reset"
+    set_group_config(kafka_tool, b.bootstrap, group, "share.auto.offset.reset=earliest")
+    p = producer(b.bootstrap)
+    produce_all(p, topic, [{"partition": 0, "value": f"v{i}".encode()} for i in range(20)])
+
+    def consume(name, expected):
+        """A consumer that accepts records until it has `expected` (offset, value) pairs, then
+        leaves the group (SIGTERM closes it); what it got."""
+        c = start(tmp_path, name, b.bootstrap, group, topic, "accept")
+        try:
+            c.wait_for(lambda ls: len({o for o, _, _ in recs(c)}) >= len(expected) and "ACKED" in ls, 60,
+                       f"{name}: {len(expected)} records")
+            time.sleep(2)  # anything more would come now
+        finally:
+            c.terminate()
+        got = sorted({(o, v) for o, _, v in recs(c)})
+        assert got == sorted(expected), (name, got)
+        return c
+
+    everything = [(i, f"v{i}") for i in range(20)]
+    consume("first", everything)
+    # Everything done with (Kafka moves the start offset lazily: only the lag is certain).
+    assert start_offsets(kafka_tool, b.bootstrap, group, topic, lag=True) == {0: "0"}
+
+    # Back to the earliest offset: every record is delivered again, as a first delivery.
+    share_tool(kafka_tool, b.bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+               "--to-earliest", "--execute")
+    assert start_offsets(kafka_tool, b.bootstrap, group, topic) == {0: "0"}
+    assert start_offsets(kafka_tool, b.bootstrap, group, topic, lag=True) == {0: "20"}
+    again = consume("after-earliest", everything)
+    assert {d for _, d, _ in recs(again)} == {1}, recs(again)
+
+    # A group with a member is refused, and nothing changes.
+    holder = start(tmp_path, "member", b.bootstrap, group, topic, "accept")
+    try:
+        holder.wait_for(lambda ls: "READY" in ls, 60, "the member's first poll")
+        res = share_tool(kafka_tool, b.bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+                         "--to-earliest", "--execute", check=False)
+        assert res.rc != 0 and "is not empty" in res.out + res.err, (res.rc, res.out, res.err)
+    finally:
+        holder.terminate()
+    assert start_offsets(kafka_tool, b.bootstrap, group, topic, lag=True) == {0: "0"}
+
+    # To the latest offset: only what is produced after it is delivered.
+    share_tool(kafka_tool, b.bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+               "--to-latest", "--execute")
+    produce_all(p, topic, [{"partition": 0, "value": b"new"}])
+    consume("after-latest", [(20, "new")])
+
+    # Deleted: the group starts again by its share.auto.offset.reset (earliest).
+    res = share_tool(kafka_tool, b.bootstrap, "--delete-offsets", "--group", group, "--topic", topic)
+    assert "Successful" in res.out, res.out
+    assert start_offsets(kafka_tool, b.bootstrap, group, topic) == {}
+    consume("after-delete", everything + [(20, "new")])
+
+    # And the group itself, once empty.
+    res = share_tool(kafka_tool, b.bootstrap, "--delete", "--group", group)
+    assert "was successful" in res.out, res.out
+    listed = share_tool(kafka_tool, b.bootstrap, "--list").out.split()
+    assert group not in listed, listed
+
+
 def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broker_factory, kafka_tool, etcd,
                                                                             topic, tmp_path):
     """Three brokers on one shared directory: share partitions are led by their topic
@@ -241,7 +328,8 @@ def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broke
     if harness.TARGET != "sluice":
         import pytest
         pytest.skip("a Sluice cluster")
-    from cluster_support import bootstrap_of, cluster_overrides, leaders, live_brokers, wait_all_led
+    from cluster_support import (bootstrap_of, cluster_overrides, coordinator_of, leaders, live_brokers,
+                                 wait_all_led)
     from test_metrics import samples
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -271,7 +359,7 @@ def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broke
             got = [v for _, _, v in recs(c)]
             assert sorted(got) == sorted(expected), (name, sorted(set(got) ^ set(expected))[:10])
         finally:
-            c.kill()
+            c.terminate()  # leaves the group: an empty group's offsets can be reset
 
     produce("a", 120)
     consume_exactly("first", [f"a{i}" for i in range(120)])
@@ -283,6 +371,19 @@ def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broke
                  and labels.get("request") == "WriteShareGroupState")
     split = state_placed_apart(bootstrap, topic, group)
     assert (remote > 0) == bool(split), (remote, split)
+
+    # Reset to the earliest offsets at the group's coordinator, which resets each state where
+    # it lives (InitializeShareGroupState between brokers); the partitions' owners load it
+    # again and everything comes back.
+    def requests(api):
+        return sum(v for node in metrics for name, labels, v in samples(metrics[node])
+                   if name == "kafka_network_requestmetrics_requests_total" and labels.get("request") == api)
+    share_tool(kafka_tool, bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+               "--to-earliest", "--execute")
+    consume_exactly("after-reset", [f"a{i}" for i in range(120)])
+    coordinator = coordinator_of(bootstrap, group)
+    elsewhere = [p for p, (_, owner) in state_owners(bootstrap, topic, group).items() if owner != coordinator]
+    assert (requests("InitializeShareGroupState") > 0) == bool(elsewhere), elsewhere
 
     # The owner of some partitions dies: their share state is where it was written.
     victim = leaders(bootstrap, topic)[0]
@@ -314,6 +415,13 @@ def test_cluster_keeps_share_state_across_an_owner_kill_and_a_planned_move(broke
     rows = {int(l.split()[2]): int(l.split()[3]) for l in res.out.splitlines() if l.split()[:2] == [group, topic]}
     assert sorted(rows) == list(range(partitions)), res.out
     assert sum(rows.values()) == 240, res.out
+
+    # Deleted with its state. (The tool lists the groups of every broker in Metadata, which
+    # names a departed broker for broker.session.timeout.ms, as Kafka does.)
+    harness.wait_until(lambda: len(live_brokers(bootstrap_of(brokers))) == 1, 30, "one broker listed")
+    res = share_tool(kafka_tool, bootstrap_of(brokers), "--delete", "--group", group)
+    assert "was successful" in res.out, res.out
+    assert group not in share_tool(kafka_tool, bootstrap_of(brokers), "--list").out.split()
 
 
 def test_librdkafka_share_consumers(broker_factory, kafka_tool, topic):

@@ -954,6 +954,10 @@ impl Broker {
             RequestKind::WriteShareGroupState(r) => apis::share_state::write(self, r),
             RequestKind::ReadShareGroupStateSummary(r) => apis::share_state::summary(self, r),
             RequestKind::DescribeShareGroupOffsets(r) => apis::share::describe_offsets(self, r),
+            RequestKind::AlterShareGroupOffsets(r) => apis::share::alter_offsets(self, r),
+            RequestKind::DeleteShareGroupOffsets(r) => apis::share::delete_offsets(self, r),
+            RequestKind::InitializeShareGroupState(r) => apis::share_state::initialize(self, r),
+            RequestKind::DeleteShareGroupState(r) => apis::share_state::delete(self, r),
             other => return Err(other),
         })
     }

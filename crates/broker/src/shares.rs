@@ -100,7 +100,15 @@ struct Stored {
 struct StateStore {
     logs: HashMap<i32, Arc<Log>>,
     latest: HashMap<ShareKey, (i32, Stored)>,
+    /// The state epoch of states deleted since their partition was loaded: a state made
+    /// anew starts above it, and a write at or below it (a share partition loaded before
+    /// the deletion) is refused.
+    deleted: HashMap<ShareKey, (i32, i32)>,
 }
+
+/// A share partition's state as read for its owner: what is stored (None: nothing) and its
+/// state epoch (for nothing stored, the epoch a new state starts at).
+pub(crate) type ReadState = (Option<Snapshot>, i32);
 
 /// One share partition led here.
 #[derive(Debug)]
@@ -125,6 +133,10 @@ struct SpState {
     last_written: Option<Snapshot>,
     /// Replaced by a cell for another log incarnation: nothing more is done with this one.
     retired: bool,
+    /// To be loaded again before its next use (the group has no share session here any
+    /// more, or a write was fenced): the stored state may have been reset or deleted since.
+    /// Until then it still releases and writes what its members leave behind.
+    stale: bool,
 }
 
 /// A share session (ShareFetch/ShareAcknowledge `ShareSessionEpoch`): the partitions a member
@@ -348,29 +360,51 @@ impl Shares {
 
     /// Close the sessions of members that left `group` (or whose session expired).
     pub(crate) fn close_sessions_of(&self, group: &str, members: &[String]) {
-        let mut s = self.sessions.lock();
-        for m in members {
-            s.remove(&(group.to_string(), m.clone()));
+        {
+            let mut s = self.sessions.lock();
+            for m in members {
+                s.remove(&(group.to_string(), m.clone()));
+            }
         }
+        self.after_close(group);
     }
 
     /// Close `(group, member)`'s session if it was opened on connection `conn`; whether it
     /// was.
     fn close_session_on(&self, group: &str, member: &str, conn: usize) -> bool {
-        let mut s = self.sessions.lock();
-        let k = (group.to_string(), member.to_string());
-        if s.get(&k).is_some_and(|session| session.conn == conn) {
-            s.remove(&k);
-            return true;
+        let closed = {
+            let mut s = self.sessions.lock();
+            let k = (group.to_string(), member.to_string());
+            s.get(&k).is_some_and(|session| session.conn == conn) && s.remove(&k).is_some()
+        };
+        if closed {
+            self.after_close(group);
         }
-        false
+        closed
     }
 
     /// Close `(group, member)`'s session; its partitions, if it had one.
     pub(crate) fn close_session(&self, group: &str, member: &str) -> Option<ShareSession> {
-        self.sessions
+        let closed = self
+            .sessions
             .lock()
-            .remove(&(group.to_string(), member.to_string()))
+            .remove(&(group.to_string(), member.to_string()));
+        self.after_close(group);
+        closed
+    }
+
+    /// A session of `group` closed: when it was the group's last here, its share partitions
+    /// are loaded again before their next use (as Kafka drops them when a group has no
+    /// session left on a broker), so that a reset or deletion of their state made while
+    /// the group is empty takes effect. Until then they still release and write what the
+    /// members left behind; a load finding the state they last wrote carries them over.
+    fn after_close(&self, group: &str) {
+        let open = self.sessions.lock().keys().any(|(g, _)| g == group);
+        if !open {
+            for cell in self.cells_of(group) {
+                Shares::mark_stale(&cell);
+            }
+        }
     }
 
     // ---- share partitions ----
@@ -389,22 +423,17 @@ impl Shares {
         settings: impl FnOnce() -> (bool, i64),
     ) -> Result<Arc<ShareCell>, StateError> {
         let found = |parts: &HashMap<ShareKey, Arc<ShareCell>>| {
-            parts
-                .get(key)
-                .filter(|c| Arc::ptr_eq(&c.state.lock().log, log))
-                .cloned()
+            parts.get(key).filter(|c| c.is_current_for(log)).cloned()
         };
         if let Some(cell) = found(&self.parts.lock()) {
             return Ok(cell);
         }
         let _loading = self.load_lock.lock().await;
         let old = self.parts.lock().get(key).cloned();
-        if let Some(cell) = &old {
-            if Arc::ptr_eq(&cell.state.lock().log, log) {
-                return Ok(cell.clone());
-            }
+        if let Some(cell) = old.as_ref().filter(|c| c.is_current_for(log)) {
+            return Ok(cell.clone());
         }
-        let stored = broker.read_share_state(key, log.leader_epoch()).await?;
+        let (stored, stored_epoch) = broker.read_share_state(key, log.leader_epoch()).await?;
         let (earliest, lock_ms) = settings();
         let limits = Limits {
             lock_ms,
@@ -415,20 +444,22 @@ impl Shares {
         let carried = old.and_then(|c| {
             let mut s = c.state.lock();
             s.retired = true;
-            let current = stored.as_ref().map(|(snap, _)| snap) == s.last_written.as_ref();
+            let current = stored.is_some()
+                && stored.as_ref() == s.last_written.as_ref()
+                && stored_epoch == s.state_epoch;
             current.then(|| (s.part.clone(), s.state_epoch))
         });
-        let loaded = stored.as_ref().map(|(snap, _)| snap.clone());
+        let loaded = stored.clone();
         let (part, fresh, state_epoch) = match (carried, stored) {
             (Some((mut part, state_epoch)), _) => {
                 part.set_limits(limits);
                 part.log_start_moved(log.log_start_offset());
                 (part, true, state_epoch)
             }
-            (None, Some((snapshot, state_epoch))) => {
+            (None, Some(snapshot)) => {
                 let mut part = SharePartition::from_snapshot(limits, &snapshot);
                 part.log_start_moved(log.log_start_offset());
-                (part, false, state_epoch)
+                (part, false, stored_epoch)
             }
             (None, None) => {
                 let start = if earliest {
@@ -436,7 +467,7 @@ impl Shares {
                 } else {
                     log.high_watermark()
                 };
-                (SharePartition::new(limits, start), true, 0)
+                (SharePartition::new(limits, start), true, stored_epoch)
             }
         };
         let cell = Arc::new(ShareCell {
@@ -449,6 +480,7 @@ impl Shares {
                 state_epoch,
                 last_written: loaded,
                 retired: false,
+                stale: false,
             }),
             writer: tokio::sync::Mutex::new(()),
         });
@@ -466,7 +498,7 @@ impl Shares {
             }
             match parts.get(key) {
                 // Another request loaded it for the same log meanwhile: that one is used.
-                Some(c) if Arc::ptr_eq(&c.state.lock().log, log) => c.clone(),
+                Some(c) if c.is_current_for(log) => c.clone(),
                 _ => {
                     parts.insert(key.clone(), cell.clone());
                     cell
@@ -493,6 +525,12 @@ impl Shares {
             s.changes += 1;
         }
         Some(value)
+    }
+
+    /// Load `cell` again before its next use (its stored state was reset or deleted, or its
+    /// group has no session here any more).
+    pub(crate) fn mark_stale(cell: &ShareCell) {
+        cell.state.lock().stale = true;
     }
 
     /// The log the share partition was loaded for.
@@ -525,10 +563,18 @@ impl Shares {
                 s.state_epoch,
             )
         };
-        broker
+        let written = broker
             .write_share_state(cell, &snapshot, state_epoch, leader_epoch)
-            .await?;
+            .await;
         let mut s = cell.state.lock();
+        if let Err(e) = written {
+            if matches!(e, StateError::Fenced(_)) {
+                // A later owner, or a reset or deletion of the state: loaded again before
+                // its next use.
+                s.stale = true;
+            }
+            return Err(e);
+        }
         s.persisted = s.persisted.max(version);
         s.last_written = Some(snapshot);
         Ok(())
@@ -644,6 +690,7 @@ impl Shares {
         let mut store = self.store.lock();
         store.logs.remove(&partition);
         store.latest.retain(|_, (p, _)| *p != partition);
+        store.deleted.retain(|_, (p, _)| *p != partition);
     }
 
     pub(crate) fn loaded_count(&self) -> usize {
@@ -672,14 +719,18 @@ impl Shares {
         key: &ShareKey,
         p: i32,
         leader_epoch: i32,
-    ) -> Result<(Option<(Snapshot, i32)>, Option<Arc<Log>>), StateError> {
+    ) -> Result<(ReadState, Option<Arc<Log>>), StateError> {
         let mut store = self.store.lock();
         let log = self.state_log(&store, p)?;
         let Some((_, stored)) = store.latest.get(key).cloned() else {
-            return Ok((None, None));
+            let next = store
+                .deleted
+                .get(key)
+                .map_or(0, |(_, e)| e.saturating_add(1));
+            return Ok(((None, next), None));
         };
         fence(&stored, leader_epoch)?;
-        let found = Some((stored.snapshot.clone(), stored.state_epoch));
+        let found = (Some(stored.snapshot.clone()), stored.state_epoch);
         if leader_epoch == stored.leader_epoch {
             return Ok((found, None));
         }
@@ -736,8 +787,18 @@ impl Shares {
         }
         let log = self.state_log(&store, p)?;
         let previous = store.latest.get(key).map(|(_, s)| s.clone());
-        if let Some(previous) = &previous {
-            fence(previous, leader_epoch)?;
+        let newest_epoch = match &previous {
+            Some(previous) => {
+                fence(previous, leader_epoch)?;
+                Some(previous.state_epoch)
+            }
+            None => store.deleted.get(key).map(|(_, e)| e.saturating_add(1)),
+        };
+        if let Some(newest) = newest_epoch.filter(|e| state_epoch < *e) {
+            return Err(StateError::Fenced(format!(
+                "the share state was reset or deleted (state epoch {newest}, written at \
+                 {state_epoch})"
+            )));
         }
         let next = Stored {
             snapshot: snapshot.clone(),
@@ -748,6 +809,65 @@ impl Shares {
         };
         append_state(&mut store, &log, p, key, next)?;
         Ok(log)
+    }
+
+    /// Make `key`'s state start at `start` with nothing in flight (AlterShareGroupOffsets):
+    /// a new state epoch, so that a share partition loaded before writes nothing over it and
+    /// is loaded again. The leader epoch stays, fencing the owners it fenced. The log to
+    /// wait for.
+    pub(crate) fn initialize_local(
+        &self,
+        key: &ShareKey,
+        p: i32,
+        start: i64,
+    ) -> Result<Arc<Log>, StateError> {
+        let mut store = self.store.lock();
+        let log = self.state_log(&store, p)?;
+        let previous = store.latest.get(key).map(|(_, s)| s.clone());
+        let deleted = store.deleted.get(key).map(|(_, e)| *e);
+        let next = Stored {
+            snapshot: Snapshot {
+                start,
+                batches: Vec::new(),
+            },
+            state_epoch: previous
+                .as_ref()
+                .map(|s| s.state_epoch)
+                .or(deleted)
+                .map_or(0, |e| e.saturating_add(1)),
+            leader_epoch: previous.as_ref().map_or(-1, |s| s.leader_epoch),
+            snapshot_epoch: previous.as_ref().map_or(0, |s| s.snapshot_epoch + 1),
+            create_ms: now_ms(),
+        };
+        append_state(&mut store, &log, p, key, next)?;
+        Ok(log)
+    }
+
+    /// Delete `key`'s state (a tombstone; DeleteShareGroupOffsets, DeleteGroups): a share
+    /// partition loaded before writes nothing over the deletion. None when nothing was
+    /// stored; else the log to wait for.
+    pub(crate) fn delete_local(
+        &self,
+        key: &ShareKey,
+        p: i32,
+    ) -> Result<Option<Arc<Log>>, StateError> {
+        let mut store = self.store.lock();
+        let log = self.state_log(&store, p)?;
+        let Some((_, previous)) = store.latest.get(key).cloned() else {
+            return Ok(None);
+        };
+        let now = now_ms();
+        let k = records::encode_key(records::SNAPSHOT, key);
+        let batch = sluice_format::BatchBuilder::new()
+            .record(now, Some(&k), None)
+            .build();
+        log.append(Bytes::from(batch), AppendOrigin::Client, now)
+            .map_err(|e| {
+                StateError::Storage(format!("appending to {SHARE_STATE_TOPIC}-{p} failed: {e}"))
+            })?;
+        store.latest.remove(key);
+        store.deleted.insert(key.clone(), (p, previous.state_epoch));
+        Ok(Some(log))
     }
 
     /// The groups with state stored in the partitions loaded here.
@@ -825,6 +945,12 @@ impl ShareCell {
     fn is_retired(&self) -> bool {
         self.state.lock().retired
     }
+
+    /// Loaded for `log` and usable as it is (not to be loaded again).
+    fn is_current_for(&self, log: &Arc<Log>) -> bool {
+        let s = self.state.lock();
+        Arc::ptr_eq(&s.log, log) && !s.stale
+    }
 }
 
 impl Broker {
@@ -853,7 +979,7 @@ impl Broker {
         &self,
         key: &ShareKey,
         leader_epoch: i32,
-    ) -> Result<Option<(Snapshot, i32)>, StateError> {
+    ) -> Result<ReadState, StateError> {
         let p = self.share_state_partition(key);
         match self.share_state_owner(p) {
             None => Err(StateError::NotLoaded(format!(
@@ -861,6 +987,7 @@ impl Broker {
             ))),
             Some(node) if node == self.node_id => {
                 let (found, written) = self.shares.read_local(key, p, leader_epoch)?;
+
                 if let Some(log) = written {
                     self.flush_logs(vec![log]).await.map_err(|e| {
                         StateError::Storage(format!("writing share state failed: {e}"))
@@ -872,6 +999,80 @@ impl Broker {
                 crate::apis::share_state::read_remote(self, node, key, leader_epoch).await
             }
         }
+    }
+
+    /// Reset `key`'s state to start at `start`, where its `__share_group_state` partition is
+    /// owned; done once fsynced there.
+    pub(crate) async fn initialize_share_state(
+        &self,
+        key: &ShareKey,
+        start: i64,
+    ) -> Result<(), StateError> {
+        let p = self.share_state_partition(key);
+        match self.share_state_owner(p) {
+            None => Err(StateError::NotLoaded(format!(
+                "{SHARE_STATE_TOPIC}-{p} has no owner"
+            ))),
+            Some(node) if node == self.node_id => {
+                let log = self.shares.initialize_local(key, p, start)?;
+                self.flush_logs(vec![log])
+                    .await
+                    .map_err(|e| StateError::Storage(format!("writing share state failed: {e}")))
+            }
+            Some(node) => crate::apis::share_state::initialize_remote(self, node, key, start).await,
+        }
+    }
+
+    /// Delete the stored state of `keys` (of one group), where their `__share_group_state`
+    /// partitions are owned (one request per owner; a key with nothing stored is no
+    /// error); each key's outcome, done once fsynced.
+    pub(crate) async fn delete_share_states(
+        &self,
+        keys: &[ShareKey],
+    ) -> Vec<(ShareKey, Result<(), StateError>)> {
+        let mut by_owner: BTreeMap<Option<i32>, Vec<(ShareKey, i32)>> = BTreeMap::new();
+        for key in keys {
+            let p = self.share_state_partition(key);
+            by_owner
+                .entry(self.share_state_owner(p))
+                .or_default()
+                .push((key.clone(), p));
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for (owner, keys) in by_owner {
+            match owner {
+                None => out.extend(keys.into_iter().map(|(k, p)| {
+                    let e = StateError::NotLoaded(format!("{SHARE_STATE_TOPIC}-{p} has no owner"));
+                    (k, Err(e))
+                })),
+                Some(node) if node == self.node_id => {
+                    let mut logs = Vec::new();
+                    let mut done = Vec::new();
+                    for (k, p) in keys {
+                        let r = self.shares.delete_local(&k, p);
+                        if let Ok(Some(log)) = &r {
+                            logs.push(log.clone());
+                        }
+                        done.push((k, r.map(|l| l.is_some())));
+                    }
+                    let flushed = self.flush_logs(logs).await;
+                    out.extend(done.into_iter().map(|(k, r)| match (&flushed, r) {
+                        (Err(e), Ok(true)) => (
+                            k,
+                            Err(StateError::Storage(format!(
+                                "deleting share state failed: {e}"
+                            ))),
+                        ),
+                        (_, r) => (k, r.map(|_| ())),
+                    }));
+                }
+                Some(node) => {
+                    let keys: Vec<ShareKey> = keys.into_iter().map(|(k, _)| k).collect();
+                    out.extend(crate::apis::share_state::delete_remote(self, node, &keys).await);
+                }
+            }
+        }
+        out
     }
 
     /// `key`'s stored state summary, where its `__share_group_state` partition is owned.
@@ -1084,6 +1285,107 @@ impl Broker {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A `Shares` with `__share_group_state` partition 0 loaded from a real log, and the
+    /// log (to load again, as after a restart).
+    fn store() -> (tempfile::TempDir, Shares, Arc<Log>) {
+        let cfg = crate::testutil::log_config(i64::MAX, i64::MAX);
+        let (dir, _m, mut logs) = crate::testutil::open_logs(1, &cfg);
+        let mut props = std::collections::BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("log.dirs".to_string(), dir.path().display().to_string());
+        let config = sluice_config::BrokerConfig::from_properties(props).unwrap();
+        let shares = Shares::new(&config);
+        let log = logs.remove(0);
+        shares.load_state(0, log.clone());
+        (dir, shares, log)
+    }
+
+    fn key() -> ShareKey {
+        key_of("g", Uuid::from_u128(7), 0)
+    }
+
+    fn snap(start: i64) -> Snapshot {
+        Snapshot {
+            start,
+            batches: Vec::new(),
+        }
+    }
+
+    fn fenced<T: std::fmt::Debug>(r: Result<T, StateError>) -> bool {
+        matches!(r, Err(StateError::Fenced(_)))
+    }
+
+    /// A read by a later owner of the topic partition fences the earlier ones' writes, and
+    /// the fence is on storage: it holds once the partition is loaded again.
+    #[test]
+    fn a_later_owners_read_fences_an_earlier_owners_write() {
+        let (_d, shares, log) = store();
+        let k = key();
+        shares.write_local(&k, 0, &snap(10), 0, 4, || true).unwrap();
+        let ((found, epoch), written) = shares.read_local(&k, 0, 5).unwrap();
+        assert_eq!((found.map(|s| s.start), epoch), (Some(10), 0));
+        assert!(written.is_some(), "the new leader epoch was not written");
+        assert!(fenced(shares.write_local(&k, 0, &snap(11), 0, 4, || true)));
+        assert!(fenced(shares.read_local(&k, 0, 4)));
+        shares.unload_state(0);
+        shares.load_state(0, log);
+        assert!(fenced(shares.write_local(&k, 0, &snap(11), 0, 4, || true)));
+        shares.write_local(&k, 0, &snap(12), 0, 5, || true).unwrap();
+        // Reading what was never written writes no fence.
+        let other = key_of("g", Uuid::from_u128(8), 0);
+        let ((found, epoch), written) = shares.read_local(&other, 0, 9).unwrap();
+        assert!(found.is_none() && epoch == 0 && written.is_none());
+    }
+
+    /// A reset (AlterShareGroupOffsets) moves the state epoch on: a share partition loaded
+    /// before it writes nothing over it; one loaded after it writes.
+    #[test]
+    fn a_reset_fences_the_writes_of_a_state_loaded_before_it() {
+        let (_d, shares, log) = store();
+        let k = key();
+        shares.write_local(&k, 0, &snap(50), 0, 3, || true).unwrap();
+        shares.initialize_local(&k, 0, 0).unwrap();
+        assert!(fenced(shares.write_local(&k, 0, &snap(51), 0, 3, || true)));
+        let ((found, epoch), _) = shares.read_local(&k, 0, 3).unwrap();
+        assert_eq!((found.map(|s| s.start), epoch), (Some(0), 1));
+        shares.write_local(&k, 0, &snap(5), 1, 3, || true).unwrap();
+        // A leader epoch fence survives the reset.
+        assert!(fenced(shares.write_local(&k, 0, &snap(6), 1, 2, || true)));
+        shares.unload_state(0);
+        shares.load_state(0, log);
+        assert!(fenced(shares.write_local(&k, 0, &snap(6), 0, 3, || true)));
+        let ((found, epoch), _) = shares.read_local(&k, 0, 3).unwrap();
+        assert_eq!((found.map(|s| s.start), epoch), (Some(5), 1));
+    }
+
+    /// A deletion (DeleteShareGroupOffsets, DeleteGroups) is a tombstone: loaded again, the
+    /// state is gone; a state loaded before it writes nothing over it; a new one starts
+    /// above its epoch.
+    #[test]
+    fn a_deletion_is_durable_and_fences_the_state_loaded_before_it() {
+        let (_d, shares, log) = store();
+        let k = key();
+        shares.write_local(&k, 0, &snap(50), 2, 3, || true).unwrap();
+        assert!(shares.delete_local(&k, 0).unwrap().is_some());
+        assert!(
+            shares.delete_local(&k, 0).unwrap().is_none(),
+            "nothing left to delete"
+        );
+        assert!(fenced(shares.write_local(&k, 0, &snap(51), 2, 3, || true)));
+        let ((found, epoch), _) = shares.read_local(&k, 0, 3).unwrap();
+        assert!(found.is_none());
+        assert_eq!(epoch, 3);
+        shares
+            .write_local(&k, 0, &snap(0), epoch, 3, || true)
+            .unwrap();
+        assert!(shares.delete_local(&k, 0).unwrap().is_some());
+        shares.unload_state(0);
+        shares.load_state(0, log);
+        let ((found, _), _) = shares.read_local(&k, 0, 3).unwrap();
+        assert!(found.is_none(), "the deleted state came back after a load");
+        assert!(shares.stored_groups().is_empty());
+    }
 
     #[test]
     fn topic_ids_in_kafkas_base64() {

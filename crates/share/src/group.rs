@@ -137,6 +137,17 @@ impl ShareGroups {
         self.groups.keys()
     }
 
+    /// Make `group_id` exist (empty) if it does not (AlterShareGroupOffsets creates the
+    /// group, as on Kafka); whether it has members.
+    pub fn ensure(&mut self, group_id: &str) -> bool {
+        !self
+            .groups
+            .entry(group_id.to_string())
+            .or_default()
+            .members
+            .is_empty()
+    }
+
     /// Forget an empty group (DeleteGroups); false if it has members or does not exist.
     pub fn delete(&mut self, group_id: &str) -> bool {
         match self.groups.get(group_id) {

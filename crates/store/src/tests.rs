@@ -3366,7 +3366,10 @@ fn reads_from_below_the_drop_point_are_advised_out_again() {
     old.load().unwrap();
     assert_eq!(cached(&old), pages(&old));
     let below = (old.position + u64::from(old.len)) / MAX_FOLIO * MAX_FOLIO;
-    assert!(below > old.position, "the region read ends inside its first folio");
+    assert!(
+        below > old.position,
+        "the region read ends inside its first folio"
+    );
     let tail = read(log.log_end_offset() - 1, 256 * 1024);
     assert!(cached(&tail) > 0);
     // Recorded now: the first call only ages it.
@@ -3424,7 +3427,12 @@ fn resident_in(file: &std::fs::File, pos: u64, len: u64) -> u64 {
             file.as_raw_fd(),
             start as libc::off_t,
         );
-        assert_ne!(addr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        assert_ne!(
+            addr,
+            libc::MAP_FAILED,
+            "mmap: {}",
+            std::io::Error::last_os_error()
+        );
         let rc = libc::mincore(addr, span, vec.as_mut_ptr());
         let err = std::io::Error::last_os_error();
         libc::munmap(addr, span);

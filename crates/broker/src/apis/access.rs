@@ -89,6 +89,12 @@ pub(crate) fn admit(
         RequestKind::DescribeShareGroupOffsets(r) => {
             gate.share(RequestKind::DescribeShareGroupOffsets(r))
         }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            gate.share(RequestKind::AlterShareGroupOffsets(r))
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            gate.share(RequestKind::DeleteShareGroupOffsets(r))
+        }
         RequestKind::CreateTopics(r) => gate.create_topics(r),
         RequestKind::DeleteTopics(r) => gate.delete_topics(r),
         RequestKind::CreatePartitions(r) => gate.create_partitions(r),
@@ -574,12 +580,19 @@ impl Gate<'_> {
         }
     }
 
-    /// The share-group APIs: READ on the group (ShareGroupDescribe: DESCRIBE), and for
-    /// ShareFetch and ShareAcknowledge READ on every topic named. Refused whole: a topic
-    /// denied refuses the request with TOPIC_AUTHORIZATION_FAILED (Kafka answers that per
-    /// partition and serves the others).
+    /// The share-group APIs: READ on the group (ShareGroupDescribe and
+    /// DescribeShareGroupOffsets: DESCRIBE; DeleteShareGroupOffsets: DELETE), and for
+    /// ShareFetch, ShareAcknowledge and Alter/DeleteShareGroupOffsets READ on every topic
+    /// named. Refused whole: a topic denied refuses the request with
+    /// TOPIC_AUTHORIZATION_FAILED (Kafka answers that per topic and serves the others).
     fn share(&self, body: RequestKind) -> Admission {
-        let (group, op, topics): (String, Operation, Vec<uuid::Uuid>) = match &body {
+        let by_id = |ids: Vec<uuid::Uuid>| -> Vec<String> {
+            ids.into_iter()
+                .filter_map(|id| self.broker.registry.get_by_id(id))
+                .map(|t| t.meta.name.clone())
+                .collect()
+        };
+        let (group, op, topics): (String, Operation, Vec<String>) = match &body {
             RequestKind::ShareGroupHeartbeat(r) => {
                 (r.group_id.0.to_string(), Operation::Read, vec![])
             }
@@ -625,7 +638,7 @@ impl Gate<'_> {
                     .map(|g| g.0.to_string())
                     .unwrap_or_default(),
                 Operation::Read,
-                r.topics.iter().map(|t| t.topic_id).collect(),
+                by_id(r.topics.iter().map(|t| t.topic_id).collect()),
             ),
             RequestKind::ShareAcknowledge(r) => (
                 r.group_id
@@ -633,21 +646,32 @@ impl Gate<'_> {
                     .map(|g| g.0.to_string())
                     .unwrap_or_default(),
                 Operation::Read,
-                r.topics.iter().map(|t| t.topic_id).collect(),
+                by_id(r.topics.iter().map(|t| t.topic_id).collect()),
+            ),
+            RequestKind::AlterShareGroupOffsets(r) => (
+                r.group_id.0.to_string(),
+                Operation::Read,
+                r.topics
+                    .iter()
+                    .map(|t| t.topic_name.0.to_string())
+                    .collect(),
+            ),
+            RequestKind::DeleteShareGroupOffsets(r) => (
+                r.group_id.0.to_string(),
+                Operation::Delete,
+                r.topics
+                    .iter()
+                    .map(|t| t.topic_name.0.to_string())
+                    .collect(),
             ),
             _ => return Admission::Serve(body, None),
         };
         let code = if !self.allows(op, ResourceType::Group, &group) {
             Some(GROUP_DENIED)
-        } else if topics.iter().any(|id| {
-            let name = self
-                .broker
-                .registry
-                .get_by_id(*id)
-                .map(|t| t.meta.name.clone())
-                .unwrap_or_default();
-            !name.is_empty() && !self.allows(Operation::Read, ResourceType::Topic, &name)
-        }) {
+        } else if topics
+            .iter()
+            .any(|name| !self.allows(Operation::Read, ResourceType::Topic, name))
+        {
             Some(TOPIC_DENIED)
         } else {
             None
@@ -664,6 +688,16 @@ impl Gate<'_> {
             ),
             RequestKind::ShareFetch(_) => ResponseKind::ShareFetch(
                 ShareFetchResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(message),
+            ),
+            RequestKind::AlterShareGroupOffsets(_) => ResponseKind::AlterShareGroupOffsets(
+                AlterShareGroupOffsetsResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(message),
+            ),
+            RequestKind::DeleteShareGroupOffsets(_) => ResponseKind::DeleteShareGroupOffsets(
+                DeleteShareGroupOffsetsResponse::default()
                     .with_error_code(code.code())
                     .with_error_message(message),
             ),
@@ -1504,7 +1538,9 @@ impl Gate<'_> {
             RequestKind::UpdateFeatures(_) | RequestKind::UnregisterBroker(_) => Operation::Alter,
             RequestKind::ReadShareGroupState(_)
             | RequestKind::WriteShareGroupState(_)
-            | RequestKind::ReadShareGroupStateSummary(_) => Operation::ClusterAction,
+            | RequestKind::ReadShareGroupStateSummary(_)
+            | RequestKind::InitializeShareGroupState(_)
+            | RequestKind::DeleteShareGroupState(_) => Operation::ClusterAction,
             RequestKind::AlterClientQuotas(_) => Operation::AlterConfigs,
             RequestKind::WriteTxnMarkers(_) => {
                 // Kafka takes ALTER on the cluster (quietly) as well as CLUSTER_ACTION.

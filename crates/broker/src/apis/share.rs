@@ -13,6 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::alter_share_group_offsets_response::{
+    AlterShareGroupOffsetsResponsePartition as AlterPartitionResult,
+    AlterShareGroupOffsetsResponseTopic as AlterTopicResult,
+};
+use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as DeleteTopicResult;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
@@ -28,10 +33,11 @@ use kafka_protocol::messages::share_group_describe_response::{
 };
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId, ResponseKind,
-    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName,
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse, GroupId, ResponseKind, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 use sluice_share::group::{GroupError, Heartbeat};
@@ -1056,4 +1062,252 @@ async fn describe_group_offsets(
         );
     }
     base.with_topics(topics)
+}
+
+// ---- AlterShareGroupOffsets, DeleteShareGroupOffsets ----
+
+/// Why a share group's offsets cannot be changed here now (the group-level checks of
+/// Alter/DeleteShareGroupOffsets and of deleting a share group): an error code and message.
+/// `create`: a group that does not exist is made (AlterShareGroupOffsets, as on Kafka).
+pub(crate) fn refuse_offset_change(
+    broker: &Broker,
+    group: &str,
+    create: bool,
+) -> Option<(ResponseError, String)> {
+    if !share_groups_enabled(broker) {
+        return Some((
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled (share.version is 0).".into(),
+        ));
+    }
+    if group.is_empty() {
+        return Some((
+            ResponseError::InvalidGroupId,
+            "The group id is empty.".into(),
+        ));
+    }
+    if !broker.ensure_offsets_topic() || !broker.ensure_share_state_topic() {
+        return Some((
+            ResponseError::CoordinatorNotAvailable,
+            "The coordinator is not available.".into(),
+        ));
+    }
+    if !coordinates(broker, group) {
+        return Some((
+            ResponseError::NotCoordinator,
+            "This is not the correct coordinator.".into(),
+        ));
+    }
+    if broker.groups.read(|c| c.has_group(group)) {
+        return Some((
+            ResponseError::GroupIdNotFound,
+            format!("Group {group} is not a share group."),
+        ));
+    }
+    let has_members = broker.shares.groups(|g| {
+        if create {
+            g.ensure(group)
+        } else {
+            g.get(group).is_some_and(|s| !s.members.is_empty())
+        }
+    });
+    if has_members {
+        return Some((
+            ResponseError::NonEmptyGroup,
+            format!("Share group '{group}' is not empty."),
+        ));
+    }
+    None
+}
+
+/// The share partitions of `group` led here are loaded again before their next use: their
+/// stored state was reset or deleted. (Those led elsewhere are fenced by the state epoch
+/// and were marked when the group's last session there closed.)
+fn reload_group_here(broker: &Broker, group: &str) {
+    for cell in broker.shares.cells_of(group) {
+        Shares::mark_stale(&cell);
+    }
+}
+
+/// AlterShareGroupOffsets (v0, `kafka-share-groups --reset-offsets --execute`): an empty
+/// group's share partitions start again at the offsets given, with nothing in flight (each
+/// state reset where its `__share_group_state` partition is owned, under a new state epoch).
+pub(crate) fn alter_offsets(broker: &Arc<Broker>, req: AlterShareGroupOffsetsRequest) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        if let Some((e, m)) = refuse_offset_change(&broker, &group, true) {
+            return Some(ResponseKind::AlterShareGroupOffsets(
+                AlterShareGroupOffsetsResponse::default()
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(m))),
+            ));
+        }
+        let mut responses = Vec::new();
+        for t in &req.topics {
+            let topic = broker.registry.get(&t.topic_name.0);
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let base = AlterPartitionResult::default().with_partition_index(p.partition_index);
+                let refused = match &topic {
+                    None => Some(ResponseError::UnknownTopicOrPartition),
+                    Some(t)
+                        if p.partition_index < 0 || p.partition_index >= t.meta.partitions() =>
+                    {
+                        Some(ResponseError::UnknownTopicOrPartition)
+                    }
+                    Some(_) if p.start_offset < 0 => Some(ResponseError::InvalidRequest),
+                    Some(_) => None,
+                };
+                if let Some(e) = refused {
+                    partitions.push(
+                        base.with_error_code(e.code())
+                            .with_error_message(Some(str_bytes(e.to_string()))),
+                    );
+                    continue;
+                }
+                let Some(t) = &topic else { continue };
+                let key = key_of(&group, t.meta.id, p.partition_index);
+                partitions.push(
+                    match broker.initialize_share_state(&key, p.start_offset).await {
+                        Ok(()) => base,
+                        Err(e) => base
+                            .with_error_code(state_error_code(&e))
+                            .with_error_message(Some(str_bytes(e.to_string()))),
+                    },
+                );
+            }
+            responses.push(
+                AlterTopicResult::default()
+                    .with_topic_name(t.topic_name.clone())
+                    .with_topic_id(topic.as_ref().map_or(Uuid::nil(), |t| t.meta.id))
+                    .with_partitions(partitions),
+            );
+        }
+        reload_group_here(&broker, &group);
+        Some(ResponseKind::AlterShareGroupOffsets(
+            AlterShareGroupOffsetsResponse::default().with_responses(responses),
+        ))
+    })
+}
+
+/// DeleteShareGroupOffsets (v0, `kafka-share-groups --delete-offsets`): an empty group's
+/// state for the topics named is deleted (every partition's); a topic with none stored is
+/// answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers it.
+pub(crate) fn delete_offsets(broker: &Arc<Broker>, req: DeleteShareGroupOffsetsRequest) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let group = req.group_id.0.to_string();
+        let refuse = |e: ResponseError, m: String| {
+            Some(ResponseKind::DeleteShareGroupOffsets(
+                DeleteShareGroupOffsetsResponse::default()
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(m))),
+            ))
+        };
+        if let Some((e, m)) = refuse_offset_change(&broker, &group, false) {
+            return refuse(e, m);
+        }
+        let known = broker.shares.groups(|g| g.get(&group).is_some())
+            || !broker.shares.stored_starts(&group).is_empty();
+        let mut any_stored = false;
+        let mut responses = Vec::new();
+        for t in &req.topics {
+            let base = DeleteTopicResult::default().with_topic_name(t.topic_name.clone());
+            let Some(topic) = broker.registry.get(&t.topic_name.0) else {
+                let e = ResponseError::UnknownTopicOrPartition;
+                responses.push(
+                    base.with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                );
+                continue;
+            };
+            let base = base.with_topic_id(topic.meta.id);
+            let mut keys = Vec::new();
+            let mut failed = None;
+            for p in 0..topic.meta.partitions() {
+                let key = key_of(&group, topic.meta.id, p);
+                match broker.share_state_summary(&key).await {
+                    Ok(Some(_)) => keys.push(key),
+                    Ok(None) => {}
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if keys.is_empty() && failed.is_none() {
+                responses.push(
+                    base.with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        .with_error_message(Some(str_bytes(
+                            "There is no offset information to delete.",
+                        ))),
+                );
+                continue;
+            }
+            any_stored |= !keys.is_empty();
+            let deleted = broker.delete_share_states(&keys).await;
+            let failed = failed.or_else(|| deleted.into_iter().find_map(|(_, r)| r.err()));
+            responses.push(match failed {
+                None => base,
+                Some(e) => base
+                    .with_error_code(state_error_code(&e))
+                    .with_error_message(Some(str_bytes(e.to_string()))),
+            });
+        }
+        if !known && !any_stored {
+            return refuse(
+                ResponseError::GroupIdNotFound,
+                format!("Group {group} not found."),
+            );
+        }
+        reload_group_here(&broker, &group);
+        Some(ResponseKind::DeleteShareGroupOffsets(
+            DeleteShareGroupOffsetsResponse::default().with_responses(responses),
+        ))
+    })
+}
+
+/// Delete an empty share group coordinated here (DeleteGroups): its state is deleted for
+/// every partition of every topic, where it is stored, then the group is forgotten.
+/// Err(code) when it cannot be; GROUP_ID_NOT_FOUND when it is not a share group known here.
+pub(crate) async fn delete_share_group(broker: &Arc<Broker>, group: &str) -> Result<(), i16> {
+    if let Some((e, _)) = refuse_offset_change(broker, group, false) {
+        return Err(e.code());
+    }
+    let known = broker.shares.groups(|g| g.get(group).is_some())
+        || !broker.shares.stored_starts(group).is_empty();
+    if !known {
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
+    let keys: Vec<_> = broker
+        .registry
+        .all()
+        .iter()
+        .filter(|t| !crate::is_internal_topic(&t.meta.name))
+        .flat_map(|t| (0..t.meta.partitions()).map(|p| key_of(group, t.meta.id, p)))
+        .collect();
+    if let Some(e) = broker
+        .delete_share_states(&keys)
+        .await
+        .into_iter()
+        .find_map(|(_, r)| r.err())
+    {
+        tracing::warn!(group, "deleting share group state failed: {e}");
+        return Err(state_error_code(&e));
+    }
+    if !broker
+        .shares
+        .groups(|g| g.delete(group) || g.get(group).is_none())
+    {
+        return Err(ResponseError::NonEmptyGroup.code());
+    }
+    reload_group_here(broker, group);
+    Ok(())
+}
+
+/// The error a share-state failure is answered with to an admin client.
+fn state_error_code(e: &StateError) -> i16 {
+    match e {
+        StateError::NotLoaded(_) => ResponseError::CoordinatorNotAvailable.code(),
+        StateError::Storage(_) => ResponseError::KafkaStorageError.code(),
+        StateError::Fenced(_) => ResponseError::FencedStateEpoch.code(),
+    }
 }

@@ -8,12 +8,31 @@
 //! ReadShareGroupStateSummary (v0-1) reads the start offset, leader epoch and the count of
 //! records done with, fencing nobody (DescribeShareGroupOffsets at the group's coordinator).
 //!
-//! A share partition with no state stored is answered with state epoch -1 and no error
-//! (Kafka's coordinator would have initialized it first; Sluice's owner does that with its
-//! first write).
+//! A share partition with no state stored is read as start offset -1 with the state epoch
+//! a new state starts at, and no error (Kafka's coordinator would have initialized it first;
+//! Sluice's owner does that with its first write).
+//!
+//! InitializeShareGroupState (v0) and DeleteShareGroupState (v0): the group's coordinator
+//! resets a share partition's state to a start offset (AlterShareGroupOffsets) or deletes it
+//! (DeleteShareGroupOffsets, DeleteGroups). Between Sluice brokers the request's state epoch
+//! is not used: the state's owner moves it past the stored one, so that an owner of the
+//! topic partition that loaded the state before writes nothing over the reset.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kafka_protocol::messages::delete_share_group_state_request::{
+    DeleteStateData, PartitionData as DeletePartition,
+};
+use kafka_protocol::messages::delete_share_group_state_response::{
+    DeleteStateResult, PartitionResult as DeleteResult,
+};
+use kafka_protocol::messages::initialize_share_group_state_request::{
+    InitializeStateData, PartitionData as InitPartition,
+};
+use kafka_protocol::messages::initialize_share_group_state_response::{
+    InitializeStateResult, PartitionResult as InitResult,
+};
 use kafka_protocol::messages::read_share_group_state_request::{
     PartitionData as ReadPartition, ReadStateData,
 };
@@ -29,6 +48,10 @@ use kafka_protocol::messages::write_share_group_state_response::{
 use kafka_protocol::messages::{
     ApiKey, ReadShareGroupStateRequest, ReadShareGroupStateResponse, RequestKind, ResponseKind,
     WriteShareGroupStateRequest, WriteShareGroupStateResponse,
+};
+use kafka_protocol::messages::{
+    DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
 };
 use kafka_protocol::ResponseError;
 use sluice_share::records::ShareKey;
@@ -61,7 +84,9 @@ fn code_of(e: &StateError) -> i16 {
 
 fn error_of(code: i16, message: Option<String>) -> StateError {
     let m = message.unwrap_or_else(|| format!("error code {code}"));
-    if code == ResponseError::FencedLeaderEpoch.code() {
+    if code == ResponseError::FencedLeaderEpoch.code()
+        || code == ResponseError::FencedStateEpoch.code()
+    {
         StateError::Fenced(m)
     } else if code == ResponseError::NotCoordinator.code()
         || code == ResponseError::CoordinatorNotAvailable.code()
@@ -126,8 +151,10 @@ pub(crate) fn read(broker: &Arc<Broker>, req: ReadShareGroupStateRequest) -> Rep
                         .with_error_message(Some(str_bytes(e.to_string())))
                         .with_state_epoch(NO_STATE)
                         .with_start_offset(-1),
-                    Ok(None) => base.with_state_epoch(NO_STATE).with_start_offset(-1),
-                    Ok(Some((snapshot, state_epoch))) => base
+                    Ok((None, next_epoch)) => {
+                        base.with_state_epoch(next_epoch).with_start_offset(-1)
+                    }
+                    Ok((Some(snapshot), state_epoch)) => base
                         .with_state_epoch(state_epoch)
                         .with_start_offset(snapshot.start)
                         .with_state_batches(
@@ -195,13 +222,10 @@ pub(crate) fn write(broker: &Arc<Broker>, req: WriteShareGroupStateRequest) -> R
                         .await
                         .map_err(|e| StateError::Storage(e.to_string())),
                 };
-                let base = WriteResult::default().with_partition(p.partition);
-                partitions.push(match outcome {
-                    Ok(()) => base,
-                    Err(e) => base
-                        .with_error_code(code_of(&e))
-                        .with_error_message(Some(str_bytes(e.to_string()))),
-                });
+                partitions.push(with_outcome(
+                    WriteResult::default().with_partition(p.partition),
+                    outcome,
+                ));
             }
             results.push(
                 WriteStateResult::default()
@@ -301,7 +325,7 @@ pub(crate) async fn read_remote(
     node: i32,
     key: &ShareKey,
     leader_epoch: i32,
-) -> Result<Option<(Snapshot, i32)>, StateError> {
+) -> Result<crate::shares::ReadState, StateError> {
     let req = ReadShareGroupStateRequest::default()
         .with_group_id(str_bytes(key.group_id.clone()))
         .with_topics(vec![ReadStateData::default()
@@ -324,8 +348,8 @@ pub(crate) async fn read_remote(
         ));
     };
     let p = partition_of!(resp, key, "ReadShareGroupState");
-    if p.state_epoch == NO_STATE {
-        return Ok(None);
+    if p.start_offset < 0 {
+        return Ok((None, p.state_epoch.max(0)));
     }
     let snapshot = Snapshot {
         start: p.start_offset,
@@ -340,7 +364,7 @@ pub(crate) async fn read_remote(
             })
             .collect(),
     };
-    Ok(Some((snapshot, p.state_epoch)))
+    Ok((Some(snapshot), p.state_epoch))
 }
 
 /// Write `key`'s state at broker `node`, which owns its `__share_group_state` partition;
@@ -392,4 +416,211 @@ pub(crate) async fn write_remote(
     };
     partition_of!(resp, key, "WriteShareGroupState");
     Ok(())
+}
+
+// ---- resets and deletions: served at the state's owner, asked by the group's coordinator ----
+
+pub(crate) fn initialize(broker: &Arc<Broker>, req: InitializeShareGroupStateRequest) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let group = req.group_id.to_string();
+        let mut results = Vec::new();
+        for t in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let key = key_of(&group, t.topic_id, p.partition);
+                let sp = broker.share_state_partition(&key);
+                let outcome = match broker.shares.initialize_local(&key, sp, p.start_offset) {
+                    Err(e) => Err(e),
+                    Ok(log) => broker
+                        .flush_logs(vec![log])
+                        .await
+                        .map_err(|e| StateError::Storage(e.to_string())),
+                };
+                partitions.push(with_outcome(
+                    InitResult::default().with_partition(p.partition),
+                    outcome,
+                ));
+            }
+            results.push(
+                InitializeStateResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+        Some(ResponseKind::InitializeShareGroupState(
+            InitializeShareGroupStateResponse::default().with_results(results),
+        ))
+    })
+}
+
+pub(crate) fn delete(broker: &Arc<Broker>, req: DeleteShareGroupStateRequest) -> Reply {
+    let broker = broker.clone();
+    Box::pin(async move {
+        let group = req.group_id.to_string();
+        let mut logs = Vec::new();
+        let mut results = Vec::new();
+        for t in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let key = key_of(&group, t.topic_id, p.partition);
+                let sp = broker.share_state_partition(&key);
+                let outcome = broker.shares.delete_local(&key, sp).map(|log| {
+                    logs.extend(log);
+                });
+                partitions.push(with_outcome(
+                    DeleteResult::default().with_partition(p.partition),
+                    outcome,
+                ));
+            }
+            results.push(
+                DeleteStateResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+        if let Err(e) = broker.flush_logs(logs).await {
+            // Nothing is answered deleted that is not on storage.
+            for t in &mut results {
+                for p in &mut t.partitions {
+                    if p.error_code == 0 {
+                        p.error_code = ResponseError::KafkaStorageError.code();
+                        p.error_message = Some(str_bytes(e.to_string()));
+                    }
+                }
+            }
+        }
+        Some(ResponseKind::DeleteShareGroupState(
+            DeleteShareGroupStateResponse::default().with_results(results),
+        ))
+    })
+}
+
+/// A partition result with its error set from `outcome`.
+fn with_outcome<R: HasError>(base: R, outcome: Result<(), StateError>) -> R {
+    match outcome {
+        Ok(()) => base,
+        Err(e) => base.set_error(code_of(&e), e.to_string()),
+    }
+}
+
+trait HasError {
+    fn set_error(self, code: i16, message: String) -> Self;
+}
+
+macro_rules! has_error {
+    ($($t:ty),*) => {$(
+        impl HasError for $t {
+            fn set_error(self, code: i16, message: String) -> Self {
+                self.with_error_code(code).with_error_message(Some(str_bytes(message)))
+            }
+        }
+    )*};
+}
+has_error!(InitResult, DeleteResult, WriteResult);
+
+/// Reset `key`'s state to start at `start` at broker `node`, which owns its
+/// `__share_group_state` partition; answered once fsynced there.
+pub(crate) async fn initialize_remote(
+    broker: &Broker,
+    node: i32,
+    key: &ShareKey,
+    start: i64,
+) -> Result<(), StateError> {
+    let req = InitializeShareGroupStateRequest::default()
+        .with_group_id(str_bytes(key.group_id.clone()))
+        .with_topics(vec![InitializeStateData::default()
+            .with_topic_id(Uuid::from_bytes(key.topic_id))
+            .with_partitions(vec![InitPartition::default()
+                .with_partition(key.partition)
+                .with_state_epoch(-1)
+                .with_start_offset(start)])]);
+    let answer = broker
+        .call_peer(
+            node,
+            ApiKey::InitializeShareGroupState,
+            0,
+            RequestKind::InitializeShareGroupState(req),
+        )
+        .await
+        .map_err(StateError::NotLoaded)?;
+    let ResponseKind::InitializeShareGroupState(resp) = answer else {
+        return Err(StateError::Storage(
+            "an unexpected answer to InitializeShareGroupState".into(),
+        ));
+    };
+    partition_of!(resp, key, "InitializeShareGroupState");
+    Ok(())
+}
+
+/// Delete the state of `keys` (one group's) at broker `node`, which owns their
+/// `__share_group_state` partitions; each key's outcome, done once fsynced there.
+pub(crate) async fn delete_remote(
+    broker: &Broker,
+    node: i32,
+    keys: &[ShareKey],
+) -> Vec<(ShareKey, Result<(), StateError>)> {
+    let Some(group) = keys.first().map(|k| k.group_id.clone()) else {
+        return Vec::new();
+    };
+    let mut topics: BTreeMap<[u8; 16], Vec<i32>> = BTreeMap::new();
+    for k in keys {
+        topics.entry(k.topic_id).or_default().push(k.partition);
+    }
+    let req = DeleteShareGroupStateRequest::default()
+        .with_group_id(str_bytes(group))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(id, ps)| {
+                    DeleteStateData::default()
+                        .with_topic_id(Uuid::from_bytes(id))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|p| DeletePartition::default().with_partition(p))
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+    let answer = broker
+        .call_peer(
+            node,
+            ApiKey::DeleteShareGroupState,
+            0,
+            RequestKind::DeleteShareGroupState(req),
+        )
+        .await;
+    let resp = match answer {
+        Ok(ResponseKind::DeleteShareGroupState(resp)) => resp,
+        Ok(_) => {
+            let e = StateError::Storage("an unexpected answer to DeleteShareGroupState".into());
+            return keys.iter().map(|k| (k.clone(), Err(e.clone()))).collect();
+        }
+        Err(m) => {
+            let e = StateError::NotLoaded(m);
+            return keys.iter().map(|k| (k.clone(), Err(e.clone()))).collect();
+        }
+    };
+    keys.iter()
+        .map(|k| {
+            let found = resp
+                .results
+                .iter()
+                .filter(|t| t.topic_id.as_bytes() == &k.topic_id)
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.partition == k.partition);
+            let outcome = match found {
+                None => Err(StateError::Storage(
+                    "DeleteShareGroupState answered no partition".into(),
+                )),
+                Some(p) if p.error_code != 0 => Err(error_of(
+                    p.error_code,
+                    p.error_message.as_ref().map(|m| m.to_string()),
+                )),
+                Some(_) => Ok(()),
+            };
+            (k.clone(), outcome)
+        })
+        .collect()
 }
