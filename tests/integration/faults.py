@@ -1761,6 +1761,8 @@ SELF_TEST = (
     ("forget-commit-marker", {"faults": {"brokers": 1, "kinds": ["kill"], "seconds": 15}}),
     ("unsynced-offsets-marker",
      {"pytest": "test_transactions.py::test_a_committed_transactions_offsets_survive_a_host_crash"}),
+    ("unsynced-share-state",
+     {"pytest": "test_share_groups.py::test_accepted_records_survive_a_host_crash"}),
 )
 
 

@@ -59,15 +59,15 @@ impl Broker {
 
     /// Whether `group` starts on a partition it never read at the log's start.
     pub(crate) fn share_starts_earliest(&self, group: &str) -> bool {
-        self.group_configs(group)
-            .get(SHARE_AUTO_OFFSET_RESET)
+        self.meta
+            .broker_config(&entity(group), SHARE_AUTO_OFFSET_RESET)
             .is_some_and(|v| v == "earliest")
     }
 
     /// The lock duration of `group`'s acquisitions.
     pub(crate) fn share_lock_ms(&self, group: &str) -> i64 {
-        self.group_configs(group)
-            .get(SHARE_RECORD_LOCK_DURATION_MS)
+        self.meta
+            .broker_config(&entity(group), SHARE_RECORD_LOCK_DURATION_MS)
             .and_then(|v| v.parse().ok())
             .unwrap_or(self.shares.limits().lock_ms)
     }

@@ -83,7 +83,10 @@ pub(crate) struct Summary {
     pub(crate) complete: i64,
 }
 
-/// What `__share_group_state` holds for one share partition.
+/// What `__share_group_state` holds for one share partition. A deleted state is kept as a
+/// state with start offset -1 (Kafka's "not initialized") and nothing in flight, under a new
+/// state epoch: a share partition loaded before the deletion writes nothing over it, also
+/// after the state partition is loaded again (a tombstone would forget the epochs).
 #[derive(Clone, Debug)]
 struct Stored {
     snapshot: Snapshot,
@@ -95,15 +98,20 @@ struct Stored {
     create_ms: i64,
 }
 
+/// The start offset of a deleted state.
+const DELETED_START: i64 = -1;
+
+impl Stored {
+    fn is_deleted(&self) -> bool {
+        self.snapshot.start < 0
+    }
+}
+
 /// The `__share_group_state` partitions loaded here and the newest state of every key.
 #[derive(Debug, Default)]
 struct StateStore {
     logs: HashMap<i32, Arc<Log>>,
     latest: HashMap<ShareKey, (i32, Stored)>,
-    /// The state epoch of states deleted since their partition was loaded: a state made
-    /// anew starts above it, and a write at or below it (a share partition loaded before
-    /// the deletion) is refused.
-    deleted: HashMap<ShareKey, (i32, i32)>,
 }
 
 /// A share partition's state as read for its owner: what is stored (None: nothing) and its
@@ -690,7 +698,6 @@ impl Shares {
         let mut store = self.store.lock();
         store.logs.remove(&partition);
         store.latest.retain(|_, (p, _)| *p != partition);
-        store.deleted.retain(|_, (p, _)| *p != partition);
     }
 
     pub(crate) fn loaded_count(&self) -> usize {
@@ -710,7 +717,8 @@ impl Shares {
         }
     }
 
-    /// The stored state of `key` (None: never written, or deleted) and its state epoch, for
+    /// The stored state of `key` (None: never written, or deleted) and its state epoch (for a
+    /// deleted one, the epoch a new state starts at), for
     /// the owner of its topic partition at `leader_epoch`: refused (fenced) when a later owner
     /// read or wrote it; a later owner than the last fences the earlier ones, which is written
     /// (the log returned, to wait for before answering) so that it holds across a restart.
@@ -723,14 +731,11 @@ impl Shares {
         let mut store = self.store.lock();
         let log = self.state_log(&store, p)?;
         let Some((_, stored)) = store.latest.get(key).cloned() else {
-            let next = store
-                .deleted
-                .get(key)
-                .map_or(0, |(_, e)| e.saturating_add(1));
-            return Ok(((None, next), None));
+            return Ok(((None, 0), None));
         };
         fence(&stored, leader_epoch)?;
-        let found = (Some(stored.snapshot.clone()), stored.state_epoch);
+        let snapshot = (!stored.is_deleted()).then(|| stored.snapshot.clone());
+        let found = (snapshot, stored.state_epoch);
         if leader_epoch == stored.leader_epoch {
             return Ok((found, None));
         }
@@ -754,18 +759,22 @@ impl Shares {
     ) -> Result<Option<Summary>, StateError> {
         let store = self.store.lock();
         self.state_log(&store, p)?;
-        Ok(store.latest.get(key).map(|(_, s)| Summary {
-            start: s.snapshot.start,
-            leader_epoch: s.leader_epoch,
-            complete: s
-                .snapshot
-                .batches
-                .iter()
-                .filter(|b| b.state == 2 || b.state == 4)
-                .map(|b| b.last - b.first.max(s.snapshot.start) + 1)
-                .filter(|n| *n > 0)
-                .sum(),
-        }))
+        Ok(store
+            .latest
+            .get(key)
+            .filter(|(_, s)| !s.is_deleted())
+            .map(|(_, s)| Summary {
+                start: s.snapshot.start,
+                leader_epoch: s.leader_epoch,
+                complete: s
+                    .snapshot
+                    .batches
+                    .iter()
+                    .filter(|b| b.state == 2 || b.state == 4)
+                    .map(|b| b.last - b.first.max(s.snapshot.start) + 1)
+                    .filter(|n| *n > 0)
+                    .sum(),
+            }))
     }
 
     /// Append `snapshot` as `key`'s state, written by the owner of its topic partition at
@@ -787,18 +796,15 @@ impl Shares {
         }
         let log = self.state_log(&store, p)?;
         let previous = store.latest.get(key).map(|(_, s)| s.clone());
-        let newest_epoch = match &previous {
-            Some(previous) => {
-                fence(previous, leader_epoch)?;
-                Some(previous.state_epoch)
+        if let Some(previous) = &previous {
+            fence(previous, leader_epoch)?;
+            if state_epoch < previous.state_epoch {
+                return Err(StateError::Fenced(format!(
+                    "the share state was reset or deleted (state epoch {}, written at \
+                     {state_epoch})",
+                    previous.state_epoch
+                )));
             }
-            None => store.deleted.get(key).map(|(_, e)| e.saturating_add(1)),
-        };
-        if let Some(newest) = newest_epoch.filter(|e| state_epoch < *e) {
-            return Err(StateError::Fenced(format!(
-                "the share state was reset or deleted (state epoch {newest}, written at \
-                 {state_epoch})"
-            )));
         }
         let next = Stored {
             snapshot: snapshot.clone(),
@@ -824,28 +830,14 @@ impl Shares {
         let mut store = self.store.lock();
         let log = self.state_log(&store, p)?;
         let previous = store.latest.get(key).map(|(_, s)| s.clone());
-        let deleted = store.deleted.get(key).map(|(_, e)| *e);
-        let next = Stored {
-            snapshot: Snapshot {
-                start,
-                batches: Vec::new(),
-            },
-            state_epoch: previous
-                .as_ref()
-                .map(|s| s.state_epoch)
-                .or(deleted)
-                .map_or(0, |e| e.saturating_add(1)),
-            leader_epoch: previous.as_ref().map_or(-1, |s| s.leader_epoch),
-            snapshot_epoch: previous.as_ref().map_or(0, |s| s.snapshot_epoch + 1),
-            create_ms: now_ms(),
-        };
+        let next = reset_to(previous.as_ref(), start);
         append_state(&mut store, &log, p, key, next)?;
         Ok(log)
     }
 
-    /// Delete `key`'s state (a tombstone; DeleteShareGroupOffsets, DeleteGroups): a share
-    /// partition loaded before writes nothing over the deletion. None when nothing was
-    /// stored; else the log to wait for.
+    /// Delete `key`'s state (DeleteShareGroupOffsets, DeleteGroups): kept as a deleted state
+    /// ([`Stored`]) under a new state epoch, so a share partition loaded before writes
+    /// nothing over the deletion. None when nothing was stored; else the log to wait for.
     pub(crate) fn delete_local(
         &self,
         key: &ShareKey,
@@ -853,20 +845,16 @@ impl Shares {
     ) -> Result<Option<Arc<Log>>, StateError> {
         let mut store = self.store.lock();
         let log = self.state_log(&store, p)?;
-        let Some((_, previous)) = store.latest.get(key).cloned() else {
+        let Some((_, previous)) = store
+            .latest
+            .get(key)
+            .cloned()
+            .filter(|(_, s)| !s.is_deleted())
+        else {
             return Ok(None);
         };
-        let now = now_ms();
-        let k = records::encode_key(records::SNAPSHOT, key);
-        let batch = sluice_format::BatchBuilder::new()
-            .record(now, Some(&k), None)
-            .build();
-        log.append(Bytes::from(batch), AppendOrigin::Client, now)
-            .map_err(|e| {
-                StateError::Storage(format!("appending to {SHARE_STATE_TOPIC}-{p} failed: {e}"))
-            })?;
-        store.latest.remove(key);
-        store.deleted.insert(key.clone(), (p, previous.state_epoch));
+        let next = reset_to(Some(&previous), DELETED_START);
+        append_state(&mut store, &log, p, key, next)?;
         Ok(Some(log))
     }
 
@@ -875,8 +863,9 @@ impl Shares {
         self.store
             .lock()
             .latest
-            .keys()
-            .map(|k| k.group_id.clone())
+            .iter()
+            .filter(|(_, (_, s))| !s.is_deleted())
+            .map(|(k, _)| k.group_id.clone())
             .collect()
     }
 
@@ -886,9 +875,25 @@ impl Shares {
             .lock()
             .latest
             .iter()
-            .filter(|(k, _)| k.group_id == group)
+            .filter(|(k, (_, s))| k.group_id == group && !s.is_deleted())
             .map(|(k, (_, s))| (k.clone(), s.snapshot.start))
             .collect()
+    }
+}
+
+/// A state starting at `start` with nothing in flight (deleted: `DELETED_START`) that
+/// replaces `previous` under the next state epoch, keeping its leader epoch (the owners it
+/// fenced stay fenced).
+fn reset_to(previous: Option<&Stored>, start: i64) -> Stored {
+    Stored {
+        snapshot: Snapshot {
+            start,
+            batches: Vec::new(),
+        },
+        state_epoch: previous.map_or(0, |s| s.state_epoch.saturating_add(1)),
+        leader_epoch: previous.map_or(-1, |s| s.leader_epoch),
+        snapshot_epoch: previous.map_or(0, |s| s.snapshot_epoch + 1),
+        create_ms: now_ms(),
     }
 }
 
@@ -1111,6 +1116,11 @@ impl Broker {
                         .write_local(key, p, snapshot, state_epoch, leader_epoch, || {
                             !cell.is_retired()
                         })?;
+                if sluice_store::mutation::active(
+                    sluice_store::mutation::Mutation::UnsyncedShareState,
+                ) {
+                    return Ok(());
+                }
                 self.flush_logs(vec![log])
                     .await
                     .map_err(|e| StateError::Storage(format!("writing share state failed: {e}")))
@@ -1359,7 +1369,7 @@ mod tests {
         assert_eq!((found.map(|s| s.start), epoch), (Some(5), 1));
     }
 
-    /// A deletion (DeleteShareGroupOffsets, DeleteGroups) is a tombstone: loaded again, the
+    /// A deletion (DeleteShareGroupOffsets, DeleteGroups) is durable: loaded again, the
     /// state is gone; a state loaded before it writes nothing over it; a new one starts
     /// above its epoch.
     #[test]
@@ -1385,6 +1395,27 @@ mod tests {
         let ((found, _), _) = shares.read_local(&k, 0, 3).unwrap();
         assert!(found.is_none(), "the deleted state came back after a load");
         assert!(shares.stored_groups().is_empty());
+    }
+
+    /// A deletion's fence is on storage: once the state partition is loaded again (its owner
+    /// restarted, or it moved), a share partition loaded before the deletion writes nothing,
+    /// over the deletion or over a reset made after it.
+    #[test]
+    fn a_deletion_fences_what_was_loaded_before_it_across_a_load() {
+        let (_d, shares, log) = store();
+        let k = key();
+        shares.write_local(&k, 0, &snap(50), 0, 3, || true).unwrap();
+        shares.delete_local(&k, 0).unwrap();
+        shares.unload_state(0);
+        shares.load_state(0, log.clone());
+        assert!(fenced(shares.write_local(&k, 0, &snap(51), 0, 3, || true)));
+        shares.initialize_local(&k, 0, 0).unwrap();
+        shares.unload_state(0);
+        shares.load_state(0, log);
+        assert!(fenced(shares.write_local(&k, 0, &snap(51), 0, 3, || true)));
+        assert!(fenced(shares.write_local(&k, 0, &snap(51), 9, 1, || true)));
+        let ((found, _), _) = shares.read_local(&k, 0, 3).unwrap();
+        assert_eq!(found.map(|s| s.start), Some(0));
     }
 
     #[test]

@@ -65,6 +65,10 @@ impl BrokerConfigFile {
         self.state.lock().configs.clone()
     }
 
+    fn value(&self, entity: &str, name: &str) -> Option<String> {
+        self.state.lock().configs.get(entity)?.get(name).cloned()
+    }
+
     fn get(&self, entity: &str) -> VersionedConfigs {
         let st = self.state.lock();
         VersionedConfigs {
@@ -197,6 +201,15 @@ impl Meta {
         match self {
             Meta::Embedded { store, .. } => store.broker_configs.all(),
             Meta::Etcd(s) => s.view().broker_configs.clone(),
+        }
+    }
+
+    /// One dynamic config of one entity (in a cluster: as of the latest view), without
+    /// copying the others (a hot path: a share group's lock duration on every ShareFetch).
+    pub fn broker_config(&self, entity: &str, name: &str) -> Option<String> {
+        match self {
+            Meta::Embedded { store, .. } => store.broker_configs.value(entity, name),
+            Meta::Etcd(s) => s.view().broker_configs.get(entity)?.get(name).cloned(),
         }
     }
 

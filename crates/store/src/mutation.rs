@@ -32,10 +32,14 @@ pub enum Mutation {
     /// instead of being fsynced before its transaction completes: a crash after the commit
     /// loses it, and the transaction's offsets stay pending.
     UnsyncedOffsetsMarker,
+    /// A share partition's state written to `__share_group_state` is not fsynced before the
+    /// acknowledgement that changed it is answered: a crash after the answer loses it, and
+    /// accepted records are delivered again.
+    UnsyncedShareState,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::SkipFsync,
         Mutation::SkipDirFsync,
         Mutation::ExitOnEnospc,
@@ -43,6 +47,7 @@ impl Mutation {
         Mutation::OpenGate,
         Mutation::ForgetCommitMarker,
         Mutation::UnsyncedOffsetsMarker,
+        Mutation::UnsyncedShareState,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +59,7 @@ impl Mutation {
             Mutation::OpenGate => "open-gate",
             Mutation::ForgetCommitMarker => "forget-commit-marker",
             Mutation::UnsyncedOffsetsMarker => "unsynced-offsets-marker",
+            Mutation::UnsyncedShareState => "unsynced-share-state",
         }
     }
 }
