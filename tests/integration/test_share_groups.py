@@ -498,3 +498,65 @@ def test_librdkafka_share_consumers(broker_factory, kafka_tool, topic):
         for c in consumers:
             c.close()
     assert sorted(got) == list(range(60)), got
+
+
+def test_large_batches_are_acquired_whole_and_intact(broker_factory, kafka_tool, topic):
+    """Batches far larger than a broker's first read of the log (Sluice reads a share fetch's
+    records a window at a time, doubling): a share consumer gets every record once, each
+    value whole, while another holds and releases some in the middle."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    b = broker_factory()
+    create_topic(b.bootstrap, topic, partitions=1)
+    group = f"{topic}-big"
+    set_group_config(kafka_tool, b.bootstrap, group, "share.auto.offset.reset=earliest")
+    p = producer(b.bootstrap, **{"linger.ms": 0})
+    n, size = 40, 200 * 1024
+
+    def value(i):
+        return (f"v{i}:".encode() * (size // 4))[:size]
+
+    for i in range(n):
+        produce_all(p, topic, [{"partition": 0, "value": value(i)}])
+
+    def share_consumer():
+        c = ShareConsumer({"bootstrap.servers": b.bootstrap, "broker.address.family": "v4",
+                           "group.id": group, "share.acknowledgement.mode": "explicit"})
+        c.subscribe([topic])
+        return c
+
+    got = {}
+    first = share_consumer()
+    rest = None
+    try:
+        # The first consumer takes what one poll gives and releases every other record.
+        deadline = time.monotonic() + 60
+        msgs = []
+        while not msgs and time.monotonic() < deadline:
+            msgs = first.poll(0.5) or []
+        assert msgs, "nothing fetched"
+        released = set()
+        for m in msgs:
+            assert m.error() is None, m.error()
+            if m.offset() % 2:
+                released.add(m.offset())
+                first.acknowledge(m, AcknowledgeType.RELEASE)
+            else:
+                got[m.offset()] = m.value()
+                first.acknowledge(m)
+        first.commit_sync()
+        rest = share_consumer()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(got) < n:
+            for m in rest.poll(0.5) or []:
+                assert m.error() is None, m.error()
+                assert m.offset() not in got, f"record {m.offset()} delivered twice"
+                got[m.offset()] = m.value()
+                rest.acknowledge(m)
+            rest.commit_sync()
+    finally:
+        first.close()
+        if rest is not None:
+            rest.close()
+    assert sorted(got) == list(range(n)), sorted(got)
+    bad = [o for o, v in got.items() if v != value(o)]
+    assert not bad, f"records {bad} came back altered"

@@ -12,7 +12,7 @@
 //      RESULT phase=consume records=<n> deliveries=<n> seconds=<s> records_s=<r> mb_s=<MiB/s>
 //    (deliveries: records got, counting redeliveries) then "PHASE redeliver".
 // 3. Redelivery latency: one consumer of another group (explicit acknowledgement, at most 10
-//    records a poll), ROUNDS times: poll records, RELEASE them all and commitSync(); then poll
+//    records a poll, which a broker acquiring whole batches exceeds), ROUNDS times: poll records, RELEASE them all and commitSync(); then poll
 //    until the first released record comes back (its delivery count one higher), the time from
 //    the commitSync's return counted; what the polls meanwhile returned is accepted. Prints
 //      RESULT phase=redeliver rounds=<n> p50_ms=<ms> p99_ms=<ms> max_ms=<ms>
@@ -135,7 +135,13 @@ public class ShareBench {
             consumer.subscribe(List.of(topic));
             for (int round = 0; round < rounds; round++) {
                 ConsumerRecords<byte[], byte[]> got = consumer.poll(Duration.ofSeconds(5));
-                while (got.isEmpty()) {
+                for (int empty = 1; got.isEmpty(); empty++) {
+                    if (empty == 3) {
+                        // Each round accepts what it got meanwhile (whole batches): the topic
+                        // ran out of records to release.
+                        throw new IllegalStateException("no records left to release at round " + round
+                            + " of " + rounds + ": more records or fewer rounds");
+                    }
                     got = consumer.poll(Duration.ofSeconds(5));
                 }
                 ConsumerRecord<byte[], byte[]> first = got.iterator().next();
@@ -147,6 +153,10 @@ public class ShareBench {
                 long released = System.nanoTime();
                 boolean back = false;
                 while (!back) {
+                    if (System.nanoTime() - released > 60_000_000_000L) {
+                        throw new IllegalStateException("the released record " + first.partition() + ":"
+                            + first.offset() + " was not delivered again within 60 s");
+                    }
                     got = consumer.poll(Duration.ofSeconds(5));
                     for (ConsumerRecord<byte[], byte[]> r : got) {
                         if (!back && r.partition() == first.partition() && r.offset() == first.offset()

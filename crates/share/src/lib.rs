@@ -244,6 +244,23 @@ impl SharePartition {
             .map_or(self.end, |(first, _)| *first)
     }
 
+    /// Where a fetch that has read the log up to `after` (exclusive) reads next: the first
+    /// available record in flight at or after it, or the end (or `after` if that is past the
+    /// end) while the in-flight window has room there; `None` when nothing at or after
+    /// `after` can be acquired now.
+    pub fn next_fetch_offset(&self, after: i64) -> Option<i64> {
+        let holding = self.runs.range(..=after).next_back();
+        let in_flight = holding
+            .into_iter()
+            .chain(self.runs.range(after.saturating_add(1)..))
+            .find(|(_, r)| r.state == State::Available && r.last >= after)
+            .map(|(first, _)| (*first).max(after));
+        in_flight.or_else(|| {
+            let from = after.max(self.end);
+            (from < self.start.saturating_add(self.limits.max_in_flight)).then_some(from)
+        })
+    }
+
     /// Whether a fetch could acquire anything: an available record in flight, or room past
     /// the end.
     pub fn can_acquire(&self) -> bool {

@@ -537,3 +537,27 @@ fn an_overflowing_range_is_refused() {
         Err(AckError::BadTypes(_))
     ));
 }
+
+#[test]
+fn the_next_read_skips_what_others_hold_and_stops_at_the_window() {
+    let mut p = SharePartition::new(LIMITS, 0);
+    assert_eq!(p.next_fetch_offset(0), Some(0));
+    // a holds 0..=9, b 10..=19; a releases 3..=4.
+    p.acquire("a", &[(0, 9)], 100, AcquireMode::BatchOptimized, 10);
+    p.acquire("b", &[(10, 19)], 100, AcquireMode::BatchOptimized, 10);
+    p.acknowledge("a", 3, 4, &[RELEASE], 11).unwrap();
+    // From before, at and inside the released run: its first offset not yet read.
+    assert_eq!(p.next_fetch_offset(0), Some(3));
+    assert_eq!(p.next_fetch_offset(4), Some(4));
+    // Past it, what b holds is skipped: the end.
+    assert_eq!(p.next_fetch_offset(5), Some(20));
+    // Past the end, reading goes on where it was.
+    assert_eq!(p.next_fetch_offset(50), Some(50));
+    // The in-flight window ends at start + 100 = 100: nothing there can be acquired.
+    assert_eq!(p.next_fetch_offset(99), Some(99));
+    assert_eq!(p.next_fetch_offset(100), None);
+    // Filling the window (a read from the end) leaves only the released records.
+    p.acquire_read("c", 20, &[(20, 99)], 100, AcquireMode::BatchOptimized, 12);
+    assert_eq!(p.next_fetch_offset(0), Some(3));
+    assert_eq!(p.next_fetch_offset(5), None);
+}

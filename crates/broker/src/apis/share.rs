@@ -528,6 +528,7 @@ async fn serve_fetch(
                 AcquireMode::BatchOptimized
             },
             max_wait: Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64),
+            rotate: usize::try_from(epoch).unwrap_or(0),
         };
         acquire_polled(broker, &group, &member, &partitions, &ask, &mut answers).await;
     }
@@ -565,6 +566,10 @@ struct Ask {
     max_bytes: i32,
     mode: AcquireMode,
     max_wait: Duration,
+    /// Where the pass over the session's partitions starts: the session epoch, so that
+    /// successive fetches start at successive partitions (Kafka's round robin) and a partition
+    /// with released records is looked at first within as many fetches as it has partitions.
+    rotate: usize,
 }
 
 /// Acquire from `partitions` until something is acquired, a partition fails, or the wait
@@ -615,9 +620,9 @@ async fn acquire_once(
     let mut records_left = i64::from(ask.max_records);
     let mut bytes_left = i64::from(ask.max_bytes);
     let mut found = false;
-    // Start at a different partition each time, so that none starves the others.
+    // Start at the next partition each fetch, so that none starves the others.
     let n = partitions.len().max(1);
-    let offset = (now_ms() as usize) % n;
+    let offset = ask.rotate % n;
     let order: Vec<(Uuid, i32)> = partitions
         .iter()
         .cycle()
@@ -695,32 +700,11 @@ async fn acquire_once(
         if from >= log.high_watermark() {
             continue;
         }
-        let budget = u32::try_from(bytes_left).unwrap_or(u32::MAX);
-        let Some(bytes) = read_batches(broker, &log, from, budget).await else {
+        let (records, acquired) =
+            acquire_reading(broker, &cell, &log, member, from, ask.mode, records_left, bytes_left)
+                .await;
+        if acquired.is_empty() {
             continue;
-        };
-        let batches = batch_ranges(&bytes);
-        if batches.is_empty() {
-            continue;
-        }
-        let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.0, b.1)).collect();
-        let now = now_ms();
-        let acquired = broker.shares.with(&cell, |sp| {
-            let got = sp.acquire_read(member, from, &ranges, records_left, ask.mode, now);
-            (got, false)
-        });
-        let Some(acquired) = acquired.filter(|a| !a.is_empty()) else {
-            continue;
-        };
-        // The batches holding what was acquired.
-        let mut records = BytesMut::new();
-        for (first, last, range) in &batches {
-            if acquired
-                .iter()
-                .any(|a| a.first <= *last && a.last >= *first)
-            {
-                records.extend_from_slice(&bytes[range.clone()]);
-            }
         }
         let count: i64 = acquired.iter().map(|a| a.last - a.first + 1).sum();
         records_left -= count;
@@ -728,7 +712,7 @@ async fn acquire_once(
         let d = answers.remove(&tp).unwrap_or_else(|| partition_data(p));
         answers.insert(
             tp,
-            d.with_records(Some(records.freeze()))
+            d.with_records(Some(records))
                 .with_acquired_records(
                     acquired
                         .iter()
@@ -746,6 +730,87 @@ async fn acquire_once(
         found = true;
     }
     found
+}
+
+/// The first log read of a share fetch, in bytes; each further read of the same partition is
+/// twice the last, up to the fetch's byte budget. Records are acquired from the batches of
+/// each read before the next is made, so a fetch reads about what it acquires, not its whole
+/// budget (a client asks for 50 MiB and gets a few batches).
+const FIRST_READ_BYTES: i64 = 256 * 1024;
+
+/// Acquire for `member` up to `records_left` records (in `mode`) of `log` from `from`, reading
+/// the log a window at a time until enough are acquired, the byte budget or the high
+/// watermark is reached, or the share partition can acquire nothing further. Returns the
+/// batches holding what was acquired and the ranges acquired.
+#[allow(clippy::too_many_arguments)]
+async fn acquire_reading(
+    broker: &Arc<Broker>,
+    cell: &Arc<ShareCell>,
+    log: &Arc<Log>,
+    member: &str,
+    mut from: i64,
+    mode: AcquireMode,
+    mut records_left: i64,
+    mut bytes_left: i64,
+) -> (Bytes, Vec<sluice_share::Acquired>) {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut acquired = Vec::new();
+    let mut window = FIRST_READ_BYTES;
+    while records_left > 0 && bytes_left > 0 && from < log.high_watermark() {
+        let budget = u32::try_from(window.min(bytes_left)).unwrap_or(u32::MAX);
+        let Some(bytes) = read_batches(broker, log, from, budget).await else {
+            break;
+        };
+        let batches = batch_ranges(&bytes);
+        let Some(&(_, read_last, _)) = batches.last() else {
+            break;
+        };
+        let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.0, b.1)).collect();
+        let now = now_ms();
+        let got = broker.shares.with(cell, |sp| {
+            let got = sp.acquire_read(member, from, &ranges, records_left, mode, now);
+            ((got, sp.next_fetch_offset(read_last.saturating_add(1))), false)
+        });
+        let Some((got, next)) = got else {
+            break;
+        };
+        // The batches holding what was acquired, as slices of the read (one per run of
+        // consecutive batches).
+        let mut run: Option<std::ops::Range<usize>> = None;
+        for (first, last, range) in &batches {
+            if got.iter().any(|a| a.first <= *last && a.last >= *first) {
+                bytes_left -= range.len() as i64;
+                run = match run {
+                    Some(r) if r.end == range.start => Some(r.start..range.end),
+                    Some(r) => {
+                        chunks.push(bytes.slice(r));
+                        Some(range.clone())
+                    }
+                    None => Some(range.clone()),
+                };
+            }
+        }
+        chunks.extend(run.map(|r| bytes.slice(r)));
+        records_left -= got.iter().map(|a| a.last - a.first + 1).sum::<i64>();
+        acquired.extend(got);
+        match next {
+            Some(next) if next > from => from = next,
+            _ => break,
+        }
+        window = window.saturating_mul(2);
+    }
+    let records = match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => {
+            let mut all = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+            for c in &chunks {
+                all.extend_from_slice(c);
+            }
+            all.freeze()
+        }
+    };
+    (records, acquired)
 }
 
 /// Whole batches of `log` from the one holding `offset`, up to `budget` bytes (at least one
