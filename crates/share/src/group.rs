@@ -119,6 +119,12 @@ pub struct ShareGroup {
 pub struct ShareGroups {
     pub limits: GroupLimits,
     groups: BTreeMap<String, ShareGroup>,
+    /// Groups whose stored state an admin request is changing (AlterShareGroupOffsets,
+    /// DeleteShareGroupOffsets, DeleteGroups), with how many such requests are under way: a
+    /// member joining meanwhile is assigned nothing until they end, as Kafka assigns no
+    /// partition whose share state is being initialized, so that it never reads the state
+    /// from before the change.
+    changing: BTreeMap<String, u32>,
 }
 
 impl ShareGroups {
@@ -126,6 +132,7 @@ impl ShareGroups {
         ShareGroups {
             limits,
             groups: BTreeMap::new(),
+            changing: BTreeMap::new(),
         }
     }
 
@@ -137,15 +144,34 @@ impl ShareGroups {
         self.groups.keys()
     }
 
-    /// Make `group_id` exist (empty) if it does not (AlterShareGroupOffsets creates the
-    /// group, as on Kafka); whether it has members.
-    pub fn ensure(&mut self, group_id: &str) -> bool {
-        !self
+    /// Begin a change of `group_id`'s stored state, if the group has no members; `create`
+    /// makes it exist (empty) if it does not (AlterShareGroupOffsets creates the group, as
+    /// on Kafka). False, and nothing begun, if it has members. Each change begun is ended by
+    /// [`ShareGroups::end_change`].
+    pub fn begin_change(&mut self, group_id: &str, create: bool) -> bool {
+        if create {
+            self.groups.entry(group_id.to_string()).or_default();
+        }
+        if self
             .groups
-            .entry(group_id.to_string())
-            .or_default()
-            .members
-            .is_empty()
+            .get(group_id)
+            .is_some_and(|g| !g.members.is_empty())
+        {
+            return false;
+        }
+        *self.changing.entry(group_id.to_string()).or_default() += 1;
+        true
+    }
+
+    /// End a change begun by [`ShareGroups::begin_change`]: once none is under way, members
+    /// are given their assignments at their next heartbeat.
+    pub fn end_change(&mut self, group_id: &str) {
+        if let Some(n) = self.changing.get_mut(group_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.changing.remove(group_id);
+            }
+        }
     }
 
     /// Forget an empty group (DeleteGroups); false if it has members or does not exist.
@@ -182,6 +208,7 @@ impl ShareGroups {
                 hb.group_id
             )));
         }
+        let held = self.changing.contains_key(&hb.group_id);
         let group = self.groups.entry(hb.group_id.clone()).or_default();
         let known = group.members.get(&hb.member_id).cloned();
         if group.members.len() >= limits.max_size && known.is_none() {
@@ -233,7 +260,11 @@ impl ShareGroups {
         }
         // A share member takes its target at once, and the group epoch with it.
         let epoch = group.epoch;
-        let target = group.target.get(&hb.member_id).cloned().unwrap_or_default();
+        let target = if held {
+            Default::default()
+        } else {
+            group.target.get(&hb.member_id).cloned().unwrap_or_default()
+        };
         let m = group
             .members
             .get_mut(&hb.member_id)
@@ -449,6 +480,31 @@ mod tests {
             Err(GroupError::GroupMaxSizeReached(_))
         ));
         assert!(!g.delete("g"), "not empty");
+    }
+
+    #[test]
+    fn a_member_joining_during_a_state_change_is_assigned_nothing_until_it_ends() {
+        let t = topics(&[("t", 2)]);
+        let mut g = ShareGroups::new(GroupLimits::default());
+        assert!(g.begin_change("g", true));
+        assert!(g.get("g").is_some(), "created empty");
+        assert!(g.begin_change("g", false), "two changes may overlap");
+        let (a, _) = g.heartbeat(hb("a", 0, Some(&["t"])), &t, 0).unwrap();
+        assert_eq!(a.assignment, Some(BTreeMap::new()));
+        assert!(!g.begin_change("g", false), "a group with members is not changed");
+        g.end_change("g");
+        let (a, _) = g.heartbeat(hb("a", a.member_epoch, None), &t, 1).unwrap();
+        assert_eq!(a.assignment, None, "still held by the other change");
+        g.end_change("g");
+        let (a, _) = g.heartbeat(hb("a", a.member_epoch, None), &t, 2).unwrap();
+        assert_eq!(
+            a.assignment,
+            Some([("t".to_string(), [0, 1].into())].into())
+        );
+        // Without create, a change of an unknown group makes no group.
+        assert!(g.begin_change("other", false));
+        g.end_change("other");
+        assert!(g.get("other").is_none());
     }
 
     #[test]

@@ -245,9 +245,11 @@ impl SharePartition {
     }
 
     /// Where a fetch that has read the log up to `after` (exclusive) reads next: the first
-    /// available record in flight at or after it, or the end (or `after` if that is past the
-    /// end) while the in-flight window has room there; `None` when nothing at or after
-    /// `after` can be acquired now.
+    /// available record in flight at or after it, or else the end while the in-flight window
+    /// has room there; `None` when nothing can be acquired there now. Past the end it is
+    /// the end, never `after`: records read but not acquired (the window was full when they
+    /// were read, and the start moved since) are read again, not taken for a gap in the log.
+    /// A fetch stops when this is not past where its last read began.
     pub fn next_fetch_offset(&self, after: i64) -> Option<i64> {
         let holding = self.runs.range(..=after).next_back();
         let in_flight = holding
@@ -256,8 +258,7 @@ impl SharePartition {
             .find(|(_, r)| r.state == State::Available && r.last >= after)
             .map(|(first, _)| (*first).max(after));
         in_flight.or_else(|| {
-            let from = after.max(self.end);
-            (from < self.start.saturating_add(self.limits.max_in_flight)).then_some(from)
+            (self.end < self.start.saturating_add(self.limits.max_in_flight)).then_some(self.end)
         })
     }
 

@@ -551,13 +551,26 @@ fn the_next_read_skips_what_others_hold_and_stops_at_the_window() {
     assert_eq!(p.next_fetch_offset(4), Some(4));
     // Past it, what b holds is skipped: the end.
     assert_eq!(p.next_fetch_offset(5), Some(20));
-    // Past the end, reading goes on where it was.
-    assert_eq!(p.next_fetch_offset(50), Some(50));
-    // The in-flight window ends at start + 100 = 100: nothing there can be acquired.
-    assert_eq!(p.next_fetch_offset(99), Some(99));
-    assert_eq!(p.next_fetch_offset(100), None);
+    // Past the end, reading starts again at the end.
+    assert_eq!(p.next_fetch_offset(50), Some(20));
     // Filling the window (a read from the end) leaves only the released records.
     p.acquire_read("c", 20, &[(20, 99)], 100, AcquireMode::BatchOptimized, 12);
     assert_eq!(p.next_fetch_offset(0), Some(3));
     assert_eq!(p.next_fetch_offset(5), None);
+}
+
+#[test]
+fn records_read_past_a_full_window_are_read_again_not_archived() {
+    // The head of the log was compacted away (0..=79): the first read archives it and fills
+    // the window (start + 100) up to 99; the start then moves to 80, so 100.. fit, but the
+    // batches 100..=119 of that read were not taken.
+    let mut p = SharePartition::new(LIMITS, 0);
+    let read = [(80, 89), (90, 99), (100, 109), (110, 119)];
+    let got = p.acquire_read("a", 0, &read, 500, AcquireMode::BatchOptimized, 0);
+    assert_eq!(got, vec![acquired(80, 99, 1)]);
+    assert_eq!((p.start(), p.end()), (80, 100));
+    // The next read starts at the end, not after what was read.
+    assert_eq!(p.next_fetch_offset(120), Some(100));
+    let got = p.acquire_read("a", 100, &[(100, 109), (110, 119)], 500, AcquireMode::BatchOptimized, 0);
+    assert_eq!(got, vec![acquired(100, 119, 1)]);
 }

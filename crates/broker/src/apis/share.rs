@@ -528,7 +528,7 @@ async fn serve_fetch(
                 AcquireMode::BatchOptimized
             },
             max_wait: Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64),
-            rotate: usize::try_from(epoch).unwrap_or(0),
+            rotate: FETCHES_SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         acquire_polled(broker, &group, &member, &partitions, &ask, &mut answers).await;
     }
@@ -560,15 +560,20 @@ fn partition_data(partition: i32) -> PartitionData {
         )
 }
 
+/// Share fetches served by this process (where each starts its pass over its partitions).
+static FETCHES_SERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 struct Ask {
     lock_ms: i64,
     max_records: i32,
     max_bytes: i32,
     mode: AcquireMode,
     max_wait: Duration,
-    /// Where the pass over the session's partitions starts: the session epoch, so that
-    /// successive fetches start at successive partitions (Kafka's round robin) and a partition
-    /// with released records is looked at first within as many fetches as it has partitions.
+    /// Where the pass over the session's partitions starts: a count of the share fetches
+    /// served, so that successive fetches start at successive partitions and a partition with
+    /// released records is looked at first within a few fetches. (Not the session epoch, as
+    /// Kafka's round robin: acknowledgements advance it too, so a client alternating poll and
+    /// commit would always start at the same partitions.)
     rotate: usize,
 }
 
@@ -1131,58 +1136,64 @@ async fn describe_group_offsets(
 
 // ---- AlterShareGroupOffsets, DeleteShareGroupOffsets ----
 
-/// Why a share group's offsets cannot be changed here now (the group-level checks of
-/// Alter/DeleteShareGroupOffsets and of deleting a share group): an error code and message.
+/// A change of a share group's stored state under way (see [`ShareGroups::begin_change`]):
+/// ended when dropped, after the change and the reload of what it changed.
+pub(crate) struct StateChange<'a> {
+    broker: &'a Broker,
+    group: &'a str,
+}
+
+impl Drop for StateChange<'_> {
+    fn drop(&mut self) {
+        self.broker.shares.groups(|g| g.end_change(self.group));
+    }
+}
+
+/// Begin a change of a share group's stored state (Alter/DeleteShareGroupOffsets, deleting
+/// a share group), or why it cannot be changed here now: an error code and message.
 /// `create`: a group that does not exist is made (AlterShareGroupOffsets, as on Kafka).
-pub(crate) fn refuse_offset_change(
-    broker: &Broker,
-    group: &str,
+pub(crate) fn begin_offset_change<'a>(
+    broker: &'a Broker,
+    group: &'a str,
     create: bool,
-) -> Option<(ResponseError, String)> {
+) -> Result<StateChange<'a>, (ResponseError, String)> {
     if !share_groups_enabled(broker) {
-        return Some((
+        return Err((
             ResponseError::UnsupportedVersion,
             "Share groups are not enabled (share.version is 0).".into(),
         ));
     }
     if group.is_empty() {
-        return Some((
+        return Err((
             ResponseError::InvalidGroupId,
             "The group id is empty.".into(),
         ));
     }
     if !broker.ensure_offsets_topic() || !broker.ensure_share_state_topic() {
-        return Some((
+        return Err((
             ResponseError::CoordinatorNotAvailable,
             "The coordinator is not available.".into(),
         ));
     }
     if !coordinates(broker, group) {
-        return Some((
+        return Err((
             ResponseError::NotCoordinator,
             "This is not the correct coordinator.".into(),
         ));
     }
     if broker.groups.read(|c| c.has_group(group)) {
-        return Some((
+        return Err((
             ResponseError::GroupIdNotFound,
             format!("Group {group} is not a share group."),
         ));
     }
-    let has_members = broker.shares.groups(|g| {
-        if create {
-            g.ensure(group)
-        } else {
-            g.get(group).is_some_and(|s| !s.members.is_empty())
-        }
-    });
-    if has_members {
-        return Some((
+    if !broker.shares.groups(|g| g.begin_change(group, create)) {
+        return Err((
             ResponseError::NonEmptyGroup,
             format!("Share group '{group}' is not empty."),
         ));
     }
-    None
+    Ok(StateChange { broker, group })
 }
 
 /// The share partitions of `group` led here are loaded again before their next use: their
@@ -1201,13 +1212,16 @@ pub(crate) fn alter_offsets(broker: &Arc<Broker>, req: AlterShareGroupOffsetsReq
     let broker = broker.clone();
     Box::pin(async move {
         let group = req.group_id.0.to_string();
-        if let Some((e, m)) = refuse_offset_change(&broker, &group, true) {
-            return Some(ResponseKind::AlterShareGroupOffsets(
-                AlterShareGroupOffsetsResponse::default()
-                    .with_error_code(e.code())
-                    .with_error_message(Some(str_bytes(m))),
-            ));
-        }
+        let _change = match begin_offset_change(&broker, &group, true) {
+            Ok(c) => c,
+            Err((e, m)) => {
+                return Some(ResponseKind::AlterShareGroupOffsets(
+                    AlterShareGroupOffsetsResponse::default()
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(m))),
+                ))
+            }
+        };
         let mut responses = Vec::new();
         for t in &req.topics {
             let topic = broker.registry.get(&t.topic_name.0);
@@ -1270,9 +1284,10 @@ pub(crate) fn delete_offsets(broker: &Arc<Broker>, req: DeleteShareGroupOffsetsR
                     .with_error_message(Some(str_bytes(m))),
             ))
         };
-        if let Some((e, m)) = refuse_offset_change(&broker, &group, false) {
-            return refuse(e, m);
-        }
+        let _change = match begin_offset_change(&broker, &group, false) {
+            Ok(c) => c,
+            Err((e, m)) => return refuse(e, m),
+        };
         let known = broker.shares.groups(|g| g.get(&group).is_some())
             || !broker.shares.stored_starts(&group).is_empty();
         let mut any_stored = false;
@@ -1334,9 +1349,7 @@ pub(crate) fn delete_offsets(broker: &Arc<Broker>, req: DeleteShareGroupOffsetsR
 /// every partition of every topic, where it is stored, then the group is forgotten.
 /// Err(code) when it cannot be; GROUP_ID_NOT_FOUND when it is not a share group known here.
 pub(crate) async fn delete_share_group(broker: &Arc<Broker>, group: &str) -> Result<(), i16> {
-    if let Some((e, _)) = refuse_offset_change(broker, group, false) {
-        return Err(e.code());
-    }
+    let _change = begin_offset_change(broker, group, false).map_err(|(e, _)| e.code())?;
     let known = broker.shares.groups(|g| g.get(group).is_some())
         || !broker.shares.stored_starts(group).is_empty();
     if !known {
