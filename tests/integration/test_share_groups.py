@@ -560,3 +560,61 @@ def test_large_batches_are_acquired_whole_and_intact(broker_factory, kafka_tool,
     assert sorted(got) == list(range(n)), sorted(got)
     bad = [o for o, v in got.items() if v != value(o)]
     assert not bad, f"records {bad} came back altered"
+
+
+def test_read_committed_share_group_skips_aborted_and_open_transactions(broker_factory, kafka_tool, topic,
+                                                                         tmp_path):
+    """A share group with share.isolation.level=read_committed gets the records of committed
+    transactions and plain records, never those of an aborted transaction, and those of an
+    open transaction only once it commits; a read_uncommitted group gets everything."""
+    from confluent_kafka import Producer
+    b = broker_factory()
+    create_topic(b.bootstrap, topic, partitions=1)
+    committed, uncommitted = f"{topic}-rc", f"{topic}-ru"
+    set_group_config(kafka_tool, b.bootstrap, committed, "share.auto.offset.reset=earliest",
+                     "share.isolation.level=read_committed")
+    set_group_config(kafka_tool, b.bootstrap, uncommitted, "share.auto.offset.reset=earliest")
+    bad = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--entity-type", "groups",
+                     "--entity-name", committed, "--alter", "--add-config", "share.isolation.level=serializable",
+                     timeout=120)
+    assert bad.rc != 0 and "share.isolation.level" in bad.out + bad.err, bad
+
+    txp = Producer({"bootstrap.servers": b.bootstrap, "broker.address.family": "v4",
+                    "transactional.id": f"{topic}-tx"})
+    txp.init_transactions(30)
+
+    def transaction(values, commit):
+        txp.begin_transaction()
+        for v in values:
+            txp.produce(topic, value=v.encode(), partition=0)
+        txp.flush(30)
+        if commit is True:
+            txp.commit_transaction(30)
+        elif commit is False:
+            txp.abort_transaction(30)
+
+    plain = producer(b.bootstrap, **{"linger.ms": 0})
+    transaction(["c1", "c2"], True)
+    transaction(["a1", "a2", "a3"], False)
+    produce_all(plain, topic, [{"partition": 0, "value": b"p1"}])
+    transaction(["c3"], True)
+    transaction(["o1", "o2"], None)  # left open
+    produce_all(plain, topic, [{"partition": 0, "value": b"p2"}])  # behind the open one
+
+    rc = start(tmp_path, "read-committed", b.bootstrap, committed, topic, "accept")
+    ru = start(tmp_path, "read-uncommitted", b.bootstrap, uncommitted, topic, "accept")
+    try:
+        def values(prog):
+            return sorted(v for _, _, v in recs(prog))
+        wait_until(lambda: values(rc) == ["c1", "c2", "c3", "p1"], 60, "the committed records")
+        wait_until(lambda: values(ru) == sorted(["c1", "c2", "a1", "a2", "a3", "p1", "c3", "o1", "o2", "p2"]),
+                   60, "every record, read uncommitted")
+        time.sleep(2)
+        assert values(rc) == ["c1", "c2", "c3", "p1"], "a record of an open or aborted transaction"
+        txp.commit_transaction(30)
+        wait_until(lambda: values(rc) == sorted(["c1", "c2", "c3", "p1", "o1", "o2", "p2"]), 60,
+                   "the open transaction's records once it committed")
+        time.sleep(1)
+        assert sorted(values(rc)) == sorted(["c1", "c2", "c3", "p1", "o1", "o2", "p2"]), values(rc)
+    finally:
+        stop(rc, ru)

@@ -1,6 +1,6 @@
 //! Group configs (GROUP config resources: `kafka-configs --entity-type groups`), the ones Sluice
 //! honours: `share.auto.offset.reset` (where a share group starts on a partition it has not
-//! read yet) and `share.record.lock.duration.ms`. Stored as the `<group:ID>` entity of the
+//! read yet), `share.record.lock.duration.ms` and `share.isolation.level`. Stored as the `<group:ID>` entity of the
 //! dynamic configs' store (a file on one broker, an etcd record in a cluster), read when a
 //! share partition is first used and when records are acquired.
 
@@ -15,6 +15,7 @@ use crate::Broker;
 
 pub(crate) const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub(crate) const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+pub(crate) const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 
 /// Kafka's bounds of a group's lock duration (`group.share.min/max.record.lock.duration.ms`).
 const MIN_LOCK_MS: i64 = 15_000;
@@ -40,9 +41,15 @@ fn check(name: &str, value: &str) -> Result<(), Refusal> {
                 "Invalid value {value} for configuration {name}: Value must be between {MIN_LOCK_MS} and {MAX_LOCK_MS}"
             )),
         },
+        SHARE_ISOLATION_LEVEL => match value {
+            "read_uncommitted" | "read_committed" => Ok(()),
+            _ => invalid(format!(
+                "Invalid value {value} for configuration {name}: String must be one of: read_committed, read_uncommitted"
+            )),
+        },
         _ => Err(Refusal::new(
             ResponseError::InvalidConfig,
-            format!("Unknown group config name: {name} (Sluice takes {SHARE_AUTO_OFFSET_RESET} and {SHARE_RECORD_LOCK_DURATION_MS})"),
+            format!("Unknown group config name: {name} (Sluice takes {SHARE_AUTO_OFFSET_RESET}, {SHARE_RECORD_LOCK_DURATION_MS} and {SHARE_ISOLATION_LEVEL})"),
         )),
     }
 }
@@ -70,6 +77,15 @@ impl Broker {
             .broker_config(&entity(group), SHARE_RECORD_LOCK_DURATION_MS)
             .and_then(|v| v.parse().ok())
             .unwrap_or(self.shares.limits().lock_ms)
+    }
+
+    /// What `group`'s share fetches read: up to the last stable offset without aborted
+    /// transactions (`read_committed`), or everything below the high watermark.
+    pub(crate) fn share_isolation(&self, group: &str) -> sluice_store::Isolation {
+        match self.meta.broker_config(&entity(group), SHARE_ISOLATION_LEVEL) {
+            Some(v) if v == "read_committed" => sluice_store::Isolation::ReadCommitted,
+            _ => sluice_store::Isolation::ReadUncommitted,
+        }
     }
 
     pub(crate) fn describe_group_configs(&self, group: &str) -> Result<Vec<ConfigEntry>, Refusal> {
@@ -104,6 +120,7 @@ impl Broker {
         Ok(vec![
             entry(SHARE_AUTO_OFFSET_RESET, "latest".into(), 2),
             entry(SHARE_RECORD_LOCK_DURATION_MS, default_lock, 3),
+            entry(SHARE_ISOLATION_LEVEL, "read_uncommitted".into(), 2),
         ])
     }
 

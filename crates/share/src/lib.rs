@@ -381,6 +381,35 @@ impl SharePartition {
         out
     }
 
+    /// Archive what of `acquired` (just returned by an acquisition) lies in `ranges` (in
+    /// order): the batches of aborted transactions a read_committed share group never
+    /// delivers, as Kafka archives them once acquired. Returns the rest of `acquired`.
+    pub fn archive_acquired(&mut self, acquired: Vec<Acquired>, ranges: &[(i64, i64)]) -> Vec<Acquired> {
+        if ranges.is_empty() {
+            return acquired;
+        }
+        let mut out = Vec::new();
+        for a in acquired {
+            let mut next = a.first;
+            for &(first, last) in ranges {
+                if last < next || first > a.last {
+                    continue;
+                }
+                if first > next {
+                    push_acquired(&mut out, next, first - 1, a.delivery_count);
+                }
+                let upto = last.min(a.last);
+                self.set(first.max(next), upto, State::Archived, a.delivery_count);
+                next = upto + 1;
+            }
+            if next <= a.last {
+                push_acquired(&mut out, next, a.last, a.delivery_count);
+            }
+        }
+        self.advance();
+        out
+    }
+
     /// Apply `member`'s acknowledgement of `first..=last`: `types` holds one type for the
     /// whole range, or one per offset. Every record of the range at or after the start must
     /// be acquired by `member`, or nothing is applied. Records before the start are done
