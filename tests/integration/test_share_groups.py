@@ -618,3 +618,31 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(broker_f
         assert sorted(values(rc)) == sorted(["c1", "c2", "c3", "p1", "o1", "o2", "p2"]), values(rc)
     finally:
         stop(rc, ru)
+
+
+def test_by_duration_starts_at_the_first_record_within_the_duration(broker_factory, kafka_tool, topic, tmp_path):
+    """share.auto.offset.reset=by_duration:PT1H: a share group reading a partition for the
+    first time starts at its first record no older than an hour; a malformed duration is
+    refused."""
+    b = broker_factory()
+    create_topic(b.bootstrap, topic, partitions=1)
+    group = f"{topic}-dur"
+    now = int(time.time() * 1000)
+    p = producer(b.bootstrap, **{"linger.ms": 0})
+    produce_all(p, topic, [{"partition": 0, "value": f"old{i}".encode(), "timestamp": now - 2 * 3600_000 + i}
+                           for i in range(5)])
+    produce_all(p, topic, [{"partition": 0, "value": f"new{i}".encode(), "timestamp": now - 60_000 + i}
+                           for i in range(5)])
+    bad = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--entity-type", "groups",
+                     "--entity-name", group, "--alter", "--add-config", "share.auto.offset.reset=by_duration:1H",
+                     timeout=120)
+    assert bad.rc != 0 and "share.auto.offset.reset" in bad.out + bad.err, bad
+    set_group_config(kafka_tool, b.bootstrap, group, "share.auto.offset.reset=by_duration:PT1H")
+    c = start(tmp_path, "by-duration", b.bootstrap, group, topic, "accept")
+    try:
+        wait_until(lambda: len(recs(c)) >= 5, 60, "the records of the last hour")
+        time.sleep(2)
+        assert sorted(v for _, _, v in recs(c)) == [f"new{i}" for i in range(5)], recs(c)
+        assert sorted(o for o, _, _ in recs(c)) == list(range(5, 10))
+    finally:
+        stop(c)

@@ -21,6 +21,76 @@ pub(crate) const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 const MIN_LOCK_MS: i64 = 15_000;
 const MAX_LOCK_MS: i64 = 3_600_000;
 
+/// Where a share group starts on a partition it has not read yet (`share.auto.offset.reset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShareStart {
+    Earliest,
+    Latest,
+    /// `by_duration:D`: at the first record no older than D (milliseconds) when the partition
+    /// is first read, or at the end when every record is older.
+    ByDuration(i64),
+}
+
+impl ShareStart {
+    pub(crate) fn parse(value: &str) -> Option<ShareStart> {
+        match value {
+            "earliest" => Some(ShareStart::Earliest),
+            "latest" => Some(ShareStart::Latest),
+            _ => value
+                .strip_prefix("by_duration:")
+                .and_then(iso_duration_ms)
+                .map(ShareStart::ByDuration),
+        }
+    }
+}
+
+/// An ISO 8601 duration as Java's `Duration.parse` reads it (`PnDTnHnMn.nS`, letters in either
+/// case, a fraction of seconds up to nine digits), in milliseconds; None when it is not one,
+/// is negative (Kafka refuses those for `by_duration`) or overflows.
+fn iso_duration_ms(text: &str) -> Option<i64> {
+    let upper = text.to_ascii_uppercase();
+    let rest = upper.strip_prefix('P')?;
+    let (days, time) = match rest.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut ms: i64 = 0;
+    let mut parts = 0;
+    let number = |digits: &str| -> Option<i64> {
+        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse().ok())
+            .flatten()
+    };
+    if !days.is_empty() {
+        ms = number(days.strip_suffix('D')?)?.checked_mul(86_400_000)?;
+        parts += 1;
+    }
+    if let Some(mut t) = time {
+        if t.is_empty() {
+            return None;
+        }
+        for (unit, scale) in [('H', 3_600_000i64), ('M', 60_000)] {
+            if let Some(i) = t.find(unit) {
+                ms = ms.checked_add(number(&t[..i])?.checked_mul(scale)?)?;
+                t = &t[i + 1..];
+                parts += 1;
+            }
+        }
+        if !t.is_empty() {
+            let secs = t.strip_suffix('S')?;
+            let (whole, frac) = match secs.split_once(['.', ',']) {
+                Some((w, f)) if !f.is_empty() && f.len() <= 9 && number(f).is_some() => (w, f),
+                Some(_) => return None,
+                None => (secs, ""),
+            };
+            let frac_ms = format!("{frac:0<3}")[..3].parse::<i64>().ok()?;
+            ms = ms.checked_add(number(whole)?.checked_mul(1000)?.checked_add(frac_ms)?)?;
+            parts += 1;
+        }
+    }
+    (parts > 0).then_some(ms)
+}
+
 fn entity(group: &str) -> String {
     format!("<group:{group}>")
 }
@@ -29,10 +99,10 @@ fn entity(group: &str) -> String {
 fn check(name: &str, value: &str) -> Result<(), Refusal> {
     let invalid = |m: String| Err(Refusal::new(ResponseError::InvalidConfig, m));
     match name {
-        SHARE_AUTO_OFFSET_RESET => match value {
-            "earliest" | "latest" => Ok(()),
-            _ => invalid(format!(
-                "Invalid value {value} for configuration {name}: Sluice takes earliest or latest"
+        SHARE_AUTO_OFFSET_RESET => match ShareStart::parse(value) {
+            Some(_) => Ok(()),
+            None => invalid(format!(
+                "Invalid value {value} for configuration {name}: takes earliest, latest or by_duration:<ISO 8601 duration, PnDTnHnMn.nS, not negative>"
             )),
         },
         SHARE_RECORD_LOCK_DURATION_MS => match value.parse::<i64>() {
@@ -64,11 +134,12 @@ impl Broker {
             .unwrap_or_default()
     }
 
-    /// Whether `group` starts on a partition it never read at the log's start.
-    pub(crate) fn share_starts_earliest(&self, group: &str) -> bool {
+    /// Where `group` starts on a partition it never read.
+    pub(crate) fn share_start(&self, group: &str) -> ShareStart {
         self.meta
             .broker_config(&entity(group), SHARE_AUTO_OFFSET_RESET)
-            .is_some_and(|v| v == "earliest")
+            .and_then(|v| ShareStart::parse(&v))
+            .unwrap_or(ShareStart::Latest)
     }
 
     /// The lock duration of `group`'s acquisitions.
@@ -159,5 +230,31 @@ impl Broker {
             })?;
         tracing::info!(group, "group configs set");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_starts_parse_as_kafka_reads_them() {
+        assert_eq!(ShareStart::parse("earliest"), Some(ShareStart::Earliest));
+        assert_eq!(ShareStart::parse("latest"), Some(ShareStart::Latest));
+        let ms = |s: &str| match ShareStart::parse(&format!("by_duration:{s}")) {
+            Some(ShareStart::ByDuration(ms)) => Some(ms),
+            _ => None,
+        };
+        assert_eq!(ms("PT1H"), Some(3_600_000));
+        assert_eq!(ms("P1D"), Some(86_400_000));
+        assert_eq!(ms("P1DT2H3M4.5S"), Some(93_784_500));
+        assert_eq!(ms("pt0.001s"), Some(1));
+        assert_eq!(ms("PT90M"), Some(5_400_000));
+        for bad in ["", "P", "PT", "1H", "PT-1H", "P-1D", "PT1.S", "PT1.0000000001S", "PT1X", "P1H",
+                    "PT1S2M", "P99999999999999D", "by_duration"] {
+            assert_eq!(ms(bad), None, "{bad}");
+        }
+        assert_eq!(ShareStart::parse("by_duration"), None);
+        assert_eq!(ShareStart::parse("none"), None);
     }
 }

@@ -421,14 +421,14 @@ impl Shares {
     /// from its durable state or, on its first use by the group, started at the log's end
     /// (`share.auto.offset.reset=latest`, Kafka's default) or start (`earliest`) and that
     /// start written. A state loaded for another incarnation of the log is loaded again.
-    /// `settings` gives, when it is loaded, whether the group starts at the earliest offset
+    /// `settings` gives, when it is loaded, where the group starts on a partition it never read
     /// and its lock duration (its group configs).
     pub(crate) async fn partition(
         self: &Arc<Self>,
         broker: &Arc<Broker>,
         key: &ShareKey,
         log: &Arc<Log>,
-        settings: impl FnOnce() -> (bool, i64),
+        settings: impl FnOnce() -> (crate::group_configs::ShareStart, i64),
     ) -> Result<Arc<ShareCell>, StateError> {
         let found = |parts: &HashMap<ShareKey, Arc<ShareCell>>| {
             parts.get(key).filter(|c| c.is_current_for(log)).cloned()
@@ -442,7 +442,7 @@ impl Shares {
             return Ok(cell.clone());
         }
         let (stored, stored_epoch) = broker.read_share_state(key, log.leader_epoch()).await?;
-        let (earliest, lock_ms) = settings();
+        let (start_at, lock_ms) = settings();
         let limits = Limits {
             lock_ms,
             ..self.limits
@@ -470,10 +470,16 @@ impl Shares {
                 (part, false, stored_epoch)
             }
             (None, None) => {
-                let start = if earliest {
-                    log.log_start_offset()
-                } else {
-                    log.high_watermark()
+                use crate::group_configs::ShareStart;
+                let start = match start_at {
+                    ShareStart::Earliest => log.log_start_offset(),
+                    ShareStart::Latest => log.high_watermark(),
+                    // The first record no older than the duration, or the end.
+                    ShareStart::ByDuration(ms) => log
+                        .offset_for_timestamp(crate::now_ms().saturating_sub(ms))
+                        .map_err(|e| StateError::Storage(e.to_string()))?
+                        .map_or_else(|| log.high_watermark(), |(offset, _)| offset)
+                        .clamp(log.log_start_offset(), log.high_watermark()),
                 };
                 (SharePartition::new(limits, start), true, stored_epoch)
             }

@@ -658,10 +658,7 @@ async fn acquire_once(
         let cell = match broker
             .shares
             .partition(broker, &key, &log, || {
-                (
-                    broker.share_starts_earliest(group),
-                    broker.share_lock_ms(group),
-                )
+                (broker.share_start(group), broker.share_lock_ms(group))
             })
             .await
         {
