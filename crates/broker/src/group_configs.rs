@@ -153,7 +153,10 @@ impl Broker {
     /// What `group`'s share fetches read: up to the last stable offset without aborted
     /// transactions (`read_committed`), or everything below the high watermark.
     pub(crate) fn share_isolation(&self, group: &str) -> sluice_store::Isolation {
-        match self.meta.broker_config(&entity(group), SHARE_ISOLATION_LEVEL) {
+        match self
+            .meta
+            .broker_config(&entity(group), SHARE_ISOLATION_LEVEL)
+        {
             Some(v) if v == "read_committed" => sluice_store::Isolation::ReadCommitted,
             _ => sluice_store::Isolation::ReadUncommitted,
         }
@@ -250,8 +253,21 @@ mod tests {
         assert_eq!(ms("P1DT2H3M4.5S"), Some(93_784_500));
         assert_eq!(ms("pt0.001s"), Some(1));
         assert_eq!(ms("PT90M"), Some(5_400_000));
-        for bad in ["", "P", "PT", "1H", "PT-1H", "P-1D", "PT1.S", "PT1.0000000001S", "PT1X", "P1H",
-                    "PT1S2M", "P99999999999999D", "by_duration"] {
+        for bad in [
+            "",
+            "P",
+            "PT",
+            "1H",
+            "PT-1H",
+            "P-1D",
+            "PT1.S",
+            "PT1.0000000001S",
+            "PT1X",
+            "P1H",
+            "PT1S2M",
+            "P99999999999999D",
+            "by_duration",
+        ] {
             assert_eq!(ms(bad), None, "{bad}");
         }
         assert_eq!(ShareStart::parse("by_duration"), None);

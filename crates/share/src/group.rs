@@ -491,7 +491,10 @@ mod tests {
         assert!(g.begin_change("g", false), "two changes may overlap");
         let (a, _) = g.heartbeat(hb("a", 0, Some(&["t"])), &t, 0).unwrap();
         assert_eq!(a.assignment, Some(BTreeMap::new()));
-        assert!(!g.begin_change("g", false), "a group with members is not changed");
+        assert!(
+            !g.begin_change("g", false),
+            "a group with members is not changed"
+        );
         g.end_change("g");
         let (a, _) = g.heartbeat(hb("a", a.member_epoch, None), &t, 1).unwrap();
         assert_eq!(a.assignment, None, "still held by the other change");

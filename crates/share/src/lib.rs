@@ -384,7 +384,11 @@ impl SharePartition {
     /// Archive what of `acquired` (just returned by an acquisition) lies in `ranges` (in
     /// order): the batches of aborted transactions a read_committed share group never
     /// delivers, as Kafka archives them once acquired. Returns the rest of `acquired`.
-    pub fn archive_acquired(&mut self, acquired: Vec<Acquired>, ranges: &[(i64, i64)]) -> Vec<Acquired> {
+    pub fn archive_acquired(
+        &mut self,
+        acquired: Vec<Acquired>,
+        ranges: &[(i64, i64)],
+    ) -> Vec<Acquired> {
         if ranges.is_empty() {
             return acquired;
         }

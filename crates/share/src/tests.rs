@@ -571,14 +571,27 @@ fn records_read_past_a_full_window_are_read_again_not_archived() {
     assert_eq!((p.start(), p.end()), (80, 100));
     // The next read starts at the end, not after what was read.
     assert_eq!(p.next_fetch_offset(120), Some(100));
-    let got = p.acquire_read("a", 100, &[(100, 109), (110, 119)], 500, AcquireMode::BatchOptimized, 0);
+    let got = p.acquire_read(
+        "a",
+        100,
+        &[(100, 109), (110, 119)],
+        500,
+        AcquireMode::BatchOptimized,
+        0,
+    );
     assert_eq!(got, vec![acquired(100, 119, 1)]);
 }
 
 #[test]
 fn aborted_batches_are_archived_once_acquired() {
     let mut p = SharePartition::new(LIMITS, 0);
-    let got = p.acquire("a", &[(0, 4), (5, 9), (10, 14), (15, 19)], 100, AcquireMode::BatchOptimized, 0);
+    let got = p.acquire(
+        "a",
+        &[(0, 4), (5, 9), (10, 14), (15, 19)],
+        100,
+        AcquireMode::BatchOptimized,
+        0,
+    );
     assert_eq!(got, vec![acquired(0, 19, 1)]);
     // Batches 0..=4 and 10..=14 were aborted; 20..=29 lies outside what was acquired.
     let kept = p.archive_acquired(got, &[(0, 4), (10, 14), (20, 29)]);

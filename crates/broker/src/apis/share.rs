@@ -702,9 +702,17 @@ async fn acquire_once(
         if from >= readable_end(&log, ask.isolation) {
             continue;
         }
-        let (records, acquired) =
-            acquire_reading(broker, &cell, &log, member, from, ask, records_left, bytes_left)
-                .await;
+        let (records, acquired) = acquire_reading(
+            broker,
+            &cell,
+            &log,
+            member,
+            from,
+            ask,
+            records_left,
+            bytes_left,
+        )
+        .await;
         if acquired.is_empty() {
             continue;
         }
@@ -714,20 +722,19 @@ async fn acquire_once(
         let d = answers.remove(&tp).unwrap_or_else(|| partition_data(p));
         answers.insert(
             tp,
-            d.with_records(Some(records))
-                .with_acquired_records(
-                    acquired
-                        .iter()
-                        .map(|a| {
-                            AcquiredRecords::default()
-                                .with_first_offset(a.first)
-                                .with_last_offset(a.last)
-                                .with_delivery_count(
-                                    i16::try_from(a.delivery_count).unwrap_or(i16::MAX),
-                                )
-                        })
-                        .collect(),
-                ),
+            d.with_records(Some(records)).with_acquired_records(
+                acquired
+                    .iter()
+                    .map(|a| {
+                        AcquiredRecords::default()
+                            .with_first_offset(a.first)
+                            .with_last_offset(a.last)
+                            .with_delivery_count(
+                                i16::try_from(a.delivery_count).unwrap_or(i16::MAX),
+                            )
+                    })
+                    .collect(),
+            ),
         );
         found = true;
     }
@@ -776,7 +783,10 @@ async fn acquire_reading(
         let got = broker.shares.with(cell, |sp| {
             let got = sp.acquire_read(member, from, &ranges, records_left, ask.mode, now);
             let got = sp.archive_acquired(got, &aborted);
-            ((got, sp.next_fetch_offset(read_last.saturating_add(1))), false)
+            (
+                (got, sp.next_fetch_offset(read_last.saturating_add(1))),
+                false,
+            )
         });
         let Some((got, next)) = got else {
             break;
