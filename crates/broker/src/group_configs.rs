@@ -1,8 +1,8 @@
 //! Group configs (GROUP config resources: `kafka-configs --entity-type groups`), the ones Sluice
 //! honours: `share.auto.offset.reset` (where a share group starts on a partition it has not
-//! read yet), `share.record.lock.duration.ms` and `share.isolation.level`. Stored as the `<group:ID>` entity of the
-//! dynamic configs' store (a file on one broker, an etcd record in a cluster), read when a
-//! share partition is first used and when records are acquired.
+//! read yet), `share.record.lock.duration.ms` and `share.isolation.level`. Stored as the
+//! `<group:ID>` entity of the dynamic configs' store (a file on one broker, an etcd record in
+//! a cluster), read when a share partition is first used and when records are acquired.
 
 use std::collections::BTreeMap;
 

@@ -748,11 +748,11 @@ async fn acquire_once(
 const FIRST_READ_BYTES: i64 = 256 * 1024;
 
 /// Acquire for `member` up to `records_left` records (in `mode`) of `log` from `from`, reading
-/// the log a window at a time until enough are acquired, the byte budget or the high
-/// watermark is reached, or the share partition can acquire nothing further. Returns the
-/// batches holding what was acquired and the ranges acquired.
-/// Under read_committed the batches of aborted transactions acquired are archived (Kafka's
-/// share partition does so), never sent.
+/// the log a window at a time until enough are acquired, the byte budget or
+/// [`readable_end`] is reached, or the share partition can acquire nothing further. Returns
+/// the batches holding what was acquired and the ranges acquired. Under read_committed the
+/// batches of aborted transactions acquired are archived (Kafka's share partition does so),
+/// never sent.
 #[allow(clippy::too_many_arguments)]
 async fn acquire_reading(
     broker: &Arc<Broker>,
