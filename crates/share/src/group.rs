@@ -114,17 +114,26 @@ pub struct ShareGroup {
     pub target: Assignment,
 }
 
+/// Why [`ShareGroups::begin_change`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeRefused {
+    /// The group has members.
+    NotEmpty,
+    /// Another change of the group's state is under way.
+    Busy,
+}
+
 /// Every share group of a coordinator.
 #[derive(Clone, Debug, Default)]
 pub struct ShareGroups {
     pub limits: GroupLimits,
     groups: BTreeMap<String, ShareGroup>,
     /// Groups whose stored state an admin request is changing (AlterShareGroupOffsets,
-    /// DeleteShareGroupOffsets, DeleteGroups), with how many such requests are under way: a
-    /// member joining meanwhile is assigned nothing until they end, as Kafka assigns no
+    /// DeleteShareGroupOffsets, DeleteGroups; one at a time): a member joining meanwhile is
+    /// assigned nothing until it ends, as Kafka assigns no
     /// partition whose share state is being initialized, so that it never reads the state
     /// from before the change.
-    changing: BTreeMap<String, u32>,
+    changing: BTreeSet<String>,
 }
 
 impl ShareGroups {
@@ -132,7 +141,7 @@ impl ShareGroups {
         ShareGroups {
             limits,
             groups: BTreeMap::new(),
-            changing: BTreeMap::new(),
+            changing: BTreeSet::new(),
         }
     }
 
@@ -144,11 +153,15 @@ impl ShareGroups {
         self.groups.keys()
     }
 
-    /// Begin a change of `group_id`'s stored state, if the group has no members; `create`
-    /// makes it exist (empty) if it does not (AlterShareGroupOffsets creates the group, as
-    /// on Kafka). False, and nothing begun, if it has members. Each change begun is ended by
+    /// Begin a change of `group_id`'s stored state, if the group has no members and no other
+    /// change is under way (two would undo each other: a reset writing state a deletion just
+    /// removed); `create` makes the group exist (empty) if it does not (AlterShareGroupOffsets
+    /// creates the group, as on Kafka). Each change begun is ended by
     /// [`ShareGroups::end_change`].
-    pub fn begin_change(&mut self, group_id: &str, create: bool) -> bool {
+    pub fn begin_change(&mut self, group_id: &str, create: bool) -> Result<(), ChangeRefused> {
+        if self.changing.contains(group_id) {
+            return Err(ChangeRefused::Busy);
+        }
         if create {
             self.groups.entry(group_id.to_string()).or_default();
         }
@@ -157,21 +170,16 @@ impl ShareGroups {
             .get(group_id)
             .is_some_and(|g| !g.members.is_empty())
         {
-            return false;
+            return Err(ChangeRefused::NotEmpty);
         }
-        *self.changing.entry(group_id.to_string()).or_default() += 1;
-        true
+        self.changing.insert(group_id.to_string());
+        Ok(())
     }
 
-    /// End a change begun by [`ShareGroups::begin_change`]: once none is under way, members
-    /// are given their assignments at their next heartbeat.
+    /// End a change begun by [`ShareGroups::begin_change`]: members are given their
+    /// assignments at their next heartbeat.
     pub fn end_change(&mut self, group_id: &str) {
-        if let Some(n) = self.changing.get_mut(group_id) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.changing.remove(group_id);
-            }
-        }
+        self.changing.remove(group_id);
     }
 
     /// Forget an empty group (DeleteGroups); false if it has members or does not exist.
@@ -208,7 +216,7 @@ impl ShareGroups {
                 hb.group_id
             )));
         }
-        let held = self.changing.contains_key(&hb.group_id);
+        let held = self.changing.contains(&hb.group_id);
         let group = self.groups.entry(hb.group_id.clone()).or_default();
         let known = group.members.get(&hb.member_id).cloned();
         if group.members.len() >= limits.max_size && known.is_none() {
@@ -486,26 +494,30 @@ mod tests {
     fn a_member_joining_during_a_state_change_is_assigned_nothing_until_it_ends() {
         let t = topics(&[("t", 2)]);
         let mut g = ShareGroups::new(GroupLimits::default());
-        assert!(g.begin_change("g", true));
+        assert_eq!(g.begin_change("g", true), Ok(()));
         assert!(g.get("g").is_some(), "created empty");
-        assert!(g.begin_change("g", false), "two changes may overlap");
+        assert_eq!(
+            g.begin_change("g", false),
+            Err(ChangeRefused::Busy),
+            "one change at a time"
+        );
         let (a, _) = g.heartbeat(hb("a", 0, Some(&["t"])), &t, 0).unwrap();
         assert_eq!(a.assignment, Some(BTreeMap::new()));
-        assert!(
-            !g.begin_change("g", false),
+        let (a, _) = g.heartbeat(hb("a", a.member_epoch, None), &t, 1).unwrap();
+        assert_eq!(a.assignment, None, "still held");
+        g.end_change("g");
+        assert_eq!(
+            g.begin_change("g", false),
+            Err(ChangeRefused::NotEmpty),
             "a group with members is not changed"
         );
-        g.end_change("g");
-        let (a, _) = g.heartbeat(hb("a", a.member_epoch, None), &t, 1).unwrap();
-        assert_eq!(a.assignment, None, "still held by the other change");
-        g.end_change("g");
         let (a, _) = g.heartbeat(hb("a", a.member_epoch, None), &t, 2).unwrap();
         assert_eq!(
             a.assignment,
             Some([("t".to_string(), [0, 1].into())].into())
         );
         // Without create, a change of an unknown group makes no group.
-        assert!(g.begin_change("other", false));
+        assert_eq!(g.begin_change("other", false), Ok(()));
         g.end_change("other");
         assert!(g.get("other").is_none());
     }

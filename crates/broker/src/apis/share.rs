@@ -40,7 +40,7 @@ use kafka_protocol::messages::{
     ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
-use sluice_share::group::{GroupError, Heartbeat};
+use sluice_share::group::{ChangeRefused, GroupError, Heartbeat};
 use sluice_share::{AckError, AcquireMode};
 use sluice_store::{Isolation, Log, ReadError};
 use tokio::time::Instant;
@@ -795,6 +795,11 @@ async fn acquire_reading(
         // consecutive batches).
         let mut run: Option<std::ops::Range<usize>> = None;
         for (first, last, range) in &batches {
+            // Aborted batches read count against the budget though never sent: a long aborted
+            // transaction is read across fetches, not re-read in ever larger windows in one.
+            if aborted.contains(&(*first, *last)) {
+                bytes_left -= range.len() as i64;
+            }
             if got.iter().any(|a| a.first <= *last && a.last >= *first) {
                 bytes_left -= range.len() as i64;
                 run = match run {
@@ -1249,13 +1254,18 @@ pub(crate) fn begin_offset_change<'a>(
             format!("Group {group} is not a share group."),
         ));
     }
-    if !broker.shares.groups(|g| g.begin_change(group, create)) {
-        return Err((
+    match broker.shares.groups(|g| g.begin_change(group, create)) {
+        Ok(()) => Ok(StateChange { broker, group }),
+        Err(ChangeRefused::NotEmpty) => Err((
             ResponseError::NonEmptyGroup,
             format!("Share group '{group}' is not empty."),
-        ));
+        )),
+        // Retriable: the admin client asks again.
+        Err(ChangeRefused::Busy) => Err((
+            ResponseError::CoordinatorLoadInProgress,
+            format!("Another change of share group '{group}''s offsets is under way."),
+        )),
     }
-    Ok(StateChange { broker, group })
 }
 
 /// The share partitions of `group` led here are loaded again before their next use: their
