@@ -560,6 +560,11 @@ impl Broker {
         self.fds
     }
 
+    /// The cluster's records as this broker last read them from etcd; None on one broker.
+    pub fn cluster_view(&self) -> Option<Arc<sluice_meta::ClusterView>> {
+        Some(self.meta.etcd()?.view())
+    }
+
     /// Partitions open on this broker.
     pub fn partition_count(&self) -> usize {
         self.logs.logs().len()

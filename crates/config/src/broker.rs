@@ -394,7 +394,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
     let log_dirs = log_dirs(&p)?;
     let (max_connections_per_ip, max_connections_per_ip_overrides) = connections_per_ip(&p)?;
     let cluster_id = cluster_id(&p)?;
-    let metrics_listener = metrics_listener(&p)?;
+    let metrics_listener = http_listener(&p, "sluice.metrics.listener", "127.0.0.1:9404")?;
+    let console_listener = http_listener(&p, "sluice.console.listener", "127.0.0.1:9080")?;
     let cluster = cluster_settings(&p)?;
     let topic_defaults = topic_defaults(&p);
     let authorizer = authorizer(&p)?;
@@ -455,6 +456,8 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         worker_threads: p.typed("sluice.worker.threads", 0)?,
         recovery_threads_per_data_dir: recovery_threads(&p)?,
         metrics_listener,
+        console_listener,
+        console_read_only: p.bool("sluice.console.read.only", false)?,
         metrics_lag_remote_partitions_max: p
             .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,
         metrics_lag_remote_cache_ms: p.typed("sluice.metrics.lag.remote.cache.ms", 5000)?,
@@ -792,10 +795,14 @@ fn cluster_id(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
     })
 }
 
-/// `sluice.metrics.listener`, trimmed: `host:port` with a host and a valid port; None = no
-/// metrics listener.
-fn metrics_listener(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
-    Ok(match p.get("sluice.metrics.listener")? {
+/// An HTTP listener's property (`sluice.metrics.listener`, `sluice.console.listener`),
+/// trimmed: `host:port` with a host and a valid port; None = no such listener.
+fn http_listener(
+    p: &Parsed<'_>,
+    property: &'static str,
+    example: &str,
+) -> Result<Option<String>, ConfigError> {
+    Ok(match p.get(property)? {
         Some(Value::Str(s)) => {
             let s = s.trim().to_string();
             let ok = s
@@ -803,9 +810,9 @@ fn metrics_listener(p: &Parsed<'_>) -> Result<Option<String>, ConfigError> {
                 .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
             if !ok {
                 return Err(invalid(
-                    "sluice.metrics.listener",
+                    property,
                     &s,
-                    "the value is not of the form host:port (for example 127.0.0.1:9404)",
+                    format!("the value is not of the form host:port (for example {example})"),
                 ));
             }
             Some(s)

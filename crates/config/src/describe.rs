@@ -71,6 +71,8 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
             Some(config.recovery_threads_per_data_dir.to_string())
         }
         "sluice.metrics.listener" => return config.metrics_listener.clone(),
+        "sluice.console.listener" => return config.console_listener.clone(),
+        "sluice.console.read.only" => Some(config.console_read_only.to_string()),
         "sluice.metrics.lag.remote.partitions.max" => {
             Some(config.metrics_lag_remote_partitions_max.to_string())
         }

@@ -471,6 +471,11 @@ pub struct BrokerConfig {
     /// (file system calls that may block run on extra threads). 0 = one per CPU the process
     /// may run on. Default 0.
     pub worker_threads: u16,
+    /// `sluice.console.listener`: host:port of the web console's HTTP listener
+    /// (docs/console.md). None (the default) = no console.
+    pub console_listener: Option<String>,
+    /// `sluice.console.read.only`: the console refuses every action. Default false.
+    pub console_read_only: bool,
     /// `sluice.metrics.listener`: host:port of the HTTP listener for `/metrics`, `/healthz`
     /// and `/readyz` (docs/operations.md). None (the default) = no such listener.
     pub metrics_listener: Option<String>,

@@ -399,6 +399,19 @@ impl Metrics {
         }
     }
 
+    /// The fsyncs so far (microseconds), and how many failed: what the console shows.
+    pub fn fsyncs(&self) -> (histogram::HistogramSnapshot, u64) {
+        (
+            self.fsync.snapshot(),
+            self.fsync_failures.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The group-commit rounds so far, by requests answered per round.
+    pub fn rounds(&self) -> histogram::HistogramSnapshot {
+        self.rounds.snapshot()
+    }
+
     /// A group-commit round answered `requests` waiters.
     pub fn round(&self, requests: usize) {
         self.rounds.record(requests as u64);

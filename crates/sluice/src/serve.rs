@@ -34,6 +34,7 @@ pub(crate) fn serve(config: BrokerConfig) -> Result<()> {
         };
         let (bound, certs) = bind_listeners(&config).await?;
         let peers = peer_client(&config, &certs);
+        let console = console_client(&config)?;
         let broker = Broker::open(config)?;
         broker.set_reader_peers(Arc::new(peers.separate()));
         broker.set_peers(Arc::new(peers));
@@ -43,7 +44,7 @@ pub(crate) fn serve(config: BrokerConfig) -> Result<()> {
         broker.set_certificates(Arc::new(sluice_server::Certificates::new(certs)));
         limits.max_connections = u32::try_from(broker.fd_budget().connections).unwrap_or(u32::MAX);
         log_capacity(&broker, &bound, workers)?;
-        run(broker, bound, limits).await
+        run(broker, bound, limits, console).await
     })
 }
 
@@ -242,10 +243,16 @@ fn log_capacity(broker: &Broker, bound: &[Bound], workers: usize) -> Result<()> 
 /// still accept (its clients are answered NOT_LEADER meanwhile), stop the listeners and the
 /// background tasks, close the logs. A listener that ends by itself (a panic) exits the
 /// process with 70: a broker whose listener refuses is taken for dead by its peers, and must be.
-async fn run(broker: Arc<Broker>, bound: Vec<Bound>, limits: sluice_server::Limits) -> Result<()> {
+async fn run(
+    broker: Arc<Broker>,
+    bound: Vec<Bound>,
+    limits: sluice_server::Limits,
+    console: Option<Console>,
+) -> Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let maintenance = spawn_maintenance(broker.clone(), stop_rx.clone());
     let metrics_server = spawn_metrics_listener(&broker, stop_rx.clone()).await?;
+    let console_server = spawn_console(&broker, console, stop_rx.clone()).await?;
     let mut server = tokio::spawn(sluice_server::serve(broker.clone(), bound, limits, stop_rx));
     tokio::select! {
         _ = shutdown_signal() => {}
@@ -264,6 +271,9 @@ async fn run(broker: Arc<Broker>, bound: Vec<Bound>, limits: sluice_server::Limi
     let _ = maintenance.await;
     if let Some(m) = metrics_server {
         let _ = m.await;
+    }
+    if let Some(c) = console_server {
+        let _ = c.await;
     }
     broker.shutdown()?;
     tracing::info!("shut down cleanly");
@@ -311,6 +321,83 @@ async fn spawn_metrics_listener(
     );
     Ok(Some(tokio::spawn(sluice_server::serve_http(
         broker.clone(),
+        listener,
+        stop,
+    ))))
+}
+
+/// The console's listener address and its Kafka client, when `sluice.console.listener` is set.
+struct Console {
+    addr: String,
+    peers: TcpPeers,
+    settings: sluice_console::Settings,
+}
+
+/// The console reaches the cluster through this broker's first PLAINTEXT listener, as a
+/// client without credentials (`User:ANONYMOUS` to the authorizer): it never borrows the
+/// brokers' own identity (an SSL or SASL inter-broker login would act as a super user).
+fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
+    let Some(addr) = config.console_listener.clone() else {
+        return Ok(None);
+    };
+    let Some(listener) = config
+        .listeners
+        .iter()
+        .find(|l| listener_protocol(config, &l.name) == SecurityProtocol::Plaintext)
+    else {
+        anyhow::bail!(
+            "sluice.console.listener is set, but the console needs a PLAINTEXT listener to reach the cluster through (it does not log in with SASL or TLS client certificates)"
+        );
+    };
+    let advertised = config
+        .advertised_listeners
+        .iter()
+        .find(|l| l.name == listener.name)
+        .unwrap_or(listener);
+    let host = match advertised.host.as_str() {
+        "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
+        h => h.to_string(),
+    };
+    Ok(Some(Console {
+        addr,
+        peers: TcpPeers::new(config.node_id),
+        settings: sluice_console::Settings {
+            read_only: config.console_read_only,
+            bootstrap: (host, advertised.port),
+        },
+    }))
+}
+
+/// The web console on `sluice.console.listener`, when it is set.
+async fn spawn_console(
+    broker: &Arc<Broker>,
+    console: Option<Console>,
+    stop: watch::Receiver<bool>,
+) -> Result<Option<JoinHandle<()>>> {
+    let Some(console) = console else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(&console.addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (sluice.console.listener)",
+                console.addr
+            )
+        })?;
+    tracing::info!(
+        "serving the web console on http://{}{}",
+        listener.local_addr()?,
+        if console.settings.read_only {
+            " (read-only)"
+        } else {
+            ""
+        }
+    );
+    Ok(Some(tokio::spawn(sluice_console::serve(
+        broker.clone(),
+        Arc::new(console.peers),
+        console.settings,
         listener,
         stop,
     ))))

@@ -1,0 +1,890 @@
+//! The console's Kafka client: every page reads and every action writes through the
+//! cluster's own Kafka API, as Kafka's tools do (Metadata, then each request to the partition's
+//! leader, the group's coordinator or the controller), so a page shows what `kafka-topics`,
+//! `kafka-consumer-groups` and `kafka-console-consumer` would for the same state, on any
+//! broker of a cluster, and the broker's authorizer judges every request.
+//!
+//! Requests go over the broker's [`PeerClient`] (one connection per broker, TLS when the
+//! console's Kafka listener is an SSL one).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetFetchRequest, ProduceRequest,
+    RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use sluice_broker::PeerClient;
+
+/// What a failed call says: a Kafka error by name, or why the broker could not be asked.
+pub(crate) type Res<T> = Result<T, String>;
+
+pub(crate) fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        Some(e) => format!("{e:?}"),
+        None if code == 0 => "NONE".into(),
+        None => format!("error code {code}"),
+    }
+}
+
+fn check(code: i16, what: &str) -> Res<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(format!("{what}: {}", error_name(code)))
+    }
+}
+
+pub(crate) fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+/// A broker of the cluster as Metadata names it.
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    pub(crate) id: i32,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) rack: Option<String>,
+}
+
+/// A topic as Metadata names it.
+#[derive(Clone, Debug)]
+pub(crate) struct Topic {
+    pub(crate) internal: bool,
+    pub(crate) error: i16,
+    /// Leader per partition, by index.
+    pub(crate) leaders: BTreeMap<i32, i32>,
+    pub(crate) epochs: BTreeMap<i32, i32>,
+}
+
+/// The cluster as one Metadata answer shows it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cluster {
+    pub(crate) cluster_id: Option<String>,
+    pub(crate) controller: i32,
+    pub(crate) nodes: BTreeMap<i32, Node>,
+    pub(crate) topics: BTreeMap<String, Topic>,
+}
+
+impl Cluster {
+    fn from(m: MetadataResponse) -> Res<Cluster> {
+        check(m.error_code, "Metadata")?;
+        let nodes = m
+            .brokers
+            .into_iter()
+            .map(|b| {
+                let id = b.node_id.0;
+                (
+                    id,
+                    Node {
+                        id,
+                        host: b.host.to_string(),
+                        port: u16::try_from(b.port).unwrap_or(0),
+                        rack: b.rack.map(|r| r.to_string()),
+                    },
+                )
+            })
+            .collect();
+        let topics = m
+            .topics
+            .into_iter()
+            .filter_map(|t| {
+                let name = t.name?.0.to_string();
+                let leaders = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.leader_id.0))
+                    .collect();
+                let epochs = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.leader_epoch))
+                    .collect();
+                Some((
+                    name,
+                    Topic {
+                        internal: t.is_internal,
+                        error: t.error_code,
+                        leaders,
+                        epochs,
+                    },
+                ))
+            })
+            .collect();
+        Ok(Cluster {
+            cluster_id: m.cluster_id.map(|c| c.to_string()),
+            controller: m.controller_id.0,
+            nodes,
+            topics,
+        })
+    }
+
+    /// Partitions each broker leads.
+    pub(crate) fn led(&self) -> HashMap<i32, usize> {
+        let mut led = HashMap::new();
+        for t in self.topics.values() {
+            for l in t.leaders.values() {
+                *led.entry(*l).or_default() += 1;
+            }
+        }
+        led
+    }
+}
+
+/// A partition's offsets: log start, high watermark.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Offsets {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+}
+
+/// A config of a topic or broker as DescribeConfigs answers it.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) name: String,
+    pub(crate) value: Option<String>,
+    pub(crate) source: &'static str,
+    pub(crate) sensitive: bool,
+    pub(crate) read_only: bool,
+}
+
+fn config_source(code: i8) -> &'static str {
+    match code {
+        1 => "DYNAMIC_TOPIC_CONFIG",
+        2 => "DYNAMIC_BROKER_CONFIG",
+        3 => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+        4 => "STATIC_BROKER_CONFIG",
+        5 => "DEFAULT_CONFIG",
+        6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
+        7 => "CLIENT_METRICS_CONFIG",
+        8 => "GROUP_CONFIG",
+        _ => "UNKNOWN",
+    }
+}
+
+/// A group as ListGroups names it.
+#[derive(Clone, Debug)]
+pub(crate) struct ListedGroup {
+    pub(crate) id: String,
+    pub(crate) protocol_type: String,
+    pub(crate) state: String,
+    pub(crate) kind: String,
+}
+
+/// A member of a classic group.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    pub(crate) id: String,
+    pub(crate) instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) host: String,
+    /// The assigned partitions, decoded from a consumer protocol assignment.
+    pub(crate) assignment: Vec<(String, i32)>,
+}
+
+/// A group as DescribeGroups answers it.
+#[derive(Clone, Debug)]
+pub(crate) struct DescribedGroup {
+    pub(crate) state: String,
+    pub(crate) protocol_type: String,
+    pub(crate) protocol: String,
+    pub(crate) members: Vec<Member>,
+}
+
+/// Talks to the cluster through one broker (its bootstrap address) and then to each broker
+/// Metadata names.
+#[derive(Clone, Debug)]
+pub(crate) struct Kafka {
+    peers: Arc<dyn PeerClient>,
+    bootstrap: (String, u16),
+}
+
+const METADATA_VERSION: i16 = 12;
+const LIST_OFFSETS_VERSION: i16 = 7;
+const FETCH_VERSION: i16 = 12;
+const DESCRIBE_CONFIGS_VERSION: i16 = 4;
+const CREATE_TOPICS_VERSION: i16 = 7;
+const PRODUCE_VERSION: i16 = 9;
+const LIST_GROUPS_VERSION: i16 = 5;
+const DESCRIBE_GROUPS_VERSION: i16 = 5;
+const FIND_COORDINATOR_VERSION: i16 = 4;
+const OFFSET_FETCH_VERSION: i16 = 8;
+const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;
+
+/// Time a write may take on the broker (CreateTopics, Produce).
+const WRITE_TIMEOUT_MS: i32 = 30_000;
+
+impl Kafka {
+    pub(crate) fn new(peers: Arc<dyn PeerClient>, bootstrap: (String, u16)) -> Kafka {
+        Kafka { peers, bootstrap }
+    }
+
+    async fn call_at(
+        &self,
+        (host, port): (&str, u16),
+        api: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Res<ResponseKind> {
+        let call = self.peers.call(host, port, api, version, body);
+        match tokio::time::timeout(sluice_broker::PEER_REQUEST_TIMEOUT, call).await {
+            Ok(r) => r.map_err(|e| format!("{api:?} to {host}:{port}: {e}")),
+            Err(_) => Err(format!("{api:?} to {host}:{port}: no answer in time")),
+        }
+    }
+
+    async fn call(
+        &self,
+        cluster: &Cluster,
+        node: i32,
+        api: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Res<ResponseKind> {
+        let n = cluster
+            .nodes
+            .get(&node)
+            .ok_or_else(|| format!("broker {node} is not in the cluster's metadata"))?;
+        self.call_at((&n.host, n.port), api, version, body).await
+    }
+
+    /// Metadata of every topic (None) or of `topics`.
+    pub(crate) async fn cluster(&self, topics: Option<&[String]>) -> Res<Cluster> {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        let req = MetadataRequest::default()
+            .with_allow_auto_topic_creation(false)
+            .with_topics(topics.map(|ts| {
+                ts.iter()
+                    .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(s(t)))))
+                    .collect()
+            }));
+        let (host, port) = (&self.bootstrap.0, self.bootstrap.1);
+        match self
+            .call_at(
+                (host, port),
+                ApiKey::Metadata,
+                METADATA_VERSION,
+                RequestKind::Metadata(req),
+            )
+            .await?
+        {
+            ResponseKind::Metadata(m) => Cluster::from(m),
+            other => Err(format!("Metadata answered with {other:?}")),
+        }
+    }
+
+    /// The offset at `timestamp` (-2 earliest, -1 latest) of each partition, asked of each
+    /// leader.
+    pub(crate) async fn list_offsets(
+        &self,
+        cluster: &Cluster,
+        partitions: &[(String, i32)],
+        timestamp: i64,
+    ) -> BTreeMap<(String, i32), Res<i64>> {
+        let mut by_leader: BTreeMap<i32, BTreeMap<String, Vec<i32>>> = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for (t, p) in partitions {
+            match cluster.topics.get(t).and_then(|m| m.leaders.get(p)) {
+                Some(l) if *l >= 0 => by_leader
+                    .entry(*l)
+                    .or_default()
+                    .entry(t.clone())
+                    .or_default()
+                    .push(*p),
+                _ => {
+                    out.insert((t.clone(), *p), Err("no leader".into()));
+                }
+            }
+        }
+        let calls = by_leader.into_iter().map(|(leader, topics)| {
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            ListOffsetsTopic::default()
+                                .with_name(TopicName(s(t)))
+                                .with_partitions(
+                                    ps.into_iter()
+                                        .map(|p| {
+                                            ListOffsetsPartition::default()
+                                                .with_partition_index(p)
+                                                .with_current_leader_epoch(-1)
+                                                .with_timestamp(timestamp)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            async move {
+                (
+                    leader,
+                    self.call(
+                        cluster,
+                        leader,
+                        ApiKey::ListOffsets,
+                        LIST_OFFSETS_VERSION,
+                        RequestKind::ListOffsets(req),
+                    )
+                    .await,
+                )
+            }
+        });
+        for (leader, answer) in join_all(calls).await {
+            match answer {
+                Ok(ResponseKind::ListOffsets(r)) => {
+                    for t in r.topics {
+                        for p in t.partitions {
+                            let v = if p.error_code == 0 {
+                                Ok(p.offset)
+                            } else {
+                                Err(error_name(p.error_code))
+                            };
+                            out.insert((t.name.0.to_string(), p.partition_index), v);
+                        }
+                    }
+                }
+                Ok(other) => tracing::warn!("ListOffsets to {leader} answered {other:?}"),
+                Err(e) => {
+                    for (t, p) in partitions {
+                        if cluster.topics.get(t).and_then(|m| m.leaders.get(p)) == Some(&leader) {
+                            out.insert((t.clone(), *p), Err(e.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Log start and high watermark of each partition.
+    pub(crate) async fn offsets(
+        &self,
+        cluster: &Cluster,
+        partitions: &[(String, i32)],
+    ) -> BTreeMap<(String, i32), Res<Offsets>> {
+        let (start, end) = tokio::join!(
+            self.list_offsets(cluster, partitions, -2),
+            self.list_offsets(cluster, partitions, -1)
+        );
+        partitions
+            .iter()
+            .map(|tp| {
+                let v = match (start.get(tp), end.get(tp)) {
+                    (Some(Ok(s)), Some(Ok(e))) => Ok(Offsets { start: *s, end: *e }),
+                    (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e.clone()),
+                    _ => Err("no answer".into()),
+                };
+                (tp.clone(), v)
+            })
+            .collect()
+    }
+
+    /// Bytes on disk of each partition, from every broker's DescribeLogDirs (each answers for
+    /// the partitions it serves).
+    pub(crate) async fn sizes(
+        &self,
+        cluster: &Cluster,
+        topics: &[String],
+    ) -> HashMap<(String, i32), i64> {
+        use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+        let wanted: Vec<DescribableLogDirTopic> = topics
+            .iter()
+            .filter_map(|t| {
+                let m = cluster.topics.get(t)?;
+                Some(
+                    DescribableLogDirTopic::default()
+                        .with_topic(TopicName(s(t)))
+                        .with_partitions(m.leaders.keys().copied().collect()),
+                )
+            })
+            .collect();
+        let calls = cluster.nodes.keys().map(|node| {
+            let req = DescribeLogDirsRequest::default().with_topics(Some(wanted.clone()));
+            self.call(
+                cluster,
+                *node,
+                ApiKey::DescribeLogDirs,
+                DESCRIBE_LOG_DIRS_VERSION,
+                RequestKind::DescribeLogDirs(req),
+            )
+        });
+        let mut out = HashMap::new();
+        for answer in join_all(calls).await {
+            let Ok(ResponseKind::DescribeLogDirs(r)) = answer else {
+                continue;
+            };
+            for dir in r.results {
+                for t in dir.topics {
+                    for p in t.partitions {
+                        // A partition reported by two brokers (a move in flight): the larger.
+                        let e = out
+                            .entry((t.name.0.to_string(), p.partition_index))
+                            .or_insert(0);
+                        *e = (*e).max(p.partition_size);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Fetch up to `max_bytes` of one partition from `offset` (read_uncommitted, no wait):
+    /// the record batches as the leader sent them, the high watermark and log start.
+    pub(crate) async fn fetch(
+        &self,
+        cluster: &Cluster,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+    ) -> Res<(bytes::Bytes, i64, i64)> {
+        let leader = cluster
+            .topics
+            .get(topic)
+            .and_then(|t| t.leaders.get(&partition))
+            .copied()
+            .filter(|l| *l >= 0)
+            .ok_or_else(|| format!("{topic}-{partition} has no leader"))?;
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(max_bytes)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(s(topic)))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(max_bytes)])]);
+        let answer = self
+            .call(
+                cluster,
+                leader,
+                ApiKey::Fetch,
+                FETCH_VERSION,
+                RequestKind::Fetch(req),
+            )
+            .await?;
+        let ResponseKind::Fetch(r) = answer else {
+            return Err(format!("Fetch answered with {answer:?}"));
+        };
+        check(r.error_code, "Fetch")?;
+        let p = r
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or("Fetch answered without the partition")?;
+        check(p.error_code, "Fetch")?;
+        Ok((
+            p.records.unwrap_or_default(),
+            p.high_watermark,
+            p.log_start_offset,
+        ))
+    }
+
+    /// A topic's configs (resource type 2) or a broker's (4).
+    pub(crate) async fn configs(
+        &self,
+        cluster: &Cluster,
+        resource_type: i8,
+        name: &str,
+    ) -> Res<Vec<Config>> {
+        let req = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(name))
+                .with_configuration_keys(None),
+        ]);
+        // A broker's own configs are asked of that broker; a topic's of any.
+        let node = if resource_type == 4 {
+            name.parse()
+                .map_err(|_| format!("{name} is not a broker id"))?
+        } else {
+            *cluster.nodes.keys().next().ok_or("no broker in metadata")?
+        };
+        let answer = self
+            .call(
+                cluster,
+                node,
+                ApiKey::DescribeConfigs,
+                DESCRIBE_CONFIGS_VERSION,
+                RequestKind::DescribeConfigs(req),
+            )
+            .await?;
+        let ResponseKind::DescribeConfigs(r) = answer else {
+            return Err(format!("DescribeConfigs answered with {answer:?}"));
+        };
+        let result = r
+            .results
+            .into_iter()
+            .next()
+            .ok_or("DescribeConfigs answered no resource")?;
+        if result.error_code != 0 {
+            return Err(format!(
+                "DescribeConfigs: {}{}",
+                error_name(result.error_code),
+                result
+                    .error_message
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(result
+            .configs
+            .into_iter()
+            .map(|c: DescribeConfigsResourceResult| Config {
+                name: c.name.to_string(),
+                value: c.value.map(|v| v.to_string()),
+                source: config_source(c.config_source),
+                sensitive: c.is_sensitive,
+                read_only: c.read_only,
+            })
+            .collect())
+    }
+
+    /// Create a topic; the controller answers (Kafka's admin client asks it too).
+    pub(crate) async fn create_topic(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+        partitions: i32,
+        configs: &[(String, String)],
+    ) -> Res<()> {
+        let req = CreateTopicsRequest::default()
+            .with_timeout_ms(WRITE_TIMEOUT_MS)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(name)))
+                .with_num_partitions(partitions)
+                .with_replication_factor(-1)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(s(k))
+                                .with_value(Some(s(v)))
+                        })
+                        .collect(),
+                )]);
+        let answer = self
+            .call(
+                cluster,
+                self.controller(cluster)?,
+                ApiKey::CreateTopics,
+                CREATE_TOPICS_VERSION,
+                RequestKind::CreateTopics(req),
+            )
+            .await?;
+        let ResponseKind::CreateTopics(r) = answer else {
+            return Err(format!("CreateTopics answered with {answer:?}"));
+        };
+        let t = r
+            .topics
+            .into_iter()
+            .next()
+            .ok_or("CreateTopics answered no topic")?;
+        if t.error_code != 0 {
+            return Err(format!(
+                "{}{}",
+                error_name(t.error_code),
+                t.error_message
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
+    fn controller(&self, cluster: &Cluster) -> Res<i32> {
+        if cluster.nodes.contains_key(&cluster.controller) {
+            Ok(cluster.controller)
+        } else {
+            cluster
+                .nodes
+                .keys()
+                .next()
+                .copied()
+                .ok_or_else(|| "no broker in metadata".into())
+        }
+    }
+
+    /// Append one record batch to a partition (acks=all); the offset it was given.
+    pub(crate) async fn produce(
+        &self,
+        cluster: &Cluster,
+        topic: &str,
+        partition: i32,
+        batch: Vec<u8>,
+    ) -> Res<i64> {
+        let leader = cluster
+            .topics
+            .get(topic)
+            .and_then(|t| t.leaders.get(&partition))
+            .copied()
+            .filter(|l| *l >= 0)
+            .ok_or_else(|| format!("{topic}-{partition} has no leader"))?;
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(WRITE_TIMEOUT_MS)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(bytes::Bytes::from(batch)))])]);
+        let answer = self
+            .call(
+                cluster,
+                leader,
+                ApiKey::Produce,
+                PRODUCE_VERSION,
+                RequestKind::Produce(req),
+            )
+            .await?;
+        let ResponseKind::Produce(r) = answer else {
+            return Err(format!("Produce answered with {answer:?}"));
+        };
+        let p = r
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partition_responses)
+            .next()
+            .ok_or("Produce answered no partition")?;
+        if p.error_code != 0 {
+            return Err(format!(
+                "{}{}",
+                error_name(p.error_code),
+                p.error_message
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(p.base_offset)
+    }
+
+    /// Every group of every broker (each coordinator lists its own).
+    pub(crate) async fn list_groups(&self, cluster: &Cluster) -> Res<Vec<ListedGroup>> {
+        let calls = cluster.nodes.keys().map(|node| {
+            self.call(
+                cluster,
+                *node,
+                ApiKey::ListGroups,
+                LIST_GROUPS_VERSION,
+                RequestKind::ListGroups(ListGroupsRequest::default()),
+            )
+        });
+        let mut out = BTreeMap::new();
+        for answer in join_all(calls).await {
+            match answer? {
+                ResponseKind::ListGroups(r) => {
+                    check(r.error_code, "ListGroups")?;
+                    for g in r.groups {
+                        let id = g.group_id.0.to_string();
+                        out.insert(
+                            id.clone(),
+                            ListedGroup {
+                                id,
+                                protocol_type: g.protocol_type.to_string(),
+                                state: g.group_state.to_string(),
+                                kind: g.group_type.to_string(),
+                            },
+                        );
+                    }
+                }
+                other => return Err(format!("ListGroups answered with {other:?}")),
+            }
+        }
+        Ok(out.into_values().collect())
+    }
+
+    /// The coordinator of group `group`.
+    pub(crate) async fn coordinator(&self, cluster: &Cluster, group: &str) -> Res<i32> {
+        let req = FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![s(group)]);
+        let (host, port) = (&self.bootstrap.0, self.bootstrap.1);
+        let answer = self
+            .call_at(
+                (host, port),
+                ApiKey::FindCoordinator,
+                FIND_COORDINATOR_VERSION,
+                RequestKind::FindCoordinator(req),
+            )
+            .await?;
+        let ResponseKind::FindCoordinator(r) = answer else {
+            return Err(format!("FindCoordinator answered with {answer:?}"));
+        };
+        let c = r
+            .coordinators
+            .into_iter()
+            .next()
+            .ok_or("FindCoordinator answered no coordinator")?;
+        check(c.error_code, "FindCoordinator")?;
+        if !cluster.nodes.contains_key(&c.node_id.0) {
+            return Err(format!(
+                "the coordinator, broker {}, is not in the metadata",
+                c.node_id.0
+            ));
+        }
+        Ok(c.node_id.0)
+    }
+
+    /// A classic group's state and members.
+    pub(crate) async fn describe_group(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<DescribedGroup> {
+        let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+        let answer = self
+            .call(
+                cluster,
+                coordinator,
+                ApiKey::DescribeGroups,
+                DESCRIBE_GROUPS_VERSION,
+                RequestKind::DescribeGroups(req),
+            )
+            .await?;
+        let ResponseKind::DescribeGroups(r) = answer else {
+            return Err(format!("DescribeGroups answered with {answer:?}"));
+        };
+        let g = r
+            .groups
+            .into_iter()
+            .next()
+            .ok_or("DescribeGroups answered no group")?;
+        check(g.error_code, "DescribeGroups")?;
+        let consumer = g.protocol_type.as_str() == "consumer";
+        Ok(DescribedGroup {
+            state: g.group_state.to_string(),
+            protocol_type: g.protocol_type.to_string(),
+            protocol: g.protocol_data.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| Member {
+                    id: m.member_id.to_string(),
+                    instance_id: m.group_instance_id.map(|i| i.to_string()),
+                    client_id: m.client_id.to_string(),
+                    host: m.client_host.to_string(),
+                    assignment: if consumer {
+                        consumer_assignment(&m.member_assignment).unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    /// A group's committed offsets, by partition.
+    pub(crate) async fn committed(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<BTreeMap<(String, i32), i64>> {
+        let req =
+            OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(s(group)))
+                .with_topics(None)]);
+        let answer = self
+            .call(
+                cluster,
+                coordinator,
+                ApiKey::OffsetFetch,
+                OFFSET_FETCH_VERSION,
+                RequestKind::OffsetFetch(req),
+            )
+            .await?;
+        let ResponseKind::OffsetFetch(r) = answer else {
+            return Err(format!("OffsetFetch answered with {answer:?}"));
+        };
+        let g = r
+            .groups
+            .into_iter()
+            .next()
+            .ok_or("OffsetFetch answered no group")?;
+        check(g.error_code, "OffsetFetch")?;
+        let mut out = BTreeMap::new();
+        for t in g.topics {
+            for p in t.partitions {
+                if p.error_code == 0 && p.committed_offset >= 0 {
+                    out.insert(
+                        (t.name.0.to_string(), p.partition_index),
+                        p.committed_offset,
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The partitions of a consumer protocol assignment (version, topics, user data).
+fn consumer_assignment(bytes: &[u8]) -> Option<Vec<(String, i32)>> {
+    let mut r = sluice_format::fields::FieldReader::<sluice_format::fields::FieldError>::new(bytes);
+    let _version = r.i16().ok()?;
+    let topics = r.i32().ok()?;
+    let mut out = Vec::new();
+    for _ in 0..topics.max(0) {
+        let name = r.str().ok()?;
+        let n = r.i32().ok()?;
+        for _ in 0..n.max(0) {
+            out.push((name.clone(), r.i32().ok()?));
+        }
+    }
+    Some(out)
+}
+
+/// Run futures at once and wait for all (the console's calls are few and short).
+pub(crate) async fn join_all<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let handles: Vec<_> = futures.into_iter().collect();
+    let mut out = Vec::with_capacity(handles.len());
+    // Polled together: each call's future is driven by its own connection's task.
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = handles.into_iter().map(Box::pin).collect();
+    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in pinned.iter_mut().enumerate() {
+            if results[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => results[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.extend(results.into_iter().flatten());
+    out
+}

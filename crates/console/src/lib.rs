@@ -1,0 +1,261 @@
+//! The web console (`sluice.console.listener`, docs/console.md): server-rendered HTML pages of
+//! the cluster (brokers, ownership, topics, messages, consumer groups) and the actions on them
+//! (create a topic, produce a record), served by every broker.
+//!
+//! Every page reads, and every action writes, through the cluster's own Kafka API
+//! ([`kafka::Kafka`]), as Kafka's tools do: what a page shows is what they would report, any
+//! broker shows the whole cluster, and the brokers' authorizer judges each request. What only
+//! this broker knows (the ownership records it read from etcd, its fsyncs and group-commit
+//! rounds) comes from the [`Broker`] itself.
+//!
+//! Safety: every value is escaped by the HTML templates (maud), record bytes included. Every
+//! action is a POST that carries the token of the `sluice_csrf` cookie (SameSite=Strict) in
+//! its form, and a POST whose `Origin` is not this listener is refused. `sluice.console.
+//! read.only` refuses every action. Limits: a form body of at most [`BODY_MAX_BYTES`]; a page
+//! of messages of at most [`MESSAGES_MAX`] records, read in at most [`FETCHES_MAX`] fetches.
+
+mod kafka;
+mod pages;
+mod records;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use maud::{html, Markup, DOCTYPE};
+use sluice_broker::{Broker, PeerClient};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Largest form body an action takes (a produced record's key, headers and value together).
+pub const BODY_MAX_BYTES: usize = 1 << 20;
+/// Most records one page of messages shows.
+pub const MESSAGES_MAX: usize = 500;
+/// Most Fetch requests one page of messages sends.
+pub const FETCHES_MAX: usize = 20;
+
+/// How the console is set up.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `sluice.console.read.only`: every action refused.
+    pub read_only: bool,
+    /// The Kafka listener the console's requests go to first (this broker's); the others
+    /// are those the cluster's Metadata names for the same listener.
+    pub bootstrap: (String, u16),
+}
+
+/// The console's shared state.
+#[derive(Debug)]
+pub(crate) struct Console {
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) kafka: kafka::Kafka,
+    pub(crate) read_only: bool,
+}
+
+/// Serve the console on `listener` until `stop` turns true.
+pub async fn serve(
+    broker: Arc<Broker>,
+    peers: Arc<dyn PeerClient>,
+    settings: Settings,
+    listener: TcpListener,
+    mut stop: watch::Receiver<bool>,
+) {
+    let console = Arc::new(Console {
+        broker,
+        kafka: kafka::Kafka::new(peers, settings.bootstrap),
+        read_only: settings.read_only,
+    });
+    let app = router(console);
+    let shutdown = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!("the console listener stopped: {e}");
+    }
+}
+
+fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/", get(pages::cluster))
+        .route("/topics", get(pages::topics).post(pages::create_topic))
+        .route("/topics/{name}", get(pages::topic))
+        .route(
+            "/topics/{name}/messages",
+            get(pages::messages).post(pages::produce),
+        )
+        .route("/groups", get(pages::groups))
+        .route("/group", get(pages::group))
+        .route("/assets/console.css", get(css))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+        .with_state(console)
+}
+
+const CSS: &str = include_str!("../assets/console.css");
+
+async fn css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        CSS,
+    )
+        .into_response()
+}
+
+async fn not_found(headers: HeaderMap) -> Response {
+    let csrf = Csrf::of(&headers);
+    let mut r = layout("Not found", &csrf, html! { p { "No such page." } });
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r
+}
+
+/// The name of the cookie holding the CSRF token.
+const CSRF_COOKIE: &str = "sluice_csrf";
+
+/// The CSRF token of a request: its cookie's, or a new one the answer sets.
+#[derive(Debug, Clone)]
+pub(crate) struct Csrf {
+    pub(crate) token: String,
+    fresh: bool,
+}
+
+impl Csrf {
+    pub(crate) fn of(headers: &HeaderMap) -> Csrf {
+        match cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t)) {
+            Some(token) => Csrf {
+                token,
+                fresh: false,
+            },
+            None => Csrf {
+                token: format!(
+                    "{}{}",
+                    uuid::Uuid::new_v4().simple(),
+                    uuid::Uuid::new_v4().simple()
+                ),
+                fresh: true,
+            },
+        }
+    }
+}
+
+fn valid_token(t: &str) -> bool {
+    t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// Whether a POST may act: the console is not read-only, the form's token is the cookie's,
+/// and the request comes from a page of this listener (`Origin`, when the browser sends it).
+pub(crate) fn may_act(
+    console: &Console,
+    headers: &HeaderMap,
+    form_token: &str,
+) -> Result<(), Response> {
+    let refuse = |why: &str| {
+        let csrf = Csrf::of(headers);
+        let mut r = layout("Refused", &csrf, html! { p.error { (why) } });
+        *r.status_mut() = StatusCode::FORBIDDEN;
+        r
+    };
+    if console.read_only {
+        return Err(refuse(
+            "The console is read-only (sluice.console.read.only=true): nothing was changed.",
+        ));
+    }
+    let cookie = cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t));
+    if cookie.as_deref() != Some(form_token) {
+        return Err(refuse(
+            "The form's token does not match this browser's console cookie (a form from another site, or an expired page): nothing was changed. Load the page again and retry.",
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let origin_host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .unwrap_or("");
+        if origin_host != host {
+            return Err(refuse(
+                "The request comes from a page of another site: nothing was changed.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A whole page: the navigation, `body`, and the CSRF cookie when it is new.
+pub(crate) fn layout(title: &str, csrf: &Csrf, body: Markup) -> Response {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Sluice" }
+                link rel="stylesheet" href="/assets/console.css";
+            }
+            body {
+                nav {
+                    a.brand href="/" { "Sluice" }
+                    a href="/" { "Cluster" }
+                    a href="/topics" { "Topics" }
+                    a href="/groups" { "Consumer groups" }
+                }
+                main {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    };
+    let mut r = (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        page.into_string(),
+    )
+        .into_response();
+    let h = r.headers_mut();
+    // No page of the console may be framed (clickjacking), nor run script from elsewhere.
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'; form-action 'self'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if csrf.fresh {
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "{CSRF_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+            csrf.token
+        )) {
+            h.insert(header::SET_COOKIE, v);
+        }
+    }
+    r
+}

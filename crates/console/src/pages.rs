@@ -1,0 +1,823 @@
+//! The console's pages and actions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use crate::kafka::{Cluster, Res};
+use crate::records::{self, Show};
+use crate::{layout, may_act, Console, Csrf, FETCHES_MAX, MESSAGES_MAX};
+
+/// Rows per page of the topic and group lists.
+const PAGE_ROWS: usize = 50;
+/// Bytes one Fetch of the messages page asks for.
+const FETCH_BYTES: i32 = 1 << 20;
+
+fn error_page(title: &str, csrf: &Csrf, status: StatusCode, message: &str) -> Response {
+    let mut r = layout(title, csrf, html! { p.error { (message) } });
+    *r.status_mut() = status;
+    r
+}
+
+fn bytes(n: i64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn time_ms(ms: i64) -> String {
+    if ms < 0 {
+        return "-".into();
+    }
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Upper bound of the bucket holding quantile `q` of a Prometheus-style histogram.
+fn quantile(s: &sluice_metrics::histogram::HistogramSnapshot, q: f64) -> Option<u64> {
+    if s.count == 0 {
+        return None;
+    }
+    let rank = (q * s.count as f64).ceil() as u64;
+    s.buckets
+        .iter()
+        .find(|(_, cumulative)| *cumulative >= rank)
+        .map(|(bound, _)| *bound)
+}
+
+fn pager(base: &str, q: &str, page: usize, total: usize) -> Markup {
+    let pages = total.div_ceil(PAGE_ROWS).max(1);
+    let link = |p: usize| {
+        let mut url = format!("{base}?page={p}");
+        if !q.is_empty() {
+            url.push_str("&q=");
+            url.push_str(&urlencode(q));
+        }
+        url
+    };
+    html! {
+        p.pager {
+            @if page > 1 { a href=(link(page - 1)) { "← previous" } " " }
+            "page " (page) " of " (pages) " (" (total) ")"
+            @if page < pages { " " a href=(link(page + 1)) { "next →" } }
+        }
+    }
+}
+
+pub(crate) fn urlencode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+// ---- Cluster ----
+
+pub(crate) async fn cluster(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let csrf = Csrf::of(&headers);
+    let meta = match c.kafka.cluster(None).await {
+        Ok(m) => m,
+        Err(e) => return error_page("Cluster", &csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let led = meta.led();
+    let view = c.broker.cluster_view();
+    let this = c.broker.node_id();
+    let (fsyncs, fsync_failures) = c.broker.metrics().fsyncs();
+    let rounds = c.broker.metrics().rounds();
+    let partitions: usize = meta.topics.values().map(|t| t.leaders.len()).sum();
+    let moves: Vec<(String, i32, i32, Option<i32>, Option<i32>)> = view
+        .as_ref()
+        .map(|v| {
+            v.owners
+                .iter()
+                .filter(|(_, r)| r.owner.from.is_some() || r.owner.to.is_some())
+                .map(|((t, p), r)| (t.clone(), *p, r.owner.node, r.owner.from, r.owner.to))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = html! {
+        p {
+            "Cluster id " code { (meta.cluster_id.clone().unwrap_or_default()) }
+            ", " (meta.nodes.len()) " broker(s), " (meta.topics.len()) " topic(s), "
+            (partitions) " partition(s). This page is served by broker " (this)
+            @if view.is_none() { " (one broker, embedded metadata)" } @else { " (cluster on etcd)" } "."
+        }
+        h2 { "Brokers" }
+        table #brokers {
+            thead { tr { th { "Id" } th { "Address" } th { "Rack" } th { "Role" } th.num { "Partitions led" }
+                @if view.is_some() { th { "Reads from the volume" } th.num { "Partition budget" } } } }
+            tbody {
+                @for n in meta.nodes.values() {
+                    @let info = view.as_ref().and_then(|v| v.brokers.get(&n.id));
+                    tr {
+                        td { (n.id) }
+                        td { (n.host) ":" (n.port) }
+                        td { (n.rack.clone().unwrap_or_else(|| "-".into())) }
+                        td { @if n.id == meta.controller { "controller" } @else { "broker" } }
+                        td.num { (led.get(&n.id).copied().unwrap_or(0)) }
+                        @if view.is_some() {
+                            td { @if info.is_some_and(|i| i.reads) { "yes" } @else { "no" } }
+                            td.num { (info.and_then(|i| i.partitions_max).map_or("-".to_string(), |m| m.to_string())) }
+                        }
+                    }
+                }
+            }
+        }
+        @if view.is_some() {
+            h2 { "Moves in flight" }
+            @if moves.is_empty() {
+                p #moves { "None: every partition is with its owner." }
+            } @else {
+                table #moves {
+                    thead { tr { th { "Partition" } th { "Owner" } th { "From" } th { "Handing over to" } } }
+                    tbody {
+                        @for (t, p, node, from, to) in &moves {
+                            tr {
+                                td { (t) "-" (p) }
+                                td { (node) }
+                                td { (from.map_or("-".to_string(), |f| f.to_string())) }
+                                td { (to.map_or("-".to_string(), |f| f.to_string())) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Storage on broker " (this) }
+        table #storage {
+            tbody {
+                tr { th { "fsyncs" } td.num { (fsyncs.count) } }
+                tr { th { "fsync failures" } td.num { (fsync_failures) } }
+                tr { th { "fsync mean" } td.num {
+                    @if fsyncs.count > 0 { (format!("{:.2} ms", fsyncs.sum as f64 / fsyncs.count as f64 / 1000.0)) } @else { "-" } } }
+                tr { th { "fsync p99 (at most)" } td.num {
+                    (quantile(&fsyncs, 0.99).map_or("-".to_string(), |us| format!("{:.1} ms", us as f64 / 1000.0))) } }
+                tr { th { "group-commit rounds" } td.num { (rounds.count) } }
+                tr { th { "requests answered per round (mean)" } td.num {
+                    @if rounds.count > 0 { (format!("{:.1}", rounds.sum as f64 / rounds.count as f64)) } @else { "-" } } }
+            }
+        }
+    };
+    layout("Cluster", &csrf, body)
+}
+
+// ---- Topics ----
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    q: String,
+    page: Option<usize>,
+}
+
+pub(crate) async fn topics(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let csrf = Csrf::of(&headers);
+    topics_page(&c, &csrf, &query, None).await
+}
+
+async fn topics_page(
+    c: &Console,
+    csrf: &Csrf,
+    query: &ListQuery,
+    problem: Option<&str>,
+) -> Response {
+    let meta = match c.kafka.cluster(None).await {
+        Ok(m) => m,
+        Err(e) => return error_page("Topics", csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let filter = query.q.trim();
+    let names: Vec<&String> = meta
+        .topics
+        .keys()
+        .filter(|n| filter.is_empty() || n.contains(filter))
+        .collect();
+    let page = query.page.unwrap_or(1).max(1);
+    let shown: Vec<String> = names
+        .iter()
+        .skip((page - 1) * PAGE_ROWS)
+        .take(PAGE_ROWS)
+        .map(|n| (*n).clone())
+        .collect();
+    let partitions: Vec<(String, i32)> = shown
+        .iter()
+        .flat_map(|t| meta.topics[t].leaders.keys().map(move |p| (t.clone(), *p)))
+        .collect();
+    let (offsets, sizes) = tokio::join!(
+        c.kafka.offsets(&meta, &partitions),
+        c.kafka.sizes(&meta, &shown)
+    );
+    let body = html! {
+        form.filter method="get" action="/topics" {
+            input type="search" name="q" value=(filter) placeholder="name contains";
+            button type="submit" { "Filter" }
+        }
+        table #topics {
+            thead { tr { th { "Topic" } th.num { "Partitions" } th.num { "Messages" } th.num { "Size" } } }
+            tbody {
+                @for t in &shown {
+                    @let m = &meta.topics[t];
+                    @let msgs: Option<i64> = m.leaders.keys().map(|p| offsets.get(&(t.clone(), *p))
+                        .and_then(|o| o.as_ref().ok()).map(|o| o.end - o.start)).sum();
+                    @let size: i64 = m.leaders.keys().filter_map(|p| sizes.get(&(t.clone(), *p))).sum();
+                    tr {
+                        td { a href={"/topics/" (urlencode(t))} { (t) } @if m.internal { " " span.tag { "internal" } } }
+                        td.num { (m.leaders.len()) }
+                        td.num { (msgs.map_or("?".to_string(), |n| n.to_string())) }
+                        td.num { (bytes(size)) }
+                    }
+                }
+            }
+        }
+        (pager("/topics", filter, page, names.len()))
+        @if !c.read_only {
+            h2 { "Create a topic" }
+            @if let Some(p) = problem { p.error #create-error { (p) } }
+            form.action method="post" action="/topics" {
+                input type="hidden" name="csrf" value=(csrf.token);
+                label { "Name " input name="name" required pattern="[a-zA-Z0-9._-]+" maxlength="249"; }
+                label { "Partitions " input name="partitions" type="number" min="1" value="1"; }
+                label.wide { "Configs (one name=value per line) " textarea name="configs" rows="3" {} }
+                button type="submit" { "Create" }
+            }
+        }
+    };
+    layout("Topics", csrf, body)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CreateTopic {
+    csrf: String,
+    name: String,
+    partitions: Option<i32>,
+    #[serde(default)]
+    configs: String,
+}
+
+fn parse_lines(text: &str) -> Result<Vec<(String, String)>, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| format!("\"{l}\" is not name=value"))
+        })
+        .collect()
+}
+
+pub(crate) async fn create_topic(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Form(form): Form<CreateTopic>,
+) -> Response {
+    if let Err(r) = may_act(&c, &headers, &form.csrf) {
+        return r;
+    }
+    let csrf = Csrf::of(&headers);
+    let configs = match parse_lines(&form.configs) {
+        Ok(v) => v,
+        Err(e) => return create_failed(&c, &csrf, &e).await,
+    };
+    let name = form.name.trim();
+    let result: Res<()> = async {
+        let meta = c.kafka.cluster(Some(&[])).await?;
+        c.kafka
+            .create_topic(&meta, name, form.partitions.unwrap_or(1), &configs)
+            .await
+    }
+    .await;
+    match result {
+        Ok(()) => redirect(&format!("/topics/{}", urlencode(name))),
+        Err(e) => create_failed(&c, &csrf, &format!("Topic {name} was not created: {e}")).await,
+    }
+}
+
+async fn create_failed(c: &Console, csrf: &Csrf, why: &str) -> Response {
+    let query = ListQuery {
+        q: String::new(),
+        page: None,
+    };
+    let mut r = topics_page(c, csrf, &query, Some(why)).await;
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r
+}
+
+fn redirect(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_string())]).into_response()
+}
+
+pub(crate) async fn topic(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    let csrf = Csrf::of(&headers);
+    let meta = match c.kafka.cluster(Some(std::slice::from_ref(&name))).await {
+        Ok(m) => m,
+        Err(e) => return error_page(&name, &csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let Some(t) = meta.topics.get(&name).filter(|t| t.error == 0) else {
+        let why = meta
+            .topics
+            .get(&name)
+            .map(|t| crate::kafka::error_name(t.error))
+            .unwrap_or_else(|| "UNKNOWN_TOPIC_OR_PARTITION".into());
+        return error_page(
+            &name,
+            &csrf,
+            StatusCode::NOT_FOUND,
+            &format!("No topic {name}: {why}"),
+        );
+    };
+    let partitions: Vec<(String, i32)> = t.leaders.keys().map(|p| (name.clone(), *p)).collect();
+    let (offsets, sizes, configs) = tokio::join!(
+        c.kafka.offsets(&meta, &partitions),
+        c.kafka.sizes(&meta, std::slice::from_ref(&name)),
+        c.kafka.configs(&meta, 2, &name)
+    );
+    let enc = urlencode(&name);
+    let body = html! {
+        p { a href={"/topics/" (enc) "/messages"} { "Messages" } }
+        h2 { "Partitions" }
+        table #partitions {
+            thead { tr { th.num { "Partition" } th.num { "Leader" } th.num { "Leader epoch" }
+                th.num { "Start offset" } th.num { "End offset" } th.num { "Messages" } th.num { "Size" } } }
+            tbody {
+                @for (p, leader) in &t.leaders {
+                    @let o = offsets.get(&(name.clone(), *p));
+                    tr {
+                        td.num { a href={"/topics/" (enc) "/messages?partition=" (p)} { (p) } }
+                        td.num { (leader) }
+                        td.num { (t.epochs.get(p).copied().unwrap_or(-1)) }
+                        @match o {
+                            Some(Ok(o)) => {
+                                td.num { (o.start) } td.num { (o.end) } td.num { (o.end - o.start) }
+                            }
+                            Some(Err(e)) => { td.error colspan="3" { (e) } }
+                            None => { td colspan="3" { "?" } }
+                        }
+                        td.num { (sizes.get(&(name.clone(), *p)).map_or("?".to_string(), |s| bytes(*s))) }
+                    }
+                }
+            }
+        }
+        h2 { "Configs" }
+        @match &configs {
+            Ok(configs) => {
+                table #configs {
+                    thead { tr { th { "Name" } th { "Value" } th { "Source" } } }
+                    tbody {
+                        @for cfg in configs {
+                            tr.set[cfg.source == "DYNAMIC_TOPIC_CONFIG"] {
+                                td { (cfg.name) }
+                                td { @if cfg.sensitive { "(sensitive)" } @else { (cfg.value.clone().unwrap_or_else(|| "null".into())) } }
+                                td { (cfg.source) @if cfg.read_only { " (read-only)" } }
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => { p.error { (e) } }
+        }
+    };
+    layout(&format!("Topic {name}"), &csrf, body)
+}
+
+// ---- Messages ----
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessagesQuery {
+    partition: Option<i32>,
+    /// An offset to read from; empty: the last `limit` records.
+    offset: Option<String>,
+    /// Read from the first record at or after this time (ms since the epoch).
+    timestamp: Option<String>,
+    limit: Option<usize>,
+    format: Option<String>,
+}
+
+pub(crate) async fn messages(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(q): Query<MessagesQuery>,
+) -> Response {
+    let csrf = Csrf::of(&headers);
+    messages_page(&c, &csrf, &name, &q, None).await
+}
+
+async fn messages_page(
+    c: &Console,
+    csrf: &Csrf,
+    name: &str,
+    q: &MessagesQuery,
+    problem: Option<&str>,
+) -> Response {
+    let title = format!("Messages of {name}");
+    let meta = match c.kafka.cluster(Some(&[name.to_string()])).await {
+        Ok(m) => m,
+        Err(e) => return error_page(&title, csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let Some(t) = meta.topics.get(name).filter(|t| t.error == 0) else {
+        return error_page(
+            &title,
+            csrf,
+            StatusCode::NOT_FOUND,
+            &format!("No topic {name}"),
+        );
+    };
+    let partition = q.partition.unwrap_or(0);
+    if !t.leaders.contains_key(&partition) {
+        return error_page(
+            &title,
+            csrf,
+            StatusCode::NOT_FOUND,
+            &format!("{name} has no partition {partition}"),
+        );
+    }
+    let limit = q.limit.unwrap_or(50).clamp(1, MESSAGES_MAX);
+    let show = Show::parse(q.format.as_deref());
+    let offset_text = q.offset.clone().unwrap_or_default();
+    let timestamp_text = q.timestamp.clone().unwrap_or_default();
+    let read = read_messages(
+        c,
+        &meta,
+        name,
+        partition,
+        &offset_text,
+        &timestamp_text,
+        limit,
+    )
+    .await;
+    let enc = urlencode(name);
+    let body = html! {
+        p { a href={"/topics/" (enc)} { "← topic " (name) } }
+        form.filter method="get" action={"/topics/" (enc) "/messages"} {
+            label { "Partition " select name="partition" {
+                @for p in t.leaders.keys() { option value=(p) selected[*p == partition] { (p) } } } }
+            label { "From offset " input name="offset" value=(offset_text) placeholder="last records" size="10"; }
+            label { "or time (ms) " input name="timestamp" value=(timestamp_text) size="14"; }
+            label { "Records " input name="limit" type="number" min="1" max=(MESSAGES_MAX) value=(limit); }
+            label { "Show as " select name="format" {
+                @for f in [Show::Text, Show::Json, Show::Hex] { option value=(f.name()) selected[f == show] { (f.name()) } } } }
+            button type="submit" { "Read" }
+        }
+        @match &read {
+            Err(e) => { p.error #read-error { (e) } }
+            Ok(r) => {
+                p #read-summary { "Offsets " (r.start) " to " (r.end) " of partition " (partition) "; "
+                    (r.records.len()) " record(s) from offset " (r.from) "." }
+                @if let Some(e) = &r.problem { p.error { (e) } }
+                table #messages {
+                    thead { tr { th.num { "Offset" } th { "Timestamp" } th { "Key" } th { "Headers" } th { "Value" } } }
+                    tbody {
+                        @for rec in &r.records {
+                            tr {
+                                td.num { (rec.offset) }
+                                td { (time_ms(rec.timestamp)) }
+                                td { @match &rec.key { Some(k) => { pre { (records::render(k, show)) } } None => { span.null { "null" } } } }
+                                td { @for (k, v) in &rec.headers {
+                                    div { b { (k) } ": " @match v { Some(v) => { (records::render(v, Show::Text)) } None => { span.null { "null" } } } } } }
+                                td { @match &rec.value { Some(v) => { pre { (records::render(v, show)) } } None => { span.null { "null" } } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !c.read_only {
+            h2 { "Produce a record" }
+            @if let Some(p) = problem { p.error #produce-error { (p) } }
+            form.action method="post" action={"/topics/" (enc) "/messages"} {
+                input type="hidden" name="csrf" value=(csrf.token);
+                input type="hidden" name="partition" value=(partition);
+                label { "Key " input name="key" placeholder="(null when empty)"; }
+                label.wide { "Headers (one name=value per line) " textarea name="headers" rows="2" {} }
+                label.wide { "Value " textarea name="value" rows="4" {} }
+                button type="submit" { "Produce to partition " (partition) }
+            }
+        }
+    };
+    layout(&title, csrf, body)
+}
+
+struct Read {
+    start: i64,
+    end: i64,
+    from: i64,
+    records: Vec<records::Record>,
+    problem: Option<String>,
+}
+
+async fn read_messages(
+    c: &Console,
+    meta: &Cluster,
+    topic: &str,
+    partition: i32,
+    offset: &str,
+    timestamp: &str,
+    limit: usize,
+) -> Res<Read> {
+    let tp = vec![(topic.to_string(), partition)];
+    let o = c
+        .kafka
+        .offsets(meta, &tp)
+        .await
+        .remove(&tp[0])
+        .unwrap_or_else(|| Err("no offsets".into()))?;
+    let from = match (offset.trim(), timestamp.trim()) {
+        ("", "") => (o.end - limit as i64).max(o.start),
+        (off, "") => off
+            .parse::<i64>()
+            .map_err(|_| format!("\"{off}\" is not an offset"))?
+            .clamp(o.start, o.end),
+        (_, ts) => {
+            let ts = ts
+                .parse::<i64>()
+                .map_err(|_| format!("\"{ts}\" is not a time in milliseconds since 1970"))?;
+            match c.kafka.list_offsets(meta, &tp, ts).await.remove(&tp[0]) {
+                Some(Ok(found)) if found >= 0 => found,
+                Some(Ok(_)) => o.end,
+                Some(Err(e)) => return Err(e),
+                None => return Err("no answer".into()),
+            }
+        }
+    };
+    let mut records = Vec::new();
+    let mut problem = None;
+    let mut next = from;
+    for _ in 0..FETCHES_MAX {
+        if records.len() >= limit || next >= o.end {
+            break;
+        }
+        let (data, _hw, _start) = c
+            .kafka
+            .fetch(meta, topic, partition, next, FETCH_BYTES)
+            .await?;
+        let (got, err) = records::decode(&data, next, limit - records.len());
+        let progressed = got.last().map(|r| r.offset + 1);
+        records.extend(got);
+        if let Some(e) = err {
+            problem = Some(e);
+            break;
+        }
+        match progressed.or_else(|| records::batches_end(&data)) {
+            Some(n) if n > next => next = n,
+            _ => break,
+        }
+    }
+    Ok(Read {
+        start: o.start,
+        end: o.end,
+        from,
+        records,
+        problem,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Produce {
+    csrf: String,
+    partition: i32,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    headers: String,
+    #[serde(default)]
+    value: String,
+}
+
+pub(crate) async fn produce(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Form(form): Form<Produce>,
+) -> Response {
+    if let Err(r) = may_act(&c, &headers, &form.csrf) {
+        return r;
+    }
+    let csrf = Csrf::of(&headers);
+    let q = MessagesQuery {
+        partition: Some(form.partition),
+        offset: None,
+        timestamp: None,
+        limit: None,
+        format: None,
+    };
+    let record_headers = match parse_lines(&form.headers) {
+        Ok(h) => h
+            .into_iter()
+            .map(|(k, v)| (k, Some(v.into_bytes())))
+            .collect(),
+        Err(e) => {
+            let mut r = messages_page(&c, &csrf, &name, &q, Some(&e)).await;
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            return r;
+        }
+    };
+    let key = (!form.key.is_empty()).then_some(form.key.as_bytes());
+    let batch = records::batch(key, Some(form.value.as_bytes()), record_headers, now_ms());
+    let result = async {
+        let meta = c.kafka.cluster(Some(std::slice::from_ref(&name))).await?;
+        c.kafka.produce(&meta, &name, form.partition, batch).await
+    }
+    .await;
+    match result {
+        Ok(offset) => redirect(&format!(
+            "/topics/{}/messages?partition={}&offset={offset}",
+            urlencode(&name),
+            form.partition
+        )),
+        Err(e) => {
+            let why = format!("Not produced: {e}");
+            let mut r = messages_page(&c, &csrf, &name, &q, Some(&why)).await;
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            r
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+// ---- Consumer groups ----
+
+pub(crate) async fn groups(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let csrf = Csrf::of(&headers);
+    let listed = async {
+        let meta = c.kafka.cluster(Some(&[])).await?;
+        c.kafka.list_groups(&meta).await
+    }
+    .await;
+    let groups = match listed {
+        Ok(g) => g,
+        Err(e) => return error_page("Consumer groups", &csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let filter = query.q.trim();
+    let matching: Vec<_> = groups
+        .iter()
+        .filter(|g| filter.is_empty() || g.id.contains(filter))
+        .collect();
+    let page = query.page.unwrap_or(1).max(1);
+    let body = html! {
+        form.filter method="get" action="/groups" {
+            input type="search" name="q" value=(filter) placeholder="id contains";
+            button type="submit" { "Filter" }
+        }
+        table #groups {
+            thead { tr { th { "Group" } th { "Type" } th { "Protocol type" } th { "State" } } }
+            tbody {
+                @for g in matching.iter().skip((page - 1) * PAGE_ROWS).take(PAGE_ROWS) {
+                    tr {
+                        td { a href={"/group?id=" (urlencode(&g.id))} { (g.id) } }
+                        td { (g.kind) }
+                        td { (g.protocol_type) }
+                        td { (g.state) }
+                    }
+                }
+            }
+        }
+        (pager("/groups", filter, page, matching.len()))
+    };
+    layout("Consumer groups", &csrf, body)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct GroupQuery {
+    id: String,
+}
+
+pub(crate) async fn group(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(q): Query<GroupQuery>,
+) -> Response {
+    let csrf = Csrf::of(&headers);
+    let title = format!("Group {}", q.id);
+    let found = async {
+        let meta = c.kafka.cluster(None).await?;
+        let coordinator = c.kafka.coordinator(&meta, &q.id).await?;
+        Ok::<_, String>((meta, coordinator))
+    }
+    .await;
+    let (meta, coordinator) = match found {
+        Ok(v) => v,
+        Err(e) => return error_page(&title, &csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let (described, committed) = tokio::join!(
+        c.kafka.describe_group(&meta, coordinator, &q.id),
+        c.kafka.committed(&meta, coordinator, &q.id)
+    );
+    let committed = match committed {
+        Ok(v) => v,
+        Err(e) => return error_page(&title, &csrf, StatusCode::BAD_GATEWAY, &e),
+    };
+    let partitions: Vec<(String, i32)> = committed.keys().cloned().collect();
+    let ends = c.kafka.list_offsets(&meta, &partitions, -1).await;
+    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+    if let Ok(d) = &described {
+        for m in &d.members {
+            for tp in &m.assignment {
+                owners.insert(tp.clone(), m.client_id.clone());
+            }
+        }
+    }
+    let total_lag: i64 = partitions
+        .iter()
+        .filter_map(|tp| Some(ends.get(tp)?.as_ref().ok()? - committed.get(tp)?))
+        .map(|l| l.max(0))
+        .sum();
+    let body = html! {
+        p { "Coordinator: broker " (coordinator) "." }
+        @match &described {
+            Ok(d) => {
+                p #group-state { "State " b { (d.state) } ", protocol type " (d.protocol_type)
+                    @if !d.protocol.is_empty() { ", assignor " (d.protocol) } ", "
+                    (d.members.len()) " member(s)." }
+                @if !d.members.is_empty() {
+                    h2 { "Members" }
+                    table #members {
+                        thead { tr { th { "Member" } th { "Client id" } th { "Host" } th { "Assigned" } } }
+                        tbody {
+                            @for m in &d.members {
+                                tr {
+                                    td { (m.id) @if let Some(i) = &m.instance_id { " (" (i) ")" } }
+                                    td { (m.client_id) }
+                                    td { (m.host) }
+                                    td { @for (t, p) in &m.assignment { (t) "-" (p) " " } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => { p.error { (e) } }
+        }
+        h2 { "Committed offsets and lag" }
+        p #total-lag { "Lag, all partitions: " (total_lag) " record(s)." }
+        table #offsets {
+            thead { tr { th { "Partition" } th.num { "Committed" } th.num { "End" } th.num { "Lag" } th { "Consumer" } } }
+            tbody {
+                @for (tp, off) in &committed {
+                    @let end = ends.get(tp).and_then(|e| e.as_ref().ok()).copied();
+                    tr {
+                        td { (tp.0) "-" (tp.1) }
+                        td.num { (off) }
+                        td.num { (end.map_or("?".to_string(), |e| e.to_string())) }
+                        td.num { (end.map_or("?".to_string(), |e| (e - off).max(0).to_string())) }
+                        td { (owners.get(tp).cloned().unwrap_or_else(|| "-".into())) }
+                    }
+                }
+            }
+        }
+    };
+    layout(&title, &csrf, body)
+}
