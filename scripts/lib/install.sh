@@ -7,6 +7,7 @@
 #   install_etcd          etcd-server (Debian) for the cluster tests
 #   install_fincore       fincore (util-linux-extra or util-linux) for the drop-behind tests
 #   install_prometheus    prometheus and promtool (Debian) for the metrics tests
+#   install_chromium      chromium (Debian) for the web console's browser tests
 #   install_franz         the franz-go scenarios (tests/franz, Go module proxy) built into tests/.deps
 
 # Each step names the seconds since the script started, so a CI log shows where its time went.
@@ -32,7 +33,7 @@ install_venv() {
     log "creating $VENV"
     python3 -m venv "$VENV"
   fi
-  if [[ ! -f "$req_stamp" ]] || ! "$VENV/bin/python" -c 'import pytest, xdist, confluent_kafka, kafka, importlib.util as u, sys; sys.exit(u.find_spec("mfusepy") is None)' 2>/dev/null; then
+  if [[ ! -f "$req_stamp" ]] || ! "$VENV/bin/python" -c 'import pytest, xdist, confluent_kafka, kafka, playwright.sync_api, importlib.util as u, sys; sys.exit(u.find_spec("mfusepy") is None)' 2>/dev/null; then
     log "installing Python test dependencies ($req)"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
     rm -f "$VENV"/.sluice-requirements-*
@@ -96,6 +97,16 @@ install_prometheus() {
     log "installing prometheus (Debian; tests/integration/test_metrics.py scrapes a live broker with it)"
     as_root 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus' >/dev/null || true
     command -v prometheus >/dev/null || echo "prometheus could not be installed; the metrics test will fail" >&2
+  fi
+}
+
+# The web console's browser tests (tests/integration/test_web_console.py) drive Debian's
+# Chromium with Playwright for Python; nothing downloads a browser.
+install_chromium() {
+  if ! command -v chromium >/dev/null; then
+    log "installing chromium (Debian; the web console's browser tests)"
+    as_root 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium' >/dev/null || true
+    command -v chromium >/dev/null || echo "chromium could not be installed; the web console tests will fail" >&2
   fi
 }
 
