@@ -302,3 +302,63 @@ def test_every_broker_of_a_cluster_shows_the_whole_cluster(broker_factory, etcd,
         other = next(pt for pt, l in now.items() if l != node)
         page.goto(f"{console}/topics/{topic}/messages?partition={other}&offset=0")
         assert [r[4] for r in table(page, "#messages")] == [f"p{other}-r{i}" for i in range(10)]
+
+
+def java_group_read(kafka_tool, bootstrap: str, topic: str, group: str, n: int) -> list:
+    """Kafka's console consumer (the Java client) in ``group``: ``n`` values, from the
+    group's committed offsets (the earliest where it has none); it commits as it closes."""
+    res = kafka_tool(harness.CONSOLE_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--group", group, "--max-messages", str(n), "--timeout-ms", "20000",
+                     "--from-beginning")
+    assert f"Processed a total of {n} messages" in res.err, (res.out, res.err)
+    return res.out.split()
+
+
+def test_reset_a_groups_offsets_and_a_java_consumer_resumes_there(broker_factory, kafka_tool, page, topic):
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=2)
+    p = harness.producer(b.bootstrap)
+    harness.produce_all(p, topic, [{"value": f"p{i % 2}-r{i // 2}", "partition": i % 2} for i in range(20)])
+    group = f"{topic}-g"
+    assert len(java_group_read(kafka_tool, b.bootstrap, topic, group, 20)) == 20
+
+    page.goto(f"{b.console}/group?id={group}")
+    assert page.inner_text("#state") == "Empty"
+    assert [r[1:4] for r in table(page, "#offsets")] == [["10", "10", "0"], ["10", "10", "0"]]
+    # The exact offsets, pre-filled with the committed ones: set 7 and 3.
+    assert page.input_value(f"input[name='offset:0:{topic}']") == "10"
+    page.fill(f"input[name='offset:0:{topic}']", "7")
+    page.fill(f"input[name='offset:1:{topic}']", "3")
+    submit(page, "button:has-text('Reset offsets')")
+    assert [r[1:4] for r in table(page, "#offsets")] == [["7", "10", "3"], ["3", "10", "7"]]
+
+    got = java_group_read(kafka_tool, b.bootstrap, topic, group, 10)
+    assert sorted(got) == sorted([f"p0-r{i}" for i in range(7, 10)] + [f"p1-r{i}" for i in range(3, 10)])
+
+    # To the earliest: the Java consumer reads everything again.
+    page.goto(f"{b.console}/group?id={group}")
+    page.select_option("select[name=to]", "earliest")
+    submit(page, "button:has-text('Reset offsets')")
+    assert [r[1] for r in table(page, "#offsets")] == ["0", "0"]
+    assert len(java_group_read(kafka_tool, b.bootstrap, topic, group, 20)) == 20
+
+    # With an active member: no reset form, and the delete is refused by the coordinator.
+    c = harness.consumer(b.bootstrap, **{"group.id": group, "enable.auto.commit": False})
+    c.subscribe([topic])
+    harness.wait_until(lambda: (c.poll(0.2), c.assignment())[1], 30, "an assignment")
+    try:
+        page.goto(f"{b.console}/group?id={group}")
+        assert page.locator("#reset-closed").count() == 1
+        assert page.locator("#reset").count() == 0
+        submit(page, "button:has-text('Delete group')")
+        assert "NonEmptyGroup" in page.inner_text("#group-error")
+    finally:
+        c.close()
+    harness.wait_until(lambda: "Empty" in urllib.request.urlopen(f"{b.console}/group?id={group}").read().decode(),
+                       30, "the group empty")
+    page.goto(f"{b.console}/group?id={group}")
+    submit(page, "button:has-text('Delete group')")
+    assert page.url.endswith("/groups")
+    res = kafka_tool(GROUPS_COMMAND, "--bootstrap-server", b.bootstrap, "--list")
+    res.check("list groups")
+    assert group not in res.out.split()

@@ -222,6 +222,8 @@ const DESCRIBE_GROUPS_VERSION: i16 = 5;
 const FIND_COORDINATOR_VERSION: i16 = 4;
 const OFFSET_FETCH_VERSION: i16 = 8;
 const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;
+const OFFSET_COMMIT_VERSION: i16 = 9;
+const DELETE_GROUPS_VERSION: i16 = 2;
 
 /// Time a write may take on the broker (CreateTopics, Produce).
 const WRITE_TIMEOUT_MS: i32 = 30_000;
@@ -840,6 +842,141 @@ impl Kafka {
             }
         }
         Ok(out)
+    }
+}
+
+impl Kafka {
+    /// A group's state as its coordinator lists it (every group type), None when it has no
+    /// such group.
+    pub(crate) async fn group_state(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<Option<ListedGroup>> {
+        let answer = self
+            .call(
+                cluster,
+                coordinator,
+                ApiKey::ListGroups,
+                LIST_GROUPS_VERSION,
+                RequestKind::ListGroups(ListGroupsRequest::default()),
+            )
+            .await?;
+        let ResponseKind::ListGroups(r) = answer else {
+            return Err(format!("ListGroups answered with {answer:?}"));
+        };
+        check(r.error_code, "ListGroups")?;
+        Ok(r.groups
+            .into_iter()
+            .find(|g| g.group_id.0.as_str() == group)
+            .map(|g| ListedGroup {
+                id: g.group_id.0.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                state: g.group_state.to_string(),
+                kind: g.group_type.to_string(),
+            }))
+    }
+
+    /// Commit `offsets` for a group with no active member, as Kafka's admin client does
+    /// (generation -1, no member id).
+    pub(crate) async fn commit(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+        offsets: &BTreeMap<(String, i32), i64>,
+    ) -> Res<()> {
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        use kafka_protocol::messages::OffsetCommitRequest;
+        let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for ((t, p), o) in offsets {
+            topics.entry(t).or_default().push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(*p)
+                    .with_committed_offset(*o)
+                    .with_committed_leader_epoch(-1),
+            );
+        }
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(s(""))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(s(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let answer = self
+            .call(
+                cluster,
+                coordinator,
+                ApiKey::OffsetCommit,
+                OFFSET_COMMIT_VERSION,
+                RequestKind::OffsetCommit(req),
+            )
+            .await?;
+        let ResponseKind::OffsetCommit(r) = answer else {
+            return Err(format!("OffsetCommit answered with {answer:?}"));
+        };
+        let failed: Vec<String> = r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|p| p.error_code != 0)
+                    .map(move |p| {
+                        format!(
+                            "{}-{}: {}",
+                            t.name.0,
+                            p.partition_index,
+                            error_name(p.error_code)
+                        )
+                    })
+            })
+            .collect();
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join(", "))
+        }
+    }
+
+    /// Delete a group (its coordinator refuses one with members: NON_EMPTY_GROUP).
+    pub(crate) async fn delete_group(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<()> {
+        use kafka_protocol::messages::DeleteGroupsRequest;
+        let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
+        let answer = self
+            .call(
+                cluster,
+                coordinator,
+                ApiKey::DeleteGroups,
+                DELETE_GROUPS_VERSION,
+                RequestKind::DeleteGroups(req),
+            )
+            .await?;
+        let ResponseKind::DeleteGroups(r) = answer else {
+            return Err(format!("DeleteGroups answered with {answer:?}"));
+        };
+        let g = r
+            .results
+            .into_iter()
+            .next()
+            .ok_or("DeleteGroups answered no group")?;
+        check(g.error_code, "DeleteGroups")
     }
 }
 

@@ -14,6 +14,7 @@
 //! read.only` refuses every action. Limits: a form body of at most [`BODY_MAX_BYTES`]; a page
 //! of messages of at most [`MESSAGES_MAX`] records, read in at most [`FETCHES_MAX`] fetches.
 
+mod groups;
 mod kafka;
 mod pages;
 mod records;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup, DOCTYPE};
 use sluice_broker::{Broker, PeerClient};
@@ -89,8 +90,10 @@ fn router(console: Arc<Console>) -> Router {
             "/topics/{name}/messages",
             get(pages::messages).post(pages::produce),
         )
-        .route("/groups", get(pages::groups))
-        .route("/group", get(pages::group))
+        .route("/groups", get(groups::groups))
+        .route("/group", get(groups::group))
+        .route("/group/reset", post(groups::reset))
+        .route("/group/delete", post(groups::delete))
         .route("/assets/console.css", get(css))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
@@ -161,13 +164,14 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// Whether a POST may act: the console is not read-only, the form's token is the cookie's,
-/// and the request comes from a page of this listener (`Origin`, when the browser sends it).
-pub(crate) fn may_act(
+/// Why a POST may not act, as the page refusing it: the console is read-only, the form's token
+/// is not the cookie's, or the request comes from a page of another site (`Origin`, when the
+/// browser sends it). None: it may.
+pub(crate) fn refusal(
     console: &Console,
     headers: &HeaderMap,
     form_token: &str,
-) -> Result<(), Response> {
+) -> Option<Response> {
     let refuse = |why: &str| {
         let csrf = Csrf::of(headers);
         let mut r = layout("Refused", &csrf, html! { p.error { (why) } });
@@ -175,13 +179,13 @@ pub(crate) fn may_act(
         r
     };
     if console.read_only {
-        return Err(refuse(
+        return Some(refuse(
             "The console is read-only (sluice.console.read.only=true): nothing was changed.",
         ));
     }
     let cookie = cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t));
     if cookie.as_deref() != Some(form_token) {
-        return Err(refuse(
+        return Some(refuse(
             "The form's token does not match this browser's console cookie (a form from another site, or an expired page): nothing was changed. Load the page again and retry.",
         ));
     }
@@ -195,12 +199,12 @@ pub(crate) fn may_act(
             .or_else(|| origin.strip_prefix("https://"))
             .unwrap_or("");
         if origin_host != host {
-            return Err(refuse(
+            return Some(refuse(
                 "The request comes from a page of another site: nothing was changed.",
             ));
         }
     }
-    Ok(())
+    None
 }
 
 /// A whole page: the navigation, `body`, and the CSRF cookie when it is new.

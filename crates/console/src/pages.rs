@@ -1,6 +1,5 @@
 //! The console's pages and actions.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Form, Path, Query, State};
@@ -11,14 +10,14 @@ use serde::Deserialize;
 
 use crate::kafka::{Cluster, Res};
 use crate::records::{self, Show};
-use crate::{layout, may_act, Console, Csrf, FETCHES_MAX, MESSAGES_MAX};
+use crate::{layout, refusal, Console, Csrf, FETCHES_MAX, MESSAGES_MAX};
 
 /// Rows per page of the topic and group lists.
-const PAGE_ROWS: usize = 50;
+pub(crate) const PAGE_ROWS: usize = 50;
 /// Bytes one Fetch of the messages page asks for.
 const FETCH_BYTES: i32 = 1 << 20;
 
-fn error_page(title: &str, csrf: &Csrf, status: StatusCode, message: &str) -> Response {
+pub(crate) fn error_page(title: &str, csrf: &Csrf, status: StatusCode, message: &str) -> Response {
     let mut r = layout(title, csrf, html! { p.error { (message) } });
     *r.status_mut() = status;
     r
@@ -77,7 +76,7 @@ fn quantile(s: &sluice_metrics::histogram::HistogramSnapshot, q: f64) -> Option<
         .map(|(bound, _)| *bound)
 }
 
-fn pager(base: &str, q: &str, page: usize, total: usize) -> Markup {
+pub(crate) fn pager(base: &str, q: &str, page: usize, total: usize) -> Markup {
     let pages = total.div_ceil(PAGE_ROWS).max(1);
     let link = |p: usize| {
         let mut url = format!("{base}?page={p}");
@@ -122,16 +121,11 @@ pub(crate) async fn cluster(State(c): State<Arc<Console>>, headers: HeaderMap) -
     let (fsyncs, fsync_failures) = c.broker.metrics().fsyncs();
     let rounds = c.broker.metrics().rounds();
     let partitions: usize = meta.topics.values().map(|t| t.leaders.len()).sum();
-    let moves: Vec<(String, i32, i32, Option<i32>, Option<i32>)> = view
-        .as_ref()
-        .map(|v| {
-            v.owners
-                .iter()
-                .filter(|(_, r)| r.owner.from.is_some() || r.owner.to.is_some())
-                .map(|((t, p), r)| (t.clone(), *p, r.owner.node, r.owner.from, r.owner.to))
-                .collect()
-        })
-        .unwrap_or_default();
+    let moves: Vec<_> = view
+        .iter()
+        .flat_map(|v| v.owners.iter())
+        .filter(|(_, r)| r.owner.from.is_some() || r.owner.to.is_some())
+        .collect();
     let body = html! {
         p {
             "Cluster id " code { (meta.cluster_id.clone().unwrap_or_default()) }
@@ -168,12 +162,12 @@ pub(crate) async fn cluster(State(c): State<Arc<Console>>, headers: HeaderMap) -
                 table #moves {
                     thead { tr { th { "Partition" } th { "Owner" } th { "From" } th { "Handing over to" } } }
                     tbody {
-                        @for (t, p, node, from, to) in &moves {
+                        @for ((t, p), r) in &moves {
                             tr {
                                 td { (t) "-" (p) }
-                                td { (node) }
-                                td { (from.map_or("-".to_string(), |f| f.to_string())) }
-                                td { (to.map_or("-".to_string(), |f| f.to_string())) }
+                                td { (r.owner.node) }
+                                td { (r.owner.from.map_or("-".to_string(), |f| f.to_string())) }
+                                td { (r.owner.to.map_or("-".to_string(), |f| f.to_string())) }
                             }
                         }
                     }
@@ -203,8 +197,8 @@ pub(crate) async fn cluster(State(c): State<Arc<Console>>, headers: HeaderMap) -
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
     #[serde(default)]
-    q: String,
-    page: Option<usize>,
+    pub(crate) q: String,
+    pub(crate) page: Option<usize>,
 }
 
 pub(crate) async fn topics(
@@ -311,7 +305,7 @@ pub(crate) async fn create_topic(
     headers: HeaderMap,
     Form(form): Form<CreateTopic>,
 ) -> Response {
-    if let Err(r) = may_act(&c, &headers, &form.csrf) {
+    if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
     let csrf = Csrf::of(&headers);
@@ -343,7 +337,7 @@ async fn create_failed(c: &Console, csrf: &Csrf, why: &str) -> Response {
     r
 }
 
-fn redirect(to: &str) -> Response {
+pub(crate) fn redirect(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_string())]).into_response()
 }
 
@@ -634,7 +628,7 @@ pub(crate) async fn produce(
     Path(name): Path<String>,
     Form(form): Form<Produce>,
 ) -> Response {
-    if let Err(r) = may_act(&c, &headers, &form.csrf) {
+    if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
     let csrf = Csrf::of(&headers);
@@ -682,142 +676,4 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-// ---- Consumer groups ----
-
-pub(crate) async fn groups(
-    State(c): State<Arc<Console>>,
-    headers: HeaderMap,
-    Query(query): Query<ListQuery>,
-) -> Response {
-    let csrf = Csrf::of(&headers);
-    let listed = async {
-        let meta = c.kafka.cluster(Some(&[])).await?;
-        c.kafka.list_groups(&meta).await
-    }
-    .await;
-    let groups = match listed {
-        Ok(g) => g,
-        Err(e) => return error_page("Consumer groups", &csrf, StatusCode::BAD_GATEWAY, &e),
-    };
-    let filter = query.q.trim();
-    let matching: Vec<_> = groups
-        .iter()
-        .filter(|g| filter.is_empty() || g.id.contains(filter))
-        .collect();
-    let page = query.page.unwrap_or(1).max(1);
-    let body = html! {
-        form.filter method="get" action="/groups" {
-            input type="search" name="q" value=(filter) placeholder="id contains";
-            button type="submit" { "Filter" }
-        }
-        table #groups {
-            thead { tr { th { "Group" } th { "Type" } th { "Protocol type" } th { "State" } } }
-            tbody {
-                @for g in matching.iter().skip((page - 1) * PAGE_ROWS).take(PAGE_ROWS) {
-                    tr {
-                        td { a href={"/group?id=" (urlencode(&g.id))} { (g.id) } }
-                        td { (g.kind) }
-                        td { (g.protocol_type) }
-                        td { (g.state) }
-                    }
-                }
-            }
-        }
-        (pager("/groups", filter, page, matching.len()))
-    };
-    layout("Consumer groups", &csrf, body)
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct GroupQuery {
-    id: String,
-}
-
-pub(crate) async fn group(
-    State(c): State<Arc<Console>>,
-    headers: HeaderMap,
-    Query(q): Query<GroupQuery>,
-) -> Response {
-    let csrf = Csrf::of(&headers);
-    let title = format!("Group {}", q.id);
-    let found = async {
-        let meta = c.kafka.cluster(None).await?;
-        let coordinator = c.kafka.coordinator(&meta, &q.id).await?;
-        Ok::<_, String>((meta, coordinator))
-    }
-    .await;
-    let (meta, coordinator) = match found {
-        Ok(v) => v,
-        Err(e) => return error_page(&title, &csrf, StatusCode::BAD_GATEWAY, &e),
-    };
-    let (described, committed) = tokio::join!(
-        c.kafka.describe_group(&meta, coordinator, &q.id),
-        c.kafka.committed(&meta, coordinator, &q.id)
-    );
-    let committed = match committed {
-        Ok(v) => v,
-        Err(e) => return error_page(&title, &csrf, StatusCode::BAD_GATEWAY, &e),
-    };
-    let partitions: Vec<(String, i32)> = committed.keys().cloned().collect();
-    let ends = c.kafka.list_offsets(&meta, &partitions, -1).await;
-    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
-    if let Ok(d) = &described {
-        for m in &d.members {
-            for tp in &m.assignment {
-                owners.insert(tp.clone(), m.client_id.clone());
-            }
-        }
-    }
-    let total_lag: i64 = partitions
-        .iter()
-        .filter_map(|tp| Some(ends.get(tp)?.as_ref().ok()? - committed.get(tp)?))
-        .map(|l| l.max(0))
-        .sum();
-    let body = html! {
-        p { "Coordinator: broker " (coordinator) "." }
-        @match &described {
-            Ok(d) => {
-                p #group-state { "State " b { (d.state) } ", protocol type " (d.protocol_type)
-                    @if !d.protocol.is_empty() { ", assignor " (d.protocol) } ", "
-                    (d.members.len()) " member(s)." }
-                @if !d.members.is_empty() {
-                    h2 { "Members" }
-                    table #members {
-                        thead { tr { th { "Member" } th { "Client id" } th { "Host" } th { "Assigned" } } }
-                        tbody {
-                            @for m in &d.members {
-                                tr {
-                                    td { (m.id) @if let Some(i) = &m.instance_id { " (" (i) ")" } }
-                                    td { (m.client_id) }
-                                    td { (m.host) }
-                                    td { @for (t, p) in &m.assignment { (t) "-" (p) " " } }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Err(e) => { p.error { (e) } }
-        }
-        h2 { "Committed offsets and lag" }
-        p #total-lag { "Lag, all partitions: " (total_lag) " record(s)." }
-        table #offsets {
-            thead { tr { th { "Partition" } th.num { "Committed" } th.num { "End" } th.num { "Lag" } th { "Consumer" } } }
-            tbody {
-                @for (tp, off) in &committed {
-                    @let end = ends.get(tp).and_then(|e| e.as_ref().ok()).copied();
-                    tr {
-                        td { (tp.0) "-" (tp.1) }
-                        td.num { (off) }
-                        td.num { (end.map_or("?".to_string(), |e| e.to_string())) }
-                        td.num { (end.map_or("?".to_string(), |e| (e - off).max(0).to_string())) }
-                        td { (owners.get(tp).cloned().unwrap_or_else(|| "-".into())) }
-                    }
-                }
-            }
-        }
-    };
-    layout(&title, &csrf, body)
 }
