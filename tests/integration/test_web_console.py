@@ -362,3 +362,42 @@ def test_reset_a_groups_offsets_and_a_java_consumer_resumes_there(broker_factory
     res = kafka_tool(GROUPS_COMMAND, "--bootstrap-server", b.bootstrap, "--list")
     res.check("list groups")
     assert group not in res.out.split()
+
+
+def test_search_finds_keys_values_and_headers_and_stops_at_its_limits(broker_factory, page, topic):
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic)
+    n = 100_000
+    needles = {12_345: {"key": "needle-1"}, 54_321: {"value": "a needle-2 in a value"},
+               99_000: {"headers": [("trace", b"needle-3")]}}
+    recs = []
+    for i in range(n):
+        r = {"key": f"k{i}", "value": f"value-{i}", "partition": 0}
+        r.update(needles.get(i, {}))
+        recs.append(r)
+    p = harness.producer(b.bootstrap, **{"linger.ms": 50, "batch.num.messages": 10000, "compression.type": "lz4"})
+    harness.produce_all(p, topic, recs)
+
+    base = f"{b.console}/topics/{topic}/messages?partition=0"
+    page.goto(f"{base}&search=needle")
+    assert [r[0] for r in table(page, "#messages")] == ["12345", "54321", "99000"]
+    summary = page.inner_text("#search-summary")
+    assert summary.startswith(f"Scanned {n} of {n} record(s) (offsets 0 to {n})") and "3 match(es)." in summary
+
+    page.goto(f"{base}&search=" + urllib.parse.quote(r"^needle-\d$") + "&regex=on")
+    assert [r[0] for r in table(page, "#messages")] == ["12345", "99000"]  # a key and a header value
+
+    page.goto(f"{base}&search=needle&limit=1")
+    assert [r[0] for r in table(page, "#messages")] == ["12345"]
+
+    # Stopped by the records limit: 20,000 read, of 100,000.
+    page.goto(f"{base}&search=needle&scan=20000")
+    assert [r[0] for r in table(page, "#messages")] == ["12345"]
+    assert "Scanned 20000 of 100000" in page.inner_text("#search-summary")
+    assert "stopped at the records limit" in page.inner_text("#search-summary")
+    # From an offset.
+    page.goto(f"{base}&search=needle&offset=50000")
+    assert [r[0] for r in table(page, "#messages")] == ["54321", "99000"]
+    # A bad expression: a clear answer.
+    page.goto(f"{base}&search=(&regex=on")
+    assert "not a regular expression" in page.inner_text("#read-error")

@@ -1,6 +1,7 @@
 //! The console's pages and actions.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -16,6 +17,12 @@ use crate::{layout, refusal, Console, Csrf, FETCHES_MAX, MESSAGES_MAX};
 pub(crate) const PAGE_ROWS: usize = 50;
 /// Bytes one Fetch of the messages page asks for.
 const FETCH_BYTES: i32 = 1 << 20;
+/// Records a search reads unless the page asks for another bound, and the most it may ask.
+const SEARCH_RECORDS: u64 = 100_000;
+const SEARCH_RECORDS_MAX: u64 = 10_000_000;
+/// Seconds a search reads unless the page asks for another bound, and the most it may ask.
+const SEARCH_SECONDS: u64 = 5;
+const SEARCH_SECONDS_MAX: u64 = 60;
 
 pub(crate) fn error_page(title: &str, csrf: &Csrf, status: StatusCode, message: &str) -> Response {
     let mut r = layout(title, csrf, html! { p.error { (message) } });
@@ -429,6 +436,14 @@ pub(crate) struct MessagesQuery {
     timestamp: Option<String>,
     limit: Option<usize>,
     format: Option<String>,
+    /// Search: shown are only records whose key, value or headers hold this.
+    search: Option<String>,
+    /// `on`: `search` is a regular expression.
+    regex: Option<String>,
+    /// Search: most records read.
+    scan: Option<u64>,
+    /// Search: most seconds spent.
+    seconds: Option<u64>,
 }
 
 pub(crate) async fn messages(
@@ -474,16 +489,41 @@ async fn messages_page(
     let show = Show::parse(q.format.as_deref());
     let offset_text = q.offset.clone().unwrap_or_default();
     let timestamp_text = q.timestamp.clone().unwrap_or_default();
-    let read = read_messages(
-        c,
-        &meta,
-        name,
-        partition,
-        &offset_text,
-        &timestamp_text,
-        limit,
-    )
-    .await;
+    let search_text = q.search.clone().unwrap_or_default();
+    let regex = q.regex.as_deref() == Some("on");
+    let scan = q
+        .scan
+        .unwrap_or(SEARCH_RECORDS)
+        .clamp(1, SEARCH_RECORDS_MAX);
+    let seconds = q
+        .seconds
+        .unwrap_or(SEARCH_SECONDS)
+        .clamp(1, SEARCH_SECONDS_MAX);
+    let search = if search_text.is_empty() {
+        Ok(None)
+    } else {
+        records::Matcher::new(&search_text, regex).map(|m| {
+            Some(Search {
+                matcher: m,
+                records: scan,
+                time: Duration::from_secs(seconds),
+            })
+        })
+    };
+    let read = match search {
+        Ok(search) => {
+            read_messages(
+                c,
+                &meta,
+                (name, partition),
+                (&offset_text, &timestamp_text),
+                limit,
+                search.as_ref(),
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
     let enc = urlencode(name);
     let body = html! {
         p { a href={"/topics/" (enc)} { "← topic " (name) } }
@@ -495,6 +535,10 @@ async fn messages_page(
             label { "Records " input name="limit" type="number" min="1" max=(MESSAGES_MAX) value=(limit); }
             label { "Show as " select name="format" {
                 @for f in [Show::Text, Show::Json, Show::Hex] { option value=(f.name()) selected[f == show] { (f.name()) } } } }
+            label { "Search key, value, headers " input type="search" name="search" value=(search_text) size="24"; }
+            label { "Regular expression " input type="checkbox" name="regex" checked[regex]; }
+            label { "Read at most (records) " input name="scan" type="number" min="1" max=(SEARCH_RECORDS_MAX) value=(scan); }
+            label { "for at most (s) " input name="seconds" type="number" min="1" max=(SEARCH_SECONDS_MAX) value=(seconds); }
             button type="submit" { "Read" }
         }
         @match &read {
@@ -502,6 +546,11 @@ async fn messages_page(
             Ok(r) => {
                 p #read-summary { "Offsets " (r.start) " to " (r.end) " of partition " (partition) "; "
                     (r.records.len()) " record(s) from offset " (r.from) "." }
+                @if let Some(s) = &r.scanned {
+                    p #search-summary { "Scanned " (s.records) " of " (r.end - r.from) " record(s) (offsets "
+                        (r.from) " to " (s.next) ") in " (s.millis) " ms: " (r.records.len()) " match(es)"
+                        @if let Some(why) = s.stopped { "; stopped at " (why) } "." }
+                }
                 @if let Some(e) = &r.problem { p.error { (e) } }
                 table #messages {
                     thead { tr { th.num { "Offset" } th { "Timestamp" } th { "Key" } th { "Headers" } th { "Value" } } }
@@ -542,16 +591,36 @@ struct Read {
     from: i64,
     records: Vec<records::Record>,
     problem: Option<String>,
+    /// What a search read.
+    scanned: Option<Scanned>,
 }
 
+/// A search: the records it shows, and how much it may read.
+struct Search {
+    matcher: records::Matcher,
+    records: u64,
+    time: Duration,
+}
+
+struct Scanned {
+    records: u64,
+    /// The offset after the last record read.
+    next: i64,
+    millis: u128,
+    /// The limit that ended the search before the end of the partition.
+    stopped: Option<&'static str>,
+}
+
+/// Records of `topic`-`partition` from an offset (`position.0`), a time (`position.1`) or,
+/// with neither, the last `limit` ones; with `search`, the first `limit` that match, from
+/// that position (or the log start), reading at most the search's records and time.
 async fn read_messages(
     c: &Console,
     meta: &Cluster,
-    topic: &str,
-    partition: i32,
-    offset: &str,
-    timestamp: &str,
+    (topic, partition): (&str, i32),
+    (offset, timestamp): (&str, &str),
     limit: usize,
+    search: Option<&Search>,
 ) -> Res<Read> {
     let tp = vec![(topic.to_string(), partition)];
     let o = c
@@ -561,7 +630,8 @@ async fn read_messages(
         .remove(&tp[0])
         .unwrap_or_else(|| Err("no offsets".into()))?;
     let from = match (offset.trim(), timestamp.trim()) {
-        ("", "") => (o.end - limit as i64).max(o.start),
+        ("", "") if search.is_some() => o.start,
+        ("", "") => o.end.saturating_sub(limit as i64).max(o.start),
         (off, "") => off
             .parse::<i64>()
             .map_err(|_| format!("\"{off}\" is not an offset"))?
@@ -578,26 +648,67 @@ async fn read_messages(
             }
         }
     };
+    let started = Instant::now();
     let mut records = Vec::new();
     let mut problem = None;
     let mut next = from;
-    for _ in 0..FETCHES_MAX {
+    let mut read: u64 = 0;
+    let mut stopped = None;
+    let mut fetches = 0;
+    loop {
         if records.len() >= limit || next >= o.end {
             break;
         }
+        match search {
+            None if fetches >= FETCHES_MAX => break,
+            Some(s) if read >= s.records => {
+                stopped = Some("the records limit");
+                break;
+            }
+            Some(s) if started.elapsed() >= s.time => {
+                stopped = Some("the time limit");
+                break;
+            }
+            _ => {}
+        }
+        fetches += 1;
         let (data, _hw, _start) = c
             .kafka
             .fetch(meta, topic, partition, next, FETCH_BYTES)
             .await?;
-        let (got, err) = records::decode(&data, next, limit - records.len());
+        let want = match search {
+            None => limit - records.len(),
+            Some(s) => usize::try_from(s.records - read).unwrap_or(usize::MAX),
+        };
+        let (got, err) = records::decode(&data, next, want);
         let progressed = got.last().map(|r| r.offset + 1);
-        records.extend(got);
+        match search {
+            None => records.extend(got),
+            Some(s) => {
+                for r in got {
+                    read += 1;
+                    next = r.offset + 1;
+                    if s.matcher.matches(&r) {
+                        records.push(r);
+                        if records.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
         if let Some(e) = err {
             problem = Some(e);
             break;
         }
+        if records.len() >= limit && search.is_some() {
+            break;
+        }
+        // A search moved `next` past each record it read; a read moves it here. A fetch of
+        // only control batches moves it past them; one that moves nothing ends the read.
         match progressed.or_else(|| records::batches_end(&data)) {
             Some(n) if n > next => next = n,
+            Some(n) if n == next && progressed.is_some() => {}
             _ => break,
         }
     }
@@ -607,6 +718,12 @@ async fn read_messages(
         from,
         records,
         problem,
+        scanned: search.map(|_| Scanned {
+            records: read,
+            next,
+            millis: started.elapsed().as_millis(),
+            stopped,
+        }),
     })
 }
 
@@ -638,6 +755,10 @@ pub(crate) async fn produce(
         timestamp: None,
         limit: None,
         format: None,
+        search: None,
+        regex: None,
+        scan: None,
+        seconds: None,
     };
     let record_headers = match parse_lines(&form.headers) {
         Ok(h) => h

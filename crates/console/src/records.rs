@@ -114,6 +114,46 @@ fn headers(buf: &[u8]) -> Option<Vec<(String, Option<Vec<u8>>)>> {
     Some(out)
 }
 
+/// What a search looks for in a record's key, value, header names and header values.
+#[derive(Debug)]
+pub(crate) enum Matcher {
+    /// These bytes, anywhere.
+    Text(Vec<u8>),
+    /// A match of this expression (RE2 syntax, on the raw bytes).
+    Regex(regex::bytes::Regex),
+}
+
+/// Largest compiled search expression.
+const REGEX_SIZE_MAX: usize = 1 << 20;
+
+impl Matcher {
+    pub(crate) fn new(text: &str, regex: bool) -> Result<Matcher, String> {
+        if !regex {
+            return Ok(Matcher::Text(text.as_bytes().to_vec()));
+        }
+        regex::bytes::RegexBuilder::new(text)
+            .size_limit(REGEX_SIZE_MAX)
+            .build()
+            .map(Matcher::Regex)
+            .map_err(|e| format!("not a regular expression: {e}"))
+    }
+
+    fn found(&self, bytes: &[u8]) -> bool {
+        match self {
+            Matcher::Text(t) => t.is_empty() || bytes.windows(t.len()).any(|w| w == t.as_slice()),
+            Matcher::Regex(r) => r.is_match(bytes),
+        }
+    }
+
+    pub(crate) fn matches(&self, r: &Record) -> bool {
+        r.key.as_deref().is_some_and(|k| self.found(k))
+            || r.value.as_deref().is_some_and(|v| self.found(v))
+            || r.headers.iter().any(|(k, v)| {
+                self.found(k.as_bytes()) || v.as_deref().is_some_and(|v| self.found(v))
+            })
+    }
+}
+
 /// How the console shows a record's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) enum Show {
@@ -241,6 +281,27 @@ mod tests {
         // Records before the asked offset are left out.
         let (records, _) = decode(&bytes, 1, 10);
         assert!(records.is_empty());
+    }
+
+    #[test]
+    fn a_search_finds_text_and_expressions_in_keys_values_and_headers() {
+        let b = batch(
+            Some(b"order-17"),
+            Some(b"{\"sku\":\"A-9\"}"),
+            vec![("trace".into(), Some(b"t-42".to_vec()))],
+            1,
+        );
+        let (records, _) = decode(&b, 0, 1);
+        let r = &records[0];
+        let found = |text: &str, regex: bool| Matcher::new(text, regex).map(|m| m.matches(r));
+        assert_eq!(found("order-1", false), Ok(true));
+        assert_eq!(found("A-9", false), Ok(true));
+        assert_eq!(found("t-42", false), Ok(true));
+        assert_eq!(found("trace", false), Ok(true));
+        assert_eq!(found("missing", false), Ok(false));
+        assert_eq!(found(r"^order-\d+$", true), Ok(true));
+        assert_eq!(found(r"^order-\d$", true), Ok(false));
+        assert!(found("(", true).is_err());
     }
 
     #[test]
