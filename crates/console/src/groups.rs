@@ -119,9 +119,9 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
         @if let Some(p) = problem { p.error #group-error { (p) } }
         @match &described {
             Ok(d) => {
-                p #group-state { "State " b { (d.state) } ", protocol type " (d.protocol_type)
-                    @if !d.protocol.is_empty() { ", assignor " (d.protocol) } ", "
-                    (d.members.len()) " member(s)." }
+                p #group-members { (d.members.len()) " member(s)"
+                    @if !d.protocol_type.is_empty() { ", protocol type " (d.protocol_type) }
+                    @if !d.protocol.is_empty() { ", assignor " (d.protocol) } "." }
                 @if !d.members.is_empty() {
                     h2 { "Members" }
                     table #members {
