@@ -401,3 +401,52 @@ def test_search_finds_keys_values_and_headers_and_stops_at_its_limits(broker_fac
     # A bad expression: a clear answer.
     page.goto(f"{base}&search=(&regex=on")
     assert "not a regular expression" in page.inner_text("#read-error")
+
+
+def test_administer_a_topic_configs_partitions_records_and_deletion(broker_factory, kafka_tool, page, topic):
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=2)
+    p = harness.producer(b.bootstrap)
+    harness.produce_all(p, topic, [{"value": f"v{i}", "partition": 0} for i in range(10)])
+    page.goto(f"{b.console}/topics/{topic}")
+
+    page.fill("#set-config input[name=config]", "retention.bytes")
+    page.fill("#set-config input[name=value]", "7777777")
+    submit(page, "button:has-text('Set config')")
+    configs = {r[0]: r for r in table(page, "#configs")}
+    assert configs["retention.bytes"][1:] == ["7777777", "DYNAMIC_TOPIC_CONFIG"]
+    res = kafka_tool(harness.CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--describe",
+                     "--entity-type", "topics", "--entity-name", topic)
+    res.check("describe configs")
+    assert "retention.bytes=7777777" in res.out
+    # Back to the default: an empty value deletes the override.
+    page.fill("#set-config input[name=config]", "retention.bytes")
+    submit(page, "button:has-text('Set config')")
+    assert {r[0]: r for r in table(page, "#configs")}["retention.bytes"][2] == "DEFAULT_CONFIG"
+    # A config the broker refuses: its error on the page.
+    page.fill("#set-config input[name=config]", "retention.bytes")
+    page.fill("#set-config input[name=value]", "lots")
+    submit(page, "button:has-text('Set config')")
+    assert "InvalidConfig" in page.inner_text("#admin-error")
+
+    page.fill("#add-partitions input[name=count]", "5")
+    submit(page, "button:has-text('Add partitions')")
+    assert len(table(page, "#partitions")) == 5
+    res = kafka_tool(harness.TOPIC_COMMAND, "--bootstrap-server", b.bootstrap, "--describe", "--topic", topic)
+    assert "PartitionCount: 5" in res.out
+
+    page.select_option("#delete-records select[name=partition]", "0")
+    page.fill("#delete-records input[name=offset]", "4")
+    submit(page, "button:has-text('Delete records')")
+    assert table(page, "#partitions")[0][3:5] == ["4", "10"]
+    res = kafka_tool(GET_OFFSETS, "--bootstrap-server", b.bootstrap, "--topic", topic, "--time", "-2")
+    assert parse_offsets(res.out)[(topic, 0)] == 4
+
+    page.fill("#delete-topic input[name=confirm]", "not-the-name")
+    submit(page, "button:has-text('Delete topic')")
+    assert "nothing was deleted" in page.inner_text("#admin-error")
+    page.fill("#delete-topic input[name=confirm]", topic)
+    submit(page, "button:has-text('Delete topic')")
+    assert page.url.endswith("/topics"), page.inner_text("main")
+    harness.wait_until(lambda: topic not in harness.admin(b.bootstrap).list_topics(timeout=10).topics, 30,
+                       "the topic gone")

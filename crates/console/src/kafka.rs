@@ -197,7 +197,6 @@ pub(crate) struct Member {
 /// A group as DescribeGroups answers it.
 #[derive(Clone, Debug)]
 pub(crate) struct DescribedGroup {
-    pub(crate) state: String,
     pub(crate) protocol_type: String,
     pub(crate) protocol: String,
     pub(crate) members: Vec<Member>,
@@ -224,6 +223,10 @@ const OFFSET_FETCH_VERSION: i16 = 8;
 const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;
 const OFFSET_COMMIT_VERSION: i16 = 9;
 const DELETE_GROUPS_VERSION: i16 = 2;
+const DELETE_TOPICS_VERSION: i16 = 6;
+const CREATE_PARTITIONS_VERSION: i16 = 3;
+const INCREMENTAL_ALTER_CONFIGS_VERSION: i16 = 1;
+const DELETE_RECORDS_VERSION: i16 = 2;
 
 /// Time a write may take on the broker (CreateTopics, Produce).
 const WRITE_TIMEOUT_MS: i32 = 30_000;
@@ -780,7 +783,6 @@ impl Kafka {
         check(g.error_code, "DescribeGroups")?;
         let consumer = g.protocol_type.as_str() == "consumer";
         Ok(DescribedGroup {
-            state: g.group_state.to_string(),
             protocol_type: g.protocol_type.to_string(),
             protocol: g.protocol_data.to_string(),
             members: g
@@ -977,6 +979,184 @@ impl Kafka {
             .next()
             .ok_or("DeleteGroups answered no group")?;
         check(g.error_code, "DeleteGroups")
+    }
+}
+
+/// An error code and message as one sentence part.
+fn failed(code: i16, message: Option<StrBytes>) -> Res<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "{}{}",
+        error_name(code),
+        message.map(|m| format!(": {m}")).unwrap_or_default()
+    ))
+}
+
+/// Topic administration, each request to the controller as Kafka's admin client sends it
+/// (DeleteRecords to each partition's leader).
+impl Kafka {
+    pub(crate) async fn delete_topic(&self, cluster: &Cluster, name: &str) -> Res<()> {
+        use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+        use kafka_protocol::messages::DeleteTopicsRequest;
+        // v6 names topics in `topics` (v0-5 in `topic_names`).
+        let req = DeleteTopicsRequest::default()
+            .with_topics(vec![
+                DeleteTopicState::default().with_name(Some(TopicName(s(name))))
+            ])
+            .with_timeout_ms(WRITE_TIMEOUT_MS);
+        match self
+            .call(
+                cluster,
+                self.controller(cluster)?,
+                ApiKey::DeleteTopics,
+                DELETE_TOPICS_VERSION,
+                RequestKind::DeleteTopics(req),
+            )
+            .await?
+        {
+            ResponseKind::DeleteTopics(r) => {
+                let t = r
+                    .responses
+                    .into_iter()
+                    .next()
+                    .ok_or("DeleteTopics answered no topic")?;
+                failed(t.error_code, t.error_message)
+            }
+            other => Err(format!("DeleteTopics answered with {other:?}")),
+        }
+    }
+
+    /// Grow a topic to `count` partitions.
+    pub(crate) async fn add_partitions(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+        count: i32,
+    ) -> Res<()> {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        use kafka_protocol::messages::CreatePartitionsRequest;
+        let req = CreatePartitionsRequest::default()
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(TopicName(s(name)))
+                .with_count(count)
+                .with_assignments(None)])
+            .with_timeout_ms(WRITE_TIMEOUT_MS);
+        match self
+            .call(
+                cluster,
+                self.controller(cluster)?,
+                ApiKey::CreatePartitions,
+                CREATE_PARTITIONS_VERSION,
+                RequestKind::CreatePartitions(req),
+            )
+            .await?
+        {
+            ResponseKind::CreatePartitions(r) => {
+                let t = r
+                    .results
+                    .into_iter()
+                    .next()
+                    .ok_or("CreatePartitions answered no topic")?;
+                failed(t.error_code, t.error_message)
+            }
+            other => Err(format!("CreatePartitions answered with {other:?}")),
+        }
+    }
+
+    /// Set a topic config (`value` Some) or delete it back to its default (None).
+    pub(crate) async fn alter_topic_config(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+        config: &str,
+        value: Option<&str>,
+    ) -> Res<()> {
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s(name))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(s(config))
+                    // 0 SET, 1 DELETE
+                    .with_config_operation(if value.is_some() { 0 } else { 1 })
+                    .with_value(value.map(s))]),
+        ]);
+        match self
+            .call(
+                cluster,
+                self.controller(cluster)?,
+                ApiKey::IncrementalAlterConfigs,
+                INCREMENTAL_ALTER_CONFIGS_VERSION,
+                RequestKind::IncrementalAlterConfigs(req),
+            )
+            .await?
+        {
+            ResponseKind::IncrementalAlterConfigs(r) => {
+                let t = r
+                    .responses
+                    .into_iter()
+                    .next()
+                    .ok_or("IncrementalAlterConfigs answered no resource")?;
+                failed(t.error_code, t.error_message)
+            }
+            other => Err(format!("IncrementalAlterConfigs answered with {other:?}")),
+        }
+    }
+
+    /// Delete a partition's records before `offset` (-1: all); the new log start.
+    pub(crate) async fn delete_records(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Res<i64> {
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        use kafka_protocol::messages::DeleteRecordsRequest;
+        let leader = cluster
+            .topics
+            .get(name)
+            .and_then(|t| t.leaders.get(&partition))
+            .copied()
+            .filter(|l| *l >= 0)
+            .ok_or_else(|| format!("{name}-{partition} has no leader"))?;
+        let req = DeleteRecordsRequest::default()
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(s(name)))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(partition)
+                    .with_offset(offset)])])
+            .with_timeout_ms(WRITE_TIMEOUT_MS);
+        match self
+            .call(
+                cluster,
+                leader,
+                ApiKey::DeleteRecords,
+                DELETE_RECORDS_VERSION,
+                RequestKind::DeleteRecords(req),
+            )
+            .await?
+        {
+            ResponseKind::DeleteRecords(r) => {
+                let p = r
+                    .topics
+                    .into_iter()
+                    .flat_map(|t| t.partitions)
+                    .next()
+                    .ok_or("DeleteRecords answered no partition")?;
+                failed(p.error_code, None)?;
+                Ok(p.low_watermark)
+            }
+            other => Err(format!("DeleteRecords answered with {other:?}")),
+        }
     }
 }
 

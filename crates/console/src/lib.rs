@@ -86,6 +86,7 @@ fn router(console: Arc<Console>) -> Router {
         .route("/", get(pages::cluster))
         .route("/topics", get(pages::topics).post(pages::create_topic))
         .route("/topics/{name}", get(pages::topic))
+        .route("/topics/{name}/admin", post(pages::topic_admin))
         .route(
             "/topics/{name}/messages",
             get(pages::messages).post(pages::produce),

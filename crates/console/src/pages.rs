@@ -354,9 +354,14 @@ pub(crate) async fn topic(
     Path(name): Path<String>,
 ) -> Response {
     let csrf = Csrf::of(&headers);
+    topic_page(&c, &csrf, &name, None).await
+}
+
+async fn topic_page(c: &Console, csrf: &Csrf, name: &str, problem: Option<&str>) -> Response {
+    let name = name.to_string();
     let meta = match c.kafka.cluster(Some(std::slice::from_ref(&name))).await {
         Ok(m) => m,
-        Err(e) => return error_page(&name, &csrf, StatusCode::BAD_GATEWAY, &e),
+        Err(e) => return error_page(&name, csrf, StatusCode::BAD_GATEWAY, &e),
     };
     let Some(t) = meta.topics.get(&name).filter(|t| t.error == 0) else {
         let why = meta
@@ -366,7 +371,7 @@ pub(crate) async fn topic(
             .unwrap_or_else(|| "UNKNOWN_TOPIC_OR_PARTITION".into());
         return error_page(
             &name,
-            &csrf,
+            csrf,
             StatusCode::NOT_FOUND,
             &format!("No topic {name}: {why}"),
         );
@@ -421,8 +426,113 @@ pub(crate) async fn topic(
             }
             Err(e) => { p.error { (e) } }
         }
+        @if !c.read_only {
+            h2 { "Administer" }
+            @if let Some(p) = problem { p.error #admin-error { (p) } }
+            form.action #set-config method="post" action={"/topics/" (enc) "/admin"} {
+                input type="hidden" name="csrf" value=(csrf.token);
+                input type="hidden" name="op" value="config";
+                label { "Config " input name="config" required; }
+                label { "Value (empty: back to the default) " input name="value"; }
+                button type="submit" { "Set config" }
+            }
+            form.action #add-partitions method="post" action={"/topics/" (enc) "/admin"} {
+                input type="hidden" name="csrf" value=(csrf.token);
+                input type="hidden" name="op" value="partitions";
+                label { "Partitions in all " input name="count" type="number" min=(t.leaders.len() + 1) value=(t.leaders.len() + 1); }
+                button type="submit" { "Add partitions" }
+            }
+            form.action #delete-records method="post" action={"/topics/" (enc) "/admin"} {
+                input type="hidden" name="csrf" value=(csrf.token);
+                input type="hidden" name="op" value="delete-records";
+                label { "Partition " select name="partition" { @for p in t.leaders.keys() { option value=(p) { (p) } } } }
+                label { "Delete records before offset (-1: all) " input name="offset" value="-1"; }
+                button type="submit" { "Delete records" }
+            }
+            form.action #delete-topic method="post" action={"/topics/" (enc) "/admin"} {
+                input type="hidden" name="csrf" value=(csrf.token);
+                input type="hidden" name="op" value="delete";
+                label { "Type the topic's name to delete it " input name="confirm" required; }
+                button type="submit" { "Delete topic" }
+            }
+        }
     };
-    layout(&format!("Topic {name}"), &csrf, body)
+    layout(&format!("Topic {name}"), csrf, body)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct TopicAdmin {
+    csrf: String,
+    op: String,
+    #[serde(default)]
+    config: String,
+    #[serde(default)]
+    value: String,
+    count: Option<i32>,
+    partition: Option<i32>,
+    #[serde(default)]
+    offset: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+pub(crate) async fn topic_admin(
+    State(c): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Form(form): Form<TopicAdmin>,
+) -> Response {
+    if let Some(r) = refusal(&c, &headers, &form.csrf) {
+        return r;
+    }
+    let csrf = Csrf::of(&headers);
+    let result: Res<String> = async {
+        let meta = c.kafka.cluster(Some(std::slice::from_ref(&name))).await?;
+        match form.op.as_str() {
+            "config" => {
+                let config = form.config.trim();
+                let value = form.value.trim();
+                c.kafka
+                    .alter_topic_config(&meta, &name, config, (!value.is_empty()).then_some(value))
+                    .await?;
+                Ok(format!("/topics/{}", urlencode(&name)))
+            }
+            "partitions" => {
+                let count = form.count.ok_or("the number of partitions is missing")?;
+                c.kafka.add_partitions(&meta, &name, count).await?;
+                Ok(format!("/topics/{}", urlencode(&name)))
+            }
+            "delete-records" => {
+                let partition = form.partition.ok_or("the partition is missing")?;
+                let offset: i64 = form
+                    .offset
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("\"{}\" is not an offset", form.offset))?;
+                c.kafka
+                    .delete_records(&meta, &name, partition, offset)
+                    .await?;
+                Ok(format!("/topics/{}", urlencode(&name)))
+            }
+            "delete" => {
+                if form.confirm.trim() != name {
+                    return Err(format!("the name typed is not {name}: nothing was deleted"));
+                }
+                c.kafka.delete_topic(&meta, &name).await?;
+                Ok("/topics".to_string())
+            }
+            other => Err(format!("\"{other}\" is not an action")),
+        }
+    }
+    .await;
+    match result {
+        Ok(to) => redirect(&to),
+        Err(e) => {
+            let mut r = topic_page(&c, &csrf, &name, Some(&e)).await;
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            r
+        }
+    }
 }
 
 // ---- Messages ----
