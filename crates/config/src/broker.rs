@@ -458,6 +458,7 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         metrics_listener,
         console_listener,
         console_read_only: p.bool("sluice.console.read.only", false)?,
+        console_connections_max: p.typed("sluice.console.connections.max", 64)?,
         metrics_lag_remote_partitions_max: p
             .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,
         metrics_lag_remote_cache_ms: p.typed("sluice.metrics.lag.remote.cache.ms", 5000)?,

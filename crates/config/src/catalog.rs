@@ -668,6 +668,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice cluster mode: how long a broker with direct access to a volume must have been registered before the controller moves partitions of that volume back to it from brokers without direct access (as Kafka delays its preferred leader election)."),
     b("sluice.cluster.poll.ms", Type::Int, Some("200"), Check::Between(20, 10000), false,
         "Sluice cluster mode: how often a broker reads the cluster's membership and ownership records from etcd."),
+    b("sluice.console.connections.max", Type::Int, Some("64"), Check::Between(1, 100000), false,
+        "Sluice: HTTP connections the web console serves at once; at the limit the next is accepted when one closes."),
     b("sluice.console.listener", Type::String, None, Check::NonEmpty, false,
         "Sluice: host:port of the HTTP listener serving the web console (docs/console.md). Unset: no console."),
     b("sluice.console.read.only", Type::Boolean, Some("false"), Check::None, false,

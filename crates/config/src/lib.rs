@@ -476,6 +476,9 @@ pub struct BrokerConfig {
     pub console_listener: Option<String>,
     /// `sluice.console.read.only`: the console refuses every action. Default false.
     pub console_read_only: bool,
+    /// `sluice.console.connections.max`: HTTP connections the console serves at once.
+    /// Default 64.
+    pub console_connections_max: u32,
     /// `sluice.metrics.listener`: host:port of the HTTP listener for `/metrics`, `/healthz`
     /// and `/readyz` (docs/operations.md). None (the default) = no such listener.
     pub metrics_listener: Option<String>,

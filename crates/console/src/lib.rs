@@ -43,6 +43,9 @@ pub const FETCHES_MAX: usize = 20;
 pub struct Settings {
     /// `sluice.console.read.only`: every action refused.
     pub read_only: bool,
+    /// `sluice.console.connections.max`: HTTP connections served at once; the next is
+    /// accepted when one closes.
+    pub connections_max: usize,
     /// The Kafka listener the console's requests go to first (this broker's); the others
     /// are those the cluster's Metadata names for the same listener.
     pub bootstrap: (String, u16),
@@ -69,15 +72,104 @@ pub async fn serve(
         kafka: kafka::Kafka::new(peers, settings.bootstrap),
         read_only: settings.read_only,
     });
+    let connections_max = settings.connections_max;
     let app = router(console);
     let shutdown = async move {
         let _ = stop.wait_for(|s| *s).await;
+    };
+    let listener = Limited {
+        inner: listener,
+        room: Arc::new(tokio::sync::Semaphore::new(connections_max.max(1))),
     };
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
     {
         tracing::error!("the console listener stopped: {e}");
+    }
+}
+
+/// The console's listener, serving at most as many connections as it has permits: at the
+/// limit it accepts nothing until a connection closes (as Kafka's acceptors wait at
+/// `max.connections`).
+struct Limited {
+    inner: TcpListener,
+    room: Arc<tokio::sync::Semaphore>,
+}
+
+/// A connection, holding its permit until it is dropped.
+struct Counted {
+    stream: tokio::net::TcpStream,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl axum::serve::Listener for Limited {
+    type Io = Counted;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Counted, std::net::SocketAddr) {
+        loop {
+            let Ok(permit) = self.room.clone().acquire_owned().await else {
+                // Never closed; wait rather than spin if it were.
+                std::future::pending::<()>().await;
+                continue;
+            };
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    return (
+                        Counted {
+                            stream,
+                            _permit: permit,
+                        },
+                        addr,
+                    )
+                }
+                Err(e) => {
+                    // Out of descriptors, or a connection reset before it was accepted: the
+                    // open connections are served meanwhile.
+                    tracing::warn!("the console listener could not accept a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
