@@ -450,3 +450,32 @@ def test_administer_a_topic_configs_partitions_records_and_deletion(broker_facto
     assert page.url.endswith("/topics"), page.inner_text("main")
     harness.wait_until(lambda: topic not in harness.admin(b.bootstrap).list_topics(timeout=10).topics, 30,
                        "the topic gone")
+
+
+def test_a_request_naming_another_host_is_refused(broker_factory):
+    """DNS rebinding: a page of another site whose name now resolves to the console gets
+    nothing, not even a page to read a token from."""
+    b = console_broker(broker_factory, **{"sluice.console.hosts": "console.example.com"})
+    for host, status in (("evil.example:80", 421), ("console.example.com", 200), ("localhost", 200)):
+        req = urllib.request.Request(f"{b.console}/topics", headers={"Host": host})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                got = r.status
+        except urllib.error.HTTPError as e:
+            got = e.code
+        assert got == status, host
+
+
+def test_a_batch_that_decompresses_past_the_bound_is_reported_and_the_broker_stays_up(broker_factory, page, topic):
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic)
+    p = harness.producer(b.bootstrap, **{"compression.type": "zstd", "message.max.bytes": 100_000_000})
+    harness.produce_all(p, topic, [{"value": b"\0" * (40 << 20)}, {"value": b"small"}])
+    page.goto(f"{b.console}/topics/{topic}/messages?offset=0")
+    assert "not read" in page.inner_text("main")
+    page.goto(f"{b.console}/topics/{topic}/messages?offset=0&search=small")
+    assert "not read" in page.inner_text("main")
+    # The next record is read from its own offset.
+    page.goto(f"{b.console}/topics/{topic}/messages?offset=1")
+    assert [r[4] for r in table(page, "#messages")] == ["small"]
+    assert b.proc.poll() is None

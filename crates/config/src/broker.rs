@@ -458,6 +458,10 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         metrics_listener,
         console_listener,
         console_read_only: p.bool("sluice.console.read.only", false)?,
+        console_hosts: match p.get("sluice.console.hosts")? {
+            Some(Value::List(hosts)) => hosts,
+            _ => Vec::new(),
+        },
         console_connections_max: p.typed("sluice.console.connections.max", 64)?,
         metrics_lag_remote_partitions_max: p
             .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,

@@ -670,6 +670,8 @@ pub(crate) const BROKER_DEFS: &[BrokerDef] = &[
         "Sluice cluster mode: how often a broker reads the cluster's membership and ownership records from etcd."),
     b("sluice.console.connections.max", Type::Int, Some("64"), Check::Between(1, 100000), false,
         "Sluice: HTTP connections the web console serves at once; at the limit the next is accepted when one closes."),
+    b("sluice.console.hosts", Type::List, Some(""), Check::None, false,
+        "Sluice: host names the web console answers to (the Host header) besides localhost and IP addresses; requests naming another host are refused (DNS rebinding)."),
     b("sluice.console.listener", Type::String, None, Check::NonEmpty, false,
         "Sluice: host:port of the HTTP listener serving the web console (docs/console.md). Unset: no console."),
     b("sluice.console.read.only", Type::Boolean, Some("false"), Check::None, false,

@@ -73,6 +73,7 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.metrics.listener" => return config.metrics_listener.clone(),
         "sluice.console.listener" => return config.console_listener.clone(),
         "sluice.console.read.only" => Some(config.console_read_only.to_string()),
+        "sluice.console.hosts" => Some(config.console_hosts.join(",")),
         "sluice.console.connections.max" => Some(config.console_connections_max.to_string()),
         "sluice.metrics.lag.remote.partitions.max" => {
             Some(config.metrics_lag_remote_partitions_max.to_string())

@@ -476,6 +476,9 @@ pub struct BrokerConfig {
     pub console_listener: Option<String>,
     /// `sluice.console.read.only`: the console refuses every action. Default false.
     pub console_read_only: bool,
+    /// `sluice.console.hosts`: host names the console answers to besides localhost and IP
+    /// addresses. Default none.
+    pub console_hosts: Vec<String>,
     /// `sluice.console.connections.max`: HTTP connections the console serves at once.
     /// Default 64.
     pub console_connections_max: u32,

@@ -43,7 +43,7 @@ pub(crate) async fn groups(
         table #groups {
             thead { tr { th { "Group" } th { "Type" } th { "Protocol type" } th { "State" } } }
             tbody {
-                @for g in matching.iter().skip((page - 1) * PAGE_ROWS).take(PAGE_ROWS) {
+                @for g in matching.iter().skip((page - 1).saturating_mul(PAGE_ROWS)).take(PAGE_ROWS) {
                     tr {
                         td { a href={"/group?id=" (urlencode(&g.id))} { (g.id) } }
                         td { (g.kind) }
@@ -178,8 +178,9 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
                             @for tp in &resettable {
                                 tr {
                                     td { (tp.0) "-" (tp.1) }
-                                    td { input name={"offset:" (tp.1) ":" (tp.0)} size="12"
-                                        value=(committed.get(tp).map_or(String::new(), |o| o.to_string())); }
+                                    @let was = committed.get(tp).map_or(String::new(), |o| o.to_string());
+                                    td { input name={"offset:" (tp.1) ":" (tp.0)} size="12" value=(was);
+                                        input type="hidden" name={"was:" (tp.1) ":" (tp.0)} value=(was); }
                                 }
                             }
                         }
@@ -260,7 +261,7 @@ pub(crate) async fn reset(
                 let ts = match form.to.as_str() {
                     "earliest" => -2,
                     "latest" => -1,
-                    _ => form.timestamp.trim().parse::<i64>().map_err(|_| {
+                    _ => form.timestamp.trim().parse::<i64>().ok().filter(|t| *t >= 0).ok_or_else(|| {
                         format!("\"{}\" is not a time in milliseconds since 1970", form.timestamp)
                     })?,
                 };
@@ -292,7 +293,10 @@ pub(crate) async fn reset(
                     let Some(rest) = k.strip_prefix("offset:") else { continue };
                     let Some((p, t)) = rest.split_once(':') else { continue };
                     let v = v.trim();
-                    if v.is_empty() {
+                    // Only the offsets changed on the page: the others stay as they are now,
+                    // even if a consumer moved them since the page was read.
+                    let was = form.offsets.get(&format!("was:{rest}")).map(|w| w.trim());
+                    if v.is_empty() || was == Some(v) {
                         continue;
                     }
                     let p: i32 = p.parse().map_err(|_| format!("\"{p}\" is not a partition"))?;
@@ -310,8 +314,10 @@ pub(crate) async fn reset(
                 let ps: Vec<(String, i32)> = out.keys().cloned().collect();
                 let bounds = c.kafka.offsets(&meta, &ps).await;
                 for (tp, o) in out.iter_mut() {
-                    if let Some(Ok(b)) = bounds.get(tp) {
-                        *o = (*o).clamp(b.start, b.end);
+                    match bounds.get(tp) {
+                        Some(Ok(b)) => *o = (*o).max(b.start).min(b.end),
+                        Some(Err(e)) => return Err(format!("{}-{}: {e}", tp.0, tp.1)),
+                        None => return Err(format!("{}-{}: no offsets", tp.0, tp.1)),
                     }
                 }
                 out
@@ -319,7 +325,7 @@ pub(crate) async fn reset(
             other => return Err(format!("\"{other}\" is not a reset")),
         };
         if targets.is_empty() {
-            return Err("no offset to set".into());
+            return Err("no offset was changed".into());
         }
         c.kafka.commit(&meta, coordinator, &form.id, &targets).await
     }

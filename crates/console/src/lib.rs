@@ -43,6 +43,10 @@ pub const FETCHES_MAX: usize = 20;
 pub struct Settings {
     /// `sluice.console.read.only`: every action refused.
     pub read_only: bool,
+    /// `sluice.console.hosts`: host names the console answers to besides `localhost` and IP
+    /// addresses (the `Host` a browser sends), so that a page of another site whose name was
+    /// made to resolve here (DNS rebinding) gets nothing.
+    pub hosts: Vec<String>,
     /// `sluice.console.connections.max`: HTTP connections served at once; the next is
     /// accepted when one closes.
     pub connections_max: usize,
@@ -54,6 +58,7 @@ pub struct Settings {
 /// The console's shared state.
 #[derive(Debug)]
 pub(crate) struct Console {
+    pub(crate) hosts: Vec<String>,
     pub(crate) broker: Arc<Broker>,
     pub(crate) kafka: kafka::Kafka,
     pub(crate) read_only: bool,
@@ -71,6 +76,7 @@ pub async fn serve(
         broker,
         kafka: kafka::Kafka::new(peers, settings.bootstrap),
         read_only: settings.read_only,
+        hosts: settings.hosts.clone(),
     });
     let connections_max = settings.connections_max;
     let app = router(console);
@@ -190,7 +196,76 @@ fn router(console: Arc<Console>) -> Router {
         .route("/assets/console.css", get(css))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            known_host,
+        ))
         .with_state(console)
+}
+
+/// Refuses a request whose `Host` is a name the console does not answer to.
+async fn known_host(
+    axum::extract::State(c): axum::extract::State<Arc<Console>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{0}"));
+    match host {
+        Some(h) if !host_allowed(h, &c.hosts) => (
+            StatusCode::MISDIRECTED_REQUEST,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "This console answers to localhost, IP addresses and the names in sluice.console.hosts only.\n",
+        )
+            .into_response(),
+        _ => next.run(request).await,
+    }
+}
+
+/// Whether a `Host` header names this console: an IP address, `localhost`, or one of `hosts`
+/// (any port).
+fn host_allowed(host: &str, hosts: &[String]) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [IPv6]:port
+        return rest
+            .split_once(']')
+            .is_some_and(|(ip, _)| ip.parse::<std::net::Ipv6Addr>().is_ok());
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name.eq_ignore_ascii_case("localhost")
+        || hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_allowed;
+
+    #[test]
+    fn only_addresses_localhost_and_named_hosts_are_answered() {
+        let hosts = vec!["console.example.com".to_string()];
+        for ok in [
+            "127.0.0.1:9080",
+            "10.1.2.3",
+            "[::1]:9080",
+            "localhost:9080",
+            "Console.Example.com:443",
+        ] {
+            assert!(host_allowed(ok, &hosts), "{ok}");
+        }
+        for refused in [
+            "evil.example:9080",
+            "127.0.0.1.evil.example",
+            "[evil]:80",
+            "",
+            "localhost.evil:1",
+        ] {
+            assert!(!host_allowed(refused, &hosts), "{refused}");
+        }
+    }
 }
 
 const CSS: &str = include_str!("../assets/console.css");

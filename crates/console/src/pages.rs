@@ -236,7 +236,7 @@ async fn topics_page(
     let page = query.page.unwrap_or(1).max(1);
     let shown: Vec<String> = names
         .iter()
-        .skip((page - 1) * PAGE_ROWS)
+        .skip((page - 1).saturating_mul(PAGE_ROWS))
         .take(PAGE_ROWS)
         .map(|n| (*n).clone())
         .collect();
@@ -745,7 +745,8 @@ async fn read_messages(
         (off, "") => off
             .parse::<i64>()
             .map_err(|_| format!("\"{off}\" is not an offset"))?
-            .clamp(o.start, o.end),
+            .max(o.start)
+            .min(o.end),
         (_, ts) => {
             let ts = ts
                 .parse::<i64>()
@@ -786,39 +787,27 @@ async fn read_messages(
             .kafka
             .fetch(meta, topic, partition, next, FETCH_BYTES)
             .await?;
-        let want = match search {
-            None => limit - records.len(),
-            Some(s) => usize::try_from(s.records - read).unwrap_or(usize::MAX),
+        let bounds = records::Bounds {
+            keep: limit - records.len(),
+            read: search.map_or(u64::MAX, |s| s.records - read),
+            matcher: search.map(|s| &s.matcher),
+            until: search.map(|s| started + s.time),
         };
-        let (got, err) = records::decode(&data, next, want);
-        let progressed = got.last().map(|r| r.offset + 1);
-        match search {
-            None => records.extend(got),
-            Some(s) => {
-                for r in got {
-                    read += 1;
-                    next = r.offset + 1;
-                    if s.matcher.matches(&r) {
-                        records.push(r);
-                        if records.len() >= limit {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(e) = err {
+        // Decompressing and matching take CPU time: off the runtime's workers.
+        let decoded = tokio::task::block_in_place(|| records::decode(&data, next, &bounds));
+        read += decoded.read;
+        records.extend(decoded.records);
+        if let Some(e) = decoded.problem {
             problem = Some(e);
             break;
         }
-        if records.len() >= limit && search.is_some() {
+        if decoded.timed_out {
+            stopped = Some("the time limit");
             break;
         }
-        // A search moved `next` past each record it read; a read moves it here. A fetch of
-        // only control batches moves it past them; one that moves nothing ends the read.
-        match progressed.or_else(|| records::batches_end(&data)) {
+        // A fetch that moves nothing ends the read.
+        match decoded.next {
             Some(n) if n > next => next = n,
-            Some(n) if n == next && progressed.is_some() => {}
             _ => break,
         }
     }

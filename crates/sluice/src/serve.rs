@@ -363,6 +363,7 @@ fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
         peers: TcpPeers::new(config.node_id),
         settings: sluice_console::Settings {
             read_only: config.console_read_only,
+            hosts: config.console_hosts.clone(),
             connections_max: config.console_connections_max as usize,
             bootstrap: (host, advertised.port),
         },
