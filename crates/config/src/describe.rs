@@ -75,6 +75,8 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.console.read.only" => Some(config.console_read_only.to_string()),
         "sluice.console.hosts" => Some(config.console_hosts.join(",")),
         "sluice.console.connections.max" => Some(config.console_connections_max.to_string()),
+        "sluice.console.session.idle.ms" => Some(config.console_session_idle_ms.to_string()),
+        "sluice.console.sessions.max" => Some(config.console_sessions_max.to_string()),
         "sluice.metrics.lag.remote.partitions.max" => {
             Some(config.metrics_lag_remote_partitions_max.to_string())
         }

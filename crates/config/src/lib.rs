@@ -482,6 +482,11 @@ pub struct BrokerConfig {
     /// `sluice.console.connections.max`: HTTP connections the console serves at once.
     /// Default 64.
     pub console_connections_max: u32,
+    /// `sluice.console.session.idle.ms`: how long a console login lasts unused. Default 30
+    /// minutes.
+    pub console_session_idle_ms: u64,
+    /// `sluice.console.sessions.max`: console logins held at once. Default 100.
+    pub console_sessions_max: u32,
     /// `sluice.metrics.listener`: host:port of the HTTP listener for `/metrics`, `/healthz`
     /// and `/readyz` (docs/operations.md). None (the default) = no such listener.
     pub metrics_listener: Option<String>,

@@ -4,22 +4,23 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Form, Query, State};
+use axum::extract::{Form, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::Extension;
 use maud::html;
 use serde::Deserialize;
 
 use crate::kafka::{Cluster, Res};
 use crate::pages::{error_page, pager, redirect, urlencode, ListQuery, PAGE_ROWS};
-use crate::{layout, refusal, Console, Csrf};
+use crate::{layout, refusal, with_status, Console, Csrf};
 
 pub(crate) async fn groups(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,
 ) -> Response {
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     let listed = async {
         let meta = c.kafka.cluster(Some(&[])).await?;
         c.kafka.list_groups(&meta).await
@@ -64,11 +65,11 @@ pub(crate) struct GroupQuery {
 }
 
 pub(crate) async fn group(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Query(q): Query<GroupQuery>,
 ) -> Response {
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     group_page(&c, &csrf, &q, None).await
 }
 
@@ -230,14 +231,14 @@ pub(crate) struct Reset {
 }
 
 pub(crate) async fn reset(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Form(form): Form<Reset>,
 ) -> Response {
     if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     let result: Res<()> = async {
         let meta = c.kafka.cluster(None).await?;
         let coordinator = c.kafka.coordinator(&meta, &form.id).await?;
@@ -336,9 +337,10 @@ pub(crate) async fn reset(
             let q = GroupQuery {
                 id: form.id.clone(),
             };
-            let mut r = group_page(&c, &csrf, &q, Some(&format!("Offsets not reset: {e}"))).await;
-            *r.status_mut() = StatusCode::BAD_REQUEST;
-            r
+            with_status(
+                group_page(&c, &csrf, &q, Some(&format!("Offsets not reset: {e}"))).await,
+                StatusCode::BAD_REQUEST,
+            )
         }
     }
 }
@@ -350,14 +352,14 @@ pub(crate) struct Delete {
 }
 
 pub(crate) async fn delete(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Form(form): Form<Delete>,
 ) -> Response {
     if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     let result: Res<()> = async {
         let meta = c.kafka.cluster(Some(&[])).await?;
         let coordinator = c.kafka.coordinator(&meta, &form.id).await?;
@@ -370,9 +372,10 @@ pub(crate) async fn delete(
             let q = GroupQuery {
                 id: form.id.clone(),
             };
-            let mut r = group_page(&c, &csrf, &q, Some(&format!("Group not deleted: {e}"))).await;
-            *r.status_mut() = StatusCode::BAD_REQUEST;
-            r
+            with_status(
+                group_page(&c, &csrf, &q, Some(&format!("Group not deleted: {e}"))).await,
+                StatusCode::BAD_REQUEST,
+            )
         }
     }
 }

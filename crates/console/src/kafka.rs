@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetFetchRequest, ProduceRequest,
     RequestKind, ResponseKind, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 use sluice_broker::PeerClient;
 
@@ -38,7 +38,7 @@ pub(crate) fn error_name(code: i16) -> String {
     }
 }
 
-fn check(code: i16, what: &str) -> Res<()> {
+pub(crate) fn check(code: i16, what: &str) -> Res<()> {
     if code == 0 {
         Ok(())
     } else {
@@ -131,6 +131,16 @@ impl Cluster {
         })
     }
 
+    /// The leader of a partition, or why there is none.
+    pub(crate) fn leader(&self, topic: &str, partition: i32) -> Res<i32> {
+        self.topics
+            .get(topic)
+            .and_then(|t| t.leaders.get(&partition))
+            .copied()
+            .filter(|l| *l >= 0)
+            .ok_or_else(|| format!("{topic}-{partition} has no leader"))
+    }
+
     /// Partitions each broker leads.
     pub(crate) fn led(&self) -> HashMap<i32, usize> {
         let mut led = HashMap::new();
@@ -183,6 +193,17 @@ pub(crate) struct ListedGroup {
     pub(crate) kind: String,
 }
 
+impl From<kafka_protocol::messages::list_groups_response::ListedGroup> for ListedGroup {
+    fn from(g: kafka_protocol::messages::list_groups_response::ListedGroup) -> ListedGroup {
+        ListedGroup {
+            id: g.group_id.0.to_string(),
+            protocol_type: g.protocol_type.to_string(),
+            state: g.group_state.to_string(),
+            kind: g.group_type.to_string(),
+        }
+    }
+}
+
 /// A member of a classic group.
 #[derive(Clone, Debug)]
 pub(crate) struct Member {
@@ -202,6 +223,77 @@ pub(crate) struct DescribedGroup {
     pub(crate) members: Vec<Member>,
 }
 
+/// A request the console sends, the version it sends it at, and its answer taken out of the
+/// [`ResponseKind`] it came back in.
+pub(crate) trait Ask: Request + Into<RequestKind> {
+    const VERSION: i16;
+    fn answer(kind: ResponseKind) -> Option<Self::Response>;
+}
+
+macro_rules! asks {
+    ($($kind:ident: $req:ident => $resp:ident @ $version:literal),* $(,)?) => {$(
+        impl Ask for kafka_protocol::messages::$req {
+            const VERSION: i16 = $version;
+            fn answer(kind: ResponseKind) -> Option<kafka_protocol::messages::$resp> {
+                match kind {
+                    ResponseKind::$kind(r) => Some(r),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+asks! {
+    Metadata: MetadataRequest => MetadataResponse @ 12,
+    ListOffsets: ListOffsetsRequest => ListOffsetsResponse @ 7,
+    Fetch: FetchRequest => FetchResponse @ 12,
+    DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse @ 4,
+    CreateTopics: CreateTopicsRequest => CreateTopicsResponse @ 7,
+    Produce: ProduceRequest => ProduceResponse @ 9,
+    ListGroups: ListGroupsRequest => ListGroupsResponse @ 5,
+    DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse @ 5,
+    FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse @ 4,
+    OffsetFetch: OffsetFetchRequest => OffsetFetchResponse @ 8,
+    DescribeLogDirs: DescribeLogDirsRequest => DescribeLogDirsResponse @ 4,
+    OffsetCommit: OffsetCommitRequest => OffsetCommitResponse @ 9,
+    DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse @ 2,
+    // v6 names topics in `topics` (v0-5 in `topic_names`).
+    DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse @ 6,
+    CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse @ 3,
+    IncrementalAlterConfigs: IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse @ 1,
+    DeleteRecords: DeleteRecordsRequest => DeleteRecordsResponse @ 2,
+    ListTransactions: ListTransactionsRequest => ListTransactionsResponse @ 1,
+    DescribeTransactions: DescribeTransactionsRequest => DescribeTransactionsResponse @ 0,
+    DescribeProducers: DescribeProducersRequest => DescribeProducersResponse @ 0,
+    WriteTxnMarkers: WriteTxnMarkersRequest => WriteTxnMarkersResponse @ 1,
+    DescribeClientQuotas: DescribeClientQuotasRequest => DescribeClientQuotasResponse @ 1,
+    DescribeAcls: DescribeAclsRequest => DescribeAclsResponse @ 3,
+    CreateAcls: CreateAclsRequest => CreateAclsResponse @ 3,
+    DeleteAcls: DeleteAclsRequest => DeleteAclsResponse @ 3,
+    DescribeUserScramCredentials: DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse @ 0,
+}
+
+/// The first item of an answer's list, or what was missing.
+pub(crate) fn first<T>(items: impl IntoIterator<Item = T>, what: &str) -> Res<T> {
+    items
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{what} answered nothing"))
+}
+
+/// An error code and message as one sentence part.
+pub(crate) fn failed(code: i16, message: Option<StrBytes>) -> Res<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "{}{}",
+        error_name(code),
+        message.map(|m| format!(": {m}")).unwrap_or_default()
+    ))
+}
+
 /// Talks to the cluster through one broker (its bootstrap address) and then to each broker
 /// Metadata names.
 #[derive(Clone, Debug)]
@@ -209,24 +301,6 @@ pub(crate) struct Kafka {
     peers: Arc<dyn PeerClient>,
     bootstrap: (String, u16),
 }
-
-const METADATA_VERSION: i16 = 12;
-const LIST_OFFSETS_VERSION: i16 = 7;
-const FETCH_VERSION: i16 = 12;
-const DESCRIBE_CONFIGS_VERSION: i16 = 4;
-const CREATE_TOPICS_VERSION: i16 = 7;
-const PRODUCE_VERSION: i16 = 9;
-const LIST_GROUPS_VERSION: i16 = 5;
-const DESCRIBE_GROUPS_VERSION: i16 = 5;
-const FIND_COORDINATOR_VERSION: i16 = 4;
-const OFFSET_FETCH_VERSION: i16 = 8;
-const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;
-const OFFSET_COMMIT_VERSION: i16 = 9;
-const DELETE_GROUPS_VERSION: i16 = 2;
-const DELETE_TOPICS_VERSION: i16 = 6;
-const CREATE_PARTITIONS_VERSION: i16 = 3;
-const INCREMENTAL_ALTER_CONFIGS_VERSION: i16 = 1;
-const DELETE_RECORDS_VERSION: i16 = 2;
 
 /// Time a write may take on the broker (CreateTopics, Produce).
 const WRITE_TIMEOUT_MS: i32 = 30_000;
@@ -236,33 +310,55 @@ impl Kafka {
         Kafka { peers, bootstrap }
     }
 
-    async fn call_at(
-        &self,
-        (host, port): (&str, u16),
-        api: ApiKey,
-        version: i16,
-        body: RequestKind,
-    ) -> Res<ResponseKind> {
-        let call = self.peers.call(host, port, api, version, body);
-        match tokio::time::timeout(sluice_broker::PEER_REQUEST_TIMEOUT, call).await {
-            Ok(r) => r.map_err(|e| format!("{api:?} to {host}:{port}: {e}")),
-            Err(_) => Err(format!("{api:?} to {host}:{port}: no answer in time")),
-        }
+    /// The broker the console asks first.
+    pub(crate) fn bootstrap(&self) -> &(String, u16) {
+        &self.bootstrap
     }
 
-    async fn call(
+    /// Send `req` to the broker at `host:port` and wait for its answer.
+    async fn ask_at<R: Ask>(&self, (host, port): (&str, u16), req: R) -> Res<R::Response> {
+        let api = ApiKey::try_from(R::KEY).map_err(|_| format!("no API with key {}", R::KEY))?;
+        let call = self.peers.call(host, port, api, R::VERSION, req.into());
+        let kind = match tokio::time::timeout(sluice_broker::PEER_REQUEST_TIMEOUT, call).await {
+            Ok(r) => r.map_err(|e| format!("{api:?} to {host}:{port}: {e}"))?,
+            Err(_) => return Err(format!("{api:?} to {host}:{port}: no answer in time")),
+        };
+        R::answer(kind).ok_or_else(|| format!("{api:?} to {host}:{port}: another API answered"))
+    }
+
+    /// Send `req` to broker `node` of `cluster`.
+    pub(crate) async fn ask<R: Ask>(
         &self,
         cluster: &Cluster,
         node: i32,
-        api: ApiKey,
-        version: i16,
-        body: RequestKind,
-    ) -> Res<ResponseKind> {
+        req: R,
+    ) -> Res<R::Response> {
         let n = cluster
             .nodes
             .get(&node)
             .ok_or_else(|| format!("broker {node} is not in the cluster's metadata"))?;
-        self.call_at((&n.host, n.port), api, version, body).await
+        self.ask_at((&n.host, n.port), req).await
+    }
+
+    /// Send `req` to the broker the console was given.
+    pub(crate) async fn ask_bootstrap<R: Ask>(&self, req: R) -> Res<R::Response> {
+        self.ask_at((&self.bootstrap.0, self.bootstrap.1), req)
+            .await
+    }
+
+    /// The controller, or any broker when Metadata names none (Kafka's admin client sends
+    /// topic and config changes there).
+    pub(crate) fn controller(&self, cluster: &Cluster) -> Res<i32> {
+        if cluster.nodes.contains_key(&cluster.controller) {
+            Ok(cluster.controller)
+        } else {
+            cluster
+                .nodes
+                .keys()
+                .next()
+                .copied()
+                .ok_or_else(|| "no broker in metadata".into())
+        }
     }
 
     /// Metadata of every topic (None) or of `topics`.
@@ -275,19 +371,7 @@ impl Kafka {
                     .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(s(t)))))
                     .collect()
             }));
-        let (host, port) = (&self.bootstrap.0, self.bootstrap.1);
-        match self
-            .call_at(
-                (host, port),
-                ApiKey::Metadata,
-                METADATA_VERSION,
-                RequestKind::Metadata(req),
-            )
-            .await?
-        {
-            ResponseKind::Metadata(m) => Cluster::from(m),
-            other => Err(format!("Metadata answered with {other:?}")),
-        }
+        Cluster::from(self.ask_bootstrap(req).await?)
     }
 
     /// The offset at `timestamp` (-2 earliest, -1 latest) of each partition, asked of each
@@ -301,15 +385,15 @@ impl Kafka {
         let mut by_leader: BTreeMap<i32, BTreeMap<String, Vec<i32>>> = BTreeMap::new();
         let mut out = BTreeMap::new();
         for (t, p) in partitions {
-            match cluster.topics.get(t).and_then(|m| m.leaders.get(p)) {
-                Some(l) if *l >= 0 => by_leader
-                    .entry(*l)
+            match cluster.leader(t, *p) {
+                Ok(l) => by_leader
+                    .entry(l)
                     .or_default()
                     .entry(t.clone())
                     .or_default()
                     .push(*p),
-                _ => {
-                    out.insert((t.clone(), *p), Err("no leader".into()));
+                Err(e) => {
+                    out.insert((t.clone(), *p), Err(e));
                 }
             }
         }
@@ -335,38 +419,21 @@ impl Kafka {
                         })
                         .collect(),
                 );
-            async move {
-                (
-                    leader,
-                    self.call(
-                        cluster,
-                        leader,
-                        ApiKey::ListOffsets,
-                        LIST_OFFSETS_VERSION,
-                        RequestKind::ListOffsets(req),
-                    )
-                    .await,
-                )
-            }
+            async move { (leader, self.ask(cluster, leader, req).await) }
         });
         for (leader, answer) in join_all(calls).await {
             match answer {
-                Ok(ResponseKind::ListOffsets(r)) => {
+                Ok(r) => {
                     for t in r.topics {
                         for p in t.partitions {
-                            let v = if p.error_code == 0 {
-                                Ok(p.offset)
-                            } else {
-                                Err(error_name(p.error_code))
-                            };
+                            let v = failed(p.error_code, None).map(|()| p.offset);
                             out.insert((t.name.0.to_string(), p.partition_index), v);
                         }
                     }
                 }
-                Ok(other) => tracing::warn!("ListOffsets to {leader} answered {other:?}"),
                 Err(e) => {
                     for (t, p) in partitions {
-                        if cluster.topics.get(t).and_then(|m| m.leaders.get(p)) == Some(&leader) {
+                        if cluster.leader(t, *p) == Ok(leader) {
                             out.insert((t.clone(), *p), Err(e.clone()));
                         }
                     }
@@ -420,19 +487,10 @@ impl Kafka {
             .collect();
         let calls = cluster.nodes.keys().map(|node| {
             let req = DescribeLogDirsRequest::default().with_topics(Some(wanted.clone()));
-            self.call(
-                cluster,
-                *node,
-                ApiKey::DescribeLogDirs,
-                DESCRIBE_LOG_DIRS_VERSION,
-                RequestKind::DescribeLogDirs(req),
-            )
+            self.ask(cluster, *node, req)
         });
         let mut out = HashMap::new();
-        for answer in join_all(calls).await {
-            let Ok(ResponseKind::DescribeLogDirs(r)) = answer else {
-                continue;
-            };
+        for r in join_all(calls).await.into_iter().flatten() {
             for dir in r.results {
                 for t in dir.topics {
                     for p in t.partitions {
@@ -458,13 +516,6 @@ impl Kafka {
         offset: i64,
         max_bytes: i32,
     ) -> Res<(bytes::Bytes, i64, i64)> {
-        let leader = cluster
-            .topics
-            .get(topic)
-            .and_then(|t| t.leaders.get(&partition))
-            .copied()
-            .filter(|l| *l >= 0)
-            .ok_or_else(|| format!("{topic}-{partition} has no leader"))?;
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(0)
@@ -482,18 +533,9 @@ impl Kafka {
                     .with_last_fetched_epoch(-1)
                     .with_log_start_offset(-1)
                     .with_partition_max_bytes(max_bytes)])]);
-        let answer = self
-            .call(
-                cluster,
-                leader,
-                ApiKey::Fetch,
-                FETCH_VERSION,
-                RequestKind::Fetch(req),
-            )
+        let r = self
+            .ask(cluster, cluster.leader(topic, partition)?, req)
             .await?;
-        let ResponseKind::Fetch(r) = answer else {
-            return Err(format!("Fetch answered with {answer:?}"));
-        };
         check(r.error_code, "Fetch")?;
         let p = r
             .responses
@@ -529,33 +571,12 @@ impl Kafka {
         } else {
             *cluster.nodes.keys().next().ok_or("no broker in metadata")?
         };
-        let answer = self
-            .call(
-                cluster,
-                node,
-                ApiKey::DescribeConfigs,
-                DESCRIBE_CONFIGS_VERSION,
-                RequestKind::DescribeConfigs(req),
-            )
-            .await?;
-        let ResponseKind::DescribeConfigs(r) = answer else {
-            return Err(format!("DescribeConfigs answered with {answer:?}"));
-        };
-        let result = r
-            .results
-            .into_iter()
-            .next()
-            .ok_or("DescribeConfigs answered no resource")?;
-        if result.error_code != 0 {
-            return Err(format!(
-                "DescribeConfigs: {}{}",
-                error_name(result.error_code),
-                result
-                    .error_message
-                    .map(|m| format!(" ({m})"))
-                    .unwrap_or_default()
-            ));
-        }
+        let result = first(
+            self.ask(cluster, node, req).await?.results,
+            "DescribeConfigs",
+        )?;
+        failed(result.error_code, result.error_message)
+            .map_err(|e| format!("DescribeConfigs: {e}"))?;
         Ok(result
             .configs
             .into_iter()
@@ -593,46 +614,9 @@ impl Kafka {
                         })
                         .collect(),
                 )]);
-        let answer = self
-            .call(
-                cluster,
-                self.controller(cluster)?,
-                ApiKey::CreateTopics,
-                CREATE_TOPICS_VERSION,
-                RequestKind::CreateTopics(req),
-            )
-            .await?;
-        let ResponseKind::CreateTopics(r) = answer else {
-            return Err(format!("CreateTopics answered with {answer:?}"));
-        };
-        let t = r
-            .topics
-            .into_iter()
-            .next()
-            .ok_or("CreateTopics answered no topic")?;
-        if t.error_code != 0 {
-            return Err(format!(
-                "{}{}",
-                error_name(t.error_code),
-                t.error_message
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            ));
-        }
-        Ok(())
-    }
-
-    fn controller(&self, cluster: &Cluster) -> Res<i32> {
-        if cluster.nodes.contains_key(&cluster.controller) {
-            Ok(cluster.controller)
-        } else {
-            cluster
-                .nodes
-                .keys()
-                .next()
-                .copied()
-                .ok_or_else(|| "no broker in metadata".into())
-        }
+        let r = self.ask(cluster, self.controller(cluster)?, req).await?;
+        let t = first(r.topics, "CreateTopics")?;
+        failed(t.error_code, t.error_message)
     }
 
     /// Append one record batch to a partition (acks=all); the offset it was given.
@@ -643,13 +627,6 @@ impl Kafka {
         partition: i32,
         batch: Vec<u8>,
     ) -> Res<i64> {
-        let leader = cluster
-            .topics
-            .get(topic)
-            .and_then(|t| t.leaders.get(&partition))
-            .copied()
-            .filter(|l| *l >= 0)
-            .ok_or_else(|| format!("{topic}-{partition} has no leader"))?;
         let req = ProduceRequest::default()
             .with_acks(-1)
             .with_timeout_ms(WRITE_TIMEOUT_MS)
@@ -658,94 +635,50 @@ impl Kafka {
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(partition)
                     .with_records(Some(bytes::Bytes::from(batch)))])]);
-        let answer = self
-            .call(
-                cluster,
-                leader,
-                ApiKey::Produce,
-                PRODUCE_VERSION,
-                RequestKind::Produce(req),
-            )
+        let r = self
+            .ask(cluster, cluster.leader(topic, partition)?, req)
             .await?;
-        let ResponseKind::Produce(r) = answer else {
-            return Err(format!("Produce answered with {answer:?}"));
-        };
-        let p = r
-            .responses
-            .into_iter()
-            .flat_map(|t| t.partition_responses)
-            .next()
-            .ok_or("Produce answered no partition")?;
-        if p.error_code != 0 {
-            return Err(format!(
-                "{}{}",
-                error_name(p.error_code),
-                p.error_message
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            ));
-        }
+        let p = first(
+            r.responses.into_iter().flat_map(|t| t.partition_responses),
+            "Produce",
+        )?;
+        failed(p.error_code, p.error_message)?;
         Ok(p.base_offset)
     }
 
     /// Every group of every broker (each coordinator lists its own).
     pub(crate) async fn list_groups(&self, cluster: &Cluster) -> Res<Vec<ListedGroup>> {
-        let calls = cluster.nodes.keys().map(|node| {
-            self.call(
-                cluster,
-                *node,
-                ApiKey::ListGroups,
-                LIST_GROUPS_VERSION,
-                RequestKind::ListGroups(ListGroupsRequest::default()),
-            )
-        });
+        let calls = cluster
+            .nodes
+            .keys()
+            .map(|node| self.ask(cluster, *node, ListGroupsRequest::default()));
         let mut out = BTreeMap::new();
         for answer in join_all(calls).await {
-            match answer? {
-                ResponseKind::ListGroups(r) => {
-                    check(r.error_code, "ListGroups")?;
-                    for g in r.groups {
-                        let id = g.group_id.0.to_string();
-                        out.insert(
-                            id.clone(),
-                            ListedGroup {
-                                id,
-                                protocol_type: g.protocol_type.to_string(),
-                                state: g.group_state.to_string(),
-                                kind: g.group_type.to_string(),
-                            },
-                        );
-                    }
-                }
-                other => return Err(format!("ListGroups answered with {other:?}")),
+            let r = answer?;
+            check(r.error_code, "ListGroups")?;
+            for g in r.groups {
+                let g = ListedGroup::from(g);
+                out.insert(g.id.clone(), g);
             }
         }
         Ok(out.into_values().collect())
     }
 
-    /// The coordinator of group `group`.
-    pub(crate) async fn coordinator(&self, cluster: &Cluster, group: &str) -> Res<i32> {
+    /// The coordinator of `key`: a group (key type 0) or a transactional id (1).
+    pub(crate) async fn find_coordinator(
+        &self,
+        cluster: &Cluster,
+        key_type: i8,
+        key: &str,
+    ) -> Res<i32> {
         let req = FindCoordinatorRequest::default()
-            .with_key_type(0)
-            .with_coordinator_keys(vec![s(group)]);
-        let (host, port) = (&self.bootstrap.0, self.bootstrap.1);
-        let answer = self
-            .call_at(
-                (host, port),
-                ApiKey::FindCoordinator,
-                FIND_COORDINATOR_VERSION,
-                RequestKind::FindCoordinator(req),
-            )
-            .await?;
-        let ResponseKind::FindCoordinator(r) = answer else {
-            return Err(format!("FindCoordinator answered with {answer:?}"));
-        };
-        let c = r
-            .coordinators
-            .into_iter()
-            .next()
-            .ok_or("FindCoordinator answered no coordinator")?;
-        check(c.error_code, "FindCoordinator")?;
+            .with_key_type(key_type)
+            .with_coordinator_keys(vec![s(key)]);
+        let c = first(
+            self.ask_bootstrap(req).await?.coordinators,
+            "FindCoordinator",
+        )?;
+        failed(c.error_code, c.error_message).map_err(|e| format!("FindCoordinator: {e}"))?;
         if !cluster.nodes.contains_key(&c.node_id.0) {
             return Err(format!(
                 "the coordinator, broker {}, is not in the metadata",
@@ -753,6 +686,11 @@ impl Kafka {
             ));
         }
         Ok(c.node_id.0)
+    }
+
+    /// The coordinator of group `group`.
+    pub(crate) async fn coordinator(&self, cluster: &Cluster, group: &str) -> Res<i32> {
+        self.find_coordinator(cluster, 0, group).await
     }
 
     /// A classic group's state and members.
@@ -763,23 +701,10 @@ impl Kafka {
         group: &str,
     ) -> Res<DescribedGroup> {
         let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
-        let answer = self
-            .call(
-                cluster,
-                coordinator,
-                ApiKey::DescribeGroups,
-                DESCRIBE_GROUPS_VERSION,
-                RequestKind::DescribeGroups(req),
-            )
-            .await?;
-        let ResponseKind::DescribeGroups(r) = answer else {
-            return Err(format!("DescribeGroups answered with {answer:?}"));
-        };
-        let g = r
-            .groups
-            .into_iter()
-            .next()
-            .ok_or("DescribeGroups answered no group")?;
+        let g = first(
+            self.ask(cluster, coordinator, req).await?.groups,
+            "DescribeGroups",
+        )?;
         check(g.error_code, "DescribeGroups")?;
         let consumer = g.protocol_type.as_str() == "consumer";
         Ok(DescribedGroup {
@@ -814,23 +739,10 @@ impl Kafka {
             OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
                 .with_group_id(GroupId(s(group)))
                 .with_topics(None)]);
-        let answer = self
-            .call(
-                cluster,
-                coordinator,
-                ApiKey::OffsetFetch,
-                OFFSET_FETCH_VERSION,
-                RequestKind::OffsetFetch(req),
-            )
-            .await?;
-        let ResponseKind::OffsetFetch(r) = answer else {
-            return Err(format!("OffsetFetch answered with {answer:?}"));
-        };
-        let g = r
-            .groups
-            .into_iter()
-            .next()
-            .ok_or("OffsetFetch answered no group")?;
+        let g = first(
+            self.ask(cluster, coordinator, req).await?.groups,
+            "OffsetFetch",
+        )?;
         check(g.error_code, "OffsetFetch")?;
         let mut out = BTreeMap::new();
         for t in g.topics {
@@ -845,9 +757,7 @@ impl Kafka {
         }
         Ok(out)
     }
-}
 
-impl Kafka {
     /// A group's state as its coordinator lists it (every group type), None when it has no
     /// such group.
     pub(crate) async fn group_state(
@@ -856,28 +766,14 @@ impl Kafka {
         coordinator: i32,
         group: &str,
     ) -> Res<Option<ListedGroup>> {
-        let answer = self
-            .call(
-                cluster,
-                coordinator,
-                ApiKey::ListGroups,
-                LIST_GROUPS_VERSION,
-                RequestKind::ListGroups(ListGroupsRequest::default()),
-            )
+        let r = self
+            .ask(cluster, coordinator, ListGroupsRequest::default())
             .await?;
-        let ResponseKind::ListGroups(r) = answer else {
-            return Err(format!("ListGroups answered with {answer:?}"));
-        };
         check(r.error_code, "ListGroups")?;
         Ok(r.groups
             .into_iter()
             .find(|g| g.group_id.0.as_str() == group)
-            .map(|g| ListedGroup {
-                id: g.group_id.0.to_string(),
-                protocol_type: g.protocol_type.to_string(),
-                state: g.group_state.to_string(),
-                kind: g.group_type.to_string(),
-            }))
+            .map(ListedGroup::from))
     }
 
     /// Commit `offsets` for a group with no active member, as Kafka's admin client does
@@ -916,19 +812,8 @@ impl Kafka {
                     })
                     .collect(),
             );
-        let answer = self
-            .call(
-                cluster,
-                coordinator,
-                ApiKey::OffsetCommit,
-                OFFSET_COMMIT_VERSION,
-                RequestKind::OffsetCommit(req),
-            )
-            .await?;
-        let ResponseKind::OffsetCommit(r) = answer else {
-            return Err(format!("OffsetCommit answered with {answer:?}"));
-        };
-        let failed: Vec<String> = r
+        let r = self.ask(cluster, coordinator, req).await?;
+        let failures: Vec<String> = r
             .topics
             .iter()
             .flat_map(|t| {
@@ -945,10 +830,10 @@ impl Kafka {
                     })
             })
             .collect();
-        if failed.is_empty() {
+        if failures.is_empty() {
             Ok(())
         } else {
-            Err(failed.join(", "))
+            Err(failures.join(", "))
         }
     }
 
@@ -961,37 +846,12 @@ impl Kafka {
     ) -> Res<()> {
         use kafka_protocol::messages::DeleteGroupsRequest;
         let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
-        let answer = self
-            .call(
-                cluster,
-                coordinator,
-                ApiKey::DeleteGroups,
-                DELETE_GROUPS_VERSION,
-                RequestKind::DeleteGroups(req),
-            )
-            .await?;
-        let ResponseKind::DeleteGroups(r) = answer else {
-            return Err(format!("DeleteGroups answered with {answer:?}"));
-        };
-        let g = r
-            .results
-            .into_iter()
-            .next()
-            .ok_or("DeleteGroups answered no group")?;
+        let g = first(
+            self.ask(cluster, coordinator, req).await?.results,
+            "DeleteGroups",
+        )?;
         check(g.error_code, "DeleteGroups")
     }
-}
-
-/// An error code and message as one sentence part.
-fn failed(code: i16, message: Option<StrBytes>) -> Res<()> {
-    if code == 0 {
-        return Ok(());
-    }
-    Err(format!(
-        "{}{}",
-        error_name(code),
-        message.map(|m| format!(": {m}")).unwrap_or_default()
-    ))
 }
 
 /// Topic administration, each request to the controller as Kafka's admin client sends it
@@ -1000,32 +860,14 @@ impl Kafka {
     pub(crate) async fn delete_topic(&self, cluster: &Cluster, name: &str) -> Res<()> {
         use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
         use kafka_protocol::messages::DeleteTopicsRequest;
-        // v6 names topics in `topics` (v0-5 in `topic_names`).
         let req = DeleteTopicsRequest::default()
             .with_topics(vec![
                 DeleteTopicState::default().with_name(Some(TopicName(s(name))))
             ])
             .with_timeout_ms(WRITE_TIMEOUT_MS);
-        match self
-            .call(
-                cluster,
-                self.controller(cluster)?,
-                ApiKey::DeleteTopics,
-                DELETE_TOPICS_VERSION,
-                RequestKind::DeleteTopics(req),
-            )
-            .await?
-        {
-            ResponseKind::DeleteTopics(r) => {
-                let t = r
-                    .responses
-                    .into_iter()
-                    .next()
-                    .ok_or("DeleteTopics answered no topic")?;
-                failed(t.error_code, t.error_message)
-            }
-            other => Err(format!("DeleteTopics answered with {other:?}")),
-        }
+        let r = self.ask(cluster, self.controller(cluster)?, req).await?;
+        let t = first(r.responses, "DeleteTopics")?;
+        failed(t.error_code, t.error_message)
     }
 
     /// Grow a topic to `count` partitions.
@@ -1043,32 +885,17 @@ impl Kafka {
                 .with_count(count)
                 .with_assignments(None)])
             .with_timeout_ms(WRITE_TIMEOUT_MS);
-        match self
-            .call(
-                cluster,
-                self.controller(cluster)?,
-                ApiKey::CreatePartitions,
-                CREATE_PARTITIONS_VERSION,
-                RequestKind::CreatePartitions(req),
-            )
-            .await?
-        {
-            ResponseKind::CreatePartitions(r) => {
-                let t = r
-                    .results
-                    .into_iter()
-                    .next()
-                    .ok_or("CreatePartitions answered no topic")?;
-                failed(t.error_code, t.error_message)
-            }
-            other => Err(format!("CreatePartitions answered with {other:?}")),
-        }
+        let r = self.ask(cluster, self.controller(cluster)?, req).await?;
+        let t = first(r.results, "CreatePartitions")?;
+        failed(t.error_code, t.error_message)
     }
 
-    /// Set a topic config (`value` Some) or delete it back to its default (None).
-    pub(crate) async fn alter_topic_config(
+    /// Set a config of a topic (resource type 2) or a broker (4; "" for the cluster-wide
+    /// default) when `value` is Some, or delete it back to its default (None).
+    pub(crate) async fn alter_config(
         &self,
         cluster: &Cluster,
+        resource_type: i8,
         name: &str,
         config: &str,
         value: Option<&str>,
@@ -1079,7 +906,7 @@ impl Kafka {
         use kafka_protocol::messages::IncrementalAlterConfigsRequest;
         let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
-                .with_resource_type(2)
+                .with_resource_type(resource_type)
                 .with_resource_name(s(name))
                 .with_configs(vec![AlterableConfig::default()
                     .with_name(s(config))
@@ -1087,26 +914,16 @@ impl Kafka {
                     .with_config_operation(if value.is_some() { 0 } else { 1 })
                     .with_value(value.map(s))]),
         ]);
-        match self
-            .call(
-                cluster,
-                self.controller(cluster)?,
-                ApiKey::IncrementalAlterConfigs,
-                INCREMENTAL_ALTER_CONFIGS_VERSION,
-                RequestKind::IncrementalAlterConfigs(req),
-            )
-            .await?
-        {
-            ResponseKind::IncrementalAlterConfigs(r) => {
-                let t = r
-                    .responses
-                    .into_iter()
-                    .next()
-                    .ok_or("IncrementalAlterConfigs answered no resource")?;
-                failed(t.error_code, t.error_message)
-            }
-            other => Err(format!("IncrementalAlterConfigs answered with {other:?}")),
-        }
+        // A broker's own configs go to that broker, as Kafka's admin client sends them.
+        let node = match (resource_type, name.parse::<i32>()) {
+            (4, Ok(id)) => id,
+            _ => self.controller(cluster)?,
+        };
+        let t = first(
+            self.ask(cluster, node, req).await?.responses,
+            "IncrementalAlterConfigs",
+        )?;
+        failed(t.error_code, t.error_message)
     }
 
     /// Delete a partition's records before `offset` (-1: all); the new log start.
@@ -1121,13 +938,6 @@ impl Kafka {
             DeleteRecordsPartition, DeleteRecordsTopic,
         };
         use kafka_protocol::messages::DeleteRecordsRequest;
-        let leader = cluster
-            .topics
-            .get(name)
-            .and_then(|t| t.leaders.get(&partition))
-            .copied()
-            .filter(|l| *l >= 0)
-            .ok_or_else(|| format!("{name}-{partition} has no leader"))?;
         let req = DeleteRecordsRequest::default()
             .with_topics(vec![DeleteRecordsTopic::default()
                 .with_name(TopicName(s(name)))
@@ -1135,28 +945,15 @@ impl Kafka {
                     .with_partition_index(partition)
                     .with_offset(offset)])])
             .with_timeout_ms(WRITE_TIMEOUT_MS);
-        match self
-            .call(
-                cluster,
-                leader,
-                ApiKey::DeleteRecords,
-                DELETE_RECORDS_VERSION,
-                RequestKind::DeleteRecords(req),
-            )
-            .await?
-        {
-            ResponseKind::DeleteRecords(r) => {
-                let p = r
-                    .topics
-                    .into_iter()
-                    .flat_map(|t| t.partitions)
-                    .next()
-                    .ok_or("DeleteRecords answered no partition")?;
-                failed(p.error_code, None)?;
-                Ok(p.low_watermark)
-            }
-            other => Err(format!("DeleteRecords answered with {other:?}")),
-        }
+        let r = self
+            .ask(cluster, cluster.leader(name, partition)?, req)
+            .await?;
+        let p = first(
+            r.topics.into_iter().flat_map(|t| t.partitions),
+            "DeleteRecords",
+        )?;
+        failed(p.error_code, None)?;
+        Ok(p.low_watermark)
     }
 }
 

@@ -14,8 +14,11 @@
 //! read.only` refuses every action. Limits: a form body of at most [`BODY_MAX_BYTES`]; a page
 //! of messages of at most [`MESSAGES_MAX`] records, read in at most [`FETCHES_MAX`] fetches.
 
+mod admin;
 mod groups;
 mod kafka;
+mod kafka_admin;
+mod login;
 mod pages;
 mod records;
 
@@ -25,11 +28,13 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use maud::{html, Markup, DOCTYPE};
 use sluice_broker::{Broker, PeerClient};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+pub use login::{Connect, LoginSettings};
 
 /// Largest form body an action takes (a produced record's key, headers and value together).
 pub const BODY_MAX_BYTES: usize = 1 << 20;
@@ -53,15 +58,32 @@ pub struct Settings {
     /// The Kafka listener the console's requests go to first (this broker's); the others
     /// are those the cluster's Metadata names for the same listener.
     pub bootstrap: (String, u16),
+    /// With the cluster reached through a SASL listener: how users log in. None: the console
+    /// acts as a client without credentials on a PLAINTEXT listener.
+    pub login: Option<LoginSettings>,
 }
 
-/// The console's shared state.
-#[derive(Debug)]
+/// The console as one request is served by it: the shared state, and the Kafka client the
+/// request's pages and actions go through (the logged-in user's, with logins).
+#[derive(Debug, Clone)]
 pub(crate) struct Console {
-    pub(crate) hosts: Vec<String>,
+    pub(crate) hosts: Arc<Vec<String>>,
     pub(crate) broker: Arc<Broker>,
     pub(crate) kafka: kafka::Kafka,
     pub(crate) read_only: bool,
+    pub(crate) logins: Option<Arc<login::Logins>>,
+    /// The logged-in user, with logins.
+    pub(crate) user: Option<String>,
+}
+
+impl Console {
+    /// The CSRF token of a request to this console, and who is logged in.
+    pub(crate) fn csrf(&self, headers: &HeaderMap) -> Csrf {
+        Csrf {
+            user: self.user.clone(),
+            ..Csrf::of(headers)
+        }
+    }
 }
 
 /// Serve the console on `listener` until `stop` turns true.
@@ -76,7 +98,9 @@ pub async fn serve(
         broker,
         kafka: kafka::Kafka::new(peers, settings.bootstrap),
         read_only: settings.read_only,
-        hosts: settings.hosts.clone(),
+        hosts: Arc::new(settings.hosts.clone()),
+        logins: settings.login.map(|l| Arc::new(login::Logins::new(l))),
+        user: None,
     });
     let connections_max = settings.connections_max;
     let app = router(console);
@@ -193,9 +217,24 @@ fn router(console: Arc<Console>) -> Router {
         .route("/group", get(groups::group))
         .route("/group/reset", post(groups::reset))
         .route("/group/delete", post(groups::delete))
+        .route("/transactions", get(admin::transactions))
+        .route("/transaction", get(admin::transaction))
+        .route("/transactions/abort", post(admin::abort))
+        .route("/security", get(admin::security))
+        .route("/acls", post(admin::acl_action))
+        .route(
+            "/brokers/configs",
+            get(admin::broker_configs).post(admin::set_broker_config),
+        )
+        .route("/login", get(login::login_form).post(login::login))
+        .route("/logout", post(login::logout))
         .route("/assets/console.css", get(css))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            login::session,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),
             known_host,
@@ -281,11 +320,18 @@ async fn css() -> Response {
         .into_response()
 }
 
-async fn not_found(headers: HeaderMap) -> Response {
-    let csrf = Csrf::of(&headers);
-    let mut r = layout("Not found", &csrf, html! { p { "No such page." } });
-    *r.status_mut() = StatusCode::NOT_FOUND;
-    r
+/// A page answered with another status than 200.
+pub(crate) fn with_status(mut page: Response, status: StatusCode) -> Response {
+    *page.status_mut() = status;
+    page
+}
+
+async fn not_found(Extension(c): Extension<Arc<Console>>, headers: HeaderMap) -> Response {
+    let csrf = c.csrf(&headers);
+    with_status(
+        layout("Not found", &csrf, html! { p { "No such page." } }),
+        StatusCode::NOT_FOUND,
+    )
 }
 
 /// The name of the cookie holding the CSRF token.
@@ -296,6 +342,8 @@ const CSRF_COOKIE: &str = "sluice_csrf";
 pub(crate) struct Csrf {
     pub(crate) token: String,
     fresh: bool,
+    /// Who is logged in, for the navigation.
+    user: Option<String>,
 }
 
 impl Csrf {
@@ -304,24 +352,31 @@ impl Csrf {
             Some(token) => Csrf {
                 token,
                 fresh: false,
+                user: None,
             },
             None => Csrf {
-                token: format!(
-                    "{}{}",
-                    uuid::Uuid::new_v4().simple(),
-                    uuid::Uuid::new_v4().simple()
-                ),
+                token: new_token(),
                 fresh: true,
+                user: None,
             },
         }
     }
+}
+
+/// 256 random bits in hex: a CSRF or login token.
+pub(crate) fn new_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 fn valid_token(t: &str) -> bool {
     t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -340,22 +395,26 @@ pub(crate) fn refusal(
     headers: &HeaderMap,
     form_token: &str,
 ) -> Option<Response> {
-    let refuse = |why: &str| {
-        let csrf = Csrf::of(headers);
-        let mut r = layout("Refused", &csrf, html! { p.error { (why) } });
-        *r.status_mut() = StatusCode::FORBIDDEN;
-        r
+    let why = if console.read_only {
+        "The console is read-only (sluice.console.read.only=true): nothing was changed."
+    } else {
+        forged(headers, form_token)?
     };
-    if console.read_only {
-        return Some(refuse(
-            "The console is read-only (sluice.console.read.only=true): nothing was changed.",
-        ));
-    }
+    let csrf = console.csrf(headers);
+    Some(with_status(
+        layout("Refused", &csrf, html! { p.error { (why) } }),
+        StatusCode::FORBIDDEN,
+    ))
+}
+
+/// Why a form may not be taken as this browser's own: its token is not the cookie's, or it
+/// comes from a page of another site (`Origin`, when the browser sends it). None: it may.
+pub(crate) fn forged(headers: &HeaderMap, form_token: &str) -> Option<&'static str> {
     let cookie = cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t));
     if cookie.as_deref() != Some(form_token) {
-        return Some(refuse(
+        return Some(
             "The form's token does not match this browser's console cookie (a form from another site, or an expired page): nothing was changed. Load the page again and retry.",
-        ));
+        );
     }
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
         let host = headers
@@ -367,9 +426,7 @@ pub(crate) fn refusal(
             .or_else(|| origin.strip_prefix("https://"))
             .unwrap_or("");
         if origin_host != host {
-            return Some(refuse(
-                "The request comes from a page of another site: nothing was changed.",
-            ));
+            return Some("The request comes from a page of another site: nothing was changed.");
         }
     }
     None
@@ -392,6 +449,16 @@ pub(crate) fn layout(title: &str, csrf: &Csrf, body: Markup) -> Response {
                     a href="/" { "Cluster" }
                     a href="/topics" { "Topics" }
                     a href="/groups" { "Consumer groups" }
+                    a href="/transactions" { "Transactions" }
+                    a href="/security" { "Quotas & ACLs" }
+                    a href="/brokers/configs" { "Broker configs" }
+                    @if let Some(user) = &csrf.user {
+                        form.logout method="post" action="/logout" {
+                            input type="hidden" name="csrf" value=(csrf.token);
+                            span.user { (user) }
+                            button type="submit" { "Log out" }
+                        }
+                    }
                 }
                 main {
                     h1 { (title) }

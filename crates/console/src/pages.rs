@@ -3,15 +3,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, Path, Query};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use maud::{html, Markup};
 use serde::Deserialize;
 
 use crate::kafka::{Cluster, Res};
 use crate::records::{self, Show};
-use crate::{layout, refusal, Console, Csrf, FETCHES_MAX, MESSAGES_MAX};
+use crate::{layout, refusal, with_status, Console, Csrf, FETCHES_MAX, MESSAGES_MAX};
 
 /// Rows per page of the topic and group lists.
 pub(crate) const PAGE_ROWS: usize = 50;
@@ -25,9 +26,7 @@ const SEARCH_SECONDS: u64 = 5;
 const SEARCH_SECONDS_MAX: u64 = 60;
 
 pub(crate) fn error_page(title: &str, csrf: &Csrf, status: StatusCode, message: &str) -> Response {
-    let mut r = layout(title, csrf, html! { p.error { (message) } });
-    *r.status_mut() = status;
-    r
+    with_status(layout(title, csrf, html! { p.error { (message) } }), status)
 }
 
 fn bytes(n: i64) -> String {
@@ -116,8 +115,8 @@ pub(crate) fn urlencode(s: &str) -> String {
 
 // ---- Cluster ----
 
-pub(crate) async fn cluster(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    let csrf = Csrf::of(&headers);
+pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: HeaderMap) -> Response {
+    let csrf = c.csrf(&headers);
     let meta = match c.kafka.cluster(None).await {
         Ok(m) => m,
         Err(e) => return error_page("Cluster", &csrf, StatusCode::BAD_GATEWAY, &e),
@@ -209,11 +208,11 @@ pub(crate) struct ListQuery {
 }
 
 pub(crate) async fn topics(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,
 ) -> Response {
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     topics_page(&c, &csrf, &query, None).await
 }
 
@@ -308,14 +307,14 @@ fn parse_lines(text: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 pub(crate) async fn create_topic(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Form(form): Form<CreateTopic>,
 ) -> Response {
     if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     let configs = match parse_lines(&form.configs) {
         Ok(v) => v,
         Err(e) => return create_failed(&c, &csrf, &e).await,
@@ -339,9 +338,10 @@ async fn create_failed(c: &Console, csrf: &Csrf, why: &str) -> Response {
         q: String::new(),
         page: None,
     };
-    let mut r = topics_page(c, csrf, &query, Some(why)).await;
-    *r.status_mut() = StatusCode::BAD_REQUEST;
-    r
+    with_status(
+        topics_page(c, csrf, &query, Some(why)).await,
+        StatusCode::BAD_REQUEST,
+    )
 }
 
 pub(crate) fn redirect(to: &str) -> Response {
@@ -349,11 +349,11 @@ pub(crate) fn redirect(to: &str) -> Response {
 }
 
 pub(crate) async fn topic(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     topic_page(&c, &csrf, &name, None).await
 }
 
@@ -477,7 +477,7 @@ pub(crate) struct TopicAdmin {
 }
 
 pub(crate) async fn topic_admin(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     Form(form): Form<TopicAdmin>,
@@ -485,7 +485,7 @@ pub(crate) async fn topic_admin(
     if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     let result: Res<String> = async {
         let meta = c.kafka.cluster(Some(std::slice::from_ref(&name))).await?;
         match form.op.as_str() {
@@ -493,7 +493,13 @@ pub(crate) async fn topic_admin(
                 let config = form.config.trim();
                 let value = form.value.trim();
                 c.kafka
-                    .alter_topic_config(&meta, &name, config, (!value.is_empty()).then_some(value))
+                    .alter_config(
+                        &meta,
+                        2,
+                        &name,
+                        config,
+                        (!value.is_empty()).then_some(value),
+                    )
                     .await?;
                 Ok(format!("/topics/{}", urlencode(&name)))
             }
@@ -527,11 +533,10 @@ pub(crate) async fn topic_admin(
     .await;
     match result {
         Ok(to) => redirect(&to),
-        Err(e) => {
-            let mut r = topic_page(&c, &csrf, &name, Some(&e)).await;
-            *r.status_mut() = StatusCode::BAD_REQUEST;
-            r
-        }
+        Err(e) => with_status(
+            topic_page(&c, &csrf, &name, Some(&e)).await,
+            StatusCode::BAD_REQUEST,
+        ),
     }
 }
 
@@ -557,12 +562,12 @@ pub(crate) struct MessagesQuery {
 }
 
 pub(crate) async fn messages(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     Query(q): Query<MessagesQuery>,
 ) -> Response {
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     messages_page(&c, &csrf, &name, &q, None).await
 }
 
@@ -839,7 +844,7 @@ pub(crate) struct Produce {
 }
 
 pub(crate) async fn produce(
-    State(c): State<Arc<Console>>,
+    Extension(c): Extension<Arc<Console>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     Form(form): Form<Produce>,
@@ -847,7 +852,7 @@ pub(crate) async fn produce(
     if let Some(r) = refusal(&c, &headers, &form.csrf) {
         return r;
     }
-    let csrf = Csrf::of(&headers);
+    let csrf = c.csrf(&headers);
     let q = MessagesQuery {
         partition: Some(form.partition),
         offset: None,
@@ -865,9 +870,10 @@ pub(crate) async fn produce(
             .map(|(k, v)| (k, Some(v.into_bytes())))
             .collect(),
         Err(e) => {
-            let mut r = messages_page(&c, &csrf, &name, &q, Some(&e)).await;
-            *r.status_mut() = StatusCode::BAD_REQUEST;
-            return r;
+            return with_status(
+                messages_page(&c, &csrf, &name, &q, Some(&e)).await,
+                StatusCode::BAD_REQUEST,
+            );
         }
     };
     let key = (!form.key.is_empty()).then_some(form.key.as_bytes());
@@ -885,14 +891,15 @@ pub(crate) async fn produce(
         )),
         Err(e) => {
             let why = format!("Not produced: {e}");
-            let mut r = messages_page(&c, &csrf, &name, &q, Some(&why)).await;
-            *r.status_mut() = StatusCode::BAD_REQUEST;
-            r
+            with_status(
+                messages_page(&c, &csrf, &name, &q, Some(&why)).await,
+                StatusCode::BAD_REQUEST,
+            )
         }
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

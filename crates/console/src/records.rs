@@ -153,8 +153,11 @@ pub(crate) fn decode(bytes: &[u8], from: i64, bounds: &Bounds<'_>) -> Decoded {
     out
 }
 
+/// A header's key, and its value (None: null).
+type Header<'a> = (String, Option<&'a [u8]>);
+
 /// A record's headers section: a count, then key and value per header.
-fn headers(buf: &[u8]) -> Option<Vec<(String, Option<&[u8]>)>> {
+fn headers(buf: &[u8]) -> Option<Vec<Header<'_>>> {
     let mut pos = 0;
     let n = read_varint(buf, &mut pos).ok()?;
     let mut out = Vec::new();

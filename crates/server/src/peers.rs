@@ -111,6 +111,12 @@ impl TcpPeers {
 }
 
 impl TcpPeers {
+    /// The same calls with another client id in their request headers.
+    pub fn named(mut self, client_id: &str) -> TcpPeers {
+        self.client_id = client_id.to_string();
+        self
+    }
+
     /// The same calls (TLS, SASL login, client id) on connections of their own: the read
     /// replicas' long polls go through one, so that they never hold up the calls of the
     /// first (transaction markers, consumer lag).

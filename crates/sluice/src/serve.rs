@@ -333,20 +333,42 @@ struct Console {
     settings: sluice_console::Settings,
 }
 
-/// The console reaches the cluster through this broker's first PLAINTEXT listener, as a
-/// client without credentials (`User:ANONYMOUS` to the authorizer): it never borrows the
-/// brokers' own identity (an SSL or SASL inter-broker login would act as a super user).
+/// The console reaches the cluster through one of this broker's own listeners, never with the
+/// brokers' own identity (an SSL or SASL inter-broker login would act as a super user): the
+/// first SASL_PLAINTEXT listener with SCRAM or PLAIN enabled, each user logging in to the
+/// console as a Kafka client of that listener would; else the first PLAINTEXT listener, as a
+/// client without credentials (`User:ANONYMOUS` to the authorizer).
 fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
+    use sluice_config::SaslMechanism;
     let Some(addr) = config.console_listener.clone() else {
         return Ok(None);
     };
-    let Some(listener) = config
-        .listeners
-        .iter()
-        .find(|l| listener_protocol(config, &l.name) == SecurityProtocol::Plaintext)
-    else {
+    // The mechanism a login uses on a listener: SCRAM first (its passwords never cross the
+    // connection), then PLAIN.
+    let login_mechanism = |name: &str| {
+        let sasl = config.listener_sasl.get(name)?;
+        [
+            SaslMechanism::ScramSha512,
+            SaslMechanism::ScramSha256,
+            SaslMechanism::Plain,
+        ]
+        .into_iter()
+        .find(|m| sasl.mechanisms.contains(m))
+    };
+    let sasl = config.listeners.iter().find_map(|l| {
+        (listener_protocol(config, &l.name) == SecurityProtocol::SaslPlaintext)
+            .then(|| login_mechanism(&l.name).map(|m| (l, m)))
+            .flatten()
+    });
+    let plain = || {
+        config
+            .listeners
+            .iter()
+            .find(|l| listener_protocol(config, &l.name) == SecurityProtocol::Plaintext)
+    };
+    let Some(listener) = sasl.map(|(l, _)| l).or_else(plain) else {
         anyhow::bail!(
-            "sluice.console.listener is set, but the console needs a PLAINTEXT listener to reach the cluster through (it does not log in with SASL or TLS client certificates)"
+            "sluice.console.listener is set, but the console needs a SASL_PLAINTEXT listener with SCRAM or PLAIN enabled, or a PLAINTEXT listener, to reach the cluster through (it does not connect with TLS)"
         );
     };
     let advertised = config
@@ -358,14 +380,32 @@ fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
         "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
         h => h.to_string(),
     };
+    let node_id = config.node_id;
+    let login = sasl.map(|(_, mechanism)| sluice_console::LoginSettings {
+        mechanism: mechanism.name().to_string(),
+        connect: Arc::new(move |user: &str, password: &str| {
+            let login = sluice_config::SaslLogin {
+                username: user.to_string(),
+                password: password.to_string(),
+            };
+            Arc::new(
+                TcpPeers::new(node_id)
+                    .named("sluice-console")
+                    .with_sasl(mechanism, &login),
+            ) as Arc<dyn sluice_broker::PeerClient>
+        }),
+        sessions_max: config.console_sessions_max as usize,
+        idle: Duration::from_millis(config.console_session_idle_ms),
+    });
     Ok(Some(Console {
         addr,
-        peers: TcpPeers::new(config.node_id),
+        peers: TcpPeers::new(node_id).named("sluice-console"),
         settings: sluice_console::Settings {
             read_only: config.console_read_only,
             hosts: config.console_hosts.clone(),
             connections_max: config.console_connections_max as usize,
             bootstrap: (host, advertised.port),
+            login,
         },
     }))
 }
@@ -388,8 +428,12 @@ async fn spawn_console(
             )
         })?;
     tracing::info!(
-        "serving the web console on http://{}{}",
+        "serving the web console on http://{}{}{}",
         listener.local_addr()?,
+        match &console.settings.login {
+            Some(l) => format!(", each user logging in with SASL/{}", l.mechanism),
+            None => String::new(),
+        },
         if console.settings.read_only {
             " (read-only)"
         } else {

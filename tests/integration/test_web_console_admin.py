@@ -1,0 +1,208 @@
+"""The web console's administration pages and its logins (issue 59), in Debian's Chromium
+driven by Playwright for Python, checked against Kafka's own tools:
+
+- With a SASL listener the console asks for a login, checked by the brokers against the same
+  SCRAM credentials: a wrong password is refused, and a user sees and may do only what the
+  authorizer lets that user see and do (ACLs made with kafka-acls). Logged out, nothing is
+  served.
+- ACLs added and deleted in the browser are what kafka-acls lists; SCRAM users and client
+  quotas are what kafka-configs describes.
+- Transactions: the list and a transaction's description are what kafka-transactions
+  reports; a hanging transaction (its producer killed) is found among a partition's open
+  transactions and aborted in the browser, after which read_committed readers get past it.
+- Dynamic broker configs set and deleted in the browser are what kafka-configs describes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import harness
+from harness import CONFIG_COMMAND, TRANSACTIONS_COMMAND, JavaProgram, create_topic
+from test_acls import ACL_COMMAND, acl_broker, can_list_topics
+from test_sasl import add_scram_user, rdkafka_sasl
+from test_transactions import table as tool_table
+from test_transactions import watermarks
+from test_web_console import browser, console_broker, page, submit, table  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.sluice_only
+
+
+def login(page, console: str, user: str, password: str) -> None:
+    page.goto(f"{console}/login")
+    page.fill("input[name=user]", user)
+    page.fill("input[name=password]", password)
+    submit(page, "button:has-text('Log in')")
+
+
+def test_logins_are_checked_by_the_brokers_and_each_user_sees_what_its_acls_allow(broker_factory, kafka_tool,
+                                                                                page, topic):
+    port = harness.free_port()
+    b = acl_broker(broker_factory, "User:ANONYMOUS;User:admin",
+                   **{"sluice.console.listener": f"127.0.0.1:{port}", "allow.everyone.if.no.acl.found": "false"})
+    console = f"http://127.0.0.1:{port}"
+    visible, hidden = f"{topic}-visible", f"{topic}-hidden"
+    create_topic(b.bootstrap, visible)
+    create_topic(b.bootstrap, hidden)
+    add_scram_user(kafka_tool, b, "admin", "admin-secret")
+    add_scram_user(kafka_tool, b, "alice", "alice-secret", iterations=8192)
+    harness.wait_until(lambda: can_list_topics(b.sasl_bootstrap, rdkafka_sasl("SCRAM-SHA-256", "alice",
+                                                                              "alice-secret")), 30, "alice logs in")
+    kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, "--add", "--allow-principal", "User:alice",
+               "--operation", "Describe", "--operation", "Read", "--topic", visible).check("kafka-acls --add")
+
+    # Nothing is served without a login: pages lead to the login page, actions are refused.
+    page.goto(f"{console}/topics")
+    assert page.url == f"{console}/login"
+    r = page.request.post(f"{console}/topics", form={"csrf": "x", "name": "t", "partitions": "1"},
+                          max_redirects=0)
+    assert r.status == 401
+
+    login(page, console, "alice", "wrong-password")
+    assert page.url == f"{console}/login"
+    assert "Login failed" in page.inner_text("p.error")
+    page.goto(f"{console}/topics")
+    assert page.url == f"{console}/login"
+
+    login(page, console, "alice", "alice-secret")
+    assert page.url == f"{console}/"
+    assert page.inner_text("nav .user") == "alice"
+    page.goto(f"{console}/topics?q={topic}")
+    assert [r[0] for r in table(page, "#topics")] == [visible]
+    # Creating a topic needs CREATE, which alice lacks: the authorizer's answer.
+    page.fill("input[name=name]", f"{topic}-new")
+    submit(page, "button:has-text('Create')")
+    assert "TopicAuthorizationFailed" in page.inner_text("#create-error")
+    # The ACL page needs DESCRIBE on the cluster.
+    page.goto(f"{console}/security")
+    assert "ClusterAuthorizationFailed" in page.inner_text("main")
+
+    # A super user adds and deletes an ACL in the browser; kafka-acls sees each.
+    admin = page.context.browser.new_context().new_page()
+    login(admin, console, "admin", "admin-secret")
+    admin.goto(f"{console}/security")
+    users = {r[0]: r[1] for r in table(admin, "#users")}
+    assert users["alice"] == "SCRAM-SHA-256 (8192 iterations)", users
+    assert sorted(r[:6] for r in table(admin, "#acls")) == [
+        [f"TOPIC {visible}", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW"],
+        [f"TOPIC {visible}", "LITERAL", "User:alice", "*", "READ", "ALLOW"]]
+    admin.select_option("#create-acl select[name=resource_type]", label="TOPIC")
+    admin.fill("#create-acl input[name=resource_name]", hidden)
+    admin.fill("#create-acl input[name=principal]", "User:alice")
+    admin.select_option("#create-acl select[name=operation]", label="DESCRIBE")
+    submit(admin, "button:has-text('Add ACL')")
+    listed = kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, "--list", "--topic", hidden).check().out
+    assert "principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW" in listed, listed
+    # alice now sees the hidden topic too.
+    page.goto(f"{console}/topics?q={topic}")
+    assert sorted(r[0] for r in table(page, "#topics")) == sorted([visible, hidden])
+
+    row = [r for r in table(admin, "#acls") if r[0] == f"TOPIC {hidden}"]
+    assert len(row) == 1
+    submit(admin, f"#acls tr:has-text('{hidden}') button:has-text('Delete')")
+    listed = kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, "--list", "--topic", hidden).check().out
+    assert "User:alice" not in listed, listed
+
+    # Logged out, the session's cookie names nothing.
+    submit(page, "button:has-text('Log out')")
+    assert page.url == f"{console}/login"
+    page.goto(f"{console}/topics")
+    assert page.url == f"{console}/login"
+    admin.context.close()
+
+
+def test_a_hanging_transaction_is_found_and_aborted_in_the_browser(broker_factory, kafka_tool, page, topic,
+                                                                    tmp_path):
+    b = console_broker(broker_factory)
+    bs = b.bootstrap
+    create_topic(bs, topic, partitions=1)
+    txn_id = f"{topic}-hanging"
+    hang = JavaProgram(tmp_path, "hang", "TxnClient", "hang", bs, topic, 0, txn_id, 600000, 3, 4)
+    try:
+        hang.wait_line("OPEN", 60)
+    finally:
+        hang.kill()  # SIGKILL: its transaction stays open
+    # records 0-2, COMMIT marker 3, the open transaction's records 4-7
+    listing = tool_table(kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", bs, "list").check().out)
+    tool_rows = sorted([r["TransactionalId"], r["Coordinator"], r["ProducerId"], r["TransactionState"]]
+                       for r in listing)
+    page.goto(f"{b.console}/transactions")
+    assert sorted(table(page, "#transactions")) == tool_rows
+
+    page.click(f"text={txn_id}")
+    desc = tool_table(kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", bs, "describe",
+                                 "--transactional-id", txn_id).check().out)[0]
+    shown = {r[0]: r[1] for r in table(page, "#transaction")}
+    assert (shown["State"], shown["Producer id"], shown["Producer epoch"], shown["Partitions"]) == \
+        (desc["TransactionState"], desc["ProducerId"], desc["ProducerEpoch"], f"{topic}-0")
+
+    page.click(f"text={topic}-0")
+    rows = table(page, "#open-transactions")
+    assert len(rows) == 1 and rows[0][0] == "0" and rows[0][1] == desc["ProducerId"] and rows[0][4] == "4", rows
+    assert watermarks(bs, topic, 0, "read_committed") == (0, 4)
+
+    submit(page, "#open-transactions button:has-text('Abort')")
+    assert table(page, "#open-transactions") == []
+    # The ABORT marker at 8: the partition is stable to its end, as after kafka-transactions abort.
+    assert watermarks(bs, topic, 0, "read_committed") == (0, 9)
+    after = tool_table(kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", bs, "describe-producers",
+                                  "--topic", topic, "--partition", "0").check().out)
+    assert [r["CurrentTransactionStartOffset"] for r in after] == ["None"], after
+
+    # Nothing more to abort: the broker's answer, and the partition unchanged.
+    r = page.request.post(f"{b.console}/transactions/abort", max_redirects=0, form={
+        "csrf": page.context.cookies()[0]["value"], "topic": topic, "partition": "0", "start": "4"})
+    assert r.status == 400 and "no open transaction starts at offset 4" in r.text()
+    assert watermarks(bs, topic, 0, "read_committed") == (0, 9)
+
+
+def test_quotas_and_dynamic_broker_configs_match_kafka_configs(broker_factory, kafka_tool, page, topic):
+    b = console_broker(broker_factory)
+    kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--alter", "--add-config",
+               "producer_byte_rate=1048576,consumer_byte_rate=2097152", "--entity-type", "users",
+               "--entity-name", f"{topic}-user").check("kafka-configs quotas")
+    kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--alter", "--add-config",
+               "request_percentage=50", "--entity-type", "clients", "--entity-default").check()
+    page.goto(f"{b.console}/security")
+    quotas = {r[0]: r[1] for r in table(page, "#quotas")}
+    assert quotas[f"user {topic}-user"] == "consumer_byte_rate=2097152 producer_byte_rate=1048576", quotas
+    assert quotas["client-id (default)"] == "request_percentage=50", quotas
+    assert "no authorizer" in page.inner_text("main")
+
+    # Cluster-wide, then for broker 1 alone, in the browser; kafka-configs describes each.
+    page.goto(f"{b.console}/brokers/configs")
+    page.fill("#set-broker-config input[name=config]", "log.cleaner.backoff.ms")
+    page.fill("#set-broker-config input[name=value]", "20000")
+    submit(page, "button:has-text('Set config')")
+    page.select_option("#set-broker-config select[name=broker]", "1")
+    page.fill("#set-broker-config input[name=config]", "log.cleaner.backoff.ms")
+    page.fill("#set-broker-config input[name=value]", "25000")
+    submit(page, "button:has-text('Set config')")
+    out = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--describe", "--entity-type", "brokers",
+                     "--entity-default").check().out
+    assert "log.cleaner.backoff.ms=20000" in out, out
+    out = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--describe", "--entity-type", "brokers",
+                     "--entity-name", "1").check().out
+    assert "log.cleaner.backoff.ms=25000" in out, out
+    rows = {r[0]: r[1:] for r in table(page, "#broker-1")}
+    assert rows["log.cleaner.backoff.ms"] == ["25000", "DYNAMIC_BROKER_CONFIG"], rows
+
+    # Deleted for broker 1: the cluster-wide value is in force again.
+    page.select_option("#set-broker-config select[name=broker]", "1")
+    page.fill("#set-broker-config input[name=config]", "log.cleaner.backoff.ms")
+    submit(page, "button:has-text('Set config')")
+    out = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, "--describe", "--entity-type", "brokers",
+                     "--entity-name", "1").check().out
+    assert "log.cleaner.backoff.ms" not in out, out
+    rows = {r[0]: r[1:] for r in table(page, "#broker-1")}
+    assert rows["log.cleaner.backoff.ms"] == ["20000", "DYNAMIC_DEFAULT_BROKER_CONFIG"], rows
+
+    # A config the broker refuses: its error on the page, nothing changed.
+    page.fill("#set-broker-config input[name=config]", "log.cleaner.backoff.ms")
+    page.fill("#set-broker-config input[name=value]", "not-a-number")
+    submit(page, "button:has-text('Set config')")
+    assert 'invalid value "not-a-number"' in page.inner_text("#configs-error")
+    rows = {r[0]: r[1:] for r in table(page, "#broker-1")}
+    assert rows["log.cleaner.backoff.ms"] == ["20000", "DYNAMIC_DEFAULT_BROKER_CONFIG"], rows
