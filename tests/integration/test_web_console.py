@@ -479,3 +479,23 @@ def test_a_batch_that_decompresses_past_the_bound_is_reported_and_the_broker_sta
     page.goto(f"{b.console}/topics/{topic}/messages?offset=1")
     assert [r[4] for r in table(page, "#messages")] == ["small"]
     assert b.proc.poll() is None
+
+
+def test_live_tail_shows_each_new_record_of_its_partition_as_text(broker_factory, page, topic):
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=2)
+    p = harness.producer(b.bootstrap)
+    harness.produce_all(p, topic, [{"value": "before", "partition": 1}])
+    page.goto(f"{b.console}/topics/{topic}/messages?partition=1")
+    page.click("#tail-link")
+    page.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live from offset 1')")
+    evil = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
+    harness.produce_all(p, topic, [{"key": f"k{i}", "value": evil if i == 1 else f"v{i}", "headers": [("h", b"x")],
+                                    "partition": 1} for i in range(3)] + [{"value": "elsewhere", "partition": 0}])
+    page.wait_for_function("document.querySelectorAll('#tail tbody tr').length >= 3", timeout=15000)
+    time.sleep(1.5)  # a record of partition 0 would have come by now
+    rows = table(page, "#tail")
+    assert [r[0] for r in rows] == ["1", "2", "3"], rows
+    assert [r[2] for r in rows] == ["k0", "k1", "k2"] and rows[0][3] == "h: x" and rows[0][4] == "v0", rows
+    assert rows[1][4] == evil
+    assert page.evaluate("window.__xss") is None

@@ -516,10 +516,23 @@ impl Kafka {
         offset: i64,
         max_bytes: i32,
     ) -> Res<(bytes::Bytes, i64, i64)> {
+        self.fetch_waiting(cluster, (topic, partition), offset, max_bytes, 0)
+            .await
+    }
+
+    /// As [`Kafka::fetch`], the leader waiting up to `wait_ms` for a record to arrive.
+    pub(crate) async fn fetch_waiting(
+        &self,
+        cluster: &Cluster,
+        (topic, partition): (&str, i32),
+        offset: i64,
+        max_bytes: i32,
+        wait_ms: i32,
+    ) -> Res<(bytes::Bytes, i64, i64)> {
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(0)
-            .with_min_bytes(0)
+            .with_max_wait_ms(wait_ms)
+            .with_min_bytes(i32::from(wait_ms > 0))
             .with_max_bytes(max_bytes)
             .with_isolation_level(0)
             .with_session_id(0)

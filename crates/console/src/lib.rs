@@ -21,6 +21,7 @@ mod kafka_admin;
 mod login;
 mod pages;
 mod records;
+mod tail;
 
 use std::sync::Arc;
 
@@ -228,7 +229,10 @@ fn router(console: Arc<Console>) -> Router {
         )
         .route("/login", get(login::login_form).post(login::login))
         .route("/logout", post(login::logout))
+        .route("/topics/{name}/tail", get(tail::page))
+        .route("/topics/{name}/tail/events", get(tail::events))
         .route("/assets/console.css", get(css))
+        .route("/assets/console.js", get(js))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
         .layer(axum::middleware::from_fn_with_state(
@@ -308,6 +312,18 @@ mod tests {
 }
 
 const CSS: &str = include_str!("../assets/console.css");
+const JS: &str = include_str!("../assets/console.js");
+
+async fn js() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        JS,
+    )
+        .into_response()
+}
 
 async fn css() -> Response {
     (
@@ -442,6 +458,7 @@ pub(crate) fn layout(title: &str, csrf: &Csrf, body: Markup) -> Response {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · Sluice" }
                 link rel="stylesheet" href="/assets/console.css";
+                script src="/assets/console.js" defer {}
             }
             body {
                 nav {

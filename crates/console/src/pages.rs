@@ -44,7 +44,7 @@ fn bytes(n: i64) -> String {
     }
 }
 
-fn time_ms(ms: i64) -> String {
+pub(crate) fn time_ms(ms: i64) -> String {
     if ms < 0 {
         return "-".into();
     }
@@ -641,7 +641,8 @@ async fn messages_page(
     };
     let enc = urlencode(name);
     let body = html! {
-        p { a href={"/topics/" (enc)} { "← topic " (name) } }
+        p { a href={"/topics/" (enc)} { "← topic " (name) } " · "
+            a #tail-link href={"/topics/" (enc) "/tail?partition=" (partition) "&format=" (show.name())} { "Live tail of partition " (partition) } }
         form.filter method="get" action={"/topics/" (enc) "/messages"} {
             label { "Partition " select name="partition" {
                 @for p in t.leaders.keys() { option value=(p) selected[*p == partition] { (p) } } } }
