@@ -206,3 +206,59 @@ def test_quotas_and_dynamic_broker_configs_match_kafka_configs(broker_factory, k
     assert 'invalid value "not-a-number"' in page.inner_text("#configs-error")
     rows = {r[0]: r[1:] for r in table(page, "#broker-1")}
     assert rows["log.cleaner.backoff.ms"] == ["20000", "DYNAMIC_DEFAULT_BROKER_CONFIG"], rows
+
+
+def test_kip848_and_share_group_pages_match_the_tools(broker_factory, kafka_tool, page, topic, tmp_path):
+    from test_share_groups import set_group_config, start, start_offsets, stop
+
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic, partitions=2)
+    p = harness.producer(b.bootstrap)
+    harness.produce_all(p, topic, [{"value": f"v{i}", "partition": i % 2} for i in range(20)])
+
+    # A KIP-848 consumer (librdkafka, group.protocol=consumer) stays a member; its group has
+    # committed 10 of partition 0 and 3 of partition 1.
+    group = f"{topic}-848"
+    c = harness.consumer(b.bootstrap, **{"group.id": group, "group.protocol": "consumer",
+                                         "enable.auto.commit": False, "client.id": "console-848"})
+    c.subscribe([topic])
+    got, deadline = 0, time.time() + 60
+    while got < 20 and time.time() < deadline:
+        m = c.poll(1)
+        if m is not None and m.error() is None:
+            got += 1
+    assert got == 20
+    from confluent_kafka import TopicPartition
+    c.commit(offsets=[TopicPartition(topic, 0, 10), TopicPartition(topic, 1, 3)], asynchronous=False)
+    try:
+        page.goto(f"{b.console}/group?id={group}")
+        assert page.inner_text("#state") == "Stable"
+        members = table(page, "#members")
+        assert len(members) == 1 and members[0][1] == "console-848", members
+        assert sorted(members[0][3].split()) == [f"{topic}-0", f"{topic}-1"], members
+        offsets = {r[0]: r for r in table(page, "#offsets")}
+        assert offsets[f"{topic}-0"][1:5] == ["10", "10", "0", "0"], offsets
+        assert offsets[f"{topic}-1"][1:4] == ["3", "10", "7"], offsets
+        assert int(offsets[f"{topic}-1"][4]) >= 0 and offsets[f"{topic}-1"][5] == "console-848", offsets
+    finally:
+        c.close()
+
+    # A share group with one Java KafkaShareConsumer that accepted every record.
+    share = f"{topic}-share"
+    set_group_config(kafka_tool, b.bootstrap, share, "share.auto.offset.reset=earliest")
+    consumer = start(tmp_path, "share", b.bootstrap, share, topic, "accept")
+    try:
+        consumer.wait_for(lambda ls: len([l for l in ls if l.startswith("REC")]) >= 20 and "ACKED" in ls, 90,
+                          "the share consumer's records")
+        starts = {}
+        harness.wait_until(lambda: starts.update(start_offsets(kafka_tool, b.bootstrap, share, topic)) or
+                           starts == {0: "10", 1: "10"}, 60, "every record acknowledged")
+        page.goto(f"{b.console}/group?id={share}")
+        assert page.inner_text("#state") == "Stable"
+        members = table(page, "#members")
+        assert len(members) == 1 and sorted(members[0][3].split()) == [f"{topic}-0", f"{topic}-1"], members
+        shown = {int(r[0].rsplit("-", 1)[1]): r[1] for r in table(page, "#offsets")}
+        assert shown == {0: starts[0], 1: starts[1]}, (shown, starts)
+        assert page.inner_text("#total-lag") == "Lag, all partitions: 0 record(s)."
+    finally:
+        stop(consumer)

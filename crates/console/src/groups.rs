@@ -85,17 +85,69 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
         Ok(v) => v,
         Err(e) => return error_page(&title, csrf, StatusCode::BAD_GATEWAY, &e),
     };
-    let (described, committed, listed) = tokio::join!(
-        c.kafka.describe_group(&meta, coordinator, &q.id),
-        c.kafka.committed(&meta, coordinator, &q.id),
-        c.kafka.group_state(&meta, coordinator, &q.id)
-    );
-    let committed = match committed {
+    let listed = c.kafka.group_state(&meta, coordinator, &q.id).await;
+    let kind = listed
+        .as_ref()
+        .ok()
+        .and_then(|g| g.as_ref())
+        .map(|g| g.kind.to_ascii_lowercase())
+        .unwrap_or_default();
+    let share = kind == "share";
+    // Each protocol's own describe: KIP-848 consumer groups and share groups have members
+    // DescribeGroups does not show.
+    let described = match kind.as_str() {
+        "consumer" => {
+            c.kafka
+                .describe_consumer_group(&meta, coordinator, &q.id)
+                .await
+        }
+        "share" => {
+            c.kafka
+                .describe_share_group(&meta, coordinator, &q.id)
+                .await
+        }
+        _ => c.kafka.describe_group(&meta, coordinator, &q.id).await,
+    };
+    // A share group has a start offset per share partition (and its coordinator's lag)
+    // instead of committed offsets.
+    let (committed, share_lag) = if share {
+        match c.kafka.share_offsets(&meta, coordinator, &q.id).await {
+            Ok(o) => (
+                Ok(o.iter()
+                    .map(|(tp, (start, _))| (tp.clone(), *start))
+                    .collect()),
+                o.into_iter().map(|(tp, (_, lag))| (tp, lag)).collect(),
+            ),
+            Err(e) => (Err(e), BTreeMap::new()),
+        }
+    } else {
+        (
+            c.kafka.committed(&meta, coordinator, &q.id).await,
+            BTreeMap::new(),
+        )
+    };
+    let committed: BTreeMap<(String, i32), i64> = match committed {
         Ok(v) => v,
         Err(e) => return error_page(&title, csrf, StatusCode::BAD_GATEWAY, &e),
     };
     let partitions: Vec<(String, i32)> = committed.keys().cloned().collect();
     let ends = c.kafka.list_offsets(&meta, &partitions, -1).await;
+    let lag_of = |tp: &(String, i32)| -> Option<i64> {
+        match share_lag.get(tp) {
+            Some(l) if *l >= 0 => Some(*l),
+            _ => Some((*ends.get(tp)?.as_ref().ok()? - committed.get(tp)?).max(0)),
+        }
+    };
+    // Lag in seconds: how long ago the first record not yet consumed was written, for the
+    // first LAG_SECONDS_PARTITIONS lagging partitions.
+    let lagging: Vec<((String, i32), i64)> = committed
+        .iter()
+        .filter(|(tp, _)| lag_of(tp).is_some_and(|l| l > 0))
+        .take(LAG_SECONDS_PARTITIONS)
+        .map(|(tp, o)| (tp.clone(), *o))
+        .collect();
+    let behind = c.kafka.timestamps_at(&meta, &lagging).await;
+    let now = crate::pages::now_ms();
     // The offsets a reset sets: every partition of each topic the group has offsets for,
     // as kafka-consumer-groups --reset-offsets --all-topics.
     let resettable = reset_partitions(&meta, &committed);
@@ -109,11 +161,7 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
             }
         }
     }
-    let total_lag: i64 = partitions
-        .iter()
-        .filter_map(|tp| Some(ends.get(tp)?.as_ref().ok()? - committed.get(tp)?))
-        .map(|l| l.max(0))
-        .sum();
+    let total_lag: i64 = partitions.iter().filter_map(&lag_of).sum();
     let body = html! {
         p { "Coordinator: broker " (coordinator) ". "
             "State " b #state { (state.clone().unwrap_or_else(|| "unknown".into())) } "." }
@@ -142,10 +190,11 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
             }
             Err(e) => { p.error { (e) } }
         }
-        h2 { "Committed offsets and lag" }
+        h2 { @if share { "Share partitions and lag" } @else { "Committed offsets and lag" } }
         p #total-lag { "Lag, all partitions: " (total_lag) " record(s)." }
         table #offsets {
-            thead { tr { th { "Partition" } th.num { "Committed" } th.num { "End" } th.num { "Lag" } th { "Consumer" } } }
+            thead { tr { th { "Partition" } th.num { @if share { "Start" } @else { "Committed" } } th.num { "End" } th.num { "Lag" }
+                th.num { "Lag (s)" } th { "Consumer" } } }
             tbody {
                 @for (tp, off) in &committed {
                     @let end = ends.get(tp).and_then(|e| e.as_ref().ok()).copied();
@@ -153,13 +202,21 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
                         td { (tp.0) "-" (tp.1) }
                         td.num { (off) }
                         td.num { (end.map_or("?".to_string(), |e| e.to_string())) }
-                        td.num { (end.map_or("?".to_string(), |e| (e - off).max(0).to_string())) }
+                        td.num { (lag_of(tp).map_or("?".to_string(), |l| l.to_string())) }
+                        td.num { @match (lag_of(tp), behind.get(tp)) {
+                            (Some(0), _) => { "0" }
+                            (_, Some(ts)) => { (((now - ts).max(0) / 1000)) }
+                            _ => { "?" }
+                        } }
                         td { (owners.get(tp).cloned().unwrap_or_else(|| "-".into())) }
                     }
                 }
             }
         }
-        @if !c.read_only {
+        @if share && !c.read_only {
+            p.null { "A share group's start offsets are reset with kafka-share-groups --reset-offsets while it is empty." }
+        }
+        @if !c.read_only && !share {
             h2 { "Reset offsets" }
             @if !empty {
                 p #reset-closed { "Offsets can be reset only while the group has no active member (state Empty), as kafka-consumer-groups insists." }
@@ -199,6 +256,9 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
     };
     layout(&title, csrf, body)
 }
+
+/// Lagging partitions whose lag in seconds a group's page reads (one small fetch each).
+const LAG_SECONDS_PARTITIONS: usize = 100;
 
 /// Every partition of each topic `committed` names, by the metadata.
 fn reset_partitions(

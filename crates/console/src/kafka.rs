@@ -272,6 +272,9 @@ asks! {
     CreateAcls: CreateAclsRequest => CreateAclsResponse @ 3,
     DeleteAcls: DeleteAclsRequest => DeleteAclsResponse @ 3,
     DescribeUserScramCredentials: DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse @ 0,
+    ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse @ 1,
+    ShareGroupDescribe: ShareGroupDescribeRequest => ShareGroupDescribeResponse @ 1,
+    DescribeShareGroupOffsets: DescribeShareGroupOffsetsRequest => DescribeShareGroupOffsetsResponse @ 1,
 }
 
 /// The first item of an answer's list, or what was missing.
@@ -739,6 +742,142 @@ impl Kafka {
                 })
                 .collect(),
         })
+    }
+
+    /// A consumer group's members as its coordinator describes them (KIP-848's protocol,
+    /// ConsumerGroupDescribe): the assignor in `protocol`.
+    pub(crate) async fn describe_consumer_group(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<DescribedGroup> {
+        use kafka_protocol::messages::ConsumerGroupDescribeRequest;
+        let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(group))]);
+        let g = first(
+            self.ask(cluster, coordinator, req).await?.groups,
+            "ConsumerGroupDescribe",
+        )?;
+        failed(g.error_code, g.error_message).map_err(|e| format!("ConsumerGroupDescribe: {e}"))?;
+        Ok(DescribedGroup {
+            protocol_type: "consumer".into(),
+            protocol: g.assignor_name.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| Member {
+                    id: m.member_id.to_string(),
+                    instance_id: m.instance_id.map(|i| i.to_string()),
+                    client_id: m.client_id.to_string(),
+                    host: m.client_host.to_string(),
+                    assignment: m
+                        .assignment
+                        .topic_partitions
+                        .into_iter()
+                        .flat_map(|t| {
+                            let name = t.topic_name.0.to_string();
+                            t.partitions.into_iter().map(move |p| (name.clone(), p))
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// A share group's members (ShareGroupDescribe).
+    pub(crate) async fn describe_share_group(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<DescribedGroup> {
+        use kafka_protocol::messages::ShareGroupDescribeRequest;
+        let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(group))]);
+        let g = first(
+            self.ask(cluster, coordinator, req).await?.groups,
+            "ShareGroupDescribe",
+        )?;
+        failed(g.error_code, g.error_message).map_err(|e| format!("ShareGroupDescribe: {e}"))?;
+        Ok(DescribedGroup {
+            protocol_type: "share".into(),
+            protocol: g.assignor_name.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| Member {
+                    id: m.member_id.to_string(),
+                    instance_id: None,
+                    client_id: m.client_id.to_string(),
+                    host: m.client_host.to_string(),
+                    assignment: m
+                        .assignment
+                        .topic_partitions
+                        .into_iter()
+                        .flat_map(|t| {
+                            let name = t.topic_name.0.to_string();
+                            t.partitions.into_iter().map(move |p| (name.clone(), p))
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// A share group's start offset and lag per share partition (DescribeShareGroupOffsets,
+    /// as `kafka-share-groups --describe`); lag -1 where the coordinator does not know it.
+    pub(crate) async fn share_offsets(
+        &self,
+        cluster: &Cluster,
+        coordinator: i32,
+        group: &str,
+    ) -> Res<BTreeMap<(String, i32), (i64, i64)>> {
+        use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+        use kafka_protocol::messages::DescribeShareGroupOffsetsRequest;
+        let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s(group)))
+                .with_topics(None),
+        ]);
+        let g = first(
+            self.ask(cluster, coordinator, req).await?.groups,
+            "DescribeShareGroupOffsets",
+        )?;
+        failed(g.error_code, g.error_message)
+            .map_err(|e| format!("DescribeShareGroupOffsets: {e}"))?;
+        let mut out = BTreeMap::new();
+        for t in g.topics {
+            for p in t.partitions {
+                if p.error_code == 0 && p.start_offset >= 0 {
+                    out.insert(
+                        (t.topic_name.0.to_string(), p.partition_index),
+                        (p.start_offset, p.lag),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The timestamp of the first record at or after each `(partition, offset)` (None where
+    /// there is none yet or it cannot be read), one small fetch each.
+    pub(crate) async fn timestamps_at(
+        &self,
+        cluster: &Cluster,
+        at: &[((String, i32), i64)],
+    ) -> BTreeMap<(String, i32), i64> {
+        let calls = at.iter().map(|((t, p), o)| async move {
+            let fetched = self.fetch(cluster, t, *p, *o, 64 * 1024).await.ok()?;
+            let bounds = crate::records::Bounds {
+                keep: 1,
+                read: u64::MAX,
+                matcher: None,
+                until: None,
+            };
+            let decoded = crate::records::decode(&fetched.0, *o, &bounds);
+            let r = decoded.records.into_iter().next()?;
+            Some(((t.clone(), *p), r.timestamp))
+        });
+        join_all(calls).await.into_iter().flatten().collect()
     }
 
     /// A group's committed offsets, by partition.
