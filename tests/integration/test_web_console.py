@@ -69,6 +69,11 @@ def console_broker(broker_factory, **extra):
     return b
 
 
+def csrf_cookie(b) -> str:
+    """The name of the CSRF cookie of ``b``'s console (each console's cookies carry its port)."""
+    return "sluice_csrf_" + b.console.rsplit(":", 1)[1]
+
+
 def submit(page, button: str) -> None:
     """Click a form's button and wait for the page it leads to."""
     with page.expect_navigation():
@@ -253,7 +258,7 @@ def test_actions_without_the_token_and_on_a_read_only_console_are_refused(broker
         site.shutdown()
     # A POST with a token but not the cookie's, and one with neither.
     assert post(f"{b.console}/topics", {"csrf": "0" * 64, "name": "planted"},
-                cookie="sluice_csrf=" + "1" * 64)[0] == 403
+                cookie=f"{csrf_cookie(b)}=" + "1" * 64)[0] == 403
     assert post(f"{b.console}/topics", {"csrf": "", "name": "planted"})[0] == 403
     assert post(f"{b.console}/topics/planted/messages", {"csrf": "", "partition": "0", "value": "x"})[0] == 403
     md = harness.admin(b.bootstrap).list_topics(timeout=10)
@@ -262,9 +267,9 @@ def test_actions_without_the_token_and_on_a_read_only_console_are_refused(broker
     ro = console_broker(broker_factory, **{"sluice.console.read.only": "true"})
     page.goto(f"{ro.console}/topics")
     assert page.locator("form.action").count() == 0
-    token = next(c["value"] for c in page.context.cookies() if c["name"] == "sluice_csrf")
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == csrf_cookie(ro))
     status, body = post(f"{ro.console}/topics", {"csrf": token, "name": "planted", "partitions": "1"},
-                        cookie=f"sluice_csrf={token}")
+                        cookie=f"{csrf_cookie(ro)}={token}")
     assert status == 403 and "read-only" in body
     assert "planted" not in harness.admin(ro.bootstrap).list_topics(timeout=10).topics
 
@@ -488,11 +493,12 @@ def test_live_tail_shows_each_new_record_of_its_partition_as_text(broker_factory
     harness.produce_all(p, topic, [{"value": "before", "partition": 1}])
     page.goto(f"{b.console}/topics/{topic}/messages?partition=1")
     page.click("#tail-link")
-    page.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live from offset 1')")
+    # Polled from here: the console's CSP refuses the eval a page-side wait would need.
+    harness.wait_until(lambda: page.inner_text("#tail-status").startswith("Live from offset 1"), 15, "the tail")
     evil = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
     harness.produce_all(p, topic, [{"key": f"k{i}", "value": evil if i == 1 else f"v{i}", "headers": [("h", b"x")],
                                     "partition": 1} for i in range(3)] + [{"value": "elsewhere", "partition": 0}])
-    page.wait_for_function("document.querySelectorAll('#tail tbody tr').length >= 3", timeout=15000)
+    harness.wait_until(lambda: len(table(page, "#tail")) >= 3, 15, "three records in the tail")
     time.sleep(1.5)  # a record of partition 0 would have come by now
     rows = table(page, "#tail")
     assert [r[0] for r in rows] == ["1", "2", "3"], rows

@@ -25,7 +25,7 @@ from test_acls import ACL_COMMAND, acl_broker, can_list_topics
 from test_sasl import add_scram_user, rdkafka_sasl
 from test_transactions import table as tool_table
 from test_transactions import watermarks
-from test_web_console import browser, console_broker, page, submit, table  # noqa: F401  (fixtures)
+from test_web_console import browser, console_broker, csrf_cookie, page, submit, table  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.sluice_only
 
@@ -41,7 +41,8 @@ def test_logins_are_checked_by_the_brokers_and_each_user_sees_what_its_acls_allo
                                                                                 page, topic):
     port = harness.free_port()
     b = acl_broker(broker_factory, "User:ANONYMOUS;User:admin",
-                   **{"sluice.console.listener": f"127.0.0.1:{port}", "allow.everyone.if.no.acl.found": "false"})
+                   **{"sluice.console.listener": f"127.0.0.1:{port}", "allow.everyone.if.no.acl.found": "false",
+                      "sluice.console.session.recheck.ms": 1000, "sluice.console.sessions.per.user.max": 2})
     console = f"http://127.0.0.1:{port}"
     visible, hidden = f"{topic}-visible", f"{topic}-hidden"
     create_topic(b.bootstrap, visible)
@@ -110,6 +111,27 @@ def test_logins_are_checked_by_the_brokers_and_each_user_sees_what_its_acls_allo
     assert page.url == f"{console}/login"
     page.goto(f"{console}/topics")
     assert page.url == f"{console}/login"
+
+    # At most two logins of one user: a third ends the least recently used.
+    contexts = [page.context.browser.new_context() for _ in range(3)]
+    pages = [ctx.new_page() for ctx in contexts]
+    for pg in pages:
+        login(pg, console, "alice", "alice-secret")
+        assert pg.url == f"{console}/"
+    for pg, kept in zip(pages, (False, True, True)):
+        pg.goto(f"{console}/topics")
+        assert (pg.url == f"{console}/topics") == kept, pg.url
+
+    # A password changed with kafka-configs ends the logins that used the old one, once the
+    # brokers are asked again (sluice.console.session.recheck.ms, 1 s here).
+    add_scram_user(kafka_tool, b, "alice", "new-secret")
+    time.sleep(1.5)
+    pages[2].goto(f"{console}/topics")
+    assert pages[2].url == f"{console}/login"
+    login(pages[2], console, "alice", "new-secret")
+    assert pages[2].url == f"{console}/"
+    for ctx in contexts:
+        ctx.close()
     admin.context.close()
 
 
@@ -152,9 +174,12 @@ def test_a_hanging_transaction_is_found_and_aborted_in_the_browser(broker_factor
     assert [r["CurrentTransactionStartOffset"] for r in after] == ["None"], after
 
     # Nothing more to abort: the broker's answer, and the partition unchanged.
-    r = page.request.post(f"{b.console}/transactions/abort", max_redirects=0, form={
-        "csrf": page.context.cookies()[0]["value"], "topic": topic, "partition": "0", "start": "4"})
-    assert r.status == 400 and "no open transaction starts at offset 4" in r.text()
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == csrf_cookie(b))
+    for start, why in (("4", "no open transaction starts at offset 4"),
+                       ("-1", "-1 is not the start offset of a transaction")):
+        r = page.request.post(f"{b.console}/transactions/abort", max_redirects=0, form={
+            "csrf": token, "topic": topic, "partition": "0", "start": start})
+        assert r.status == 400 and why in r.text(), r.text()
     assert watermarks(bs, topic, 0, "read_committed") == (0, 9)
 
 

@@ -464,7 +464,9 @@ pub(crate) fn build(props: BTreeMap<String, String>) -> Result<BrokerConfig, Con
         },
         console_connections_max: p.typed("sluice.console.connections.max", 64)?,
         console_session_idle_ms: p.typed("sluice.console.session.idle.ms", 1_800_000)?,
+        console_session_recheck_ms: p.typed("sluice.console.session.recheck.ms", 60_000)?,
         console_sessions_max: p.typed("sluice.console.sessions.max", 100)?,
+        console_sessions_per_user_max: p.typed("sluice.console.sessions.per.user.max", 5)?,
         metrics_lag_remote_partitions_max: p
             .typed("sluice.metrics.lag.remote.partitions.max", 1000)?,
         metrics_lag_remote_cache_ms: p.typed("sluice.metrics.lag.remote.cache.ms", 5000)?,

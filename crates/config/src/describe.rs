@@ -77,6 +77,10 @@ fn broker_value(config: &BrokerConfig, def: &catalog::BrokerDef) -> Option<Strin
         "sluice.console.connections.max" => Some(config.console_connections_max.to_string()),
         "sluice.console.session.idle.ms" => Some(config.console_session_idle_ms.to_string()),
         "sluice.console.sessions.max" => Some(config.console_sessions_max.to_string()),
+        "sluice.console.session.recheck.ms" => Some(config.console_session_recheck_ms.to_string()),
+        "sluice.console.sessions.per.user.max" => {
+            Some(config.console_sessions_per_user_max.to_string())
+        }
         "sluice.metrics.lag.remote.partitions.max" => {
             Some(config.metrics_lag_remote_partitions_max.to_string())
         }

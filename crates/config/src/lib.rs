@@ -487,6 +487,12 @@ pub struct BrokerConfig {
     pub console_session_idle_ms: u64,
     /// `sluice.console.sessions.max`: console logins held at once. Default 100.
     pub console_sessions_max: u32,
+    /// `sluice.console.session.recheck.ms`: how often a console login in use has its
+    /// password checked again. Default 1 minute.
+    pub console_session_recheck_ms: u64,
+    /// `sluice.console.sessions.per.user.max`: console logins held at once by one user.
+    /// Default 5.
+    pub console_sessions_per_user_max: u32,
     /// `sluice.metrics.listener`: host:port of the HTTP listener for `/metrics`, `/healthz`
     /// and `/readyz` (docs/operations.md). None (the default) = no such listener.
     pub metrics_listener: Option<String>,

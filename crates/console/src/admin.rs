@@ -17,6 +17,14 @@ use crate::kafka_admin::{code_name, Acl, OPERATIONS, PATTERN_TYPES, PERMISSIONS,
 use crate::pages::{error_page, now_ms, redirect, urlencode};
 use crate::{layout, refusal, with_status, Console, Csrf};
 
+/// States of a transaction its coordinator is still finishing (any other is over).
+const IN_FLIGHT: &[&str] = &[
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "PrepareEpochFence",
+];
+
 /// An open transaction older than this is shown as hanging when its coordinator does not
 /// list it as ongoing (Kafka's `transaction.max.timeout.ms` default, what `kafka-transactions
 /// find-hanging` waits for by default).
@@ -62,16 +70,14 @@ async fn transactions_page(
     } else {
         Some(c.kafka.producers(&meta, topic).await)
     };
-    // Producers whose transaction a coordinator lists as open: not hanging.
-    let ongoing: BTreeSet<i64> = listed
-        .as_ref()
-        .map(|l| {
-            l.iter()
-                .filter(|t| t.state == "Ongoing")
-                .map(|t| t.producer_id)
-                .collect()
-        })
-        .unwrap_or_default();
+    // Producers whose transaction a coordinator lists as in flight: not hanging. None when
+    // the list could not be read (then no row is called hanging).
+    let in_flight: Option<BTreeSet<i64>> = listed.as_ref().ok().map(|l| {
+        l.iter()
+            .filter(|t| IN_FLIGHT.contains(&t.state.as_str()))
+            .map(|t| t.producer_id)
+            .collect()
+    });
     let now = now_ms();
     let body = html! {
         @if let Some(p) = problem { p.error #txn-error { (p) } }
@@ -114,9 +120,9 @@ async fn transactions_page(
                                 Err(e) => { tr { td.num { (p) } td.error colspan="8" { (e) } } }
                                 Ok(list) => {
                                     @for a in list.iter().filter(|a| a.txn_start >= 0) {
-                                        @let known = ongoing.contains(&a.producer_id);
+                                        @let known = in_flight.as_ref().map(|s| s.contains(&a.producer_id));
                                         @let age = now - a.last_timestamp;
-                                        tr.hanging[!known && age >= HANGING_AFTER_MS] {
+                                        tr.hanging[known == Some(false) && age >= HANGING_AFTER_MS] {
                                             td.num { (p) }
                                             td.num { (a.producer_id) }
                                             td.num { (a.epoch) }
@@ -124,7 +130,7 @@ async fn transactions_page(
                                             td.num { (a.txn_start) }
                                             td.num { (a.last_sequence) }
                                             td { (age / 1000) " s ago" }
-                                            td { @if known { "yes (Ongoing)" } @else { "no" } }
+                                            td { @match known { Some(true) => { "yes" } Some(false) => { "no" } None => { "unknown" } } }
                                             td {
                                                 @if !c.read_only {
                                                     form method="post" action="/transactions/abort" {
@@ -143,7 +149,7 @@ async fn transactions_page(
                         }
                     }
                 }
-                p.null { "A transaction its coordinator does not list as ongoing, open for longer than 15 minutes, is hanging: it holds back read_committed consumers (the last stable offset) until it is aborted. Abort writes an ABORT marker for it, as kafka-transactions abort does." }
+                p.null { "A transaction no coordinator lists as in flight (to a user allowed to describe its transactional id), open for longer than 15 minutes, is hanging: it holds back read_committed consumers (the last stable offset) until it is aborted. Abort writes an ABORT marker for it, as kafka-transactions abort does; aborting a transaction its coordinator is still running aborts it in this partition only." }
             }
         }
     };

@@ -234,6 +234,9 @@ impl Kafka {
         use kafka_protocol::messages::write_txn_markers_request::{
             WritableTxnMarker, WritableTxnMarkerTopic,
         };
+        if start < 0 {
+            return Err(format!("{start} is not the start offset of a transaction"));
+        }
         let producers = self.producers(cluster, topic).await?;
         let open = producers
             .get(&partition)

@@ -75,6 +75,10 @@ pub(crate) struct Console {
     pub(crate) logins: Option<Arc<login::Logins>>,
     /// The logged-in user, with logins.
     pub(crate) user: Option<String>,
+    /// False once the user's login has ended (a live tail stops then).
+    pub(crate) alive: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The port the console listens on, which its cookies' names carry.
+    pub(crate) port: u16,
 }
 
 impl Console {
@@ -82,7 +86,7 @@ impl Console {
     pub(crate) fn csrf(&self, headers: &HeaderMap) -> Csrf {
         Csrf {
             user: self.user.clone(),
-            ..Csrf::of(headers)
+            ..Csrf::of(headers, self.port)
         }
     }
 }
@@ -102,6 +106,8 @@ pub async fn serve(
         hosts: Arc::new(settings.hosts.clone()),
         logins: settings.login.map(|l| Arc::new(login::Logins::new(l))),
         user: None,
+        alive: None,
+        port: listener.local_addr().map_or(0, |a| a.port()),
     });
     let connections_max = settings.connections_max;
     let app = router(console);
@@ -350,29 +356,37 @@ async fn not_found(Extension(c): Extension<Arc<Console>>, headers: HeaderMap) ->
     )
 }
 
-/// The name of the cookie holding the CSRF token.
-const CSRF_COOKIE: &str = "sluice_csrf";
+/// The name of the cookie holding the CSRF token on the console listening on `port`: cookies
+/// are kept per host whatever the port, and each broker's console on one host has its own.
+pub(crate) fn csrf_cookie(port: u16) -> String {
+    format!("sluice_csrf_{port}")
+}
 
 /// The CSRF token of a request: its cookie's, or a new one the answer sets.
 #[derive(Debug, Clone)]
 pub(crate) struct Csrf {
     pub(crate) token: String,
     fresh: bool,
+    /// The cookie's name.
+    cookie: String,
     /// Who is logged in, for the navigation.
     user: Option<String>,
 }
 
 impl Csrf {
-    pub(crate) fn of(headers: &HeaderMap) -> Csrf {
-        match cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t)) {
+    pub(crate) fn of(headers: &HeaderMap, port: u16) -> Csrf {
+        let name = csrf_cookie(port);
+        match cookie(headers, &name).filter(|t| valid_token(t)) {
             Some(token) => Csrf {
                 token,
                 fresh: false,
+                cookie: name,
                 user: None,
             },
             None => Csrf {
                 token: new_token(),
                 fresh: true,
+                cookie: name,
                 user: None,
             },
         }
@@ -414,7 +428,7 @@ pub(crate) fn refusal(
     let why = if console.read_only {
         "The console is read-only (sluice.console.read.only=true): nothing was changed."
     } else {
-        forged(headers, form_token)?
+        forged(headers, console.port, form_token)?
     };
     let csrf = console.csrf(headers);
     Some(with_status(
@@ -425,8 +439,8 @@ pub(crate) fn refusal(
 
 /// Why a form may not be taken as this browser's own: its token is not the cookie's, or it
 /// comes from a page of another site (`Origin`, when the browser sends it). None: it may.
-pub(crate) fn forged(headers: &HeaderMap, form_token: &str) -> Option<&'static str> {
-    let cookie = cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t));
+pub(crate) fn forged(headers: &HeaderMap, port: u16, form_token: &str) -> Option<&'static str> {
+    let cookie = cookie(headers, &csrf_cookie(port)).filter(|t| valid_token(t));
     if cookie.as_deref() != Some(form_token) {
         return Some(
             "The form's token does not match this browser's console cookie (a form from another site, or an expired page): nothing was changed. Load the page again and retry.",
@@ -507,8 +521,8 @@ pub(crate) fn layout(title: &str, csrf: &Csrf, body: Markup) -> Response {
     );
     if csrf.fresh {
         if let Ok(v) = HeaderValue::from_str(&format!(
-            "{CSRF_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
-            csrf.token
+            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            csrf.cookie, csrf.token
         )) {
             h.insert(header::SET_COOKIE, v);
         }

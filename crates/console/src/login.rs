@@ -1,14 +1,21 @@
 //! Logins, when the console reaches the cluster through a SASL listener: each user logs in
 //! with the user name and password their Kafka clients use, checked by the brokers themselves
 //! (the console's connections log in with SASL as that user, so the credential store and the
-//! authorizer judge the user's every page and action exactly as they judge a client).
+//! authorizer judge the user's every page and action as they judge a client of that user,
+//! connecting from the broker's own address).
 //!
-//! A login is kept on the server, named by the `sluice_session` cookie (HttpOnly,
+//! A login is kept on the server, named by the `sluice_session_<port>` cookie (HttpOnly,
 //! SameSite=Strict): its user, and a Kafka client whose connections are logged in as that
-//! user. It ends when the user logs out, after `sluice.console.session.idle.ms` without a page
-//! loaded, or when the broker stops. At most `sluice.console.sessions.max` are held.
+//! user. Every `sluice.console.session.recheck.ms` of use its password is checked again on new connections (a
+//! password changed or a user deleted ends it). It ends when the user logs out, after
+//! `sluice.console.session.idle.ms` without a page loaded, or when the broker stops. At most
+//! `sluice.console.sessions.max` are held, `sluice.console.sessions.per.user.max` per user
+//! (a new login of a user at its limit ends that user's least recently used one). Failed
+//! logins are slowed: [`LOGINS_AT_ONCE`] are checked at a time, and a failure answers after
+//! [`FAILED_LOGIN_PAUSE`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,40 +31,80 @@ use crate::kafka::Kafka;
 use crate::pages::redirect;
 use crate::{cookie, forged, layout, with_status, Console, Csrf};
 
-/// A Kafka client logged in as a user: (user name, password) → the client.
-pub type Connect = Arc<dyn Fn(&str, &str) -> Arc<dyn PeerClient> + Send + Sync>;
+/// A Kafka client logged in with a SASL mechanism as a user: (mechanism, user name,
+/// password) → the client.
+pub type Connect = Arc<dyn Fn(&str, &str, &str) -> Arc<dyn PeerClient> + Send + Sync>;
 
 /// How users log in to the console (Settings::login).
 #[derive(Clone)]
 pub struct LoginSettings {
-    /// The SASL mechanism the console logs in with, as the login page names it.
-    pub mechanism: String,
+    /// The SASL mechanisms a login is tried with, in order (SCRAM first), as the brokers'
+    /// listener enables them.
+    pub mechanisms: Vec<String>,
     /// Makes a client logged in as a user.
     pub connect: Connect,
     /// `sluice.console.sessions.max`.
     pub sessions_max: usize,
+    /// `sluice.console.sessions.per.user.max`.
+    pub sessions_per_user_max: usize,
     /// `sluice.console.session.idle.ms`.
     pub idle: Duration,
+    /// `sluice.console.session.recheck.ms`: how often a login in use has its password
+    /// checked again by the brokers.
+    pub recheck: Duration,
 }
 
 impl std::fmt::Debug for LoginSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoginSettings")
-            .field("mechanism", &self.mechanism)
+            .field("mechanisms", &self.mechanisms)
             .field("sessions_max", &self.sessions_max)
+            .field("sessions_per_user_max", &self.sessions_per_user_max)
             .field("idle", &self.idle)
+            .field("recheck", &self.recheck)
             .finish()
     }
 }
 
-/// The name of the cookie naming a login.
-const SESSION_COOKIE: &str = "sluice_session";
+/// Logins checked at once; more wait.
+pub(crate) const LOGINS_AT_ONCE: usize = 4;
+/// How long a failed login waits before it answers.
+pub(crate) const FAILED_LOGIN_PAUSE: Duration = Duration::from_secs(1);
 
-#[derive(Debug)]
+/// The name of the cookie naming a login on the console listening on `port`.
+fn session_cookie(port: u16) -> String {
+    format!("sluice_session_{port}")
+}
+
 struct Session {
     user: String,
+    mechanism: String,
+    password: String,
     kafka: Kafka,
     used: Instant,
+    checked: Instant,
+    alive: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("user", &self.user).finish()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.alive.store(false, Ordering::Relaxed);
+    }
+}
+
+/// What a request's login gives it.
+struct Found {
+    user: String,
+    kafka: Kafka,
+    alive: Arc<AtomicBool>,
+    /// Due for its password to be checked again: (mechanism, password).
+    recheck: Option<(String, String)>,
 }
 
 /// The logins held.
@@ -65,6 +112,7 @@ struct Session {
 pub(crate) struct Logins {
     settings: LoginSettings,
     sessions: parking_lot::Mutex<HashMap<String, Session>>,
+    attempts: tokio::sync::Semaphore,
 }
 
 impl Logins {
@@ -72,11 +120,12 @@ impl Logins {
         Logins {
             settings,
             sessions: parking_lot::Mutex::default(),
+            attempts: tokio::sync::Semaphore::new(LOGINS_AT_ONCE),
         }
     }
 
-    /// The user and client of the login named `token`, if it has not ended; it is used now.
-    fn find(&self, token: &str) -> Option<(String, Kafka)> {
+    /// The login named `token`, if it has not ended; it is used now.
+    fn find(&self, token: &str) -> Option<Found> {
         let mut sessions = self.sessions.lock();
         let now = Instant::now();
         let s = sessions.get_mut(token)?;
@@ -85,15 +134,43 @@ impl Logins {
             return None;
         }
         s.used = now;
-        Some((s.user.clone(), s.kafka.clone()))
+        let recheck = (now.duration_since(s.checked) >= self.settings.recheck)
+            .then(|| (s.mechanism.clone(), s.password.clone()));
+        if recheck.is_some() {
+            // One request checks; the others go on meanwhile.
+            s.checked = now;
+        }
+        Some(Found {
+            user: s.user.clone(),
+            kafka: s.kafka.clone(),
+            alive: s.alive.clone(),
+            recheck,
+        })
     }
 
-    /// Keep a new login; its token, or why it is refused (as many as allowed are held).
-    fn add(&self, user: String, kafka: Kafka) -> Result<String, String> {
+    /// Keep a new login; its token, or why it is refused.
+    fn add(
+        &self,
+        user: String,
+        mechanism: String,
+        password: String,
+        kafka: Kafka,
+    ) -> Result<String, String> {
         let mut sessions = self.sessions.lock();
         let now = Instant::now();
         let idle = self.settings.idle;
         sessions.retain(|_, s| now.duration_since(s.used) <= idle);
+        // A user at its limit: its least recently used login ends.
+        let mine: Vec<(Instant, String)> = sessions
+            .iter()
+            .filter(|(_, s)| s.user == user)
+            .map(|(t, s)| (s.used, t.clone()))
+            .collect();
+        if mine.len() >= self.settings.sessions_per_user_max {
+            if let Some((_, oldest)) = mine.into_iter().min() {
+                sessions.remove(&oldest);
+            }
+        }
         if sessions.len() >= self.settings.sessions_max {
             return Err(format!(
                 "{} console logins are held already (sluice.console.sessions.max); one must log out or stay unused for {} s first",
@@ -106,17 +183,55 @@ impl Logins {
             token.clone(),
             Session {
                 user,
+                mechanism,
+                password,
                 kafka,
                 used: now,
+                checked: now,
+                alive: Arc::new(AtomicBool::new(true)),
             },
         );
         Ok(token)
+    }
+
+    /// Replace a login's client by one whose connections logged in again.
+    fn renew(&self, token: &str, kafka: Kafka) {
+        if let Some(s) = self.sessions.lock().get_mut(token) {
+            s.kafka = kafka;
+        }
+    }
+
+    fn end(&self, token: &str) {
+        self.sessions.lock().remove(token);
+    }
+
+    /// A client logged in as `user`, with the first mechanism the brokers accept the
+    /// password with, and that mechanism; or the last refusal.
+    async fn log_in(
+        &self,
+        bootstrap: &(String, u16),
+        user: &str,
+        password: &str,
+    ) -> Result<(Kafka, String), String> {
+        let mut refusal = String::from("no SASL mechanism to log in with");
+        for mechanism in &self.settings.mechanisms {
+            let kafka = Kafka::new(
+                (self.settings.connect)(mechanism, user, password),
+                bootstrap.clone(),
+            );
+            // The first request opens a connection, which logs in.
+            match kafka.cluster(Some(&[])).await {
+                Ok(_) => return Ok((kafka, mechanism.clone())),
+                Err(e) => refusal = e,
+            }
+        }
+        Err(refusal)
     }
 }
 
 /// Gives each request the console it is served by: the shared one, or, with logins, the one
 /// acting as the request's logged-in user. A request with no login is sent to the login page
-/// (GET) or refused (any other method), except the login page and the style sheet.
+/// (GET) or refused (any other method), except the login and logout pages and the assets.
 pub(crate) async fn session(
     State(base): State<Arc<Console>>,
     mut request: axum::extract::Request,
@@ -127,16 +242,41 @@ pub(crate) async fn session(
         return next.run(request).await;
     };
     let path = request.uri().path();
-    if path == "/login" || path.starts_with("/assets/") {
+    if path == "/login" || path == "/logout" || path.starts_with("/assets/") {
         request.extensions_mut().insert(base);
         return next.run(request).await;
     }
-    let found = cookie(request.headers(), SESSION_COOKIE).and_then(|t| logins.find(&t));
+    let token = cookie(request.headers(), &session_cookie(base.port));
+    let found = token.as_deref().and_then(|t| logins.find(t));
+    let found = match (found, token) {
+        (Some(f), Some(token)) => match &f.recheck {
+            None => Some(f),
+            Some((mechanism, password)) => {
+                // Log in again on new connections: a changed password or a deleted user
+                // ends the login here.
+                let peers = (logins.settings.connect)(mechanism, &f.user, password);
+                let kafka = Kafka::new(peers, base.kafka.bootstrap().clone());
+                match kafka.cluster(Some(&[])).await {
+                    Ok(_) => {
+                        logins.renew(&token, kafka.clone());
+                        Some(Found { kafka, ..f })
+                    }
+                    Err(e) => {
+                        tracing::info!("console login of {:?} ended: {e}", f.user);
+                        logins.end(&token);
+                        None
+                    }
+                }
+            }
+        },
+        _ => None,
+    };
     match found {
-        Some((user, kafka)) => {
+        Some(f) => {
             let console = Console {
-                kafka,
-                user: Some(user),
+                kafka: f.kafka,
+                user: Some(f.user),
+                alive: Some(f.alive),
                 ..(*base).clone()
             };
             request.extensions_mut().insert(Arc::new(console));
@@ -146,7 +286,7 @@ pub(crate) async fn session(
             redirect("/login")
         }
         None => {
-            let csrf = Csrf::of(request.headers());
+            let csrf = base.csrf(request.headers());
             with_status(
                 layout(
                     "Not logged in",
@@ -160,16 +300,16 @@ pub(crate) async fn session(
 }
 
 fn login_page(c: &Console, csrf: &Csrf, problem: Option<&str>) -> Response {
-    let mechanism = c
+    let mechanisms = c
         .logins
         .as_ref()
-        .map_or("", |l| l.settings.mechanism.as_str());
+        .map_or(String::new(), |l| l.settings.mechanisms.join(", "));
     layout(
         "Log in",
         csrf,
         html! {
             @if let Some(p) = problem { p.error { (p) } }
-            p { "The user name and password of a Kafka client of this cluster (SASL/" (mechanism) "). Every page and action is then asked of the brokers as that user." }
+            p { "The user name and password of a Kafka client of this cluster (SASL: " (mechanisms) "). Every page and action is then asked of the brokers as that user." }
             form.action #login method="post" action="/login" {
                 input type="hidden" name="csrf" value=(csrf.token);
                 label { "User " input type="text" name="user" autocomplete="username" required; }
@@ -187,7 +327,7 @@ pub(crate) async fn login_form(
     if c.logins.is_none() {
         return redirect("/");
     }
-    login_page(&c, &Csrf::of(&headers), None)
+    login_page(&c, &c.csrf(&headers), None)
 }
 
 #[derive(Deserialize)]
@@ -213,26 +353,37 @@ pub(crate) async fn login(
     let Some(logins) = c.logins.clone() else {
         return redirect("/");
     };
-    let csrf = Csrf::of(&headers);
-    if let Some(why) = forged(&headers, &form.csrf) {
+    let csrf = c.csrf(&headers);
+    if let Some(why) = forged(&headers, c.port, &form.csrf) {
         return with_status(login_page(&c, &csrf, Some(why)), StatusCode::FORBIDDEN);
     }
-    let peers = (logins.settings.connect)(&form.user, &form.password);
-    let kafka = Kafka::new(peers, c.kafka.bootstrap().clone());
-    // The first request opens a connection, which logs in: a wrong password fails here.
-    if let Err(e) = kafka.cluster(Some(&[])).await {
-        tracing::info!("console login as {:?} failed: {e}", form.user);
+    let Ok(_permit) = logins.attempts.acquire().await else {
         return with_status(
-            login_page(&c, &csrf, Some(&format!("Login failed: {e}"))),
-            StatusCode::UNAUTHORIZED,
+            login_page(&c, &csrf, Some("The console is stopping.")),
+            StatusCode::SERVICE_UNAVAILABLE,
         );
-    }
-    match logins.add(form.user.clone(), kafka) {
+    };
+    let (kafka, mechanism) = match logins
+        .log_in(c.kafka.bootstrap(), &form.user, &form.password)
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::info!("console login as {:?} failed: {e}", form.user);
+            tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
+            return with_status(
+                login_page(&c, &csrf, Some(&format!("Login failed: {e}"))),
+                StatusCode::UNAUTHORIZED,
+            );
+        }
+    };
+    match logins.add(form.user.clone(), mechanism.clone(), form.password, kafka) {
         Ok(token) => {
-            tracing::info!("console login as {:?}", form.user);
+            tracing::info!("console login as {:?} (SASL/{mechanism})", form.user);
             let mut r = redirect("/");
             if let Ok(v) = HeaderValue::from_str(&format!(
-                "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                "{}={token}; Path=/; HttpOnly; SameSite=Strict",
+                session_cookie(c.port)
             )) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
             }
@@ -255,20 +406,22 @@ pub(crate) async fn logout(
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    if let Some(why) = forged(&headers, &form.csrf) {
+    if let Some(why) = forged(&headers, c.port, &form.csrf) {
         let csrf = c.csrf(&headers);
         return with_status(
             layout("Refused", &csrf, html! { p.error { (why) } }),
             StatusCode::FORBIDDEN,
         );
     }
-    if let (Some(logins), Some(token)) = (&c.logins, cookie(&headers, SESSION_COOKIE)) {
-        logins.sessions.lock().remove(&token);
+    let name = session_cookie(c.port);
+    if let (Some(logins), Some(token)) = (&c.logins, cookie(&headers, &name)) {
+        logins.end(&token);
     }
     let mut r = redirect("/login");
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("sluice_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+    )) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
     r
 }

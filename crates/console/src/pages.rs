@@ -131,6 +131,8 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
         .iter()
         .flat_map(|v| v.owners.iter())
         .filter(|(_, r)| r.owner.from.is_some() || r.owner.to.is_some())
+        // Only topics the visitor may see (those Metadata named).
+        .filter(|((t, _), _)| meta.topics.contains_key(t))
         .collect();
     let body = html! {
         p {

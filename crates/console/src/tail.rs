@@ -95,8 +95,15 @@ async fn follow(
 ) {
     let mut next = resume;
     let problem = |e: String| Event::default().event("problem").data(e);
+    // Stops when the browser goes or the login it runs as ends.
+    let ended = || {
+        tx.is_closed()
+            || c.alive
+                .as_ref()
+                .is_some_and(|a| !a.load(std::sync::atomic::Ordering::Relaxed))
+    };
     loop {
-        if tx.is_closed() {
+        if ended() {
             return;
         }
         let meta = match c.kafka.cluster(Some(std::slice::from_ref(&topic))).await {
@@ -184,7 +191,7 @@ async fn follow(
                 _ => {}
             }
             next = Some(at);
-            if tx.is_closed() {
+            if ended() {
                 return;
             }
         }

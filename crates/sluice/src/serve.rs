@@ -343,22 +343,26 @@ fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
     let Some(addr) = config.console_listener.clone() else {
         return Ok(None);
     };
-    // The mechanism a login uses on a listener: SCRAM first (its passwords never cross the
-    // connection), then PLAIN.
-    let login_mechanism = |name: &str| {
-        let sasl = config.listener_sasl.get(name)?;
+    // The mechanisms a login is tried with on a listener: SCRAM first (its passwords never
+    // cross the connection), then PLAIN.
+    let login_mechanisms = |name: &str| -> Vec<SaslMechanism> {
+        let Some(sasl) = config.listener_sasl.get(name) else {
+            return Vec::new();
+        };
         [
             SaslMechanism::ScramSha512,
             SaslMechanism::ScramSha256,
             SaslMechanism::Plain,
         ]
         .into_iter()
-        .find(|m| sasl.mechanisms.contains(m))
+        .filter(|m| sasl.mechanisms.contains(m))
+        .collect()
     };
     let sasl = config.listeners.iter().find_map(|l| {
-        (listener_protocol(config, &l.name) == SecurityProtocol::SaslPlaintext)
-            .then(|| login_mechanism(&l.name).map(|m| (l, m)))
-            .flatten()
+        let mechanisms = login_mechanisms(&l.name);
+        (listener_protocol(config, &l.name) == SecurityProtocol::SaslPlaintext
+            && !mechanisms.is_empty())
+        .then_some((l, mechanisms))
     });
     let plain = || {
         config
@@ -366,7 +370,7 @@ fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
             .iter()
             .find(|l| listener_protocol(config, &l.name) == SecurityProtocol::Plaintext)
     };
-    let Some(listener) = sasl.map(|(l, _)| l).or_else(plain) else {
+    let Some(listener) = sasl.as_ref().map(|(l, _)| *l).or_else(plain) else {
         anyhow::bail!(
             "sluice.console.listener is set, but the console needs a SASL_PLAINTEXT listener with SCRAM or PLAIN enabled, or a PLAINTEXT listener, to reach the cluster through (it does not connect with TLS)"
         );
@@ -381,21 +385,24 @@ fn console_client(config: &BrokerConfig) -> Result<Option<Console>> {
         h => h.to_string(),
     };
     let node_id = config.node_id;
-    let login = sasl.map(|(_, mechanism)| sluice_console::LoginSettings {
-        mechanism: mechanism.name().to_string(),
-        connect: Arc::new(move |user: &str, password: &str| {
+    let login = sasl.map(|(_, mechanisms)| sluice_console::LoginSettings {
+        mechanisms: mechanisms.iter().map(|m| m.name().to_string()).collect(),
+        connect: Arc::new(move |mechanism: &str, user: &str, password: &str| {
             let login = sluice_config::SaslLogin {
                 username: user.to_string(),
                 password: password.to_string(),
             };
-            Arc::new(
-                TcpPeers::new(node_id)
-                    .named("sluice-console")
-                    .with_sasl(mechanism, &login),
-            ) as Arc<dyn sluice_broker::PeerClient>
+            let peers = TcpPeers::new(node_id).named("sluice-console");
+            Arc::new(match SaslMechanism::parse(mechanism) {
+                Some(m) => peers.with_sasl(m, &login),
+                // Never: the names come from the list above.
+                None => peers,
+            }) as Arc<dyn sluice_broker::PeerClient>
         }),
         sessions_max: config.console_sessions_max as usize,
+        sessions_per_user_max: config.console_sessions_per_user_max as usize,
         idle: Duration::from_millis(config.console_session_idle_ms),
+        recheck: Duration::from_millis(config.console_session_recheck_ms),
     });
     Ok(Some(Console {
         addr,
@@ -431,7 +438,10 @@ async fn spawn_console(
         "serving the web console on http://{}{}{}",
         listener.local_addr()?,
         match &console.settings.login {
-            Some(l) => format!(", each user logging in with SASL/{}", l.mechanism),
+            Some(l) => format!(
+                ", each user logging in with SASL ({})",
+                l.mechanisms.join(", ")
+            ),
             None => String::new(),
         },
         if console.settings.read_only {
