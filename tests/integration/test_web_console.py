@@ -108,13 +108,21 @@ def test_pages_show_what_the_kafka_tools_report(broker_factory, kafka_tool, page
              asynchronous=False)
     c.close()
 
-    res = kafka_tool(GET_OFFSETS, "--bootstrap-server", b.bootstrap, "--topic", topic, "--time", "-1")
-    res.check("get offsets")
-    ends = {p_: o for (t, p_), o in parse_offsets(res.out).items() if t == topic}
-
     page.goto(f"{b.console}/topics?q={topic}")
     rows = {r[0]: r for r in table(page, "#topics")}
     assert rows[topic][1:3] == ["3", "30"], rows
+    # Lag over every group: 0 + 6 + 10 (checked against kafka-consumer-groups below); no rate
+    # before a second view.
+    assert rows[topic][4:] == ["-", "16"], rows
+    harness.produce_all(p, topic, [{"value": "more", "partition": i % 3} for i in range(30)])
+    time.sleep(1.2)
+    page.reload()
+    rows = {r[0]: r for r in table(page, "#topics")}
+    assert rows[topic][2] == "60" and 0 < float(rows[topic][4]) <= 30 / 1.2 and rows[topic][5] == "46", rows
+
+    res = kafka_tool(GET_OFFSETS, "--bootstrap-server", b.bootstrap, "--topic", topic, "--time", "-1")
+    res.check("get offsets")
+    ends = {p_: o for (t, p_), o in parse_offsets(res.out).items() if t == topic}
 
     page.click(f"text={topic}")
     parts = table(page, "#partitions")
@@ -129,6 +137,7 @@ def test_pages_show_what_the_kafka_tools_report(broker_factory, kafka_tool, page
         if len(f) >= 6 and f[1] == topic:
             tool_lag[int(f[2])] = (int(f[3]), int(f[4]), int(f[5]))
     assert tool_lag, res.out
+    assert sum(v[2] for v in tool_lag.values()) == 46, tool_lag
     page.goto(f"{b.console}/groups?q={group}")
     assert [r[0] for r in table(page, "#groups")] == [group]
     page.click(f"text={group}")
@@ -297,6 +306,9 @@ def test_every_broker_of_a_cluster_shows_the_whole_cluster(broker_factory, etcd,
         page.goto(console)
         brokers_shown = table(page, "#brokers")
         assert sorted(r[0] for r in brokers_shown) == ["1", "2", "3"]
+        # Every broker's log directory, as its DescribeLogDirs reports it: the shared volume.
+        dirs = table(page, "#log-dirs")
+        assert sorted(r[0] for r in dirs) == ["1", "2", "3"] and {r[1] for r in dirs} == {str(shared)}, dirs
         assert sum(1 for r in brokers_shown if r[3] == "controller") == 1
         assert page.locator("#moves").count() == 1
         page.goto(f"{console}/topics/{topic}")

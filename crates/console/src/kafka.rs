@@ -160,6 +160,18 @@ pub(crate) struct Offsets {
     pub(crate) end: i64,
 }
 
+/// A broker's log directory as DescribeLogDirs describes it.
+#[derive(Clone, Debug)]
+pub(crate) struct LogDir {
+    pub(crate) path: String,
+    pub(crate) error: i16,
+    /// The volume's size and free space (-1: unknown).
+    pub(crate) total: i64,
+    pub(crate) usable: i64,
+    /// Bytes of the partitions in it.
+    pub(crate) bytes: i64,
+}
+
 /// A config of a topic or broker as DescribeConfigs answers it.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -509,6 +521,40 @@ impl Kafka {
         out
     }
 
+    /// Each broker's log directories: path, the volume's total and usable bytes, and the
+    /// bytes of the partitions in it (DescribeLogDirs of every topic, asked of each broker).
+    pub(crate) async fn log_dirs(&self, cluster: &Cluster) -> BTreeMap<i32, Res<Vec<LogDir>>> {
+        let calls = cluster.nodes.keys().map(|node| async move {
+            let req = DescribeLogDirsRequest::default().with_topics(None);
+            (*node, self.ask(cluster, *node, req).await)
+        });
+        join_all(calls)
+            .await
+            .into_iter()
+            .map(|(node, answer)| {
+                let dirs = answer.and_then(|r| {
+                    check(r.error_code, "DescribeLogDirs")?;
+                    Ok(r.results
+                        .into_iter()
+                        .map(|d| LogDir {
+                            path: d.log_dir.to_string(),
+                            error: d.error_code,
+                            total: d.total_bytes,
+                            usable: d.usable_bytes,
+                            bytes: d
+                                .topics
+                                .iter()
+                                .flat_map(|t| t.partitions.iter())
+                                .map(|p| p.partition_size)
+                                .sum(),
+                        })
+                        .collect())
+                });
+                (node, dirs)
+            })
+            .collect()
+    }
+
     /// Fetch up to `max_bytes` of one partition from `offset` (read_uncommitted, no wait):
     /// the record batches as the leader sent them, the high watermark and log start.
     pub(crate) async fn fetch(
@@ -664,20 +710,92 @@ impl Kafka {
 
     /// Every group of every broker (each coordinator lists its own).
     pub(crate) async fn list_groups(&self, cluster: &Cluster) -> Res<Vec<ListedGroup>> {
-        let calls = cluster
-            .nodes
-            .keys()
-            .map(|node| self.ask(cluster, *node, ListGroupsRequest::default()));
+        Ok(self
+            .list_groups_by_coordinator(cluster)
+            .await?
+            .into_iter()
+            .map(|(_, g)| g)
+            .collect())
+    }
+
+    /// Every group of every broker, with the broker that coordinates it, by group id.
+    pub(crate) async fn list_groups_by_coordinator(
+        &self,
+        cluster: &Cluster,
+    ) -> Res<Vec<(i32, ListedGroup)>> {
+        let calls = cluster.nodes.keys().map(|node| async move {
+            (
+                *node,
+                self.ask(cluster, *node, ListGroupsRequest::default()).await,
+            )
+        });
         let mut out = BTreeMap::new();
-        for answer in join_all(calls).await {
+        for (node, answer) in join_all(calls).await {
             let r = answer?;
             check(r.error_code, "ListGroups")?;
             for g in r.groups {
                 let g = ListedGroup::from(g);
-                out.insert(g.id.clone(), g);
+                out.insert(g.id.clone(), (node, g));
             }
         }
         Ok(out.into_values().collect())
+    }
+
+    /// The committed offsets in `topics` of each group of `groups` (id, coordinator), one
+    /// OffsetFetch per coordinator: (group, partition) → offset.
+    pub(crate) async fn committed_of_groups(
+        &self,
+        cluster: &Cluster,
+        groups: &[(i32, String)],
+        topics: &[String],
+    ) -> BTreeMap<(String, (String, i32)), i64> {
+        use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopics;
+        let mut by_node: BTreeMap<i32, Vec<&String>> = BTreeMap::new();
+        for (node, g) in groups {
+            by_node.entry(*node).or_default().push(g);
+        }
+        let calls = by_node.into_iter().map(|(node, ids)| {
+            let wanted: Vec<OffsetFetchRequestTopics> = topics
+                .iter()
+                .filter_map(|t| {
+                    let m = cluster.topics.get(t)?;
+                    Some(
+                        OffsetFetchRequestTopics::default()
+                            .with_name(TopicName(s(t)))
+                            .with_partition_indexes(m.leaders.keys().copied().collect()),
+                    )
+                })
+                .collect();
+            let req = OffsetFetchRequest::default().with_groups(
+                ids.into_iter()
+                    .map(|g| {
+                        OffsetFetchRequestGroup::default()
+                            .with_group_id(GroupId(s(g)))
+                            .with_topics(Some(wanted.clone()))
+                    })
+                    .collect(),
+            );
+            self.ask(cluster, node, req)
+        });
+        let mut out = BTreeMap::new();
+        for r in join_all(calls).await.into_iter().flatten() {
+            for g in r.groups.into_iter().filter(|g| g.error_code == 0) {
+                for t in g.topics {
+                    for p in t.partitions {
+                        if p.error_code == 0 && p.committed_offset >= 0 {
+                            out.insert(
+                                (
+                                    g.group_id.0.to_string(),
+                                    (t.name.0.to_string(), p.partition_index),
+                                ),
+                                p.committed_offset,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The coordinator of `key`: a group (key type 0) or a transactional id (1).

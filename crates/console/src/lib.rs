@@ -20,6 +20,7 @@ mod kafka;
 mod kafka_admin;
 mod login;
 mod pages;
+mod rates;
 mod records;
 mod tail;
 
@@ -79,6 +80,8 @@ pub(crate) struct Console {
     pub(crate) alive: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// The port the console listens on, which its cookies' names carry.
     pub(crate) port: u16,
+    /// Messages per second of the partitions the topic list showed.
+    pub(crate) rates: Arc<rates::Rates>,
 }
 
 impl Console {
@@ -108,6 +111,7 @@ pub async fn serve(
         user: None,
         alive: None,
         port: listener.local_addr().map_or(0, |a| a.port()),
+        rates: Arc::default(),
     });
     let connections_max = settings.connections_max;
     let app = router(console);

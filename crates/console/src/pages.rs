@@ -1,5 +1,6 @@
 //! The console's pages and actions.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,6 +123,13 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
         Err(e) => return error_page("Cluster", &csrf, StatusCode::BAD_GATEWAY, &e),
     };
     let led = meta.led();
+    let dirs = c.kafka.log_dirs(&meta).await;
+    // Log growth per directory: the change of its partitions' bytes between two views.
+    let growth = c.rates.sample(dirs.iter().flat_map(|(node, d)| {
+        d.iter()
+            .flatten()
+            .map(move |d| ((format!("\u{0}dir {}", d.path), *node), d.bytes))
+    }));
     let view = c.broker.cluster_view();
     let this = c.broker.node_id();
     let (fsyncs, fsync_failures) = c.broker.metrics().fsyncs();
@@ -176,6 +184,33 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
                                 td { (r.owner.node) }
                                 td { (r.owner.from.map_or("-".to_string(), |f| f.to_string())) }
                                 td { (r.owner.to.map_or("-".to_string(), |f| f.to_string())) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Log directories" }
+        table #log-dirs {
+            thead { tr { th { "Broker" } th { "Directory" } th.num { "Partitions' bytes" }
+                th.num title="Change of the partitions' bytes per second between two views of this page" { "Growth/s" }
+                th.num { "Volume used" } th.num { "Volume size" } } }
+            tbody {
+                @for (node, answer) in &dirs {
+                    @match answer {
+                        Err(e) => { tr { td { (node) } td.error colspan="5" { (e) } } }
+                        Ok(list) => {
+                            @for d in list {
+                                tr {
+                                    td { (node) }
+                                    td { (d.path) @if d.error != 0 { " " span.error { (crate::kafka::error_name(d.error)) } } }
+                                    td.num { (bytes(d.bytes)) }
+                                    td.num { (growth.get(&(format!("\u{0}dir {}", d.path), *node)).map_or("-".to_string(), |g| format!("{}/s", bytes(*g as i64)))) }
+                                    td.num { @if d.total >= 0 && d.usable >= 0 {
+                                        (bytes(d.total - d.usable)) " (" (format!("{:.0}", (d.total - d.usable) as f64 * 100.0 / (d.total.max(1)) as f64)) "%)"
+                                    } @else { "-" } }
+                                    td.num { @if d.total >= 0 { (bytes(d.total)) } @else { "-" } }
+                                }
                             }
                         }
                     }
@@ -245,9 +280,30 @@ async fn topics_page(
         .iter()
         .flat_map(|t| meta.topics[t].leaders.keys().map(move |p| (t.clone(), *p)))
         .collect();
-    let (offsets, sizes) = tokio::join!(
+    let (offsets, sizes, groups) = tokio::join!(
         c.kafka.offsets(&meta, &partitions),
-        c.kafka.sizes(&meta, &shown)
+        c.kafka.sizes(&meta, &shown),
+        c.kafka.list_groups_by_coordinator(&meta)
+    );
+    // Consumer lag of the shown topics: every group's committed offsets in them (share
+    // groups commit none).
+    let groups: Vec<(i32, String)> = groups
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, g)| !g.kind.eq_ignore_ascii_case("share"))
+        .map(|(node, g)| (node, g.id))
+        .collect();
+    let committed = c.kafka.committed_of_groups(&meta, &groups, &shown).await;
+    let mut lag: HashMap<&str, i64> = HashMap::new();
+    for ((_, (t, p)), off) in &committed {
+        if let Some(Ok(o)) = offsets.get(&(t.clone(), *p)) {
+            *lag.entry(t.as_str()).or_default() += (o.end - off).max(0);
+        }
+    }
+    let rates = c.rates.sample(
+        offsets
+            .iter()
+            .filter_map(|(tp, o)| Some((tp.clone(), o.as_ref().ok()?.end))),
     );
     let body = html! {
         form.filter method="get" action="/topics" {
@@ -255,7 +311,9 @@ async fn topics_page(
             button type="submit" { "Filter" }
         }
         table #topics {
-            thead { tr { th { "Topic" } th.num { "Partitions" } th.num { "Messages" } th.num { "Size" } } }
+            thead { tr { th { "Topic" } th.num { "Partitions" } th.num { "Messages" } th.num { "Size" }
+                th.num title="Records appended per second between two views of this page" { "Messages/s" }
+                th.num title="Records not yet consumed, over every consumer group with offsets in the topic" { "Consumer lag" } } }
             tbody {
                 @for t in &shown {
                     @let m = &meta.topics[t];
@@ -267,6 +325,11 @@ async fn topics_page(
                         td.num { (m.leaders.len()) }
                         td.num { (msgs.map_or("?".to_string(), |n| n.to_string())) }
                         td.num { (bytes(size)) }
+                        td.num { @match m.leaders.keys().map(|p| rates.get(&(t.clone(), *p)).copied()).sum::<Option<f64>>() {
+                            Some(r) => { (format!("{r:.1}")) }
+                            None => { "-" }
+                        } }
+                        td.num { (lag.get(t.as_str()).map_or("-".to_string(), |l| l.to_string())) }
                     }
                 }
             }
