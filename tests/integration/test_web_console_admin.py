@@ -11,6 +11,9 @@ driven by Playwright for Python, checked against Kafka's own tools:
   reports; a hanging transaction (its producer killed) is found among a partition's open
   transactions and aborted in the browser, after which read_committed readers get past it.
 - Dynamic broker configs set and deleted in the browser are what kafka-configs describes.
+- KIP-848 and share groups show their members and offsets as the tools do.
+- In a three-broker cluster each broker's console checks logins and shows every coordinator's
+  transactions and every owner's records.
 """
 
 from __future__ import annotations
@@ -287,3 +290,66 @@ def test_kip848_and_share_group_pages_match_the_tools(broker_factory, kafka_tool
         assert page.inner_text("#total-lag") == "Lag, all partitions: 0 record(s)."
     finally:
         stop(consumer)
+
+
+def test_logins_and_transactions_on_every_broker_of_a_cluster(broker_factory, kafka_tool, etcd, tmp_path, page,
+                                                              topic):
+    """Three brokers on etcd, each with a SCRAM listener and its console: a user logs in on
+    each console, checked by that broker; each lists the transactions of every coordinator
+    and reads a partition another broker owns, as that user."""
+    from cluster_support import cluster_overrides, live_brokers, wait_all_led
+    from test_sasl import SCRAM_JAAS
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    brokers, consoles = [], []
+    for node in (1, 2, 3):
+        b = broker_factory(start=False, log_dir=shared, kind="sluice", name=f"node{node}")
+        b.sasl_bootstrap = f"127.0.0.1:{harness.free_port()}"
+        console_port = harness.free_port()
+        listeners = f"EXTERNAL://127.0.0.1:{b.port},SECURE://{b.sasl_bootstrap}"
+        b.overrides.update(cluster_overrides(etcd, node, shared, "/console-logins"))
+        b.overrides.update({
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "EXTERNAL",
+            "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.secure.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+            "sluice.console.listener": f"127.0.0.1:{console_port}",
+        })
+        b.start()
+        brokers.append(b)
+        consoles.append(f"http://127.0.0.1:{console_port}")
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    harness.wait_until(lambda: len(live_brokers(bootstrap)) == 3, 30, "three brokers")
+    add_scram_user(kafka_tool, brokers[0], "frank", "frank-secret", "SCRAM-SHA-512")
+    frank = rdkafka_sasl("SCRAM-SHA-512", "frank", "frank-secret")
+    harness.wait_until(lambda: can_list_topics(brokers[2].sasl_bootstrap, frank), 30, "frank logs in on broker 3")
+    create_topic(bootstrap, topic, partitions=6)
+    led = wait_all_led(bootstrap, topic, 6)
+    secure = ",".join(b.sasl_bootstrap for b in brokers)
+    ids = [f"{topic}-txn-{i}" for i in range(3)]
+    for txn_id in ids:
+        p = harness.producer(secure, **{"transactional.id": txn_id}, **frank)
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(topic, value=f"{txn_id}-{i}", partition=i)
+        p.commit_transaction(30)
+    listing = tool_table(kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", bootstrap, "list").check().out)
+    expected = sorted([r["TransactionalId"], r["Coordinator"]] for r in listing if r["TransactionalId"] in ids)
+    assert len(expected) == 3, listing
+
+    for node, console in zip((1, 2, 3), consoles):
+        login(page, console, "frank", "wrong")
+        assert page.url == f"{console}/login" and "Login failed" in page.inner_text("p.error")
+        login(page, console, "frank", "frank-secret")
+        assert page.inner_text("nav .user") == "frank"
+        page.goto(f"{console}/transactions")
+        shown = sorted([r[0], r[1]] for r in table(page, "#transactions") if r[0] in ids)
+        assert shown == expected, (node, shown, expected)
+        other = next(pt for pt, leader in led.items() if leader != node)
+        page.goto(f"{console}/topics/{topic}/messages?partition={other}&offset=0")
+        assert sorted(r[4] for r in table(page, "#messages")) == sorted(f"{t}-{other}" for t in ids)
+        submit(page, "button:has-text('Log out')")
