@@ -309,6 +309,13 @@ def test_every_broker_of_a_cluster_shows_the_whole_cluster(broker_factory, etcd,
         # Every broker's log directory, as its DescribeLogDirs reports it: the shared volume.
         dirs = table(page, "#log-dirs")
         assert sorted(r[0] for r in dirs) == ["1", "2", "3"] and {r[1] for r in dirs} == {str(shared)}, dirs
+        # Every broker's own figures, the others' read from their consoles: records went in
+        # at each leader.
+        figures = {r[0].split()[0]: r for r in table(page, "#broker-figures")}
+        assert sorted(figures) == ["1", "2", "3"] and all(len(r) == 11 for r in figures.values()), figures
+        assert figures[str(node)][0] == f"{node} (this one)"
+        for leader in set(led.values()):
+            assert figures[str(leader)][4] != "0 B", figures
         assert sum(1 for r in brokers_shown if r[3] == "controller") == 1
         assert page.locator("#moves").count() == 1
         page.goto(f"{console}/topics/{topic}")
@@ -517,3 +524,24 @@ def test_live_tail_shows_each_new_record_of_its_partition_as_text(broker_factory
     assert [r[2] for r in rows] == ["k0", "k1", "k2"] and rows[0][3] == "h: x" and rows[0][4] == "v0", rows
     assert rows[1][4] == evil
     assert page.evaluate("window.__xss") is None
+
+
+def test_a_broker_with_live_tails_open_stops_cleanly(broker_factory, topic):
+    """A live tail's answer never ends by itself: stopping the broker ends it (SIGTERM, within
+    a few seconds) instead of waiting on the browser."""
+    import socket
+
+    b = console_broker(broker_factory)
+    create_topic(b.bootstrap, topic)
+    host, port = b.console.rsplit("/", 1)[1].split(":")
+    tails = []
+    for _ in range(3):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(f"GET /topics/{topic}/tail/events?partition=0 HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        assert b"event: live" in s.recv(4096) or b"event: live" in s.recv(4096)
+        tails.append(s)
+    started = time.monotonic()
+    assert b.stop(timeout=20) in b.clean_exit_codes()
+    assert time.monotonic() - started < 10
+    for s in tails:
+        s.close()

@@ -109,6 +109,23 @@ def test_logins_are_checked_by_the_brokers_and_each_user_sees_what_its_acls_allo
     listed = kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, "--list", "--topic", hidden).check().out
     assert "User:alice" not in listed, listed
 
+    # A KIP-848 group of the hidden topic, which alice may describe as a group: as on Kafka,
+    # its members (who would name the topic) are not shown to her.
+    hidden_group = f"{topic}-hidden-848"
+    kafka_tool(ACL_COMMAND, "--bootstrap-server", b.bootstrap, "--add", "--allow-principal", "User:alice",
+               "--operation", "Describe", "--group", hidden_group).check("kafka-acls --add group")
+    c = harness.consumer(b.bootstrap, **{"group.id": hidden_group, "group.protocol": "consumer"})
+    c.subscribe([hidden])
+    try:
+        harness.wait_until(lambda: c.poll(0.5) is None and bool(c.assignment()), 30, "an assignment")
+        admin.goto(f"{console}/group?id={hidden_group}")
+        assert len(table(admin, "#members")) == 1
+        page.goto(f"{console}/group?id={hidden_group}")
+        assert "TopicAuthorizationFailed" in page.inner_text("main"), page.inner_text("main")
+        assert page.locator("#members").count() == 0
+    finally:
+        c.close()
+
     # Logged out, the session's cookie names nothing.
     submit(page, "button:has-text('Log out')")
     assert page.url == f"{console}/login"

@@ -795,6 +795,13 @@ impl Cluster {
 
     fn info(broker: &Broker) -> BrokerInfo {
         let l = broker.inter_broker();
+        let console = broker.config.console_listener.as_deref().map(|a| {
+            // A wildcard address: the other brokers reach it at this broker's host.
+            match a.rsplit_once(':') {
+                Some(("0.0.0.0" | "" | "[::]" | "::", port)) => format!("{}:{port}", l.host),
+                _ => a.to_string(),
+            }
+        });
         BrokerInfo {
             node_id: broker.node_id,
             host: l.host,
@@ -817,6 +824,7 @@ impl Cluster {
                 .as_ref()
                 .map(|c| c.volumes.direct())
                 .unwrap_or_default(),
+            console,
             lease: 0,
         }
     }

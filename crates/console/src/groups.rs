@@ -135,7 +135,13 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
     let lag_of = |tp: &(String, i32)| -> Option<i64> {
         match share_lag.get(tp) {
             Some(l) if *l >= 0 => Some(*l),
-            _ => Some((*ends.get(tp)?.as_ref().ok()? - committed.get(tp)?).max(0)),
+            _ => Some(
+                ends.get(tp)?
+                    .as_ref()
+                    .ok()?
+                    .saturating_sub(*committed.get(tp)?)
+                    .max(0),
+            ),
         }
     };
     // Lag in seconds: how long ago the first record not yet consumed was written, for the
@@ -161,7 +167,10 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
             }
         }
     }
-    let total_lag: i64 = partitions.iter().filter_map(&lag_of).sum();
+    let total_lag: i64 = partitions
+        .iter()
+        .filter_map(&lag_of)
+        .fold(0, i64::saturating_add);
     let body = html! {
         p { "Coordinator: broker " (coordinator) ". "
             "State " b #state { (state.clone().unwrap_or_else(|| "unknown".into())) } "." }
@@ -205,7 +214,7 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
                         td.num { (lag_of(tp).map_or("?".to_string(), |l| l.to_string())) }
                         td.num { @match (lag_of(tp), behind.get(tp)) {
                             (Some(0), _) => { "0" }
-                            (_, Some(ts)) => { (((now - ts).max(0) / 1000)) }
+                            (_, Some(ts)) => { ((now.saturating_sub(*ts).max(0) / 1000)) }
                             _ => { "?" }
                         } }
                         td { (owners.get(tp).cloned().unwrap_or_else(|| "-".into())) }
@@ -258,7 +267,7 @@ async fn group_page(c: &Console, csrf: &Csrf, q: &GroupQuery, problem: Option<&s
 }
 
 /// Lagging partitions whose lag in seconds a group's page reads (one small fetch each).
-const LAG_SECONDS_PARTITIONS: usize = 100;
+const LAG_SECONDS_PARTITIONS: usize = 20;
 
 /// Every partition of each topic `committed` names, by the metadata.
 fn reset_partitions(

@@ -317,6 +317,9 @@ pub(crate) struct Kafka {
     bootstrap: (String, u16),
 }
 
+/// Groups one OffsetFetch of [`Kafka::committed_of_groups`] asks for.
+const GROUPS_PER_OFFSET_FETCH: usize = 100;
+
 /// Time a write may take on the broker (CreateTopics, Produce).
 const WRITE_TIMEOUT_MS: i32 = 30_000;
 
@@ -565,23 +568,10 @@ impl Kafka {
         offset: i64,
         max_bytes: i32,
     ) -> Res<(bytes::Bytes, i64, i64)> {
-        self.fetch_waiting(cluster, (topic, partition), offset, max_bytes, 0)
-            .await
-    }
-
-    /// As [`Kafka::fetch`], the leader waiting up to `wait_ms` for a record to arrive.
-    pub(crate) async fn fetch_waiting(
-        &self,
-        cluster: &Cluster,
-        (topic, partition): (&str, i32),
-        offset: i64,
-        max_bytes: i32,
-        wait_ms: i32,
-    ) -> Res<(bytes::Bytes, i64, i64)> {
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(wait_ms)
-            .with_min_bytes(i32::from(wait_ms > 0))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
             .with_max_bytes(max_bytes)
             .with_isolation_level(0)
             .with_session_id(0)
@@ -754,7 +744,17 @@ impl Kafka {
         for (node, g) in groups {
             by_node.entry(*node).or_default().push(g);
         }
-        let calls = by_node.into_iter().map(|(node, ids)| {
+        // At most GROUPS_PER_OFFSET_FETCH groups a request, so that no answer nears the
+        // response size limit.
+        let requests: Vec<(i32, Vec<&String>)> = by_node
+            .into_iter()
+            .flat_map(|(node, ids)| {
+                ids.chunks(GROUPS_PER_OFFSET_FETCH)
+                    .map(|c| (node, c.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let calls = requests.into_iter().map(|(node, ids)| {
             let wanted: Vec<OffsetFetchRequestTopics> = topics
                 .iter()
                 .filter_map(|t| {
@@ -991,7 +991,9 @@ impl Kafka {
                 matcher: None,
                 until: None,
             };
-            let decoded = crate::records::decode(&fetched.0, *o, &bounds);
+            // Decompressing takes CPU time: off the runtime's workers.
+            let decoded =
+                tokio::task::block_in_place(|| crate::records::decode(&fetched.0, *o, &bounds));
             let r = decoded.records.into_iter().next()?;
             Some(((t.clone(), *p), r.timestamp))
         });

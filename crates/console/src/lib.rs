@@ -15,6 +15,7 @@
 //! of messages of at most [`MESSAGES_MAX`] records, read in at most [`FETCHES_MAX`] fetches.
 
 mod admin;
+mod figures;
 mod groups;
 mod kafka;
 mod kafka_admin;
@@ -76,8 +77,10 @@ pub(crate) struct Console {
     pub(crate) logins: Option<Arc<login::Logins>>,
     /// The logged-in user, with logins.
     pub(crate) user: Option<String>,
-    /// False once the user's login has ended (a live tail stops then).
-    pub(crate) alive: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The token of the request's login, with logins (a live tail checks it is still good).
+    pub(crate) session: Option<String>,
+    /// Turns true when the broker stops (a live tail ends then).
+    pub(crate) stop: watch::Receiver<bool>,
     /// The port the console listens on, which its cookies' names carry.
     pub(crate) port: u16,
     /// Messages per second of the partitions the topic list showed.
@@ -109,7 +112,8 @@ pub async fn serve(
         hosts: Arc::new(settings.hosts.clone()),
         logins: settings.login.map(|l| Arc::new(login::Logins::new(l))),
         user: None,
-        alive: None,
+        session: None,
+        stop: stop.clone(),
         port: listener.local_addr().map_or(0, |a| a.port()),
         rates: Arc::default(),
     });
@@ -241,6 +245,7 @@ fn router(console: Arc<Console>) -> Router {
         .route("/logout", post(login::logout))
         .route("/topics/{name}/tail", get(tail::page))
         .route("/topics/{name}/tail/events", get(tail::events))
+        .route("/api/broker", get(pages::broker_figures))
         .route("/assets/console.css", get(css))
         .route("/assets/console.js", get(js))
         .fallback(not_found)

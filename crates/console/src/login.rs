@@ -11,11 +11,10 @@
 //! `sluice.console.session.idle.ms` without a page loaded, or when the broker stops. At most
 //! `sluice.console.sessions.max` are held, `sluice.console.sessions.per.user.max` per user
 //! (a new login of a user at its limit ends that user's least recently used one). Failed
-//! logins are slowed: [`LOGINS_AT_ONCE`] are checked at a time, and a failure answers after
-//! [`FAILED_LOGIN_PAUSE`].
+//! logins are slowed: [`LOGINS_AT_ONCE`] are checked at a time (a login beyond them is refused
+//! with 429), and a failure answers after [`FAILED_LOGIN_PAUSE`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,8 +81,8 @@ struct Session {
     password: String,
     kafka: Kafka,
     used: Instant,
+    /// When the brokers last accepted its password.
     checked: Instant,
-    alive: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Session {
@@ -92,17 +91,10 @@ impl std::fmt::Debug for Session {
     }
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.alive.store(false, Ordering::Relaxed);
-    }
-}
-
-/// What a request's login gives it.
+/// A login as [`Logins::find`] finds it.
 struct Found {
     user: String,
     kafka: Kafka,
-    alive: Arc<AtomicBool>,
     /// Due for its password to be checked again: (mechanism, password).
     recheck: Option<(String, String)>,
 }
@@ -134,18 +126,50 @@ impl Logins {
             return None;
         }
         s.used = now;
+        // Due until a check succeeds (a request dropped while checking leaves it due).
         let recheck = (now.duration_since(s.checked) >= self.settings.recheck)
             .then(|| (s.mechanism.clone(), s.password.clone()));
-        if recheck.is_some() {
-            // One request checks; the others go on meanwhile.
-            s.checked = now;
-        }
         Some(Found {
             user: s.user.clone(),
             kafka: s.kafka.clone(),
-            alive: s.alive.clone(),
             recheck,
         })
+    }
+
+    /// The login named `token` as a request or a live tail uses it now: its user and client,
+    /// its password checked again by the brokers first when that is due. None: no such login,
+    /// it ended, or the brokers now refuse its password (which ends it). A check that cannot
+    /// reach the brokers keeps the login (the next use checks again).
+    pub(crate) async fn current(
+        &self,
+        token: &str,
+        bootstrap: &(String, u16),
+    ) -> Option<(String, Kafka)> {
+        let f = self.find(token)?;
+        let Some((mechanism, password)) = f.recheck else {
+            return Some((f.user, f.kafka));
+        };
+        let peers = (self.settings.connect)(&mechanism, &f.user, &password);
+        let kafka = Kafka::new(peers, bootstrap.clone());
+        match kafka.cluster(Some(&[])).await {
+            Ok(_) => {
+                self.renew(token, kafka.clone());
+                Some((f.user, kafka))
+            }
+            // The SASL exchange failed: the brokers refuse this password now.
+            Err(e) if e.contains("SASL login to") => {
+                tracing::info!("console login of {:?} ended: {e}", f.user);
+                self.end(token);
+                None
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "console login of {:?} could not be checked again (kept): {e}",
+                    f.user
+                );
+                Some((f.user, f.kafka))
+            }
+        }
     }
 
     /// Keep a new login; its token, or why it is refused.
@@ -188,16 +212,16 @@ impl Logins {
                 kafka,
                 used: now,
                 checked: now,
-                alive: Arc::new(AtomicBool::new(true)),
             },
         );
         Ok(token)
     }
 
-    /// Replace a login's client by one whose connections logged in again.
+    /// Replace a login's client by one whose connections logged in again just now.
     fn renew(&self, token: &str, kafka: Kafka) {
         if let Some(s) = self.sessions.lock().get_mut(token) {
             s.kafka = kafka;
+            s.checked = Instant::now();
         }
     }
 
@@ -231,7 +255,8 @@ impl Logins {
 
 /// Gives each request the console it is served by: the shared one, or, with logins, the one
 /// acting as the request's logged-in user. A request with no login is sent to the login page
-/// (GET) or refused (any other method), except the login and logout pages and the assets.
+/// (GET) or refused (any other method), except the login and logout pages, the assets and
+/// this broker's figures.
 pub(crate) async fn session(
     State(base): State<Arc<Console>>,
     mut request: axum::extract::Request,
@@ -242,41 +267,27 @@ pub(crate) async fn session(
         return next.run(request).await;
     };
     let path = request.uri().path();
-    if path == "/login" || path == "/logout" || path.starts_with("/assets/") {
+    // The other brokers' consoles read this broker's figures without a login (they are on
+    // its /metrics too).
+    if path == "/login"
+        || path == "/logout"
+        || path == "/api/broker"
+        || path.starts_with("/assets/")
+    {
         request.extensions_mut().insert(base);
         return next.run(request).await;
     }
     let token = cookie(request.headers(), &session_cookie(base.port));
-    let found = token.as_deref().and_then(|t| logins.find(t));
-    let found = match (found, token) {
-        (Some(f), Some(token)) => match &f.recheck {
-            None => Some(f),
-            Some((mechanism, password)) => {
-                // Log in again on new connections: a changed password or a deleted user
-                // ends the login here.
-                let peers = (logins.settings.connect)(mechanism, &f.user, password);
-                let kafka = Kafka::new(peers, base.kafka.bootstrap().clone());
-                match kafka.cluster(Some(&[])).await {
-                    Ok(_) => {
-                        logins.renew(&token, kafka.clone());
-                        Some(Found { kafka, ..f })
-                    }
-                    Err(e) => {
-                        tracing::info!("console login of {:?} ended: {e}", f.user);
-                        logins.end(&token);
-                        None
-                    }
-                }
-            }
-        },
-        _ => None,
+    let found = match &token {
+        Some(t) => logins.current(t, base.kafka.bootstrap()).await,
+        None => None,
     };
     match found {
-        Some(f) => {
+        Some((user, kafka)) => {
             let console = Console {
-                kafka: f.kafka,
-                user: Some(f.user),
-                alive: Some(f.alive),
+                kafka,
+                user: Some(user),
+                session: token,
                 ..(*base).clone()
             };
             request.extensions_mut().insert(Arc::new(console));
@@ -357,10 +368,16 @@ pub(crate) async fn login(
     if let Some(why) = forged(&headers, c.port, &form.csrf) {
         return with_status(login_page(&c, &csrf, Some(why)), StatusCode::FORBIDDEN);
     }
-    let Ok(_permit) = logins.attempts.acquire().await else {
+    // Logins checked at once are few; beyond them a login is refused at once rather than
+    // queued (a queue of slowed failures would hold every HTTP connection).
+    let Ok(_permit) = logins.attempts.try_acquire() else {
         return with_status(
-            login_page(&c, &csrf, Some("The console is stopping.")),
-            StatusCode::SERVICE_UNAVAILABLE,
+            login_page(
+                &c,
+                &csrf,
+                Some("Too many logins are being checked right now: try again in a moment."),
+            ),
+            StatusCode::TOO_MANY_REQUESTS,
         );
     };
     let (kafka, mechanism) = match logins

@@ -1,6 +1,6 @@
 //! The console's pages and actions.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,9 @@ use crate::{layout, refusal, with_status, Console, Csrf, FETCHES_MAX, MESSAGES_M
 pub(crate) const PAGE_ROWS: usize = 50;
 /// Bytes one Fetch of the messages page asks for.
 const FETCH_BYTES: i32 = 1 << 20;
+/// Committed offsets (groups × partitions shown) the topic list reads at most for its lag.
+const LAG_OFFSETS_MAX: usize = 100_000;
+
 /// Records a search reads unless the page asks for another bound, and the most it may ask.
 const SEARCH_RECORDS: u64 = 100_000;
 const SEARCH_RECORDS_MAX: u64 = 10_000_000;
@@ -72,7 +75,7 @@ pub(crate) fn time_ms(ms: i64) -> String {
 }
 
 /// Upper bound of the bucket holding quantile `q` of a Prometheus-style histogram.
-fn quantile(s: &sluice_metrics::histogram::HistogramSnapshot, q: f64) -> Option<u64> {
+pub(crate) fn quantile(s: &sluice_metrics::histogram::HistogramSnapshot, q: f64) -> Option<u64> {
     if s.count == 0 {
         return None;
     }
@@ -116,6 +119,19 @@ pub(crate) fn urlencode(s: &str) -> String {
 
 // ---- Cluster ----
 
+/// This broker's own figures as JSON, for the other brokers' cluster pages.
+pub(crate) async fn broker_figures(Extension(c): Extension<Arc<Console>>) -> Response {
+    let body = serde_json::to_string(&crate::figures::Figures::of(&c.broker)).unwrap_or_default();
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: HeaderMap) -> Response {
     let csrf = c.csrf(&headers);
     let meta = match c.kafka.cluster(None).await {
@@ -132,8 +148,38 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
     }));
     let view = c.broker.cluster_view();
     let this = c.broker.node_id();
-    let (fsyncs, fsync_failures) = c.broker.metrics().fsyncs();
-    let rounds = c.broker.metrics().rounds();
+    // Every broker's own figures: this one's, and the others' from their consoles (cluster
+    // mode, at the addresses they registered).
+    let peers = meta.nodes.keys().filter(|n| **n != this).map(|n| {
+        let addr = view
+            .as_ref()
+            .and_then(|v| v.brokers.get(n))
+            .and_then(|i| i.console.clone());
+        async move {
+            let got = match addr {
+                Some(a) => crate::figures::of_peer(&a).await,
+                None => Err("no console".to_string()),
+            };
+            (*n, got)
+        }
+    });
+    let mut figures: BTreeMap<i32, Res<crate::figures::Figures>> =
+        crate::kafka::join_all(peers).await.into_iter().collect();
+    figures.insert(this, Ok(crate::figures::Figures::of(&c.broker)));
+    let traffic = c.rates.sample(figures.iter().flat_map(|(n, f)| {
+        f.iter().flat_map(move |f| {
+            [
+                (("\u{0}in".to_string(), *n), f.bytes_in as i64),
+                (("\u{0}out".to_string(), *n), f.bytes_out as i64),
+                (("\u{0}msgs".to_string(), *n), f.messages_in as i64),
+            ]
+        })
+    }));
+    let rate = |what: &str, n: i32, unit: fn(f64) -> String| {
+        traffic
+            .get(&(format!("\u{0}{what}"), n))
+            .map_or("-".to_string(), |r| unit(*r))
+    };
     let partitions: usize = meta.topics.values().map(|t| t.leaders.len()).sum();
     let moves: Vec<_> = view
         .iter()
@@ -217,18 +263,33 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
                 }
             }
         }
-        h2 { "Storage on broker " (this) }
-        table #storage {
+        h2 { "Traffic, fsyncs and group commit" }
+        table #broker-figures {
+            thead { tr { th { "Broker" }
+                th.num title="Between two views of this page" { "Bytes in/s" } th.num { "Bytes out/s" } th.num { "Messages in/s" }
+                th.num { "Bytes in" } th.num { "Bytes out" } th.num { "fsyncs" } th.num { "fsync failures" }
+                th.num { "fsync mean" } th.num { "fsync p99 (at most)" } th.num { "Requests per group-commit round" } } }
             tbody {
-                tr { th { "fsyncs" } td.num { (fsyncs.count) } }
-                tr { th { "fsync failures" } td.num { (fsync_failures) } }
-                tr { th { "fsync mean" } td.num {
-                    @if fsyncs.count > 0 { (format!("{:.2} ms", fsyncs.sum as f64 / fsyncs.count as f64 / 1000.0)) } @else { "-" } } }
-                tr { th { "fsync p99 (at most)" } td.num {
-                    (quantile(&fsyncs, 0.99).map_or("-".to_string(), |us| format!("{:.1} ms", us as f64 / 1000.0))) } }
-                tr { th { "group-commit rounds" } td.num { (rounds.count) } }
-                tr { th { "requests answered per round (mean)" } td.num {
-                    @if rounds.count > 0 { (format!("{:.1}", rounds.sum as f64 / rounds.count as f64)) } @else { "-" } } }
+                @for (n, f) in &figures {
+                    @match f {
+                        Err(e) => { tr { td { (n) } td.null colspan="10" { (e) } } }
+                        Ok(f) => {
+                            tr {
+                                td { (n) @if *n == this { " (this one)" } }
+                                td.num { (rate("in", *n, |r| format!("{}/s", bytes(r as i64)))) }
+                                td.num { (rate("out", *n, |r| format!("{}/s", bytes(r as i64)))) }
+                                td.num { (rate("msgs", *n, |r| format!("{r:.1}"))) }
+                                td.num { (bytes(f.bytes_in as i64)) }
+                                td.num { (bytes(f.bytes_out as i64)) }
+                                td.num { (f.fsyncs) }
+                                td.num { (f.fsync_failures) }
+                                td.num { (f.fsync_mean_us.map_or("-".to_string(), |us| format!("{:.2} ms", us / 1000.0))) }
+                                td.num { (f.fsync_p99_us.map_or("-".to_string(), |us| format!("{:.1} ms", us as f64 / 1000.0))) }
+                                td.num { (f.requests_per_round.map_or("-".to_string(), |r| format!("{r:.1}"))) }
+                            }
+                        }
+                    }
+                }
             }
         }
     };
@@ -293,11 +354,18 @@ async fn topics_page(
         .filter(|(_, g)| !g.kind.eq_ignore_ascii_case("share"))
         .map(|(node, g)| (node, g.id))
         .collect();
-    let committed = c.kafka.committed_of_groups(&meta, &groups, &shown).await;
+    // Bounded: groups × the shown partitions at most LAG_OFFSETS_MAX (beyond, no lag).
+    let lag_known = groups.len().saturating_mul(partitions.len()) <= LAG_OFFSETS_MAX;
+    let committed = if lag_known {
+        c.kafka.committed_of_groups(&meta, &groups, &shown).await
+    } else {
+        Default::default()
+    };
     let mut lag: HashMap<&str, i64> = HashMap::new();
     for ((_, (t, p)), off) in &committed {
         if let Some(Ok(o)) = offsets.get(&(t.clone(), *p)) {
-            *lag.entry(t.as_str()).or_default() += (o.end - off).max(0);
+            let l = lag.entry(t.as_str()).or_default();
+            *l = l.saturating_add(o.end.saturating_sub(*off).max(0));
         }
     }
     let rates = c.rates.sample(
@@ -335,6 +403,10 @@ async fn topics_page(
             }
         }
         (pager("/topics", filter, page, names.len()))
+        @if !lag_known {
+            p.null #lag-unknown { "Consumer lag is not summed on this page: " (groups.len()) " groups × "
+                (partitions.len()) " partitions is over " (LAG_OFFSETS_MAX) " offsets (filter the list to fewer topics)." }
+        }
         @if !c.read_only {
             h2 { "Create a topic" }
             @if let Some(p) = problem { p.error #create-error { (p) } }

@@ -15,12 +15,13 @@ use axum::Extension;
 use maud::html;
 use serde::Deserialize;
 
+use crate::kafka::Kafka;
 use crate::pages::{time_ms, urlencode};
 use crate::records::{self, Show};
 use crate::{layout, Console, MESSAGES_MAX};
 
-/// How long a fetch of the tail waits on the leader for new records.
-const TAIL_WAIT_MS: i32 = 1000;
+/// How long the tail waits after a fetch that found nothing new.
+const TAIL_POLL: Duration = Duration::from_millis(500);
 /// Bytes one fetch of the tail reads at most.
 const TAIL_FETCH_BYTES: i32 = 1 << 20;
 /// Pause after a failed fetch before metadata is read again and the fetch retried.
@@ -83,8 +84,66 @@ pub(crate) async fn events(
         .into_response()
 }
 
-/// Fetch the partition's new records and send each as an event, until the browser goes
-/// (the channel closes).
+/// A live tail's side of its events: the console it runs in, the client it reads with (the
+/// login's, renewed when the login's password is checked again) and the browser's channel.
+struct Follower {
+    c: Arc<Console>,
+    kafka: Kafka,
+    tx: tokio::sync::mpsc::Sender<Event>,
+}
+
+impl Follower {
+    /// Whether the tail goes on: the browser listens, the broker is not stopping, and the
+    /// login it runs as (with logins) still holds, its password checked again when due as
+    /// for a page.
+    async fn going(&mut self) -> bool {
+        if self.tx.is_closed() || *self.c.stop.borrow() {
+            return false;
+        }
+        let (Some(logins), Some(token)) = (&self.c.logins, &self.c.session) else {
+            return true;
+        };
+        match logins.current(token, self.kafka.bootstrap()).await {
+            Some((_, kafka)) => {
+                self.kafka = kafka;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Send an event, waiting while the browser is slow to read, for as long as the tail
+    /// goes on. False: it ended.
+    async fn send(&mut self, event: Event) -> bool {
+        loop {
+            match tokio::time::timeout(RETRY, self.tx.clone().reserve_owned()).await {
+                Ok(Ok(permit)) => {
+                    permit.send(event);
+                    return true;
+                }
+                Ok(Err(_)) => return false,
+                Err(_) => {
+                    if !self.going().await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wait `d` unless the tail ends meanwhile (the broker stopping ends the wait).
+    async fn pause(&mut self, d: Duration) -> bool {
+        let mut stop = self.c.stop.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        self.going().await
+    }
+}
+
+/// Fetch the partition's new records and send each as an event, until the browser goes, the
+/// login ends or the broker stops.
 async fn follow(
     c: Arc<Console>,
     topic: String,
@@ -93,26 +152,17 @@ async fn follow(
     resume: Option<i64>,
     tx: tokio::sync::mpsc::Sender<Event>,
 ) {
+    let kafka = c.kafka.clone();
+    let mut f = Follower { c, kafka, tx };
     let mut next = resume;
     let problem = |e: String| Event::default().event("problem").data(e);
-    // Stops when the browser goes or the login it runs as ends.
-    let ended = || {
-        tx.is_closed()
-            || c.alive
-                .as_ref()
-                .is_some_and(|a| !a.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    loop {
-        if ended() {
-            return;
-        }
-        let meta = match c.kafka.cluster(Some(std::slice::from_ref(&topic))).await {
+    while f.going().await {
+        let meta = match f.kafka.cluster(Some(std::slice::from_ref(&topic))).await {
             Ok(m) => m,
             Err(e) => {
-                if tx.send(problem(e)).await.is_err() {
+                if !f.send(problem(e)).await || !f.pause(RETRY).await {
                     return;
                 }
-                tokio::time::sleep(RETRY).await;
                 continue;
             }
         };
@@ -120,47 +170,43 @@ async fn follow(
             Some(n) => n,
             None => {
                 let tp = vec![(topic.clone(), partition)];
-                match c.kafka.list_offsets(&meta, &tp, -1).await.remove(&tp[0]) {
+                match f.kafka.list_offsets(&meta, &tp, -1).await.remove(&tp[0]) {
                     Some(Ok(end)) => end,
-                    Some(Err(e)) => {
-                        if tx.send(problem(e)).await.is_err() {
+                    other => {
+                        let e = match other {
+                            Some(Err(e)) => e,
+                            _ => "no answer".into(),
+                        };
+                        if !f.send(problem(e)).await || !f.pause(RETRY).await {
                             return;
                         }
-                        tokio::time::sleep(RETRY).await;
                         continue;
                     }
-                    None => continue,
                 }
             }
         };
         next = Some(from);
-        if tx
+        if !f
             .send(Event::default().event("live").data(from.to_string()))
             .await
-            .is_err()
         {
             return;
         }
-        // Fetch with the same metadata until a fetch fails (then read it again).
+        // Fetch with the same metadata until a fetch fails (then read it again). Each fetch
+        // answers at once (no long poll: the client's connection to a broker carries one
+        // request at a time, and the pages of the same login share it).
         let mut at = from;
         loop {
-            let fetched = c
+            let fetched = f
                 .kafka
-                .fetch_waiting(
-                    &meta,
-                    (&topic, partition),
-                    at,
-                    TAIL_FETCH_BYTES,
-                    TAIL_WAIT_MS,
-                )
+                .fetch(&meta, &topic, partition, at, TAIL_FETCH_BYTES)
                 .await;
             let (data, _hw, start) = match fetched {
-                Ok(f) => f,
+                Ok(fetched) => fetched,
                 Err(e) => {
-                    if tx.send(problem(e)).await.is_err() {
+                    if !f.send(problem(e)).await || !f.pause(RETRY).await {
                         return;
                     }
-                    tokio::time::sleep(RETRY).await;
                     break;
                 }
             };
@@ -174,16 +220,17 @@ async fn follow(
             for r in &decoded.records {
                 let event = Event::default()
                     .event("record")
-                    .id((r.offset + 1).to_string())
+                    .id(r.offset.saturating_add(1).to_string())
                     .data(record_json(r, show));
-                if tx.send(event).await.is_err() {
+                if !f.send(event).await {
                     return;
                 }
             }
             if let Some(e) = decoded.problem {
-                let _ = tx.send(problem(e)).await;
+                let _ = f.send(problem(e)).await;
                 return;
             }
+            let before = at;
             match decoded.next {
                 Some(n) if n > at => at = n,
                 // Records deleted below the tail's place: go on from the log start.
@@ -191,7 +238,11 @@ async fn follow(
                 _ => {}
             }
             next = Some(at);
-            if ended() {
+            // Nothing new: wait a little before asking again.
+            if at == before && !f.pause(TAIL_POLL).await {
+                return;
+            }
+            if !f.going().await {
                 return;
             }
         }

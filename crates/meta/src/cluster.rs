@@ -76,6 +76,10 @@ pub struct BrokerInfo {
     /// of a partition on one of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub direct: Vec<u16>,
+    /// Its web console's address (`sluice.console.listener`), when it serves one: the other
+    /// brokers' consoles read its figures there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<String>,
     /// The etcd lease its registration lives under (not stored; read with the record).
     #[serde(skip)]
     pub lease: i64,
@@ -2532,6 +2536,7 @@ pub(crate) mod tests {
                     port: 1,
                     listeners: Vec::new(),
                     rack: None,
+                    console: None,
                     lease: 0,
                 },
             );
@@ -2902,6 +2907,7 @@ pub(crate) mod tests {
                     port: 9092,
                     listeners: Vec::new(),
                     rack: None,
+                    console: None,
                     lease: i64::from(id),
                 },
             );

@@ -93,6 +93,7 @@ fn info(port: u16) -> BrokerInfo {
         port,
         listeners: Vec::new(),
         rack: None,
+        console: None,
         lease: 0,
     }
 }

@@ -407,6 +407,16 @@ impl Metrics {
         )
     }
 
+    /// Bytes in, bytes out and messages in over every topic since the broker started (what
+    /// the console shows).
+    pub fn traffic(&self) -> [u64; 3] {
+        [
+            self.all_topics.bytes_in.load(Ordering::Relaxed),
+            self.all_topics.bytes_out.load(Ordering::Relaxed),
+            self.all_topics.messages_in.load(Ordering::Relaxed),
+        ]
+    }
+
     /// The group-commit rounds so far, by requests answered per round.
     pub fn rounds(&self) -> histogram::HistogramSnapshot {
         self.rounds.snapshot()

@@ -43,6 +43,10 @@ const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
 const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;
 const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
 const CLUSTER_DENIED: ResponseError = ResponseError::ClusterAuthorizationFailed;
+/// Kafka's message for a described group whose assignments name a topic the client may not
+/// describe (ConsumerGroupDescribe, ShareGroupDescribe).
+const TOPICS_HIDDEN: &str =
+    "The group has described topic(s) that the client is not authorized to describe.";
 
 /// Decide what of `body` `client` may have served.
 pub(crate) fn admit(
@@ -567,6 +571,20 @@ impl Gate<'_> {
 
     /// Whether this client may DESCRIBE a group (checked, and logged, when a describing
     /// answer is patched).
+    /// Whether the client may describe a topic (logged as Kafka's topic checks are).
+    fn describes_topic(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let (broker, client) = (self.broker.clone(), self.client.clone());
+        move |name: &str| {
+            broker.authz.allows(
+                &client,
+                Operation::Describe,
+                ResourceType::Topic,
+                name,
+                Audit::Log,
+            )
+        }
+    }
+
     fn describes_group(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
         let (broker, client) = (self.broker.clone(), self.client.clone());
         move |name: &str| {
@@ -598,6 +616,7 @@ impl Gate<'_> {
             }
             RequestKind::ShareGroupDescribe(_) => {
                 let loud = self.describes_group();
+                let topic = self.describes_topic();
                 let fix = patch(
                     move |b: &mut ShareGroupDescribeResponse| {
                         for g in &mut b.groups {
@@ -607,6 +626,19 @@ impl Gate<'_> {
                                     .with_error_code(GROUP_DENIED.code())
                                     .with_error_message(Some(str_bytes(GROUP_DENIED.to_string())))
                                     .with_authorized_operations(OPERATIONS_NOT_ASKED);
+                            } else if g.members.iter().any(|m| {
+                                m.assignment
+                                    .topic_partitions
+                                    .iter()
+                                    .any(|t| !topic(&t.topic_name.0))
+                            }) {
+                                // As Kafka: a group whose assignment names a topic the
+                                // client may not describe is not shown.
+                                *g = share_group_describe_response::DescribedGroup::default()
+                                    .with_group_id(g.group_id.clone())
+                                    .with_error_code(TOPIC_DENIED.code())
+                                    .with_error_message(Some(str_bytes(TOPICS_HIDDEN)))
+                                    .with_authorized_operations(OPERATIONS_NOT_ASKED);
                             }
                         }
                     },
@@ -615,8 +647,10 @@ impl Gate<'_> {
                 return Admission::Serve(body, fix);
             }
             RequestKind::DescribeShareGroupOffsets(_) => {
-                // DESCRIBE on each group (Kafka also filters the topics by DESCRIBE).
+                // DESCRIBE on each group, and only the topics the client may describe (as
+                // Kafka filters them).
                 let loud = self.describes_group();
+                let topic = self.describes_topic();
                 let fix = patch(
                     move |b: &mut DescribeShareGroupOffsetsResponse| {
                         for g in &mut b.groups {
@@ -625,6 +659,8 @@ impl Gate<'_> {
                                     .with_group_id(g.group_id.clone())
                                     .with_error_code(GROUP_DENIED.code())
                                     .with_error_message(Some(str_bytes(GROUP_DENIED.to_string())));
+                            } else {
+                                g.topics.retain(|t| topic(&t.topic_name.0));
                             }
                         }
                     },
@@ -772,6 +808,7 @@ impl Gate<'_> {
 
     fn consumer_group_describe(&self, r: ConsumerGroupDescribeRequest) -> Admission {
         let loud = self.describes_group();
+        let topic = self.describes_topic();
         let ops = self.operations();
         let with_ops = r.include_authorized_operations;
         let fix = patch(
@@ -782,6 +819,18 @@ impl Gate<'_> {
                             .with_group_id(g.group_id.clone())
                             .with_error_code(GROUP_DENIED.code())
                             .with_error_message(Some(str_bytes(GROUP_DENIED.to_string())))
+                            .with_authorized_operations(OPERATIONS_NOT_ASKED);
+                    } else if g.members.iter().any(|m| {
+                        [&m.assignment, &m.target_assignment]
+                            .iter()
+                            .any(|a| a.topic_partitions.iter().any(|t| !topic(&t.topic_name.0)))
+                    }) {
+                        // As Kafka: a group whose members' assignments name a topic the
+                        // client may not describe is not shown.
+                        *g = consumer_group_describe_response::DescribedGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_error_code(TOPIC_DENIED.code())
+                            .with_error_message(Some(str_bytes(TOPICS_HIDDEN)))
                             .with_authorized_operations(OPERATIONS_NOT_ASKED);
                     } else if with_ops {
                         g.authorized_operations = ops(ResourceType::Group, &g.group_id.0);
