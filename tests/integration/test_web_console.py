@@ -314,6 +314,9 @@ def test_every_broker_of_a_cluster_shows_the_whole_cluster(broker_factory, etcd,
         figures = {r[0].split()[0]: r for r in table(page, "#broker-figures")}
         assert sorted(figures) == ["1", "2", "3"] and all(len(r) == 11 for r in figures.values()), figures
         assert figures[str(node)][0] == f"{node} (this one)"
+        # The ownership records: each broker leading a partition of the topic owns some.
+        owners = {r[1] for r in table(page, "#ownership")}
+        assert {str(l) for l in led.values()} <= owners, (owners, led)
         for leader in set(led.values()):
             assert figures[str(leader)][4] != "0 B", figures
         assert sum(1 for r in brokers_shown if r[3] == "controller") == 1

@@ -888,15 +888,12 @@ impl Kafka {
                     instance_id: m.instance_id.map(|i| i.to_string()),
                     client_id: m.client_id.to_string(),
                     host: m.client_host.to_string(),
-                    assignment: m
-                        .assignment
-                        .topic_partitions
-                        .into_iter()
-                        .flat_map(|t| {
-                            let name = t.topic_name.0.to_string();
-                            t.partitions.into_iter().map(move |p| (name.clone(), p))
-                        })
-                        .collect(),
+                    assignment: partitions(
+                        m.assignment
+                            .topic_partitions
+                            .into_iter()
+                            .map(|t| (t.topic_name.0.to_string(), t.partitions)),
+                    ),
                 })
                 .collect(),
         })
@@ -927,15 +924,12 @@ impl Kafka {
                     instance_id: None,
                     client_id: m.client_id.to_string(),
                     host: m.client_host.to_string(),
-                    assignment: m
-                        .assignment
-                        .topic_partitions
-                        .into_iter()
-                        .flat_map(|t| {
-                            let name = t.topic_name.0.to_string();
-                            t.partitions.into_iter().map(move |p| (name.clone(), p))
-                        })
-                        .collect(),
+                    assignment: partitions(
+                        m.assignment
+                            .topic_partitions
+                            .into_iter()
+                            .map(|t| (t.topic_name.0.to_string(), t.partitions)),
+                    ),
                 })
                 .collect(),
         })
@@ -1227,6 +1221,13 @@ impl Kafka {
         failed(p.error_code, None)?;
         Ok(p.low_watermark)
     }
+}
+
+/// Each (topic, partition) of an assignment given as partitions per topic.
+fn partitions(topics: impl Iterator<Item = (String, Vec<i32>)>) -> Vec<(String, i32)> {
+    topics
+        .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+        .collect()
 }
 
 /// The partitions of a consumer protocol assignment (version, topics, user data).

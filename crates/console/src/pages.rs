@@ -188,6 +188,18 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
         // Only topics the visitor may see (those Metadata named).
         .filter(|((t, _), _)| meta.topics.contains_key(t))
         .collect();
+    // Who owns how many partitions on each volume (cluster mode), of the topics the visitor
+    // may see.
+    let mut ownership: BTreeMap<Option<u16>, BTreeMap<i32, usize>> = BTreeMap::new();
+    for ((t, _), r) in view.iter().flat_map(|v| v.owners.iter()) {
+        if meta.topics.contains_key(t) {
+            *ownership
+                .entry(r.owner.volume)
+                .or_default()
+                .entry(r.owner.node)
+                .or_default() += 1;
+        }
+    }
     let body = html! {
         p {
             "Cluster id " code { (meta.cluster_id.clone().unwrap_or_default()) }
@@ -217,6 +229,21 @@ pub(crate) async fn cluster(Extension(c): Extension<Arc<Console>>, headers: Head
             }
         }
         @if view.is_some() {
+            h2 { "Ownership by volume" }
+            table #ownership {
+                thead { tr { th { "Volume" } th { "Owner" } th.num { "Partitions" } } }
+                tbody {
+                    @for (volume, owners) in &ownership {
+                        @for (node, n) in owners {
+                            tr {
+                                td { @match volume { Some(v) => { (v) } None => { "not recorded yet" } } }
+                                td { (node) }
+                                td.num { (n) }
+                            }
+                        }
+                    }
+                }
+            }
             h2 { "Moves in flight" }
             @if moves.is_empty() {
                 p #moves { "None: every partition is with its owner." }

@@ -13,10 +13,13 @@ const KEPT_MAX: usize = 200_000;
 
 type Partition = (String, i32);
 
+/// When an end offset was read, the offset, and the rate it gave.
+type Sample = (Instant, i64, Option<f64>);
+
 /// The end offsets last read, and the rate last measured.
 #[derive(Debug, Default)]
 pub(crate) struct Rates {
-    seen: parking_lot::Mutex<HashMap<Partition, (Instant, i64, Option<f64>)>>,
+    seen: parking_lot::Mutex<HashMap<Partition, Sample>>,
 }
 
 impl Rates {
