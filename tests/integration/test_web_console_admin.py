@@ -6,7 +6,7 @@ driven by Playwright for Python, checked against Kafka's own tools:
   authorizer lets that user see and do (ACLs made with kafka-acls). Logged out, nothing is
   served.
 - ACLs added and deleted in the browser are what kafka-acls lists; SCRAM users and client
-  quotas are what kafka-configs describes.
+  quotas (set and removed in the browser too) are what kafka-configs describes.
 - Transactions: the list and a transaction's description are what kafka-transactions
   reports; a hanging transaction (its producer killed) is found among a partition's open
   transactions and aborted in the browser, after which read_committed readers get past it.
@@ -215,6 +215,26 @@ def test_quotas_and_dynamic_broker_configs_match_kafka_configs(broker_factory, k
     assert quotas[f"user {topic}-user"] == "consumer_byte_rate=2097152 producer_byte_rate=1048576", quotas
     assert quotas["client-id (default)"] == "request_percentage=50", quotas
     assert "no authorizer" in page.inner_text("main")
+
+    # A quota set, then removed, in the browser: what kafka-configs describes.
+    page.select_option("#set-quota select[name=entity_type]", "user")
+    page.fill("#set-quota input[name=entity_name]", f"{topic}-web")
+    page.select_option("#set-quota select[name=key]", "producer_byte_rate")
+    page.fill("#set-quota input[name=value]", "4096")
+    submit(page, "button:has-text('Set quota')")
+    describe = ("--describe", "--entity-type", "users", "--entity-name", f"{topic}-web")
+    out = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, *describe).check().out
+    assert "producer_byte_rate=4096.0" in out, out
+    assert {r[0]: r[1] for r in table(page, "#quotas")}[f"user {topic}-web"] == "producer_byte_rate=4096"
+    page.select_option("#set-quota select[name=entity_type]", "user")
+    page.fill("#set-quota input[name=entity_name]", f"{topic}-web")
+    page.select_option("#set-quota select[name=key]", "producer_byte_rate")
+    submit(page, "button:has-text('Set quota')")
+    out = kafka_tool(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap, *describe).check().out
+    assert "producer_byte_rate" not in out, out
+    page.fill("#set-quota input[name=value]", "lots")
+    submit(page, "button:has-text('Set quota')")
+    assert '"lots" is not a number' in page.inner_text("#security-error")
 
     # Cluster-wide, then for broker 1 alone, in the browser; kafka-configs describes each.
     page.goto(f"{b.console}/brokers/configs")

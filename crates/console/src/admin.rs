@@ -280,6 +280,17 @@ async fn security_page(c: &Console, csrf: &Csrf, problem: Option<&str>) -> Respo
             }
             Err(e) => { p.error { (e) } }
         }
+        @if !c.read_only {
+            form.action #set-quota method="post" action="/quotas" {
+                input type="hidden" name="csrf" value=(csrf.token);
+                label { "Entity " select name="entity_type" {
+                    option value="user" { "user" } option value="client-id" { "client-id" } } }
+                label { "Name (empty: the default) " input name="entity_name"; }
+                label { "Quota " select name="key" { @for k in QUOTA_KEYS { option value=(k) { (k) } } } }
+                label { "Value (empty: remove) " input name="value"; }
+                button type="submit" { "Set quota" }
+            }
+        }
         h2 { "SCRAM users" }
         @match &users {
             Ok(u) if u.is_empty() => { p { "No SCRAM credential is stored." } }
@@ -343,6 +354,64 @@ async fn security_page(c: &Console, csrf: &Csrf, problem: Option<&str>) -> Respo
         }
     };
     layout("Quotas, users & ACLs", csrf, body)
+}
+
+/// The client quotas the brokers enforce (`kafka-configs --entity-type users|clients`).
+const QUOTA_KEYS: &[&str] = &[
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+];
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct QuotaForm {
+    csrf: String,
+    entity_type: String,
+    #[serde(default)]
+    entity_name: String,
+    key: String,
+    #[serde(default)]
+    value: String,
+}
+
+pub(crate) async fn set_quota(
+    Extension(c): Extension<Arc<Console>>,
+    headers: HeaderMap,
+    Form(form): Form<QuotaForm>,
+) -> Response {
+    if let Some(r) = refusal(&c, &headers, &form.csrf) {
+        return r;
+    }
+    let csrf = c.csrf(&headers);
+    let result: Res<()> = async {
+        let value = match form.value.trim() {
+            "" => None,
+            v => Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| format!("\"{v}\" is not a number"))?,
+            ),
+        };
+        let name = form.entity_name.trim();
+        let meta = c.kafka.cluster(Some(&[])).await?;
+        c.kafka
+            .alter_quota(
+                &meta,
+                (&form.entity_type, (!name.is_empty()).then_some(name)),
+                &form.key,
+                value,
+            )
+            .await
+    }
+    .await;
+    match result {
+        Ok(()) => redirect("/security"),
+        Err(e) => with_status(
+            security_page(&c, &csrf, Some(&format!("Quota not set: {e}"))).await,
+            StatusCode::BAD_REQUEST,
+        ),
+    }
 }
 
 fn choice(name: &str, names: &[(i8, &str)]) -> maud::Markup {

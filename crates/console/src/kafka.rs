@@ -280,6 +280,7 @@ asks! {
     DescribeProducers: DescribeProducersRequest => DescribeProducersResponse @ 0,
     WriteTxnMarkers: WriteTxnMarkersRequest => WriteTxnMarkersResponse @ 1,
     DescribeClientQuotas: DescribeClientQuotasRequest => DescribeClientQuotasResponse @ 1,
+    AlterClientQuotas: AlterClientQuotasRequest => AlterClientQuotasResponse @ 1,
     DescribeAcls: DescribeAclsRequest => DescribeAclsResponse @ 3,
     CreateAcls: CreateAclsRequest => CreateAclsResponse @ 3,
     DeleteAcls: DeleteAclsRequest => DeleteAclsResponse @ 3,

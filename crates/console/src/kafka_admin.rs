@@ -304,6 +304,32 @@ impl Kafka {
         Ok(out)
     }
 
+    /// Set a client quota of one entity (`value` Some) or remove it (None), as `kafka-configs
+    /// --entity-type users|clients --alter` does; the entity's name None is its default.
+    pub(crate) async fn alter_quota(
+        &self,
+        cluster: &Cluster,
+        entity: (&str, Option<&str>),
+        key: &str,
+        value: Option<f64>,
+    ) -> Res<()> {
+        use kafka_protocol::messages::alter_client_quotas_request::{
+            EntityData, EntryData, OpData,
+        };
+        use kafka_protocol::messages::AlterClientQuotasRequest;
+        let req = AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+            .with_entity(vec![EntityData::default()
+                .with_entity_type(s(entity.0))
+                .with_entity_name(entity.1.map(s))])
+            .with_ops(vec![OpData::default()
+                .with_key(s(key))
+                .with_value(value.unwrap_or(0.0))
+                .with_remove(value.is_none())])]);
+        let r = self.ask(cluster, self.controller(cluster)?, req).await?;
+        let e = first(r.entries, "AlterClientQuotas")?;
+        failed(e.error_code, e.error_message)
+    }
+
     /// Every ACL, or None when the brokers have no authorizer (SECURITY_DISABLED).
     pub(crate) async fn acls(&self) -> Res<Option<Vec<Acl>>> {
         let req = DescribeAclsRequest::default()

@@ -237,6 +237,7 @@ fn router(console: Arc<Console>) -> Router {
         .route("/transactions/abort", post(admin::abort))
         .route("/security", get(admin::security))
         .route("/acls", post(admin::acl_action))
+        .route("/quotas", post(admin::set_quota))
         .route(
             "/brokers/configs",
             get(admin::broker_configs).post(admin::set_broker_config),
