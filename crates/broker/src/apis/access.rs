@@ -1491,18 +1491,7 @@ impl Gate<'_> {
         ) {
             return Admission::Serve(RequestKind::OffsetForLeaderEpoch(r), None);
         }
-        let loud = {
-            let (broker, client) = (self.broker.clone(), self.client.clone());
-            move |name: &str| {
-                broker.authz.allows(
-                    &client,
-                    Operation::Describe,
-                    ResourceType::Topic,
-                    name,
-                    Audit::Log,
-                )
-            }
-        };
+        let loud = self.describes_topic();
         let fix = patch(
             move |b: &mut OffsetForLeaderEpochResponse| {
                 for t in &mut b.topics {
@@ -1525,18 +1514,7 @@ impl Gate<'_> {
     fn describe_topic_partitions(&self, r: DescribeTopicPartitionsRequest) -> Admission {
         let all_topics = r.topics.is_empty();
         let check = self.quiet_check();
-        let loud = {
-            let (broker, client) = (self.broker.clone(), self.client.clone());
-            move |name: &str| {
-                broker.authz.allows(
-                    &client,
-                    Operation::Describe,
-                    ResourceType::Topic,
-                    name,
-                    Audit::Log,
-                )
-            }
-        };
+        let loud = self.describes_topic();
         let fix = patch(
             move |b: &mut DescribeTopicPartitionsResponse| {
                 b.topics.retain_mut(|t| {
