@@ -579,13 +579,14 @@ impl Log {
         self.aio(e)
     }
 
-    /// Cut a segment's `.log` to `size` bytes if it is longer.
+    /// Cut a segment's `.log` to `size` bytes if it is longer. A file of the right length is
+    /// not written, so it stays clean: the flush after a close of an idle partition then
+    /// has nothing to fsync.
     fn cut_log(&self, seg: &Segment, size: u64) -> io::Result<()> {
         #[cfg(test)]
         crate::faults::fire(&mut self.faults.lock().truncate, rustix::io::Errno::IO)?;
-        let log = seg.log.for_write()?;
-        if log.metadata()?.len() != size {
-            log.set_len(size)?;
+        if seg.log.get()?.metadata()?.len() != size {
+            seg.log.for_write()?.set_len(size)?;
         }
         Ok(())
     }
@@ -793,13 +794,7 @@ impl Log {
         match written {
             Ok(crc) => {
                 self.snapshots_unsynced.lock().push(leo);
-                let mut crcs = self.snapshot_crcs.lock();
-                crcs.retain(|(o, _)| *o != leo);
-                crcs.push((leo, crc));
-                let n = crcs.len();
-                if n > SNAPSHOT_CRCS_KEPT {
-                    crcs.drain(..n - SNAPSHOT_CRCS_KEPT);
-                }
+                self.remember_snapshot_crc(leo, crc);
             }
             Err(e) => {
                 tracing::warn!(tp = ?self.tp, offset = leo, error = %e, "could not write a producer snapshot")
@@ -807,6 +802,18 @@ impl Log {
         }
         // The old ones go in the next `prepare_spare`, off the append path.
         self.snapshots_unpruned.store(true, Ordering::Release);
+    }
+
+    /// The CRC of the snapshot at `offset`, which holds this log's state there (it wrote it,
+    /// or found it holding exactly that at a close): one it may vouch for once durable.
+    fn remember_snapshot_crc(&self, offset: i64, crc: u32) {
+        let mut crcs = self.snapshot_crcs.lock();
+        crcs.retain(|(o, _)| *o != offset);
+        crcs.push((offset, crc));
+        let n = crcs.len();
+        if n > SNAPSHOT_CRCS_KEPT {
+            crcs.drain(..n - SNAPSHOT_CRCS_KEPT);
+        }
     }
 
     /// The newest producer snapshot this log wrote at or below `upto` that is durable, with
@@ -934,7 +941,15 @@ impl Log {
             };
             self.gate_io()?;
             self.seal(&mut w, active)?;
-            self.write_producer_snapshot(&w, leo, None);
+            // A snapshot of exactly this state at the end already (an idle partition's, from
+            // its last close or roll) is not written again, as Kafka takes one at close only
+            // past its last: the rename and directory fsync of 100,000 idle partitions were
+            // most of a shutdown. Any there at open is durable (the loader's rule), and one
+            // this process wrote is until its flush (`snapshots_unsynced`).
+            match crate::snapshots::same_at(&self.dir(), leo, &w.producers) {
+                Some(crc) => self.remember_snapshot_crc(leo, crc),
+                None => self.write_producer_snapshot(&w, leo, None),
+            }
         }
         self.make_snapshots_durable()?;
         self.prune_snapshots();

@@ -2,8 +2,9 @@
 //! in a partition directory.
 //!
 //! A log writes one at every roll (for the new segment's base, under the writer lock, so the
-//! state is exactly that of the log end), when its active segment is sealed at shutdown, and
-//! at open after it rebuilt the state from the log start.
+//! state is exactly that of the log end), when its active segment is sealed at shutdown
+//! (unless one holding exactly that state is at the end already: [`same_at`]), and at open
+//! after it rebuilt the state from the log start.
 //! Opening a log loads the newest readable snapshot at or below the log end and replays the
 //! batches from its offset on: producer state (idempotence, epoch fencing) then survives any
 //! number of rolls, where a rebuild from the newest segments alone forgot producers that had
@@ -124,6 +125,15 @@ pub(crate) fn write(
         let _ = std::fs::remove_file(&from);
     }
     placed.map(|()| crc)
+}
+
+/// The CRC of the snapshot file at `offset` when it holds exactly the snapshot of
+/// `producers` (the bytes [`write`] would write); None when it differs, is missing or cannot
+/// be read.
+pub(crate) fn same_at(dir: &Path, offset: i64, producers: &ProducerStates) -> Option<u32> {
+    let on_disk = std::fs::read(snapshot_path(dir, offset)).ok()?;
+    let bytes = encode_snapshot(&producers.to_snapshot());
+    (on_disk == bytes).then(|| crc_of(&bytes)).flatten()
 }
 
 /// The CRC-32C a snapshot file's bytes carry (Kafka's format: after the 2-byte version).

@@ -232,6 +232,52 @@ mod tests {
         );
     }
 
+    /// A close writes a producer snapshot at the end unless one holding exactly that state
+    /// is there already: an idle partition's restart and stop rewrite nothing (no rename, no
+    /// directory fsync), while a state that changed without an append (producers expired) is
+    /// written again. The one found is the one the log vouches for.
+    #[test]
+    fn a_close_rewrites_the_end_snapshot_only_when_the_state_differs() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let snapshot = d
+            .path()
+            .join("a-0")
+            .join(sluice_format::names::segment_file_name(
+                1,
+                sluice_format::SegmentFileKind::Snapshot,
+            ));
+        let inode = || std::fs::metadata(&snapshot).unwrap().ino();
+        {
+            let (m, log) = open_log(d.path(), cfg());
+            log.append(
+                Bytes::from(pbatch(7, 0, 0, false)),
+                AppendOrigin::Client,
+                NOW,
+            )
+            .unwrap();
+            m.shutdown().unwrap();
+        }
+        let first = inode();
+        let (m, log) = open_log(d.path(), cfg());
+        m.shutdown().unwrap();
+        assert_eq!(inode(), first, "the same state: not written again");
+        let bytes = std::fs::read(&snapshot).unwrap();
+        let vouched = log.vouched_snapshot(1).unwrap();
+        assert_eq!(vouched.offset, 1);
+        assert_eq!(Some(vouched.crc), crate::snapshots::crc_of(&bytes));
+        drop((m, log));
+
+        let (m, log) = open_log(d.path(), cfg());
+        log.expire_producers(NOW + PRODUCER_EXPIRATION_MS);
+        m.shutdown().unwrap();
+        assert_ne!(inode(), first, "the producer expired: written again");
+        let now = std::fs::read(&snapshot).unwrap();
+        assert!(sluice_format::snapshot::decode_snapshot(&now)
+            .unwrap()
+            .is_empty());
+    }
+
     #[test]
     fn expire_producers_forgets_idle_producers_but_not_an_open_transaction() {
         let d = tempfile::tempdir().unwrap();
