@@ -85,42 +85,43 @@ def test_consumers_share_one_partition_and_locks_expire(broker_factory, kafka_to
     def produce_batch(first):
         produce_all(p, topic, [{"partition": 0, "value": f"v{i}".encode()} for i in range(first, first + batch)])
 
-    # One consumer takes the first batch and holds it, alive, without acknowledging; another
-    # takes the second and dies holding it.
+    # One consumer takes the first batch and dies holding it: its records come back as soon
+    # as its connection closed (as Kafka releases them), to a second one, which holds them,
+    # alive, without acknowledging. (In this order: a holder's client may fetch once more
+    # after its first records, and take what is produced meanwhile; the dead one's records
+    # are all there is to take when the second starts.)
     produce_batch(0)
-    alive = start(tmp_path, "alive-holder", b.bootstrap, group, topic, "hold")
-    held = alive.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the first holder's records")
-    held_at = time.monotonic()
-    produce_batch(batch)
     dead = start(tmp_path, "dead-holder", b.bootstrap, group, topic, "hold")
     try:
-        lost = dead.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the second holder's records")
+        lost = dead.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the dead holder's records")
     finally:
         dead.kill()
     killed_at = time.monotonic()
-    held = {int(l.split()[2]) for l in held}
     lost = {int(l.split()[2]) for l in lost}
-    assert held == set(range(batch)) and lost == set(range(batch, 2 * batch)), (held, lost)
+    assert lost == set(range(batch)), lost
+    alive = start(tmp_path, "alive-holder", b.bootstrap, group, topic, "hold")
+    taken = alive.wait_for(lambda ls: [l for l in ls if l.startswith("REC")], 60, "the live holder's records")
+    held_at = time.monotonic()
+    assert held_at - killed_at < LOCK_MS / 1000 - 1, "the dead consumer's records waited for their lock"
+    held = {int(l.split()[2]): int(l.split()[3]) for l in taken}
+    assert held == {o: 2 for o in lost}, held
 
     # Three consumers share the partition: each record goes to one of them; together they
-    # get all of it: the dead consumer's records as soon as its connection closed (as Kafka
-    # releases them), the live holder's once their locks expired.
+    # get all of it, the live holder's once their locks expired.
     # Each takes 300 ms over a poll's records, so the others take the batches produced meanwhile.
     consumers = [start(tmp_path, f"c{i}", b.bootstrap, group, topic, "accept", "300") for i in range(3)]
     try:
         def seen(offsets):
             return {o for c in consumers for o, _, _ in recs(c)} & offsets
-        wait_until(lambda: seen(lost) == lost, 60, "the dead consumer's records")
-        assert time.monotonic() - killed_at < LOCK_MS / 1000 - 1, \
-            "the dead consumer's records waited for their lock"
-        assert not seen(held), "the live holder's records came back before their lock expired"
         for c in consumers:
             c.wait_for(lambda ls: "READY" in ls, 60, "the consumer's first poll")
         # One batch at a time, over some seconds: Kafka gives a member its partitions at a
         # heartbeat after it joined, so the last to join takes a few seconds to fetch.
-        for first in range(2 * batch, n, batch):
+        for first in range(batch, n, batch):
             produce_batch(first)
             time.sleep(0.25)
+        if time.monotonic() - held_at < LOCK_MS / 1000 - 1:
+            assert not seen(lost), "the live holder's records came back before their lock expired"
         def all_seen():
             got = [r for c in consumers for r in recs(c)]
             return got if len({o for o, _, _ in got}) >= n else None
@@ -133,9 +134,13 @@ def test_consumers_share_one_partition_and_locks_expire(broker_factory, kafka_to
         # each commits at once).
         assert len(offsets) == len(set(offsets)), "a record was delivered twice"
         assert sum(1 for s in per if s) >= 2, f"the records were not shared: {[len(s) for s in per]}"
-        again = {o: d for o, d, _ in got if o in held | lost}
-        assert sorted(again) == sorted(held | lost) and set(again.values()) == {2}, again
-        assert all(d == 1 for o, d, _ in got if o not in held | lost)
+        again = {o: d for o, d, _ in got if o in lost}
+        assert again == {o: 3 for o in lost}, again
+        # The live holder's client may have fetched once more after its first records: what
+        # it took then came back at its lock's expiry, a second delivery. Nothing else did.
+        prefetched = sorted(o for o, d, _ in got if o not in lost and d != 1)
+        assert all(d == 2 for o, d, _ in got if o in prefetched), got
+        assert len(prefetched) <= 50, prefetched
     finally:
         stop(alive, *consumers)
 
