@@ -804,8 +804,20 @@ impl Log {
         self.snapshots_unpruned.store(true, Ordering::Release);
     }
 
-    /// The CRC of the snapshot at `offset`, which holds this log's state there (it wrote it,
-    /// or found it holding exactly that at a close): one it may vouch for once durable.
+    /// Whether the snapshot file at `leo` holds exactly the state `producers` and is one this
+    /// log knows: the one its open loaded (durable) or one it wrote (durable once its flush
+    /// succeeds, else the log fails), with the CRC it recorded. A file it does not know (one
+    /// whose fsync at open failed, a former owner's landing late in a shared directory) is
+    /// written again, whatever it holds.
+    fn holds_end_snapshot(&self, leo: i64, producers: &crate::producer::ProducerStates) -> bool {
+        let Some(crc) = crate::snapshots::same_at(&self.dir(), leo, producers) else {
+            return false;
+        };
+        self.snapshot_crcs.lock().contains(&(leo, crc))
+    }
+
+    /// The CRC of the snapshot at `offset`, which holds this log's state there (it wrote it):
+    /// one it may vouch for once durable.
     fn remember_snapshot_crc(&self, offset: i64, crc: u32) {
         let mut crcs = self.snapshot_crcs.lock();
         crcs.retain(|(o, _)| *o != offset);
@@ -942,13 +954,17 @@ impl Log {
             self.gate_io()?;
             self.seal(&mut w, active)?;
             // A snapshot of exactly this state at the end already (an idle partition's, from
-            // its last close or roll) is not written again, as Kafka takes one at close only
+            // its last close or roll) is not written again, nor one of a log never written
+            // to (an open replays nothing and starts empty), as Kafka takes one at close only
             // past its last: the rename and directory fsync of 100,000 idle partitions were
             // most of a shutdown. Any there at open is durable (the loader's rule), and one
             // this process wrote is until its flush (`snapshots_unsynced`).
-            match crate::snapshots::same_at(&self.dir(), leo, &w.producers) {
-                Some(crc) => self.remember_snapshot_crc(leo, crc),
-                None => self.write_producer_snapshot(&w, leo, None),
+            if leo == 0 && w.producers.len() == 0 {
+                // Nothing to write.
+            } else if self.holds_end_snapshot(leo, &w.producers) {
+                // Kept.
+            } else {
+                self.write_producer_snapshot(&w, leo, None);
             }
         }
         self.make_snapshots_durable()?;

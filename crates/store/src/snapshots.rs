@@ -156,6 +156,9 @@ fn place(from: &Path, path: &Path, check: &dyn Fn() -> io::Result<()>) -> io::Re
         match crate::segment::rename_no_replace(from, path) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 tracing::debug!(path = %path.display(), "a producer snapshot is already at this offset; replacing it");
+                // Asked again: a rename that stalled past this writer's deadline and found
+                // the name taken by the new owner must not remove the new owner's file.
+                check()?;
                 match std::fs::remove_file(path) {
                     Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                     _ => {}
@@ -301,7 +304,7 @@ pub(crate) fn load_newest(
     log_end: i64,
     trusted: &dyn Fn(i64, Option<&[u8]>) -> bool,
     removed: &mut bool,
-) -> io::Result<Option<(i64, ProducerStates)>> {
+) -> io::Result<Option<(i64, ProducerStates, u32)>> {
     let all = listed.clone();
     for &offset in all.iter().rev() {
         if offset > log_end {
@@ -329,11 +332,15 @@ pub(crate) fn load_newest(
             Ok(b) if !trusted(offset, Some(&b)) => continue,
             read => read,
         };
-        match bytes
-            .map_err(|e| e.to_string())
-            .and_then(|b| decode_snapshot(&b).map_err(|e| e.to_string()))
-        {
-            Ok(entries) => return Ok(Some((offset, ProducerStates::from_snapshot(&entries)))),
+        match bytes.map_err(|e| e.to_string()).and_then(|b| {
+            let crc = crc_of(&b).unwrap_or_default();
+            decode_snapshot(&b)
+                .map(|entries| (entries, crc))
+                .map_err(|e| e.to_string())
+        }) {
+            Ok((entries, crc)) => {
+                return Ok(Some((offset, ProducerStates::from_snapshot(&entries), crc)))
+            }
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; removing it and using an older one");
                 match std::fs::remove_file(&path) {
@@ -347,4 +354,36 @@ pub(crate) fn load_newest(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// A placement whose write gate closes while its rename is in flight, and whose rename
+    /// then finds the name taken (the new owner placed its own snapshot there), leaves the
+    /// new owner's file alone: the gate is asked again before the removal.
+    #[test]
+    fn a_placement_refused_after_its_rename_removes_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let path = snapshot_path(d.path(), 5);
+        std::fs::write(&path, b"the new owner's").unwrap();
+        let from = d.path().join("5.snapshot.spare");
+        std::fs::write(&from, b"a former owner's").unwrap();
+        let asked = Cell::new(0);
+        let check = || {
+            asked.set(asked.get() + 1);
+            if asked.get() == 1 {
+                Ok(())
+            } else {
+                Err(io::Error::other("fenced"))
+            }
+        };
+        assert!(place(&from, &path, &check).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"the new owner's");
+    }
 }

@@ -235,6 +235,8 @@ struct ProducerReplay {
     scan_stopped: std::collections::HashSet<i64>,
     /// The loaded snapshot's offset (`i64::MIN` without one): the replay is exact from here.
     snap_offset: i64,
+    /// The loaded snapshot's CRC (0 without one).
+    snap_crc: u32,
     /// Index of the first segment the replay read.
     from: usize,
     /// Whether no snapshot was loaded and the replay began before the recent segments.
@@ -896,9 +898,13 @@ impl Opening {
         if !self.p.clean {
             crate::snapshots::sync_every(&self.p.dir, &listed).map_err(&serr)?;
         }
-        let from = replay_start(&self.segments, snapshot.as_ref().map(|(offset, _)| *offset));
+        let from = replay_start(
+            &self.segments,
+            snapshot.as_ref().map(|(offset, _, _)| *offset),
+        );
         let rebuilt_from_start = snapshot.is_none() && recent_start(&self.segments) > 0;
-        let (snap_offset, producers) = snapshot.unwrap_or((i64::MIN, ProducerStates::default()));
+        let (snap_offset, producers, snap_crc) =
+            snapshot.unwrap_or((i64::MIN, ProducerStates::default(), 0));
         let state =
             ReplayState::from_snapshot(producers, &self.segments, self.interval).map_err(&serr)?;
         // The snapshot before the one loaded, if any: its offset (only where it lies: its
@@ -922,6 +928,7 @@ impl Opening {
             state,
             scan_stopped: Default::default(),
             snap_offset,
+            snap_crc,
             from,
             rebuilt_from_start,
         };
@@ -1220,7 +1227,14 @@ impl Opening {
             gate: p.gate,
             recovered_bytes,
             appended: std::sync::atomic::AtomicU64::new(0),
-            snapshot_crcs: Mutex::new(Vec::new()),
+            // The snapshot loaded, when it lies at the end: durable (the open's rule), and
+            // exactly the state the log starts with, which a close may find unchanged.
+            snapshot_crcs: Mutex::new(
+                (replay.snap_offset == ends.leo)
+                    .then_some((replay.snap_offset, replay.snap_crc))
+                    .into_iter()
+                    .collect(),
+            ),
             rp_followed: Mutex::new(Followed {
                 at_ms: p.now_ms,
                 base: cursor.base,

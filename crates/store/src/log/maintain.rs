@@ -278,6 +278,31 @@ mod tests {
             .is_empty());
     }
 
+    /// A file at the end holding exactly the log's state, which the log neither loaded nor
+    /// wrote (one whose durability it cannot vouch for), is written again at a close.
+    #[test]
+    fn a_close_writes_over_an_end_snapshot_it_does_not_know() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let (m, log) = open_log(d.path(), cfg());
+        log.append(
+            Bytes::from(pbatch(7, 0, 0, false)),
+            AppendOrigin::Client,
+            NOW,
+        )
+        .unwrap();
+        let dir = d.path().join("a-0");
+        crate::snapshots::write(&dir, 1, &log.writer.lock().producers, 0, None, &|| Ok(()))
+            .unwrap();
+        let snapshot = dir.join(sluice_format::names::segment_file_name(
+            1,
+            sluice_format::SegmentFileKind::Snapshot,
+        ));
+        let placed = std::fs::metadata(&snapshot).unwrap().ino();
+        m.shutdown().unwrap();
+        assert_ne!(std::fs::metadata(&snapshot).unwrap().ino(), placed);
+    }
+
     #[test]
     fn expire_producers_forgets_idle_producers_but_not_an_open_transaction() {
         let d = tempfile::tempdir().unwrap();
