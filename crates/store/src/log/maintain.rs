@@ -232,6 +232,27 @@ mod tests {
         );
     }
 
+    /// The producer snapshot at offset 1 of the partition [`open_log`] opens.
+    fn snapshot_at_1(root: &std::path::Path) -> std::path::PathBuf {
+        root.join("a-0")
+            .join(sluice_format::names::segment_file_name(
+                1,
+                sluice_format::SegmentFileKind::Snapshot,
+            ))
+    }
+
+    /// [`open_log`], then one idempotent producer's batch of one record: the end is at 1.
+    fn open_with_a_producer(root: &std::path::Path) -> (crate::LogManager, Arc<Log>) {
+        let (m, log) = open_log(root, cfg());
+        log.append(
+            Bytes::from(pbatch(7, 0, 0, false)),
+            AppendOrigin::Client,
+            NOW,
+        )
+        .unwrap();
+        (m, log)
+    }
+
     /// A close writes a producer snapshot at the end unless one holding exactly that state
     /// is there already: an idle partition's restart and stop rewrite nothing (no rename, no
     /// directory fsync), while a state that changed without an append (producers expired) is
@@ -240,22 +261,10 @@ mod tests {
     fn a_close_rewrites_the_end_snapshot_only_when_the_state_differs() {
         use std::os::unix::fs::MetadataExt;
         let d = tempfile::tempdir().unwrap();
-        let snapshot = d
-            .path()
-            .join("a-0")
-            .join(sluice_format::names::segment_file_name(
-                1,
-                sluice_format::SegmentFileKind::Snapshot,
-            ));
+        let snapshot = snapshot_at_1(d.path());
         let inode = || std::fs::metadata(&snapshot).unwrap().ino();
         {
-            let (m, log) = open_log(d.path(), cfg());
-            log.append(
-                Bytes::from(pbatch(7, 0, 0, false)),
-                AppendOrigin::Client,
-                NOW,
-            )
-            .unwrap();
+            let (m, _log) = open_with_a_producer(d.path());
             m.shutdown().unwrap();
         }
         let first = inode();
@@ -284,20 +293,11 @@ mod tests {
     fn a_close_writes_over_an_end_snapshot_it_does_not_know() {
         use std::os::unix::fs::MetadataExt;
         let d = tempfile::tempdir().unwrap();
-        let (m, log) = open_log(d.path(), cfg());
-        log.append(
-            Bytes::from(pbatch(7, 0, 0, false)),
-            AppendOrigin::Client,
-            NOW,
-        )
-        .unwrap();
+        let (m, log) = open_with_a_producer(d.path());
         let dir = d.path().join("a-0");
         crate::snapshots::write(&dir, 1, &log.writer.lock().producers, 0, None, &|| Ok(()))
             .unwrap();
-        let snapshot = dir.join(sluice_format::names::segment_file_name(
-            1,
-            sluice_format::SegmentFileKind::Snapshot,
-        ));
+        let snapshot = snapshot_at_1(d.path());
         let placed = std::fs::metadata(&snapshot).unwrap().ino();
         m.shutdown().unwrap();
         assert_ne!(std::fs::metadata(&snapshot).unwrap().ino(), placed);
