@@ -618,6 +618,10 @@ pub struct Log {
     /// The CRC-32C of each of the newest snapshots this log wrote, by offset
     /// (`Log::vouched_snapshot`).
     snapshot_crcs: Mutex<Vec<(i64, u32)>>,
+    /// The producer snapshot the open loaded, with its CRC, when it lay at the log end then:
+    /// durable, and exactly the state the log started with (`Log::close_active` keeps it
+    /// when the state is unchanged). Never vouched for: that is for snapshots it wrote.
+    loaded_end_snapshot: Option<(i64, u32)>,
     #[cfg(test)]
     faults: Mutex<faults::Faults>,
 }

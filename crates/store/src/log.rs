@@ -805,15 +805,16 @@ impl Log {
     }
 
     /// Whether the snapshot file at `leo` holds exactly the state `producers` and is one this
-    /// log knows: the one its open loaded (durable) or one it wrote (durable once its flush
-    /// succeeds, else the log fails), with the CRC it recorded. A file it does not know (one
+    /// log knows, by its CRC: the one its open loaded (durable) or one it wrote (durable once
+    /// its flush succeeds, else the log fails). A file it does not know (one
     /// whose fsync at open failed, a former owner's landing late in a shared directory) is
     /// written again, whatever it holds.
     fn holds_end_snapshot(&self, leo: i64, producers: &crate::producer::ProducerStates) -> bool {
         let Some(crc) = crate::snapshots::same_at(&self.dir(), leo, producers) else {
             return false;
         };
-        self.snapshot_crcs.lock().contains(&(leo, crc))
+        self.loaded_end_snapshot == Some((leo, crc))
+            || self.snapshot_crcs.lock().contains(&(leo, crc))
     }
 
     /// The CRC of the snapshot at `offset`, which holds this log's state there (it wrote it):

@@ -1227,14 +1227,9 @@ impl Opening {
             gate: p.gate,
             recovered_bytes,
             appended: std::sync::atomic::AtomicU64::new(0),
-            // The snapshot loaded, when it lies at the end: durable (the open's rule), and
-            // exactly the state the log starts with, which a close may find unchanged.
-            snapshot_crcs: Mutex::new(
-                (replay.snap_offset == ends.leo)
-                    .then_some((replay.snap_offset, replay.snap_crc))
-                    .into_iter()
-                    .collect(),
-            ),
+            snapshot_crcs: Mutex::new(Vec::new()),
+            loaded_end_snapshot: (replay.snap_offset == ends.leo)
+                .then_some((replay.snap_offset, replay.snap_crc)),
             rp_followed: Mutex::new(Followed {
                 at_ms: p.now_ms,
                 base: cursor.base,
