@@ -388,7 +388,7 @@ fn open_dir(
         first_dirty.extend(crate::cleaner::schedule::read_checkpoint(dir));
     }
     let (recovery_points, log_starts) = read_dir_checkpoints(dir, shared);
-    list_partition_dirs(idx, dirs, shared, found).map_err(ioe)?;
+    list_partition_dirs(idx, dirs, found).map_err(ioe)?;
     tracing::info!(dir = %dir.display(), clean, "log dir opened");
     Ok(DirState {
         clean,
@@ -438,12 +438,7 @@ fn read_dir_checkpoints(
 /// deferred deletion (an unfinished deletion, or an unfinished copy whose original is intact:
 /// docs/log-format.md, "Deletion"). Anything else is not a partition's and is left alone
 /// (docs/log-format.md, "Directory layout").
-fn list_partition_dirs(
-    idx: usize,
-    dirs: &[PathBuf],
-    shared: bool,
-    found: &mut Discovery,
-) -> io::Result<()> {
+fn list_partition_dirs(idx: usize, dirs: &[PathBuf], found: &mut Discovery) -> io::Result<()> {
     for entry in std::fs::read_dir(&dirs[idx])? {
         let entry = entry?;
         let Ok(ft) = entry.file_type() else { continue };
@@ -461,22 +456,6 @@ fn list_partition_dirs(
             continue;
         };
         if let Some(&other) = found.placement.get(&tp) {
-            // A move between log dirs interrupted after its copy was switched in and before
-            // the old one was renamed away: either may be the one written since, and serving
-            // the other would lose what was acknowledged after the switch. As Kafka, no start
-            // until one is removed. (In directories shared by a cluster another broker's move
-            // may be in flight: the first is listed, as before.)
-            if !shared {
-                return Err(io::Error::other(format!(
-                    "partition {}-{} is in two log dirs, {} and {}: a move between log dirs \
-                     was interrupted. Remove the copy that is not the newest (compare the \
-                     .log files' sizes and times) and start again",
-                    tp.topic,
-                    tp.partition,
-                    dirs[other].display(),
-                    dirs[idx].display()
-                )));
-            }
             tracing::warn!(?tp, first = %dirs[other].display(), duplicate = %entry.path().display(),
                 "partition found in more than one log dir; using the first");
             continue;
@@ -1761,20 +1740,9 @@ mod tests {
         std::fs::write(dirs[0].join("t-3"), b"a file").unwrap();
         mkdir(1, "t-0");
         mkdir(1, "u-5");
-        // On a broker's own log dirs a partition in two is an interrupted move: no start.
         let mut found = Discovery::default();
-        list_partition_dirs(0, &dirs, false, &mut found).unwrap();
-        let refused = list_partition_dirs(1, &dirs, false, &mut found).unwrap_err();
-        assert!(
-            refused
-                .to_string()
-                .contains("partition t-0 is in two log dirs"),
-            "{refused}"
-        );
-        // In shared ones (another broker's move in flight), the first.
-        let mut found = Discovery::default();
-        list_partition_dirs(0, &dirs, true, &mut found).unwrap();
-        list_partition_dirs(1, &dirs, true, &mut found).unwrap();
+        list_partition_dirs(0, &dirs, &mut found).unwrap();
+        list_partition_dirs(1, &dirs, &mut found).unwrap();
         let mut listed: Vec<_> = found
             .discovered
             .iter()
