@@ -620,8 +620,9 @@ pub struct Log {
     snapshot_crcs: Mutex<Vec<(i64, u32)>>,
     /// The producer snapshot the open loaded, with its CRC, when it lay at the log end then:
     /// durable, and exactly the state the log started with (`Log::close_active` keeps it
-    /// when the state is unchanged). Never vouched for: that is for snapshots it wrote.
-    loaded_end_snapshot: Option<(i64, u32)>,
+    /// when the state is unchanged). Never vouched for: that is for snapshots it wrote. Cleared
+    /// by any write at its offset: the file there is then another one, durable or not.
+    loaded_end_snapshot: Mutex<Option<(i64, u32)>>,
     #[cfg(test)]
     faults: Mutex<faults::Faults>,
 }

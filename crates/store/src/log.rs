@@ -783,6 +783,10 @@ impl Log {
         spare: Option<&mut crate::segment::Spare>,
     ) {
         let dir = self.dir();
+        // The loaded file is replaced (or, if this write fails, may be gone or torn).
+        self.loaded_end_snapshot
+            .lock()
+            .take_if(|(offset, _)| *offset == leo);
         let spare = spare.and_then(|sp| {
             let file = sp.take(SegmentFileKind::Snapshot)?;
             Some((file, sp.path(SegmentFileKind::Snapshot)))
@@ -813,7 +817,7 @@ impl Log {
         let Some(crc) = crate::snapshots::same_at(&self.dir(), leo, producers) else {
             return false;
         };
-        self.loaded_end_snapshot == Some((leo, crc))
+        *self.loaded_end_snapshot.lock() == Some((leo, crc))
             || self.snapshot_crcs.lock().contains(&(leo, crc))
     }
 

@@ -1228,8 +1228,9 @@ impl Opening {
             recovered_bytes,
             appended: std::sync::atomic::AtomicU64::new(0),
             snapshot_crcs: Mutex::new(Vec::new()),
-            loaded_end_snapshot: (replay.snap_offset == ends.leo)
-                .then_some((replay.snap_offset, replay.snap_crc)),
+            loaded_end_snapshot: Mutex::new(
+                (replay.snap_offset == ends.leo).then_some((replay.snap_offset, replay.snap_crc)),
+            ),
             rp_followed: Mutex::new(Followed {
                 at_ms: p.now_ms,
                 base: cursor.base,
