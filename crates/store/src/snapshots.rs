@@ -3,8 +3,9 @@
 //!
 //! A log writes one at every roll (for the new segment's base, under the writer lock, so the
 //! state is exactly that of the log end), when its active segment is sealed at shutdown
-//! (unless one holding exactly that state is at the end already: [`same_at`]), and at open
-//! after it rebuilt the state from the log start.
+//! (unless the log was never written to, or the one at the end holds exactly that state,
+//! [`same_at`], and is one the log loaded or wrote: `Log::close_active`), and at open after
+//! it rebuilt the state from the log start.
 //! Opening a log loads the newest readable snapshot at or below the log end and replays the
 //! batches from its offset on: producer state (idempotence, epoch fencing) then survives any
 //! number of rolls, where a rebuild from the newest segments alone forgot producers that had
