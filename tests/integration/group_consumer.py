@@ -2,7 +2,9 @@
 
 Usage: group_consumer.py BOOTSTRAP TOPIC GROUP PROTOCOL(classic|consumer)
 Prints "ASSIGNED p1,p2,..." after every assignment change and "REC partition offset value"
-for each record, after its offset was committed synchronously. SIGTERM closes cleanly."""
+for each record, after its offset was committed synchronously ("UNCOMMITTED partition offset
+value" when the commit kept failing). Failed commits are told on stderr. SIGTERM closes
+cleanly."""
 
 import signal
 import sys
@@ -52,14 +54,25 @@ while not stop:
     m = c.poll(0.2)
     if m is None or m.error():
         continue
+    committed = None
     for attempt in range(50):
         try:
-            c.commit(message=m, asynchronous=False)
-            break
-        except KafkaException as e:
-            print(f"COMMIT-RETRY {e}", file=sys.stderr, flush=True)
-            if stop:
+            # A synchronous commit raises for the request; a partition's own error comes back
+            # in its entry of the result.
+            failed = [tp.error for tp in c.commit(message=m, asynchronous=False) if tp.error]
+            if not failed:
+                committed = True
                 break
-    print(f"REC {m.partition()} {m.offset()} {m.value().decode()}", flush=True)
+            committed = failed[0]
+        except KafkaException as e:
+            committed = e
+        print(f"COMMIT-RETRY {m.partition()} {m.offset()} {committed}", file=sys.stderr, flush=True)
+        if stop:
+            break
+    if committed is True:
+        print(f"REC {m.partition()} {m.offset()} {m.value().decode()}", flush=True)
+    else:
+        # Consumed, but its commit failed: whoever owns the partition next reads it again.
+        print(f"UNCOMMITTED {m.partition()} {m.offset()} {m.value().decode()}", flush=True)
 c.close()
 print("CLOSED", flush=True)
