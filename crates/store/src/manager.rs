@@ -360,6 +360,10 @@ struct Discovery {
     discovered: Vec<DiscoveredLog>,
     placement: HashMap<TopicPartition, usize>,
     pending_dirs: Vec<PendingDir>,
+    /// Every `<topic>-<partition>` directory listed, by partition, in log dir order: the
+    /// copy each partition is served from is chosen once every dir is listed
+    /// ([`Discovery::choose_copies`]).
+    copies: Vec<(TopicPartition, usize, PathBuf)>,
 }
 
 /// Opens the log dir `dirs[idx]` at start: creates it (durably), checks or writes its
@@ -433,8 +437,8 @@ fn read_dir_checkpoints(
 }
 
 /// Lists the partition directories of the log dir `dirs[idx]` into `found`: each
-/// `<topic>-<partition>` once, in the first log dir holding it (a duplicate in a later one is
-/// left alone, with a warning), and every `*-delete` and `*-future` directory for the
+/// `<topic>-<partition>` as a copy to choose from ([`Discovery::choose_copies`]), and every
+/// `*-delete` and `*-future` directory for the
 /// deferred deletion (an unfinished deletion, or an unfinished copy whose original is intact:
 /// docs/log-format.md, "Deletion"). Anything else is not a partition's and is left alone
 /// (docs/log-format.md, "Directory layout").
@@ -455,20 +459,113 @@ fn list_partition_dirs(idx: usize, dirs: &[PathBuf], found: &mut Discovery) -> i
             tracing::debug!(entry = %entry.path().display(), "ignoring entry in log dir");
             continue;
         };
-        if let Some(&other) = found.placement.get(&tp) {
-            tracing::warn!(?tp, first = %dirs[other].display(), duplicate = %entry.path().display(),
-                "partition found in more than one log dir; using the first");
-            continue;
-        }
-        let topic_id = dir_topic_id(&entry.path());
-        found.placement.insert(tp.clone(), idx);
-        found.discovered.push(DiscoveredLog {
-            tp,
-            topic_id,
-            dir: entry.path(),
-        });
+        found.copies.push((tp, idx, entry.path()));
     }
     Ok(())
+}
+
+impl Discovery {
+    /// Chooses, for each partition listed, the copy it is served from. One copy is served
+    /// wherever it is. Of several, the one a move left marked as its old copy
+    /// ([`crate::relocate::is_marked_moved`]: a crash came between the new copy taking its
+    /// name and the old one's rename) is never served, and on a broker of its own it is
+    /// deleted. Two unmarked copies of the same topic id have no rule to tell the current
+    /// one: the start is refused, naming both, as Kafka's is. Two of different ids (an
+    /// incarnation of the topic deleted and created again) are served from the first, as
+    /// before, with a warning.
+    fn choose_copies(&mut self, shared: bool) -> Result<(), StoreError> {
+        let mut by_tp: HashMap<TopicPartition, Vec<(usize, PathBuf)>> = HashMap::new();
+        let mut order = Vec::new();
+        for (tp, idx, path) in std::mem::take(&mut self.copies) {
+            let e = by_tp.entry(tp.clone()).or_default();
+            if e.is_empty() {
+                order.push(tp);
+            }
+            e.push((idx, path));
+        }
+        for tp in order {
+            let copies = by_tp.remove(&tp).unwrap_or_default();
+            let (idx, dir) = self.choose_copy(&tp, copies, shared)?;
+            self.placement.insert(tp.clone(), idx);
+            self.discovered.push(DiscoveredLog {
+                topic_id: dir_topic_id(&dir),
+                tp,
+                dir,
+            });
+        }
+        Ok(())
+    }
+
+    fn choose_copy(
+        &mut self,
+        tp: &TopicPartition,
+        mut copies: Vec<(usize, PathBuf)>,
+        shared: bool,
+    ) -> Result<(usize, PathBuf), StoreError> {
+        if copies.len() == 1 {
+            return Ok(copies.remove(0));
+        }
+        let (old, current): (Vec<_>, Vec<_>) = copies
+            .into_iter()
+            .partition(|(_, d)| crate::relocate::is_marked_moved(d));
+        let Some(first) = current.first().cloned() else {
+            let dirs: Vec<String> = old.iter().map(|(_, d)| d.display().to_string()).collect();
+            return Err(StoreError::Invalid {
+                path: old[0].1.clone(),
+                reason: format!(
+                    "partition {}-{} is in more than one log dir ({}), each marked as the old                      copy of a move: remove all but the current one",
+                    tp.topic,
+                    tp.partition,
+                    dirs.join(", ")
+                ),
+            });
+        };
+        for (_, dir) in old {
+            if shared {
+                tracing::warn!(?tp, dir = %dir.display(), serving = %first.1.display(),
+                    "an interrupted move's old copy is left to its owner; serving the new one");
+                continue;
+            }
+            tracing::warn!(?tp, dir = %dir.display(), serving = %first.1.display(),
+                "deleting the old copy an interrupted move left behind");
+            let root = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+            self.pending_dirs.push(PendingDir {
+                rename_to: Some(root.join(delete_dir_name(tp))),
+                ..PendingDir::new(dir)
+            });
+        }
+        let first_id = dir_topic_id(&first.1);
+        for (_, dir) in &current[1..] {
+            if !shared && first_id.is_some() && dir_topic_id(dir) == first_id {
+                return Err(StoreError::Invalid {
+                    path: dir.clone(),
+                    reason: format!(
+                        "partition {}-{} of the same topic id is in {} and in {}, neither                          marked as a move's old copy: remove the stale one",
+                        tp.topic,
+                        tp.partition,
+                        first.1.display(),
+                        dir.display()
+                    ),
+                });
+            }
+            tracing::warn!(?tp, first = %first.1.display(), duplicate = %dir.display(),
+                "partition found in more than one log dir; using the first");
+        }
+        Ok(first)
+    }
+}
+
+/// The shared log dir (index) holding the partition directory `name`: the first whose copy a
+/// move did not leave marked as its old one, else the first holding one
+/// ([`Discovery::choose_copies`]).
+fn shared_copy(dirs: &[PathBuf], name: &str) -> Option<usize> {
+    let held: Vec<usize> = (0..dirs.len())
+        .filter(|&i| dirs[i].join(name).is_dir())
+        .collect();
+    held.iter()
+        .copied()
+        .find(|&i| !crate::relocate::is_marked_moved(&dirs[i].join(name)))
+        .or(held.first().copied())
 }
 
 /// True if `tp` names a partition directory Kafka would make: a topic of 1 to 249 characters
@@ -607,10 +704,12 @@ impl Inner {
             let state = open_dir(idx, &dirs, &meta, shared, &mut found, &mut first_dirty)?;
             states.push(Mutex::new(state));
         }
+        found.choose_copies(shared)?;
         let Discovery {
             mut discovered,
             placement,
             pending_dirs,
+            ..
         } = found;
         discovered.sort_by(|a, b| a.tp.cmp(&b.tp));
         let del = Arc::new(DeleteCtx {
@@ -676,7 +775,7 @@ impl Inner {
         // In shared dirs another broker may have created the partition after this one
         // started: its files are where they are, whatever this broker would have chosen.
         let found = if self.shared {
-            self.dirs.iter().position(|d| d.join(&name).is_dir())
+            shared_copy(&self.dirs, &name)
         } else {
             None
         };
@@ -1371,6 +1470,10 @@ impl Inner {
                 });
             }
         };
+        #[cfg(test)]
+        if crate::relocate::crash::here(crate::relocate::crash::At::AfterSwitch) {
+            return Ok(());
+        }
         let old_idx = {
             let mut reg = self.reg.lock();
             let old = reg.placement.get(tp).copied();
@@ -1743,6 +1846,7 @@ mod tests {
         let mut found = Discovery::default();
         list_partition_dirs(0, &dirs, &mut found).unwrap();
         list_partition_dirs(1, &dirs, &mut found).unwrap();
+        found.choose_copies(false).unwrap();
         let mut listed: Vec<_> = found
             .discovered
             .iter()

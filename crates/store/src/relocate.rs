@@ -5,6 +5,11 @@
 //! lock, then the remainder under the writer lock, where the copy is fsynced, renamed to
 //! `<target>/<topic>-<partition>` and the log switched to the new files. The old directory is
 //! then removed by the deferred-deletion rules (after its last reader, retried on failure).
+//!
+//! Between the copy taking the final name and the old directory's rename out of the way, the
+//! partition is in two log dirs. Before the final name is taken, the old directory gets a
+//! durable [`MOVED_MARKER`]: a start that finds two copies serves the one without it and
+//! deletes the marked one ([`is_marked_moved`]; docs/log-format.md, "Directory layout").
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -23,6 +28,59 @@ use crate::segment::{seg_path, PendingSegment, Segment, SEGMENT_KINDS};
 use crate::Log;
 
 const COPY_CHUNK: usize = 1024 * 1024;
+
+/// The file a move leaves in the old directory, durably, before its copy takes the final
+/// name: this copy is the old one whenever another copy exists. It holds the new directory's
+/// path, for the operator.
+pub(crate) const MOVED_MARKER: &str = "moved-to";
+
+/// True if `dir` is the old copy of a move that published its new one.
+pub(crate) fn is_marked_moved(dir: &Path) -> bool {
+    dir.join(MOVED_MARKER).exists()
+}
+
+/// Marks `old_dir` durably as the old copy of a move to `final_dir`.
+fn mark_moved(old_dir: &Path, final_dir: &Path) -> io::Result<()> {
+    write_atomic(
+        &old_dir.join(MOVED_MARKER),
+        format!("{}\n", final_dir.display()).as_bytes(),
+    )
+}
+
+/// Takes the mark off `old_dir` (its move failed before its copy took the final name),
+/// durably; a failure is logged: a marked copy alone is served all the same.
+fn unmark_moved(old_dir: &Path) {
+    let removed = match std::fs::remove_file(old_dir.join(MOVED_MARKER)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => sync_dir(old_dir),
+    };
+    if let Err(e) = removed {
+        tracing::warn!(dir = %old_dir.display(), error = %e, "could not remove a failed move's marker");
+    }
+}
+
+/// Where a test stops a move as if the process died there.
+#[cfg(test)]
+pub(crate) mod crash {
+    use std::cell::Cell;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum At {
+        Nowhere,
+        /// The old directory is marked; the copy has not taken the final name.
+        BeforePublish,
+        /// The log switched to the new copy; the old directory is still under its name.
+        AfterSwitch,
+    }
+
+    thread_local! {
+        pub(crate) static AT: Cell<At> = const { Cell::new(At::Nowhere) };
+    }
+
+    pub(crate) fn here(at: At) -> bool {
+        AT.with(|c| c.get()) == at
+    }
+}
 
 /// What a move leaves behind: the old directory and what of it readers may still hold.
 #[derive(Debug)]
@@ -130,6 +188,19 @@ pub(crate) fn publish_copy(
     Ok(())
 }
 
+/// After a failed [`publish_copy`]: a copy that took the final name goes back to `future`
+/// (for the caller to delete), so that the old copy, unmarked, stays the only one. If it
+/// cannot, the two copies stay unmarked and a start refuses to choose between them.
+fn withdraw_copy(future: &Path, final_dir: &Path) {
+    if future.exists() || !final_dir.exists() {
+        return;
+    }
+    if let Err(e) = std::fs::rename(final_dir, future) {
+        tracing::error!(dir = %final_dir.display(), error = %e,
+            "a failed move's copy could not be put aside; the partition is in two log dirs until one is removed");
+    }
+}
+
 impl Log {
     /// Copy this log to `future` (a fresh directory), then under the writer lock finish the
     /// copy, rename it to `final_dir` and switch to it. Returns what the old directory still
@@ -147,7 +218,24 @@ impl Log {
             ));
         }
         let segs = self.copy_rest(future, copied)?;
-        publish_copy(future, final_dir, self.topic_id)?;
+        // The mark goes into the partition's own directory: through the write gate.
+        let old_dir = self.dir();
+        self.gate_io()?;
+        mark_moved(&old_dir, final_dir)?;
+        #[cfg(test)]
+        if crash::here(crash::At::BeforePublish) {
+            return Err(io::Error::other(
+                "test crash before the copy takes the final name",
+            ));
+        }
+        // A broker fenced meanwhile publishes nothing, and leaves the mark: a marked copy
+        // alone is served as any other.
+        self.gate_io()?;
+        if let Err(e) = publish_copy(future, final_dir, self.topic_id) {
+            withdraw_copy(future, final_dir);
+            unmark_moved(&old_dir);
+            return Err(e);
+        }
         // From here on the new copy is complete and durable; open it and switch.
         let new_segs = self.reopen_in(&segs, final_dir)?;
         let old_dir = self.switch_to(&w, final_dir, new_segs);
