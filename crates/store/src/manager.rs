@@ -392,7 +392,7 @@ fn open_dir(
         first_dirty.extend(crate::cleaner::schedule::read_checkpoint(dir));
     }
     let (recovery_points, log_starts) = read_dir_checkpoints(dir, shared);
-    list_partition_dirs(idx, dirs, found).map_err(ioe)?;
+    list_partition_dirs(idx, dirs, shared, found).map_err(ioe)?;
     tracing::info!(dir = %dir.display(), clean, "log dir opened");
     Ok(DirState {
         clean,
@@ -440,9 +440,15 @@ fn read_dir_checkpoints(
 /// `<topic>-<partition>` as a copy to choose from ([`Discovery::choose_copies`]), and every
 /// `*-delete` and `*-future` directory for the
 /// deferred deletion (an unfinished deletion, or an unfinished copy whose original is intact:
-/// docs/log-format.md, "Deletion"). Anything else is not a partition's and is left alone
+/// docs/log-format.md, "Deletion"); in a shared log dir a `*-future` one may be another
+/// broker's copy in progress, and is left alone. Anything else is not a partition's and is left alone
 /// (docs/log-format.md, "Directory layout").
-fn list_partition_dirs(idx: usize, dirs: &[PathBuf], found: &mut Discovery) -> io::Result<()> {
+fn list_partition_dirs(
+    idx: usize,
+    dirs: &[PathBuf],
+    shared: bool,
+    found: &mut Discovery,
+) -> io::Result<()> {
     for entry in std::fs::read_dir(&dirs[idx])? {
         let entry = entry?;
         let Ok(ft) = entry.file_type() else { continue };
@@ -451,6 +457,12 @@ fn list_partition_dirs(idx: usize, dirs: &[PathBuf], found: &mut Discovery) -> i
         }
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if is_future_dir(name) && shared {
+            // Maybe the copy another broker is making right now: its own move removes it if
+            // it fails; one left by a crash stays (docs/log-format.md, "Deletion").
+            tracing::debug!(dir = %entry.path().display(), "leaving a move's copy in a shared log dir");
+            continue;
+        }
         if is_delete_dir(name) || is_future_dir(name) {
             found.pending_dirs.push(PendingDir::new(entry.path()));
             continue;
@@ -466,13 +478,14 @@ fn list_partition_dirs(idx: usize, dirs: &[PathBuf], found: &mut Discovery) -> i
 
 impl Discovery {
     /// Chooses, for each partition listed, the copy it is served from. One copy is served
-    /// wherever it is. Of several, the one a move left marked as its old copy
-    /// ([`crate::relocate::is_marked_moved`]: a crash came between the new copy taking its
-    /// name and the old one's rename) is never served, and on a broker of its own it is
-    /// deleted. Two unmarked copies of the same topic id have no rule to tell the current
-    /// one: the start is refused, naming both, as Kafka's is. Two of different ids (an
-    /// incarnation of the topic deleted and created again) are served from the first, as
-    /// before, with a warning.
+    /// wherever it is. Of several, one a move left as its old copy
+    /// ([`crate::relocate::superseded`]: a crash came between the new copy taking its name
+    /// and the old one's rename) is never served, and on a broker of its own it is deleted.
+    /// Two other copies of the same topic id have no rule to tell the current one: a broker
+    /// of its own refuses the start, naming both, as Kafka's does; in shared log dirs the
+    /// first is served, with a warning (the acquisition's checks against what the owner
+    /// recorded refuse a stale one). Copies of different topic ids (an incarnation of the
+    /// topic deleted and created again) are served from the first, as before, with a warning.
     fn choose_copies(&mut self, shared: bool) -> Result<(), StoreError> {
         let mut by_tp: HashMap<TopicPartition, Vec<(usize, PathBuf)>> = HashMap::new();
         let mut order = Vec::new();
@@ -505,42 +518,26 @@ impl Discovery {
         if copies.len() == 1 {
             return Ok(copies.remove(0));
         }
-        let (old, current): (Vec<_>, Vec<_>) = copies
+        let (old, mut current): (Vec<_>, Vec<_>) = copies
             .into_iter()
-            .partition(|(_, d)| crate::relocate::is_marked_moved(d));
-        let Some(first) = current.first().cloned() else {
-            let dirs: Vec<String> = old.iter().map(|(_, d)| d.display().to_string()).collect();
-            return Err(StoreError::Invalid {
-                path: old[0].1.clone(),
-                reason: format!(
-                    "partition {}-{} is in more than one log dir ({}), each marked as the old                      copy of a move: remove all but the current one",
-                    tp.topic,
-                    tp.partition,
-                    dirs.join(", ")
-                ),
-            });
-        };
-        for (_, dir) in old {
-            if shared {
-                tracing::warn!(?tp, dir = %dir.display(), serving = %first.1.display(),
-                    "an interrupted move's old copy is left to its owner; serving the new one");
-                continue;
+            .partition(|(_, d)| crate::relocate::superseded(d));
+        if current.is_empty() {
+            // Marks naming each other: none tells the current copy.
+            current = old.clone();
+        } else {
+            for (_, dir) in &old {
+                self.retire_old_copy(tp, dir, &current[0].1, shared);
             }
-            tracing::warn!(?tp, dir = %dir.display(), serving = %first.1.display(),
-                "deleting the old copy an interrupted move left behind");
-            let root = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-            self.pending_dirs.push(PendingDir {
-                rename_to: Some(root.join(delete_dir_name(tp))),
-                ..PendingDir::new(dir)
-            });
         }
+        let first = current[0].clone();
         let first_id = dir_topic_id(&first.1);
         for (_, dir) in &current[1..] {
             if !shared && first_id.is_some() && dir_topic_id(dir) == first_id {
                 return Err(StoreError::Invalid {
                     path: dir.clone(),
                     reason: format!(
-                        "partition {}-{} of the same topic id is in {} and in {}, neither                          marked as a move's old copy: remove the stale one",
+                        "partition {}-{} of the same topic id is in {} and in {}, and no move \
+                         left either as its old copy: remove the stale one",
                         tp.topic,
                         tp.partition,
                         first.1.display(),
@@ -553,10 +550,27 @@ impl Discovery {
         }
         Ok(first)
     }
+
+    /// A move's old copy `dir`, found beside the current one (`serving`): deleted on a broker
+    /// of its own; in a shared log dir left to the partition's owner.
+    fn retire_old_copy(&mut self, tp: &TopicPartition, dir: &Path, serving: &Path, shared: bool) {
+        if shared {
+            tracing::warn!(?tp, dir = %dir.display(), serving = %serving.display(),
+                "an interrupted move's old copy is left to its owner; serving the new one");
+            return;
+        }
+        tracing::warn!(?tp, dir = %dir.display(), serving = %serving.display(),
+            "deleting the old copy an interrupted move left behind");
+        let root = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.pending_dirs.push(PendingDir {
+            rename_to: Some(root.join(delete_dir_name(tp))),
+            ..PendingDir::new(dir.to_path_buf())
+        });
+    }
 }
 
-/// The shared log dir (index) holding the partition directory `name`: the first whose copy a
-/// move did not leave marked as its old one, else the first holding one
+/// The shared log dir (index) holding the partition directory `name`: the first whose copy is
+/// not a move's old copy, else the first holding one
 /// ([`Discovery::choose_copies`]).
 fn shared_copy(dirs: &[PathBuf], name: &str) -> Option<usize> {
     let held: Vec<usize> = (0..dirs.len())
@@ -564,7 +578,7 @@ fn shared_copy(dirs: &[PathBuf], name: &str) -> Option<usize> {
         .collect();
     held.iter()
         .copied()
-        .find(|&i| !crate::relocate::is_marked_moved(&dirs[i].join(name)))
+        .find(|&i| !crate::relocate::superseded(&dirs[i].join(name)))
         .or(held.first().copied())
 }
 
@@ -1496,7 +1510,13 @@ impl Inner {
             }
         }
         // The old copy: renamed out of the way at once (safe while open), removed after its
-        // last reader.
+        // last reader; by a broker that still owns the partition only (in a shared log dir
+        // the old copy, marked, may be what a new owner opened since).
+        if let Err(e) = log.gate_io() {
+            tracing::warn!(?tp, dir = %retired.old_dir.display(), error = %e,
+                "the partition was lost during its move; its old copy is left to the new owner");
+            return Ok(());
+        }
         let old_root = retired
             .old_dir
             .parent()
@@ -1844,8 +1864,8 @@ mod tests {
         mkdir(1, "t-0");
         mkdir(1, "u-5");
         let mut found = Discovery::default();
-        list_partition_dirs(0, &dirs, &mut found).unwrap();
-        list_partition_dirs(1, &dirs, &mut found).unwrap();
+        list_partition_dirs(0, &dirs, false, &mut found).unwrap();
+        list_partition_dirs(1, &dirs, false, &mut found).unwrap();
         found.choose_copies(false).unwrap();
         let mut listed: Vec<_> = found
             .discovered

@@ -9,7 +9,7 @@
 //! Between the copy taking the final name and the old directory's rename out of the way, the
 //! partition is in two log dirs. Before the final name is taken, the old directory gets a
 //! durable [`MOVED_MARKER`]: a start that finds two copies serves the one without it and
-//! deletes the marked one ([`is_marked_moved`]; docs/log-format.md, "Directory layout").
+//! deletes the marked one ([`superseded`]; docs/log-format.md, "Directory layout").
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -34,9 +34,23 @@ const COPY_CHUNK: usize = 1024 * 1024;
 /// path, for the operator.
 pub(crate) const MOVED_MARKER: &str = "moved-to";
 
-/// True if `dir` is the old copy of a move that published its new one.
+/// True if `dir` carries a move's mark.
+#[cfg(test)]
 pub(crate) fn is_marked_moved(dir: &Path) -> bool {
     dir.join(MOVED_MARKER).exists()
+}
+
+/// True if `dir` is the old copy of a move that published its new one: its mark names
+/// another directory that holds a copy of the same topic id. A mark naming nothing (the move
+/// failed or crashed before its copy took the name, or that copy was deleted since) or a copy
+/// of another incarnation of the topic does not make `dir` old.
+pub(crate) fn superseded(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join(MOVED_MARKER)) else {
+        return false;
+    };
+    let target = PathBuf::from(text.trim_end_matches('\n'));
+    let id = crate::manager::dir_topic_id(dir);
+    target != dir && target.is_dir() && id.is_some() && crate::manager::dir_topic_id(&target) == id
 }
 
 /// Marks `old_dir` durably as the old copy of a move to `final_dir`.
@@ -71,6 +85,8 @@ pub(crate) mod crash {
         BeforePublish,
         /// The log switched to the new copy; the old directory is still under its name.
         AfterSwitch,
+        /// Not a crash: opening the published copy fails.
+        OpenFails,
     }
 
     thread_local! {
@@ -164,17 +180,22 @@ pub(crate) fn remove_copies<'a>(
 /// Makes the complete copy in `future` the partition's directory `final_dir`, durably:
 /// `partition.metadata` naming `topic_id` written, the copy's directory fsynced, then
 /// renamed to `final_dir` (refused if that exists: nothing there is replaced) and the
-/// parent fsynced. Once it returns Ok, the new copy is complete and survives a crash.
+/// parent fsynced; `gate` (the write gate) is asked right before the rename. Once it returns
+/// Ok, the new copy is complete and survives a crash.
 pub(crate) fn publish_copy(
     future: &Path,
     final_dir: &Path,
     topic_id: uuid::Uuid,
+    gate: impl Fn() -> io::Result<()>,
 ) -> io::Result<()> {
     write_atomic(
         &future.join(PARTITION_METADATA),
         format_partition_metadata(topic_id.as_bytes()).as_bytes(),
     )?;
     sync_dir(future)?;
+    // The fsyncs above may take long on a network volume: the gate again, just before the
+    // copy takes the partition's name.
+    gate()?;
     if final_dir.exists() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -231,13 +252,31 @@ impl Log {
         // A broker fenced meanwhile publishes nothing, and leaves the mark: a marked copy
         // alone is served as any other.
         self.gate_io()?;
-        if let Err(e) = publish_copy(future, final_dir, self.topic_id) {
-            withdraw_copy(future, final_dir);
-            unmark_moved(&old_dir);
-            return Err(e);
-        }
-        // From here on the new copy is complete and durable; open it and switch.
-        let new_segs = self.reopen_in(&segs, final_dir)?;
+        // Once published, the new copy is complete and durable; it is opened, and the log
+        // switched to it. Should the publish or the open fail, the log stays where it is and
+        // takes appends there: the copy goes back to `future` and the mark comes off, so that
+        // a start never prefers the copy left behind.
+        let published =
+            publish_copy(future, final_dir, self.topic_id, || self.gate_io()).and_then(|()| {
+                #[cfg(test)]
+                if crash::here(crash::At::OpenFails) {
+                    return Err(io::Error::other(
+                        "test: the published copy cannot be opened",
+                    ));
+                }
+                self.reopen_in(&segs, final_dir)
+            });
+        let new_segs = match published {
+            Ok(s) => s,
+            Err(e) => {
+                withdraw_copy(future, final_dir);
+                // A broker fenced meanwhile leaves the mark (see above).
+                if self.gate_io().is_ok() {
+                    unmark_moved(&old_dir);
+                }
+                return Err(e);
+            }
+        };
         let old_dir = self.switch_to(&w, final_dir, new_segs);
         Ok(Retired {
             old_dir,

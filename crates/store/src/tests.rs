@@ -918,6 +918,68 @@ fn a_crash_before_a_moves_copy_takes_its_name_serves_the_old_copy() {
     let log = open(&m, cfg());
     assert_eq!(log.dir(), old);
     assert_eq!(read_all(&log, 0).len(), 15);
+    assert!(
+        !crate::relocate::is_marked_moved(&old),
+        "the copy opened is the partition's: its mark comes off"
+    );
+}
+
+/// A move whose published copy cannot be opened stays where it was, and takes the copy back
+/// and its mark off: the start serves the old directory, with what was appended after.
+#[test]
+fn a_move_that_cannot_open_its_copy_leaves_no_copy_to_prefer() {
+    use crate::relocate::crash::At;
+    let roots = crash_a_move(At::OpenFails, 10, 5);
+    let old = roots[0].path().join("topic-0");
+    assert!(!roots[1].path().join("topic-0").exists());
+    assert!(!crate::relocate::is_marked_moved(&old));
+    let m = LogManager::open(
+        roots.iter().map(|d| d.path().to_path_buf()).collect(),
+        meta(),
+    )
+    .unwrap();
+    let log = open(&m, cfg());
+    assert_eq!(log.dir(), old);
+    assert_eq!(read_all(&log, 0).len(), 15);
+}
+
+/// A mark makes its directory a move's old copy only while it names a copy of the same
+/// topic id elsewhere.
+#[test]
+fn a_mark_names_the_copy_that_supersedes_its_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a/t-0"), d.path().join("b/t-0"));
+    let id = |dir: &Path, n: u128| {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("partition.metadata"),
+            sluice_format::text::format_partition_metadata(uuid::Uuid::from_u128(n).as_bytes()),
+        )
+        .unwrap();
+    };
+    id(&a, 1);
+    let mark = |to: &Path| {
+        std::fs::write(
+            a.join(crate::relocate::MOVED_MARKER),
+            format!("{}\n", to.display()),
+        )
+        .unwrap()
+    };
+    assert!(!crate::relocate::superseded(&a), "no mark");
+    mark(&b);
+    assert!(
+        !crate::relocate::superseded(&a),
+        "the copy it names is not there"
+    );
+    id(&b, 2);
+    assert!(
+        !crate::relocate::superseded(&a),
+        "another incarnation's copy"
+    );
+    id(&b, 1);
+    assert!(crate::relocate::superseded(&a));
+    mark(&a);
+    assert!(!crate::relocate::superseded(&a), "naming itself");
 }
 
 /// Two copies of one topic id, neither marked (a move's mark lost, or copied by hand): no
@@ -1010,7 +1072,7 @@ fn a_moves_copy_takes_the_final_name_only_if_free() {
     let final_dir = d.path().join("topic-0");
     std::fs::create_dir(&future).unwrap();
     std::fs::write(future.join("00000000000000000000.log"), b"data").unwrap();
-    crate::relocate::publish_copy(&future, &final_dir, id).unwrap();
+    crate::relocate::publish_copy(&future, &final_dir, id, || Ok(())).unwrap();
     assert!(!future.exists());
     assert_eq!(
         std::fs::read(final_dir.join("00000000000000000000.log")).unwrap(),
@@ -1019,7 +1081,7 @@ fn a_moves_copy_takes_the_final_name_only_if_free() {
     assert_eq!(crate::manager::dir_topic_id(&final_dir), Some(id));
 
     std::fs::create_dir(&future).unwrap();
-    let e = crate::relocate::publish_copy(&future, &final_dir, id).unwrap_err();
+    let e = crate::relocate::publish_copy(&future, &final_dir, id, || Ok(())).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
     assert_eq!(
         e.to_string(),

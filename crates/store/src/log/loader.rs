@@ -129,6 +129,17 @@ fn list_segments(p: &OpenParams, leftovers: &mut Vec<PathBuf>) -> Result<Vec<i64
             }
             continue;
         }
+        if name == crate::relocate::MOVED_MARKER {
+            // A move's mark on the copy opened: this copy is the partition's now (the move
+            // failed or crashed before its copy took the name, or that copy is gone), so the
+            // mark comes off, lest a copy appearing later under the name it gives (a former
+            // owner's stalled move) be taken for the newer one.
+            may_write(p, "removing a move's mark")?;
+            if let Err(e) = std::fs::remove_file(entry.path()).and_then(|()| sync_dir(&p.dir)) {
+                tracing::warn!(file = %entry.path().display(), error = %e, "could not remove a move's mark");
+            }
+            continue;
+        }
         if name.ends_with(crate::segment::SPARE_SUFFIX) {
             // Made ahead of a roll that did not come (by this broker before a restart, or
             // by a former owner of a shared directory).
