@@ -821,6 +821,11 @@ impl Inner {
             self.opened.wait(&mut reg);
         }
         reg.opening.insert(tp.clone());
+        // In shared dirs the copy found now wins over where this broker placed the partition
+        // before: another broker may have moved it since.
+        if let Some(i) = found.filter(|_| self.shared) {
+            reg.placement.insert(tp.clone(), i);
+        }
         let idx = place(&mut reg, tp, found, self.dirs.len());
         let first_open = reg.opened_once.insert(tp.clone());
         let closed_clean = reg.closed_clean.remove(tp);
@@ -1004,6 +1009,15 @@ impl Inner {
         let Some(log) = self.reg.lock().logs.get(tp).cloned() else {
             return Ok(None);
         };
+        // A move in flight switches the failed log to its copy and then deletes the directory
+        // a re-open would take: the re-open waits for a later attempt.
+        if self.moving.lock().contains(tp) {
+            return Err(StoreError::Invalid {
+                path: log.dir(),
+                reason: "the partition is being moved to another log dir; re-opened after the move"
+                    .into(),
+            });
+        }
         // A re-open rewrites the partition's files: only through the write gate (in a
         // cluster, the broker acquires a failed log again instead, bumping its epoch).
         log.gate_io().map_err(|source| StoreError::Io {

@@ -216,7 +216,10 @@ fn withdraw_copy(future: &Path, final_dir: &Path) {
     if future.exists() || !final_dir.exists() {
         return;
     }
-    if let Err(e) = std::fs::rename(final_dir, future) {
+    // Durably before the mark comes off.
+    let withdrawn =
+        std::fs::rename(final_dir, future).and_then(|()| future.parent().map_or(Ok(()), sync_dir));
+    if let Err(e) = withdrawn {
         tracing::error!(dir = %final_dir.display(), error = %e,
             "a failed move's copy could not be put aside; the partition is in two log dirs until one is removed");
     }
@@ -269,9 +272,10 @@ impl Log {
         let new_segs = match published {
             Ok(s) => s,
             Err(e) => {
-                withdraw_copy(future, final_dir);
-                // A broker fenced meanwhile leaves the mark (see above).
+                // A broker fenced meanwhile touches neither: the copy under the final name
+                // may be what a new owner opened since, and the mark names it.
                 if self.gate_io().is_ok() {
+                    withdraw_copy(future, final_dir);
                     unmark_moved(&old_dir);
                 }
                 return Err(e);

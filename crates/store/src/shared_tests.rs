@@ -4562,3 +4562,55 @@ fn a_vouched_snapshot_keeps_the_retries_appended_since_the_snapshot_before_it() 
         "a retry a full validation recognises: {retry:?}"
     );
 }
+
+/// A broker opens a partition where another broker moved it since, not in the log dir it
+/// placed it in before (the copy there is gone), and finds what was appended after the move.
+#[test]
+fn a_takeover_opens_the_copy_another_broker_moved_since() {
+    let roots = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let dirs: Vec<_> = roots.iter().map(|d| d.path().to_path_buf()).collect();
+    let mk = |node_id| {
+        LogManager::open_sharing(
+            dirs.clone(),
+            MetaProperties {
+                node_id,
+                cluster_id: "shared-cluster-id-0000A".into(),
+            },
+            DeleteRetry::default(),
+            Sharing::Shared,
+        )
+        .unwrap()
+    };
+    let append = |log: &Log, n: i64| {
+        for i in 0..n {
+            let b = Bytes::from(
+                BatchBuilder::new()
+                    .record(NOW + i, None, Some(b"v"))
+                    .build(),
+            );
+            log.append(b, AppendOrigin::Client, NOW).unwrap();
+        }
+        log.flush().unwrap();
+    };
+    let a = mk(1);
+    let log = open(&a, 1);
+    append(&log, 3);
+    let first = log.dir();
+    drop(log);
+    a.release_log(&tp()).unwrap();
+
+    let b = mk(2);
+    let log = take_over(&b, 2, 0).unwrap();
+    assert_eq!(log.dir(), first);
+    let target = usize::from(first.parent() == Some(dirs[0].as_path()));
+    b.move_log(&tp(), target).unwrap();
+    append(&log, 2);
+    let moved = log.dir();
+    assert_ne!(moved, first);
+    drop(log);
+    b.release_log(&tp()).unwrap();
+
+    let log = take_over(&a, 3, 0).unwrap();
+    assert_eq!(log.dir(), moved);
+    assert_eq!(log.log_end_offset(), 5);
+}
