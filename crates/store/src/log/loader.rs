@@ -58,7 +58,11 @@ fn stamp_dir(p: &OpenParams) -> Result<bool, StoreError> {
         Err(e) => return Err(serr(e)),
     };
     may_write(p, "creating or stamping the directory")?;
-    std::fs::create_dir_all(&p.dir).map_err(&serr)?;
+    if created_dir {
+        // Only then: on an open of an existing partition (every one at a start) the
+        // `mkdir` and the `stat` after its EEXIST were two of its path lookups.
+        std::fs::create_dir_all(&p.dir).map_err(&serr)?;
+    }
     let md_path = p.dir.join(PARTITION_METADATA);
     let rewrite = || {
         write_atomic(
