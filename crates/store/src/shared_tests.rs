@@ -12,16 +12,7 @@ use crate::tests::{cfg, NOW};
 use crate::*;
 
 fn broker(dir: &Path, node_id: i32) -> LogManager {
-    LogManager::open_sharing(
-        vec![dir.to_path_buf()],
-        MetaProperties {
-            node_id,
-            cluster_id: "shared-cluster-id-0000A".into(),
-        },
-        DeleteRetry::default(),
-        Sharing::Shared,
-    )
-    .unwrap()
+    broker_of(&[dir], node_id)
 }
 
 fn tp() -> TopicPartition {
@@ -4569,18 +4560,7 @@ fn a_vouched_snapshot_keeps_the_retries_appended_since_the_snapshot_before_it() 
 fn a_takeover_opens_the_copy_another_broker_moved_since() {
     let roots = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let dirs: Vec<_> = roots.iter().map(|d| d.path().to_path_buf()).collect();
-    let mk = |node_id| {
-        LogManager::open_sharing(
-            dirs.clone(),
-            MetaProperties {
-                node_id,
-                cluster_id: "shared-cluster-id-0000A".into(),
-            },
-            DeleteRetry::default(),
-            Sharing::Shared,
-        )
-        .unwrap()
-    };
+    let mk = |node_id| broker_of(&[dirs[0].as_path(), dirs[1].as_path()], node_id);
     let append = |log: &Log, n: i64| {
         for i in 0..n {
             let b = Bytes::from(

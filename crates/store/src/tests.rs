@@ -838,16 +838,20 @@ fn a_move_takes_the_held_back_index_entries() {
     verify_indexes(&pdir);
 }
 
+/// A manager of the log dirs `roots`, in order.
+fn open_roots(roots: &[tempfile::TempDir]) -> Result<LogManager, StoreError> {
+    LogManager::open(
+        roots.iter().map(|d| d.path().to_path_buf()).collect(),
+        meta(),
+    )
+}
+
 /// Two log dirs, a log in the first with `batches` appended, and a move of it to the second
 /// stopped at `at` as if the process died there; then `more` batches appended to wherever the
 /// log is and the manager dropped without a shutdown (a crash, page cache kept).
 fn crash_a_move(at: crate::relocate::crash::At, batches: i64, more: i64) -> [tempfile::TempDir; 2] {
     let roots = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let m = LogManager::open(
-        roots.iter().map(|d| d.path().to_path_buf()).collect(),
-        meta(),
-    )
-    .unwrap();
+    let m = open_roots(&roots).unwrap();
     let log = open(&m, cfg());
     for i in 0..batches {
         log.append(batch(2, NOW + i, "m"), AppendOrigin::Client, NOW)
@@ -886,11 +890,7 @@ fn a_crash_after_a_moves_switch_serves_the_new_copy() {
         old.is_dir() && new.is_dir(),
         "the state a crash in the window leaves"
     );
-    let m = LogManager::open(
-        roots.iter().map(|d| d.path().to_path_buf()).collect(),
-        meta(),
-    )
-    .unwrap();
+    let m = open_roots(&roots).unwrap();
     let log = open(&m, cfg());
     assert_eq!(log.dir(), new);
     assert_eq!(
@@ -910,11 +910,7 @@ fn a_crash_before_a_moves_copy_takes_its_name_serves_the_old_copy() {
     let old = roots[0].path().join("topic-0");
     assert!(crate::relocate::is_marked_moved(&old));
     assert!(!roots[1].path().join("topic-0").exists());
-    let m = LogManager::open(
-        roots.iter().map(|d| d.path().to_path_buf()).collect(),
-        meta(),
-    )
-    .unwrap();
+    let m = open_roots(&roots).unwrap();
     let log = open(&m, cfg());
     assert_eq!(log.dir(), old);
     assert_eq!(read_all(&log, 0).len(), 15);
@@ -933,11 +929,7 @@ fn a_move_that_cannot_open_its_copy_leaves_no_copy_to_prefer() {
     let old = roots[0].path().join("topic-0");
     assert!(!roots[1].path().join("topic-0").exists());
     assert!(!crate::relocate::is_marked_moved(&old));
-    let m = LogManager::open(
-        roots.iter().map(|d| d.path().to_path_buf()).collect(),
-        meta(),
-    )
-    .unwrap();
+    let m = open_roots(&roots).unwrap();
     let log = open(&m, cfg());
     assert_eq!(log.dir(), old);
     assert_eq!(read_all(&log, 0).len(), 15);
@@ -993,12 +985,7 @@ fn two_unmarked_copies_of_one_partition_refuse_the_start() {
         roots[1].path().join("topic-0"),
     );
     std::fs::remove_file(old.join(crate::relocate::MOVED_MARKER)).unwrap();
-    let e = LogManager::open(
-        roots.iter().map(|d| d.path().to_path_buf()).collect(),
-        meta(),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = open_roots(&roots).unwrap_err().to_string();
     assert!(
         e.contains(&old.display().to_string()) && e.contains(&new.display().to_string()),
         "{e}"
