@@ -438,11 +438,11 @@ fn read_dir_checkpoints(
 
 /// Lists the partition directories of the log dir `dirs[idx]` into `found`: each
 /// `<topic>-<partition>` as a copy to choose from ([`Discovery::choose_copies`]), and every
-/// `*-delete` and `*-future` directory for the
-/// deferred deletion (an unfinished deletion, or an unfinished copy whose original is intact:
-/// docs/log-format.md, "Deletion"); in a shared log dir a `*-future` one may be another
-/// broker's copy in progress, and is left alone. Anything else is not a partition's and is left alone
-/// (docs/log-format.md, "Directory layout").
+/// `*-delete` and `*-future` directory for the deferred deletion (an unfinished deletion, or
+/// an unfinished copy whose original is intact: docs/log-format.md, "Deletion"); in a shared
+/// log dir a `*-future` one may be another broker's copy in progress, and is left alone.
+/// Anything else is not a partition's and is left alone (docs/log-format.md, "Directory
+/// layout").
 fn list_partition_dirs(
     idx: usize,
     dirs: &[PathBuf],

@@ -8,8 +8,8 @@
 //!
 //! Between the copy taking the final name and the old directory's rename out of the way, the
 //! partition is in two log dirs. Before the final name is taken, the old directory gets a
-//! durable [`MOVED_MARKER`]: a start that finds two copies serves the one without it and
-//! deletes the marked one ([`superseded`]; docs/log-format.md, "Directory layout").
+//! durable [`MOVED_MARKER`] naming the copy: a start that finds both serves the one named
+//! and deletes the old one ([`superseded`]; docs/log-format.md, "Deletion").
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
